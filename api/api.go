@@ -1,0 +1,154 @@
+// Package api defines the JSON bodies of Drover's HTTP API under /v1/, shared
+// by masters, workers and clients. Sizes are MiB, times Unix milliseconds.
+//
+// Endpoints (masters):
+//
+//	POST /v1/drivers                     SubmitRequest -> 200 SubmitResponse
+//	GET  /v1/drivers                     -> []fsm.Driver
+//	GET  /v1/drivers/{id}                -> fsm.Driver
+//	POST /v1/drivers/{id}/kill           -> 200 KillResponse
+//	GET  /v1/drivers/{id}/logs           ?stream=stdout|stderr&offset=N -> bytes
+//	POST /v1/workers/register            RegisterWorkerRequest -> RegisterWorkerResponse
+//	POST /v1/workers/{id}/heartbeat      HeartbeatRequest -> HeartbeatResponse
+//	GET  /v1/state                       -> State
+//
+// Reads are linearizable (answered by the leader after it confirms its
+// leadership) unless the query has stale=true, which lets any master answer
+// from its own tables. Errors are an Error body with a 4xx or 5xx status.
+package api
+
+import "github.com/drover-project/drover/fsm"
+
+// MaxBodyBytes bounds every request body; larger ones get 413.
+const MaxBodyBytes = 1 << 20
+
+// Headers that masters set or read.
+const (
+	// HeaderLeader carries the leader's HTTP address, when known, on every
+	// master response.
+	HeaderLeader = "X-Drover-Leader"
+	// HeaderForwarded marks a request a follower forwarded to the leader, so
+	// it is never forwarded twice.
+	HeaderForwarded = "X-Drover-Forwarded"
+	// HeaderServedBy names the master that produced the answer.
+	HeaderServedBy = "X-Drover-Served-By"
+)
+
+// Error is the body of every error response: one line fit to show a user.
+type Error struct {
+	Error string `json:"error"`
+	// Leader is the leader's HTTP address, when known, on 503 answers
+	// from a master that could not reach it.
+	Leader string `json:"leader,omitempty"`
+}
+
+// SubmitRequest asks for a new driver. Token is the client's submission token:
+// a retry with the same token yields the same driver, never a second one.
+type SubmitRequest struct {
+	Token     string            `json:"token"`
+	Name      string            `json:"name,omitempty"`
+	Argv      []string          `json:"argv"`
+	Env       map[string]string `json:"env,omitempty"`
+	Cores     int               `json:"cores"`
+	MemoryMB  int64             `json:"memory_mb"`
+	Supervise bool              `json:"supervise"`
+}
+
+// MaxTokenLen bounds a submission token, in bytes.
+const MaxTokenLen = 128
+
+// SubmitResponse is the answer to a submission.
+type SubmitResponse struct {
+	DriverID string `json:"driver_id"`
+	// Existing is true when the token was already known: no new driver.
+	Existing bool `json:"existing"`
+}
+
+// KillResponse is the answer to a kill.
+type KillResponse struct {
+	DriverID string `json:"driver_id"`
+}
+
+// RegisterWorkerRequest registers a worker, or re-registers a known one
+// (after a restart, or after it was declared lost).
+type RegisterWorkerRequest struct {
+	ID       string `json:"id"`
+	HTTPAddr string `json:"http_addr"`
+	Cores    int    `json:"cores"`
+	MemoryMB int64  `json:"memory_mb"`
+}
+
+// RegisterWorkerResponse confirms a registration.
+type RegisterWorkerResponse struct {
+	WorkerID string `json:"worker_id"`
+}
+
+// HeartbeatRequest is a worker's periodic sync with the leader. Reports
+// carries state changes of its attempts that the leader has not yet
+// acknowledged; Running lists every attempt it runs now.
+type HeartbeatRequest struct {
+	Reports []fsm.AttemptReport `json:"reports"`
+	Running []AttemptRef        `json:"running"`
+	// WaitIndex, when non-zero, asks the leader to hold the answer (up to
+	// a few seconds) until its tables have moved past this Raft index, so
+	// new assignments reach the worker without polling delay.
+	WaitIndex uint64 `json:"wait_index,omitempty"`
+}
+
+// AttemptRef names one attempt of one driver.
+type AttemptRef struct {
+	DriverID string `json:"driver_id"`
+	Attempt  int    `json:"attempt"`
+}
+
+// HeartbeatResponse tells a worker what it should run. Assignments is the
+// whole desired set: the worker starts what is missing and kills every
+// attempt it runs that is not in it (killed, or superseded by a relaunch).
+type HeartbeatResponse struct {
+	// Registered is false when the leader does not know the worker as
+	// ALIVE; the worker must register again, and runs nothing meanwhile
+	// that is not in Assignments.
+	Registered  bool         `json:"registered"`
+	Assignments []Assignment `json:"assignments"`
+	// Acked lists the reports that were committed; the worker drops them.
+	Acked []fsm.AttemptReport `json:"acked"`
+	// Index is the leader's applied Raft index when it answered.
+	Index uint64 `json:"index"`
+}
+
+// Assignment is one attempt a worker should run, with what it needs to
+// launch it.
+type Assignment struct {
+	DriverID  string            `json:"driver_id"`
+	Attempt   int               `json:"attempt"`
+	Argv      []string          `json:"argv"`
+	Env       map[string]string `json:"env,omitempty"`
+	Cores     int               `json:"cores"`
+	MemoryMB  int64             `json:"memory_mb"`
+	Supervise bool              `json:"supervise"`
+}
+
+// Master describes one Raft voter in State.
+type Master struct {
+	ID       string `json:"id"`
+	RaftAddr string `json:"raft_addr"`
+	HTTPAddr string `json:"http_addr,omitempty"`
+	Suffrage string `json:"suffrage"`
+	Leader   bool   `json:"leader"`
+}
+
+// State is the JSON view of the cluster that /v1/state serves.
+type State struct {
+	ID             string        `json:"id"`
+	Role           string        `json:"role"`
+	Leader         string        `json:"leader"`
+	LeaderHTTP     string        `json:"leader_http,omitempty"`
+	Term           uint64        `json:"term"`
+	CommitIndex    uint64        `json:"commit_index"`
+	AppliedIndex   uint64        `json:"applied_index"`
+	Masters        []Master      `json:"masters"`
+	Workers        []*fsm.Worker `json:"workers"`
+	Drivers        []*fsm.Driver `json:"drivers"`
+	WaitingDrivers []string      `json:"waiting_drivers"`
+	StateHash      string        `json:"state_hash"`
+}

@@ -1,0 +1,79 @@
+package client
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"net/http"
+	"net/url"
+	"strconv"
+
+	"github.com/drover-project/drover/api"
+	"github.com/drover-project/drover/fsm"
+)
+
+// NewToken returns a fresh random submission token (128 bits, hex).
+func NewToken() string {
+	var b [16]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		panic("crypto/rand failed: " + err.Error())
+	}
+	return hex.EncodeToString(b[:])
+}
+
+// Submit asks for a new driver. A request without a token gets a fresh one,
+// and retries within Submit reuse it, so a timeout or a failover never
+// creates a second driver.
+func (c *Client) Submit(ctx context.Context, req api.SubmitRequest) (api.SubmitResponse, error) {
+	if req.Token == "" {
+		req.Token = NewToken()
+	}
+	var out api.SubmitResponse
+	err := c.Do(ctx, http.MethodPost, "/v1/drivers", req, &out)
+	return out, err
+}
+
+// Driver returns one driver's row (linearizable read).
+func (c *Client) Driver(ctx context.Context, id string) (*fsm.Driver, error) {
+	var d fsm.Driver
+	if err := c.Do(ctx, http.MethodGet, "/v1/drivers/"+url.PathEscape(id), nil, &d); err != nil {
+		return nil, err
+	}
+	return &d, nil
+}
+
+// Drivers returns every driver's row (linearizable read).
+func (c *Client) Drivers(ctx context.Context) ([]*fsm.Driver, error) {
+	var ds []*fsm.Driver
+	err := c.Do(ctx, http.MethodGet, "/v1/drivers", nil, &ds)
+	return ds, err
+}
+
+// Kill kills a driver. Killing a driver that is already KILLED succeeds; one
+// that ended otherwise is an *APIError with status 409.
+func (c *Client) Kill(ctx context.Context, id string) error {
+	return c.Do(ctx, http.MethodPost, "/v1/drivers/"+url.PathEscape(id)+"/kill", nil, nil)
+}
+
+// Logs returns the bytes of a driver's stdout (or stderr) from offset on, as
+// the driver's current worker holds them, and the file's size then.
+func (c *Client) Logs(ctx context.Context, id string, stderr bool, offset int64) ([]byte, int64, error) {
+	q := url.Values{"offset": {strconv.FormatInt(offset, 10)}, "stream": {"stdout"}}
+	if stderr {
+		q.Set("stream", "stderr")
+	}
+	resp, err := c.DoRaw(ctx, http.MethodGet, "/v1/drivers/"+url.PathEscape(id)+"/logs?"+q.Encode(), nil)
+	if err != nil {
+		return nil, 0, err
+	}
+	size, _ := strconv.ParseInt(resp.Header.Get("X-Drover-Log-Size"), 10, 64)
+	return resp.Body, size, nil
+}
+
+// State returns the cluster view from /v1/state of whichever master answers
+// first (stale: each master describes itself).
+func (c *Client) State(ctx context.Context) (*api.State, error) {
+	var s api.State
+	err := c.Do(ctx, http.MethodGet, "/v1/state?stale=true", nil, &s)
+	return &s, err
+}

@@ -1,0 +1,103 @@
+package fsm
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+
+	"github.com/drover-project/drover/internal/strictjson"
+	"github.com/hashicorp/raft"
+)
+
+// SnapshotVersion is the version of the snapshot format. Restore refuses
+// others.
+const SnapshotVersion = 1
+
+type snapshotFile struct {
+	Version int    `json:"version"`
+	Tables  tables `json:"tables"`
+}
+
+type snapshot struct{ data []byte }
+
+func (s *snapshot) Persist(sink raft.SnapshotSink) error {
+	if _, err := sink.Write(s.data); err != nil {
+		_ = sink.Cancel()
+		return fmt.Errorf("write snapshot: %w", err)
+	}
+	return sink.Close()
+}
+
+func (s *snapshot) Release() {}
+
+func encodeSnapshot(t *tables) ([]byte, error) {
+	return json.Marshal(snapshotFile{Version: SnapshotVersion, Tables: *t})
+}
+
+// decodeSnapshot parses and checks a snapshot: the version, and that every
+// cross-reference (queue entries, tokens, placements) points at a row, so a
+// corrupt snapshot is refused instead of installed. Derived columns (used
+// cores and memory) are recomputed, not trusted.
+func decodeSnapshot(r io.Reader) (tables, error) {
+	var s snapshotFile
+	if err := strictjson.Decode(r, &s); err != nil {
+		return tables{}, fmt.Errorf("restore snapshot: %w", err)
+	}
+	if s.Version != SnapshotVersion {
+		return tables{}, fmt.Errorf("restore snapshot: version %d, want %d", s.Version, SnapshotVersion)
+	}
+	t := s.Tables
+	if t.Workers == nil {
+		t.Workers = map[string]*Worker{}
+	}
+	if t.Drivers == nil {
+		t.Drivers = map[string]*Driver{}
+	}
+	if t.Tokens == nil {
+		t.Tokens = map[string]string{}
+	}
+	for id, w := range t.Workers {
+		if w == nil || w.ID != id {
+			return tables{}, fmt.Errorf("restore snapshot: worker row %q is inconsistent", id)
+		}
+		w.CoresUsed, w.MemoryUsedMB = 0, 0
+	}
+	for id, d := range t.Drivers {
+		if d == nil || d.ID != id {
+			return tables{}, fmt.Errorf("restore snapshot: driver row %q is inconsistent", id)
+		}
+		if d.WorkerID != "" && !d.State.Terminal() {
+			w, ok := t.Workers[d.WorkerID]
+			if !ok {
+				return tables{}, fmt.Errorf("restore snapshot: driver %s is placed on unknown worker %s", id, d.WorkerID)
+			}
+			w.CoresUsed += d.Cores
+			w.MemoryUsedMB += d.MemoryMB
+		}
+	}
+	seen := map[string]bool{}
+	for _, id := range t.WaitingDrivers {
+		d, ok := t.Drivers[id]
+		if !ok || seen[id] || d.WorkerID != "" || d.State.Terminal() {
+			return tables{}, fmt.Errorf("restore snapshot: waiting driver %q is inconsistent", id)
+		}
+		seen[id] = true
+	}
+	for tok, id := range t.Tokens {
+		if _, ok := t.Drivers[id]; !ok {
+			return tables{}, fmt.Errorf("restore snapshot: token %q names unknown driver %s", tok, id)
+		}
+	}
+	return t, nil
+}
+
+func hashTables(t *tables) (string, error) {
+	b, err := json.Marshal(t)
+	if err != nil {
+		return "", err
+	}
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:]), nil
+}

@@ -1,0 +1,158 @@
+package fsm
+
+// DriverState is the lifecycle state of a driver, with the names of Spark's
+// org.apache.spark.deploy.master.DriverState.
+type DriverState string
+
+// Driver states, as in Spark standalone.
+const (
+	// DriverSubmitted: accepted and either waiting for a worker or placed on
+	// one that has not yet reported it running.
+	DriverSubmitted DriverState = "SUBMITTED"
+	// DriverRunning: the worker of the current attempt reported it started.
+	DriverRunning DriverState = "RUNNING"
+	// DriverFinished: the program exited 0.
+	DriverFinished DriverState = "FINISHED"
+	// DriverRelaunching: a supervised driver whose attempt was lost waits
+	// for a new placement under a higher attempt number.
+	DriverRelaunching DriverState = "RELAUNCHING"
+	// DriverUnknown: the state could not be determined (kept for parity with
+	// Spark; Drover does not currently produce it).
+	DriverUnknown DriverState = "UNKNOWN"
+	// DriverKilled: killed on request.
+	DriverKilled DriverState = "KILLED"
+	// DriverFailed: the program exited non-zero and is not supervised.
+	DriverFailed DriverState = "FAILED"
+	// DriverError: the program could not be launched, or an unsupervised
+	// driver's worker was lost.
+	DriverError DriverState = "ERROR"
+)
+
+// Terminal reports whether s is a final state: FINISHED, KILLED, FAILED or
+// ERROR.
+func (s DriverState) Terminal() bool {
+	switch s {
+	case DriverFinished, DriverKilled, DriverFailed, DriverError:
+		return true
+	}
+	return false
+}
+
+// WorkerState is a worker's state in the workers table, with the names of
+// Spark's org.apache.spark.deploy.master.WorkerState.
+type WorkerState string
+
+// Worker states, as in Spark standalone.
+const (
+	WorkerAlive          WorkerState = "ALIVE"
+	WorkerDead           WorkerState = "DEAD"
+	WorkerDecommissioned WorkerState = "DECOMMISSIONED"
+	WorkerUnknown        WorkerState = "UNKNOWN"
+)
+
+// Driver is one row of the drivers table. Times are Unix milliseconds chosen
+// by the leader; memory is in MiB (Spark's driver memory is in MB, too).
+type Driver struct {
+	ID        string            `json:"id"`
+	Name      string            `json:"name,omitempty"`
+	Token     string            `json:"token,omitempty"`
+	Argv      []string          `json:"argv"`
+	Env       map[string]string `json:"env,omitempty"`
+	Cores     int               `json:"cores"`
+	MemoryMB  int64             `json:"memory_mb"`
+	Supervise bool              `json:"supervise"`
+
+	State DriverState `json:"state"`
+	// WorkerID is the worker of the current attempt; empty while the driver
+	// waits in waitingDrivers.
+	WorkerID string `json:"worker_id"`
+	// Attempt is the current attempt number, counting from 1. A relaunch
+	// raises it before the new placement, so reports about the previous
+	// attempt are fenced off at once.
+	Attempt int `json:"attempt"`
+	// ExitCode is the exit code of the attempt that ended the driver, if any.
+	ExitCode *int `json:"exit_code"`
+	// Message says why the driver ended, or why it still waits.
+	Message     string    `json:"message,omitempty"`
+	SubmittedAt int64     `json:"submitted_at"`
+	UpdatedAt   int64     `json:"updated_at"`
+	Attempts    []Attempt `json:"attempts"`
+}
+
+// Attempt is one placement of a driver on a worker. Within one attempt a
+// supervised driver may be run several times on the same worker (Spark's
+// DriverRunner.runCommandWithRetry); Runs counts those launches.
+type Attempt struct {
+	Attempt   int         `json:"attempt"`
+	WorkerID  string      `json:"worker_id"`
+	State     DriverState `json:"state"`
+	PlacedAt  int64       `json:"placed_at"`
+	StartedAt int64       `json:"started_at,omitempty"`
+	EndedAt   int64       `json:"ended_at,omitempty"`
+	ExitCode  *int        `json:"exit_code"`
+	Runs      int         `json:"runs,omitempty"`
+	Reason    string      `json:"reason,omitempty"`
+}
+
+// Worker is one row of the workers table. Memory is in MiB.
+type Worker struct {
+	ID       string      `json:"id"`
+	HTTPAddr string      `json:"http_addr"`
+	Cores    int         `json:"cores"`
+	MemoryMB int64       `json:"memory_mb"`
+	State    WorkerState `json:"state"`
+	// CoresUsed and MemoryUsedMB are the sums over the placed, unfinished
+	// drivers on this worker. They are kept by Apply and rebuilt on Restore.
+	CoresUsed    int    `json:"cores_used"`
+	MemoryUsedMB int64  `json:"memory_used_mb"`
+	RegisteredAt int64  `json:"registered_at"`
+	UpdatedAt    int64  `json:"updated_at"`
+	Message      string `json:"message,omitempty"`
+}
+
+// CoresFree is the number of cores not used by placed drivers.
+func (w *Worker) CoresFree() int { return w.Cores - w.CoresUsed }
+
+// MemoryFreeMB is the memory, in MiB, not used by placed drivers.
+func (w *Worker) MemoryFreeMB() int64 { return w.MemoryMB - w.MemoryUsedMB }
+
+func (d *Driver) clone() *Driver {
+	c := *d
+	c.Argv = append([]string(nil), d.Argv...)
+	if d.Env != nil {
+		c.Env = make(map[string]string, len(d.Env))
+		for k, v := range d.Env {
+			c.Env[k] = v
+		}
+	}
+	c.ExitCode = cloneInt(d.ExitCode)
+	c.Attempts = make([]Attempt, len(d.Attempts))
+	for i, a := range d.Attempts {
+		a.ExitCode = cloneInt(a.ExitCode)
+		c.Attempts[i] = a
+	}
+	return &c
+}
+
+func cloneInt(p *int) *int {
+	if p == nil {
+		return nil
+	}
+	v := *p
+	return &v
+}
+
+// currentAttempt returns the history record of the current attempt, or nil
+// when the current attempt has not been placed yet.
+func (d *Driver) currentAttempt() *Attempt {
+	return d.attemptRecord(d.Attempt)
+}
+
+func (d *Driver) attemptRecord(n int) *Attempt {
+	for i := len(d.Attempts) - 1; i >= 0; i-- {
+		if d.Attempts[i].Attempt == n {
+			return &d.Attempts[i]
+		}
+	}
+	return nil
+}

@@ -1,0 +1,220 @@
+// Package gossip puts masters and workers into one hashicorp/memberlist pool
+// (SWIM with Lifeguard's refinements) and tells its owner who is alive. Each
+// member carries its role, ID and HTTP address in its node metadata, so a
+// follower can find the leader's HTTP address from the leader's Raft ID.
+package gossip
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/memberlist"
+
+	"github.com/drover-project/drover/transport"
+)
+
+// Roles a member can have.
+const (
+	RoleMaster = "master"
+	RoleWorker = "worker"
+)
+
+// Meta is the node metadata every member gossips (at most 512 bytes
+// encoded, memberlist's limit).
+type Meta struct {
+	Role string `json:"role"`
+	ID   string `json:"id"`
+	HTTP string `json:"http"`
+}
+
+// NodeName is the memberlist name of a member: role/ID, unique in the pool.
+func NodeName(role, id string) string { return role + "/" + id }
+
+// Config describes one member.
+type Config struct {
+	Meta   Meta
+	BindIP string
+	Port   int
+	// Profile picks memberlist's timing defaults: "lan" (default),
+	// "local" (faster failure detection, loopback or one rack), or "wan".
+	Profile string
+	// Join lists host:port gossip addresses of other members; the pool
+	// retries them in the background until one answers.
+	Join []string
+	// OnChange is called (from memberlist's goroutines; it must not block)
+	// whenever a member joins, leaves, is declared dead or updates.
+	OnChange func()
+	Logger   *slog.Logger
+}
+
+// Pool is a running memberlist member.
+type Pool struct {
+	ml     *memberlist.Memberlist
+	cfg    Config
+	cancel context.CancelFunc
+	done   chan struct{}
+
+	mu     sync.Mutex
+	joined bool
+}
+
+// ProfileConfig returns memberlist's configuration for a profile name, or an
+// error for an unknown one.
+func ProfileConfig(profile string) (*memberlist.Config, error) {
+	switch profile {
+	case "", "lan":
+		return memberlist.DefaultLANConfig(), nil
+	case "local":
+		return memberlist.DefaultLocalConfig(), nil
+	case "wan":
+		return memberlist.DefaultWANConfig(), nil
+	}
+	return nil, fmt.Errorf("unknown gossip profile %q (want lan, local or wan)", profile)
+}
+
+// Start creates the member and starts joining cfg.Join in the background.
+func Start(cfg Config) (*Pool, error) {
+	mc, err := ProfileConfig(cfg.Profile)
+	if err != nil {
+		return nil, err
+	}
+	meta, err := json.Marshal(cfg.Meta)
+	if err != nil {
+		return nil, err
+	}
+	if len(meta) > memberlist.MetaMaxSize {
+		return nil, fmt.Errorf("gossip metadata is %d bytes, limit %d", len(meta), memberlist.MetaMaxSize)
+	}
+	logger := cfg.Logger
+	if logger == nil {
+		logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+		cfg.Logger = logger
+	}
+	stdLog := slog.NewLogLogger(logger.With("component", "gossip").Handler(), slog.LevelDebug)
+	tr, err := transport.NewGossipTransport(cfg.BindIP, cfg.Port, &memberlist.NetTransportConfig{Logger: stdLog})
+	if err != nil {
+		return nil, fmt.Errorf("gossip listen on %s:%d: %w", cfg.BindIP, cfg.Port, err)
+	}
+	mc.Name = NodeName(cfg.Meta.Role, cfg.Meta.ID)
+	mc.BindAddr = cfg.BindIP
+	mc.BindPort = cfg.Port
+	mc.AdvertiseAddr = cfg.BindIP
+	mc.AdvertisePort = tr.GetAutoBindPort()
+	mc.Transport = tr
+	mc.Logger = stdLog
+	d := &delegate{meta: meta, onChange: cfg.OnChange}
+	mc.Delegate = d
+	mc.Events = d
+	ml, err := memberlist.Create(mc)
+	if err != nil {
+		_ = tr.Shutdown()
+		return nil, fmt.Errorf("gossip: %w", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	p := &Pool{ml: ml, cfg: cfg, cancel: cancel, done: make(chan struct{})}
+	go p.joinLoop(ctx)
+	return p, nil
+}
+
+// joinLoop retries the join list until one member answers, then stops: from
+// then on memberlist itself keeps the pool together.
+func (p *Pool) joinLoop(ctx context.Context) {
+	defer close(p.done)
+	var others []string
+	self := fmt.Sprintf("%s:%d", p.cfg.BindIP, p.cfg.Port)
+	for _, j := range p.cfg.Join {
+		if j = strings.TrimSpace(j); j != "" && j != self {
+			others = append(others, j)
+		}
+	}
+	if len(others) == 0 {
+		return
+	}
+	wait := 200 * time.Millisecond
+	for {
+		n, err := p.ml.Join(others)
+		if n > 0 {
+			p.mu.Lock()
+			p.joined = true
+			p.mu.Unlock()
+			return
+		}
+		p.cfg.Logger.Debug("gossip join failed, retrying", "err", err)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(wait):
+		}
+		wait = min(wait*2, 5*time.Second)
+	}
+}
+
+// Alive returns the metadata of every member memberlist currently considers
+// alive or suspect (not dead, not left), this one included.
+func (p *Pool) Alive() []Meta {
+	var out []Meta
+	for _, n := range p.ml.Members() {
+		var m Meta
+		if json.Unmarshal(n.Meta, &m) == nil {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// Lookup returns the metadata of the alive member with this role and ID.
+func (p *Pool) Lookup(role, id string) (Meta, bool) {
+	for _, m := range p.Alive() {
+		if m.Role == role && m.ID == id {
+			return m, true
+		}
+	}
+	return Meta{}, false
+}
+
+// Leave tells the pool this member is leaving on purpose (memberlist's
+// graceful leave), waiting up to timeout for the message to spread, then
+// shuts the member down.
+func (p *Pool) Leave(timeout time.Duration) error {
+	p.cancel()
+	<-p.done
+	err := p.ml.Leave(timeout)
+	if serr := p.ml.Shutdown(); err == nil {
+		err = serr
+	}
+	return err
+}
+
+// Shutdown stops the member without announcing it; peers will find it dead.
+func (p *Pool) Shutdown() error {
+	p.cancel()
+	<-p.done
+	return p.ml.Shutdown()
+}
+
+type delegate struct {
+	meta     []byte
+	onChange func()
+}
+
+func (d *delegate) NodeMeta(limit int) []byte                  { return d.meta }
+func (d *delegate) NotifyMsg([]byte)                           {}
+func (d *delegate) GetBroadcasts(overhead, limit int) [][]byte { return nil }
+func (d *delegate) LocalState(join bool) []byte                { return nil }
+func (d *delegate) MergeRemoteState(buf []byte, join bool)     {}
+
+func (d *delegate) NotifyJoin(*memberlist.Node)   { d.changed() }
+func (d *delegate) NotifyLeave(*memberlist.Node)  { d.changed() }
+func (d *delegate) NotifyUpdate(*memberlist.Node) { d.changed() }
+
+func (d *delegate) changed() {
+	if d.onChange != nil {
+		d.onChange()
+	}
+}

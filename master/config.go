@@ -1,0 +1,141 @@
+package master
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"strings"
+	"time"
+
+	"github.com/drover-project/drover/gossip"
+)
+
+// Peer is one voter of the initial Raft configuration.
+type Peer struct {
+	ID       string
+	RaftAddr string // host:port of its Raft listener
+}
+
+// ParsePeers parses --peers: comma-separated id=host:port pairs.
+func ParsePeers(s string) ([]Peer, error) {
+	var out []Peer
+	seen := map[string]bool{}
+	for _, item := range strings.Split(s, ",") {
+		item = strings.TrimSpace(item)
+		if item == "" {
+			continue
+		}
+		id, addr, ok := strings.Cut(item, "=")
+		if !ok || id == "" {
+			return nil, fmt.Errorf("peer %q is not id=host:port", item)
+		}
+		if _, _, err := net.SplitHostPort(addr); err != nil {
+			return nil, fmt.Errorf("peer %s: %v", id, err)
+		}
+		if seen[id] {
+			return nil, fmt.Errorf("peer %s given twice", id)
+		}
+		seen[id] = true
+		out = append(out, Peer{ID: id, RaftAddr: addr})
+	}
+	return out, nil
+}
+
+// Config is everything a master needs. Durations are wall-clock; the Raft
+// timings follow hashicorp/raft's Config fields of the same names.
+type Config struct {
+	// ID is this master's Raft server ID; it must appear in Peers.
+	ID string
+	// DataDir holds raft.db (log and stable store, bbolt) and snapshots/.
+	// Created 0700; a restart with the same directory resumes.
+	DataDir string
+	// BindIP is the address every listener binds and every outbound
+	// connection leaves from.
+	BindIP                         string
+	RaftPort, HTTPPort, GossipPort int
+	// Peers is the initial voter set, used to bootstrap on first start
+	// only (every master may be given the same list).
+	Peers []Peer
+	// Join lists gossip addresses (host:port) to join the memberlist pool.
+	Join []string
+	// GossipProfile is memberlist's timing profile: lan, local or wan.
+	GossipProfile string
+
+	// HeartbeatTimeout, ElectionTimeout and LeaderLeaseTimeout are
+	// hashicorp/raft's knobs: how long a follower waits without contact
+	// before standing for election, and how long a leader keeps leading
+	// without hearing from a quorum.
+	HeartbeatTimeout   time.Duration
+	ElectionTimeout    time.Duration
+	LeaderLeaseTimeout time.Duration
+	// SnapshotInterval and SnapshotThreshold: Raft checks every interval
+	// whether more than threshold entries were appended since the last
+	// snapshot, and takes one if so.
+	SnapshotInterval  time.Duration
+	SnapshotThreshold uint64
+	// ApplyTimeout bounds how long a write waits to be enqueued to Raft.
+	ApplyTimeout time.Duration
+	// WorkerTimeout is how long a registered worker may be missing from
+	// the gossip pool before the leader commits its loss. A new leader
+	// gives every worker this long to be seen first.
+	WorkerTimeout time.Duration
+
+	Logger *slog.Logger
+}
+
+// DefaultConfig returns a Config with every timing set for a LAN; ID, data
+// dir, addresses and peers must still be filled in.
+func DefaultConfig() Config {
+	return Config{
+		BindIP:             "127.0.0.1",
+		GossipProfile:      "lan",
+		HeartbeatTimeout:   1000 * time.Millisecond,
+		ElectionTimeout:    1000 * time.Millisecond,
+		LeaderLeaseTimeout: 500 * time.Millisecond,
+		SnapshotInterval:   30 * time.Second,
+		SnapshotThreshold:  8192,
+		ApplyTimeout:       5 * time.Second,
+		WorkerTimeout:      2 * time.Second,
+	}
+}
+
+func (c *Config) validate() error {
+	var errs []error
+	if c.ID == "" {
+		errs = append(errs, errors.New("--id is required"))
+	}
+	if c.DataDir == "" {
+		errs = append(errs, errors.New("--data-dir is required"))
+	}
+	if net.ParseIP(c.BindIP) == nil {
+		errs = append(errs, fmt.Errorf("--bind %q is not an IP address", c.BindIP))
+	}
+	for _, p := range []struct {
+		name string
+		v    int
+	}{{"--raft-port", c.RaftPort}, {"--http-port", c.HTTPPort}, {"--gossip-port", c.GossipPort}} {
+		if p.v <= 0 || p.v > 65535 {
+			errs = append(errs, fmt.Errorf("%s %d is not a port", p.name, p.v))
+		}
+	}
+	found := false
+	for _, p := range c.Peers {
+		if p.ID == c.ID {
+			found = true
+		}
+	}
+	if !found {
+		errs = append(errs, fmt.Errorf("--peers must include this master (%s)", c.ID))
+	}
+	if _, err := gossip.ProfileConfig(c.GossipProfile); err != nil {
+		errs = append(errs, err)
+	}
+	if c.HeartbeatTimeout <= 0 || c.ElectionTimeout <= 0 || c.LeaderLeaseTimeout <= 0 || c.WorkerTimeout < 0 {
+		errs = append(errs, errors.New("timeouts must be positive"))
+	}
+	return errors.Join(errs...)
+}
+
+func (c *Config) raftAddr() string { return net.JoinHostPort(c.BindIP, fmt.Sprint(c.RaftPort)) }
+func (c *Config) httpAddr() string { return net.JoinHostPort(c.BindIP, fmt.Sprint(c.HTTPPort)) }

@@ -1,0 +1,465 @@
+package master
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"regexp"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/drover-project/drover/api"
+	"github.com/drover-project/drover/fsm"
+	"github.com/drover-project/drover/gossip"
+	"github.com/drover-project/drover/internal/strictjson"
+)
+
+// heartbeatWait is how long the leader holds a worker's heartbeat when
+// nothing changed for it (a long poll): short enough that a worker hears
+// from the leader several times per worker timeout.
+const heartbeatWait = 2 * time.Second
+
+// driverIDPattern is Spark's driver ID form; anything else is refused before
+// it reaches the tables or a worker's file system.
+var driverIDPattern = regexp.MustCompile(`^driver-[0-9]{14}-[0-9]{1,9}$`)
+
+// workerIDPattern bounds worker IDs to names safe in paths, logs and gossip.
+var workerIDPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
+
+func (m *Master) startHTTP() error {
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /v1/drivers", m.leaderOnly(m.handleSubmit))
+	mux.HandleFunc("GET /v1/drivers", m.reader(m.handleList))
+	mux.HandleFunc("GET /v1/drivers/{id}", m.reader(m.handleStatus))
+	mux.HandleFunc("POST /v1/drivers/{id}/kill", m.leaderOnly(m.handleKill))
+	mux.HandleFunc("GET /v1/drivers/{id}/logs", m.reader(m.handleLogs))
+	mux.HandleFunc("POST /v1/workers/register", m.leaderOnly(m.handleRegisterWorker))
+	mux.HandleFunc("POST /v1/workers/{id}/heartbeat", m.leaderOnly(m.handleHeartbeat))
+	mux.HandleFunc("GET /v1/state", m.handleState)
+	mux.HandleFunc("GET /{$}", m.handlePage)
+	mux.HandleFunc("/v1/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, http.StatusNotFound, fmt.Sprintf("no such endpoint: %s %s", r.Method, r.URL.Path))
+	})
+	ln, err := net.Listen("tcp", m.cfg.httpAddr())
+	if err != nil {
+		return fmt.Errorf("http listen: %w", err)
+	}
+	m.ln = ln
+	m.server = &http.Server{
+		Handler:           m.withLeaderHeader(mux),
+		ReadHeaderTimeout: 5 * time.Second,
+		ReadTimeout:       30 * time.Second,
+		WriteTimeout:      60 * time.Second,
+		IdleTimeout:       120 * time.Second,
+		MaxHeaderBytes:    64 << 10,
+	}
+	m.wg.Add(1)
+	go func() {
+		defer m.wg.Done()
+		if err := m.server.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			m.log.Error("http server", "err", err)
+		}
+	}()
+	return nil
+}
+
+func (m *Master) withLeaderHeader(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set(api.HeaderServedBy, m.cfg.ID)
+		if l := m.leaderHTTP(); l != "" {
+			w.Header().Set(api.HeaderLeader, l)
+		}
+		r.Body = http.MaxBytesReader(w, r.Body, api.MaxBodyBytes)
+		h.ServeHTTP(w, r)
+	})
+}
+
+// leaderHTTP returns the leader's HTTP address, from its Raft ID and the
+// gossip metadata, or "" when no leader is known.
+func (m *Master) leaderHTTP() string {
+	_, id := m.raft.LeaderWithID()
+	if id == "" {
+		return ""
+	}
+	if string(id) == m.cfg.ID {
+		return m.cfg.httpAddr()
+	}
+	meta, ok := m.pool.Lookup(gossip.RoleMaster, string(id))
+	if !ok {
+		return ""
+	}
+	return meta.HTTP
+}
+
+// leaderOnly runs h on the ready leader and forwards the request to the
+// leader from anywhere else.
+func (m *Master) leaderOnly(h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if m.ready.Load() {
+			h(w, r)
+			return
+		}
+		m.forward(w, r)
+	}
+}
+
+// reader runs h locally when the caller accepts a stale answer (stale=true)
+// or this master is the ready leader, and forwards to the leader otherwise.
+// On the leader the read is linearizable: it first confirms with a quorum
+// that it still leads (raft.VerifyLeader), and every entry it acknowledged
+// is already applied.
+func (m *Master) reader(h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Query().Get("stale") == "true" {
+			h(w, r)
+			return
+		}
+		if !m.ready.Load() {
+			m.forward(w, r)
+			return
+		}
+		if err := m.raft.VerifyLeader().Error(); err != nil {
+			writeError(w, http.StatusServiceUnavailable, "leadership not confirmed: "+err.Error())
+			return
+		}
+		h(w, r)
+	}
+}
+
+// forward proxies the request to the leader, once: a request that was
+// already forwarded is answered 503 instead, so two masters with different
+// ideas of the leader cannot bounce it between them.
+func (m *Master) forward(w http.ResponseWriter, r *http.Request) {
+	if r.Header.Get(api.HeaderForwarded) != "" {
+		writeError(w, http.StatusServiceUnavailable, fmt.Sprintf("master %s is not the leader", m.cfg.ID))
+		return
+	}
+	if m.raft.State() == raft.Leader {
+		writeError(w, http.StatusServiceUnavailable, fmt.Sprintf("master %s was just elected and is catching up", m.cfg.ID))
+		return
+	}
+	leader := m.leaderHTTP()
+	if leader == "" {
+		writeError(w, http.StatusServiceUnavailable, fmt.Sprintf("master %s knows no leader", m.cfg.ID))
+		return
+	}
+	target := &url.URL{Scheme: "http", Host: leader}
+	proxy := &httputil.ReverseProxy{
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			pr.SetURL(target)
+			pr.Out.Host = leader
+			pr.Out.Header.Set(api.HeaderForwarded, m.cfg.ID)
+		},
+		Transport: m.fwd.Transport,
+		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+			var mbe *http.MaxBytesError
+			if errors.As(err, &mbe) {
+				writeError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("request body exceeds %d bytes", mbe.Limit))
+				return
+			}
+			writeError(w, http.StatusServiceUnavailable, fmt.Sprintf("master %s could not reach leader %s: %v", m.cfg.ID, leader, err))
+		},
+	}
+	proxy.ServeHTTP(w, r)
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+func writeError(w http.ResponseWriter, status int, msg string) {
+	writeJSON(w, status, api.Error{Error: msg, Leader: w.Header().Get(api.HeaderLeader)})
+}
+
+// writeApplyError maps an error from apply or validation to a status code.
+func writeApplyError(w http.ResponseWriter, err error) {
+	var unavailable *unavailableError
+	switch {
+	case errors.As(err, &unavailable):
+		writeError(w, http.StatusServiceUnavailable, err.Error())
+	case errors.Is(err, fsm.ErrUnknownDriver), errors.Is(err, fsm.ErrUnknownWorker):
+		writeError(w, http.StatusNotFound, err.Error())
+	case errors.Is(err, fsm.ErrDriverEnded):
+		writeError(w, http.StatusConflict, err.Error())
+	case errors.Is(err, fsm.ErrInvalidCommand):
+		writeError(w, http.StatusBadRequest, err.Error())
+	default:
+		writeError(w, http.StatusInternalServerError, err.Error())
+	}
+}
+
+// decodeBody reads a strict JSON body into v, answering 400 or 413 itself.
+func decodeBody(w http.ResponseWriter, r *http.Request, v any) bool {
+	if err := strictjson.Decode(r.Body, v); err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			writeError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("request body exceeds %d bytes", mbe.Limit))
+			return false
+		}
+		writeError(w, http.StatusBadRequest, err.Error())
+		return false
+	}
+	return true
+}
+
+func (m *Master) handleSubmit(w http.ResponseWriter, r *http.Request) {
+	var req api.SubmitRequest
+	if !decodeBody(w, r, &req) {
+		return
+	}
+	switch {
+	case req.Token == "":
+		writeError(w, http.StatusBadRequest, "a submission token is required")
+		return
+	case len(req.Token) > api.MaxTokenLen:
+		writeError(w, http.StatusBadRequest, fmt.Sprintf("token exceeds %d bytes", api.MaxTokenLen))
+		return
+	case len(req.Name) > 256:
+		writeError(w, http.StatusBadRequest, "name exceeds 256 bytes")
+		return
+	}
+	if err := fsm.ValidateDriverSpec(req.Argv, req.Env, req.Cores, req.MemoryMB); err != nil {
+		writeApplyError(w, err)
+		return
+	}
+	v, err, _ := m.submits.Do(req.Token, func() (any, error) {
+		if id, ok := m.fsm.DriverByToken(req.Token); ok {
+			return fsm.SubmitResult{DriverID: id, Existing: true}, nil
+		}
+		t := time.Now()
+		return m.apply(fsm.CmdSubmitDriver, &fsm.SubmitDriver{
+			ID: m.ids.driverID(t), Token: req.Token, Name: req.Name, Argv: req.Argv, Env: req.Env,
+			Cores: req.Cores, MemoryMB: req.MemoryMB, Supervise: req.Supervise, Time: t.UnixMilli(),
+		})
+	})
+	if err != nil {
+		writeApplyError(w, err)
+		return
+	}
+	res := v.(fsm.SubmitResult)
+	writeJSON(w, http.StatusOK, api.SubmitResponse{DriverID: res.DriverID, Existing: res.Existing})
+}
+
+func (m *Master) handleList(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, m.fsm.Drivers())
+}
+
+// pathDriver returns the driver named in the path, answering 400 or 404
+// itself when there is none.
+func (m *Master) pathDriver(w http.ResponseWriter, r *http.Request) (*fsm.Driver, bool) {
+	id := r.PathValue("id")
+	if !driverIDPattern.MatchString(id) {
+		writeError(w, http.StatusBadRequest, fmt.Sprintf("%q is not a driver ID (driver-<yyyyMMddHHmmss>-<seq>)", id))
+		return nil, false
+	}
+	d, ok := m.fsm.Driver(id)
+	if !ok {
+		writeError(w, http.StatusNotFound, fmt.Sprintf("%s: %s", fsm.ErrUnknownDriver, id))
+		return nil, false
+	}
+	return d, true
+}
+
+func (m *Master) handleStatus(w http.ResponseWriter, r *http.Request) {
+	if d, ok := m.pathDriver(w, r); ok {
+		writeJSON(w, http.StatusOK, d)
+	}
+}
+
+func (m *Master) handleKill(w http.ResponseWriter, r *http.Request) {
+	d, ok := m.pathDriver(w, r)
+	if !ok {
+		return
+	}
+	if _, err := m.apply(fsm.CmdKillDriver, &fsm.KillDriver{DriverID: d.ID, Time: now()}); err != nil {
+		writeApplyError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, api.KillResponse{DriverID: d.ID})
+}
+
+// handleLogs proxies to the worker that ran the driver's latest attempt,
+// which keeps the files (Spark's UI links to the worker the same way).
+func (m *Master) handleLogs(w http.ResponseWriter, r *http.Request) {
+	d, ok := m.pathDriver(w, r)
+	if !ok {
+		return
+	}
+	if len(d.Attempts) == 0 {
+		writeError(w, http.StatusNotFound, fmt.Sprintf("%s has not been placed on a worker yet", d.ID))
+		return
+	}
+	last := d.Attempts[len(d.Attempts)-1]
+	wk, ok := m.fsm.Worker(last.WorkerID)
+	if !ok {
+		writeError(w, http.StatusNotFound, fmt.Sprintf("worker %s of %s is unknown", last.WorkerID, d.ID))
+		return
+	}
+	q := r.URL.Query()
+	q.Del("stale")
+	if q.Get("attempt") == "" {
+		q.Set("attempt", fmt.Sprint(last.Attempt))
+	}
+	target := &url.URL{Scheme: "http", Host: wk.HTTPAddr}
+	proxy := &httputil.ReverseProxy{
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			pr.SetURL(target)
+			pr.Out.URL.RawQuery = q.Encode()
+		},
+		Transport: m.fwd.Transport,
+		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+			writeError(w, http.StatusBadGateway, fmt.Sprintf("worker %s at %s: %v", wk.ID, wk.HTTPAddr, err))
+		},
+	}
+	proxy.ServeHTTP(w, r)
+}
+
+func (m *Master) handleRegisterWorker(w http.ResponseWriter, r *http.Request) {
+	var req api.RegisterWorkerRequest
+	if !decodeBody(w, r, &req) {
+		return
+	}
+	if !workerIDPattern.MatchString(req.ID) {
+		writeError(w, http.StatusBadRequest, fmt.Sprintf("worker ID %q must match %s", req.ID, workerIDPattern))
+		return
+	}
+	if _, _, err := net.SplitHostPort(req.HTTPAddr); err != nil {
+		writeError(w, http.StatusBadRequest, fmt.Sprintf("http_addr %q: %v", req.HTTPAddr, err))
+		return
+	}
+	if _, err := m.apply(fsm.CmdRegisterWorker, &fsm.RegisterWorker{
+		ID: req.ID, HTTPAddr: req.HTTPAddr, Cores: req.Cores, MemoryMB: req.MemoryMB, Time: now(),
+	}); err != nil {
+		writeApplyError(w, err)
+		return
+	}
+	m.log.Info("worker registered", "worker", req.ID, "addr", req.HTTPAddr, "cores", req.Cores, "memory_mb", req.MemoryMB)
+	writeJSON(w, http.StatusOK, api.RegisterWorkerResponse{WorkerID: req.ID})
+}
+
+func (m *Master) handleHeartbeat(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	var req api.HeartbeatRequest
+	if !decodeBody(w, r, &req) {
+		return
+	}
+	wk, ok := m.fsm.Worker(id)
+	if !ok || wk.State != fsm.WorkerAlive {
+		writeJSON(w, http.StatusOK, api.HeartbeatResponse{Registered: false, Index: m.fsm.Index()})
+		return
+	}
+	var acked []fsm.AttemptReport
+	if len(req.Reports) > 0 {
+		if _, err := m.apply(fsm.CmdReportAttempts, &fsm.ReportAttempts{WorkerID: id, Reports: req.Reports, Time: now()}); err != nil {
+			writeApplyError(w, err)
+			return
+		}
+		acked = req.Reports
+	} else if req.WaitIndex > 0 {
+		m.waitForChange(r.Context(), id, req)
+	}
+	writeJSON(w, http.StatusOK, api.HeartbeatResponse{
+		Registered:  true,
+		Assignments: m.assignments(id),
+		Acked:       acked,
+		Index:       m.fsm.Index(),
+	})
+}
+
+// waitForChange holds a heartbeat until the worker's desired set differs
+// from what it runs, or heartbeatWait passes, or leadership is lost.
+func (m *Master) waitForChange(ctx context.Context, workerID string, req api.HeartbeatRequest) {
+	timer := time.NewTimer(heartbeatWait)
+	defer timer.Stop()
+	for {
+		changed := m.fsm.Changed()
+		if !sameAttempts(m.assignments(workerID), req.Running) || !m.ready.Load() {
+			return
+		}
+		select {
+		case <-changed:
+		case <-timer.C:
+			return
+		case <-ctx.Done():
+			return
+		case <-m.stop:
+			return
+		}
+	}
+}
+
+func sameAttempts(as []api.Assignment, running []api.AttemptRef) bool {
+	if len(as) != len(running) {
+		return false
+	}
+	set := make(map[api.AttemptRef]bool, len(running))
+	for _, r := range running {
+		set[r] = true
+	}
+	for _, a := range as {
+		if !set[api.AttemptRef{DriverID: a.DriverID, Attempt: a.Attempt}] {
+			return false
+		}
+	}
+	return true
+}
+
+// assignments is the desired set of a worker: the current attempt of every
+// unfinished driver placed on it.
+func (m *Master) assignments(workerID string) []api.Assignment {
+	ds := m.fsm.DriversOn(workerID)
+	out := make([]api.Assignment, 0, len(ds))
+	for _, d := range ds {
+		out = append(out, api.Assignment{
+			DriverID: d.ID, Attempt: d.Attempt, Argv: d.Argv, Env: d.Env,
+			Cores: d.Cores, MemoryMB: d.MemoryMB, Supervise: d.Supervise,
+		})
+	}
+	return out
+}
+
+// State returns this master's own view of the cluster (what /v1/state
+// serves).
+func (m *Master) State() api.State {
+	s := api.State{
+		ID:             m.cfg.ID,
+		Role:           m.raft.State().String(),
+		LeaderHTTP:     m.leaderHTTP(),
+		CommitIndex:    m.raft.CommitIndex(),
+		AppliedIndex:   m.raft.AppliedIndex(),
+		Workers:        m.fsm.Workers(),
+		Drivers:        m.fsm.Drivers(),
+		WaitingDrivers: []string{},
+	}
+	_, leaderID := m.raft.LeaderWithID()
+	s.Leader = string(leaderID)
+	fmt.Sscan(m.raft.Stats()["term"], &s.Term)
+	for _, d := range m.fsm.WaitingDrivers() {
+		s.WaitingDrivers = append(s.WaitingDrivers, d.ID)
+	}
+	if cf := m.raft.GetConfiguration(); cf.Error() == nil {
+		for _, srv := range cf.Configuration().Servers {
+			ms := api.Master{ID: string(srv.ID), RaftAddr: string(srv.Address), Suffrage: srv.Suffrage.String(), Leader: srv.ID == leaderID}
+			if string(srv.ID) == m.cfg.ID {
+				ms.HTTPAddr = m.cfg.httpAddr()
+			} else if meta, ok := m.pool.Lookup(gossip.RoleMaster, string(srv.ID)); ok {
+				ms.HTTPAddr = meta.HTTP
+			}
+			s.Masters = append(s.Masters, ms)
+		}
+	}
+	s.StateHash, _ = m.fsm.StateHash()
+	return s
+}
+
+func (m *Master) handleState(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, m.State())
+}

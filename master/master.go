@@ -1,0 +1,294 @@
+// Package master runs one Drover master: a hashicorp/raft voter over the fsm
+// tables, an HTTP API under /v1/, and a member of the gossip pool. The leader
+// alone schedules and watches worker liveness; followers forward requests to
+// it.
+package master
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/raft"
+	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
+	"go.etcd.io/bbolt"
+	"golang.org/x/sync/singleflight"
+
+	"github.com/drover-project/drover/fsm"
+	"github.com/drover-project/drover/gossip"
+	"github.com/drover-project/drover/transport"
+)
+
+// Master is a running master. Close stops it.
+type Master struct {
+	cfg    Config
+	log    *slog.Logger
+	fsm    *fsm.FSM
+	raft   *raft.Raft
+	store  *raftboltdb.BoltStore
+	trans  *raft.NetworkTransport
+	pool   *gossip.Pool
+	server *http.Server
+	ln     net.Listener
+	fwd    *http.Client
+
+	// ready is true while this master is leader and has applied every
+	// entry of earlier terms (Barrier done): only then does it answer
+	// linearizable reads and run the scheduler.
+	ready atomic.Bool
+	// ids makes driver IDs while leader.
+	ids *idMaker
+	// submits collapses concurrent submissions with the same token (the
+	// client sends each one to every master, and followers forward them
+	// here) into one Raft entry.
+	submits singleflight.Group
+	// gossipChanged is signalled (non-blocking) on every pool change.
+	gossipChanged chan struct{}
+
+	wg      sync.WaitGroup
+	stop    chan struct{}
+	stopped sync.Once
+}
+
+// New starts a master: opens or creates the data dir, starts Raft
+// (bootstrapping from cfg.Peers on first start), joins the gossip pool and
+// serves HTTP. It returns once every listener is up.
+func New(cfg Config) (*Master, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	m := &Master{
+		cfg:           cfg,
+		log:           cfg.Logger.With("master", cfg.ID),
+		fsm:           fsm.New(),
+		fwd:           transport.NewHTTPClient(cfg.BindIP, 0),
+		ids:           newIDMaker(),
+		gossipChanged: make(chan struct{}, 1),
+		stop:          make(chan struct{}),
+	}
+	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
+		return nil, fmt.Errorf("data dir: %w", err)
+	}
+	if err := m.startRaft(); err != nil {
+		m.closeRaft()
+		return nil, err
+	}
+	pool, err := gossip.Start(gossip.Config{
+		Meta:     gossip.Meta{Role: gossip.RoleMaster, ID: cfg.ID, HTTP: cfg.httpAddr()},
+		BindIP:   cfg.BindIP,
+		Port:     cfg.GossipPort,
+		Profile:  cfg.GossipProfile,
+		Join:     cfg.Join,
+		OnChange: m.onGossipChange,
+		Logger:   m.log,
+	})
+	if err != nil {
+		m.closeRaft()
+		return nil, err
+	}
+	m.pool = pool
+	if err := m.startHTTP(); err != nil {
+		_ = m.pool.Shutdown()
+		m.closeRaft()
+		return nil, err
+	}
+	m.wg.Add(1)
+	go m.leadershipLoop()
+	return m, nil
+}
+
+func (m *Master) startRaft() error {
+	c := raft.DefaultConfig()
+	c.LocalID = raft.ServerID(m.cfg.ID)
+	c.HeartbeatTimeout = m.cfg.HeartbeatTimeout
+	c.ElectionTimeout = m.cfg.ElectionTimeout
+	c.LeaderLeaseTimeout = m.cfg.LeaderLeaseTimeout
+	c.SnapshotInterval = m.cfg.SnapshotInterval
+	c.SnapshotThreshold = m.cfg.SnapshotThreshold
+	c.Logger = hclog.FromStandardLogger(
+		slog.NewLogLogger(m.log.With("component", "raft").Handler(), slog.LevelInfo),
+		&hclog.LoggerOptions{Level: hclog.Info})
+
+	store, err := raftboltdb.New(raftboltdb.Options{
+		Path:        filepath.Join(m.cfg.DataDir, "raft.db"),
+		BoltOptions: &bbolt.Options{Timeout: time.Second},
+	})
+	if err != nil {
+		return fmt.Errorf("open %s (is another master using this data dir?): %w",
+			filepath.Join(m.cfg.DataDir, "raft.db"), err)
+	}
+	m.store = store
+	snaps, err := raft.NewFileSnapshotStoreWithLogger(m.cfg.DataDir, 2, c.Logger)
+	if err != nil {
+		return fmt.Errorf("snapshot store: %w", err)
+	}
+	trans, err := transport.NewRaftTransport(m.cfg.raftAddr(), 5*time.Second,
+		slog.NewLogLogger(m.log.With("component", "raft-net").Handler(), slog.LevelDebug).Writer())
+	if err != nil {
+		return err
+	}
+	m.trans = trans
+	existing, err := raft.HasExistingState(store, store, snaps)
+	if err != nil {
+		return fmt.Errorf("read raft state: %w", err)
+	}
+	if !existing {
+		var servers []raft.Server
+		for _, p := range m.cfg.Peers {
+			servers = append(servers, raft.Server{
+				Suffrage: raft.Voter, ID: raft.ServerID(p.ID), Address: raft.ServerAddress(p.RaftAddr),
+			})
+		}
+		if err := raft.BootstrapCluster(c, store, store, snaps, trans, raft.Configuration{Servers: servers}); err != nil {
+			return fmt.Errorf("bootstrap: %w", err)
+		}
+		m.log.Info("bootstrapped new cluster", "peers", len(servers))
+	}
+	r, err := raft.NewRaft(c, m.fsm, store, store, snaps, trans)
+	if err != nil {
+		return fmt.Errorf("start raft: %w", err)
+	}
+	m.raft = r
+	return nil
+}
+
+func (m *Master) closeRaft() {
+	if m.raft != nil {
+		if err := m.raft.Shutdown().Error(); err != nil {
+			m.log.Warn("raft shutdown", "err", err)
+		}
+	}
+	if m.trans != nil {
+		_ = m.trans.Close()
+	}
+	if m.store != nil {
+		_ = m.store.Close()
+	}
+}
+
+// Close stops serving, leaves the gossip pool and shuts Raft down. It is safe
+// to call more than once.
+func (m *Master) Close() error {
+	m.stopped.Do(func() {
+		close(m.stop)
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		_ = m.server.Shutdown(ctx)
+		m.wg.Wait()
+		_ = m.pool.Leave(time.Second)
+		m.closeRaft()
+	})
+	return nil
+}
+
+// HTTPAddr is the host:port the HTTP API listens on.
+func (m *Master) HTTPAddr() string { return m.ln.Addr().String() }
+
+// FSM exposes the master's tables for in-process tests and tools.
+func (m *Master) FSM() *fsm.FSM { return m.fsm }
+
+func (m *Master) onGossipChange() {
+	select {
+	case m.gossipChanged <- struct{}{}:
+	default:
+	}
+}
+
+// leadershipLoop runs the leader's duties for as long as this master leads:
+// it waits for Raft to say so, confirms with a Barrier that every earlier
+// entry is applied, then runs the scheduler and the liveness watch until
+// leadership is lost.
+func (m *Master) leadershipLoop() {
+	defer m.wg.Done()
+	leaderCh := m.raft.LeaderCh()
+	stopDuties := func() {}
+	defer func() { stopDuties() }()
+	for {
+		select {
+		case <-m.stop:
+			return
+		case isLeader := <-leaderCh:
+			stopDuties()
+			stopDuties = func() {}
+			if !isLeader {
+				m.log.Info("lost leadership")
+				continue
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				m.lead(ctx)
+			}()
+			stopDuties = func() {
+				cancel()
+				<-done
+				m.ready.Store(false)
+			}
+		}
+	}
+}
+
+// lead is the body of one term of leadership.
+func (m *Master) lead(ctx context.Context) {
+	start := time.Now()
+	for {
+		err := m.raft.Barrier(m.cfg.ApplyTimeout).Error()
+		if err == nil {
+			break
+		}
+		if errors.Is(err, raft.ErrNotLeader) || errors.Is(err, raft.ErrLeadershipLost) || ctx.Err() != nil {
+			return
+		}
+		m.log.Warn("barrier failed, retrying", "err", err)
+	}
+	m.ids.reset(m.fsm.NextDriverSeq())
+	m.ready.Store(true)
+	m.log.Info("leading", "term", m.raft.Stats()["term"], "barrier", time.Since(start).Round(time.Millisecond))
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() { defer wg.Done(); m.schedule(ctx) }()
+	go func() { defer wg.Done(); m.watchWorkers(ctx) }()
+	wg.Wait()
+}
+
+// apply commits one command through Raft and returns Apply's result. Errors
+// from Raft (not leader, timeouts) come back as *unavailableError.
+func (m *Master) apply(t fsm.CommandType, payload any) (any, error) {
+	data, err := fsm.Encode(t, payload)
+	if err != nil {
+		return nil, err
+	}
+	f := m.raft.Apply(data, m.cfg.ApplyTimeout)
+	if err := f.Error(); err != nil {
+		return nil, &unavailableError{err: err}
+	}
+	if err, ok := f.Response().(error); ok {
+		return nil, err
+	}
+	return f.Response(), nil
+}
+
+// unavailableError is a write that Raft could not commit here: this master is
+// not (or no longer) the leader, or the quorum did not answer in time. The
+// outcome may be unknown; clients retry with the same token.
+type unavailableError struct{ err error }
+
+func (e *unavailableError) Error() string { return "not committed: " + e.err.Error() }
+func (e *unavailableError) Unwrap() error { return e.err }
+
+// now is the leader's clock, in Unix milliseconds, for the times that travel
+// inside commands.
+func now() int64 { return time.Now().UnixMilli() }

@@ -1,0 +1,21 @@
+package transport
+
+import (
+	"net/http"
+	"time"
+)
+
+// NewHTTPClient returns an HTTP client whose connections leave from bindIP.
+// timeout bounds a whole request, body included; 0 means no bound (for long
+// polls and log streams, which carry their own context deadline).
+func NewHTTPClient(bindIP string, timeout time.Duration) *http.Client {
+	tr := &http.Transport{
+		Proxy:                 nil,
+		DialContext:           Dialer(bindIP, 5*time.Second).DialContext,
+		MaxIdleConnsPerHost:   64,
+		IdleConnTimeout:       90 * time.Second,
+		ResponseHeaderTimeout: 0,
+		ExpectContinueTimeout: time.Second,
+	}
+	return &http.Client{Transport: tr, Timeout: timeout}
+}
