@@ -19,7 +19,7 @@ func Decode(r io.Reader, v any) error {
 		if errors.Is(err, io.EOF) {
 			return errors.New("empty body, want a JSON object")
 		}
-		return fmt.Errorf("invalid JSON: %v", err)
+		return fmt.Errorf("invalid JSON: %w", err)
 	}
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
 		return errors.New("invalid JSON: trailing data after the object")

@@ -1,0 +1,401 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/drover-project/drover/api"
+	"github.com/drover-project/drover/client"
+	"github.com/drover-project/drover/fsm"
+)
+
+const clientUsage = `usage: drover client [--masters a,b,c] [--timeout D] <command> [flags]
+
+commands:
+  submit [--supervise] [--name NAME] [--driver-cores N] [--driver-memory SIZE]
+         [--env K=V]... [--wait] -- PROGRAM [ARGS...]
+  status DRIVER_ID [--json]
+  kill   DRIVER_ID
+  list   [--json]
+  logs   DRIVER_ID [--stderr] [--follow]
+  leader                 print the leader master's ID
+
+--masters defaults to $DROVER_MASTERS. Exit codes: 0 success, 1 refused,
+failed or bad usage, 2 no master reachable or no leader known within
+--timeout.
+`
+
+// pollInterval is how often submit and logs re-read a driver while waiting.
+const pollInterval = 250 * time.Millisecond
+
+type cli struct {
+	c       *client.Client
+	timeout time.Duration
+	stdout  io.Writer
+	stderr  io.Writer
+}
+
+func runClient(args []string, stdout, stderr io.Writer) int {
+	fs := pflag.NewFlagSet("drover client", pflag.ContinueOnError)
+	fs.SetInterspersed(false)
+	fs.SetOutput(stderr)
+	fs.Usage = func() { fmt.Fprint(stderr, clientUsage) }
+	masters := fs.String("masters", os.Getenv("DROVER_MASTERS"), "comma-separated master HTTP addresses host:port")
+	timeout := fs.Duration("timeout", 30*time.Second, "how long to keep trying the masters before giving up (exit 2)")
+	bind := fs.String("bind", "", "source IP for connections to the masters")
+	if err := fs.Parse(args); err != nil {
+		return flagError(err)
+	}
+	if fs.NArg() == 0 {
+		fmt.Fprint(stderr, clientUsage)
+		return 1
+	}
+	c, err := client.New(strings.Split(*masters, ","), client.Options{BindIP: *bind})
+	if err != nil {
+		fmt.Fprintln(stderr, "drover: --masters (or $DROVER_MASTERS):", err)
+		return 1
+	}
+	k := &cli{c: c, timeout: *timeout, stdout: stdout, stderr: stderr}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	sub, rest := fs.Arg(0), fs.Args()[1:]
+	switch sub {
+	case "submit":
+		return k.submit(ctx, rest)
+	case "status":
+		return k.status(ctx, rest)
+	case "kill":
+		return k.kill(ctx, rest)
+	case "list":
+		return k.list(ctx, rest)
+	case "logs":
+		return k.logs(ctx, rest)
+	case "leader":
+		return k.leader(ctx, rest)
+	}
+	fmt.Fprintf(stderr, "drover client: unknown command %q (see drover client --help)\n", sub)
+	return 1
+}
+
+// call runs one request with the client timeout.
+func (k *cli) call(ctx context.Context, f func(ctx context.Context) error) error {
+	ctx, cancel := context.WithTimeout(ctx, k.timeout)
+	defer cancel()
+	return f(ctx)
+}
+
+// exitFor prints err as one line and maps it to the exit code: 2 when no
+// master gave an authoritative answer, 1 otherwise.
+func (k *cli) exitFor(err error) int {
+	fmt.Fprintln(k.stderr, "drover:", strings.ReplaceAll(err.Error(), "\n", "; "))
+	if errors.Is(err, client.ErrUnavailable) {
+		return 2
+	}
+	return 1
+}
+
+func (k *cli) flags(name string) *pflag.FlagSet {
+	fs := pflag.NewFlagSet("drover client "+name, pflag.ContinueOnError)
+	fs.SetOutput(k.stderr)
+	return fs
+}
+
+func (k *cli) submit(ctx context.Context, args []string) int {
+	fs := k.flags("submit")
+	supervise := fs.Bool("supervise", false, "relaunch the driver when it exits non-zero or its worker is lost")
+	name := fs.String("name", "", "a name to show in status and list")
+	cores := fs.Int("driver-cores", 1, "cores the driver needs")
+	mem := sizeFlag{mb: 1024}
+	fs.Var(&mem, "driver-memory", "memory the driver needs (512m, 4g)")
+	envs := fs.StringArray("env", nil, "K=V to set in the driver's environment (repeatable)")
+	wait := fs.Bool("wait", false, "wait until the driver ends; exit 0 for FINISHED, 1 otherwise")
+	if err := fs.Parse(args); err != nil {
+		return flagError(err)
+	}
+	if fs.NArg() == 0 {
+		fmt.Fprintln(k.stderr, "drover: submit needs a program: drover client submit [flags] -- PROGRAM [ARGS...]")
+		return 1
+	}
+	env := map[string]string{}
+	for _, e := range *envs {
+		key, val, ok := strings.Cut(e, "=")
+		if !ok {
+			fmt.Fprintf(k.stderr, "drover: --env %q is not K=V\n", e)
+			return 1
+		}
+		env[key] = val
+	}
+	req := api.SubmitRequest{
+		Token: client.NewToken(), Name: *name, Argv: fs.Args(), Env: env,
+		Cores: *cores, MemoryMB: mem.mb, Supervise: *supervise,
+	}
+	var res api.SubmitResponse
+	if err := k.call(ctx, func(ctx context.Context) (err error) {
+		res, err = k.c.Submit(ctx, req)
+		return err
+	}); err != nil {
+		return k.exitFor(err)
+	}
+	fmt.Fprintf(k.stderr, "submitted %s\n", res.DriverID)
+	d, err := k.watch(ctx, res.DriverID, func(d *fsm.Driver) bool {
+		return d.State.Terminal() || (!*wait && d.State == fsm.DriverRunning)
+	})
+	fmt.Fprintln(k.stdout, res.DriverID)
+	if err != nil {
+		return k.exitFor(err)
+	}
+	if d.State == fsm.DriverRunning || d.State == fsm.DriverFinished {
+		return 0
+	}
+	return 1
+}
+
+// watch polls a driver until done says so, printing each state change on
+// stderr. It returns the last state read.
+func (k *cli) watch(ctx context.Context, id string, done func(*fsm.Driver) bool) (*fsm.Driver, error) {
+	var last string
+	for {
+		var d *fsm.Driver
+		err := k.call(ctx, func(ctx context.Context) (err error) {
+			d, err = k.c.Driver(ctx, id)
+			return err
+		})
+		if err != nil {
+			return nil, err
+		}
+		line := fmt.Sprintf("%s %s attempt %d", d.ID, d.State, d.Attempt)
+		if d.WorkerID != "" {
+			line += " on " + d.WorkerID
+		}
+		if d.Message != "" && (d.State.Terminal() || d.State == fsm.DriverRelaunching) {
+			line += ": " + d.Message
+		}
+		if line != last {
+			fmt.Fprintln(k.stderr, line)
+			last = line
+		}
+		if done(d) {
+			return d, nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(pollInterval):
+		}
+	}
+}
+
+// oneID parses the positional driver ID of status, kill and logs.
+func oneID(fs *pflag.FlagSet) (string, error) {
+	if fs.NArg() != 1 {
+		return "", fmt.Errorf("want exactly one DRIVER_ID, got %d arguments", fs.NArg())
+	}
+	return fs.Arg(0), nil
+}
+
+func (k *cli) status(ctx context.Context, args []string) int {
+	fs := k.flags("status")
+	asJSON := fs.Bool("json", false, "print the driver as one JSON object")
+	if err := fs.Parse(args); err != nil {
+		return flagError(err)
+	}
+	id, err := oneID(fs)
+	if err != nil {
+		return k.exitFor(err)
+	}
+	var d *fsm.Driver
+	if err := k.call(ctx, func(ctx context.Context) (err error) {
+		d, err = k.c.Driver(ctx, id)
+		return err
+	}); err != nil {
+		return k.exitFor(err)
+	}
+	if *asJSON {
+		return k.printJSON(d)
+	}
+	printDriver(k.stdout, d)
+	return 0
+}
+
+func (k *cli) printJSON(v any) int {
+	enc := json.NewEncoder(k.stdout)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(v); err != nil {
+		return k.exitFor(err)
+	}
+	return 0
+}
+
+func fmtTime(ms int64) string {
+	if ms == 0 {
+		return "-"
+	}
+	return time.UnixMilli(ms).UTC().Format("2006-01-02T15:04:05.000Z")
+}
+
+func fmtExit(p *int) string {
+	if p == nil {
+		return "-"
+	}
+	return fmt.Sprint(*p)
+}
+
+func printDriver(w io.Writer, d *fsm.Driver) {
+	fmt.Fprintf(w, "id:         %s\n", d.ID)
+	if d.Name != "" {
+		fmt.Fprintf(w, "name:       %s\n", d.Name)
+	}
+	fmt.Fprintf(w, "state:      %s\n", d.State)
+	fmt.Fprintf(w, "worker:     %s\n", d.WorkerID)
+	fmt.Fprintf(w, "attempt:    %d\n", d.Attempt)
+	fmt.Fprintf(w, "supervise:  %t\n", d.Supervise)
+	fmt.Fprintf(w, "exit code:  %s\n", fmtExit(d.ExitCode))
+	fmt.Fprintf(w, "resources:  %d cores, %d MiB\n", d.Cores, d.MemoryMB)
+	fmt.Fprintf(w, "submitted:  %s\n", fmtTime(d.SubmittedAt))
+	fmt.Fprintf(w, "program:    %q\n", d.Argv)
+	if d.Message != "" {
+		fmt.Fprintf(w, "message:    %s\n", d.Message)
+	}
+	if len(d.Attempts) == 0 {
+		return
+	}
+	fmt.Fprintln(w, "attempts:")
+	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "  ATTEMPT\tWORKER\tSTATE\tSTARTED\tENDED\tEXIT\tRUNS\tREASON")
+	for _, a := range d.Attempts {
+		fmt.Fprintf(tw, "  %d\t%s\t%s\t%s\t%s\t%s\t%d\t%s\n", a.Attempt, a.WorkerID, a.State,
+			fmtTime(a.StartedAt), fmtTime(a.EndedAt), fmtExit(a.ExitCode), a.Runs, a.Reason)
+	}
+	tw.Flush()
+}
+
+func (k *cli) kill(ctx context.Context, args []string) int {
+	fs := k.flags("kill")
+	if err := fs.Parse(args); err != nil {
+		return flagError(err)
+	}
+	id, err := oneID(fs)
+	if err != nil {
+		return k.exitFor(err)
+	}
+	if err := k.call(ctx, func(ctx context.Context) error { return k.c.Kill(ctx, id) }); err != nil {
+		return k.exitFor(err)
+	}
+	fmt.Fprintf(k.stdout, "killed %s\n", id)
+	return 0
+}
+
+func (k *cli) list(ctx context.Context, args []string) int {
+	fs := k.flags("list")
+	asJSON := fs.Bool("json", false, "print a JSON array of drivers")
+	if err := fs.Parse(args); err != nil {
+		return flagError(err)
+	}
+	var ds []*fsm.Driver
+	if err := k.call(ctx, func(ctx context.Context) (err error) {
+		ds, err = k.c.Drivers(ctx)
+		return err
+	}); err != nil {
+		return k.exitFor(err)
+	}
+	if *asJSON {
+		if ds == nil {
+			ds = []*fsm.Driver{}
+		}
+		return k.printJSON(ds)
+	}
+	tw := tabwriter.NewWriter(k.stdout, 2, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tNAME\tSTATE\tWORKER\tATTEMPT\tSUPERVISE\tEXIT\tSUBMITTED")
+	for _, d := range ds {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%t\t%s\t%s\n", d.ID, d.Name, d.State, d.WorkerID,
+			d.Attempt, d.Supervise, fmtExit(d.ExitCode), fmtTime(d.SubmittedAt))
+	}
+	tw.Flush()
+	return 0
+}
+
+func (k *cli) logs(ctx context.Context, args []string) int {
+	fs := k.flags("logs")
+	stderr := fs.Bool("stderr", false, "show stderr instead of stdout")
+	follow := fs.Bool("follow", false, "keep printing new output until the driver ends")
+	if err := fs.Parse(args); err != nil {
+		return flagError(err)
+	}
+	id, err := oneID(fs)
+	if err != nil {
+		return k.exitFor(err)
+	}
+	var offset int64
+	for {
+		// Read the state before the bytes, so that once the driver is seen
+		// ended, the read that follows has everything it wrote.
+		var d *fsm.Driver
+		if *follow {
+			if err := k.call(ctx, func(ctx context.Context) (err error) {
+				d, err = k.c.Driver(ctx, id)
+				return err
+			}); err != nil {
+				return k.exitFor(err)
+			}
+		}
+		var b []byte
+		err := k.call(ctx, func(ctx context.Context) (err error) {
+			b, _, err = k.c.Logs(ctx, id, *stderr, offset)
+			return err
+		})
+		if err != nil && !(*follow && isNotFound(err)) {
+			return k.exitFor(err)
+		}
+		if _, err := k.stdout.Write(b); err != nil {
+			return 1
+		}
+		offset += int64(len(b))
+		if !*follow || (d.State.Terminal() && len(b) == 0) {
+			return 0
+		}
+		select {
+		case <-ctx.Done():
+			return 0
+		case <-time.After(pollInterval):
+		}
+	}
+}
+
+func isNotFound(err error) bool {
+	var apiErr *client.APIError
+	return errors.As(err, &apiErr) && apiErr.Status == 404
+}
+
+func (k *cli) leader(ctx context.Context, args []string) int {
+	if len(args) != 0 {
+		return k.exitFor(errors.New("leader takes no arguments"))
+	}
+	ctx, cancel := context.WithTimeout(ctx, k.timeout)
+	defer cancel()
+	for {
+		st, err := k.c.State(ctx)
+		if err != nil {
+			return k.exitFor(err)
+		}
+		if st.Leader != "" {
+			fmt.Fprintln(k.stdout, st.Leader)
+			return 0
+		}
+		select {
+		case <-ctx.Done():
+			return k.exitFor(fmt.Errorf("%w: master %s knows no leader", client.ErrUnavailable, st.ID))
+		case <-time.After(pollInterval):
+		}
+	}
+}

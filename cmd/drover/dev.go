@@ -1,0 +1,259 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/drover-project/drover/api"
+	"github.com/drover-project/drover/fsm"
+	"github.com/drover-project/drover/internal/freeport"
+)
+
+// devNode is one child process of the development cluster.
+type devNode struct {
+	role, id string
+	http     string
+	gossip   string
+	args     []string
+	cmd      *exec.Cmd
+	// done is closed once the process has exited and been reaped.
+	done chan struct{}
+}
+
+func runDev(args []string) int {
+	fs := pflag.NewFlagSet("drover dev", pflag.ContinueOnError)
+	dir := fs.String("dir", "", "directory for data, work dirs and logs (default: a new temporary directory)")
+	bind := fs.String("bind", "127.0.0.1", "IP address every node binds")
+	nMasters := fs.Int("masters", 3, "number of masters (3 or 5 for a quorum that survives a loss)")
+	nWorkers := fs.Int("workers", 2, "number of workers")
+	cores := fs.Int("worker-cores", 4, "cores each worker offers")
+	mem := sizeFlag{mb: 4096}
+	fs.Var(&mem, "worker-memory", "memory each worker offers (512m, 4g)")
+	profile := fs.String("gossip-profile", "local", "memberlist timing profile: lan, local or wan")
+	envFile := fs.String("env-file", "", "also write the cluster's addresses and PIDs to this file as shell variables")
+	if err := fs.Parse(args); err != nil {
+		return flagError(err)
+	}
+	if *nMasters < 1 || *nWorkers < 0 {
+		return fail(errors.New("need at least one master and no negative worker count"))
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return fail(err)
+	}
+	if *dir == "" {
+		if *dir, err = os.MkdirTemp("", "drover-dev-"); err != nil {
+			return fail(err)
+		}
+	} else if err := os.MkdirAll(*dir, 0o700); err != nil {
+		return fail(err)
+	}
+	ports, err := freeport.Get(*bind, 3**nMasters+2**nWorkers)
+	if err != nil {
+		return fail(err)
+	}
+	next := func() string { p := ports[0]; ports = ports[1:]; return fmt.Sprint(p) }
+	hostPort := func(p string) string { return net.JoinHostPort(*bind, p) }
+
+	var nodes []*devNode
+	var peers, httpAddrs, gossipAddrs []string
+	for i := 1; i <= *nMasters; i++ {
+		id := fmt.Sprintf("m%d", i)
+		raftP, httpP, gossipP := next(), next(), next()
+		peers = append(peers, id+"="+hostPort(raftP))
+		httpAddrs = append(httpAddrs, hostPort(httpP))
+		gossipAddrs = append(gossipAddrs, hostPort(gossipP))
+		nodes = append(nodes, &devNode{role: "master", id: id, http: hostPort(httpP), gossip: hostPort(gossipP), args: []string{
+			"master", "--id", id, "--data-dir", filepath.Join(*dir, id), "--bind", *bind,
+			"--raft-port", raftP, "--http-port", httpP, "--gossip-port", gossipP,
+			"--gossip-profile", *profile,
+		}})
+	}
+	masters := strings.Join(httpAddrs, ",")
+	for _, n := range nodes {
+		n.args = append(n.args, "--peers", strings.Join(peers, ","), "--join", strings.Join(gossipAddrs, ","))
+	}
+	for i := 1; i <= *nWorkers; i++ {
+		id := fmt.Sprintf("w%d", i)
+		httpP, gossipP := next(), next()
+		nodes = append(nodes, &devNode{role: "worker", id: id, http: hostPort(httpP), gossip: hostPort(gossipP), args: []string{
+			"worker", "--id", id, "--masters", masters, "--work-dir", filepath.Join(*dir, id),
+			"--cores", fmt.Sprint(*cores), "--memory", mem.String(), "--bind", *bind,
+			"--http-port", httpP, "--gossip-port", gossipP, "--join", strings.Join(gossipAddrs, ","),
+			"--gossip-profile", *profile,
+		}})
+	}
+
+	defer stopNodes(nodes)
+	for _, n := range nodes {
+		if err := n.start(self, *dir); err != nil {
+			return fail(err)
+		}
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	if err := waitReady(ctx, httpAddrs, *nWorkers); err != nil {
+		return fail(fmt.Errorf("cluster did not come up (logs in %s): %w", *dir, err))
+	}
+	fmt.Printf("Drover dev cluster is up in %s\n\n", *dir)
+	fmt.Printf("  masters: %s\n\n", masters)
+	for _, n := range nodes {
+		fmt.Printf("  %-6s %-3s http://%-21s pid %-7d log %s\n", n.role, n.id, n.http, n.cmd.Process.Pid, filepath.Join(*dir, n.id+".log"))
+	}
+	fmt.Printf("\nTry:\n  export DROVER_MASTERS=%s\n  drover client submit --wait -- echo hello\n  drover client list\n\nPress Ctrl-C to stop the cluster.\n", masters)
+	if *envFile != "" {
+		if err := writeEnvFile(*envFile, *dir, masters, nodes); err != nil {
+			return fail(err)
+		}
+	}
+	exited := make(chan *devNode, len(nodes))
+	for _, n := range nodes {
+		go func(n *devNode) { <-n.done; exited <- n }(n)
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			fmt.Println("\nstopping the dev cluster")
+			return 0
+		case n := <-exited:
+			// A node killed on purpose (a demo, a test) is expected: say so
+			// and keep the rest running.
+			fmt.Printf("%s %s exited: %s\n", n.role, n.id, n.cmd.ProcessState)
+		}
+	}
+}
+
+func (n *devNode) start(self, dir string) error {
+	logf, err := os.OpenFile(filepath.Join(dir, n.id+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return err
+	}
+	defer logf.Close()
+	n.cmd = exec.Command(self, n.args...)
+	n.cmd.Stdout, n.cmd.Stderr = logf, logf
+	// Children die with the dev process even when it is killed with
+	// SIGKILL, and stay out of the terminal's process group so that Ctrl-C
+	// reaches only dev, which then stops them in order.
+	n.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGTERM}
+	if err := n.cmd.Start(); err != nil {
+		return fmt.Errorf("start %s %s: %w", n.role, n.id, err)
+	}
+	n.done = make(chan struct{})
+	go func() { _ = n.cmd.Wait(); close(n.done) }()
+	return nil
+}
+
+// stopNodes sends SIGTERM to every node still running, workers first so
+// their drivers stop while the masters can still record it, and SIGKILL to
+// any still running 15 s later.
+func stopNodes(nodes []*devNode) {
+	var started []*devNode
+	for _, n := range nodes {
+		if n.done != nil {
+			started = append(started, n)
+		}
+	}
+	for _, role := range []string{"worker", "master"} {
+		for _, n := range started {
+			if n.role == role {
+				_ = n.cmd.Process.Signal(syscall.SIGTERM)
+			}
+		}
+	}
+	timer := time.NewTimer(15 * time.Second)
+	defer timer.Stop()
+wait:
+	for _, n := range started {
+		select {
+		case <-n.done:
+		case <-timer.C:
+			for _, m := range started {
+				_ = m.cmd.Process.Kill()
+			}
+			break wait
+		}
+	}
+	for _, n := range started {
+		<-n.done
+	}
+}
+
+// waitReady waits until a leader is known and workers workers are ALIVE.
+func waitReady(ctx context.Context, masters []string, workers int) error {
+	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	hc := &http.Client{Timeout: 2 * time.Second}
+	var last error
+	for {
+		for _, m := range masters {
+			var st api.State
+			if err := getJSON(ctx, hc, "http://"+m+"/v1/state", &st); err != nil {
+				last = err
+				continue
+			}
+			if st.Leader == "" || st.Leader != st.ID {
+				last = fmt.Errorf("master %s: no leader yet", st.ID)
+				continue
+			}
+			alive := 0
+			for _, w := range st.Workers {
+				if w.State == fsm.WorkerAlive {
+					alive++
+				}
+			}
+			if alive >= workers {
+				return nil
+			}
+			last = fmt.Errorf("%d of %d workers registered", alive, workers)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%v (%w)", last, ctx.Err())
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+func getJSON(ctx context.Context, hc *http.Client, url string, v any) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("%s: %s", url, resp.Status)
+	}
+	return json.NewDecoder(resp.Body).Decode(v)
+}
+
+// writeEnvFile writes DROVER_MASTERS, DROVER_DEV_DIR and, per node,
+// <ID>_PID and <ID>_HTTP as shell assignments, for scripts such as the demo.
+func writeEnvFile(path, dir, masters string, nodes []*devNode) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "DROVER_MASTERS=%s\nDROVER_DEV_DIR=%s\n", masters, dir)
+	for _, n := range nodes {
+		fmt.Fprintf(&b, "%s_PID=%d\n%s_HTTP=%s\n", n.id, n.cmd.Process.Pid, n.id, n.http)
+	}
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, []byte(b.String()), 0o600); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
+}

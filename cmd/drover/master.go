@@ -1,0 +1,75 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/spf13/pflag"
+
+	"github.com/drover-project/drover/master"
+)
+
+func runMaster(args []string) int {
+	cfg := master.DefaultConfig()
+	fs := pflag.NewFlagSet("drover master", pflag.ContinueOnError)
+	fs.StringVar(&cfg.ID, "id", "", "this master's ID; must appear in --peers")
+	fs.StringVar(&cfg.DataDir, "data-dir", "", "directory for the Raft log, stable store and snapshots (created 0700)")
+	fs.StringVar(&cfg.BindIP, "bind", cfg.BindIP, "IP address to listen on and dial from")
+	fs.IntVar(&cfg.RaftPort, "raft-port", 7101, "Raft TCP port")
+	fs.IntVar(&cfg.HTTPPort, "http-port", 7102, "HTTP API port")
+	fs.IntVar(&cfg.GossipPort, "gossip-port", 7103, "gossip (memberlist) TCP and UDP port")
+	peers := fs.String("peers", "", "initial voters as id=host:raft-port,... (used on first start only)")
+	join := fs.StringSlice("join", nil, "gossip addresses host:port of other members to join")
+	fs.StringVar(&cfg.GossipProfile, "gossip-profile", cfg.GossipProfile, "memberlist timing profile: lan, local or wan")
+	fs.DurationVar(&cfg.HeartbeatTimeout, "raft-heartbeat-timeout", cfg.HeartbeatTimeout, "Raft follower timeout before it stands for election")
+	fs.DurationVar(&cfg.ElectionTimeout, "raft-election-timeout", cfg.ElectionTimeout, "Raft candidate timeout before a new election")
+	fs.DurationVar(&cfg.LeaderLeaseTimeout, "raft-leader-lease", cfg.LeaderLeaseTimeout, "how long a leader keeps leading without hearing from a quorum")
+	fs.Uint64Var(&cfg.SnapshotThreshold, "snapshot-threshold", cfg.SnapshotThreshold, "Raft log entries between snapshots")
+	fs.DurationVar(&cfg.SnapshotInterval, "snapshot-interval", cfg.SnapshotInterval, "how often Raft checks whether to snapshot")
+	fs.DurationVar(&cfg.WorkerTimeout, "worker-timeout", cfg.WorkerTimeout, "how long a worker may be missing from the gossip pool before it is declared lost")
+	logFormat := fs.String("log-format", "text", "log format: text or json")
+	logLevel := fs.String("log-level", "info", "log level: debug, info, warn or error")
+	if err := fs.Parse(args); err != nil {
+		return flagError(err)
+	}
+	log, err := newLogger(*logFormat, *logLevel)
+	if err != nil {
+		return fail(err)
+	}
+	cfg.Logger = log
+	if cfg.Peers, err = master.ParsePeers(*peers); err != nil {
+		return fail(fmt.Errorf("--peers: %w", err))
+	}
+	cfg.Join = *join
+	m, err := master.New(cfg)
+	if err != nil {
+		return fail(err)
+	}
+	log.Info("master started", "id", cfg.ID, "http", m.HTTPAddr(), "raft_port", cfg.RaftPort, "gossip_port", cfg.GossipPort)
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
+	s := <-sig
+	log.Info("stopping", "signal", s.String())
+	_ = m.Close()
+	return 0
+}
+
+// flagError reports a flag parsing error with exit code 1 (2 is kept for
+// "no master reachable" in the client); --help is not an error.
+func flagError(err error) int {
+	if errors.Is(err, pflag.ErrHelp) {
+		return 0
+	}
+	fmt.Fprintln(os.Stderr, "drover:", err)
+	return 1
+}
+
+// fail prints one line for err on stderr and returns exit code 1.
+func fail(err error) int {
+	fmt.Fprintln(os.Stderr, "drover:", strings.ReplaceAll(err.Error(), "\n", "; "))
+	return 1
+}

@@ -1,0 +1,103 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"os/signal"
+	"runtime"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/drover-project/drover/gossip"
+	"github.com/drover-project/drover/runner"
+	"github.com/drover-project/drover/worker"
+)
+
+// runnerCommand is the hidden subcommand a worker starts for each attempt:
+// the attempt's supervisor (Spark's DriverRunner) as its own process.
+const runnerCommand = "runner"
+
+func runRunner(args []string) int { return runner.Main(args) }
+
+func runWorker(args []string) int {
+	cfg := worker.DefaultConfig()
+	fs := pflag.NewFlagSet("drover worker", pflag.ContinueOnError)
+	fs.StringVar(&cfg.ID, "id", "", "this worker's ID; keep it across restarts")
+	masters := fs.String("masters", "", "comma-separated HTTP addresses host:port of every master")
+	fs.StringVar(&cfg.WorkDir, "work-dir", "", "directory for drivers' attempt dirs and logs (created 0700)")
+	fs.IntVar(&cfg.Cores, "cores", runtime.NumCPU(), "cores offered to drivers")
+	mem := sizeFlag{mb: defaultWorkerMemoryMB()}
+	fs.Var(&mem, "memory", "memory offered to drivers (512m, 4g); default: total memory minus 1 GiB, as Spark's worker")
+	fs.StringVar(&cfg.BindIP, "bind", cfg.BindIP, "IP address to listen on and dial from; masters reach the worker here")
+	fs.IntVar(&cfg.HTTPPort, "http-port", 7402, "HTTP port (driver logs, health)")
+	gossipPort := fs.Int("gossip-port", 7403, "gossip (memberlist) TCP and UDP port")
+	join := fs.StringSlice("join", nil, "gossip addresses host:port of masters to join")
+	profile := fs.String("gossip-profile", "lan", "memberlist timing profile: lan, local or wan")
+	fs.DurationVar(&cfg.KillTimeout, "kill-timeout", cfg.KillTimeout, "time between SIGTERM and SIGKILL when a driver is killed")
+	fs.DurationVar(&cfg.HeartbeatInterval, "heartbeat-interval", cfg.HeartbeatInterval, "least time between heartbeats to the leader")
+	fs.DurationVar(&cfg.RequestTimeout, "request-timeout", cfg.RequestTimeout, "bound on one call to the masters")
+	fs.DurationVar(&cfg.RestartBackoff, "restart-backoff", time.Second, "first pause before a supervised driver is restarted on this worker; doubles per failure")
+	fs.DurationVar(&cfg.RestartBackoffMax, "restart-backoff-max", time.Minute, "cap of the restart back-off")
+	logFormat := fs.String("log-format", "text", "log format: text or json")
+	logLevel := fs.String("log-level", "info", "log level: debug, info, warn or error")
+	if err := fs.Parse(args); err != nil {
+		return flagError(err)
+	}
+	log, err := newLogger(*logFormat, *logLevel)
+	if err != nil {
+		return fail(err)
+	}
+	cfg.Logger = log
+	cfg.MemoryMB = mem.mb
+	for _, m := range strings.Split(*masters, ",") {
+		if m = strings.TrimSpace(m); m != "" {
+			cfg.Masters = append(cfg.Masters, m)
+		}
+	}
+	if _, err := gossip.ProfileConfig(*profile); err != nil {
+		return fail(err)
+	}
+	w, err := worker.New(cfg)
+	if err != nil {
+		return fail(err)
+	}
+	pool, err := gossip.Start(gossip.Config{
+		Meta:    gossip.Meta{Role: gossip.RoleWorker, ID: cfg.ID, HTTP: w.HTTPAddr()},
+		BindIP:  cfg.BindIP,
+		Port:    *gossipPort,
+		Profile: *profile,
+		Join:    *join,
+		Logger:  log,
+	})
+	if err != nil {
+		_ = w.Close()
+		return fail(err)
+	}
+	log.Info("worker started", "id", cfg.ID, "http", w.HTTPAddr(), "cores", cfg.Cores, "memory_mb", cfg.MemoryMB)
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
+	s := <-sig
+	log.Info("stopping", "signal", s.String())
+	_ = w.Close()
+	_ = pool.Leave(time.Second)
+	return 0
+}
+
+// defaultWorkerMemoryMB is the machine's memory minus 1 GiB (Spark's
+// default for SPARK_WORKER_MEMORY), and at least 1 GiB.
+func defaultWorkerMemoryMB() int64 {
+	b, err := os.ReadFile("/proc/meminfo")
+	if err != nil {
+		return 1024
+	}
+	var kb int64
+	for _, line := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(line, "MemTotal:") {
+			fmt.Sscan(strings.TrimPrefix(line, "MemTotal:"), &kb)
+		}
+	}
+	return max(kb/1024-1024, 1024)
+}

@@ -1,0 +1,477 @@
+// Package testcluster runs a real Drover cluster (masters and workers as
+// separate drover processes) for process-level tests. Every node gets its own
+// 127.x.y.z loopback address and free ports; everything a cluster starts,
+// including the drivers its workers launch, is killed when the test ends.
+package testcluster
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/drover-project/drover/api"
+	"github.com/drover-project/drover/client"
+	"github.com/drover-project/drover/fsm"
+	"github.com/drover-project/drover/internal/freeport"
+)
+
+var (
+	buildOnce sync.Once
+	binPath   string
+	buildErr  error
+)
+
+// Binary builds the drover command once per test process and returns its
+// path.
+func Binary(t testing.TB) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "drover-bin-")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		binPath = filepath.Join(dir, "drover")
+		args := []string{"build", "-o", binPath}
+		if raceEnabled {
+			args = append(args, "-race")
+		}
+		cmd := exec.Command("go", append(args, "github.com/drover-project/drover/cmd/drover")...)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return binPath
+}
+
+// Options shape a cluster. Zero values take the defaults noted.
+type Options struct {
+	Masters int // default 3
+	Workers int // default 0
+	// WorkerCores and WorkerMemory are what each worker offers
+	// (default 4 and "4g").
+	WorkerCores  int
+	WorkerMemory string
+	// GossipProfile for every node (default "local").
+	GossipProfile string
+	// WorkerTimeout is the masters' --worker-timeout (default 1s).
+	WorkerTimeout time.Duration
+	// MasterArgs and WorkerArgs are appended to every master's or
+	// worker's command line.
+	MasterArgs, WorkerArgs []string
+	// ExtraPeers are appended to the masters' --peers, as id=host:port
+	// (voters that never start make a quorum that cannot form).
+	ExtraPeers []string
+}
+
+// Node is one drover process of the cluster.
+type Node struct {
+	Role, ID string
+	IP       string
+	// HTTP is host:port of the node's HTTP API.
+	HTTP   string
+	Gossip string
+	Raft   string
+	Dir    string
+	args   []string
+	c      *Cluster
+
+	mu   sync.Mutex
+	cmd  *exec.Cmd
+	done chan struct{}
+}
+
+// Cluster is a set of running nodes.
+type Cluster struct {
+	t       testing.TB
+	Dir     string
+	Masters []*Node
+	Workers []*Node
+	// MasterAddrs is the --masters string of the cluster.
+	MasterAddrs string
+	opts        Options
+}
+
+// New starts a cluster and waits until a leader is elected and every worker
+// is registered. Cleanup stops it.
+func New(t testing.TB, opts Options) *Cluster {
+	t.Helper()
+	c := Start(t, opts)
+	if err := c.WaitReady(60 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// Start starts a cluster without waiting for it to be ready.
+func Start(t testing.TB, opts Options) *Cluster {
+	t.Helper()
+	Binary(t)
+	if opts.Masters == 0 {
+		opts.Masters = 3
+	}
+	if opts.WorkerCores == 0 {
+		opts.WorkerCores = 4
+	}
+	if opts.WorkerMemory == "" {
+		opts.WorkerMemory = "4g"
+	}
+	if opts.GossipProfile == "" {
+		opts.GossipProfile = "local"
+	}
+	if opts.WorkerTimeout == 0 {
+		opts.WorkerTimeout = time.Second
+	}
+	dir, err := os.MkdirTemp("", "drover-test-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &Cluster{t: t, Dir: dir, opts: opts}
+	t.Cleanup(c.cleanup)
+
+	// A random 127.a.b.0/24 per cluster keeps parallel test processes
+	// apart; each node gets its own address in it.
+	a, b := 1+rand.IntN(254), rand.IntN(255)
+	ip := func(i int) string { return fmt.Sprintf("127.%d.%d.%d", a, b, 10+i) }
+	var peers, https, gossips []string
+	for i := 0; i < opts.Masters; i++ {
+		n := c.newNode("master", fmt.Sprintf("m%d", i+1), ip(i), 3)
+		c.Masters = append(c.Masters, n)
+		peers = append(peers, n.ID+"="+n.Raft)
+		https = append(https, n.HTTP)
+		gossips = append(gossips, n.Gossip)
+	}
+	c.MasterAddrs = strings.Join(https, ",")
+	peers = append(peers, opts.ExtraPeers...)
+	for _, n := range c.Masters {
+		_, raftPort, _ := net.SplitHostPort(n.Raft)
+		_, httpPort, _ := net.SplitHostPort(n.HTTP)
+		_, gossipPort, _ := net.SplitHostPort(n.Gossip)
+		n.args = append([]string{"master", "--id", n.ID, "--data-dir", n.Dir, "--bind", n.IP,
+			"--raft-port", raftPort, "--http-port", httpPort, "--gossip-port", gossipPort,
+			"--peers", strings.Join(peers, ","), "--join", strings.Join(gossips, ","),
+			"--gossip-profile", opts.GossipProfile, "--worker-timeout", opts.WorkerTimeout.String(),
+			"--raft-heartbeat-timeout", "500ms", "--raft-election-timeout", "500ms", "--raft-leader-lease", "250ms",
+		}, opts.MasterArgs...)
+	}
+	for i := 0; i < opts.Workers; i++ {
+		n := c.newNode("worker", fmt.Sprintf("w%d", i+1), ip(opts.Masters+i), 2)
+		_, httpPort, _ := net.SplitHostPort(n.HTTP)
+		_, gossipPort, _ := net.SplitHostPort(n.Gossip)
+		n.args = append([]string{"worker", "--id", n.ID, "--masters", c.MasterAddrs, "--work-dir", n.Dir,
+			"--cores", strconv.Itoa(opts.WorkerCores), "--memory", opts.WorkerMemory, "--bind", n.IP,
+			"--http-port", httpPort, "--gossip-port", gossipPort, "--join", strings.Join(gossips, ","),
+			"--gossip-profile", opts.GossipProfile,
+		}, opts.WorkerArgs...)
+		c.Workers = append(c.Workers, n)
+	}
+	for _, n := range append(append([]*Node{}, c.Masters...), c.Workers...) {
+		if err := n.Start(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return c
+}
+
+func (c *Cluster) newNode(role, id, ip string, nports int) *Node {
+	ports, err := freeport.Get(ip, nports)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	hp := func(p int) string { return net.JoinHostPort(ip, strconv.Itoa(p)) }
+	n := &Node{Role: role, ID: id, IP: ip, Dir: filepath.Join(c.Dir, id), c: c}
+	if role == "master" {
+		n.Raft, n.HTTP, n.Gossip = hp(ports[0]), hp(ports[1]), hp(ports[2])
+	} else {
+		n.HTTP, n.Gossip = hp(ports[0]), hp(ports[1])
+	}
+	return n
+}
+
+// Start starts (or restarts) the node's process with the same arguments and
+// data or work dir. Its output is appended to DIR/ID.log.
+func (n *Node) Start() error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.done != nil {
+		select {
+		case <-n.done:
+		default:
+			return fmt.Errorf("%s %s is already running", n.Role, n.ID)
+		}
+	}
+	logf, err := os.OpenFile(filepath.Join(n.c.Dir, n.ID+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return err
+	}
+	defer logf.Close()
+	cmd := exec.Command(binPath, n.args...)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	// Its own process group, so a test can kill a worker with everything
+	// in its group, as an operator's kill of a service would.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("start %s %s: %w", n.Role, n.ID, err)
+	}
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(done) }()
+	n.cmd, n.done = cmd, done
+	return nil
+}
+
+// PID is the node's current process ID.
+func (n *Node) PID() int {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.cmd.Process.Pid
+}
+
+// Signal sends sig to the node's process.
+func (n *Node) Signal(sig syscall.Signal) error {
+	return syscall.Kill(n.PID(), sig)
+}
+
+// Kill sends SIGKILL to the node's process and waits until it is gone.
+func (n *Node) Kill() {
+	n.mu.Lock()
+	cmd, done := n.cmd, n.done
+	n.mu.Unlock()
+	_ = cmd.Process.Kill()
+	<-done
+}
+
+// KillGroup sends SIGKILL to the node's whole process group and waits for
+// the node's process to be gone.
+func (n *Node) KillGroup() {
+	n.mu.Lock()
+	cmd, done := n.cmd, n.done
+	n.mu.Unlock()
+	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+	<-done
+}
+
+// Stop sends SIGTERM and waits up to timeout for a clean exit, then kills.
+func (n *Node) Stop(timeout time.Duration) {
+	n.mu.Lock()
+	cmd, done := n.cmd, n.done
+	n.mu.Unlock()
+	_ = cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-done:
+	case <-time.After(timeout):
+		_ = cmd.Process.Kill()
+		<-done
+	}
+}
+
+// Running reports whether the node's process is still running.
+func (n *Node) Running() bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	select {
+	case <-n.done:
+		return false
+	default:
+		return true
+	}
+}
+
+// cleanup kills every node and every process still running whose working
+// directory or command line lies under the cluster's directory (runners and
+// drivers), then removes the directory unless the test failed.
+func (c *Cluster) cleanup() {
+	for _, n := range append(append([]*Node{}, c.Workers...), c.Masters...) {
+		if n.done != nil && n.Running() {
+			n.KillGroup()
+		}
+	}
+	killUnder(c.Dir)
+	if c.t.Failed() {
+		c.t.Logf("cluster logs kept in %s", c.Dir)
+		return
+	}
+	_ = os.RemoveAll(c.Dir)
+}
+
+// killUnder SIGKILLs, with their process groups, the processes whose cwd or
+// command line names a path under dir. It polls until none remain (bounded).
+func killUnder(dir string) {
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		pids := ProcessesUnder(dir)
+		if len(pids) == 0 {
+			return
+		}
+		for _, pid := range pids {
+			_ = syscall.Kill(-pid, syscall.SIGKILL)
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// ProcessesUnder lists live processes whose cwd or command line names a path
+// under dir.
+func ProcessesUnder(dir string) []int {
+	entries, _ := os.ReadDir("/proc")
+	var pids []int
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == os.Getpid() {
+			continue
+		}
+		stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			continue
+		}
+		if f := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:])); len(f) > 0 && f[0] == "Z" {
+			continue
+		}
+		cwd, _ := os.Readlink(fmt.Sprintf("/proc/%d/cwd", pid))
+		cmdline, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+		if strings.HasPrefix(cwd, dir) || strings.Contains(string(cmdline), dir) {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
+
+// Client returns a client for the cluster's masters.
+func (c *Cluster) Client() *client.Client {
+	cl, err := client.New(strings.Split(c.MasterAddrs, ","), client.Options{RequestTimeout: 3 * time.Second})
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	return cl
+}
+
+// State reads /v1/state from one node.
+func State(ctx context.Context, n *Node) (*api.State, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+n.HTTP+"/v1/state", nil)
+	if err != nil {
+		return nil, err
+	}
+	hc := &http.Client{Timeout: 2 * time.Second}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	var st api.State
+	if err := decodeJSON(resp, &st); err != nil {
+		return nil, err
+	}
+	return &st, nil
+}
+
+// Leader returns the running master that reports itself leader, polling
+// until timeout.
+func (c *Cluster) Leader(timeout time.Duration) (*Node, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	for {
+		for _, n := range c.Masters {
+			if !n.Running() {
+				continue
+			}
+			if st, err := State(ctx, n); err == nil && st.Role == "Leader" && st.Leader == n.ID {
+				return n, nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return nil, errors.New("no leader elected in time")
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// WaitReady waits until a leader is known and every running worker is ALIVE
+// in its tables.
+func (c *Cluster) WaitReady(timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		l, err := c.Leader(time.Until(deadline))
+		if err != nil {
+			return err
+		}
+		st, err := State(context.Background(), l)
+		if err == nil {
+			alive := map[string]bool{}
+			for _, w := range st.Workers {
+				alive[w.ID] = w.State == fsm.WorkerAlive
+			}
+			ok := true
+			for _, w := range c.Workers {
+				if w.Running() && !alive[w.ID] {
+					ok = false
+				}
+			}
+			if ok {
+				return nil
+			}
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("workers did not register in %s", timeout)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// WaitDriver polls a driver (linearizable reads) until cond holds, and
+// returns it; it fails the test after timeout.
+func (c *Cluster) WaitDriver(id string, timeout time.Duration, what string, cond func(*fsm.Driver) bool) *fsm.Driver {
+	c.t.Helper()
+	cl := c.Client()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	var last *fsm.Driver
+	for {
+		d, err := cl.Driver(ctx, id)
+		if err == nil {
+			last = d
+			if cond(d) {
+				return d
+			}
+		}
+		select {
+		case <-ctx.Done():
+			c.t.Fatalf("driver %s: %s not reached in %s; last seen %+v (err %v)", id, what, timeout, last, err)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// Worker returns the worker node with this ID.
+func (c *Cluster) Worker(id string) *Node {
+	for _, w := range c.Workers {
+		if w.ID == id {
+			return w
+		}
+	}
+	c.t.Fatalf("no worker %s", id)
+	return nil
+}
+
+func decodeJSON(resp *http.Response, v any) error {
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("%s", resp.Status)
+	}
+	return json.NewDecoder(resp.Body).Decode(v)
+}

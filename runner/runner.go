@@ -1,0 +1,335 @@
+// Package runner is the supervisor of one driver attempt, run as its own
+// small process ("drover runner --dir ATTEMPT_DIR") by the worker daemon. It
+// plays the part of Spark's DriverRunner: it launches the user's program,
+// relaunches it with back-off when it is supervised and fails
+// (runCommandWithRetry), and kills it on request. Being a separate process
+// keeps the worker daemon free of fork/exec and wait bookkeeping, and gives
+// every attempt one owner that outlives nothing: the runner ends its
+// program's whole process group before it exits.
+//
+// The worker talks to a runner through the attempt directory (SpecFile in,
+// StatusFile and the program's output out), through the runner's stdout (a
+// stream of Event lines), its stdin (whose EOF means the worker died) and
+// SIGTERM (kill the attempt).
+package runner
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/drover-project/drover/fsm"
+)
+
+// Reasons of a KILLED final state.
+const (
+	// ReasonKilled: the runner got SIGTERM or SIGINT.
+	ReasonKilled = "killed on request"
+	// ReasonWorkerGone: the runner's stdin reached EOF.
+	ReasonWorkerGone = "worker daemon exited"
+)
+
+// Main runs the hidden "runner" subcommand; args are the arguments after it
+// (--dir ATTEMPT_DIR). It returns the process exit code: 0 once the attempt
+// reached a final state and said so, 1 when the spec could not be read (a
+// final ERROR event is still written), 2 on a usage error.
+func Main(args []string) int {
+	fs := pflag.NewFlagSet("runner", pflag.ContinueOnError)
+	dir := fs.String("dir", "", "attempt directory holding "+SpecFile)
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if *dir == "" || fs.NArg() != 0 {
+		fmt.Fprintln(os.Stderr, "usage: drover runner --dir ATTEMPT_DIR")
+		return 2
+	}
+	abs, err := filepath.Abs(*dir)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "runner:", err)
+		return 2
+	}
+
+	// Without a handler, a write to a closed stdout (the worker died) kills
+	// the runner with SIGPIPE before it has ended the program. Notify rather
+	// than Ignore: an ignored signal stays ignored in the program it execs.
+	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
+	stop := make(chan string, 2)
+	go func() {
+		<-sigs
+		stop <- ReasonKilled
+	}()
+	go watchWorker(os.Stdin, stop)
+
+	r := &runner{
+		dir:    abs,
+		events: json.NewEncoder(os.Stdout),
+		log:    slog.New(slog.NewTextHandler(os.Stderr, nil)).With("dir", abs),
+		stop:   stop,
+	}
+	r.status.RunnerPID = os.Getpid()
+	spec, err := readSpec(abs)
+	if err != nil {
+		r.final(fsm.DriverError, nil, "cannot read attempt spec: "+oneLine(err))
+		return 1
+	}
+	spec.applyDefaults()
+	r.spec = spec
+	becomeSubreaper()
+	r.run()
+	return 0
+}
+
+// watchWorker sends ReasonWorkerGone on stop once stdin ends. The worker
+// daemon holds the only write end of the runner's stdin and never writes, so
+// EOF (or an error) means the daemon is gone, and by the slice-1 rule no
+// program runs on without its worker. A later lease-and-adoption scheme
+// replaces this function.
+func watchWorker(stdin io.Reader, stop chan<- string) {
+	_, _ = io.Copy(io.Discard, stdin)
+	stop <- ReasonWorkerGone
+}
+
+type runner struct {
+	dir    string
+	spec   Spec
+	events *json.Encoder
+	log    *slog.Logger
+	// stop yields the reason to kill the attempt; the first value wins.
+	stop   <-chan string
+	status Status
+	stdout *os.File
+	stderr *os.File
+}
+
+// run launches the program until the attempt reaches a final state, which it
+// records. It follows Spark's DriverRunner.runCommandWithRetry.
+func (r *runner) run() {
+	defer r.closeOutput()
+	backoff := r.spec.BackoffBase
+	for n := 1; ; n++ {
+		select {
+		case reason := <-r.stop:
+			r.final(fsm.DriverKilled, nil, reason)
+			return
+		default:
+		}
+		p, err := r.start(n)
+		if err != nil {
+			r.final(fsm.DriverError, nil, oneLine(err))
+			return
+		}
+		began := time.Now()
+		code, reason := r.wait(p)
+		r.status.PID = 0
+		r.status.ExitCode = &code
+		r.emit(Event{Event: EventExited, Run: n, Code: &code})
+		switch {
+		case reason != "":
+			r.final(fsm.DriverKilled, &code, reason)
+			return
+		case code == 0:
+			r.final(fsm.DriverFinished, &code, "")
+			return
+		case !r.spec.Supervise:
+			r.final(fsm.DriverFailed, &code, p.describeExit())
+			return
+		}
+		if time.Since(began) > r.spec.StableRun {
+			backoff = r.spec.BackoffBase
+		}
+		r.status.Reason = p.describeExit() + "; relaunching in " + backoff.String()
+		r.writeStatus()
+		r.log.Info("program failed, relaunching", "run", n, "code", code, "backoff", backoff)
+		t := time.NewTimer(backoff)
+		select {
+		case <-t.C:
+		case reason := <-r.stop:
+			t.Stop()
+			r.final(fsm.DriverKilled, nil, reason)
+			return
+		}
+		backoff = min(backoff*2, r.spec.BackoffMax)
+	}
+}
+
+// proc is one run of the program.
+type proc struct {
+	cmd  *exec.Cmd
+	pgid int
+	// waited is closed once cmd.Wait has reaped the process; its exit
+	// status is then in cmd.ProcessState.
+	waited chan struct{}
+}
+
+// start launches run n.
+func (r *runner) start(n int) (*proc, error) {
+	path, err := r.lookPath(r.spec.Argv[0])
+	if err != nil {
+		return nil, fmt.Errorf("cannot start %q: %v", r.spec.Argv[0], rootCause(err))
+	}
+	if err := r.openOutput(); err != nil {
+		return nil, err
+	}
+	cmd := &exec.Cmd{
+		Path:   path,
+		Args:   r.spec.Argv,
+		Env:    r.spec.Env,
+		Dir:    r.dir,
+		Stdout: r.stdout,
+		Stderr: r.stderr,
+		// Its own group, so a kill reaches everything it spawned and
+		// nothing else.
+		SysProcAttr: &syscall.SysProcAttr{Setpgid: true},
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("cannot start %q: %v", r.spec.Argv[0], rootCause(err))
+	}
+	p := &proc{cmd: cmd, pgid: cmd.Process.Pid, waited: make(chan struct{})}
+	go func() {
+		_ = cmd.Wait() // a non-zero exit is an error too; ProcessState tells
+		close(p.waited)
+	}()
+	r.status.State = fsm.DriverRunning
+	r.status.PID = p.pgid
+	r.status.Runs = n
+	r.status.Reason = ""
+	r.writeStatus()
+	r.emit(Event{Event: EventStarted, PID: p.pgid, Run: n})
+	r.log.Info("program started", "run", n, "pid", p.pgid, "argv", r.spec.Argv)
+	return p, nil
+}
+
+// wait returns p's exit code once p and every process of its group are gone,
+// and the stop reason if a stop ended it.
+func (r *runner) wait(p *proc) (code int, reason string) {
+	select {
+	case <-p.waited:
+	case reason = <-r.stop:
+		r.log.Info("killing program", "pid", p.pgid, "reason", reason)
+	}
+	// Either way the group is ended: on a stop to kill the program, on a
+	// normal exit so that nothing it left behind outlives its run.
+	r.endGroup(p)
+	return p.exitCode(), reason
+}
+
+func (p *proc) exitCode() int {
+	ws, ok := p.cmd.ProcessState.Sys().(syscall.WaitStatus)
+	if ok && ws.Signaled() {
+		return 128 + int(ws.Signal())
+	}
+	return p.cmd.ProcessState.ExitCode()
+}
+
+func (p *proc) describeExit() string {
+	ws, ok := p.cmd.ProcessState.Sys().(syscall.WaitStatus)
+	if ok && ws.Signaled() {
+		return "killed by signal " + ws.Signal().String()
+	}
+	return fmt.Sprintf("exited with code %d", p.cmd.ProcessState.ExitCode())
+}
+
+// lookPath resolves the program with exec.LookPath: a bare name in the PATH
+// of the program's own environment, a relative path against the attempt
+// directory (the program's working directory, not necessarily the runner's).
+func (r *runner) lookPath(name string) (string, error) {
+	if strings.Contains(name, "/") {
+		if !filepath.IsAbs(name) {
+			name = filepath.Join(r.dir, name)
+		}
+		return exec.LookPath(name)
+	}
+	for _, d := range filepath.SplitList(r.spec.pathEnv()) {
+		// An empty entry would mean the current directory: never search it.
+		if d == "" {
+			continue
+		}
+		if p, err := exec.LookPath(filepath.Join(d, name)); err == nil {
+			return p, nil
+		}
+	}
+	return "", exec.ErrNotFound
+}
+
+func (r *runner) openOutput() error {
+	if r.stdout != nil {
+		return nil
+	}
+	var err error
+	flags := os.O_WRONLY | os.O_CREATE | os.O_APPEND
+	if r.stdout, err = os.OpenFile(filepath.Join(r.dir, StdoutFile), flags, 0o600); err != nil {
+		return err
+	}
+	r.stderr, err = os.OpenFile(filepath.Join(r.dir, StderrFile), flags, 0o600)
+	return err
+}
+
+func (r *runner) closeOutput() {
+	for _, f := range []*os.File{r.stdout, r.stderr} {
+		if f != nil {
+			f.Close()
+		}
+	}
+}
+
+// final records the attempt's final state in StatusFile, then announces it.
+// The order matters: a worker that saw the event may rely on the file.
+func (r *runner) final(state fsm.DriverState, code *int, reason string) {
+	r.status.State = state
+	r.status.PID = 0
+	r.status.ExitCode = code
+	r.status.Reason = reason
+	r.writeStatus()
+	r.emit(Event{Event: EventFinal, State: state, ExitCode: code, Runs: r.status.Runs, Reason: reason})
+	r.log.Info("attempt ended", "state", state, "runs", r.status.Runs, "reason", reason)
+}
+
+func (r *runner) writeStatus() {
+	r.status.UpdatedAt = time.Now().UnixMilli()
+	b, err := json.Marshal(r.status)
+	if err == nil {
+		err = writeFileAtomic(r.dir, StatusFile, b)
+	}
+	if err != nil {
+		r.log.Error("cannot write status", "err", err)
+	}
+}
+
+func (r *runner) emit(e Event) {
+	e.Time = time.Now()
+	if err := r.events.Encode(e); err != nil {
+		// The worker is gone; StatusFile still tells the outcome.
+		r.log.Warn("cannot write event", "event", e.Event, "err", err)
+	}
+}
+
+func rootCause(err error) error {
+	for {
+		u := errors.Unwrap(err)
+		if u == nil {
+			return err
+		}
+		err = u
+	}
+}
+
+func oneLine(err error) string {
+	s := err.Error()
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		s = s[:i]
+	}
+	return s
+}

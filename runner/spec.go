@@ -1,0 +1,219 @@
+package runner
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/drover-project/drover/fsm"
+	"github.com/drover-project/drover/internal/strictjson"
+)
+
+// Names of the files in an attempt directory.
+const (
+	// SpecFile is written by the worker before it starts the runner.
+	SpecFile = "spec.json"
+	// StatusFile is the runner's latest Status, replaced atomically.
+	StatusFile = "status.json"
+	// StdoutFile and StderrFile receive the program's output, appended
+	// across the runs of one attempt.
+	StdoutFile = "stdout"
+	StderrFile = "stderr"
+)
+
+// Defaults applied to zero Spec durations. The back-off values are Spark's
+// DriverRunner ones (1s doubling), with a cap Spark lacks so that a driver
+// that keeps failing is still retried every minute.
+const (
+	DefaultKillTimeout = 10 * time.Second
+	DefaultBackoffBase = time.Second
+	DefaultBackoffMax  = 60 * time.Second
+	DefaultStableRun   = 5 * time.Second
+)
+
+// Spec is what the runner runs: the contents of SpecFile. Durations are
+// time.Duration, so nanoseconds in JSON; zero means the default.
+type Spec struct {
+	// Argv is the program and its arguments, run as is (never through a
+	// shell). A bare Argv[0] is looked up in the PATH of Env; a relative
+	// one with a slash is taken relative to the attempt directory, which
+	// is also the program's working directory.
+	Argv []string `json:"argv"`
+	// Env is the program's whole environment as KEY=VALUE entries,
+	// DROVER_DRIVER_ID, DROVER_ATTEMPT, DROVER_WORKER_ID and DROVER_MASTERS
+	// included: the runner adds nothing.
+	Env []string `json:"env"`
+	// Supervise restarts the program within the attempt when it exits
+	// non-zero (Spark's --supervise).
+	Supervise bool `json:"supervise"`
+	// KillTimeout is how long the program's process group has between
+	// SIGTERM and SIGKILL (default DefaultKillTimeout).
+	KillTimeout time.Duration `json:"kill_timeout"`
+	// BackoffBase is the first pause before a supervised restart; it
+	// doubles after each failed run up to BackoffMax.
+	BackoffBase time.Duration `json:"backoff_base"`
+	BackoffMax  time.Duration `json:"backoff_max"`
+	// StableRun is how long a run must last for the back-off to fall back
+	// to BackoffBase (Spark's successfulRunDuration).
+	StableRun time.Duration `json:"stable_run"`
+}
+
+func (s *Spec) validate() error {
+	if len(s.Argv) == 0 || s.Argv[0] == "" {
+		return errors.New("spec has no program to run")
+	}
+	for _, d := range []time.Duration{s.KillTimeout, s.BackoffBase, s.BackoffMax, s.StableRun} {
+		if d < 0 {
+			return fmt.Errorf("spec has a negative duration %s", d)
+		}
+	}
+	return nil
+}
+
+func (s *Spec) applyDefaults() {
+	if s.KillTimeout == 0 {
+		s.KillTimeout = DefaultKillTimeout
+	}
+	if s.BackoffBase == 0 {
+		s.BackoffBase = DefaultBackoffBase
+	}
+	if s.BackoffMax == 0 {
+		s.BackoffMax = DefaultBackoffMax
+	}
+	if s.BackoffMax < s.BackoffBase {
+		s.BackoffMax = s.BackoffBase
+	}
+	if s.StableRun == 0 {
+		s.StableRun = DefaultStableRun
+	}
+}
+
+// pathEnv returns the PATH the program will see, or the runner's own when
+// Env has none.
+func (s *Spec) pathEnv() string {
+	for i := len(s.Env) - 1; i >= 0; i-- {
+		if v, ok := strings.CutPrefix(s.Env[i], "PATH="); ok {
+			return v
+		}
+	}
+	return os.Getenv("PATH")
+}
+
+// EventKind names a line of the runner's progress stream.
+type EventKind string
+
+// The events a runner writes on its stdout, one JSON object a line.
+const (
+	// EventStarted: run Run of the program started with process ID PID,
+	// which is also its process group ID.
+	EventStarted EventKind = "started"
+	// EventExited: run Run ended with Code (128+N when killed by signal N).
+	EventExited EventKind = "exited"
+	// EventFinal: the attempt ended in State after Runs launches; it is
+	// always the last line.
+	EventFinal EventKind = "final"
+)
+
+// Event is one line of the runner's stdout. Fields not meaningful for a kind
+// are omitted.
+type Event struct {
+	Event EventKind `json:"event"`
+	// Time is when the runner saw what the event says.
+	Time time.Time `json:"time"`
+	PID  int       `json:"pid,omitempty"`
+	Run  int       `json:"run,omitempty"`
+	// Code is the exit code of an exited event.
+	Code *int `json:"code,omitempty"`
+	// State is FINISHED, FAILED, KILLED or ERROR in a final event.
+	State    fsm.DriverState `json:"state,omitempty"`
+	ExitCode *int            `json:"exit_code,omitempty"`
+	Runs     int             `json:"runs,omitempty"`
+	Reason   string          `json:"reason,omitempty"`
+}
+
+// Status is the content of StatusFile: the runner's latest word on its
+// attempt, kept on disk so that a worker that did not see the event stream
+// (it restarted, or the runner died mid-line) can still learn the outcome.
+type Status struct {
+	// State is RUNNING from the first launch until the attempt ends (back-off
+	// pauses included), then the final state.
+	State fsm.DriverState `json:"state"`
+	// RunnerPID is the runner's own process ID.
+	RunnerPID int `json:"runner_pid"`
+	// PID is the process (and process group) ID of the live run; 0 when no
+	// run is live.
+	PID int `json:"pid,omitempty"`
+	// Runs counts launches so far.
+	Runs int `json:"runs"`
+	// ExitCode is the last run's exit code, if a run has ended.
+	ExitCode *int   `json:"exit_code,omitempty"`
+	Reason   string `json:"reason,omitempty"`
+	// UpdatedAt is when the runner wrote this, in Unix milliseconds.
+	UpdatedAt int64 `json:"updated_at"`
+}
+
+// WriteSpec writes spec into dir/SpecFile, readable by its owner only (the
+// environment may hold secrets).
+func WriteSpec(dir string, spec Spec) error {
+	b, err := json.MarshalIndent(spec, "", "  ")
+	if err != nil {
+		return fmt.Errorf("encode spec: %w", err)
+	}
+	return writeFileAtomic(dir, SpecFile, b)
+}
+
+func readSpec(dir string) (Spec, error) {
+	var s Spec
+	f, err := os.Open(filepath.Join(dir, SpecFile))
+	if err != nil {
+		return s, err
+	}
+	defer f.Close()
+	if err := strictjson.Decode(f, &s); err != nil {
+		return s, fmt.Errorf("%s: %v", SpecFile, err)
+	}
+	return s, s.validate()
+}
+
+// ReadStatus returns the Status a runner last wrote in dir. The error wraps
+// fs.ErrNotExist when the runner never wrote one (it had not launched yet).
+func ReadStatus(dir string) (Status, error) {
+	var st Status
+	f, err := os.Open(filepath.Join(dir, StatusFile))
+	if err != nil {
+		return st, err
+	}
+	defer f.Close()
+	if err := strictjson.Decode(f, &st); err != nil {
+		return st, fmt.Errorf("%s: %v", StatusFile, err)
+	}
+	return st, nil
+}
+
+// writeFileAtomic replaces dir/name with b so that a reader sees either the
+// old or the new content, never a torn write, even across a crash.
+func writeFileAtomic(dir, name string, b []byte) error {
+	f, err := os.CreateTemp(dir, "."+name+".tmp-*")
+	if err != nil {
+		return err
+	}
+	tmp := f.Name()
+	_, err = f.Write(b)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, filepath.Join(dir, name))
+	}
+	if err != nil {
+		os.Remove(tmp)
+	}
+	return err
+}

@@ -1,0 +1,109 @@
+package worker
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"regexp"
+	"time"
+)
+
+// idPattern bounds worker IDs to names safe in paths, logs and gossip; the
+// masters refuse any other.
+var idPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
+
+// Config is everything a worker needs. Sizes are MiB, durations wall-clock.
+// Start from DefaultConfig and fill in the identity, masters and resources.
+type Config struct {
+	// ID names the worker in the cluster; it must stay the same across
+	// restarts so that the worker re-registers as itself.
+	ID string
+	// Masters lists the HTTP host:port of every master.
+	Masters []string
+	// WorkDir holds one directory per driver, with one attempt-N directory
+	// per attempt (spec, status, the program's stdout and stderr, the
+	// runner's log). Created 0700.
+	WorkDir string
+	// Cores and MemoryMB are what the worker offers to drivers.
+	Cores    int
+	MemoryMB int64
+	// BindIP is the address the HTTP server listens on and outbound
+	// connections leave from. Masters reach the worker at BindIP, so it
+	// must be a specific address, not 0.0.0.0.
+	BindIP string
+	// HTTPPort is the port of the log and health server; 0 picks a free
+	// one (see Worker.HTTPAddr).
+	HTTPPort int
+	// RunnerCommand is the drover binary that supervises each attempt as
+	// "RunnerCommand runner --dir ATTEMPT_DIR"; empty means this process's
+	// own executable.
+	RunnerCommand string
+	// KillTimeout is how long a killed program has between SIGTERM and
+	// SIGKILL (to its whole process group).
+	KillTimeout time.Duration
+	// HeartbeatInterval is the least time between two heartbeats, and the
+	// pause after a failed call to the masters. A local change (an attempt
+	// started or ended) sends a heartbeat at once; when nothing changes the
+	// leader holds the heartbeat open for a while (long poll).
+	HeartbeatInterval time.Duration
+	// RequestTimeout bounds one call to the masters, retries among them
+	// included; it must exceed the leader's long-poll hold (2s).
+	RequestTimeout time.Duration
+	// RestartBackoff and RestartBackoffMax set the pause before a
+	// supervised program is relaunched within its attempt: RestartBackoff
+	// first, doubling up to RestartBackoffMax (Spark's DriverRunner uses
+	// 1s doubling; 0 means the runner's defaults, 1s and 60s).
+	RestartBackoff    time.Duration
+	RestartBackoffMax time.Duration
+	// Logger receives the worker's logs; nil means slog.Default().
+	Logger *slog.Logger
+}
+
+// DefaultConfig returns a Config with every timing set; ID, masters, work dir
+// and resources must still be filled in.
+func DefaultConfig() Config {
+	return Config{
+		BindIP:            "127.0.0.1",
+		KillTimeout:       10 * time.Second,
+		HeartbeatInterval: time.Second,
+		RequestTimeout:    10 * time.Second,
+	}
+}
+
+func (c *Config) validate() error {
+	var errs []error
+	if !idPattern.MatchString(c.ID) {
+		errs = append(errs, fmt.Errorf("--id %q must match %s", c.ID, idPattern))
+	}
+	if len(c.Masters) == 0 {
+		errs = append(errs, errors.New("--masters is required"))
+	}
+	if c.WorkDir == "" {
+		errs = append(errs, errors.New("--work-dir is required"))
+	}
+	if c.Cores <= 0 {
+		errs = append(errs, fmt.Errorf("--cores %d must be positive", c.Cores))
+	}
+	if c.MemoryMB <= 0 {
+		errs = append(errs, fmt.Errorf("--memory %dMiB must be positive", c.MemoryMB))
+	}
+	if ip := net.ParseIP(c.BindIP); ip == nil || ip.IsUnspecified() {
+		errs = append(errs, fmt.Errorf("--bind %q must be a specific IP address: masters reach the worker there", c.BindIP))
+	}
+	if c.HTTPPort < 0 || c.HTTPPort > 65535 {
+		errs = append(errs, fmt.Errorf("--http-port %d is not a port", c.HTTPPort))
+	}
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{{"kill timeout", c.KillTimeout}, {"heartbeat interval", c.HeartbeatInterval}, {"request timeout", c.RequestTimeout}} {
+		if d.v <= 0 {
+			errs = append(errs, fmt.Errorf("%s %s must be positive", d.name, d.v))
+		}
+	}
+	if c.RestartBackoff < 0 || c.RestartBackoffMax < 0 {
+		errs = append(errs, errors.New("restart back-off must not be negative"))
+	}
+	return errors.Join(errs...)
+}

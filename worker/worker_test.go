@@ -1,0 +1,540 @@
+package worker_test
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/drover-project/drover/api"
+	"github.com/drover-project/drover/fsm"
+	"github.com/drover-project/drover/runner"
+	"github.com/drover-project/drover/worker"
+)
+
+// TestMain lets the test binary stand in for "drover runner", which the
+// workers under test start as RunnerCommand, and checks that no goroutine
+// outlives the tests.
+func TestMain(m *testing.M) {
+	if len(os.Args) > 1 && os.Args[1] == "runner" {
+		os.Exit(runner.Main(os.Args[2:]))
+	}
+	// A race-enabled binary otherwise sleeps a second before it exits,
+	// which every runner would add to every test.
+	os.Setenv("GORACE", strings.TrimSpace(os.Getenv("GORACE")+" atexit_sleep_ms=0"))
+	goleak.VerifyTestMain(m)
+}
+
+// failSafe bounds every wait, so that a broken worker fails a test instead
+// of hanging it; no test relies on it for ordering.
+const failSafe = 30 * time.Second
+
+// fakeMaster answers register and heartbeat like a leader would, from a
+// desired set the test sets, and records every request.
+type fakeMaster struct {
+	srv *httptest.Server
+
+	mu          sync.Mutex
+	assignments []api.Assignment
+	ack         bool
+	// hold makes long polls wait while the assignments match what the
+	// worker runs, as the leader does.
+	hold          bool
+	assigned      chan struct{} // closed, and replaced, by assign
+	failRegisters int
+	unregistered  bool
+	registrations []api.RegisterWorkerRequest
+	heartbeats    []api.HeartbeatRequest
+	received      []time.Time // when each heartbeat arrived
+	// changed is closed, and replaced, on every request.
+	changed chan struct{}
+}
+
+func newFakeMaster(t *testing.T) *fakeMaster {
+	fm := &fakeMaster{ack: true, changed: make(chan struct{}), assigned: make(chan struct{})}
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /v1/workers/register", func(w http.ResponseWriter, r *http.Request) {
+		var req api.RegisterWorkerRequest
+		if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
+			t.Errorf("register body: %v", err)
+		}
+		fm.mu.Lock()
+		defer fm.mu.Unlock()
+		defer fm.notify()
+		fm.registrations = append(fm.registrations, req)
+		if fm.failRegisters > 0 {
+			fm.failRegisters--
+			reply(w, http.StatusInternalServerError, api.Error{Error: "not now"})
+			return
+		}
+		fm.unregistered = false
+		reply(w, http.StatusOK, api.RegisterWorkerResponse{WorkerID: req.ID})
+	})
+	mux.HandleFunc("POST /v1/workers/{id}/heartbeat", func(w http.ResponseWriter, r *http.Request) {
+		var req api.HeartbeatRequest
+		if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
+			t.Errorf("heartbeat body: %v", err)
+		}
+		if id := r.PathValue("id"); id != "w1" {
+			t.Errorf("heartbeat for worker %q", id)
+		}
+		fm.mu.Lock()
+		for fm.hold && req.WaitIndex > 0 && len(req.Reports) == 0 && sameAttempts(fm.assignments, req.Running) {
+			assigned := fm.assigned
+			fm.mu.Unlock()
+			select {
+			case <-assigned:
+			case <-r.Context().Done():
+				return
+			}
+			fm.mu.Lock()
+		}
+		defer fm.mu.Unlock()
+		defer fm.notify()
+		fm.heartbeats = append(fm.heartbeats, req)
+		fm.received = append(fm.received, time.Now())
+		resp := api.HeartbeatResponse{Registered: !fm.unregistered, Index: uint64(len(fm.heartbeats))}
+		if resp.Registered {
+			resp.Assignments = slices.Clone(fm.assignments)
+		}
+		if fm.ack {
+			resp.Acked = req.Reports
+		}
+		reply(w, http.StatusOK, resp)
+	})
+	fm.srv = httptest.NewServer(mux)
+	t.Cleanup(fm.srv.Close)
+	return fm
+}
+
+func sameAttempts(as []api.Assignment, running []api.AttemptRef) bool {
+	return slices.EqualFunc(as, running, func(a api.Assignment, r api.AttemptRef) bool {
+		return a.DriverID == r.DriverID && a.Attempt == r.Attempt
+	})
+}
+
+func reply(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+func (fm *fakeMaster) addr() string { return strings.TrimPrefix(fm.srv.URL, "http://") }
+
+func (fm *fakeMaster) notify() {
+	close(fm.changed)
+	fm.changed = make(chan struct{})
+}
+
+// assign sets the desired set every heartbeat answer carries.
+func (fm *fakeMaster) assign(as ...api.Assignment) {
+	fm.mu.Lock()
+	defer fm.mu.Unlock()
+	fm.assignments = as
+	close(fm.assigned)
+	fm.assigned = make(chan struct{})
+}
+
+func (fm *fakeMaster) set(f func()) {
+	fm.mu.Lock()
+	defer fm.mu.Unlock()
+	f()
+}
+
+// waitFor blocks until cond, evaluated with fm.mu held, is true.
+func (fm *fakeMaster) waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.After(failSafe)
+	for {
+		fm.mu.Lock()
+		ok := cond()
+		ch := fm.changed
+		fm.mu.Unlock()
+		if ok {
+			return
+		}
+		select {
+		case <-ch:
+		case <-deadline:
+			t.Fatalf("timed out waiting for %s", what)
+		}
+	}
+}
+
+// reports lists every report received, in order, with fm.mu held.
+func (fm *fakeMaster) reports() []fsm.AttemptReport {
+	var out []fsm.AttemptReport
+	for _, hb := range fm.heartbeats {
+		out = append(out, hb.Reports...)
+	}
+	return out
+}
+
+// waitReport waits for a report of the attempt in state and returns it with
+// its position among all reports received.
+func (fm *fakeMaster) waitReport(t *testing.T, driver string, attempt int, state fsm.DriverState) (fsm.AttemptReport, int) {
+	t.Helper()
+	var found fsm.AttemptReport
+	at := -1
+	fm.waitFor(t, fmt.Sprintf("%s report of %s attempt %d", state, driver, attempt), func() bool {
+		at = slices.IndexFunc(fm.reports(), func(r fsm.AttemptReport) bool {
+			return r.DriverID == driver && r.Attempt == attempt && r.State == state
+		})
+		if at >= 0 {
+			found = fm.reports()[at]
+		}
+		return at >= 0
+	})
+	return found, at
+}
+
+// newWorker starts a worker of fm with test timings; tune, when not nil,
+// adjusts its config.
+// assertPaced fails unless heartbeats from..to-1 each came at least half
+// the interval after the one before: the worker must not spin.
+func (fm *fakeMaster) assertPaced(t *testing.T, from, to int, interval time.Duration) {
+	t.Helper()
+	for i := max(from, 1); i < to; i++ {
+		if gap := fm.received[i].Sub(fm.received[i-1]); gap < interval/2 {
+			t.Fatalf("heartbeat %d came %v after the one before; want at least %v", i, gap, interval/2)
+		}
+	}
+}
+
+func newWorker(t *testing.T, fm *fakeMaster, tune func(*worker.Config)) (*worker.Worker, worker.Config) {
+	t.Helper()
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := worker.DefaultConfig()
+	cfg.ID = "w1"
+	cfg.Masters = []string{fm.addr()}
+	cfg.WorkDir = filepath.Join(t.TempDir(), "work")
+	cfg.Cores = 4
+	cfg.MemoryMB = 1024
+	cfg.RunnerCommand = self
+	cfg.HeartbeatInterval = 20 * time.Millisecond
+	cfg.RequestTimeout = 3 * time.Second
+	cfg.KillTimeout = 2 * time.Second
+	cfg.RestartBackoff = 20 * time.Millisecond
+	cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	if tune != nil {
+		tune(&cfg)
+	}
+	w, err := worker.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { w.Close() })
+	return w, cfg
+}
+
+const driverA = "driver-20260101000000-1"
+
+func sleeper(driver string, attempt int) api.Assignment {
+	// Prints its PID (also its process group) so the test can check it is
+	// gone afterwards.
+	return api.Assignment{DriverID: driver, Attempt: attempt, Argv: []string{"/bin/sh", "-c", "echo $$; exec sleep 1000"}, Cores: 1, MemoryMB: 64}
+}
+
+// programPID waits until the program of the attempt has printed its PID.
+func programPID(t *testing.T, cfg worker.Config, driver string, attempt int) int {
+	t.Helper()
+	path := filepath.Join(cfg.WorkDir, driver, "attempt-"+strconv.Itoa(attempt), runner.StdoutFile)
+	deadline := time.Now().Add(failSafe)
+	for time.Now().Before(deadline) {
+		if b, err := os.ReadFile(path); err == nil && strings.HasSuffix(string(b), "\n") {
+			pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			return pid
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	t.Fatalf("program never printed its PID to %s", path)
+	return 0
+}
+
+func assertGone(t *testing.T, pid int) {
+	t.Helper()
+	if err := syscall.Kill(-pid, 0); !errors.Is(err, syscall.ESRCH) {
+		t.Fatalf("process group %d still exists: kill 0 = %v", pid, err)
+	}
+}
+
+func TestRegistersRetriesAndRegistersAgain(t *testing.T) {
+	fm := newFakeMaster(t)
+	fm.set(func() { fm.failRegisters = 2 })
+	w, _ := newWorker(t, fm, nil)
+	fm.waitFor(t, "a heartbeat", func() bool { return len(fm.heartbeats) > 0 })
+	fm.set(func() {
+		if len(fm.registrations) != 3 {
+			t.Fatalf("registrations = %d, want 3 (two refused)", len(fm.registrations))
+		}
+		r := fm.registrations[2]
+		if r.ID != "w1" || r.HTTPAddr != w.HTTPAddr() || r.Cores != 4 || r.MemoryMB != 1024 {
+			t.Fatalf("registration = %+v", r)
+		}
+		fm.unregistered = true
+	})
+	fm.waitFor(t, "a fourth registration", func() bool { return len(fm.registrations) == 4 })
+}
+
+func TestRunsAssignmentWithEnvAndServesLogs(t *testing.T) {
+	fm := newFakeMaster(t)
+	w, cfg := newWorker(t, fm, nil)
+	fm.assign(api.Assignment{
+		DriverID: driverA, Attempt: 1,
+		Argv: []string{"/bin/sh", "-c", `echo "$DROVER_DRIVER_ID $DROVER_ATTEMPT $DROVER_WORKER_ID $DROVER_MASTERS $EXTRA"; echo problem >&2`},
+		Env:  map[string]string{"EXTRA": "x", "DROVER_WORKER_ID": "spoofed"},
+	})
+	running, ri := fm.waitReport(t, driverA, 1, fsm.DriverRunning)
+	finished, fi := fm.waitReport(t, driverA, 1, fsm.DriverFinished)
+	if running.Runs != 1 || ri > fi || finished.ExitCode == nil || *finished.ExitCode != 0 || finished.Runs != 1 {
+		t.Fatalf("reports: running %+v (#%d), finished %+v (#%d)", running, ri, finished, fi)
+	}
+	dir := filepath.Join(cfg.WorkDir, driverA, "attempt-1")
+	for _, d := range []string{dir, filepath.Dir(dir)} {
+		if st, err := os.Stat(d); err != nil || st.Mode().Perm() != 0o700 {
+			t.Fatalf("%s: %v %v, want a 0700 directory", d, st.Mode(), err)
+		}
+	}
+	stdout := driverA + " 1 w1 " + fm.addr() + " x\n"
+	if b, _ := os.ReadFile(filepath.Join(dir, runner.StdoutFile)); string(b) != stdout {
+		t.Fatalf("stdout = %q, want %q", b, stdout)
+	}
+
+	// Still assigned (the leader has not caught up): never run again.
+	fm.set(func() { fi = len(fm.heartbeats) })
+	fm.waitFor(t, "three more heartbeats", func() bool { return len(fm.heartbeats) >= fi+3 })
+	fm.set(func() {
+		// Nothing to report: long polls (which fm answers at once) at the
+		// interval.
+		fm.assertPaced(t, fi+1, len(fm.heartbeats), cfg.HeartbeatInterval)
+		last := fm.heartbeats[len(fm.heartbeats)-1]
+		if len(last.Running) != 0 {
+			t.Fatalf("running after the end: %+v", last.Running)
+		}
+		count := map[fsm.DriverState]int{}
+		for _, r := range fm.reports() {
+			count[r.State]++
+		}
+		if count[fsm.DriverRunning] != 1 || count[fsm.DriverFinished] != 1 {
+			t.Fatalf("reports by state %v: the ended attempt was started or reported again", count)
+		}
+	})
+
+	base := "http://" + w.HTTPAddr() + "/v1/drivers/" + driverA + "/logs"
+	for _, c := range []struct {
+		query, body string
+		size        int
+	}{
+		{"", stdout, len(stdout)},
+		{"?stream=stdout&attempt=1&offset=5", stdout[5:], len(stdout)},
+		{"?stream=stderr", "problem\n", 8},
+		{"?offset=1000", "", len(stdout)},
+	} {
+		resp, body := get(t, base+c.query)
+		if resp.StatusCode != http.StatusOK || body != c.body || resp.Header.Get(worker.HeaderLogSize) != strconv.Itoa(c.size) {
+			t.Fatalf("GET %s: %d %q size %s; want %q size %d", c.query, resp.StatusCode, body, resp.Header.Get(worker.HeaderLogSize), c.body, c.size)
+		}
+	}
+	if resp, body := get(t, "http://"+w.HTTPAddr()+"/v1/health"); resp.StatusCode != http.StatusOK || !strings.Contains(body, `"ok"`) {
+		t.Fatalf("health: %d %s", resp.StatusCode, body)
+	}
+}
+
+func get(t *testing.T, url string) (*http.Response, string) {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp, string(b)
+}
+
+func TestUnassignedAttemptIsKilled(t *testing.T) {
+	fm := newFakeMaster(t)
+	_, cfg := newWorker(t, fm, nil)
+	fm.assign(sleeper(driverA, 1))
+	fm.waitReport(t, driverA, 1, fsm.DriverRunning)
+	pid := programPID(t, cfg, driverA, 1)
+	fm.assign()
+	killed, _ := fm.waitReport(t, driverA, 1, fsm.DriverKilled)
+	if !strings.Contains(killed.Reason, "no longer assigned") {
+		t.Fatalf("killed = %+v", killed)
+	}
+	assertGone(t, pid)
+}
+
+func TestSupersededAttemptIsKilledBeforeTheNextStarts(t *testing.T) {
+	const killTimeout = 300 * time.Millisecond
+	fm := newFakeMaster(t)
+	_, cfg := newWorker(t, fm, func(c *worker.Config) { c.KillTimeout = killTimeout })
+	// Attempt 1 ignores SIGTERM, so it takes the whole kill timeout to die:
+	// attempt 2 must wait for it.
+	stubborn := sleeper(driverA, 1)
+	stubborn.Argv = []string{"/bin/sh", "-c", "trap '' TERM; echo $$; exec sleep 1000"}
+	fm.assign(stubborn)
+	fm.waitReport(t, driverA, 1, fsm.DriverRunning)
+	pid := programPID(t, cfg, driverA, 1)
+	fm.assign(sleeper(driverA, 2))
+	killed, ki := fm.waitReport(t, driverA, 1, fsm.DriverKilled)
+	_, ri := fm.waitReport(t, driverA, 2, fsm.DriverRunning)
+	if killed.Reason != "superseded by attempt 2" || ki > ri {
+		t.Fatalf("killed %+v (#%d), attempt 2 running at #%d", killed, ki, ri)
+	}
+	assertGone(t, pid)
+	fm.set(func() {
+		for _, hb := range fm.heartbeats {
+			if len(hb.Running) > 1 {
+				t.Fatalf("two attempts of one driver ran at once: %+v", hb.Running)
+			}
+		}
+	})
+}
+
+func TestReportsAreResentUntilAcked(t *testing.T) {
+	fm := newFakeMaster(t)
+	_, cfg := newWorker(t, fm, nil)
+	fm.set(func() { fm.ack = false })
+	fm.assign(api.Assignment{DriverID: driverA, Attempt: 1, Argv: []string{"/bin/sh", "-c", "exit 3"}})
+	carrying := func(from int) int {
+		n := 0
+		for _, hb := range fm.heartbeats[from:] {
+			if slices.ContainsFunc(hb.Reports, func(r fsm.AttemptReport) bool { return r.State == fsm.DriverFailed }) {
+				n++
+			}
+		}
+		return n
+	}
+	fm.waitFor(t, "the FAILED report in three heartbeats", func() bool { return carrying(0) >= 3 })
+	var acked int
+	fm.set(func() {
+		first := slices.IndexFunc(fm.heartbeats, func(hb api.HeartbeatRequest) bool {
+			return slices.ContainsFunc(hb.Reports, func(r fsm.AttemptReport) bool { return r.State == fsm.DriverFailed })
+		})
+		fm.assertPaced(t, first+1, len(fm.heartbeats), cfg.HeartbeatInterval)
+		fm.ack = true
+		acked = len(fm.heartbeats) + 1 // the first answer to ack
+	})
+	fm.waitFor(t, "a heartbeat without reports", func() bool {
+		return len(fm.heartbeats) > acked && len(fm.heartbeats[len(fm.heartbeats)-1].Reports) == 0
+	})
+	fm.set(func() {
+		if n := carrying(acked); n != 0 {
+			t.Fatalf("the FAILED report was sent %d times after it was acked", n)
+		}
+		r := fm.reports()
+		last := r[len(r)-1]
+		if last.State != fsm.DriverFailed || last.ExitCode == nil || *last.ExitCode != 3 {
+			t.Fatalf("last report = %+v", last)
+		}
+	})
+}
+
+func TestCloseKillsAttemptsAndReportsThem(t *testing.T) {
+	fm := newFakeMaster(t)
+	w, cfg := newWorker(t, fm, nil)
+	a := sleeper(driverA, 1)
+	a.Supervise = true
+	fm.assign(a)
+	fm.waitReport(t, driverA, 1, fsm.DriverRunning)
+	pid := programPID(t, cfg, driverA, 1)
+	w.Close()
+	fm.set(func() {
+		r := fm.reports()
+		last := r[len(r)-1]
+		if last.DriverID != driverA || last.State != fsm.DriverKilled || !strings.Contains(last.Reason, "shut down") {
+			t.Fatalf("last report = %+v, want KILLED by the shutdown", last)
+		}
+	})
+	assertGone(t, pid)
+	if _, err := http.Get("http://" + w.HTTPAddr() + "/v1/health"); err == nil {
+		t.Fatal("HTTP server still answers after Close")
+	}
+}
+
+func TestLogEndpointRefusesBadRequests(t *testing.T) {
+	fm := newFakeMaster(t)
+	w, cfg := newWorker(t, fm, nil)
+	// A file a path escape would reach.
+	if err := os.WriteFile(filepath.Join(filepath.Dir(cfg.WorkDir), "secret"), []byte("secret"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	base := "http://" + w.HTTPAddr()
+	for _, c := range []struct {
+		path   string
+		status int
+	}{
+		{"/v1/drivers/..%2Fsecret/logs", http.StatusBadRequest},
+		{"/v1/drivers/..%2F..%2F..%2Fetc%2Fpasswd/logs", http.StatusBadRequest},
+		{"/v1/drivers/driver-1/logs", http.StatusBadRequest},
+		{"/v1/drivers/" + driverA + "%2F..%2F..%2Fsecret/logs", http.StatusBadRequest},
+		{"/v1/drivers/" + driverA + "/logs?stream=..%2F..%2Fsecret", http.StatusBadRequest},
+		{"/v1/drivers/" + driverA + "/logs?attempt=..%2F..", http.StatusBadRequest},
+		{"/v1/drivers/" + driverA + "/logs?offset=-1", http.StatusBadRequest},
+		{"/v1/drivers/" + driverA + "/logs", http.StatusNotFound},
+		{"/v1/drivers/" + driverA + "/logs?attempt=1", http.StatusNotFound},
+		{"/v1/drivers/../../secret/logs", http.StatusNotFound},
+	} {
+		resp, body := get(t, base+c.path)
+		var e api.Error
+		if resp.StatusCode != c.status || json.Unmarshal([]byte(body), &e) != nil || e.Error == "" || strings.Count(body, "\n") != 1 {
+			t.Fatalf("GET %s: %d %q, want %d and a one-line JSON error", c.path, resp.StatusCode, body, c.status)
+		}
+	}
+}
+
+func TestBrokenRunnerIsReportedAsError(t *testing.T) {
+	for _, c := range []struct{ command, reason string }{
+		{"/nonexistent/drover", "cannot start runner"},
+		{"/bin/true", "runner ended without a final state"},
+	} {
+		t.Run(filepath.Base(c.command), func(t *testing.T) {
+			fm := newFakeMaster(t)
+			newWorker(t, fm, func(cfg *worker.Config) { cfg.RunnerCommand = c.command })
+			fm.assign(sleeper(driverA, 1))
+			r, _ := fm.waitReport(t, driverA, 1, fsm.DriverError)
+			if !strings.Contains(r.Reason, c.reason) {
+				t.Fatalf("report = %+v, want reason %q", r, c.reason)
+			}
+		})
+	}
+}
+
+func TestReportsCutALongPollShort(t *testing.T) {
+	fm := newFakeMaster(t)
+	fm.set(func() { fm.hold = true })
+	// Long enough that a report waiting for the held heartbeat to time out
+	// would fail the test.
+	_, cfg := newWorker(t, fm, func(c *worker.Config) { c.RequestTimeout = time.Minute })
+	fm.waitFor(t, "a first heartbeat", func() bool { return len(fm.heartbeats) > 0 })
+	began := time.Now()
+	fm.assign(api.Assignment{DriverID: driverA, Attempt: 1, Argv: []string{"/bin/sh", "-c", "exit 0"}})
+	fm.waitReport(t, driverA, 1, fsm.DriverFinished)
+	if took := time.Since(began); took > 10*cfg.HeartbeatInterval+time.Second {
+		t.Fatalf("FINISHED reached the master %v after the assignment: reports waited for a long poll", took)
+	}
+}
