@@ -79,4 +79,3 @@ func better(a, b *fsm.Worker) bool {
 	}
 	return a.ID < b.ID
 }
-
