@@ -43,8 +43,10 @@ type Options struct {
 	// RequestTimeout bounds one request to one master (default 10s).
 	RequestTimeout time.Duration
 	// RetryInterval is the pause between rounds when no master answered
-	// authoritatively (default 200ms; it doubles up to 2s).
-	RetryInterval time.Duration
+	// authoritatively (default 100ms); it doubles after each round up to
+	// MaxRetryInterval (default 1s).
+	RetryInterval    time.Duration
+	MaxRetryInterval time.Duration
 	// Sticky sends each request first to the master that answered last,
 	// falling back to all masters at once only when it fails. Workers use
 	// it for their steady heartbeat; the CLI fans out every time.
@@ -70,7 +72,10 @@ func New(masters []string, opts Options) (*Client, error) {
 		opts.RequestTimeout = 10 * time.Second
 	}
 	if opts.RetryInterval <= 0 {
-		opts.RetryInterval = 200 * time.Millisecond
+		opts.RetryInterval = 100 * time.Millisecond
+	}
+	if opts.MaxRetryInterval < opts.RetryInterval {
+		opts.MaxRetryInterval = max(time.Second, opts.RetryInterval)
 	}
 	if opts.MaxResponseBytes <= 0 {
 		opts.MaxResponseBytes = 64 << 20
@@ -146,7 +151,7 @@ func (c *Client) DoRaw(ctx context.Context, method, path string, body []byte) (*
 			return nil, fmt.Errorf("%w: %v", ErrUnavailable, last)
 		case <-t.C:
 		}
-		wait = min(wait*2, 2*time.Second)
+		wait = min(wait*2, c.opts.MaxRetryInterval)
 	}
 }
 

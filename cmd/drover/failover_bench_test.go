@@ -1,0 +1,153 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/drover-project/drover/client"
+	"github.com/drover-project/drover/fsm"
+	"github.com/drover-project/drover/internal/testcluster"
+)
+
+// reportDurations reports the median and the worst of trials as benchmark
+// metrics and logs every trial.
+func reportDurations(b *testing.B, name string, trials []time.Duration) {
+	slices.Sort(trials)
+	var all []string
+	for _, d := range trials {
+		all = append(all, d.Round(time.Millisecond).String())
+	}
+	b.Logf("%s over %d trials: %s", name, len(trials), strings.Join(all, " "))
+	b.ReportMetric(trials[len(trials)/2].Seconds(), "p50-s")
+	b.ReportMetric(trials[len(trials)-1].Seconds(), "worst-s")
+	b.ReportMetric(0, "ns/op")
+}
+
+// fastClient retries every 20 ms, so the measurement is not rounded up by
+// back-off.
+func fastClient(b *testing.B, c *testcluster.Cluster) *client.Client {
+	cl, err := client.New(strings.Split(c.MasterAddrs, ","), client.Options{
+		RequestTimeout: 2 * time.Second, RetryInterval: 20 * time.Millisecond, MaxRetryInterval: 20 * time.Millisecond,
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return cl
+}
+
+// BenchmarkLeaderKillToAcceptedSubmit measures, per trial, the time from
+// SIGKILL of the leader to the next acknowledged submission, then restarts
+// the killed master and waits for it to rejoin. Run with -benchtime=10x.
+// MASTER_ARGS-style overrides are in the sub-benchmark names.
+func BenchmarkLeaderKillToAcceptedSubmit(b *testing.B) {
+	for _, timing := range []struct{ name, hb, lease string }{
+		{"raft-500ms", "500ms", "250ms"},
+		{"raft-1s-default", "1s", "500ms"},
+	} {
+		b.Run(timing.name, func(b *testing.B) {
+			c := testcluster.New(b, testcluster.Options{Workers: 1, MasterArgs: []string{
+				"--raft-heartbeat-timeout", timing.hb, "--raft-election-timeout", timing.hb, "--raft-leader-lease", timing.lease,
+			}})
+			cl := fastClient(b, c)
+			p := &probe{dir: b.TempDir()}
+			var trials []time.Duration
+			for i := 0; i < b.N; i++ {
+				leader, err := c.Leader(20 * time.Second)
+				if err != nil {
+					b.Fatal(err)
+				}
+				killed := time.Now()
+				leader.Kill()
+				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+				_, err = cl.Submit(ctx, p.request("true", false))
+				cancel()
+				if err != nil {
+					b.Fatalf("trial %d: submit after leader kill: %v", i, err)
+				}
+				trials = append(trials, time.Since(killed))
+				if err := leader.Start(); err != nil {
+					b.Fatal(err)
+				}
+				waitRejoined(b, c, leader)
+			}
+			reportDurations(b, "leader SIGKILL to accepted submission", trials)
+		})
+	}
+}
+
+// waitRejoined waits until a restarted master follows a leader and has
+// applied as far as the leader had committed when it came back.
+func waitRejoined(b *testing.B, c *testcluster.Cluster, n *testcluster.Node) {
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		l, err := c.Leader(10 * time.Second)
+		if err != nil {
+			b.Fatal(err)
+		}
+		ls, err1 := testcluster.State(context.Background(), l)
+		ns, err2 := testcluster.State(context.Background(), n)
+		if err1 == nil && err2 == nil && ns.Leader == ls.ID && ns.AppliedIndex >= ls.CommitIndex {
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	b.Fatalf("master %s did not rejoin", n.ID)
+}
+
+// BenchmarkWorkerKillToRelaunchRunning measures, per trial, the time from
+// SIGKILL of the process group of the worker running a supervised driver to
+// the driver's next attempt being RUNNING on the other worker; the killed
+// worker is restarted for the next trial. Run with -benchtime=10x.
+func BenchmarkWorkerKillToRelaunchRunning(b *testing.B) {
+	for _, profile := range []string{"local", "lan"} {
+		b.Run(profile, func(b *testing.B) {
+			c := testcluster.New(b, testcluster.Options{Workers: 2, GossipProfile: profile})
+			cl := fastClient(b, c)
+			p := &probe{dir: b.TempDir()}
+			ctx := context.Background()
+			res, err := cl.Submit(ctx, p.request("sleep 600", true))
+			if err != nil {
+				b.Fatal(err)
+			}
+			var trials []time.Duration
+			for i := 0; i < b.N; i++ {
+				d := waitDriver(b, cl, res.DriverID, func(d *fsm.Driver) bool {
+					return d.State == fsm.DriverRunning && d.Attempt == i+1
+				})
+				w := c.Worker(d.WorkerID)
+				killed := time.Now()
+				w.KillGroup()
+				waitDriver(b, cl, res.DriverID, func(d *fsm.Driver) bool {
+					return d.State == fsm.DriverRunning && d.Attempt == i+2
+				})
+				trials = append(trials, time.Since(killed))
+				if err := w.Start(); err != nil {
+					b.Fatal(err)
+				}
+				if err := c.WaitReady(30 * time.Second); err != nil {
+					b.Fatal(err)
+				}
+			}
+			reportDurations(b, fmt.Sprintf("worker SIGKILL to relaunched RUNNING (%s)", profile), trials)
+		})
+	}
+}
+
+func waitDriver(b *testing.B, cl *client.Client, id string, cond func(*fsm.Driver) bool) *fsm.Driver {
+	deadline := time.Now().Add(60 * time.Second)
+	for time.Now().Before(deadline) {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		d, err := cl.Driver(ctx, id)
+		cancel()
+		if err == nil && cond(d) {
+			return d
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	b.Fatalf("driver %s: condition not reached", id)
+	return nil
+}
