@@ -10,6 +10,7 @@
 //	GET  /v1/drivers/{id}/logs           ?stream=stdout|stderr&offset=N -> bytes
 //	POST /v1/workers/register            RegisterWorkerRequest -> RegisterWorkerResponse
 //	POST /v1/workers/{id}/heartbeat      HeartbeatRequest -> HeartbeatResponse
+//	POST /v1/workers/{id}/decommission   DecommissionWorkerRequest -> RegisterWorkerResponse
 //	GET  /v1/state                       -> State
 //
 // Reads are linearizable (answered by the leader after it confirms its
@@ -81,6 +82,13 @@ type RegisterWorkerRequest struct {
 // RegisterWorkerResponse confirms a registration.
 type RegisterWorkerResponse struct {
 	WorkerID string `json:"worker_id"`
+}
+
+// DecommissionWorkerRequest tells the leader a worker is shutting down on
+// purpose, after it has killed its attempts; the answer is a
+// RegisterWorkerResponse naming the worker.
+type DecommissionWorkerRequest struct {
+	Reason string `json:"reason,omitempty"`
 }
 
 // HeartbeatRequest is a worker's periodic sync with the leader. Reports

@@ -294,18 +294,28 @@ func (f *FSM) applyKillDriver(c *KillDriver) any {
 }
 
 func (f *FSM) applyWorkerLost(c *WorkerLost) any {
-	w, ok := f.t.Workers[c.WorkerID]
+	return f.removeWorker(c.WorkerID, WorkerDead, DriverError, c.Reason, "lost", c.Time)
+}
+
+func (f *FSM) applyDecommissionWorker(c *DecommissionWorker) any {
+	return f.removeWorker(c.WorkerID, WorkerDecommissioned, DriverKilled, c.Reason, "decommissioned", c.Time)
+}
+
+// removeWorker takes a worker out of scheduling with the given state (Spark's
+// Master.removeWorker): supervised drivers on it get their next attempt and
+// wait again; the others end in unsupervised, with the reason.
+func (f *FSM) removeWorker(id string, state WorkerState, unsupervised DriverState, reason, verb string, now int64) any {
+	w, ok := f.t.Workers[id]
 	if !ok {
-		return fmt.Errorf("%w: %s", ErrUnknownWorker, c.WorkerID)
+		return fmt.Errorf("%w: %s", ErrUnknownWorker, id)
 	}
-	reason := c.Reason
 	if reason == "" {
-		reason = "worker " + w.ID + " lost"
+		reason = "worker " + w.ID + " " + verb
 	}
-	w.State = WorkerDead
+	w.State = state
 	w.Message = reason
-	w.UpdatedAt = c.Time
-	ids := make([]string, 0)
+	w.UpdatedAt = now
+	var ids []string
 	for id, d := range f.t.Drivers {
 		if d.WorkerID == w.ID && !d.State.Terminal() {
 			ids = append(ids, id)
@@ -316,18 +326,18 @@ func (f *FSM) applyWorkerLost(c *WorkerLost) any {
 	for _, id := range ids {
 		d := f.t.Drivers[id]
 		if d.Supervise {
-			f.relaunch(d, c.Time, reason)
+			f.relaunch(d, now, reason)
 			continue
 		}
 		f.release(d)
 		if rec := d.currentAttempt(); rec != nil && !rec.State.Terminal() {
-			rec.State = DriverError
-			rec.EndedAt = c.Time
+			rec.State = unsupervised
+			rec.EndedAt = now
 			rec.Reason = reason
 		}
-		d.State = DriverError
+		d.State = unsupervised
 		d.Message = reason
-		d.UpdatedAt = c.Time
+		d.UpdatedAt = now
 	}
 	return nil
 }

@@ -21,6 +21,8 @@ const (
 	CmdReportAttempts CommandType = 4
 	CmdKillDriver     CommandType = 5
 	CmdWorkerLost     CommandType = 6
+	// CmdDecommissionWorker is WorkerLost's graceful twin.
+	CmdDecommissionWorker CommandType = 7
 )
 
 func (t CommandType) String() string {
@@ -37,6 +39,8 @@ func (t CommandType) String() string {
 		return "KillDriver"
 	case CmdWorkerLost:
 		return "WorkerLost"
+	case CmdDecommissionWorker:
+		return "DecommissionWorker"
 	}
 	return fmt.Sprintf("CommandType(%d)", uint8(t))
 }
@@ -130,6 +134,16 @@ type WorkerLost struct {
 	Time     int64  `json:"time"`
 }
 
+// DecommissionWorker marks a worker that is shutting down on purpose
+// DECOMMISSIONED (Spark's worker decommissioning): supervised drivers still
+// on it are relaunched elsewhere, the others become KILLED with the reason.
+// A decommissioned worker that registers again is ALIVE again.
+type DecommissionWorker struct {
+	WorkerID string `json:"worker_id"`
+	Reason   string `json:"reason,omitempty"`
+	Time     int64  `json:"time"`
+}
+
 // Encode returns the log entry for a command: FormatVersion, the type byte,
 // then the payload as JSON.
 func Encode(t CommandType, payload any) ([]byte, error) {
@@ -173,6 +187,8 @@ func Decode(b []byte) (CommandType, any, error) {
 		payload = new(KillDriver)
 	case CmdWorkerLost:
 		payload = new(WorkerLost)
+	case CmdDecommissionWorker:
+		payload = new(DecommissionWorker)
 	default:
 		return 0, nil, fmt.Errorf("%w: unknown type %d", ErrMalformed, b[1])
 	}

@@ -107,6 +107,8 @@ func (f *FSM) apply(t CommandType, payload any) any {
 		return f.applyKillDriver(payload.(*KillDriver))
 	case CmdWorkerLost:
 		return f.applyWorkerLost(payload.(*WorkerLost))
+	case CmdDecommissionWorker:
+		return f.applyDecommissionWorker(payload.(*DecommissionWorker))
 	}
 	return fmt.Errorf("%w: type %s", ErrInvalidCommand, t)
 }

@@ -106,6 +106,13 @@ func scenario(t tb) [][]byte {
 		{DriverID: driverID(0), Attempt: 2, State: DriverFinished, ExitCode: intp(0), Runs: 1},
 	}})
 	b.add(CmdRegisterWorker, &RegisterWorker{ID: "w1", HTTPAddr: "127.0.0.1:3", Cores: 4, MemoryMB: 4096, Time: 15})
+	b.add(CmdSubmitDriver, &SubmitDriver{ID: driverID(4), Token: "t4", Argv: []string{"e"}, Cores: 1, MemoryMB: 512, Supervise: true, Time: 16})
+	b.add(CmdSubmitDriver, &SubmitDriver{ID: driverID(5), Token: "t5", Argv: []string{"f"}, Cores: 1, MemoryMB: 512, Time: 17})
+	b.add(CmdPlaceDrivers, &PlaceDrivers{Time: 18, Placements: []Placement{
+		{DriverID: driverID(4), Attempt: 1, WorkerID: "w2"},
+		{DriverID: driverID(5), Attempt: 1, WorkerID: "w2"},
+	}})
+	b.add(CmdDecommissionWorker, &DecommissionWorker{WorkerID: "w2", Reason: "worker shut down", Time: 19})
 	return b.entries
 }
 
@@ -146,19 +153,29 @@ func TestScenarioOutcome(t *testing.T) {
 		t.Fatalf("unsupervised driver on a lost worker: got %s, want ERROR", d1.State)
 	}
 	d2, _ := f.Driver(driverID(2))
-	if d2.State != DriverKilled || len(f.WaitingDrivers()) != 0 {
-		t.Fatalf("killed waiting driver: got %s, waiting %d", d2.State, len(f.WaitingDrivers()))
+	if d2.State != DriverKilled {
+		t.Fatalf("killed waiting driver: got %s", d2.State)
 	}
 	if _, ok := f.Driver(driverID(3)); ok {
 		t.Fatal("a resubmitted token made a second driver")
 	}
 	for _, w := range f.Workers() {
-		if w.CoresUsed != 0 || w.MemoryUsedMB != 0 || w.State != WorkerAlive {
-			t.Fatalf("worker %s: used %d cores %d MiB, state %s; want 0, 0, ALIVE", w.ID, w.CoresUsed, w.MemoryUsedMB, w.State)
+		want := map[string]WorkerState{"w1": WorkerAlive, "w2": WorkerDecommissioned}[w.ID]
+		if w.CoresUsed != 0 || w.MemoryUsedMB != 0 || w.State != want {
+			t.Fatalf("worker %s: used %d cores %d MiB, state %s; want 0, 0, %s", w.ID, w.CoresUsed, w.MemoryUsedMB, w.State, want)
 		}
 	}
-	if f.NextDriverSeq() != 3 {
-		t.Fatalf("NextDriverSeq = %d, want 3 (the duplicate token took no number)", f.NextDriverSeq())
+	d4, _ := f.Driver(driverID(4))
+	d5, _ := f.Driver(driverID(5))
+	if d4.State != DriverRelaunching || d4.Attempt != 2 || d5.State != DriverKilled || d5.Message != "worker shut down" {
+		t.Fatalf("after decommission: supervised %s attempt %d, unsupervised %s (%q); want RELAUNCHING 2, KILLED with the reason",
+			d4.State, d4.Attempt, d5.State, d5.Message)
+	}
+	if w := f.WaitingDrivers(); len(w) != 1 || w[0].ID != driverID(4) {
+		t.Fatalf("waiting = %v, want only %s", w, driverID(4))
+	}
+	if f.NextDriverSeq() != 6 {
+		t.Fatalf("NextDriverSeq = %d, want 6 (the duplicate token took no number)", f.NextDriverSeq())
 	}
 }
 
@@ -279,7 +296,7 @@ func TestRandomLogsKeepInvariants(t *testing.T) {
 				}
 				return rapid.SampledFrom(ids).Draw(rt, "driver")
 			}
-			switch rapid.IntRange(0, 5).Draw(rt, "cmd") {
+			switch rapid.IntRange(0, 6).Draw(rt, "cmd") {
 			case 0:
 				ct, payload = CmdRegisterWorker, &RegisterWorker{ID: rapid.SampledFrom(workers).Draw(rt, "w"), HTTPAddr: "h:1",
 					Cores: rapid.IntRange(1, 4).Draw(rt, "cores"), MemoryMB: int64(rapid.IntRange(1, 4).Draw(rt, "mem")) * 512, Time: int64(i)}
@@ -303,6 +320,8 @@ func TestRandomLogsKeepInvariants(t *testing.T) {
 				ct, payload = CmdKillDriver, &KillDriver{DriverID: pickDriver(), Time: int64(i)}
 			case 5:
 				ct, payload = CmdWorkerLost, &WorkerLost{WorkerID: rapid.SampledFrom(workers).Draw(rt, "lw"), Time: int64(i)}
+			case 6:
+				ct, payload = CmdDecommissionWorker, &DecommissionWorker{WorkerID: rapid.SampledFrom(workers).Draw(rt, "dw"), Time: int64(i)}
 			}
 			data, err := Encode(ct, payload)
 			if err != nil {

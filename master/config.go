@@ -80,9 +80,28 @@ type Config struct {
 	// the gossip pool before the leader commits its loss. A new leader
 	// gives every worker this long to be seen first.
 	WorkerTimeout time.Duration
+	// Fencing is FencingDefault or FencingStrict. In strict mode a worker
+	// stops its supervised attempts once it has not heard from a leader
+	// for Lease, and the leader declares a worker lost only after
+	// Lease+FencingMargin without a heartbeat from it, so at most one
+	// attempt of a driver runs at any instant (given clocks that advance
+	// at the same rate). Lease must equal the workers' --lease.
+	Fencing       string
+	Lease         time.Duration
+	FencingMargin time.Duration
 
 	Logger *slog.Logger
 }
+
+// Fencing modes.
+const (
+	// FencingDefault keeps drivers running while their worker cannot
+	// reach a leader; a partitioned worker's attempt may then overlap its
+	// relaunch elsewhere until the partition heals.
+	FencingDefault = "default"
+	// FencingStrict trades availability for at most one live attempt.
+	FencingStrict = "strict"
+)
 
 // DefaultConfig returns a Config with every timing set for a LAN; ID, data
 // dir, addresses and peers must still be filled in.
@@ -97,6 +116,9 @@ func DefaultConfig() Config {
 		SnapshotThreshold:  8192,
 		ApplyTimeout:       5 * time.Second,
 		WorkerTimeout:      2 * time.Second,
+		Fencing:            FencingDefault,
+		Lease:              3 * time.Second,
+		FencingMargin:      time.Second,
 	}
 }
 
@@ -131,10 +153,28 @@ func (c *Config) validate() error {
 	if _, err := gossip.ProfileConfig(c.GossipProfile); err != nil {
 		errs = append(errs, err)
 	}
+	if c.Fencing != FencingDefault && c.Fencing != FencingStrict {
+		errs = append(errs, fmt.Errorf("--fencing %q: want default or strict", c.Fencing))
+	}
+	if c.Lease <= 0 || c.FencingMargin < 0 {
+		errs = append(errs, errors.New("--lease must be positive and --fencing-margin not negative"))
+	}
 	if c.HeartbeatTimeout <= 0 || c.ElectionTimeout <= 0 || c.LeaderLeaseTimeout <= 0 || c.WorkerTimeout < 0 {
 		errs = append(errs, errors.New("timeouts must be positive"))
 	}
 	return errors.Join(errs...)
+}
+
+func (c *Config) strict() bool { return c.Fencing == FencingStrict }
+
+// heartbeatWait is how long the leader holds a worker's heartbeat when
+// nothing changed for it (a long poll): at most 2s, and short enough in
+// strict mode that a worker hears from the leader several times per lease.
+func (c *Config) heartbeatWait() time.Duration {
+	if c.strict() {
+		return min(2*time.Second, c.Lease/3)
+	}
+	return 2 * time.Second
 }
 
 func (c *Config) raftAddr() string { return net.JoinHostPort(c.BindIP, fmt.Sprint(c.RaftPort)) }

@@ -20,11 +20,6 @@ import (
 	"github.com/drover-project/drover/internal/strictjson"
 )
 
-// heartbeatWait is how long the leader holds a worker's heartbeat when
-// nothing changed for it (a long poll): short enough that a worker hears
-// from the leader several times per worker timeout.
-const heartbeatWait = 2 * time.Second
-
 // driverIDPattern is Spark's driver ID form; anything else is refused before
 // it reaches the tables or a worker's file system.
 var driverIDPattern = regexp.MustCompile(`^driver-[0-9]{14}-[0-9]{1,9}$`)
@@ -41,6 +36,7 @@ func (m *Master) startHTTP() error {
 	mux.HandleFunc("GET /v1/drivers/{id}/logs", m.reader(m.handleLogs))
 	mux.HandleFunc("POST /v1/workers/register", m.leaderOnly(m.handleRegisterWorker))
 	mux.HandleFunc("POST /v1/workers/{id}/heartbeat", m.leaderOnly(m.handleHeartbeat))
+	mux.HandleFunc("POST /v1/workers/{id}/decommission", m.leaderOnly(m.handleDecommission))
 	mux.HandleFunc("GET /v1/state", m.handleState)
 	mux.HandleFunc("GET /{$}", m.handlePage)
 	mux.HandleFunc("/v1/", func(w http.ResponseWriter, r *http.Request) {
@@ -341,8 +337,27 @@ func (m *Master) handleRegisterWorker(w http.ResponseWriter, r *http.Request) {
 		writeApplyError(w, err)
 		return
 	}
+	m.contact.seen(req.ID, time.Now())
 	m.log.Info("worker registered", "worker", req.ID, "addr", req.HTTPAddr, "cores", req.Cores, "memory_mb", req.MemoryMB)
 	writeJSON(w, http.StatusOK, api.RegisterWorkerResponse{WorkerID: req.ID})
+}
+
+func (m *Master) handleDecommission(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	var req api.DecommissionWorkerRequest
+	if !decodeBody(w, r, &req) {
+		return
+	}
+	if len(req.Reason) > 256 {
+		writeError(w, http.StatusBadRequest, "reason exceeds 256 bytes")
+		return
+	}
+	if _, err := m.apply(fsm.CmdDecommissionWorker, &fsm.DecommissionWorker{WorkerID: id, Reason: req.Reason, Time: now()}); err != nil {
+		writeApplyError(w, err)
+		return
+	}
+	m.log.Info("worker decommissioned", "worker", id, "reason", req.Reason)
+	writeJSON(w, http.StatusOK, api.RegisterWorkerResponse{WorkerID: id})
 }
 
 func (m *Master) handleHeartbeat(w http.ResponseWriter, r *http.Request) {
@@ -366,6 +381,15 @@ func (m *Master) handleHeartbeat(w http.ResponseWriter, r *http.Request) {
 	} else if req.WaitIndex > 0 {
 		m.waitForChange(r.Context(), id, req)
 	}
+	if m.cfg.strict() {
+		// The worker fences itself by this answer: it must come from a
+		// leader a quorum still follows, not from one deposed a moment ago.
+		if err := m.raft.VerifyLeader().Error(); err != nil {
+			writeError(w, http.StatusServiceUnavailable, "leadership not confirmed: "+err.Error())
+			return
+		}
+	}
+	m.contact.seen(id, time.Now())
 	writeJSON(w, http.StatusOK, api.HeartbeatResponse{
 		Registered:  true,
 		Assignments: m.assignments(id),
@@ -377,7 +401,7 @@ func (m *Master) handleHeartbeat(w http.ResponseWriter, r *http.Request) {
 // waitForChange holds a heartbeat until the worker's desired set differs
 // from what it runs, or heartbeatWait passes, or leadership is lost.
 func (m *Master) waitForChange(ctx context.Context, workerID string, req api.HeartbeatRequest) {
-	timer := time.NewTimer(heartbeatWait)
+	timer := time.NewTimer(m.cfg.heartbeatWait())
 	defer timer.Stop()
 	for {
 		changed := m.fsm.Changed()

@@ -2,6 +2,7 @@ package master
 
 import (
 	"context"
+	"sync"
 	"time"
 
 	"github.com/drover-project/drover/fsm"
@@ -9,14 +10,46 @@ import (
 )
 
 // livenessInterval is how often the leader compares the workers table with
-// the gossip pool even when the pool reports no change.
+// the gossip pool and the heartbeats even when nothing reports a change.
 const livenessInterval = 250 * time.Millisecond
 
-// watchWorkers turns the gossip pool's view into committed WorkerLost
-// entries while this master leads. memberlist's dead or left verdict is a
-// hint: a worker is declared lost only after it has been missing from the
-// pool for WorkerTimeout. A new leader counts every worker as seen at the
-// moment it took over, so a failover never triggers a mass relaunch.
+// contacts records when this master, as leader, last answered each worker's
+// heartbeat or registration.
+type contacts struct {
+	mu   sync.Mutex
+	last map[string]time.Time
+}
+
+func (c *contacts) seen(worker string, t time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.last == nil {
+		c.last = map[string]time.Time{}
+	}
+	c.last[worker] = t
+}
+
+func (c *contacts) get(worker string) time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.last[worker]
+}
+
+// watchWorkers commits WorkerLost for workers that are gone, while this
+// master leads.
+//
+// Default mode: memberlist's dead or left verdict is a hint; a worker is
+// declared lost once it has been missing from the pool for WorkerTimeout.
+//
+// Strict mode: a worker is declared lost once the leader has not answered
+// its heartbeat for Lease+FencingMargin. The worker stops its supervised
+// attempts after Lease without an answer, so the relaunch cannot overlap
+// them. Gossip plays no part, so a worker cut off from the leader alone is
+// still replaced.
+//
+// Either way a worker's clock starts no earlier than the moment this master
+// took over (or the worker registered), so a failover never triggers a mass
+// relaunch.
 func (m *Master) watchWorkers(ctx context.Context) {
 	lastSeen := map[string]time.Time{}
 	start := time.Now()
@@ -35,26 +68,35 @@ func (m *Master) watchWorkers(ctx context.Context) {
 				delete(lastSeen, w.ID)
 				continue
 			}
-			if present[w.ID] {
-				lastSeen[w.ID] = t
-				continue
+			since := start
+			if reg := time.UnixMilli(w.UpdatedAt); reg.After(since) {
+				since = reg
 			}
-			seen, ok := lastSeen[w.ID]
-			if !ok {
-				// Never seen in this term: count from when this master
-				// took over, or from the worker's (re-)registration if
-				// later, since a worker registers before it has joined.
-				seen = start
-				if reg := time.UnixMilli(w.UpdatedAt); reg.After(seen) {
-					seen = reg
+			var reason string
+			if m.cfg.strict() {
+				if c := m.contact.get(w.ID); c.After(since) {
+					since = c
 				}
+				if t.Sub(since) < m.cfg.Lease+m.cfg.FencingMargin {
+					continue
+				}
+				reason = "no heartbeat for longer than the lease plus margin"
+			} else {
+				if present[w.ID] {
+					lastSeen[w.ID] = t
+					continue
+				}
+				if s, ok := lastSeen[w.ID]; ok {
+					since = s
+				}
+				if t.Sub(since) < m.cfg.WorkerTimeout {
+					continue
+				}
+				reason = "missing from the gossip pool"
 			}
-			if t.Sub(seen) < m.cfg.WorkerTimeout {
-				continue
-			}
-			m.log.Warn("worker lost", "worker", w.ID, "missing_for", t.Sub(seen).Round(time.Millisecond))
+			m.log.Warn("worker lost", "worker", w.ID, "reason", reason, "for", t.Sub(since).Round(time.Millisecond))
 			if _, err := m.apply(fsm.CmdWorkerLost, &fsm.WorkerLost{
-				WorkerID: w.ID, Reason: "worker " + w.ID + " lost: missing from the gossip pool", Time: now(),
+				WorkerID: w.ID, Reason: "worker " + w.ID + " lost: " + reason, Time: now(),
 			}); err != nil {
 				m.log.Warn("worker loss not committed", "worker", w.ID, "err", err)
 			}

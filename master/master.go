@@ -51,6 +51,8 @@ type Master struct {
 	// client sends each one to every master, and followers forward them
 	// here) into one Raft entry.
 	submits singleflight.Group
+	// contact is when each worker's heartbeat was last answered here.
+	contact contacts
 	// gossipChanged is signalled (non-blocking) on every pool change.
 	gossipChanged chan struct{}
 
