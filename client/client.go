@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"strings"
 	"sync"
@@ -48,9 +49,14 @@ type Options struct {
 	RetryInterval    time.Duration
 	MaxRetryInterval time.Duration
 	// Sticky sends each request first to the master that answered last,
-	// falling back to all masters at once only when it fails. Workers use
-	// it for their steady heartbeat; the CLI fans out every time.
+	// and to all masters once it fails or HedgeAfter passes without an
+	// answer. Workers use it for their steady heartbeat; the CLI fans out
+	// every time.
 	Sticky bool
+	// HedgeAfter is how long a sticky request waits for the preferred
+	// master before it is also sent to the others (default 3s: longer than
+	// a master holds a heartbeat long poll).
+	HedgeAfter time.Duration
 	// MaxResponseBytes bounds a response body (default 64 MiB).
 	MaxResponseBytes int64
 }
@@ -77,15 +83,22 @@ func New(masters []string, opts Options) (*Client, error) {
 	if opts.MaxRetryInterval < opts.RetryInterval {
 		opts.MaxRetryInterval = max(time.Second, opts.RetryInterval)
 	}
+	if opts.HedgeAfter <= 0 {
+		opts.HedgeAfter = 3 * time.Second
+	}
 	if opts.MaxResponseBytes <= 0 {
 		opts.MaxResponseBytes = 64 << 20
 	}
 	var ms []string
 	for _, m := range masters {
 		m = strings.TrimSpace(strings.TrimPrefix(m, "http://"))
-		if m != "" {
-			ms = append(ms, m)
+		if m == "" {
+			continue
 		}
+		if _, port, err := net.SplitHostPort(m); err != nil || port == "" {
+			return nil, fmt.Errorf("master address %q is not host:port", m)
+		}
+		ms = append(ms, m)
 	}
 	if len(ms) == 0 {
 		return nil, errors.New("no master addresses given")
@@ -131,67 +144,97 @@ func (c *Client) Do(ctx context.Context, method, path string, in, out any) error
 
 // DoRaw is Do without JSON: it returns the first authoritative 2xx answer as
 // bytes.
+//
+// Each master is tried on its own: one that answers without authority (503,
+// a connection error) is asked again after a back-off, while a master that
+// does not answer at all (paused, cut off) holds up no one. Retries reuse
+// the request as is, so writes must be idempotent (submissions carry a
+// token).
 func (c *Client) DoRaw(ctx context.Context, method, path string, body []byte) (*Response, error) {
-	wait := c.opts.RetryInterval
-	var last error
-	for {
-		resp, err := c.round(ctx, method, path, body)
-		if resp != nil {
-			return resp, nil
-		}
-		var apiErr *APIError
-		if errors.As(err, &apiErr) {
-			return nil, err
-		}
-		last = err
-		t := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return nil, fmt.Errorf("%w: %v", ErrUnavailable, last)
-		case <-t.C:
-		}
-		wait = min(wait*2, c.opts.MaxRetryInterval)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	type result struct {
+		master string
+		resp   *Response
+		err    error
 	}
-}
+	results := make(chan result)
+	send := func(m string) {
+		go func() {
+			resp, err := c.one(ctx, m, method, path, body)
+			select {
+			case results <- result{m, resp, err}:
+			case <-ctx.Done():
+			}
+		}()
+	}
+	retry := make(chan string)
+	later := func(m string, d time.Duration) {
+		time.AfterFunc(d, func() {
+			select {
+			case retry <- m:
+			case <-ctx.Done():
+			}
+		})
+	}
 
-// round tries the preferred master alone (when sticky), then all masters at
-// once. It returns an authoritative answer, an *APIError, or the reason no
-// master was authoritative.
-func (c *Client) round(ctx context.Context, method, path string, body []byte) (*Response, error) {
-	if c.opts.Sticky {
-		c.mu.Lock()
-		p := c.preferred
-		c.mu.Unlock()
-		if p != "" {
-			resp, err := c.one(ctx, p, method, path, body)
-			if resp != nil || isAPIError(err) {
-				return resp, err
+	sent := map[string]bool{}
+	fanOut := func() {
+		for _, m := range c.masters {
+			if !sent[m] {
+				sent[m] = true
+				send(m)
 			}
 		}
 	}
-	type result struct {
-		resp *Response
-		err  error
+	var hedge <-chan time.Time
+	if p := c.preferredMaster(); c.opts.Sticky && p != "" {
+		sent[p] = true
+		send(p)
+		t := time.NewTimer(c.opts.HedgeAfter)
+		defer t.Stop()
+		hedge = t.C
+	} else {
+		fanOut()
 	}
-	rctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	results := make(chan result, len(c.masters))
-	for _, m := range c.masters {
-		go func(m string) {
-			resp, err := c.one(rctx, m, method, path, body)
-			results <- result{resp, err}
-		}(m)
-	}
-	var reasons []string
-	for range c.masters {
-		r := <-results
-		if r.resp != nil || isAPIError(r.err) {
-			return r.resp, r.err
+	waits := map[string]time.Duration{}
+	reasons := map[string]string{}
+	for {
+		select {
+		case r := <-results:
+			if r.resp != nil || isAPIError(r.err) {
+				return r.resp, r.err
+			}
+			reasons[r.master] = r.err.Error()
+			fanOut()
+			w := waits[r.master]
+			if w == 0 {
+				w = c.opts.RetryInterval
+			}
+			waits[r.master] = min(w*2, c.opts.MaxRetryInterval)
+			later(r.master, w)
+		case m := <-retry:
+			send(m)
+		case <-hedge:
+			fanOut()
+		case <-ctx.Done():
+			var rs []string
+			for _, m := range c.masters {
+				if r, ok := reasons[m]; ok {
+					rs = append(rs, r)
+				} else if sent[m] {
+					rs = append(rs, m+": no answer")
+				}
+			}
+			return nil, fmt.Errorf("%w: %s", ErrUnavailable, strings.Join(rs, "; "))
 		}
-		reasons = append(reasons, r.err.Error())
 	}
-	return nil, errors.New(strings.Join(reasons, "; "))
+}
+
+func (c *Client) preferredMaster() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.preferred
 }
 
 func isAPIError(err error) bool {

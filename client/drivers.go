@@ -56,9 +56,13 @@ func (c *Client) Kill(ctx context.Context, id string) error {
 }
 
 // Logs returns the bytes of a driver's stdout (or stderr) from offset on, as
-// the driver's current worker holds them, and the file's size then.
-func (c *Client) Logs(ctx context.Context, id string, stderr bool, offset int64) ([]byte, int64, error) {
+// the worker of the given attempt (0: the latest) holds them, and the
+// file's size then.
+func (c *Client) Logs(ctx context.Context, id string, stderr bool, offset int64, attempt int) ([]byte, int64, error) {
 	q := url.Values{"offset": {strconv.FormatInt(offset, 10)}, "stream": {"stdout"}}
+	if attempt > 0 {
+		q.Set("attempt", strconv.Itoa(attempt))
+	}
 	if stderr {
 		q.Set("stream", "stderr")
 	}

@@ -107,11 +107,19 @@ func ValidateDriverSpec(argv []string, env map[string]string, cores int, memoryM
 		if !validEnvName(k) {
 			return fmt.Errorf("%w: environment name %q is not [A-Za-z_][A-Za-z0-9_]*", ErrInvalidCommand, k)
 		}
+		if reservedEnv[k] {
+			return fmt.Errorf("%w: environment name %s is set by Drover itself", ErrInvalidCommand, k)
+		}
 		if strings.IndexByte(v, 0) >= 0 {
 			return fmt.Errorf("%w: environment value of %s contains a NUL byte", ErrInvalidCommand, k)
 		}
 	}
 	return nil
+}
+
+// reservedEnv names the variables every driver gets from its worker.
+var reservedEnv = map[string]bool{
+	"DROVER_DRIVER_ID": true, "DROVER_ATTEMPT": true, "DROVER_WORKER_ID": true, "DROVER_MASTERS": true,
 }
 
 func validEnvName(s string) bool {

@@ -11,7 +11,6 @@ import (
 	"io"
 	"log/slog"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/hashicorp/memberlist"
@@ -60,8 +59,6 @@ type Pool struct {
 	cancel context.CancelFunc
 	done   chan struct{}
 
-	mu     sync.Mutex
-	joined bool
 }
 
 // ProfileConfig returns memberlist's configuration for a profile name, or an
@@ -122,36 +119,58 @@ func Start(cfg Config) (*Pool, error) {
 	return p, nil
 }
 
-// joinLoop retries the join list until one member answers, then stops: from
-// then on memberlist itself keeps the pool together.
+// rejoinInterval is how often a member checks that every address of its
+// join list is an alive member, and joins the ones that are not.
+const rejoinInterval = 2 * time.Second
+
+// joinLoop keeps the member joined to every address of its join list, for
+// the member's whole life. memberlist never contacts a node again once it
+// has declared it dead, so without this a worker whose masters were all
+// down for a while would stay cut off from the restarted masters' pool
+// (Serf's reconnect loop does the same job for Consul).
 func (p *Pool) joinLoop(ctx context.Context) {
 	defer close(p.done)
-	var others []string
+	var targets []string
 	self := fmt.Sprintf("%s:%d", p.cfg.BindIP, p.cfg.Port)
 	for _, j := range p.cfg.Join {
 		if j = strings.TrimSpace(j); j != "" && j != self {
-			others = append(others, j)
+			targets = append(targets, j)
 		}
 	}
-	if len(others) == 0 {
+	if len(targets) == 0 {
 		return
 	}
 	wait := 200 * time.Millisecond
 	for {
-		n, err := p.ml.Join(others)
-		if n > 0 {
-			p.mu.Lock()
-			p.joined = true
-			p.mu.Unlock()
-			return
+		alive := map[string]bool{}
+		for _, n := range p.ml.Members() {
+			alive[n.Address()] = true
 		}
-		p.cfg.Logger.Debug("gossip join failed, retrying", "err", err)
+		var missing []string
+		for _, t := range targets {
+			if !alive[t] {
+				missing = append(missing, t)
+			}
+		}
+		next := rejoinInterval
+		if len(missing) > 0 {
+			n, err := p.ml.Join(missing)
+			switch {
+			case n > 0:
+				wait = 200 * time.Millisecond
+			case len(missing) == len(targets):
+				// Nobody answered and we know no one: retry sooner,
+				// backing off.
+				p.cfg.Logger.Debug("gossip join failed, retrying", "err", err)
+				next = wait
+				wait = min(wait*2, rejoinInterval)
+			}
+		}
 		select {
 		case <-ctx.Done():
 			return
-		case <-time.After(wait):
+		case <-time.After(next):
 		}
-		wait = min(wait*2, 5*time.Second)
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"regexp"
+	"strconv"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -140,11 +141,33 @@ func (m *Master) forward(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusServiceUnavailable, fmt.Sprintf("master %s was just elected and is catching up", m.cfg.ID))
 		return
 	}
+	_, leaderID := m.raft.LeaderWithID()
 	leader := m.leaderHTTP()
 	if leader == "" {
 		writeError(w, http.StatusServiceUnavailable, fmt.Sprintf("master %s knows no leader", m.cfg.ID))
 		return
 	}
+	// A leader that stops answering (paused, cut off) is replaced within
+	// an election timeout; drop the forwarded request then, so the client
+	// hears 503 and retries, instead of waiting on a deposed leader.
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	go func() {
+		tick := time.NewTicker(100 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+				if _, id := m.raft.LeaderWithID(); id != leaderID {
+					cancel()
+					return
+				}
+			}
+		}
+	}()
+	r = r.WithContext(ctx)
 	target := &url.URL{Scheme: "http", Host: leader}
 	proxy := &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
@@ -172,7 +195,11 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 }
 
 func writeError(w http.ResponseWriter, status int, msg string) {
-	writeJSON(w, status, api.Error{Error: msg, Leader: w.Header().Get(api.HeaderLeader)})
+	e := api.Error{Error: msg}
+	if status == http.StatusServiceUnavailable {
+		e.Leader = w.Header().Get(api.HeaderLeader)
+	}
+	writeJSON(w, status, e)
 }
 
 // writeApplyError maps an error from apply or validation to a status code.
@@ -245,7 +272,39 @@ func (m *Master) handleSubmit(w http.ResponseWriter, r *http.Request) {
 }
 
 func (m *Master) handleList(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, http.StatusOK, m.fsm.Drivers())
+	writeJSON(w, http.StatusOK, explainWaiting(m.fsm.Drivers(), m.fsm.Workers()))
+}
+
+// explainWaiting sets the message of each waiting driver to why it waits;
+// the tables hold no such reason, since it changes with every worker.
+func explainWaiting(ds []*fsm.Driver, ws []*fsm.Worker) []*fsm.Driver {
+	for _, d := range ds {
+		if d.WorkerID != "" || d.State.Terminal() {
+			continue
+		}
+		var alive, fits, maxCores int
+		var maxMem int64
+		for _, w := range ws {
+			if w.State != fsm.WorkerAlive {
+				continue
+			}
+			alive++
+			maxCores, maxMem = max(maxCores, w.Cores), max(maxMem, w.MemoryMB)
+			if w.Cores >= d.Cores && w.MemoryMB >= d.MemoryMB {
+				fits++
+			}
+		}
+		switch {
+		case alive == 0:
+			d.Message = "waiting: no ALIVE worker"
+		case fits == 0:
+			d.Message = fmt.Sprintf("waiting: %s (asks %d cores, %d MiB; the largest worker offers %d cores, %d MiB)",
+				api.ReasonUnplaceable, d.Cores, d.MemoryMB, maxCores, maxMem)
+		case d.Message == "":
+			d.Message = "waiting for a worker with free resources"
+		}
+	}
+	return ds
 }
 
 // pathDriver returns the driver named in the path, answering 400 or 404
@@ -266,7 +325,7 @@ func (m *Master) pathDriver(w http.ResponseWriter, r *http.Request) (*fsm.Driver
 
 func (m *Master) handleStatus(w http.ResponseWriter, r *http.Request) {
 	if d, ok := m.pathDriver(w, r); ok {
-		writeJSON(w, http.StatusOK, d)
+		writeJSON(w, http.StatusOK, explainWaiting([]*fsm.Driver{d}, m.fsm.Workers())[0])
 	}
 }
 
@@ -293,16 +352,27 @@ func (m *Master) handleLogs(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, fmt.Sprintf("%s has not been placed on a worker yet", d.ID))
 		return
 	}
-	last := d.Attempts[len(d.Attempts)-1]
-	wk, ok := m.fsm.Worker(last.WorkerID)
-	if !ok {
-		writeError(w, http.StatusNotFound, fmt.Sprintf("worker %s of %s is unknown", last.WorkerID, d.ID))
-		return
-	}
+	rec := d.Attempts[len(d.Attempts)-1]
 	q := r.URL.Query()
 	q.Del("stale")
-	if q.Get("attempt") == "" {
-		q.Set("attempt", fmt.Sprint(last.Attempt))
+	if a := q.Get("attempt"); a != "" {
+		n, err := strconv.Atoi(a)
+		var found bool
+		for _, x := range d.Attempts {
+			if err == nil && x.Attempt == n {
+				rec, found = x, true
+			}
+		}
+		if !found {
+			writeError(w, http.StatusNotFound, fmt.Sprintf("%s has no attempt %q", d.ID, a))
+			return
+		}
+	}
+	q.Set("attempt", strconv.Itoa(rec.Attempt))
+	wk, ok := m.fsm.Worker(rec.WorkerID)
+	if !ok {
+		writeError(w, http.StatusNotFound, fmt.Sprintf("worker %s of %s is unknown", rec.WorkerID, d.ID))
+		return
 	}
 	target := &url.URL{Scheme: "http", Host: wk.HTTPAddr}
 	proxy := &httputil.ReverseProxy{

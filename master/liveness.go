@@ -39,7 +39,8 @@ func (c *contacts) get(worker string) time.Time {
 // master leads.
 //
 // Default mode: memberlist's dead or left verdict is a hint; a worker is
-// declared lost once it has been missing from the pool for WorkerTimeout.
+// declared lost once it has been missing from the pool for WorkerTimeout
+// and has not sent a heartbeat for as long.
 //
 // Strict mode: a worker is declared lost once the leader has not answered
 // its heartbeat for Lease+FencingMargin. The worker stops its supervised
@@ -72,12 +73,13 @@ func (m *Master) watchWorkers(ctx context.Context) {
 			if reg := time.UnixMilli(w.UpdatedAt); reg.After(since) {
 				since = reg
 			}
+			contact := since
+			if c := m.contact.get(w.ID); c.After(contact) {
+				contact = c
+			}
 			var reason string
 			if m.cfg.strict() {
-				if c := m.contact.get(w.ID); c.After(since) {
-					since = c
-				}
-				if t.Sub(since) < m.cfg.Lease+m.cfg.FencingMargin {
+				if t.Sub(contact) < m.cfg.Lease+m.cfg.FencingMargin {
 					continue
 				}
 				reason = "no heartbeat for longer than the lease plus margin"
@@ -89,12 +91,14 @@ func (m *Master) watchWorkers(ctx context.Context) {
 				if s, ok := lastSeen[w.ID]; ok {
 					since = s
 				}
-				if t.Sub(since) < m.cfg.WorkerTimeout {
+				// A heartbeat inside the grace also proves the worker
+				// alive, whatever the pool says (it may be rejoining).
+				if t.Sub(since) < m.cfg.WorkerTimeout || t.Sub(contact) < m.cfg.WorkerTimeout {
 					continue
 				}
 				reason = "missing from the gossip pool"
 			}
-			m.log.Warn("worker lost", "worker", w.ID, "reason", reason, "for", t.Sub(since).Round(time.Millisecond))
+			m.log.Warn("worker lost", "worker", w.ID, "reason", reason, "missing_for", t.Sub(since).Round(time.Millisecond))
 			if _, err := m.apply(fsm.CmdWorkerLost, &fsm.WorkerLost{
 				WorkerID: w.ID, Reason: "worker " + w.ID + " lost: " + reason, Time: now(),
 			}); err != nil {

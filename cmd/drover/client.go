@@ -149,16 +149,26 @@ func (k *cli) submit(ctx context.Context, args []string) int {
 	}
 	fmt.Fprintf(k.stderr, "submitted %s\n", res.DriverID)
 	d, err := k.watch(ctx, res.DriverID, func(d *fsm.Driver) bool {
-		return d.State.Terminal() || (!*wait && d.State == fsm.DriverRunning)
+		return d.State.Terminal() || (!*wait && d.State == fsm.DriverRunning) || unplaceable(d)
 	})
 	fmt.Fprintln(k.stdout, res.DriverID)
 	if err != nil {
 		return k.exitFor(err)
 	}
+	if unplaceable(d) {
+		fmt.Fprintf(k.stderr, "drover: %s stays queued until a worker that fits registers; drover client kill %s drops it\n", d.ID, d.ID)
+		return 1
+	}
 	if d.State == fsm.DriverRunning || d.State == fsm.DriverFinished {
 		return 0
 	}
 	return 1
+}
+
+// unplaceable reports whether a driver waits for a worker larger than any
+// the cluster has.
+func unplaceable(d *fsm.Driver) bool {
+	return d.WorkerID == "" && !d.State.Terminal() && strings.Contains(d.Message, api.ReasonUnplaceable)
 }
 
 // watch polls a driver until done says so, printing each state change on
@@ -178,7 +188,7 @@ func (k *cli) watch(ctx context.Context, id string, done func(*fsm.Driver) bool)
 		if d.WorkerID != "" {
 			line += " on " + d.WorkerID
 		}
-		if d.Message != "" && (d.State.Terminal() || d.State == fsm.DriverRelaunching) {
+		if d.Message != "" && (d.State.Terminal() || d.WorkerID == "") {
 			line += ": " + d.Message
 		}
 		if line != last {
@@ -302,6 +312,9 @@ func (k *cli) list(ctx context.Context, args []string) int {
 	if err := fs.Parse(args); err != nil {
 		return flagError(err)
 	}
+	if fs.NArg() != 0 {
+		return k.exitFor(fmt.Errorf("list takes no arguments, got %q", fs.Args()))
+	}
 	var ds []*fsm.Driver
 	if err := k.call(ctx, func(ctx context.Context) (err error) {
 		ds, err = k.c.Drivers(ctx)
@@ -337,24 +350,31 @@ func (k *cli) logs(ctx context.Context, args []string) int {
 		return k.exitFor(err)
 	}
 	var offset int64
+	attempt := 0
 	for {
 		// Read the state before the bytes, so that once the driver is seen
 		// ended, the read that follows has everything it wrote.
 		var d *fsm.Driver
-		if *follow {
-			if err := k.call(ctx, func(ctx context.Context) (err error) {
-				d, err = k.c.Driver(ctx, id)
-				return err
-			}); err != nil {
-				return k.exitFor(err)
+		if err := k.call(ctx, func(ctx context.Context) (err error) {
+			d, err = k.c.Driver(ctx, id)
+			return err
+		}); err != nil {
+			return k.exitFor(err)
+		}
+		if n := len(d.Attempts); n > 0 && d.Attempts[n-1].Attempt != attempt {
+			if attempt != 0 {
+				fmt.Fprintf(k.stderr, "--- attempt %d on %s ---\n", d.Attempts[n-1].Attempt, d.Attempts[n-1].WorkerID)
 			}
+			attempt, offset = d.Attempts[n-1].Attempt, 0
 		}
 		var b []byte
 		err := k.call(ctx, func(ctx context.Context) (err error) {
-			b, _, err = k.c.Logs(ctx, id, *stderr, offset)
+			b, _, err = k.c.Logs(ctx, id, *stderr, offset, attempt)
 			return err
 		})
-		if err != nil && !(*follow && isNotFound(err)) {
+		// While following, a worker that is gone or an attempt not yet
+		// placed is a pause, not the end: the driver may go on elsewhere.
+		if err != nil && !(*follow && !d.State.Terminal() && isTransient(err)) {
 			return k.exitFor(err)
 		}
 		if _, err := k.stdout.Write(b); err != nil {
@@ -372,9 +392,11 @@ func (k *cli) logs(ctx context.Context, args []string) int {
 	}
 }
 
-func isNotFound(err error) bool {
+// isTransient reports whether a log read failed for a reason that passes:
+// no attempt placed yet (404) or the worker unreachable (502).
+func isTransient(err error) bool {
 	var apiErr *client.APIError
-	return errors.As(err, &apiErr) && apiErr.Status == 404
+	return errors.As(err, &apiErr) && (apiErr.Status == 404 || apiErr.Status == 502)
 }
 
 func (k *cli) leader(ctx context.Context, args []string) int {

@@ -28,6 +28,10 @@ import (
 	"github.com/drover-project/drover/internal/freeport"
 )
 
+// binEnv passes an already built binary to a test re-run in a network
+// namespace.
+const binEnv = "DROVER_TEST_BINARY"
+
 var (
 	buildOnce sync.Once
 	binPath   string
@@ -39,6 +43,10 @@ var (
 func Binary(t testing.TB) string {
 	t.Helper()
 	buildOnce.Do(func() {
+		if p := os.Getenv(binEnv); p != "" {
+			binPath = p
+			return
+		}
 		dir, err := os.MkdirTemp("", "drover-bin-")
 		if err != nil {
 			buildErr = err
