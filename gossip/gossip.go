@@ -58,7 +58,6 @@ type Pool struct {
 	cfg    Config
 	cancel context.CancelFunc
 	done   chan struct{}
-
 }
 
 // ProfileConfig returns memberlist's configuration for a profile name, or an
