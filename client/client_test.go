@@ -1,0 +1,115 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func server(t *testing.T, h http.HandlerFunc) string {
+	s := httptest.NewServer(h)
+	t.Cleanup(s.Close)
+	return strings.TrimPrefix(s.URL, "http://")
+}
+
+func newClient(t *testing.T, opts Options, masters ...string) *Client {
+	c, err := New(masters, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.http.CloseIdleConnections)
+	return c
+}
+
+func unavailable(w http.ResponseWriter, r *http.Request) {
+	w.WriteHeader(http.StatusServiceUnavailable)
+	w.Write([]byte(`{"error":"no leader"}`))
+}
+
+// A hung master (paused, cut off) must not hold up the answer of another.
+func TestHungMasterDoesNotDelayLeadersAnswer(t *testing.T) {
+	release := make(chan struct{})
+	hung := server(t, func(w http.ResponseWriter, r *http.Request) { <-release })
+	defer close(release)
+	var calls atomic.Int32
+	// The leader is still being elected for the first two calls.
+	leader := server(t, func(w http.ResponseWriter, r *http.Request) {
+		if calls.Add(1) <= 2 {
+			unavailable(w, r)
+			return
+		}
+		w.Write([]byte(`{"driver_id":"d"}`))
+	})
+	c := newClient(t, Options{RequestTimeout: time.Minute, RetryInterval: 10 * time.Millisecond}, hung, leader)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	start := time.Now()
+	var out struct{ DriverID string `json:"driver_id"` }
+	if err := c.Do(ctx, "POST", "/v1/drivers", map[string]string{}, &out); err != nil {
+		t.Fatal(err)
+	}
+	if out.DriverID != "d" || calls.Load() != 3 {
+		t.Fatalf("got %+v after %d calls", out, calls.Load())
+	}
+	if took := time.Since(start); took > 2*time.Second {
+		t.Fatalf("took %s: the hung master held up the round", took)
+	}
+}
+
+func TestRefusalIsAuthoritative(t *testing.T) {
+	refuser := server(t, func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusBadRequest)
+		w.Write([]byte(`{"error":"cores must be positive"}`))
+	})
+	c := newClient(t, Options{}, refuser, "127.0.0.1:1")
+	err := c.Do(context.Background(), "POST", "/v1/drivers", map[string]int{}, nil)
+	var apiErr *APIError
+	if !errors.As(err, &apiErr) || apiErr.Status != 400 || apiErr.Message != "cores must be positive" {
+		t.Fatalf("got %v, want the 400 with its message", err)
+	}
+}
+
+func TestNoLeaderIsUnavailableAfterDeadline(t *testing.T) {
+	a := server(t, unavailable)
+	c := newClient(t, Options{RetryInterval: 5 * time.Millisecond}, a, "127.0.0.1:1")
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	err := c.Do(ctx, "GET", "/v1/drivers", nil, nil)
+	if !errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), "no leader") {
+		t.Fatalf("got %v, want ErrUnavailable with the masters' reasons", err)
+	}
+}
+
+// A sticky client asks the master that answered last, and the others only
+// once it fails.
+func TestStickyPrefersLastAnswer(t *testing.T) {
+	var aCalls, bCalls atomic.Int32
+	a := server(t, func(w http.ResponseWriter, r *http.Request) { aCalls.Add(1); w.Write([]byte(`{}`)) })
+	b := server(t, func(w http.ResponseWriter, r *http.Request) { bCalls.Add(1); unavailable(w, r) })
+	c := newClient(t, Options{Sticky: true}, a, b)
+	for i := 0; i < 5; i++ {
+		if err := c.Do(context.Background(), "GET", "/x", nil, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if aCalls.Load() != 5 || bCalls.Load() > 1 {
+		t.Fatalf("calls a=%d b=%d; want every call on a and at most the first on b", aCalls.Load(), bCalls.Load())
+	}
+}
+
+func TestBadMasterAddresses(t *testing.T) {
+	for _, ms := range [][]string{nil, {""}, {"garbage"}, {"host:"}} {
+		if _, err := New(ms, Options{}); err == nil {
+			t.Errorf("New(%q) accepted", ms)
+		}
+	}
+}
