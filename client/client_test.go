@@ -53,7 +53,9 @@ func TestHungMasterDoesNotDelayLeadersAnswer(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	start := time.Now()
-	var out struct{ DriverID string `json:"driver_id"` }
+	var out struct {
+		DriverID string `json:"driver_id"`
+	}
 	if err := c.Do(ctx, "POST", "/v1/drivers", map[string]string{}, &out); err != nil {
 		t.Fatal(err)
 	}

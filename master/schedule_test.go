@@ -48,7 +48,7 @@ func TestPlanSpreadsAndRespectsResources(t *testing.T) {
 }
 
 func TestExplainWaiting(t *testing.T) {
-	ws := []*fsm.Worker{worker("w1", 4, 4096, fsm.WorkerAlive), worker("w2", 64, 1 << 20, fsm.WorkerDead)}
+	ws := []*fsm.Worker{worker("w1", 4, 4096, fsm.WorkerAlive), worker("w2", 64, 1<<20, fsm.WorkerDead)}
 	ds := explainWaiting([]*fsm.Driver{waiting("huge", 100, 1024), waiting("ok", 1, 512)}, ws)
 	if !strings.Contains(ds[0].Message, api.ReasonUnplaceable) || !strings.Contains(ds[0].Message, "4 cores") {
 		t.Errorf("huge: %q", ds[0].Message)
