@@ -301,26 +301,36 @@ func (f *FSM) applyKillDriver(c *KillDriver) any {
 	return nil
 }
 
-func (f *FSM) applyWorkerLost(c *WorkerLost) any {
-	return f.removeWorker(c.WorkerID, WorkerDead, DriverError, c.Reason, "lost", c.Time)
-}
-
+// applyDecommissionWorker only stops new placements on the worker: its
+// drivers stay placed until it reports them KILLED (so a relaunch never
+// overlaps the attempt being stopped), or until it is lost.
 func (f *FSM) applyDecommissionWorker(c *DecommissionWorker) any {
-	return f.removeWorker(c.WorkerID, WorkerDecommissioned, DriverKilled, c.Reason, "decommissioned", c.Time)
+	w, ok := f.t.Workers[c.WorkerID]
+	if !ok {
+		return fmt.Errorf("%w: %s", ErrUnknownWorker, c.WorkerID)
+	}
+	w.State = WorkerDecommissioned
+	w.Message = c.Reason
+	if w.Message == "" {
+		w.Message = "worker " + w.ID + " decommissioned"
+	}
+	w.UpdatedAt = c.Time
+	return nil
 }
 
-// removeWorker takes a worker out of scheduling with the given state (Spark's
+// applyWorkerLost takes a worker out of scheduling (Spark's
 // Master.removeWorker): supervised drivers on it get their next attempt and
-// wait again; the others end in unsupervised, with the reason.
-func (f *FSM) removeWorker(id string, state WorkerState, unsupervised DriverState, reason, verb string, now int64) any {
-	w, ok := f.t.Workers[id]
+// wait again; the others end ERROR, with the reason.
+func (f *FSM) applyWorkerLost(c *WorkerLost) any {
+	w, ok := f.t.Workers[c.WorkerID]
 	if !ok {
-		return fmt.Errorf("%w: %s", ErrUnknownWorker, id)
+		return fmt.Errorf("%w: %s", ErrUnknownWorker, c.WorkerID)
 	}
+	reason, now := c.Reason, c.Time
 	if reason == "" {
-		reason = "worker " + w.ID + " " + verb
+		reason = "worker " + w.ID + " lost"
 	}
-	w.State = state
+	w.State = WorkerDead
 	w.Message = reason
 	w.UpdatedAt = now
 	var ids []string
@@ -339,11 +349,11 @@ func (f *FSM) removeWorker(id string, state WorkerState, unsupervised DriverStat
 		}
 		f.release(d)
 		if rec := d.currentAttempt(); rec != nil && !rec.State.Terminal() {
-			rec.State = unsupervised
+			rec.State = DriverError
 			rec.EndedAt = now
 			rec.Reason = reason
 		}
-		d.State = unsupervised
+		d.State = DriverError
 		d.Message = reason
 		d.UpdatedAt = now
 	}

@@ -135,9 +135,10 @@ type WorkerLost struct {
 }
 
 // DecommissionWorker marks a worker that is shutting down on purpose
-// DECOMMISSIONED (Spark's worker decommissioning): supervised drivers still
-// on it are relaunched elsewhere, the others become KILLED with the reason.
-// A decommissioned worker that registers again is ALIVE again.
+// DECOMMISSIONED (Spark's worker decommissioning): nothing new is placed on
+// it. It then kills its drivers and reports them KILLED, which relaunches
+// the supervised ones elsewhere. A decommissioned worker that registers
+// again is ALIVE again.
 type DecommissionWorker struct {
 	WorkerID string `json:"worker_id"`
 	Reason   string `json:"reason,omitempty"`

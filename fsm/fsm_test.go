@@ -113,6 +113,10 @@ func scenario(t tb) [][]byte {
 		{DriverID: driverID(5), Attempt: 1, WorkerID: "w2"},
 	}})
 	b.add(CmdDecommissionWorker, &DecommissionWorker{WorkerID: "w2", Reason: "worker shut down", Time: 19})
+	b.add(CmdReportAttempts, &ReportAttempts{WorkerID: "w2", Time: 20, Reports: []AttemptReport{
+		{DriverID: driverID(4), Attempt: 1, State: DriverKilled, Reason: "worker shut down"},
+		{DriverID: driverID(5), Attempt: 1, State: DriverKilled, Reason: "worker shut down"},
+	}})
 	return b.entries
 }
 

@@ -437,10 +437,13 @@ func (m *Master) handleHeartbeat(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	wk, ok := m.fsm.Worker(id)
-	if !ok || wk.State != fsm.WorkerAlive {
+	if !ok {
 		writeJSON(w, http.StatusOK, api.HeartbeatResponse{Registered: false, Index: m.fsm.Index()})
 		return
 	}
+	// Reports are taken from any known worker: a decommissioned one
+	// reports the attempts it stops, a lost one its zombies' ends. Apply
+	// keeps them from touching anything but the attempts they name.
 	var acked []fsm.AttemptReport
 	if len(req.Reports) > 0 {
 		if _, err := m.apply(fsm.CmdReportAttempts, &fsm.ReportAttempts{WorkerID: id, Reports: req.Reports, Time: now()}); err != nil {
@@ -448,7 +451,12 @@ func (m *Master) handleHeartbeat(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		acked = req.Reports
-	} else if req.WaitIndex > 0 {
+	}
+	if wk.State != fsm.WorkerAlive {
+		writeJSON(w, http.StatusOK, api.HeartbeatResponse{Registered: false, Acked: acked, Index: m.fsm.Index()})
+		return
+	}
+	if len(acked) == 0 && req.WaitIndex > 0 {
 		m.waitForChange(r.Context(), id, req)
 	}
 	if m.cfg.strict() {

@@ -65,7 +65,9 @@ func (m *Master) watchWorkers(ctx context.Context) {
 		}
 		t := time.Now()
 		for _, w := range m.fsm.Workers() {
-			if w.State != fsm.WorkerAlive {
+			// A decommissioned worker still holding drivers is watched
+			// too: should it die before reporting them, they move on.
+			if w.State != fsm.WorkerAlive && (w.State != fsm.WorkerDecommissioned || w.CoresUsed == 0) {
 				delete(lastSeen, w.ID)
 				continue
 			}

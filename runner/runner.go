@@ -9,15 +9,19 @@
 //
 // The worker talks to a runner through the attempt directory (SpecFile in,
 // StatusFile and the program's output out), through the runner's stdout (a
-// stream of Event lines), its stdin (whose EOF means the worker died) and
-// SIGTERM (kill the attempt).
+// stream of Event lines, best-effort: StatusFile is the truth), through
+// SIGTERM (kill the attempt) and through the worker's lease file (Spec's
+// LeaseFile), whose renewals tell the runner its worker still lives. The
+// runner does not depend on the worker process itself: a worker that dies or
+// is upgraded leaves its runners running for up to the lease, and a worker
+// restarted in time adopts them (as Nomad's client reattaches to its
+// executors).
 package runner
 
 import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -32,13 +36,9 @@ import (
 	"github.com/drover-project/drover/fsm"
 )
 
-// Reasons of a KILLED final state.
-const (
-	// ReasonKilled: the runner got SIGTERM or SIGINT.
-	ReasonKilled = "killed on request"
-	// ReasonWorkerGone: the runner's stdin reached EOF.
-	ReasonWorkerGone = "worker daemon exited"
-)
+// ReasonKilled is the reason of a KILLED final state when the runner got
+// SIGTERM or SIGINT. The other one is LeaseExpiredReason.
+const ReasonKilled = "killed on request"
 
 // Main runs the hidden "runner" subcommand; args are the arguments after it
 // (--dir ATTEMPT_DIR). It returns the process exit code: 0 once the attempt
@@ -60,18 +60,22 @@ func Main(args []string) int {
 		return 2
 	}
 
-	// Without a handler, a write to a closed stdout (the worker died) kills
-	// the runner with SIGPIPE before it has ended the program. Notify rather
-	// than Ignore: an ignored signal stays ignored in the program it execs.
-	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
+	// Without a handler, a write to a closed stdout (the worker died) would
+	// kill the runner with SIGPIPE, and a hang-up of the terminal the worker
+	// was started from with SIGHUP: the program would then run on with
+	// nobody to end it. Handled, the write fails with EPIPE (events are
+	// best-effort) and the hang-up is ignored. Notify rather than Ignore: an
+	// ignored signal stays ignored in the program the runner execs.
+	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE, syscall.SIGHUP)
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
+	// One value from each of the two senders at most: the signal watcher
+	// and the lease watcher.
 	stop := make(chan string, 2)
 	go func() {
 		<-sigs
 		stop <- ReasonKilled
 	}()
-	go watchWorker(os.Stdin, stop)
 
 	r := &runner{
 		dir:    abs,
@@ -80,26 +84,19 @@ func Main(args []string) int {
 		stop:   stop,
 	}
 	r.status.RunnerPID = os.Getpid()
-	spec, err := readSpec(abs)
+	spec, err := ReadSpec(abs)
 	if err != nil {
 		r.final(fsm.DriverError, nil, "cannot read attempt spec: "+oneLine(err))
 		return 1
 	}
 	spec.applyDefaults()
 	r.spec = spec
+	if spec.LeaseFile != "" {
+		go watchLease(spec.LeaseFile, spec.Lease, stop)
+	}
 	becomeSubreaper()
 	r.run()
 	return 0
-}
-
-// watchWorker sends ReasonWorkerGone on stop once stdin ends. The worker
-// daemon holds the only write end of the runner's stdin and never writes, so
-// EOF (or an error) means the daemon is gone, and by the slice-1 rule no
-// program runs on without its worker. A later lease-and-adoption scheme
-// replaces this function.
-func watchWorker(stdin io.Reader, stop chan<- string) {
-	_, _ = io.Copy(io.Discard, stdin)
-	stop <- ReasonWorkerGone
 }
 
 type runner struct {

@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -21,9 +20,16 @@ import (
 
 // TestMain lets the test binary stand in for "drover runner": the tests start
 // it again with the arguments "runner --dir DIR".
+//
+// With the arguments "spawn-runner DIR" it plays a worker daemon instead: it
+// starts "runner --dir DIR" with pipes for its stdin and stdout, prints the
+// runner's PID and then reads the runner's events until it is killed.
 func TestMain(m *testing.M) {
 	if len(os.Args) > 1 && os.Args[1] == "runner" {
 		os.Exit(runner.Main(os.Args[2:]))
+	}
+	if len(os.Args) == 3 && os.Args[1] == "spawn-runner" {
+		os.Exit(spawnRunner(os.Args[2]))
 	}
 	// A race-enabled binary otherwise sleeps a second before it exits,
 	// which every runner would add to every test.
@@ -39,7 +45,6 @@ type harness struct {
 	t      *testing.T
 	dir    string
 	cmd    *exec.Cmd
-	stdin  io.WriteCloser
 	events chan runner.Event
 	stderr bytes.Buffer
 	exited chan struct{}
@@ -58,9 +63,6 @@ func startRunner(t *testing.T, spec runner.Spec) *harness {
 	}
 	h.cmd = exec.Command(self, "runner", "--dir", h.dir)
 	h.cmd.Stderr = &h.stderr
-	if h.stdin, err = h.cmd.StdinPipe(); err != nil {
-		t.Fatal(err)
-	}
 	out, err := h.cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -280,25 +282,6 @@ func TestSIGTERMKillsWholeGroup(t *testing.T) {
 	}
 	if waited := time.Since(sent); waited < killTimeout {
 		t.Fatalf("group ended %v after SIGTERM, before the kill timeout %v: SIGKILL came early", waited, killTimeout)
-	}
-	assertGone(t, "process group", -s.PID)
-	assertGone(t, "child sleep", child)
-}
-
-func TestStdinEOFKillsProgram(t *testing.T) {
-	h := startRunner(t, runner.Spec{
-		Argv: []string{"/bin/sh", "-c", `sleep 1000 & echo $! > child; wait`},
-	})
-	s := h.next(runner.EventStarted)
-	child, err := strconv.Atoi(h.waitFile("child"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	h.stdin.Close()
-	h.next(runner.EventExited)
-	e := h.final()
-	if e.State != fsm.DriverKilled || e.Reason != runner.ReasonWorkerGone {
-		t.Fatalf("final = %+v", e)
 	}
 	assertGone(t, "process group", -s.PID)
 	assertGone(t, "child sleep", child)

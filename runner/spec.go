@@ -33,6 +33,9 @@ const (
 	DefaultBackoffBase = time.Second
 	DefaultBackoffMax  = 60 * time.Second
 	DefaultStableRun   = 5 * time.Second
+	// DefaultLease is the lease of a Spec that names a LeaseFile but no
+	// Lease; it matches the worker's --lease default.
+	DefaultLease = 3 * time.Second
 )
 
 // Spec is what the runner runs: the contents of SpecFile. Durations are
@@ -60,16 +63,34 @@ type Spec struct {
 	// StableRun is how long a run must last for the back-off to fall back
 	// to BackoffBase (Spark's successfulRunDuration).
 	StableRun time.Duration `json:"stable_run"`
+	// LeaseFile is the absolute path of the worker's lease file, which the
+	// worker daemon renews (rewrites or touches) every Lease/4 while it
+	// lives. Once the runner has seen no renewal for Lease it kills the
+	// program as on SIGTERM, with LeaseExpiredReason: no program outlives
+	// its worker by more than the lease, yet a worker that restarts within
+	// the lease (an upgrade) finds its attempts still running and adopts
+	// them. This plays the part of the heartbeat between Nomad's client
+	// and its executors. Empty means no lease: the program runs until it
+	// ends or the runner is told to stop.
+	LeaseFile string `json:"lease_file,omitempty"`
+	// Lease is how long the runner lets its program run without a renewal
+	// of LeaseFile (default DefaultLease).
+	Lease time.Duration `json:"lease,omitempty"`
 }
 
 func (s *Spec) validate() error {
 	if len(s.Argv) == 0 || s.Argv[0] == "" {
 		return errors.New("spec has no program to run")
 	}
-	for _, d := range []time.Duration{s.KillTimeout, s.BackoffBase, s.BackoffMax, s.StableRun} {
+	for _, d := range []time.Duration{s.KillTimeout, s.BackoffBase, s.BackoffMax, s.StableRun, s.Lease} {
 		if d < 0 {
 			return fmt.Errorf("spec has a negative duration %s", d)
 		}
+	}
+	// The runner's working directory is the attempt directory, not the
+	// worker's, so a relative path would name another file.
+	if s.LeaseFile != "" && !filepath.IsAbs(s.LeaseFile) {
+		return fmt.Errorf("spec lease file %q is not an absolute path", s.LeaseFile)
 	}
 	return nil
 }
@@ -89,6 +110,9 @@ func (s *Spec) applyDefaults() {
 	}
 	if s.StableRun == 0 {
 		s.StableRun = DefaultStableRun
+	}
+	if s.Lease == 0 {
+		s.Lease = DefaultLease
 	}
 }
 
@@ -166,7 +190,10 @@ func WriteSpec(dir string, spec Spec) error {
 	return writeFileAtomic(dir, SpecFile, b)
 }
 
-func readSpec(dir string) (Spec, error) {
+// ReadSpec returns the Spec in dir/SpecFile, checked but without defaults
+// applied: what the worker wrote. A worker that adopts an attempt after a
+// restart reads it to learn what it adopted (whether it is supervised).
+func ReadSpec(dir string) (Spec, error) {
 	var s Spec
 	f, err := os.Open(filepath.Join(dir, SpecFile))
 	if err != nil {

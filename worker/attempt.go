@@ -16,6 +16,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/drover-project/drover/api"
 	"github.com/drover-project/drover/fsm"
@@ -34,27 +35,51 @@ const (
 	runnerLogFile = "runner.log"
 )
 
+// adoptPoll is how often the worker looks at an adopted attempt's status
+// file and runner: an adopted runner's events went to the previous worker.
+const adoptPoll = 100 * time.Millisecond
+
+// Reasons of KILLED reports the worker makes up from what it finds on disk.
+const (
+	// reasonEndedWhileDown: a recorded runner had ended, without a final
+	// state, when the worker came back.
+	reasonEndedWhileDown = "ended while its worker was down"
+	// reasonLeftBehind: an attempt directory without a record (its final
+	// report was acknowledged, or its runner never started).
+	reasonLeftBehind = "ended by a restart of its worker"
+)
+
 type attemptKey struct {
 	driver  string
 	attempt int
 }
 
-// attempt is one driver attempt this worker started (or found ended on
-// disk). ended and killReason are guarded by Worker.mu.
+// attempt is one driver attempt this worker started, adopted from a
+// previous worker, or found ended on disk. ended and killReason are guarded
+// by Worker.mu.
 type attempt struct {
-	key attemptKey
-	dir string
-	// cmd is the runner; nil when none was started.
+	key       attemptKey
+	dir       string
+	supervise bool
+	// cmd is the runner this worker started; nil for an adopted runner,
+	// or when none was started.
 	cmd *exec.Cmd
-	// stdin is the write end of the runner's stdin. The worker never
-	// writes to it; its closing (at the latest when this process dies)
-	// tells the runner the daemon is gone.
-	stdin *os.File
+	// events is the read end of the runner's stdout when cmd is set;
+	// closing it lets the watcher go without waiting for the runner.
+	events io.Closer
+	// pid and start name the runner process (see procStart); pid is 0
+	// when no runner was started.
+	pid   int
+	start uint64
 	// ended: the runner has exited and the final report is queued.
 	ended bool
 	// killReason says why the worker asked the runner to stop; it replaces
 	// the runner's generic reason in the KILLED report.
 	killReason string
+}
+
+func (at *attempt) record() record {
+	return record{DriverID: at.key.driver, Attempt: at.key.attempt, Dir: at.dir, RunnerPID: at.pid, RunnerStart: at.start}
 }
 
 func attemptDir(workDir, driverID string, n int) string {
@@ -65,7 +90,7 @@ func attemptDir(workDir, driverID string, n int) string {
 // set (Spark's Worker does the same on LaunchDriver / KillDriver messages,
 // here derived from one full set). An attempt of a driver starts only once
 // no other attempt of that driver runs here, so a relaunch never overlaps
-// the attempt it supersedes.
+// the attempt it supersedes; and none starts while strict fencing holds.
 func (w *Worker) reconcile(as []api.Assignment) {
 	want := make(map[attemptKey]bool, len(as))
 	latest := map[string]int{}
@@ -91,9 +116,14 @@ func (w *Worker) reconcile(as []api.Assignment) {
 			at.terminate()
 		}
 	}
+	fenced := w.fencedLocked(time.Now())
 	for _, a := range as {
 		k := attemptKey{a.DriverID, a.Attempt}
 		if _, ok := w.attempts[k]; ok || w.driverBusy(a.DriverID) {
+			continue
+		}
+		if fenced {
+			w.log.Warn("not starting attempt: no recent contact with a leader", "driver", k.driver, "attempt", k.attempt)
 			continue
 		}
 		w.attempts[k] = w.start(a)
@@ -109,7 +139,8 @@ func (w *Worker) driverBusy(driverID string) bool {
 	return false
 }
 
-// killAll asks every live attempt's runner to stop, for Close.
+// killAll asks every live attempt's runner to stop, adopted ones
+// included, for Close.
 func (w *Worker) killAll(reason string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -125,10 +156,14 @@ func (w *Worker) killAll(reason string) {
 }
 
 // terminate sends SIGTERM to the runner, which ends the program's process
-// group and reports KILLED.
+// group and reports KILLED. An adopted runner is signalled by PID only while
+// its start time still matches, so a reused PID is never hit.
 func (at *attempt) terminate() {
-	if at.cmd != nil {
+	switch {
+	case at.cmd != nil:
 		_ = at.cmd.Process.Signal(syscall.SIGTERM)
+	case runnerAlive(at.pid, at.start):
+		_ = syscall.Kill(at.pid, syscall.SIGTERM)
 	}
 }
 
@@ -155,9 +190,18 @@ func (w *Worker) start(a api.Assignment) *attempt {
 	}
 	if err := os.Mkdir(at.dir, 0o700); err != nil {
 		if errors.Is(err, fs.ErrExist) {
-			return end(recovered(k, at.dir))
+			// An attempt number runs at most once: its directory is left
+			// by an earlier run of this worker, with no record to adopt.
+			return end(reportFromDisk(k, at.dir, reasonLeftBehind))
 		}
 		return failed("cannot create attempt directory: " + err.Error())
+	}
+	at.supervise = a.Supervise
+	// Recorded before the runner starts, so that no runner ever runs
+	// unknown to the next worker on this work dir (findRunner covers a
+	// death between the start and the update below).
+	if err := w.db.put(at.record()); err != nil {
+		return failed("cannot record attempt: " + err.Error())
 	}
 	spec := runner.Spec{
 		Argv:        a.Argv,
@@ -166,6 +210,8 @@ func (w *Worker) start(a api.Assignment) *attempt {
 		KillTimeout: w.cfg.KillTimeout,
 		BackoffBase: w.cfg.RestartBackoff,
 		BackoffMax:  w.cfg.RestartBackoffMax,
+		LeaseFile:   w.leasePath,
+		Lease:       w.cfg.Lease,
 	}
 	if err := runner.WriteSpec(at.dir, spec); err != nil {
 		return failed("cannot write attempt spec: " + err.Error())
@@ -174,19 +220,24 @@ func (w *Worker) start(a api.Assignment) *attempt {
 	if err != nil {
 		return failed("cannot start runner: " + err.Error())
 	}
-	w.log.Info("attempt launched", "driver", k.driver, "attempt", k.attempt, "dir", at.dir, "runner_pid", at.cmd.Process.Pid)
+	at.pid = at.cmd.Process.Pid
+	if at.start, _, err = procStart(at.pid); err != nil {
+		w.log.Warn("cannot read the runner's start time; a restarted worker will not adopt it", "pid", at.pid, "err", err)
+	}
+	if err := w.db.put(at.record()); err != nil {
+		w.log.Warn("cannot record the runner's PID; a restarted worker will look for it", "pid", at.pid, "err", err)
+	}
+	w.log.Info("attempt launched", "driver", k.driver, "attempt", k.attempt, "dir", at.dir, "runner_pid", at.pid)
 	w.runners.Add(1)
 	go w.watch(at, events)
 	return at
 }
 
-// recovered is the report for an attempt whose directory an earlier run of
-// this worker left behind. That run's runner saw its daemon exit and killed
-// the program, so the attempt must not run again under the same number; the
-// runner's last status tells how it ended.
-func recovered(k attemptKey, dir string) fsm.AttemptReport {
-	r := fsm.AttemptReport{DriverID: k.driver, Attempt: k.attempt, State: fsm.DriverKilled,
-		Reason: "ended by a restart of its worker"}
+// reportFromDisk is the report for an attempt whose runner is gone and whose
+// events nobody saw: the runner's last status when it is final, else KILLED
+// with reason. The attempt is never run again under the same number.
+func reportFromDisk(k attemptKey, dir, reason string) fsm.AttemptReport {
+	r := fsm.AttemptReport{DriverID: k.driver, Attempt: k.attempt, State: fsm.DriverKilled, Reason: reason}
 	if st, err := runner.ReadStatus(dir); err == nil {
 		r.Runs = st.Runs
 		if st.State.Terminal() {
@@ -196,34 +247,110 @@ func recovered(k attemptKey, dir string) fsm.AttemptReport {
 	return r
 }
 
-// launch starts the runner of at and returns its event stream.
+// adopt takes over the attempts in the record, for New: an attempt whose
+// runner still runs is watched through its status file and counts as
+// running; one whose runner is gone is reported from its status file (or
+// KILLED, reasonEndedWhileDown) and never run again. The reports go out
+// until acknowledged, like any other.
+func (w *Worker) adopt() error {
+	recs, err := w.db.all()
+	if err != nil {
+		return fmt.Errorf("read the worker record: %w", err)
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, rec := range recs {
+		k := attemptKey{rec.DriverID, rec.Attempt}
+		at := &attempt{key: k, dir: rec.Dir, pid: rec.RunnerPID, start: rec.RunnerStart}
+		if at.pid == 0 {
+			if at.pid, at.start = findRunner(at.dir); at.pid != 0 {
+				if err := w.db.put(at.record()); err != nil {
+					w.log.Warn("cannot record the runner's PID", "driver", k.driver, "attempt", k.attempt, "err", err)
+				}
+			}
+		}
+		w.attempts[k] = at
+		if !runnerAlive(at.pid, at.start) {
+			at.ended = true
+			r := reportFromDisk(k, at.dir, reasonEndedWhileDown)
+			w.queue(r)
+			w.log.Info("attempt ended while the worker was down", "driver", k.driver, "attempt", k.attempt, "state", r.State, "reason", r.Reason)
+			continue
+		}
+		spec, err := runner.ReadSpec(at.dir)
+		// Unknown counts as supervised: strict fencing then errs on the
+		// side of killing it.
+		at.supervise = err != nil || spec.Supervise
+		w.log.Info("adopted attempt", "driver", k.driver, "attempt", k.attempt, "runner_pid", at.pid)
+		w.runners.Add(1)
+		go w.follow(at)
+	}
+	return nil
+}
+
+// follow watches an adopted runner through its status file and its process,
+// reporting RUNNING for each launch it had not reported and the final state,
+// until the runner is gone or the worker lets go of it (quit).
+func (w *Worker) follow(at *attempt) {
+	defer w.runners.Done()
+	k := at.key
+	tick := time.NewTicker(adoptPoll)
+	defer tick.Stop()
+	reported := 0
+	for {
+		st, err := runner.ReadStatus(at.dir)
+		switch {
+		case err == nil && st.State.Terminal():
+			// Written once the program's group is gone.
+			w.finish(at, fsm.AttemptReport{State: st.State, ExitCode: st.ExitCode, Runs: st.Runs, Reason: st.Reason}, false)
+			return
+		case err == nil && st.State == fsm.DriverRunning && st.Runs > reported:
+			reported = st.Runs
+			w.log.Info("attempt running", "driver", k.driver, "attempt", k.attempt, "run", st.Runs, "pid", st.PID)
+			w.report(fsm.AttemptReport{DriverID: k.driver, Attempt: k.attempt, State: fsm.DriverRunning, Runs: st.Runs})
+		}
+		if !runnerAlive(at.pid, at.start) {
+			// The runner writes its final status before it exits, so
+			// look once more before calling the end lost.
+			if st, err := runner.ReadStatus(at.dir); err == nil && st.State.Terminal() {
+				w.finish(at, fsm.AttemptReport{State: st.State, ExitCode: st.ExitCode, Runs: st.Runs, Reason: st.Reason}, false)
+			} else {
+				w.finish(at, fsm.AttemptReport{State: fsm.DriverError, Runs: st.Runs,
+					Reason: "runner ended without a final state; see " + filepath.Join(at.dir, runnerLogFile)}, true)
+			}
+			return
+		}
+		select {
+		case <-w.quit:
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+// launch starts the runner of at and returns its event stream. The runner
+// gets no stdin: it learns that its worker lives from the lease file alone.
 func (w *Worker) launch(at *attempt) (io.ReadCloser, error) {
 	logFile, err := os.OpenFile(filepath.Join(at.dir, runnerLogFile), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
 	if err != nil {
 		return nil, err
 	}
 	defer logFile.Close()
-	stdinR, stdinW, err := os.Pipe()
-	if err != nil {
-		return nil, err
-	}
-	defer stdinR.Close()
 	cmd := exec.Command(w.cfg.RunnerCommand, runnerSubcommand, "--dir", at.dir)
 	cmd.Dir = at.dir
-	cmd.Stdin = stdinR
 	cmd.Stderr = logFile
-	// Its own group: a Ctrl-C meant for the daemon must not reach the
-	// runners, which the daemon stops itself.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// Its own session: neither a Ctrl-C meant for the daemon nor the
+	// hang-up of the daemon's terminal reaches the runners, which must
+	// outlive the daemon and which the daemon stops itself.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	events, err := cmd.StdoutPipe()
 	if err == nil {
 		err = cmd.Start()
 	}
 	if err != nil {
-		stdinW.Close()
 		return nil, err
 	}
-	at.cmd, at.stdin = cmd, stdinW
+	at.cmd, at.events = cmd, events
 	return events, nil
 }
 
@@ -250,8 +377,10 @@ func (w *Worker) programEnv(a api.Assignment) []string {
 	return out
 }
 
-// watch follows a runner's events until it exits, reporting RUNNING on each
-// launch and the final state once the runner is gone.
+// watch follows the events of a runner this worker started until it exits,
+// reporting RUNNING on each launch and the final state once the runner is
+// gone. When the worker lets go of the runner (Detach) it returns at the end
+// of the events without waiting: the runner lives on.
 func (w *Worker) watch(at *attempt, events io.Reader) {
 	defer w.runners.Done()
 	k := at.key
@@ -277,10 +406,14 @@ func (w *Worker) watch(at *attempt, events io.Reader) {
 	}
 	// A scan error leaves the pipe unread; drain it so the runner can exit.
 	_, _ = io.Copy(io.Discard, events)
+	select {
+	case <-w.quit:
+		return
+	default:
+	}
 	waitErr := at.cmd.Wait()
-	at.stdin.Close()
 
-	r := fsm.AttemptReport{DriverID: k.driver, Attempt: k.attempt}
+	r := fsm.AttemptReport{}
 	lost := false
 	if final == nil {
 		// The event was lost (the runner died mid-line): the status
@@ -297,9 +430,18 @@ func (w *Worker) watch(at *attempt, events io.Reader) {
 	if final != nil {
 		r.State, r.ExitCode, r.Runs, r.Reason = final.State, final.ExitCode, final.Runs, final.Reason
 	}
+	w.finish(at, r, lost)
+}
+
+// finish marks at ended and queues its final report r (its driver and
+// attempt filled in here). lost says the runner's own word on the end is
+// missing. A runner told to stop that ended KILLED, or that died before it
+// could say (SIGTERM before its handler was set), was killed for the
+// worker's reason.
+func (w *Worker) finish(at *attempt, r fsm.AttemptReport, lost bool) {
+	k := at.key
+	r.DriverID, r.Attempt = k.driver, k.attempt
 	w.mu.Lock()
-	// A runner told to stop that died before it could say so (SIGTERM
-	// before its handler was set) was still killed.
 	if at.killReason != "" && (r.State == fsm.DriverKilled || lost) {
 		r.State, r.Reason = fsm.DriverKilled, at.killReason
 	}

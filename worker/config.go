@@ -23,7 +23,10 @@ type Config struct {
 	Masters []string
 	// WorkDir holds one directory per driver, with one attempt-N directory
 	// per attempt (spec, status, the program's stdout and stderr, the
-	// runner's log). Created 0700.
+	// runner's log), the worker's record of its attempts (DBFile) and its
+	// lease file (LeaseFile). Created 0700. One worker at a time: a second
+	// one on the same work dir fails to start. A relative path is made
+	// absolute at start.
 	WorkDir string
 	// Cores and MemoryMB are what the worker offers to drivers.
 	Cores    int
@@ -56,9 +59,42 @@ type Config struct {
 	// 1s doubling; 0 means the runner's defaults, 1s and 60s).
 	RestartBackoff    time.Duration
 	RestartBackoffMax time.Duration
+	// Lease bounds how long an attempt runs on without its worker. The
+	// worker renews WORK_DIR/worker.lease every Lease/4 and each runner
+	// kills its program once it has seen no renewal for Lease (see
+	// runner.Spec.LeaseFile): a worker killed or upgraded leaves its
+	// programs running for up to Lease, and a new worker started on the
+	// same work dir within it adopts them. In strict fencing it is also how
+	// long the worker runs supervised attempts without hearing from a
+	// leader. It should match the masters' --lease.
+	Lease time.Duration
+	// Fencing is FencingDefault (also when empty) or FencingStrict.
+	Fencing FencingMode
 	// Logger receives the worker's logs; nil means slog.Default().
 	Logger *slog.Logger
 }
+
+// FencingMode says what a worker does with its attempts while it cannot
+// reach a leader.
+type FencingMode string
+
+const (
+	// FencingDefault keeps every attempt running while the masters are
+	// unreachable (they may be restarting), as Spark's Worker does. A
+	// supervised driver may then run twice for a while: here and where the
+	// leader relaunched it after declaring this worker lost.
+	FencingDefault FencingMode = "default"
+	// FencingStrict kills the supervised attempts once no leader has
+	// answered a heartbeat for the Lease (the time counts from when that
+	// heartbeat was sent), and starts none until one answers again. A
+	// leader in strict mode relaunches only after the lease plus a margin
+	// since its own last contact with the worker, so at most one attempt
+	// of a driver runs at any instant, assuming clocks advance at the same
+	// rate. Unsupervised attempts keep running: the leader never relaunches
+	// them. A strict worker polls instead of long-polling, so that a
+	// leader's answer is never older than about two heartbeat intervals.
+	FencingStrict FencingMode = "strict"
+)
 
 // DefaultConfig returns a Config with every timing set; ID, masters, work dir
 // and resources must still be filled in.
@@ -68,6 +104,8 @@ func DefaultConfig() Config {
 		KillTimeout:       10 * time.Second,
 		HeartbeatInterval: time.Second,
 		RequestTimeout:    10 * time.Second,
+		Lease:             3 * time.Second,
+		Fencing:           FencingDefault,
 	}
 }
 
@@ -97,13 +135,25 @@ func (c *Config) validate() error {
 	for _, d := range []struct {
 		name string
 		v    time.Duration
-	}{{"kill timeout", c.KillTimeout}, {"heartbeat interval", c.HeartbeatInterval}, {"request timeout", c.RequestTimeout}} {
+	}{{"kill timeout", c.KillTimeout}, {"heartbeat interval", c.HeartbeatInterval}, {"request timeout", c.RequestTimeout}, {"lease", c.Lease}} {
 		if d.v <= 0 {
 			errs = append(errs, fmt.Errorf("%s %s must be positive", d.name, d.v))
 		}
 	}
 	if c.RestartBackoff < 0 || c.RestartBackoffMax < 0 {
 		errs = append(errs, errors.New("restart back-off must not be negative"))
+	}
+	switch c.Fencing {
+	case "", FencingDefault:
+	case FencingStrict:
+		// Between two answers a strict worker waits up to an interval
+		// plus two round trips; a shorter lease would fence it while the
+		// leader is fine.
+		if c.Lease <= 2*c.HeartbeatInterval {
+			errs = append(errs, fmt.Errorf("with strict fencing the lease %s must exceed twice the heartbeat interval %s", c.Lease, c.HeartbeatInterval))
+		}
+	default:
+		errs = append(errs, fmt.Errorf("--fencing %q must be %s or %s", c.Fencing, FencingDefault, FencingStrict))
 	}
 	return errors.Join(errs...)
 }

@@ -6,6 +6,13 @@
 // the daemon itself never waits on a user's program. It also serves the
 // attempts' logs over HTTP.
 //
+// The runners do not die with the daemon: they keep their programs running
+// while the daemon renews its lease file, and for up to Config.Lease after
+// it stopped. The daemon records every runner it starts in a bbolt database
+// in its work dir, so that a daemon restarted within the lease (after a
+// Detach for an upgrade, or a crash) adopts the attempts still running and
+// reports those that ended meanwhile, instead of running anything twice.
+//
 // Gossip membership is not part of this package; the command that builds a
 // Worker joins the pool beside it.
 package worker
@@ -18,6 +25,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -32,38 +40,69 @@ import (
 // shutdownTimeout bounds the HTTP server's graceful stop in Close.
 const shutdownTimeout = 5 * time.Second
 
-// Worker is a running worker daemon. Close stops it.
+// closeGrace is how long Close waits for the runners beyond the kill
+// timeout: a runner may spend up to 5s more after its SIGKILL waiting for a
+// process stuck in the kernel (runner's killGrace), then reports.
+const closeGrace = 7 * time.Second
+
+// decommissionReason is the reason a worker gives the leader when it shuts
+// down on purpose.
+const decommissionReason = "worker shut down"
+
+// Worker is a running worker daemon. Close (graceful decommission) or Detach
+// (hand over to the next daemon) stops it.
 type Worker struct {
-	cfg      Config
-	log      *slog.Logger
-	masters  *client.Client
-	server   *http.Server
-	httpAddr string
+	cfg       Config
+	log       *slog.Logger
+	masters   *client.Client
+	server    *http.Server
+	httpAddr  string
+	db        *store
+	leasePath string
 
 	mu       sync.Mutex
 	attempts map[attemptKey]*attempt
 	// unacked holds the reports the leader has not acknowledged yet, oldest
 	// first; each heartbeat carries all of them.
 	unacked []fsm.AttemptReport
+	// lastContact is when the worker sent the last heartbeat or
+	// registration that a leader answered (the send time, not the answer's:
+	// the leader may have given up on the worker at any point after it got
+	// the request). It starts as the previous worker's on this work dir
+	// (see previousContact), zero when unknown: strict fencing holds until
+	// a leader answers.
+	lastContact time.Time
 
 	// wake asks the heartbeat loop (non-blocking send, buffer 1) to sync
 	// now rather than at its next tick.
 	wake chan struct{}
+	// quit is closed by Detach (and by Close when runners outlast its
+	// wait): the watchers return without waiting for their runners, which
+	// live on.
+	quit chan struct{}
 
 	cancel    context.CancelFunc
 	loopDone  chan struct{}
 	serveDone chan struct{}
+	keepStop  chan struct{}
+	keepDone  chan struct{}
 	// runners counts the goroutines that watch runner processes.
 	runners   sync.WaitGroup
 	closeOnce sync.Once
 }
 
-// New starts a worker: it creates the work dir, listens for HTTP and starts
+// New starts a worker: it creates the work dir, opens its record (failing
+// after a second if another worker holds it), renews the lease, adopts the
+// attempts a previous worker on the same work dir left running (and queues
+// the reports of those that ended meanwhile), listens for HTTP and starts
 // registering with the masters in the background. It returns once the HTTP
 // server is up; registration goes on until it succeeds.
 func New(cfg Config) (*Worker, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
+	}
+	if cfg.Fencing == "" {
+		cfg.Fencing = FencingDefault
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
@@ -75,6 +114,13 @@ func New(cfg Config) (*Worker, error) {
 		}
 		cfg.RunnerCommand = self
 	}
+	// Runners work in their attempt directories and must find the lease
+	// file and their own directory from there.
+	abs, err := filepath.Abs(cfg.WorkDir)
+	if err != nil {
+		return nil, fmt.Errorf("work dir: %w", err)
+	}
+	cfg.WorkDir = abs
 	if err := os.MkdirAll(cfg.WorkDir, 0o700); err != nil {
 		return nil, fmt.Errorf("work dir: %w", err)
 	}
@@ -86,18 +132,41 @@ func New(cfg Config) (*Worker, error) {
 	if err != nil {
 		return nil, err
 	}
+	db, err := openStore(filepath.Join(cfg.WorkDir, DBFile))
+	if err != nil {
+		return nil, err
+	}
 	w := &Worker{
 		cfg:       cfg,
 		log:       cfg.Logger.With("worker", cfg.ID),
 		masters:   masters,
+		db:        db,
+		leasePath: filepath.Join(cfg.WorkDir, LeaseFile),
 		attempts:  map[attemptKey]*attempt{},
 		wake:      make(chan struct{}, 1),
+		quit:      make(chan struct{}),
 		loopDone:  make(chan struct{}),
 		serveDone: make(chan struct{}),
+		keepStop:  make(chan struct{}),
+		keepDone:  make(chan struct{}),
+	}
+	// Fence adopted attempts from the previous worker's last contact: the
+	// leader counts from then, not from this start.
+	w.lastContact = previousContact(w.leasePath, time.Now())
+	// Renew at once: runners left by a previous worker are counting down.
+	if err := w.renewLease(); err != nil {
+		db.close()
+		return nil, fmt.Errorf("lease file: %w", err)
 	}
 	ln, err := net.Listen("tcp", net.JoinHostPort(cfg.BindIP, strconv.Itoa(cfg.HTTPPort)))
 	if err != nil {
+		db.close()
 		return nil, fmt.Errorf("http listen: %w", err)
+	}
+	if err := w.adopt(); err != nil {
+		ln.Close()
+		db.close()
+		return nil, err
 	}
 	w.httpAddr = net.JoinHostPort(cfg.BindIP, strconv.Itoa(ln.Addr().(*net.TCPAddr).Port))
 	w.server = w.newServer()
@@ -107,13 +176,15 @@ func New(cfg Config) (*Worker, error) {
 			w.log.Error("http server stopped", "err", err)
 		}
 	}()
+	go w.keep()
 	ctx, cancel := context.WithCancel(context.Background())
 	w.cancel = cancel
 	go func() {
 		defer close(w.loopDone)
 		w.loop(ctx)
 	}()
-	w.log.Info("worker started", "http", w.httpAddr, "cores", cfg.Cores, "memory_mb", cfg.MemoryMB, "work_dir", cfg.WorkDir)
+	w.log.Info("worker started", "http", w.httpAddr, "cores", cfg.Cores, "memory_mb", cfg.MemoryMB,
+		"work_dir", cfg.WorkDir, "lease", cfg.Lease, "fencing", cfg.Fencing)
 	return w, nil
 }
 
@@ -121,29 +192,200 @@ func New(cfg Config) (*Worker, error) {
 // the masters.
 func (w *Worker) HTTPAddr() string { return w.httpAddr }
 
-// Close shuts the worker down gracefully: it stops syncing with the masters,
-// kills every attempt it runs (they end KILLED, and the leader relaunches the
-// supervised ones elsewhere), sends those last reports to the masters once,
-// within RequestTimeout, and stops the HTTP server. It returns when every
-// goroutine and runner process is gone. It is safe to call more than once.
+// Close shuts the worker down gracefully and decommissions it, as Spark's
+// worker decommissioning does. It stops syncing with the masters and asks
+// the leader, within RequestTimeout, to mark the worker DECOMMISSIONED (POST
+// /v1/workers/{id}/decommission), so that nothing new is placed here. It then
+// kills every attempt it runs, adopted ones included, and waits for them to
+// end (up to the kill timeout plus closeGrace; runners still alive then are
+// left to their lease and reported by the next worker on this work dir), and
+// sends their KILLED reports once, within RequestTimeout; those relaunch the
+// supervised drivers elsewhere. The order matters: reported while the
+// worker was still ALIVE, a KILLED supervised attempt could be placed right
+// back here. A master without the endpoint (404) or out of reach is logged,
+// not returned. Close returns when every goroutine is gone and always
+// returns nil. It is safe to call more than once, and does nothing after
+// Detach.
 func (w *Worker) Close() error {
 	w.closeOnce.Do(func() {
 		w.cancel()
 		<-w.loopDone
+		w.decommission()
 		w.killAll("worker " + w.cfg.ID + " shut down")
-		w.runners.Wait()
+		w.awaitRunners(w.cfg.KillTimeout + closeGrace)
+		w.stopKeeper()
 		w.flushReports()
-		ctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
-		defer cancel()
-		if err := w.server.Shutdown(ctx); err != nil {
-			w.log.Warn("http server shutdown", "err", err)
-			_ = w.server.Close()
+		if err := w.db.close(); err != nil {
+			w.log.Warn("close the worker record", "err", err)
 		}
-		<-w.serveDone
+		w.stopServer()
 		w.log.Info("worker stopped")
 	})
 	return nil
 }
+
+// Detach stops the daemon without touching its attempts, for an upgrade:
+// their runners keep the programs running while nobody renews the lease
+// file, for up to the lease, and a new worker started with the same ID and
+// work dir within it adopts them. Detach stops the heartbeats and the lease
+// renewals, lets go of the runners (their events now go nowhere; their
+// status files still tell), closes the record and stops the HTTP server.
+// Reports not yet acknowledged are dropped: the next worker reports again
+// from the record and the status files. It returns when every goroutine is
+// gone and always returns nil; afterwards Close does nothing.
+func (w *Worker) Detach() error {
+	w.closeOnce.Do(func() {
+		w.cancel()
+		<-w.loopDone
+		w.stopKeeper()
+		// A last renewal records the latest leader contact for the next
+		// worker's fencing.
+		if err := w.renewLease(); err != nil {
+			w.log.Warn("cannot renew the lease file", "err", err)
+		}
+		w.release()
+		w.runners.Wait()
+		if err := w.db.close(); err != nil {
+			w.log.Warn("close the worker record", "err", err)
+		}
+		w.stopServer()
+		w.log.Info("worker detached; its attempts run on until the lease ends", "lease", w.cfg.Lease)
+	})
+	return nil
+}
+
+// release makes every watcher return without waiting for its runner: the
+// adopted ones see quit, the others the end of their event pipe.
+func (w *Worker) release() {
+	close(w.quit)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, at := range w.attempts {
+		if at.events != nil {
+			_ = at.events.Close()
+		}
+	}
+}
+
+// awaitRunners waits up to d for every watched runner to end, then lets go
+// of those left (see release).
+func (w *Worker) awaitRunners(d time.Duration) {
+	done := make(chan struct{})
+	go func() {
+		w.runners.Wait()
+		close(done)
+	}()
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-done:
+		return
+	case <-t.C:
+	}
+	w.log.Error("runners still alive after the kill timeout; leaving them to their lease", "waited", d)
+	w.release()
+	<-done
+}
+
+// decommission asks the leader, once and within RequestTimeout, to mark this
+// worker DECOMMISSIONED. A master without the endpoint (an older version)
+// answers 404, which is only logged: the KILLED reports then relaunch the
+// supervised drivers, and the worker's death is noticed the usual way.
+func (w *Worker) decommission() {
+	ctx, cancel := context.WithTimeout(context.Background(), w.cfg.RequestTimeout)
+	defer cancel()
+	err := w.masters.Do(ctx, http.MethodPost, "/v1/workers/"+w.cfg.ID+"/decommission",
+		api.DecommissionWorkerRequest{Reason: decommissionReason}, nil)
+	var apiErr *client.APIError
+	switch {
+	case err == nil:
+		w.log.Info("decommissioned by the leader")
+	case errors.As(err, &apiErr) && apiErr.Status == http.StatusNotFound:
+		w.log.Warn("the leader could not decommission this worker (an older master?)", "err", err)
+	default:
+		w.log.Warn("could not decommission this worker", "err", err)
+	}
+}
+
+func (w *Worker) stopServer() {
+	ctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
+	defer cancel()
+	if err := w.server.Shutdown(ctx); err != nil {
+		w.log.Warn("http server shutdown", "err", err)
+		_ = w.server.Close()
+	}
+	<-w.serveDone
+}
+
+// keep renews the lease file every Lease/4 and, in strict fencing, checks
+// the contact with the leader every leasePoll, until stopKeeper.
+func (w *Worker) keep() {
+	defer close(w.keepDone)
+	renew := time.NewTicker(max(w.cfg.Lease/4, time.Millisecond))
+	defer renew.Stop()
+	var fence <-chan time.Time
+	if w.cfg.Fencing == FencingStrict {
+		t := time.NewTicker(leasePoll(w.cfg.Lease))
+		defer t.Stop()
+		fence = t.C
+	}
+	for {
+		select {
+		case <-w.keepStop:
+			return
+		case <-renew.C:
+			if err := w.renewLease(); err != nil {
+				w.log.Error("cannot renew the lease file; runners will end their programs", "err", err)
+			}
+		case <-fence:
+			w.fence(time.Now())
+		}
+	}
+}
+
+func (w *Worker) stopKeeper() {
+	close(w.keepStop)
+	<-w.keepDone
+}
+
+// contacted records that a leader answered a request sent at sent.
+func (w *Worker) contacted(sent time.Time) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if sent.After(w.lastContact) {
+		w.lastContact = sent
+	}
+}
+
+// fencedLocked reports, with w.mu held, whether strict fencing forbids
+// running supervised attempts at now.
+func (w *Worker) fencedLocked(now time.Time) bool {
+	return w.cfg.Fencing == FencingStrict && now.Sub(w.lastContact) > w.cfg.Lease
+}
+
+// fence kills the supervised attempts once no leader has answered for the
+// lease, in strict fencing (see FencingStrict).
+func (w *Worker) fence(now time.Time) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !w.fencedLocked(now) {
+		return
+	}
+	reason := fmt.Sprintf("fenced: no contact with a leader for %s", w.cfg.Lease)
+	for k, at := range w.attempts {
+		if at.ended || !at.supervise || at.killReason != "" {
+			continue
+		}
+		at.killReason = reason
+		w.log.Warn("killing attempt", "driver", k.driver, "attempt", k.attempt, "reason", reason)
+		at.terminate()
+	}
+}
+
+// longPolls says whether heartbeats may ask the leader to hold its answer.
+// A strict worker does not: a held answer would age its last contact by
+// the hold and fence it while the leader is fine.
+func (w *Worker) longPolls() bool { return w.cfg.Fencing != FencingStrict }
 
 // loop registers, then heartbeats until ctx ends. Only this goroutine starts
 // attempts, so none starts once it has returned.
@@ -156,6 +398,13 @@ func (w *Worker) loop(ctx context.Context) {
 				return
 			}
 			registered = true
+		}
+		// The heartbeat about to go out carries every change so far, so a
+		// wake left by one of them must not cut its long poll short.
+		// Drained before the snapshot: a change after it wakes the loop.
+		select {
+		case <-w.wake:
+		default:
 		}
 		sent := time.Now()
 		req := w.heartbeatRequest(index)
@@ -172,6 +421,7 @@ func (w *Worker) loop(ctx context.Context) {
 			}
 			continue
 		}
+		w.contacted(sent)
 		index = resp.Index
 		w.ack(resp.Acked)
 		w.reconcile(resp.Assignments)
@@ -180,7 +430,7 @@ func (w *Worker) loop(ctx context.Context) {
 			registered = false
 			continue
 		}
-		if longPollNext(req, resp) {
+		if w.longPolls() && longPollNext(req, resp) {
 			continue
 		}
 		if !w.pause(ctx, w.cfg.HeartbeatInterval-time.Since(sent)) {
@@ -204,11 +454,13 @@ func longPollNext(req api.HeartbeatRequest, resp api.HeartbeatResponse) bool {
 func (w *Worker) register(ctx context.Context) bool {
 	req := api.RegisterWorkerRequest{ID: w.cfg.ID, HTTPAddr: w.httpAddr, Cores: w.cfg.Cores, MemoryMB: w.cfg.MemoryMB}
 	for {
+		sent := time.Now()
 		cctx, cancel := context.WithTimeout(ctx, w.cfg.RequestTimeout)
 		var resp api.RegisterWorkerResponse
 		err := w.masters.Do(cctx, http.MethodPost, "/v1/workers/register", req, &resp)
 		cancel()
 		if err == nil {
+			w.contacted(sent)
 			w.log.Info("registered with the masters")
 			return true
 		}
@@ -261,8 +513,9 @@ func (w *Worker) heartbeat(ctx context.Context, req api.HeartbeatRequest) (resp 
 }
 
 // heartbeatRequest carries every unacknowledged report and every live
-// attempt. It long-polls (WaitIndex) only when there is nothing to report:
-// reports want their acknowledgement at once.
+// attempt, adopted ones included. It long-polls (WaitIndex) only when there
+// is nothing to report, reports want their acknowledgement at once, and
+// never in strict fencing (see longPolls).
 func (w *Worker) heartbeatRequest(index uint64) api.HeartbeatRequest {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -278,7 +531,7 @@ func (w *Worker) heartbeatRequest(index uint64) api.HeartbeatRequest {
 		}
 		return a.Attempt - b.Attempt
 	})
-	if len(req.Reports) == 0 {
+	if len(req.Reports) == 0 && w.longPolls() {
 		req.WaitIndex = index
 	}
 	return req
@@ -306,22 +559,42 @@ func (w *Worker) queue(r fsm.AttemptReport) {
 
 // ack drops the reports the leader committed. The leader echoes what it
 // was sent, so a report matches on its driver, attempt, state and runs: a
-// newer RUNNING report that replaced an acknowledged one stays queued.
+// newer RUNNING report that replaced an acknowledged one stays queued. Once
+// an attempt's final report is committed its record goes too: nothing is
+// left to adopt or report.
 func (w *Worker) ack(acked []fsm.AttemptReport) {
 	if len(acked) == 0 {
 		return
 	}
+	var done []attemptKey
 	w.mu.Lock()
-	defer w.mu.Unlock()
 	w.unacked = slices.DeleteFunc(w.unacked, func(u fsm.AttemptReport) bool {
 		return slices.ContainsFunc(acked, func(a fsm.AttemptReport) bool {
 			return a.DriverID == u.DriverID && a.Attempt == u.Attempt && a.State == u.State && a.Runs == u.Runs
 		})
 	})
+	for _, a := range acked {
+		if a.State.Terminal() {
+			done = append(done, attemptKey{a.DriverID, a.Attempt})
+		}
+	}
+	w.mu.Unlock()
+	if len(done) == 0 {
+		return
+	}
+	// Outside w.mu: a commit waits for the disk. Should it fail, the next
+	// worker on this work dir reports the attempt again, which the leader
+	// ignores.
+	if err := w.db.remove(done); err != nil {
+		w.log.Warn("cannot remove acknowledged attempts from the record", "err", err)
+	}
 }
 
 // flushReports sends the queued reports once, for Close: the loop has
-// stopped, and the leader should learn that the attempts were killed.
+// stopped, and the leader, which keeps a decommissioned worker's drivers
+// placed until they are reported, should learn at once that they were
+// killed. It takes reports from a decommissioned worker, though it answers
+// that the worker is no longer registered.
 func (w *Worker) flushReports() {
 	req := w.heartbeatRequest(0)
 	if len(req.Reports) == 0 {
@@ -349,11 +622,6 @@ func (w *Worker) poke() {
 // ctx ended.
 func (w *Worker) pause(ctx context.Context, d time.Duration) bool {
 	if d <= 0 {
-		// The heartbeat about to go out carries every change so far.
-		select {
-		case <-w.wake:
-		default:
-		}
 		return ctx.Err() == nil
 	}
 	t := time.NewTimer(d)

@@ -60,6 +60,14 @@ type fakeMaster struct {
 	registrations []api.RegisterWorkerRequest
 	heartbeats    []api.HeartbeatRequest
 	received      []time.Time // when each heartbeat arrived
+	// down makes register and heartbeat answer 503, as masters without a
+	// leader do.
+	down bool
+	// noDecommission answers decommissions 404, as an older master does.
+	noDecommission bool
+	decommissions  []api.DecommissionWorkerRequest
+	// decommissionedAfter is len(heartbeats) at each decommission.
+	decommissionedAfter []int
 	// changed is closed, and replaced, on every request.
 	changed chan struct{}
 }
@@ -76,6 +84,10 @@ func newFakeMaster(t *testing.T) *fakeMaster {
 		defer fm.mu.Unlock()
 		defer fm.notify()
 		fm.registrations = append(fm.registrations, req)
+		if fm.down {
+			reply(w, http.StatusServiceUnavailable, api.Error{Error: "no leader"})
+			return
+		}
 		if fm.failRegisters > 0 {
 			fm.failRegisters--
 			reply(w, http.StatusInternalServerError, api.Error{Error: "not now"})
@@ -104,7 +116,16 @@ func newFakeMaster(t *testing.T) *fakeMaster {
 			fm.mu.Lock()
 		}
 		defer fm.mu.Unlock()
+		if r.Context().Err() != nil {
+			// The worker cut this long poll short and has moved on; a
+			// request it will never see answered is no heartbeat.
+			return
+		}
 		defer fm.notify()
+		if fm.down {
+			reply(w, http.StatusServiceUnavailable, api.Error{Error: "no leader"})
+			return
+		}
 		fm.heartbeats = append(fm.heartbeats, req)
 		fm.received = append(fm.received, time.Now())
 		resp := api.HeartbeatResponse{Registered: !fm.unregistered, Index: uint64(len(fm.heartbeats))}
@@ -115,6 +136,25 @@ func newFakeMaster(t *testing.T) *fakeMaster {
 			resp.Acked = req.Reports
 		}
 		reply(w, http.StatusOK, resp)
+	})
+	mux.HandleFunc("POST /v1/workers/{id}/decommission", func(w http.ResponseWriter, r *http.Request) {
+		var req api.DecommissionWorkerRequest
+		if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
+			t.Errorf("decommission body: %v", err)
+		}
+		if id := r.PathValue("id"); id != "w1" {
+			t.Errorf("decommission of worker %q", id)
+		}
+		fm.mu.Lock()
+		defer fm.mu.Unlock()
+		defer fm.notify()
+		fm.decommissions = append(fm.decommissions, req)
+		fm.decommissionedAfter = append(fm.decommissionedAfter, len(fm.heartbeats))
+		if fm.noDecommission {
+			http.NotFound(w, r)
+			return
+		}
+		reply(w, http.StatusOK, api.RegisterWorkerResponse{WorkerID: r.PathValue("id")})
 	})
 	fm.srv = httptest.NewServer(mux)
 	t.Cleanup(fm.srv.Close)
@@ -202,8 +242,6 @@ func (fm *fakeMaster) waitReport(t *testing.T, driver string, attempt int, state
 	return found, at
 }
 
-// newWorker starts a worker of fm with test timings; tune, when not nil,
-// adjusts its config.
 // assertPaced fails unless heartbeats from..to-1 each came at least half
 // the interval after the one before: the worker must not spin.
 func (fm *fakeMaster) assertPaced(t *testing.T, from, to int, interval time.Duration) {
@@ -215,6 +253,8 @@ func (fm *fakeMaster) assertPaced(t *testing.T, from, to int, interval time.Dura
 	}
 }
 
+// newWorker starts a worker of fm with test timings; tune, when not nil,
+// adjusts its config.
 func newWorker(t *testing.T, fm *fakeMaster, tune func(*worker.Config)) (*worker.Worker, worker.Config) {
 	t.Helper()
 	self, err := os.Executable()
@@ -244,7 +284,10 @@ func newWorker(t *testing.T, fm *fakeMaster, tune func(*worker.Config)) (*worker
 	return w, cfg
 }
 
-const driverA = "driver-20260101000000-1"
+const (
+	driverA = "driver-20260101000000-1"
+	driverB = "driver-20260101000000-2"
+)
 
 func sleeper(driver string, attempt int) api.Assignment {
 	// Prints its PID (also its process group) so the test can check it is
@@ -454,26 +497,63 @@ func TestReportsAreResentUntilAcked(t *testing.T) {
 	})
 }
 
-func TestCloseKillsAttemptsAndReportsThem(t *testing.T) {
+// TestCloseKillsAttemptsAndDecommissions: Close decommissions the worker
+// with the leader, once, and only then kills both an attempt it started and
+// one it adopted and reports them, so that the leader never places a
+// relaunch back on the worker that is going away.
+func TestCloseKillsAttemptsAndDecommissions(t *testing.T) {
 	fm := newFakeMaster(t)
-	w, cfg := newWorker(t, fm, nil)
+	w1, cfg := newWorker(t, fm, nil)
 	a := sleeper(driverA, 1)
 	a.Supervise = true
 	fm.assign(a)
 	fm.waitReport(t, driverA, 1, fsm.DriverRunning)
-	pid := programPID(t, cfg, driverA, 1)
-	w.Close()
+	pidA := programPID(t, cfg, driverA, 1)
+	w1.Detach()
+	w2, _ := newWorker(t, fm, func(c *worker.Config) { c.WorkDir = cfg.WorkDir })
+	fm.assign(a, sleeper(driverB, 1))
+	fm.waitReport(t, driverB, 1, fsm.DriverRunning)
+	pidB := programPID(t, cfg, driverB, 1)
+	w2.Close()
 	fm.set(func() {
-		r := fm.reports()
-		last := r[len(r)-1]
-		if last.DriverID != driverA || last.State != fsm.DriverKilled || !strings.Contains(last.Reason, "shut down") {
-			t.Fatalf("last report = %+v, want KILLED by the shutdown", last)
+		if len(fm.decommissions) != 1 || fm.decommissions[0].Reason != "worker shut down" {
+			t.Fatalf("decommissions = %+v, want one with reason %q", fm.decommissions, "worker shut down")
+		}
+		var before, after []fsm.AttemptReport
+		for i, hb := range fm.heartbeats {
+			if i < fm.decommissionedAfter[0] {
+				before = append(before, hb.Reports...)
+			} else {
+				after = append(after, hb.Reports...)
+			}
+		}
+		for _, d := range []string{driverA, driverB} {
+			killed := func(r fsm.AttemptReport) bool {
+				return r.DriverID == d && r.State == fsm.DriverKilled && strings.Contains(r.Reason, "shut down")
+			}
+			if slices.ContainsFunc(before, killed) || !slices.ContainsFunc(after, killed) {
+				t.Fatalf("KILLED reports of %s before the decommission %+v, after it %+v; want one after only", d, before, after)
+			}
 		}
 	})
-	assertGone(t, pid)
-	if _, err := http.Get("http://" + w.HTTPAddr() + "/v1/health"); err == nil {
+	assertGone(t, pidA)
+	assertGone(t, pidB)
+	if _, err := http.Get("http://" + w2.HTTPAddr() + "/v1/health"); err == nil {
 		t.Fatal("HTTP server still answers after Close")
 	}
+}
+
+func TestCloseCopesWithoutDecommissionEndpoint(t *testing.T) {
+	fm := newFakeMaster(t)
+	fm.set(func() { fm.noDecommission = true })
+	w, _ := newWorker(t, fm, nil)
+	fm.waitFor(t, "a heartbeat", func() bool { return len(fm.heartbeats) > 0 })
+	w.Close()
+	fm.set(func() {
+		if len(fm.decommissions) != 1 {
+			t.Fatalf("decommissions = %d, want one try", len(fm.decommissions))
+		}
+	})
 }
 
 func TestLogEndpointRefusesBadRequests(t *testing.T) {

@@ -101,6 +101,8 @@ func TestBadInputChangesNothing(t *testing.T) {
 		{"submit"},
 		{"status", "driver-20200101000000-9999"},
 		{"kill", finished},
+		{"list", "extra"},
+		{"submit", "--env", "DROVER_ATTEMPT=9", "--", "true"},
 	} {
 		cmd := exec.Command(bin, append([]string{"client", "--masters", c.MasterAddrs, "--timeout", "10s"}, args...)...)
 		var stderr bytes.Buffer
@@ -114,6 +116,26 @@ func TestBadInputChangesNothing(t *testing.T) {
 	}
 	if after := stateHash(t, leader); after != before {
 		t.Fatal("bad CLI calls changed the tables")
+	}
+
+	// A driver larger than any worker is queued, explained, and submit
+	// exits 1 instead of waiting for ever.
+	cmd := exec.Command(bin, "client", "--masters", c.MasterAddrs, "submit", "--driver-cores", "100", "--", "true")
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	done := make(chan error, 1)
+	go func() { done <- cmd.Run() }()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		_ = cmd.Process.Kill()
+		t.Fatal("submit of an unplaceable driver did not return")
+	}
+	if code := cmd.ProcessState.ExitCode(); code != 1 || !strings.Contains(stderr.String(), api.ReasonUnplaceable) {
+		t.Fatalf("unplaceable submit: exit %d, stderr %q; want 1 and the reason", code, stderr.String())
+	}
+	if id := strings.TrimSpace(stdout.String()); !strings.HasPrefix(id, "driver-") {
+		t.Fatalf("unplaceable submit printed %q, want its driver ID", id)
 	}
 }
 

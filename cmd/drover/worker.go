@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"log/slog"
 	"os"
 	"os/signal"
 	"runtime"
@@ -41,6 +42,8 @@ func runWorker(args []string) int {
 	fs.DurationVar(&cfg.RequestTimeout, "request-timeout", cfg.RequestTimeout, "bound on one call to the masters")
 	fs.DurationVar(&cfg.RestartBackoff, "restart-backoff", time.Second, "first pause before a supervised driver is restarted on this worker; doubles per failure")
 	fs.DurationVar(&cfg.RestartBackoffMax, "restart-backoff-max", time.Minute, "cap of the restart back-off")
+	fs.DurationVar(&cfg.Lease, "lease", cfg.Lease, "how long drivers run on after this worker stops renewing its lease (killed, or detached with SIGUSR1 for an upgrade); in strict fencing also how long supervised drivers run without a leader's answer; match the masters' --lease")
+	fencing := fs.String("fencing", string(cfg.Fencing), "default: keep drivers running while no leader answers; strict: kill supervised drivers after --lease without a leader's answer, so that none ever runs twice at once")
 	logFormat := fs.String("log-format", "text", "log format: text or json")
 	logLevel := fs.String("log-level", "info", "log level: debug, info, warn or error")
 	if err := fs.Parse(args); err != nil {
@@ -52,6 +55,7 @@ func runWorker(args []string) int {
 	}
 	cfg.Logger = log
 	cfg.MemoryMB = mem.mb
+	cfg.Fencing = worker.FencingMode(*fencing)
 	for _, m := range strings.Split(*masters, ",") {
 		if m = strings.TrimSpace(m); m != "" {
 			cfg.Masters = append(cfg.Masters, m)
@@ -77,13 +81,53 @@ func runWorker(args []string) int {
 		return fail(err)
 	}
 	log.Info("worker started", "id", cfg.ID, "http", w.HTTPAddr(), "cores", cfg.Cores, "memory_mb", cfg.MemoryMB)
-	sig := make(chan os.Signal, 1)
-	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
+	sig := make(chan os.Signal, 2)
+	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM, syscall.SIGUSR1)
+	return stopWorker(log, w, pool, sig)
+}
+
+// stopWorker waits for the first signal on sig and stops the worker the way
+// it asks:
+//
+//   - SIGTERM or SIGINT: a graceful decommission (Worker.Close: decommission
+//     with the leader, kill every driver, report them), then a graceful
+//     leave of the gossip pool. A second SIGTERM or SIGINT meanwhile exits
+//     at once, exit code 1, without the leave; the runners then end their
+//     programs when the lease runs out.
+//   - SIGUSR1: a detach for an upgrade (Worker.Detach): the drivers keep
+//     running for up to --lease, and the member stops gossiping without
+//     announcing a leave, so that the masters do not take it for a
+//     decommission. A new "drover worker" with the same --id and --work-dir
+//     started within the lease adopts the drivers. Exit code 0.
+func stopWorker(log *slog.Logger, w *worker.Worker, pool *gossip.Pool, sig <-chan os.Signal) int {
 	s := <-sig
-	log.Info("stopping", "signal", s.String())
-	_ = w.Close()
-	_ = pool.Leave(time.Second)
-	return 0
+	if s == syscall.SIGUSR1 {
+		log.Info("detaching: drivers keep running until a new worker adopts them or the lease ends", "signal", s.String())
+		_ = w.Detach()
+		_ = pool.Shutdown()
+		return 0
+	}
+	log.Info("shutting down: killing drivers and decommissioning this worker", "signal", s.String())
+	closed := make(chan struct{})
+	go func() {
+		_ = w.Close()
+		close(closed)
+	}()
+	for {
+		select {
+		case <-closed:
+			_ = pool.Leave(time.Second)
+			return 0
+		case s := <-sig:
+			if s == syscall.SIGUSR1 {
+				log.Warn("already shutting down; ignoring", "signal", s.String())
+				continue
+			}
+			log.Warn("second signal: exiting without finishing the shutdown", "signal", s.String())
+			_ = pool.Shutdown()
+			return 1
+		}
+	}
 }
 
 // defaultWorkerMemoryMB is the machine's memory minus 1 GiB (Spark's

@@ -1,0 +1,285 @@
+package runner_test
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/drover-project/drover/fsm"
+	"github.com/drover-project/drover/runner"
+)
+
+// testLease is short so that the tests wait out several leases quickly, and
+// long enough that a loaded machine still renews it in time.
+const testLease = 400 * time.Millisecond
+
+// spawnRunner is the "spawn-runner DIR" mode of the test binary: a stand-in
+// for a worker daemon that a test kills with SIGKILL. It holds the runner's
+// stdin open and reads its events, as the worker did when the runner took
+// stdin EOF for its worker's death.
+func spawnRunner(dir string) int {
+	self, err := os.Executable()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	log, err := os.Create(filepath.Join(dir, "runner.log"))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	cmd := exec.Command(self, "runner", "--dir", dir)
+	cmd.Stderr = log
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer stdin.Close()
+	events, err := cmd.StdoutPipe()
+	if err == nil {
+		err = cmd.Start()
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	fmt.Println(cmd.Process.Pid)
+	_, _ = io.Copy(io.Discard, events)
+	select {} // until killed
+}
+
+// renewer keeps a lease file fresh the way the worker does, by replacing it
+// every lease/4, until stopped.
+type renewer struct {
+	path string
+	quit chan struct{}
+	done chan struct{}
+	once sync.Once
+}
+
+// newLeaseFile writes a lease file in a fresh directory and returns its path.
+func newLeaseFile(t *testing.T) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "worker.lease")
+	if err := os.WriteFile(path, []byte("0\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func renew(t *testing.T, path string) *renewer {
+	r := &renewer{path: path, quit: make(chan struct{}), done: make(chan struct{})}
+	go func() {
+		defer close(r.done)
+		tick := time.NewTicker(testLease / 4)
+		defer tick.Stop()
+		for {
+			select {
+			case <-r.quit:
+				return
+			case now := <-tick.C:
+				tmp := path + ".tmp"
+				err := os.WriteFile(tmp, []byte(strconv.FormatInt(now.UnixMilli(), 10)+"\n"), 0o600)
+				if err == nil {
+					err = os.Rename(tmp, path)
+				}
+				if err != nil {
+					t.Errorf("renew lease: %v", err)
+				}
+			}
+		}
+	}()
+	t.Cleanup(r.stop)
+	return r
+}
+
+// stop ends the renewals; the lease is last renewed before stop returns.
+func (r *renewer) stop() {
+	r.once.Do(func() { close(r.quit) })
+	<-r.done
+}
+
+func TestStaleLeaseKillsProgram(t *testing.T) {
+	lease := newLeaseFile(t)
+	began := time.Now()
+	h := startRunner(t, runner.Spec{
+		Argv:      []string{"/bin/sh", "-c", `sleep 1000 & echo $! > child; wait`},
+		LeaseFile: lease,
+		Lease:     testLease,
+	})
+	s := h.next(runner.EventStarted)
+	child, err := strconv.Atoi(h.waitFile("child"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ex := h.next(runner.EventExited)
+	e := h.final()
+	if e.State != fsm.DriverKilled || e.Reason != runner.LeaseExpiredReason(testLease) {
+		t.Fatalf("final = %+v, want KILLED with %q", e, runner.LeaseExpiredReason(testLease))
+	}
+	if lived := ex.Time.Sub(began); lived < testLease {
+		t.Fatalf("program killed %v after the runner started, before the lease %v ran out", lived, testLease)
+	}
+	assertGone(t, "process group", -s.PID)
+	assertGone(t, "child sleep", child)
+}
+
+func TestFreshLeaseKeepsProgramRunning(t *testing.T) {
+	lease := newLeaseFile(t)
+	r := renew(t, lease)
+	h := startRunner(t, runner.Spec{
+		Argv:      []string{"/bin/sh", "-c", `exec sleep 1000`},
+		LeaseFile: lease,
+		Lease:     testLease,
+	})
+	s := h.next(runner.EventStarted)
+	select {
+	case e := <-h.events:
+		t.Fatalf("event %+v while the lease was renewed", e)
+	case <-time.After(5 * testLease):
+	}
+	if err := syscall.Kill(s.PID, 0); err != nil {
+		t.Fatalf("program gone while the lease was renewed: %v", err)
+	}
+	r.stop()
+	stopped := time.Now()
+	ex := h.next(runner.EventExited)
+	e := h.final()
+	if e.State != fsm.DriverKilled || e.Reason != runner.LeaseExpiredReason(testLease) {
+		t.Fatalf("final = %+v after the renewals stopped", e)
+	}
+	if waited := ex.Time.Sub(stopped); waited < testLease-testLease/4 {
+		t.Fatalf("program killed %v after the last renewal, before the lease %v ran out", waited, testLease)
+	}
+	assertGone(t, "process group", -s.PID)
+}
+
+// TestRunnerSurvivesItsStartersSIGKILL: the runner and its program outlive
+// the process that started them (a worker killed by SIGKILL, its pipes
+// closed) while the lease is renewed, take no SIGHUP, and still end the
+// program and record it once the renewals stop, although every event it then
+// writes goes to a pipe nobody reads.
+func TestRunnerSurvivesItsStartersSIGKILL(t *testing.T) {
+	dir := t.TempDir()
+	lease := newLeaseFile(t)
+	r := renew(t, lease)
+	if err := runner.WriteSpec(dir, runner.Spec{
+		Argv:      []string{"/bin/sh", "-c", `echo $$ > pid; exec sleep 1000`},
+		LeaseFile: lease,
+		Lease:     testLease,
+	}); err != nil {
+		t.Fatal(err)
+	}
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	starter := exec.Command(self, "spawn-runner", dir)
+	starter.Stderr = os.Stderr
+	out, err := starter.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := starter.Start(); err != nil {
+		t.Fatal(err)
+	}
+	line, err := bufio.NewReader(out).ReadString('\n')
+	runnerPID, perr := strconv.Atoi(strings.TrimSpace(line))
+	if err != nil || perr != nil {
+		_ = starter.Process.Kill()
+		_ = starter.Wait()
+		t.Fatalf("starter printed %q: %v %v", line, err, perr)
+	}
+	h := &harness{t: t, dir: dir}
+	t.Cleanup(func() {
+		// Whatever happened, leave no runner or program behind.
+		_ = syscall.Kill(runnerPID, syscall.SIGKILL)
+		if pid, err := strconv.Atoi(strings.TrimSpace(readOr(filepath.Join(dir, "pid")))); err == nil {
+			_ = syscall.Kill(-pid, syscall.SIGKILL)
+		}
+		if t.Failed() {
+			t.Logf("runner log:\n%s", readOr(filepath.Join(dir, "runner.log")))
+		}
+	})
+	pid, err := strconv.Atoi(h.waitFile("pid"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := starter.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	_ = starter.Wait()
+	// A hang-up of the worker's terminal must not end the runner either.
+	if err := syscall.Kill(runnerPID, syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(5 * testLease) // the program must live through it
+	if err := syscall.Kill(pid, 0); err != nil {
+		t.Fatalf("program gone after its starter's SIGKILL although the lease was renewed: %v", err)
+	}
+	if st, err := runner.ReadStatus(dir); err != nil || st.State != fsm.DriverRunning || st.PID != pid {
+		t.Fatalf("status = %+v, %v; want RUNNING with PID %d", st, err, pid)
+	}
+
+	r.stop()
+	st := waitStatus(t, dir, func(st runner.Status) bool { return st.State.Terminal() })
+	if st.State != fsm.DriverKilled || st.Reason != runner.LeaseExpiredReason(testLease) {
+		t.Fatalf("status = %+v, want KILLED with %q", st, runner.LeaseExpiredReason(testLease))
+	}
+	assertGone(t, "process group", -pid)
+	deadline := time.Now().Add(failSafe)
+	for !processEnded(runnerPID) {
+		if time.Now().After(deadline) {
+			t.Fatalf("runner %d still running after its final status", runnerPID)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// waitStatus polls dir's StatusFile until cond holds. Polling is the only
+// way here: the runner's events go to a dead process.
+func waitStatus(t *testing.T, dir string, cond func(runner.Status) bool) runner.Status {
+	t.Helper()
+	deadline := time.Now().Add(failSafe)
+	for {
+		st, err := runner.ReadStatus(dir)
+		if err == nil && cond(st) {
+			return st
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("status never reached the expected state; last %+v, %v", st, err)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// processEnded reports whether pid is gone or a zombie: an orphaned runner's
+// new parent may not reap it.
+func processEnded(pid int) bool {
+	if err := syscall.Kill(pid, 0); errors.Is(err, syscall.ESRCH) {
+		return true
+	}
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return errors.Is(err, os.ErrNotExist)
+	}
+	i := strings.LastIndexByte(string(b), ')')
+	return i >= 0 && i+2 < len(b) && (b[i+2] == 'Z' || b[i+2] == 'X')
+}
+
+func readOr(path string) string {
+	b, _ := os.ReadFile(path)
+	return string(b)
+}

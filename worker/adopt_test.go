@@ -1,0 +1,280 @@
+package worker_test
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/drover-project/drover/api"
+	"github.com/drover-project/drover/fsm"
+	"github.com/drover-project/drover/runner"
+	"github.com/drover-project/drover/worker"
+)
+
+// waiter runs until the test creates the file "stop" in its attempt
+// directory (its working directory), then exits 0. It prints its PID first,
+// so a second run would show as a second line.
+func waiter(driver string, attempt int) api.Assignment {
+	return api.Assignment{DriverID: driver, Attempt: attempt, Cores: 1, MemoryMB: 64,
+		Argv: []string{"/bin/sh", "-c", "echo $$; while [ ! -e stop ]; do sleep 0.02; done"}}
+}
+
+func attemptPath(cfg worker.Config, driver string, attempt int, name string) string {
+	return filepath.Join(cfg.WorkDir, driver, "attempt-"+strconv.Itoa(attempt), name)
+}
+
+func readStatus(t *testing.T, cfg worker.Config, driver string, attempt int) runner.Status {
+	t.Helper()
+	st, err := runner.ReadStatus(filepath.Dir(attemptPath(cfg, driver, attempt, runner.StatusFile)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+// sameWorkDir makes a worker start on cfg's work dir, as a restarted daemon.
+func sameWorkDir(cfg worker.Config) func(*worker.Config) {
+	return func(c *worker.Config) {
+		c.WorkDir = cfg.WorkDir
+		c.Lease = cfg.Lease
+	}
+}
+
+// processEnded reports whether pid is gone or a zombie: a detached worker
+// no longer reaps the runners it started.
+func processEnded(pid int) bool {
+	if err := syscall.Kill(pid, 0); errors.Is(err, syscall.ESRCH) {
+		return true
+	}
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return errors.Is(err, os.ErrNotExist)
+	}
+	i := strings.LastIndexByte(string(b), ')')
+	return i >= 0 && i+2 < len(b) && (b[i+2] == 'Z' || b[i+2] == 'X')
+}
+
+// waitUntil polls cond, for what only the file system or the process table
+// tells.
+func waitUntil(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(failSafe)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func TestDetachedAttemptIsAdoptedNotRestarted(t *testing.T) {
+	const lease = 400 * time.Millisecond
+	fm := newFakeMaster(t)
+	w1, cfg := newWorker(t, fm, func(c *worker.Config) { c.Lease = lease })
+	fm.assign(waiter(driverA, 1))
+	fm.waitReport(t, driverA, 1, fsm.DriverRunning)
+	pid := programPID(t, cfg, driverA, 1)
+	runnerPID := readStatus(t, cfg, driverA, 1).RunnerPID
+	w1.Detach()
+
+	var from int
+	fm.set(func() { from = len(fm.heartbeats) })
+	newWorker(t, fm, sameWorkDir(cfg))
+	fm.waitFor(t, "the new worker to list the attempt as running", func() bool {
+		return slices.ContainsFunc(fm.heartbeats[from:], func(hb api.HeartbeatRequest) bool {
+			return slices.Equal(hb.Running, []api.AttemptRef{{DriverID: driverA, Attempt: 1}})
+		})
+	})
+	// Several leases: the new worker renews the lease the runner watches.
+	time.Sleep(3 * lease)
+	if err := syscall.Kill(pid, 0); err != nil {
+		t.Fatalf("adopted program gone: %v", err)
+	}
+	if err := os.WriteFile(attemptPath(cfg, driverA, 1, "stop"), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	finished, _ := fm.waitReport(t, driverA, 1, fsm.DriverFinished)
+	if finished.ExitCode == nil || *finished.ExitCode != 0 || finished.Runs != 1 {
+		t.Fatalf("finished = %+v", finished)
+	}
+	if b, _ := os.ReadFile(attemptPath(cfg, driverA, 1, runner.StdoutFile)); string(b) != fmt.Sprintf("%d\n", pid) {
+		t.Fatalf("stdout = %q: the program ran more than once", b)
+	}
+	if st := readStatus(t, cfg, driverA, 1); st.RunnerPID != runnerPID || st.Runs != 1 {
+		t.Fatalf("status = %+v: another runner (was %d) or another run", st, runnerPID)
+	}
+}
+
+// TestAttemptEndedWhileWorkerDownIsReportedNotRerun: a recorded attempt
+// whose runner ended while no worker ran is reported from its status file
+// (or KILLED when that is not final), never run again, and forgotten once
+// the report is acknowledged.
+func TestAttemptEndedWhileWorkerDownIsReportedNotRerun(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		state  fsm.DriverState
+		reason string
+	}{
+		{"program exited", fsm.DriverFinished, ""},
+		{"runner killed", fsm.DriverKilled, "ended while its worker was down"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			fm := newFakeMaster(t)
+			w1, cfg := newWorker(t, fm, nil)
+			fm.assign(waiter(driverA, 1))
+			fm.waitReport(t, driverA, 1, fsm.DriverRunning)
+			pid := programPID(t, cfg, driverA, 1)
+			runnerPID := readStatus(t, cfg, driverA, 1).RunnerPID
+			w1.Detach()
+			if c.state == fsm.DriverFinished {
+				if err := os.WriteFile(attemptPath(cfg, driverA, 1, "stop"), nil, 0o600); err != nil {
+					t.Fatal(err)
+				}
+				waitUntil(t, "the final status", func() bool {
+					st, err := runner.ReadStatus(filepath.Dir(attemptPath(cfg, driverA, 1, runner.StatusFile)))
+					return err == nil && st.State.Terminal()
+				})
+			} else {
+				_ = syscall.Kill(runnerPID, syscall.SIGKILL)
+				_ = syscall.Kill(-pid, syscall.SIGKILL)
+			}
+			waitUntil(t, "the runner's end", func() bool { return processEnded(runnerPID) })
+
+			var from int
+			fm.set(func() { from = len(fm.reports()) })
+			w2, _ := newWorker(t, fm, sameWorkDir(cfg))
+			r, at := fm.waitReport(t, driverA, 1, c.state)
+			if at < from || r.Reason != c.reason || r.Runs != 1 {
+				t.Fatalf("report #%d (from #%d) = %+v, want %s with reason %q after one run", at, from, r, c.state, c.reason)
+			}
+			fm.set(func() {
+				if slices.ContainsFunc(fm.reports()[from:], func(r fsm.AttemptReport) bool { return r.State == fsm.DriverRunning }) {
+					t.Fatalf("RUNNING reported after the restart: %+v", fm.reports()[from:])
+				}
+			})
+			if b, _ := os.ReadFile(attemptPath(cfg, driverA, 1, runner.StdoutFile)); string(b) != fmt.Sprintf("%d\n", pid) {
+				t.Fatalf("stdout = %q: the attempt ran again", b)
+			}
+
+			// Acknowledged, the record is gone: a third worker has
+			// nothing to report. A heartbeat without the report shows
+			// that the worker has taken the acknowledgement in.
+			fm.waitFor(t, "a heartbeat after the acknowledgement", func() bool {
+				return len(fm.heartbeats[len(fm.heartbeats)-1].Reports) == 0 && len(fm.reports()) > at
+			})
+			fm.assign()
+			w2.Detach()
+			fm.set(func() { from = len(fm.heartbeats) })
+			newWorker(t, fm, sameWorkDir(cfg))
+			fm.waitFor(t, "three heartbeats of the third worker", func() bool { return len(fm.heartbeats) >= from+3 })
+			fm.set(func() {
+				for _, hb := range fm.heartbeats[from:] {
+					if len(hb.Reports) > 0 || len(hb.Running) > 0 {
+						t.Fatalf("third worker sent %+v", hb)
+					}
+				}
+			})
+		})
+	}
+}
+
+// TestFencing: with no answer from the masters for longer than the lease, a
+// strict worker kills its supervised attempt and keeps its unsupervised one;
+// a default worker keeps both. Either way the worker stays alive and renews
+// the lease, so the runners keep what it keeps.
+func TestFencing(t *testing.T) {
+	const lease = 500 * time.Millisecond
+	for _, mode := range []worker.FencingMode{worker.FencingStrict, worker.FencingDefault} {
+		t.Run(string(mode), func(t *testing.T) {
+			fm := newFakeMaster(t)
+			_, cfg := newWorker(t, fm, func(c *worker.Config) {
+				c.Fencing = mode
+				c.Lease = lease
+			})
+			supervised := sleeper(driverA, 1)
+			supervised.Supervise = true
+			fm.assign(supervised, sleeper(driverB, 1))
+			fm.waitReport(t, driverA, 1, fsm.DriverRunning)
+			fm.waitReport(t, driverB, 1, fsm.DriverRunning)
+			pidA := programPID(t, cfg, driverA, 1)
+			pidB := programPID(t, cfg, driverB, 1)
+
+			fm.set(func() { fm.down = true })
+			down := time.Now()
+			if mode == worker.FencingStrict {
+				waitUntil(t, "the supervised program's end", func() bool {
+					return errors.Is(syscall.Kill(-pidA, 0), syscall.ESRCH)
+				})
+				// The last answered heartbeat went out at most about an
+				// interval before the masters went down.
+				if after := time.Since(down); after < lease-5*cfg.HeartbeatInterval {
+					t.Fatalf("supervised attempt killed %v after the masters went down, before the lease %v", after, lease)
+				}
+			}
+			time.Sleep(3 * lease)
+			if mode == worker.FencingDefault {
+				if err := syscall.Kill(pidA, 0); err != nil {
+					t.Fatalf("supervised program gone in default fencing: %v", err)
+				}
+			}
+			if err := syscall.Kill(pidB, 0); err != nil {
+				t.Fatalf("unsupervised program gone: %v", err)
+			}
+
+			fm.set(func() { fm.down = false })
+			var back int
+			fm.set(func() { back = len(fm.heartbeats) })
+			if mode == worker.FencingStrict {
+				killed, _ := fm.waitReport(t, driverA, 1, fsm.DriverKilled)
+				if want := "fenced: no contact with a leader for 500ms"; killed.Reason != want {
+					t.Fatalf("killed = %+v, want reason %q", killed, want)
+				}
+			}
+			fm.waitFor(t, "three heartbeats after the masters came back", func() bool { return len(fm.heartbeats) >= back+3 })
+			fm.set(func() {
+				for _, r := range fm.reports() {
+					if r.State != fsm.DriverRunning && (r.DriverID == driverB || mode == worker.FencingDefault) {
+						t.Fatalf("report %+v: the attempt should have been kept", r)
+					}
+				}
+				running := fm.heartbeats[len(fm.heartbeats)-1].Running
+				want := []api.AttemptRef{{DriverID: driverA, Attempt: 1}, {DriverID: driverB, Attempt: 1}}
+				if mode == worker.FencingStrict {
+					want = want[1:]
+				}
+				if !slices.Equal(running, want) {
+					t.Fatalf("running = %+v, want %+v", running, want)
+				}
+			})
+		})
+	}
+}
+
+func TestStrictFencingNeedsLeaseAboveTwoHeartbeats(t *testing.T) {
+	cfg := worker.DefaultConfig()
+	cfg.ID, cfg.Masters, cfg.WorkDir, cfg.Cores, cfg.MemoryMB = "w1", []string{"127.0.0.1:1"}, t.TempDir(), 1, 64
+	cfg.Fencing = worker.FencingStrict
+	cfg.Lease = 2 * cfg.HeartbeatInterval
+	if _, err := worker.New(cfg); err == nil || !strings.Contains(err.Error(), "lease") {
+		t.Fatalf("New = %v, want an error about the lease", err)
+	}
+}
+
+func TestSecondWorkerOnWorkDirFails(t *testing.T) {
+	fm := newFakeMaster(t)
+	_, cfg := newWorker(t, fm, nil)
+	cfg.HTTPPort = 0
+	if w, err := worker.New(cfg); err == nil {
+		w.Close()
+		t.Fatal("a second worker started on the same work dir")
+	} else if !strings.Contains(err.Error(), "another worker") {
+		t.Fatalf("error %q does not say the work dir is in use", err)
+	}
+}

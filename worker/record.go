@@ -1,0 +1,111 @@
+package worker
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"go.etcd.io/bbolt"
+	bberrors "go.etcd.io/bbolt/errors"
+)
+
+// DBFile is the name, in the work dir, of the worker's own record of the
+// attempts it started (bbolt). It is what lets a restarted worker find,
+// adopt or report what the previous one left running, as the design's
+// "Workers reconcile" asks, in the manner of Nomad's client state database.
+const DBFile = "worker.db"
+
+// dbLockTimeout bounds the wait for the database's file lock: a second
+// worker on the same work dir fails after it instead of hanging.
+const dbLockTimeout = time.Second
+
+var attemptsBucket = []byte("attempts")
+
+// record is what the worker keeps on disk about one attempt it started,
+// from just before its runner starts until the leader has acknowledged its
+// final report.
+type record struct {
+	DriverID string `json:"driver_id"`
+	Attempt  int    `json:"attempt"`
+	Dir      string `json:"dir"`
+	// RunnerPID is the runner's process ID; 0 while it is being started.
+	RunnerPID int `json:"runner_pid,omitempty"`
+	// RunnerStart is the runner's start time as procStart reads it (clock
+	// ticks after boot), so that a PID reused by another process is not
+	// mistaken for the runner.
+	RunnerStart uint64 `json:"runner_start,omitempty"`
+}
+
+func (k attemptKey) dbKey() []byte {
+	return []byte(k.driver + "/" + strconv.Itoa(k.attempt))
+}
+
+// store is the worker's bbolt database.
+type store struct {
+	db *bbolt.DB
+}
+
+// openStore opens (or creates) the database at path. It fails after
+// dbLockTimeout when another process holds it.
+func openStore(path string) (*store, error) {
+	db, err := bbolt.Open(path, 0o600, &bbolt.Options{Timeout: dbLockTimeout})
+	if errors.Is(err, bberrors.ErrTimeout) {
+		return nil, fmt.Errorf("%s is locked: another worker uses this work dir", path)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("open %s: %w", path, err)
+	}
+	err = db.Update(func(tx *bbolt.Tx) error {
+		_, err := tx.CreateBucketIfNotExists(attemptsBucket)
+		return err
+	})
+	if err != nil {
+		db.Close()
+		return nil, fmt.Errorf("open %s: %w", path, err)
+	}
+	return &store{db: db}, nil
+}
+
+// put writes r, replacing the record of the same attempt.
+func (s *store) put(r record) error {
+	v, err := json.Marshal(r)
+	if err != nil {
+		return err
+	}
+	return s.db.Update(func(tx *bbolt.Tx) error {
+		return tx.Bucket(attemptsBucket).Put(attemptKey{r.DriverID, r.Attempt}.dbKey(), v)
+	})
+}
+
+// remove deletes the records of keys; a missing one is no error.
+func (s *store) remove(keys []attemptKey) error {
+	return s.db.Update(func(tx *bbolt.Tx) error {
+		b := tx.Bucket(attemptsBucket)
+		for _, k := range keys {
+			if err := b.Delete(k.dbKey()); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// all returns every record, in key order.
+func (s *store) all() ([]record, error) {
+	var out []record
+	err := s.db.View(func(tx *bbolt.Tx) error {
+		return tx.Bucket(attemptsBucket).ForEach(func(k, v []byte) error {
+			var r record
+			if err := json.Unmarshal(v, &r); err != nil {
+				return fmt.Errorf("record %q: %w", k, err)
+			}
+			out = append(out, r)
+			return nil
+		})
+	})
+	return out, err
+}
+
+func (s *store) close() error { return s.db.Close() }
