@@ -19,8 +19,8 @@ const killGrace = 5 * time.Second
 // SIGKILL once the spec's kill timeout has passed, and reaps the group's
 // orphans, which the runner inherits as child subreaper. Killing the group
 // rather than p alone is what makes a kill complete: a shell's children
-// would otherwise run on.
-func (r *runner) endGroup(p *proc) {
+// would otherwise run on. hard skips SIGTERM's grace (strict fencing).
+func (r *runner) endGroup(p *proc, hard bool) {
 	waited := p.waited
 	select {
 	case <-waited:
@@ -31,8 +31,12 @@ func (r *runner) endGroup(p *proc) {
 		}
 	default:
 	}
+	grace := r.spec.KillTimeout
+	if hard {
+		grace = 0
+	}
 	signalGroup(p.pgid, syscall.SIGTERM)
-	kill := time.NewTimer(r.spec.KillTimeout)
+	kill := time.NewTimer(grace)
 	defer kill.Stop()
 	tick := time.NewTicker(pollInterval)
 	defer tick.Stop()
@@ -51,7 +55,7 @@ func (r *runner) endGroup(p *proc) {
 		case <-waited:
 			waited = nil
 		case <-kill.C:
-			r.log.Warn("program group still alive after SIGTERM, sending SIGKILL", "pgid", p.pgid, "timeout", r.spec.KillTimeout)
+			r.log.Warn("program group still alive after SIGTERM, sending SIGKILL", "pgid", p.pgid, "grace", grace)
 			signalGroup(p.pgid, syscall.SIGKILL)
 			giveUp = time.After(killGrace)
 		case <-giveUp:

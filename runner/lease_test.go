@@ -283,3 +283,26 @@ func readOr(path string) string {
 	b, _ := os.ReadFile(path)
 	return string(b)
 }
+
+// Under strict fencing a lapsed lease kills at once: a program that ignores
+// SIGTERM is gone long before the kill timeout, so it cannot outlive the
+// leader's lease-plus-margin wait.
+func TestStrictLeaseExpiryKillsWithoutGrace(t *testing.T) {
+	lease := newLeaseFile(t)
+	h := startRunner(t, runner.Spec{
+		Argv:        []string{"/bin/sh", "-c", `trap '' TERM; while :; do sleep 0.05; done`},
+		LeaseFile:   lease,
+		Lease:       testLease,
+		KillTimeout: time.Minute,
+		Strict:      true,
+	})
+	s := h.next(runner.EventStarted)
+	ex := h.next(runner.EventExited)
+	if lived := ex.Time.Sub(s.Time); lived > testLease+5*time.Second {
+		t.Fatalf("program lived %v, want about the lease %v: no SIGTERM grace under strict fencing", lived, testLease)
+	}
+	if e := h.final(); e.State != fsm.DriverKilled || e.Reason != runner.LeaseExpiredReason(testLease) {
+		t.Fatalf("final = %+v", e)
+	}
+	assertGone(t, "process group", -s.PID)
+}

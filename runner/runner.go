@@ -37,8 +37,13 @@ import (
 )
 
 // ReasonKilled is the reason of a KILLED final state when the runner got
-// SIGTERM or SIGINT. The other one is LeaseExpiredReason.
+// SIGTERM or SIGINT. The others are ReasonFenced and LeaseExpiredReason.
 const ReasonKilled = "killed on request"
+
+// ReasonFenced is the reason of the KILLED final state of an attempt its
+// worker fenced (SIGUSR2): under strict fencing it lost contact with every
+// leader for the lease.
+const ReasonFenced = "fenced: no contact with a leader for the lease"
 
 // Main runs the hidden "runner" subcommand; args are the arguments after it
 // (--dir ATTEMPT_DIR). It returns the process exit code: 0 once the attempt
@@ -68,12 +73,15 @@ func Main(args []string) int {
 	// ignored signal stays ignored in the program the runner execs.
 	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE, syscall.SIGHUP)
 	sigs := make(chan os.Signal, 1)
-	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGUSR2)
 	// One value from each of the two senders at most: the signal watcher
 	// and the lease watcher.
 	stop := make(chan string, 2)
 	go func() {
-		<-sigs
+		if s := <-sigs; s == syscall.SIGUSR2 {
+			stop <- ReasonFenced
+			return
+		}
 		stop <- ReasonKilled
 	}()
 
@@ -219,7 +227,8 @@ func (r *runner) wait(p *proc) (code int, reason string) {
 	}
 	// Either way the group is ended: on a stop to kill the program, on a
 	// normal exit so that nothing it left behind outlives its run.
-	r.endGroup(p)
+	hard := r.spec.Strict && (reason == ReasonFenced || reason == LeaseExpiredReason(r.spec.Lease))
+	r.endGroup(p, hard)
 	return p.exitCode(), reason
 }
 

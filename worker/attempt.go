@@ -158,12 +158,19 @@ func (w *Worker) killAll(reason string) {
 // terminate sends SIGTERM to the runner, which ends the program's process
 // group and reports KILLED. An adopted runner is signalled by PID only while
 // its start time still matches, so a reused PID is never hit.
-func (at *attempt) terminate() {
+func (at *attempt) terminate() { at.signal(syscall.SIGTERM) }
+
+// fence sends SIGUSR2 to the runner: under strict fencing it kills the
+// program's group with SIGKILL at once, since the leader relaunches the
+// driver after lease plus margin, not after the kill timeout.
+func (at *attempt) fence() { at.signal(syscall.SIGUSR2) }
+
+func (at *attempt) signal(sig syscall.Signal) {
 	switch {
 	case at.cmd != nil:
-		_ = at.cmd.Process.Signal(syscall.SIGTERM)
+		_ = at.cmd.Process.Signal(sig)
 	case runnerAlive(at.pid, at.start):
-		_ = syscall.Kill(at.pid, syscall.SIGTERM)
+		_ = syscall.Kill(at.pid, sig)
 	}
 }
 
@@ -212,6 +219,7 @@ func (w *Worker) start(a api.Assignment) *attempt {
 		BackoffMax:  w.cfg.RestartBackoffMax,
 		LeaseFile:   w.leasePath,
 		Lease:       w.cfg.Lease,
+		Strict:      w.cfg.Fencing == FencingStrict,
 	}
 	if err := runner.WriteSpec(at.dir, spec); err != nil {
 		return failed("cannot write attempt spec: " + err.Error())

@@ -378,7 +378,7 @@ func (w *Worker) fence(now time.Time) {
 		}
 		at.killReason = reason
 		w.log.Warn("killing attempt", "driver", k.driver, "attempt", k.attempt, "reason", reason)
-		at.terminate()
+		at.fence()
 	}
 }
 
