@@ -78,4 +78,3 @@ func TestOutboundConnectionsLeaveFromBindIP(t *testing.T) {
 	}
 	expectFrom(t, seen, bind, "gossip transport")
 }
-
