@@ -95,6 +95,16 @@ func (k *cli) call(ctx context.Context, f func(ctx context.Context) error) error
 	return f(ctx)
 }
 
+// driver reads one driver with the client timeout.
+func (k *cli) driver(ctx context.Context, id string) (*fsm.Driver, error) {
+	var d *fsm.Driver
+	err := k.call(ctx, func(ctx context.Context) (err error) {
+		d, err = k.c.Driver(ctx, id)
+		return err
+	})
+	return d, err
+}
+
 // exitFor prints err as one line and maps it to the exit code: 2 when no
 // master gave an authoritative answer, 1 otherwise.
 func (k *cli) exitFor(err error) int {
@@ -176,11 +186,7 @@ func unplaceable(d *fsm.Driver) bool {
 func (k *cli) watch(ctx context.Context, id string, done func(*fsm.Driver) bool) (*fsm.Driver, error) {
 	var last string
 	for {
-		var d *fsm.Driver
-		err := k.call(ctx, func(ctx context.Context) (err error) {
-			d, err = k.c.Driver(ctx, id)
-			return err
-		})
+		d, err := k.driver(ctx, id)
 		if err != nil {
 			return nil, err
 		}
@@ -224,11 +230,8 @@ func (k *cli) status(ctx context.Context, args []string) int {
 	if err != nil {
 		return k.exitFor(err)
 	}
-	var d *fsm.Driver
-	if err := k.call(ctx, func(ctx context.Context) (err error) {
-		d, err = k.c.Driver(ctx, id)
-		return err
-	}); err != nil {
+	d, err := k.driver(ctx, id)
+	if err != nil {
 		return k.exitFor(err)
 	}
 	if *asJSON {
@@ -354,11 +357,8 @@ func (k *cli) logs(ctx context.Context, args []string) int {
 	for {
 		// Read the state before the bytes, so that once the driver is seen
 		// ended, the read that follows has everything it wrote.
-		var d *fsm.Driver
-		if err := k.call(ctx, func(ctx context.Context) (err error) {
-			d, err = k.c.Driver(ctx, id)
-			return err
-		}); err != nil {
+		d, err := k.driver(ctx, id)
+		if err != nil {
 			return k.exitFor(err)
 		}
 		if n := len(d.Attempts); n > 0 && d.Attempts[n-1].Attempt != attempt {
@@ -368,7 +368,7 @@ func (k *cli) logs(ctx context.Context, args []string) int {
 			attempt, offset = d.Attempts[n-1].Attempt, 0
 		}
 		var b []byte
-		err := k.call(ctx, func(ctx context.Context) (err error) {
+		err = k.call(ctx, func(ctx context.Context) (err error) {
 			b, _, err = k.c.Logs(ctx, id, *stderr, offset, attempt)
 			return err
 		})

@@ -5,7 +5,17 @@ import (
 	"log/slog"
 	"os"
 	"strings"
+
+	"github.com/spf13/pflag"
 )
+
+// addLogFlags adds --log-format and --log-level to fs; the returned function
+// builds the logger they ask for once fs is parsed.
+func addLogFlags(fs *pflag.FlagSet) func() (*slog.Logger, error) {
+	format := fs.String("log-format", "text", "log format: text or json")
+	level := fs.String("log-level", "info", "log level: debug, info, warn or error")
+	return func() (*slog.Logger, error) { return newLogger(*format, *level) }
+}
 
 // newLogger returns the process logger: slog text or JSON on stderr.
 func newLogger(format, level string) (*slog.Logger, error) {

@@ -34,12 +34,11 @@ func runMaster(args []string) int {
 	fs.StringVar(&cfg.Fencing, "fencing", cfg.Fencing, "default (drivers keep running while their worker is cut off) or strict (at most one live attempt; must match the workers)")
 	fs.DurationVar(&cfg.Lease, "lease", cfg.Lease, "strict fencing: how long a worker runs supervised drivers without a leader; must equal the workers' --lease")
 	fs.DurationVar(&cfg.FencingMargin, "fencing-margin", cfg.FencingMargin, "strict fencing: extra wait after the lease before a worker's drivers are relaunched")
-	logFormat := fs.String("log-format", "text", "log format: text or json")
-	logLevel := fs.String("log-level", "info", "log level: debug, info, warn or error")
+	logger := addLogFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return flagError(err)
 	}
-	log, err := newLogger(*logFormat, *logLevel)
+	log, err := logger()
 	if err != nil {
 		return fail(err)
 	}

@@ -44,12 +44,11 @@ func runWorker(args []string) int {
 	fs.DurationVar(&cfg.RestartBackoffMax, "restart-backoff-max", time.Minute, "cap of the restart back-off")
 	fs.DurationVar(&cfg.Lease, "lease", cfg.Lease, "how long drivers run on after this worker stops renewing its lease (killed, or detached with SIGUSR1 for an upgrade); in strict fencing also how long supervised drivers run without a leader's answer; match the masters' --lease")
 	fencing := fs.String("fencing", string(cfg.Fencing), "default: keep drivers running while no leader answers; strict: kill supervised drivers after --lease without a leader's answer, so that none ever runs twice at once")
-	logFormat := fs.String("log-format", "text", "log format: text or json")
-	logLevel := fs.String("log-level", "info", "log level: debug, info, warn or error")
+	logger := addLogFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return flagError(err)
 	}
-	log, err := newLogger(*logFormat, *logLevel)
+	log, err := logger()
 	if err != nil {
 		return fail(err)
 	}
