@@ -449,6 +449,14 @@ func (w *Worker) watch(at *attempt, events io.Reader) {
 func (w *Worker) finish(at *attempt, r fsm.AttemptReport, lost bool) {
 	k := at.key
 	r.DriverID, r.Attempt = k.driver, k.attempt
+	if lost && killOrphan(at.dir) {
+		// The runner died (kill -9) with its program still running: the
+		// program is ended here, and the attempt counts as killed, so a
+		// supervised driver is relaunched rather than left in ERROR.
+		r.State = fsm.DriverKilled
+		r.Reason = "its runner died; the program was killed with it"
+		w.log.Warn("runner died, killed its program", "driver", k.driver, "attempt", k.attempt)
+	}
 	w.mu.Lock()
 	if at.killReason != "" && (r.State == fsm.DriverKilled || lost) {
 		r.State, r.Reason = fsm.DriverKilled, at.killReason
@@ -464,4 +472,26 @@ func waitErrText(err error) string {
 		return "exit status 0"
 	}
 	return err.Error()
+}
+
+// killOrphan ends the program a dead runner left behind, and reports
+// whether there was one. The program leads its own process group, recorded
+// in status.json; it is taken for this attempt's program only while its
+// working directory is still the attempt directory, so a reused PID is never
+// killed.
+func killOrphan(dir string) bool {
+	st, err := runner.ReadStatus(dir)
+	if err != nil || st.PID <= 0 {
+		return false
+	}
+	if cwd, err := os.Readlink(fmt.Sprintf("/proc/%d/cwd", st.PID)); err != nil || cwd != dir {
+		return false
+	}
+	_ = syscall.Kill(-st.PID, syscall.SIGKILL)
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		if errors.Is(syscall.Kill(-st.PID, 0), syscall.ESRCH) {
+			break
+		}
+	}
+	return true
 }

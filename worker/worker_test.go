@@ -618,3 +618,22 @@ func TestReportsCutALongPollShort(t *testing.T) {
 		t.Fatalf("FINISHED reached the master %v after the assignment: reports waited for a long poll", took)
 	}
 }
+
+// A runner killed with SIGKILL leaves its program running; the worker ends
+// it and reports the attempt KILLED, so a supervised driver is relaunched.
+func TestDeadRunnersProgramIsKilled(t *testing.T) {
+	fm := newFakeMaster(t)
+	_, cfg := newWorker(t, fm, nil)
+	fm.assign(sleeper(driverA, 1))
+	fm.waitReport(t, driverA, 1, fsm.DriverRunning)
+	pid := programPID(t, cfg, driverA, 1)
+	st := readStatus(t, cfg, driverA, 1)
+	if err := syscall.Kill(st.RunnerPID, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	r, _ := fm.waitReport(t, driverA, 1, fsm.DriverKilled)
+	if !strings.Contains(r.Reason, "runner died") {
+		t.Fatalf("report = %+v", r)
+	}
+	assertGone(t, pid)
+}
