@@ -227,7 +227,9 @@ func (r *runner) wait(p *proc) (code int, reason string) {
 	}
 	// Either way the group is ended: on a stop to kill the program, on a
 	// normal exit so that nothing it left behind outlives its run.
-	hard := r.spec.Strict && (reason == ReasonFenced || reason == LeaseExpiredReason(r.spec.Lease))
+	// A lapsed lease or a fence gets no SIGTERM grace: the lease was the
+	// grace, and the leader may relaunch the driver elsewhere soon after.
+	hard := reason == ReasonFenced || reason == LeaseExpiredReason(r.spec.Lease)
 	r.endGroup(p, hard)
 	return p.exitCode(), reason
 }

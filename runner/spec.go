@@ -73,11 +73,6 @@ type Spec struct {
 	// and its executors. Empty means no lease: the program runs until it
 	// ends or the runner is told to stop.
 	LeaseFile string `json:"lease_file,omitempty"`
-	// Strict is set under strict fencing: a stop for a lapsed lease or a
-	// fence order (SIGUSR2) then kills the program's group with SIGKILL at
-	// once instead of granting KillTimeout, so the program is gone before
-	// the leader relaunches the driver elsewhere (after lease plus margin).
-	Strict bool `json:"strict,omitempty"`
 	// Lease is how long the runner lets its program run without a renewal
 	// of LeaseFile (default DefaultLease).
 	Lease time.Duration `json:"lease,omitempty"`

@@ -219,7 +219,6 @@ func (w *Worker) start(a api.Assignment) *attempt {
 		BackoffMax:  w.cfg.RestartBackoffMax,
 		LeaseFile:   w.leasePath,
 		Lease:       w.cfg.Lease,
-		Strict:      w.cfg.Fencing == FencingStrict,
 	}
 	if err := runner.WriteSpec(at.dir, spec); err != nil {
 		return failed("cannot write attempt spec: " + err.Error())
