@@ -79,7 +79,11 @@ type KillResponse struct {
 // RegisterWorkerRequest registers a worker, or re-registers a known one
 // (after a restart, or after it was declared lost).
 type RegisterWorkerRequest struct {
-	ID       string `json:"id"`
+	ID string `json:"id"`
+	// Instance names the worker's work dir (a random ID kept there): a
+	// second process claiming the same worker ID from another work dir is
+	// refused while the first is alive, so no attempt runs on both.
+	Instance string `json:"instance"`
 	HTTPAddr string `json:"http_addr"`
 	Cores    int    `json:"cores"`
 	MemoryMB int64  `json:"memory_mb"`
@@ -94,15 +98,19 @@ type RegisterWorkerResponse struct {
 // purpose, after it has killed its attempts; the answer is a
 // RegisterWorkerResponse naming the worker.
 type DecommissionWorkerRequest struct {
-	Reason string `json:"reason,omitempty"`
+	Instance string `json:"instance"`
+	Reason   string `json:"reason,omitempty"`
 }
 
 // HeartbeatRequest is a worker's periodic sync with the leader. Reports
 // carries state changes of its attempts that the leader has not yet
 // acknowledged; Running lists every attempt it runs now.
 type HeartbeatRequest struct {
-	Reports []fsm.AttemptReport `json:"reports"`
-	Running []AttemptRef        `json:"running"`
+	// Instance must match the registered one; otherwise the answer is
+	// Registered=false and the reports are ignored.
+	Instance string              `json:"instance"`
+	Reports  []fsm.AttemptReport `json:"reports"`
+	Running  []AttemptRef        `json:"running"`
 	// WaitIndex, when non-zero, asks the leader to hold the answer (up to
 	// a few seconds) until its tables have moved past this Raft index, so
 	// new assignments reach the worker without polling delay.

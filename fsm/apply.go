@@ -21,6 +21,7 @@ func (f *FSM) applyRegisterWorker(c *RegisterWorker) any {
 		f.t.Workers[c.ID] = w
 	}
 	w.HTTPAddr = c.HTTPAddr
+	w.Instance = c.Instance
 	w.Cores = c.Cores
 	w.MemoryMB = c.MemoryMB
 	w.State = WorkerAlive

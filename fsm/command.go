@@ -60,6 +60,7 @@ const MaxCommandSize = 8 << 20
 // returns from a partition re-registers under its own ID).
 type RegisterWorker struct {
 	ID       string `json:"id"`
+	Instance string `json:"instance,omitempty"`
 	HTTPAddr string `json:"http_addr"`
 	Cores    int    `json:"cores"`
 	MemoryMB int64  `json:"memory_mb"`

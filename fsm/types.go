@@ -96,7 +96,10 @@ type Attempt struct {
 
 // Worker is one row of the workers table. Memory is in MiB.
 type Worker struct {
-	ID       string      `json:"id"`
+	ID string `json:"id"`
+	// Instance identifies the worker process's work dir; see
+	// api.RegisterWorkerRequest.
+	Instance string      `json:"instance,omitempty"`
 	HTTPAddr string      `json:"http_addr"`
 	Cores    int         `json:"cores"`
 	MemoryMB int64       `json:"memory_mb"`

@@ -177,5 +177,14 @@ func (c *Config) heartbeatWait() time.Duration {
 	return 2 * time.Second
 }
 
+// lossDelay is how long a worker must be silent before the leader may
+// declare it lost.
+func (c *Config) lossDelay() time.Duration {
+	if c.strict() {
+		return c.Lease + c.FencingMargin
+	}
+	return c.WorkerTimeout
+}
+
 func (c *Config) raftAddr() string { return net.JoinHostPort(c.BindIP, fmt.Sprint(c.RaftPort)) }
 func (c *Config) httpAddr() string { return net.JoinHostPort(c.BindIP, fmt.Sprint(c.HTTPPort)) }

@@ -401,8 +401,22 @@ func (m *Master) handleRegisterWorker(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, fmt.Sprintf("http_addr %q: %v", req.HTTPAddr, err))
 		return
 	}
+	if old, ok := m.fsm.Worker(req.ID); ok && old.Instance != req.Instance && old.State != fsm.WorkerDead {
+		// Another process holds this worker ID. Take over only once it
+		// has been silent as long as it would take to declare it lost.
+		heard := m.contact.get(req.ID)
+		if since := time.Unix(0, m.leadingSince.Load()); since.After(heard) {
+			heard = since
+		}
+		if quiet := time.Since(heard); quiet < m.cfg.lossDelay() {
+			writeError(w, http.StatusConflict, fmt.Sprintf(
+				"worker ID %s is in use by another worker process at %s (heard from %s ago); give this one its own --id",
+				req.ID, old.HTTPAddr, quiet.Round(time.Millisecond)))
+			return
+		}
+	}
 	if _, err := m.apply(fsm.CmdRegisterWorker, &fsm.RegisterWorker{
-		ID: req.ID, HTTPAddr: req.HTTPAddr, Cores: req.Cores, MemoryMB: req.MemoryMB, Time: now(),
+		ID: req.ID, Instance: req.Instance, HTTPAddr: req.HTTPAddr, Cores: req.Cores, MemoryMB: req.MemoryMB, Time: now(),
 	}); err != nil {
 		writeApplyError(w, err)
 		return
@@ -422,6 +436,10 @@ func (m *Master) handleDecommission(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "reason exceeds 256 bytes")
 		return
 	}
+	if wk, ok := m.fsm.Worker(id); ok && wk.Instance != req.Instance {
+		writeError(w, http.StatusConflict, fmt.Sprintf("worker ID %s is registered by another worker process", id))
+		return
+	}
 	if _, err := m.apply(fsm.CmdDecommissionWorker, &fsm.DecommissionWorker{WorkerID: id, Reason: req.Reason, Time: now()}); err != nil {
 		writeApplyError(w, err)
 		return
@@ -437,10 +455,13 @@ func (m *Master) handleHeartbeat(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	wk, ok := m.fsm.Worker(id)
-	if !ok {
+	if !ok || wk.Instance != req.Instance {
 		writeJSON(w, http.StatusOK, api.HeartbeatResponse{Registered: false, Index: m.fsm.Index()})
 		return
 	}
+	// A heartbeat held in a long poll counts as contact throughout.
+	m.contact.seen(id, time.Now())
+	defer m.contact.hold(id)()
 	// Reports are taken from any known worker: a decommissioned one
 	// reports the attempts it stops, a lost one its zombies' ends. Apply
 	// keeps them from touching anything but the attempts they name.

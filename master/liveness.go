@@ -13,11 +13,32 @@ import (
 // the gossip pool and the heartbeats even when nothing reports a change.
 const livenessInterval = 250 * time.Millisecond
 
-// contacts records when this master, as leader, last answered each worker's
-// heartbeat or registration.
+// contacts records when this master, as leader, last heard from each
+// worker: a heartbeat or registration received or answered, and any
+// heartbeat it is holding in a long poll right now.
 type contacts struct {
 	mu   sync.Mutex
 	last map[string]time.Time
+	held map[string]int
+}
+
+// hold marks a heartbeat of worker in progress until the returned function
+// is called.
+func (c *contacts) hold(worker string) (release func()) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.held == nil {
+		c.held = map[string]int{}
+	}
+	c.held[worker]++
+	return func() {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		c.held[worker]--
+		if c.held[worker] == 0 {
+			delete(c.held, worker)
+		}
+	}
 }
 
 func (c *contacts) seen(worker string, t time.Time) {
@@ -32,6 +53,9 @@ func (c *contacts) seen(worker string, t time.Time) {
 func (c *contacts) get(worker string) time.Time {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.held[worker] > 0 {
+		return time.Now()
+	}
 	return c.last[worker]
 }
 

@@ -53,6 +53,9 @@ type Master struct {
 	submits singleflight.Group
 	// contact is when each worker's heartbeat was last answered here.
 	contact contacts
+	// leadingSince is when this master last became the ready leader, Unix
+	// nanoseconds: a worker it has not heard from yet counts as heard then.
+	leadingSince atomic.Int64
 	// gossipChanged is signalled (non-blocking) on every pool change.
 	gossipChanged chan struct{}
 
@@ -257,6 +260,7 @@ func (m *Master) lead(ctx context.Context) {
 		m.log.Warn("barrier failed, retrying", "err", err)
 	}
 	m.ids.reset(m.fsm.NextDriverSeq())
+	m.leadingSince.Store(time.Now().UnixNano())
 	m.ready.Store(true)
 	m.log.Info("leading", "term", m.raft.Stats()["term"], "barrier", time.Since(start).Round(time.Millisecond))
 	var wg sync.WaitGroup

@@ -59,6 +59,8 @@ type Worker struct {
 	httpAddr  string
 	db        *store
 	leasePath string
+	// instance is this work dir's instance ID (see InstanceFile).
+	instance string
 
 	mu       sync.Mutex
 	attempts map[attemptKey]*attempt
@@ -136,7 +138,13 @@ func New(cfg Config) (*Worker, error) {
 	if err != nil {
 		return nil, err
 	}
+	instance, err := loadInstance(cfg.WorkDir)
+	if err != nil {
+		_ = db.close()
+		return nil, err
+	}
 	w := &Worker{
+		instance:  instance,
 		cfg:       cfg,
 		log:       cfg.Logger.With("worker", cfg.ID),
 		masters:   masters,
@@ -295,7 +303,7 @@ func (w *Worker) decommission() {
 	ctx, cancel := context.WithTimeout(context.Background(), w.cfg.RequestTimeout)
 	defer cancel()
 	err := w.masters.Do(ctx, http.MethodPost, "/v1/workers/"+w.cfg.ID+"/decommission",
-		api.DecommissionWorkerRequest{Reason: decommissionReason}, nil)
+		api.DecommissionWorkerRequest{Instance: w.instance, Reason: decommissionReason}, nil)
 	var apiErr *client.APIError
 	switch {
 	case err == nil:
@@ -452,7 +460,7 @@ func longPollNext(req api.HeartbeatRequest, resp api.HeartbeatResponse) bool {
 // register retries the registration until it succeeds; false means ctx
 // ended first.
 func (w *Worker) register(ctx context.Context) bool {
-	req := api.RegisterWorkerRequest{ID: w.cfg.ID, HTTPAddr: w.httpAddr, Cores: w.cfg.Cores, MemoryMB: w.cfg.MemoryMB}
+	req := api.RegisterWorkerRequest{ID: w.cfg.ID, Instance: w.instance, HTTPAddr: w.httpAddr, Cores: w.cfg.Cores, MemoryMB: w.cfg.MemoryMB}
 	for {
 		sent := time.Now()
 		cctx, cancel := context.WithTimeout(ctx, w.cfg.RequestTimeout)
@@ -519,7 +527,7 @@ func (w *Worker) heartbeat(ctx context.Context, req api.HeartbeatRequest) (resp 
 func (w *Worker) heartbeatRequest(index uint64) api.HeartbeatRequest {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	req := api.HeartbeatRequest{Reports: slices.Clone(w.unacked), Running: []api.AttemptRef{}}
+	req := api.HeartbeatRequest{Instance: w.instance, Reports: slices.Clone(w.unacked), Running: []api.AttemptRef{}}
 	for k, at := range w.attempts {
 		if !at.ended {
 			req.Running = append(req.Running, api.AttemptRef{DriverID: k.driver, Attempt: k.attempt})

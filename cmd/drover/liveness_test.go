@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -213,7 +215,11 @@ func TestStaleFailedReportChangesNothing(t *testing.T) {
 	}
 	before := stateHash(t, leader)
 	one := 1
-	body, _ := json.Marshal(api.HeartbeatRequest{Reports: []fsm.AttemptReport{
+	instance, err := os.ReadFile(filepath.Join(w.Dir, "worker.instance"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := json.Marshal(api.HeartbeatRequest{Instance: strings.TrimSpace(string(instance)), Reports: []fsm.AttemptReport{
 		{DriverID: d.ID, Attempt: 1, State: fsm.DriverFailed, ExitCode: &one, Reason: "stale"},
 	}})
 	resp, err := http.Post("http://"+leader.HTTP+"/v1/workers/"+w.ID+"/heartbeat", "application/json", bytes.NewReader(body))
@@ -343,4 +349,32 @@ func TestDefaultFencingIsolatedWorker(t *testing.T) {
 	if d.State != fsm.DriverFinished || d.Attempt != 2 {
 		t.Fatalf("driver ended %s at attempt %d, want FINISHED at 2", d.State, d.Attempt)
 	}
+}
+
+// TestDuplicateWorkerIDRefused: a second worker process claiming a live
+// worker's ID from another work dir is refused and runs nothing; the
+// driver runs once, on the real worker.
+func TestDuplicateWorkerIDRefused(t *testing.T) {
+	c := testcluster.New(t, testcluster.Options{Workers: 2})
+	p := newProbe(t)
+	d, w := startedRunning(t, c, p, 6*time.Second)
+	imp := c.StartImpostor(w)
+	waitFor(t, 20*time.Second, "impostor refused", func() bool {
+		b, _ := os.ReadFile(filepath.Join(c.Dir, w.ID+"-impostor.log"))
+		return strings.Contains(string(b), "in use by another worker process")
+	})
+	d = c.WaitDriver(d.ID, 30*time.Second, "ended", finished)
+	if d.State != fsm.DriverFinished || d.Attempt != 1 || len(p.starts(d.ID)) != 1 {
+		t.Fatalf("driver ended %s at attempt %d after %d starts, want FINISHED at 1 after 1", d.State, d.Attempt, len(p.starts(d.ID)))
+	}
+	st, err := testcluster.State(context.Background(), c.Masters[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, wk := range st.Workers {
+		if wk.ID == w.ID && wk.HTTPAddr != w.HTTP {
+			t.Fatalf("worker %s now registered at %s, want %s", wk.ID, wk.HTTPAddr, w.HTTP)
+		}
+	}
+	imp.Stop(10 * time.Second)
 }

@@ -99,6 +99,8 @@ type Node struct {
 	Dir    string
 	args   []string
 	c      *Cluster
+	// logName names the node's log file (default: its ID).
+	logName string
 
 	mu   sync.Mutex
 	cmd  *exec.Cmd
@@ -114,6 +116,10 @@ type Cluster struct {
 	// MasterAddrs is the --masters string of the cluster.
 	MasterAddrs string
 	opts        Options
+	gossips     []string
+	ip          func(int) string
+	// extra are nodes started beside Masters and Workers (impostors).
+	extra []*Node
 }
 
 // New starts a cluster and waits until a leader is elected and every worker
@@ -178,16 +184,10 @@ func Start(t testing.TB, opts Options) *Cluster {
 			"--raft-heartbeat-timeout", "500ms", "--raft-election-timeout", "500ms", "--raft-leader-lease", "250ms",
 		}, opts.MasterArgs...)
 	}
+	c.gossips = gossips
+	c.ip = ip
 	for i := 0; i < opts.Workers; i++ {
-		n := c.newNode("worker", fmt.Sprintf("w%d", i+1), ip(opts.Masters+i), 2)
-		_, httpPort, _ := net.SplitHostPort(n.HTTP)
-		_, gossipPort, _ := net.SplitHostPort(n.Gossip)
-		n.args = append([]string{"worker", "--id", n.ID, "--masters", c.MasterAddrs, "--work-dir", n.Dir,
-			"--cores", strconv.Itoa(opts.WorkerCores), "--memory", opts.WorkerMemory, "--bind", n.IP,
-			"--http-port", httpPort, "--gossip-port", gossipPort, "--join", strings.Join(gossips, ","),
-			"--gossip-profile", opts.GossipProfile,
-		}, opts.WorkerArgs...)
-		c.Workers = append(c.Workers, n)
+		c.Workers = append(c.Workers, c.newWorker(fmt.Sprintf("w%d", i+1), opts.Masters+i, ""))
 	}
 	for _, n := range append(append([]*Node{}, c.Masters...), c.Workers...) {
 		if err := n.Start(); err != nil {
@@ -195,6 +195,37 @@ func Start(t testing.TB, opts Options) *Cluster {
 		}
 	}
 	return c
+}
+
+// newWorker makes (without starting it) a worker node with the given ID on
+// the cluster's address number i, in dir (default: a directory named after
+// the ID).
+func (c *Cluster) newWorker(id string, i int, dir string) *Node {
+	n := c.newNode("worker", id, c.ip(i), 2)
+	if dir != "" {
+		n.Dir = filepath.Join(c.Dir, dir)
+	}
+	_, httpPort, _ := net.SplitHostPort(n.HTTP)
+	_, gossipPort, _ := net.SplitHostPort(n.Gossip)
+	n.args = append([]string{"worker", "--id", n.ID, "--masters", c.MasterAddrs, "--work-dir", n.Dir,
+		"--cores", strconv.Itoa(c.opts.WorkerCores), "--memory", c.opts.WorkerMemory, "--bind", n.IP,
+		"--http-port", httpPort, "--gossip-port", gossipPort, "--join", strings.Join(c.gossips, ","),
+		"--gossip-profile", c.opts.GossipProfile,
+	}, c.opts.WorkerArgs...)
+	return n
+}
+
+// StartImpostor starts, and returns, a second worker process that claims
+// the ID of n from its own address and work dir.
+func (c *Cluster) StartImpostor(n *Node) *Node {
+	c.t.Helper()
+	imp := c.newWorker(n.ID, c.opts.Masters+len(c.Workers)+len(c.extra), n.ID+"-impostor")
+	imp.logName = n.ID + "-impostor"
+	c.extra = append(c.extra, imp)
+	if err := imp.Start(); err != nil {
+		c.t.Fatal(err)
+	}
+	return imp
 }
 
 func (c *Cluster) newNode(role, id, ip string, nports int) *Node {
@@ -224,7 +255,11 @@ func (n *Node) Start() error {
 			return fmt.Errorf("%s %s is already running", n.Role, n.ID)
 		}
 	}
-	logf, err := os.OpenFile(filepath.Join(n.c.Dir, n.ID+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	name := n.logName
+	if name == "" {
+		name = n.ID
+	}
+	logf, err := os.OpenFile(filepath.Join(n.c.Dir, name+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
 		return err
 	}
@@ -304,7 +339,7 @@ func (n *Node) Running() bool {
 // directory or command line lies under the cluster's directory (runners and
 // drivers), then removes the directory unless the test failed.
 func (c *Cluster) cleanup() {
-	for _, n := range append(append([]*Node{}, c.Workers...), c.Masters...) {
+	for _, n := range append(append(append([]*Node{}, c.extra...), c.Workers...), c.Masters...) {
 		if n.done != nil && n.Running() {
 			n.KillGroup()
 		}
