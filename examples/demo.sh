@@ -15,6 +15,7 @@ dev=$!
 stop() {
 	kill -TERM "$dev" 2>/dev/null || true
 	wait "$dev" 2>/dev/null || true
+	rm -rf "$dir"
 }
 trap stop EXIT
 for _ in $(seq 1 300); do
