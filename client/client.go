@@ -106,9 +106,6 @@ func New(masters []string, opts Options) (*Client, error) {
 	return &Client{masters: ms, opts: opts, http: transport.NewHTTPClient(opts.BindIP, 0)}, nil
 }
 
-// Masters returns the master addresses the client uses.
-func (c *Client) Masters() []string { return append([]string(nil), c.masters...) }
-
 // Response is a raw authoritative answer.
 type Response struct {
 	Status int

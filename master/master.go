@@ -201,9 +201,6 @@ func (m *Master) Close() error {
 // HTTPAddr is the host:port the HTTP API listens on.
 func (m *Master) HTTPAddr() string { return m.ln.Addr().String() }
 
-// FSM exposes the master's tables for in-process tests and tools.
-func (m *Master) FSM() *fsm.FSM { return m.fsm }
-
 func (m *Master) onGossipChange() {
 	select {
 	case m.gossipChanged <- struct{}{}:

@@ -72,6 +72,19 @@ func (p *probe) starts(id string) [][]string {
 	return out
 }
 
+// finishes waits for driver id to end and fails the test unless it ended
+// FINISHED in the given attempt, its probe having started exactly once per
+// attempt: a relaunch never ran an attempt twice or skipped a number.
+func (p *probe) finishes(c *testcluster.Cluster, id string, attempt int, timeout time.Duration) *fsm.Driver {
+	p.t.Helper()
+	d := c.WaitDriver(id, timeout, "ended", func(d *fsm.Driver) bool { return d.State.Terminal() })
+	if starts := p.starts(id); d.State != fsm.DriverFinished || d.Attempt != attempt || len(starts) != attempt {
+		p.t.Fatalf("driver ended %s at attempt %d after %d starts %v; want FINISHED at attempt %d after %d",
+			d.State, d.Attempt, len(starts), starts, attempt, attempt)
+	}
+	return d
+}
+
 func submit(t *testing.T, c *testcluster.Cluster, req api.SubmitRequest) string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
@@ -128,12 +141,8 @@ func TestLeaderKillDoesNotDisturbRunningDriver(t *testing.T) {
 	id2 := submit(t, c, p.request("true", false))
 	t.Logf("leader %s killed; %s leads; next submission %s accepted after %s", old.ID, next.ID, id2, time.Since(killed).Round(time.Millisecond))
 
-	d := c.WaitDriver(id, 30*time.Second, "FINISHED", func(d *fsm.Driver) bool { return d.State.Terminal() })
-	if d.State != fsm.DriverFinished || d.Attempt != 1 || len(d.Attempts) != 1 {
-		t.Fatalf("driver ended %s at attempt %d with %d attempt records; want FINISHED, 1, 1", d.State, d.Attempt, len(d.Attempts))
-	}
-	if s := p.starts(id); len(s) != 1 {
-		t.Fatalf("driver started %d times, want exactly once: %v", len(s), s)
+	if d := p.finishes(c, id, 1, 30*time.Second); len(d.Attempts) != 1 {
+		t.Fatalf("%d attempt records, want 1", len(d.Attempts))
 	}
 	c.WaitDriver(id2, 30*time.Second, "FINISHED", isState(fsm.DriverFinished))
 }
@@ -159,10 +168,7 @@ func TestWorkerKillRelaunchesSupervisedDriver(t *testing.T) {
 	if d.WorkerID == first {
 		t.Fatalf("attempt 2 placed on the dead worker %s", first)
 	}
-	d = c.WaitDriver(id, 30*time.Second, "FINISHED", func(d *fsm.Driver) bool { return d.State.Terminal() })
-	if d.State != fsm.DriverFinished || d.Attempt != 2 {
-		t.Fatalf("driver ended %s at attempt %d, want FINISHED at 2", d.State, d.Attempt)
-	}
+	d = p.finishes(c, id, 2, 30*time.Second)
 	starts := p.starts(id)
 	if len(starts) != 2 || starts[0][1] != "1" || starts[0][2] != first || starts[1][1] != "2" || starts[1][2] != d.WorkerID {
 		t.Fatalf("starts = %v, want attempt 1 on %s then attempt 2 on %s", starts, first, d.WorkerID)

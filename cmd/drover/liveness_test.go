@@ -68,8 +68,6 @@ func (p *probe) overlap(id string) float64 {
 	return worst
 }
 
-func finished(d *fsm.Driver) bool { return d.State.Terminal() }
-
 func runningAttempt(n int) func(*fsm.Driver) bool {
 	return func(d *fsm.Driver) bool { return d.State == fsm.DriverRunning && d.Attempt == n }
 }
@@ -92,10 +90,7 @@ func TestWorkerDaemonKillOnly(t *testing.T) {
 	p := newProbe(t)
 	d, w := startedRunning(t, c, p, 20*time.Second)
 	w.Kill()
-	d = c.WaitDriver(d.ID, 60*time.Second, "ended", finished)
-	if d.State != fsm.DriverFinished || d.Attempt != 2 {
-		t.Fatalf("driver ended %s at attempt %d, want FINISHED at 2", d.State, d.Attempt)
-	}
+	d = p.finishes(c, d.ID, 2, 60*time.Second)
 	if o := p.overlap(d.ID); o > 0 {
 		t.Fatalf("attempts overlapped for %.2fs", o)
 	}
@@ -125,10 +120,7 @@ func TestWorkerPauseLongerThanTimeout(t *testing.T) {
 	if zombieEnd.Sub(resumed) > 5*time.Second {
 		t.Fatalf("zombie ran %s after its worker resumed", zombieEnd.Sub(resumed))
 	}
-	d = c.WaitDriver(d.ID, 40*time.Second, "ended", finished)
-	if d.State != fsm.DriverFinished || d.Attempt != 2 {
-		t.Fatalf("driver ended %s at attempt %d, want FINISHED at 2", d.State, d.Attempt)
-	}
+	d = p.finishes(c, d.ID, 2, 40*time.Second)
 	if d.Attempts[0].State == fsm.DriverFinished {
 		t.Fatal("the zombie attempt was recorded FINISHED")
 	}
@@ -147,10 +139,7 @@ func TestWorkerPauseShorterThanTimeout(t *testing.T) {
 	if err := w.Signal(syscall.SIGCONT); err != nil {
 		t.Fatal(err)
 	}
-	d = c.WaitDriver(d.ID, 40*time.Second, "ended", finished)
-	if d.State != fsm.DriverFinished || d.Attempt != 1 || len(p.starts(d.ID)) != 1 {
-		t.Fatalf("driver ended %s at attempt %d after %d starts, want FINISHED at 1 after 1", d.State, d.Attempt, len(p.starts(d.ID)))
-	}
+	p.finishes(c, d.ID, 1, 40*time.Second)
 }
 
 // TestWorkerRestartAdoptsDriver: a worker daemon detached (SIGUSR1, as for
@@ -167,10 +156,7 @@ func TestWorkerRestartAdoptsDriver(t *testing.T) {
 	if err := w.Start(); err != nil {
 		t.Fatal(err)
 	}
-	d = c.WaitDriver(d.ID, 40*time.Second, "ended", finished)
-	if d.State != fsm.DriverFinished || d.Attempt != 1 || len(p.starts(d.ID)) != 1 {
-		t.Fatalf("driver ended %s at attempt %d after %d starts, want FINISHED at 1 after 1", d.State, d.Attempt, len(p.starts(d.ID)))
-	}
+	p.finishes(c, d.ID, 1, 40*time.Second)
 }
 
 // TestLeaderAndWorkerKilledTogether: the driver is relaunched exactly once.
@@ -188,10 +174,7 @@ func TestLeaderAndWorkerKilledTogether(t *testing.T) {
 	if err := leader.Start(); err != nil {
 		t.Fatal(err)
 	}
-	d = c.WaitDriver(d.ID, 60*time.Second, "ended", finished)
-	if d.State != fsm.DriverFinished || d.Attempt != 2 || len(p.starts(d.ID)) != 2 {
-		t.Fatalf("driver ended %s at attempt %d after %d starts, want FINISHED at 2 after 2", d.State, d.Attempt, len(p.starts(d.ID)))
-	}
+	p.finishes(c, d.ID, 2, 60*time.Second)
 }
 
 // TestStaleFailedReportChangesNothing replays, from the first worker, a
@@ -309,10 +292,7 @@ func TestStrictFencingIsolatedWorker(t *testing.T) {
 	for _, h := range heals {
 		h()
 	}
-	d = c.WaitDriver(d.ID, 60*time.Second, "ended", finished)
-	if d.State != fsm.DriverFinished || d.Attempt != 2 {
-		t.Fatalf("driver ended %s at attempt %d, want FINISHED at 2", d.State, d.Attempt)
-	}
+	d = p.finishes(c, d.ID, 2, 60*time.Second)
 	spans := p.liveSpans(d.ID)
 	if o := p.overlap(d.ID); o > 0 {
 		t.Fatalf("attempts overlapped for %.2fs in strict mode: %v", o, spans)
@@ -345,10 +325,7 @@ func TestDefaultFencingIsolatedWorker(t *testing.T) {
 	if end.Sub(healed) > 8*time.Second {
 		t.Fatalf("old attempt ran %s after the partition healed", end.Sub(healed))
 	}
-	d = c.WaitDriver(d.ID, 60*time.Second, "ended", finished)
-	if d.State != fsm.DriverFinished || d.Attempt != 2 {
-		t.Fatalf("driver ended %s at attempt %d, want FINISHED at 2", d.State, d.Attempt)
-	}
+	d = p.finishes(c, d.ID, 2, 60*time.Second)
 }
 
 // TestDuplicateWorkerIDRefused: a second worker process claiming a live
@@ -363,10 +340,7 @@ func TestDuplicateWorkerIDRefused(t *testing.T) {
 		b, _ := os.ReadFile(filepath.Join(c.Dir, w.ID+"-impostor.log"))
 		return strings.Contains(string(b), "in use by another worker process")
 	})
-	d = c.WaitDriver(d.ID, 30*time.Second, "ended", finished)
-	if d.State != fsm.DriverFinished || d.Attempt != 1 || len(p.starts(d.ID)) != 1 {
-		t.Fatalf("driver ended %s at attempt %d after %d starts, want FINISHED at 1 after 1", d.State, d.Attempt, len(p.starts(d.ID)))
-	}
+	p.finishes(c, d.ID, 1, 30*time.Second)
 	st, err := testcluster.State(context.Background(), c.Masters[0])
 	if err != nil {
 		t.Fatal(err)
