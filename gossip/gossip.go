@@ -11,6 +11,7 @@ import (
 	"io"
 	"log/slog"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/hashicorp/memberlist"
@@ -58,6 +59,7 @@ type Pool struct {
 	cfg    Config
 	cancel context.CancelFunc
 	done   chan struct{}
+	d      *delegate
 }
 
 // ProfileConfig returns memberlist's configuration for a profile name, or an
@@ -104,7 +106,7 @@ func Start(cfg Config) (*Pool, error) {
 	mc.AdvertisePort = tr.GetAutoBindPort()
 	mc.Transport = tr
 	mc.Logger = stdLog
-	d := &delegate{meta: meta, onChange: cfg.OnChange}
+	d := &delegate{meta: meta, onChange: cfg.OnChange, members: map[string]Meta{}}
 	mc.Delegate = d
 	mc.Events = d
 	ml, err := memberlist.Create(mc)
@@ -113,7 +115,7 @@ func Start(cfg Config) (*Pool, error) {
 		return nil, fmt.Errorf("gossip: %w", err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	p := &Pool{ml: ml, cfg: cfg, cancel: cancel, done: make(chan struct{})}
+	p := &Pool{ml: ml, cfg: cfg, cancel: cancel, done: make(chan struct{}), d: d}
 	go p.joinLoop(ctx)
 	return p, nil
 }
@@ -176,24 +178,22 @@ func (p *Pool) joinLoop(ctx context.Context) {
 // Alive returns the metadata of every member memberlist currently considers
 // alive or suspect (not dead, not left), this one included.
 func (p *Pool) Alive() []Meta {
-	var out []Meta
-	for _, n := range p.ml.Members() {
-		var m Meta
-		if json.Unmarshal(n.Meta, &m) == nil {
-			out = append(out, m)
-		}
+	p.d.mu.Lock()
+	defer p.d.mu.Unlock()
+	out := make([]Meta, 0, len(p.d.members))
+	for _, m := range p.d.members {
+		out = append(out, m)
 	}
 	return out
 }
 
-// Lookup returns the metadata of the alive member with this role and ID.
+// Lookup returns the metadata of the alive member with this role and ID. It
+// is a map read: masters call it on every request to find the leader.
 func (p *Pool) Lookup(role, id string) (Meta, bool) {
-	for _, m := range p.Alive() {
-		if m.Role == role && m.ID == id {
-			return m, true
-		}
-	}
-	return Meta{}, false
+	p.d.mu.Lock()
+	defer p.d.mu.Unlock()
+	m, ok := p.d.members[NodeName(role, id)]
+	return m, ok
 }
 
 // Leave tells the pool this member is leaving on purpose (memberlist's
@@ -216,9 +216,15 @@ func (p *Pool) Shutdown() error {
 	return p.ml.Shutdown()
 }
 
+// delegate answers memberlist and keeps the decoded metadata of the members
+// memberlist considers alive or suspect, keyed by node name, so lookups
+// decode nothing.
 type delegate struct {
 	meta     []byte
 	onChange func()
+
+	mu      sync.Mutex
+	members map[string]Meta
 }
 
 func (d *delegate) NodeMeta(limit int) []byte                  { return d.meta }
@@ -227,9 +233,26 @@ func (d *delegate) GetBroadcasts(overhead, limit int) [][]byte { return nil }
 func (d *delegate) LocalState(join bool) []byte                { return nil }
 func (d *delegate) MergeRemoteState(buf []byte, join bool)     {}
 
-func (d *delegate) NotifyJoin(*memberlist.Node)   { d.changed() }
-func (d *delegate) NotifyLeave(*memberlist.Node)  { d.changed() }
-func (d *delegate) NotifyUpdate(*memberlist.Node) { d.changed() }
+func (d *delegate) NotifyJoin(n *memberlist.Node)   { d.set(n); d.changed() }
+func (d *delegate) NotifyUpdate(n *memberlist.Node) { d.set(n); d.changed() }
+
+// NotifyLeave is called when a member is declared dead or leaves.
+func (d *delegate) NotifyLeave(n *memberlist.Node) {
+	d.mu.Lock()
+	delete(d.members, n.Name)
+	d.mu.Unlock()
+	d.changed()
+}
+
+func (d *delegate) set(n *memberlist.Node) {
+	var m Meta
+	if json.Unmarshal(n.Meta, &m) != nil {
+		return
+	}
+	d.mu.Lock()
+	d.members[n.Name] = m
+	d.mu.Unlock()
+}
 
 func (d *delegate) changed() {
 	if d.onChange != nil {

@@ -65,3 +65,26 @@ func TestUnknownProfile(t *testing.T) {
 		t.Fatal("unknown profile accepted")
 	}
 }
+
+// Lookup and Alive follow memberlist's view: a member that leaves is gone
+// from both.
+func TestLookupFollowsLeave(t *testing.T) {
+	ports, err := freeport.Get("127.0.0.63", 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := start(t, RoleMaster, "m1", "127.0.0.63", ports[0])
+	defer a.Shutdown()
+	b := start(t, RoleWorker, "w1", "127.0.0.63", ports[1], fmt.Sprintf("127.0.0.63:%d", ports[0]))
+	waitUntil(t, "join", func() bool { _, ok := a.Lookup(RoleWorker, "w1"); return ok })
+	if _, ok := a.Lookup(RoleMaster, "m1"); !ok || len(a.Alive()) != 2 {
+		t.Fatalf("alive = %v, want itself and w1", a.Alive())
+	}
+	if err := b.Leave(time.Second); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, "leave", func() bool { _, ok := a.Lookup(RoleWorker, "w1"); return !ok })
+	if len(a.Alive()) != 1 {
+		t.Fatalf("alive after leave = %v", a.Alive())
+	}
+}
