@@ -11,7 +11,21 @@
 //	POST /v1/workers/register            RegisterWorkerRequest -> RegisterWorkerResponse
 //	POST /v1/workers/{id}/heartbeat      HeartbeatRequest -> HeartbeatResponse
 //	POST /v1/workers/{id}/decommission   DecommissionWorkerRequest -> RegisterWorkerResponse
+//	POST /v1/apps                        RegisterAppRequest -> 200 RegisterAppResponse
+//	GET  /v1/apps                        -> []AppStatus
+//	GET  /v1/apps/{id}                   -> AppStatus
+//	GET  /v1/apps/{id}/watch             If-None-Match: ETAG -> AppStatus with ETag, held while unchanged
+//	POST /v1/apps/{id}/executors         RequestExecutorsRequest -> AppStatus
+//	POST /v1/apps/{id}/executors/kill    KillExecutorsRequest -> AppStatus
+//	POST /v1/apps/{id}/unregister        UnregisterAppRequest -> AppStatus
+//	POST /v1/apps/{id}/kill              -> AppStatus
+//	GET  /v1/apps/{id}/executors/{eid}/logs ?stream=stdout|stderr&offset=N -> bytes
 //	GET  /v1/state                       -> State
+//
+// A watch is an application client's long poll, and its sign of life: the
+// leader answers at once when the app's status differs from the ETag the
+// client last saw, or else after a few seconds with the same status. An app
+// nobody watches for the leader's --app-timeout is ended FAILED.
 //
 // Reads are linearizable (answered by the leader after it confirms its
 // leadership) unless the query has stale=true, which lets any master answer
@@ -111,6 +125,10 @@ type HeartbeatRequest struct {
 	Instance string              `json:"instance"`
 	Reports  []fsm.AttemptReport `json:"reports"`
 	Running  []AttemptRef        `json:"running"`
+	// ExecutorReports and RunningExecutors are Reports and Running for
+	// the worker's executors.
+	ExecutorReports  []fsm.ExecutorReport `json:"executor_reports,omitempty"`
+	RunningExecutors []ExecutorRef        `json:"running_executors,omitempty"`
 	// WaitIndex, when non-zero, asks the leader to hold the answer (up to
 	// a few seconds) until its tables have moved past this Raft index, so
 	// new assignments reach the worker without polling delay.
@@ -123,6 +141,12 @@ type AttemptRef struct {
 	Attempt  int    `json:"attempt"`
 }
 
+// ExecutorRef names one executor of one application.
+type ExecutorRef struct {
+	AppID      string `json:"app_id"`
+	ExecutorID int    `json:"executor_id"`
+}
+
 // HeartbeatResponse tells a worker what it should run. Assignments is the
 // whole desired set: the worker starts what is missing and kills every
 // attempt it runs that is not in it (killed, or superseded by a relaunch).
@@ -132,8 +156,13 @@ type HeartbeatResponse struct {
 	// that is not in Assignments.
 	Registered  bool         `json:"registered"`
 	Assignments []Assignment `json:"assignments"`
+	// Executors is the whole desired set of executors, as Assignments is
+	// for driver attempts.
+	Executors []ExecutorAssignment `json:"executors"`
 	// Acked lists the reports that were committed; the worker drops them.
 	Acked []fsm.AttemptReport `json:"acked"`
+	// AckedExecutors is Acked for executor reports.
+	AckedExecutors []fsm.ExecutorReport `json:"acked_executors,omitempty"`
 	// Index is the leader's applied Raft index when it answered.
 	Index uint64 `json:"index"`
 }
@@ -148,6 +177,68 @@ type Assignment struct {
 	Cores     int               `json:"cores"`
 	MemoryMB  int64             `json:"memory_mb"`
 	Supervise bool              `json:"supervise"`
+}
+
+// ExecutorAssignment is one executor a worker should run, with what it
+// needs to launch it: the app's argv and environment, and the executor's
+// share of cores and memory (MiB).
+type ExecutorAssignment struct {
+	AppID      string            `json:"app_id"`
+	ExecutorID int               `json:"executor_id"`
+	Argv       []string          `json:"argv"`
+	Env        map[string]string `json:"env,omitempty"`
+	Cores      int               `json:"cores"`
+	MemoryMB   int64             `json:"memory_mb"`
+}
+
+// RegisterAppRequest registers an application (Spark's
+// RegisterApplication). Token makes a retry yield the same app. DriverID
+// and DriverAttempt tie the app to the driver attempt that registers it
+// (they come from DROVER_DRIVER_ID and DROVER_ATTEMPT); when that attempt
+// ends, the app ends. Executors is the initial executor limit, 0 for none;
+// MaxCores caps the app's cores, 0 for no cap (Spark's spark.cores.max).
+type RegisterAppRequest struct {
+	Token               string            `json:"token"`
+	Name                string            `json:"name,omitempty"`
+	DriverID            string            `json:"driver_id,omitempty"`
+	DriverAttempt       int               `json:"driver_attempt,omitempty"`
+	MaxCores            int               `json:"max_cores"`
+	CoresPerExecutor    int               `json:"cores_per_executor"`
+	MemoryPerExecutorMB int64             `json:"memory_per_executor_mb"`
+	Executors           int               `json:"executors"`
+	Argv                []string          `json:"argv"`
+	Env                 map[string]string `json:"env,omitempty"`
+}
+
+// RegisterAppResponse is the answer to a registration.
+type RegisterAppResponse struct {
+	AppID string `json:"app_id"`
+	// Existing is true when the token was already known: no new app.
+	Existing bool `json:"existing"`
+}
+
+// AppStatus is an application with its executors, oldest first.
+type AppStatus struct {
+	*fsm.App
+	Executors []*fsm.Executor `json:"executors"`
+}
+
+// RequestExecutorsRequest sets an app's executor limit to Total (Spark's
+// requestTotalExecutors).
+type RequestExecutorsRequest struct {
+	Total int `json:"total"`
+}
+
+// KillExecutorsRequest kills executors of an app; they are not replaced.
+type KillExecutorsRequest struct {
+	ExecutorIDs []int `json:"executor_ids"`
+}
+
+// UnregisterAppRequest ends an app from its own client: State is FINISHED
+// (the default) or FAILED.
+type UnregisterAppRequest struct {
+	State   fsm.ApplicationState `json:"state,omitempty"`
+	Message string               `json:"message,omitempty"`
 }
 
 // Master describes one Raft voter in State.
@@ -172,5 +263,6 @@ type State struct {
 	Workers        []*fsm.Worker `json:"workers"`
 	Drivers        []*fsm.Driver `json:"drivers"`
 	WaitingDrivers []string      `json:"waiting_drivers"`
+	Apps           []AppStatus   `json:"apps"`
 	StateHash      string        `json:"state_hash"`
 }

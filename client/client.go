@@ -148,6 +148,11 @@ func (c *Client) Do(ctx context.Context, method, path string, in, out any) error
 // the request as is, so writes must be idempotent (submissions carry a
 // token).
 func (c *Client) DoRaw(ctx context.Context, method, path string, body []byte) (*Response, error) {
+	return c.do(ctx, method, path, body, nil)
+}
+
+// do is DoRaw with extra request headers.
+func (c *Client) do(ctx context.Context, method, path string, body []byte, header http.Header) (*Response, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	type result struct {
@@ -158,7 +163,7 @@ func (c *Client) DoRaw(ctx context.Context, method, path string, body []byte) (*
 	results := make(chan result)
 	send := func(m string) {
 		go func() {
-			resp, err := c.one(ctx, m, method, path, body)
+			resp, err := c.one(ctx, m, method, path, body, header)
 			select {
 			case results <- result{m, resp, err}:
 			case <-ctx.Done():
@@ -240,7 +245,7 @@ func isAPIError(err error) bool {
 }
 
 // one sends the request to one master.
-func (c *Client) one(ctx context.Context, master, method, path string, body []byte) (*Response, error) {
+func (c *Client) one(ctx context.Context, master, method, path string, body []byte, header http.Header) (*Response, error) {
 	ctx, cancel := context.WithTimeout(ctx, c.opts.RequestTimeout)
 	defer cancel()
 	var rd io.Reader
@@ -250,6 +255,9 @@ func (c *Client) one(ctx context.Context, master, method, path string, body []by
 	req, err := http.NewRequestWithContext(ctx, method, "http://"+master+path, rd)
 	if err != nil {
 		return nil, &APIError{Status: 0, Message: err.Error()}
+	}
+	for k, vs := range header {
+		req.Header[k] = vs
 	}
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")

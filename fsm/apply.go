@@ -3,7 +3,6 @@ package fsm
 import (
 	"fmt"
 	"sort"
-	"strconv"
 	"strings"
 )
 
@@ -34,11 +33,11 @@ func (f *FSM) applySubmitDriver(c *SubmitDriver) any {
 	if id, ok := f.t.Tokens[c.Token]; ok && c.Token != "" {
 		return SubmitResult{DriverID: id, Existing: true}
 	}
-	seq, err := driverSeq(c.ID)
+	seq, err := idSeq("driver", c.ID)
 	if err != nil {
 		return err
 	}
-	if err := ValidateDriverSpec(c.Argv, c.Env, c.Cores, c.MemoryMB); err != nil {
+	if err := ValidateProgram(c.Argv, c.Env, c.Cores, c.MemoryMB); err != nil {
 		return err
 	}
 	if _, ok := f.t.Drivers[c.ID]; ok {
@@ -70,27 +69,11 @@ func (f *FSM) applySubmitDriver(c *SubmitDriver) any {
 	return SubmitResult{DriverID: d.ID}
 }
 
-// driverSeq parses the sequence number of an ID of Spark's form
-// driver-<yyyyMMddHHmmss>-<seq>.
-func driverSeq(id string) (int, error) {
-	parts := strings.Split(id, "-")
-	if len(parts) != 3 || parts[0] != "driver" || len(parts[1]) != 14 {
-		return 0, fmt.Errorf("%w: driver ID %q is not driver-<yyyyMMddHHmmss>-<seq>", ErrInvalidCommand, id)
-	}
-	if _, err := strconv.ParseUint(parts[1], 10, 64); err != nil {
-		return 0, fmt.Errorf("%w: driver ID %q has a bad timestamp", ErrInvalidCommand, id)
-	}
-	seq, err := strconv.Atoi(parts[2])
-	if err != nil || seq < 0 {
-		return 0, fmt.Errorf("%w: driver ID %q has a bad sequence number", ErrInvalidCommand, id)
-	}
-	return seq, nil
-}
-
-// ValidateDriverSpec checks what a submission asks for: a non-empty argv
-// whose program name is not empty, environment names that are valid POSIX
-// names, and positive cores and memory (MiB). The error is one line.
-func ValidateDriverSpec(argv []string, env map[string]string, cores int, memoryMB int64) error {
+// ValidateProgram checks what a driver, or each executor of an application,
+// asks for: a non-empty argv whose program name is not empty, environment
+// names that are valid POSIX names and not set by Drover itself, and
+// positive cores and memory (MiB). The error is one line.
+func ValidateProgram(argv []string, env map[string]string, cores int, memoryMB int64) error {
 	switch {
 	case len(argv) == 0 || argv[0] == "":
 		return fmt.Errorf("%w: the program is empty", ErrInvalidCommand)
@@ -118,9 +101,11 @@ func ValidateDriverSpec(argv []string, env map[string]string, cores int, memoryM
 	return nil
 }
 
-// reservedEnv names the variables every driver gets from its worker.
+// reservedEnv names the variables drivers and executors get from their
+// worker.
 var reservedEnv = map[string]bool{
 	"DROVER_DRIVER_ID": true, "DROVER_ATTEMPT": true, "DROVER_WORKER_ID": true, "DROVER_MASTERS": true,
+	"DROVER_APP_ID": true, "DROVER_EXECUTOR_ID": true, "DROVER_EXECUTOR_CORES": true, "DROVER_EXECUTOR_MEMORY_MB": true,
 }
 
 func validEnvName(s string) bool {
@@ -209,6 +194,7 @@ func (f *FSM) applyReportAttempts(c *ReportAttempts) any {
 		}
 		f.applyCurrentReport(d, r, c.Time)
 	}
+	f.applyExecutorReports(c.WorkerID, c.Executors, c.Time)
 	return nil
 }
 
@@ -245,6 +231,7 @@ func (f *FSM) applyCurrentReport(d *Driver, r AttemptReport, now int64) {
 		d.ExitCode = cloneInt(r.ExitCode)
 		d.Message = r.Reason
 		f.release(d)
+		f.driverAttemptEnded(d, d.Attempt, now)
 	case DriverKilled:
 		// The worker killed an attempt nobody asked to kill (it is shutting
 		// down): a supervised driver goes on elsewhere.
@@ -256,6 +243,7 @@ func (f *FSM) applyCurrentReport(d *Driver, r AttemptReport, now int64) {
 		d.ExitCode = cloneInt(r.ExitCode)
 		d.Message = r.Reason
 		f.release(d)
+		f.driverAttemptEnded(d, d.Attempt, now)
 	}
 }
 
@@ -274,6 +262,7 @@ func (f *FSM) relaunch(d *Driver, now int64, reason string) {
 	d.Message = reason
 	d.UpdatedAt = now
 	f.t.WaitingDrivers = append(f.t.WaitingDrivers, d.ID)
+	f.driverAttemptEnded(d, d.Attempt-1, now)
 }
 
 func (f *FSM) applyKillDriver(c *KillDriver) any {
@@ -299,6 +288,7 @@ func (f *FSM) applyKillDriver(c *KillDriver) any {
 		d.Message = "killed on request"
 	}
 	d.UpdatedAt = c.Time
+	f.driverAttemptEnded(d, d.Attempt, c.Time)
 	return nil
 }
 
@@ -321,7 +311,8 @@ func (f *FSM) applyDecommissionWorker(c *DecommissionWorker) any {
 
 // applyWorkerLost takes a worker out of scheduling (Spark's
 // Master.removeWorker): supervised drivers on it get their next attempt and
-// wait again; the others end ERROR, with the reason.
+// wait again; the others end ERROR, with the reason. Its executors are LOST,
+// which counts no retry: the scheduler replaces them.
 func (f *FSM) applyWorkerLost(c *WorkerLost) any {
 	w, ok := f.t.Workers[c.WorkerID]
 	if !ok {
@@ -357,6 +348,17 @@ func (f *FSM) applyWorkerLost(c *WorkerLost) any {
 		d.State = DriverError
 		d.Message = reason
 		d.UpdatedAt = now
+		f.driverAttemptEnded(d, d.Attempt, now)
+	}
+	var keys []string
+	for k, e := range f.t.Executors {
+		if e.WorkerID == w.ID && !e.State.Terminal() {
+			keys = append(keys, k)
+		}
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		f.endExecutor(f.t.Executors[k], ExecLost, nil, reason, now)
 	}
 	return nil
 }

@@ -23,6 +23,14 @@ const (
 	CmdWorkerLost     CommandType = 6
 	// CmdDecommissionWorker is WorkerLost's graceful twin.
 	CmdDecommissionWorker CommandType = 7
+	CmdRegisterApp        CommandType = 8
+	CmdPlaceExecutors     CommandType = 9
+	CmdRequestExecutors   CommandType = 10
+	CmdKillExecutors      CommandType = 11
+	CmdEndApp             CommandType = 12
+	// CmdPruneCompleted drops finished drivers and apps beyond the
+	// leader's retention counts.
+	CmdPruneCompleted CommandType = 13
 )
 
 func (t CommandType) String() string {
@@ -41,6 +49,18 @@ func (t CommandType) String() string {
 		return "WorkerLost"
 	case CmdDecommissionWorker:
 		return "DecommissionWorker"
+	case CmdRegisterApp:
+		return "RegisterApp"
+	case CmdPlaceExecutors:
+		return "PlaceExecutors"
+	case CmdRequestExecutors:
+		return "RequestExecutors"
+	case CmdKillExecutors:
+		return "KillExecutors"
+	case CmdEndApp:
+		return "EndApp"
+	case CmdPruneCompleted:
+		return "PruneCompleted"
 	}
 	return fmt.Sprintf("CommandType(%d)", uint8(t))
 }
@@ -109,13 +129,27 @@ type AttemptReport struct {
 	Reason   string      `json:"reason,omitempty"`
 }
 
-// ReportAttempts commits a batch of reports from one worker. A report about
-// an attempt other than the driver's current one, or from a worker other than
-// the attempt's, only updates that attempt's history record.
+// ExecutorReport is what a worker says about one executor it runs (Spark's
+// ExecutorStateChanged): RUNNING, EXITED (exit 0), FAILED (non-zero, or
+// could not launch) or KILLED (by the worker, unasked: it is shutting down).
+type ExecutorReport struct {
+	AppID      string        `json:"app_id"`
+	ExecutorID int           `json:"executor_id"`
+	State      ExecutorState `json:"state"`
+	ExitCode   *int          `json:"exit_code,omitempty"`
+	Reason     string        `json:"reason,omitempty"`
+}
+
+// ReportAttempts commits a batch of reports from one worker about its
+// driver attempts and its executors. A report about an attempt other than
+// the driver's current one, or from a worker other than the attempt's, only
+// updates that attempt's history record; a report about an executor that
+// has ended or lives on another worker is ignored.
 type ReportAttempts struct {
-	WorkerID string          `json:"worker_id"`
-	Reports  []AttemptReport `json:"reports"`
-	Time     int64           `json:"time"`
+	WorkerID  string           `json:"worker_id"`
+	Reports   []AttemptReport  `json:"reports"`
+	Executors []ExecutorReport `json:"executors,omitempty"`
+	Time      int64            `json:"time"`
 }
 
 // KillDriver ends a driver on request: a waiting one leaves waitingDrivers, a
@@ -144,6 +178,82 @@ type DecommissionWorker struct {
 	WorkerID string `json:"worker_id"`
 	Reason   string `json:"reason,omitempty"`
 	Time     int64  `json:"time"`
+}
+
+// RegisterApp adds an application (Spark's RegisterApplication). ID is made
+// by the leader in Spark's form app-<yyyyMMddHHmmss>-<seq>; Token works as
+// SubmitDriver's does. DriverID and DriverAttempt, when set, must name the
+// current attempt of an unfinished driver. ExecutorLimit is -1 for no cap;
+// MaxExecutorRetries is -1 for never failing the app.
+type RegisterApp struct {
+	ID                  string            `json:"id"`
+	Token               string            `json:"token"`
+	Name                string            `json:"name,omitempty"`
+	DriverID            string            `json:"driver_id,omitempty"`
+	DriverAttempt       int               `json:"driver_attempt,omitempty"`
+	MaxCores            int               `json:"max_cores"`
+	CoresPerExecutor    int               `json:"cores_per_executor"`
+	MemoryPerExecutorMB int64             `json:"memory_per_executor_mb"`
+	ExecutorLimit       int               `json:"executor_limit"`
+	Argv                []string          `json:"argv"`
+	Env                 map[string]string `json:"env,omitempty"`
+	MaxExecutorRetries  int               `json:"max_executor_retries"`
+	Time                int64             `json:"time"`
+}
+
+// ExecutorPlacement puts executor ExecutorID of app AppID on worker
+// WorkerID. ExecutorID must be the app's NextExecutorID when it applies, so
+// a placement committed twice makes one executor.
+type ExecutorPlacement struct {
+	AppID      string `json:"app_id"`
+	ExecutorID int    `json:"executor_id"`
+	WorkerID   string `json:"worker_id"`
+}
+
+// PlaceExecutors commits a batch of the leader's executor placements. Each
+// is checked again at apply time (app unfinished, under its core cap and
+// executor limit, worker ALIVE with room); one that no longer holds is
+// skipped, the others apply.
+type PlaceExecutors struct {
+	Placements []ExecutorPlacement `json:"placements"`
+	Time       int64               `json:"time"`
+}
+
+// RequestExecutors sets an app's ExecutorLimit to Total (Spark's
+// RequestExecutors): the scheduler places more when it rises; lowering it
+// kills nothing, so live executors above it stay until they end.
+type RequestExecutors struct {
+	AppID string `json:"app_id"`
+	Total int    `json:"total"`
+	Time  int64  `json:"time"`
+}
+
+// KillExecutors kills live executors of an app and lowers its executor
+// limit by as many, so they are not replaced (Spark's KillExecutors with
+// the target adjusted). All IDs must name executors of the app.
+type KillExecutors struct {
+	AppID       string `json:"app_id"`
+	ExecutorIDs []int  `json:"executor_ids"`
+	Time        int64  `json:"time"`
+}
+
+// EndApp ends an unfinished application in State (FINISHED, FAILED or
+// KILLED) and kills its live executors: Spark's UnregisterApplication, a
+// kill from an operator, or the leader giving up on a silent client.
+type EndApp struct {
+	AppID  string           `json:"app_id"`
+	State  ApplicationState `json:"state"`
+	Reason string           `json:"reason,omitempty"`
+	Time   int64            `json:"time"`
+}
+
+// PruneCompleted removes finished drivers and apps, with their tokens and
+// executors (Spark's spark.deploy.retainedDrivers and retainedApplications).
+// The leader picks the oldest beyond its retention counts; an ID that is
+// unknown or not finished is skipped.
+type PruneCompleted struct {
+	DriverIDs []string `json:"driver_ids,omitempty"`
+	AppIDs    []string `json:"app_ids,omitempty"`
 }
 
 // Encode returns the log entry for a command: FormatVersion, the type byte,
@@ -191,6 +301,18 @@ func Decode(b []byte) (CommandType, any, error) {
 		payload = new(WorkerLost)
 	case CmdDecommissionWorker:
 		payload = new(DecommissionWorker)
+	case CmdRegisterApp:
+		payload = new(RegisterApp)
+	case CmdPlaceExecutors:
+		payload = new(PlaceExecutors)
+	case CmdRequestExecutors:
+		payload = new(RequestExecutors)
+	case CmdKillExecutors:
+		payload = new(KillExecutors)
+	case CmdEndApp:
+		payload = new(EndApp)
+	case CmdPruneCompleted:
+		payload = new(PruneCompleted)
 	default:
 		return 0, nil, fmt.Errorf("%w: unknown type %d", ErrMalformed, b[1])
 	}

@@ -1,5 +1,5 @@
 // Package fsm holds Drover's replicated tables (workers, drivers,
-// waitingDrivers and the submission-token index) and the hashicorp/raft FSM
+// waitingDrivers, apps, executors and the submission-token indexes) and the hashicorp/raft FSM
 // that changes them. Apply is deterministic: every time, ID and placement
 // arrives inside the command, so every master that applies the same log holds
 // the same tables.
@@ -23,6 +23,13 @@ var (
 	ErrDriverEnded    = errors.New("driver already ended")
 	ErrDuplicateID    = errors.New("duplicate ID")
 	ErrInvalidCommand = errors.New("invalid command")
+	ErrUnknownApp     = errors.New("unknown application")
+	ErrAppEnded       = errors.New("application already ended")
+	// ErrUnknownExecutor: an executor ID the app never had.
+	ErrUnknownExecutor = errors.New("unknown executor")
+	// ErrStaleAttempt: a driver attempt that is no longer the running one
+	// tried to register an app.
+	ErrStaleAttempt = errors.New("not the running attempt")
 )
 
 // SubmitResult is what Apply returns for a SubmitDriver: the driver's ID and
@@ -35,6 +42,19 @@ type SubmitResult struct {
 // PlaceResult lists the placements of a PlaceDrivers command that applied.
 type PlaceResult struct {
 	Applied []Placement
+}
+
+// RegisterAppResult is what Apply returns for a RegisterApp: the app's ID
+// and whether the token was already known (so no new app was made).
+type RegisterAppResult struct {
+	AppID    string
+	Existing bool
+}
+
+// PlaceExecutorsResult lists the placements of a PlaceExecutors command that
+// applied.
+type PlaceExecutorsResult struct {
+	Applied []ExecutorPlacement
 }
 
 // FSM is the replicated state machine. The zero value is not usable; use New.
@@ -54,7 +74,14 @@ type tables struct {
 	Tokens         map[string]string  `json:"tokens"`
 	// NextDriverSeq is one more than the highest driver sequence number
 	// seen, so a new leader continues Spark's driver-<time>-<seq> numbering.
-	NextDriverSeq int `json:"next_driver_seq"`
+	NextDriverSeq int             `json:"next_driver_seq"`
+	Apps          map[string]*App `json:"apps"`
+	// Executors is keyed by ExecutorKey.
+	Executors map[string]*Executor `json:"executors"`
+	// AppTokens maps registration tokens to app IDs, as Tokens does for
+	// drivers.
+	AppTokens  map[string]string `json:"app_tokens"`
+	NextAppSeq int               `json:"next_app_seq"`
 }
 
 func newTables() tables {
@@ -62,6 +89,10 @@ func newTables() tables {
 		Workers: map[string]*Worker{},
 		Drivers: map[string]*Driver{},
 		Tokens:  map[string]string{},
+
+		Apps:      map[string]*App{},
+		Executors: map[string]*Executor{},
+		AppTokens: map[string]string{},
 	}
 }
 
@@ -109,6 +140,18 @@ func (f *FSM) apply(t CommandType, payload any) any {
 		return f.applyWorkerLost(payload.(*WorkerLost))
 	case CmdDecommissionWorker:
 		return f.applyDecommissionWorker(payload.(*DecommissionWorker))
+	case CmdRegisterApp:
+		return f.applyRegisterApp(payload.(*RegisterApp))
+	case CmdPlaceExecutors:
+		return f.applyPlaceExecutors(payload.(*PlaceExecutors))
+	case CmdRequestExecutors:
+		return f.applyRequestExecutors(payload.(*RequestExecutors))
+	case CmdKillExecutors:
+		return f.applyKillExecutors(payload.(*KillExecutors))
+	case CmdEndApp:
+		return f.applyEndApp(payload.(*EndApp))
+	case CmdPruneCompleted:
+		return f.applyPruneCompleted(payload.(*PruneCompleted))
 	}
 	return fmt.Errorf("%w: type %s", ErrInvalidCommand, t)
 }
@@ -258,4 +301,116 @@ func (f *FSM) StateHash() (string, error) {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
 	return hashTables(&f.t)
+}
+
+// App returns a copy of one app with copies of its executors in ID order,
+// or false if the app is unknown.
+func (f *FSM) App(id string) (*App, []*Executor, bool) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	a, ok := f.t.Apps[id]
+	if !ok {
+		return nil, nil, false
+	}
+	return a.clone(), f.executorClones(id), true
+}
+
+func (f *FSM) executorClones(appID string) []*Executor {
+	es := f.executorsOf(appID)
+	out := make([]*Executor, len(es))
+	for i, e := range es {
+		out[i] = e.clone()
+	}
+	return out
+}
+
+// Apps returns copies of all apps ordered by ID (so by registration time,
+// then sequence: the order Spark's waitingApps keeps), each with copies of
+// its executors.
+func (f *FSM) Apps() ([]*App, [][]*Executor) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	ids := f.appIDs()
+	apps := make([]*App, len(ids))
+	execs := make([][]*Executor, len(ids))
+	for i, id := range ids {
+		apps[i] = f.t.Apps[id].clone()
+		execs[i] = f.executorClones(id)
+	}
+	return apps, execs
+}
+
+// ExecutorsOn returns copies of the live executors placed on the worker,
+// each with a copy of its app: the set the worker should be running.
+func (f *FSM) ExecutorsOn(workerID string) ([]*Executor, []*App) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	var es []*Executor
+	for _, e := range f.t.Executors {
+		if e.WorkerID == workerID && !e.State.Terminal() {
+			es = append(es, e.clone())
+		}
+	}
+	sort.Slice(es, func(i, j int) bool {
+		if es[i].AppID != es[j].AppID {
+			return es[i].AppID < es[j].AppID
+		}
+		return es[i].ID < es[j].ID
+	})
+	apps := make([]*App, len(es))
+	for i, e := range es {
+		apps[i] = f.t.Apps[e.AppID].clone()
+	}
+	return es, apps
+}
+
+// AppByToken returns the ID of the app registered with a token.
+func (f *FSM) AppByToken(token string) (string, bool) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	id, ok := f.t.AppTokens[token]
+	return id, ok
+}
+
+// NextAppSeq is the next free app sequence number.
+func (f *FSM) NextAppSeq() int {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return f.t.NextAppSeq
+}
+
+// Completed returns the IDs of finished drivers and finished apps, each
+// list oldest first (by the time they ended, then ID), for retention.
+func (f *FSM) Completed() (drivers, apps []string) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	type ended struct {
+		id string
+		at int64
+	}
+	byAge := func(es []ended) []string {
+		sort.Slice(es, func(i, j int) bool {
+			if es[i].at != es[j].at {
+				return es[i].at < es[j].at
+			}
+			return es[i].id < es[j].id
+		})
+		out := make([]string, len(es))
+		for i, e := range es {
+			out[i] = e.id
+		}
+		return out
+	}
+	var ds, as []ended
+	for id, d := range f.t.Drivers {
+		if d.State.Terminal() {
+			ds = append(ds, ended{id, d.UpdatedAt})
+		}
+	}
+	for id, a := range f.t.Apps {
+		if a.State.Terminal() {
+			as = append(as, ended{id, a.EndedAt})
+		}
+	}
+	return byAge(ds), byAge(as)
 }

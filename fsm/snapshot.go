@@ -58,6 +58,16 @@ func decodeSnapshot(r io.Reader) (tables, error) {
 	if t.Tokens == nil {
 		t.Tokens = map[string]string{}
 	}
+	// Snapshots taken before applications existed have no app tables.
+	if t.Apps == nil {
+		t.Apps = map[string]*App{}
+	}
+	if t.Executors == nil {
+		t.Executors = map[string]*Executor{}
+	}
+	if t.AppTokens == nil {
+		t.AppTokens = map[string]string{}
+	}
 	for id, w := range t.Workers {
 		if w == nil || w.ID != id {
 			return tables{}, fmt.Errorf("restore snapshot: worker row %q is inconsistent", id)
@@ -90,7 +100,46 @@ func decodeSnapshot(r io.Reader) (tables, error) {
 			return tables{}, fmt.Errorf("restore snapshot: token %q names unknown driver %s", tok, id)
 		}
 	}
+	if err := checkApps(&t); err != nil {
+		return tables{}, fmt.Errorf("restore snapshot: %w", err)
+	}
 	return t, nil
+}
+
+// checkApps checks the app and executor rows and recomputes the cores and
+// memory their live executors use.
+func checkApps(t *tables) error {
+	for id, a := range t.Apps {
+		if a == nil || a.ID != id {
+			return fmt.Errorf("app row %q is inconsistent", id)
+		}
+		a.CoresGranted = 0
+	}
+	for key, e := range t.Executors {
+		if e == nil || key != ExecutorKey(e.AppID, e.ID) {
+			return fmt.Errorf("executor row %q is inconsistent", key)
+		}
+		a, ok := t.Apps[e.AppID]
+		if !ok || e.ID >= a.NextExecutorID {
+			return fmt.Errorf("executor %s belongs to no app, or has an ID the app never gave", key)
+		}
+		if e.State.Terminal() {
+			continue
+		}
+		w, ok := t.Workers[e.WorkerID]
+		if !ok || a.State.Terminal() {
+			return fmt.Errorf("live executor %s is on unknown worker %q or of a finished app", key, e.WorkerID)
+		}
+		w.CoresUsed += e.Cores
+		w.MemoryUsedMB += e.MemoryMB
+		a.CoresGranted += e.Cores
+	}
+	for tok, id := range t.AppTokens {
+		if _, ok := t.Apps[id]; !ok {
+			return fmt.Errorf("token %q names unknown app %s", tok, id)
+		}
+	}
+	return nil
 }
 
 func hashTables(t *tables) (string, error) {

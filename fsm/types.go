@@ -105,7 +105,7 @@ type Worker struct {
 	MemoryMB int64       `json:"memory_mb"`
 	State    WorkerState `json:"state"`
 	// CoresUsed and MemoryUsedMB are the sums over the placed, unfinished
-	// drivers on this worker. They are kept by Apply and rebuilt on Restore.
+	// drivers and the live executors on this worker. They are kept by Apply and rebuilt on Restore.
 	CoresUsed    int    `json:"cores_used"`
 	MemoryUsedMB int64  `json:"memory_used_mb"`
 	RegisteredAt int64  `json:"registered_at"`
@@ -113,21 +113,16 @@ type Worker struct {
 	Message      string `json:"message,omitempty"`
 }
 
-// CoresFree is the number of cores not used by placed drivers.
+// CoresFree is the number of cores not used by drivers or executors.
 func (w *Worker) CoresFree() int { return w.Cores - w.CoresUsed }
 
-// MemoryFreeMB is the memory, in MiB, not used by placed drivers.
+// MemoryFreeMB is the memory, in MiB, not used by drivers or executors.
 func (w *Worker) MemoryFreeMB() int64 { return w.MemoryMB - w.MemoryUsedMB }
 
 func (d *Driver) clone() *Driver {
 	c := *d
 	c.Argv = append([]string(nil), d.Argv...)
-	if d.Env != nil {
-		c.Env = make(map[string]string, len(d.Env))
-		for k, v := range d.Env {
-			c.Env[k] = v
-		}
-	}
+	c.Env = cloneEnv(d.Env)
 	c.ExitCode = cloneInt(d.ExitCode)
 	c.Attempts = make([]Attempt, len(d.Attempts))
 	for i, a := range d.Attempts {

@@ -90,6 +90,26 @@ type Config struct {
 	Lease         time.Duration
 	FencingMargin time.Duration
 
+	// SpreadOutApps places each app's executors across as many workers as
+	// possible; false consolidates them on as few as possible (Spark's
+	// spark.deploy.spreadOutApps).
+	SpreadOutApps bool
+	// MaxExecutorRetries is how many executors of an app may fail in a
+	// row, with none RUNNING, before the app is FAILED; -1 for never
+	// (Spark's spark.deploy.maxExecutorRetries). An app keeps the value
+	// the leader had when it registered.
+	MaxExecutorRetries int
+	// RetainedDrivers and RetainedApps are how many finished drivers and
+	// apps the tables keep; the oldest beyond these are dropped (Spark's
+	// spark.deploy.retainedDrivers and retainedApplications).
+	RetainedDrivers int
+	RetainedApps    int
+	// AppTimeout is how long an app's client may go without watching its
+	// app before the leader ends the app FAILED, so executors of a client
+	// that died do not hold cores for ever (Spark ends the app when the
+	// client's connection drops). A new leader gives every app this long.
+	AppTimeout time.Duration
+
 	Logger *slog.Logger
 }
 
@@ -119,6 +139,11 @@ func DefaultConfig() Config {
 		Fencing:            FencingDefault,
 		Lease:              3 * time.Second,
 		FencingMargin:      time.Second,
+		SpreadOutApps:      true,
+		MaxExecutorRetries: 10,
+		RetainedDrivers:    200,
+		RetainedApps:       200,
+		AppTimeout:         30 * time.Second,
 	}
 }
 
@@ -158,6 +183,15 @@ func (c *Config) validate() error {
 	}
 	if c.Lease <= 0 || c.FencingMargin < 0 {
 		errs = append(errs, errors.New("--lease must be positive and --fencing-margin not negative"))
+	}
+	if c.MaxExecutorRetries < -1 {
+		errs = append(errs, fmt.Errorf("--max-executor-retries %d: want -1 (never fail) or more", c.MaxExecutorRetries))
+	}
+	if c.RetainedDrivers < 0 || c.RetainedApps < 0 {
+		errs = append(errs, errors.New("--retained-drivers and --retained-apps must not be negative"))
+	}
+	if c.AppTimeout <= 0 {
+		errs = append(errs, errors.New("--app-timeout must be positive"))
 	}
 	if c.HeartbeatTimeout <= 0 || c.ElectionTimeout <= 0 || c.LeaderLeaseTimeout <= 0 || c.WorkerTimeout < 0 {
 		errs = append(errs, errors.New("timeouts must be positive"))

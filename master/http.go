@@ -38,6 +38,7 @@ func (m *Master) startHTTP() error {
 	mux.HandleFunc("POST /v1/workers/register", m.leaderOnly(m.handleRegisterWorker))
 	mux.HandleFunc("POST /v1/workers/{id}/heartbeat", m.leaderOnly(m.handleHeartbeat))
 	mux.HandleFunc("POST /v1/workers/{id}/decommission", m.leaderOnly(m.handleDecommission))
+	m.appRoutes(mux)
 	mux.HandleFunc("GET /v1/state", m.handleState)
 	mux.HandleFunc("GET /{$}", m.handlePage)
 	mux.HandleFunc("/v1/", func(w http.ResponseWriter, r *http.Request) {
@@ -249,7 +250,7 @@ func (m *Master) handleSubmit(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "name exceeds 256 bytes")
 		return
 	}
-	if err := fsm.ValidateDriverSpec(req.Argv, req.Env, req.Cores, req.MemoryMB); err != nil {
+	if err := fsm.ValidateProgram(req.Argv, req.Env, req.Cores, req.MemoryMB); err != nil {
 		writeApplyError(w, err)
 		return
 	}
@@ -282,26 +283,11 @@ func explainWaiting(ds []*fsm.Driver, ws []*fsm.Worker) []*fsm.Driver {
 		if d.WorkerID != "" || d.State.Terminal() {
 			continue
 		}
-		var alive, fits, maxCores int
-		var maxMem int64
-		for _, w := range ws {
-			if w.State != fsm.WorkerAlive {
-				continue
-			}
-			alive++
-			maxCores, maxMem = max(maxCores, w.Cores), max(maxMem, w.MemoryMB)
-			if w.Cores >= d.Cores && w.MemoryMB >= d.MemoryMB {
-				fits++
-			}
-		}
-		switch {
-		case alive == 0:
-			d.Message = "waiting: no ALIVE worker"
-		case fits == 0:
-			d.Message = fmt.Sprintf("waiting: %s (asks %d cores, %d MiB; the largest worker offers %d cores, %d MiB)",
-				api.ReasonUnplaceable, d.Cores, d.MemoryMB, maxCores, maxMem)
-		case d.Message == "":
-			d.Message = "waiting for a worker with free resources"
+		reason := waitReason(ws, d.Cores, d.MemoryMB, "")
+		// A relaunching driver keeps saying why it was relaunched while
+		// there is room for it somewhere.
+		if d.Message == "" || reason != waitReasonFree {
+			d.Message = reason
 		}
 	}
 	return ds
@@ -369,9 +355,16 @@ func (m *Master) handleLogs(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	q.Set("attempt", strconv.Itoa(rec.Attempt))
-	wk, ok := m.fsm.Worker(rec.WorkerID)
+	m.proxyToWorker(w, r, rec.WorkerID, q, d.ID)
+}
+
+// proxyToWorker passes a log request on to a worker, which keeps the files
+// (Spark's UI links to the worker the same way), with query q; what names
+// the driver or executor in errors.
+func (m *Master) proxyToWorker(w http.ResponseWriter, r *http.Request, workerID string, q url.Values, what string) {
+	wk, ok := m.fsm.Worker(workerID)
 	if !ok {
-		writeError(w, http.StatusNotFound, fmt.Sprintf("worker %s of %s is unknown", rec.WorkerID, d.ID))
+		writeError(w, http.StatusNotFound, fmt.Sprintf("worker %s of %s is unknown", workerID, what))
 		return
 	}
 	target := &url.URL{Scheme: "http", Host: wk.HTTPAddr}
@@ -466,18 +459,21 @@ func (m *Master) handleHeartbeat(w http.ResponseWriter, r *http.Request) {
 	// reports the attempts it stops, a lost one its zombies' ends. Apply
 	// keeps them from touching anything but the attempts they name.
 	var acked []fsm.AttemptReport
-	if len(req.Reports) > 0 {
-		if _, err := m.apply(fsm.CmdReportAttempts, &fsm.ReportAttempts{WorkerID: id, Reports: req.Reports, Time: now()}); err != nil {
+	var ackedExecs []fsm.ExecutorReport
+	if len(req.Reports) > 0 || len(req.ExecutorReports) > 0 {
+		if _, err := m.apply(fsm.CmdReportAttempts, &fsm.ReportAttempts{
+			WorkerID: id, Reports: req.Reports, Executors: req.ExecutorReports, Time: now(),
+		}); err != nil {
 			writeApplyError(w, err)
 			return
 		}
-		acked = req.Reports
+		acked, ackedExecs = req.Reports, req.ExecutorReports
 	}
 	if wk.State != fsm.WorkerAlive {
-		writeJSON(w, http.StatusOK, api.HeartbeatResponse{Registered: false, Acked: acked, Index: m.fsm.Index()})
+		writeJSON(w, http.StatusOK, api.HeartbeatResponse{Registered: false, Acked: acked, AckedExecutors: ackedExecs, Index: m.fsm.Index()})
 		return
 	}
-	if len(acked) == 0 && req.WaitIndex > 0 {
+	if len(acked) == 0 && len(ackedExecs) == 0 && req.WaitIndex > 0 {
 		m.waitForChange(r.Context(), id, req)
 	}
 	if m.cfg.strict() {
@@ -490,10 +486,12 @@ func (m *Master) handleHeartbeat(w http.ResponseWriter, r *http.Request) {
 	}
 	m.contact.seen(id, time.Now())
 	writeJSON(w, http.StatusOK, api.HeartbeatResponse{
-		Registered:  true,
-		Assignments: m.assignments(id),
-		Acked:       acked,
-		Index:       m.fsm.Index(),
+		Registered:     true,
+		Assignments:    m.assignments(id),
+		Executors:      m.executorAssignments(id),
+		Acked:          acked,
+		AckedExecutors: ackedExecs,
+		Index:          m.fsm.Index(),
 	})
 }
 
@@ -504,7 +502,8 @@ func (m *Master) waitForChange(ctx context.Context, workerID string, req api.Hea
 	defer timer.Stop()
 	for {
 		changed := m.fsm.Changed()
-		if !sameAttempts(m.assignments(workerID), req.Running) || !m.ready.Load() {
+		as, es := m.running(workerID)
+		if !sameSet(as, req.Running) || !sameSet(es, req.RunningExecutors) || !m.ready.Load() {
 			return
 		}
 		select {
@@ -519,20 +518,52 @@ func (m *Master) waitForChange(ctx context.Context, workerID string, req api.Hea
 	}
 }
 
-func sameAttempts(as []api.Assignment, running []api.AttemptRef) bool {
-	if len(as) != len(running) {
+// sameSet reports whether a and b hold the same elements, given that
+// neither repeats one.
+func sameSet[T comparable](a, b []T) bool {
+	if len(a) != len(b) {
 		return false
 	}
-	set := make(map[api.AttemptRef]bool, len(running))
-	for _, r := range running {
-		set[r] = true
+	set := make(map[T]bool, len(b))
+	for _, x := range b {
+		set[x] = true
 	}
-	for _, a := range as {
-		if !set[api.AttemptRef{DriverID: a.DriverID, Attempt: a.Attempt}] {
+	for _, x := range a {
+		if !set[x] {
 			return false
 		}
 	}
 	return true
+}
+
+// running is the set of attempts and executors a worker should run, in the
+// form it reports what it runs.
+func (m *Master) running(workerID string) ([]api.AttemptRef, []api.ExecutorRef) {
+	as := m.assignments(workerID)
+	es := m.executorAssignments(workerID)
+	ar := make([]api.AttemptRef, len(as))
+	for i, a := range as {
+		ar[i] = api.AttemptRef{DriverID: a.DriverID, Attempt: a.Attempt}
+	}
+	er := make([]api.ExecutorRef, len(es))
+	for i, e := range es {
+		er[i] = api.ExecutorRef{AppID: e.AppID, ExecutorID: e.ExecutorID}
+	}
+	return ar, er
+}
+
+// executorAssignments is the desired set of executors of a worker: every
+// live executor placed on it, with its app's program.
+func (m *Master) executorAssignments(workerID string) []api.ExecutorAssignment {
+	es, apps := m.fsm.ExecutorsOn(workerID)
+	out := make([]api.ExecutorAssignment, len(es))
+	for i, e := range es {
+		out[i] = api.ExecutorAssignment{
+			AppID: e.AppID, ExecutorID: e.ID, Argv: apps[i].Argv, Env: apps[i].Env,
+			Cores: e.Cores, MemoryMB: e.MemoryMB,
+		}
+	}
+	return out
 }
 
 // assignments is the desired set of a worker: the current attempt of every
@@ -579,6 +610,7 @@ func (m *Master) State() api.State {
 			s.Masters = append(s.Masters, ms)
 		}
 	}
+	s.Apps = m.appStatuses()
 	s.StateHash, _ = m.fsm.StateHash()
 	return s
 }

@@ -14,8 +14,8 @@ import (
 const livenessInterval = 250 * time.Millisecond
 
 // contacts records when this master, as leader, last heard from each
-// worker: a heartbeat or registration received or answered, and any
-// heartbeat it is holding in a long poll right now.
+// worker (or app client): a heartbeat, registration or watch received or
+// answered, and any it is holding in a long poll right now.
 type contacts struct {
 	mu   sync.Mutex
 	last map[string]time.Time

@@ -53,6 +53,8 @@ type Master struct {
 	submits singleflight.Group
 	// contact is when each worker's heartbeat was last answered here.
 	contact contacts
+	// appContact is when each app's client last watched it here.
+	appContact contacts
 	// leadingSince is when this master last became the ready leader, Unix
 	// nanoseconds: a worker it has not heard from yet counts as heard then.
 	leadingSince atomic.Int64
@@ -256,14 +258,15 @@ func (m *Master) lead(ctx context.Context) {
 		}
 		m.log.Warn("barrier failed, retrying", "err", err)
 	}
-	m.ids.reset(m.fsm.NextDriverSeq())
+	m.ids.reset(m.fsm.NextDriverSeq(), m.fsm.NextAppSeq())
 	m.leadingSince.Store(time.Now().UnixNano())
 	m.ready.Store(true)
 	m.log.Info("leading", "term", m.raft.Stats()["term"], "barrier", time.Since(start).Round(time.Millisecond))
 	var wg sync.WaitGroup
-	wg.Add(2)
+	wg.Add(3)
 	go func() { defer wg.Done(); m.schedule(ctx) }()
 	go func() { defer wg.Done(); m.watchWorkers(ctx) }()
+	go func() { defer wg.Done(); m.watchApps(ctx) }()
 	wg.Wait()
 }
 

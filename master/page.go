@@ -34,6 +34,14 @@ leader: {{if .LeaderHTTP}}<a href="http://{{.LeaderHTTP}}/">{{.Leader}}</a>{{els
 <table><tr><th>ID</th><th>Name</th><th>State</th><th>Worker</th><th>Attempt</th><th>Supervise</th><th>Submitted</th><th>Message</th></tr>
 {{range .Drivers}}<tr><td>{{.ID}}</td><td>{{.Name}}</td><td>{{.State}}</td><td>{{.WorkerID}}</td><td>{{.Attempt}}</td><td>{{.Supervise}}</td><td>{{ms .SubmittedAt}}</td><td>{{.Message}}</td></tr>{{end}}
 </table>
+<h2>Applications</h2>
+<table><tr><th>ID</th><th>Name</th><th>State</th><th>Driver</th><th>Cores (granted/max)</th><th>Per executor</th><th>Submitted</th><th>Message</th></tr>
+{{range .Apps}}<tr><td>{{.ID}}</td><td>{{.Name}}</td><td>{{.State}}</td><td>{{.DriverID}}</td><td>{{.CoresGranted}}/{{if .MaxCores}}{{.MaxCores}}{{else}}-{{end}}</td><td>{{.CoresPerExecutor}} cores, {{.MemoryPerExecutorMB}} MiB</td><td>{{ms .SubmittedAt}}</td><td>{{.Message}}</td></tr>{{end}}
+</table>
+<h2>Executors</h2>
+<table><tr><th>App</th><th>ID</th><th>Worker</th><th>State</th><th>Cores</th><th>Memory MiB</th><th>Started</th><th>Exit</th><th>Message</th></tr>
+{{range .Apps}}{{range .Executors}}<tr><td>{{.AppID}}</td><td>{{.ID}}</td><td>{{.WorkerID}}</td><td>{{.State}}</td><td>{{.Cores}}</td><td>{{.MemoryMB}}</td><td>{{ms .StartedAt}}</td><td>{{with .ExitCode}}{{.}}{{end}}</td><td>{{.Message}}</td></tr>{{end}}{{end}}
+</table>
 </body></html>
 `))
 

@@ -2,6 +2,7 @@ package master
 
 import (
 	"context"
+	"sort"
 	"time"
 
 	"github.com/drover-project/drover/fsm"
@@ -11,9 +12,13 @@ import (
 // every table change.
 const scheduleInterval = time.Second
 
-// schedule places waiting drivers while this master leads. Each round reads
-// the tables, plans placements, and commits them as one PlaceDrivers entry;
-// workers act only on what is committed.
+// pruneBatch bounds the IDs in one PruneCompleted entry.
+const pruneBatch = 1000
+
+// schedule places waiting drivers, then executors, while this master leads
+// (Spark's Master.schedule), and drops finished drivers and apps beyond the
+// retention counts. Each round reads the tables, plans, and commits each
+// kind of placement as one entry; workers act only on what is committed.
 func (m *Master) schedule(ctx context.Context) {
 	tick := time.NewTicker(scheduleInterval)
 	defer tick.Stop()
@@ -28,6 +33,17 @@ func (m *Master) schedule(ctx context.Context) {
 				}
 			}
 		}
+		apps, execs := m.fsm.Apps()
+		if ps := planExecutors(apps, execs, m.fsm.Workers(), m.cfg.SpreadOutApps); len(ps) > 0 {
+			if _, err := m.apply(fsm.CmdPlaceExecutors, &fsm.PlaceExecutors{Placements: ps, Time: now()}); err != nil {
+				m.log.Warn("executor placement not committed", "err", err, "placements", len(ps))
+			} else {
+				for _, p := range ps {
+					m.log.Info("placed executor", "app", p.AppID, "executor", p.ExecutorID, "worker", p.WorkerID)
+				}
+			}
+		}
+		m.prune()
 		select {
 		case <-ctx.Done():
 			return
@@ -78,4 +94,93 @@ func better(a, b *fsm.Worker) bool {
 		return a.MemoryFreeMB() > b.MemoryFreeMB()
 	}
 	return a.ID < b.ID
+}
+
+// planExecutors places executors for unfinished apps in registration order
+// (Spark's FIFO over waitingApps), following Spark's
+// Master.scheduleExecutorsOnWorkers: the usable workers are the ALIVE ones
+// with room for one executor, most free cores first; spreadOut hands out
+// one executor per worker per pass, so an app lands on as many workers as
+// possible, while consolidating fills each worker before the next. Each
+// app stops at its core cap and executor limit.
+func planExecutors(apps []*fsm.App, execs [][]*fsm.Executor, workers []*fsm.Worker, spreadOut bool) []fsm.ExecutorPlacement {
+	var alive []*fsm.Worker
+	for _, w := range workers {
+		if w.State == fsm.WorkerAlive {
+			alive = append(alive, w)
+		}
+	}
+	var out []fsm.ExecutorPlacement
+	for i, a := range apps {
+		if a.State.Terminal() {
+			continue
+		}
+		coresLeft, execLeft := a.CoresLeft(), -1
+		if a.ExecutorLimit >= 0 {
+			live := 0
+			for _, e := range execs[i] {
+				if !e.State.Terminal() {
+					live++
+				}
+			}
+			execLeft = max(a.ExecutorLimit-live, 0)
+		}
+		wants := func() bool {
+			return (coresLeft < 0 || coresLeft >= a.CoresPerExecutor) && execLeft != 0
+		}
+		fits := func(w *fsm.Worker) bool {
+			return w.CoresFree() >= a.CoresPerExecutor && w.MemoryFreeMB() >= a.MemoryPerExecutorMB
+		}
+		var usable []*fsm.Worker
+		for _, w := range alive {
+			if fits(w) {
+				usable = append(usable, w)
+			}
+		}
+		sort.SliceStable(usable, func(i, j int) bool { return better(usable[i], usable[j]) })
+		next := a.NextExecutorID
+		for placed := true; placed && wants(); {
+			placed = false
+			for _, w := range usable {
+				for wants() && fits(w) {
+					out = append(out, fsm.ExecutorPlacement{AppID: a.ID, ExecutorID: next, WorkerID: w.ID})
+					next++
+					placed = true
+					w.CoresUsed += a.CoresPerExecutor
+					w.MemoryUsedMB += a.MemoryPerExecutorMB
+					if coresLeft > 0 {
+						coresLeft -= a.CoresPerExecutor
+					}
+					if execLeft > 0 {
+						execLeft--
+					}
+					if spreadOut {
+						break
+					}
+				}
+			}
+		}
+	}
+	return out
+}
+
+// prune commits the removal of the oldest finished drivers and apps beyond
+// RetainedDrivers and RetainedApps.
+func (m *Master) prune() {
+	drivers, apps := m.fsm.Completed()
+	var c fsm.PruneCompleted
+	if n := len(drivers) - m.cfg.RetainedDrivers; n > 0 {
+		c.DriverIDs = drivers[:min(n, pruneBatch)]
+	}
+	if n := len(apps) - m.cfg.RetainedApps; n > 0 {
+		c.AppIDs = apps[:min(n, pruneBatch)]
+	}
+	if len(c.DriverIDs)+len(c.AppIDs) == 0 {
+		return
+	}
+	if _, err := m.apply(fsm.CmdPruneCompleted, &c); err != nil {
+		m.log.Warn("retention not committed", "err", err)
+		return
+	}
+	m.log.Info("dropped finished drivers and apps beyond retention", "drivers", len(c.DriverIDs), "apps", len(c.AppIDs))
 }

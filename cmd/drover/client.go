@@ -30,6 +30,9 @@ commands:
   list   [--json]
   logs   DRIVER_ID [--stderr] [--follow]
   leader                 print the leader master's ID
+  apps   [--json]        list applications
+  app    APP_ID [--json] show an application and its executors
+  kill-app APP_ID        kill an application and its executors
 
 --masters defaults to $DROVER_MASTERS. Exit codes: 0 success, 1 refused,
 failed or bad usage, 2 no master reachable or no leader known within
@@ -83,6 +86,12 @@ func runClient(args []string, stdout, stderr io.Writer) int {
 		return k.logs(ctx, rest)
 	case "leader":
 		return k.leader(ctx, rest)
+	case "apps":
+		return k.apps(ctx, rest)
+	case "app":
+		return k.app(ctx, rest)
+	case "kill-app":
+		return k.killApp(ctx, rest)
 	}
 	fmt.Fprintf(stderr, "drover client: unknown command %q (see drover client --help)\n", sub)
 	return 1
@@ -213,9 +222,12 @@ func (k *cli) watch(ctx context.Context, id string, done func(*fsm.Driver) bool)
 }
 
 // oneID parses the positional driver ID of status, kill and logs.
-func oneID(fs *pflag.FlagSet) (string, error) {
+func oneID(fs *pflag.FlagSet) (string, error) { return oneArg(fs, "DRIVER_ID") }
+
+// oneArg returns the only positional argument, named what in the error.
+func oneArg(fs *pflag.FlagSet, what string) (string, error) {
 	if fs.NArg() != 1 {
-		return "", fmt.Errorf("want exactly one DRIVER_ID, got %d arguments", fs.NArg())
+		return "", fmt.Errorf("want exactly one %s, got %d arguments", what, fs.NArg())
 	}
 	return fs.Arg(0), nil
 }

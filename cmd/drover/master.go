@@ -34,6 +34,11 @@ func runMaster(args []string) int {
 	fs.StringVar(&cfg.Fencing, "fencing", cfg.Fencing, "default (drivers keep running while their worker is cut off) or strict (at most one live attempt; must match the workers)")
 	fs.DurationVar(&cfg.Lease, "lease", cfg.Lease, "strict fencing: how long a worker runs supervised drivers without a leader; must equal the workers' --lease")
 	fs.DurationVar(&cfg.FencingMargin, "fencing-margin", cfg.FencingMargin, "strict fencing: extra wait after the lease before a worker's drivers are relaunched")
+	fs.BoolVar(&cfg.SpreadOutApps, "spread-out-apps", cfg.SpreadOutApps, "place each app's executors on as many workers as possible; false packs them on as few as possible (Spark's spark.deploy.spreadOutApps)")
+	fs.IntVar(&cfg.MaxExecutorRetries, "max-executor-retries", cfg.MaxExecutorRetries, "executor failures in a row, with none RUNNING, after which an app FAILS; -1 never (Spark's spark.deploy.maxExecutorRetries)")
+	fs.IntVar(&cfg.RetainedDrivers, "retained-drivers", cfg.RetainedDrivers, "finished drivers to keep; older ones are dropped")
+	fs.IntVar(&cfg.RetainedApps, "retained-apps", cfg.RetainedApps, "finished apps to keep; older ones are dropped")
+	fs.DurationVar(&cfg.AppTimeout, "app-timeout", cfg.AppTimeout, "how long an app's client may go silent before its app is ended FAILED")
 	logger := addLogFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return flagError(err)

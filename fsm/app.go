@@ -1,0 +1,175 @@
+package fsm
+
+import (
+	"strconv"
+	"strings"
+)
+
+// ApplicationState is the lifecycle state of an application, with the names
+// of Spark's org.apache.spark.deploy.master.ApplicationState.
+type ApplicationState string
+
+// Application states, as in Spark standalone.
+const (
+	// AppWaiting: registered, no executor has reported RUNNING yet.
+	AppWaiting ApplicationState = "WAITING"
+	// AppRunning: at least one executor has reported RUNNING.
+	AppRunning ApplicationState = "RUNNING"
+	// AppFinished: unregistered by its client, or its driver finished.
+	AppFinished ApplicationState = "FINISHED"
+	// AppFailed: its executors failed too often in a row, its driver
+	// failed, or its client stopped talking to the masters.
+	AppFailed ApplicationState = "FAILED"
+	// AppKilled: killed on request, or its driver was killed.
+	AppKilled ApplicationState = "KILLED"
+	// AppUnknown is kept for parity with Spark; Drover does not produce it.
+	AppUnknown ApplicationState = "UNKNOWN"
+)
+
+// Terminal reports whether s is a final state: FINISHED, FAILED or KILLED.
+func (s ApplicationState) Terminal() bool {
+	switch s {
+	case AppFinished, AppFailed, AppKilled:
+		return true
+	}
+	return false
+}
+
+// ExecutorState is the state of one executor, with the names of Spark's
+// org.apache.spark.deploy.ExecutorState.
+type ExecutorState string
+
+// Executor states, as in Spark standalone.
+const (
+	// ExecLaunching: placed on a worker that has not reported it started.
+	ExecLaunching ExecutorState = "LAUNCHING"
+	// ExecRunning: its worker reported the process started.
+	ExecRunning ExecutorState = "RUNNING"
+	// ExecKilled: killed on request, because its application ended, or by
+	// its worker while shutting down.
+	ExecKilled ExecutorState = "KILLED"
+	// ExecFailed: the process exited non-zero or could not be launched.
+	ExecFailed ExecutorState = "FAILED"
+	// ExecLost: its worker was lost.
+	ExecLost ExecutorState = "LOST"
+	// ExecExited: the process exited 0.
+	ExecExited ExecutorState = "EXITED"
+)
+
+// Terminal reports whether s is a final state: KILLED, FAILED, LOST or
+// EXITED.
+func (s ExecutorState) Terminal() bool {
+	switch s {
+	case ExecKilled, ExecFailed, ExecLost, ExecExited:
+		return true
+	}
+	return false
+}
+
+// App is one row of the apps table (Spark's ApplicationInfo). Memory is in
+// MiB, times Unix milliseconds chosen by the leader.
+type App struct {
+	ID    string `json:"id"`
+	Name  string `json:"name,omitempty"`
+	Token string `json:"token,omitempty"`
+	// DriverID and DriverAttempt name the driver attempt that registered
+	// the application, if any: when that attempt ends, so does the app.
+	DriverID      string `json:"driver_id,omitempty"`
+	DriverAttempt int    `json:"driver_attempt,omitempty"`
+	// MaxCores caps the cores of all live executors together (Spark's
+	// spark.cores.max); 0 means no cap.
+	MaxCores            int   `json:"max_cores"`
+	CoresPerExecutor    int   `json:"cores_per_executor"`
+	MemoryPerExecutorMB int64 `json:"memory_per_executor_mb"`
+	// ExecutorLimit caps the number of live executors (Spark's
+	// executorLimit, set by requestTotalExecutors); -1 means no cap.
+	ExecutorLimit int               `json:"executor_limit"`
+	Argv          []string          `json:"argv"`
+	Env           map[string]string `json:"env,omitempty"`
+	// MaxExecutorRetries is the leader's --max-executor-retries when the
+	// app registered (Spark's spark.deploy.maxExecutorRetries): the app
+	// FAILS when more executors than this fail in a row while none is
+	// RUNNING; -1 means never.
+	MaxExecutorRetries int `json:"max_executor_retries"`
+
+	State ApplicationState `json:"state"`
+	// RetryCount counts executor failures since the last executor that
+	// exited 0 (Spark's ApplicationInfo.retryCount).
+	RetryCount int `json:"retry_count"`
+	// NextExecutorID is the ID the next executor gets; IDs count from 0.
+	NextExecutorID int `json:"next_executor_id"`
+	// CoresGranted is the sum of the cores of live executors. It is kept
+	// by Apply and rebuilt on Restore.
+	CoresGranted int    `json:"cores_granted"`
+	Message      string `json:"message,omitempty"`
+	SubmittedAt  int64  `json:"submitted_at"`
+	UpdatedAt    int64  `json:"updated_at"`
+	EndedAt      int64  `json:"ended_at,omitempty"`
+}
+
+// CoresLeft is how many more cores the app may be granted: -1 when
+// MaxCores is 0 (no cap).
+func (a *App) CoresLeft() int {
+	if a.MaxCores == 0 {
+		return -1
+	}
+	return max(a.MaxCores-a.CoresGranted, 0)
+}
+
+// Executor is one row of the executors table (Spark's ExecutorDesc). ID
+// counts from 0 within its app; a replacement gets a new ID.
+type Executor struct {
+	AppID      string        `json:"app_id"`
+	ID         int           `json:"id"`
+	WorkerID   string        `json:"worker_id"`
+	Cores      int           `json:"cores"`
+	MemoryMB   int64         `json:"memory_mb"`
+	State      ExecutorState `json:"state"`
+	ExitCode   *int          `json:"exit_code"`
+	Message    string        `json:"message,omitempty"`
+	LaunchedAt int64         `json:"launched_at"`
+	StartedAt  int64         `json:"started_at,omitempty"`
+	EndedAt    int64         `json:"ended_at,omitempty"`
+}
+
+// ExecutorKey is the executors table's key for executor id of app: APP_ID/ID.
+func ExecutorKey(appID string, id int) string {
+	return appID + "/" + strconv.Itoa(id)
+}
+
+// ParseExecutorKey splits an ExecutorKey; ok is false if s is not one.
+func ParseExecutorKey(s string) (appID string, id int, ok bool) {
+	i := strings.LastIndexByte(s, '/')
+	if i <= 0 {
+		return "", 0, false
+	}
+	id, err := strconv.Atoi(s[i+1:])
+	if err != nil || id < 0 {
+		return "", 0, false
+	}
+	return s[:i], id, true
+}
+
+func (a *App) clone() *App {
+	c := *a
+	c.Argv = append([]string(nil), a.Argv...)
+	c.Env = cloneEnv(a.Env)
+	return &c
+}
+
+func (e *Executor) clone() *Executor {
+	c := *e
+	c.ExitCode = cloneInt(e.ExitCode)
+	return &c
+}
+
+func cloneEnv(env map[string]string) map[string]string {
+	if env == nil {
+		return nil
+	}
+	c := make(map[string]string, len(env))
+	for k, v := range env {
+		c[k] = v
+	}
+	return c
+}

@@ -1,0 +1,405 @@
+package fsm
+
+import (
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// Apply functions for applications and executors, following Spark's
+// Master: registerApplication, startExecutorsOnWorkers (placement itself is
+// the leader's; Apply only checks it), ExecutorStateChanged, and
+// removeApplication.
+
+func (f *FSM) applyRegisterApp(c *RegisterApp) any {
+	if id, ok := f.t.AppTokens[c.Token]; ok && c.Token != "" {
+		return RegisterAppResult{AppID: id, Existing: true}
+	}
+	seq, err := idSeq("app", c.ID)
+	if err != nil {
+		return err
+	}
+	if err := ValidateRegisterApp(c); err != nil {
+		return err
+	}
+	if _, ok := f.t.Apps[c.ID]; ok {
+		return fmt.Errorf("%w: app %s", ErrDuplicateID, c.ID)
+	}
+	if c.DriverID != "" {
+		d, ok := f.t.Drivers[c.DriverID]
+		switch {
+		case !ok:
+			return fmt.Errorf("%w: %s", ErrUnknownDriver, c.DriverID)
+		case d.State.Terminal():
+			return fmt.Errorf("%w: %s is %s", ErrDriverEnded, d.ID, d.State)
+		case d.Attempt != c.DriverAttempt || d.WorkerID == "":
+			return fmt.Errorf("%w: %s attempt %d is not the running attempt (%d)", ErrStaleAttempt, d.ID, c.DriverAttempt, d.Attempt)
+		}
+	}
+	a := &App{
+		ID:                  c.ID,
+		Name:                c.Name,
+		Token:               c.Token,
+		DriverID:            c.DriverID,
+		DriverAttempt:       c.DriverAttempt,
+		MaxCores:            c.MaxCores,
+		CoresPerExecutor:    c.CoresPerExecutor,
+		MemoryPerExecutorMB: c.MemoryPerExecutorMB,
+		ExecutorLimit:       c.ExecutorLimit,
+		Argv:                append([]string(nil), c.Argv...),
+		Env:                 cloneEnv(c.Env),
+		MaxExecutorRetries:  c.MaxExecutorRetries,
+		State:               AppWaiting,
+		SubmittedAt:         c.Time,
+		UpdatedAt:           c.Time,
+	}
+	f.t.Apps[a.ID] = a
+	if c.Token != "" {
+		f.t.AppTokens[c.Token] = a.ID
+	}
+	if seq >= f.t.NextAppSeq {
+		f.t.NextAppSeq = seq + 1
+	}
+	return RegisterAppResult{AppID: a.ID}
+}
+
+// ValidateRegisterApp checks a registration on its own, without the tables:
+// the executor program (see ValidateProgram), a core cap that is 0 or holds
+// one executor, an executor limit of -1 or more, and max executor retries
+// of -1 or more. The error is one line and wraps ErrInvalidCommand.
+func ValidateRegisterApp(c *RegisterApp) error {
+	if err := ValidateProgram(c.Argv, c.Env, c.CoresPerExecutor, c.MemoryPerExecutorMB); err != nil {
+		return err
+	}
+	switch {
+	case c.MaxCores < 0:
+		return fmt.Errorf("%w: max cores must not be negative, got %d", ErrInvalidCommand, c.MaxCores)
+	case c.MaxCores > 0 && c.MaxCores < c.CoresPerExecutor:
+		return fmt.Errorf("%w: max cores %d is less than the %d cores of one executor", ErrInvalidCommand, c.MaxCores, c.CoresPerExecutor)
+	case c.ExecutorLimit < -1:
+		return fmt.Errorf("%w: executor limit must be -1 (none) or more, got %d", ErrInvalidCommand, c.ExecutorLimit)
+	case c.MaxExecutorRetries < -1:
+		return fmt.Errorf("%w: max executor retries must be -1 (never fail) or more, got %d", ErrInvalidCommand, c.MaxExecutorRetries)
+	}
+	return nil
+}
+
+// idSeq parses the sequence number of an ID of Spark's form
+// <kind>-<yyyyMMddHHmmss>-<seq>.
+func idSeq(kind, id string) (int, error) {
+	parts := strings.Split(id, "-")
+	if len(parts) != 3 || parts[0] != kind || len(parts[1]) != 14 {
+		return 0, fmt.Errorf("%w: %s ID %q is not %s-<yyyyMMddHHmmss>-<seq>", ErrInvalidCommand, kind, id, kind)
+	}
+	if _, err := strconv.ParseUint(parts[1], 10, 64); err != nil {
+		return 0, fmt.Errorf("%w: %s ID %q has a bad timestamp", ErrInvalidCommand, kind, id)
+	}
+	seq, err := strconv.Atoi(parts[2])
+	if err != nil || seq < 0 {
+		return 0, fmt.Errorf("%w: %s ID %q has a bad sequence number", ErrInvalidCommand, kind, id)
+	}
+	return seq, nil
+}
+
+func (f *FSM) applyPlaceExecutors(c *PlaceExecutors) any {
+	var res PlaceExecutorsResult
+	for _, p := range c.Placements {
+		a, ok := f.t.Apps[p.AppID]
+		if !ok || a.State.Terminal() || p.ExecutorID != a.NextExecutorID {
+			continue
+		}
+		if left := a.CoresLeft(); left >= 0 && left < a.CoresPerExecutor {
+			continue
+		}
+		if a.ExecutorLimit >= 0 && f.liveExecutors(a.ID) >= a.ExecutorLimit {
+			continue
+		}
+		w, ok := f.t.Workers[p.WorkerID]
+		if !ok || w.State != WorkerAlive || w.CoresFree() < a.CoresPerExecutor || w.MemoryFreeMB() < a.MemoryPerExecutorMB {
+			continue
+		}
+		e := &Executor{
+			AppID:      a.ID,
+			ID:         p.ExecutorID,
+			WorkerID:   w.ID,
+			Cores:      a.CoresPerExecutor,
+			MemoryMB:   a.MemoryPerExecutorMB,
+			State:      ExecLaunching,
+			LaunchedAt: c.Time,
+		}
+		f.t.Executors[ExecutorKey(a.ID, e.ID)] = e
+		a.NextExecutorID++
+		a.CoresGranted += e.Cores
+		a.UpdatedAt = c.Time
+		w.CoresUsed += e.Cores
+		w.MemoryUsedMB += e.MemoryMB
+		res.Applied = append(res.Applied, p)
+	}
+	return res
+}
+
+// liveExecutors counts an app's executors that have not ended.
+func (f *FSM) liveExecutors(appID string) int {
+	n := 0
+	for _, e := range f.executorsOf(appID) {
+		if !e.State.Terminal() {
+			n++
+		}
+	}
+	return n
+}
+
+// executorsOf returns an app's executors in ID order. Executor IDs of one
+// app are dense from 0, so this walks NextExecutorID keys instead of the
+// whole table.
+func (f *FSM) executorsOf(appID string) []*Executor {
+	a, ok := f.t.Apps[appID]
+	if !ok {
+		return nil
+	}
+	var out []*Executor
+	for id := 0; id < a.NextExecutorID; id++ {
+		if e, ok := f.t.Executors[ExecutorKey(appID, id)]; ok {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// endExecutor moves a live executor to a final state and returns its
+// resources to its worker and its app.
+func (f *FSM) endExecutor(e *Executor, state ExecutorState, exit *int, reason string, now int64) {
+	if e.State.Terminal() {
+		return
+	}
+	e.State = state
+	e.ExitCode = cloneInt(exit)
+	e.Message = reason
+	e.EndedAt = now
+	if w, ok := f.t.Workers[e.WorkerID]; ok {
+		w.CoresUsed -= e.Cores
+		w.MemoryUsedMB -= e.MemoryMB
+	}
+	if a, ok := f.t.Apps[e.AppID]; ok {
+		a.CoresGranted -= e.Cores
+		a.UpdatedAt = now
+	}
+}
+
+// applyExecutorReports handles a worker's executor reports (Spark's
+// Master handling ExecutorStateChanged).
+func (f *FSM) applyExecutorReports(workerID string, reports []ExecutorReport, now int64) {
+	for _, r := range reports {
+		e, ok := f.t.Executors[ExecutorKey(r.AppID, r.ExecutorID)]
+		if !ok || e.WorkerID != workerID || e.State.Terminal() {
+			continue
+		}
+		a := f.t.Apps[e.AppID]
+		switch r.State {
+		case ExecRunning:
+			if e.State == ExecLaunching {
+				e.State = ExecRunning
+				e.StartedAt = now
+				a.UpdatedAt = now
+			}
+			if a.State == AppWaiting {
+				a.State = AppRunning
+			}
+		case ExecExited:
+			f.endExecutor(e, ExecExited, r.ExitCode, r.Reason, now)
+			a.RetryCount = 0
+		case ExecKilled:
+			// Killed by its worker unasked (the worker is shutting down):
+			// not the app's fault, so no retry is counted; the scheduler
+			// places a replacement.
+			f.endExecutor(e, ExecKilled, r.ExitCode, r.Reason, now)
+		case ExecFailed:
+			f.endExecutor(e, ExecFailed, r.ExitCode, r.Reason, now)
+			a.RetryCount++
+			if a.MaxExecutorRetries >= 0 && a.RetryCount > a.MaxExecutorRetries && !f.anyRunning(a.ID) {
+				f.endApp(a, AppFailed, fmt.Sprintf("%d executors failed in a row (max executor retries %d); last: %s",
+					a.RetryCount, a.MaxExecutorRetries, executorEnd(e)), now)
+			}
+		}
+	}
+}
+
+func (f *FSM) anyRunning(appID string) bool {
+	for _, e := range f.executorsOf(appID) {
+		if e.State == ExecRunning {
+			return true
+		}
+	}
+	return false
+}
+
+func executorEnd(e *Executor) string {
+	s := fmt.Sprintf("executor %d on %s", e.ID, e.WorkerID)
+	if e.ExitCode != nil {
+		s += fmt.Sprintf(" exited %d", *e.ExitCode)
+	}
+	if e.Message != "" {
+		s += ": " + e.Message
+	}
+	return s
+}
+
+// endApp moves an unfinished app to a final state and kills its live
+// executors; their workers stop them once they leave the desired set
+// (Spark's Master.removeApplication).
+func (f *FSM) endApp(a *App, state ApplicationState, reason string, now int64) {
+	if a.State.Terminal() {
+		return
+	}
+	for _, e := range f.executorsOf(a.ID) {
+		f.endExecutor(e, ExecKilled, nil, "application "+string(state), now)
+	}
+	a.State = state
+	a.Message = reason
+	a.EndedAt = now
+	a.UpdatedAt = now
+}
+
+// driverAttemptEnded ends the apps that an attempt of a driver registered,
+// when that attempt ends or is superseded: the app's client went with it.
+func (f *FSM) driverAttemptEnded(d *Driver, attempt int, now int64) {
+	state := AppFailed
+	switch d.State {
+	case DriverFinished:
+		state = AppFinished
+	case DriverKilled:
+		state = AppKilled
+	}
+	for _, id := range f.appIDs() {
+		a := f.t.Apps[id]
+		if a.DriverID == d.ID && a.DriverAttempt == attempt && !a.State.Terminal() {
+			f.endApp(a, state, fmt.Sprintf("driver %s attempt %d ended %s", d.ID, attempt, attemptOutcome(d, attempt)), now)
+		}
+	}
+}
+
+func attemptOutcome(d *Driver, attempt int) string {
+	if d.Attempt != attempt {
+		return "(relaunched as attempt " + strconv.Itoa(d.Attempt) + ")"
+	}
+	return string(d.State)
+}
+
+// appIDs returns the app IDs in order, so loops that change state are
+// deterministic.
+func (f *FSM) appIDs() []string {
+	ids := make([]string, 0, len(f.t.Apps))
+	for id := range f.t.Apps {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	return ids
+}
+
+func (f *FSM) applyRequestExecutors(c *RequestExecutors) any {
+	a, err := f.liveApp(c.AppID)
+	if err != nil {
+		return err
+	}
+	if c.Total < 0 {
+		return fmt.Errorf("%w: executor total must not be negative, got %d", ErrInvalidCommand, c.Total)
+	}
+	a.ExecutorLimit = c.Total
+	a.UpdatedAt = c.Time
+	return nil
+}
+
+func (f *FSM) applyKillExecutors(c *KillExecutors) any {
+	a, err := f.liveApp(c.AppID)
+	if err != nil {
+		return err
+	}
+	seen := map[int]bool{}
+	for _, id := range c.ExecutorIDs {
+		if _, ok := f.t.Executors[ExecutorKey(a.ID, id)]; !ok || seen[id] {
+			return fmt.Errorf("%w: %s has no executor %d (or it is named twice)", ErrUnknownExecutor, a.ID, id)
+		}
+		seen[id] = true
+	}
+	live := f.liveExecutors(a.ID)
+	killed := 0
+	for _, id := range c.ExecutorIDs {
+		e := f.t.Executors[ExecutorKey(a.ID, id)]
+		if !e.State.Terminal() {
+			f.endExecutor(e, ExecKilled, nil, "killed on request", c.Time)
+			killed++
+		}
+	}
+	// Spark's killExecutors adjusts the target, so the scheduler does not
+	// bring the killed executors straight back.
+	if a.ExecutorLimit < 0 {
+		a.ExecutorLimit = live
+	}
+	a.ExecutorLimit = max(a.ExecutorLimit-killed, 0)
+	a.UpdatedAt = c.Time
+	return nil
+}
+
+func (f *FSM) applyEndApp(c *EndApp) any {
+	a, ok := f.t.Apps[c.AppID]
+	if !ok {
+		return fmt.Errorf("%w: %s", ErrUnknownApp, c.AppID)
+	}
+	if !c.State.Terminal() {
+		return fmt.Errorf("%w: an app can only end FINISHED, FAILED or KILLED, not %q", ErrInvalidCommand, c.State)
+	}
+	if a.State == c.State {
+		// Idempotent, like KillDriver: a retried request gets the same
+		// answer.
+		return nil
+	}
+	if a.State.Terminal() {
+		return fmt.Errorf("%w: %s is %s", ErrAppEnded, a.ID, a.State)
+	}
+	reason := c.Reason
+	if reason == "" {
+		reason = map[ApplicationState]string{AppFinished: "unregistered", AppFailed: "failed", AppKilled: "killed on request"}[c.State]
+	}
+	f.endApp(a, c.State, reason, c.Time)
+	return nil
+}
+
+// liveApp returns an unfinished app, or the error that says why not.
+func (f *FSM) liveApp(id string) (*App, error) {
+	a, ok := f.t.Apps[id]
+	if !ok {
+		return nil, fmt.Errorf("%w: %s", ErrUnknownApp, id)
+	}
+	if a.State.Terminal() {
+		return nil, fmt.Errorf("%w: %s is %s", ErrAppEnded, a.ID, a.State)
+	}
+	return a, nil
+}
+
+func (f *FSM) applyPruneCompleted(c *PruneCompleted) any {
+	for _, id := range c.DriverIDs {
+		d, ok := f.t.Drivers[id]
+		if !ok || !d.State.Terminal() {
+			continue
+		}
+		delete(f.t.Drivers, id)
+		if d.Token != "" && f.t.Tokens[d.Token] == id {
+			delete(f.t.Tokens, d.Token)
+		}
+	}
+	for _, id := range c.AppIDs {
+		a, ok := f.t.Apps[id]
+		if !ok || !a.State.Terminal() {
+			continue
+		}
+		for _, e := range f.executorsOf(id) {
+			delete(f.t.Executors, ExecutorKey(id, e.ID))
+		}
+		delete(f.t.Apps, id)
+		if a.Token != "" && f.t.AppTokens[a.Token] == id {
+			delete(f.t.AppTokens, a.Token)
+		}
+	}
+	return nil
+}
