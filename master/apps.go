@@ -142,7 +142,7 @@ func explainApp(s api.AppStatus, ws []*fsm.Worker) api.AppStatus {
 			return s
 		}
 	}
-	a.Message = waitReason(ws, a.CoresPerExecutor, a.MemoryPerExecutorMB, "per executor")
+	a.Message = waitReason(ws, a.CoresPerExecutor, a.MemoryPerExecutorMB, " per executor")
 	return s
 }
 

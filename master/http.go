@@ -209,9 +209,10 @@ func writeApplyError(w http.ResponseWriter, err error) {
 	switch {
 	case errors.As(err, &unavailable):
 		writeError(w, http.StatusServiceUnavailable, err.Error())
-	case errors.Is(err, fsm.ErrUnknownDriver), errors.Is(err, fsm.ErrUnknownWorker):
+	case errors.Is(err, fsm.ErrUnknownDriver), errors.Is(err, fsm.ErrUnknownWorker),
+		errors.Is(err, fsm.ErrUnknownApp), errors.Is(err, fsm.ErrUnknownExecutor):
 		writeError(w, http.StatusNotFound, err.Error())
-	case errors.Is(err, fsm.ErrDriverEnded):
+	case errors.Is(err, fsm.ErrDriverEnded), errors.Is(err, fsm.ErrAppEnded), errors.Is(err, fsm.ErrStaleAttempt):
 		writeError(w, http.StatusConflict, err.Error())
 	case errors.Is(err, fsm.ErrInvalidCommand):
 		writeError(w, http.StatusBadRequest, err.Error())

@@ -60,3 +60,104 @@ func TestExplainWaiting(t *testing.T) {
 		t.Errorf("no workers: %q", ds[0].Message)
 	}
 }
+
+func app(id string, maxCores, cpe int, mem int64, limit int) *fsm.App {
+	return &fsm.App{ID: id, MaxCores: maxCores, CoresPerExecutor: cpe, MemoryPerExecutorMB: mem,
+		ExecutorLimit: limit, State: fsm.AppWaiting}
+}
+
+// perWorker counts planned executors per worker for one app.
+func perWorker(ps []fsm.ExecutorPlacement, appID string) map[string]int {
+	out := map[string]int{}
+	for _, p := range ps {
+		if p.AppID == appID {
+			out[p.WorkerID]++
+		}
+	}
+	return out
+}
+
+func threeWorkers() []*fsm.Worker {
+	return []*fsm.Worker{
+		worker("w1", 4, 4096, fsm.WorkerAlive),
+		worker("w2", 4, 4096, fsm.WorkerAlive),
+		worker("w3", 4, 4096, fsm.WorkerAlive),
+	}
+}
+
+func TestPlanExecutorsSpreadOutVersusConsolidate(t *testing.T) {
+	a := app("app-20261129120000-0000", 6, 1, 512, -1)
+	spread := perWorker(planExecutors([]*fsm.App{a}, [][]*fsm.Executor{nil}, threeWorkers(), true), a.ID)
+	if len(spread) != 3 || spread["w1"] != 2 || spread["w2"] != 2 || spread["w3"] != 2 {
+		t.Errorf("spread out: %v, want 2 executors on each of 3 workers", spread)
+	}
+	packed := perWorker(planExecutors([]*fsm.App{a}, [][]*fsm.Executor{nil}, threeWorkers(), false), a.ID)
+	if len(packed) != 2 || packed["w1"]+packed["w2"]+packed["w3"] != 6 || max(packed["w1"], packed["w2"], packed["w3"]) != 4 {
+		t.Errorf("consolidated: %v, want one worker full (4) and the other 2 on a second", packed)
+	}
+}
+
+func TestPlanExecutorsCapsAndIDs(t *testing.T) {
+	t.Run("max cores", func(t *testing.T) {
+		a := app("app-20261129120000-0000", 5, 2, 512, -1)
+		ps := planExecutors([]*fsm.App{a}, [][]*fsm.Executor{nil}, threeWorkers(), true)
+		if len(ps) != 2 {
+			t.Fatalf("placements %v: max 5 cores at 2 per executor allows 2", ps)
+		}
+		if ps[0].ExecutorID != 0 || ps[1].ExecutorID != 1 {
+			t.Errorf("executor IDs %d, %d: want 0, 1", ps[0].ExecutorID, ps[1].ExecutorID)
+		}
+	})
+	t.Run("executor limit counts live executors", func(t *testing.T) {
+		a := app("app-20261129120000-0000", 0, 1, 512, 3)
+		a.NextExecutorID = 2
+		live := []*fsm.Executor{{ID: 0, State: fsm.ExecFailed}, {ID: 1, State: fsm.ExecRunning}}
+		ps := planExecutors([]*fsm.App{a}, [][]*fsm.Executor{live}, threeWorkers(), true)
+		if len(ps) != 2 || ps[0].ExecutorID != 2 || ps[1].ExecutorID != 3 {
+			t.Errorf("placements %v: limit 3 with 1 live allows 2 more, IDs from 2", ps)
+		}
+	})
+	t.Run("memory per executor", func(t *testing.T) {
+		ws := threeWorkers()
+		ws[1].MemoryMB = 8192
+		a := app("app-20261129120000-0000", 0, 1, 3000, -1)
+		got := perWorker(planExecutors([]*fsm.App{a}, [][]*fsm.Executor{nil}, ws, true), a.ID)
+		if got["w1"] != 1 || got["w2"] != 2 || got["w3"] != 1 {
+			t.Errorf("placements %v: 3000 MiB executors fit once in 4096 MiB and twice in 8192 MiB", got)
+		}
+	})
+	t.Run("unplaceable and finished apps wait, dead workers get nothing", func(t *testing.T) {
+		ws := threeWorkers()
+		ws[0].State = fsm.WorkerDead
+		big := app("app-20261129120000-0000", 0, 1, 1<<20, -1)
+		done := app("app-20261129120000-0001", 0, 1, 512, -1)
+		done.State = fsm.AppFinished
+		fifo := app("app-20261129120000-0002", 0, 1, 512, -1)
+		ps := planExecutors([]*fsm.App{big, done, fifo}, make([][]*fsm.Executor, 3), ws, true)
+		got := perWorker(ps, fifo.ID)
+		if len(ps) != 8 || got["w2"] != 4 || got["w3"] != 4 {
+			t.Errorf("placements %v: want all 8 free cores of w2 and w3 for the third app only", ps)
+		}
+	})
+	t.Run("FIFO: the first app takes what it can", func(t *testing.T) {
+		first := app("app-20261129120000-0000", 0, 2, 512, -1)
+		second := app("app-20261129120000-0001", 0, 1, 512, -1)
+		ps := planExecutors([]*fsm.App{first, second}, make([][]*fsm.Executor, 2), threeWorkers(), true)
+		if n := len(perWorker(ps, second.ID)); n != 0 || len(ps) != 6 {
+			t.Errorf("placements %v: the first app should take all 12 cores in 6 executors", ps)
+		}
+	})
+}
+
+func TestExplainApp(t *testing.T) {
+	ws := []*fsm.Worker{worker("w1", 4, 4096, fsm.WorkerAlive)}
+	s := explainApp(api.AppStatus{App: app("app-20261129120000-0000", 0, 1, 8192, -1)}, ws)
+	if !strings.Contains(s.Message, api.ReasonUnplaceable) || !strings.Contains(s.Message, "8192 MiB per executor") {
+		t.Errorf("message %q", s.Message)
+	}
+	running := api.AppStatus{App: app("app-20261129120000-0000", 0, 1, 8192, -1),
+		Executors: []*fsm.Executor{{ID: 0, State: fsm.ExecRunning}}}
+	if s := explainApp(running, ws); s.Message != "" {
+		t.Errorf("an app with a live executor got %q", s.Message)
+	}
+}

@@ -186,9 +186,10 @@ func TestAttemptEndedWhileWorkerDownIsReportedNotRerun(t *testing.T) {
 }
 
 // TestFencing: with no answer from the masters for longer than the lease, a
-// strict worker kills its supervised attempt and keeps its unsupervised one;
-// a default worker keeps both. Either way the worker stays alive and renews
-// the lease, so the runners keep what it keeps.
+// strict worker kills its supervised attempt and its executor and keeps its
+// unsupervised attempt; a default worker keeps all three. Either way the
+// worker stays alive and renews the lease, so the runners keep what it
+// keeps.
 func TestFencing(t *testing.T) {
 	const lease = 500 * time.Millisecond
 	for _, mode := range []worker.FencingMode{worker.FencingStrict, worker.FencingDefault} {
@@ -201,16 +202,19 @@ func TestFencing(t *testing.T) {
 			supervised := sleeper(driverA, 1)
 			supervised.Supervise = true
 			fm.assign(supervised, sleeper(driverB, 1))
+			fm.assignExecutors(execSleeper(appA, 0))
 			fm.waitReport(t, driverA, 1, fsm.DriverRunning)
 			fm.waitReport(t, driverB, 1, fsm.DriverRunning)
+			fm.waitExecReport(t, appA, 0, fsm.ExecRunning)
 			pidA := programPID(t, cfg, driverA, 1)
 			pidB := programPID(t, cfg, driverB, 1)
+			pidE := executorPID(t, cfg, appA, 0)
 
 			fm.set(func() { fm.down = true })
 			down := time.Now()
 			if mode == worker.FencingStrict {
-				waitUntil(t, "the supervised program's end", func() bool {
-					return errors.Is(syscall.Kill(-pidA, 0), syscall.ESRCH)
+				waitUntil(t, "the supervised program's and the executor's end", func() bool {
+					return errors.Is(syscall.Kill(-pidA, 0), syscall.ESRCH) && errors.Is(syscall.Kill(-pidE, 0), syscall.ESRCH)
 				})
 				// The last answered heartbeat went out at most about an
 				// interval before the masters went down.
@@ -223,6 +227,9 @@ func TestFencing(t *testing.T) {
 				if err := syscall.Kill(pidA, 0); err != nil {
 					t.Fatalf("supervised program gone in default fencing: %v", err)
 				}
+				if err := syscall.Kill(pidE, 0); err != nil {
+					t.Fatalf("executor gone in default fencing: %v", err)
+				}
 			}
 			if err := syscall.Kill(pidB, 0); err != nil {
 				t.Fatalf("unsupervised program gone: %v", err)
@@ -233,8 +240,12 @@ func TestFencing(t *testing.T) {
 			fm.set(func() { back = len(fm.heartbeats) })
 			if mode == worker.FencingStrict {
 				killed, _ := fm.waitReport(t, driverA, 1, fsm.DriverKilled)
-				if want := "fenced: no contact with a leader for 500ms"; killed.Reason != want {
+				want := "fenced: no contact with a leader for 500ms"
+				if killed.Reason != want {
 					t.Fatalf("killed = %+v, want reason %q", killed, want)
+				}
+				if killed, _ := fm.waitExecReport(t, appA, 0, fsm.ExecKilled); killed.Reason != want {
+					t.Fatalf("executor killed = %+v, want reason %q", killed, want)
 				}
 			}
 			fm.waitFor(t, "three heartbeats after the masters came back", func() bool { return len(fm.heartbeats) >= back+3 })
@@ -251,6 +262,15 @@ func TestFencing(t *testing.T) {
 				}
 				if !slices.Equal(running, want) {
 					t.Fatalf("running = %+v, want %+v", running, want)
+				}
+				if mode == worker.FencingStrict {
+					return
+				}
+				if r := fm.executorReports(); len(r) != 1 {
+					t.Fatalf("executor reports %+v: the executor should have been kept", r)
+				}
+				if running := fm.heartbeats[len(fm.heartbeats)-1].RunningExecutors; !slices.Equal(running, []api.ExecutorRef{{AppID: appA}}) {
+					t.Fatalf("running executors = %+v", running)
 				}
 			})
 		})

@@ -11,32 +11,25 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"slices"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
-	"github.com/drover-project/drover/api"
 	"github.com/drover-project/drover/fsm"
 	"github.com/drover-project/drover/runner"
 )
 
-// driverIDPattern is Spark's driver ID form. Driver IDs name directories, so
-// anything else is refused before it reaches the file system.
-var driverIDPattern = regexp.MustCompile(`^driver-[0-9]{14}-[0-9]+$`)
-
 const (
 	// runnerSubcommand is the hidden drover subcommand that runs runner.Main.
 	runnerSubcommand = "runner"
-	// runnerLogFile, in the attempt directory, receives the runner's own
+	// runnerLogFile, in the unit's directory, receives the runner's own
 	// log (its stderr).
 	runnerLogFile = "runner.log"
 )
 
-// adoptPoll is how often the worker looks at an adopted attempt's status
-// file and runner: an adopted runner's events went to the previous worker.
+// adoptPoll is how often the worker looks at an adopted unit's status file
+// and runner: an adopted runner's events went to the previous worker.
 const adoptPoll = 100 * time.Millisecond
 
 // Reasons of KILLED reports the worker makes up from what it finds on disk.
@@ -44,21 +37,16 @@ const (
 	// reasonEndedWhileDown: a recorded runner had ended, without a final
 	// state, when the worker came back.
 	reasonEndedWhileDown = "ended while its worker was down"
-	// reasonLeftBehind: an attempt directory without a record (its final
+	// reasonLeftBehind: a unit directory without a record (its final
 	// report was acknowledged, or its runner never started).
 	reasonLeftBehind = "ended by a restart of its worker"
 )
 
-type attemptKey struct {
-	driver  string
-	attempt int
-}
-
-// attempt is one driver attempt this worker started, adopted from a
-// previous worker, or found ended on disk. ended and killReason are guarded
-// by Worker.mu.
-type attempt struct {
-	key       attemptKey
+// unit is one driver attempt or executor this worker started, adopted from
+// a previous worker, or found ended on disk. ended and killReason are
+// guarded by Worker.mu.
+type unit struct {
+	key       unitKey
 	dir       string
 	supervise bool
 	// cmd is the runner this worker started; nil for an adopted runner,
@@ -78,187 +66,192 @@ type attempt struct {
 	killReason string
 }
 
-func (at *attempt) record() record {
-	return record{DriverID: at.key.driver, Attempt: at.key.attempt, Dir: at.dir, RunnerPID: at.pid, RunnerStart: at.start}
-}
+func (u *unit) record() record { return newRecord(u.key, u.dir, u.pid, u.start) }
 
-func attemptDir(workDir, driverID string, n int) string {
-	return filepath.Join(workDir, driverID, "attempt-"+strconv.Itoa(n))
-}
+// fenceable says whether strict fencing kills u (see kindInfo.alwaysFenced).
+func (u *unit) fenceable() bool { return u.supervise || u.key.kind.info().alwaysFenced }
 
-// reconcile makes the attempts this worker runs match the leader's desired
-// set (Spark's Worker does the same on LaunchDriver / KillDriver messages,
-// here derived from one full set). An attempt of a driver starts only once
-// no other attempt of that driver runs here, so a relaunch never overlaps
-// the attempt it supersedes; and none starts while strict fencing holds.
-func (w *Worker) reconcile(as []api.Assignment) {
-	want := make(map[attemptKey]bool, len(as))
+// reconcile makes the units this worker runs match the leader's desired set
+// (Spark's Worker does the same on LaunchDriver / KillDriver and
+// LaunchExecutor / KillExecutor messages, here derived from one full set).
+// An attempt of a driver starts only once no other attempt of that driver
+// runs here, so a relaunch never overlaps the attempt it supersedes; and no
+// unit starts while strict fencing holds.
+func (w *Worker) reconcile(desired []order) {
+	want := make(map[unitKey]bool, len(desired))
 	latest := map[string]int{}
-	for _, a := range as {
-		want[attemptKey{a.DriverID, a.Attempt}] = true
-		latest[a.DriverID] = max(latest[a.DriverID], a.Attempt)
+	for _, o := range desired {
+		want[o.key] = true
+		if o.key.kind == kindAttempt {
+			latest[o.key.id] = max(latest[o.key.id], o.key.n)
+		}
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	for k, at := range w.attempts {
+	for k, u := range w.units {
 		switch {
 		case want[k]:
-		case at.ended:
+		case u.ended:
 			// Its report stays queued until acknowledged. Should a stale
 			// answer assign it again, its directory stops a rerun.
-			delete(w.attempts, k)
-		case at.killReason == "":
-			at.killReason = "no longer assigned to worker " + w.cfg.ID
-			if n := latest[k.driver]; n > k.attempt {
-				at.killReason = fmt.Sprintf("superseded by attempt %d", n)
+			delete(w.units, k)
+		case u.killReason == "":
+			u.killReason = "no longer assigned to worker " + w.cfg.ID
+			if n := latest[k.id]; k.kind == kindAttempt && n > k.n {
+				u.killReason = fmt.Sprintf("superseded by attempt %d", n)
 			}
-			w.log.Info("killing attempt", "driver", k.driver, "attempt", k.attempt, "reason", at.killReason)
-			at.terminate()
+			w.log.Info("killing "+k.kind.info().noun, k.attrs("reason", u.killReason)...)
+			u.terminate()
 		}
 	}
 	fenced := w.fencedLocked(time.Now())
-	for _, a := range as {
-		k := attemptKey{a.DriverID, a.Attempt}
-		if _, ok := w.attempts[k]; ok || w.driverBusy(a.DriverID) {
+	for _, o := range desired {
+		if _, ok := w.units[o.key]; ok || w.driverBusy(o.key) {
 			continue
 		}
 		if fenced {
-			w.log.Warn("not starting attempt: no recent contact with a leader", "driver", k.driver, "attempt", k.attempt)
+			w.log.Warn("not starting "+o.key.kind.info().noun+": no recent contact with a leader", o.key.attrs()...)
 			continue
 		}
-		w.attempts[k] = w.start(a)
+		w.units[o.key] = w.start(o)
 	}
 }
 
-func (w *Worker) driverBusy(driverID string) bool {
-	for k, at := range w.attempts {
-		if k.driver == driverID && !at.ended {
+// driverBusy says whether k is an attempt of a driver another of whose
+// attempts still runs here. Executors never wait: each has an ID of its own.
+func (w *Worker) driverBusy(k unitKey) bool {
+	if k.kind != kindAttempt {
+		return false
+	}
+	for other, u := range w.units {
+		if other.kind == k.kind && other.id == k.id && !u.ended {
 			return true
 		}
 	}
 	return false
 }
 
-// killAll asks every live attempt's runner to stop, adopted ones
-// included, for Close.
+// killAll asks every live unit's runner to stop, adopted ones included,
+// for Close.
 func (w *Worker) killAll(reason string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	for _, at := range w.attempts {
-		if at.ended {
+	for _, u := range w.units {
+		if u.ended {
 			continue
 		}
-		if at.killReason == "" {
-			at.killReason = reason
+		if u.killReason == "" {
+			u.killReason = reason
 		}
-		at.terminate()
+		u.terminate()
 	}
 }
 
 // terminate sends SIGTERM to the runner, which ends the program's process
 // group and reports KILLED. An adopted runner is signalled by PID only while
 // its start time still matches, so a reused PID is never hit.
-func (at *attempt) terminate() { at.signal(syscall.SIGTERM) }
+func (u *unit) terminate() { u.signal(syscall.SIGTERM) }
 
 // fence sends SIGUSR2 to the runner: under strict fencing it kills the
 // program's group with SIGKILL at once, since the leader relaunches the
-// driver after lease plus margin, not after the kill timeout.
-func (at *attempt) fence() { at.signal(syscall.SIGUSR2) }
+// driver (or replaces the executor) after lease plus margin, not after the
+// kill timeout.
+func (u *unit) fence() { u.signal(syscall.SIGUSR2) }
 
-func (at *attempt) signal(sig syscall.Signal) {
+func (u *unit) signal(sig syscall.Signal) {
 	switch {
-	case at.cmd != nil:
-		_ = at.cmd.Process.Signal(sig)
-	case runnerAlive(at.pid, at.start):
-		_ = syscall.Kill(at.pid, sig)
+	case u.cmd != nil:
+		_ = u.cmd.Process.Signal(sig)
+	case runnerAlive(u.pid, u.start):
+		_ = syscall.Kill(u.pid, sig)
 	}
 }
 
-// start launches a's runner, with w.mu held. An attempt that cannot be
-// launched comes back ended, its ERROR report queued.
-func (w *Worker) start(a api.Assignment) *attempt {
-	k := attemptKey{a.DriverID, a.Attempt}
-	at := &attempt{key: k}
-	end := func(r fsm.AttemptReport) *attempt {
-		at.ended = true
+// start launches o's runner, with w.mu held. A unit that cannot be launched
+// comes back ended, its ERROR report (FAILED for an executor) queued.
+func (w *Worker) start(o order) *unit {
+	k := o.key
+	u := &unit{key: k}
+	end := func(r report) *unit {
+		u.ended = true
 		w.queue(r)
-		w.log.Warn("attempt not started", "driver", k.driver, "attempt", k.attempt, "state", r.State, "reason", r.Reason)
-		return at
+		w.log.Warn(k.kind.info().noun+" not started", k.attrs("state", r.state, "reason", r.reason)...)
+		return u
 	}
-	failed := func(reason string) *attempt {
-		return end(fsm.AttemptReport{DriverID: k.driver, Attempt: k.attempt, State: fsm.DriverError, Reason: reason})
+	failed := func(reason string) *unit {
+		return end(report{key: k, state: fsm.DriverError, reason: reason})
 	}
-	if !driverIDPattern.MatchString(k.driver) || k.attempt < 1 {
-		return failed(fmt.Sprintf("invalid driver ID %q or attempt %d", k.driver, k.attempt))
+	if !k.valid() {
+		return failed(k.invalid())
 	}
-	at.dir = attemptDir(w.cfg.WorkDir, k.driver, k.attempt)
-	if err := os.MkdirAll(filepath.Dir(at.dir), 0o700); err != nil {
-		return failed("cannot create driver directory: " + err.Error())
+	u.dir = k.dir(w.cfg.WorkDir)
+	if err := os.MkdirAll(filepath.Dir(u.dir), 0o700); err != nil {
+		return failed(fmt.Sprintf("cannot create %s directory: %v", k.kind.info().idAttr, err))
 	}
-	if err := os.Mkdir(at.dir, 0o700); err != nil {
+	if err := os.Mkdir(u.dir, 0o700); err != nil {
 		if errors.Is(err, fs.ErrExist) {
-			// An attempt number runs at most once: its directory is left
-			// by an earlier run of this worker, with no record to adopt.
-			return end(reportFromDisk(k, at.dir, reasonLeftBehind))
+			// A unit runs at most once: its directory is left by an
+			// earlier run of this worker, with no record to adopt.
+			return end(reportFromDisk(k, u.dir, reasonLeftBehind))
 		}
-		return failed("cannot create attempt directory: " + err.Error())
+		return failed(fmt.Sprintf("cannot create %s directory: %v", k.kind.info().noun, err))
 	}
-	at.supervise = a.Supervise
+	u.supervise = o.supervise
 	// Recorded before the runner starts, so that no runner ever runs
 	// unknown to the next worker on this work dir (findRunner covers a
 	// death between the start and the update below).
-	if err := w.db.put(at.record()); err != nil {
-		return failed("cannot record attempt: " + err.Error())
+	if err := w.db.put(u.record()); err != nil {
+		return failed(fmt.Sprintf("cannot record %s: %v", k.kind.info().noun, err))
 	}
 	spec := runner.Spec{
-		Argv:        a.Argv,
-		Env:         w.programEnv(a),
-		Supervise:   a.Supervise,
+		Argv:        o.argv,
+		Env:         w.programEnv(o),
+		Supervise:   o.supervise,
 		KillTimeout: w.cfg.KillTimeout,
 		BackoffBase: w.cfg.RestartBackoff,
 		BackoffMax:  w.cfg.RestartBackoffMax,
 		LeaseFile:   w.leasePath,
 		Lease:       w.cfg.Lease,
 	}
-	if err := runner.WriteSpec(at.dir, spec); err != nil {
-		return failed("cannot write attempt spec: " + err.Error())
+	if err := runner.WriteSpec(u.dir, spec); err != nil {
+		return failed(fmt.Sprintf("cannot write %s spec: %v", k.kind.info().noun, err))
 	}
-	events, err := w.launch(at)
+	events, err := w.launch(u)
 	if err != nil {
 		return failed("cannot start runner: " + err.Error())
 	}
-	at.pid = at.cmd.Process.Pid
-	if at.start, _, err = procStart(at.pid); err != nil {
-		w.log.Warn("cannot read the runner's start time; a restarted worker will not adopt it", "pid", at.pid, "err", err)
+	u.pid = u.cmd.Process.Pid
+	if u.start, _, err = procStart(u.pid); err != nil {
+		w.log.Warn("cannot read the runner's start time; a restarted worker will not adopt it", "pid", u.pid, "err", err)
 	}
-	if err := w.db.put(at.record()); err != nil {
-		w.log.Warn("cannot record the runner's PID; a restarted worker will look for it", "pid", at.pid, "err", err)
+	if err := w.db.put(u.record()); err != nil {
+		w.log.Warn("cannot record the runner's PID; a restarted worker will look for it", "pid", u.pid, "err", err)
 	}
-	w.log.Info("attempt launched", "driver", k.driver, "attempt", k.attempt, "dir", at.dir, "runner_pid", at.pid)
+	w.log.Info(k.kind.info().noun+" launched", k.attrs("dir", u.dir, "runner_pid", u.pid)...)
 	w.runners.Add(1)
-	go w.watch(at, events)
-	return at
+	go w.watch(u, events)
+	return u
 }
 
-// reportFromDisk is the report for an attempt whose runner is gone and whose
+// reportFromDisk is the report for a unit whose runner is gone and whose
 // events nobody saw: the runner's last status when it is final, else KILLED
-// with reason. The attempt is never run again under the same number.
-func reportFromDisk(k attemptKey, dir, reason string) fsm.AttemptReport {
-	r := fsm.AttemptReport{DriverID: k.driver, Attempt: k.attempt, State: fsm.DriverKilled, Reason: reason}
+// with reason. The unit is never run again under the same key.
+func reportFromDisk(k unitKey, dir, reason string) report {
+	r := report{key: k, state: fsm.DriverKilled, reason: reason}
 	if st, err := runner.ReadStatus(dir); err == nil {
-		r.Runs = st.Runs
+		r.runs = st.Runs
 		if st.State.Terminal() {
-			r.State, r.ExitCode, r.Reason = st.State, st.ExitCode, st.Reason
+			r.state, r.exitCode, r.reason = st.State, st.ExitCode, st.Reason
 		}
 	}
 	return r
 }
 
-// adopt takes over the attempts in the record, for New: an attempt whose
-// runner still runs is watched through its status file and counts as
-// running; one whose runner is gone is reported from its status file (or
-// KILLED, reasonEndedWhileDown) and never run again. The reports go out
-// until acknowledged, like any other.
+// adopt takes over the units in the record, for New: a unit whose runner
+// still runs is watched through its status file and counts as running; one
+// whose runner is gone is reported from its status file (or KILLED,
+// reasonEndedWhileDown) and never run again. The reports go out until
+// acknowledged, like any other.
 func (w *Worker) adopt() error {
 	recs, err := w.db.all()
 	if err != nil {
@@ -267,30 +260,35 @@ func (w *Worker) adopt() error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	for _, rec := range recs {
-		k := attemptKey{rec.DriverID, rec.Attempt}
-		at := &attempt{key: k, dir: rec.Dir, pid: rec.RunnerPID, start: rec.RunnerStart}
-		if at.pid == 0 {
-			if at.pid, at.start = findRunner(at.dir); at.pid != 0 {
-				if err := w.db.put(at.record()); err != nil {
-					w.log.Warn("cannot record the runner's PID", "driver", k.driver, "attempt", k.attempt, "err", err)
+		k, ok := rec.key()
+		if !ok {
+			// Written by a newer worker: its runner ends with the lease.
+			w.log.Warn("ignoring a record of an unknown kind", "kind", rec.Kind, "dir", rec.Dir)
+			continue
+		}
+		u := &unit{key: k, dir: rec.Dir, pid: rec.RunnerPID, start: rec.RunnerStart}
+		if u.pid == 0 {
+			if u.pid, u.start = findRunner(u.dir); u.pid != 0 {
+				if err := w.db.put(u.record()); err != nil {
+					w.log.Warn("cannot record the runner's PID", k.attrs("err", err)...)
 				}
 			}
 		}
-		w.attempts[k] = at
-		if !runnerAlive(at.pid, at.start) {
-			at.ended = true
-			r := reportFromDisk(k, at.dir, reasonEndedWhileDown)
+		w.units[k] = u
+		if !runnerAlive(u.pid, u.start) {
+			u.ended = true
+			r := reportFromDisk(k, u.dir, reasonEndedWhileDown)
 			w.queue(r)
-			w.log.Info("attempt ended while the worker was down", "driver", k.driver, "attempt", k.attempt, "state", r.State, "reason", r.Reason)
+			w.log.Info(k.kind.info().noun+" ended while the worker was down", k.attrs("state", r.state, "reason", r.reason)...)
 			continue
 		}
-		spec, err := runner.ReadSpec(at.dir)
+		spec, err := runner.ReadSpec(u.dir)
 		// Unknown counts as supervised: strict fencing then errs on the
 		// side of killing it.
-		at.supervise = err != nil || spec.Supervise
-		w.log.Info("adopted attempt", "driver", k.driver, "attempt", k.attempt, "runner_pid", at.pid)
+		u.supervise = err != nil || spec.Supervise
+		w.log.Info("adopted "+k.kind.info().noun, k.attrs("runner_pid", u.pid)...)
 		w.runners.Add(1)
-		go w.follow(at)
+		go w.follow(u)
 	}
 	return nil
 }
@@ -298,32 +296,32 @@ func (w *Worker) adopt() error {
 // follow watches an adopted runner through its status file and its process,
 // reporting RUNNING for each launch it had not reported and the final state,
 // until the runner is gone or the worker lets go of it (quit).
-func (w *Worker) follow(at *attempt) {
+func (w *Worker) follow(u *unit) {
 	defer w.runners.Done()
-	k := at.key
+	k := u.key
 	tick := time.NewTicker(adoptPoll)
 	defer tick.Stop()
 	reported := 0
 	for {
-		st, err := runner.ReadStatus(at.dir)
+		st, err := runner.ReadStatus(u.dir)
 		switch {
 		case err == nil && st.State.Terminal():
 			// Written once the program's group is gone.
-			w.finish(at, fsm.AttemptReport{State: st.State, ExitCode: st.ExitCode, Runs: st.Runs, Reason: st.Reason}, false)
+			w.finish(u, report{state: st.State, exitCode: st.ExitCode, runs: st.Runs, reason: st.Reason}, false)
 			return
 		case err == nil && st.State == fsm.DriverRunning && st.Runs > reported:
 			reported = st.Runs
-			w.log.Info("attempt running", "driver", k.driver, "attempt", k.attempt, "run", st.Runs, "pid", st.PID)
-			w.report(fsm.AttemptReport{DriverID: k.driver, Attempt: k.attempt, State: fsm.DriverRunning, Runs: st.Runs})
+			w.log.Info(k.kind.info().noun+" running", k.attrs("run", st.Runs, "pid", st.PID)...)
+			w.report(report{key: k, state: fsm.DriverRunning, runs: st.Runs})
 		}
-		if !runnerAlive(at.pid, at.start) {
+		if !runnerAlive(u.pid, u.start) {
 			// The runner writes its final status before it exits, so
 			// look once more before calling the end lost.
-			if st, err := runner.ReadStatus(at.dir); err == nil && st.State.Terminal() {
-				w.finish(at, fsm.AttemptReport{State: st.State, ExitCode: st.ExitCode, Runs: st.Runs, Reason: st.Reason}, false)
+			if st, err := runner.ReadStatus(u.dir); err == nil && st.State.Terminal() {
+				w.finish(u, report{state: st.State, exitCode: st.ExitCode, runs: st.Runs, reason: st.Reason}, false)
 			} else {
-				w.finish(at, fsm.AttemptReport{State: fsm.DriverError, Runs: st.Runs,
-					Reason: "runner ended without a final state; see " + filepath.Join(at.dir, runnerLogFile)}, true)
+				w.finish(u, report{state: fsm.DriverError, runs: st.Runs,
+					reason: "runner ended without a final state; see " + filepath.Join(u.dir, runnerLogFile)}, true)
 			}
 			return
 		}
@@ -335,16 +333,16 @@ func (w *Worker) follow(at *attempt) {
 	}
 }
 
-// launch starts the runner of at and returns its event stream. The runner
+// launch starts the runner of u and returns its event stream. The runner
 // gets no stdin: it learns that its worker lives from the lease file alone.
-func (w *Worker) launch(at *attempt) (io.ReadCloser, error) {
-	logFile, err := os.OpenFile(filepath.Join(at.dir, runnerLogFile), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+func (w *Worker) launch(u *unit) (io.ReadCloser, error) {
+	logFile, err := os.OpenFile(filepath.Join(u.dir, runnerLogFile), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
 	if err != nil {
 		return nil, err
 	}
 	defer logFile.Close()
-	cmd := exec.Command(w.cfg.RunnerCommand, runnerSubcommand, "--dir", at.dir)
-	cmd.Dir = at.dir
+	cmd := exec.Command(w.cfg.RunnerCommand, runnerSubcommand, "--dir", u.dir)
+	cmd.Dir = u.dir
 	cmd.Stderr = logFile
 	// Its own session: neither a Ctrl-C meant for the daemon nor the
 	// hang-up of the daemon's terminal reaches the runners, which must
@@ -357,24 +355,23 @@ func (w *Worker) launch(at *attempt) (io.ReadCloser, error) {
 	if err != nil {
 		return nil, err
 	}
-	at.cmd, at.events = cmd, events
+	u.cmd, u.events = cmd, events
 	return events, nil
 }
 
 // programEnv is the program's whole environment: the worker's own (as
 // Spark's CommandUtils passes the worker's environment on), the
-// submission's on top, and the DROVER_ variables, which a submission cannot
+// submission's or app's on top, and the DROVER_ variables, which neither can
 // override, last.
-func (w *Worker) programEnv(a api.Assignment) []string {
+func (w *Worker) programEnv(o order) []string {
 	env := map[string]string{}
 	for _, kv := range os.Environ() {
 		if k, v, ok := strings.Cut(kv, "="); ok {
 			env[k] = v
 		}
 	}
-	maps.Copy(env, a.Env)
-	env["DROVER_DRIVER_ID"] = a.DriverID
-	env["DROVER_ATTEMPT"] = strconv.Itoa(a.Attempt)
+	maps.Copy(env, o.env)
+	maps.Copy(env, o.vars)
 	env["DROVER_WORKER_ID"] = w.cfg.ID
 	env["DROVER_MASTERS"] = strings.Join(w.cfg.Masters, ",")
 	out := make([]string, 0, len(env))
@@ -388,24 +385,24 @@ func (w *Worker) programEnv(a api.Assignment) []string {
 // reporting RUNNING on each launch and the final state once the runner is
 // gone. When the worker lets go of the runner (Detach) it returns at the end
 // of the events without waiting: the runner lives on.
-func (w *Worker) watch(at *attempt, events io.Reader) {
+func (w *Worker) watch(u *unit, events io.Reader) {
 	defer w.runners.Done()
-	k := at.key
+	k := u.key
 	var final *runner.Event
 	sc := bufio.NewScanner(events)
 	for sc.Scan() {
 		var e runner.Event
 		if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
-			w.log.Warn("bad runner event", "driver", k.driver, "attempt", k.attempt, "line", sc.Text())
+			w.log.Warn("bad runner event", k.attrs("line", sc.Text())...)
 			continue
 		}
 		switch e.Event {
 		case runner.EventStarted:
-			w.log.Info("attempt running", "driver", k.driver, "attempt", k.attempt, "run", e.Run, "pid", e.PID)
-			w.report(fsm.AttemptReport{DriverID: k.driver, Attempt: k.attempt, State: fsm.DriverRunning, Runs: e.Run})
+			w.log.Info(k.kind.info().noun+" running", k.attrs("run", e.Run, "pid", e.PID)...)
+			w.report(report{key: k, state: fsm.DriverRunning, runs: e.Run})
 		case runner.EventExited:
 			if e.Code != nil {
-				w.log.Info("program exited", "driver", k.driver, "attempt", k.attempt, "run", e.Run, "code", *e.Code)
+				w.log.Info("program exited", k.attrs("run", e.Run, "code", *e.Code)...)
 			}
 		case runner.EventFinal:
 			final = &e
@@ -418,52 +415,51 @@ func (w *Worker) watch(at *attempt, events io.Reader) {
 		return
 	default:
 	}
-	waitErr := at.cmd.Wait()
+	waitErr := u.cmd.Wait()
 
-	r := fsm.AttemptReport{}
+	r := report{}
 	lost := false
 	if final == nil {
 		// The event was lost (the runner died mid-line): the status
 		// file, written before the event, may still have it.
-		if st, err := runner.ReadStatus(at.dir); err == nil && st.State.Terminal() {
+		if st, err := runner.ReadStatus(u.dir); err == nil && st.State.Terminal() {
 			final = &runner.Event{State: st.State, ExitCode: st.ExitCode, Runs: st.Runs, Reason: st.Reason}
 		} else {
 			lost = true
-			r.State = fsm.DriverError
-			r.Runs = st.Runs
-			r.Reason = fmt.Sprintf("runner ended without a final state (%v); see %s", waitErrText(waitErr), filepath.Join(at.dir, runnerLogFile))
+			r.state = fsm.DriverError
+			r.runs = st.Runs
+			r.reason = fmt.Sprintf("runner ended without a final state (%v); see %s", waitErrText(waitErr), filepath.Join(u.dir, runnerLogFile))
 		}
 	}
 	if final != nil {
-		r.State, r.ExitCode, r.Runs, r.Reason = final.State, final.ExitCode, final.Runs, final.Reason
+		r.state, r.exitCode, r.runs, r.reason = final.State, final.ExitCode, final.Runs, final.Reason
 	}
-	w.finish(at, r, lost)
+	w.finish(u, r, lost)
 }
 
-// finish marks at ended and queues its final report r (its driver and
-// attempt filled in here). lost says the runner's own word on the end is
-// missing. A runner told to stop that ended KILLED, or that died before it
-// could say (SIGTERM before its handler was set), was killed for the
-// worker's reason.
-func (w *Worker) finish(at *attempt, r fsm.AttemptReport, lost bool) {
-	k := at.key
-	r.DriverID, r.Attempt = k.driver, k.attempt
-	if lost && killOrphan(at.dir) {
+// finish marks u ended and queues its final report r (its key filled in
+// here). lost says the runner's own word on the end is missing. A runner
+// told to stop that ended KILLED, or that died before it could say (SIGTERM
+// before its handler was set), was killed for the worker's reason.
+func (w *Worker) finish(u *unit, r report, lost bool) {
+	k := u.key
+	r.key = k
+	if lost && killOrphan(u.dir) {
 		// The runner died (kill -9) with its program still running: the
-		// program is ended here, and the attempt counts as killed, so a
+		// program is ended here, and the unit counts as killed, so a
 		// supervised driver is relaunched rather than left in ERROR.
-		r.State = fsm.DriverKilled
-		r.Reason = "its runner died; the program was killed with it"
-		w.log.Warn("runner died, killed its program", "driver", k.driver, "attempt", k.attempt)
+		r.state = fsm.DriverKilled
+		r.reason = "its runner died; the program was killed with it"
+		w.log.Warn("runner died, killed its program", k.attrs()...)
 	}
 	w.mu.Lock()
-	if at.killReason != "" && (r.State == fsm.DriverKilled || lost) {
-		r.State, r.Reason = fsm.DriverKilled, at.killReason
+	if u.killReason != "" && (r.state == fsm.DriverKilled || lost) {
+		r.state, r.reason = fsm.DriverKilled, u.killReason
 	}
-	at.ended = true
+	u.ended = true
 	w.queue(r)
 	w.mu.Unlock()
-	w.log.Info("attempt ended", "driver", k.driver, "attempt", k.attempt, "state", r.State, "runs", r.Runs, "reason", r.Reason)
+	w.log.Info(k.kind.info().noun+" ended", k.attrs("state", r.state, "runs", r.runs, "reason", r.reason)...)
 }
 
 func waitErrText(err error) string {
@@ -475,8 +471,8 @@ func waitErrText(err error) string {
 
 // killOrphan ends the program a dead runner left behind, and reports
 // whether there was one. The program leads its own process group, recorded
-// in status.json; it is taken for this attempt's program only while its
-// working directory is still the attempt directory, so a reused PID is never
+// in status.json; it is taken for this unit's program only while its
+// working directory is still the unit's directory, so a reused PID is never
 // killed.
 func killOrphan(dir string) bool {
 	st, err := runner.ReadStatus(dir)

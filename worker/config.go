@@ -23,8 +23,10 @@ type Config struct {
 	Masters []string
 	// WorkDir holds one directory per driver, with one attempt-N directory
 	// per attempt (spec, status, the program's stdout and stderr, the
-	// runner's log), the worker's record of its attempts (DBFile) and its
-	// lease file (LeaseFile). Created 0700. One worker at a time: a second
+	// runner's log), one directory per application, with one directory
+	// per executor named by its ID (the same files), the worker's record
+	// of its attempts and executors (DBFile) and its lease file
+	// (LeaseFile). Created 0700. One worker at a time: a second
 	// one on the same work dir fails to start. A relative path is made
 	// absolute at start.
 	WorkDir string
@@ -65,8 +67,8 @@ type Config struct {
 	// runner.Spec.LeaseFile): a worker killed or upgraded leaves its
 	// programs running for up to Lease, and a new worker started on the
 	// same work dir within it adopts them. In strict fencing it is also how
-	// long the worker runs supervised attempts without hearing from a
-	// leader. It should match the masters' --lease.
+	// long the worker runs supervised attempts and executors without
+	// hearing from a leader. It should match the masters' --lease.
 	Lease time.Duration
 	// Fencing is FencingDefault (also when empty) or FencingStrict.
 	Fencing FencingMode
@@ -84,9 +86,10 @@ const (
 	// supervised driver may then run twice for a while: here and where the
 	// leader relaunched it after declaring this worker lost.
 	FencingDefault FencingMode = "default"
-	// FencingStrict kills the supervised attempts once no leader has
-	// answered a heartbeat for the Lease (the time counts from when that
-	// heartbeat was sent), and starts none until one answers again. A
+	// FencingStrict kills the supervised attempts and the executors (which
+	// the leader replaces once it declares the worker lost) once no leader
+	// has answered a heartbeat for the Lease (the time counts from when
+	// that heartbeat was sent), and starts none until one answers again. A
 	// leader in strict mode relaunches only after the lease plus a margin
 	// since its own last contact with the worker, so at most one attempt
 	// of a driver runs at any instant, assuming clocks advance at the same

@@ -23,16 +23,25 @@ import (
 // offset up to that size, so a follower asks next from offset+len(body).
 const HeaderLogSize = "X-Drover-Log-Size"
 
+// ExecutorLogsPath is the path pattern (net/http.ServeMux syntax) of an
+// executor's logs on a worker's HTTP server: {app} is the app ID and {id}
+// the executor ID. A GET takes stream=stdout|stderr and offset=N, as the
+// driver logs do, and answers with the bytes and HeaderLogSize. A master
+// serves the same path and proxies it to the executor's worker.
+const ExecutorLogsPath = "/v1/apps/{app}/executors/{id}/logs"
+
 // newServer serves, under /v1/:
 //
 //	GET /v1/drivers/{id}/logs?stream=stdout|stderr&offset=N&attempt=K -> bytes
+//	GET /v1/apps/{app}/executors/{id}/logs?stream=stdout|stderr&offset=N -> bytes
 //	GET /v1/health -> {"status":"ok","worker_id":ID}
 //
 // Errors are an api.Error body: 400 for a malformed request, 404 for a
-// driver or attempt this worker has no directory for.
+// driver attempt or executor this worker has no directory for.
 func (w *Worker) newServer() *http.Server {
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /v1/drivers/{id}/logs", w.handleLogs)
+	mux.HandleFunc("GET /v1/drivers/{id}/logs", w.handleDriverLogs)
+	mux.HandleFunc("GET "+ExecutorLogsPath, w.handleExecutorLogs)
 	mux.HandleFunc("GET /v1/health", w.handleHealth)
 	mux.HandleFunc("/", func(rw http.ResponseWriter, r *http.Request) {
 		writeError(rw, http.StatusNotFound, fmt.Sprintf("no such endpoint: %s %s", r.Method, r.URL.Path))
@@ -53,36 +62,20 @@ func (w *Worker) handleHealth(rw http.ResponseWriter, r *http.Request) {
 	writeJSON(rw, http.StatusOK, map[string]string{"status": "ok", "worker_id": w.cfg.ID})
 }
 
-// handleLogs serves a driver's stdout or stderr from this worker's work
-// dir. Every path element comes from a checked driver ID, a number or a
-// fixed name, so no request reaches outside the work dir.
-func (w *Worker) handleLogs(rw http.ResponseWriter, r *http.Request) {
+// handleDriverLogs serves a driver attempt's stdout or stderr, the latest
+// attempt's unless the query names one.
+func (w *Worker) handleDriverLogs(rw http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	if !driverIDPattern.MatchString(id) {
 		writeError(rw, http.StatusBadRequest, fmt.Sprintf("invalid driver ID %q", id))
 		return
 	}
-	q := r.URL.Query()
-	name := runner.StdoutFile
-	switch s := q.Get("stream"); s {
-	case "", "stdout":
-	case "stderr":
-		name = runner.StderrFile
-	default:
-		writeError(rw, http.StatusBadRequest, fmt.Sprintf("stream %q must be stdout or stderr", s))
+	name, offset, ok := logQuery(rw, r)
+	if !ok {
 		return
 	}
-	var offset int64
-	if s := q.Get("offset"); s != "" {
-		n, err := strconv.ParseInt(s, 10, 64)
-		if err != nil || n < 0 {
-			writeError(rw, http.StatusBadRequest, fmt.Sprintf("offset %q must be a byte count", s))
-			return
-		}
-		offset = n
-	}
 	var n int
-	if s := q.Get("attempt"); s != "" {
+	if s := r.URL.Query().Get("attempt"); s != "" {
 		v, err := strconv.Atoi(s)
 		if err != nil || v < 1 {
 			writeError(rw, http.StatusBadRequest, fmt.Sprintf("attempt %q must be a positive number", s))
@@ -97,9 +90,60 @@ func (w *Worker) handleLogs(rw http.ResponseWriter, r *http.Request) {
 		}
 		n = v
 	}
-	dir := attemptDir(w.cfg.WorkDir, id, n)
+	w.serveLog(rw, attemptKey(id, n), name, offset)
+}
+
+// handleExecutorLogs serves an executor's stdout or stderr.
+func (w *Worker) handleExecutorLogs(rw http.ResponseWriter, r *http.Request) {
+	app, id := r.PathValue("app"), r.PathValue("id")
+	if !appIDPattern.MatchString(app) {
+		writeError(rw, http.StatusBadRequest, fmt.Sprintf("invalid app ID %q", app))
+		return
+	}
+	// Only the canonical form: the ID names a directory.
+	n, err := strconv.Atoi(id)
+	if err != nil || n < 0 || strconv.Itoa(n) != id {
+		writeError(rw, http.StatusBadRequest, fmt.Sprintf("executor ID %q must be a number", id))
+		return
+	}
+	name, offset, ok := logQuery(rw, r)
+	if !ok {
+		return
+	}
+	w.serveLog(rw, executorKey(app, n), name, offset)
+}
+
+// logQuery reads the stream and offset parameters of a log request,
+// answering 400 itself when they are malformed.
+func logQuery(rw http.ResponseWriter, r *http.Request) (name string, offset int64, ok bool) {
+	q := r.URL.Query()
+	name = runner.StdoutFile
+	switch s := q.Get("stream"); s {
+	case "", "stdout":
+	case "stderr":
+		name = runner.StderrFile
+	default:
+		writeError(rw, http.StatusBadRequest, fmt.Sprintf("stream %q must be stdout or stderr", s))
+		return "", 0, false
+	}
+	if s := q.Get("offset"); s != "" {
+		n, err := strconv.ParseInt(s, 10, 64)
+		if err != nil || n < 0 {
+			writeError(rw, http.StatusBadRequest, fmt.Sprintf("offset %q must be a byte count", s))
+			return "", 0, false
+		}
+		offset = n
+	}
+	return name, offset, true
+}
+
+// serveLog serves the log file name of unit k from offset on. Every path
+// element comes from a checked driver or app ID, a number or a fixed name,
+// so no request reaches outside the work dir.
+func (w *Worker) serveLog(rw http.ResponseWriter, k unitKey, name string, offset int64) {
+	dir := k.dir(w.cfg.WorkDir)
 	if st, err := os.Stat(dir); err != nil || !st.IsDir() {
-		writeError(rw, http.StatusNotFound, fmt.Sprintf("driver %s has no attempt %d on worker %s", id, n, w.cfg.ID))
+		writeError(rw, http.StatusNotFound, fmt.Sprintf("%s has no %s %d on worker %s", k.id, k.kind.info().nAttr, k.n, w.cfg.ID))
 		return
 	}
 	// The program owns its directory and could swap its log for a link
@@ -110,13 +154,13 @@ func (w *Worker) handleLogs(rw http.ResponseWriter, r *http.Request) {
 	case errors.Is(err, fs.ErrNotExist):
 		// Not launched yet: an empty log.
 	case err != nil:
-		writeError(rw, http.StatusForbidden, fmt.Sprintf("cannot open %s of %s attempt %d", name, id, n))
+		writeError(rw, http.StatusForbidden, fmt.Sprintf("cannot open %s of %s", name, k))
 		return
 	default:
 		defer f.Close()
 		st, err := f.Stat()
 		if err != nil || !st.Mode().IsRegular() {
-			writeError(rw, http.StatusForbidden, fmt.Sprintf("%s of %s attempt %d is not a regular file", name, id, n))
+			writeError(rw, http.StatusForbidden, fmt.Sprintf("%s of %s is not a regular file", name, k))
 			return
 		}
 		size = st.Size()

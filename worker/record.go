@@ -12,24 +12,34 @@ import (
 )
 
 // DBFile is the name, in the work dir, of the worker's own record of the
-// attempts it started (bbolt). It is what lets a restarted worker find,
-// adopt or report what the previous one left running, as the design's
-// "Workers reconcile" asks, in the manner of Nomad's client state database.
+// driver attempts and executors it started (bbolt). It is what lets a
+// restarted worker find, adopt or report what the previous one left
+// running, as the design's "Workers reconcile" asks, in the manner of
+// Nomad's client state database.
 const DBFile = "worker.db"
 
 // dbLockTimeout bounds the wait for the database's file lock: a second
 // worker on the same work dir fails after it instead of hanging.
 const dbLockTimeout = time.Second
 
+// attemptsBucket holds every record, executors' too: the name predates
+// them.
 var attemptsBucket = []byte("attempts")
 
-// record is what the worker keeps on disk about one attempt it started,
-// from just before its runner starts until the leader has acknowledged its
-// final report.
+// record is what the worker keeps on disk about one unit it started, from
+// just before its runner starts until the leader has acknowledged its final
+// report. A driver attempt's record is exactly what workers wrote before
+// they ran executors, so a record from an older worker is adopted as is.
 type record struct {
-	DriverID string `json:"driver_id"`
-	Attempt  int    `json:"attempt"`
-	Dir      string `json:"dir"`
+	// Kind is "executor" for an executor; empty for a driver attempt.
+	Kind string `json:"kind,omitempty"`
+	// DriverID and Attempt name a driver attempt.
+	DriverID string `json:"driver_id,omitempty"`
+	Attempt  int    `json:"attempt,omitempty"`
+	// AppID and ExecutorID name an executor.
+	AppID      string `json:"app_id,omitempty"`
+	ExecutorID int    `json:"executor_id,omitempty"`
+	Dir        string `json:"dir"`
 	// RunnerPID is the runner's process ID; 0 while it is being started.
 	RunnerPID int `json:"runner_pid,omitempty"`
 	// RunnerStart is the runner's start time as procStart reads it (clock
@@ -38,8 +48,29 @@ type record struct {
 	RunnerStart uint64 `json:"runner_start,omitempty"`
 }
 
-func (k attemptKey) dbKey() []byte {
-	return []byte(k.driver + "/" + strconv.Itoa(k.attempt))
+func newRecord(k unitKey, dir string, pid int, start uint64) record {
+	r := record{Kind: k.kind.info().record, Dir: dir, RunnerPID: pid, RunnerStart: start}
+	if k.kind == kindExecutor {
+		r.AppID, r.ExecutorID = k.id, k.n
+	} else {
+		r.DriverID, r.Attempt = k.id, k.n
+	}
+	return r
+}
+
+// key is the unit r records; false for a kind this worker does not know.
+func (r record) key() (unitKey, bool) {
+	kind, ok := kindOfRecord(r.Kind)
+	if kind == kindExecutor {
+		return executorKey(r.AppID, r.ExecutorID), ok
+	}
+	return attemptKey(r.DriverID, r.Attempt), ok
+}
+
+// dbKey is ID/N, as before executors: driver and app IDs never match the
+// same pattern, and only valid keys are recorded, so no two units share one.
+func (k unitKey) dbKey() []byte {
+	return []byte(k.id + "/" + strconv.Itoa(k.n))
 }
 
 // store is the worker's bbolt database.
@@ -68,19 +99,23 @@ func openStore(path string) (*store, error) {
 	return &store{db: db}, nil
 }
 
-// put writes r, replacing the record of the same attempt.
+// put writes r, replacing the record of the same unit.
 func (s *store) put(r record) error {
+	k, ok := r.key()
+	if !ok {
+		return fmt.Errorf("record of unknown kind %q", r.Kind)
+	}
 	v, err := json.Marshal(r)
 	if err != nil {
 		return err
 	}
 	return s.db.Update(func(tx *bbolt.Tx) error {
-		return tx.Bucket(attemptsBucket).Put(attemptKey{r.DriverID, r.Attempt}.dbKey(), v)
+		return tx.Bucket(attemptsBucket).Put(k.dbKey(), v)
 	})
 }
 
 // remove deletes the records of keys; a missing one is no error.
-func (s *store) remove(keys []attemptKey) error {
+func (s *store) remove(keys []unitKey) error {
 	return s.db.Update(func(tx *bbolt.Tx) error {
 		b := tx.Bucket(attemptsBucket)
 		for _, k := range keys {

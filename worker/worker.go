@@ -1,10 +1,10 @@
 // Package worker is Drover's worker daemon, the counterpart of Spark's
 // standalone Worker: it registers with the masters, offers its cores and
-// memory, and reconciles the driver attempts it runs with the set the leader
-// assigns it, reporting every state change until the leader acknowledges it.
-// Each attempt is supervised by its own runner process (package runner), so
-// the daemon itself never waits on a user's program. It also serves the
-// attempts' logs over HTTP.
+// memory, and reconciles the driver attempts and the executors it runs with
+// the sets the leader assigns it, reporting every state change until the
+// leader acknowledges it. Each attempt or executor (a "unit") is supervised
+// by its own runner process (package runner), so the daemon itself never
+// waits on a user's program. It also serves their logs over HTTP.
 //
 // The runners do not die with the daemon: they keep their programs running
 // while the daemon renews its lease file, and for up to Config.Lease after
@@ -12,6 +12,9 @@
 // in its work dir, so that a daemon restarted within the lease (after a
 // Detach for an upgrade, or a crash) adopts the attempts still running and
 // reports those that ended meanwhile, instead of running anything twice.
+// Executors get all of this as driver attempts do; they are only never
+// supervised within the runner, since the leader replaces a failed executor
+// with a new one.
 //
 // Gossip membership is not part of this package; the command that builds a
 // Worker joins the pool beside it.
@@ -62,11 +65,11 @@ type Worker struct {
 	// instance is this work dir's instance ID (see InstanceFile).
 	instance string
 
-	mu       sync.Mutex
-	attempts map[attemptKey]*attempt
+	mu    sync.Mutex
+	units map[unitKey]*unit
 	// unacked holds the reports the leader has not acknowledged yet, oldest
 	// first; each heartbeat carries all of them.
-	unacked []fsm.AttemptReport
+	unacked []report
 	// lastContact is when the worker sent the last heartbeat or
 	// registration that a leader answered (the send time, not the answer's:
 	// the leader may have given up on the worker at any point after it got
@@ -95,10 +98,10 @@ type Worker struct {
 
 // New starts a worker: it creates the work dir, opens its record (failing
 // after a second if another worker holds it), renews the lease, adopts the
-// attempts a previous worker on the same work dir left running (and queues
-// the reports of those that ended meanwhile), listens for HTTP and starts
-// registering with the masters in the background. It returns once the HTTP
-// server is up; registration goes on until it succeeds.
+// attempts and executors a previous worker on the same work dir left running
+// (and queues the reports of those that ended meanwhile), listens for HTTP
+// and starts registering with the masters in the background. It returns once
+// the HTTP server is up; registration goes on until it succeeds.
 func New(cfg Config) (*Worker, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
@@ -150,7 +153,7 @@ func New(cfg Config) (*Worker, error) {
 		masters:   masters,
 		db:        db,
 		leasePath: filepath.Join(cfg.WorkDir, LeaseFile),
-		attempts:  map[attemptKey]*attempt{},
+		units:     map[unitKey]*unit{},
 		wake:      make(chan struct{}, 1),
 		quit:      make(chan struct{}),
 		loopDone:  make(chan struct{}),
@@ -201,19 +204,19 @@ func New(cfg Config) (*Worker, error) {
 func (w *Worker) HTTPAddr() string { return w.httpAddr }
 
 // Close shuts the worker down gracefully and decommissions it, as Spark's
-// worker decommissioning does. It stops syncing with the masters and asks
-// the leader, within RequestTimeout, to mark the worker DECOMMISSIONED (POST
+// worker decommissioning does. It stops syncing with the masters and asks the
+// leader, within RequestTimeout, to mark the worker DECOMMISSIONED (POST
 // /v1/workers/{id}/decommission), so that nothing new is placed here. It then
-// kills every attempt it runs, adopted ones included, and waits for them to
-// end (up to the kill timeout plus closeGrace; runners still alive then are
-// left to their lease and reported by the next worker on this work dir), and
-// sends their KILLED reports once, within RequestTimeout; those relaunch the
-// supervised drivers elsewhere. The order matters: reported while the
-// worker was still ALIVE, a KILLED supervised attempt could be placed right
-// back here. A master without the endpoint (404) or out of reach is logged,
-// not returned. Close returns when every goroutine is gone and always
-// returns nil. It is safe to call more than once, and does nothing after
-// Detach.
+// kills every attempt and executor it runs, adopted ones included, and waits
+// for them to end (up to the kill timeout plus closeGrace; runners still
+// alive then are left to their lease and reported by the next worker on this
+// work dir), and sends their KILLED reports once, within RequestTimeout;
+// those relaunch the supervised drivers elsewhere. The order matters:
+// reported while the worker was still ALIVE, a KILLED supervised attempt
+// could be placed right back here. A master without the endpoint (404) or out
+// of reach is logged, not returned. Close returns when every goroutine is
+// gone and always returns nil. It is safe to call more than once, and does
+// nothing after Detach.
 func (w *Worker) Close() error {
 	w.closeOnce.Do(func() {
 		w.cancel()
@@ -232,11 +235,11 @@ func (w *Worker) Close() error {
 	return nil
 }
 
-// Detach stops the daemon without touching its attempts, for an upgrade:
-// their runners keep the programs running while nobody renews the lease
-// file, for up to the lease, and a new worker started with the same ID and
-// work dir within it adopts them. Detach stops the heartbeats and the lease
-// renewals, lets go of the runners (their events now go nowhere; their
+// Detach stops the daemon without touching its attempts and executors, for an
+// upgrade: their runners keep the programs running while nobody renews the
+// lease file, for up to the lease, and a new worker started with the same ID
+// and work dir within it adopts them. Detach stops the heartbeats and the
+// lease renewals, lets go of the runners (their events now go nowhere; their
 // status files still tell), closes the record and stops the HTTP server.
 // Reports not yet acknowledged are dropped: the next worker reports again
 // from the record and the status files. It returns when every goroutine is
@@ -257,7 +260,7 @@ func (w *Worker) Detach() error {
 			w.log.Warn("close the worker record", "err", err)
 		}
 		w.stopServer()
-		w.log.Info("worker detached; its attempts run on until the lease ends", "lease", w.cfg.Lease)
+		w.log.Info("worker detached; its attempts and executors run on until the lease ends", "lease", w.cfg.Lease)
 	})
 	return nil
 }
@@ -268,9 +271,9 @@ func (w *Worker) release() {
 	close(w.quit)
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	for _, at := range w.attempts {
-		if at.events != nil {
-			_ = at.events.Close()
+	for _, u := range w.units {
+		if u.events != nil {
+			_ = u.events.Close()
 		}
 	}
 }
@@ -366,13 +369,13 @@ func (w *Worker) contacted(sent time.Time) {
 }
 
 // fencedLocked reports, with w.mu held, whether strict fencing forbids
-// running supervised attempts at now.
+// running supervised attempts and executors, and starting anything, at now.
 func (w *Worker) fencedLocked(now time.Time) bool {
 	return w.cfg.Fencing == FencingStrict && now.Sub(w.lastContact) > w.cfg.Lease
 }
 
-// fence kills the supervised attempts once no leader has answered for the
-// lease, in strict fencing (see FencingStrict).
+// fence kills the supervised attempts and the executors once no leader has
+// answered for the lease, in strict fencing (see FencingStrict).
 func (w *Worker) fence(now time.Time) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -380,13 +383,13 @@ func (w *Worker) fence(now time.Time) {
 		return
 	}
 	reason := fmt.Sprintf("fenced: no contact with a leader for %s", w.cfg.Lease)
-	for k, at := range w.attempts {
-		if at.ended || !at.supervise || at.killReason != "" {
+	for k, u := range w.units {
+		if u.ended || !u.fenceable() || u.killReason != "" {
 			continue
 		}
-		at.killReason = reason
-		w.log.Warn("killing attempt", "driver", k.driver, "attempt", k.attempt, "reason", reason)
-		at.fence()
+		u.killReason = reason
+		w.log.Warn("killing "+k.kind.info().noun, k.attrs("reason", reason)...)
+		u.fence()
 	}
 }
 
@@ -431,8 +434,8 @@ func (w *Worker) loop(ctx context.Context) {
 		}
 		w.contacted(sent)
 		index = resp.Index
-		w.ack(resp.Acked)
-		w.reconcile(resp.Assignments)
+		w.ack(resp)
+		w.reconcile(orders(resp))
 		if !resp.Registered {
 			w.log.Warn("the leader does not know this worker as alive; registering again")
 			registered = false
@@ -454,7 +457,12 @@ func (w *Worker) loop(ctx context.Context) {
 // placement). A long poll is always followed by the pause, and a resend of
 // unacknowledged reports too, so requests never repeat without progress.
 func longPollNext(req api.HeartbeatRequest, resp api.HeartbeatResponse) bool {
-	return req.WaitIndex == 0 && resp.Index != 0 && (len(req.Reports) == 0 || len(resp.Acked) > 0)
+	return req.WaitIndex == 0 && resp.Index != 0 && (!hasReports(req) || len(resp.Acked)+len(resp.AckedExecutors) > 0)
+}
+
+// hasReports says whether req carries reports of either kind.
+func hasReports(req api.HeartbeatRequest) bool {
+	return len(req.Reports)+len(req.ExecutorReports) > 0
 }
 
 // register retries the registration until it succeeds; false means ctx
@@ -521,80 +529,87 @@ func (w *Worker) heartbeat(ctx context.Context, req api.HeartbeatRequest) (resp 
 }
 
 // heartbeatRequest carries every unacknowledged report and every live
-// attempt, adopted ones included. It long-polls (WaitIndex) only when there
-// is nothing to report, reports want their acknowledgement at once, and
-// never in strict fencing (see longPolls).
+// unit, adopted ones included, each in the fields of its kind. It
+// long-polls (WaitIndex) only when there is nothing to report, reports want
+// their acknowledgement at once, and never in strict fencing (see
+// longPolls).
 func (w *Worker) heartbeatRequest(index uint64) api.HeartbeatRequest {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	req := api.HeartbeatRequest{Instance: w.instance, Reports: slices.Clone(w.unacked), Running: []api.AttemptRef{}}
-	for k, at := range w.attempts {
-		if !at.ended {
-			req.Running = append(req.Running, api.AttemptRef{DriverID: k.driver, Attempt: k.attempt})
+	req := api.HeartbeatRequest{Instance: w.instance, Running: []api.AttemptRef{}}
+	for _, r := range w.unacked {
+		if r.key.kind == kindExecutor {
+			req.ExecutorReports = append(req.ExecutorReports, r.executorReport())
+		} else {
+			req.Reports = append(req.Reports, r.attemptReport())
 		}
 	}
-	slices.SortFunc(req.Running, func(a, b api.AttemptRef) int {
-		if c := strings.Compare(a.DriverID, b.DriverID); c != 0 {
+	var running []unitKey
+	for k, u := range w.units {
+		if !u.ended {
+			running = append(running, k)
+		}
+	}
+	slices.SortFunc(running, func(a, b unitKey) int {
+		if c := strings.Compare(a.id, b.id); c != 0 {
 			return c
 		}
-		return a.Attempt - b.Attempt
+		return a.n - b.n
 	})
-	if len(req.Reports) == 0 && w.longPolls() {
+	for _, k := range running {
+		if k.kind == kindExecutor {
+			req.RunningExecutors = append(req.RunningExecutors, api.ExecutorRef{AppID: k.id, ExecutorID: k.n})
+		} else {
+			req.Running = append(req.Running, api.AttemptRef{DriverID: k.id, Attempt: k.n})
+		}
+	}
+	if !hasReports(req) && w.longPolls() {
 		req.WaitIndex = index
 	}
 	return req
 }
 
 // report queues r for the leader and asks for a heartbeat now.
-func (w *Worker) report(r fsm.AttemptReport) {
+func (w *Worker) report(r report) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.queue(r)
 }
 
 // queue is report with w.mu held. A RUNNING report replaces an
-// unacknowledged one of the same attempt, so a supervised program that keeps
+// unacknowledged one of the same unit, so a supervised program that keeps
 // failing while the masters are away does not pile up one report per run.
-func (w *Worker) queue(r fsm.AttemptReport) {
-	if r.State == fsm.DriverRunning {
-		w.unacked = slices.DeleteFunc(w.unacked, func(u fsm.AttemptReport) bool {
-			return u.State == fsm.DriverRunning && u.DriverID == r.DriverID && u.Attempt == r.Attempt
+func (w *Worker) queue(r report) {
+	if r.state == fsm.DriverRunning {
+		w.unacked = slices.DeleteFunc(w.unacked, func(u report) bool {
+			return u.state == fsm.DriverRunning && u.key == r.key
 		})
 	}
 	w.unacked = append(w.unacked, r)
 	w.poke()
 }
 
-// ack drops the reports the leader committed. The leader echoes what it
-// was sent, so a report matches on its driver, attempt, state and runs: a
-// newer RUNNING report that replaced an acknowledged one stays queued. Once
-// an attempt's final report is committed its record goes too: nothing is
-// left to adopt or report.
-func (w *Worker) ack(acked []fsm.AttemptReport) {
-	if len(acked) == 0 {
+// ack drops the reports the leader committed (resp.Acked and
+// resp.AckedExecutors). The leader echoes what it was sent, so a report
+// matches on its ackID: a newer RUNNING report that replaced an
+// acknowledged one stays queued. Once a unit's final report is committed
+// its record goes too: nothing is left to adopt or report.
+func (w *Worker) ack(resp api.HeartbeatResponse) {
+	ids, done := acked(resp)
+	if len(ids) == 0 {
 		return
 	}
-	var done []attemptKey
 	w.mu.Lock()
-	w.unacked = slices.DeleteFunc(w.unacked, func(u fsm.AttemptReport) bool {
-		return slices.ContainsFunc(acked, func(a fsm.AttemptReport) bool {
-			return a.DriverID == u.DriverID && a.Attempt == u.Attempt && a.State == u.State && a.Runs == u.Runs
-		})
-	})
-	for _, a := range acked {
-		if a.State.Terminal() {
-			done = append(done, attemptKey{a.DriverID, a.Attempt})
-		}
-	}
+	w.unacked = slices.DeleteFunc(w.unacked, func(u report) bool { return ids[u.ackID()] })
 	w.mu.Unlock()
 	if len(done) == 0 {
 		return
 	}
 	// Outside w.mu: a commit waits for the disk. Should it fail, the next
-	// worker on this work dir reports the attempt again, which the leader
+	// worker on this work dir reports the unit again, which the leader
 	// ignores.
 	if err := w.db.remove(done); err != nil {
-		w.log.Warn("cannot remove acknowledged attempts from the record", "err", err)
+		w.log.Warn("cannot remove acknowledged units from the record", "err", err)
 	}
 }
 
@@ -605,17 +620,17 @@ func (w *Worker) ack(acked []fsm.AttemptReport) {
 // that the worker is no longer registered.
 func (w *Worker) flushReports() {
 	req := w.heartbeatRequest(0)
-	if len(req.Reports) == 0 {
+	if !hasReports(req) {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), w.cfg.RequestTimeout)
 	defer cancel()
 	var resp api.HeartbeatResponse
 	if err := w.masters.Do(ctx, http.MethodPost, "/v1/workers/"+w.cfg.ID+"/heartbeat", req, &resp); err != nil {
-		w.log.Warn("could not send the last reports", "reports", len(req.Reports), "err", err)
+		w.log.Warn("could not send the last reports", "reports", len(req.Reports)+len(req.ExecutorReports), "err", err)
 		return
 	}
-	w.ack(resp.Acked)
+	w.ack(resp)
 }
 
 // poke asks the loop for a heartbeat now.

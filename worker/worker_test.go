@@ -50,6 +50,7 @@ type fakeMaster struct {
 
 	mu          sync.Mutex
 	assignments []api.Assignment
+	executors   []api.ExecutorAssignment
 	ack         bool
 	// hold makes long polls wait while the assignments match what the
 	// worker runs, as the leader does.
@@ -105,7 +106,8 @@ func newFakeMaster(t *testing.T) *fakeMaster {
 			t.Errorf("heartbeat for worker %q", id)
 		}
 		fm.mu.Lock()
-		for fm.hold && req.WaitIndex > 0 && len(req.Reports) == 0 && sameAttempts(fm.assignments, req.Running) {
+		for fm.hold && req.WaitIndex > 0 && len(req.Reports)+len(req.ExecutorReports) == 0 &&
+			sameAttempts(fm.assignments, req.Running) && sameExecutors(fm.executors, req.RunningExecutors) {
 			assigned := fm.assigned
 			fm.mu.Unlock()
 			select {
@@ -131,9 +133,11 @@ func newFakeMaster(t *testing.T) *fakeMaster {
 		resp := api.HeartbeatResponse{Registered: !fm.unregistered, Index: uint64(len(fm.heartbeats))}
 		if resp.Registered {
 			resp.Assignments = slices.Clone(fm.assignments)
+			resp.Executors = slices.Clone(fm.executors)
 		}
 		if fm.ack {
 			resp.Acked = req.Reports
+			resp.AckedExecutors = req.ExecutorReports
 		}
 		reply(w, http.StatusOK, resp)
 	})
@@ -167,6 +171,12 @@ func sameAttempts(as []api.Assignment, running []api.AttemptRef) bool {
 	})
 }
 
+func sameExecutors(es []api.ExecutorAssignment, running []api.ExecutorRef) bool {
+	return slices.EqualFunc(es, running, func(e api.ExecutorAssignment, r api.ExecutorRef) bool {
+		return e.AppID == r.AppID && e.ExecutorID == r.ExecutorID
+	})
+}
+
 func reply(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
@@ -185,6 +195,16 @@ func (fm *fakeMaster) assign(as ...api.Assignment) {
 	fm.mu.Lock()
 	defer fm.mu.Unlock()
 	fm.assignments = as
+	close(fm.assigned)
+	fm.assigned = make(chan struct{})
+}
+
+// assignExecutors sets the desired executors every heartbeat answer
+// carries.
+func (fm *fakeMaster) assignExecutors(es ...api.ExecutorAssignment) {
+	fm.mu.Lock()
+	defer fm.mu.Unlock()
+	fm.executors = es
 	close(fm.assigned)
 	fm.assigned = make(chan struct{})
 }
@@ -224,18 +244,44 @@ func (fm *fakeMaster) reports() []fsm.AttemptReport {
 	return out
 }
 
+// executorReports lists every executor report received, in order, with
+// fm.mu held.
+func (fm *fakeMaster) executorReports() []fsm.ExecutorReport {
+	var out []fsm.ExecutorReport
+	for _, hb := range fm.heartbeats {
+		out = append(out, hb.ExecutorReports...)
+	}
+	return out
+}
+
 // waitReport waits for a report of the attempt in state and returns it with
 // its position among all reports received.
 func (fm *fakeMaster) waitReport(t *testing.T, driver string, attempt int, state fsm.DriverState) (fsm.AttemptReport, int) {
 	t.Helper()
-	var found fsm.AttemptReport
-	at := -1
-	fm.waitFor(t, fmt.Sprintf("%s report of %s attempt %d", state, driver, attempt), func() bool {
-		at = slices.IndexFunc(fm.reports(), func(r fsm.AttemptReport) bool {
+	return waitFirst(t, fm, fmt.Sprintf("%s report of %s attempt %d", state, driver, attempt), fm.reports,
+		func(r fsm.AttemptReport) bool {
 			return r.DriverID == driver && r.Attempt == attempt && r.State == state
 		})
-		if at >= 0 {
-			found = fm.reports()[at]
+}
+
+// waitExecReport waits for a report of the executor in state and returns it
+// with its position among all executor reports received.
+func (fm *fakeMaster) waitExecReport(t *testing.T, app string, id int, state fsm.ExecutorState) (fsm.ExecutorReport, int) {
+	t.Helper()
+	return waitFirst(t, fm, fmt.Sprintf("%s report of %s executor %d", state, app, id), fm.executorReports,
+		func(r fsm.ExecutorReport) bool { return r.AppID == app && r.ExecutorID == id && r.State == state })
+}
+
+// waitFirst waits until list (called with fm.mu held) has an element that
+// match accepts, and returns the first with its position.
+func waitFirst[R any](t *testing.T, fm *fakeMaster, what string, list func() []R, match func(R) bool) (R, int) {
+	t.Helper()
+	var found R
+	at := -1
+	fm.waitFor(t, what, func() bool {
+		all := list()
+		if at = slices.IndexFunc(all, match); at >= 0 {
+			found = all[at]
 		}
 		return at >= 0
 	})
@@ -298,7 +344,12 @@ func sleeper(driver string, attempt int) api.Assignment {
 // programPID waits until the program of the attempt has printed its PID.
 func programPID(t *testing.T, cfg worker.Config, driver string, attempt int) int {
 	t.Helper()
-	path := filepath.Join(cfg.WorkDir, driver, "attempt-"+strconv.Itoa(attempt), runner.StdoutFile)
+	return printedPID(t, filepath.Join(cfg.WorkDir, driver, "attempt-"+strconv.Itoa(attempt), runner.StdoutFile))
+}
+
+// printedPID waits until a program has printed its PID to the file at path.
+func printedPID(t *testing.T, path string) int {
+	t.Helper()
 	deadline := time.Now().Add(failSafe)
 	for time.Now().Before(deadline) {
 		if b, err := os.ReadFile(path); err == nil && strings.HasSuffix(string(b), "\n") {
@@ -458,57 +509,94 @@ func TestSupersededAttemptIsKilledBeforeTheNextStarts(t *testing.T) {
 	})
 }
 
+// TestReportsAreResentUntilAcked: a report, of an attempt or an executor, is
+// carried by every heartbeat until the leader acknowledges it, and never
+// after.
 func TestReportsAreResentUntilAcked(t *testing.T) {
-	fm := newFakeMaster(t)
-	_, cfg := newWorker(t, fm, nil)
-	fm.set(func() { fm.ack = false })
-	fm.assign(api.Assignment{DriverID: driverA, Attempt: 1, Argv: []string{"/bin/sh", "-c", "exit 3"}})
-	carrying := func(from int) int {
-		n := 0
-		for _, hb := range fm.heartbeats[from:] {
-			if slices.ContainsFunc(hb.Reports, func(r fsm.AttemptReport) bool { return r.State == fsm.DriverFailed }) {
-				n++
+	exit3 := []string{"/bin/sh", "-c", "exit 3"}
+	for _, c := range []struct {
+		name   string
+		assign func(*fakeMaster)
+		// failed returns the FAILED report's exit code if hb carries it.
+		failed func(hb api.HeartbeatRequest) (*int, bool)
+	}{
+		{"attempt",
+			func(fm *fakeMaster) { fm.assign(api.Assignment{DriverID: driverA, Attempt: 1, Argv: exit3}) },
+			func(hb api.HeartbeatRequest) (*int, bool) {
+				i := slices.IndexFunc(hb.Reports, func(r fsm.AttemptReport) bool { return r.State == fsm.DriverFailed })
+				if i < 0 {
+					return nil, false
+				}
+				return hb.Reports[i].ExitCode, true
+			}},
+		{"executor",
+			func(fm *fakeMaster) {
+				fm.assignExecutors(api.ExecutorAssignment{AppID: appA, ExecutorID: 0, Argv: exit3})
+			},
+			func(hb api.HeartbeatRequest) (*int, bool) {
+				i := slices.IndexFunc(hb.ExecutorReports, func(r fsm.ExecutorReport) bool { return r.State == fsm.ExecFailed })
+				if i < 0 {
+					return nil, false
+				}
+				return hb.ExecutorReports[i].ExitCode, true
+			}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			fm := newFakeMaster(t)
+			_, cfg := newWorker(t, fm, nil)
+			fm.set(func() { fm.ack = false })
+			c.assign(fm)
+			carrying := func(from int) int {
+				n := 0
+				for _, hb := range fm.heartbeats[from:] {
+					if _, ok := c.failed(hb); ok {
+						n++
+					}
+				}
+				return n
 			}
-		}
-		return n
-	}
-	fm.waitFor(t, "the FAILED report in three heartbeats", func() bool { return carrying(0) >= 3 })
-	var acked int
-	fm.set(func() {
-		first := slices.IndexFunc(fm.heartbeats, func(hb api.HeartbeatRequest) bool {
-			return slices.ContainsFunc(hb.Reports, func(r fsm.AttemptReport) bool { return r.State == fsm.DriverFailed })
+			fm.waitFor(t, "the FAILED report in three heartbeats", func() bool { return carrying(0) >= 3 })
+			var acked int
+			fm.set(func() {
+				first := slices.IndexFunc(fm.heartbeats, func(hb api.HeartbeatRequest) bool {
+					_, ok := c.failed(hb)
+					return ok
+				})
+				fm.assertPaced(t, first+1, len(fm.heartbeats), cfg.HeartbeatInterval)
+				if code, _ := c.failed(fm.heartbeats[first]); code == nil || *code != 3 {
+					t.Fatalf("FAILED report with exit code %v, want 3", code)
+				}
+				fm.ack = true
+				acked = len(fm.heartbeats) + 1 // the first answer to ack
+			})
+			fm.waitFor(t, "a heartbeat without reports", func() bool {
+				last := fm.heartbeats[len(fm.heartbeats)-1]
+				return len(fm.heartbeats) > acked && len(last.Reports)+len(last.ExecutorReports) == 0
+			})
+			fm.set(func() {
+				if n := carrying(acked); n != 0 {
+					t.Fatalf("the FAILED report was sent %d times after it was acked", n)
+				}
+			})
 		})
-		fm.assertPaced(t, first+1, len(fm.heartbeats), cfg.HeartbeatInterval)
-		fm.ack = true
-		acked = len(fm.heartbeats) + 1 // the first answer to ack
-	})
-	fm.waitFor(t, "a heartbeat without reports", func() bool {
-		return len(fm.heartbeats) > acked && len(fm.heartbeats[len(fm.heartbeats)-1].Reports) == 0
-	})
-	fm.set(func() {
-		if n := carrying(acked); n != 0 {
-			t.Fatalf("the FAILED report was sent %d times after it was acked", n)
-		}
-		r := fm.reports()
-		last := r[len(r)-1]
-		if last.State != fsm.DriverFailed || last.ExitCode == nil || *last.ExitCode != 3 {
-			t.Fatalf("last report = %+v", last)
-		}
-	})
+	}
 }
 
 // TestCloseKillsAttemptsAndDecommissions: Close decommissions the worker
 // with the leader, once, and only then kills both an attempt it started and
-// one it adopted and reports them, so that the leader never places a
-// relaunch back on the worker that is going away.
+// one it adopted, and an adopted executor, and reports them, so that the
+// leader never places a relaunch back on the worker that is going away.
 func TestCloseKillsAttemptsAndDecommissions(t *testing.T) {
 	fm := newFakeMaster(t)
 	w1, cfg := newWorker(t, fm, nil)
 	a := sleeper(driverA, 1)
 	a.Supervise = true
 	fm.assign(a)
+	fm.assignExecutors(execSleeper(appA, 0))
 	fm.waitReport(t, driverA, 1, fsm.DriverRunning)
+	fm.waitExecReport(t, appA, 0, fsm.ExecRunning)
 	pidA := programPID(t, cfg, driverA, 1)
+	pidE := executorPID(t, cfg, appA, 0)
 	w1.Detach()
 	w2, _ := newWorker(t, fm, func(c *worker.Config) { c.WorkDir = cfg.WorkDir })
 	fm.assign(a, sleeper(driverB, 1))
@@ -519,27 +607,40 @@ func TestCloseKillsAttemptsAndDecommissions(t *testing.T) {
 		if len(fm.decommissions) != 1 || fm.decommissions[0].Reason != "worker shut down" {
 			t.Fatalf("decommissions = %+v, want one with reason %q", fm.decommissions, "worker shut down")
 		}
-		var before, after []fsm.AttemptReport
-		for i, hb := range fm.heartbeats {
-			if i < fm.decommissionedAfter[0] {
-				before = append(before, hb.Reports...)
-			} else {
-				after = append(after, hb.Reports...)
-			}
-		}
 		for _, d := range []string{driverA, driverB} {
-			killed := func(r fsm.AttemptReport) bool {
-				return r.DriverID == d && r.State == fsm.DriverKilled && strings.Contains(r.Reason, "shut down")
-			}
-			if slices.ContainsFunc(before, killed) || !slices.ContainsFunc(after, killed) {
-				t.Fatalf("KILLED reports of %s before the decommission %+v, after it %+v; want one after only", d, before, after)
-			}
+			assertOnlyAfter(t, fm, "KILLED reports of "+d, func(hb api.HeartbeatRequest) []fsm.AttemptReport { return hb.Reports },
+				func(r fsm.AttemptReport) bool {
+					return r.DriverID == d && r.State == fsm.DriverKilled && strings.Contains(r.Reason, "shut down")
+				})
 		}
+		assertOnlyAfter(t, fm, "KILLED reports of the executor", func(hb api.HeartbeatRequest) []fsm.ExecutorReport { return hb.ExecutorReports },
+			func(r fsm.ExecutorReport) bool {
+				return r.AppID == appA && r.State == fsm.ExecKilled && strings.Contains(r.Reason, "shut down")
+			})
 	})
 	assertGone(t, pidA)
 	assertGone(t, pidB)
+	assertGone(t, pidE)
 	if _, err := http.Get("http://" + w2.HTTPAddr() + "/v1/health"); err == nil {
 		t.Fatal("HTTP server still answers after Close")
+	}
+}
+
+// assertOnlyAfter fails unless the heartbeats (with fm.mu held) carry a
+// report that match accepts after the first decommission and none before;
+// pick takes the reports of one kind from a heartbeat.
+func assertOnlyAfter[R any](t *testing.T, fm *fakeMaster, what string, pick func(api.HeartbeatRequest) []R, match func(R) bool) {
+	t.Helper()
+	var before, after []R
+	for i, hb := range fm.heartbeats {
+		if i < fm.decommissionedAfter[0] {
+			before = append(before, pick(hb)...)
+		} else {
+			after = append(after, pick(hb)...)
+		}
+	}
+	if slices.ContainsFunc(before, match) || !slices.ContainsFunc(after, match) {
+		t.Fatalf("%s before the decommission %+v, after it %+v; want one after only", what, before, after)
 	}
 }
 
@@ -578,6 +679,21 @@ func TestLogEndpointRefusesBadRequests(t *testing.T) {
 		{"/v1/drivers/" + driverA + "/logs", http.StatusNotFound},
 		{"/v1/drivers/" + driverA + "/logs?attempt=1", http.StatusNotFound},
 		{"/v1/drivers/../../secret/logs", http.StatusNotFound},
+		{"/v1/apps/..%2Fsecret/executors/0/logs", http.StatusBadRequest},
+		{"/v1/apps/..%2F..%2F..%2Fetc%2Fpasswd/executors/0/logs", http.StatusBadRequest},
+		{"/v1/apps/app-1/executors/0/logs", http.StatusBadRequest},
+		{"/v1/apps/" + driverA + "/executors/0/logs", http.StatusBadRequest},
+		{"/v1/apps/" + appA + "%2F..%2F..%2Fsecret/executors/0/logs", http.StatusBadRequest},
+		{"/v1/apps/" + appA + "/executors/..%2F..%2Fsecret/logs", http.StatusBadRequest},
+		{"/v1/apps/" + appA + "/executors/..%2F..%2F..%2Fsecret/logs", http.StatusBadRequest},
+		{"/v1/apps/" + appA + "/executors/-1/logs", http.StatusBadRequest},
+		{"/v1/apps/" + appA + "/executors/01/logs", http.StatusBadRequest},
+		{"/v1/apps/" + appA + "/executors/x/logs", http.StatusBadRequest},
+		{"/v1/apps/" + appA + "/executors/0/logs?stream=..%2F..%2Fsecret", http.StatusBadRequest},
+		{"/v1/apps/" + appA + "/executors/0/logs?offset=-1", http.StatusBadRequest},
+		{"/v1/apps/" + appA + "/executors/0/logs", http.StatusNotFound},
+		{"/v1/apps/../../secret/executors/0/logs", http.StatusNotFound},
+		{"/v1/apps/" + appA + "/executors/../../../secret/logs", http.StatusNotFound},
 	} {
 		resp, body := get(t, base+c.path)
 		var e api.Error

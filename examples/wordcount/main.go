@@ -3,106 +3,168 @@
 // most frequent first (ties in byte order of the word). A word is a maximal
 // run of Unicode letters, lower-cased. It is Drover's example driver: real
 // work on real input, with a result that is easy to check.
+//
+// Without --executors it counts in one process. With --executors N it is a
+// Spark-style driver: it registers a Drover application whose N executors
+// run this same binary as "wordcount executor", cuts the input into shards
+// and serves them to the executors over HTTP (protocol.go), merging their
+// counts. Either way it prints the same top words on stdout and the same
+// summary line on stderr, with a SHA-256 digest of the whole count. (A
+// directory named "executor" must be written ./executor.)
 package main
 
 import (
-	"bufio"
+	"context"
+	"errors"
 	"flag"
 	"fmt"
-	"io"
-	"io/fs"
+	"net/http"
 	"os"
-	"path/filepath"
-	"sort"
+	"os/signal"
+	"strconv"
 	"strings"
-	"unicode"
+	"syscall"
+	"time"
 )
 
 func main() {
-	top := flag.Int("top", 20, "how many words to print")
-	flag.Usage = func() {
-		fmt.Fprintln(os.Stderr, "usage: wordcount [--top N] DIR...")
-		flag.PrintDefaults()
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:])
+	stop()
+	os.Exit(code)
+}
+
+// run is main without the process: it returns the exit status.
+func run(ctx context.Context, args []string) int {
+	if len(args) > 0 && args[0] == "executor" {
+		return executorMain(ctx, args[1:])
 	}
-	flag.Parse()
-	if flag.NArg() == 0 || *top < 1 {
-		flag.Usage()
-		os.Exit(2)
+	fl := flag.NewFlagSet("wordcount", flag.ContinueOnError)
+	top := fl.Int("top", 20, "how many words to print")
+	executors := fl.Int("executors", 0, "count on this many Drover executors (0: in this process)")
+	cores := fl.Int("executor-cores", 1, "cores of each executor, one shard at a time per core")
+	memory := sizeFlag{mb: 256}
+	fl.Var(&memory, "executor-memory", "memory of each executor, like 256m or 1g")
+	shards := fl.Int("shards", 0, "shards to cut the input into (0: 4 per executor core)")
+	listen := fl.String("listen", "127.0.0.1:0", "address of the driver's HTTP server, for its executors")
+	name := fl.String("name", "wordcount", "application name")
+	fl.Usage = func() {
+		fmt.Fprintln(os.Stderr, "usage: wordcount [--top N] [--executors N [--executor-cores C] [--executor-memory SIZE] [--shards S]] DIR...")
+		fmt.Fprintln(os.Stderr, "       wordcount executor   (run by Drover, with WORDCOUNT_DRIVER set)")
+		fl.PrintDefaults()
 	}
-	counts := map[string]int{}
-	files := 0
-	for _, root := range flag.Args() {
-		err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
-			if err != nil {
-				return err
+	if err := fl.Parse(args); err != nil {
+		return 2
+	}
+	if fl.NArg() == 0 || *top < 1 || *executors < 0 || *cores < 1 || *shards < 0 {
+		fl.Usage()
+		return 2
+	}
+	logf := func(format string, a ...any) {
+		fmt.Fprintf(os.Stderr, "wordcount: "+strings.TrimRight(format, "\n")+"\n", a...)
+	}
+
+	var res *jobResult
+	var err error
+	if *executors == 0 {
+		res, err = countLocal(fl.Args())
+	} else {
+		var exe string
+		var cl *droverCluster
+		if exe, err = os.Executable(); err == nil {
+			cl, err = newDroverCluster(logf)
+		}
+		if err == nil {
+			start := time.Now()
+			res, err = runDriver(ctx, driverConfig{
+				Roots: fl.Args(), Name: *name, Executors: *executors, Cores: *cores,
+				MemoryMB: memory.mb, Shards: *shards, Listen: *listen, Executable: exe,
+			}, cl, logf)
+			if err == nil {
+				st := res.Status
+				logf("%d shards in %v: %d requeued, %d speculative copies, %d duplicate results, %d executors lost",
+					st.Shards, time.Since(start).Round(time.Millisecond), st.Requeued, st.Speculative, st.Duplicates, st.LostExecutors)
 			}
-			if !d.Type().IsRegular() {
-				return nil
-			}
-			files++
-			return countFile(path, counts)
-		})
-		if err != nil {
-			fmt.Fprintln(os.Stderr, "wordcount:", err)
-			os.Exit(1)
 		}
 	}
-	fmt.Fprintf(os.Stderr, "wordcount: %d files, %d distinct words\n", files, len(counts))
-	for _, wc := range Top(counts, *top) {
+	if err != nil {
+		logf("%v", err)
+		return 1
+	}
+	fmt.Fprintln(os.Stderr, summary(res.Files, res.Counts))
+	for _, wc := range Top(res.Counts, *top) {
 		fmt.Printf("%d %s\n", wc.Count, wc.Word)
 	}
+	return 0
 }
 
-// countFile adds the words of one file to counts.
-func countFile(path string, counts map[string]int) error {
-	f, err := os.Open(path)
+// countLocal is the single-process mode.
+func countLocal(roots []string) (*jobResult, error) {
+	files, err := listFiles(roots)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	defer f.Close()
-	r := bufio.NewReader(f)
-	var word strings.Builder
-	flush := func() {
-		if word.Len() > 0 {
-			counts[word.String()]++
-			word.Reset()
-		}
+	counts := map[string]int{}
+	if err := countFiles(files, counts); err != nil {
+		return nil, err
 	}
-	for {
-		c, _, err := r.ReadRune()
-		if err == io.EOF {
-			flush()
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		if unicode.IsLetter(c) {
-			word.WriteRune(unicode.ToLower(c))
-		} else {
-			flush()
-		}
-	}
+	return &jobResult{Files: len(files), Counts: counts}, nil
 }
 
-// WordCount is one line of the result.
-type WordCount struct {
-	Word  string
-	Count int
-}
-
-// Top returns the n most frequent words, most frequent first, ties broken
-// by the word's byte order so the output is deterministic.
-func Top(counts map[string]int, n int) []WordCount {
-	all := make([]WordCount, 0, len(counts))
-	for w, c := range counts {
-		all = append(all, WordCount{w, c})
+// executorMain runs an executor from the environment Drover gives it.
+func executorMain(ctx context.Context, args []string) int {
+	fl := flag.NewFlagSet("wordcount executor", flag.ContinueOnError)
+	patience := fl.Duration("patience", 30*time.Second, "exit once the driver has been unreachable this long")
+	if err := fl.Parse(args); err != nil || fl.NArg() > 0 {
+		return 2
 	}
-	sort.Slice(all, func(i, j int) bool {
-		if all[i].Count != all[j].Count {
-			return all[i].Count > all[j].Count
-		}
-		return all[i].Word < all[j].Word
+	logf := func(format string, a ...any) {
+		fmt.Fprintf(os.Stderr, "wordcount executor: "+format+"\n", a...)
+	}
+	driver := os.Getenv(envDriver)
+	id, err := strconv.Atoi(os.Getenv("DROVER_EXECUTOR_ID"))
+	if driver == "" || err != nil {
+		logf("needs %s and DROVER_EXECUTOR_ID in its environment", envDriver)
+		return 2
+	}
+	slots := 1
+	if c, err := strconv.Atoi(os.Getenv("DROVER_EXECUTOR_CORES")); err == nil && c > 0 {
+		slots = min(c, 256)
+	}
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	defer tr.CloseIdleConnections()
+	err = runExecutor(ctx, executorConfig{
+		Driver: driver, ID: id, Slots: slots, Patience: *patience,
+		HTTP: &http.Client{Transport: tr, Timeout: time.Minute},
+		Logf: logf,
 	})
-	return all[:min(n, len(all))]
+	if err != nil {
+		logf("%v", err)
+		return 1
+	}
+	return 0
+}
+
+// sizeFlag is a memory size in MiB, written like Spark's: 512m, 4g.
+type sizeFlag struct{ mb int64 }
+
+func (s *sizeFlag) String() string { return strconv.FormatInt(s.mb, 10) + "m" }
+
+func (s *sizeFlag) Set(v string) error {
+	t := strings.TrimSuffix(strings.ToLower(strings.TrimSpace(v)), "b")
+	mult := int64(1)
+	if n := len(t); n > 0 {
+		switch t[n-1] {
+		case 'm':
+			t = t[:n-1]
+		case 'g':
+			mult, t = 1024, t[:n-1]
+		}
+	}
+	n, err := strconv.ParseInt(t, 10, 64)
+	if err != nil || n < 1 || n > 1<<40/mult {
+		return errors.New("want a size like 256m or 2g")
+	}
+	s.mb = n * mult
+	return nil
 }

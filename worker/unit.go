@@ -1,0 +1,232 @@
+package worker
+
+import (
+	"fmt"
+	"path/filepath"
+	"regexp"
+	"strconv"
+
+	"github.com/drover-project/drover/api"
+	"github.com/drover-project/drover/fsm"
+)
+
+// A unit is one program the worker runs under a runner of its own: a driver
+// attempt or an executor. Both are started, watched, adopted, fenced, killed
+// and reported the same way; what tells them apart (their names,
+// directories, environment and the vocabulary of their reports) is gathered
+// here, so that the rest of the worker has one code path for both.
+
+// driverIDPattern is Spark's driver ID form, appIDPattern its application ID
+// form. Both name directories, so anything else is refused before it
+// reaches the file system. They never match the same string, so driver and
+// app directories never collide in the work dir.
+var (
+	driverIDPattern = regexp.MustCompile(`^driver-[0-9]{14}-[0-9]+$`)
+	appIDPattern    = regexp.MustCompile(`^app-[0-9]{14}-[0-9]+$`)
+)
+
+// unitKind says what a unit is.
+type unitKind uint8
+
+const (
+	// kindAttempt is attempt n of a driver; attempts count from 1.
+	kindAttempt unitKind = iota
+	// kindExecutor is executor n of an application; executor IDs count
+	// from 0 within their app and are never reused.
+	kindExecutor
+)
+
+// kindInfo is what differs between kinds, as data rather than as branches.
+type kindInfo struct {
+	// noun names the kind in log messages.
+	noun string
+	// idAttr and nAttr are the log attributes (and words in messages)
+	// for the unit's ID and its number.
+	idAttr, nAttr string
+	idPattern     *regexp.Regexp
+	// minN is the least valid number.
+	minN int
+	// dirPrefix comes before the number in the unit's directory name.
+	dirPrefix string
+	// record is the kind's name in the worker record; a driver attempt's
+	// is empty, as in the records written before workers ran executors.
+	record string
+	// alwaysFenced: strict fencing kills the unit even when it is not
+	// supervised. The leader declares a lost worker's executors LOST and
+	// places new ones, as it relaunches supervised drivers, so an
+	// executor cut off from the leaders must stop like a supervised
+	// attempt. An unsupervised driver is never relaunched and runs on.
+	alwaysFenced bool
+}
+
+var kinds = [...]kindInfo{
+	kindAttempt: {noun: "attempt", idAttr: "driver", nAttr: "attempt", idPattern: driverIDPattern,
+		minN: 1, dirPrefix: "attempt-"},
+	kindExecutor: {noun: "executor", idAttr: "app", nAttr: "executor", idPattern: appIDPattern,
+		minN: 0, record: "executor", alwaysFenced: true},
+}
+
+func (k unitKind) info() kindInfo { return kinds[k] }
+
+// kindOfRecord is the kind a record names, false for a kind this worker
+// does not know (a record written by a newer one).
+func kindOfRecord(name string) (unitKind, bool) {
+	for k, info := range kinds {
+		if info.record == name {
+			return unitKind(k), true
+		}
+	}
+	return 0, false
+}
+
+// unitKey names one unit: attempt n of driver id, or executor n of app id.
+type unitKey struct {
+	kind unitKind
+	id   string
+	n    int
+}
+
+func attemptKey(driverID string, attempt int) unitKey {
+	return unitKey{kindAttempt, driverID, attempt}
+}
+
+func executorKey(appID string, executorID int) unitKey {
+	return unitKey{kindExecutor, appID, executorID}
+}
+
+// valid says whether k is safe to name a directory.
+func (k unitKey) valid() bool {
+	info := k.kind.info()
+	return info.idPattern.MatchString(k.id) && k.n >= info.minN
+}
+
+// invalid is the reason a unit with an invalid key is not started.
+func (k unitKey) invalid() string {
+	info := k.kind.info()
+	return fmt.Sprintf("invalid %s ID %q or %s %d", info.idAttr, k.id, info.nAttr, k.n)
+}
+
+// dir is k's directory: WORK_DIR/DRIVER_ID/attempt-N for an attempt,
+// WORK_DIR/APP_ID/EXECUTOR_ID for an executor. k must be valid.
+func (k unitKey) dir(workDir string) string {
+	return filepath.Join(workDir, k.id, k.kind.info().dirPrefix+strconv.Itoa(k.n))
+}
+
+// attrs are k's log attributes.
+func (k unitKey) attrs(more ...any) []any {
+	info := k.kind.info()
+	return append([]any{info.idAttr, k.id, info.nAttr, k.n}, more...)
+}
+
+// String names k for people: "driver-... attempt 2", "app-... executor 3".
+func (k unitKey) String() string {
+	return fmt.Sprintf("%s %s %d", k.id, k.kind.info().nAttr, k.n)
+}
+
+// order is one unit the leader wants run, with what start needs to launch
+// it.
+type order struct {
+	key  unitKey
+	argv []string
+	// env is the submission's or the app's environment.
+	env map[string]string
+	// vars are the kind's own DROVER_ variables, which env cannot override.
+	vars      map[string]string
+	supervise bool
+}
+
+// orders is the desired set of a heartbeat answer: its driver attempts,
+// then its executors. Executors are never supervised: the leader replaces
+// a failed one with a new executor instead.
+func orders(resp api.HeartbeatResponse) []order {
+	out := make([]order, 0, len(resp.Assignments)+len(resp.Executors))
+	for _, a := range resp.Assignments {
+		out = append(out, order{key: attemptKey(a.DriverID, a.Attempt), argv: a.Argv, env: a.Env, supervise: a.Supervise,
+			vars: map[string]string{
+				"DROVER_DRIVER_ID": a.DriverID,
+				"DROVER_ATTEMPT":   strconv.Itoa(a.Attempt),
+			}})
+	}
+	for _, e := range resp.Executors {
+		out = append(out, order{key: executorKey(e.AppID, e.ExecutorID), argv: e.Argv, env: e.Env,
+			vars: map[string]string{
+				"DROVER_APP_ID":             e.AppID,
+				"DROVER_EXECUTOR_ID":        strconv.Itoa(e.ExecutorID),
+				"DROVER_EXECUTOR_CORES":     strconv.Itoa(e.Cores),
+				"DROVER_EXECUTOR_MEMORY_MB": strconv.FormatInt(e.MemoryMB, 10),
+			}})
+	}
+	return out
+}
+
+// report is a state change of a unit, queued until the leader acknowledges
+// it. Its state is the runner's, in driver terms; the wire forms translate
+// it for executors.
+type report struct {
+	key      unitKey
+	state    fsm.DriverState
+	exitCode *int
+	runs     int
+	reason   string
+}
+
+// executorState translates a runner's state for an executor: a program
+// that could not be launched (ERROR) counts as FAILED, as in Spark.
+func executorState(s fsm.DriverState) fsm.ExecutorState {
+	switch s {
+	case fsm.DriverRunning:
+		return fsm.ExecRunning
+	case fsm.DriverFinished:
+		return fsm.ExecExited
+	case fsm.DriverKilled:
+		return fsm.ExecKilled
+	default:
+		return fsm.ExecFailed
+	}
+}
+
+func (r report) attemptReport() fsm.AttemptReport {
+	return fsm.AttemptReport{DriverID: r.key.id, Attempt: r.key.n, State: r.state, ExitCode: r.exitCode, Runs: r.runs, Reason: r.reason}
+}
+
+func (r report) executorReport() fsm.ExecutorReport {
+	return fsm.ExecutorReport{AppID: r.key.id, ExecutorID: r.key.n, State: executorState(r.state), ExitCode: r.exitCode, Reason: r.reason}
+}
+
+// ackID is what a report and the leader's echo of it share: the unit, the
+// state as sent and, for attempts, the run count, so that a newer RUNNING
+// report of a supervised attempt is not taken as acknowledged. Executor
+// reports carry no run count: an executor runs once.
+type ackID struct {
+	key   unitKey
+	state string
+	runs  int
+}
+
+func (r report) ackID() ackID {
+	if r.key.kind == kindExecutor {
+		return ackID{r.key, string(executorState(r.state)), 0}
+	}
+	return ackID{r.key, string(r.state), r.runs}
+}
+
+// acked lists what resp acknowledges, and the units whose final report it
+// acknowledges.
+func acked(resp api.HeartbeatResponse) (ids map[ackID]bool, done []unitKey) {
+	ids = map[ackID]bool{}
+	for _, a := range resp.Acked {
+		k := attemptKey(a.DriverID, a.Attempt)
+		ids[ackID{k, string(a.State), a.Runs}] = true
+		if a.State.Terminal() {
+			done = append(done, k)
+		}
+	}
+	for _, e := range resp.AckedExecutors {
+		k := executorKey(e.AppID, e.ExecutorID)
+		ids[ackID{k, string(e.State), 0}] = true
+		if e.State.Terminal() {
+			done = append(done, k)
+		}
+	}
+	return ids, done
+}
