@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The demo behind `make demo`: a real local cluster (3 masters, 2 workers),
-# a supervised word count over the Go source tree, a SIGKILL of the leader
-# while it runs, and the result from the driver's log.
+# a supervised distributed word count over the Go source tree (a driver that
+# registers an application with 2 executors), a SIGKILL of the leader while
+# it runs, and the result from the driver's log.
 set -euo pipefail
 
 bin=${BIN:-bin}
@@ -30,8 +31,13 @@ cat "$dir/dev.out"
 export DROVER_MASTERS
 client() { "$bin/drover" client "$@"; }
 
-say "submitting a supervised word count over $input"
-id=$(client submit --supervise --name wordcount -- "$PWD/$bin/wordcount" --top 15 "$input" | tail -n 1)
+say "submitting a supervised word count over $input, with 2 executors"
+id=$(client submit --supervise --name wordcount -- "$PWD/$bin/wordcount" --executors 2 --top 15 "$input" | tail -n 1)
+for _ in $(seq 1 100); do
+	client apps | grep -q RUNNING && break
+	sleep 0.1
+done
+client apps
 
 leader=$(client leader)
 pid_var="${leader}_PID"
@@ -48,6 +54,7 @@ echo "new leader: master $next, elected $((($(date +%s%N) - start) / 1000000)) m
 say "waiting for $id to finish"
 client logs --follow "$id" >"$dir/result.txt"
 client status "$id"
+client apps
 
 say "result (top 15 words), from drover client logs $id"
 cat "$dir/result.txt"
