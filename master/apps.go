@@ -149,7 +149,7 @@ func explainApp(s api.AppStatus, ws []*fsm.Worker) api.AppStatus {
 // waitReason says why something asking for cores and memory (MiB) on one
 // worker is not placed; what qualifies the request in the message.
 func waitReason(ws []*fsm.Worker, cores int, memoryMB int64, what string) string {
-	var alive, fits, maxCores int
+	var alive, fits, room, maxCores int
 	var maxMem int64
 	for _, w := range ws {
 		if w.State != fsm.WorkerAlive {
@@ -160,6 +160,9 @@ func waitReason(ws []*fsm.Worker, cores int, memoryMB int64, what string) string
 		if w.Cores >= cores && w.MemoryMB >= memoryMB {
 			fits++
 		}
+		if w.CoresFree() >= cores && w.MemoryFreeMB() >= memoryMB {
+			room++
+		}
 	}
 	switch {
 	case alive == 0:
@@ -167,12 +170,18 @@ func waitReason(ws []*fsm.Worker, cores int, memoryMB int64, what string) string
 	case fits == 0:
 		return fmt.Sprintf("waiting: %s (asks %d cores, %d MiB%s; the largest worker offers %d cores, %d MiB)",
 			api.ReasonUnplaceable, cores, memoryMB, what, maxCores, maxMem)
+	case room > 0:
+		return waitReasonQueued
 	}
 	return waitReasonFree
 }
 
-// waitReasonFree is why something waits that fits on some ALIVE worker.
-const waitReasonFree = "waiting for a worker with free resources"
+// Why something waits that fits on some ALIVE worker: there is room now,
+// and the leader's next scheduling round places it; or there is none.
+const (
+	waitReasonQueued = "queued for placement"
+	waitReasonFree   = "waiting for a worker with free resources"
+)
 
 // handleWatchApp is the app client's long poll: it answers when the app's
 // status differs from the If-None-Match ETag, or after heartbeatWait. Each

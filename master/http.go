@@ -287,7 +287,7 @@ func explainWaiting(ds []*fsm.Driver, ws []*fsm.Worker) []*fsm.Driver {
 		reason := waitReason(ws, d.Cores, d.MemoryMB, "")
 		// A relaunching driver keeps saying why it was relaunched while
 		// there is room for it somewhere.
-		if d.Message == "" || reason != waitReasonFree {
+		if d.Message == "" || (reason != waitReasonFree && reason != waitReasonQueued) {
 			d.Message = reason
 		}
 	}
