@@ -117,8 +117,60 @@ func scenario(t tb) [][]byte {
 		{DriverID: driverID(4), Attempt: 1, State: DriverKilled, Reason: "worker shut down"},
 		{DriverID: driverID(5), Attempt: 1, State: DriverKilled, Reason: "worker shut down"},
 	}})
+	if len(b.entries) != driverScenarioLen {
+		t.Fatalf("the driver part of the scenario has %d entries, want %d", len(b.entries), driverScenarioLen)
+	}
+	// Applications and executors. w1 (4 cores) is ALIVE, w2 DECOMMISSIONED.
+	b.add(CmdRegisterApp, &RegisterApp{ID: appID(0), Token: "at0", Name: "pi", MaxCores: 3, CoresPerExecutor: 1, MemoryPerExecutorMB: 256,
+		ExecutorLimit: -1, Argv: []string{"exec"}, Env: map[string]string{"K": "v"}, MaxExecutorRetries: 1, Time: 21})
+	// A retried registration, and a refused one.
+	b.add(CmdRegisterApp, &RegisterApp{ID: appID(1), Token: "at0", CoresPerExecutor: 1, MemoryPerExecutorMB: 256, ExecutorLimit: -1, Argv: []string{"exec"}, Time: 22})
+	b.add(CmdRegisterApp, &RegisterApp{ID: appID(2), Token: "at2", CoresPerExecutor: 0, MemoryPerExecutorMB: 256, ExecutorLimit: -1, Argv: []string{"exec"}, Time: 23})
+	b.add(CmdSubmitDriver, &SubmitDriver{ID: driverID(6), Token: "t6", Argv: []string{"g"}, Cores: 1, MemoryMB: 512, Time: 24})
+	b.add(CmdPlaceDrivers, &PlaceDrivers{Time: 25, Placements: []Placement{{DriverID: driverID(6), Attempt: 1, WorkerID: "w1"}}})
+	b.add(CmdReportAttempts, &ReportAttempts{WorkerID: "w1", Time: 26, Reports: []AttemptReport{{DriverID: driverID(6), Attempt: 1, State: DriverRunning, Runs: 1}}})
+	// An app of driver 6's attempt 1.
+	b.add(CmdRegisterApp, &RegisterApp{ID: appID(3), Token: "at3", DriverID: driverID(6), DriverAttempt: 1, CoresPerExecutor: 1, MemoryPerExecutorMB: 256,
+		ExecutorLimit: 2, Argv: []string{"exec"}, MaxExecutorRetries: 0, Time: 27})
+	// w2 is decommissioned and w1 fills up: app 3's second executor and the
+	// unknown app are skipped.
+	place := &PlaceExecutors{Time: 28, Placements: []ExecutorPlacement{
+		{AppID: appID(0), ExecutorID: 0, WorkerID: "w1"}, {AppID: appID(0), ExecutorID: 1, WorkerID: "w1"},
+		{AppID: appID(0), ExecutorID: 2, WorkerID: "w2"}, {AppID: appID(3), ExecutorID: 0, WorkerID: "w1"},
+		{AppID: appID(3), ExecutorID: 1, WorkerID: "w1"}, {AppID: appID(99), ExecutorID: 0, WorkerID: "w1"},
+	}}
+	b.add(CmdPlaceExecutors, place)
+	b.add(CmdPlaceExecutors, place) // committed twice
+	b.add(CmdReportAttempts, &ReportAttempts{WorkerID: "w1", Time: 30, Executors: []ExecutorReport{
+		{AppID: appID(0), ExecutorID: 0, State: ExecRunning},
+		{AppID: appID(0), ExecutorID: 1, State: ExecFailed, ExitCode: intp(1), Reason: "boom"},
+		{AppID: appID(3), ExecutorID: 0, State: ExecRunning},
+	}})
+	// From the wrong worker: ignored.
+	b.add(CmdReportAttempts, &ReportAttempts{WorkerID: "w2", Time: 31, Executors: []ExecutorReport{{AppID: appID(0), ExecutorID: 0, State: ExecFailed, ExitCode: intp(1)}}})
+	b.add(CmdPlaceExecutors, &PlaceExecutors{Time: 32, Placements: []ExecutorPlacement{{AppID: appID(0), ExecutorID: 2, WorkerID: "w1"}}})
+	b.add(CmdKillExecutors, &KillExecutors{AppID: appID(0), ExecutorIDs: []int{2}, Time: 33})
+	b.add(CmdKillExecutors, &KillExecutors{AppID: appID(0), ExecutorIDs: []int{7}, Time: 34})
+	b.add(CmdRequestExecutors, &RequestExecutors{AppID: appID(0), Total: 3, Time: 35})
+	b.add(CmdRequestExecutors, &RequestExecutors{AppID: appID(3), Total: -1, Time: 36})
+	b.add(CmdReportAttempts, &ReportAttempts{WorkerID: "w1", Time: 37, Executors: []ExecutorReport{{AppID: appID(0), ExecutorID: 0, State: ExecExited, ExitCode: intp(0)}}})
+	b.add(CmdEndApp, &EndApp{AppID: appID(0), State: AppFinished, Time: 38})
+	b.add(CmdEndApp, &EndApp{AppID: appID(0), State: AppFinished, Time: 39})
+	b.add(CmdEndApp, &EndApp{AppID: appID(0), State: AppKilled, Time: 40})
+	// Driver 6 finishes, and with it app 3.
+	b.add(CmdReportAttempts, &ReportAttempts{WorkerID: "w1", Time: 41, Reports: []AttemptReport{{DriverID: driverID(6), Attempt: 1, State: DriverFinished, ExitCode: intp(0), Runs: 1}}})
+	b.add(CmdRegisterWorker, &RegisterWorker{ID: "w3", HTTPAddr: "127.0.0.1:4", Cores: 2, MemoryMB: 1024, Time: 42})
+	b.add(CmdRegisterApp, &RegisterApp{ID: appID(4), Token: "at4", CoresPerExecutor: 1, MemoryPerExecutorMB: 256, ExecutorLimit: -1, Argv: []string{"exec"}, Time: 43})
+	b.add(CmdPlaceExecutors, &PlaceExecutors{Time: 44, Placements: []ExecutorPlacement{{AppID: appID(4), ExecutorID: 0, WorkerID: "w3"}, {AppID: appID(4), ExecutorID: 1, WorkerID: "w3"}}})
+	b.add(CmdReportAttempts, &ReportAttempts{WorkerID: "w3", Time: 45, Executors: []ExecutorReport{{AppID: appID(4), ExecutorID: 0, State: ExecRunning}}})
+	b.add(CmdWorkerLost, &WorkerLost{WorkerID: "w3", Time: 46})
+	b.add(CmdPruneCompleted, &PruneCompleted{DriverIDs: []string{driverID(6), driverID(4), driverID(999)}, AppIDs: []string{appID(0), appID(4), appID(999)}})
 	return b.entries
 }
+
+// driverScenarioLen is how many entries of scenario come before the first
+// application command: a log a master without applications could write.
+const driverScenarioLen = 20
 
 func intp(v int) *int { return &v }
 
@@ -164,7 +216,7 @@ func TestScenarioOutcome(t *testing.T) {
 		t.Fatal("a resubmitted token made a second driver")
 	}
 	for _, w := range f.Workers() {
-		want := map[string]WorkerState{"w1": WorkerAlive, "w2": WorkerDecommissioned}[w.ID]
+		want := map[string]WorkerState{"w1": WorkerAlive, "w2": WorkerDecommissioned, "w3": WorkerDead}[w.ID]
 		if w.CoresUsed != 0 || w.MemoryUsedMB != 0 || w.State != want {
 			t.Fatalf("worker %s: used %d cores %d MiB, state %s; want 0, 0, %s", w.ID, w.CoresUsed, w.MemoryUsedMB, w.State, want)
 		}
@@ -178,8 +230,69 @@ func TestScenarioOutcome(t *testing.T) {
 	if w := f.WaitingDrivers(); len(w) != 1 || w[0].ID != driverID(4) {
 		t.Fatalf("waiting = %v, want only %s", w, driverID(4))
 	}
-	if f.NextDriverSeq() != 6 {
-		t.Fatalf("NextDriverSeq = %d, want 6 (the duplicate token took no number)", f.NextDriverSeq())
+	if f.NextDriverSeq() != 7 {
+		t.Fatalf("NextDriverSeq = %d, want 7 (the duplicate token took no number)", f.NextDriverSeq())
+	}
+
+	// Applications.
+	if _, ok := f.Driver(driverID(6)); ok {
+		t.Fatal("finished driver 6 was not pruned")
+	}
+	if _, ok := f.DriverByToken("t6"); ok {
+		t.Fatal("pruned driver 6's token kept")
+	}
+	for _, seq := range []int{0, 1, 2} {
+		if _, _, ok := f.App(appID(seq)); ok {
+			t.Fatalf("app %d exists (pruned, retried token, refused)", seq)
+		}
+	}
+	if _, ok := f.AppByToken("at0"); ok {
+		t.Fatal("pruned app 0's token kept")
+	}
+	a3, e3, _ := f.App(appID(3))
+	if a3 == nil || a3.State != AppFinished || len(e3) != 1 || e3[0].State != ExecKilled || a3.CoresGranted != 0 {
+		t.Fatalf("app 3 of the finished driver: %+v %+v, want FINISHED with its executor KILLED", a3, e3)
+	}
+	a4, e4, _ := f.App(appID(4))
+	if a4 == nil || a4.State != AppRunning || a4.RetryCount != 0 || len(e4) != 2 || e4[0].State != ExecLost || e4[1].State != ExecLost {
+		t.Fatalf("app 4 after losing w3: %+v %+v, want RUNNING, no retry, two executors LOST", a4, e4)
+	}
+	if f.NextAppSeq() != 5 {
+		t.Fatalf("NextAppSeq = %d, want 5", f.NextAppSeq())
+	}
+	f.mu.RLock()
+	n := len(f.t.Executors)
+	f.mu.RUnlock()
+	if n != 3 {
+		t.Fatalf("%d executor rows, want 3 (app 0's were pruned)", n)
+	}
+}
+
+// TestScenarioUsesEveryCommandType keeps scenario complete: the snapshot
+// and replay tests are only as good as the commands it holds.
+func TestScenarioUsesEveryCommandType(t *testing.T) {
+	seen := map[CommandType]bool{}
+	executorReports := false
+	for _, e := range scenario(t) {
+		ct, p, err := Decode(e)
+		if err != nil {
+			t.Fatal(err)
+		}
+		seen[ct] = true
+		if r, ok := p.(*ReportAttempts); ok && len(r.Executors) > 0 {
+			executorReports = true
+		}
+	}
+	for ct := CmdRegisterWorker; ct <= CmdPruneCompleted; ct++ {
+		if !seen[ct] {
+			t.Errorf("scenario has no %s", ct)
+		}
+	}
+	if !executorReports {
+		t.Error("scenario has no executor reports")
+	}
+	if CommandType(CmdPruneCompleted+1).String() != fmt.Sprintf("CommandType(%d)", CmdPruneCompleted+1) {
+		t.Error("a command type was added: add it to scenario and to this test's range")
 	}
 }
 
@@ -221,6 +334,16 @@ func TestRefusedCommandsChangeNothing(t *testing.T) {
 		{CmdKillDriver, &KillDriver{DriverID: driverID(0)}, ErrDriverEnded},
 		{CmdWorkerLost, &WorkerLost{WorkerID: "nobody"}, ErrUnknownWorker},
 		{CmdRegisterWorker, &RegisterWorker{ID: "w9", HTTPAddr: "x:1", Cores: -1, MemoryMB: 1}, ErrInvalidCommand},
+		{CmdRegisterApp, &RegisterApp{ID: appID(3), Token: "new", CoresPerExecutor: 1, MemoryPerExecutorMB: 1, ExecutorLimit: -1, Argv: []string{"x"}}, ErrDuplicateID},
+		{CmdRegisterApp, &RegisterApp{ID: "app-1", Token: "new", CoresPerExecutor: 1, MemoryPerExecutorMB: 1, ExecutorLimit: -1, Argv: []string{"x"}}, ErrInvalidCommand},
+		{CmdRegisterApp, &RegisterApp{ID: appID(50), Token: "new", DriverID: driverID(0), DriverAttempt: 2, CoresPerExecutor: 1, MemoryPerExecutorMB: 1, ExecutorLimit: -1, Argv: []string{"x"}}, ErrDriverEnded},
+		{CmdRequestExecutors, &RequestExecutors{AppID: appID(999), Total: 1}, ErrUnknownApp},
+		{CmdRequestExecutors, &RequestExecutors{AppID: appID(3), Total: 1}, ErrAppEnded},
+		{CmdKillExecutors, &KillExecutors{AppID: appID(4), ExecutorIDs: []int{0, 5}}, ErrUnknownExecutor},
+		{CmdKillExecutors, &KillExecutors{AppID: appID(3), ExecutorIDs: []int{0}}, ErrAppEnded},
+		{CmdEndApp, &EndApp{AppID: appID(3), State: AppKilled}, ErrAppEnded},
+		{CmdEndApp, &EndApp{AppID: appID(4), State: AppRunning}, ErrInvalidCommand},
+		{CmdEndApp, &EndApp{AppID: appID(999), State: AppFinished}, ErrUnknownApp},
 	}
 	for _, c := range bad {
 		data, err := Encode(c.ct, c.payload)
@@ -236,7 +359,8 @@ func TestRefusedCommandsChangeNothing(t *testing.T) {
 			t.Fatalf("%s %+v changed the tables", c.ct, c.payload)
 		}
 	}
-	for _, raw := range [][]byte{nil, {1}, {2, 2, '{', '}'}, {1, 99, '{', '}'}, {1, 2, '{'}, []byte("\x01\x02{\"id\":1}"), []byte("\x01\x05{\"driver_id\":\"x\",\"bogus\":1}")} {
+	for _, raw := range [][]byte{nil, {1}, {2, 2, '{', '}'}, {1, 99, '{', '}'}, {1, 2, '{'}, []byte("\x01\x02{\"id\":1}"), []byte("\x01\x05{\"driver_id\":\"x\",\"bogus\":1}"),
+		[]byte("\x01\x0d{\"app_ids\":[\"x\"],\"bogus\":1}"), {1, 14, '{', '}'}} {
 		if _, ok := f.ApplyCommand(101, raw).(error); !ok {
 			t.Errorf("malformed entry %q was accepted", raw)
 		}
@@ -281,34 +405,58 @@ func TestRestoreRefusesCorruptSnapshot(t *testing.T) {
 
 // TestRandomLogsKeepInvariants applies random command sequences and checks,
 // after every entry: resources used equal the sum over placed unfinished
-// drivers and are never negative or above capacity; waitingDrivers holds
-// exactly the unplaced unfinished drivers; a snapshot restores identical
-// tables.
+// drivers and live executors and are never negative; waitingDrivers holds
+// exactly the unplaced unfinished drivers; each app's CoresGranted is the
+// sum over its live executors and within MaxCores; no finished app has a
+// live executor; a placement never takes an app past its ExecutorLimit or a
+// worker past its capacity; only placements make executors; a snapshot
+// restores identical tables.
 func TestRandomLogsKeepInvariants(t *testing.T) {
 	rapid.Check(t, func(rt *rapid.T) {
 		f := New()
 		workers := []string{"w1", "w2", "w3"}
-		seq := 0
-		var ids []string
-		n := rapid.IntRange(1, 60).Draw(rt, "n")
-		for i := 0; i < n; i++ {
+		seq, appSeq := 0, 0
+		var ids, apps []string
+		// Start from three ALIVE workers, so that app commands have
+		// somewhere to place executors.
+		for i, w := range workers {
+			data, err := Encode(CmdRegisterWorker, &RegisterWorker{ID: w, HTTPAddr: "h:1", Cores: 4, MemoryMB: 4096})
+			if err != nil {
+				rt.Fatal(err)
+			}
+			f.ApplyCommand(uint64(i+1), data)
+		}
+		// Command kinds, weighted towards the app commands.
+		mix := []int{0, 1, 1, 2, 2, 3, 4, 5, 6, 7, 7, 7, 8, 8, 8, 8, 9, 9, 9, 9, 9, 10, 11, 12, 13}
+		n := rapid.IntRange(1, 100).Draw(rt, "n")
+		for i := len(workers); i < n+len(workers); i++ {
 			var ct CommandType
 			var payload any
 			pickDriver := func() string {
-				if len(ids) == 0 || rapid.IntRange(0, 9).Draw(rt, "ghost") == 0 {
+				if len(ids) == 0 || rapid.IntRange(0, 9).Draw(rt, "ghost") == 9 {
 					return driverID(999)
 				}
 				return rapid.SampledFrom(ids).Draw(rt, "driver")
 			}
-			switch rapid.IntRange(0, 6).Draw(rt, "cmd") {
+			pickApp := func() string {
+				if len(apps) == 0 || rapid.IntRange(0, 9).Draw(rt, "ghostApp") == 9 {
+					return appID(999)
+				}
+				return rapid.SampledFrom(apps).Draw(rt, "app")
+			}
+			switch rapid.SampledFrom(mix).Draw(rt, "cmd") {
 			case 0:
 				ct, payload = CmdRegisterWorker, &RegisterWorker{ID: rapid.SampledFrom(workers).Draw(rt, "w"), HTTPAddr: "h:1",
-					Cores: rapid.IntRange(1, 4).Draw(rt, "cores"), MemoryMB: int64(rapid.IntRange(1, 4).Draw(rt, "mem")) * 512, Time: int64(i)}
+					Cores: rapid.IntRange(1, 8).Draw(rt, "cores"), MemoryMB: int64(rapid.IntRange(1, 8).Draw(rt, "mem")) * 512, Time: int64(i)}
 			case 1:
 				id := driverID(seq)
+				tok := fmt.Sprint("t", seq)
+				if rapid.IntRange(0, 7).Draw(rt, "retryDriverTok") == 7 {
+					tok = fmt.Sprint("t", rapid.IntRange(0, seq).Draw(rt, "tok"))
+				}
 				seq++
 				ids = append(ids, id)
-				ct, payload = CmdSubmitDriver, &SubmitDriver{ID: id, Token: fmt.Sprint("t", rapid.IntRange(0, 20).Draw(rt, "tok")), Argv: []string{"p"},
+				ct, payload = CmdSubmitDriver, &SubmitDriver{ID: id, Token: tok, Argv: []string{"p"},
 					Cores: rapid.IntRange(1, 3).Draw(rt, "dc"), MemoryMB: 512, Supervise: rapid.Bool().Draw(rt, "sup"), Time: int64(i)}
 			case 2:
 				var ps []Placement
@@ -318,26 +466,232 @@ func TestRandomLogsKeepInvariants(t *testing.T) {
 				ct, payload = CmdPlaceDrivers, &PlaceDrivers{Placements: ps, Time: int64(i)}
 			case 3:
 				states := []DriverState{DriverRunning, DriverFinished, DriverFailed, DriverKilled, DriverError}
-				ct, payload = CmdReportAttempts, &ReportAttempts{WorkerID: rapid.SampledFrom(workers).Draw(rt, "rw"), Time: int64(i), Reports: []AttemptReport{{
-					DriverID: pickDriver(), Attempt: rapid.IntRange(1, 3).Draw(rt, "ra"), State: rapid.SampledFrom(states).Draw(rt, "rs"), ExitCode: intp(1)}}}
+				w, r := rapid.SampledFrom(workers).Draw(rt, "rw"), AttemptReport{DriverID: pickDriver(), Attempt: rapid.IntRange(1, 3).Draw(rt, "ra")}
+				// Mostly about the running attempt of a placed driver, from
+				// its worker.
+				var placed []*Driver
+				for _, d := range f.Drivers() {
+					if d.WorkerID != "" && !d.State.Terminal() {
+						placed = append(placed, d)
+					}
+				}
+				if len(placed) > 0 && rapid.IntRange(0, 3).Draw(rt, "current") != 3 {
+					d := rapid.SampledFrom(placed).Draw(rt, "placedDriver")
+					w, r.DriverID, r.Attempt = d.WorkerID, d.ID, d.Attempt
+				}
+				r.State, r.ExitCode = rapid.SampledFrom(states).Draw(rt, "rs"), intp(1)
+				ct, payload = CmdReportAttempts, &ReportAttempts{WorkerID: w, Time: int64(i), Reports: []AttemptReport{r}}
 			case 4:
 				ct, payload = CmdKillDriver, &KillDriver{DriverID: pickDriver(), Time: int64(i)}
 			case 5:
 				ct, payload = CmdWorkerLost, &WorkerLost{WorkerID: rapid.SampledFrom(workers).Draw(rt, "lw"), Time: int64(i)}
 			case 6:
 				ct, payload = CmdDecommissionWorker, &DecommissionWorker{WorkerID: rapid.SampledFrom(workers).Draw(rt, "dw"), Time: int64(i)}
+			case 7:
+				id := appID(appSeq)
+				if len(apps) > 0 && rapid.IntRange(0, 9).Draw(rt, "dupID") == 9 {
+					id = rapid.SampledFrom(apps).Draw(rt, "dupApp")
+				} else {
+					appSeq++
+					apps = append(apps, id)
+				}
+				// Mostly a fresh token, sometimes a retried one.
+				tok := fmt.Sprint("a", appSeq)
+				if rapid.IntRange(0, 7).Draw(rt, "retryTok") == 7 {
+					tok = fmt.Sprint("a", rapid.IntRange(0, appSeq).Draw(rt, "atok"))
+				}
+				c := &RegisterApp{ID: id, Token: tok, Argv: []string{"e"},
+					CoresPerExecutor:    rapid.IntRange(1, 2).Draw(rt, "ec"),
+					MemoryPerExecutorMB: int64(rapid.IntRange(1, 2).Draw(rt, "em")) * 256,
+					MaxCores:            rapid.SampledFrom([]int{0, 0, 2, 3, 4}).Draw(rt, "maxCores"),
+					ExecutorLimit:       rapid.SampledFrom([]int{-1, -1, 0, 1, 2, 3}).Draw(rt, "limit"),
+					MaxExecutorRetries:  rapid.SampledFrom([]int{-1, 0, 1, 2}).Draw(rt, "retries"),
+					Time:                int64(i)}
+				switch rapid.IntRange(0, 3).Draw(rt, "tied") {
+				case 3:
+					c.DriverID, c.DriverAttempt = pickDriver(), rapid.IntRange(1, 3).Draw(rt, "appAtt")
+				case 2:
+					// The running attempt of a placed driver, as a driver's
+					// own registration would name it.
+					var placed []*Driver
+					for _, d := range f.Drivers() {
+						if d.WorkerID != "" && !d.State.Terminal() {
+							placed = append(placed, d)
+						}
+					}
+					if len(placed) > 0 {
+						d := rapid.SampledFrom(placed).Draw(rt, "appDriver")
+						c.DriverID, c.DriverAttempt = d.ID, d.Attempt
+					}
+				}
+				switch rapid.IntRange(0, 12).Draw(rt, "invalid") {
+				case 7:
+					c.CoresPerExecutor = 0
+				case 8:
+					c.MemoryPerExecutorMB = -1
+				case 9:
+					c.MaxCores = -1
+				case 10:
+					c.ExecutorLimit = -2
+				case 11:
+					c.MaxExecutorRetries = -2
+				case 12:
+					c.Env = map[string]string{"DROVER_APP_ID": "x"}
+				}
+				ct, payload = CmdRegisterApp, c
+			case 8:
+				// Mostly the IDs a leader would pick (NextExecutorID,
+				// counting up within the batch), sometimes stray ones.
+				next := map[string]int{}
+				var ps []ExecutorPlacement
+				for j := rapid.IntRange(1, 4).Draw(rt, "nep"); j > 0; j-- {
+					app := pickApp()
+					id := rapid.IntRange(0, 6).Draw(rt, "strayID")
+					if rapid.IntRange(0, 4).Draw(rt, "stray") != 4 {
+						if _, ok := next[app]; !ok {
+							if a, _, ok := f.App(app); ok {
+								next[app] = a.NextExecutorID
+							}
+						}
+						id = next[app]
+						next[app]++
+					}
+					ps = append(ps, ExecutorPlacement{AppID: app, ExecutorID: id, WorkerID: rapid.SampledFrom(workers).Draw(rt, "ew")})
+				}
+				ct, payload = CmdPlaceExecutors, &PlaceExecutors{Placements: ps, Time: int64(i)}
+			case 9:
+				// Mostly from a worker with live executors, about them.
+				w := rapid.SampledFrom(workers).Draw(rt, "erw")
+				var busy []string
+				for _, bw := range workers {
+					if on, _ := f.ExecutorsOn(bw); len(on) > 0 {
+						busy = append(busy, bw)
+					}
+				}
+				if len(busy) > 0 && rapid.IntRange(0, 3).Draw(rt, "busy") != 3 {
+					w = rapid.SampledFrom(busy).Draw(rt, "busyWorker")
+				}
+				on, _ := f.ExecutorsOn(w)
+				states := []ExecutorState{ExecRunning, ExecRunning, ExecExited, ExecFailed, ExecFailed, ExecKilled}
+				var rs []ExecutorReport
+				for j := rapid.IntRange(1, 3).Draw(rt, "ner"); j > 0; j-- {
+					r := ExecutorReport{State: rapid.SampledFrom(states).Draw(rt, "es")}
+					if len(on) > 0 && rapid.IntRange(0, 3).Draw(rt, "own") != 3 {
+						e := rapid.SampledFrom(on).Draw(rt, "ownExec")
+						r.AppID, r.ExecutorID = e.AppID, e.ID
+					} else {
+						r.AppID, r.ExecutorID = pickApp(), rapid.IntRange(0, 6).Draw(rt, "reid")
+					}
+					switch r.State {
+					case ExecExited:
+						r.ExitCode = intp(0)
+					case ExecFailed:
+						r.ExitCode = intp(1)
+					}
+					rs = append(rs, r)
+				}
+				ct, payload = CmdReportAttempts, &ReportAttempts{WorkerID: w, Reports: []AttemptReport{}, Executors: rs, Time: int64(i)}
+			case 10:
+				ct, payload = CmdRequestExecutors, &RequestExecutors{AppID: pickApp(), Total: rapid.IntRange(-1, 4).Draw(rt, "total"), Time: int64(i)}
+			case 11:
+				var ks []int
+				for j := rapid.IntRange(0, 2).Draw(rt, "nk"); j > 0; j-- {
+					ks = append(ks, rapid.IntRange(0, 5).Draw(rt, "kid"))
+				}
+				ct, payload = CmdKillExecutors, &KillExecutors{AppID: pickApp(), ExecutorIDs: ks, Time: int64(i)}
+			case 12:
+				states := []ApplicationState{AppFinished, AppFailed, AppKilled, AppRunning}
+				ct, payload = CmdEndApp, &EndApp{AppID: pickApp(), State: rapid.SampledFrom(states).Draw(rt, "as"), Time: int64(i)}
+			case 13:
+				// The oldest finished ones, as the leader picks them, plus
+				// perhaps a live or unknown one.
+				ds, as := f.Completed()
+				ds = ds[:rapid.IntRange(0, len(ds)).Draw(rt, "pd")]
+				as = as[:rapid.IntRange(0, len(as)).Draw(rt, "pa")]
+				if rapid.Bool().Draw(rt, "pruneLive") {
+					ds, as = append(ds, pickDriver()), append(as, pickApp())
+				}
+				ct, payload = CmdPruneCompleted, &PruneCompleted{DriverIDs: ds, AppIDs: as}
 			}
 			data, err := Encode(ct, payload)
 			if err != nil {
 				rt.Fatal(err)
 			}
-			f.ApplyCommand(uint64(i+1), data)
+			before := appCounts(f)
+			res := f.ApplyCommand(uint64(i+1), data)
+			after := appCounts(f)
+			if ct == CmdPlaceExecutors {
+				checkPlacement(rt, f, before, after, res)
+			} else if after.live > before.live {
+				rt.Fatalf("%s made executors: %d live before, %d after", ct, before.live, after.live)
+			}
 			checkInvariants(rt, f)
-		}
-		if a, b := hashOf(rt, f), hashOf(rt, snapshotRestore(rt, f)); a != b {
-			rt.Fatalf("snapshot/restore changed the tables")
+			if a, b := hashOf(rt, f), hashOf(rt, snapshotRestore(rt, f)); a != b {
+				rt.Fatalf("after %s: snapshot/restore changed the tables", ct)
+			}
 		}
 	})
+}
+
+type counts struct {
+	next map[string]int // NextExecutorID by app
+	live int            // live executors of all apps
+}
+
+func appCounts(f *FSM) counts {
+	c := counts{next: map[string]int{}}
+	apps, execs := f.Apps()
+	for i, a := range apps {
+		c.next[a.ID] = a.NextExecutorID
+		for _, e := range execs[i] {
+			if !e.State.Terminal() {
+				c.live++
+			}
+		}
+	}
+	return c
+}
+
+// checkPlacement checks a PlaceExecutors entry: what it reports applied is
+// exactly the executors made; no app it grew is past its ExecutorLimit; no
+// worker it placed on is past its capacity.
+func checkPlacement(t tb, f *FSM, before, after counts, res any) {
+	r, ok := res.(PlaceExecutorsResult)
+	if !ok {
+		t.Fatalf("PlaceExecutors returned %v", res)
+	}
+	made := 0
+	for id, n := range after.next {
+		if n < before.next[id] {
+			t.Fatalf("app %s: NextExecutorID went down from %d to %d", id, before.next[id], n)
+		}
+		if n == before.next[id] {
+			continue
+		}
+		made += n - before.next[id]
+		a, es, _ := f.App(id)
+		live := 0
+		for _, e := range es {
+			if !e.State.Terminal() {
+				live++
+			}
+		}
+		if a.ExecutorLimit >= 0 && live > a.ExecutorLimit {
+			t.Fatalf("app %s has %d live executors, limit %d", id, live, a.ExecutorLimit)
+		}
+	}
+	if made != len(r.Applied) || after.live-before.live != made {
+		t.Fatalf("placement made %d executors (%d more live), reported %d applied", made, after.live-before.live, len(r.Applied))
+	}
+	for _, p := range r.Applied {
+		_, es, _ := f.App(p.AppID)
+		if p.ExecutorID >= len(es) || es[p.ExecutorID].ID != p.ExecutorID || es[p.ExecutorID].WorkerID != p.WorkerID {
+			t.Fatalf("applied placement %+v made no such executor", p)
+		}
+		if w, _ := f.Worker(p.WorkerID); w.CoresUsed > w.Cores || w.MemoryUsedMB > w.MemoryMB || w.State != WorkerAlive {
+			t.Fatalf("placed on worker %s (%s) using %d/%d cores %d/%d MiB", w.ID, w.State, w.CoresUsed, w.Cores, w.MemoryUsedMB, w.MemoryMB)
+		}
+	}
 }
 
 func checkInvariants(t tb, f *FSM) {
@@ -372,9 +726,74 @@ func checkInvariants(t tb, f *FSM) {
 		cores[d.WorkerID] += d.Cores
 		mem[d.WorkerID] += d.MemoryMB
 	}
+	apps, execs := f.Apps()
+	rows := 0
+	for i, a := range apps {
+		granted := 0
+		for _, e := range execs[i] {
+			rows++
+			if e.AppID != a.ID || e.ID < 0 || e.ID >= a.NextExecutorID {
+				t.Fatalf("executor %s is filed under app %s (next ID %d)", ExecutorKey(e.AppID, e.ID), a.ID, a.NextExecutorID)
+			}
+			if e.State.Terminal() {
+				continue
+			}
+			if a.State.Terminal() {
+				t.Fatalf("app %s is %s but executor %d is %s", a.ID, a.State, e.ID, e.State)
+			}
+			if e.Cores != a.CoresPerExecutor || e.MemoryMB != a.MemoryPerExecutorMB {
+				t.Fatalf("executor %s has %d cores %d MiB, its app asks %d and %d", ExecutorKey(a.ID, e.ID), e.Cores, e.MemoryMB, a.CoresPerExecutor, a.MemoryPerExecutorMB)
+			}
+			if w, ok := f.Worker(e.WorkerID); !ok || w.State == WorkerDead {
+				t.Fatalf("live executor %s is on unknown or dead worker %s", ExecutorKey(a.ID, e.ID), e.WorkerID)
+			}
+			cores[e.WorkerID] += e.Cores
+			mem[e.WorkerID] += e.MemoryMB
+			granted += e.Cores
+		}
+		if a.CoresGranted != granted {
+			t.Fatalf("app %s: CoresGranted %d, live executors have %d", a.ID, a.CoresGranted, granted)
+		}
+		if a.MaxCores > 0 && a.CoresGranted > a.MaxCores {
+			t.Fatalf("app %s: granted %d cores, max %d", a.ID, a.CoresGranted, a.MaxCores)
+		}
+		if a.RetryCount < 0 || a.ExecutorLimit < -1 || (a.State == AppWaiting && a.MaxExecutorRetries >= 0 && a.RetryCount > a.MaxExecutorRetries) {
+			t.Fatalf("app %s: state %s retry %d (max %d) limit %d", a.ID, a.State, a.RetryCount, a.MaxExecutorRetries, a.ExecutorLimit)
+		}
+		if s, err := idSeq("app", a.ID); err != nil || s >= f.NextAppSeq() {
+			t.Fatalf("app %s: NextAppSeq %d is not past it (%v)", a.ID, f.NextAppSeq(), err)
+		}
+		if a.Token != "" {
+			if id, ok := f.AppByToken(a.Token); !ok || id != a.ID {
+				t.Fatalf("app %s: token %q names %q", a.ID, a.Token, id)
+			}
+		}
+		// A live app of a driver lives with the attempt that registered it.
+		if a.DriverID != "" && !a.State.Terminal() {
+			d, ok := f.Driver(a.DriverID)
+			if !ok || d.State.Terminal() || d.Attempt != a.DriverAttempt || d.WorkerID == "" {
+				t.Fatalf("live app %s outlived driver %s attempt %d: %+v", a.ID, a.DriverID, a.DriverAttempt, d)
+			}
+		}
+	}
+	f.mu.RLock()
+	total, tokens := len(f.t.Executors), len(f.t.AppTokens)
+	f.mu.RUnlock()
+	if rows != total {
+		t.Fatalf("%d executor rows, %d reachable from their apps", total, rows)
+	}
+	withToken := 0
+	for _, a := range apps {
+		if a.Token != "" {
+			withToken++
+		}
+	}
+	if tokens != withToken {
+		t.Fatalf("%d app tokens, %d apps with a token", tokens, withToken)
+	}
 	for _, w := range f.Workers() {
 		if w.CoresUsed != cores[w.ID] || w.MemoryUsedMB != mem[w.ID] {
-			t.Fatalf("worker %s: used %d cores %d MiB, drivers sum to %d and %d", w.ID, w.CoresUsed, w.MemoryUsedMB, cores[w.ID], mem[w.ID])
+			t.Fatalf("worker %s: used %d cores %d MiB, drivers and executors sum to %d and %d", w.ID, w.CoresUsed, w.MemoryUsedMB, cores[w.ID], mem[w.ID])
 		}
 		if w.CoresUsed < 0 || w.MemoryUsedMB < 0 {
 			t.Fatalf("worker %s: negative use", w.ID)

@@ -120,7 +120,7 @@ func checkApps(t *tables) error {
 			return fmt.Errorf("executor row %q is inconsistent", key)
 		}
 		a, ok := t.Apps[e.AppID]
-		if !ok || e.ID >= a.NextExecutorID {
+		if !ok || e.ID < 0 || e.ID >= a.NextExecutorID {
 			return fmt.Errorf("executor %s belongs to no app, or has an ID the app never gave", key)
 		}
 		if e.State.Terminal() {

@@ -105,7 +105,11 @@ func (m *Master) watchWorkers(ctx context.Context) {
 			}
 			var reason string
 			if m.cfg.strict() {
-				if t.Sub(contact) < m.cfg.Lease+m.cfg.FencingMargin {
+				wait := m.cfg.Lease + m.cfg.FencingMargin
+				if earlyRelaunchBug {
+					wait = m.cfg.WorkerTimeout
+				}
+				if t.Sub(contact) < wait {
 					continue
 				}
 				reason = "no heartbeat for longer than the lease plus margin"

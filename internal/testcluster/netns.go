@@ -34,7 +34,7 @@ func InOwnNetns(t *testing.T) bool {
 	}
 	Binary(t) // build outside, so the child finds it cached
 	cmd := exec.Command("unshare", "--net", "--", os.Args[0], "-test.run=^"+t.Name()+"$", "-test.v", "-test.count=1")
-	cmd.Env = append(os.Environ(), netnsEnv+"=1", binEnv+"="+binPath)
+	cmd.Env = append(os.Environ(), netnsEnv+"=1", BinaryEnv+"="+binPath)
 	out, err := cmd.CombinedOutput()
 	t.Logf("in its own network namespace:\n%s", out)
 	if err != nil {

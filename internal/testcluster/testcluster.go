@@ -28,9 +28,9 @@ import (
 	"github.com/drover-project/drover/internal/freeport"
 )
 
-// binEnv passes an already built binary to a test re-run in a network
-// namespace.
-const binEnv = "DROVER_TEST_BINARY"
+// BinaryEnv names an already built drover binary: for a test re-run in a
+// network namespace, or for the chaos suite with its own build.
+const BinaryEnv = "DROVER_TEST_BINARY"
 
 var (
 	buildOnce sync.Once
@@ -38,34 +38,58 @@ var (
 	buildErr  error
 )
 
-// Binary builds the drover command once per test process and returns its
-// path.
-func Binary(t testing.TB) string {
+// TB is what a cluster needs from its owner: testing.TB's methods for
+// failing, logging and cleaning up. Tests pass their *testing.T; the chaos
+// suite passes its own.
+type TB interface {
+	Helper()
+	Fatal(args ...any)
+	Fatalf(format string, args ...any)
+	Logf(format string, args ...any)
+	Cleanup(func())
+	Failed() bool
+}
+
+var _ TB = testing.TB(nil)
+
+// Binary builds the drover command once per process (or takes the one named
+// by $DROVER_TEST_BINARY) and returns its path.
+func Binary(t TB) string {
 	t.Helper()
 	buildOnce.Do(func() {
-		if p := os.Getenv(binEnv); p != "" {
+		if p := os.Getenv(BinaryEnv); p != "" {
 			binPath = p
 			return
 		}
-		dir, err := os.MkdirTemp("", "drover-bin-")
-		if err != nil {
-			buildErr = err
-			return
-		}
-		binPath = filepath.Join(dir, "drover")
-		args := []string{"build", "-o", binPath}
-		if raceEnabled {
-			args = append(args, "-race")
-		}
-		cmd := exec.Command("go", append(args, "github.com/drover-project/drover/cmd/drover")...)
-		if out, err := cmd.CombinedOutput(); err != nil {
-			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
-		}
+		binPath, buildErr = Build("")
 	})
 	if buildErr != nil {
 		t.Fatal(buildErr)
 	}
 	return binPath
+}
+
+// Build builds the drover command into a new temporary directory, with the
+// race detector when this process has it, and with the given build tags
+// (comma-separated; "" for none), and returns the binary's path.
+func Build(tags string) (string, error) {
+	dir, err := os.MkdirTemp("", "drover-bin-")
+	if err != nil {
+		return "", err
+	}
+	bin := filepath.Join(dir, "drover")
+	args := []string{"build", "-o", bin}
+	if raceEnabled {
+		args = append(args, "-race")
+	}
+	if tags != "" {
+		args = append(args, "-tags", tags)
+	}
+	cmd := exec.Command("go", append(args, "github.com/drover-project/drover/cmd/drover")...)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("go build: %v\n%s", err, out)
+	}
+	return bin, nil
 }
 
 // Options shape a cluster. Zero values take the defaults noted.
@@ -86,6 +110,8 @@ type Options struct {
 	// ExtraPeers are appended to the masters' --peers, as id=host:port
 	// (voters that never start make a quorum that cannot form).
 	ExtraPeers []string
+	// Binary is the drover binary to run (default: Binary's).
+	Binary string
 }
 
 // Node is one drover process of the cluster.
@@ -109,7 +135,7 @@ type Node struct {
 
 // Cluster is a set of running nodes.
 type Cluster struct {
-	t       testing.TB
+	t       TB
 	Dir     string
 	Masters []*Node
 	Workers []*Node
@@ -124,7 +150,7 @@ type Cluster struct {
 
 // New starts a cluster and waits until a leader is elected and every worker
 // is registered. Cleanup stops it.
-func New(t testing.TB, opts Options) *Cluster {
+func New(t TB, opts Options) *Cluster {
 	t.Helper()
 	c := Start(t, opts)
 	if err := c.WaitReady(60 * time.Second); err != nil {
@@ -134,9 +160,11 @@ func New(t testing.TB, opts Options) *Cluster {
 }
 
 // Start starts a cluster without waiting for it to be ready.
-func Start(t testing.TB, opts Options) *Cluster {
+func Start(t TB, opts Options) *Cluster {
 	t.Helper()
-	Binary(t)
+	if opts.Binary == "" {
+		opts.Binary = Binary(t)
+	}
 	if opts.Masters == 0 {
 		opts.Masters = 3
 	}
@@ -264,11 +292,12 @@ func (n *Node) Start() error {
 		return err
 	}
 	defer logf.Close()
-	cmd := exec.Command(binPath, n.args...)
+	cmd := exec.Command(n.c.opts.Binary, n.args...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	// Its own process group, so a test can kill a worker with everything
-	// in its group, as an operator's kill of a service would.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// in its group, as an operator's kill of a service would; and killed
+	// with its owner, so a crashed test or suite leaves no node behind.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("start %s %s: %w", n.Role, n.ID, err)
 	}

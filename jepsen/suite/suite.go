@@ -1,0 +1,396 @@
+// Package suite runs one chaos test: a real Drover cluster as OS processes
+// inside the caller's private network namespace, the workload's clients and
+// the nemesis's faults for a while, then a heal, a drain, and the checkers.
+// Everything goes into a run folder: history.jsonl, results.json, the
+// porcupine visualization, timeline.html, plot.svg, the nodes' logs.
+package suite
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/drover-project/drover/fsm"
+	"github.com/drover-project/drover/internal/testcluster"
+	"github.com/drover-project/drover/jepsen/checker"
+	"github.com/drover-project/drover/jepsen/history"
+	"github.com/drover-project/drover/jepsen/nemesis"
+	"github.com/drover-project/drover/jepsen/probe"
+	"github.com/drover-project/drover/jepsen/report"
+	"github.com/drover-project/drover/jepsen/workload"
+)
+
+// Config is one run's shape. Zero values take the defaults noted.
+type Config struct {
+	// Nemesis lists fault families (see nemesis.Families); empty for none.
+	Nemesis []string
+	// Time is how long clients and faults run (default 60s).
+	Time time.Duration
+	// Seed draws the fault schedule and the clients' operations.
+	Seed uint64
+	// Masters and Workers size the cluster (default 3 and 3).
+	Masters, Workers int
+	// Clients is the number of concurrent clients (default 6).
+	Clients int
+	// Strict runs masters and workers with --fencing strict.
+	Strict bool
+	// Out is the folder under which the run folder is made.
+	Out string
+	// Drain bounds the wait, after the heal, for every driver to end
+	// (default 90s).
+	Drain time.Duration
+	// WriteBound is how soon after the heal a write must be acknowledged
+	// (default 15s).
+	WriteBound time.Duration
+	// Binary is the drover binary (default: built from this module).
+	Binary string
+	// Program is the executable that drivers run as "Program probe ..."
+	// (default: this process's own executable, which must call
+	// probe.Main for that subcommand).
+	Program string
+	// Logf reports progress (default: discard).
+	Logf func(format string, args ...any)
+}
+
+// Outcome is a finished run.
+type Outcome struct {
+	Dir     string
+	Seed    uint64
+	Valid   bool
+	Results []checker.Result
+}
+
+// Timing of the drivers relative to the fault detectors: the probe's kill
+// grace covers a SIGTERM reaching it through a healthy worker; the cut
+// slack covers a worker learning, after a fault ends, that its attempt was
+// superseded or killed.
+const (
+	killGrace = 5 * time.Second
+	cutSlack  = 5 * time.Second
+)
+
+// InNetns reports whether this process was started in the suite's private
+// network namespace (by Reexec).
+func InNetns() bool { return os.Getenv(NetnsEnv) == "1" }
+
+// NetnsEnv marks a process that runs in the suite's private network namespace.
+const NetnsEnv = "DROVER_JEPSEN_NETNS"
+
+// Reexec runs this program again, with the same arguments, in a new
+// network namespace (unshare --net), and returns its exit code. Everything
+// the run starts lives in that namespace, which the kernel removes once its
+// last process is gone; every node is also killed with its parent.
+func Reexec() (int, error) {
+	if os.Geteuid() != 0 {
+		return 0, errors.New("needs root: it makes a network namespace and iptables rules")
+	}
+	for _, tool := range []string{"unshare", "iptables", "ip"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			return 0, fmt.Errorf("%s is not installed (Debian: util-linux, iptables, iproute2)", tool)
+		}
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return 0, err
+	}
+	cmd := exec.Command("unshare", append([]string{"--net", "--", self}, os.Args[1:]...)...)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
+	cmd.Env = append(os.Environ(), NetnsEnv+"=1")
+	err = cmd.Run()
+	var exit *exec.ExitError
+	if errors.As(err, &exit) {
+		return exit.ExitCode(), nil
+	}
+	return 0, err
+}
+
+// Run runs one test in the current network namespace (see Reexec), which
+// must be private: it brings loopback up and installs iptables rules. ctx
+// ending (Ctrl-C) cuts the run short; it still heals, checks and reports.
+func Run(ctx context.Context, cfg Config) (out *Outcome, err error) {
+	cfg = withDefaults(cfg)
+	if !InNetns() {
+		return nil, errors.New("not in the suite's network namespace")
+	}
+	if b, err := exec.Command("ip", "link", "set", "lo", "up").CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("ip link set lo up: %v: %s", err, b)
+	}
+	steps, err := nemesis.Plan(cfg.Seed, cfg.Nemesis, cfg.Time)
+	if err != nil {
+		return nil, err
+	}
+	// Absolute: probes write here from their attempts' own directories.
+	dir, err := filepath.Abs(filepath.Join(cfg.Out, fmt.Sprintf("%s-seed%d", time.Now().UTC().Format("20060102T150405Z"), cfg.Seed)))
+	if err != nil {
+		return nil, err
+	}
+	probes := filepath.Join(dir, "probes")
+	if err := os.MkdirAll(probes, 0o755); err != nil {
+		return nil, err
+	}
+	if err := writeJSON(filepath.Join(dir, "schedule.json"), steps); err != nil {
+		return nil, err
+	}
+	tb := &runTB{logf: cfg.Logf}
+	defer func() {
+		if r := recover(); r != nil {
+			f, ok := r.(fatal)
+			if !ok {
+				tb.setFailed(true)
+				tb.cleanup()
+				panic(r)
+			}
+			err = errors.New(string(f))
+		}
+		tb.cleanup()
+	}()
+	fencing := "default"
+	if cfg.Strict {
+		fencing = "strict"
+	}
+	c := testcluster.New(tb, testcluster.Options{
+		Masters: cfg.Masters, Workers: cfg.Workers, WorkerCores: 16, WorkerMemory: "8g",
+		Binary:     cfg.Binary,
+		MasterArgs: []string{"--fencing", fencing, "--retained-drivers", "100000000"},
+		WorkerArgs: []string{"--fencing", fencing},
+	})
+	tb.Cleanup(func() { copyLogs(c.Dir, filepath.Join(dir, "logs")) })
+	netw := &nemesis.Net{}
+	if err := netw.Setup(); err != nil {
+		return nil, err
+	}
+	rec, err := history.Create(filepath.Join(dir, "history.jsonl"))
+	if err != nil {
+		return nil, err
+	}
+	defer rec.Close()
+	masters := strings.Split(c.MasterAddrs, ",")
+	wl, err := workload.New(workload.Config{
+		Masters: masters, Clients: cfg.Clients, Seed: cfg.Seed, Program: cfg.Program, ProbeDir: probes,
+		OpTimeout: 5 * time.Second, Pause: 500 * time.Millisecond,
+	}, rec)
+	if err != nil {
+		return nil, err
+	}
+	env := &nemesis.Env{Cluster: c, Net: netw, Election: 500 * time.Millisecond, Logf: cfg.Logf}
+
+	sampleCtx, stopSampler := context.WithCancel(context.Background())
+	sightings := make(chan []probe.Sighting, 1)
+	go func() { sightings <- probe.Sample(sampleCtx, cfg.Program, 50*time.Millisecond) }()
+	defer stopSampler()
+
+	cfg.Logf("run %s: %d masters, %d workers, %d clients, %s fencing, nemesis %v for %s, seed %d",
+		dir, cfg.Masters, cfg.Workers, cfg.Clients, fencing, cfg.Nemesis, cfg.Time, cfg.Seed)
+	runCtx, stopRun := context.WithTimeout(ctx, cfg.Time)
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() { defer wg.Done(); wl.Run(runCtx) }()
+	go func() { defer wg.Done(); nemesis.Run(runCtx, env, steps, rec) }()
+	wg.Wait()
+	stopRun()
+
+	if err := nemesis.HealAll(env); err != nil {
+		cfg.Logf("heal: %v", err)
+	}
+	in := checker.Input{
+		Strict: cfg.Strict, HealAt: time.Now().UnixNano(),
+		WriteBound: cfg.WriteBound, KillGrace: killGrace, CutSlack: cutSlack,
+	}
+	cfg.Logf("healed; waiting for an acknowledged write")
+	wctx, cancel := context.WithTimeout(context.Background(), 2*cfg.WriteBound)
+	in.WriteAcceptedAt = wl.AwaitWrite(wctx, cfg.Clients)
+	cancel()
+	cfg.Logf("draining (up to %s)", cfg.Drain)
+	in.DrainEnd = drain(c, cfg.Drain)
+	in.Final, in.Leader = finalViews(c)
+	stopSampler()
+	in.Sightings = <-sightings
+	if err := rec.Close(); err != nil {
+		return nil, err
+	}
+	in.Ops = rec.Ops()
+	if in.Runs, err = probe.ReadRuns(probes); err != nil {
+		return nil, err
+	}
+
+	results := checker.Check(in)
+	out = &Outcome{Dir: dir, Seed: cfg.Seed, Valid: true, Results: results}
+	for _, r := range results {
+		out.Valid = out.Valid && r.Valid
+	}
+	tb.setFailed(!out.Valid)
+	stats := report.Summarize(in.Ops)
+	if err := writeJSON(filepath.Join(dir, "results.json"), map[string]any{
+		"valid": out.Valid, "seed": cfg.Seed, "nemesis": cfg.Nemesis, "time_s": cfg.Time.Seconds(),
+		"masters": cfg.Masters, "workers": cfg.Workers, "clients": cfg.Clients, "fencing": fencing,
+		"schedule": steps, "stats": stats, "results": results,
+	}); err != nil {
+		return out, err
+	}
+	err = errors.Join(
+		report.Timeline(filepath.Join(dir, "timeline.html"), in.Ops),
+		report.Plot(filepath.Join(dir, "plot.svg"), in.Ops),
+		checker.VisualizeReads(in, filepath.Join(dir, "linearizability.html")),
+	)
+	return out, err
+}
+
+func withDefaults(cfg Config) Config {
+	if cfg.Time <= 0 {
+		cfg.Time = 60 * time.Second
+	}
+	if cfg.Masters == 0 {
+		cfg.Masters = 3
+	}
+	if cfg.Workers == 0 {
+		cfg.Workers = 3
+	}
+	if cfg.Clients == 0 {
+		cfg.Clients = 6
+	}
+	if cfg.Drain <= 0 {
+		cfg.Drain = 90 * time.Second
+	}
+	if cfg.WriteBound <= 0 {
+		cfg.WriteBound = 15 * time.Second
+	}
+	if cfg.Out == "" {
+		cfg.Out = "jepsen/store"
+	}
+	if cfg.Program == "" {
+		cfg.Program, _ = os.Executable()
+	}
+	if cfg.Logf == nil {
+		cfg.Logf = func(string, ...any) {}
+	}
+	return cfg
+}
+
+// drain waits until the leader's tables hold no unfinished driver, or
+// timeout passes, and returns when it stopped waiting (Unix ns).
+func drain(c *testcluster.Cluster, timeout time.Duration) int64 {
+	cl := c.Client()
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		ds, err := cl.Drivers(ctx)
+		cancel()
+		if err == nil && allEnded(ds) {
+			break
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+	return time.Now().UnixNano()
+}
+
+func allEnded(ds []*fsm.Driver) bool {
+	for _, d := range ds {
+		if !d.State.Terminal() {
+			return false
+		}
+	}
+	return true
+}
+
+// finalViews reads every master's own tables once they have all applied
+// the same index (or after 15 s), and returns them with the leader's
+// position.
+func finalViews(c *testcluster.Cluster) ([]checker.MasterView, int) {
+	var views []checker.MasterView
+	leader := 0
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		views, leader = views[:0], 0
+		same := true
+		for i, n := range c.Masters {
+			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+			st, err := testcluster.State(ctx, n)
+			cancel()
+			if err != nil {
+				views = append(views, checker.MasterView{ID: n.ID})
+				same = false
+				continue
+			}
+			if st.Role == "Leader" {
+				leader = i
+			}
+			views = append(views, checker.MasterView{ID: n.ID, StateHash: st.StateHash, AppliedIndex: st.AppliedIndex, Drivers: st.Drivers})
+			same = same && st.AppliedIndex == views[0].AppliedIndex
+		}
+		if same || time.Now().After(deadline) {
+			return views, leader
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+func copyLogs(from, to string) {
+	logs, _ := filepath.Glob(filepath.Join(from, "*.log"))
+	if len(logs) == 0 || os.MkdirAll(to, 0o755) != nil {
+		return
+	}
+	for _, l := range logs {
+		if b, err := os.ReadFile(l); err == nil {
+			_ = os.WriteFile(filepath.Join(to, filepath.Base(l)), b, 0o644)
+		}
+	}
+}
+
+func writeJSON(path string, v any) error {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, append(b, '\n'), 0o644)
+}
+
+// runTB gives the cluster helpers what a test would: Fatal ends the run
+// (Run recovers it into an error), Cleanup runs at the end.
+type runTB struct {
+	logf     func(string, ...any)
+	mu       sync.Mutex
+	cleanups []func()
+	failed   bool
+}
+
+type fatal string
+
+func (t *runTB) Helper()                           {}
+func (t *runTB) Fatal(args ...any)                 { t.fail(fmt.Sprint(args...)) }
+func (t *runTB) Fatalf(format string, args ...any) { t.fail(fmt.Sprintf(format, args...)) }
+func (t *runTB) Logf(format string, args ...any)   { t.logf(format, args...) }
+func (t *runTB) Failed() bool                      { t.mu.Lock(); defer t.mu.Unlock(); return t.failed }
+
+func (t *runTB) fail(msg string) {
+	t.setFailed(true)
+	panic(fatal(msg))
+}
+
+func (t *runTB) setFailed(v bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.failed = v
+}
+
+func (t *runTB) Cleanup(f func()) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.cleanups = append(t.cleanups, f)
+}
+
+func (t *runTB) cleanup() {
+	t.mu.Lock()
+	fs := t.cleanups
+	t.cleanups = nil
+	t.mu.Unlock()
+	for i := len(fs) - 1; i >= 0; i-- {
+		fs[i]()
+	}
+}

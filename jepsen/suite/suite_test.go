@@ -1,0 +1,87 @@
+package suite
+
+import (
+	"context"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/drover-project/drover/internal/testcluster"
+	"github.com/drover-project/drover/jepsen/checker"
+	"github.com/drover-project/drover/jepsen/probe"
+)
+
+// TestMain lets the test binary serve as the probe program: workers run
+// it as "TESTBINARY probe ...".
+func TestMain(m *testing.M) {
+	if len(os.Args) > 1 && os.Args[1] == "probe" {
+		os.Exit(probe.Main(os.Args[2:]))
+	}
+	os.Exit(m.Run())
+}
+
+func runSchedule(t *testing.T, cfg Config) *Outcome {
+	t.Helper()
+	t.Setenv(NetnsEnv, "1")
+	cfg.Out = t.TempDir()
+	cfg.Logf = t.Logf
+	out, err := Run(context.Background(), cfg)
+	if err != nil {
+		t.Fatalf("run: %v", err)
+	}
+	for _, r := range out.Results {
+		t.Log(r.Line())
+	}
+	return out
+}
+
+// TestRandomizedSchedules runs short randomized schedules of every fault
+// family against the real code, in both fencing modes; every checker must
+// pass. Longer runs: go run ./jepsen (see jepsen/README.md).
+func TestRandomizedSchedules(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs chaos schedules of about a minute each")
+	}
+	if !testcluster.InOwnNetns(t) {
+		return
+	}
+	for _, cfg := range []Config{
+		{Nemesis: []string{"kill", "pause"}, Seed: 11, Time: 35 * time.Second},
+		{Nemesis: []string{"partition", "flaky"}, Seed: 12, Time: 35 * time.Second},
+		{Nemesis: []string{"worker", "kill"}, Seed: 13, Time: 35 * time.Second, Strict: true},
+	} {
+		t.Run(strings.Join(cfg.Nemesis, "+"), func(t *testing.T) {
+			if out := runSchedule(t, cfg); !out.Valid {
+				t.Errorf("seed %d: a checker failed; run folder %s", cfg.Seed, out.Dir)
+			}
+		})
+	}
+}
+
+// TestFindsInjectedBug builds drover with a known bug (a strict-mode
+// leader relaunching a silent worker's drivers before their lease ran
+// out) and expects the suite to report two live attempts of a driver.
+func TestFindsInjectedBug(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs a chaos schedule of about a minute")
+	}
+	if !testcluster.InOwnNetns(t) {
+		return
+	}
+	bin, err := testcluster.Build("drover_bug_early_relaunch")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(strings.TrimSuffix(bin, "/drover"))
+	out := runSchedule(t, Config{Nemesis: []string{"worker"}, Seed: 3, Time: 40 * time.Second, Strict: true, Binary: bin})
+	for _, r := range out.Results {
+		if r.Name == checker.NameSingleLiveAttempt {
+			if r.Valid {
+				t.Fatalf("the injected bug went unnoticed: %s", r.Line())
+			}
+			return
+		}
+	}
+	t.Fatalf("no %s result", checker.NameSingleLiveAttempt)
+}

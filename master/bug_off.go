@@ -1,0 +1,7 @@
+//go:build !drover_bug_early_relaunch
+
+package master
+
+// earlyRelaunchBug is the chaos suite's deliberately injected bug, off in
+// every real build: see bug_on.go.
+const earlyRelaunchBug = false
