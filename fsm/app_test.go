@@ -952,6 +952,15 @@ func TestKillExecutors(t *testing.T) {
 
 	h.ok(CmdEndApp, &EndApp{AppID: a, State: AppKilled, Time: h.tick()})
 	h.refused(CmdKillExecutors, &KillExecutors{AppID: a, ExecutorIDs: []int{0}}, ErrAppEnded)
+
+	// With no limit, naming only executors that already ended sets none.
+	b := h.register(appSpec(1))
+	h.mustPlace(ep(b, 0, "w1"))
+	h.report("w1", er(b, 0, ExecExited))
+	h.ok(CmdKillExecutors, &KillExecutors{AppID: b, ExecutorIDs: []int{0}, Time: h.tick()})
+	if row, _ := h.app(b); row.ExecutorLimit != -1 {
+		t.Fatalf("killing only an ended executor set the limit to %d, want -1 (none)", row.ExecutorLimit)
+	}
 	h.invariants()
 }
 

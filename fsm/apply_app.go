@@ -333,10 +333,12 @@ func (f *FSM) applyKillExecutors(c *KillExecutors) any {
 	}
 	// Spark's killExecutors adjusts the target, so the scheduler does not
 	// bring the killed executors straight back.
-	if a.ExecutorLimit < 0 {
-		a.ExecutorLimit = live
+	if killed > 0 {
+		if a.ExecutorLimit < 0 {
+			a.ExecutorLimit = live
+		}
+		a.ExecutorLimit = max(a.ExecutorLimit-killed, 0)
 	}
-	a.ExecutorLimit = max(a.ExecutorLimit-killed, 0)
 	a.UpdatedAt = c.Time
 	return nil
 }
