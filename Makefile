@@ -4,7 +4,7 @@ GO      ?= go
 BIN     ?= bin
 PKGS    := ./...
 
-.PHONY: all build test vet lint demo clean
+.PHONY: all build test vet lint demo jepsen clean
 
 all: build
 
@@ -26,6 +26,11 @@ test: vet
 
 demo: build
 	BIN=$(BIN) ./examples/demo.sh
+
+# The chaos suite (as root): one run with the arguments in JEPSEN_ARGS.
+JEPSEN_ARGS ?= --nemesis kill,partition,pause --time 60s
+jepsen:
+	$(GO) run ./jepsen $(JEPSEN_ARGS)
 
 clean:
 	rm -rf $(BIN)
