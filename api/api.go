@@ -194,14 +194,16 @@ type ExecutorAssignment struct {
 // RegisterAppRequest registers an application (Spark's
 // RegisterApplication). Token makes a retry yield the same app. DriverID
 // and DriverAttempt tie the app to the driver attempt that registers it
-// (they come from DROVER_DRIVER_ID and DROVER_ATTEMPT); when that attempt
-// ends, the app ends. Executors is the initial executor limit, 0 for none;
+// (they come from DROVER_DRIVER_ID and DROVER_ATTEMPT), and DriverRun to the
+// run of that attempt (DROVER_RUN); when that attempt or run ends, the app
+// ends. Executors is the initial executor limit, 0 for none;
 // MaxCores caps the app's cores, 0 for no cap (Spark's spark.cores.max).
 type RegisterAppRequest struct {
 	Token               string            `json:"token"`
 	Name                string            `json:"name,omitempty"`
 	DriverID            string            `json:"driver_id,omitempty"`
 	DriverAttempt       int               `json:"driver_attempt,omitempty"`
+	DriverRun           int               `json:"driver_run,omitempty"`
 	MaxCores            int               `json:"max_cores"`
 	CoresPerExecutor    int               `json:"cores_per_executor"`
 	MemoryPerExecutorMB int64             `json:"memory_per_executor_mb"`

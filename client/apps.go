@@ -38,6 +38,10 @@ type AppSpec struct {
 	// every driver.
 	DriverID      string
 	DriverAttempt int
+	// DriverRun is the run of that attempt ($DROVER_RUN by default): a
+	// supervised driver restarted in place ends the apps of its earlier
+	// runs.
+	DriverRun int
 }
 
 // EventKind says what happened to an executor.
@@ -102,10 +106,13 @@ func (c *Client) RegisterApp(ctx context.Context, spec AppSpec) (*App, error) {
 				return nil, fmt.Errorf("DROVER_ATTEMPT %q: %w", os.Getenv("DROVER_ATTEMPT"), err)
 			}
 			spec.DriverAttempt = n
+			// Absent under older runners: the app is then tied to the
+			// attempt only.
+			spec.DriverRun, _ = strconv.Atoi(os.Getenv("DROVER_RUN"))
 		}
 	}
 	req := api.RegisterAppRequest{
-		Token: NewToken(), Name: spec.Name, DriverID: spec.DriverID, DriverAttempt: spec.DriverAttempt,
+		Token: NewToken(), Name: spec.Name, DriverID: spec.DriverID, DriverAttempt: spec.DriverAttempt, DriverRun: spec.DriverRun,
 		MaxCores: spec.MaxCores, CoresPerExecutor: spec.CoresPerExecutor, MemoryPerExecutorMB: spec.MemoryPerExecutorMB,
 		Executors: spec.Executors, Argv: spec.Argv, Env: spec.Env,
 	}

@@ -76,6 +76,10 @@ type App struct {
 	// the application, if any: when that attempt ends, so does the app.
 	DriverID      string `json:"driver_id,omitempty"`
 	DriverAttempt int    `json:"driver_attempt,omitempty"`
+	// DriverRun is the run of that attempt (its DROVER_RUN), if known: a
+	// supervised driver restarted in place is a new run, and the apps of
+	// earlier runs end.
+	DriverRun int `json:"driver_run,omitempty"`
 	// MaxCores caps the cores of all live executors together (Spark's
 	// spark.cores.max); 0 means no cap.
 	MaxCores            int   `json:"max_cores"`
@@ -98,6 +102,10 @@ type App struct {
 	RetryCount int `json:"retry_count"`
 	// NextExecutorID is the ID the next executor gets; IDs count from 0.
 	NextExecutorID int `json:"next_executor_id"`
+	// FirstExecutorID is the lowest ID that may still have a row: rows of
+	// finished executors beyond RetainedExecutors are dropped, oldest
+	// first.
+	FirstExecutorID int `json:"first_executor_id,omitempty"`
 	// CoresGranted is the sum of the cores of live executors. It is kept
 	// by Apply and rebuilt on Restore.
 	CoresGranted int    `json:"cores_granted"`
@@ -106,6 +114,11 @@ type App struct {
 	UpdatedAt    int64  `json:"updated_at"`
 	EndedAt      int64  `json:"ended_at,omitempty"`
 }
+
+// RetainedExecutors is how many finished executors an app keeps in the
+// executors table; older ones are dropped, so an app whose executors keep
+// ending holds a bounded history.
+const RetainedExecutors = 100
 
 // CoresLeft is how many more cores the app may be granted: -1 when
 // MaxCores is 0 (no cap).

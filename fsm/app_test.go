@@ -382,7 +382,9 @@ func TestRegisterAppRefusesInvalidSpecs(t *testing.T) {
 		{"unplaced attempt", func(c *RegisterApp) { c.DriverID, c.DriverAttempt = relaunched, 2 }, ErrStaleAttempt},
 		{"never placed driver", func(c *RegisterApp) { c.DriverID, c.DriverAttempt = unplaced, 1 }, ErrStaleAttempt},
 		{"future attempt", func(c *RegisterApp) { c.DriverID, c.DriverAttempt = running, 2 }, ErrStaleAttempt},
-		{"no attempt", func(c *RegisterApp) { c.DriverID, c.DriverAttempt = running, 0 }, ErrStaleAttempt},
+		{"no attempt", func(c *RegisterApp) { c.DriverID, c.DriverAttempt = running, 0 }, ErrInvalidCommand},
+		{"attempt without driver", func(c *RegisterApp) { c.DriverAttempt = 1 }, ErrInvalidCommand},
+		{"negative run", func(c *RegisterApp) { c.DriverID, c.DriverAttempt, c.DriverRun = running, 1, -1 }, ErrInvalidCommand},
 		{"duplicate ID", func(c *RegisterApp) { c.ID = appID(0) }, ErrDuplicateID},
 	}
 	for _, name := range []string{"DROVER_APP_ID", "DROVER_EXECUTOR_ID", "DROVER_EXECUTOR_CORES", "DROVER_EXECUTOR_MEMORY_MB",
@@ -809,7 +811,9 @@ func TestDriverEndEndsItsApps(t *testing.T) {
 			h.driverReport("w2", d1, 1, DriverRunning)
 			spec := func(seq int, driver string) *RegisterApp {
 				c := appSpec(seq)
-				c.DriverID, c.DriverAttempt = driver, 1
+				if driver != "" {
+					c.DriverID, c.DriverAttempt = driver, 1
+				}
 				return c
 			}
 			x := h.register(spec(0, d))
@@ -1310,5 +1314,71 @@ func TestExecutorKey(t *testing.T) {
 		if _, _, ok := ParseExecutorKey(s); ok {
 			t.Errorf("ParseExecutorKey(%q) accepted", s)
 		}
+	}
+}
+
+// TestDriverRestartedInPlaceEndsEarlierRunsApps: a supervised driver
+// restarted on its worker (same attempt, a later run) is a new client, so
+// the app its earlier run registered ends and frees its executors; the new
+// run's app lives on, and a registration naming an earlier run is refused.
+func TestDriverRestartedInPlaceEndsEarlierRunsApps(t *testing.T) {
+	h := newHarness(t)
+	h.worker("w1", 8, 8192)
+	d := h.submitDriver(0, true, "w1")
+	h.driverReport("w1", d, 1, DriverRunning)
+	first := appSpec(0)
+	first.DriverID, first.DriverAttempt, first.DriverRun = d, 1, 1
+	a := h.register(first)
+	h.mustPlace(ep(a, 0, "w1"))
+
+	h.ok(CmdReportAttempts, &ReportAttempts{WorkerID: "w1", Time: h.tick(),
+		Reports: []AttemptReport{{DriverID: d, Attempt: 1, State: DriverRunning, Runs: 2}}})
+	if row, _ := h.app(a); row.State != AppFailed || !strings.Contains(row.Message, "restarted as run 2") {
+		t.Fatalf("app of run 1 after the restart: %s %q, want FAILED", row.State, row.Message)
+	}
+	h.wantExecState(a, 0, ExecKilled)
+	h.wantUsed("w1", 1, 256) // the driver alone
+
+	stale := appSpec(1)
+	stale.DriverID, stale.DriverAttempt, stale.DriverRun = d, 1, 1
+	h.refused(CmdRegisterApp, stale, ErrStaleAttempt)
+	second := appSpec(2)
+	second.DriverID, second.DriverAttempt, second.DriverRun = d, 1, 2
+	b := h.register(second)
+	h.ok(CmdReportAttempts, &ReportAttempts{WorkerID: "w1", Time: h.tick(),
+		Reports: []AttemptReport{{DriverID: d, Attempt: 1, State: DriverRunning, Runs: 2}}})
+	if row, _ := h.app(b); row.State != AppWaiting {
+		t.Fatalf("app of run 2: %s, want WAITING", row.State)
+	}
+	h.invariants()
+}
+
+// TestFinishedExecutorsAreRetainedUpToALimit: an app whose executors keep
+// ending keeps only the newest RetainedExecutors finished rows; a live
+// executor with a low ID stays.
+func TestFinishedExecutorsAreRetainedUpToALimit(t *testing.T) {
+	h := newHarness(t)
+	h.worker("w1", 2, 8192)
+	a := h.register(appSpec(0))
+	h.mustPlace(ep(a, 0, "w1"))
+	h.report("w1", er(a, 0, ExecRunning))
+	n := RetainedExecutors + 30
+	for id := 1; id <= n; id++ {
+		h.mustPlace(ep(a, id, "w1"))
+		h.report("w1", er(a, id, ExecExited))
+	}
+	_, es, _ := h.f.App(a)
+	if len(es) != RetainedExecutors+1 || es[0].ID != 0 || es[1].ID != n-RetainedExecutors+1 || es[len(es)-1].ID != n {
+		t.Fatalf("kept %d executors from %d, then %d..%d; want the live 0 and the newest %d finished",
+			len(es), es[0].ID, es[1].ID, es[len(es)-1].ID, RetainedExecutors)
+	}
+	h.report("w1", er(a, 0, ExecExited))
+	row, es, _ := h.f.App(a)
+	if len(es) != RetainedExecutors || row.FirstExecutorID != es[0].ID {
+		t.Fatalf("after executor 0 ended: %d rows, first ID %d, FirstExecutorID %d", len(es), es[0].ID, row.FirstExecutorID)
+	}
+	h.invariants()
+	if g := snapshotRestore(t, h.f); hashOf(t, g) != hashOf(t, h.f) {
+		t.Fatal("snapshot of pruned executors differs")
 	}
 }

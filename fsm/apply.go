@@ -105,7 +105,7 @@ func ValidateProgram(argv []string, env map[string]string, cores int, memoryMB i
 // worker.
 var reservedEnv = map[string]bool{
 	"DROVER_DRIVER_ID": true, "DROVER_ATTEMPT": true, "DROVER_WORKER_ID": true, "DROVER_MASTERS": true,
-	"DROVER_APP_ID": true, "DROVER_EXECUTOR_ID": true, "DROVER_EXECUTOR_CORES": true, "DROVER_EXECUTOR_MEMORY_MB": true,
+	"DROVER_RUN": true, "DROVER_APP_ID": true, "DROVER_EXECUTOR_ID": true, "DROVER_EXECUTOR_CORES": true, "DROVER_EXECUTOR_MEMORY_MB": true,
 }
 
 func validEnvName(s string) bool {
@@ -226,6 +226,7 @@ func (f *FSM) applyCurrentReport(d *Driver, r AttemptReport, now int64) {
 	switch r.State {
 	case DriverRunning:
 		d.State = DriverRunning
+		f.driverRestarted(d, r.Runs, now)
 	case DriverFinished, DriverFailed, DriverError:
 		d.State = r.State
 		d.ExitCode = cloneInt(r.ExitCode)
@@ -325,6 +326,18 @@ func (f *FSM) applyWorkerLost(c *WorkerLost) any {
 	w.State = WorkerDead
 	w.Message = reason
 	w.UpdatedAt = now
+	// Executors first: an app that ends with a driver on this worker
+	// would otherwise record them KILLED rather than LOST.
+	var keys []string
+	for k, e := range f.t.Executors {
+		if e.WorkerID == w.ID && !e.State.Terminal() {
+			keys = append(keys, k)
+		}
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		f.endExecutor(f.t.Executors[k], ExecLost, nil, reason, now)
+	}
 	var ids []string
 	for id, d := range f.t.Drivers {
 		if d.WorkerID == w.ID && !d.State.Terminal() {
@@ -349,16 +362,6 @@ func (f *FSM) applyWorkerLost(c *WorkerLost) any {
 		d.Message = reason
 		d.UpdatedAt = now
 		f.driverAttemptEnded(d, d.Attempt, now)
-	}
-	var keys []string
-	for k, e := range f.t.Executors {
-		if e.WorkerID == w.ID && !e.State.Terminal() {
-			keys = append(keys, k)
-		}
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
-		f.endExecutor(f.t.Executors[k], ExecLost, nil, reason, now)
 	}
 	return nil
 }

@@ -35,6 +35,8 @@ func (f *FSM) applyRegisterApp(c *RegisterApp) any {
 			return fmt.Errorf("%w: %s is %s", ErrDriverEnded, d.ID, d.State)
 		case d.Attempt != c.DriverAttempt || d.WorkerID == "":
 			return fmt.Errorf("%w: %s attempt %d is not the running attempt (%d)", ErrStaleAttempt, d.ID, c.DriverAttempt, d.Attempt)
+		case c.DriverRun > 0 && d.currentAttempt() != nil && c.DriverRun < d.currentAttempt().Runs:
+			return fmt.Errorf("%w: %s attempt %d run %d was restarted (run %d)", ErrStaleAttempt, d.ID, d.Attempt, c.DriverRun, d.currentAttempt().Runs)
 		}
 	}
 	a := &App{
@@ -43,6 +45,7 @@ func (f *FSM) applyRegisterApp(c *RegisterApp) any {
 		Token:               c.Token,
 		DriverID:            c.DriverID,
 		DriverAttempt:       c.DriverAttempt,
+		DriverRun:           c.DriverRun,
 		MaxCores:            c.MaxCores,
 		CoresPerExecutor:    c.CoresPerExecutor,
 		MemoryPerExecutorMB: c.MemoryPerExecutorMB,
@@ -81,6 +84,10 @@ func ValidateRegisterApp(c *RegisterApp) error {
 		return fmt.Errorf("%w: executor limit must be -1 (none) or more, got %d", ErrInvalidCommand, c.ExecutorLimit)
 	case c.MaxExecutorRetries < -1:
 		return fmt.Errorf("%w: max executor retries must be -1 (never fail) or more, got %d", ErrInvalidCommand, c.MaxExecutorRetries)
+	case c.DriverID == "" && (c.DriverAttempt != 0 || c.DriverRun != 0):
+		return fmt.Errorf("%w: a driver attempt or run needs a driver ID", ErrInvalidCommand)
+	case c.DriverID != "" && (c.DriverAttempt < 1 || c.DriverRun < 0):
+		return fmt.Errorf("%w: driver attempt must be 1 or more and run not negative", ErrInvalidCommand)
 	}
 	return nil
 }
@@ -151,15 +158,15 @@ func (f *FSM) liveExecutors(appID string) int {
 }
 
 // executorsOf returns an app's executors in ID order. Executor IDs of one
-// app are dense from 0, so this walks NextExecutorID keys instead of the
-// whole table.
+// app are dense from FirstExecutorID, but for dropped finished ones, so
+// this walks those keys instead of the whole table.
 func (f *FSM) executorsOf(appID string) []*Executor {
 	a, ok := f.t.Apps[appID]
 	if !ok {
 		return nil
 	}
 	var out []*Executor
-	for id := 0; id < a.NextExecutorID; id++ {
+	for id := a.FirstExecutorID; id < a.NextExecutorID; id++ {
 		if e, ok := f.t.Executors[ExecutorKey(appID, id)]; ok {
 			out = append(out, e)
 		}
@@ -184,6 +191,34 @@ func (f *FSM) endExecutor(e *Executor, state ExecutorState, exit *int, reason st
 	if a, ok := f.t.Apps[e.AppID]; ok {
 		a.CoresGranted -= e.Cores
 		a.UpdatedAt = now
+		f.dropOldExecutors(a)
+	}
+}
+
+// dropOldExecutors keeps the newest RetainedExecutors finished executors
+// of an app and drops the older rows.
+func (f *FSM) dropOldExecutors(a *App) {
+	es := f.executorsOf(a.ID)
+	finished := 0
+	for _, e := range es {
+		if e.State.Terminal() {
+			finished++
+		}
+	}
+	for _, e := range es {
+		if finished <= RetainedExecutors {
+			break
+		}
+		if e.State.Terminal() {
+			delete(f.t.Executors, ExecutorKey(a.ID, e.ID))
+			finished--
+		}
+	}
+	for a.FirstExecutorID < a.NextExecutorID {
+		if _, ok := f.t.Executors[ExecutorKey(a.ID, a.FirstExecutorID)]; ok {
+			break
+		}
+		a.FirstExecutorID++
 	}
 }
 
@@ -284,6 +319,18 @@ func attemptOutcome(d *Driver, attempt int) string {
 		return "(relaunched as attempt " + strconv.Itoa(d.Attempt) + ")"
 	}
 	return string(d.State)
+}
+
+// driverRestarted ends the apps that earlier runs of a driver's current
+// attempt registered, once its worker reports a later run: a supervised
+// program restarted in place is a new client.
+func (f *FSM) driverRestarted(d *Driver, run int, now int64) {
+	for _, id := range f.appIDs() {
+		a := f.t.Apps[id]
+		if a.DriverID == d.ID && a.DriverAttempt == d.Attempt && a.DriverRun > 0 && a.DriverRun < run && !a.State.Terminal() {
+			f.endApp(a, AppFailed, fmt.Sprintf("driver %s attempt %d run %d ended (restarted as run %d)", d.ID, d.Attempt, a.DriverRun, run), now)
+		}
+	}
 }
 
 // appIDs returns the app IDs in order, so loops that change state are

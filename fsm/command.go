@@ -183,7 +183,8 @@ type DecommissionWorker struct {
 // RegisterApp adds an application (Spark's RegisterApplication). ID is made
 // by the leader in Spark's form app-<yyyyMMddHHmmss>-<seq>; Token works as
 // SubmitDriver's does. DriverID and DriverAttempt, when set, must name the
-// current attempt of an unfinished driver. ExecutorLimit is -1 for no cap;
+// current attempt of an unfinished driver; DriverRun, when set, must not be
+// older than the runs its worker has reported. ExecutorLimit is -1 for no cap;
 // MaxExecutorRetries is -1 for never failing the app.
 type RegisterApp struct {
 	ID                  string            `json:"id"`
@@ -191,6 +192,7 @@ type RegisterApp struct {
 	Name                string            `json:"name,omitempty"`
 	DriverID            string            `json:"driver_id,omitempty"`
 	DriverAttempt       int               `json:"driver_attempt,omitempty"`
+	DriverRun           int               `json:"driver_run,omitempty"`
 	MaxCores            int               `json:"max_cores"`
 	CoresPerExecutor    int               `json:"cores_per_executor"`
 	MemoryPerExecutorMB int64             `json:"memory_per_executor_mb"`

@@ -110,7 +110,7 @@ func decodeSnapshot(r io.Reader) (tables, error) {
 // memory their live executors use.
 func checkApps(t *tables) error {
 	for id, a := range t.Apps {
-		if a == nil || a.ID != id {
+		if a == nil || a.ID != id || a.FirstExecutorID < 0 || a.FirstExecutorID > a.NextExecutorID {
 			return fmt.Errorf("app row %q is inconsistent", id)
 		}
 		a.CoresGranted = 0
@@ -120,7 +120,7 @@ func checkApps(t *tables) error {
 			return fmt.Errorf("executor row %q is inconsistent", key)
 		}
 		a, ok := t.Apps[e.AppID]
-		if !ok || e.ID < 0 || e.ID >= a.NextExecutorID {
+		if !ok || e.ID < a.FirstExecutorID || e.ID >= a.NextExecutorID {
 			return fmt.Errorf("executor %s belongs to no app, or has an ID the app never gave", key)
 		}
 		if e.State.Terminal() {

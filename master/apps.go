@@ -46,8 +46,8 @@ func (m *Master) handleRegisterApp(w http.ResponseWriter, r *http.Request) {
 	case len(req.Token) > api.MaxTokenLen:
 		writeError(w, http.StatusBadRequest, fmt.Sprintf("token exceeds %d bytes", api.MaxTokenLen))
 		return
-	case len(req.Name) > 256:
-		writeError(w, http.StatusBadRequest, "name exceeds 256 bytes")
+	case validName(req.Name) != nil:
+		writeError(w, http.StatusBadRequest, validName(req.Name).Error())
 		return
 	case req.DriverID != "" && !driverIDPattern.MatchString(req.DriverID):
 		writeError(w, http.StatusBadRequest, fmt.Sprintf("%q is not a driver ID (driver-<yyyyMMddHHmmss>-<seq>)", req.DriverID))
@@ -61,7 +61,7 @@ func (m *Master) handleRegisterApp(w http.ResponseWriter, r *http.Request) {
 		limit = -1
 	}
 	cmd := &fsm.RegisterApp{
-		Token: req.Token, Name: req.Name, DriverID: req.DriverID, DriverAttempt: req.DriverAttempt,
+		Token: req.Token, Name: req.Name, DriverID: req.DriverID, DriverAttempt: req.DriverAttempt, DriverRun: req.DriverRun,
 		MaxCores: req.MaxCores, CoresPerExecutor: req.CoresPerExecutor, MemoryPerExecutorMB: req.MemoryPerExecutorMB,
 		ExecutorLimit: limit, Argv: req.Argv, Env: req.Env, MaxExecutorRetries: m.cfg.MaxExecutorRetries,
 	}
@@ -77,7 +77,12 @@ func (m *Master) handleRegisterApp(w http.ResponseWriter, r *http.Request) {
 		}
 		t := time.Now()
 		cmd.ID, cmd.Time = m.ids.appID(t), t.UnixMilli()
-		return m.apply(fsm.CmdRegisterApp, cmd)
+		res, err := m.apply(fsm.CmdRegisterApp, cmd)
+		if err == nil && !res.(fsm.RegisterAppResult).Existing {
+			m.log.Info("app registered", "app", cmd.ID, "name", req.Name, "driver", req.DriverID,
+				"cores_per_executor", req.CoresPerExecutor, "memory_per_executor_mb", req.MemoryPerExecutorMB)
+		}
+		return res, err
 	})
 	if err != nil {
 		writeApplyError(w, err)
@@ -85,10 +90,6 @@ func (m *Master) handleRegisterApp(w http.ResponseWriter, r *http.Request) {
 	}
 	res := v.(fsm.RegisterAppResult)
 	m.appContact.seen(res.AppID, time.Now())
-	if !res.Existing {
-		m.log.Info("app registered", "app", res.AppID, "name", req.Name, "driver", req.DriverID,
-			"cores_per_executor", req.CoresPerExecutor, "memory_per_executor_mb", req.MemoryPerExecutorMB)
-	}
 	writeJSON(w, http.StatusOK, api.RegisterAppResponse{AppID: res.AppID, Existing: res.Existing})
 }
 
@@ -309,6 +310,9 @@ func (m *Master) handleUnregisterApp(w http.ResponseWriter, r *http.Request) {
 }
 
 func (m *Master) handleKillApp(w http.ResponseWriter, r *http.Request) {
+	if !noBody(w, r) {
+		return
+	}
 	m.appCommand(w, r, func(id string) (fsm.CommandType, any) {
 		return fsm.CmdEndApp, &fsm.EndApp{AppID: id, State: fsm.AppKilled, Time: now()}
 	})

@@ -12,6 +12,8 @@ import (
 	"regexp"
 	"strconv"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/hashicorp/raft"
 
@@ -221,6 +223,34 @@ func writeApplyError(w http.ResponseWriter, err error) {
 	}
 }
 
+// validName checks a driver's or app's name: at most 256 bytes of UTF-8
+// text without control characters, since names end up in terminals, logs
+// and pages.
+func validName(s string) error {
+	if len(s) > 256 {
+		return errors.New("name exceeds 256 bytes")
+	}
+	if !utf8.ValidString(s) {
+		return errors.New("name is not UTF-8")
+	}
+	for _, r := range s {
+		if unicode.IsControl(r) {
+			return fmt.Errorf("name contains the control character %U", r)
+		}
+	}
+	return nil
+}
+
+// noBody answers 400 itself when a request that takes no body has one.
+func noBody(w http.ResponseWriter, r *http.Request) bool {
+	var b [1]byte
+	if n, _ := r.Body.Read(b[:]); n > 0 {
+		writeError(w, http.StatusBadRequest, "this request takes no body")
+		return false
+	}
+	return true
+}
+
 // decodeBody reads a strict JSON body into v, answering 400 or 413 itself.
 func decodeBody(w http.ResponseWriter, r *http.Request, v any) bool {
 	if err := strictjson.Decode(r.Body, v); err != nil {
@@ -247,8 +277,8 @@ func (m *Master) handleSubmit(w http.ResponseWriter, r *http.Request) {
 	case len(req.Token) > api.MaxTokenLen:
 		writeError(w, http.StatusBadRequest, fmt.Sprintf("token exceeds %d bytes", api.MaxTokenLen))
 		return
-	case len(req.Name) > 256:
-		writeError(w, http.StatusBadRequest, "name exceeds 256 bytes")
+	case validName(req.Name) != nil:
+		writeError(w, http.StatusBadRequest, validName(req.Name).Error())
 		return
 	}
 	if err := fsm.ValidateProgram(req.Argv, req.Env, req.Cores, req.MemoryMB); err != nil {
@@ -317,6 +347,9 @@ func (m *Master) handleStatus(w http.ResponseWriter, r *http.Request) {
 }
 
 func (m *Master) handleKill(w http.ResponseWriter, r *http.Request) {
+	if !noBody(w, r) {
+		return
+	}
 	d, ok := m.pathDriver(w, r)
 	if !ok {
 		return

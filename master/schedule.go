@@ -15,6 +15,10 @@ const scheduleInterval = time.Second
 // pruneBatch bounds the IDs in one PruneCompleted entry.
 const pruneBatch = 1000
 
+// executorRelaunchDelay is how long an app waits for a new executor after
+// one of its executors exited; the fallback tick brings the scheduler back.
+const executorRelaunchDelay = time.Second
+
 // schedule places waiting drivers, then executors, while this master leads
 // (Spark's Master.schedule), and drops finished drivers and apps beyond the
 // retention counts. Each round reads the tables, plans, and commits each
@@ -34,7 +38,7 @@ func (m *Master) schedule(ctx context.Context) {
 			}
 		}
 		apps, execs := m.fsm.Apps()
-		if ps := planExecutors(apps, execs, m.fsm.Workers(), m.cfg.SpreadOutApps); len(ps) > 0 {
+		if ps := planExecutors(apps, execs, m.fsm.Workers(), m.cfg.SpreadOutApps, now()); len(ps) > 0 {
 			if _, err := m.apply(fsm.CmdPlaceExecutors, &fsm.PlaceExecutors{Placements: ps, Time: now()}); err != nil {
 				m.log.Warn("executor placement not committed", "err", err, "placements", len(ps))
 			} else {
@@ -102,8 +106,10 @@ func better(a, b *fsm.Worker) bool {
 // with room for one executor, most free cores first; spreadOut hands out
 // one executor per worker per pass, so an app lands on as many workers as
 // possible, while consolidating fills each worker before the next. Each
-// app stops at its core cap and executor limit.
-func planExecutors(apps []*fsm.App, execs [][]*fsm.Executor, workers []*fsm.Worker, spreadOut bool) []fsm.ExecutorPlacement {
+// app stops at its core cap and executor limit. An app whose executor
+// exited within executorRelaunchDelay before now (Unix ms) waits, so
+// executors that exit at once are not relaunched in a tight loop.
+func planExecutors(apps []*fsm.App, execs [][]*fsm.Executor, workers []*fsm.Worker, spreadOut bool, now int64) []fsm.ExecutorPlacement {
 	var alive []*fsm.Worker
 	for _, w := range workers {
 		if w.State == fsm.WorkerAlive {
@@ -112,7 +118,7 @@ func planExecutors(apps []*fsm.App, execs [][]*fsm.Executor, workers []*fsm.Work
 	}
 	var out []fsm.ExecutorPlacement
 	for i, a := range apps {
-		if a.State.Terminal() {
+		if a.State.Terminal() || exitedRecently(execs[i], now) {
 			continue
 		}
 		coresLeft, execLeft := a.CoresLeft(), -1
@@ -162,6 +168,17 @@ func planExecutors(apps []*fsm.App, execs [][]*fsm.Executor, workers []*fsm.Work
 		}
 	}
 	return out
+}
+
+// exitedRecently reports whether one of the executors exited on its own
+// (EXITED or FAILED) less than executorRelaunchDelay before now (Unix ms).
+func exitedRecently(es []*fsm.Executor, now int64) bool {
+	for _, e := range es {
+		if (e.State == fsm.ExecExited || e.State == fsm.ExecFailed) && now-e.EndedAt < executorRelaunchDelay.Milliseconds() {
+			return true
+		}
+	}
+	return false
 }
 
 // prune commits the removal of the oldest finished drivers and apps beyond

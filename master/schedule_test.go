@@ -87,11 +87,11 @@ func threeWorkers() []*fsm.Worker {
 
 func TestPlanExecutorsSpreadOutVersusConsolidate(t *testing.T) {
 	a := app("app-20261129120000-0000", 6, 1, 512, -1)
-	spread := perWorker(planExecutors([]*fsm.App{a}, [][]*fsm.Executor{nil}, threeWorkers(), true), a.ID)
+	spread := perWorker(planExecutors([]*fsm.App{a}, [][]*fsm.Executor{nil}, threeWorkers(), true, 0), a.ID)
 	if len(spread) != 3 || spread["w1"] != 2 || spread["w2"] != 2 || spread["w3"] != 2 {
 		t.Errorf("spread out: %v, want 2 executors on each of 3 workers", spread)
 	}
-	packed := perWorker(planExecutors([]*fsm.App{a}, [][]*fsm.Executor{nil}, threeWorkers(), false), a.ID)
+	packed := perWorker(planExecutors([]*fsm.App{a}, [][]*fsm.Executor{nil}, threeWorkers(), false, 0), a.ID)
 	if len(packed) != 2 || packed["w1"]+packed["w2"]+packed["w3"] != 6 || max(packed["w1"], packed["w2"], packed["w3"]) != 4 {
 		t.Errorf("consolidated: %v, want one worker full (4) and the other 2 on a second", packed)
 	}
@@ -100,7 +100,7 @@ func TestPlanExecutorsSpreadOutVersusConsolidate(t *testing.T) {
 func TestPlanExecutorsCapsAndIDs(t *testing.T) {
 	t.Run("max cores", func(t *testing.T) {
 		a := app("app-20261129120000-0000", 5, 2, 512, -1)
-		ps := planExecutors([]*fsm.App{a}, [][]*fsm.Executor{nil}, threeWorkers(), true)
+		ps := planExecutors([]*fsm.App{a}, [][]*fsm.Executor{nil}, threeWorkers(), true, 0)
 		if len(ps) != 2 {
 			t.Fatalf("placements %v: max 5 cores at 2 per executor allows 2", ps)
 		}
@@ -112,7 +112,7 @@ func TestPlanExecutorsCapsAndIDs(t *testing.T) {
 		a := app("app-20261129120000-0000", 0, 1, 512, 3)
 		a.NextExecutorID = 2
 		live := []*fsm.Executor{{ID: 0, State: fsm.ExecFailed}, {ID: 1, State: fsm.ExecRunning}}
-		ps := planExecutors([]*fsm.App{a}, [][]*fsm.Executor{live}, threeWorkers(), true)
+		ps := planExecutors([]*fsm.App{a}, [][]*fsm.Executor{live}, threeWorkers(), true, 1_000_000)
 		if len(ps) != 2 || ps[0].ExecutorID != 2 || ps[1].ExecutorID != 3 {
 			t.Errorf("placements %v: limit 3 with 1 live allows 2 more, IDs from 2", ps)
 		}
@@ -121,7 +121,7 @@ func TestPlanExecutorsCapsAndIDs(t *testing.T) {
 		ws := threeWorkers()
 		ws[1].MemoryMB = 8192
 		a := app("app-20261129120000-0000", 0, 1, 3000, -1)
-		got := perWorker(planExecutors([]*fsm.App{a}, [][]*fsm.Executor{nil}, ws, true), a.ID)
+		got := perWorker(planExecutors([]*fsm.App{a}, [][]*fsm.Executor{nil}, ws, true, 0), a.ID)
 		if got["w1"] != 1 || got["w2"] != 2 || got["w3"] != 1 {
 			t.Errorf("placements %v: 3000 MiB executors fit once in 4096 MiB and twice in 8192 MiB", got)
 		}
@@ -133,7 +133,7 @@ func TestPlanExecutorsCapsAndIDs(t *testing.T) {
 		done := app("app-20261129120000-0001", 0, 1, 512, -1)
 		done.State = fsm.AppFinished
 		fifo := app("app-20261129120000-0002", 0, 1, 512, -1)
-		ps := planExecutors([]*fsm.App{big, done, fifo}, make([][]*fsm.Executor, 3), ws, true)
+		ps := planExecutors([]*fsm.App{big, done, fifo}, make([][]*fsm.Executor, 3), ws, true, 0)
 		got := perWorker(ps, fifo.ID)
 		if len(ps) != 8 || got["w2"] != 4 || got["w3"] != 4 {
 			t.Errorf("placements %v: want all 8 free cores of w2 and w3 for the third app only", ps)
@@ -142,7 +142,7 @@ func TestPlanExecutorsCapsAndIDs(t *testing.T) {
 	t.Run("FIFO: the first app takes what it can", func(t *testing.T) {
 		first := app("app-20261129120000-0000", 0, 2, 512, -1)
 		second := app("app-20261129120000-0001", 0, 1, 512, -1)
-		ps := planExecutors([]*fsm.App{first, second}, make([][]*fsm.Executor, 2), threeWorkers(), true)
+		ps := planExecutors([]*fsm.App{first, second}, make([][]*fsm.Executor, 2), threeWorkers(), true, 0)
 		if n := len(perWorker(ps, second.ID)); n != 0 || len(ps) != 6 {
 			t.Errorf("placements %v: the first app should take all 12 cores in 6 executors", ps)
 		}
@@ -159,5 +159,21 @@ func TestExplainApp(t *testing.T) {
 		Executors: []*fsm.Executor{{ID: 0, State: fsm.ExecRunning}}}
 	if s := explainApp(running, ws); s.Message != "" {
 		t.Errorf("an app with a live executor got %q", s.Message)
+	}
+}
+
+func TestPlanExecutorsWaitsAfterAnExit(t *testing.T) {
+	a := app("app-20261129120000-0000", 0, 1, 512, -1)
+	a.NextExecutorID = 1
+	exited := []*fsm.Executor{{ID: 0, State: fsm.ExecExited, EndedAt: 10_000}}
+	if ps := planExecutors([]*fsm.App{a}, [][]*fsm.Executor{exited}, threeWorkers(), true, 10_500); len(ps) != 0 {
+		t.Errorf("placed %v half a second after an executor exited", ps)
+	}
+	if ps := planExecutors([]*fsm.App{a}, [][]*fsm.Executor{exited}, threeWorkers(), true, 11_000); len(ps) == 0 {
+		t.Error("placed nothing a second after an executor exited")
+	}
+	lost := []*fsm.Executor{{ID: 0, State: fsm.ExecLost, EndedAt: 10_000}}
+	if ps := planExecutors([]*fsm.App{a}, [][]*fsm.Executor{lost}, threeWorkers(), true, 10_100); len(ps) == 0 {
+		t.Error("a LOST executor's replacement waited")
 	}
 }

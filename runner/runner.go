@@ -27,6 +27,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -191,7 +192,11 @@ func (r *runner) start(n int) (*proc, error) {
 	cmd := &exec.Cmd{
 		Path:   path,
 		Args:   r.spec.Argv,
-		Env:    r.spec.Env,
+		// DROVER_RUN numbers the runs of one attempt, so an application
+		// the program registers is tied to this run: when a supervised
+		// program is restarted in place, the master ends the apps of
+		// the runs before.
+		Env:    append(append([]string(nil), r.spec.Env...), "DROVER_RUN="+strconv.Itoa(n)),
 		Dir:    r.dir,
 		Stdout: r.stdout,
 		Stderr: r.stderr,

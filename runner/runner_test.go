@@ -181,7 +181,7 @@ func assertGone(t *testing.T, what string, pid int) {
 
 func TestExitZeroFinishes(t *testing.T) {
 	h := startRunner(t, runner.Spec{
-		Argv: []string{"/bin/sh", "-c", `echo "$GREETING"; pwd; echo oops >&2`},
+		Argv: []string{"/bin/sh", "-c", `echo "$GREETING run $DROVER_RUN"; pwd; echo oops >&2`},
 		Env:  []string{"GREETING=hello", "PATH=/usr/bin:/bin"},
 	})
 	started := h.next(runner.EventStarted)
@@ -196,7 +196,7 @@ func TestExitZeroFinishes(t *testing.T) {
 		t.Fatalf("final = %+v", e)
 	}
 	dir, _ := filepath.EvalSymlinks(h.dir)
-	if got, want := h.file(runner.StdoutFile), "hello\n"+dir+"\n"; got != want {
+	if got, want := h.file(runner.StdoutFile), "hello run 1\n"+dir+"\n"; got != want {
 		t.Fatalf("stdout = %q, want %q", got, want)
 	}
 	if got := h.file(runner.StderrFile); got != "oops\n" {

@@ -47,7 +47,8 @@ type Spec struct {
 	// is also the program's working directory.
 	Argv []string `json:"argv"`
 	// Env is the program's whole environment as KEY=VALUE entries,
-	// DROVER_DRIVER_ID, DROVER_ATTEMPT, DROVER_WORKER_ID and DROVER_MASTERS
+	// DROVER_RUN (added by the runner: 1 for the first run, counting
+	// restarts) and DROVER_DRIVER_ID, DROVER_ATTEMPT, DROVER_WORKER_ID and DROVER_MASTERS
 	// included: the runner adds nothing.
 	Env []string `json:"env"`
 	// Supervise restarts the program within the attempt when it exits

@@ -328,6 +328,10 @@ func TestAppBadInput(t *testing.T) {
 		{"POST", "/v1/apps/" + a.ID() + "/executors/kill", `{"executor_ids":[]}`, 400},
 		{"POST", "/v1/apps/" + a.ID() + "/unregister", `{"state":"RUNNING"}`, 400},
 		{"GET", "/v1/apps/" + a.ID() + "/executors/0/logs", "", 404},
+		{"POST", "/v1/apps/" + a.ID() + "/kill", "garbage", 400},
+		{"POST", "/v1/apps", `{"token":"t1","cores_per_executor":1,"memory_per_executor_mb":256,"argv":["/bin/true"],"driver_attempt":3}`, 400},
+		{"POST", "/v1/apps", `{"token":"t1","name":"a\u001b[31mred","cores_per_executor":1,"memory_per_executor_mb":256,"argv":["/bin/true"]}`, 400},
+		{"POST", "/v1/drivers", `{"token":"t2","name":"two\nlines","cores":1,"memory_mb":256,"argv":["/bin/true"]}`, 400},
 	} {
 		req, _ := http.NewRequest(tc.method, "http://"+leader.HTTP+tc.path, bytes.NewReader([]byte(tc.body)))
 		resp, err := http.DefaultClient.Do(req)
