@@ -190,8 +190,8 @@ func (r *runner) start(n int) (*proc, error) {
 		return nil, err
 	}
 	cmd := &exec.Cmd{
-		Path:   path,
-		Args:   r.spec.Argv,
+		Path: path,
+		Args: r.spec.Argv,
 		// DROVER_RUN numbers the runs of one attempt, so an application
 		// the program registers is tied to this run: when a supervised
 		// program is restarted in place, the master ends the apps of
