@@ -59,14 +59,28 @@ func (c *Client) Kill(ctx context.Context, id string) error {
 // the worker of the given attempt (0: the latest) holds them, and the
 // file's size then.
 func (c *Client) Logs(ctx context.Context, id string, stderr bool, offset int64, attempt int) ([]byte, int64, error) {
-	q := url.Values{"offset": {strconv.FormatInt(offset, 10)}, "stream": {"stdout"}}
+	q := logQuery(stderr, offset)
 	if attempt > 0 {
 		q.Set("attempt", strconv.Itoa(attempt))
 	}
+	return c.logs(ctx, "/v1/drivers/"+url.PathEscape(id)+"/logs?"+q.Encode())
+}
+
+// ExecutorLogs is Logs for executor executor of app appID.
+func (c *Client) ExecutorLogs(ctx context.Context, appID string, executor int, stderr bool, offset int64) ([]byte, int64, error) {
+	return c.logs(ctx, "/v1/apps/"+url.PathEscape(appID)+"/executors/"+strconv.Itoa(executor)+"/logs?"+logQuery(stderr, offset).Encode())
+}
+
+func logQuery(stderr bool, offset int64) url.Values {
+	q := url.Values{"offset": {strconv.FormatInt(offset, 10)}, "stream": {"stdout"}}
 	if stderr {
 		q.Set("stream", "stderr")
 	}
-	resp, err := c.DoRaw(ctx, http.MethodGet, "/v1/drivers/"+url.PathEscape(id)+"/logs?"+q.Encode(), nil)
+	return q
+}
+
+func (c *Client) logs(ctx context.Context, path string) ([]byte, int64, error) {
+	resp, err := c.DoRaw(ctx, http.MethodGet, path, nil)
 	if err != nil {
 		return nil, 0, err
 	}

@@ -23,6 +23,7 @@ import (
 // "start WORKER PID CORES" in $PROBE/$DROVER_APP_ID-$DROVER_EXECUTOR_ID,
 // then runs $BODY.
 const executorScript = `echo "start $DROVER_WORKER_ID $$ $DROVER_EXECUTOR_CORES" >> "$PROBE/$DROVER_APP_ID-$DROVER_EXECUTOR_ID"
+echo "executor $DROVER_EXECUTOR_ID of $DROVER_APP_ID"
 eval "$BODY"`
 
 func (p *probe) appSpec(body string, maxCores int) client.AppSpec {
@@ -113,6 +114,11 @@ func TestExecutorsSpreadRunAndAreReplacedWhenTheirWorkerIsLost(t *testing.T) {
 	}
 	if len(workers) != 3 {
 		t.Fatalf("executors on workers %v: spread out should use all 3", workers)
+	}
+	var out, errOut bytes.Buffer
+	if code := runClient([]string{"--masters", c.MasterAddrs, "logs", a.ID(), "--executor", "2"}, &out, &errOut); code != 0 ||
+		out.String() != "executor 2 of "+a.ID()+"\n" {
+		t.Errorf("logs --executor 2: exit %d, %q %q", code, out.String(), errOut.String())
 	}
 
 	victim := execs[1].WorkerID

@@ -29,6 +29,7 @@ commands:
   kill   DRIVER_ID
   list   [--json]
   logs   DRIVER_ID [--stderr] [--follow]
+  logs   APP_ID --executor N [--stderr] [--follow]
   leader                 print the leader master's ID
   apps   [--json]        list applications
   app    APP_ID [--json] show an application and its executors
@@ -356,44 +357,114 @@ func (k *cli) list(ctx context.Context, args []string) int {
 func (k *cli) logs(ctx context.Context, args []string) int {
 	fs := k.flags("logs")
 	stderr := fs.Bool("stderr", false, "show stderr instead of stdout")
-	follow := fs.Bool("follow", false, "keep printing new output until the driver ends")
+	follow := fs.Bool("follow", false, "keep printing new output until the driver (or executor) ends")
+	executor := fs.Int("executor", -1, "show the logs of this executor of the application APP_ID instead")
 	if err := fs.Parse(args); err != nil {
 		return flagError(err)
 	}
-	id, err := oneID(fs)
+	what := "DRIVER_ID"
+	if *executor >= 0 {
+		what = "APP_ID"
+	}
+	id, err := oneArg(fs, what)
 	if err != nil {
 		return k.exitFor(err)
 	}
-	var offset int64
+	if *executor >= 0 {
+		return k.printLogs(ctx, *follow, k.executorLogs(id, *executor, *stderr))
+	}
+	return k.printLogs(ctx, *follow, k.driverLogs(id, *stderr))
+}
+
+// logSource is one log stream: refresh reads its owner's state, saying
+// whether it has ended and whether the stream starts over (a new
+// attempt); read fetches the bytes from offset.
+type logSource struct {
+	refresh func(ctx context.Context) (ended, restart bool, err error)
+	read    func(ctx context.Context, offset int64) ([]byte, error)
+}
+
+// driverLogs follows a driver's latest attempt, moving to the next attempt
+// when it is relaunched.
+func (k *cli) driverLogs(id string, stderr bool) logSource {
 	attempt := 0
+	return logSource{
+		refresh: func(ctx context.Context) (bool, bool, error) {
+			d, err := k.driver(ctx, id)
+			if err != nil {
+				return false, false, err
+			}
+			restart := false
+			if n := len(d.Attempts); n > 0 && d.Attempts[n-1].Attempt != attempt {
+				if attempt != 0 {
+					fmt.Fprintf(k.stderr, "--- attempt %d on %s ---\n", d.Attempts[n-1].Attempt, d.Attempts[n-1].WorkerID)
+				}
+				attempt, restart = d.Attempts[n-1].Attempt, true
+			}
+			return d.State.Terminal(), restart, nil
+		},
+		read: func(ctx context.Context, offset int64) ([]byte, error) {
+			b, _, err := k.c.Logs(ctx, id, stderr, offset, attempt)
+			return b, err
+		},
+	}
+}
+
+// executorLogs follows one executor of an app.
+func (k *cli) executorLogs(appID string, executor int, stderr bool) logSource {
+	return logSource{
+		refresh: func(ctx context.Context) (bool, bool, error) {
+			var a api.AppStatus
+			err := k.call(ctx, func(ctx context.Context) (err error) {
+				a, err = k.c.AppStatus(ctx, appID)
+				return err
+			})
+			if err != nil {
+				return false, false, err
+			}
+			for _, e := range a.Executors {
+				if e.ID == executor {
+					return e.State.Terminal() || a.State.Terminal(), false, nil
+				}
+			}
+			return true, false, nil
+		},
+		read: func(ctx context.Context, offset int64) ([]byte, error) {
+			b, _, err := k.c.ExecutorLogs(ctx, appID, executor, stderr, offset)
+			return b, err
+		},
+	}
+}
+
+// printLogs prints a log stream, and with follow keeps printing until its
+// owner has ended and nothing more comes.
+func (k *cli) printLogs(ctx context.Context, follow bool, src logSource) int {
+	var offset int64
 	for {
-		// Read the state before the bytes, so that once the driver is seen
+		// Read the state before the bytes, so that once the owner is seen
 		// ended, the read that follows has everything it wrote.
-		d, err := k.driver(ctx, id)
+		ended, restart, err := src.refresh(ctx)
 		if err != nil {
 			return k.exitFor(err)
 		}
-		if n := len(d.Attempts); n > 0 && d.Attempts[n-1].Attempt != attempt {
-			if attempt != 0 {
-				fmt.Fprintf(k.stderr, "--- attempt %d on %s ---\n", d.Attempts[n-1].Attempt, d.Attempts[n-1].WorkerID)
-			}
-			attempt, offset = d.Attempts[n-1].Attempt, 0
+		if restart {
+			offset = 0
 		}
 		var b []byte
 		err = k.call(ctx, func(ctx context.Context) (err error) {
-			b, _, err = k.c.Logs(ctx, id, *stderr, offset, attempt)
+			b, err = src.read(ctx, offset)
 			return err
 		})
 		// While following, a worker that is gone or an attempt not yet
 		// placed is a pause, not the end: the driver may go on elsewhere.
-		if err != nil && !(*follow && !d.State.Terminal() && isTransient(err)) {
+		if err != nil && !(follow && !ended && isTransient(err)) {
 			return k.exitFor(err)
 		}
 		if _, err := k.stdout.Write(b); err != nil {
 			return 1
 		}
 		offset += int64(len(b))
-		if !*follow || (d.State.Terminal() && len(b) == 0) {
+		if !follow || (ended && len(b) == 0) {
 			return 0
 		}
 		select {
