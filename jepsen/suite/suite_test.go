@@ -24,7 +24,19 @@ func TestMain(m *testing.M) {
 func runSchedule(t *testing.T, cfg Config) *Outcome {
 	t.Helper()
 	t.Setenv(NetnsEnv, "1")
-	cfg.Out = t.TempDir()
+	// Kept when the test fails, for its history, probes and node logs.
+	dir, err := os.MkdirTemp("", "drover-jepsen-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("run kept in %s", dir)
+			return
+		}
+		_ = os.RemoveAll(dir)
+	})
+	cfg.Out = dir
 	cfg.Logf = t.Logf
 	out, err := Run(context.Background(), cfg)
 	if err != nil {
