@@ -211,3 +211,14 @@ func seconds(ns int64) float64 { return float64(ns) / float64(time.Second) }
 func targets(w history.Window, node string) bool {
 	return node != "" && slices.Contains(w.Targets, node)
 }
+
+// targetsMaster reports whether a fault window hits any master (one of the
+// Final views): while it lasts a worker may have no leader to hear from.
+func (in Input) targetsMaster(w history.Window) bool {
+	for _, v := range in.Final {
+		if targets(w, v.ID) {
+			return true
+		}
+	}
+	return false
+}

@@ -338,10 +338,27 @@ func TestKilledStaysDead(t *testing.T) {
 	in.Ops = h.ops
 	expectPass(t, in, NameKilledStaysDead)
 
+	// The same, while every master was down just after the kill: no
+	// leader could tell the worker.
+	in = clean()
+	in.Runs[2] = run("dB", 1, 200, "w2", 0.5, 5)
+	h.ops = in.Ops
+	h.fault(2, "kill-all-masters", masterIDs(in), 3.2, 4.5)
+	in.Ops = h.ops
+	expectPass(t, in, NameKilledStaysDead)
+
 	// The sampler saw it past the deadline, though its trace ends in time.
 	in = clean()
 	in.Sightings[1].Last = at(4.5)
 	expectFail(t, in, NameKilledStaysDead, "dB")
+}
+
+func masterIDs(in Input) []string {
+	var ids []string
+	for _, v := range in.Final {
+		ids = append(ids, v.ID)
+	}
+	return ids
 }
 
 func TestKilledStaysDeadRefusesLaterStart(t *testing.T) {

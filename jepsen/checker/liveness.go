@@ -282,9 +282,10 @@ func UnsupervisedNotRelaunched(in Input) Result {
 //   - no run or sighting is alive after the deadline.
 //
 // The deadline is T+KillGrace, or, when a fault window targeting the run's
-// worker was active at some point in [T, T+KillGrace] (the kill may not
-// have reached the worker), the latest such window's stop plus CutSlack if
-// that is later. Offending: driver IDs.
+// worker or any master was active at some point in [T, T+KillGrace] (the
+// kill may not have reached the worker: it was cut off, or no leader was
+// there to tell it, as when every master is down), the latest such
+// window's stop plus CutSlack if that is later. Offending: driver IDs.
 func KilledStaysDead(in Input) Result {
 	killedAt := map[string]int64{}
 	for _, c := range clientOps(in.Ops) {
@@ -315,7 +316,7 @@ func KilledStaysDead(in Input) Result {
 	deadline := func(t int64, worker string) int64 {
 		d := t + int64(in.KillGrace)
 		for _, w := range ws {
-			if targets(w, worker) && w.Start <= t+int64(in.KillGrace) && w.Stop >= t {
+			if (targets(w, worker) || in.targetsMaster(w)) && w.Start <= t+int64(in.KillGrace) && w.Stop >= t {
 				d = max(d, w.Stop+int64(in.CutSlack))
 			}
 		}
