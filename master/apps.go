@@ -39,16 +39,10 @@ func (m *Master) handleRegisterApp(w http.ResponseWriter, r *http.Request) {
 	if !decodeBody(w, r, &req) {
 		return
 	}
+	if !checkTokenAndName(w, "registration", req.Token, req.Name) {
+		return
+	}
 	switch {
-	case req.Token == "":
-		writeError(w, http.StatusBadRequest, "a registration token is required")
-		return
-	case len(req.Token) > api.MaxTokenLen:
-		writeError(w, http.StatusBadRequest, fmt.Sprintf("token exceeds %d bytes", api.MaxTokenLen))
-		return
-	case validName(req.Name) != nil:
-		writeError(w, http.StatusBadRequest, validName(req.Name).Error())
-		return
 	case req.DriverID != "" && !driverIDPattern.MatchString(req.DriverID):
 		writeError(w, http.StatusBadRequest, fmt.Sprintf("%q is not a driver ID (driver-<yyyyMMddHHmmss>-<seq>)", req.DriverID))
 		return

@@ -223,6 +223,25 @@ func writeApplyError(w http.ResponseWriter, err error) {
 	}
 }
 
+// checkTokenAndName answers 400 itself unless a request carries a token
+// (for what: submission, registration) of at most api.MaxTokenLen bytes and
+// a valid name.
+func checkTokenAndName(w http.ResponseWriter, what, token, name string) bool {
+	var msg string
+	switch {
+	case token == "":
+		msg = "a " + what + " token is required"
+	case len(token) > api.MaxTokenLen:
+		msg = fmt.Sprintf("token exceeds %d bytes", api.MaxTokenLen)
+	case validName(name) != nil:
+		msg = validName(name).Error()
+	default:
+		return true
+	}
+	writeError(w, http.StatusBadRequest, msg)
+	return false
+}
+
 // validName checks a driver's or app's name: at most 256 bytes of UTF-8
 // text without control characters, since names end up in terminals, logs
 // and pages.
@@ -270,15 +289,7 @@ func (m *Master) handleSubmit(w http.ResponseWriter, r *http.Request) {
 	if !decodeBody(w, r, &req) {
 		return
 	}
-	switch {
-	case req.Token == "":
-		writeError(w, http.StatusBadRequest, "a submission token is required")
-		return
-	case len(req.Token) > api.MaxTokenLen:
-		writeError(w, http.StatusBadRequest, fmt.Sprintf("token exceeds %d bytes", api.MaxTokenLen))
-		return
-	case validName(req.Name) != nil:
-		writeError(w, http.StatusBadRequest, validName(req.Name).Error())
+	if !checkTokenAndName(w, "submission", req.Token, req.Name) {
 		return
 	}
 	if err := fsm.ValidateProgram(req.Argv, req.Env, req.Cores, req.MemoryMB); err != nil {
