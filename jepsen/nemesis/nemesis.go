@@ -13,6 +13,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -28,6 +29,45 @@ type Env struct {
 	// under it, long ones exceed it.
 	Election time.Duration
 	Logf     func(format string, args ...any)
+
+	mu       sync.Mutex
+	problems []string
+}
+
+// Problems lists what made a fault not do what it claims (an isolated
+// leader that did not step down): the run's results cannot be trusted then.
+func (env *Env) Problems() []string {
+	env.mu.Lock()
+	defer env.mu.Unlock()
+	return append([]string(nil), env.problems...)
+}
+
+func (env *Env) problem(format string, args ...any) {
+	env.mu.Lock()
+	defer env.mu.Unlock()
+	env.problems = append(env.problems, fmt.Sprintf(format, args...))
+}
+
+// stepDownWithin is how long an isolated leader may go on calling itself
+// leader: it must notice, within its leader lease, that no quorum answers.
+const stepDownWithin = 5 * time.Second
+
+// awaitStepDown checks that the partition really cut the leader off: the
+// suite, which is on no side of the cut (its address is none of the
+// nodes'), asks it until it no longer says it leads.
+func (env *Env) awaitStepDown(l *testcluster.Node) {
+	deadline := time.Now().Add(stepDownWithin)
+	for time.Now().Before(deadline) {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		st, err := testcluster.State(ctx, l)
+		cancel()
+		if err == nil && st.Role != "Leader" {
+			env.Logf("nemesis: isolated leader %s stepped down (now %s)", l.ID, st.Role)
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	env.problem("isolated leader %s still led %s after the partition", l.ID, stepDownWithin)
 }
 
 // fault is one kind of fault. start applies it and returns the nodes it
@@ -82,7 +122,11 @@ var faults = []fault{
 		if err != nil {
 			return nil, nil, err
 		}
-		return cut(env, [][]*testcluster.Node{{l}, without(nodes(env), l)})
+		targets, stop, err := cut(env, [][]*testcluster.Node{{l}, without(nodes(env), l)})
+		if err == nil {
+			env.awaitStepDown(l)
+		}
+		return targets, stop, err
 	}},
 	{name: "partition-halves", family: "partition", start: func(env *Env, rng *rand.Rand) ([]string, func() error, error) {
 		all := shuffled(rng, nodes(env))

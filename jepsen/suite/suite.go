@@ -220,7 +220,7 @@ func Run(ctx context.Context, cfg Config) (out *Outcome, err error) {
 		return nil, err
 	}
 
-	results := checker.Check(in)
+	results := append(checker.Check(in), partitionsEffective(env))
 	out = &Outcome{Dir: dir, Seed: cfg.Seed, Valid: true, Results: results}
 	for _, r := range results {
 		out.Valid = out.Valid && r.Valid
@@ -240,6 +240,18 @@ func Run(ctx context.Context, cfg Config) (out *Outcome, err error) {
 		checker.VisualizeReads(in, filepath.Join(dir, "linearizability.html")),
 	)
 	return out, err
+}
+
+// partitionsEffective is the suite's check on itself: a partition result
+// counts only if an isolated leader really stepped down.
+func partitionsEffective(env *nemesis.Env) checker.Result {
+	ps := env.Problems()
+	r := checker.Result{Name: "partitions-effective", Valid: len(ps) == 0,
+		Summary: "every isolated leader stepped down"}
+	if len(ps) > 0 {
+		r.Summary = fmt.Sprintf("%d faults did not take: %s", len(ps), strings.Join(ps, "; "))
+	}
+	return r
 }
 
 func withDefaults(cfg Config) Config {
