@@ -4,7 +4,7 @@ GO      ?= go
 BIN     ?= bin
 PKGS    := ./...
 
-.PHONY: all build test vet lint demo jepsen clean
+.PHONY: all build test vet lint demo jepsen clean bench
 
 all: build
 
@@ -31,6 +31,10 @@ demo: build
 JEPSEN_ARGS ?= --nemesis kill,partition,pause --time 60s
 jepsen:
 	$(GO) run ./jepsen $(JEPSEN_ARGS)
+
+# Benchmarks against the targets: writes docs/benchmarks.md and docs/benchmarks.json.
+bench:
+	$(GO) run ./bench
 
 clean:
 	rm -rf $(BIN)

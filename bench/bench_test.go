@@ -1,0 +1,213 @@
+package main
+
+import (
+	"encoding/json"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+// stream builds `go test -json` output. Each step is an action and a
+// benchmark name ("run fsm"), or "out NAME" and the output text, which may
+// be a partial line, as test2json splits a result line when the benchmark
+// name and its figures are printed apart.
+type stream []string
+
+func (s stream) event(action, test string) stream {
+	b, _ := json.Marshal(map[string]string{"Action": action, "Test": test})
+	return append(s, string(b))
+}
+
+func (s stream) out(test, text string) stream {
+	b, _ := json.Marshal(map[string]string{"Action": "output", "Test": test, "Output": text})
+	return append(s, string(b))
+}
+
+// bench is a benchmark that ran and printed lines.
+func (s stream) bench(test string, lines ...string) stream {
+	s = s.event("run", test).out(test, "=== RUN   "+test+"\n").out(test, test+"\n")
+	for _, l := range lines {
+		s = s.out(test, l)
+	}
+	return s
+}
+
+func (s stream) String() string { return strings.Join(s, "\n") + "\n" }
+
+func figuresOf(t *testing.T, runs map[string]stream, errs map[string]string) *figures {
+	t.Helper()
+	f := newFigures()
+	for _, r := range plan(false) {
+		s, ok := runs[r.benches[0]]
+		if !ok {
+			t.Fatalf("no canned output for %s", r.benches[0])
+		}
+		f.add(&ran{spec: r, info: RunInfo{Command: "go test", Error: errs[r.benches[0]]}, outcome: parseJSON(strings.NewReader(s.String()))})
+	}
+	return f
+}
+
+func canned() (map[string]stream, map[string]string) {
+	var apply, snap, thr, lat, place, leader, worker stream
+	// With -count, test2json attributes a benchmark's output to it on its
+	// first repetition only, and may split result lines.
+	apply = apply.event("run", "BenchmarkApply").out("BenchmarkApply", "BenchmarkApply\n")
+	for rep := range 3 {
+		for i, cmd := range []string{"SubmitDriver", "WorkerLost"} {
+			name := "BenchmarkApply/" + cmd
+			line := name + "-2         \t     100\t    " + []string{"10533", "1498094"}[i] + " ns/op\t    2701 B/op\t      37 allocs/op\n"
+			if rep == 0 {
+				apply = apply.bench(name, line)
+			} else {
+				apply = apply.out("", line[:len(name)+11]).out("", line[len(name)+11:])
+			}
+		}
+	}
+	snap = snap.bench("BenchmarkSnapshot100k").bench("BenchmarkRestore100k")
+	for _, ns := range []string{"321486785", "300000000", "990000000"} {
+		snap = snap.out("", "BenchmarkSnapshot100k-2 \t       1\t "+ns+" ns/op\t  67437229 bytes\n")
+		snap = snap.out("", "BenchmarkRestore100k-2 \t       1\t1178728693 ns/op\t  67437229 bytes\n")
+	}
+	// A run that failed once out of three, and whose result lines a
+	// master's log splits.
+	for i, v := range []string{"12000", "9000"} {
+		thr = thr.bench("BenchmarkSubmitThroughput", "BenchmarkSubmitThroughput-2 \t", "master m1: leader elected\n",
+			"       1\t         0 ns/op\t      "+v+" submits/s\n")
+		if i == 0 {
+			thr = thr.bench("BenchmarkSubmitThroughput", "    throughput_bench_test.go:40: submit: connection refused\n",
+				"        (after 3 tries)\n", "--- FAIL: BenchmarkSubmitThroughput\n").event("fail", "BenchmarkSubmitThroughput")
+		}
+	}
+	// BenchmarkSubmitLatencyAt2000 is not in the package: nothing runs.
+	lat = lat.out("", "PASS\n")
+	place = place.bench("BenchmarkPlacement", "    throughput_bench_test.go:99: placed 100 of 100000\n",
+		"    throughput_bench_test.go:120: placement stalled: 99900 drivers waiting\n",
+		"--- FAIL: BenchmarkPlacement\n").event("fail", "BenchmarkPlacement")
+	leader = leader.event("run", "BenchmarkLeaderKillToAcceptedSubmit").
+		bench("BenchmarkLeaderKillToAcceptedSubmit/raft-500ms", "    failover_bench_test.go:25: leader SIGKILL to accepted submission over 20 trials: ...\n",
+			"BenchmarkLeaderKillToAcceptedSubmit/raft-500ms-2  \t      20\t         0.8120 p50-s\t         1.100 worst-s\n").
+		bench("BenchmarkLeaderKillToAcceptedSubmit/raft-1s-default", "BenchmarkLeaderKillToAcceptedSubmit/raft-1s-default-2  \t",
+			"2026/11/29 17:00:00 worker w1: lost master\n", "      20\t         1.600 p50-s\t         2.400 worst-s\n")
+	worker = worker.bench("BenchmarkWorkerKillToRelaunchRunning/local", "    failover_bench_test.go:110: needs root\n",
+		"--- SKIP: BenchmarkWorkerKillToRelaunchRunning/local\n").event("skip", "BenchmarkWorkerKillToRelaunchRunning/local")
+	return map[string]stream{
+			"BenchmarkApply": apply, "BenchmarkSnapshot100k": snap, "BenchmarkSubmitThroughput": thr,
+			"BenchmarkSubmitLatencyAt2000": lat, "BenchmarkPlacement": place,
+			"BenchmarkLeaderKillToAcceptedSubmit": leader, "BenchmarkWorkerKillToRelaunchRunning": worker,
+		}, map[string]string{
+			"BenchmarkSubmitThroughput": "exit status 1", "BenchmarkPlacement": "exit status 1",
+		}
+}
+
+func TestParseResults(t *testing.T) {
+	output := []string{
+		"=== RUN   BenchmarkSubs/a-1",
+		"BenchmarkSubs/a-1",
+		"    x_test.go:4: log 1",
+		"BenchmarkSubs/a-1-2         \tnoise line",
+		"       2\t     22283 ns/op\t      1234 placements/s",
+		"BenchmarkSubs/a-2 \t 3\t 5 ns/op",
+		"BenchmarkSubs/a-1 \t 7\t 1.5 p50-s\t 2 worst-s",
+		"BenchmarkSubs/a-10-2 \t 3\t 5 ns/op",
+		"99 stray 3 lines",
+	}
+	got := parseResults([]string{"BenchmarkSubs", "BenchmarkSubs/a", "BenchmarkSubs/a-1"}, output)
+	want := map[string][]Result{
+		"BenchmarkSubs/a-1": {
+			{N: 2, Metrics: map[string]float64{"ns/op": 22283, "placements/s": 1234}},
+			{N: 7, Metrics: map[string]float64{"p50-s": 1.5, "worst-s": 2}},
+		},
+		"BenchmarkSubs/a": {{N: 3, Metrics: map[string]float64{"ns/op": 5}}},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("got %+v, want %+v", got, want)
+	}
+}
+
+func TestRows(t *testing.T) {
+	runs, errs := canned()
+	f := figuresOf(t, runs, errs)
+	want := []struct{ figure, status, measured string }{
+		{"acknowledged submissions/s", met, "10,500/s (median of 2 runs, lowest 9,000/s); 1 of 3 runs of BenchmarkSubmitThroughput failed: throughput_bench_test.go:40: submit: connection refused (after 3 tries)"},
+		{"submit latency", notMeasured, "BenchmarkSubmitLatencyAt2000 is not in ./cmd/drover"},
+		{"placements/s", notMeasured, "BenchmarkPlacement failed: throughput_bench_test.go:120: placement stalled: 99900 drivers waiting"},
+		{"leader SIGKILL to next accepted write (raft-500ms)", met, "p50 0.81 s, worst 1.10 s over 20 trials"},
+		{"leader SIGKILL to next accepted write (raft-1s-default)", notMet, "p50 1.60 s, worst 2.40 s over 20 trials"},
+		{"worker SIGKILL to relaunched driver RUNNING (local)", notMeasured, "BenchmarkWorkerKillToRelaunchRunning/local skipped: failover_bench_test.go:110: needs root"},
+		{"snapshot and restore", notMet, "snapshot 0.32 s (slowest run 0.99 s), restore 1.18 s (slowest run 1.18 s), 67.4 MB; median of 3 runs"},
+		{"master memory", notMeasured, "BenchmarkPlacement failed: throughput_bench_test.go:120: placement stalled: 99900 drivers waiting"},
+	}
+	rows := targetRows(f)
+	if len(rows) != len(want) {
+		t.Fatalf("%d rows, want %d: %+v", len(rows), len(want), rows)
+	}
+	for i, w := range want {
+		r := rows[i]
+		if !strings.HasPrefix(r.Figure, w.figure) || r.Status != w.status || r.Measured != w.measured {
+			t.Errorf("row %d:\n got %q %q %q\nwant %q %q %q", i, r.Figure, r.Status, r.Measured, w.figure, w.status, w.measured)
+		}
+	}
+	if s := rows[0].Stats[0]; !reflect.DeepEqual(s.Runs, []float64{12000, 9000}) || s.Median != 10500 {
+		t.Errorf("throughput stat %+v", s)
+	}
+
+	apply := applyRows(f)
+	if len(apply) != 2 || apply[1].Command != "WorkerLost" || apply[1].Stats[0].Median != 1498094 || len(apply[1].Stats[0].Runs) != 3 {
+		t.Fatalf("apply rows %+v", apply)
+	}
+	md := markdown(&Report{Date: "2026-11-29 17:00 UTC", Commit: "da5a3ee (dirty)", Command: "go run ./bench --quick", Quick: true,
+		Machine: Machine{CPU: "AMD EPYC", Cores: 2, MemoryGiB: 23.4, Kernel: "Linux 6.1", Go: "go1.26.8 linux/amd64"},
+		Targets: rows, Apply: apply, Runs: []RunInfo{{Command: "go test -bench '^(BenchmarkPlacement)$' ./cmd/drover", Seconds: 3, Error: "exit status 1"}}})
+	for _, line := range []string{
+		"| commit | da5a3ee (dirty) |",
+		"| CPU | AMD EPYC, 2 cores |",
+		"| placements/s: SUBMITTED to RUNNING acknowledged by workers | 100,000 drivers, 1,000 simulated workers | >= 5,000/s (Nomad's C1M placed about 3,750/s) | BenchmarkPlacement failed: throughput_bench_test.go:120: placement stalled: 99900 drivers waiting | not measured |",
+		"| WorkerLost | 1,498,094 | 1,498,094 | 37 | 2,701 |",
+		"| `go test -bench '^(BenchmarkPlacement)$' ./cmd/drover` | 3 | exit status 1 |",
+		"**A quick run",
+	} {
+		if !strings.Contains(md, line) {
+			t.Errorf("markdown lacks %q:\n%s", line, md)
+		}
+	}
+}
+
+// TestBuildFailure: a run that does not build leaves its rows not measured,
+// with the compiler's first error.
+func TestBuildFailure(t *testing.T) {
+	runs, errs := canned()
+	runs["BenchmarkApply"] = stream{
+		`{"ImportPath":"x/fsm [x/fsm.test]","Action":"build-output","Output":"# x/fsm [x/fsm.test]\n"}`,
+		`{"ImportPath":"x/fsm [x/fsm.test]","Action":"build-output","Output":"fsm/bench_test.go:3:33: undefined: thing\n"}`,
+		`{"Action":"output","Package":"x/fsm","Output":"FAIL\tx/fsm [build failed]\n"}`,
+	}
+	errs["BenchmarkApply"] = "exit status 1: " + firstProblem(parseJSON(strings.NewReader(runs["BenchmarkApply"].String())).other)
+	apply := applyRows(figuresOf(t, runs, errs))
+	want := []ApplyRow{{Command: "BenchmarkApply", Reason: "go test: exit status 1: fsm/bench_test.go:3:33: undefined: thing"}}
+	if !reflect.DeepEqual(apply, want) {
+		t.Errorf("got %+v, want %+v", apply, want)
+	}
+}
+
+func TestThousands(t *testing.T) {
+	for v, want := range map[float64]string{0: "0", 999: "999", 1000: "1,000", 1234567.6: "1,234,568", -4200: "-4,200"} {
+		if got := thousands(v); got != want {
+			t.Errorf("thousands(%v) = %q, want %q", v, got, want)
+		}
+	}
+}
+
+func TestFirstProblem(t *testing.T) {
+	for _, c := range []struct {
+		out  []string
+		want string
+	}{
+		{[]string{"# ./nonexist", "stat /x/nonexist: directory not found", "FAIL\t./nonexist [setup failed]"}, "stat /x/nonexist: directory not found"},
+		{[]string{"goos: linux", "BenchmarkApply/X-2 \t", "      20\t 3582 ns/op", "panic: test timed out after 1m0s", "FAIL"}, "panic: test timed out after 1m0s"},
+		{[]string{"PASS", "ok  \tx/fsm\t1.3s"}, ""},
+	} {
+		if got := firstProblem(c.out); got != c.want {
+			t.Errorf("firstProblem(%q) = %q, want %q", c.out, got, c.want)
+		}
+	}
+}

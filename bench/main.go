@@ -1,0 +1,236 @@
+// Command bench measures Drover against the targets of its benchmarks
+// issue and writes docs/benchmarks.md and docs/benchmarks.json:
+//
+//	go run ./bench [--quick] [--out docs]
+//
+// It runs the Go benchmarks of ./fsm and ./cmd/drover, one `go test -json
+// -bench` subprocess per group, each repeated (-count) or made of many
+// trials (-benchtime Nx), and judges each figure on its median and tail. A
+// benchmark that is missing, fails or is skipped leaves its row "not
+// measured" with the reason; only an unwritable report makes bench fail.
+// Run it from the module root.
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// run is one go test invocation: benchmarks of one package matched
+// exactly, with their -benchtime and -count.
+type run struct {
+	pkg       string
+	benches   []string
+	benchtime string
+	count     int
+	short     bool          // -short: cmd/drover's small sizes
+	limit     time.Duration // killed after this long
+}
+
+// plan returns the runs, with the issue's trial counts and sizes or, quick,
+// fewer trials and cmd/drover's -short sizes.
+func plan(quick bool) []run {
+	pick := func(full, smoke string) string {
+		if quick {
+			return smoke
+		}
+		return full
+	}
+	n := func(full, smoke int) int {
+		if quick {
+			return smoke
+		}
+		return full
+	}
+	// The process-level benchmarks of cmd/drover do a whole measurement
+	// per iteration: the throughput ones once (1x) per run, repeated with
+	// -count; the failover ones one trial per iteration, 20 in one run.
+	cluster := func(bench, benchtime string, count int, limit time.Duration) run {
+		return run{pkg: "./cmd/drover", benches: []string{bench}, benchtime: benchtime, count: count, short: quick, limit: limit}
+	}
+	return []run{
+		{pkg: "./fsm", benches: []string{"BenchmarkApply"}, benchtime: pick("1s", "100x"), count: n(5, 3), limit: 20 * time.Minute},
+		{pkg: "./fsm", benches: []string{"BenchmarkSnapshot100k", "BenchmarkRestore100k"}, benchtime: pick("3x", "1x"), count: n(5, 3), limit: 20 * time.Minute},
+		cluster("BenchmarkSubmitThroughput", "1x", n(5, 1), 30*time.Minute),
+		cluster("BenchmarkSubmitLatencyAt2000", "1x", n(5, 1), 30*time.Minute),
+		cluster("BenchmarkPlacement", "1x", n(3, 1), 100*time.Minute),
+		cluster("BenchmarkLeaderKillToAcceptedSubmit", pick("20x", "3x"), 1, 45*time.Minute),
+		cluster("BenchmarkWorkerKillToRelaunchRunning", pick("20x", "3x"), 1, 45*time.Minute),
+	}
+}
+
+// args are the go test arguments of r.
+func (r run) args() []string {
+	args := []string{"test", "-json", "-run", "^$", "-bench", "^(" + strings.Join(r.benches, "|") + ")$",
+		"-benchtime", r.benchtime, "-count", strconv.Itoa(r.count)}
+	if r.short {
+		args = append(args, "-short")
+	}
+	return append(args, r.pkg)
+}
+
+func main() {
+	quick := flag.Bool("quick", false, "fewer trials: a smoke run, not figures to quote")
+	out := flag.String("out", "docs", "the `directory` to write benchmarks.md and benchmarks.json into")
+	flag.Parse()
+	if err := bench(*quick, *out); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+}
+
+func bench(quick bool, outDir string) error {
+	mdPath, jsonPath := filepath.Join(outDir, "benchmarks.md"), filepath.Join(outDir, "benchmarks.json")
+	rep := &Report{
+		Date:    time.Now().UTC().Format("2006-01-02 15:04 MST"),
+		Commit:  commit(mdPath, jsonPath),
+		Command: command(),
+		Quick:   quick,
+		Machine: machine(),
+	}
+	f := newFigures()
+	for _, r := range plan(quick) {
+		f.add(execute(r))
+	}
+	rep.Targets, rep.Apply = targetRows(f), applyRows(f)
+	for _, r := range f.runs {
+		rep.Runs = append(rep.Runs, r.info)
+	}
+	var js bytes.Buffer
+	enc := json.NewEncoder(&js)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(rep); err != nil {
+		return err
+	}
+	if err := os.MkdirAll(outDir, 0o755); err != nil {
+		return err
+	}
+	if err := os.WriteFile(jsonPath, js.Bytes(), 0o644); err != nil {
+		return err
+	}
+	if err := os.WriteFile(mdPath, []byte(markdown(rep)), 0o644); err != nil {
+		return err
+	}
+	fmt.Fprintf(os.Stderr, "bench: wrote %s and %s\n", mdPath, jsonPath)
+	return nil
+}
+
+// goCmd is the go command the runs use: $GO, or go on the PATH.
+func goCmd() string {
+	if g := os.Getenv("GO"); g != "" {
+		return g
+	}
+	return "go"
+}
+
+// execute runs r, killing its process group if it outlives r.limit.
+func execute(r run) *ran {
+	res := &ran{spec: r, info: RunInfo{Command: "go " + strings.Join(quoted(r.args()), " ")}}
+	fmt.Fprintf(os.Stderr, "bench: %s\n", res.info.Command)
+	ctx, cancel := context.WithTimeout(context.Background(), r.limit)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, goCmd(), r.args()...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	cmd.WaitDelay = 10 * time.Second
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	start := time.Now()
+	err := cmd.Run()
+	res.info.Seconds = time.Since(start).Seconds()
+	res.outcome = parseJSON(&stdout)
+	res.outcome.other = append(res.outcome.other, strings.Split(stderr.String(), "\n")...)
+	switch {
+	case ctx.Err() != nil:
+		res.info.Error = fmt.Sprintf("killed after %s", r.limit)
+	case err != nil:
+		res.info.Error = err.Error()
+	}
+	if p := firstProblem(res.outcome.other); err != nil && p != "" {
+		res.info.Error += ": " + p
+	}
+	fmt.Fprintf(os.Stderr, "bench: took %.0fs %s\n", res.info.Seconds, res.info.Error)
+	return res
+}
+
+// quoted shell-quotes the arguments that need it.
+func quoted(args []string) []string {
+	out := make([]string, len(args))
+	for i, a := range args {
+		out[i] = a
+		if a == "" || strings.ContainsAny(a, " ^$|()*?'\"\\") {
+			out[i] = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
+		}
+	}
+	return out
+}
+
+// command is how bench was started, as a user would type it.
+func command() string {
+	if os.Getenv("MAKELEVEL") != "" && len(os.Args) == 1 {
+		return "make bench"
+	}
+	return strings.Join(append([]string{"go", "run", "./bench"}, quoted(os.Args[1:])...), " ")
+}
+
+// commit is the short hash of HEAD, with " (dirty)" when the tree has
+// changes other than the report files themselves.
+func commit(reports ...string) string {
+	head, err := exec.Command("git", "rev-parse", "--short", "HEAD").Output()
+	if err != nil {
+		return "unknown"
+	}
+	args := []string{"status", "--porcelain", "--", "."}
+	for _, r := range reports {
+		args = append(args, ":(exclude)"+r)
+	}
+	status, err := exec.Command("git", args...).Output()
+	c := strings.TrimSpace(string(head))
+	if err != nil || len(bytes.TrimSpace(status)) > 0 {
+		c += " (dirty)"
+	}
+	return c
+}
+
+// machine describes this machine from /proc and the go command.
+func machine() Machine {
+	m := Machine{CPU: "unknown", Cores: runtime.NumCPU(), Kernel: "unknown", Go: "unknown"}
+	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		m.CPU = procField(string(b), "model name", m.CPU)
+	}
+	if b, err := os.ReadFile("/proc/meminfo"); err == nil {
+		kb, _ := strconv.ParseFloat(strings.TrimSuffix(procField(string(b), "MemTotal", "0"), " kB"), 64)
+		m.MemoryGiB = kb / (1 << 20)
+	}
+	if b, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {
+		m.Kernel = "Linux " + strings.TrimSpace(string(b))
+	}
+	if b, err := exec.Command(goCmd(), "version").Output(); err == nil {
+		m.Go = strings.TrimPrefix(strings.TrimSpace(string(b)), "go version ")
+	}
+	return m
+}
+
+// procField returns the value of the first "key: value" line of a /proc
+// file, or def.
+func procField(text, key, def string) string {
+	for _, line := range strings.Split(text, "\n") {
+		k, v, ok := strings.Cut(line, ":")
+		if ok && strings.TrimSpace(k) == key {
+			return strings.TrimSpace(v)
+		}
+	}
+	return def
+}

@@ -1,0 +1,417 @@
+package main
+
+import (
+	"cmp"
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+)
+
+// Report is everything docs/benchmarks.md and docs/benchmarks.json say.
+type Report struct {
+	Date    string     `json:"date"`
+	Commit  string     `json:"commit"`
+	Command string     `json:"command"`
+	Quick   bool       `json:"quick"`
+	Machine Machine    `json:"machine"`
+	Targets []Row      `json:"targets"`
+	Apply   []ApplyRow `json:"fsm_apply"`
+	Runs    []RunInfo  `json:"runs"`
+}
+
+// Machine describes where the figures were measured.
+type Machine struct {
+	CPU       string  `json:"cpu"`
+	Cores     int     `json:"cores"`
+	MemoryGiB float64 `json:"memory_gib"`
+	Kernel    string  `json:"kernel"`
+	Go        string  `json:"go"`
+}
+
+// Row statuses.
+const (
+	met         = "met"
+	notMet      = "not met"
+	notMeasured = "not measured"
+)
+
+// Row is one figure of the targets table.
+type Row struct {
+	Figure   string `json:"figure"`
+	How      string `json:"how"`
+	Target   string `json:"target"`
+	Status   string `json:"status"`
+	Measured string `json:"measured"` // the figures, or why there are none
+	Stats    []Stat `json:"stats,omitempty"`
+}
+
+// ApplyRow is one command type's line of the FSM table.
+type ApplyRow struct {
+	Command string `json:"command"`
+	Reason  string `json:"reason,omitempty"` // why it was not measured
+	Stats   []Stat `json:"stats,omitempty"`  // ns/op, allocs/op, B/op
+}
+
+// RunInfo is one go test run.
+type RunInfo struct {
+	Command string  `json:"command"`
+	Seconds float64 `json:"seconds"`
+	Error   string  `json:"error,omitempty"`
+}
+
+// Stat is one metric of one benchmark over its runs (-count).
+type Stat struct {
+	Benchmark string    `json:"benchmark"`
+	Unit      string    `json:"unit"`
+	Median    float64   `json:"median"`
+	Min       float64   `json:"min"`
+	Max       float64   `json:"max"`
+	Runs      []float64 `json:"runs"` // one value per run, in run order
+}
+
+func newStat(bench, unit string, runs []float64) Stat {
+	s := slices.Sorted(slices.Values(runs))
+	n := len(s)
+	return Stat{Benchmark: bench, Unit: unit, Median: (s[(n-1)/2] + s[n/2]) / 2, Min: s[0], Max: s[n-1], Runs: runs}
+}
+
+// ran is one go test run and what it reported.
+type ran struct {
+	spec    run
+	info    RunInfo
+	outcome *outcome
+}
+
+// figures are the outcomes of all runs, looked up by benchmark name.
+type figures struct {
+	runs  []*ran
+	byTop map[string]*ran // top-level benchmark name -> the run that ran it
+}
+
+func newFigures() *figures { return &figures{byTop: map[string]*ran{}} }
+
+func (f *figures) add(r *ran) {
+	f.runs = append(f.runs, r)
+	for _, b := range r.spec.benches {
+		f.byTop[b] = r
+	}
+}
+
+// subs returns the sub-benchmarks of top in the order they ran, or top
+// itself when it has none.
+func (f *figures) subs(top string) []string {
+	var out []string
+	if r := f.byTop[top]; r != nil {
+		for _, name := range r.outcome.order {
+			if rest, ok := strings.CutPrefix(name, top+"/"); ok && !strings.Contains(rest, "/") {
+				out = append(out, name)
+			}
+		}
+	}
+	if len(out) == 0 {
+		return []string{top}
+	}
+	return out
+}
+
+// test returns the log of a benchmark that ran.
+func (f *figures) test(name string) *testLog {
+	top, _, _ := strings.Cut(name, "/")
+	return f.byTop[top].outcome.tests[name]
+}
+
+// results returns the results of a benchmark, or why there are none.
+func (f *figures) results(name string) ([]Result, error) {
+	top, _, _ := strings.Cut(name, "/")
+	r := f.byTop[top]
+	if r == nil {
+		return nil, fmt.Errorf("%s was not run", top)
+	}
+	tests := r.outcome.tests
+	if rs := r.outcome.results[name]; len(rs) > 0 {
+		return rs, nil
+	}
+	for n := name; ; {
+		if t := tests[n]; t != nil && (t.failed > 0 || t.skipped) {
+			what := "failed"
+			if t.failed == 0 {
+				what = "skipped"
+			}
+			return nil, fmt.Errorf("%s %s: %s", n, what, why(t))
+		}
+		i := strings.LastIndex(n, "/")
+		if i < 0 {
+			break
+		}
+		n = n[:i]
+	}
+	if r.info.Error != "" {
+		return nil, fmt.Errorf("go test: %s", r.info.Error)
+	}
+	if tests[top] == nil {
+		return nil, fmt.Errorf("%s is not in %s", top, r.spec.pkg)
+	}
+	return nil, fmt.Errorf("%s reported no figures", name)
+}
+
+// why says why a benchmark failed or was skipped: its panic, or its last
+// log message.
+func why(t *testLog) string {
+	for _, l := range lines(t) {
+		if strings.HasPrefix(l, "panic: ") {
+			return l
+		}
+	}
+	if msg := lastLog(t); msg != "" {
+		return msg
+	}
+	return "no message"
+}
+
+// judgement collects the figures one row uses, and the first reason one of
+// them is missing.
+type judgement struct {
+	f     *figures
+	err   error
+	stats []Stat
+	notes []string
+}
+
+// stat returns the Stat of unit over the runs of benchmark name; after a
+// failure it returns zeros and j.err says why.
+func (j *judgement) stat(name, unit string) Stat {
+	if j.err != nil {
+		return Stat{}
+	}
+	rs, err := j.f.results(name)
+	if err != nil {
+		j.err = err
+		return Stat{}
+	}
+	vs := make([]float64, len(rs))
+	for i, r := range rs {
+		v, ok := r.Metrics[unit]
+		if !ok {
+			j.err = fmt.Errorf("%s reported no %q", name, unit)
+			return Stat{}
+		}
+		vs[i] = v
+	}
+	seen := false
+	for _, s := range j.stats {
+		seen = seen || s.Benchmark == name
+	}
+	if t := j.f.test(name); t.failed > 0 && !seen {
+		j.notes = append(j.notes, fmt.Sprintf("%d of %d runs of %s failed: %s", t.failed, t.failed+len(rs), name, why(t)))
+	}
+	s := newStat(name, unit, vs)
+	j.stats = append(j.stats, s)
+	return s
+}
+
+// trials is the number of iterations over all runs of benchmark name.
+func (j *judgement) trials(name string) int64 {
+	rs, err := j.f.results(name)
+	if err != nil {
+		j.err = cmp.Or(j.err, err)
+		return 0
+	}
+	var n int64
+	for _, r := range rs {
+		n += r.N
+	}
+	return n
+}
+
+// row fills in r's status and measured figures from judge, which returns
+// the figures as text and whether they meet the target.
+func (f *figures) row(r Row, judge func(j *judgement) (measured string, ok bool)) Row {
+	j := &judgement{f: f}
+	measured, ok := judge(j)
+	switch {
+	case j.err != nil:
+		r.Status, r.Measured = notMeasured, j.err.Error()
+		return r
+	case ok:
+		r.Status = met
+	default:
+		r.Status = notMet
+	}
+	r.Measured = strings.Join(append([]string{measured}, j.notes...), "; ")
+	r.Stats = j.stats
+	return r
+}
+
+// runs says how many runs a Stat is over.
+func runs(s Stat) string {
+	if len(s.Runs) == 1 {
+		return "1 run"
+	}
+	return fmt.Sprintf("median of %d runs", len(s.Runs))
+}
+
+// targetRows are the issue's targets, judged on the medians over runs; the
+// failover figures, whose runs each hold many trials, also on the worst
+// trial.
+func targetRows(f *figures) []Row {
+	rows := []Row{
+		f.row(Row{Figure: "acknowledged submissions/s, 3 masters, fsync on", How: "64 concurrent clients over HTTP, each committed by a quorum", Target: ">= 10,000/s"},
+			func(j *judgement) (string, bool) {
+				s := j.stat("BenchmarkSubmitThroughput", "submits/s")
+				return fmt.Sprintf("%s (%s, lowest %s)", rate(s.Median), runs(s), rate(s.Min)), s.Median >= 10_000
+			}),
+		f.row(Row{Figure: "submit latency p50/p99 at 2,000 submissions/s", How: "same, offered at 2,000/s", Target: "p99 <= 20 ms"},
+			func(j *judgement) (string, bool) {
+				b := "BenchmarkSubmitLatencyAt2000"
+				p50, p99, got := j.stat(b, "p50_ms"), j.stat(b, "p99_ms"), j.stat(b, "achieved/s")
+				text := fmt.Sprintf("p50 %.1f ms, p99 %.1f ms (%s, worst %.1f ms) at %s achieved", p50.Median, p99.Median, runs(p99), p99.Max, rate(got.Median))
+				if got.Median < 0.95*2000 {
+					return text + ", short of 2,000/s", false
+				}
+				return text, p99.Median <= 20
+			}),
+		f.row(Row{Figure: "placements/s: SUBMITTED to RUNNING acknowledged by workers", How: "100,000 drivers, 1,000 simulated workers", Target: ">= 5,000/s (Nomad's C1M placed about 3,750/s)"},
+			func(j *judgement) (string, bool) {
+				s := j.stat("BenchmarkPlacement", "placements/s")
+				return fmt.Sprintf("%s (%s, lowest %s)", rate(s.Median), runs(s), rate(s.Min)), s.Median >= 5_000
+			}),
+	}
+	failover := func(top, figure, how, target string, p50Max, worstMax float64) {
+		for _, name := range f.subs(top) {
+			label := figure
+			if sub, ok := strings.CutPrefix(name, top+"/"); ok {
+				label += " (" + sub + ")"
+			}
+			rows = append(rows, f.row(Row{Figure: label, How: how, Target: target}, func(j *judgement) (string, bool) {
+				p50, worst, n := j.stat(name, "p50-s"), j.stat(name, "worst-s"), j.trials(name)
+				return fmt.Sprintf("p50 %.2f s, worst %.2f s over %d trials", p50.Median, worst.Max, n), p50.Median <= p50Max && worst.Max <= worstMax
+			}))
+		}
+	}
+	failover("BenchmarkLeaderKillToAcceptedSubmit", "leader SIGKILL to next accepted write", "20 trials",
+		"p50 <= 1.5 s, worst <= 3 s (Spark with ZooKeeper: 1-2 minutes)", 1.5, 3)
+	failover("BenchmarkWorkerKillToRelaunchRunning", "worker SIGKILL to relaunched driver RUNNING", "20 trials, lan and local profiles",
+		"p50 <= 4 s, worst <= 8 s (Spark: 60 s worker timeout)", 4, 8)
+	rows = append(rows,
+		f.row(Row{Figure: "snapshot and restore, 100,000 drivers", How: "time and bytes", Target: "<= 1 s each"},
+			func(j *judgement) (string, bool) {
+				snap, restore := j.stat("BenchmarkSnapshot100k", "ns/op"), j.stat("BenchmarkRestore100k", "ns/op")
+				size := j.stat("BenchmarkSnapshot100k", "bytes")
+				return fmt.Sprintf("snapshot %.2f s (slowest run %.2f s), restore %.2f s (slowest run %.2f s), %s; %s",
+						snap.Median/1e9, snap.Max/1e9, restore.Median/1e9, restore.Max/1e9, megabytes(size.Median), runs(snap)),
+					snap.Median <= 1e9 && restore.Median <= 1e9
+			}),
+		f.row(Row{Figure: "master memory with 100,000 drivers and 1,000 workers", How: "RSS", Target: "<= 1 KiB per driver above an empty master"},
+			func(j *judgement) (string, bool) {
+				b := "BenchmarkPlacement"
+				per, empty, full := j.stat(b, "rss_kib_per_driver"), j.stat(b, "rss_empty_mib"), j.stat(b, "rss_full_mib")
+				return fmt.Sprintf("%.2f KiB per driver (%s, worst %.2f); RSS %.0f MiB empty, %.0f MiB full",
+					per.Median, runs(per), per.Max, empty.Median, full.Median), per.Median <= 1
+			}),
+	)
+	return rows
+}
+
+// applyRows are the FSM Apply figures, one per command type.
+func applyRows(f *figures) []ApplyRow {
+	var out []ApplyRow
+	for _, name := range f.subs("BenchmarkApply") {
+		j := &judgement{f: f}
+		j.stat(name, "ns/op")
+		j.stat(name, "allocs/op")
+		j.stat(name, "B/op")
+		r := ApplyRow{Command: strings.TrimPrefix(name, "BenchmarkApply/"), Stats: j.stats}
+		if j.err != nil {
+			r.Reason, r.Stats = j.err.Error(), nil
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+// markdown renders the report as docs/benchmarks.md.
+func markdown(r *Report) string {
+	var b strings.Builder
+	p := func(format string, args ...any) { fmt.Fprintf(&b, format+"\n", args...) }
+	p("# Drover benchmarks")
+	p("")
+	p("Written by `%s`; do not edit by hand. The JSON beside it holds every run's figures.", r.Command)
+	p("")
+	if r.Quick {
+		p("**A quick run (`--quick`): fewer trials than the targets call for, and cmd/drover's benchmarks at their")
+		p("`-short` sizes. A smoke test, not figures to quote.**")
+		p("")
+	}
+	p("| | |")
+	p("| --- | --- |")
+	p("| date | %s |", r.Date)
+	p("| commit | %s |", r.Commit)
+	p("| command | `%s` |", r.Command)
+	p("| CPU | %s, %d cores |", cell(r.Machine.CPU), r.Machine.Cores)
+	p("| memory | %.1f GiB |", r.Machine.MemoryGiB)
+	p("| kernel | %s |", cell(r.Machine.Kernel))
+	p("| Go | %s |", cell(r.Machine.Go))
+	p("")
+	p("## Targets")
+	p("")
+	p("A figure is the median over repeated runs; \"lowest\", \"slowest\" and \"worst\" give the tail. A target is met")
+	p("when the median is within it (and, for failover, the worst trial too).")
+	p("")
+	p("| figure | how | target | measured | status |")
+	p("| --- | --- | --- | --- | --- |")
+	for _, row := range r.Targets {
+		p("| %s | %s | %s | %s | %s |", cell(row.Figure), cell(row.How), cell(row.Target), cell(row.Measured), row.Status)
+	}
+	p("")
+	p("## FSM Apply, per command")
+	p("")
+	p("`go test -bench BenchmarkApply ./fsm`: Apply of one command, decoding included, on tables of 10,000")
+	p("drivers (1,000 of them waiting), 100 workers and 100 apps. Every command is new and takes effect.")
+	p("Median and slowest of the runs' ns/op; allocations per command.")
+	p("")
+	p("| command | ns/op | slowest run | allocs/op | B/op |")
+	p("| --- | ---: | ---: | ---: | ---: |")
+	for _, a := range r.Apply {
+		if a.Reason != "" {
+			p("| %s | not measured: %s | | | |", a.Command, cell(a.Reason))
+			continue
+		}
+		ns, allocs, bytes := a.Stats[0], a.Stats[1], a.Stats[2]
+		p("| %s | %s | %s | %s | %s |", a.Command, thousands(ns.Median), thousands(ns.Max), thousands(allocs.Median), thousands(bytes.Median))
+	}
+	p("")
+	p("## Runs")
+	p("")
+	p("| go test | seconds | error |")
+	p("| --- | ---: | --- |")
+	for _, run := range r.Runs {
+		p("| `%s` | %.0f | %s |", cell(run.Command), run.Seconds, cell(run.Error))
+	}
+	return b.String()
+}
+
+// cell makes s safe in a Markdown table cell.
+func cell(s string) string {
+	return strings.NewReplacer("|", `\|`, "\n", " ").Replace(s)
+}
+
+func rate(v float64) string { return thousands(v) + "/s" }
+
+func megabytes(v float64) string { return fmt.Sprintf("%.1f MB", v/1e6) }
+
+// thousands formats v rounded to an integer, with thousands separators.
+func thousands(v float64) string {
+	s := fmt.Sprintf("%.0f", math.Abs(v))
+	var b strings.Builder
+	if v <= -0.5 {
+		b.WriteByte('-')
+	}
+	for i, c := range s {
+		if i > 0 && (len(s)-i)%3 == 0 {
+			b.WriteByte(',')
+		}
+		b.WriteRune(c)
+	}
+	return b.String()
+}

@@ -1,0 +1,578 @@
+package main
+
+// Throughput, latency and placement benchmarks of a real three-master
+// cluster (separate drover processes, Raft log fsynced as in production).
+// They report figures and fail only when the cluster does not work at all,
+// never because the machine is slow. Sizes come from environment variables,
+// with small defaults under -short:
+//
+//	DROVER_BENCH_DURATION  measuring time per iteration (SubmitThroughput,
+//	                       SubmitLatencyAt2000): 10s, -short 2s
+//	DROVER_BENCH_CLIENTS   concurrent submitting goroutines: 64
+//	DROVER_BENCH_RATE      open-loop submissions/s (SubmitLatencyAt2000):
+//	                       2000, -short 200
+//	DROVER_BENCH_WORKERS   simulated workers (Placement): 1000, -short 50
+//	DROVER_BENCH_DRIVERS   drivers to place (Placement): 100000, -short 1000
+//	DROVER_BENCH_GOSSIP    1: each simulated worker is also a memberlist
+//	                       member (Placement); default 0
+//	DROVER_BENCH_TIMEOUT   bound on placing every driver: 30m, -short 3m
+//
+// For example, on a quiet machine:
+//
+//	go test -run '^$' -bench 'SubmitThroughput|SubmitLatency|Placement' -benchtime 1x ./cmd/drover/
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"net"
+	"os"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/drover-project/drover/api"
+	"github.com/drover-project/drover/client"
+	"github.com/drover-project/drover/fsm"
+	"github.com/drover-project/drover/internal/simworker"
+	"github.com/drover-project/drover/internal/testcluster"
+)
+
+// tputRetainedDrivers is the masters' --retained-drivers in these
+// benchmarks: far above any driver count they make, so that pruning never
+// runs during a measurement.
+const tputRetainedDrivers = "10000000"
+
+// tputEnvInt reads an integer size from the environment: def, or short
+// under -short, when unset.
+func tputEnvInt(b *testing.B, name string, def, short int) int {
+	v := os.Getenv(name)
+	if v == "" {
+		if testing.Short() {
+			return short
+		}
+		return def
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n <= 0 {
+		b.Fatalf("%s=%q: want a positive integer", name, v)
+	}
+	return n
+}
+
+// tputEnvDuration is tputEnvInt for durations.
+func tputEnvDuration(b *testing.B, name string, def, short time.Duration) time.Duration {
+	v := os.Getenv(name)
+	if v == "" {
+		if testing.Short() {
+			return short
+		}
+		return def
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d <= 0 {
+		b.Fatalf("%s=%q: want a positive duration", name, v)
+	}
+	return d
+}
+
+// tputCluster starts three masters (no workers) with retention out of the
+// way, plus extra master flags, and returns the cluster and its leader.
+func tputCluster(b *testing.B, opts testcluster.Options) (*testcluster.Cluster, *testcluster.Node) {
+	opts.MasterArgs = append([]string{"--retained-drivers", tputRetainedDrivers}, opts.MasterArgs...)
+	c := testcluster.New(b, opts)
+	leader, err := c.Leader(30 * time.Second)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return c, leader
+}
+
+// tputClient returns the client all submitting goroutines share. One shared
+// client is what one process submitting from many goroutines would use (it
+// is safe for concurrent use), and its transport keeps up to 64 idle
+// connections per master, as many as the default 64 goroutines need, so
+// the number of goroutines, not the number of clients, sets the number of
+// connections. (The client still redials often: it cancels the requests to
+// the masters that did not answer first, which closes their connections.)
+func tputClient(b *testing.B, c *testcluster.Cluster) *client.Client {
+	cl, err := client.New(strings.Split(c.MasterAddrs, ","), client.Options{RequestTimeout: 10 * time.Second})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return cl
+}
+
+// tputRequest is a small but realistic submission: one core, 512 MiB, a
+// short argv and environment. The token is left to Submit (a fresh one).
+func tputRequest(i int64) api.SubmitRequest {
+	return api.SubmitRequest{
+		Name:     "bench-" + strconv.FormatInt(i, 10),
+		Argv:     []string{"/opt/spark/bin/spark-class", "org.example.Bench", "--input", "/data/in", "--output", "/data/out"},
+		Env:      map[string]string{"SPARK_CONF_DIR": "/etc/spark", "BENCH_RUN": "1"},
+		Cores:    1,
+		MemoryMB: 512,
+	}
+}
+
+// tputCPU returns the CPU time (user plus system) process pid has used.
+func tputCPU(pid int) time.Duration {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	s := string(b)
+	f := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
+	// utime and stime are fields 14 and 15 of stat, in clock ticks of
+	// USER_HZ, which is 100 on Linux.
+	utime, _ := strconv.ParseInt(f[11], 10, 64)
+	stime, _ := strconv.ParseInt(f[12], 10, 64)
+	return time.Duration(utime+stime) * 10 * time.Millisecond
+}
+
+// tputSettledRSSKiB returns the least of five samples of process pid's
+// resident set size over two seconds, in KiB: a Go process's RSS swings
+// with its garbage collections, and the low point is the closest to its
+// live memory.
+func tputSettledRSSKiB(b *testing.B, pid int) int64 {
+	least := tputRSSKiB(b, pid)
+	for range 4 {
+		time.Sleep(500 * time.Millisecond)
+		least = min(least, tputRSSKiB(b, pid))
+	}
+	return least
+}
+
+// tputRSSKiB returns the resident set size of process pid, in KiB.
+func tputRSSKiB(b *testing.B, pid int) int64 {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			kib, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 10, 64)
+			if err != nil {
+				b.Fatalf("VmRSS of %d: %q", pid, line)
+			}
+			return kib
+		}
+	}
+	b.Fatalf("no VmRSS in /proc/%d/status", pid)
+	return 0
+}
+
+// tputSubmitter counts the submissions of many goroutines.
+type tputSubmitter struct {
+	cl   *client.Client
+	seq  atomic.Int64
+	ok   atomic.Int64
+	errs atomic.Int64
+	// lastErr is the last error seen, for the log.
+	lastErr atomic.Value
+}
+
+// submit submits one driver, counts the outcome and says whether it was
+// acknowledged.
+func (s *tputSubmitter) submit(ctx context.Context) bool {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if _, err := s.cl.Submit(ctx, tputRequest(s.seq.Add(1))); err != nil {
+		s.errs.Add(1)
+		s.lastErr.Store(err.Error())
+		return false
+	}
+	s.ok.Add(1)
+	return true
+}
+
+// closedLoop runs n goroutines that each submit one driver after the other
+// until stop is closed or, when limit > 0, limit submissions were started
+// in all; it returns when all have finished.
+func (s *tputSubmitter) closedLoop(n int, limit int64, stop <-chan struct{}) {
+	var started atomic.Int64
+	var wg sync.WaitGroup
+	for range n {
+		wg.Go(func() {
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				if limit > 0 && started.Add(1) > limit {
+					return
+				}
+				s.submit(context.Background())
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// BenchmarkSubmitThroughput measures acknowledged submissions per second
+// (each one committed by a Raft quorum, fsynced) from 64 goroutines sharing
+// one client, against three masters and no workers: every driver stays
+// waiting, so the waiting queue grows all along. Each iteration submits for
+// DROVER_BENCH_DURATION. Besides "submits/s" it reports the leader's CPU time
+// per submission over the first and the last second of the run, which shows
+// whether the leader's work per submission grows with the waiting queue.
+func BenchmarkSubmitThroughput(b *testing.B) {
+	dur := tputEnvDuration(b, "DROVER_BENCH_DURATION", 10*time.Second, 2*time.Second)
+	clients := tputEnvInt(b, "DROVER_BENCH_CLIENTS", 64, 64)
+	c, leader := tputCluster(b, testcluster.Options{})
+	s := &tputSubmitter{cl: tputClient(b, c)}
+	pid := leader.PID()
+
+	type sample struct {
+		at  time.Time
+		cpu time.Duration
+		ok  int64
+	}
+	var samples []sample
+	take := func() { samples = append(samples, sample{time.Now(), tputCPU(pid), s.ok.Load()}) }
+	var elapsed time.Duration
+	b.ResetTimer()
+	for range b.N {
+		stop := make(chan struct{})
+		done := make(chan struct{})
+		start := time.Now()
+		go func() {
+			defer close(done)
+			s.closedLoop(clients, 0, stop)
+		}()
+		take()
+		tick := time.NewTicker(time.Second)
+		for time.Since(start) < dur {
+			<-tick.C
+			take()
+		}
+		tick.Stop()
+		close(stop)
+		<-done
+		elapsed += time.Since(start)
+	}
+	b.StopTimer()
+	if s.ok.Load() == 0 {
+		b.Fatalf("no submission acknowledged; last error: %v", s.lastErr.Load())
+	}
+	if now, err := c.Leader(10 * time.Second); err != nil || now != leader {
+		b.Logf("warning: the leader changed during the run; CPU figures are partial")
+	}
+	// CPU per submission in each one-second window, first and last.
+	perSubmit := func(a, z sample) float64 {
+		if z.ok == a.ok {
+			return 0
+		}
+		return float64(z.cpu-a.cpu) / float64(time.Microsecond) / float64(z.ok-a.ok)
+	}
+	var series []string
+	for i := 1; i < len(samples); i++ {
+		if samples[i].ok < samples[i-1].ok {
+			continue // a new iteration's first sample
+		}
+		series = append(series, fmt.Sprintf("%d:%.0fus", samples[i].ok, perSubmit(samples[i-1], samples[i])))
+	}
+	b.Logf("%d submissions acknowledged in %s by %d goroutines, %d errors (last: %v); leader CPU per submission by queue size: %s",
+		s.ok.Load(), elapsed.Round(time.Millisecond), clients, s.errs.Load(), s.lastErr.Load(), strings.Join(series, " "))
+	b.ReportMetric(float64(s.ok.Load())/elapsed.Seconds(), "submits/s")
+	b.ReportMetric(float64(s.errs.Load()), "errors")
+	if len(samples) >= 3 {
+		n := len(samples)
+		b.ReportMetric(perSubmit(samples[0], samples[1]), "leader_cpu_us/submit_first")
+		b.ReportMetric(perSubmit(samples[n-2], samples[n-1]), "leader_cpu_us/submit_last")
+	}
+	b.ReportMetric(0, "ns/op")
+}
+
+// BenchmarkSubmitLatencyAt2000 offers submissions open-loop at
+// DROVER_BENCH_RATE per second (2,000 by default) for DROVER_BENCH_DURATION
+// against three masters and no workers, and reports latency percentiles.
+// Each submission has a scheduled send time and its latency counts from
+// then, not from when a goroutine got round to sending it, so queueing in
+// the generator or the cluster shows in the figures instead of silently
+// lowering the offered rate (coordinated omission). "achieved/s" is the
+// acknowledged submissions over the time from the first scheduled send to
+// the last answer.
+func BenchmarkSubmitLatencyAt2000(b *testing.B) {
+	dur := tputEnvDuration(b, "DROVER_BENCH_DURATION", 10*time.Second, 2*time.Second)
+	rate := tputEnvInt(b, "DROVER_BENCH_RATE", 2000, 200)
+	c, _ := tputCluster(b, testcluster.Options{})
+	s := &tputSubmitter{cl: tputClient(b, c)}
+	// Bounds the submissions in flight only to keep a stalled cluster
+	// from piling up goroutines; a send held back by it still counts its
+	// wait as latency.
+	inflight := make(chan struct{}, 50000)
+	var lat []time.Duration
+	var mu sync.Mutex
+	var span time.Duration
+	b.ResetTimer()
+	for range b.N {
+		total := int(float64(rate) * dur.Seconds())
+		interval := time.Duration(float64(time.Second) / float64(rate))
+		var wg sync.WaitGroup
+		var lastDone atomic.Int64
+		start := time.Now().Add(50 * time.Millisecond)
+		for i := range total {
+			at := start.Add(time.Duration(i) * interval)
+			if d := time.Until(at); d > 0 {
+				time.Sleep(d)
+			}
+			inflight <- struct{}{}
+			wg.Go(func() {
+				defer func() { <-inflight }()
+				ok := s.submit(context.Background())
+				done := time.Now()
+				if !ok {
+					return // counted in errors, not in latency
+				}
+				mu.Lock()
+				lat = append(lat, done.Sub(at))
+				mu.Unlock()
+				for {
+					last := lastDone.Load()
+					if done.UnixNano() <= last || lastDone.CompareAndSwap(last, done.UnixNano()) {
+						break
+					}
+				}
+			})
+		}
+		wg.Wait()
+		span += time.Unix(0, lastDone.Load()).Sub(start)
+	}
+	b.StopTimer()
+	if len(lat) == 0 {
+		b.Fatalf("no submission acknowledged; last error: %v", s.lastErr.Load())
+	}
+	slices.Sort(lat)
+	pct := func(p float64) time.Duration { return lat[min(len(lat)-1, int(math.Ceil(p*float64(len(lat))))-1)] }
+	ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+	b.Logf("%d submissions offered at %d/s, %d acknowledged, %d errors (last: %v); p50 %s p90 %s p99 %s p99.9 %s max %s",
+		int(float64(rate)*dur.Seconds())*b.N, rate, len(lat), s.errs.Load(), s.lastErr.Load(),
+		pct(0.50), pct(0.90), pct(0.99), pct(0.999), lat[len(lat)-1])
+	b.ReportMetric(ms(pct(0.50)), "p50_ms")
+	b.ReportMetric(ms(pct(0.99)), "p99_ms")
+	b.ReportMetric(ms(lat[len(lat)-1]), "max_ms")
+	b.ReportMetric(float64(len(lat))/span.Seconds(), "achieved/s")
+	b.ReportMetric(float64(s.errs.Load()), "errors")
+	b.ReportMetric(0, "ns/op")
+}
+
+// BenchmarkPlacement measures how fast the leader places drivers on a
+// thousand workers: three masters, DROVER_BENCH_WORKERS simulated workers
+// (package simworker: the real protocol over HTTP, nothing launched) and
+// DROVER_BENCH_DRIVERS drivers submitted by 64 goroutines. The time runs
+// from the first submission until every driver is RUNNING in the leader's
+// tables: placed by the leader, reported by its worker, and that report
+// committed (the workers count the RUNNING reports the leader
+// acknowledged; a linearizable read of every driver confirms it after).
+// It also reports the leader's resident memory with the workers registered
+// and no driver, and with every driver running (each the low point over
+// two seconds; the per-driver figure means little below some 10,000
+// drivers, where garbage collection swings are as large).
+//
+// Without DROVER_BENCH_GOSSIP=1 the simulated workers are not memberlist
+// members and the masters know them alive from their heartbeats alone, so
+// the masters get --worker-timeout 30s: a heartbeat delayed by a busy
+// machine must not get a worker declared lost mid-measurement.
+func BenchmarkPlacement(b *testing.B) {
+	nworkers := tputEnvInt(b, "DROVER_BENCH_WORKERS", 1000, 50)
+	ndrivers := tputEnvInt(b, "DROVER_BENCH_DRIVERS", 100000, 1000)
+	clients := tputEnvInt(b, "DROVER_BENCH_CLIENTS", 64, 64)
+	timeout := tputEnvDuration(b, "DROVER_BENCH_TIMEOUT", 30*time.Minute, 3*time.Minute)
+	withGossip := os.Getenv("DROVER_BENCH_GOSSIP") == "1"
+	// Room for twice an even share on every worker: placement is never
+	// short of cores, whatever the spread.
+	cores := max(16, 2*((ndrivers+nworkers-1)/nworkers))
+	for range b.N {
+		r := tputPlace(b, nworkers, ndrivers, clients, cores, withGossip, timeout)
+		b.ReportMetric(float64(r.placed)/r.elapsed.Seconds(), "placements/s")
+		b.ReportMetric(float64(ndrivers)/r.submit.Seconds(), "submits/s")
+		b.ReportMetric(float64(r.rssEmpty)/1024, "rss_empty_mib")
+		b.ReportMetric(float64(r.rssFull)/1024, "rss_full_mib")
+		b.ReportMetric(float64(r.rssFull-r.rssEmpty)/float64(ndrivers), "rss_kib_per_driver")
+		b.ReportMetric(float64(ndrivers-r.placed), "unplaced")
+	}
+	b.ReportMetric(0, "ns/op")
+}
+
+// tputPlacement is the outcome of one placement run.
+type tputPlacement struct {
+	placed            int
+	submit, elapsed   time.Duration
+	rssEmpty, rssFull int64
+}
+
+// tputPlace runs one placement measurement on a fresh cluster, which it
+// stops before returning.
+func tputPlace(b *testing.B, nworkers, ndrivers, clients, cores int, withGossip bool, timeout time.Duration) tputPlacement {
+	c, leader := tputCluster(b, testcluster.Options{WorkerTimeout: 30 * time.Second})
+	// The masters must not outlive this run (b.N > 1 runs several); the
+	// cluster's cleanup still removes its directory at the end.
+	defer func() {
+		for _, n := range c.Masters {
+			n.Kill()
+		}
+	}()
+
+	// Each worker dials from its own address, in the /16 of the masters'
+	// 127.a.b.0/24 but outside it: 127.a.(b+1+k).x. Only bound as source
+	// addresses (gossip listens on kernel-chosen ports), so a clash with
+	// another test's addresses is harmless.
+	ip := net.ParseIP(c.Masters[0].IP).To4()
+	bindIP := func(i int) string {
+		return fmt.Sprintf("127.%d.%d.%d", ip[1], (int(ip[2])+1+i/250)%256, 1+i%250)
+	}
+	var mu sync.Mutex
+	running := make(map[string]bool, ndrivers)
+	var lastRunning time.Time
+	allRunning := make(chan struct{})
+	opts := simworker.Options{
+		Masters:  strings.Split(c.MasterAddrs, ","),
+		Count:    nworkers,
+		Cores:    cores,
+		MemoryMB: int64(cores) * 1024,
+		BindIP:   bindIP,
+		OnRunning: func(id string, attempt int) {
+			mu.Lock()
+			defer mu.Unlock()
+			if running[id] {
+				return
+			}
+			running[id] = true
+			lastRunning = time.Now()
+			if len(running) == ndrivers {
+				close(allRunning)
+			}
+		},
+	}
+	if withGossip {
+		for _, m := range c.Masters {
+			opts.GossipJoin = append(opts.GossipJoin, m.Gossip)
+		}
+	}
+	fleet, err := simworker.Start(opts)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer fleet.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	if err := fleet.WaitRegistered(ctx); err != nil {
+		b.Fatal(err)
+	}
+	tputWaitAlive(b, ctx, c, nworkers)
+	pid := leader.PID()
+	var r tputPlacement
+	r.rssEmpty = tputSettledRSSKiB(b, pid)
+	b.Logf("%d simulated workers registered; this process: RSS %d MiB, %d goroutines",
+		nworkers, tputRSSKiB(b, os.Getpid())/1024, runtime.NumGoroutine())
+
+	s := &tputSubmitter{cl: tputClient(b, c)}
+	start := time.Now()
+	s.closedLoop(clients, int64(ndrivers), nil)
+	r.submit = time.Since(start)
+	if s.errs.Load() > 0 {
+		// A failed submission may still have been committed; the count
+		// to wait for is unknown, so the run cannot be measured.
+		b.Fatalf("%d submissions failed (last: %v)", s.errs.Load(), s.lastErr.Load())
+	}
+	b.Logf("%d drivers submitted in %s by %d goroutines", ndrivers, r.submit.Round(time.Millisecond), clients)
+
+	select {
+	case <-allRunning:
+	case <-time.After(timeout - time.Since(start)):
+	}
+	mu.Lock()
+	r.placed, r.elapsed = len(running), lastRunning.Sub(start)
+	mu.Unlock()
+	if r.placed == 0 {
+		b.Fatalf("no driver reported RUNNING within %s; fleet %+v", timeout, fleet.Stats())
+	}
+	if r.placed < ndrivers {
+		b.Logf("warning: only %d of %d drivers RUNNING after %s; figures are for those", r.placed, ndrivers, timeout)
+	} else if end, reads, ok := tputConfirmRunning(b, c, ndrivers, start.Add(timeout)); ok && reads > 1 {
+		// Reports the workers saw acknowledged can have been undone (a
+		// worker declared lost relaunches its drivers); then the
+		// leader's tables have the last word, at the precision of the
+		// polling.
+		r.elapsed = end.Sub(start)
+		b.Logf("warning: not every acknowledged driver was still RUNNING at the end; timed until the leader showed all RUNNING")
+	}
+	r.rssFull = tputSettledRSSKiB(b, pid)
+	if now, err := c.Leader(10 * time.Second); err != nil || now != leader {
+		b.Logf("warning: the leader changed during the run; memory figures mix two processes")
+	}
+	st := fleet.Stats()
+	b.Logf("%d workers (%d cores each, gossip %v): %d drivers RUNNING %s after the first submission; %d heartbeats, %d failed calls; leader RSS %d MiB empty, %d MiB full",
+		nworkers, cores, withGossip, r.placed, r.elapsed.Round(time.Millisecond), st.Heartbeats, st.Failures, r.rssEmpty/1024, r.rssFull/1024)
+	return r
+}
+
+// tputWaitAlive waits until the leader's workers table has n ALIVE workers.
+func tputWaitAlive(b *testing.B, ctx context.Context, c *testcluster.Cluster, n int) {
+	for {
+		l, err := c.Leader(10 * time.Second)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if st, err := testcluster.State(ctx, l); err == nil {
+			alive := 0
+			for _, w := range st.Workers {
+				if w.State == fsm.WorkerAlive {
+					alive++
+				}
+			}
+			if alive == n {
+				return
+			}
+		}
+		select {
+		case <-ctx.Done():
+			b.Fatalf("the leader does not know all %d simulated workers as ALIVE", n)
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// tputConfirmRunning reads every driver from the leader (a linearizable
+// read, with a response limit fit for 100,000 drivers) until all n are
+// RUNNING, and returns when it saw that and after how many reads; false if
+// not by deadline.
+func tputConfirmRunning(b *testing.B, c *testcluster.Cluster, n int, deadline time.Time) (time.Time, int, bool) {
+	cl, err := client.New(strings.Split(c.MasterAddrs, ","), client.Options{
+		RequestTimeout: time.Minute, MaxResponseBytes: 1 << 30,
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	for reads := 1; ; reads++ {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		// Only the fields checked here are decoded.
+		var ds []struct {
+			State fsm.DriverState `json:"state"`
+		}
+		err := cl.Do(ctx, "GET", "/v1/drivers", nil, &ds)
+		cancel()
+		seen := time.Now()
+		running := 0
+		for _, d := range ds {
+			if d.State == fsm.DriverRunning {
+				running++
+			}
+		}
+		if err == nil && running == n && len(ds) == n {
+			return seen, reads, true
+		}
+		if seen.After(deadline) {
+			b.Logf("warning: the leader shows %d of %d drivers RUNNING (%d drivers, err %v)", running, n, len(ds), err)
+			return seen, reads, false
+		}
+		time.Sleep(2 * time.Second)
+	}
+}

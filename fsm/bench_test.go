@@ -1,0 +1,556 @@
+package fsm
+
+// Benchmarks of Apply, one sub-benchmark per command type, on tables of a
+// busy cluster, and of Snapshot and Restore with 100,000 drivers. They only
+// print figures; `make bench` collects them into docs/benchmarks.md.
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+)
+
+// benchSizes describes the tables a benchmark starts from: workers, drivers
+// (all supervised), how many of those still wait (the rest are placed and
+// RUNNING, spread evenly over the workers), and apps, each registered by a
+// running driver and holding two RUNNING executors.
+type benchSizes struct{ workers, drivers, waiting, apps int }
+
+var (
+	// applySizes are the tables every Apply benchmark starts from.
+	applySizes = benchSizes{workers: 100, drivers: 10_000, waiting: 1_000, apps: 100}
+	// snapshotSizes are the tables of BenchmarkSnapshot100k and
+	// BenchmarkRestore100k.
+	snapshotSizes = benchSizes{workers: 1_000, drivers: 100_000, apps: 100}
+)
+
+// benchEpoch is the Unix millisecond the benchmark clock starts at.
+const benchEpoch int64 = 1_795_000_000_000
+
+// benchFSM is an FSM driven the way a leader drives it: every change is an
+// encoded command applied at the next index, with a clock and the ID
+// counters a leader keeps.
+type benchFSM struct {
+	t       testing.TB
+	f       *FSM
+	idx     uint64
+	clock   int64
+	workers []string // the starting workers, in ID order
+	running []string // the starting RUNNING drivers, in ID order
+	apps    []string // the starting apps, in ID order
+	next    struct{ driver, app, worker, turn int }
+}
+
+func benchDriverID(seq int) string { return fmt.Sprintf("driver-20261129120000-%06d", seq) }
+func benchAppID(seq int) string    { return fmt.Sprintf("app-20261129120000-%06d", seq) }
+
+func (s *benchFSM) tick() int64 { s.clock++; return benchEpoch + s.clock }
+
+func (s *benchFSM) encode(ct CommandType, payload any) []byte {
+	data, err := Encode(ct, payload)
+	if err != nil {
+		s.t.Fatalf("encode %s: %v", ct, err)
+	}
+	return data
+}
+
+func (s *benchFSM) apply(data []byte) any {
+	s.idx++
+	return s.f.ApplyCommand(s.idx, data)
+}
+
+// must applies a command that has to take effect.
+func (s *benchFSM) must(ct CommandType, payload any) any {
+	res := s.apply(s.encode(ct, payload))
+	if why := refusal(res); why != "" {
+		s.t.Fatalf("%s: %s", ct, why)
+	}
+	return res
+}
+
+// refusal says why Apply's result shows a command that did nothing, or ""
+// when it took effect.
+func refusal(res any) string {
+	switch r := res.(type) {
+	case error:
+		return r.Error()
+	case PlaceResult:
+		if len(r.Applied) == 0 {
+			return "no placement applied"
+		}
+	case PlaceExecutorsResult:
+		if len(r.Applied) == 0 {
+			return "no executor placement applied"
+		}
+	case SubmitResult:
+		if r.Existing {
+			return "token already known"
+		}
+	case RegisterAppResult:
+		if r.Existing {
+			return "token already known"
+		}
+	}
+	return ""
+}
+
+// rotate returns the next element of list, round robin.
+func (s *benchFSM) rotate(list []string) string {
+	s.next.turn++
+	return list[s.next.turn%len(list)]
+}
+
+// turn returns the next starting worker, round robin.
+func (s *benchFSM) turn() string { return s.rotate(s.workers) }
+
+func (s *benchFSM) registerWorker(id string) {
+	s.must(CmdRegisterWorker, &RegisterWorker{
+		ID: id, Instance: "inst-" + id, HTTPAddr: "10.0.0.1:7402",
+		// Room for every driver and executor the benchmarks place, so
+		// none is skipped for lack of it.
+		Cores: 1 << 20, MemoryMB: 1 << 40, Time: s.tick(),
+	})
+}
+
+// submitCommand is a SubmitDriver for a new driver shaped like a Spark
+// cluster-mode driver.
+func (s *benchFSM) submitCommand() *SubmitDriver {
+	seq := s.next.driver
+	s.next.driver++
+	return &SubmitDriver{
+		ID: benchDriverID(seq), Token: fmt.Sprintf("token-%06d", seq), Name: fmt.Sprintf("etl-%d", seq%97),
+		Argv: []string{"/opt/spark/bin/spark-class", "org.apache.spark.deploy.worker.DriverWrapper",
+			"--class", "com.example.Etl", "/jobs/etl.jar", fmt.Sprint(seq)},
+		Env:   map[string]string{"SPARK_HOME": "/opt/spark", "JAVA_OPTS": "-Xmx1g"},
+		Cores: 1, MemoryMB: 1024, Supervise: true, Time: s.tick(),
+	}
+}
+
+func (s *benchFSM) submitDrivers(n int) []string {
+	ids := make([]string, n)
+	for i := range ids {
+		c := s.submitCommand()
+		s.must(CmdSubmitDriver, c)
+		ids[i] = c.ID
+	}
+	return ids
+}
+
+// place places waiting drivers, round robin over the starting workers, in
+// batches the size a leader commits, and returns them grouped by worker.
+func (s *benchFSM) place(ids []string) map[string][]string {
+	byWorker := map[string][]string{}
+	for len(ids) > 0 {
+		batch := ids[:min(len(ids), 1000)]
+		ids = ids[len(batch):]
+		c := &PlaceDrivers{Time: s.tick()}
+		for _, id := range batch {
+			w := s.turn()
+			c.Placements = append(c.Placements, Placement{DriverID: id, Attempt: s.f.t.Drivers[id].Attempt, WorkerID: w})
+			byWorker[w] = append(byWorker[w], id)
+		}
+		s.must(CmdPlaceDrivers, c)
+	}
+	return byWorker
+}
+
+// report has each worker report its drivers' current attempts in state.
+func (s *benchFSM) report(byWorker map[string][]string, state DriverState) {
+	for _, w := range sortedKeys(byWorker) {
+		c := &ReportAttempts{WorkerID: w, Time: s.tick()}
+		for _, id := range byWorker[w] {
+			r := AttemptReport{DriverID: id, Attempt: s.f.t.Drivers[id].Attempt, State: state, Runs: 1}
+			if state.Terminal() {
+				r.ExitCode = new(int)
+			}
+			c.Reports = append(c.Reports, r)
+		}
+		s.must(CmdReportAttempts, c)
+	}
+}
+
+func sortedKeys(m map[string][]string) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+// runDrivers submits n drivers, places them and reports them RUNNING.
+func (s *benchFSM) runDrivers(n int) []string {
+	ids := s.submitDrivers(n)
+	s.report(s.place(ids), DriverRunning)
+	return ids
+}
+
+// registerAppCommand is a RegisterApp for a new app, registered by driver
+// (when not empty) and without caps.
+func (s *benchFSM) registerAppCommand(driver string) *RegisterApp {
+	seq := s.next.app
+	s.next.app++
+	c := &RegisterApp{
+		ID: benchAppID(seq), Token: fmt.Sprintf("app-token-%06d", seq), Name: fmt.Sprintf("etl-%d", seq%97),
+		CoresPerExecutor: 1, MemoryPerExecutorMB: 2048, ExecutorLimit: -1, MaxExecutorRetries: 10,
+		Argv: []string{"/opt/spark/bin/spark-class", "org.apache.spark.executor.CoarseGrainedExecutorBackend",
+			"--app-id", benchAppID(seq)},
+		Env:  map[string]string{"SPARK_HOME": "/opt/spark"},
+		Time: s.tick(),
+	}
+	if driver != "" {
+		c.DriverID, c.DriverAttempt = driver, s.f.t.Drivers[driver].Attempt
+	}
+	return c
+}
+
+// startApps registers one app per driver (or n driverless apps when drivers
+// is nil) and places executors executors for each, round robin.
+func (s *benchFSM) startApps(n int, drivers []string, executors int) []string {
+	ids := make([]string, n)
+	place := &PlaceExecutors{Time: s.tick()}
+	for i := range ids {
+		driver := ""
+		if drivers != nil {
+			driver = drivers[i]
+		}
+		c := s.registerAppCommand(driver)
+		s.must(CmdRegisterApp, c)
+		ids[i] = c.ID
+		for e := range executors {
+			place.Placements = append(place.Placements, ExecutorPlacement{AppID: c.ID, ExecutorID: e, WorkerID: s.turn()})
+		}
+	}
+	if len(place.Placements) > 0 {
+		s.must(CmdPlaceExecutors, place)
+	}
+	return ids
+}
+
+// buildTables makes the tables z describes, through commands.
+func buildTables(t testing.TB, z benchSizes) *benchFSM {
+	s := &benchFSM{t: t, f: New()}
+	for i := range z.workers {
+		s.workers = append(s.workers, fmt.Sprintf("worker-%05d", i))
+		s.registerWorker(s.workers[i])
+	}
+	ids := s.submitDrivers(z.drivers)
+	placed := ids[:z.drivers-z.waiting]
+	s.report(s.place(placed), DriverRunning)
+	for _, a := range s.startApps(z.apps, placed[:z.apps], 2) {
+		for _, e := range s.f.executorsOf(a) {
+			s.must(CmdReportAttempts, &ReportAttempts{WorkerID: e.WorkerID, Time: s.tick(),
+				Executors: []ExecutorReport{{AppID: a, ExecutorID: e.ID, State: ExecRunning}}})
+		}
+	}
+	return s
+}
+
+// benchBase is a snapshot of built tables, restored by each benchmark run
+// so that none pays for building them or sees another's changes.
+type benchBase struct {
+	data []byte
+	next struct{ driver, app, worker, turn int }
+}
+
+var benchBases struct {
+	sync.Mutex
+	m map[benchSizes]*benchBase
+}
+
+// baseOf builds the tables z describes once per process.
+func baseOf(t testing.TB, z benchSizes) *benchBase {
+	benchBases.Lock()
+	defer benchBases.Unlock()
+	if b, ok := benchBases.m[z]; ok {
+		return b
+	}
+	s := buildTables(t, z)
+	b := &benchBase{data: snapshotBytes(t, s.f), next: s.next}
+	if benchBases.m == nil {
+		benchBases.m = map[benchSizes]*benchBase{}
+	}
+	benchBases.m[z] = b
+	return b
+}
+
+// open restores a fresh copy of the base tables.
+func (b *benchBase) open(t testing.TB) *benchFSM {
+	s := &benchFSM{t: t, f: restoreBytes(t, b.data), idx: 1 << 32, clock: 1 << 32, next: b.next}
+	for _, w := range s.f.Workers() {
+		s.workers = append(s.workers, w.ID)
+	}
+	for _, d := range s.f.Drivers() {
+		if d.State == DriverRunning {
+			s.running = append(s.running, d.ID)
+		}
+	}
+	apps, _ := s.f.Apps()
+	for _, a := range apps {
+		s.apps = append(s.apps, a.ID)
+	}
+	return s
+}
+
+func restoreBytes(t testing.TB, data []byte) *FSM {
+	f := New()
+	if err := f.Restore(io.NopCloser(bytes.NewReader(data))); err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+func snapshotBytes(t testing.TB, f *FSM) []byte {
+	snap, err := f.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer snap.Release()
+	var sink benchSink
+	if err := snap.Persist(&sink); err != nil {
+		t.Fatal(err)
+	}
+	return sink.Bytes()
+}
+
+// benchSink is a raft.SnapshotSink into memory.
+type benchSink struct{ bytes.Buffer }
+
+func (*benchSink) ID() string    { return "bench" }
+func (*benchSink) Cancel() error { return nil }
+func (*benchSink) Close() error  { return nil }
+
+// repair brings the starting workers back to ALIVE and places every
+// relaunched driver again on the worker of its previous attempt, RUNNING,
+// so the tables look as they did before workers were lost.
+func (s *benchFSM) repair() {
+	for _, w := range s.f.Workers() {
+		if w.State != WorkerAlive {
+			s.registerWorker(w.ID)
+		}
+	}
+	byWorker := map[string][]string{}
+	for _, id := range s.f.t.WaitingDrivers {
+		if d := s.f.t.Drivers[id]; d.State == DriverRelaunching {
+			w := d.Attempts[len(d.Attempts)-1].WorkerID
+			byWorker[w] = append(byWorker[w], id)
+		}
+	}
+	for _, w := range sortedKeys(byWorker) {
+		c := &PlaceDrivers{Time: s.tick()}
+		for _, id := range byWorker[w] {
+			c.Placements = append(c.Placements, Placement{DriverID: id, Attempt: s.f.t.Drivers[id].Attempt, WorkerID: w})
+		}
+		s.must(CmdPlaceDrivers, c)
+	}
+	s.report(byWorker, DriverRunning)
+}
+
+// applyCase benchmarks one command type. prepare readies the tables for up
+// to n commands of that type, which must all take effect, and returns them
+// encoded (at least one); it runs with the benchmark timer stopped.
+type applyCase struct {
+	cmd     CommandType
+	chunk   int // the most commands one prepare readies
+	prepare func(s *benchFSM, n int) [][]byte
+}
+
+// each encodes n commands of type ct, made by payload(i).
+func (s *benchFSM) each(n int, ct CommandType, payload func(i int) any) [][]byte {
+	out := make([][]byte, n)
+	for i := range out {
+		out[i] = s.encode(ct, payload(i))
+	}
+	return out
+}
+
+// applyCases covers every command type. Each command carries one item (one
+// placement, one report, one ID), so ns/op is the cost of one log entry.
+var applyCases = []applyCase{
+	{CmdRegisterWorker, 1000, func(s *benchFSM, n int) [][]byte {
+		return s.each(n, CmdRegisterWorker, func(int) any {
+			s.next.worker++
+			return &RegisterWorker{ID: fmt.Sprintf("worker-new-%06d", s.next.worker), HTTPAddr: "10.0.1.1:7402",
+				Cores: 64, MemoryMB: 256 << 10, Time: s.tick()}
+		})
+	}},
+	{CmdSubmitDriver, 1000, func(s *benchFSM, n int) [][]byte {
+		return s.each(n, CmdSubmitDriver, func(int) any { return s.submitCommand() })
+	}},
+	// A new driver joins the queue behind the waiting ones, then is placed.
+	{CmdPlaceDrivers, 1000, func(s *benchFSM, n int) [][]byte {
+		ids := s.submitDrivers(n)
+		return s.each(n, CmdPlaceDrivers, func(i int) any {
+			return &PlaceDrivers{Placements: []Placement{{DriverID: ids[i], Attempt: 1, WorkerID: s.turn()}}, Time: s.tick()}
+		})
+	}},
+	// A placed driver is reported RUNNING by its worker.
+	{CmdReportAttempts, 1000, func(s *benchFSM, n int) [][]byte {
+		byWorker := s.place(s.submitDrivers(n))
+		var out [][]byte
+		for _, w := range sortedKeys(byWorker) {
+			for _, id := range byWorker[w] {
+				out = append(out, s.encode(CmdReportAttempts, &ReportAttempts{WorkerID: w, Time: s.tick(),
+					Reports: []AttemptReport{{DriverID: id, Attempt: 1, State: DriverRunning, Runs: 1}}}))
+			}
+		}
+		return out
+	}},
+	// A RUNNING driver is killed.
+	{CmdKillDriver, 1000, func(s *benchFSM, n int) [][]byte {
+		ids := s.runDrivers(n)
+		return s.each(n, CmdKillDriver, func(i int) any {
+			return &KillDriver{DriverID: ids[i], Reason: "killed by bench", Time: s.tick()}
+		})
+	}},
+	// A worker with its share of the RUNNING drivers is lost; they are
+	// relaunched. The next prepare puts them back.
+	{CmdWorkerLost, 10, func(s *benchFSM, n int) [][]byte {
+		s.repair()
+		return s.each(min(n, len(s.workers)), CmdWorkerLost, func(int) any {
+			return &WorkerLost{WorkerID: s.turn(), Reason: "gossip: worker dead", Time: s.tick()}
+		})
+	}},
+	{CmdDecommissionWorker, 50, func(s *benchFSM, n int) [][]byte {
+		s.repair()
+		return s.each(min(n, len(s.workers)), CmdDecommissionWorker, func(int) any {
+			return &DecommissionWorker{WorkerID: s.turn(), Reason: "SIGTERM", Time: s.tick()}
+		})
+	}},
+	// A RUNNING driver registers an app.
+	{CmdRegisterApp, 1000, func(s *benchFSM, n int) [][]byte {
+		return s.each(n, CmdRegisterApp, func(int) any { return s.registerAppCommand(s.rotate(s.running)) })
+	}},
+	// A new app gets its first executor.
+	{CmdPlaceExecutors, 1000, func(s *benchFSM, n int) [][]byte {
+		apps := s.startApps(n, nil, 0)
+		return s.each(n, CmdPlaceExecutors, func(i int) any {
+			return &PlaceExecutors{Placements: []ExecutorPlacement{{AppID: apps[i], ExecutorID: 0, WorkerID: s.turn()}}, Time: s.tick()}
+		})
+	}},
+	// A starting app asks for a new executor total.
+	{CmdRequestExecutors, 1000, func(s *benchFSM, n int) [][]byte {
+		return s.each(n, CmdRequestExecutors, func(int) any {
+			return &RequestExecutors{AppID: s.rotate(s.apps), Total: 2 + s.next.turn%7, Time: s.tick()}
+		})
+	}},
+	// An app with two executors kills one.
+	{CmdKillExecutors, 1000, func(s *benchFSM, n int) [][]byte {
+		apps := s.startApps(n, nil, 2)
+		return s.each(n, CmdKillExecutors, func(i int) any {
+			return &KillExecutors{AppID: apps[i], ExecutorIDs: []int{0}, Time: s.tick()}
+		})
+	}},
+	// An app with two executors unregisters.
+	{CmdEndApp, 1000, func(s *benchFSM, n int) [][]byte {
+		apps := s.startApps(n, nil, 2)
+		return s.each(n, CmdEndApp, func(i int) any {
+			return &EndApp{AppID: apps[i], State: AppFinished, Time: s.tick()}
+		})
+	}},
+	// A FINISHED driver and a FINISHED app are dropped.
+	{CmdPruneCompleted, 1000, func(s *benchFSM, n int) [][]byte {
+		ids := s.submitDrivers(n)
+		s.report(s.place(ids), DriverFinished)
+		apps := s.startApps(n, nil, 0)
+		for _, a := range apps {
+			s.must(CmdEndApp, &EndApp{AppID: a, State: AppFinished, Time: s.tick()})
+		}
+		return s.each(n, CmdPruneCompleted, func(i int) any {
+			return &PruneCompleted{DriverIDs: []string{ids[i]}, AppIDs: []string{apps[i]}}
+		})
+	}},
+}
+
+// BenchmarkApply measures Apply (decoding included) of one command of each
+// type on tables of 10,000 drivers (1,000 waiting), 100 workers and 100
+// apps. Every command applied is a new one that takes effect.
+func BenchmarkApply(b *testing.B) {
+	base := baseOf(b, applySizes)
+	for _, c := range applyCases {
+		b.Run(c.cmd.String(), func(b *testing.B) {
+			s := base.open(b)
+			b.ReportAllocs()
+			b.ResetTimer()
+			for done := 0; done < b.N; {
+				b.StopTimer()
+				cmds := c.prepare(s, min(c.chunk, b.N-done))
+				b.StartTimer()
+				for _, data := range cmds {
+					if why := refusal(s.apply(data)); why != "" {
+						b.Fatalf("%s did not take effect: %s", c.cmd, why)
+					}
+				}
+				done += len(cmds)
+			}
+		})
+	}
+}
+
+// BenchmarkSnapshot100k measures Snapshot plus Persist into memory of
+// tables with 100,000 placed, RUNNING drivers on 1,000 workers, and reports
+// the snapshot's size.
+func BenchmarkSnapshot100k(b *testing.B) {
+	f := restoreBytes(b, baseOf(b, snapshotSizes).data)
+	n := 0
+	for b.Loop() {
+		n = len(snapshotBytes(b, f))
+	}
+	b.ReportMetric(float64(n), "bytes")
+}
+
+// BenchmarkRestore100k measures Restore of BenchmarkSnapshot100k's snapshot
+// into a new FSM.
+func BenchmarkRestore100k(b *testing.B) {
+	data := baseOf(b, snapshotSizes).data
+	for b.Loop() {
+		restoreBytes(b, data)
+	}
+	b.ReportMetric(float64(len(data)), "bytes")
+}
+
+// TestApplyBenchmarksTakeEffect runs every applyCase on small tables and
+// checks that each command it makes changes the tables, so the benchmarks
+// measure work rather than refusals, and that every command type has one.
+func TestApplyBenchmarksTakeEffect(t *testing.T) {
+	base := baseOf(t, benchSizes{workers: 4, drivers: 40, waiting: 8, apps: 3})
+	covered := map[CommandType]bool{}
+	for _, c := range applyCases {
+		covered[c.cmd] = true
+		t.Run(c.cmd.String(), func(t *testing.T) {
+			s := base.open(t)
+			for range 3 {
+				cmds := c.prepare(s, min(c.chunk, 6))
+				if len(cmds) == 0 {
+					t.Fatal("prepare made no commands")
+				}
+				for _, d := range s.f.WaitingDrivers() {
+					if d.State == DriverRelaunching {
+						t.Fatalf("prepare left %s RELAUNCHING", d.ID)
+					}
+				}
+				for _, data := range cmds {
+					if ct, _, err := Decode(data); err != nil || ct != c.cmd {
+						t.Fatalf("prepare made a %s (%v), want %s", ct, err, c.cmd)
+					}
+					before, _ := s.f.StateHash()
+					if why := refusal(s.apply(data)); why != "" {
+						t.Fatalf("refused: %s", why)
+					}
+					if after, _ := s.f.StateHash(); after == before {
+						t.Fatal("the command changed nothing")
+					}
+				}
+			}
+		})
+	}
+	for ct := CommandType(1); !strings.HasPrefix(ct.String(), "CommandType("); ct++ {
+		if !covered[ct] {
+			t.Errorf("no Apply benchmark for %s", ct)
+		}
+	}
+}
