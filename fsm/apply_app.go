@@ -136,6 +136,7 @@ func (f *FSM) applyPlaceExecutors(c *PlaceExecutors) any {
 			LaunchedAt: c.Time,
 		}
 		f.t.Executors[ExecutorKey(a.ID, e.ID)] = e
+		f.t.units(w.ID).executors[ExecutorKey(a.ID, e.ID)] = struct{}{}
 		a.NextExecutorID++
 		a.CoresGranted += e.Cores
 		a.UpdatedAt = c.Time
@@ -188,6 +189,7 @@ func (f *FSM) endExecutor(e *Executor, state ExecutorState, exit *int, reason st
 		w.CoresUsed -= e.Cores
 		w.MemoryUsedMB -= e.MemoryMB
 	}
+	delete(f.t.units(e.WorkerID).executors, ExecutorKey(e.AppID, e.ID))
 	if a, ok := f.t.Apps[e.AppID]; ok {
 		a.CoresGranted -= e.Cores
 		a.UpdatedAt = now

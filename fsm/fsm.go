@@ -82,6 +82,28 @@ type tables struct {
 	// drivers.
 	AppTokens  map[string]string `json:"app_tokens"`
 	NextAppSeq int               `json:"next_app_seq"`
+
+	// on indexes, per worker, the unfinished drivers placed there and the
+	// live executors (by ExecutorKey), so a worker's desired set costs
+	// what is on it rather than a walk of every row. Derived: kept by
+	// Apply, rebuilt on Restore, not in snapshots or the state hash.
+	on map[string]*workerUnits
+}
+
+// workerUnits is what one worker should run.
+type workerUnits struct {
+	drivers   map[string]struct{}
+	executors map[string]struct{}
+}
+
+// units returns the index entry of a worker, creating it.
+func (t *tables) units(worker string) *workerUnits {
+	u, ok := t.on[worker]
+	if !ok {
+		u = &workerUnits{drivers: map[string]struct{}{}, executors: map[string]struct{}{}}
+		t.on[worker] = u
+	}
+	return u
 }
 
 func newTables() tables {
@@ -93,6 +115,7 @@ func newTables() tables {
 		Apps:      map[string]*App{},
 		Executors: map[string]*Executor{},
 		AppTokens: map[string]string{},
+		on:        map[string]*workerUnits{},
 	}
 }
 
@@ -212,6 +235,28 @@ func (f *FSM) WaitingDrivers() []*Driver {
 	return out
 }
 
+// Demand is what the scheduler needs of one waiting driver: which attempt
+// to place, and its cores and memory (MiB).
+type Demand struct {
+	DriverID string
+	Attempt  int
+	Cores    int
+	MemoryMB int64
+}
+
+// WaitingDemands returns the demands of the drivers in waitingDrivers, in
+// queue order: the scheduler's input, without copying whole rows.
+func (f *FSM) WaitingDemands() []Demand {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	out := make([]Demand, len(f.t.WaitingDrivers))
+	for i, id := range f.t.WaitingDrivers {
+		d := f.t.Drivers[id]
+		out[i] = Demand{DriverID: id, Attempt: d.Attempt, Cores: d.Cores, MemoryMB: d.MemoryMB}
+	}
+	return out
+}
+
 // Worker returns a copy of one worker, or false if it is unknown.
 func (f *FSM) Worker(id string) (*Worker, bool) {
 	f.mu.RLock()
@@ -243,9 +288,9 @@ func (f *FSM) DriversOn(workerID string) []*Driver {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
 	var out []*Driver
-	for _, d := range f.t.Drivers {
-		if d.WorkerID == workerID && !d.State.Terminal() {
-			out = append(out, d.clone())
+	if u, ok := f.t.on[workerID]; ok {
+		for id := range u.drivers {
+			out = append(out, f.t.Drivers[id].clone())
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
@@ -346,9 +391,9 @@ func (f *FSM) ExecutorsOn(workerID string) ([]*Executor, []*App) {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
 	var es []*Executor
-	for _, e := range f.t.Executors {
-		if e.WorkerID == workerID && !e.State.Terminal() {
-			es = append(es, e.clone())
+	if u, ok := f.t.on[workerID]; ok {
+		for key := range u.executors {
+			es = append(es, f.t.Executors[key].clone())
 		}
 	}
 	sort.Slice(es, func(i, j int) bool {

@@ -695,6 +695,7 @@ func checkPlacement(t tb, f *FSM, before, after counts, res any) {
 }
 
 func checkInvariants(t tb, f *FSM) {
+	checkWorkerIndex(t, f)
 	cores := map[string]int{}
 	mem := map[string]int64{}
 	waiting := map[string]bool{}
@@ -797,6 +798,42 @@ func checkInvariants(t tb, f *FSM) {
 		}
 		if w.CoresUsed < 0 || w.MemoryUsedMB < 0 {
 			t.Fatalf("worker %s: negative use", w.ID)
+		}
+	}
+}
+
+// checkWorkerIndex compares DriversOn and ExecutorsOn, which read the
+// per-worker index, with a walk of every row.
+func checkWorkerIndex(t tb, f *FSM) {
+	for _, w := range f.Workers() {
+		var want []string
+		for _, d := range f.Drivers() {
+			if d.WorkerID == w.ID && !d.State.Terminal() {
+				want = append(want, d.ID)
+			}
+		}
+		var got []string
+		for _, d := range f.DriversOn(w.ID) {
+			got = append(got, d.ID)
+		}
+		if fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Fatalf("drivers on %s: index %v, rows %v", w.ID, got, want)
+		}
+		var wantE, gotE []string
+		apps, execs := f.Apps()
+		for i := range apps {
+			for _, e := range execs[i] {
+				if e.WorkerID == w.ID && !e.State.Terminal() {
+					wantE = append(wantE, ExecutorKey(e.AppID, e.ID))
+				}
+			}
+		}
+		es, _ := f.ExecutorsOn(w.ID)
+		for _, e := range es {
+			gotE = append(gotE, ExecutorKey(e.AppID, e.ID))
+		}
+		if fmt.Sprint(gotE) != fmt.Sprint(wantE) {
+			t.Fatalf("executors on %s: index %v, rows %v", w.ID, gotE, wantE)
 		}
 	}
 }

@@ -49,6 +49,7 @@ func decodeSnapshot(r io.Reader) (tables, error) {
 		return tables{}, fmt.Errorf("restore snapshot: version %d, want %d", s.Version, SnapshotVersion)
 	}
 	t := s.Tables
+	t.on = map[string]*workerUnits{}
 	if t.Workers == nil {
 		t.Workers = map[string]*Worker{}
 	}
@@ -85,6 +86,7 @@ func decodeSnapshot(r io.Reader) (tables, error) {
 			}
 			w.CoresUsed += d.Cores
 			w.MemoryUsedMB += d.MemoryMB
+			t.units(w.ID).drivers[id] = struct{}{}
 		}
 	}
 	seen := map[string]bool{}
@@ -133,6 +135,7 @@ func checkApps(t *tables) error {
 		w.CoresUsed += e.Cores
 		w.MemoryUsedMB += e.MemoryMB
 		a.CoresGranted += e.Cores
+		t.units(w.ID).executors[key] = struct{}{}
 	}
 	for tok, id := range t.AppTokens {
 		if _, ok := t.Apps[id]; !ok {

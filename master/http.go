@@ -453,14 +453,28 @@ func (m *Master) handleRegisterWorker(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	if _, err := m.apply(fsm.CmdRegisterWorker, &fsm.RegisterWorker{
-		ID: req.ID, Instance: req.Instance, HTTPAddr: req.HTTPAddr, Cores: req.Cores, MemoryMB: req.MemoryMB, Time: now(),
-	}); err != nil {
+	// A worker sends its registration to every master; the copies that
+	// followers forward arrive together, and one Raft entry serves them
+	// all. One that finds the worker already registered as it asks
+	// commits nothing.
+	_, err, _ := m.submits.Do("worker\x00"+req.ID+"\x00"+req.Instance, func() (any, error) {
+		if old, ok := m.fsm.Worker(req.ID); ok && old.State == fsm.WorkerAlive && old.Instance == req.Instance &&
+			old.HTTPAddr == req.HTTPAddr && old.Cores == req.Cores && old.MemoryMB == req.MemoryMB {
+			return nil, nil
+		}
+		res, err := m.apply(fsm.CmdRegisterWorker, &fsm.RegisterWorker{
+			ID: req.ID, Instance: req.Instance, HTTPAddr: req.HTTPAddr, Cores: req.Cores, MemoryMB: req.MemoryMB, Time: now(),
+		})
+		if err == nil {
+			m.log.Info("worker registered", "worker", req.ID, "addr", req.HTTPAddr, "cores", req.Cores, "memory_mb", req.MemoryMB)
+		}
+		return res, err
+	})
+	if err != nil {
 		writeApplyError(w, err)
 		return
 	}
 	m.contact.seen(req.ID, time.Now())
-	m.log.Info("worker registered", "worker", req.ID, "addr", req.HTTPAddr, "cores", req.Cores, "memory_mb", req.MemoryMB)
 	writeJSON(w, http.StatusOK, api.RegisterWorkerResponse{WorkerID: req.ID})
 }
 

@@ -47,9 +47,10 @@ type Master struct {
 	ready atomic.Bool
 	// ids makes driver IDs while leader.
 	ids *idMaker
-	// submits collapses concurrent submissions with the same token (the
-	// client sends each one to every master, and followers forward them
-	// here) into one Raft entry.
+	// submits collapses concurrent submissions, app registrations and
+	// worker registrations with the same token or identity (a client sends
+	// each to every master, and followers forward them here) into one
+	// Raft entry.
 	submits singleflight.Group
 	// contact is when each worker's heartbeat was last answered here.
 	contact contacts

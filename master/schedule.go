@@ -26,9 +26,10 @@ const executorRelaunchDelay = time.Second
 func (m *Master) schedule(ctx context.Context) {
 	tick := time.NewTicker(scheduleInterval)
 	defer tick.Stop()
+	var lastPrune time.Time
 	for {
 		changed := m.fsm.Changed()
-		if ps := plan(m.fsm.WaitingDrivers(), m.fsm.Workers()); len(ps) > 0 {
+		if ps := plan(m.fsm.WaitingDemands(), m.fsm.Workers()); len(ps) > 0 {
 			if _, err := m.apply(fsm.CmdPlaceDrivers, &fsm.PlaceDrivers{Placements: ps, Time: now()}); err != nil {
 				m.log.Warn("placement not committed", "err", err, "placements", len(ps))
 			} else {
@@ -47,7 +48,11 @@ func (m *Master) schedule(ctx context.Context) {
 				}
 			}
 		}
-		m.prune()
+		// Retention walks every finished row: once a second is enough.
+		if time.Since(lastPrune) >= scheduleInterval {
+			m.prune()
+			lastPrune = time.Now()
+		}
 		select {
 		case <-ctx.Done():
 			return
@@ -57,20 +62,32 @@ func (m *Master) schedule(ctx context.Context) {
 	}
 }
 
+// placeBatch bounds the placements of one PlaceDrivers entry, so an entry
+// stays small and workers hear of the first placements soon.
+const placeBatch = 2048
+
 // plan places waiting drivers in queue order, each on the ALIVE worker with
 // room that has the most free cores (then memory, then ID), which spreads
 // drivers out the way Spark's Master.schedule does by walking a shuffled
 // worker list. A driver that fits nowhere waits; those behind it may still
-// be placed.
-func plan(waiting []*fsm.Driver, workers []*fsm.Worker) []fsm.Placement {
+// be placed. It stops at placeBatch placements, and at once when no worker
+// has a free core, so a long queue in front of a full cluster costs little.
+func plan(waiting []fsm.Demand, workers []*fsm.Worker) []fsm.Placement {
 	var alive []*fsm.Worker
 	for _, w := range workers {
 		if w.State == fsm.WorkerAlive {
 			alive = append(alive, w)
 		}
 	}
+	maxCores, maxMem := mostFree(alive)
 	var out []fsm.Placement
 	for _, d := range waiting {
+		if maxCores <= 0 || len(out) == placeBatch {
+			break
+		}
+		if d.Cores > maxCores || d.MemoryMB > maxMem {
+			continue
+		}
 		var best *fsm.Worker
 		for _, w := range alive {
 			if w.CoresFree() < d.Cores || w.MemoryFreeMB() < d.MemoryMB {
@@ -80,14 +97,23 @@ func plan(waiting []*fsm.Driver, workers []*fsm.Worker) []fsm.Placement {
 				best = w
 			}
 		}
-		if best == nil {
-			continue
-		}
 		best.CoresUsed += d.Cores
 		best.MemoryUsedMB += d.MemoryMB
-		out = append(out, fsm.Placement{DriverID: d.ID, Attempt: d.Attempt, WorkerID: best.ID})
+		out = append(out, fsm.Placement{DriverID: d.DriverID, Attempt: d.Attempt, WorkerID: best.ID})
+		maxCores, maxMem = mostFree(alive)
 	}
 	return out
+}
+
+// mostFree returns the most free cores and the most free memory (MiB) of
+// any of the workers (not necessarily the same one).
+func mostFree(ws []*fsm.Worker) (int, int64) {
+	var cores int
+	var mem int64
+	for _, w := range ws {
+		cores, mem = max(cores, w.CoresFree()), max(mem, w.MemoryFreeMB())
+	}
+	return cores, mem
 }
 
 func better(a, b *fsm.Worker) bool {

@@ -1,6 +1,7 @@
 package master
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -16,6 +17,14 @@ func waiting(id string, cores int, mem int64) *fsm.Driver {
 	return &fsm.Driver{ID: id, Cores: cores, MemoryMB: mem, State: fsm.DriverSubmitted, Attempt: 1}
 }
 
+func demands(ds ...*fsm.Driver) []fsm.Demand {
+	out := make([]fsm.Demand, len(ds))
+	for i, d := range ds {
+		out[i] = fsm.Demand{DriverID: d.ID, Attempt: d.Attempt, Cores: d.Cores, MemoryMB: d.MemoryMB}
+	}
+	return out
+}
+
 func TestPlanSpreadsAndRespectsResources(t *testing.T) {
 	ws := []*fsm.Worker{
 		worker("w1", 4, 4096, fsm.WorkerAlive),
@@ -26,7 +35,7 @@ func TestPlanSpreadsAndRespectsResources(t *testing.T) {
 		waiting("d1", 2, 1024), waiting("d2", 2, 1024), waiting("big", 8, 1024),
 		waiting("d3", 2, 1024), waiting("d4", 2, 1024), waiting("d5", 1, 512),
 	}
-	ps := plan(ds, ws)
+	ps := plan(demands(ds...), ws)
 	got := map[string]string{}
 	for _, p := range ps {
 		got[p.DriverID] = p.WorkerID
@@ -175,5 +184,26 @@ func TestPlanExecutorsWaitsAfterAnExit(t *testing.T) {
 	lost := []*fsm.Executor{{ID: 0, State: fsm.ExecLost, EndedAt: 10_000}}
 	if ps := planExecutors([]*fsm.App{a}, [][]*fsm.Executor{lost}, threeWorkers(), true, 10_100); len(ps) == 0 {
 		t.Error("a LOST executor's replacement waited")
+	}
+}
+
+func TestPlanBatchesAndStopsWhenFull(t *testing.T) {
+	var ds []*fsm.Driver
+	for i := 0; i < placeBatch+100; i++ {
+		ds = append(ds, waiting(fmt.Sprintf("d%d", i), 1, 1))
+	}
+	big := []*fsm.Worker{worker("w1", 100000, 1<<30, fsm.WorkerAlive)}
+	if ps := plan(demands(ds...), big); len(ps) != placeBatch {
+		t.Errorf("%d placements, want a batch of %d", len(ps), placeBatch)
+	}
+	full := worker("w1", 4, 4096, fsm.WorkerAlive)
+	full.CoresUsed = 4
+	if ps := plan(demands(ds...), []*fsm.Worker{full}); len(ps) != 0 {
+		t.Errorf("placed %d drivers on a full worker", len(ps))
+	}
+	small := []*fsm.Worker{worker("w1", 3, 4096, fsm.WorkerAlive)}
+	if ps := plan(demands(waiting("big", 8, 1), waiting("a", 1, 1), waiting("b", 2, 1), waiting("c", 1, 1)), small); len(ps) != 2 ||
+		ps[0].DriverID != "a" || ps[1].DriverID != "b" {
+		t.Errorf("placements %v: want a and b behind the unplaceable one, then full", ps)
 	}
 }
