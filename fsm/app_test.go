@@ -1382,3 +1382,37 @@ func TestFinishedExecutorsAreRetainedUpToALimit(t *testing.T) {
 		t.Fatal("snapshot of pruned executors differs")
 	}
 }
+
+// TestWorkerChangedWakesOnlyThatWorker: a placement on one worker closes
+// that worker's channel and no other's; a restore closes them all.
+func TestWorkerChangedWakesOnlyThatWorker(t *testing.T) {
+	h := newHarness(t)
+	h.worker("w1", 4, 4096)
+	h.worker("w2", 4, 4096)
+	w1, w2 := h.f.WorkerChanged("w1"), h.f.WorkerChanged("w2")
+	h.submitDriver(0, false, "w1")
+	closed := func(c <-chan struct{}) bool {
+		select {
+		case <-c:
+			return true
+		default:
+			return false
+		}
+	}
+	if !closed(w1) || closed(w2) {
+		t.Fatalf("after a placement on w1: w1 woken %t, w2 woken %t; want true, false", closed(w1), closed(w2))
+	}
+	w2 = h.f.WorkerChanged("w2")
+	snap := snapshotRestore(t, h.f)
+	var buf memSink
+	s, _ := snap.Snapshot()
+	if err := s.Persist(&buf); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.f.Restore(io.NopCloser(bytes.NewReader(buf.Bytes()))); err != nil {
+		t.Fatal(err)
+	}
+	if !closed(w2) {
+		t.Fatal("a restore did not wake w2")
+	}
+}

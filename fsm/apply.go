@@ -137,7 +137,7 @@ func (f *FSM) applyPlaceDrivers(c *PlaceDrivers) any {
 		}
 		placed[d.ID] = true
 		d.WorkerID = w.ID
-		f.t.units(w.ID).drivers[d.ID] = struct{}{}
+		f.t.units(w.ID).addDriver(d.ID)
 		d.UpdatedAt = c.Time
 		d.Message = ""
 		d.Attempts = append(d.Attempts, Attempt{
@@ -176,7 +176,7 @@ func (f *FSM) release(d *Driver) {
 		w.CoresUsed -= d.Cores
 		w.MemoryUsedMB -= d.MemoryMB
 	}
-	delete(f.t.units(d.WorkerID).drivers, d.ID)
+	f.t.units(d.WorkerID).removeDriver(d.ID)
 }
 
 func (f *FSM) applyReportAttempts(c *ReportAttempts) any {

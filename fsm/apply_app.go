@@ -136,7 +136,7 @@ func (f *FSM) applyPlaceExecutors(c *PlaceExecutors) any {
 			LaunchedAt: c.Time,
 		}
 		f.t.Executors[ExecutorKey(a.ID, e.ID)] = e
-		f.t.units(w.ID).executors[ExecutorKey(a.ID, e.ID)] = struct{}{}
+		f.t.units(w.ID).addExecutor(ExecutorKey(a.ID, e.ID))
 		a.NextExecutorID++
 		a.CoresGranted += e.Cores
 		a.UpdatedAt = c.Time
@@ -189,7 +189,7 @@ func (f *FSM) endExecutor(e *Executor, state ExecutorState, exit *int, reason st
 		w.CoresUsed -= e.Cores
 		w.MemoryUsedMB -= e.MemoryMB
 	}
-	delete(f.t.units(e.WorkerID).executors, ExecutorKey(e.AppID, e.ID))
+	f.t.units(e.WorkerID).removeExecutor(ExecutorKey(e.AppID, e.ID))
 	if a, ok := f.t.Apps[e.AppID]; ok {
 		a.CoresGranted -= e.Cores
 		a.UpdatedAt = now

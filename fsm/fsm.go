@@ -94,16 +94,38 @@ type tables struct {
 type workerUnits struct {
 	drivers   map[string]struct{}
 	executors map[string]struct{}
+	// change is closed, and replaced, whenever the sets change, so a
+	// heartbeat held for this worker wakes for its own news only.
+	change chan struct{}
 }
 
 // units returns the index entry of a worker, creating it.
 func (t *tables) units(worker string) *workerUnits {
 	u, ok := t.on[worker]
 	if !ok {
-		u = &workerUnits{drivers: map[string]struct{}{}, executors: map[string]struct{}{}}
+		u = &workerUnits{drivers: map[string]struct{}{}, executors: map[string]struct{}{}, change: make(chan struct{})}
 		t.on[worker] = u
 	}
 	return u
+}
+
+func (u *workerUnits) addDriver(id string)     { u.drivers[id] = struct{}{}; u.touch() }
+func (u *workerUnits) removeDriver(id string)  { delete(u.drivers, id); u.touch() }
+func (u *workerUnits) addExecutor(k string)    { u.executors[k] = struct{}{}; u.touch() }
+func (u *workerUnits) removeExecutor(k string) { delete(u.executors, k); u.touch() }
+
+func (u *workerUnits) touch() {
+	close(u.change)
+	u.change = make(chan struct{})
+}
+
+// WorkerChanged returns a channel that is closed at the next change of
+// what the worker should run (a driver attempt or an executor placed on it
+// or taken off it), or at the next Restore.
+func (f *FSM) WorkerChanged(worker string) <-chan struct{} {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.t.units(worker).change
 }
 
 func newTables() tables {
@@ -335,6 +357,9 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	for _, u := range f.t.on {
+		close(u.change)
+	}
 	f.t = t
 	f.notify()
 	return nil

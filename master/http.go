@@ -560,7 +560,7 @@ func (m *Master) waitForChange(ctx context.Context, workerID string, req api.Hea
 	timer := time.NewTimer(m.cfg.heartbeatWait())
 	defer timer.Stop()
 	for {
-		changed := m.fsm.Changed()
+		changed := m.fsm.WorkerChanged(workerID)
 		as, es := m.running(workerID)
 		if !sameSet(as, req.Running) || !sameSet(es, req.RunningExecutors) || !m.ready.Load() {
 			return

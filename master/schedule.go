@@ -29,14 +29,10 @@ func (m *Master) schedule(ctx context.Context) {
 	var lastPrune time.Time
 	for {
 		changed := m.fsm.Changed()
-		if ps := plan(m.fsm.WaitingDemands(), m.fsm.Workers()); len(ps) > 0 {
-			if _, err := m.apply(fsm.CmdPlaceDrivers, &fsm.PlaceDrivers{Placements: ps, Time: now()}); err != nil {
-				m.log.Warn("placement not committed", "err", err, "placements", len(ps))
-			} else {
-				for _, p := range ps {
-					m.log.Info("placed driver", "driver", p.DriverID, "attempt", p.Attempt, "worker", p.WorkerID)
-				}
-			}
+		// The queue is read only when some worker has a free core, so a
+		// long queue in front of a full cluster costs nothing per commit.
+		if ws := m.fsm.Workers(); anyFreeCore(ws) {
+			m.placeDrivers(plan(m.fsm.WaitingDemands(), ws))
 		}
 		apps, execs := m.fsm.Apps()
 		if ps := planExecutors(apps, execs, m.fsm.Workers(), m.cfg.SpreadOutApps, now()); len(ps) > 0 {
@@ -124,6 +120,30 @@ func better(a, b *fsm.Worker) bool {
 		return a.MemoryFreeMB() > b.MemoryFreeMB()
 	}
 	return a.ID < b.ID
+}
+
+// placeDrivers commits a plan's driver placements, if any.
+func (m *Master) placeDrivers(ps []fsm.Placement) {
+	if len(ps) == 0 {
+		return
+	}
+	if _, err := m.apply(fsm.CmdPlaceDrivers, &fsm.PlaceDrivers{Placements: ps, Time: now()}); err != nil {
+		m.log.Warn("placement not committed", "err", err, "placements", len(ps))
+		return
+	}
+	for _, p := range ps {
+		m.log.Info("placed driver", "driver", p.DriverID, "attempt", p.Attempt, "worker", p.WorkerID)
+	}
+}
+
+// anyFreeCore reports whether some ALIVE worker has a free core.
+func anyFreeCore(ws []*fsm.Worker) bool {
+	for _, w := range ws {
+		if w.State == fsm.WorkerAlive && w.CoresFree() > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // planExecutors places executors for unfinished apps in registration order

@@ -98,10 +98,12 @@ func tputCluster(b *testing.B, opts testcluster.Options) (*testcluster.Cluster, 
 // is safe for concurrent use), and its transport keeps up to 64 idle
 // connections per master, as many as the default 64 goroutines need, so
 // the number of goroutines, not the number of clients, sets the number of
-// connections. (The client still redials often: it cancels the requests to
-// the masters that did not answer first, which closes their connections.)
+// connections. It is sticky (Options.Sticky: the master that answered last
+// first, every master after HedgeAfter), as a client submitting at a high
+// rate should be; DROVER_BENCH_STICKY=0 measures the fan-out to every
+// master that the CLI does, which triples the masters' HTTP work.
 func tputClient(b *testing.B, c *testcluster.Cluster) *client.Client {
-	cl, err := client.New(strings.Split(c.MasterAddrs, ","), client.Options{RequestTimeout: 10 * time.Second})
+	cl, err := client.New(strings.Split(c.MasterAddrs, ","), client.Options{RequestTimeout: 10 * time.Second, Sticky: os.Getenv("DROVER_BENCH_STICKY") != "0"})
 	if err != nil {
 		b.Fatal(err)
 	}
