@@ -251,7 +251,7 @@ func runs(s Stat) string {
 	return fmt.Sprintf("median of %d runs", len(s.Runs))
 }
 
-// targetRows are the issue's targets, judged on the medians over runs; the
+// targetRows are the performance targets, judged on the medians over runs; the
 // failover figures, whose runs each hold many trials, also on the worst
 // trial.
 func targetRows(f *figures) []Row {
@@ -363,6 +363,22 @@ func markdown(r *Report) string {
 	for _, row := range r.Targets {
 		p("| %s | %s | %s | %s | %s |", cell(row.Figure), cell(row.How), cell(row.Target), cell(row.Measured), row.Status)
 	}
+	p("")
+	p("## How the cluster figures are made")
+	p("")
+	p("- Every cluster is real: three `drover master` processes on loopback addresses, each with its own")
+	p("  Raft log on disk (raft-boltdb, fsync on every commit), started by `internal/testcluster`.")
+	p("- Submissions go through the Go client, 64 goroutines sharing one client in sticky mode (the master")
+	p("  that answered last first, every master after its hedge delay). The CLI instead sends each request")
+	p("  to every master, which triples the masters' HTTP work (`DROVER_BENCH_STICKY=0` measures that).")
+	p("- Latency is open loop: each submission has a scheduled time, and latency counts from it.")
+	p("- Placement uses simulated workers (`internal/simworker`): each speaks the real worker protocol over")
+	p("  real HTTP from its own address (register, long-poll heartbeats, RUNNING reports until acknowledged),")
+	p("  but launches nothing: no runner or program, no work dir, record, lease or logs, no adoption or strict")
+	p("  fencing, no decommission. They are not memberlist members (1,000 members in one process do not fit")
+	p("  in this machine); the masters run with `--worker-timeout 30s`, and heartbeats keep them alive.")
+	p("- Memory is the leader's RSS from /proc, the lowest of several samples, with the workers registered")
+	p("  and no driver, then with every driver RUNNING.")
 	p("")
 	p("## FSM Apply, per command")
 	p("")
