@@ -2,7 +2,6 @@ package fsm
 
 import (
 	"fmt"
-	"sort"
 	"strings"
 )
 
@@ -330,24 +329,15 @@ func (f *FSM) applyWorkerLost(c *WorkerLost) any {
 	w.UpdatedAt = now
 	// Executors first: an app that ends with a driver on this worker
 	// would otherwise record them KILLED rather than LOST.
-	var keys []string
-	for k, e := range f.t.Executors {
-		if e.WorkerID == w.ID && !e.State.Terminal() {
-			keys = append(keys, k)
-		}
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
+	// The worker's index entry holds exactly its live executors and
+	// unfinished placed drivers; taken as sorted copies, since ending them
+	// changes the entry, and map order is random while relaunch order
+	// decides queue order.
+	u := f.t.units(w.ID)
+	for _, k := range sortedKeys(u.executors) {
 		f.endExecutor(f.t.Executors[k], ExecLost, nil, reason, now)
 	}
-	var ids []string
-	for id, d := range f.t.Drivers {
-		if d.WorkerID == w.ID && !d.State.Terminal() {
-			ids = append(ids, id)
-		}
-	}
-	// Map order is random; relaunch order decides queue order, so sort.
-	sort.Strings(ids)
+	ids := sortedKeys(u.drivers)
 	for _, id := range ids {
 		d := f.t.Drivers[id]
 		if d.Supervise {

@@ -8,7 +8,6 @@ import (
 	"bytes"
 	"fmt"
 	"io"
-	"sort"
 	"strings"
 	"sync"
 	"testing"
@@ -171,15 +170,6 @@ func (s *benchFSM) report(byWorker map[string][]string, state DriverState) {
 		}
 		s.must(CmdReportAttempts, c)
 	}
-}
-
-func sortedKeys(m map[string][]string) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }
 
 // runDrivers submits n drivers, places them and reports them RUNNING.

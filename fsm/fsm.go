@@ -114,6 +114,16 @@ func (u *workerUnits) removeDriver(id string)  { delete(u.drivers, id); u.touch(
 func (u *workerUnits) addExecutor(k string)    { u.executors[k] = struct{}{}; u.touch() }
 func (u *workerUnits) removeExecutor(k string) { delete(u.executors, k); u.touch() }
 
+// sortedKeys returns m's keys in order.
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
 func (u *workerUnits) touch() {
 	close(u.change)
 	u.change = make(chan struct{})
