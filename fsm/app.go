@@ -66,6 +66,22 @@ func (s ExecutorState) Terminal() bool {
 	return false
 }
 
+// ExecutorStateOf maps a run's state, as a runner reports it in driver
+// terms, to an executor's: RUNNING, EXITED for FINISHED, KILLED, and FAILED
+// for FAILED or ERROR (a program that could not be launched, as in Spark).
+func ExecutorStateOf(s DriverState) ExecutorState {
+	switch s {
+	case DriverRunning:
+		return ExecRunning
+	case DriverFinished:
+		return ExecExited
+	case DriverKilled:
+		return ExecKilled
+	default:
+		return ExecFailed
+	}
+}
+
 // App is one row of the apps table (Spark's ApplicationInfo). Memory is in
 // MiB, times Unix milliseconds chosen by the leader.
 type App struct {

@@ -1416,3 +1416,26 @@ func TestWorkerChangedWakesOnlyThatWorker(t *testing.T) {
 		t.Fatal("a restore did not wake w2")
 	}
 }
+
+func TestExecutorStateOf(t *testing.T) {
+	for in, want := range map[DriverState]ExecutorState{
+		DriverRunning: ExecRunning, DriverFinished: ExecExited, DriverKilled: ExecKilled,
+		DriverFailed: ExecFailed, DriverError: ExecFailed,
+	} {
+		if got := ExecutorStateOf(in); got != want {
+			t.Errorf("ExecutorStateOf(%s) = %s, want %s", in, got, want)
+		}
+	}
+}
+
+func TestLiveAppsLeavesOutFinished(t *testing.T) {
+	h := newHarness(t)
+	a := h.register(appSpec(0))
+	b := h.register(appSpec(1))
+	h.ok(CmdEndApp, &EndApp{AppID: a, State: AppFinished, Time: h.tick()})
+	all, _ := h.f.Apps()
+	live, execs := h.f.LiveApps()
+	if len(all) != 2 || len(live) != 1 || live[0].ID != b || len(execs) != 1 {
+		t.Fatalf("Apps %d, LiveApps %v: want 2 and only %s", len(all), live, b)
+	}
+}

@@ -407,15 +407,23 @@ func (f *FSM) executorClones(appID string) []*Executor {
 // Apps returns copies of all apps ordered by ID (so by registration time,
 // then sequence: the order Spark's waitingApps keeps), each with copies of
 // its executors.
-func (f *FSM) Apps() ([]*App, [][]*Executor) {
+func (f *FSM) Apps() ([]*App, [][]*Executor) { return f.apps(false) }
+
+// LiveApps is Apps without the finished ones: what the scheduler and the
+// app liveness watch need on every change, without copying the retained
+// history.
+func (f *FSM) LiveApps() ([]*App, [][]*Executor) { return f.apps(true) }
+
+func (f *FSM) apps(liveOnly bool) ([]*App, [][]*Executor) {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
-	ids := f.appIDs()
-	apps := make([]*App, len(ids))
-	execs := make([][]*Executor, len(ids))
-	for i, id := range ids {
-		apps[i] = f.t.Apps[id].clone()
-		execs[i] = f.executorClones(id)
+	var apps []*App
+	var execs [][]*Executor
+	for _, id := range f.appIDs() {
+		if a := f.t.Apps[id]; !liveOnly || !a.State.Terminal() {
+			apps = append(apps, a.clone())
+			execs = append(execs, f.executorClones(id))
+		}
 	}
 	return apps, execs
 }

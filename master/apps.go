@@ -110,12 +110,11 @@ func (m *Master) pathApp(w http.ResponseWriter, r *http.Request) (api.AppStatus,
 		writeError(w, http.StatusBadRequest, fmt.Sprintf("%q is not an app ID (app-<yyyyMMddHHmmss>-<seq>)", id))
 		return api.AppStatus{}, false
 	}
-	a, es, ok := m.fsm.App(id)
+	s, ok := m.currentApp(id)
 	if !ok {
 		writeError(w, http.StatusNotFound, fmt.Sprintf("%s: %s", fsm.ErrUnknownApp, id))
-		return api.AppStatus{}, false
 	}
-	return explainApp(api.AppStatus{App: a, Executors: es}, m.fsm.Workers()), true
+	return s, ok
 }
 
 func (m *Master) handleApp(w http.ResponseWriter, r *http.Request) {
@@ -191,26 +190,24 @@ func (m *Master) handleWatchApp(w http.ResponseWriter, r *http.Request) {
 	seen := r.Header.Get("If-None-Match")
 	timer := time.NewTimer(m.cfg.heartbeatWait())
 	defer timer.Stop()
-	for etag := appETag(s); etag == seen && !s.State.Terminal() && m.ready.Load(); etag = appETag(s) {
+poll:
+	for {
+		// Subscribe before reading, so no change falls between the two.
 		changed := m.fsm.Changed()
 		if cur, ok := m.currentApp(s.ID); ok {
 			s = cur
-			if appETag(s) != seen {
-				break
-			}
+		}
+		if appETag(s) != seen || s.State.Terminal() || !m.ready.Load() {
+			break
 		}
 		select {
 		case <-changed:
 		case <-timer.C:
-			m.writeApp(w, s)
-			return
+			break poll
 		case <-r.Context().Done():
 			return
 		case <-m.stop:
 			return
-		}
-		if cur, ok := m.currentApp(s.ID); ok {
-			s = cur
 		}
 	}
 	m.appContact.seen(s.ID, time.Now())
@@ -337,7 +334,7 @@ func (m *Master) watchApps(ctx context.Context) {
 	tick := time.NewTicker(appWatchInterval)
 	defer tick.Stop()
 	for {
-		apps, _ := m.fsm.Apps()
+		apps, _ := m.fsm.LiveApps()
 		t := time.Now()
 		for _, a := range apps {
 			if a.State.Terminal() {

@@ -34,7 +34,7 @@ func (m *Master) schedule(ctx context.Context) {
 		if ws := m.fsm.Workers(); anyFreeCore(ws) {
 			m.placeDrivers(plan(m.fsm.WaitingDemands(), ws))
 		}
-		apps, execs := m.fsm.Apps()
+		apps, execs := m.fsm.LiveApps()
 		if ps := planExecutors(apps, execs, m.fsm.Workers(), m.cfg.SpreadOutApps, now()); len(ps) > 0 {
 			if _, err := m.apply(fsm.CmdPlaceExecutors, &fsm.PlaceExecutors{Placements: ps, Time: now()}); err != nil {
 				m.log.Warn("executor placement not committed", "err", err, "placements", len(ps))

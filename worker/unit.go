@@ -170,27 +170,12 @@ type report struct {
 	reason   string
 }
 
-// executorState translates a runner's state for an executor: a program
-// that could not be launched (ERROR) counts as FAILED, as in Spark.
-func executorState(s fsm.DriverState) fsm.ExecutorState {
-	switch s {
-	case fsm.DriverRunning:
-		return fsm.ExecRunning
-	case fsm.DriverFinished:
-		return fsm.ExecExited
-	case fsm.DriverKilled:
-		return fsm.ExecKilled
-	default:
-		return fsm.ExecFailed
-	}
-}
-
 func (r report) attemptReport() fsm.AttemptReport {
 	return fsm.AttemptReport{DriverID: r.key.id, Attempt: r.key.n, State: r.state, ExitCode: r.exitCode, Runs: r.runs, Reason: r.reason}
 }
 
 func (r report) executorReport() fsm.ExecutorReport {
-	return fsm.ExecutorReport{AppID: r.key.id, ExecutorID: r.key.n, State: executorState(r.state), ExitCode: r.exitCode, Reason: r.reason}
+	return fsm.ExecutorReport{AppID: r.key.id, ExecutorID: r.key.n, State: fsm.ExecutorStateOf(r.state), ExitCode: r.exitCode, Reason: r.reason}
 }
 
 // ackID is what a report and the leader's echo of it share: the unit, the
@@ -205,7 +190,7 @@ type ackID struct {
 
 func (r report) ackID() ackID {
 	if r.key.kind == kindExecutor {
-		return ackID{r.key, string(executorState(r.state)), 0}
+		return ackID{r.key, string(fsm.ExecutorStateOf(r.state)), 0}
 	}
 	return ackID{r.key, string(r.state), r.runs}
 }

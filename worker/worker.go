@@ -38,6 +38,7 @@ import (
 	"github.com/drover-project/drover/api"
 	"github.com/drover-project/drover/client"
 	"github.com/drover-project/drover/fsm"
+	"github.com/drover-project/drover/internal/wait"
 )
 
 // shutdownTimeout bounds the HTTP server's graceful stop in Close.
@@ -427,7 +428,7 @@ func (w *Worker) loop(ctx context.Context) {
 			continue
 		case err != nil:
 			w.log.Warn("heartbeat failed", "err", err)
-			if !sleep(ctx, w.cfg.HeartbeatInterval) {
+			if !wait.Sleep(ctx, w.cfg.HeartbeatInterval) {
 				return
 			}
 			continue
@@ -484,7 +485,7 @@ func (w *Worker) register(ctx context.Context) bool {
 			return false
 		}
 		w.log.Warn("cannot register, retrying", "err", err)
-		if !sleep(ctx, w.cfg.HeartbeatInterval) {
+		if !wait.Sleep(ctx, w.cfg.HeartbeatInterval) {
 			return false
 		}
 	}
@@ -656,17 +657,4 @@ func (w *Worker) pause(ctx context.Context, d time.Duration) bool {
 	case <-w.wake:
 	}
 	return true
-}
-
-// sleep waits d regardless of local changes, so that failing calls to the
-// masters are never repeated faster than that; false means ctx ended.
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
 }

@@ -355,3 +355,27 @@ func TestAppBadInput(t *testing.T) {
 		t.Error("refused requests changed the tables")
 	}
 }
+
+// TestAppEndsWhenItsClientStopsWatching: with --app-timeout 2s, an app
+// whose client stops watching (Close) is ended FAILED and its executors
+// stop; an app still watched in the meantime lives on.
+func TestAppEndsWhenItsClientStopsWatching(t *testing.T) {
+	c := testcluster.New(t, testcluster.Options{Workers: 1, MasterArgs: []string{"--app-timeout", "2s"}})
+	p := newProbe(t)
+	gone := registerApp(t, c, p.appSpec("exec sleep 600", 1))
+	kept := registerApp(t, c, p.appSpec("exec sleep 600", 1))
+	running(t, gone, 1)
+	running(t, kept, 1)
+	pid := p.lines(gone.ID() + "-0")[0][2]
+	gone.Close()
+	waitFor(t, 20*time.Second, "unwatched app ended", func() bool {
+		return appStatus(t, c, gone.ID()).State.Terminal()
+	})
+	if s := appStatus(t, c, gone.ID()); s.State != fsm.AppFailed || !strings.Contains(s.Message, "not heard from") {
+		t.Fatalf("unwatched app: %s %q, want FAILED for its silent client", s.State, s.Message)
+	}
+	waitFor(t, 20*time.Second, "executor "+pid+" stopped", func() bool { return !processAlive(pid) })
+	if s := appStatus(t, c, kept.ID()); s.State != fsm.AppRunning {
+		t.Fatalf("watched app: %s %q, want RUNNING", s.State, s.Message)
+	}
+}

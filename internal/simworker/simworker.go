@@ -62,6 +62,7 @@ import (
 	"github.com/drover-project/drover/client"
 	"github.com/drover-project/drover/fsm"
 	"github.com/drover-project/drover/gossip"
+	"github.com/drover-project/drover/internal/wait"
 )
 
 // Options describe a fleet of simulated workers. Zero values take the
@@ -298,24 +299,9 @@ type ackID struct {
 
 func (r report) ackID() ackID {
 	if r.key.exec {
-		return ackID{r.key, string(executorState(r.state)), 0}
+		return ackID{r.key, string(fsm.ExecutorStateOf(r.state)), 0}
 	}
 	return ackID{r.key, string(r.state), r.runs}
-}
-
-// executorState translates a report's state to an executor's, as package
-// worker does.
-func executorState(s fsm.DriverState) fsm.ExecutorState {
-	switch s {
-	case fsm.DriverRunning:
-		return fsm.ExecRunning
-	case fsm.DriverFinished:
-		return fsm.ExecExited
-	case fsm.DriverKilled:
-		return fsm.ExecKilled
-	default:
-		return fsm.ExecFailed
-	}
 }
 
 // worker is one simulated worker. Only its own goroutine (loop) touches its
@@ -407,7 +393,7 @@ func (w *worker) loop(ctx context.Context) {
 		case err != nil:
 			w.f.failures.Add(1)
 			w.f.opts.Logger.Warn("heartbeat failed", "worker", w.id, "err", err)
-			if !sleep(ctx, w.f.opts.HeartbeatInterval) {
+			if !wait.Sleep(ctx, w.f.opts.HeartbeatInterval) {
 				return
 			}
 			continue
@@ -426,7 +412,7 @@ func (w *worker) loop(ctx context.Context) {
 		if queued || longPollNext(req, resp) {
 			continue
 		}
-		if !sleep(ctx, w.f.opts.HeartbeatInterval-time.Since(sent)) {
+		if !wait.Sleep(ctx, w.f.opts.HeartbeatInterval-time.Since(sent)) {
 			return
 		}
 	}
@@ -472,7 +458,7 @@ func (w *worker) register(ctx context.Context) bool {
 		}
 		w.f.failures.Add(1)
 		w.f.opts.Logger.Warn("cannot register, retrying", "worker", w.id, "err", err)
-		if !sleep(ctx, w.f.opts.HeartbeatInterval) {
+		if !wait.Sleep(ctx, w.f.opts.HeartbeatInterval) {
 			return false
 		}
 	}
@@ -494,7 +480,7 @@ func (w *worker) heartbeatRequest(index uint64) api.HeartbeatRequest {
 	for _, r := range w.unacked {
 		if r.key.exec {
 			req.ExecutorReports = append(req.ExecutorReports, fsm.ExecutorReport{
-				AppID: r.key.id, ExecutorID: r.key.n, State: executorState(r.state), Reason: r.reason})
+				AppID: r.key.id, ExecutorID: r.key.n, State: fsm.ExecutorStateOf(r.state), Reason: r.reason})
 		} else {
 			req.Reports = append(req.Reports, fsm.AttemptReport{
 				DriverID: r.key.id, Attempt: r.key.n, State: r.state, Runs: r.runs, Reason: r.reason})
@@ -606,19 +592,4 @@ func (w *worker) queue(r report) {
 		})
 	}
 	w.unacked = append(w.unacked, r)
-}
-
-// sleep waits d; false means ctx ended.
-func sleep(ctx context.Context, d time.Duration) bool {
-	if d <= 0 {
-		return ctx.Err() == nil
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
 }

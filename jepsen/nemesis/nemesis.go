@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/drover-project/drover/internal/testcluster"
+	"github.com/drover-project/drover/internal/wait"
 	"github.com/drover-project/drover/jepsen/history"
 )
 
@@ -245,7 +246,7 @@ func Plan(seed uint64, families []string, total time.Duration) ([]Step, error) {
 // before it returns. A fault that cannot start is logged and skipped.
 func Run(ctx context.Context, env *Env, steps []Step, rec *history.Recorder) {
 	for i, s := range steps {
-		if !sleep(ctx, s.Quiet) {
+		if !wait.Sleep(ctx, s.Quiet) {
 			return
 		}
 		f := lookup(s.Fault)
@@ -261,7 +262,7 @@ func Run(ctx context.Context, env *Env, steps []Step, rec *history.Recorder) {
 		sort.Strings(targets)
 		rec.Add(history.Op{Process: history.NemesisProcess, Type: history.Info, F: history.FStart, Fault: f.name, Targets: targets, Window: i + 1})
 		env.Logf("nemesis: %s on %s for %s", f.name, strings.Join(targets, ","), hold)
-		sleep(ctx, hold)
+		wait.Sleep(ctx, hold)
 		if err := stop(); err != nil {
 			env.Logf("nemesis: healing %s: %v", f.name, err)
 		}
@@ -367,15 +368,4 @@ func keys(m map[string]bool) []string {
 	}
 	sort.Strings(out)
 	return out
-}
-
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
 }
