@@ -177,6 +177,11 @@ type Assignment struct {
 	Cores     int               `json:"cores"`
 	MemoryMB  int64             `json:"memory_mb"`
 	Supervise bool              `json:"supervise"`
+	// Token is the attempt's own API token (package auth's DriverToken),
+	// which the worker hands the driver as DROVER_TOKEN so that it can
+	// register its application; "" when the masters use no tokens.
+	// Derived by the leader on each answer, never stored in the tables.
+	Token string `json:"token,omitempty"`
 }
 
 // ExecutorAssignment is one executor a worker should run, with what it

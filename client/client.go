@@ -1,25 +1,30 @@
 // Package client talks to a Drover master quorum over HTTP. Like Spark's
 // tryRegisterAllMasters, it sends each request to every master at once and
 // takes the first authoritative answer: a success, or a refusal that only the
-// leader could give. Answers that say "no leader here" (503) or connection
-// failures are not authoritative; the client then tries again in rounds until
-// its context ends.
+// leader could give. Answers that say "no leader here" (503) or "too busy"
+// (429) and connection failures are not authoritative; the client then
+// tries again in rounds until its context ends.
 package client
 
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/drover-project/drover/api"
+	"github.com/drover-project/drover/auth"
+	"github.com/drover-project/drover/pki"
 	"github.com/drover-project/drover/transport"
 )
 
@@ -28,7 +33,8 @@ import (
 // be reached, or none knew a leader.
 var ErrUnavailable = errors.New("no master answered with a leader")
 
-// APIError is an authoritative refusal: a 4xx, or a 5xx other than 503.
+// APIError is an authoritative refusal: a 4xx other than 429, a 5xx other
+// than 503, or a TLS handshake that failed on a certificate (Status 0).
 type APIError struct {
 	Status  int
 	Message string
@@ -59,12 +65,62 @@ type Options struct {
 	HedgeAfter time.Duration
 	// MaxResponseBytes bounds a response body (default 64 MiB).
 	MaxResponseBytes int64
+	// TLS, when set, makes every request HTTPS with this config (package
+	// pki's Files.ClientConfig(pki.RoleMaster) trusts only the cluster CA
+	// and checks that the server holds a master certificate).
+	TLS *tls.Config
+	// Token is sent as "Authorization: Bearer <Token>" when not "".
+	Token string
+}
+
+// Environment variables that OptionsFromEnv reads; a driver's worker sets
+// DROVER_CACERT and DROVER_TOKEN for it.
+const (
+	EnvCACert     = "DROVER_CACERT"
+	EnvClientCert = "DROVER_CLIENT_CERT"
+	EnvClientKey  = "DROVER_CLIENT_KEY"
+	EnvToken      = "DROVER_TOKEN"
+	EnvTokenFile  = "DROVER_TOKEN_FILE"
+)
+
+// OptionsFromEnv returns Options with TLS and Token taken from the
+// environment: the cluster CA from $DROVER_CACERT, an optional client
+// certificate from $DROVER_CLIENT_CERT and $DROVER_CLIENT_KEY, and the
+// token from the file $DROVER_TOKEN_FILE or else $DROVER_TOKEN. Unset
+// variables leave plain HTTP and no token. Errors name the variable and
+// never repeat a token.
+func OptionsFromEnv() (Options, error) {
+	return SecureOptions(os.Getenv(EnvCACert), os.Getenv(EnvClientCert), os.Getenv(EnvClientKey), os.Getenv(EnvTokenFile))
+}
+
+// SecureOptions is OptionsFromEnv with the file names given: caFile ("" for
+// plain HTTP), an optional client certificate and key, and a token file
+// ("" reads $DROVER_TOKEN instead).
+func SecureOptions(caFile, certFile, keyFile, tokenFile string) (Options, error) {
+	var o Options
+	if caFile != "" || certFile != "" || keyFile != "" {
+		if caFile == "" {
+			return o, errors.New("a client certificate needs the cluster CA too ($DROVER_CACERT or --ca-cert)")
+		}
+		c, err := pki.Files{CA: caFile, Cert: certFile, Key: keyFile}.ClientConfig(pki.RoleMaster)
+		if err != nil {
+			return o, err
+		}
+		o.TLS = c
+	}
+	tok, err := auth.LoadToken(tokenFile, EnvToken)
+	if err != nil {
+		return o, err
+	}
+	o.Token = tok
+	return o, nil
 }
 
 // Client is safe for concurrent use.
 type Client struct {
 	masters []string
 	opts    Options
+	scheme  string
 	http    *http.Client
 
 	mu        sync.Mutex
@@ -72,7 +128,8 @@ type Client struct {
 }
 
 // New returns a client for the given masters, each host:port of a master's
-// HTTP listener (an http:// prefix is accepted and ignored).
+// HTTP listener (an http:// or https:// prefix is accepted and ignored:
+// Options.TLS decides the scheme).
 func New(masters []string, opts Options) (*Client, error) {
 	if opts.RequestTimeout <= 0 {
 		opts.RequestTimeout = 10 * time.Second
@@ -91,7 +148,8 @@ func New(masters []string, opts Options) (*Client, error) {
 	}
 	var ms []string
 	for _, m := range masters {
-		m = strings.TrimSpace(strings.TrimPrefix(m, "http://"))
+		m = strings.TrimSpace(m)
+		m = strings.TrimPrefix(strings.TrimPrefix(m, "http://"), "https://")
 		if m == "" {
 			continue
 		}
@@ -103,7 +161,11 @@ func New(masters []string, opts Options) (*Client, error) {
 	if len(ms) == 0 {
 		return nil, errors.New("no master addresses given")
 	}
-	return &Client{masters: ms, opts: opts, http: transport.NewHTTPClient(opts.BindIP, 0)}, nil
+	scheme := "http://"
+	if opts.TLS != nil {
+		scheme = "https://"
+	}
+	return &Client{masters: ms, opts: opts, scheme: scheme, http: transport.NewHTTPClient(opts.BindIP, 0, opts.TLS)}, nil
 }
 
 // Response is a raw authoritative answer.
@@ -252,18 +314,26 @@ func (c *Client) one(ctx context.Context, master, method, path string, body []by
 	if body != nil {
 		rd = bytes.NewReader(body)
 	}
-	req, err := http.NewRequestWithContext(ctx, method, "http://"+master+path, rd)
+	req, err := http.NewRequestWithContext(ctx, method, c.scheme+master+path, rd)
 	if err != nil {
 		return nil, &APIError{Status: 0, Message: err.Error()}
 	}
 	for k, vs := range header {
 		req.Header[k] = vs
 	}
+	if c.opts.Token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.opts.Token)
+	}
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
 	hr, err := c.http.Do(req)
 	if err != nil {
+		if refusedByTLS(err) {
+			// Trying again cannot help: the master's certificate is
+			// not one of the cluster's, or it refused ours.
+			return nil, &APIError{Status: 0, Message: fmt.Sprintf("%s: %v", master, rootCause(err))}
+		}
 		return nil, fmt.Errorf("%s: %v", master, rootCause(err))
 	}
 	defer hr.Body.Close()
@@ -271,14 +341,18 @@ func (c *Client) one(ctx context.Context, master, method, path string, body []by
 	if err != nil {
 		return nil, fmt.Errorf("%s: read answer: %v", master, err)
 	}
-	if hr.StatusCode == http.StatusServiceUnavailable {
+	if hr.StatusCode == http.StatusServiceUnavailable || hr.StatusCode == http.StatusTooManyRequests {
 		return nil, fmt.Errorf("%s: %s", master, errorMessage(hr.StatusCode, b))
 	}
 	c.mu.Lock()
 	c.preferred = master
 	c.mu.Unlock()
 	if hr.StatusCode >= 300 {
-		return nil, &APIError{Status: hr.StatusCode, Message: errorMessage(hr.StatusCode, b)}
+		msg := errorMessage(hr.StatusCode, b)
+		if c.opts.TLS == nil && strings.Contains(msg, "HTTP request to an HTTPS server") {
+			msg = fmt.Sprintf("%s speaks HTTPS: give the cluster CA with --ca-cert or $%s", master, EnvCACert)
+		}
+		return nil, &APIError{Status: hr.StatusCode, Message: msg}
 	}
 	return &Response{Status: hr.StatusCode, Header: hr.Header, Body: b, From: master}, nil
 }
@@ -296,6 +370,17 @@ func errorMessage(status int, body []byte) string {
 		msg = http.StatusText(status)
 	}
 	return msg
+}
+
+// refusedByTLS reports whether err is a certificate the client does not
+// trust.
+func refusedByTLS(err error) bool {
+	var cve *tls.CertificateVerificationError
+	var ua x509.UnknownAuthorityError
+	var hn x509.HostnameError
+	var alert tls.AlertError
+	var plain tls.RecordHeaderError
+	return errors.As(err, &cve) || errors.As(err, &ua) || errors.As(err, &hn) || errors.As(err, &alert) || errors.As(err, &plain)
 }
 
 // rootCause strips url.Error's "Post \"http://...\":" prefix, which repeats

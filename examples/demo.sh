@@ -28,7 +28,7 @@ done
 cat "$dir/dev.out"
 # shellcheck disable=SC1091
 . "$dir/cluster.env"
-export DROVER_MASTERS
+export DROVER_MASTERS DROVER_CACERT DROVER_TOKEN_FILE
 client() { "$bin/drover" client "$@"; }
 
 say "submitting a supervised word count over $input, with 2 executors"

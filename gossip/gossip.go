@@ -6,6 +6,7 @@ package gossip
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -51,6 +52,14 @@ type Config struct {
 	// whenever a member joins, leaves, is declared dead or updates.
 	OnChange func()
 	Logger   *slog.Logger
+	// SecretKey encrypts and authenticates all gossip (UDP and TCP) with
+	// AES-GCM through memberlist's keyring: 16, 24 or 32 bytes for
+	// AES-128, -192 or -256 (ParseKey decodes one). nil means no
+	// encryption; any other length, an empty non-nil key included, is an
+	// error from Start. With a key, plain-text gossip is refused both ways,
+	// so every member of a pool needs the same key. Start keeps no copy of
+	// it outside memberlist and never logs it.
+	SecretKey []byte
 }
 
 // Pool is a running memberlist member.
@@ -76,11 +85,38 @@ func ProfileConfig(profile string) (*memberlist.Config, error) {
 	return nil, fmt.Errorf("unknown gossip profile %q (want lan, local or wan)", profile)
 }
 
+// ParseKey decodes a gossip key: standard base64 (as "drover keygen"
+// prints) of 16, 24 or 32 bytes, for AES-128, -192 or -256. Surrounding
+// white space is ignored. Errors never quote s, since it is a secret.
+func ParseKey(s string) ([]byte, error) {
+	key, err := base64.StdEncoding.DecodeString(strings.TrimSpace(s))
+	if err != nil {
+		// The decoder's error gives only an offset, never the input.
+		return nil, fmt.Errorf("gossip key is not standard base64: %w", err)
+	}
+	if err := checkKeyLen(len(key)); err != nil {
+		return nil, err
+	}
+	return key, nil
+}
+
+func checkKeyLen(n int) error {
+	if n != 16 && n != 24 && n != 32 {
+		return fmt.Errorf("gossip key is %d bytes, want 16, 24 or 32 (AES-128, -192 or -256)", n)
+	}
+	return nil
+}
+
 // Start creates the member and starts joining cfg.Join in the background.
 func Start(cfg Config) (*Pool, error) {
 	mc, err := ProfileConfig(cfg.Profile)
 	if err != nil {
 		return nil, err
+	}
+	if cfg.SecretKey != nil {
+		if err := checkKeyLen(len(cfg.SecretKey)); err != nil {
+			return nil, err
+		}
 	}
 	meta, err := json.Marshal(cfg.Meta)
 	if err != nil {
@@ -98,6 +134,19 @@ func Start(cfg Config) (*Pool, error) {
 	tr, err := transport.NewGossipTransport(cfg.BindIP, cfg.Port, &memberlist.NetTransportConfig{Logger: stdLog})
 	if err != nil {
 		return nil, fmt.Errorf("gossip listen on %s:%d: %w", cfg.BindIP, cfg.Port, err)
+	}
+	if cfg.SecretKey != nil {
+		// A copy, so a caller that zeroes or reuses its slice does not
+		// change the keyring under memberlist.
+		mc.SecretKey = append([]byte(nil), cfg.SecretKey...)
+		// Both are memberlist's defaults today; they are what makes the
+		// key a gate rather than an option, so they are not left to a
+		// default that could change.
+		mc.GossipVerifyIncoming = true
+		mc.GossipVerifyOutgoing = true
+		// The pool keeps cfg for its life; without the key, nothing that
+		// prints it can leak the key.
+		cfg.SecretKey = nil
 	}
 	mc.Name = NodeName(cfg.Meta.Role, cfg.Meta.ID)
 	mc.BindAddr = cfg.BindIP

@@ -1,7 +1,15 @@
 package gossip
 
 import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/hex"
 	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -86,5 +94,266 @@ func TestLookupFollowsLeave(t *testing.T) {
 	waitUntil(t, "leave", func() bool { _, ok := a.Lookup(RoleWorker, "w1"); return !ok })
 	if len(a.Alive()) != 1 {
 		t.Fatalf("alive after leave = %v", a.Alive())
+	}
+}
+
+// logWatch is a slog handler that keeps every line a pool logs (memberlist's
+// included, at debug level) so a test can wait for one.
+type logWatch struct {
+	mu      sync.Mutex
+	lines   []logLine
+	changed chan struct{} // closed and replaced at every line
+}
+
+type logLine struct {
+	at   time.Time
+	text string
+}
+
+func newLogWatch() *logWatch { return &logWatch{changed: make(chan struct{})} }
+
+func (w *logWatch) Enabled(context.Context, slog.Level) bool { return true }
+func (w *logWatch) WithAttrs([]slog.Attr) slog.Handler       { return w }
+func (w *logWatch) WithGroup(string) slog.Handler            { return w }
+
+func (w *logWatch) Handle(_ context.Context, r slog.Record) error {
+	var b strings.Builder
+	b.WriteString(r.Message)
+	r.Attrs(func(a slog.Attr) bool {
+		fmt.Fprintf(&b, " %s=%v", a.Key, a.Value)
+		return true
+	})
+	w.mu.Lock()
+	w.lines = append(w.lines, logLine{at: time.Now(), text: b.String()})
+	close(w.changed)
+	w.changed = make(chan struct{})
+	w.mu.Unlock()
+	return nil
+}
+
+// waitSpan waits until the lines that contain every one of parts span at
+// least d, from the first to the last, and returns how many there are.
+func (w *logWatch) waitSpan(t *testing.T, d time.Duration, parts ...string) int {
+	t.Helper()
+	deadline := time.NewTimer(30 * time.Second)
+	defer deadline.Stop()
+	for {
+		w.mu.Lock()
+		var first, last time.Time
+		n := 0
+		for _, l := range w.lines {
+			all := true
+			for _, p := range parts {
+				all = all && strings.Contains(l.text, p)
+			}
+			if all {
+				if n == 0 {
+					first = l.at
+				}
+				last = l.at
+				n++
+			}
+		}
+		changed := w.changed
+		w.mu.Unlock()
+		if n > 0 && last.Sub(first) >= d {
+			return n
+		}
+		select {
+		case <-changed:
+		case <-deadline.C:
+			t.Fatalf("log lines with %q: %d spanning %v, not %v within 30s", parts, n, last.Sub(first), d)
+		}
+	}
+}
+
+func (w *logWatch) text() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var b strings.Builder
+	for _, l := range w.lines {
+		b.WriteString(l.text)
+		b.WriteByte('\n')
+	}
+	return b.String()
+}
+
+func newKey(t *testing.T, n int) []byte {
+	t.Helper()
+	k := make([]byte, n)
+	if _, err := rand.Read(k); err != nil {
+		t.Fatal(err)
+	}
+	return k
+}
+
+// node is one keyed (or not) member on its own loopback IP, so that the
+// other members' logs name it by that IP.
+type node struct {
+	p    *Pool
+	log  *logWatch
+	addr string
+}
+
+func startNode(t *testing.T, role, id, ip string, key []byte, join ...string) *node {
+	t.Helper()
+	ports, err := freeport.Get(ip, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := newLogWatch()
+	p, err := Start(Config{
+		Meta: Meta{Role: role, ID: id, HTTP: "x:1"}, BindIP: ip, Port: ports[0], Profile: "local",
+		Join: join, SecretKey: key, Logger: slog.New(w),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Shutdown() })
+	return &node{p: p, log: w, addr: fmt.Sprintf("%s:%d", ip, ports[0])}
+}
+
+func (n *node) sees(role, id string) bool { _, ok := n.p.Lookup(role, id); return ok }
+
+// assertKeyNotLogged fails if any node's log holds key in any usual
+// spelling.
+func assertKeyNotLogged(t *testing.T, key []byte, nodes ...*node) {
+	t.Helper()
+	for _, n := range nodes {
+		text := n.log.text()
+		for _, spelling := range []string{string(key), base64.StdEncoding.EncodeToString(key), hex.EncodeToString(key), fmt.Sprint(key)} {
+			if strings.Contains(text, spelling) {
+				t.Fatalf("%s logged the gossip key", n.addr)
+			}
+		}
+	}
+}
+
+func TestGossipEncryptedPoolsSeeEachOther(t *testing.T) {
+	for _, size := range []int{16, 24, 32} {
+		t.Run(fmt.Sprintf("AES-%d", size*8), func(t *testing.T) {
+			key := newKey(t, size)
+			mine := bytes.Clone(key)
+			m := startNode(t, RoleMaster, "m1", "127.0.0.64", mine)
+			// A caller may wipe its key once Start returns.
+			clear(mine)
+			w := startNode(t, RoleWorker, "w1", "127.0.0.66", key, m.addr)
+			waitUntil(t, "master sees the worker", func() bool { return m.sees(RoleWorker, "w1") })
+			waitUntil(t, "worker sees the master", func() bool { return w.sees(RoleMaster, "m1") })
+			assertKeyNotLogged(t, key, m, w)
+		})
+	}
+}
+
+// A member without the pool's key is refused however it tries, and never
+// becomes a member, while a member with the key joins the same pool.
+func TestGossipKeyMismatchIsRefused(t *testing.T) {
+	poolKey, otherKey := newKey(t, 32), newKey(t, 32)
+	cases := []struct {
+		name              string
+		poolKey, intruder []byte
+		// refusal is what the pool logs when it refuses the intruder.
+		refusal string
+		// net holds the three members' loopback IPs, 127.0.0.net+0..2,
+		// apart from the other cases' since they run in parallel.
+		net int
+	}{
+		{"wrong key", poolKey, otherKey, "no installed keys could decrypt", 80},
+		{"no key", poolKey, nil, "encryption is configured but remote state is not encrypted", 83},
+		{"keyed member, plain pool", nil, poolKey, "remote state is encrypted and encryption is not configured", 86},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			ip := func(i int) string { return fmt.Sprintf("127.0.0.%d", tc.net+i) }
+			m := startNode(t, RoleMaster, "m1", ip(0), tc.poolKey)
+			// A member with the pool's key: the control that the pool
+			// accepts members at all.
+			w := startNode(t, RoleWorker, "w1", ip(1), tc.poolKey, m.addr)
+			waitUntil(t, "pool forms", func() bool { return m.sees(RoleWorker, "w1") && w.sees(RoleMaster, "m1") })
+
+			x := startNode(t, RoleWorker, "x", ip(2), tc.intruder, m.addr)
+			if n, err := x.p.ml.Join([]string{m.addr}); err == nil || n != 0 {
+				t.Fatalf("intruder's join: %d contacted, err %v", n, err)
+			}
+			// The intruder's join loop keeps trying in the background.
+			// Refusals seen over two probe intervals leave time for
+			// any way in other than a join to show, and for the
+			// members to gossip about the control member meanwhile.
+			mc, err := ProfileConfig("local")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if n := m.log.waitSpan(t, 2*mc.ProbeInterval, "failed to receive", tc.refusal, "from="+ip(2)+":"); n < 3 {
+				t.Fatalf("%d refusals", n)
+			}
+
+			for _, n := range []*node{m, w} {
+				if n.sees(RoleWorker, "x") {
+					t.Fatalf("%s lists the intruder", n.addr)
+				}
+				for _, mem := range n.p.ml.Members() {
+					if mem.Name == NodeName(RoleWorker, "x") {
+						t.Fatalf("%s's memberlist holds the intruder", n.addr)
+					}
+				}
+			}
+			if got := x.p.Alive(); len(got) != 1 {
+				t.Fatalf("intruder sees %v", got)
+			}
+			for _, k := range [][]byte{tc.poolKey, tc.intruder} {
+				if k != nil {
+					assertKeyNotLogged(t, k, m, w, x)
+				}
+			}
+		})
+	}
+}
+
+func TestStartRefusesBadKeyLength(t *testing.T) {
+	ports, err := freeport.Get("127.0.0.64", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []int{0, 1, 15, 17, 31, 33, 64} {
+		p, err := Start(Config{Meta: Meta{Role: RoleMaster, ID: "m1"}, BindIP: "127.0.0.64", Port: ports[0], Profile: "local", SecretKey: make([]byte, n)})
+		if err == nil {
+			p.Shutdown()
+			t.Fatalf("a %d-byte key accepted", n)
+		}
+		if !strings.Contains(err.Error(), "16, 24 or 32") {
+			t.Fatalf("%d-byte key: %v", n, err)
+		}
+	}
+}
+
+func TestParseKey(t *testing.T) {
+	for _, n := range []int{16, 24, 32} {
+		key := newKey(t, n)
+		got, err := ParseKey(" " + base64.StdEncoding.EncodeToString(key) + "\n")
+		if err != nil || !bytes.Equal(got, key) {
+			t.Fatalf("%d bytes: %x, %v", n, got, err)
+		}
+	}
+	key := newKey(t, 32)
+	bad := []string{
+		"",
+		base64.StdEncoding.EncodeToString(key[:31]),
+		base64.StdEncoding.EncodeToString(append(key, key...)),
+		base64.RawStdEncoding.EncodeToString(key[:31]) + "!",
+		"not-base64-secret-value_with_url_alphabet",
+		hex.EncodeToString(key),
+	}
+	for _, s := range bad {
+		_, err := ParseKey(s)
+		if err == nil {
+			t.Fatalf("ParseKey accepted %q", s)
+		}
+		if s != "" && strings.Contains(err.Error(), strings.TrimSpace(s)) {
+			t.Fatalf("error echoes the key: %v", err)
+		}
+	}
+	if _, err := ParseKey(base64.StdEncoding.EncodeToString(key[:20])); err == nil || !strings.Contains(err.Error(), "16, 24 or 32") {
+		t.Fatalf("wrong length: %v", err)
 	}
 }

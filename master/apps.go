@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/drover-project/drover/api"
+	"github.com/drover-project/drover/auth"
 	"github.com/drover-project/drover/fsm"
 )
 
@@ -23,15 +24,16 @@ var appIDPattern = regexp.MustCompile(`^app-[0-9]{14}-[0-9]{1,9}$`)
 const appWatchInterval = time.Second
 
 func (m *Master) appRoutes(mux *http.ServeMux) {
-	mux.HandleFunc("POST /v1/apps", m.leaderOnly(m.handleRegisterApp))
-	mux.HandleFunc("GET /v1/apps", m.reader(m.handleApps))
-	mux.HandleFunc("GET /v1/apps/{id}", m.reader(m.handleApp))
-	mux.HandleFunc("GET /v1/apps/{id}/watch", m.leaderOnly(m.handleWatchApp))
-	mux.HandleFunc("POST /v1/apps/{id}/executors", m.leaderOnly(m.handleRequestExecutors))
-	mux.HandleFunc("POST /v1/apps/{id}/executors/kill", m.leaderOnly(m.handleKillExecutors))
-	mux.HandleFunc("POST /v1/apps/{id}/unregister", m.leaderOnly(m.handleUnregisterApp))
-	mux.HandleFunc("POST /v1/apps/{id}/kill", m.leaderOnly(m.handleKillApp))
-	mux.HandleFunc("GET /v1/apps/{id}/executors/{eid}/logs", m.reader(m.handleExecutorLogs))
+	g := m.guard
+	mux.HandleFunc("POST /v1/apps", g.Wrap(auth.App, m.limitSubmits(m.leaderOnly(m.handleRegisterApp))))
+	mux.HandleFunc("GET /v1/apps", g.Wrap(auth.Read, m.reader(m.handleApps)))
+	mux.HandleFunc("GET /v1/apps/{id}", g.Wrap(auth.AppRead, m.reader(m.handleApp)))
+	mux.HandleFunc("GET /v1/apps/{id}/watch", g.Wrap(auth.App, m.leaderOnly(m.handleWatchApp)))
+	mux.HandleFunc("POST /v1/apps/{id}/executors", g.Wrap(auth.App, m.leaderOnly(m.handleRequestExecutors)))
+	mux.HandleFunc("POST /v1/apps/{id}/executors/kill", g.Wrap(auth.App, m.leaderOnly(m.handleKillExecutors)))
+	mux.HandleFunc("POST /v1/apps/{id}/unregister", g.Wrap(auth.App, m.leaderOnly(m.handleUnregisterApp)))
+	mux.HandleFunc("POST /v1/apps/{id}/kill", g.Wrap(auth.Submit, m.leaderOnly(m.handleKillApp)))
+	mux.HandleFunc("GET /v1/apps/{id}/executors/{eid}/logs", g.Wrap(auth.AppRead, m.reader(m.handleExecutorLogs)))
 }
 
 func (m *Master) handleRegisterApp(w http.ResponseWriter, r *http.Request) {
@@ -40,6 +42,10 @@ func (m *Master) handleRegisterApp(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if !checkTokenAndName(w, "registration", req.Token, req.Name) {
+		return
+	}
+	if id, _ := auth.FromContext(r.Context()); !id.OwnsDriver(req.DriverID, req.DriverAttempt) {
+		writeError(w, http.StatusForbidden, fmt.Sprintf("%s may register an app only for its own driver attempt", id))
 		return
 	}
 	switch {
@@ -113,8 +119,13 @@ func (m *Master) pathApp(w http.ResponseWriter, r *http.Request) (api.AppStatus,
 	s, ok := m.currentApp(id)
 	if !ok {
 		writeError(w, http.StatusNotFound, fmt.Sprintf("%s: %s", fsm.ErrUnknownApp, id))
+		return s, false
 	}
-	return s, ok
+	if caller, _ := auth.FromContext(r.Context()); !caller.OwnsDriver(s.DriverID, s.DriverAttempt) {
+		writeError(w, http.StatusForbidden, fmt.Sprintf("%s may act only on its own driver attempt's app", caller))
+		return api.AppStatus{}, false
+	}
+	return s, true
 }
 
 func (m *Master) handleApp(w http.ResponseWriter, r *http.Request) {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/drover-project/drover/gossip"
+	"github.com/drover-project/drover/pki"
 )
 
 // Peer is one voter of the initial Raft configuration.
@@ -110,6 +111,30 @@ type Config struct {
 	// client's connection drops). A new leader gives every app this long.
 	AppTimeout time.Duration
 
+	// TLS names the cluster CA and this master's certificate and key
+	// (package pki; the certificate must carry the master role). Set, the
+	// HTTP API serves HTTPS, Raft runs over mutual TLS with master
+	// certificates only, and every call to another node presents the
+	// certificate. Zero, all of it is plain text.
+	TLS pki.Files
+	// OperatorToken and SubmitToken are the API's bearer tokens (package
+	// auth); "" leaves one unset. OpenReads lets status reads through
+	// without a token or certificate.
+	OperatorToken, SubmitToken string
+	OpenReads                  bool
+	// GossipKey encrypts and authenticates the gossip pool: 16, 24 or 32
+	// bytes for AES-128, -192 or -256 (memberlist's keyring). nil: plain.
+	GossipKey []byte
+	// Insecure lets a master with neither TLS nor tokens listen on an
+	// address other than loopback.
+	Insecure bool
+	// MaxConnsPerClient bounds the HTTP connections one client IP may hold
+	// open at once; more are closed as they arrive (Consul's
+	// http_max_conns_per_client). MaxSubmitsPerClient bounds one client
+	// IP's submissions and app registrations in flight on this master;
+	// more are answered 429. 0 means no bound.
+	MaxConnsPerClient, MaxSubmitsPerClient int
+
 	Logger *slog.Logger
 }
 
@@ -127,23 +152,25 @@ const (
 // dir, addresses and peers must still be filled in.
 func DefaultConfig() Config {
 	return Config{
-		BindIP:             "127.0.0.1",
-		GossipProfile:      "lan",
-		HeartbeatTimeout:   1000 * time.Millisecond,
-		ElectionTimeout:    1000 * time.Millisecond,
-		LeaderLeaseTimeout: 500 * time.Millisecond,
-		SnapshotInterval:   30 * time.Second,
-		SnapshotThreshold:  8192,
-		ApplyTimeout:       5 * time.Second,
-		WorkerTimeout:      2 * time.Second,
-		Fencing:            FencingDefault,
-		Lease:              3 * time.Second,
-		FencingMargin:      time.Second,
-		SpreadOutApps:      true,
-		MaxExecutorRetries: 10,
-		RetainedDrivers:    200,
-		RetainedApps:       200,
-		AppTimeout:         30 * time.Second,
+		BindIP:              "127.0.0.1",
+		GossipProfile:       "lan",
+		HeartbeatTimeout:    1000 * time.Millisecond,
+		ElectionTimeout:     1000 * time.Millisecond,
+		LeaderLeaseTimeout:  500 * time.Millisecond,
+		SnapshotInterval:    30 * time.Second,
+		SnapshotThreshold:   8192,
+		ApplyTimeout:        5 * time.Second,
+		WorkerTimeout:       2 * time.Second,
+		Fencing:             FencingDefault,
+		Lease:               3 * time.Second,
+		FencingMargin:       time.Second,
+		SpreadOutApps:       true,
+		MaxExecutorRetries:  10,
+		RetainedDrivers:     200,
+		RetainedApps:        200,
+		AppTimeout:          30 * time.Second,
+		MaxConnsPerClient:   512,
+		MaxSubmitsPerClient: 128,
 	}
 }
 
@@ -192,6 +219,12 @@ func (c *Config) validate() error {
 	}
 	if c.AppTimeout <= 0 {
 		errs = append(errs, errors.New("--app-timeout must be positive"))
+	}
+	if c.TLS.Enabled() && (c.TLS.CA == "" || c.TLS.Cert == "" || c.TLS.Key == "") {
+		errs = append(errs, errors.New("TLS needs all of --tls-ca, --tls-cert and --tls-key"))
+	}
+	if c.MaxConnsPerClient < 0 || c.MaxSubmitsPerClient < 0 {
+		errs = append(errs, errors.New("--max-conns-per-client and --max-submits-per-client must not be negative"))
 	}
 	if c.HeartbeatTimeout <= 0 || c.ElectionTimeout <= 0 || c.LeaderLeaseTimeout <= 0 || c.WorkerTimeout < 0 {
 		errs = append(errs, errors.New("timeouts must be positive"))

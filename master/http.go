@@ -2,6 +2,7 @@ package master
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -18,9 +19,11 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/drover-project/drover/api"
+	"github.com/drover-project/drover/auth"
 	"github.com/drover-project/drover/fsm"
 	"github.com/drover-project/drover/gossip"
 	"github.com/drover-project/drover/internal/strictjson"
+	"github.com/drover-project/drover/transport"
 )
 
 // driverIDPattern is Spark's driver ID form; anything else is refused before
@@ -32,17 +35,18 @@ var workerIDPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
 
 func (m *Master) startHTTP() error {
 	mux := http.NewServeMux()
-	mux.HandleFunc("POST /v1/drivers", m.leaderOnly(m.handleSubmit))
-	mux.HandleFunc("GET /v1/drivers", m.reader(m.handleList))
-	mux.HandleFunc("GET /v1/drivers/{id}", m.reader(m.handleStatus))
-	mux.HandleFunc("POST /v1/drivers/{id}/kill", m.leaderOnly(m.handleKill))
-	mux.HandleFunc("GET /v1/drivers/{id}/logs", m.reader(m.handleLogs))
-	mux.HandleFunc("POST /v1/workers/register", m.leaderOnly(m.handleRegisterWorker))
-	mux.HandleFunc("POST /v1/workers/{id}/heartbeat", m.leaderOnly(m.handleHeartbeat))
-	mux.HandleFunc("POST /v1/workers/{id}/decommission", m.leaderOnly(m.handleDecommission))
+	g := m.guard
+	mux.HandleFunc("POST /v1/drivers", g.Wrap(auth.Submit, m.limitSubmits(m.leaderOnly(m.handleSubmit))))
+	mux.HandleFunc("GET /v1/drivers", g.Wrap(auth.Read, m.reader(m.handleList)))
+	mux.HandleFunc("GET /v1/drivers/{id}", g.Wrap(auth.Read, m.reader(m.handleStatus)))
+	mux.HandleFunc("POST /v1/drivers/{id}/kill", g.Wrap(auth.Submit, m.leaderOnly(m.handleKill)))
+	mux.HandleFunc("GET /v1/drivers/{id}/logs", g.Wrap(auth.Read, m.reader(m.handleLogs)))
+	mux.HandleFunc("POST /v1/workers/register", g.Wrap(auth.Node, m.leaderOnly(m.handleRegisterWorker)))
+	mux.HandleFunc("POST /v1/workers/{id}/heartbeat", g.Wrap(auth.Node, m.leaderOnly(m.handleHeartbeat)))
+	mux.HandleFunc("POST /v1/workers/{id}/decommission", g.Wrap(auth.Node, m.leaderOnly(m.handleDecommission)))
 	m.appRoutes(mux)
-	mux.HandleFunc("GET /v1/state", m.handleState)
-	mux.HandleFunc("GET /{$}", m.handlePage)
+	mux.HandleFunc("GET /v1/state", g.Wrap(auth.Read, m.handleState))
+	mux.HandleFunc("GET /{$}", g.Wrap(auth.Read, m.handlePage))
 	mux.HandleFunc("/v1/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, fmt.Sprintf("no such endpoint: %s %s", r.Method, r.URL.Path))
 	})
@@ -50,7 +54,11 @@ func (m *Master) startHTTP() error {
 	if err != nil {
 		return fmt.Errorf("http listen: %w", err)
 	}
+	ln = transport.LimitPerIP(ln, m.cfg.MaxConnsPerClient)
 	m.ln = ln
+	if m.tls.http != nil {
+		ln = tls.NewListener(ln, m.tls.http)
+	}
 	m.server = &http.Server{
 		Handler:           m.withLeaderHeader(mux),
 		ReadHeaderTimeout: 5 * time.Second,
@@ -74,6 +82,10 @@ func (m *Master) withLeaderHeader(h http.Handler) http.Handler {
 		w.Header().Set(api.HeaderServedBy, m.cfg.ID)
 		if l := m.leaderHTTP(); l != "" {
 			w.Header().Set(api.HeaderLeader, l)
+		}
+		if r.Header.Get(api.HeaderForwarded) != "" && !m.forwardedByPeer(r) {
+			writeError(w, http.StatusForbidden, api.HeaderForwarded+" may only come from a master certificate")
+			return
 		}
 		r.Body = http.MaxBytesReader(w, r.Body, api.MaxBodyBytes)
 		h.ServeHTTP(w, r)
@@ -171,7 +183,7 @@ func (m *Master) forward(w http.ResponseWriter, r *http.Request) {
 		}
 	}()
 	r = r.WithContext(ctx)
-	target := &url.URL{Scheme: "http", Host: leader}
+	target := &url.URL{Scheme: m.scheme(), Host: leader}
 	proxy := &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.SetURL(target)
@@ -412,13 +424,20 @@ func (m *Master) proxyToWorker(w http.ResponseWriter, r *http.Request, workerID 
 		writeError(w, http.StatusNotFound, fmt.Sprintf("worker %s of %s is unknown", workerID, what))
 		return
 	}
-	target := &url.URL{Scheme: "http", Host: wk.HTTPAddr}
+	target := &url.URL{Scheme: m.scheme(), Host: wk.HTTPAddr}
 	proxy := &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.SetURL(target)
 			pr.Out.URL.RawQuery = q.Encode()
+			// The caller's token is for the masters; a worker knows
+			// masters by their certificate, or without TLS by the
+			// operator token.
+			pr.Out.Header.Del("Authorization")
+			if m.tls.worker == nil && m.cfg.OperatorToken != "" {
+				pr.Out.Header.Set("Authorization", "Bearer "+m.cfg.OperatorToken)
+			}
 		},
-		Transport: m.fwd.Transport,
+		Transport: m.toWorkers.Transport,
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 			writeError(w, http.StatusBadGateway, fmt.Sprintf("worker %s at %s: %v", wk.ID, wk.HTTPAddr, err))
 		},
@@ -634,6 +653,7 @@ func (m *Master) assignments(workerID string) []api.Assignment {
 		out = append(out, api.Assignment{
 			DriverID: d.ID, Attempt: d.Attempt, Argv: d.Argv, Env: d.Env,
 			Cores: d.Cores, MemoryMB: d.MemoryMB, Supervise: d.Supervise,
+			Token: m.guard.DriverToken(d.ID, d.Attempt),
 		})
 	}
 	return out

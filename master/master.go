@@ -23,6 +23,7 @@ import (
 	"go.etcd.io/bbolt"
 	"golang.org/x/sync/singleflight"
 
+	"github.com/drover-project/drover/auth"
 	"github.com/drover-project/drover/fsm"
 	"github.com/drover-project/drover/gossip"
 	"github.com/drover-project/drover/transport"
@@ -39,7 +40,17 @@ type Master struct {
 	pool   *gossip.Pool
 	server *http.Server
 	ln     net.Listener
-	fwd    *http.Client
+	// fwd carries requests to other masters (forwarding to the leader),
+	// toWorkers to workers (log proxying); both present this master's
+	// certificate when TLS is on.
+	fwd       *http.Client
+	toWorkers *http.Client
+	// guard decides who may call which path; tls holds the configs built
+	// from cfg.TLS (all nil without TLS).
+	guard *auth.Guard
+	tls   tlsConfigs
+	// submitting bounds each client IP's submissions in flight.
+	submitting *inflight
 
 	// ready is true while this master is leader and has applied every
 	// entry of earlier terms (Barrier done): only then does it answer
@@ -77,14 +88,36 @@ func New(cfg Config) (*Master, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
+	guard, err := auth.New(auth.Config{
+		OperatorToken: cfg.OperatorToken, SubmitToken: cfg.SubmitToken,
+		OpenReads: cfg.OpenReads, TLS: cfg.TLS.Enabled(),
+	})
+	if err != nil {
+		return nil, err
+	}
+	warning, err := auth.CheckExposure(cfg.BindIP, cfg.TLS.Enabled(), guard.Tokens(), cfg.Insecure)
+	if err != nil {
+		return nil, err
+	}
+	tc, err := newTLSConfigs(cfg.TLS)
+	if err != nil {
+		return nil, err
+	}
 	m := &Master{
 		cfg:           cfg,
 		log:           cfg.Logger.With("master", cfg.ID),
 		fsm:           fsm.New(),
-		fwd:           transport.NewHTTPClient(cfg.BindIP, 0),
+		fwd:           transport.NewHTTPClient(cfg.BindIP, 0, tc.peer),
+		toWorkers:     transport.NewHTTPClient(cfg.BindIP, 0, tc.worker),
+		guard:         guard,
+		tls:           tc,
+		submitting:    newInflight(cfg.MaxSubmitsPerClient),
 		ids:           newIDMaker(),
 		gossipChanged: make(chan struct{}, 1),
 		stop:          make(chan struct{}),
+	}
+	if warning != "" {
+		m.log.Warn(warning)
 	}
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return nil, fmt.Errorf("data dir: %w", err)
@@ -94,13 +127,14 @@ func New(cfg Config) (*Master, error) {
 		return nil, err
 	}
 	pool, err := gossip.Start(gossip.Config{
-		Meta:     gossip.Meta{Role: gossip.RoleMaster, ID: cfg.ID, HTTP: cfg.httpAddr()},
-		BindIP:   cfg.BindIP,
-		Port:     cfg.GossipPort,
-		Profile:  cfg.GossipProfile,
-		Join:     cfg.Join,
-		OnChange: m.onGossipChange,
-		Logger:   m.log,
+		Meta:      gossip.Meta{Role: gossip.RoleMaster, ID: cfg.ID, HTTP: cfg.httpAddr()},
+		BindIP:    cfg.BindIP,
+		Port:      cfg.GossipPort,
+		Profile:   cfg.GossipProfile,
+		Join:      cfg.Join,
+		OnChange:  m.onGossipChange,
+		SecretKey: cfg.GossipKey,
+		Logger:    m.log,
 	})
 	if err != nil {
 		m.closeRaft()
@@ -143,7 +177,8 @@ func (m *Master) startRaft() error {
 		return fmt.Errorf("snapshot store: %w", err)
 	}
 	trans, err := transport.NewRaftTransport(m.cfg.raftAddr(), 5*time.Second,
-		slog.NewLogLogger(m.log.With("component", "raft-net").Handler(), slog.LevelDebug).Writer())
+		slog.NewLogLogger(m.log.With("component", "raft-net").Handler(), slog.LevelDebug).Writer(),
+		m.tls.raftServer, m.tls.peer)
 	if err != nil {
 		return err
 	}

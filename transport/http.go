@@ -1,15 +1,19 @@
 package transport
 
 import (
+	"crypto/tls"
 	"net/http"
 	"time"
 )
 
 // NewHTTPClient returns an HTTP client whose connections leave from bindIP.
 // timeout bounds a whole request, body included; 0 means no bound (for long
-// polls and log streams, which carry their own context deadline).
-func NewHTTPClient(bindIP string, timeout time.Duration) *http.Client {
+// polls and log streams, which carry their own context deadline). A non-nil
+// tlsConf is used for https:// URLs (package pki makes one).
+func NewHTTPClient(bindIP string, timeout time.Duration, tlsConf *tls.Config) *http.Client {
 	tr := &http.Transport{
+		TLSClientConfig:       tlsConf,
+		TLSHandshakeTimeout:   5 * time.Second,
 		Proxy:                 nil,
 		DialContext:           Dialer(bindIP, 5*time.Second).DialContext,
 		MaxIdleConnsPerHost:   64,

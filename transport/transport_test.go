@@ -50,7 +50,7 @@ func TestOutboundConnectionsLeaveFromBindIP(t *testing.T) {
 	const bind = "127.0.0.77"
 	addr, seen := remoteIPs(t)
 
-	sl, err := NewStreamLayer(bind + ":0")
+	sl, err := NewStreamLayer(bind+":0", nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,7 +60,7 @@ func TestOutboundConnectionsLeaveFromBindIP(t *testing.T) {
 	}
 	expectFrom(t, seen, bind, "raft stream layer")
 
-	hc := NewHTTPClient(bind, 2*time.Second)
+	hc := NewHTTPClient(bind, 2*time.Second, nil)
 	if resp, err := hc.Get("http://" + addr + "/"); err == nil {
 		io.Copy(io.Discard, resp.Body)
 		resp.Body.Close()

@@ -16,6 +16,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/drover-project/drover/client"
 	"github.com/drover-project/drover/fsm"
 	"github.com/drover-project/drover/runner"
 )
@@ -360,13 +361,14 @@ func (w *Worker) launch(u *unit) (io.ReadCloser, error) {
 }
 
 // programEnv is the program's whole environment: the worker's own (as
-// Spark's CommandUtils passes the worker's environment on), the
+// Spark's CommandUtils passes the worker's environment on) without its
+// DROVER_ variables, which may hold the worker's own credentials, the
 // submission's or app's on top, and the DROVER_ variables, which neither can
 // override, last.
 func (w *Worker) programEnv(o order) []string {
 	env := map[string]string{}
 	for _, kv := range os.Environ() {
-		if k, v, ok := strings.Cut(kv, "="); ok {
+		if k, v, ok := strings.Cut(kv, "="); ok && !strings.HasPrefix(k, "DROVER_") {
 			env[k] = v
 		}
 	}
@@ -374,6 +376,9 @@ func (w *Worker) programEnv(o order) []string {
 	maps.Copy(env, o.vars)
 	env["DROVER_WORKER_ID"] = w.cfg.ID
 	env["DROVER_MASTERS"] = strings.Join(w.cfg.Masters, ",")
+	if w.cfg.TLS.CA != "" {
+		env[client.EnvCACert] = w.cfg.TLS.CA
+	}
 	out := make([]string, 0, len(env))
 	for _, k := range slices.Sorted(maps.Keys(env)) {
 		out = append(out, k+"="+env[k])

@@ -7,6 +7,8 @@ import (
 	"net"
 	"regexp"
 	"time"
+
+	"github.com/drover-project/drover/pki"
 )
 
 // idPattern bounds worker IDs to names safe in paths, logs and gossip; the
@@ -72,6 +74,22 @@ type Config struct {
 	Lease time.Duration
 	// Fencing is FencingDefault (also when empty) or FencingStrict.
 	Fencing FencingMode
+	// TLS names the cluster CA and this worker's certificate and key
+	// (package pki; the certificate must carry the worker role). Set, the
+	// worker calls the masters over HTTPS presenting it, and its own HTTP
+	// server admits master certificates only. Drivers and executors get
+	// the CA's path as DROVER_CACERT.
+	TLS pki.Files
+	// Token is the operator token, needed only when the masters use
+	// tokens without TLS: the worker then sends it to the masters and
+	// demands it of them on its own HTTP server.
+	Token string
+	// Insecure lets a worker with neither TLS nor a token listen on an
+	// address other than loopback.
+	Insecure bool
+	// MaxConnsPerClient bounds the HTTP connections one client IP may
+	// hold open at once (0: no bound).
+	MaxConnsPerClient int
 	// Logger receives the worker's logs; nil means slog.Default().
 	Logger *slog.Logger
 }
@@ -109,6 +127,7 @@ func DefaultConfig() Config {
 		RequestTimeout:    10 * time.Second,
 		Lease:             3 * time.Second,
 		Fencing:           FencingDefault,
+		MaxConnsPerClient: 512,
 	}
 }
 
@@ -131,6 +150,9 @@ func (c *Config) validate() error {
 	}
 	if ip := net.ParseIP(c.BindIP); ip == nil || ip.IsUnspecified() {
 		errs = append(errs, fmt.Errorf("--bind %q must be a specific IP address: masters reach the worker there", c.BindIP))
+	}
+	if c.TLS.Enabled() && (c.TLS.CA == "" || c.TLS.Cert == "" || c.TLS.Key == "") {
+		errs = append(errs, errors.New("TLS needs all of --tls-ca, --tls-cert and --tls-key"))
 	}
 	if c.HTTPPort < 0 || c.HTTPPort > 65535 {
 		errs = append(errs, fmt.Errorf("--http-port %d is not a port", c.HTTPPort))

@@ -1,6 +1,8 @@
 package worker
 
 import (
+	"crypto/sha256"
+	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -47,7 +49,7 @@ func (w *Worker) newServer() *http.Server {
 		writeError(rw, http.StatusNotFound, fmt.Sprintf("no such endpoint: %s %s", r.Method, r.URL.Path))
 	})
 	return &http.Server{
-		Handler:           mux,
+		Handler:           w.requireMaster(mux),
 		ReadHeaderTimeout: 5 * time.Second,
 		ReadTimeout:       30 * time.Second,
 		// Long enough to send a large log over a slow link; a follower
@@ -56,6 +58,24 @@ func (w *Worker) newServer() *http.Server {
 		IdleTimeout:    120 * time.Second,
 		MaxHeaderBytes: 64 << 10,
 	}
+}
+
+// requireMaster admits only masters when the cluster uses tokens without
+// TLS: they present the operator token. With TLS the listener already
+// refused every certificate but a master's.
+func (w *Worker) requireMaster(h http.Handler) http.Handler {
+	if w.cfg.Token == "" || w.cfg.TLS.Enabled() {
+		return h
+	}
+	want := sha256.Sum256([]byte("Bearer " + w.cfg.Token))
+	return http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		got := sha256.Sum256([]byte(r.Header.Get("Authorization")))
+		if subtle.ConstantTimeCompare(got[:], want[:]) != 1 {
+			writeError(rw, http.StatusUnauthorized, "only masters may call a worker")
+			return
+		}
+		h.ServeHTTP(rw, r)
+	})
 }
 
 func (w *Worker) handleHealth(rw http.ResponseWriter, r *http.Request) {
@@ -138,17 +158,28 @@ func logQuery(rw http.ResponseWriter, r *http.Request) (name string, offset int6
 }
 
 // serveLog serves the log file name of unit k from offset on. Every path
-// element comes from a checked driver or app ID, a number or a fixed name,
-// so no request reaches outside the work dir.
+// element comes from a checked driver or app ID, a number or a fixed name;
+// the file is opened through an os.Root on the work dir besides, so no
+// request, and no link a program plants, reaches outside it.
 func (w *Worker) serveLog(rw http.ResponseWriter, k unitKey, name string, offset int64) {
-	dir := k.dir(w.cfg.WorkDir)
-	if st, err := os.Stat(dir); err != nil || !st.IsDir() {
+	root, err := os.OpenRoot(w.cfg.WorkDir)
+	if err != nil {
+		writeError(rw, http.StatusInternalServerError, "work dir: "+err.Error())
+		return
+	}
+	defer root.Close()
+	dir, err := filepath.Rel(w.cfg.WorkDir, k.dir(w.cfg.WorkDir))
+	if err != nil || !filepath.IsLocal(dir) {
+		writeError(rw, http.StatusBadRequest, fmt.Sprintf("%s is outside the work dir", k))
+		return
+	}
+	if st, err := root.Stat(dir); err != nil || !st.IsDir() {
 		writeError(rw, http.StatusNotFound, fmt.Sprintf("%s has no %s %d on worker %s", k.id, k.kind.info().nAttr, k.n, w.cfg.ID))
 		return
 	}
 	// The program owns its directory and could swap its log for a link
 	// to a file it may not show; O_NOFOLLOW refuses that.
-	f, err := os.OpenFile(filepath.Join(dir, name), os.O_RDONLY|syscall.O_NOFOLLOW, 0)
+	f, err := root.OpenFile(filepath.Join(dir, name), os.O_RDONLY|syscall.O_NOFOLLOW, 0)
 	var size int64
 	switch {
 	case errors.Is(err, fs.ErrNotExist):

@@ -7,6 +7,7 @@ import (
 	"strconv"
 
 	"github.com/drover-project/drover/api"
+	"github.com/drover-project/drover/client"
 	"github.com/drover-project/drover/fsm"
 )
 
@@ -141,11 +142,14 @@ type order struct {
 func orders(resp api.HeartbeatResponse) []order {
 	out := make([]order, 0, len(resp.Assignments)+len(resp.Executors))
 	for _, a := range resp.Assignments {
-		out = append(out, order{key: attemptKey(a.DriverID, a.Attempt), argv: a.Argv, env: a.Env, supervise: a.Supervise,
-			vars: map[string]string{
-				"DROVER_DRIVER_ID": a.DriverID,
-				"DROVER_ATTEMPT":   strconv.Itoa(a.Attempt),
-			}})
+		vars := map[string]string{
+			"DROVER_DRIVER_ID": a.DriverID,
+			"DROVER_ATTEMPT":   strconv.Itoa(a.Attempt),
+		}
+		if a.Token != "" {
+			vars[client.EnvToken] = a.Token
+		}
+		out = append(out, order{key: attemptKey(a.DriverID, a.Attempt), argv: a.Argv, env: a.Env, supervise: a.Supervise, vars: vars})
 	}
 	for _, e := range resp.Executors {
 		out = append(out, order{key: executorKey(e.AppID, e.ExecutorID), argv: e.Argv, env: e.Env,

@@ -22,6 +22,7 @@ package worker
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -36,9 +37,12 @@ import (
 	"time"
 
 	"github.com/drover-project/drover/api"
+	"github.com/drover-project/drover/auth"
 	"github.com/drover-project/drover/client"
 	"github.com/drover-project/drover/fsm"
 	"github.com/drover-project/drover/internal/wait"
+	"github.com/drover-project/drover/pki"
+	"github.com/drover-project/drover/transport"
 )
 
 // shutdownTimeout bounds the HTTP server's graceful stop in Close.
@@ -130,10 +134,28 @@ func New(cfg Config) (*Worker, error) {
 	if err := os.MkdirAll(cfg.WorkDir, 0o700); err != nil {
 		return nil, fmt.Errorf("work dir: %w", err)
 	}
+	warning, err := auth.CheckExposure(cfg.BindIP, cfg.TLS.Enabled(), cfg.Token != "", cfg.Insecure)
+	if err != nil {
+		return nil, err
+	}
+	var toMasters, serverTLS *tls.Config
+	if cfg.TLS.Enabled() {
+		if toMasters, err = cfg.TLS.ClientConfig(pki.RoleMaster); err != nil {
+			return nil, err
+		}
+		if serverTLS, err = cfg.TLS.ServerConfig(tls.RequireAndVerifyClientCert, pki.RoleMaster); err != nil {
+			return nil, err
+		}
+		if cfg.TLS.CA, err = filepath.Abs(cfg.TLS.CA); err != nil {
+			return nil, err
+		}
+	}
 	masters, err := client.New(cfg.Masters, client.Options{
 		BindIP:         cfg.BindIP,
 		RequestTimeout: cfg.RequestTimeout,
 		Sticky:         true,
+		TLS:            toMasters,
+		Token:          cfg.Token,
 	})
 	if err != nil {
 		return nil, err
@@ -175,12 +197,20 @@ func New(cfg Config) (*Worker, error) {
 		db.close()
 		return nil, fmt.Errorf("http listen: %w", err)
 	}
+	port := ln.Addr().(*net.TCPAddr).Port
+	ln = transport.LimitPerIP(ln, cfg.MaxConnsPerClient)
+	if serverTLS != nil {
+		ln = tls.NewListener(ln, serverTLS)
+	}
+	if warning != "" {
+		w.log.Warn(warning)
+	}
 	if err := w.adopt(); err != nil {
 		ln.Close()
 		db.close()
 		return nil, err
 	}
-	w.httpAddr = net.JoinHostPort(cfg.BindIP, strconv.Itoa(ln.Addr().(*net.TCPAddr).Port))
+	w.httpAddr = net.JoinHostPort(cfg.BindIP, strconv.Itoa(port))
 	w.server = w.newServer()
 	go func() {
 		defer close(w.serveDone)

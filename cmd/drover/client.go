@@ -35,7 +35,9 @@ commands:
   app    APP_ID [--json] show an application and its executors
   kill-app APP_ID        kill an application and its executors
 
---masters defaults to $DROVER_MASTERS. Exit codes: 0 success, 1 refused,
+--masters defaults to $DROVER_MASTERS. A secured cluster takes the CA from
+--ca-cert or $DROVER_CACERT and a token from --token-file, $DROVER_TOKEN_FILE
+or $DROVER_TOKEN (drover dev prints them). Exit codes: 0 success, 1 refused,
 failed or bad usage, 2 no master reachable or no leader known within
 --timeout.
 `
@@ -58,6 +60,10 @@ func runClient(args []string, stdout, stderr io.Writer) int {
 	masters := fs.String("masters", os.Getenv("DROVER_MASTERS"), "comma-separated master HTTP addresses host:port")
 	timeout := fs.Duration("timeout", 30*time.Second, "how long to keep trying the masters before giving up (exit 2)")
 	bind := fs.String("bind", "", "source IP for connections to the masters")
+	caCert := fs.String("ca-cert", os.Getenv(client.EnvCACert), "PEM file of the cluster CA; turns on HTTPS")
+	clientCert := fs.String("client-cert", os.Getenv(client.EnvClientCert), "PEM file of a client certificate, for masters that take certificates instead of tokens")
+	clientKey := fs.String("client-key", os.Getenv(client.EnvClientKey), "PEM file of the client certificate's key")
+	tokenFile := fs.String("token-file", os.Getenv(client.EnvTokenFile), "file holding the API token (else $DROVER_TOKEN)")
 	if err := fs.Parse(args); err != nil {
 		return flagError(err)
 	}
@@ -65,7 +71,13 @@ func runClient(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprint(stderr, clientUsage)
 		return 1
 	}
-	c, err := client.New(strings.Split(*masters, ","), client.Options{BindIP: *bind})
+	opts, err := client.SecureOptions(*caCert, *clientCert, *clientKey, *tokenFile)
+	if err != nil {
+		fmt.Fprintln(stderr, "drover:", err)
+		return 1
+	}
+	opts.BindIP = *bind
+	c, err := client.New(strings.Split(*masters, ","), opts)
 	if err != nil {
 		fmt.Fprintln(stderr, "drover: --masters (or $DROVER_MASTERS):", err)
 		return 1

@@ -2,11 +2,9 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -17,8 +15,9 @@ import (
 
 	"github.com/spf13/pflag"
 
-	"github.com/drover-project/drover/api"
+	"github.com/drover-project/drover/client"
 	"github.com/drover-project/drover/fsm"
+	"github.com/drover-project/drover/internal/devsecrets"
 	"github.com/drover-project/drover/internal/freeport"
 )
 
@@ -43,7 +42,8 @@ func runDev(args []string) int {
 	mem := sizeFlag{mb: 4096}
 	fs.Var(&mem, "worker-memory", "memory each worker offers (512m, 4g)")
 	profile := fs.String("gossip-profile", "local", "memberlist timing profile: lan, local or wan")
-	envFile := fs.String("env-file", "", "also write the cluster's addresses and PIDs to this file as shell variables")
+	envFile := fs.String("env-file", "", "also write the cluster's addresses, credentials and PIDs to this file as shell variables")
+	insecure := fs.Bool("insecure", false, "run without TLS, tokens and gossip encryption (plain text; loopback experiments only)")
 	if err := fs.Parse(args); err != nil {
 		return flagError(err)
 	}
@@ -60,6 +60,16 @@ func runDev(args []string) int {
 		}
 	} else if err := os.MkdirAll(*dir, 0o700); err != nil {
 		return fail(err)
+	}
+	// Secured like production, with throwaway credentials, so that what
+	// works here works there.
+	var sec *devsecrets.Secrets
+	if !*insecure {
+		s, err := devsecrets.Make(filepath.Join(*dir, "secrets"), *bind)
+		if err != nil {
+			return fail(fmt.Errorf("dev credentials: %w", err))
+		}
+		sec = &s
 	}
 	ports, err := freeport.Get(*bind, 3**nMasters+2**nWorkers)
 	if err != nil {
@@ -88,6 +98,9 @@ func runDev(args []string) int {
 	masters := strings.Join(httpAddrs, ",")
 	for _, n := range nodes {
 		n.args = append(n.args, "--peers", strings.Join(peers, ","), "--join", strings.Join(gossipAddrs, ","))
+		if sec != nil {
+			n.args = append(n.args, sec.MasterArgs()...)
+		}
 	}
 	for i := 1; i <= *nWorkers; i++ {
 		id := fmt.Sprintf("w%d", i)
@@ -98,6 +111,9 @@ func runDev(args []string) int {
 			"--http-port", httpP, "--gossip-port", gossipP, "--join", strings.Join(gossipAddrs, ","),
 			"--gossip-profile", *profile,
 		}})
+		if sec != nil {
+			nodes[len(nodes)-1].args = append(nodes[len(nodes)-1].args, sec.WorkerArgs()...)
+		}
 	}
 
 	defer stopNodes(nodes)
@@ -108,17 +124,32 @@ func runDev(args []string) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	if err := waitReady(ctx, httpAddrs, *nWorkers); err != nil {
+	env := devEnv(masters, sec)
+	if err := waitReady(ctx, httpAddrs, *nWorkers, sec); err != nil {
 		return fail(fmt.Errorf("cluster did not come up (logs in %s): %w", *dir, err))
+	}
+	scheme := "http"
+	if sec != nil {
+		scheme = "https"
 	}
 	fmt.Printf("Drover dev cluster is up in %s\n\n", *dir)
 	fmt.Printf("  masters: %s\n\n", masters)
 	for _, n := range nodes {
-		fmt.Printf("  %-6s %-3s http://%-21s pid %-7d log %s\n", n.role, n.id, n.http, n.cmd.Process.Pid, filepath.Join(*dir, n.id+".log"))
+		fmt.Printf("  %-6s %-3s %s://%-21s pid %-7d log %s\n", n.role, n.id, scheme, n.http, n.cmd.Process.Pid, filepath.Join(*dir, n.id+".log"))
 	}
-	fmt.Printf("\nTry:\n  export DROVER_MASTERS=%s\n  %s client submit --wait -- /bin/echo hello\n  %s client list\n\nPress Ctrl-C to stop the cluster.\n", masters, self, self)
+	if sec != nil {
+		fmt.Printf("\nTLS, tokens and gossip encryption are on, with throwaway credentials in %s\n"+
+			"(operator token: %s; --insecure runs without them).\n", sec.Dir, sec.OperatorToken)
+	} else {
+		fmt.Printf("\n--insecure: no TLS, no tokens, no gossip encryption.\n")
+	}
+	fmt.Printf("\nTry:\n")
+	for _, kv := range env {
+		fmt.Printf("  export %s\n", kv)
+	}
+	fmt.Printf("  %s client submit --wait -- /bin/echo hello\n  %s client list\n\nPress Ctrl-C to stop the cluster.\n", self, self)
 	if *envFile != "" {
-		if err := writeEnvFile(*envFile, *dir, masters, nodes); err != nil {
+		if err := writeEnvFile(*envFile, *dir, env, nodes); err != nil {
 			return fail(err)
 		}
 	}
@@ -159,51 +190,76 @@ func (n *devNode) start(self, dir string) error {
 	return nil
 }
 
-// stopNodes sends SIGTERM to every node still running, workers first so
-// their drivers stop while the masters can still record it, and SIGKILL to
-// any still running 15 s later.
+// stopNodes stops every node still running: workers first, waiting for
+// them, so that their decommission and their drivers' last states reach
+// the masters; then the masters. A role's nodes still running 15 s after
+// their SIGTERM get SIGKILL.
 func stopNodes(nodes []*devNode) {
-	var started []*devNode
-	for _, n := range nodes {
-		if n.done != nil {
-			started = append(started, n)
-		}
-	}
 	for _, role := range []string{"worker", "master"} {
-		for _, n := range started {
-			if n.role == role {
+		var started []*devNode
+		for _, n := range nodes {
+			if n.done != nil && n.role == role {
+				started = append(started, n)
 				_ = n.cmd.Process.Signal(syscall.SIGTERM)
 			}
 		}
-	}
-	timer := time.NewTimer(15 * time.Second)
-	defer timer.Stop()
-wait:
-	for _, n := range started {
-		select {
-		case <-n.done:
-		case <-timer.C:
-			for _, m := range started {
-				_ = m.cmd.Process.Kill()
+		timer := time.NewTimer(15 * time.Second)
+	wait:
+		for _, n := range started {
+			select {
+			case <-n.done:
+			case <-timer.C:
+				for _, m := range started {
+					_ = m.cmd.Process.Kill()
+				}
+				break wait
 			}
-			break wait
 		}
-	}
-	for _, n := range started {
-		<-n.done
+		timer.Stop()
+		for _, n := range started {
+			<-n.done
+		}
 	}
 }
 
-// waitReady waits until a leader is known and workers workers are ALIVE.
-func waitReady(ctx context.Context, masters []string, workers int) error {
+// devEnv is what a shell needs to use the dev cluster: the masters and,
+// when secured, the CA and the submit token's file.
+func devEnv(masters string, sec *devsecrets.Secrets) []string {
+	env := []string{"DROVER_MASTERS=" + masters}
+	if sec != nil {
+		env = append(env, client.EnvCACert+"="+sec.CA, client.EnvTokenFile+"="+sec.SubmitToken)
+	}
+	return env
+}
+
+// waitReady waits until a leader is known and workers workers are ALIVE,
+// asking every master in turn with the operator's credentials.
+func waitReady(ctx context.Context, masters []string, workers int, sec *devsecrets.Secrets) error {
 	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
-	hc := &http.Client{Timeout: 2 * time.Second}
+	opts := client.Options{RequestTimeout: 2 * time.Second}
+	if sec != nil {
+		var err error
+		if opts, err = client.SecureOptions(sec.CA, "", "", sec.OperatorToken); err != nil {
+			return err
+		}
+		opts.RequestTimeout = 2 * time.Second
+	}
+	var clients []*client.Client
+	for _, m := range masters {
+		c, err := client.New([]string{m}, opts)
+		if err != nil {
+			return err
+		}
+		clients = append(clients, c)
+	}
 	var last error
 	for {
-		for _, m := range masters {
-			var st api.State
-			if err := getJSON(ctx, hc, "http://"+m+"/v1/state", &st); err != nil {
+		for _, c := range clients {
+			cctx, ccancel := context.WithTimeout(ctx, 2*time.Second)
+			st, err := c.State(cctx)
+			ccancel()
+			if err != nil {
 				last = err
 				continue
 			}
@@ -230,27 +286,14 @@ func waitReady(ctx context.Context, masters []string, workers int) error {
 	}
 }
 
-func getJSON(ctx context.Context, hc *http.Client, url string, v any) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return err
-	}
-	resp, err := hc.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("%s: %s", url, resp.Status)
-	}
-	return json.NewDecoder(resp.Body).Decode(v)
-}
-
-// writeEnvFile writes DROVER_MASTERS, DROVER_DEV_DIR and, per node,
-// <ID>_PID and <ID>_HTTP as shell assignments, for scripts such as the demo.
-func writeEnvFile(path, dir, masters string, nodes []*devNode) error {
+// writeEnvFile writes env (devEnv), DROVER_DEV_DIR and, per node, <ID>_PID
+// and <ID>_HTTP as shell assignments, for scripts such as the demo.
+func writeEnvFile(path, dir string, env []string, nodes []*devNode) error {
 	var b strings.Builder
-	fmt.Fprintf(&b, "DROVER_MASTERS=%s\nDROVER_DEV_DIR=%s\n", masters, dir)
+	for _, kv := range env {
+		fmt.Fprintf(&b, "%s\n", kv)
+	}
+	fmt.Fprintf(&b, "DROVER_DEV_DIR=%s\n", dir)
 	for _, n := range nodes {
 		fmt.Fprintf(&b, "%s_PID=%d\n%s_HTTP=%s\n", n.id, n.cmd.Process.Pid, n.id, n.http)
 	}

@@ -14,6 +14,8 @@ commands:
   worker   run a worker (runs drivers)
   client   submit, watch, kill and list drivers
   dev      run a whole local cluster (3 masters, 2 workers) in one command
+  tls      make the cluster CA and role certificates for mutual TLS
+  keygen   print a random gossip encryption key (also fit as an API token)
 
 Run "drover <command> --help" for a command's flags.
 `
@@ -37,6 +39,10 @@ func run(args []string) int {
 		return runClient(args[1:], os.Stdout, os.Stderr)
 	case "dev":
 		return runDev(args[1:])
+	case "tls":
+		return runTLS(args[1:], os.Stdout, os.Stderr)
+	case "keygen":
+		return runKeygen(args[1:], os.Stdout, os.Stderr)
 	case runnerCommand:
 		return runRunner(args[1:])
 	case "-h", "--help", "help":

@@ -1,11 +1,9 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 	"os"
 	"os/signal"
-	"strings"
 	"syscall"
 
 	"github.com/spf13/pflag"
@@ -39,6 +37,10 @@ func runMaster(args []string) int {
 	fs.IntVar(&cfg.RetainedDrivers, "retained-drivers", cfg.RetainedDrivers, "finished drivers to keep; older ones are dropped")
 	fs.IntVar(&cfg.RetainedApps, "retained-apps", cfg.RetainedApps, "finished apps to keep; older ones are dropped")
 	fs.DurationVar(&cfg.AppTimeout, "app-timeout", cfg.AppTimeout, "how long an app's client may go silent before its app is ended FAILED")
+	fs.BoolVar(&cfg.OpenReads, "open-reads", false, "let status reads (drivers, apps, logs, state, the page) through without a token")
+	fs.IntVar(&cfg.MaxConnsPerClient, "max-conns-per-client", cfg.MaxConnsPerClient, "HTTP connections one client IP may hold open; 0 for no bound")
+	fs.IntVar(&cfg.MaxSubmitsPerClient, "max-submits-per-client", cfg.MaxSubmitsPerClient, "submissions and app registrations one client IP may have in flight here (429 beyond); 0 for no bound")
+	security := addSecurityFlags(fs, true)
 	logger := addLogFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return flagError(err)
@@ -48,6 +50,11 @@ func runMaster(args []string) int {
 		return fail(err)
 	}
 	cfg.Logger = log
+	sec, err := security()
+	if err != nil {
+		return fail(err)
+	}
+	cfg.TLS, cfg.OperatorToken, cfg.SubmitToken, cfg.GossipKey, cfg.Insecure = sec.TLS, sec.OperatorToken, sec.SubmitToken, sec.GossipKey, sec.Insecure
 	if cfg.Peers, err = master.ParsePeers(*peers); err != nil {
 		return fail(fmt.Errorf("--peers: %w", err))
 	}
@@ -67,16 +74,7 @@ func runMaster(args []string) int {
 
 // flagError reports a flag parsing error with exit code 1 (2 is kept for
 // "no master reachable" in the client); --help is not an error.
-func flagError(err error) int {
-	if errors.Is(err, pflag.ErrHelp) {
-		return 0
-	}
-	fmt.Fprintln(os.Stderr, "drover:", err)
-	return 1
-}
+func flagError(err error) int { return flagErrorTo(os.Stderr, err) }
 
 // fail prints one line for err on stderr and returns exit code 1.
-func fail(err error) int {
-	fmt.Fprintln(os.Stderr, "drover:", strings.ReplaceAll(err.Error(), "\n", "; "))
-	return 1
-}
+func fail(err error) int { return failTo(os.Stderr, err) }

@@ -44,6 +44,8 @@ func runWorker(args []string) int {
 	fs.DurationVar(&cfg.RestartBackoffMax, "restart-backoff-max", time.Minute, "cap of the restart back-off")
 	fs.DurationVar(&cfg.Lease, "lease", cfg.Lease, "how long drivers run on after this worker stops renewing its lease (killed, or detached with SIGUSR1 for an upgrade); in strict fencing also how long supervised drivers run without a leader's answer; match the masters' --lease")
 	fencing := fs.String("fencing", string(cfg.Fencing), "default: keep drivers running while no leader answers; strict: kill supervised drivers after --lease without a leader's answer, so that none ever runs twice at once")
+	fs.IntVar(&cfg.MaxConnsPerClient, "max-conns-per-client", cfg.MaxConnsPerClient, "HTTP connections one client IP may hold open; 0 for no bound")
+	security := addSecurityFlags(fs, false)
 	logger := addLogFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return flagError(err)
@@ -53,6 +55,11 @@ func runWorker(args []string) int {
 		return fail(err)
 	}
 	cfg.Logger = log
+	sec, err := security()
+	if err != nil {
+		return fail(err)
+	}
+	cfg.TLS, cfg.Token, cfg.Insecure = sec.TLS, sec.Token, sec.Insecure
 	cfg.MemoryMB = mem.mb
 	cfg.Fencing = worker.FencingMode(*fencing)
 	for _, m := range strings.Split(*masters, ",") {
@@ -68,12 +75,13 @@ func runWorker(args []string) int {
 		return fail(err)
 	}
 	pool, err := gossip.Start(gossip.Config{
-		Meta:    gossip.Meta{Role: gossip.RoleWorker, ID: cfg.ID, HTTP: w.HTTPAddr()},
-		BindIP:  cfg.BindIP,
-		Port:    *gossipPort,
-		Profile: *profile,
-		Join:    *join,
-		Logger:  log,
+		Meta:      gossip.Meta{Role: gossip.RoleWorker, ID: cfg.ID, HTTP: w.HTTPAddr()},
+		BindIP:    cfg.BindIP,
+		Port:      *gossipPort,
+		Profile:   *profile,
+		Join:      *join,
+		SecretKey: sec.GossipKey,
+		Logger:    log,
 	})
 	if err != nil {
 		_ = w.Close()

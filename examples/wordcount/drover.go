@@ -28,7 +28,13 @@ type droverCluster struct {
 
 func newDroverCluster(logf func(string, ...any)) (*droverCluster, error) {
 	masters := strings.Split(os.Getenv("DROVER_MASTERS"), ",")
-	c, err := client.New(masters, client.Options{})
+	// On a secured cluster the worker hands this driver the CA and its
+	// own token in DROVER_CACERT and DROVER_TOKEN.
+	opts, err := client.OptionsFromEnv()
+	if err != nil {
+		return nil, err
+	}
+	c, err := client.New(masters, opts)
 	if err != nil {
 		return nil, errors.New("DROVER_MASTERS: " + err.Error())
 	}

@@ -25,6 +25,7 @@ import (
 	"github.com/drover-project/drover/api"
 	"github.com/drover-project/drover/client"
 	"github.com/drover-project/drover/fsm"
+	"github.com/drover-project/drover/internal/devsecrets"
 	"github.com/drover-project/drover/internal/freeport"
 )
 
@@ -112,6 +113,10 @@ type Options struct {
 	ExtraPeers []string
 	// Binary is the drover binary to run (default: Binary's).
 	Binary string
+	// Secure runs every node with TLS, tokens and gossip encryption,
+	// with credentials from internal/devsecrets in DIR/secrets; Client
+	// and State then use the CA and the operator token.
+	Secure bool
 }
 
 // Node is one drover process of the cluster.
@@ -146,6 +151,11 @@ type Cluster struct {
 	ip          func(int) string
 	// extra are nodes started beside Masters and Workers (impostors).
 	extra []*Node
+	// Secrets are the credentials of a Secure cluster, nil otherwise.
+	Secrets *devsecrets.Secrets
+	// hc reads node states (State), with the operator's credentials when
+	// Secure.
+	hc *http.Client
 }
 
 // New starts a cluster and waits until a leader is elected and every worker
@@ -184,8 +194,17 @@ func Start(t TB, opts Options) *Cluster {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := &Cluster{t: t, Dir: dir, opts: opts}
+	c := &Cluster{t: t, Dir: dir, opts: opts, hc: &http.Client{Timeout: 2 * time.Second}}
 	t.Cleanup(c.cleanup)
+	if opts.Secure {
+		s, err := devsecrets.Make(filepath.Join(dir, "secrets"), "127.0.0.1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.Secrets = &s
+		o := c.ClientOptions()
+		c.hc.Transport = &http.Transport{TLSClientConfig: o.TLS}
+	}
 
 	// A random 127.a.b.0/24 per cluster keeps parallel test processes
 	// apart; each node gets its own address in it.
@@ -211,6 +230,9 @@ func Start(t TB, opts Options) *Cluster {
 			"--gossip-profile", opts.GossipProfile, "--worker-timeout", opts.WorkerTimeout.String(),
 			"--raft-heartbeat-timeout", "500ms", "--raft-election-timeout", "500ms", "--raft-leader-lease", "250ms",
 		}, opts.MasterArgs...)
+		if c.Secrets != nil {
+			n.args = append(n.args, c.Secrets.MasterArgs()...)
+		}
 	}
 	c.gossips = gossips
 	c.ip = ip
@@ -240,6 +262,9 @@ func (c *Cluster) newWorker(id string, i int, dir string) *Node {
 		"--http-port", httpPort, "--gossip-port", gossipPort, "--join", strings.Join(c.gossips, ","),
 		"--gossip-profile", c.opts.GossipProfile,
 	}, c.opts.WorkerArgs...)
+	if c.Secrets != nil {
+		n.args = append(n.args, c.Secrets.WorkerArgs()...)
+	}
 	return n
 }
 
@@ -424,23 +449,61 @@ func ProcessesUnder(dir string) []int {
 	return pids
 }
 
+// ClientOptions are client options for the cluster: a 3 s request timeout
+// and, when Secure, the CA and the operator token.
+func (c *Cluster) ClientOptions() client.Options {
+	o := client.Options{RequestTimeout: 3 * time.Second}
+	if c.Secrets != nil {
+		var err error
+		if o, err = client.SecureOptions(c.Secrets.CA, "", "", c.Secrets.OperatorToken); err != nil {
+			c.t.Fatal(err)
+		}
+		o.RequestTimeout = 3 * time.Second
+	}
+	return o
+}
+
+// ClientEnv is the environment that gives "drover client" the cluster's
+// masters and, when Secure, its CA and operator token.
+func (c *Cluster) ClientEnv() []string {
+	env := []string{"DROVER_MASTERS=" + c.MasterAddrs}
+	if c.Secrets != nil {
+		env = append(env, client.EnvCACert+"="+c.Secrets.CA, client.EnvTokenFile+"="+c.Secrets.OperatorToken)
+	}
+	return env
+}
+
 // Client returns a client for the cluster's masters.
 func (c *Cluster) Client() *client.Client {
-	cl, err := client.New(strings.Split(c.MasterAddrs, ","), client.Options{RequestTimeout: 3 * time.Second})
+	cl, err := client.New(strings.Split(c.MasterAddrs, ","), c.ClientOptions())
 	if err != nil {
 		c.t.Fatal(err)
 	}
 	return cl
 }
 
+// Scheme is "https" for a Secure cluster, else "http".
+func (c *Cluster) Scheme() string {
+	if c.Secrets != nil {
+		return "https"
+	}
+	return "http"
+}
+
 // State reads /v1/state from one node.
 func State(ctx context.Context, n *Node) (*api.State, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+n.HTTP+"/v1/state", nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, n.c.Scheme()+"://"+n.HTTP+"/v1/state", nil)
 	if err != nil {
 		return nil, err
 	}
-	hc := &http.Client{Timeout: 2 * time.Second}
-	resp, err := hc.Do(req)
+	if n.c.Secrets != nil {
+		tok, err := os.ReadFile(n.c.Secrets.OperatorToken)
+		if err != nil {
+			return nil, err
+		}
+		req.Header.Set("Authorization", "Bearer "+strings.TrimSpace(string(tok)))
+	}
+	resp, err := n.c.hc.Do(req)
 	if err != nil {
 		return nil, err
 	}

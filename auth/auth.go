@@ -1,0 +1,427 @@
+// Package auth decides who may call which part of a master's HTTP API. A
+// caller proves itself with a bearer token (RFC 6750) or a certificate of
+// the cluster CA whose role it carries (package pki); the access each path
+// needs is one of the Access levels below.
+//
+// The model follows Nomad and Consul: node identity comes from mutual TLS,
+// API access from tokens. With no tokens configured, a CA-signed client or
+// master certificate grants API access (Consul's verify_incoming without
+// ACLs); with neither TLS nor tokens, everything is open, which a node only
+// allows on loopback or with --insecure.
+package auth
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+
+	"github.com/drover-project/drover/api"
+	"github.com/drover-project/drover/pki"
+)
+
+// Access is what a path needs.
+type Access int
+
+const (
+	// Read is status reads: drivers, apps, logs, the cluster state and
+	// the page.
+	Read Access = iota
+	// AppRead is reading one application: its status and its executors'
+	// logs. Whoever has Read has it, and a DriverToken for its own
+	// application.
+	AppRead
+	// App is registering an application and driving it: its executors,
+	// its watch, its end. A DriverToken has this access to its own
+	// application only.
+	App
+	// Submit is submitting and killing drivers, and App for every
+	// application.
+	Submit
+	// Operator is everything an operator does beyond Submit.
+	Operator
+	// Node is a worker's own traffic: registration, heartbeats and
+	// decommission.
+	Node
+)
+
+func (a Access) String() string {
+	switch a {
+	case Read:
+		return "read"
+	case AppRead:
+		return "application read"
+	case App:
+		return "application"
+	case Submit:
+		return "submit"
+	case Operator:
+		return "operator"
+	case Node:
+		return "worker"
+	}
+	return "access(" + strconv.Itoa(int(a)) + ")"
+}
+
+// Kind is the kind of token a request carried.
+type Kind int
+
+// Token kinds.
+const (
+	NoToken Kind = iota
+	OperatorToken
+	SubmitToken
+	// DriverToken is derived by the leader for one driver attempt and
+	// handed to it by its worker (DROVER_TOKEN): it lets that attempt
+	// register and drive its own application, nothing else.
+	DriverToken
+)
+
+// Identity is who a request comes from.
+type Identity struct {
+	// Role is the role of the verified client certificate, "" for none.
+	Role pki.Role
+	// Token is the kind of valid bearer token presented.
+	Token Kind
+	// DriverID and Attempt name the attempt of a DriverToken.
+	DriverID string
+	Attempt  int
+}
+
+// MinTokenLen is the shortest token accepted, in bytes: 16 bytes of a
+// random base64 string carry 96 bits, beyond guessing over a network.
+const MinTokenLen = 16
+
+// Config is the access policy of one master.
+type Config struct {
+	// OperatorToken and SubmitToken are the bearer tokens; "" disables one.
+	OperatorToken string
+	SubmitToken   string
+	// OpenReads lets Read paths answer without a token or certificate.
+	OpenReads bool
+	// TLS says the listener uses TLS, so certificate roles count.
+	TLS bool
+}
+
+// Guard enforces a Config. It is safe for concurrent use.
+type Guard struct {
+	cfg       Config
+	operator  [32]byte
+	submit    [32]byte
+	driverKey []byte
+}
+
+// New returns a Guard for cfg; a token shorter than MinTokenLen, or one
+// with characters outside a bearer token's alphabet, is an error.
+func New(cfg Config) (*Guard, error) {
+	g := &Guard{cfg: cfg}
+	for _, t := range []struct {
+		name, tok string
+		sum       *[32]byte
+	}{{"operator", cfg.OperatorToken, &g.operator}, {"submit", cfg.SubmitToken, &g.submit}} {
+		if t.tok == "" {
+			continue
+		}
+		if err := CheckToken(t.tok); err != nil {
+			return nil, fmt.Errorf("%s token: %w", t.name, err)
+		}
+		*t.sum = sha256.Sum256([]byte(t.tok))
+	}
+	if cfg.OperatorToken != "" && cfg.OperatorToken == cfg.SubmitToken {
+		return nil, errors.New("the operator and submit tokens must differ")
+	}
+	// Every master derives the same key, so a driver token outlives a
+	// change of leader; the submit token is the secret the driver acts for.
+	if seed := firstSet(cfg.SubmitToken, cfg.OperatorToken); seed != "" {
+		k := sha256.Sum256([]byte("drover driver token key\x00" + seed))
+		g.driverKey = k[:]
+	}
+	return g, nil
+}
+
+func firstSet(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}
+
+// Open reports whether the policy lets anyone do anything: no TLS and no
+// tokens.
+func (g *Guard) Open() bool {
+	return !g.cfg.TLS && g.cfg.OperatorToken == "" && g.cfg.SubmitToken == ""
+}
+
+// Tokens reports whether any token is configured.
+func (g *Guard) Tokens() bool { return g.cfg.OperatorToken != "" || g.cfg.SubmitToken != "" }
+
+// CheckToken validates a token's form: at least MinTokenLen bytes of
+// RFC 6750's token68 alphabet (letters, digits, -._~+/ and trailing =).
+// The error never repeats the token.
+func CheckToken(tok string) error {
+	if len(tok) < MinTokenLen {
+		return fmt.Errorf("is %d bytes, want at least %d (drover keygen makes one)", len(tok), MinTokenLen)
+	}
+	if len(tok) > api.MaxTokenLen {
+		return fmt.Errorf("is %d bytes, want at most %d", len(tok), api.MaxTokenLen)
+	}
+	for i := 0; i < len(tok); i++ {
+		c := tok[i]
+		ok := c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || strings.IndexByte("-._~+/=", c) >= 0
+		if !ok {
+			return fmt.Errorf("has a character outside A-Z a-z 0-9 -._~+/= at byte %d", i)
+		}
+	}
+	return nil
+}
+
+// LoadToken reads a token from file (whitespace around it trimmed) or,
+// when file is "", from the environment variable env. "" with a nil error
+// means none was given. A token never comes from a flag's value, which any
+// user on the machine can read in ps.
+func LoadToken(file, env string) (string, error) {
+	var tok, from string
+	if file != "" {
+		b, err := os.ReadFile(file)
+		if err != nil {
+			return "", fmt.Errorf("token file: %w", err)
+		}
+		tok, from = strings.TrimSpace(string(b)), file
+	} else {
+		tok, from = strings.TrimSpace(os.Getenv(env)), "$"+env
+	}
+	if tok == "" {
+		if file != "" {
+			return "", fmt.Errorf("token file %s is empty", file)
+		}
+		return "", nil
+	}
+	if err := CheckToken(tok); err != nil {
+		return "", fmt.Errorf("token from %s %w", from, err)
+	}
+	return tok, nil
+}
+
+// DriverToken returns the token of one driver attempt, or "" when no token
+// is configured. Its form is "drv.<driver ID>.<attempt>.<MAC>" where the
+// MAC is HMAC-SHA256 over the driver ID and attempt.
+func (g *Guard) DriverToken(driverID string, attempt int) string {
+	if g.driverKey == nil {
+		return ""
+	}
+	return "drv." + driverID + "." + strconv.Itoa(attempt) + "." + g.driverMAC(driverID, attempt)
+}
+
+func (g *Guard) driverMAC(driverID string, attempt int) string {
+	h := hmac.New(sha256.New, g.driverKey)
+	h.Write([]byte(driverID + "\x00" + strconv.Itoa(attempt)))
+	return base64.RawURLEncoding.EncodeToString(h.Sum(nil))
+}
+
+// ErrBadToken is a bearer token that matches none of the configured ones.
+var ErrBadToken = errors.New("invalid token")
+
+// Identify returns who r comes from: its verified certificate's role and
+// its bearer token's kind. A token that is present but wrong is
+// ErrBadToken (403), never a silent downgrade to anonymous.
+func (g *Guard) Identify(r *http.Request) (Identity, error) {
+	var id Identity
+	if g.cfg.TLS && r.TLS != nil {
+		id.Role, _ = pki.PeerRole(r.TLS)
+	}
+	h := r.Header.Get("Authorization")
+	if h == "" {
+		return id, nil
+	}
+	scheme, tok, ok := strings.Cut(h, " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") || tok == "" {
+		return id, fmt.Errorf("%w: the Authorization header must be \"Bearer <token>\"", ErrBadToken)
+	}
+	sum := sha256.Sum256([]byte(tok))
+	switch {
+	case g.cfg.OperatorToken != "" && subtle.ConstantTimeCompare(sum[:], g.operator[:]) == 1:
+		id.Token = OperatorToken
+	case g.cfg.SubmitToken != "" && subtle.ConstantTimeCompare(sum[:], g.submit[:]) == 1:
+		id.Token = SubmitToken
+	default:
+		d, n, ok := g.parseDriverToken(tok)
+		if !ok {
+			return id, ErrBadToken
+		}
+		id.Token, id.DriverID, id.Attempt = DriverToken, d, n
+	}
+	return id, nil
+}
+
+func (g *Guard) parseDriverToken(tok string) (string, int, bool) {
+	if g.driverKey == nil {
+		return "", 0, false
+	}
+	rest, ok := strings.CutPrefix(tok, "drv.")
+	if !ok {
+		return "", 0, false
+	}
+	i := strings.LastIndexByte(rest, '.')
+	if i < 0 {
+		return "", 0, false
+	}
+	head, mac := rest[:i], rest[i+1:]
+	j := strings.LastIndexByte(head, '.')
+	if j < 0 {
+		return "", 0, false
+	}
+	driverID, attempt := head[:j], head[j+1:]
+	n, err := strconv.Atoi(attempt)
+	if err != nil || n < 1 || strconv.Itoa(n) != attempt {
+		return "", 0, false
+	}
+	if !hmac.Equal([]byte(mac), []byte(g.driverMAC(driverID, n))) {
+		return "", 0, false
+	}
+	return driverID, n, true
+}
+
+// Allows reports whether id may use a path that needs a. A DriverToken
+// passes App and AppRead here; the handlers then confine it to its own application
+// (Identity.OwnsDriver).
+func (g *Guard) Allows(id Identity, a Access) bool {
+	if g.Open() {
+		return true
+	}
+	if a == Node {
+		// A master passes worker traffic on when it forwards it to the
+		// leader, having checked it first.
+		if g.cfg.TLS {
+			return id.Role == pki.RoleWorker || id.Role == pki.RoleMaster
+		}
+		return id.Token == OperatorToken
+	}
+	if id.Token == DriverToken {
+		return a == App || a == AppRead
+	}
+	if a == AppRead {
+		a = Read
+	}
+	switch id.Token {
+	case OperatorToken:
+		return true
+	case SubmitToken:
+		return a <= Submit
+	}
+	if a == Read && g.cfg.OpenReads {
+		return true
+	}
+	// Without tokens, a CA-signed client or master certificate is the
+	// credential.
+	if !g.Tokens() {
+		return id.Role == pki.RoleClient || id.Role == pki.RoleMaster
+	}
+	return false
+}
+
+type ctxKey struct{}
+
+// FromContext returns the Identity that Wrap stored in a request's
+// context; ok is false outside Wrap.
+func FromContext(ctx context.Context) (Identity, bool) {
+	id, ok := ctx.Value(ctxKey{}).(Identity)
+	return id, ok
+}
+
+// Wrap runs h only for callers allowed a: a request without credentials is
+// answered 401 with a WWW-Authenticate challenge, one with wrong or
+// insufficient credentials 403. The caller's Identity travels in the
+// request's context. Errors are api.Error bodies.
+func (g *Guard) Wrap(a Access, h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		id, err := g.Identify(r)
+		if err != nil {
+			writeError(w, http.StatusForbidden, err.Error())
+			return
+		}
+		if !g.Allows(id, a) {
+			// Once tokens are configured a certificate grants Node
+			// access only, so elsewhere a caller with a certificate but
+			// no token still lacks the credential: challenge it.
+			if id.Token == NoToken && (id.Role == "" || a != Node && g.Tokens()) {
+				w.Header().Set("WWW-Authenticate", `Bearer realm="drover"`)
+				writeError(w, http.StatusUnauthorized, fmt.Sprintf("%s access needs a token (Authorization: Bearer ...)%s", a, g.certHint(a)))
+				return
+			}
+			writeError(w, http.StatusForbidden, fmt.Sprintf("%s access denied to %s", a, id))
+			return
+		}
+		h(w, r.WithContext(context.WithValue(r.Context(), ctxKey{}, id)))
+	}
+}
+
+func (g *Guard) certHint(a Access) string {
+	if a == Node && g.cfg.TLS {
+		return " or a worker certificate"
+	}
+	if !g.Tokens() && g.cfg.TLS {
+		return " or a client certificate"
+	}
+	return ""
+}
+
+// String describes an identity for errors and logs; it never includes a
+// token.
+func (id Identity) String() string {
+	var parts []string
+	if id.Role != "" {
+		parts = append(parts, string(id.Role)+" certificate")
+	}
+	switch id.Token {
+	case OperatorToken:
+		parts = append(parts, "operator token")
+	case SubmitToken:
+		parts = append(parts, "submit token")
+	case DriverToken:
+		parts = append(parts, fmt.Sprintf("token of %s attempt %d", id.DriverID, id.Attempt))
+	}
+	if len(parts) == 0 {
+		return "an anonymous caller"
+	}
+	return strings.Join(parts, " and ")
+}
+
+// OwnsDriver reports whether id may act for driverID's attempt: any
+// identity but a DriverToken may, and a DriverToken only for its own
+// attempt.
+func (id Identity) OwnsDriver(driverID string, attempt int) bool {
+	return id.Token != DriverToken || (id.DriverID == driverID && id.Attempt == attempt)
+}
+
+func writeError(w http.ResponseWriter, status int, msg string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(api.Error{Error: msg})
+}
+
+// CheckExposure applies the closed-by-default rule to a node about to
+// listen on bindIP: with neither TLS nor a token, only a loopback address
+// is allowed, unless insecure is set. The warning, when not "", is one line
+// to log: the node runs open.
+func CheckExposure(bindIP string, tls, tokens, insecure bool) (warning string, err error) {
+	if tls || tokens {
+		return "", nil
+	}
+	ip := net.ParseIP(bindIP)
+	switch {
+	case ip != nil && ip.IsLoopback():
+		return "no TLS and no tokens: anyone on this machine can submit programs; fine for a loopback experiment, see docs/security.md for production", nil
+	case insecure:
+		return fmt.Sprintf("--insecure: listening on %s with no TLS and no tokens; anyone who reaches this address can run programs on the workers", bindIP), nil
+	}
+	return "", fmt.Errorf("refusing to listen on %s with no TLS and no tokens: anyone who reached it could run programs on the workers; give --tls-ca, --tls-cert and --tls-key and/or tokens (docs/security.md), or --insecure to run open anyway", bindIP)
+}

@@ -1,0 +1,599 @@
+package auth_test
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"encoding/pem"
+	"errors"
+	"io/fs"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/drover-project/drover/api"
+	"github.com/drover-project/drover/auth"
+	"github.com/drover-project/drover/pki"
+)
+
+const (
+	opTok  = "OperatorTok-0123456789abcdef"
+	subTok = "SubmitTok-abcdefghij0123456"
+	// driverID has the shape masters give drivers.
+	driverID = "driver-20240101000000-7"
+)
+
+// accesses lists every Access in the order of a statuses row.
+var accesses = [...]auth.Access{auth.Read, auth.AppRead, auth.App, auth.Submit, auth.Operator, auth.Node}
+
+// statuses is the HTTP status Wrap should answer for each of accesses.
+type statuses [len(accesses)]int
+
+const (
+	pass   = http.StatusOK
+	noCred = http.StatusUnauthorized
+	denied = http.StatusForbidden
+)
+
+func all(s int) statuses { return statuses{s, s, s, s, s, s} }
+
+// peers holds TLS connection states as crypto/tls leaves them after
+// verifying a client certificate of each role against one CA.
+type peers struct {
+	client, master, worker *tls.ConnectionState
+	// unverified carries a client certificate the handshake did not
+	// verify, as with tls.RequestClientCert.
+	unverified *tls.ConnectionState
+}
+
+func newPeers(t *testing.T) peers {
+	t.Helper()
+	caPEM, caKey, err := pki.NewCA("auth test CA", time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca := parseCert(t, caPEM)
+	pool := x509.NewCertPool()
+	pool.AddCert(ca)
+	state := func(role pki.Role) *tls.ConnectionState {
+		certPEM, _, err := pki.Issue(caPEM, caKey, role, nil, time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		leaf := parseCert(t, certPEM)
+		// Verify builds the chains exactly as crypto/tls records them in
+		// VerifiedChains, so the state is one a real handshake yields.
+		chains, err := leaf.Verify(x509.VerifyOptions{Roots: pool, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return &tls.ConnectionState{
+			Version:           tls.VersionTLS13,
+			HandshakeComplete: true,
+			PeerCertificates:  []*x509.Certificate{leaf},
+			VerifiedChains:    chains,
+		}
+	}
+	p := peers{client: state(pki.RoleClient), master: state(pki.RoleMaster), worker: state(pki.RoleWorker)}
+	u := *state(pki.RoleClient)
+	u.VerifiedChains = nil
+	p.unverified = &u
+	return p
+}
+
+func parseCert(t *testing.T, certPEM []byte) *x509.Certificate {
+	t.Helper()
+	b, _ := pem.Decode(certPEM)
+	if b == nil {
+		t.Fatal("no PEM block")
+	}
+	c, err := x509.ParseCertificate(b.Bytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func newGuard(t *testing.T, cfg auth.Config) *auth.Guard {
+	t.Helper()
+	g, err := auth.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return g
+}
+
+// cred is what a request presents: a TLS state and an Authorization header.
+type cred struct {
+	tls    *tls.ConnectionState
+	header string
+}
+
+func (c cred) request() *http.Request {
+	r := httptest.NewRequest(http.MethodGet, "/v1/state", nil)
+	r.TLS = c.tls
+	if c.header != "" {
+		r.Header.Set("Authorization", c.header)
+	}
+	return r
+}
+
+// answer is what Wrap did with one request.
+type answer struct {
+	status int
+	header http.Header
+	body   string
+	called bool
+	id     auth.Identity
+}
+
+func serve(g *auth.Guard, a auth.Access, r *http.Request) answer {
+	var ans answer
+	h := g.Wrap(a, func(w http.ResponseWriter, r *http.Request) {
+		ans.called = true
+		ans.id, _ = auth.FromContext(r.Context())
+		w.WriteHeader(http.StatusOK)
+	})
+	rec := httptest.NewRecorder()
+	h(rec, r)
+	ans.status, ans.header, ans.body = rec.Code, rec.Header(), rec.Body.String()
+	return ans
+}
+
+// checkAnswer checks the parts of a Wrap answer every status shares: the
+// handler runs exactly on 200, refusals are api.Error JSON without any
+// secret in it, and only a 401 carries a Bearer challenge.
+func checkAnswer(t *testing.T, ans answer, want int, secrets ...string) {
+	t.Helper()
+	if ans.status != want {
+		t.Fatalf("status %d, want %d (body %q)", ans.status, want, ans.body)
+	}
+	if ans.called != (want == pass) {
+		t.Fatalf("handler called = %v with status %d", ans.called, ans.status)
+	}
+	for _, s := range secrets {
+		if s != "" && strings.Contains(ans.body, s) {
+			t.Fatalf("body %q repeats a token", ans.body)
+		}
+	}
+	challenge := ans.header.Get("WWW-Authenticate")
+	if want == noCred && !strings.HasPrefix(challenge, "Bearer") {
+		t.Fatalf("401 with WWW-Authenticate %q, want a Bearer challenge", challenge)
+	}
+	if want != noCred && challenge != "" {
+		t.Fatalf("status %d with WWW-Authenticate %q", want, challenge)
+	}
+	if want == pass {
+		return
+	}
+	if ct := ans.header.Get("Content-Type"); ct != "application/json" {
+		t.Fatalf("Content-Type %q, want application/json", ct)
+	}
+	var e api.Error
+	if err := json.Unmarshal([]byte(ans.body), &e); err != nil || e.Error == "" {
+		t.Fatalf("body %q is not an api.Error with a message (%v)", ans.body, err)
+	}
+}
+
+func TestGuardPolicies(t *testing.T) {
+	p := newPeers(t)
+	tokens := auth.Config{OperatorToken: opTok, SubmitToken: subTok}
+	driverTok := newGuard(t, tokens).DriverToken(driverID, 2)
+	if driverTok == "" {
+		t.Fatal("no driver token with tokens configured")
+	}
+	bearer := func(tok string) string { return "Bearer " + tok }
+	secrets := []string{opTok, subTok, driverTok}
+
+	var (
+		open         = auth.Config{}
+		tlsOnly      = auth.Config{TLS: true}
+		tlsTokens    = auth.Config{TLS: true, OperatorToken: opTok, SubmitToken: subTok}
+		openReads    = auth.Config{OperatorToken: opTok, SubmitToken: subTok, OpenReads: true}
+		tlsOpenReads = auth.Config{TLS: true, OperatorToken: opTok, SubmitToken: subTok, OpenReads: true}
+	)
+	none := cred{}
+	unknownTok := bearer("NotAnyConfiguredToken-0123")
+
+	// Rows are Read, AppRead, App, Submit, Operator, Node.
+	cases := []struct {
+		name string
+		cfg  auth.Config
+		cred cred
+		want statuses
+	}{
+		{"open/anonymous", open, none, all(pass)},
+		{"open/worker cert", open, cred{tls: p.worker}, all(pass)},
+		// A token on an open master is refused rather than ignored, so a
+		// caller who believes it is authenticating hears otherwise.
+		{"open/token", open, cred{header: bearer(opTok)}, all(denied)},
+
+		{"tokens/anonymous", tokens, none, all(noCred)},
+		{"tokens/operator", tokens, cred{header: bearer(opTok)}, all(pass)},
+		{"tokens/submit", tokens, cred{header: bearer(subTok)}, statuses{pass, pass, pass, pass, denied, denied}},
+		{"tokens/driver", tokens, cred{header: bearer(driverTok)}, statuses{denied, pass, pass, denied, denied, denied}},
+		{"tokens/unknown token", tokens, cred{header: unknownTok}, all(denied)},
+		// Without TLS in the policy a certificate is no credential, even
+		// when the connection happens to carry one.
+		{"tokens/master cert ignored", tokens, cred{tls: p.master}, all(noCred)},
+		{"tokens/bearer scheme in lower case", tokens, cred{header: "bearer " + subTok}, statuses{pass, pass, pass, pass, denied, denied}},
+
+		{"tls/anonymous", tlsOnly, none, all(noCred)},
+		{"tls/client cert", tlsOnly, cred{tls: p.client}, statuses{pass, pass, pass, pass, pass, denied}},
+		{"tls/master cert", tlsOnly, cred{tls: p.master}, all(pass)},
+		{"tls/worker cert", tlsOnly, cred{tls: p.worker}, statuses{denied, denied, denied, denied, denied, pass}},
+		{"tls/unverified client cert", tlsOnly, cred{tls: p.unverified}, all(noCred)},
+		{"tls/token without tokens configured", tlsOnly, cred{tls: p.client, header: bearer(opTok)}, all(denied)},
+
+		{"tls+tokens/anonymous", tlsTokens, none, all(noCred)},
+		{"tls+tokens/client cert", tlsTokens, cred{tls: p.client}, statuses{noCred, noCred, noCred, noCred, noCred, denied}},
+		{"tls+tokens/master cert", tlsTokens, cred{tls: p.master}, statuses{noCred, noCred, noCred, noCred, noCred, pass}},
+		{"tls+tokens/worker cert", tlsTokens, cred{tls: p.worker}, statuses{noCred, noCred, noCred, noCred, noCred, pass}},
+		// Under TLS, Node is the certificate's to grant, not a token's.
+		{"tls+tokens/operator", tlsTokens, cred{header: bearer(opTok)}, statuses{pass, pass, pass, pass, pass, denied}},
+		{"tls+tokens/client cert and submit", tlsTokens, cred{tls: p.client, header: bearer(subTok)}, statuses{pass, pass, pass, pass, denied, denied}},
+		{"tls+tokens/worker cert and submit", tlsTokens, cred{tls: p.worker, header: bearer(subTok)}, statuses{pass, pass, pass, pass, denied, pass}},
+		{"tls+tokens/master cert and unknown token", tlsTokens, cred{tls: p.master, header: unknownTok}, all(denied)},
+		{"tls+tokens/driver", tlsTokens, cred{header: bearer(driverTok)}, statuses{denied, pass, pass, denied, denied, denied}},
+
+		{"open reads/anonymous", openReads, none, statuses{pass, pass, noCred, noCred, noCred, noCred}},
+		{"open reads/submit", openReads, cred{header: bearer(subTok)}, statuses{pass, pass, pass, pass, denied, denied}},
+		// A wrong token is never downgraded to the anonymous reader.
+		{"open reads/unknown token", openReads, cred{header: unknownTok}, all(denied)},
+		{"tls+open reads/anonymous", tlsOpenReads, none, statuses{pass, pass, noCred, noCred, noCred, noCred}},
+		{"tls+open reads/worker cert", tlsOpenReads, cred{tls: p.worker}, statuses{pass, pass, noCred, noCred, noCred, pass}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			g := newGuard(t, tc.cfg)
+			for i, a := range accesses {
+				want := tc.want[i]
+				t.Run(a.String(), func(t *testing.T) {
+					ans := serve(g, a, tc.cred.request())
+					checkAnswer(t, ans, want, secrets...)
+
+					id, err := g.Identify(tc.cred.request())
+					if err != nil {
+						if want != denied {
+							t.Fatalf("Identify: %v, but Wrap should answer %d", err, want)
+						}
+						return
+					}
+					if got := g.Allows(id, a); got != (want == pass) {
+						t.Fatalf("Allows(%v, %v) = %v, want %v", id, a, got, want == pass)
+					}
+					if want == pass && ans.id != id {
+						t.Fatalf("handler saw identity %+v, Identify gives %+v", ans.id, id)
+					}
+				})
+			}
+		})
+	}
+}
+
+func TestOpen(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		cfg  auth.Config
+		want bool
+	}{
+		{"nothing", auth.Config{}, true},
+		{"open reads alone", auth.Config{OpenReads: true}, true},
+		{"TLS", auth.Config{TLS: true}, false},
+		{"operator token", auth.Config{OperatorToken: opTok}, false},
+		{"submit token", auth.Config{SubmitToken: subTok}, false},
+	} {
+		if got := newGuard(t, tc.cfg).Open(); got != tc.want {
+			t.Errorf("%s: Open() = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
+func TestFromContextOutsideWrap(t *testing.T) {
+	if id, ok := auth.FromContext(httptest.NewRequest(http.MethodGet, "/", nil).Context()); ok {
+		t.Fatalf("FromContext outside Wrap = %+v, true", id)
+	}
+}
+
+// swapCase turns every letter of s into the other case.
+func swapCase(s string) string {
+	return strings.Map(func(r rune) rune {
+		switch {
+		case r >= 'a' && r <= 'z':
+			return r - 'a' + 'A'
+		case r >= 'A' && r <= 'Z':
+			return r - 'A' + 'a'
+		}
+		return r
+	}, s)
+}
+
+// withMAC returns a driver token for id and attempt carrying mac, as a
+// forger who copied another token's MAC would build it.
+func withMAC(id, attempt, mac string) string { return "drv." + id + "." + attempt + "." + mac }
+
+func TestRejectedCredentials(t *testing.T) {
+	cfg := auth.Config{OperatorToken: opTok, SubmitToken: subTok}
+	g := newGuard(t, cfg)
+	good := g.DriverToken(driverID, 2)
+	mac := good[strings.LastIndexByte(good, '.')+1:]
+	// Flip one MAC character to another of the base64url alphabet.
+	flipped := []byte(mac)
+	if flipped[0] == 'A' {
+		flipped[0] = 'B'
+	} else {
+		flipped[0] = 'A'
+	}
+	other := newGuard(t, auth.Config{OperatorToken: opTok, SubmitToken: "AnotherSubmitToken-987654"})
+
+	// Without this, every forgery below could pass for the wrong reason.
+	if ans := serve(g, auth.App, cred{header: "Bearer " + good}.request()); ans.status != pass {
+		t.Fatalf("genuine driver token: status %d (%s)", ans.status, ans.body)
+	}
+	if ans := serve(g, auth.Submit, cred{header: "Bearer " + subTok}.request()); ans.status != pass {
+		t.Fatalf("genuine submit token: status %d (%s)", ans.status, ans.body)
+	}
+
+	for _, tc := range []struct{ name, header string }{
+		{"wrong token", "Bearer WrongTokenWrongToken-42"},
+		{"truncated submit token", "Bearer " + subTok[:len(subTok)-1]},
+		{"submit token in other case", "Bearer " + swapCase(subTok)},
+		{"submit token with a suffix", "Bearer " + subTok + "x"},
+		{"basic scheme", "Basic " + subTok},
+		{"basic credentials", "Basic dXNlcjpTdWJtaXRUb2stYWJjZGVmZ2hpajAxMjM0NTY="},
+		{"scheme without token", "Bearer"},
+		{"empty bearer token", "Bearer "},
+		{"token without scheme", subTok},
+		{"driver MAC char changed", "Bearer " + withMAC(driverID, "2", string(flipped))},
+		{"driver other attempt", "Bearer " + withMAC(driverID, "3", mac)},
+		{"driver other driver", "Bearer " + withMAC("driver-20240101000000-8", "2", mac)},
+		{"driver attempt with leading zero", "Bearer " + withMAC(driverID, "02", mac)},
+		{"driver attempt with plus sign", "Bearer " + withMAC(driverID, "+2", mac)},
+		{"driver token truncated", "Bearer " + good[:len(good)-1]},
+		{"driver token without MAC", "Bearer drv." + driverID + ".2"},
+		{"driver token in other case", "Bearer " + swapCase(good)},
+		{"driver token of another key", "Bearer " + other.DriverToken(driverID, 2)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := tc.header
+			presented := h
+			if _, tok, found := strings.Cut(h, " "); found {
+				presented = tok
+			}
+			if len(presented) < auth.MinTokenLen {
+				// Too short to tell a leak from a word of the message.
+				presented = ""
+			}
+			for _, a := range []auth.Access{auth.Read, auth.AppRead, auth.App, auth.Submit} {
+				ans := serve(g, a, cred{header: h}.request())
+				checkAnswer(t, ans, denied, opTok, subTok, good, mac, string(flipped), presented)
+			}
+			if _, err := g.Identify(cred{header: h}.request()); !errors.Is(err, auth.ErrBadToken) {
+				t.Fatalf("Identify: %v, want ErrBadToken", err)
+			}
+		})
+	}
+}
+
+func TestDriverToken(t *testing.T) {
+	cfg := auth.Config{OperatorToken: opTok, SubmitToken: subTok}
+	g := newGuard(t, cfg)
+	tok := g.DriverToken(driverID, 2)
+	if !strings.HasPrefix(tok, "drv."+driverID+".2.") {
+		t.Fatalf("driver token %q lacks the drv.<id>.<attempt>. prefix", tok)
+	}
+	if err := auth.CheckToken(tok); err != nil {
+		t.Fatalf("driver token fails CheckToken: %v", err)
+	}
+	if tok == g.DriverToken(driverID, 3) || tok == g.DriverToken("driver-20240101000000-8", 2) {
+		t.Fatal("driver tokens of different attempts coincide")
+	}
+
+	// Another master with the same tokens must accept it, or a driver
+	// would lose its access when the leader changes.
+	id, err := newGuard(t, cfg).Identify(cred{header: "Bearer " + tok}.request())
+	if err != nil {
+		t.Fatalf("another master refuses the token: %v", err)
+	}
+	if id.Token != auth.DriverToken || id.DriverID != driverID || id.Attempt != 2 {
+		t.Fatalf("identity %+v, want the driver token of %s attempt 2", id, driverID)
+	}
+	if strings.Contains(id.String(), tok) {
+		t.Fatalf("Identity.String() %q repeats the token", id.String())
+	}
+
+	for _, tc := range []struct {
+		driver  string
+		attempt int
+		want    bool
+	}{
+		{driverID, 2, true},
+		{driverID, 1, false},
+		{driverID, 3, false},
+		{"driver-20240101000000-8", 2, false},
+		{"", 2, false},
+	} {
+		if got := id.OwnsDriver(tc.driver, tc.attempt); got != tc.want {
+			t.Errorf("OwnsDriver(%q, %d) = %v, want %v", tc.driver, tc.attempt, got, tc.want)
+		}
+	}
+	for _, other := range []auth.Identity{{}, {Token: auth.OperatorToken}, {Token: auth.SubmitToken}, {Role: pki.RoleClient}} {
+		if !other.OwnsDriver(driverID, 1) {
+			t.Errorf("%v may not act for a driver", other)
+		}
+	}
+
+	if tok := newGuard(t, auth.Config{TLS: true}).DriverToken(driverID, 1); tok != "" {
+		t.Fatalf("driver token %q without any token configured", tok)
+	}
+	opOnly := newGuard(t, auth.Config{OperatorToken: opTok})
+	if _, err := opOnly.Identify(cred{header: "Bearer " + opOnly.DriverToken(driverID, 1)}.request()); err != nil {
+		t.Fatalf("driver token with only an operator token configured: %v", err)
+	}
+}
+
+func TestCheckToken(t *testing.T) {
+	valid := strings.Repeat("a", auth.MinTokenLen)
+	for _, tc := range []struct {
+		name, tok string
+		ok        bool
+	}{
+		{"empty", "", false},
+		{"one short", valid[1:], false},
+		{"shortest", valid, true},
+		{"longest", strings.Repeat("Z", api.MaxTokenLen), true},
+		{"one too long", strings.Repeat("Z", api.MaxTokenLen+1), false},
+		{"alphabet", "ABCXYZabcxyz0189-._~+/==", true},
+		{"space", "abcdefgh ijklmnopq", false},
+		{"colon", "abcdefgh:ijklmnopq", false},
+		{"newline", "abcdefghijklmnopq\n", false},
+		{"NUL", "abcdefgh\x00ijklmnopq", false},
+		{"non-ASCII", "abcdefghijklmnopé", false},
+		{"quote", `abcdefgh"ijklmnopq`, false},
+	} {
+		err := auth.CheckToken(tc.tok)
+		if (err == nil) != tc.ok {
+			t.Errorf("%s: CheckToken = %v, want ok=%v", tc.name, err, tc.ok)
+			continue
+		}
+		if err != nil && len(tc.tok) > 0 && strings.Contains(err.Error(), tc.tok) {
+			t.Errorf("%s: error %q repeats the token", tc.name, err)
+		}
+	}
+}
+
+func TestLoadToken(t *testing.T) {
+	const env = "DROVER_AUTH_TEST_TOKEN"
+	dir := t.TempDir()
+	write := func(name, content string) string {
+		path := filepath.Join(dir, name)
+		if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+
+	t.Run("file trimmed", func(t *testing.T) {
+		t.Setenv(env, "EnvTokenMustNotWin-12345")
+		got, err := auth.LoadToken(write("tok", "\n\t "+subTok+" \r\n"), env)
+		if err != nil || got != subTok {
+			t.Fatalf("LoadToken = %q, %v; want the file's token", got, err)
+		}
+	})
+	t.Run("env trimmed", func(t *testing.T) {
+		t.Setenv(env, "  "+opTok+"\n")
+		got, err := auth.LoadToken("", env)
+		if err != nil || got != opTok {
+			t.Fatalf("LoadToken = %q, %v; want the variable's token", got, err)
+		}
+	})
+	t.Run("nothing given", func(t *testing.T) {
+		t.Setenv(env, "")
+		if got, err := auth.LoadToken("", env); got != "" || err != nil {
+			t.Fatalf("LoadToken = %q, %v; want none", got, err)
+		}
+	})
+	t.Run("empty file", func(t *testing.T) {
+		path := write("empty", " \n\t\n")
+		if got, err := auth.LoadToken(path, env); err == nil || got != "" {
+			t.Fatalf("LoadToken = %q, %v; want an error", got, err)
+		} else if !strings.Contains(err.Error(), path) {
+			t.Fatalf("error %q does not name the file", err)
+		}
+	})
+	t.Run("missing file", func(t *testing.T) {
+		got, err := auth.LoadToken(filepath.Join(dir, "absent"), env)
+		if !errors.Is(err, fs.ErrNotExist) || got != "" {
+			t.Fatalf("LoadToken = %q, %v; want fs.ErrNotExist", got, err)
+		}
+	})
+	// Invalid tokens are refused without echoing them: logs and terminals
+	// are read by more people than the token file.
+	for _, bad := range []string{"SecretButShort", "Secret!Value-With-Bang", strings.Repeat("SecretLong", 20)} {
+		t.Run("invalid file token "+bad[:8], func(t *testing.T) {
+			got, err := auth.LoadToken(write("bad", bad+"\n"), env)
+			if err == nil || got != "" {
+				t.Fatalf("LoadToken = %q, %v; want an error", got, err)
+			}
+			if strings.Contains(err.Error(), bad) {
+				t.Fatalf("error %q repeats the token", err)
+			}
+		})
+		t.Run("invalid env token "+bad[:8], func(t *testing.T) {
+			t.Setenv(env, bad)
+			got, err := auth.LoadToken("", env)
+			if err == nil || got != "" {
+				t.Fatalf("LoadToken = %q, %v; want an error", got, err)
+			}
+			if strings.Contains(err.Error(), bad) {
+				t.Fatalf("error %q repeats the token", err)
+			}
+			if !strings.Contains(err.Error(), "$"+env) {
+				t.Fatalf("error %q does not name the variable", err)
+			}
+		})
+	}
+}
+
+func TestNew(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		cfg  auth.Config
+		ok   bool
+	}{
+		{"no tokens", auth.Config{}, true},
+		{"both tokens", auth.Config{OperatorToken: opTok, SubmitToken: subTok}, true},
+		{"same token twice", auth.Config{OperatorToken: subTok, SubmitToken: subTok}, false},
+		{"short operator token", auth.Config{OperatorToken: "ShortOperator", SubmitToken: subTok}, false},
+		{"short submit token", auth.Config{OperatorToken: opTok, SubmitToken: "ShortSubmit"}, false},
+		{"bad character", auth.Config{SubmitToken: "Submit Token With Spaces"}, false},
+	} {
+		g, err := auth.New(tc.cfg)
+		if (err == nil) != tc.ok {
+			t.Errorf("%s: New = %v, want ok=%v", tc.name, err, tc.ok)
+			continue
+		}
+		if err == nil {
+			if g == nil {
+				t.Errorf("%s: nil Guard without an error", tc.name)
+			}
+			continue
+		}
+		for _, tok := range []string{tc.cfg.OperatorToken, tc.cfg.SubmitToken} {
+			if tok != "" && strings.Contains(err.Error(), tok) {
+				t.Errorf("%s: error %q repeats a token", tc.name, err)
+			}
+		}
+	}
+}
+
+func TestCheckExposure(t *testing.T) {
+	for _, ip := range []string{"127.0.0.1", "127.0.0.42", "::1"} {
+		warn, err := auth.CheckExposure(ip, false, false, false)
+		if err != nil || warn == "" {
+			t.Errorf("loopback %s: warning %q, error %v; want a warning and no error", ip, warn, err)
+		}
+	}
+	for _, ip := range []string{"10.0.0.1", "0.0.0.0", "::", "192.168.1.20", ""} {
+		warn, err := auth.CheckExposure(ip, false, false, false)
+		if err == nil {
+			t.Errorf("%q without credentials: no error (warning %q)", ip, warn)
+		} else if !strings.Contains(err.Error(), "--insecure") {
+			t.Errorf("%q: error %q does not mention --insecure", ip, err)
+		}
+		warn, err = auth.CheckExposure(ip, false, false, true)
+		if err != nil || warn == "" {
+			t.Errorf("%q with --insecure: warning %q, error %v; want a warning and no error", ip, warn, err)
+		}
+		for _, c := range []struct{ tls, tokens bool }{{true, false}, {false, true}, {true, true}} {
+			warn, err := auth.CheckExposure(ip, c.tls, c.tokens, false)
+			if err != nil || warn != "" {
+				t.Errorf("%q with tls=%v tokens=%v: warning %q, error %v; want neither", ip, c.tls, c.tokens, warn, err)
+			}
+		}
+	}
+}

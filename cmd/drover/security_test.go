@@ -1,0 +1,716 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/memberlist"
+
+	"github.com/drover-project/drover/api"
+	"github.com/drover-project/drover/auth"
+	"github.com/drover-project/drover/client"
+	"github.com/drover-project/drover/fsm"
+	"github.com/drover-project/drover/gossip"
+	"github.com/drover-project/drover/internal/devsecrets"
+	"github.com/drover-project/drover/internal/freeport"
+	"github.com/drover-project/drover/internal/testcluster"
+	"github.com/drover-project/drover/pki"
+)
+
+// attacker holds what someone outside the cluster, or a worker gone
+// rogue, has to hand: certificates of its own CA, the cluster's worker
+// certificate, and whatever it can send.
+type attacker struct {
+	t       *testing.T
+	c       *testcluster.Cluster
+	leader  *testcluster.Node
+	ca      string    // the cluster CA file (public)
+	rogue   pki.Files // another CA's master certificate
+	worker  pki.Files // the cluster's own worker certificate
+	master  pki.Files // the cluster's own master certificate
+	submit  string    // the submit token
+	operate string    // the operator token
+}
+
+func readToken(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.TrimSpace(string(b))
+}
+
+// tlsConfig is a client config that presents f's certificate (if any) and
+// trusts the cluster CA, or trusts anything when skipVerify is set, as an
+// attacker who does not care whom it talks to would.
+func (a *attacker) tlsConfig(f pki.Files, skipVerify bool) *tls.Config {
+	a.t.Helper()
+	if skipVerify {
+		cfg := &tls.Config{InsecureSkipVerify: true}
+		if f.Cert != "" {
+			kp, err := tls.LoadX509KeyPair(f.Cert, f.Key)
+			if err != nil {
+				a.t.Fatal(err)
+			}
+			cfg.Certificates = []tls.Certificate{kp}
+		}
+		return cfg
+	}
+	f.CA = a.ca
+	cfg, err := f.ClientConfig(pki.RoleMaster)
+	if err != nil {
+		a.t.Fatal(err)
+	}
+	return cfg
+}
+
+// request sends one HTTP(S) request and returns its status and body, or
+// the transport error (a refused handshake).
+func request(cfg *tls.Config, method, url, token string, body io.Reader, header map[string]string) (int, string, error) {
+	tr := &http.Transport{TLSClientConfig: cfg, DisableKeepAlives: true}
+	defer tr.CloseIdleConnections()
+	hc := &http.Client{Transport: tr, Timeout: 20 * time.Second}
+	req, err := http.NewRequest(method, url, body)
+	if err != nil {
+		return 0, "", err
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	for k, v := range header {
+		req.Header.Set(k, v)
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return 0, "", err
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	return resp.StatusCode, string(b), nil
+}
+
+// wantStatus turns a request's outcome into nil when it was refused with
+// one of the statuses.
+func wantStatus(status int, body string, err error, want ...int) error {
+	if err != nil {
+		return fmt.Errorf("transport error %v, want status %v", err, want)
+	}
+	for _, w := range want {
+		if status == w {
+			return nil
+		}
+	}
+	return fmt.Errorf("status %d (%s), want %v", status, strings.TrimSpace(body), want)
+}
+
+// wantHandshakeRefused is nil when err is a failed TLS handshake or a
+// connection the server closed.
+func wantHandshakeRefused(status int, body string, err error) error {
+	if err == nil {
+		return fmt.Errorf("request got through: status %d (%s)", status, strings.TrimSpace(body))
+	}
+	return nil
+}
+
+// TestAttacksOnSecuredCluster runs a table of attacks against a real
+// secured cluster (TLS, tokens, gossip encryption; three masters, one
+// worker running a driver). Each must be refused and leave the tables as
+// they were; afterwards no node's log holds a token or the gossip key.
+func TestAttacksOnSecuredCluster(t *testing.T) {
+	c := testcluster.New(t, testcluster.Options{Workers: 1, Secure: true})
+	p := newProbe(t)
+	running := submit(t, c, p.request("sleep 600", true))
+	c.WaitDriver(running, 20*time.Second, "RUNNING", isState(fsm.DriverRunning))
+	leader, err := c.Leader(5 * time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := &attacker{t: t, c: c, leader: leader, ca: c.Secrets.CA, worker: c.Secrets.Worker, master: c.Secrets.Master,
+		submit: readToken(t, c.Secrets.SubmitToken), operate: readToken(t, c.Secrets.OperatorToken)}
+	rogueDir := t.TempDir()
+	rogue, err := devsecrets.Make(rogueDir, "127.0.0.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.rogue = rogue.Master
+
+	var follower *testcluster.Node
+	for _, m := range c.Masters {
+		if m != leader {
+			follower = m
+		}
+	}
+	base := "https://" + leader.HTTP
+	wk := c.Workers[0]
+	valid := `{"token":"attack-1","argv":["true"],"cores":1,"memory_mb":64}`
+	secure := a.tlsConfig(pki.Files{}, false)
+	// A driver token the masters would accept, for another driver.
+	guard, err := auth.New(auth.Config{OperatorToken: a.operate, SubmitToken: a.submit})
+	if err != nil {
+		t.Fatal(err)
+	}
+	otherDriverToken := guard.DriverToken("driver-20200101000000-1", 1)
+	forged := guard.DriverToken(running, 1)
+	if last := forged[len(forged)-1]; last == 'A' {
+		forged = forged[:len(forged)-1] + "B"
+	} else {
+		forged = forged[:len(forged)-1] + "A"
+	}
+	appBody := func(driverID string) string {
+		return fmt.Sprintf(`{"token":"attack-app","driver_id":%q,"driver_attempt":1,"cores_per_executor":1,"memory_per_executor_mb":64,"argv":["true"]}`, driverID)
+	}
+	secretFile := filepath.Base(c.Secrets.OperatorToken)
+
+	attacks := []struct {
+		name string
+		do   func() error
+	}{
+		{"plain HTTP to the API", func() error {
+			s, b, err := request(nil, "POST", "http://"+leader.HTTP+"/v1/drivers", a.submit, strings.NewReader(valid), nil)
+			return wantStatus(s, b, err, http.StatusBadRequest)
+		}},
+		{"plain HTTP to a worker", func() error {
+			s, b, err := request(nil, "GET", "http://"+wk.HTTP+"/v1/health", "", nil, nil)
+			return wantStatus(s, b, err, http.StatusBadRequest)
+		}},
+		{"plain TCP to Raft", func() error { return rawRaft(leader.Raft, nil) }},
+		{"API with a client certificate from another CA", func() error {
+			return wantHandshakeRefused(request(a.tlsConfig(a.rogue, true), "POST", base+"/v1/drivers", a.submit, strings.NewReader(valid), nil))
+		}},
+		{"API server checked against another CA", func() error {
+			cfg, err := rogue.Master.ClientConfig(pki.RoleMaster)
+			if err != nil {
+				return err
+			}
+			return wantHandshakeRefused(request(cfg, "GET", base+"/v1/state", a.operate, nil, nil))
+		}},
+		{"Raft with a master certificate from another CA", func() error {
+			return rawRaft(leader.Raft, a.tlsConfig(a.rogue, true))
+		}},
+		{"Raft with the cluster's worker certificate", func() error {
+			return rawRaft(leader.Raft, a.tlsConfig(a.worker, true))
+		}},
+		{"Raft with TLS but no certificate", func() error {
+			return rawRaft(leader.Raft, a.tlsConfig(pki.Files{}, true))
+		}},
+		{"worker certificate forwarding as a master", func() error {
+			s, b, err := request(a.tlsConfig(a.worker, false), "POST", "https://"+follower.HTTP+"/v1/drivers", a.submit,
+				strings.NewReader(valid), map[string]string{"X-Drover-Forwarded": "m1"})
+			return wantStatus(s, b, err, http.StatusForbidden)
+		}},
+		{"worker certificate submitting", func() error {
+			s, b, err := request(a.tlsConfig(a.worker, false), "POST", base+"/v1/drivers", "", strings.NewReader(valid), nil)
+			return wantStatus(s, b, err, http.StatusUnauthorized, http.StatusForbidden)
+		}},
+		{"worker certificate reading", func() error {
+			s, b, err := request(a.tlsConfig(a.worker, false), "GET", base+"/v1/drivers", "", nil, nil)
+			return wantStatus(s, b, err, http.StatusUnauthorized, http.StatusForbidden)
+		}},
+		{"worker without a certificate to a worker", func() error {
+			return wantHandshakeRefused(request(secure, "GET", "https://"+wk.HTTP+"/v1/health", a.operate, nil, nil))
+		}},
+		{"worker certificate to a worker", func() error {
+			cfg := a.tlsConfig(a.worker, true)
+			return wantHandshakeRefused(request(cfg, "GET", "https://"+wk.HTTP+"/v1/drivers/"+running+"/logs", "", nil, nil))
+		}},
+		{"no token", func() error {
+			s, b, err := request(secure, "POST", base+"/v1/drivers", "", strings.NewReader(valid), nil)
+			return wantStatus(s, b, err, http.StatusUnauthorized)
+		}},
+		{"no token on a follower", func() error {
+			s, b, err := request(secure, "POST", "https://"+follower.HTTP+"/v1/drivers", "", strings.NewReader(valid), nil)
+			return wantStatus(s, b, err, http.StatusUnauthorized)
+		}},
+		{"no token reading", func() error {
+			s, b, err := request(secure, "GET", base+"/v1/state", "", nil, nil)
+			return wantStatus(s, b, err, http.StatusUnauthorized)
+		}},
+		{"wrong token", func() error {
+			s, b, err := request(secure, "POST", base+"/v1/drivers", devsecrets.RandomKey(), strings.NewReader(valid), nil)
+			return wantStatus(s, b, err, http.StatusForbidden)
+		}},
+		{"truncated token", func() error {
+			s, b, err := request(secure, "POST", base+"/v1/drivers", a.submit[:len(a.submit)-1], strings.NewReader(valid), nil)
+			return wantStatus(s, b, err, http.StatusForbidden)
+		}},
+		{"token as Basic credentials", func() error {
+			s, b, err := request(secure, "POST", base+"/v1/drivers", "", strings.NewReader(valid), map[string]string{"Authorization": "Basic " + a.submit})
+			return wantStatus(s, b, err, http.StatusForbidden)
+		}},
+		{"submit token registering a worker", func() error {
+			s, b, err := request(secure, "POST", base+"/v1/workers/register", a.submit,
+				strings.NewReader(`{"id":"w9","instance":"x","http_addr":"127.0.0.1:1","cores":64,"memory_mb":65536}`), nil)
+			return wantStatus(s, b, err, http.StatusForbidden)
+		}},
+		{"driver token submitting a driver", func() error {
+			s, b, err := request(secure, "POST", base+"/v1/drivers", otherDriverToken, strings.NewReader(valid), nil)
+			return wantStatus(s, b, err, http.StatusForbidden)
+		}},
+		{"driver token registering another driver's app", func() error {
+			s, b, err := request(secure, "POST", base+"/v1/apps", otherDriverToken, strings.NewReader(appBody(running)), nil)
+			return wantStatus(s, b, err, http.StatusForbidden)
+		}},
+		{"forged driver token", func() error {
+			s, b, err := request(secure, "POST", base+"/v1/apps", forged, strings.NewReader(appBody(running)), nil)
+			return wantStatus(s, b, err, http.StatusForbidden)
+		}},
+		{"../ in a driver ID", func() error {
+			s, b, err := request(secure, "GET", base+"/v1/drivers/..%2F..%2Fsecrets%2F"+secretFile+"/logs", a.operate, nil, nil)
+			return notLeaked(a, wantStatus(s, b, err, http.StatusBadRequest), b)
+		}},
+		{"absolute path as a driver ID", func() error {
+			s, b, err := request(secure, "GET", base+"/v1/drivers/%2Fetc%2Fpasswd/logs", a.operate, nil, nil)
+			return notLeaked(a, wantStatus(s, b, err, http.StatusBadRequest), b)
+		}},
+		{"../ in a log name", func() error {
+			s, b, err := request(secure, "GET", base+"/v1/drivers/"+running+"/logs?stream=..%2F..%2F..%2Fsecrets%2F"+secretFile, a.operate, nil, nil)
+			return notLeaked(a, wantStatus(s, b, err, http.StatusBadRequest), b)
+		}},
+		{"absolute log name", func() error {
+			s, b, err := request(secure, "GET", base+"/v1/drivers/"+running+"/logs?stream=%2Fetc%2Fpasswd", a.operate, nil, nil)
+			return notLeaked(a, wantStatus(s, b, err, http.StatusBadRequest), b)
+		}},
+		{"../ in an app ID", func() error {
+			s, b, err := request(secure, "GET", base+"/v1/apps/..%2F..%2Fsecrets/executors/0/logs", a.operate, nil, nil)
+			return notLeaked(a, wantStatus(s, b, err, http.StatusBadRequest), b)
+		}},
+		{"../ straight to a worker, as a master", func() error {
+			cfg := a.tlsConfig(a.master, true)
+			for _, path := range []string{
+				"/v1/drivers/..%2F..%2Fsecrets%2F" + secretFile + "/logs",
+				"/v1/drivers/" + running + "/logs?stream=..%2F..%2F..%2Fsecrets%2F" + secretFile,
+				"/v1/apps/..%2Fsecrets/executors/0/logs",
+				"/v1/apps/app-20200101000000-1/executors/..%2F..%2F..%2Fsecrets/logs",
+			} {
+				s, b, err := request(cfg, "GET", "https://"+wk.HTTP+path, "", nil, nil)
+				if err := notLeaked(a, wantStatus(s, b, err, http.StatusBadRequest), b); err != nil {
+					return fmt.Errorf("%s: %w", path, err)
+				}
+			}
+			return nil
+		}},
+		{"100 MiB body", func() error { return hugeBody(base+"/v1/drivers", secure, a.submit) }},
+		{"100 MiB body without a token", func() error { return hugeBody(base+"/v1/drivers", secure, "") }},
+		{"gossip with the wrong key", func() error { return rogueGossip(c, leader, []byte(strings.Repeat("k", 32))) }},
+		{"gossip with no key", func() error { return rogueGossip(c, leader, nil) }},
+		{"10,000 slow connections", func() error { return slowloris(t, c, leader, secure, a.operate) }},
+	}
+	before := stateHash(t, leader)
+	for _, at := range attacks {
+		if err := at.do(); err != nil {
+			t.Errorf("%s: not refused: %v", at.name, err)
+		}
+		if after := stateHash(t, leader); after != before {
+			t.Fatalf("%s changed the tables", at.name)
+		}
+	}
+	// The worker the gossip attacks impersonated is still ALIVE and its
+	// driver still on its first attempt.
+	st, err := testcluster.State(context.Background(), leader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range st.Workers {
+		if w.State != fsm.WorkerAlive {
+			t.Errorf("worker %s is %s after the attacks", w.ID, w.State)
+		}
+	}
+	d := c.WaitDriver(running, 5*time.Second, "RUNNING", isState(fsm.DriverRunning))
+	if d.Attempt != 1 {
+		t.Errorf("driver %s is on attempt %d after the attacks", running, d.Attempt)
+	}
+	// A real driver token was handed out (the driver runs); none of the
+	// secrets reached a log.
+	secrets := map[string]string{"operator token": a.operate, "submit token": a.submit,
+		"gossip key": readToken(t, c.Secrets.GossipKey), "driver token": guard.DriverToken(running, 1)}
+	logs, _ := filepath.Glob(filepath.Join(c.Dir, "*.log"))
+	for _, l := range logs {
+		b, err := os.ReadFile(l)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for what, s := range secrets {
+			if bytes.Contains(b, []byte(s)) {
+				t.Errorf("%s holds the %s", l, what)
+			}
+		}
+	}
+}
+
+// notLeaked adds to err when body holds a secret's bytes.
+func notLeaked(a *attacker, err error, body string) error {
+	if strings.Contains(body, a.operate) || strings.Contains(body, a.submit) || strings.Contains(body, "root:") {
+		return fmt.Errorf("answer leaks a file: %q", body)
+	}
+	return err
+}
+
+// rawRaft connects to a Raft port (over TLS when cfg is set), sends bytes
+// that would start an AppendEntries RPC, and expects the master to drop
+// the connection without an answer.
+func rawRaft(addr string, cfg *tls.Config) error {
+	d := &net.Dialer{Timeout: 5 * time.Second}
+	var conn net.Conn
+	var err error
+	if cfg != nil {
+		conn, err = tls.DialWithDialer(d, "tcp", addr, cfg)
+		if err != nil {
+			return nil // handshake refused
+		}
+	} else if conn, err = d.Dial("tcp", addr); err != nil {
+		return fmt.Errorf("dial: %v", err)
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(15 * time.Second))
+	_, _ = conn.Write([]byte{0, 0x81, 0xa4, 'T', 'e', 'r', 'm', 9})
+	buf := make([]byte, 64)
+	n, err := conn.Read(buf)
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		return errors.New("connection still open after 15s")
+	}
+	if err == nil && n > 0 {
+		return fmt.Errorf("got an answer: %q", buf[:n])
+	}
+	return nil
+}
+
+// countingReader yields n bytes of a JSON string and counts what was read.
+// The transport may still be reading it after the answer came back.
+type countingReader struct {
+	n    int64
+	read atomic.Int64
+}
+
+func (r *countingReader) Read(p []byte) (int, error) {
+	done := r.read.Load()
+	if done >= r.n {
+		return 0, io.EOF
+	}
+	k := min(int64(len(p)), r.n-done)
+	for i := range p[:k] {
+		p[i] = 'x'
+	}
+	if done == 0 {
+		copy(p, `{"token":"`)
+	}
+	r.read.Add(k)
+	return int(k), nil
+}
+
+// hugeBody posts a 100 MiB body and expects 413 (or 401 without a token)
+// or a connection the server closed, having read only a small part of it.
+func hugeBody(url string, cfg *tls.Config, token string) error {
+	body := &countingReader{n: 100 << 20}
+	s, b, err := request(cfg, "POST", url, token, body, nil)
+	if err == nil && s != http.StatusRequestEntityTooLarge && s != http.StatusUnauthorized {
+		return fmt.Errorf("status %d (%s), want 413 or 401", s, strings.TrimSpace(b))
+	}
+	if n := body.read.Load(); n > 16<<20 {
+		return fmt.Errorf("the master read %d MiB of the body before refusing it", n>>20)
+	}
+	return nil
+}
+
+// rogueGossip starts a memberlist member named as the cluster's worker w1,
+// with key (nil: none), and tries to join the leader's gossip port, then
+// announces that it leaves. The join must fail; the worker must stay ALIVE
+// for the masters through their worker timeout, checked by the caller.
+func rogueGossip(c *testcluster.Cluster, leader *testcluster.Node, key []byte) error {
+	ip := "127.0.0.3"
+	ports, err := freeport.Get(ip, 1)
+	if err != nil {
+		return err
+	}
+	mc := memberlist.DefaultLocalConfig()
+	mc.Name = gossip.NodeName(gossip.RoleWorker, c.Workers[0].ID)
+	mc.BindAddr, mc.BindPort, mc.AdvertisePort = ip, ports[0], ports[0]
+	mc.SecretKey = key
+	mc.LogOutput = io.Discard
+	ml, err := memberlist.Create(mc)
+	if err != nil {
+		return err
+	}
+	defer ml.Shutdown()
+	n, err := ml.Join([]string{leader.Gossip})
+	if err == nil || n > 0 {
+		_ = ml.Leave(time.Second)
+		return fmt.Errorf("joined %d members", n)
+	}
+	_ = ml.Leave(time.Second)
+	// The masters' worker timeout is 1s: were the leave believed, the
+	// worker would be lost by then.
+	deadline := time.Now().Add(3 * time.Second)
+	for time.Now().Before(deadline) {
+		st, err := testcluster.State(context.Background(), leader)
+		if err != nil {
+			return err
+		}
+		for _, w := range st.Workers {
+			if w.ID == c.Workers[0].ID && w.State != fsm.WorkerAlive {
+				return fmt.Errorf("worker %s became %s", w.ID, w.State)
+			}
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	return nil
+}
+
+// slowloris opens 10,000 connections to the leader's API from ten loopback
+// addresses and sends nothing on them. Each address may hold 512 (the
+// default --max-conns-per-client), so the rest are closed at once; the
+// held ones are closed when the TLS handshake times out. Meanwhile a
+// legitimate client reads as usual.
+func slowloris(t *testing.T, c *testcluster.Cluster, leader *testcluster.Node, cfg *tls.Config, token string) error {
+	const total, sources = 10000, 10
+	var lim syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil || lim.Cur < total+1000 {
+		t.Logf("skipping the slow-connection attack: the open-file limit is %d, want %d", lim.Cur, total+1000)
+		return nil
+	}
+	conns := make([]net.Conn, 0, total)
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	var dialErrs atomic.Int64
+	sem := make(chan struct{}, 256)
+	start := time.Now()
+	for i := range total {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			d := net.Dialer{Timeout: 5 * time.Second, LocalAddr: &net.TCPAddr{IP: net.ParseIP(fmt.Sprintf("127.0.9.%d", 1+i%sources))}}
+			conn, err := d.Dial("tcp", leader.HTTP)
+			if err != nil {
+				dialErrs.Add(1)
+				return
+			}
+			mu.Lock()
+			conns = append(conns, conn)
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	defer func() {
+		for _, conn := range conns {
+			conn.Close()
+		}
+	}()
+	t.Logf("slow connections: %d open, %d dials failed, in %s", len(conns), dialErrs.Load(), time.Since(start).Round(time.Millisecond))
+
+	// Beyond 512 per address the master closes them as they come.
+	closedEarly := countClosed(conns, time.Second)
+	t.Logf("slow connections closed at once by the per-client bound: %d", closedEarly)
+	if want := total - sources*512; closedEarly < want {
+		return fmt.Errorf("only %d connections were closed at once, want at least %d (512 per client address)", closedEarly, want)
+	}
+
+	// A legitimate client is served while they are held.
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	cl := c.Client()
+	t0 := time.Now()
+	if _, err := cl.Drivers(ctx); err != nil {
+		return fmt.Errorf("a legitimate read failed during the attack: %v", err)
+	}
+	t.Logf("a legitimate read during the attack took %s", time.Since(t0).Round(time.Millisecond))
+	s, b, err := request(cfg, "GET", "https://"+leader.HTTP+"/v1/state", token, nil, nil)
+	if err := wantStatus(s, b, err, http.StatusOK); err != nil {
+		return fmt.Errorf("a legitimate state read during the attack: %v", err)
+	}
+
+	// Every attacking connection is closed by the master within the
+	// handshake timeout (5s) plus slack.
+	if open := len(conns) - countClosed(conns, 10*time.Second); open > 0 {
+		return fmt.Errorf("%d of %d slow connections still open after %s", open, len(conns), time.Since(start).Round(time.Second))
+	}
+	t.Logf("all slow connections closed by the master %s after the attack began", time.Since(start).Round(time.Millisecond))
+	return nil
+}
+
+// countClosed waits up to wait for each connection to be closed by its
+// peer, all at once, and returns how many were.
+func countClosed(conns []net.Conn, wait time.Duration) int {
+	var closed atomic.Int64
+	var wg sync.WaitGroup
+	deadline := time.Now().Add(wait)
+	for _, conn := range conns {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_ = conn.SetReadDeadline(deadline)
+			var buf [1]byte
+			_, err := conn.Read(buf[:])
+			var ne net.Error
+			if err != nil && !(errors.As(err, &ne) && ne.Timeout()) {
+				closed.Add(1)
+			}
+		}()
+	}
+	wg.Wait()
+	return int(closed.Load())
+}
+
+// TestClosedByDefault: a master or worker with neither TLS nor a token
+// refuses an address other than loopback, in one line, unless --insecure;
+// on loopback it starts and warns.
+func TestClosedByDefault(t *testing.T) {
+	bin := testcluster.Binary(t)
+	dir := t.TempDir()
+	for _, args := range [][]string{
+		{"master", "--id", "m1", "--data-dir", filepath.Join(dir, "m"), "--bind", "0.0.0.0", "--peers", "m1=127.0.0.1:1"},
+		{"worker", "--id", "w1", "--work-dir", filepath.Join(dir, "w"), "--bind", "192.0.2.1", "--masters", "127.0.0.1:1"},
+	} {
+		cmd := exec.Command(bin, args...)
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		err := cmd.Run()
+		lines := strings.Split(strings.TrimSpace(stderr.String()), "\n")
+		if err == nil || cmd.ProcessState.ExitCode() != 1 || len(lines) != 1 ||
+			!strings.Contains(lines[0], "refusing") || !strings.Contains(lines[0], "--insecure") {
+			t.Errorf("drover %s --bind %s: exit %d, stderr %q; want exit 1 and one line naming --insecure",
+				args[0], args[6], cmd.ProcessState.ExitCode(), stderr.String())
+		}
+		if _, err := os.Stat(filepath.Join(dir, "m", "raft.db")); err == nil {
+			t.Errorf("a refused master created its Raft store")
+		}
+	}
+	// On loopback the cluster starts, and each node says it is open.
+	c := testcluster.New(t, testcluster.Options{Masters: 1, Workers: 1})
+	for _, n := range []*testcluster.Node{c.Masters[0], c.Workers[0]} {
+		b, err := os.ReadFile(filepath.Join(c.Dir, n.ID+".log"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Contains(b, []byte("no TLS and no tokens")) {
+			t.Errorf("%s on loopback did not warn that it runs open", n.ID)
+		}
+	}
+}
+
+// TestSecuredClusterRunsDriversAndApps: on a secured cluster the CLI with
+// the CA and the submit token submits, reads logs and kills; a driver
+// registers its app with the token its worker hands it (the word count
+// example's digest matches a single-process count); the CLI without the
+// CA or the token is refused with one line, exit 1.
+func TestSecuredClusterRunsDriversAndApps(t *testing.T) {
+	c := testcluster.New(t, testcluster.Options{Workers: 2, Secure: true})
+	bin := testcluster.Binary(t)
+	env := append(os.Environ(), c.ClientEnv()...)
+	run := func(env []string, args ...string) (string, string, int) {
+		cmd := exec.Command(bin, append([]string{"client", "--timeout", "20s"}, args...)...)
+		cmd.Env = env
+		var stdout, stderr bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		_ = cmd.Run()
+		return stdout.String(), stderr.String(), cmd.ProcessState.ExitCode()
+	}
+	out, errOut, code := run(env, "submit", "--wait", "--", "/bin/echo", "hello")
+	if code != 0 {
+		t.Fatalf("secured submit: exit %d, %s", code, errOut)
+	}
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	id := lines[len(lines)-1]
+	if out, errOut, code := run(env, "logs", id); code != 0 || out != "hello\n" {
+		t.Fatalf("logs: exit %d, %q, %s", code, out, errOut)
+	}
+	for _, tc := range []struct {
+		name string
+		drop string
+	}{{"without the CA", "DROVER_CACERT="}, {"without a token", "DROVER_TOKEN_FILE="}} {
+		_, errOut, code := run(append(env, tc.drop), "--timeout", "5s", "list")
+		if code != 1 || strings.Count(strings.TrimSpace(errOut), "\n") != 0 {
+			t.Errorf("list %s: exit %d, stderr %q; want exit 1 and one line", tc.name, code, errOut)
+		}
+	}
+
+	// The word count registers an app with its driver token.
+	wc := buildWordcount(t)
+	input := t.TempDir()
+	for i := range 8 {
+		if err := os.WriteFile(filepath.Join(input, fmt.Sprintf("f%d.txt", i)), []byte(strings.Repeat("alpha beta gamma beta\n", 50+i)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	out, errOut, code = run(env, "submit", "--wait", "--", wc, "--executors", "2", input)
+	if code != 0 {
+		t.Fatalf("word count on the secured cluster: exit %d, %s", code, errOut)
+	}
+	lines = strings.Split(strings.TrimSpace(out), "\n")
+	id = lines[len(lines)-1]
+	logs, _, _ := run(env, "logs", "--stderr", id)
+	if !strings.Contains(logs, "digest=") || !strings.Contains(logs, "RUNNING on worker") {
+		t.Fatalf("word count did not run executors:\n%s", logs)
+	}
+	var apps []api.AppStatus
+	appsOut, _, _ := run(env, "apps", "--json")
+	if err := json.Unmarshal([]byte(appsOut), &apps); err != nil || len(apps) != 1 || apps[0].State != fsm.AppFinished {
+		t.Fatalf("apps after the word count: %v %s", err, appsOut)
+	}
+}
+
+// TestTokensWithoutTLS: masters with tokens and no TLS admit a worker that
+// presents the operator token, a submitter with the submit token, and
+// proxy logs from the worker with the operator token. With --open-reads,
+// reads need no token and writes still do.
+func TestTokensWithoutTLS(t *testing.T) {
+	dir := t.TempDir()
+	operator, submitTok := filepath.Join(dir, "operator.token"), filepath.Join(dir, "submit.token")
+	for _, f := range []string{operator, submitTok} {
+		if err := os.WriteFile(f, []byte(devsecrets.RandomKey()+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c := testcluster.New(t, testcluster.Options{Workers: 1,
+		MasterArgs: []string{"--operator-token-file", operator, "--submit-token-file", submitTok, "--open-reads"},
+		WorkerArgs: []string{"--token-file", operator}})
+	opts, err := client.SecureOptions("", "", "", submitTok)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl, err := client.New(strings.Split(c.MasterAddrs, ","), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	res, err := cl.Submit(ctx, api.SubmitRequest{Token: "t1", Argv: []string{"/bin/echo", "hi"}, Cores: 1, MemoryMB: 64})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.WaitDriver(res.DriverID, 20*time.Second, "FINISHED", isState(fsm.DriverFinished))
+	out, _, err := cl.Logs(ctx, res.DriverID, false, 0, 0)
+	if err != nil || string(out) != "hi\n" {
+		t.Fatalf("logs through the master: %q, %v", out, err)
+	}
+	// Reads are open, writes are not.
+	anon, err := client.New(strings.Split(c.MasterAddrs, ","), client.Options{RequestTimeout: 3 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := anon.Drivers(ctx); err != nil {
+		t.Fatalf("open read: %v", err)
+	}
+	var apiErr *client.APIError
+	if _, err := anon.Submit(ctx, api.SubmitRequest{Token: "t2", Argv: []string{"true"}, Cores: 1, MemoryMB: 64}); !errors.As(err, &apiErr) || apiErr.Status != http.StatusUnauthorized {
+		t.Fatalf("anonymous submit: %v, want 401", err)
+	}
+}

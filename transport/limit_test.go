@@ -1,0 +1,135 @@
+package transport
+
+import (
+	"errors"
+	"net"
+	"os"
+	"sync"
+	"testing"
+	"time"
+)
+
+// waitBound is how long a test waits for an event that should come at
+// once; reaching it is a failure, never the expected path.
+const waitBound = 5 * time.Second
+
+// acceptLoop accepts on ln until it is closed and hands every connection
+// over; the test closes whatever it received.
+func acceptLoop(t *testing.T, ln net.Listener) <-chan net.Conn {
+	ch := make(chan net.Conn, 16)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			ch <- c
+		}
+	}()
+	t.Cleanup(func() {
+		ln.Close()
+		<-done
+		close(ch)
+		for c := range ch {
+			c.Close()
+		}
+	})
+	return ch
+}
+
+// dialFrom connects to addr from the loopback address ip.
+func dialFrom(t *testing.T, ip, addr string) net.Conn {
+	t.Helper()
+	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(ip)}, Timeout: waitBound}
+	c, err := d.Dial("tcp", addr)
+	if err != nil {
+		t.Fatalf("dial from %s: %v", ip, err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// nextAccepted returns the next connection the server accepted and checks
+// it comes from ip.
+func nextAccepted(t *testing.T, accepted <-chan net.Conn, ip string) net.Conn {
+	t.Helper()
+	select {
+	case c := <-accepted:
+		if got := c.RemoteAddr().(*net.TCPAddr).IP.String(); got != ip {
+			t.Fatalf("accepted a connection from %s, want %s", got, ip)
+		}
+		t.Cleanup(func() { c.Close() })
+		return c
+	case <-time.After(waitBound):
+		t.Fatalf("connection from %s not accepted", ip)
+	}
+	return nil
+}
+
+// closedByPeer checks that the other end closed c: a read fails at once
+// instead of running into the deadline.
+func closedByPeer(t *testing.T, c net.Conn, what string) {
+	t.Helper()
+	if err := c.SetReadDeadline(time.Now().Add(waitBound)); err != nil {
+		t.Fatal(err)
+	}
+	n, err := c.Read(make([]byte, 1))
+	switch {
+	case err == nil:
+		t.Fatalf("%s: read %d bytes, want the connection closed", what, n)
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		t.Fatalf("%s: still open after %v", what, waitBound)
+	}
+}
+
+func TestLimitPerIP(t *testing.T) {
+	inner, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln := LimitPerIP(inner, 3)
+	addr := ln.Addr().String()
+	accepted := acceptLoop(t, ln)
+
+	var held []net.Conn
+	for range 3 {
+		dialFrom(t, "127.0.0.2", addr)
+		held = append(held, nextAccepted(t, accepted, "127.0.0.2"))
+	}
+
+	over := dialFrom(t, "127.0.0.2", addr)
+	closedByPeer(t, over, "4th connection from 127.0.0.2")
+
+	// The accept loop handles connections in order, so had the 4th been
+	// handed over it would arrive here before this one.
+	dialFrom(t, "127.0.0.3", addr)
+	nextAccepted(t, accepted, "127.0.0.3")
+
+	// Closing twice, and concurrently, must give the slot back once: a
+	// double release would let a 4th connection in below.
+	var wg sync.WaitGroup
+	for range 2 {
+		wg.Go(func() { held[0].Close() })
+	}
+	wg.Wait()
+
+	dialFrom(t, "127.0.0.2", addr)
+	nextAccepted(t, accepted, "127.0.0.2")
+	over = dialFrom(t, "127.0.0.2", addr)
+	closedByPeer(t, over, "connection from 127.0.0.2 beyond the limit after a double Close")
+}
+
+func TestLimitPerIPOff(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	for _, n := range []int{0, -1} {
+		if got := LimitPerIP(ln, n); got != ln {
+			t.Errorf("LimitPerIP(ln, %d) = %T, want ln itself", n, got)
+		}
+	}
+}
