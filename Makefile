@@ -4,7 +4,7 @@ GO      ?= go
 BIN     ?= bin
 PKGS    := ./...
 
-.PHONY: all build test vet lint demo jepsen clean bench
+.PHONY: all build test vet lint demo jepsen clean bench fuzz fuzz-smoke
 
 all: build
 
@@ -23,6 +23,30 @@ lint: vet
 # that need root skip with a message when not run as root.
 test: vet
 	$(GO) test -race -count=1 -timeout 25m $(PKGS)
+	$(MAKE) fuzz-smoke
+
+# Fuzz targets of the decoders of untrusted bytes (their seeds in
+# */testdata/fuzz/ also run in every go test). go test -fuzz takes one
+# target in one package at a time, hence one line each. fuzz-smoke runs
+# each for FUZZTIME; fuzz for 10 minutes each (make fuzz FUZZTIME=1h).
+# FUZZFLAGS=-parallel=1 keeps a run to one core.
+FUZZTIME  ?= 15s
+FUZZFLAGS ?=
+define run-fuzz
+	$(GO) test -run='^$$' -fuzz='^FuzzCommand$$' -fuzztime=$(FUZZTIME) $(FUZZFLAGS) ./fsm
+	$(GO) test -run='^$$' -fuzz='^FuzzRestore$$' -fuzztime=$(FUZZTIME) $(FUZZFLAGS) ./fsm
+	$(GO) test -run='^$$' -fuzz='^FuzzHTTPBodies$$' -fuzztime=$(FUZZTIME) $(FUZZFLAGS) ./master
+	$(GO) test -run='^$$' -fuzz='^FuzzCreate$$' -fuzztime=$(FUZZTIME) $(FUZZFLAGS) ./sparkrest
+	$(GO) test -run='^$$' -fuzz='^FuzzRunnerFiles$$' -fuzztime=$(FUZZTIME) $(FUZZFLAGS) ./runner
+	$(GO) test -run='^$$' -fuzz='^FuzzWorkerRecord$$' -fuzztime=$(FUZZTIME) $(FUZZFLAGS) ./worker
+endef
+
+fuzz-smoke:
+	$(run-fuzz)
+
+fuzz: FUZZTIME = 10m
+fuzz:
+	$(run-fuzz)
 
 demo: build
 	BIN=$(BIN) ./examples/demo.sh

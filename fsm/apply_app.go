@@ -160,13 +160,25 @@ func (f *FSM) liveExecutors(appID string) int {
 
 // executorsOf returns an app's executors in ID order. Executor IDs of one
 // app are dense from FirstExecutorID, but for dropped finished ones, so
-// this walks those keys instead of the whole table.
+// this walks those keys instead of the whole table; unless the range is
+// wider than the table (a long-lived executor ahead of many dropped ones,
+// or a snapshot's NextExecutorID), where walking it would take
+// unboundedly long and scanning the rows does not.
 func (f *FSM) executorsOf(appID string) []*Executor {
 	a, ok := f.t.Apps[appID]
 	if !ok {
 		return nil
 	}
 	var out []*Executor
+	if a.NextExecutorID-a.FirstExecutorID > len(f.t.Executors) {
+		for _, e := range f.t.Executors {
+			if e.AppID == appID && e.ID >= a.FirstExecutorID && e.ID < a.NextExecutorID {
+				out = append(out, e)
+			}
+		}
+		sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+		return out
+	}
 	for id := a.FirstExecutorID; id < a.NextExecutorID; id++ {
 		if e, ok := f.t.Executors[ExecutorKey(appID, id)]; ok {
 			out = append(out, e)
@@ -216,11 +228,14 @@ func (f *FSM) dropOldExecutors(a *App) {
 			finished--
 		}
 	}
-	for a.FirstExecutorID < a.NextExecutorID {
-		if _, ok := f.t.Executors[ExecutorKey(a.ID, a.FirstExecutorID)]; ok {
+	// FirstExecutorID moves up to the lowest ID left, or to
+	// NextExecutorID when none is.
+	a.FirstExecutorID = a.NextExecutorID
+	for _, e := range es {
+		if _, ok := f.t.Executors[ExecutorKey(a.ID, e.ID)]; ok {
+			a.FirstExecutorID = e.ID
 			break
 		}
-		a.FirstExecutorID++
 	}
 }
 

@@ -259,11 +259,17 @@ type PruneCompleted struct {
 }
 
 // Encode returns the log entry for a command: FormatVersion, the type byte,
-// then the payload as JSON.
+// then the payload as JSON. An entry over MaxCommandSize is an error
+// wrapping ErrInvalidCommand.
 func Encode(t CommandType, payload any) ([]byte, error) {
 	body, err := json.Marshal(payload)
 	if err != nil {
 		return nil, fmt.Errorf("encode %s: %w", t, err)
+	}
+	if len(body)+2 > MaxCommandSize {
+		// Refused here, before Raft commits an entry every replica would
+		// then refuse to decode.
+		return nil, fmt.Errorf("%w: %s of %d bytes exceeds %d", ErrInvalidCommand, t, len(body)+2, MaxCommandSize)
 	}
 	out := make([]byte, 0, len(body)+2)
 	out = append(out, FormatVersion, byte(t))
