@@ -273,3 +273,44 @@ type State struct {
 	Apps           []AppStatus   `json:"apps"`
 	StateHash      string        `json:"state_hash"`
 }
+
+// RaftPeers answers GET /v1/operator/raft/peers: the Raft configuration as
+// this master sees it (Consul's "operator raft list-peers"), at the index
+// of the configuration entry.
+type RaftPeers struct {
+	Index uint64   `json:"index"`
+	Peers []Master `json:"peers"`
+}
+
+// AddVoterRequest adds a master as a Raft voter (raft.AddVoter): ID is its
+// --id, Address its host:raft-port. The master must be running without
+// --peers so that it waits to be added instead of bootstrapping.
+type AddVoterRequest struct {
+	ID      string `json:"id"`
+	Address string `json:"address"`
+}
+
+// RemovePeerRequest removes a master from the Raft configuration
+// (raft.RemoveServer), alive or dead. Removing one that is not there is a
+// no-op, so a retried or duplicated request does no harm.
+type RemovePeerRequest struct {
+	ID string `json:"id"`
+}
+
+// TransferLeadershipRequest asks the leader to hand leadership over
+// (raft.LeadershipTransfer): to ID when given, else to the most up-to-date
+// voter. From, when given, is the leader the caller saw: if another master
+// leads by the time the request arrives, the transfer is taken as done, so
+// that the copies a fanning-out client sends hand over once, not once each.
+type TransferLeadershipRequest struct {
+	ID   string `json:"id,omitempty"`
+	From string `json:"from,omitempty"`
+}
+
+// TransferLeadershipResponse names the leader after a transfer.
+type TransferLeadershipResponse struct {
+	Leader string `json:"leader"`
+}
+
+// MaxSnapshotBytes bounds a snapshot uploaded for restore.
+const MaxSnapshotBytes = 4 << 30

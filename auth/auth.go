@@ -1,7 +1,8 @@
 // Package auth decides who may call which part of a master's HTTP API. A
 // caller proves itself with a bearer token (RFC 6750) or a certificate of
-// the cluster CA whose role it carries (package pki); the access each path
-// needs is one of the Access levels below.
+// the cluster CA whose role it carries (package pki); a browser on the web
+// UI carries its token in a cookie instead, which grants reads only. The
+// access each path needs is one of the Access levels below.
 //
 // The model follows Nomad and Consul: node identity comes from mutual TLS,
 // API access from tokens. With no tokens configured, a CA-signed client or
@@ -34,7 +35,7 @@ type Access int
 
 const (
 	// Read is status reads: drivers, apps, logs, the cluster state and
-	// the page.
+	// the web UI's pages.
 	Read Access = iota
 	// AppRead is reading one application: its status and its executors'
 	// logs. Whoever has Read has it, and a DriverToken for its own
@@ -95,7 +96,17 @@ type Identity struct {
 	// DriverID and Attempt name the attempt of a DriverToken.
 	DriverID string
 	Attempt  int
+	// Cookie is true when the token came from the CookieName cookie
+	// rather than an Authorization header; such a token grants at most
+	// Read and AppRead (see Allows).
+	Cookie bool
 }
+
+// CookieName is the cookie in which a browser carries a token for the web
+// UI, since a browser cannot send a bearer token on a link it follows. It
+// is honoured only on requests without an Authorization header, and only
+// while tokens are configured.
+const CookieName = "drover_token"
 
 // MinTokenLen is the shortest token accepted, in bytes: 16 bytes of a
 // random base64 string carry 96 bits, beyond guessing over a network.
@@ -191,6 +202,9 @@ func CheckToken(tok string) error {
 func LoadToken(file, env string) (string, error) {
 	var tok, from string
 	if file != "" {
+		if err := pki.CheckPrivate(file); err != nil {
+			return "", fmt.Errorf("token file: %w", err)
+		}
 		b, err := os.ReadFile(file)
 		if err != nil {
 			return "", fmt.Errorf("token file: %w", err)
@@ -233,6 +247,11 @@ var ErrBadToken = errors.New("invalid token")
 // Identify returns who r comes from: its verified certificate's role and
 // its bearer token's kind. A token that is present but wrong is
 // ErrBadToken (403), never a silent downgrade to anonymous.
+//
+// Without an Authorization header, a token in the CookieName cookie counts
+// instead, marked Identity.Cookie. A master without tokens ignores the
+// cookie: there is nothing it could prove, and a browser sends a cookie set
+// by another cluster on the same host too.
 func (g *Guard) Identify(r *http.Request) (Identity, error) {
 	var id Identity
 	if g.cfg.TLS && r.TLS != nil {
@@ -240,12 +259,34 @@ func (g *Guard) Identify(r *http.Request) (Identity, error) {
 	}
 	h := r.Header.Get("Authorization")
 	if h == "" {
-		return id, nil
+		c, err := r.Cookie(CookieName)
+		if err != nil || c.Value == "" || !g.Tokens() {
+			return id, nil
+		}
+		tid, err := g.IdentifyToken(c.Value)
+		if err != nil {
+			return id, fmt.Errorf("%w in the %s cookie: log in again at /ui/login", ErrBadToken, CookieName)
+		}
+		tid.Role, tid.Cookie = id.Role, true
+		return tid, nil
 	}
 	scheme, tok, ok := strings.Cut(h, " ")
 	if !ok || !strings.EqualFold(scheme, "Bearer") || tok == "" {
 		return id, fmt.Errorf("%w: the Authorization header must be \"Bearer <token>\"", ErrBadToken)
 	}
+	tid, err := g.IdentifyToken(tok)
+	if err != nil {
+		return id, err
+	}
+	tid.Role = id.Role
+	return tid, nil
+}
+
+// IdentifyToken returns the identity a token proves on its own: its Kind,
+// and for a DriverToken its attempt. A token that matches none is
+// ErrBadToken.
+func (g *Guard) IdentifyToken(tok string) (Identity, error) {
+	var id Identity
 	sum := sha256.Sum256([]byte(tok))
 	switch {
 	case g.cfg.OperatorToken != "" && subtle.ConstantTimeCompare(sum[:], g.operator[:]) == 1:
@@ -297,6 +338,12 @@ func (g *Guard) Allows(id Identity, a Access) bool {
 	if g.Open() {
 		return true
 	}
+	if id.Cookie && a != Read && a != AppRead {
+		// A browser attaches the cookie to every request to this host,
+		// including a form another site makes it post, so a token in a
+		// cookie reads and nothing more. A certificate still counts.
+		id.Token, id.DriverID, id.Attempt = NoToken, "", 0
+	}
 	if a == Node {
 		// A master passes worker traffic on when it forwards it to the
 		// leader, having checked it first.
@@ -342,10 +389,28 @@ func FromContext(ctx context.Context) (Identity, bool) {
 // insufficient credentials 403. The caller's Identity travels in the
 // request's context. Errors are api.Error bodies.
 func (g *Guard) Wrap(a Access, h http.HandlerFunc) http.HandlerFunc {
+	return g.WrapPage(a, h, func(w http.ResponseWriter, _ *http.Request, status int, msg string) {
+		writeError(w, status, msg)
+	})
+}
+
+// Deny answers a refused request with status 401 or 403; msg says why in
+// one line, without any token.
+type Deny func(w http.ResponseWriter, r *http.Request, status int, msg string)
+
+// WrapPage is Wrap for pages people open in a browser: the same checks,
+// but deny writes the refusal (a login form, say) instead of an api.Error.
+// The WWW-Authenticate challenge is already set when deny gets a 401.
+func (g *Guard) WrapPage(a Access, h http.HandlerFunc, deny Deny) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		id, err := g.Identify(r)
+		if err != nil || !g.Allows(id, a) {
+			// A refused caller keeps no idle connection to come back
+			// on: thousands of them would hold the master's descriptors.
+			w.Header().Set("Connection", "close")
+		}
 		if err != nil {
-			writeError(w, http.StatusForbidden, err.Error())
+			deny(w, r, http.StatusForbidden, err.Error())
 			return
 		}
 		if !g.Allows(id, a) {
@@ -354,10 +419,10 @@ func (g *Guard) Wrap(a Access, h http.HandlerFunc) http.HandlerFunc {
 			// no token still lacks the credential: challenge it.
 			if id.Token == NoToken && (id.Role == "" || a != Node && g.Tokens()) {
 				w.Header().Set("WWW-Authenticate", `Bearer realm="drover"`)
-				writeError(w, http.StatusUnauthorized, fmt.Sprintf("%s access needs a token (Authorization: Bearer ...)%s", a, g.certHint(a)))
+				deny(w, r, http.StatusUnauthorized, fmt.Sprintf("%s access needs a token (Authorization: Bearer ...)%s", a, g.certHint(a)))
 				return
 			}
-			writeError(w, http.StatusForbidden, fmt.Sprintf("%s access denied to %s", a, id))
+			deny(w, r, http.StatusForbidden, fmt.Sprintf("%s access denied to %s", a, id))
 			return
 		}
 		h(w, r.WithContext(context.WithValue(r.Context(), ctxKey{}, id)))
@@ -388,6 +453,11 @@ func (id Identity) String() string {
 		parts = append(parts, "submit token")
 	case DriverToken:
 		parts = append(parts, fmt.Sprintf("token of %s attempt %d", id.DriverID, id.Attempt))
+	}
+	if id.Cookie && id.Token != NoToken {
+		// A cookie's token reads only; say where it came from, so a 403
+		// explains itself.
+		parts[len(parts)-1] += " (in the " + CookieName + " cookie, which grants reads only)"
 	}
 	if len(parts) == 0 {
 		return "an anonymous caller"

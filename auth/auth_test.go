@@ -107,10 +107,12 @@ func newGuard(t *testing.T, cfg auth.Config) *auth.Guard {
 	return g
 }
 
-// cred is what a request presents: a TLS state and an Authorization header.
+// cred is what a request presents: a TLS state, an Authorization header
+// and a token in the auth.CookieName cookie.
 type cred struct {
 	tls    *tls.ConnectionState
 	header string
+	cookie string
 }
 
 func (c cred) request() *http.Request {
@@ -118,6 +120,9 @@ func (c cred) request() *http.Request {
 	r.TLS = c.tls
 	if c.header != "" {
 		r.Header.Set("Authorization", c.header)
+	}
+	if c.cookie != "" {
+		r.AddCookie(&http.Cookie{Name: auth.CookieName, Value: c.cookie})
 	}
 	return r
 }
@@ -272,6 +277,92 @@ func TestGuardPolicies(t *testing.T) {
 				})
 			}
 		})
+	}
+}
+
+// A token in the drover_token cookie grants at most reads, whatever the
+// token: a browser sends the cookie with requests other sites make it send,
+// so a cookie must never submit, kill or drive anything. A certificate
+// beside it still counts, a header beats it, and a master without tokens
+// ignores it.
+func TestCookieGrantsReadsOnly(t *testing.T) {
+	p := newPeers(t)
+	tokens := auth.Config{OperatorToken: opTok, SubmitToken: subTok}
+	tlsTokens := auth.Config{TLS: true, OperatorToken: opTok, SubmitToken: subTok}
+	driverTok := newGuard(t, tokens).DriverToken(driverID, 1)
+	secrets := []string{opTok, subTok, driverTok}
+	reads := statuses{pass, pass, denied, denied, denied, denied}
+
+	// Rows are Read, AppRead, App, Submit, Operator, Node.
+	cases := []struct {
+		name string
+		cfg  auth.Config
+		cred cred
+		want statuses
+	}{
+		{"operator", tokens, cred{cookie: opTok}, reads},
+		{"submit", tokens, cred{cookie: subTok}, reads},
+		{"driver", tokens, cred{cookie: driverTok}, statuses{denied, pass, denied, denied, denied, denied}},
+		{"unknown token", tokens, cred{cookie: "NotAnyConfiguredToken-0123"}, all(denied)},
+		{"header wins", tokens, cred{header: "Bearer " + subTok, cookie: opTok}, statuses{pass, pass, pass, pass, denied, denied}},
+		{"bad header beside a good cookie", tokens, cred{header: "Bearer NotAnyConfiguredToken-0123", cookie: opTok}, all(denied)},
+		{"worker cert and operator cookie", tlsTokens, cred{tls: p.worker, cookie: opTok}, statuses{pass, pass, denied, denied, denied, pass}},
+		{"open master ignores it", auth.Config{}, cred{cookie: "NotAnyConfiguredToken-0123"}, all(pass)},
+		{"no tokens ignores it", auth.Config{TLS: true}, cred{tls: p.client, cookie: opTok}, statuses{pass, pass, pass, pass, pass, denied}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			g := newGuard(t, tc.cfg)
+			for i, a := range accesses {
+				t.Run(a.String(), func(t *testing.T) {
+					ans := serve(g, a, tc.cred.request())
+					checkAnswer(t, ans, tc.want[i], secrets...)
+					if ans.called && ans.id.Cookie != (tc.cred.cookie != "" && tc.cred.header == "" && g.Tokens()) {
+						t.Fatalf("identity %+v: Cookie not set as the request says", ans.id)
+					}
+				})
+			}
+		})
+	}
+
+	// The refusal names the cookie, so a person sees why an operator
+	// token does not submit from a browser.
+	ans := serve(newGuard(t, tokens), auth.Submit, cred{cookie: opTok}.request())
+	if !strings.Contains(ans.body, auth.CookieName) {
+		t.Fatalf("403 body %q does not mention the cookie", ans.body)
+	}
+}
+
+// WrapPage refuses as Wrap does but lets the caller write the answer, and
+// sets the Bearer challenge before a 401.
+func TestWrapPage(t *testing.T) {
+	g := newGuard(t, auth.Config{OperatorToken: opTok, SubmitToken: subTok})
+	var got int
+	h := g.WrapPage(auth.Read, func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusOK) },
+		func(w http.ResponseWriter, r *http.Request, status int, msg string) {
+			got = status
+			if strings.Contains(msg, opTok) {
+				t.Errorf("deny message %q repeats a token", msg)
+			}
+			w.WriteHeader(status)
+			_, _ = w.Write([]byte("<p>log in</p>"))
+		})
+	for _, tc := range []struct {
+		cred cred
+		want int
+	}{{cred{}, noCred}, {cred{cookie: "NotAnyConfiguredToken-0123"}, denied}, {cred{cookie: opTok}, pass}} {
+		got = 0
+		rec := httptest.NewRecorder()
+		h(rec, tc.cred.request())
+		if rec.Code != tc.want {
+			t.Fatalf("%+v: status %d, want %d", tc.cred, rec.Code, tc.want)
+		}
+		if tc.want != pass && (got != tc.want || rec.Body.String() != "<p>log in</p>") {
+			t.Fatalf("%+v: deny got %d and wrote %q", tc.cred, got, rec.Body.String())
+		}
+		if (tc.want == noCred) != (rec.Header().Get("WWW-Authenticate") != "") {
+			t.Fatalf("%+v: WWW-Authenticate %q with status %d", tc.cred, rec.Header().Get("WWW-Authenticate"), rec.Code)
+		}
 	}
 }
 

@@ -195,6 +195,11 @@ func (c *Client) Do(ctx context.Context, method, path string, in, out any) error
 	if out == nil {
 		return nil
 	}
+	return decodeJSON(resp, out)
+}
+
+// decodeJSON decodes an answer's body into out.
+func decodeJSON(resp *Response, out any) error {
 	if err := json.Unmarshal(resp.Body, out); err != nil {
 		return fmt.Errorf("decode answer from %s: %w", resp.From, err)
 	}
@@ -350,7 +355,7 @@ func (c *Client) one(ctx context.Context, master, method, path string, body []by
 	if hr.StatusCode >= 300 {
 		msg := errorMessage(hr.StatusCode, b)
 		if c.opts.TLS == nil && strings.Contains(msg, "HTTP request to an HTTPS server") {
-			msg = fmt.Sprintf("%s speaks HTTPS: give the cluster CA with --ca-cert or $%s", master, EnvCACert)
+			msg = fmt.Sprintf("%s speaks HTTPS: this client needs the cluster CA (drover client: --ca-cert or $%s; drover worker: --tls-ca)", master, EnvCACert)
 		}
 		return nil, &APIError{Status: hr.StatusCode, Message: msg}
 	}

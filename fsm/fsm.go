@@ -502,3 +502,66 @@ func (f *FSM) Completed() (drivers, apps []string) {
 	}
 	return byAge(ds), byAge(as)
 }
+
+// Census is the number of rows of each table by state, and the length of
+// waitingDrivers. Finished rows count only while retention keeps them.
+type Census struct {
+	Drivers   map[DriverState]int
+	Apps      map[ApplicationState]int
+	Executors map[ExecutorState]int
+	Workers   map[WorkerState]int
+	Waiting   int
+}
+
+// Census counts the rows of every table by state, for metrics. It walks
+// the maps under the read lock without copying a row, so a scrape every
+// few seconds costs a pass over the tables rather than a copy of every
+// driver with its argv, environment and attempts.
+func (f *FSM) Census() Census {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	c := Census{
+		Drivers:   map[DriverState]int{},
+		Apps:      map[ApplicationState]int{},
+		Executors: map[ExecutorState]int{},
+		Workers:   map[WorkerState]int{},
+		Waiting:   len(f.t.WaitingDrivers),
+	}
+	for _, d := range f.t.Drivers {
+		c.Drivers[d.State]++
+	}
+	for _, a := range f.t.Apps {
+		c.Apps[a.State]++
+	}
+	for _, e := range f.t.Executors {
+		c.Executors[e.State]++
+	}
+	for _, w := range f.t.Workers {
+		c.Workers[w.State]++
+	}
+	return c
+}
+
+// QueuedAt returns when an attempt of a driver began to wait for a
+// placement, in Unix milliseconds of the leaders' clocks: the submission
+// for the first attempt, the end of the attempt before it for a relaunch
+// (Apply stamps it when it relaunches). It is false when the driver, or
+// that attempt's record, is gone. Reading one attempt by number, rather
+// than the current one, keeps the answer right when the driver has moved
+// on since its placement.
+func (f *FSM) QueuedAt(driverID string, attempt int) (int64, bool) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	d, ok := f.t.Drivers[driverID]
+	if !ok || attempt < 1 {
+		return 0, false
+	}
+	if attempt == 1 {
+		return d.SubmittedAt, true
+	}
+	rec := d.attemptRecord(attempt - 1)
+	if rec == nil || rec.EndedAt == 0 {
+		return 0, false
+	}
+	return rec.EndedAt, true
+}

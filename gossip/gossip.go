@@ -155,7 +155,8 @@ func Start(cfg Config) (*Pool, error) {
 	mc.AdvertisePort = tr.GetAutoBindPort()
 	mc.Transport = tr
 	mc.Logger = stdLog
-	d := &delegate{meta: meta, onChange: cfg.OnChange, members: map[string]Meta{}}
+	d := &delegate{meta: meta, onChange: cfg.OnChange, members: map[string]Meta{},
+		gone: map[string]time.Time{}, forget: mc.GossipToTheDeadTime}
 	mc.Delegate = d
 	mc.Events = d
 	ml, err := memberlist.Create(mc)
@@ -245,6 +246,33 @@ func (p *Pool) Lookup(role, id string) (Meta, bool) {
 	return m, ok
 }
 
+// MemberCounts returns how many members are alive, this one included, and
+// how many memberlist declared dead or saw leave on purpose within its
+// GossipToTheDeadTime (after which it forgets them as well) and have not
+// come back. Alive counts suspect members too, and gone counts dead and
+// left ones alike: memberlist keeps both distinctions in fields that none
+// of its public methods or notifications lets a caller read safely.
+func (p *Pool) MemberCounts() (alive, gone int) {
+	p.d.mu.Lock()
+	defer p.d.mu.Unlock()
+	now := time.Now()
+	for name, at := range p.d.gone {
+		if now.Sub(at) > p.d.forget {
+			delete(p.d.gone, name)
+			continue
+		}
+		gone++
+	}
+	return len(p.d.members), gone
+}
+
+// HealthScore is memberlist's health score of this member (Lifeguard's
+// local awareness): 0 while its probes are answered in time, higher while
+// it misses acks, which stretches its own probe timeouts. A member whose
+// score stays up is likely the slow or cut-off one, rather than the peers
+// it suspects.
+func (p *Pool) HealthScore() int { return p.ml.GetHealthScore() }
+
 // Leave tells the pool this member is leaving on purpose (memberlist's
 // graceful leave), waiting up to timeout for the message to spread, then
 // shuts the member down.
@@ -274,6 +302,12 @@ type delegate struct {
 
 	mu      sync.Mutex
 	members map[string]Meta
+	// gone holds when each member was declared dead or left on purpose,
+	// until it comes back or forget passes (memberlist's
+	// GossipToTheDeadTime, after which memberlist forgets it too); only
+	// counted, for metrics.
+	gone   map[string]time.Time
+	forget time.Duration
 }
 
 func (d *delegate) NodeMeta(limit int) []byte                  { return d.meta }
@@ -289,17 +323,21 @@ func (d *delegate) NotifyUpdate(n *memberlist.Node) { d.set(n); d.changed() }
 func (d *delegate) NotifyLeave(n *memberlist.Node) {
 	d.mu.Lock()
 	delete(d.members, n.Name)
+	// Dead and left are one here: memberlist keeps the difference in a
+	// field it never copies to n.State.
+	d.gone[n.Name] = time.Now()
 	d.mu.Unlock()
 	d.changed()
 }
 
 func (d *delegate) set(n *memberlist.Node) {
 	var m Meta
-	if json.Unmarshal(n.Meta, &m) != nil {
-		return
-	}
+	ok := json.Unmarshal(n.Meta, &m) == nil
 	d.mu.Lock()
-	d.members[n.Name] = m
+	delete(d.gone, n.Name)
+	if ok {
+		d.members[n.Name] = m
+	}
 	d.mu.Unlock()
 }
 

@@ -71,6 +71,9 @@ func (m *Master) handleRegisterApp(w http.ResponseWriter, r *http.Request) {
 		writeApplyError(w, err)
 		return
 	}
+	if !ownEnv(w, req.Env) {
+		return
+	}
 	v, err, _ := m.submits.Do("app\x00"+req.Token, func() (any, error) {
 		if id, ok := m.fsm.AppByToken(req.Token); ok {
 			return fsm.RegisterAppResult{AppID: id, Existing: true}, nil
@@ -326,15 +329,29 @@ func (m *Master) handleExecutorLogs(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	eid, err := strconv.Atoi(r.PathValue("eid"))
-	if err != nil || eid < 0 || eid >= len(s.Executors) {
+	e, ok := pathExecutor(s, r.PathValue("eid"))
+	if !ok {
 		writeError(w, http.StatusNotFound, fmt.Sprintf("%s has no executor %q", s.ID, r.PathValue("eid")))
 		return
 	}
-	e := s.Executors[eid]
 	q := r.URL.Query()
 	q.Del("stale")
 	m.proxyToWorker(w, r, e.WorkerID, q, fmt.Sprintf("executor %d of %s", e.ID, s.ID))
+}
+
+// pathExecutor returns the executor of s whose ID is eid. IDs are not
+// positions: the rows of old finished executors are dropped.
+func pathExecutor(s api.AppStatus, eid string) (*fsm.Executor, bool) {
+	n, err := strconv.Atoi(eid)
+	if err != nil || strconv.Itoa(n) != eid {
+		return nil, false
+	}
+	for _, e := range s.Executors {
+		if e.ID == n {
+			return e, true
+		}
+	}
+	return nil, false
 }
 
 // watchApps ends apps whose client stopped watching for AppTimeout, while

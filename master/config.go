@@ -10,6 +10,7 @@ import (
 
 	"github.com/drover-project/drover/gossip"
 	"github.com/drover-project/drover/pki"
+	"github.com/drover-project/drover/sparkrest"
 )
 
 // Peer is one voter of the initial Raft configuration.
@@ -56,7 +57,9 @@ type Config struct {
 	BindIP                         string
 	RaftPort, HTTPPort, GossipPort int
 	// Peers is the initial voter set, used to bootstrap on first start
-	// only (every master may be given the same list).
+	// only (every master may be given the same list). Empty: this master
+	// joins a running cluster, and waits until the leader adds it as a
+	// voter (POST /v1/operator/raft/add-voter).
 	Peers []Peer
 	// Join lists gossip addresses (host:port) to join the memberlist pool.
 	Join []string
@@ -128,12 +131,31 @@ type Config struct {
 	// Insecure lets a master with neither TLS nor tokens listen on an
 	// address other than loopback.
 	Insecure bool
+	// RegisterWithoutGossip lets a worker register before it is a member
+	// of the gossip pool. By default the leader waits a moment for the
+	// member to appear and refuses the registration otherwise, so that a
+	// worker with the wrong gossip key, which the masters could never
+	// watch, gets no work. Only simulated workers in benchmarks, which
+	// do not gossip, need it.
+	RegisterWithoutGossip bool
 	// MaxConnsPerClient bounds the HTTP connections one client IP may hold
 	// open at once; more are closed as they arrive (Consul's
 	// http_max_conns_per_client). MaxSubmitsPerClient bounds one client
 	// IP's submissions and app registrations in flight on this master;
 	// more are answered 429. 0 means no bound.
 	MaxConnsPerClient, MaxSubmitsPerClient int
+
+	// SparkRESTPort, when not 0, starts a listener on BindIP that speaks
+	// Spark standalone's REST submission protocol (Spark's
+	// StandaloneRestServer, port 6066 in Spark), so that spark-submit
+	// --deploy-mode cluster --master spark://HOST:PORT can submit, query
+	// and kill drivers (package sparkrest). It has the API's TLS, tokens and
+	// bounds.
+	SparkRESTPort int
+	// SparkLauncher is the argv template a Spark submission becomes a
+	// driver program through (sparkrest.Launcher: placeholders such as
+	// {{mainClass}} and {{appArgs}}); nil for sparkrest.DefaultLauncher.
+	SparkLauncher []string
 
 	Logger *slog.Logger
 }
@@ -199,7 +221,7 @@ func (c *Config) validate() error {
 			found = true
 		}
 	}
-	if !found {
+	if !found && len(c.Peers) > 0 {
 		errs = append(errs, fmt.Errorf("--peers must include this master (%s)", c.ID))
 	}
 	if _, err := gossip.ProfileConfig(c.GossipProfile); err != nil {
@@ -225,6 +247,12 @@ func (c *Config) validate() error {
 	}
 	if c.MaxConnsPerClient < 0 || c.MaxSubmitsPerClient < 0 {
 		errs = append(errs, errors.New("--max-conns-per-client and --max-submits-per-client must not be negative"))
+	}
+	if c.SparkRESTPort < 0 || c.SparkRESTPort > 65535 {
+		errs = append(errs, fmt.Errorf("--spark-rest-port %d is not a port (0 for none)", c.SparkRESTPort))
+	}
+	if _, err := sparkrest.NewLauncher(c.SparkLauncher); err != nil {
+		errs = append(errs, fmt.Errorf("--spark-launcher: %w", err))
 	}
 	if c.HeartbeatTimeout <= 0 || c.ElectionTimeout <= 0 || c.LeaderLeaseTimeout <= 0 || c.WorkerTimeout < 0 {
 		errs = append(errs, errors.New("timeouts must be positive"))

@@ -6,12 +6,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httputil"
 	"net/url"
 	"regexp"
 	"strconv"
+	"strings"
 	"time"
 	"unicode"
 	"unicode/utf8"
@@ -46,7 +48,9 @@ func (m *Master) startHTTP() error {
 	mux.HandleFunc("POST /v1/workers/{id}/decommission", g.Wrap(auth.Node, m.leaderOnly(m.handleDecommission)))
 	m.appRoutes(mux)
 	mux.HandleFunc("GET /v1/state", g.Wrap(auth.Read, m.handleState))
-	mux.HandleFunc("GET /{$}", g.Wrap(auth.Read, m.handlePage))
+	m.uiRoutes(mux)
+	m.operatorRoutes(mux)
+	m.metricsRoutes(mux)
 	mux.HandleFunc("/v1/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, fmt.Sprintf("no such endpoint: %s %s", r.Method, r.URL.Path))
 	})
@@ -54,18 +58,21 @@ func (m *Master) startHTTP() error {
 	if err != nil {
 		return fmt.Errorf("http listen: %w", err)
 	}
-	ln = transport.LimitPerIP(ln, m.cfg.MaxConnsPerClient)
+	ln = transport.LimitConns(ln, m.cfg.MaxConnsPerClient, transport.DefaultMaxConns())
 	m.ln = ln
 	if m.tls.http != nil {
 		ln = tls.NewListener(ln, m.tls.http)
 	}
 	m.server = &http.Server{
-		Handler:           m.withLeaderHeader(mux),
+		Handler:           m.metrics.instrument(m.withLeaderHeader(mux)),
 		ReadHeaderTimeout: 5 * time.Second,
 		ReadTimeout:       30 * time.Second,
 		WriteTimeout:      60 * time.Second,
 		IdleTimeout:       120 * time.Second,
 		MaxHeaderBytes:    64 << 10,
+		// Handshake failures and the like are what any client can cause,
+		// as often as it likes: debug, not info.
+		ErrorLog: slog.NewLogLogger(m.log.With("component", "http").Handler(), slog.LevelDebug),
 	}
 	m.wg.Add(1)
 	go func() {
@@ -87,7 +94,13 @@ func (m *Master) withLeaderHeader(h http.Handler) http.Handler {
 			writeError(w, http.StatusForbidden, api.HeaderForwarded+" may only come from a master certificate")
 			return
 		}
-		r.Body = http.MaxBytesReader(w, r.Body, api.MaxBodyBytes)
+		limit := int64(api.MaxBodyBytes)
+		if r.Method == http.MethodPost && r.URL.Path == "/v1/operator/snapshot" {
+			// A snapshot is as large as the tables; give it time too.
+			limit = api.MaxSnapshotBytes
+			_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(10 * time.Minute))
+		}
+		r.Body = http.MaxBytesReader(w, r.Body, limit)
 		h.ServeHTTP(w, r)
 	})
 }
@@ -272,6 +285,20 @@ func validName(s string) error {
 	return nil
 }
 
+// ownEnv answers 400 itself when a submission sets a DROVER_ variable: the
+// worker sets those (the driver's token and CA among them), and the
+// replicated tables already refuse the ones they know; a new one is refused
+// here, before Raft, so that older log entries replay as they did.
+func ownEnv(w http.ResponseWriter, env map[string]string) bool {
+	for k := range env {
+		if strings.HasPrefix(k, "DROVER_") {
+			writeError(w, http.StatusBadRequest, fmt.Sprintf("environment name %s is reserved: DROVER_ variables are set by the worker", k))
+			return false
+		}
+	}
+	return true
+}
+
 // noBody answers 400 itself when a request that takes no body has one.
 func noBody(w http.ResponseWriter, r *http.Request) bool {
 	var b [1]byte
@@ -306,6 +333,9 @@ func (m *Master) handleSubmit(w http.ResponseWriter, r *http.Request) {
 	}
 	if err := fsm.ValidateProgram(req.Argv, req.Env, req.Cores, req.MemoryMB); err != nil {
 		writeApplyError(w, err)
+		return
+	}
+	if !ownEnv(w, req.Env) {
 		return
 	}
 	v, err, _ := m.submits.Do(req.Token, func() (any, error) {
@@ -429,13 +459,7 @@ func (m *Master) proxyToWorker(w http.ResponseWriter, r *http.Request, workerID 
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.SetURL(target)
 			pr.Out.URL.RawQuery = q.Encode()
-			// The caller's token is for the masters; a worker knows
-			// masters by their certificate, or without TLS by the
-			// operator token.
-			pr.Out.Header.Del("Authorization")
-			if m.tls.worker == nil && m.cfg.OperatorToken != "" {
-				pr.Out.Header.Set("Authorization", "Bearer "+m.cfg.OperatorToken)
-			}
+			m.asMasterToWorker(pr.Out.Header)
 		},
 		Transport: m.toWorkers.Transport,
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
@@ -443,6 +467,43 @@ func (m *Master) proxyToWorker(w http.ResponseWriter, r *http.Request, workerID 
 		},
 	}
 	proxy.ServeHTTP(w, r)
+}
+
+// asMasterToWorker makes h, the headers of a request this master passes on
+// to a worker, carry this master's credential and not the caller's: the
+// caller's token (in Authorization or the UI's cookie) is for the masters;
+// a worker knows masters by their certificate, or without TLS by the
+// operator token.
+func (m *Master) asMasterToWorker(h http.Header) {
+	h.Del("Authorization")
+	h.Del("Cookie")
+	if m.tls.worker == nil && m.cfg.OperatorToken != "" {
+		h.Set("Authorization", "Bearer "+m.cfg.OperatorToken)
+	}
+}
+
+// memberWait is how long a registration waits for its worker to appear in
+// the gossip pool: a worker starts gossiping and registering at once, and
+// its join usually lands first by milliseconds.
+const memberWait = 3 * time.Second
+
+// awaitMember reports whether the worker id, with this HTTP address, is an
+// alive gossip member, waiting up to memberWait for it.
+func (m *Master) awaitMember(ctx context.Context, id, httpAddr string) bool {
+	ctx, cancel := context.WithTimeout(ctx, memberWait)
+	defer cancel()
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		if meta, ok := m.pool.Lookup(gossip.RoleWorker, id); ok && meta.HTTP == httpAddr {
+			return true
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-tick.C:
+		}
+	}
 }
 
 func (m *Master) handleRegisterWorker(w http.ResponseWriter, r *http.Request) {
@@ -458,6 +519,10 @@ func (m *Master) handleRegisterWorker(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, fmt.Sprintf("http_addr %q: %v", req.HTTPAddr, err))
 		return
 	}
+	if req.Cores <= 0 || req.MemoryMB <= 0 {
+		writeError(w, http.StatusBadRequest, fmt.Sprintf("a worker needs positive cores and memory, got %d cores and %d MiB", req.Cores, req.MemoryMB))
+		return
+	}
 	if old, ok := m.fsm.Worker(req.ID); ok && old.Instance != req.Instance && old.State != fsm.WorkerDead {
 		// Another process holds this worker ID. Take over only once it
 		// has been silent as long as it would take to declare it lost.
@@ -471,6 +536,12 @@ func (m *Master) handleRegisterWorker(w http.ResponseWriter, r *http.Request) {
 				req.ID, old.HTTPAddr, quiet.Round(time.Millisecond)))
 			return
 		}
+	}
+	if !m.cfg.RegisterWithoutGossip && !m.awaitMember(r.Context(), req.ID, req.HTTPAddr) {
+		writeError(w, http.StatusConflict, fmt.Sprintf(
+			"worker %s at %s is not a member of the gossip pool: check its --join addresses and that its --gossip-key-file matches the masters'",
+			req.ID, req.HTTPAddr))
+		return
 	}
 	// A worker sends its registration to every master; the copies that
 	// followers forward arrive together, and one Raft entry serves them
@@ -678,16 +749,8 @@ func (m *Master) State() api.State {
 	for _, d := range m.fsm.WaitingDrivers() {
 		s.WaitingDrivers = append(s.WaitingDrivers, d.ID)
 	}
-	if cf := m.raft.GetConfiguration(); cf.Error() == nil {
-		for _, srv := range cf.Configuration().Servers {
-			ms := api.Master{ID: string(srv.ID), RaftAddr: string(srv.Address), Suffrage: srv.Suffrage.String(), Leader: srv.ID == leaderID}
-			if string(srv.ID) == m.cfg.ID {
-				ms.HTTPAddr = m.cfg.httpAddr()
-			} else if meta, ok := m.pool.Lookup(gossip.RoleMaster, string(srv.ID)); ok {
-				ms.HTTPAddr = meta.HTTP
-			}
-			s.Masters = append(s.Masters, ms)
-		}
+	if peers, err := m.peers(); err == nil {
+		s.Masters = peers.Peers
 	}
 	s.Apps = m.appStatuses()
 	s.StateHash, _ = m.fsm.StateHash()

@@ -133,6 +133,8 @@ func (m *Master) watchWorkers(ctx context.Context) {
 				WorkerID: w.ID, Reason: "worker " + w.ID + " lost: " + reason, Time: now(),
 			}); err != nil {
 				m.log.Warn("worker loss not committed", "worker", w.ID, "err", err)
+			} else {
+				m.metrics.workersLost.Inc()
 			}
 		}
 		select {

@@ -36,10 +36,15 @@ type Master struct {
 	fsm    *fsm.FSM
 	raft   *raft.Raft
 	store  *raftboltdb.BoltStore
+	snaps  raft.SnapshotStore
 	trans  *raft.NetworkTransport
 	pool   *gossip.Pool
 	server *http.Server
 	ln     net.Listener
+	// sparkServer and sparkLn serve Spark's REST submission protocol
+	// (sparkrest.go); nil unless cfg.SparkRESTPort is set.
+	sparkServer *http.Server
+	sparkLn     net.Listener
 	// fwd carries requests to other masters (forwarding to the leader),
 	// toWorkers to workers (log proxying); both present this master's
 	// certificate when TLS is on.
@@ -51,6 +56,8 @@ type Master struct {
 	tls   tlsConfigs
 	// submitting bounds each client IP's submissions in flight.
 	submitting *inflight
+	// metrics is this master's Prometheus registry (/metrics).
+	metrics *masterMetrics
 
 	// ready is true while this master is leader and has applied every
 	// entry of earlier terms (Barrier done): only then does it answer
@@ -126,6 +133,7 @@ func New(cfg Config) (*Master, error) {
 		m.closeRaft()
 		return nil, err
 	}
+	m.metrics = newMasterMetrics(m)
 	pool, err := gossip.Start(gossip.Config{
 		Meta:      gossip.Meta{Role: gossip.RoleMaster, ID: cfg.ID, HTTP: cfg.httpAddr()},
 		BindIP:    cfg.BindIP,
@@ -146,6 +154,12 @@ func New(cfg Config) (*Master, error) {
 		m.closeRaft()
 		return nil, err
 	}
+	if err := m.startSparkREST(); err != nil {
+		_ = m.server.Close()
+		_ = m.pool.Shutdown()
+		m.closeRaft()
+		return nil, err
+	}
 	m.wg.Add(1)
 	go m.leadershipLoop()
 	return m, nil
@@ -159,9 +173,11 @@ func (m *Master) startRaft() error {
 	c.LeaderLeaseTimeout = m.cfg.LeaderLeaseTimeout
 	c.SnapshotInterval = m.cfg.SnapshotInterval
 	c.SnapshotThreshold = m.cfg.SnapshotThreshold
-	c.Logger = hclog.FromStandardLogger(
-		slog.NewLogLogger(m.log.With("component", "raft").Handler(), slog.LevelInfo),
-		&hclog.LoggerOptions{Level: hclog.Info})
+	c.Logger = hclog.New(&hclog.LoggerOptions{
+		Level:       hclog.Info,
+		Output:      levelWriter{m.log.With("component", "raft")},
+		DisableTime: true,
+	})
 
 	store, err := raftboltdb.New(raftboltdb.Options{
 		Path:        filepath.Join(m.cfg.DataDir, "raft.db"),
@@ -176,6 +192,7 @@ func (m *Master) startRaft() error {
 	if err != nil {
 		return fmt.Errorf("snapshot store: %w", err)
 	}
+	m.snaps = snaps
 	trans, err := transport.NewRaftTransport(m.cfg.raftAddr(), 5*time.Second,
 		slog.NewLogLogger(m.log.With("component", "raft-net").Handler(), slog.LevelDebug).Writer(),
 		m.tls.raftServer, m.tls.peer)
@@ -187,7 +204,11 @@ func (m *Master) startRaft() error {
 	if err != nil {
 		return fmt.Errorf("read raft state: %w", err)
 	}
-	if !existing {
+	switch {
+	case existing:
+	case len(m.cfg.Peers) == 0:
+		m.log.Info("no Raft state and no --peers: waiting to be added as a voter (drover operator raft add-voter)")
+	default:
 		var servers []raft.Server
 		for _, p := range m.cfg.Peers {
 			servers = append(servers, raft.Server{
@@ -221,19 +242,52 @@ func (m *Master) closeRaft() {
 	}
 }
 
-// Close stops serving, leaves the gossip pool and shuts Raft down. It is safe
-// to call more than once.
+// Close stops the master: a leader first hands leadership to another voter
+// (raft.LeadershipTransfer), so that writes pause for one round of votes
+// instead of an election timeout; then it stops serving, leaves the gossip
+// pool and shuts Raft down. It is safe to call more than once.
 func (m *Master) Close() error {
 	m.stopped.Do(func() {
+		m.handOver()
 		close(m.stop)
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
 		_ = m.server.Shutdown(ctx)
+		if m.sparkServer != nil {
+			_ = m.sparkServer.Shutdown(ctx)
+		}
 		m.wg.Wait()
 		_ = m.pool.Leave(time.Second)
 		m.closeRaft()
 	})
 	return nil
+}
+
+// handOver transfers leadership when this master leads and another voter
+// could take it.
+func (m *Master) handOver() {
+	if m.raft.State() != raft.Leader {
+		return
+	}
+	p, err := m.peers()
+	if err != nil {
+		return
+	}
+	voters := 0
+	for _, s := range p.Peers {
+		if s.Suffrage == raft.Voter.String() {
+			voters++
+		}
+	}
+	if voters < 2 {
+		return
+	}
+	start := time.Now()
+	if err := m.raft.LeadershipTransfer().Error(); err != nil {
+		m.log.Warn("could not hand leadership over before stopping", "err", err)
+		return
+	}
+	m.log.Info("handed leadership over before stopping", "to", m.nextLeader(context.Background()), "took", time.Since(start).Round(time.Millisecond))
 }
 
 // HTTPAddr is the host:port the HTTP API listens on.
@@ -313,8 +367,11 @@ func (m *Master) apply(t fsm.CommandType, payload any) (any, error) {
 	if err != nil {
 		return nil, err
 	}
+	start := time.Now()
 	f := m.raft.Apply(data, m.cfg.ApplyTimeout)
-	if err := f.Error(); err != nil {
+	err = f.Error()
+	m.metrics.applied(start, err)
+	if err != nil {
 		return nil, &unavailableError{err: err}
 	}
 	if err, ok := f.Response().(error); ok {

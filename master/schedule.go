@@ -36,9 +36,12 @@ func (m *Master) schedule(ctx context.Context) {
 		}
 		apps, execs := m.fsm.LiveApps()
 		if ps := planExecutors(apps, execs, m.fsm.Workers(), m.cfg.SpreadOutApps, now()); len(ps) > 0 {
-			if _, err := m.apply(fsm.CmdPlaceExecutors, &fsm.PlaceExecutors{Placements: ps, Time: now()}); err != nil {
+			if res, err := m.apply(fsm.CmdPlaceExecutors, &fsm.PlaceExecutors{Placements: ps, Time: now()}); err != nil {
 				m.log.Warn("executor placement not committed", "err", err, "placements", len(ps))
 			} else {
+				if r, ok := res.(fsm.PlaceExecutorsResult); ok {
+					m.metrics.executorPlacements.Add(float64(len(r.Applied)))
+				}
 				for _, p := range ps {
 					m.log.Info("placed executor", "app", p.AppID, "executor", p.ExecutorID, "worker", p.WorkerID)
 				}
@@ -93,6 +96,12 @@ func plan(waiting []fsm.Demand, workers []*fsm.Worker) []fsm.Placement {
 				best = w
 			}
 		}
+		if best == nil {
+			// The most free cores and the most free memory may be on
+			// different workers: the quick check above passes a driver
+			// that fits on neither.
+			continue
+		}
 		best.CoresUsed += d.Cores
 		best.MemoryUsedMB += d.MemoryMB
 		out = append(out, fsm.Placement{DriverID: d.DriverID, Attempt: d.Attempt, WorkerID: best.ID})
@@ -127,9 +136,16 @@ func (m *Master) placeDrivers(ps []fsm.Placement) {
 	if len(ps) == 0 {
 		return
 	}
-	if _, err := m.apply(fsm.CmdPlaceDrivers, &fsm.PlaceDrivers{Placements: ps, Time: now()}); err != nil {
+	at := now()
+	res, err := m.apply(fsm.CmdPlaceDrivers, &fsm.PlaceDrivers{Placements: ps, Time: at})
+	if err != nil {
 		m.log.Warn("placement not committed", "err", err, "placements", len(ps))
 		return
+	}
+	// Apply skips placements the tables no longer allow; only the
+	// applied ones count.
+	if r, ok := res.(fsm.PlaceResult); ok {
+		m.metrics.placed(m.fsm, r.Applied, at)
 	}
 	for _, p := range ps {
 		m.log.Info("placed driver", "driver", p.DriverID, "attempt", p.Attempt, "worker", p.WorkerID)

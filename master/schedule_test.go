@@ -56,6 +56,20 @@ func TestPlanSpreadsAndRespectsResources(t *testing.T) {
 	}
 }
 
+// The most free cores and the most free memory on different workers: a
+// driver that needs more than either worker alone offers waits (it used to
+// crash the leader's scheduler), and the next one is still placed.
+func TestPlanSkipsDriverThatFitsNoSingleWorker(t *testing.T) {
+	ws := []*fsm.Worker{
+		worker("cores", 8, 256, fsm.WorkerAlive),
+		worker("memory", 1, 8192, fsm.WorkerAlive),
+	}
+	ps := plan(demands(waiting("both", 2, 1024), waiting("small", 1, 128)), ws)
+	if len(ps) != 1 || ps[0].DriverID != "small" {
+		t.Fatalf("placements %+v: want only small placed", ps)
+	}
+}
+
 func TestExplainWaiting(t *testing.T) {
 	ws := []*fsm.Worker{worker("w1", 4, 4096, fsm.WorkerAlive), worker("w2", 64, 1<<20, fsm.WorkerDead)}
 	ds := explainWaiting([]*fsm.Driver{waiting("huge", 100, 1024), waiting("ok", 1, 512)}, ws)

@@ -30,6 +30,9 @@ func newTLSConfigs(f pki.Files) (tlsConfigs, error) {
 		return tlsConfigs{}, nil
 	}
 	var c tlsConfigs
+	if err := f.CheckRole(pki.RoleMaster); err != nil {
+		return c, err
+	}
 	var err error
 	if c.http, err = f.ServerConfig(tls.VerifyClientCertIfGiven); err != nil {
 		return c, err

@@ -499,6 +499,9 @@ func (f Files) load() (*x509.CertPool, *tls.Certificate, Role, error) {
 	if err != nil {
 		return nil, nil, "", fmt.Errorf("TLS certificate: %w", err)
 	}
+	if err := CheckPrivate(f.Key); err != nil {
+		return nil, nil, "", fmt.Errorf("TLS key: %w", err)
+	}
 	keyPEM, err := os.ReadFile(f.Key)
 	if err != nil {
 		return nil, nil, "", fmt.Errorf("TLS key: %w", err)
@@ -527,6 +530,37 @@ func (f Files) load() (*x509.CertPool, *tls.Certificate, Role, error) {
 		return nil, nil, "", fmt.Errorf("TLS certificate %s carries no single drover role (a SAN master.drover, worker.drover or client.drover)", f.Cert)
 	}
 	return pool, &cert, role, nil
+}
+
+// CheckRole loads the files and checks that the certificate carries role
+// want, so that a master started with a worker's certificate, say, fails at
+// start instead of at its peers' every handshake.
+func (f Files) CheckRole(want Role) error {
+	_, _, got, err := f.load()
+	if err != nil {
+		return err
+	}
+	if f.Cert == "" {
+		return fmt.Errorf("TLS needs this node's certificate and key as well as the CA")
+	}
+	if got != want {
+		return fmt.Errorf("TLS certificate %s is a %s certificate; this node needs a %s one (drover tls cert --role %s)", f.Cert, got, want, want)
+	}
+	return nil
+}
+
+// CheckPrivate refuses a secret file (a key or a token) that users other
+// than its owner may read or write, as ssh does for private keys: on a
+// shared machine it is no secret.
+func CheckPrivate(path string) error {
+	st, err := os.Stat(path)
+	if err != nil {
+		return err
+	}
+	if perm := st.Mode().Perm(); perm&0o077 != 0 {
+		return fmt.Errorf("%s is open to other users (mode %04o); chmod 600 it", path, perm)
+	}
+	return nil
 }
 
 func roleList(rs []Role) string {

@@ -3,6 +3,7 @@ package transport
 import (
 	"net"
 	"sync"
+	"syscall"
 )
 
 // LimitPerIP wraps ln so that each remote IP holds at most max accepted
@@ -12,18 +13,36 @@ import (
 // returns ln unchanged. This is Consul's http_max_conns_per_client; the
 // standard library's netutil.LimitListener bounds the total instead, which
 // would let one client starve every other.
-func LimitPerIP(ln net.Listener, max int) net.Listener {
-	if max <= 0 {
+func LimitPerIP(ln net.Listener, max int) net.Listener { return LimitConns(ln, max, 0) }
+
+// LimitConns is LimitPerIP with a bound on all connections as well: beyond
+// total, every new connection is closed as it is accepted, so that clients
+// spread over many addresses cannot use up the process's file descriptors,
+// which Raft and gossip need too. total <= 0 means no overall bound.
+func LimitConns(ln net.Listener, perIP, total int) net.Listener {
+	if perIP <= 0 && total <= 0 {
 		return ln
 	}
-	return &perIPListener{Listener: ln, max: max, open: map[string]int{}}
+	return &perIPListener{Listener: ln, max: perIP, total: total, open: map[string]int{}}
+}
+
+// DefaultMaxConns is the overall bound for an HTTP listener: half the
+// process's open-file limit (Go raises the soft limit to the hard one at
+// start), leaving the rest to Raft, gossip, the stores and the runners.
+func DefaultMaxConns() int {
+	var lim syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil || lim.Cur > 1<<30 {
+		return 1 << 16
+	}
+	return max(int(lim.Cur/2), 512)
 }
 
 type perIPListener struct {
 	net.Listener
-	max  int
-	mu   sync.Mutex
-	open map[string]int
+	max, total int
+	mu         sync.Mutex
+	open       map[string]int
+	all        int
 }
 
 // Accept returns the next connection within its IP's bound.
@@ -35,9 +54,10 @@ func (l *perIPListener) Accept() (net.Conn, error) {
 		}
 		ip := remoteIP(c)
 		l.mu.Lock()
-		ok := l.open[ip] < l.max
+		ok := (l.max <= 0 || l.open[ip] < l.max) && (l.total <= 0 || l.all < l.total)
 		if ok {
 			l.open[ip]++
+			l.all++
 		}
 		l.mu.Unlock()
 		if !ok {
@@ -51,6 +71,7 @@ func (l *perIPListener) Accept() (net.Conn, error) {
 func (l *perIPListener) release(ip string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	l.all--
 	if l.open[ip]--; l.open[ip] <= 0 {
 		delete(l.open, ip)
 	}

@@ -133,3 +133,54 @@ func TestLimitPerIPOff(t *testing.T) {
 		}
 	}
 }
+
+// Beyond the overall bound every new connection is closed at once, from
+// any address; a slot freed lets the next one in.
+func TestLimitConnsTotal(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := LimitConns(ln, 0, 2)
+	t.Cleanup(func() { l.Close() })
+	accepted := make(chan net.Conn, 4)
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			accepted <- c
+		}
+	}()
+	dial := func(ip string) net.Conn {
+		d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(ip)}, Timeout: 5 * time.Second}
+		c, err := d.Dial("tcp", ln.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		return c
+	}
+	dial("127.0.0.2")
+	dial("127.0.0.3")
+	first := <-accepted
+	<-accepted
+	third := dial("127.0.0.4")
+	_ = third.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, err := third.Read(make([]byte, 1)); err == nil || isTimeout(err) {
+		t.Fatalf("a third connection over the bound of 2 was kept: %v", err)
+	}
+	first.Close()
+	dial("127.0.0.5")
+	select {
+	case <-accepted:
+	case <-time.After(5 * time.Second):
+		t.Fatal("a connection after a slot was freed was not accepted")
+	}
+}
+
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
+}

@@ -229,6 +229,7 @@ func (w *Worker) start(o order) *unit {
 		w.log.Warn("cannot record the runner's PID; a restarted worker will look for it", "pid", u.pid, "err", err)
 	}
 	w.log.Info(k.kind.info().noun+" launched", k.attrs("dir", u.dir, "runner_pid", u.pid)...)
+	w.metrics.launches.WithLabelValues(kindLabel[k.kind]).Inc()
 	w.runners.Add(1)
 	go w.watch(u, events)
 	return u
@@ -404,6 +405,9 @@ func (w *Worker) watch(u *unit, events io.Reader) {
 		switch e.Event {
 		case runner.EventStarted:
 			w.log.Info(k.kind.info().noun+" running", k.attrs("run", e.Run, "pid", e.PID)...)
+			if e.Run > 1 {
+				w.metrics.restarts.Inc()
+			}
 			w.report(report{key: k, state: fsm.DriverRunning, runs: e.Run})
 		case runner.EventExited:
 			if e.Code != nil {

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"log/slog"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -38,6 +39,9 @@ const ExecutorLogsPath = "/v1/apps/{app}/executors/{id}/logs"
 //	GET /v1/apps/{app}/executors/{id}/logs?stream=stdout|stderr&offset=N -> bytes
 //	GET /v1/health -> {"status":"ok","worker_id":ID}
 //
+// and Prometheus metrics at GET /metrics (MetricsPath). Every path admits
+// the same callers: anyone without TLS or a token, otherwise masters only.
+//
 // Errors are an api.Error body: 400 for a malformed request, 404 for a
 // driver attempt or executor this worker has no directory for.
 func (w *Worker) newServer() *http.Server {
@@ -45,6 +49,7 @@ func (w *Worker) newServer() *http.Server {
 	mux.HandleFunc("GET /v1/drivers/{id}/logs", w.handleDriverLogs)
 	mux.HandleFunc("GET "+ExecutorLogsPath, w.handleExecutorLogs)
 	mux.HandleFunc("GET /v1/health", w.handleHealth)
+	mux.Handle("GET "+MetricsPath, w.metrics.handler)
 	mux.HandleFunc("/", func(rw http.ResponseWriter, r *http.Request) {
 		writeError(rw, http.StatusNotFound, fmt.Sprintf("no such endpoint: %s %s", r.Method, r.URL.Path))
 	})
@@ -57,6 +62,9 @@ func (w *Worker) newServer() *http.Server {
 		WriteTimeout:   60 * time.Second,
 		IdleTimeout:    120 * time.Second,
 		MaxHeaderBytes: 64 << 10,
+		// Handshake failures and the like are what any client can cause,
+		// as often as it likes: debug, not info.
+		ErrorLog: slog.NewLogLogger(w.log.With("component", "http").Handler(), slog.LevelDebug),
 	}
 }
 

@@ -82,6 +82,8 @@ type Worker struct {
 	// (see previousContact), zero when unknown: strict fencing holds until
 	// a leader answers.
 	lastContact time.Time
+	// metrics is this worker's Prometheus registry (MetricsPath).
+	metrics *workerMetrics
 
 	// wake asks the heartbeat loop (non-blocking send, buffer 1) to sync
 	// now rather than at its next tick.
@@ -140,6 +142,9 @@ func New(cfg Config) (*Worker, error) {
 	}
 	var toMasters, serverTLS *tls.Config
 	if cfg.TLS.Enabled() {
+		if err := cfg.TLS.CheckRole(pki.RoleWorker); err != nil {
+			return nil, err
+		}
 		if toMasters, err = cfg.TLS.ClientConfig(pki.RoleMaster); err != nil {
 			return nil, err
 		}
@@ -187,6 +192,7 @@ func New(cfg Config) (*Worker, error) {
 	// Fence adopted attempts from the previous worker's last contact: the
 	// leader counts from then, not from this start.
 	w.lastContact = previousContact(w.leasePath, time.Now())
+	w.metrics = newWorkerMetrics(w)
 	// Renew at once: runners left by a previous worker are counting down.
 	if err := w.renewLease(); err != nil {
 		db.close()
@@ -198,7 +204,7 @@ func New(cfg Config) (*Worker, error) {
 		return nil, fmt.Errorf("http listen: %w", err)
 	}
 	port := ln.Addr().(*net.TCPAddr).Port
-	ln = transport.LimitPerIP(ln, cfg.MaxConnsPerClient)
+	ln = transport.LimitConns(ln, cfg.MaxConnsPerClient, transport.DefaultMaxConns())
 	if serverTLS != nil {
 		ln = tls.NewListener(ln, serverTLS)
 	}
@@ -457,6 +463,7 @@ func (w *Worker) loop(ctx context.Context) {
 		case errors.Is(err, errWoken):
 			continue
 		case err != nil:
+			w.metrics.heartbeatFailed()
 			w.log.Warn("heartbeat failed", "err", err)
 			if !wait.Sleep(ctx, w.cfg.HeartbeatInterval) {
 				return
@@ -464,6 +471,7 @@ func (w *Worker) loop(ctx context.Context) {
 			continue
 		}
 		w.contacted(sent)
+		w.metrics.heartbeatAnswered(req, sent, resp)
 		index = resp.Index
 		w.ack(resp)
 		w.reconcile(orders(resp))

@@ -42,11 +42,53 @@ failed or bad usage, 2 no master reachable or no leader known within
 --timeout.
 `
 
+// wantsHelp reports whether a command's arguments ask for its help.
+func wantsHelp(args []string) bool {
+	for _, a := range args {
+		if a == "--" {
+			return false
+		}
+		if a == "-h" || a == "--help" {
+			return true
+		}
+	}
+	return false
+}
+
+// addConnectFlags adds the flags of every command that talks to the
+// masters: their addresses, the time to keep trying, and the credentials.
+// The returned function builds the cli once fs is parsed, from base
+// options that the flags complete.
+func addConnectFlags(fs *pflag.FlagSet) func(base client.Options, stdout, stderr io.Writer) (*cli, error) {
+	masters := fs.String("masters", os.Getenv("DROVER_MASTERS"), "comma-separated master HTTP addresses host:port")
+	timeout := fs.Duration("timeout", 30*time.Second, "how long to keep trying the masters before giving up (exit 2)")
+	bind := fs.String("bind", "", "source IP for connections to the masters")
+	caCert := fs.String("ca-cert", os.Getenv(client.EnvCACert), "PEM file of the cluster CA; turns on HTTPS")
+	clientCert := fs.String("client-cert", os.Getenv(client.EnvClientCert), "PEM file of a client certificate, for masters that take certificates instead of tokens")
+	clientKey := fs.String("client-key", os.Getenv(client.EnvClientKey), "PEM file of the client certificate's key")
+	tokenFile := fs.String("token-file", os.Getenv(client.EnvTokenFile), "file holding the API token (else $DROVER_TOKEN)")
+	return func(base client.Options, stdout, stderr io.Writer) (*cli, error) {
+		opts, err := client.SecureOptions(*caCert, *clientCert, *clientKey, *tokenFile)
+		if err != nil {
+			return nil, err
+		}
+		opts.BindIP = *bind
+		opts.RequestTimeout, opts.MaxResponseBytes = base.RequestTimeout, base.MaxResponseBytes
+		c, err := client.New(strings.Split(*masters, ","), opts)
+		if err != nil {
+			return nil, fmt.Errorf("--masters (or $DROVER_MASTERS): %w", err)
+		}
+		return &cli{c: c, command: fs.Name(), timeout: *timeout, stdout: stdout, stderr: stderr}, nil
+	}
+}
+
 // pollInterval is how often submit and logs re-read a driver while waiting.
 const pollInterval = 250 * time.Millisecond
 
 type cli struct {
-	c       *client.Client
+	c *client.Client
+	// command is "drover client" or "drover operator", for usage lines.
+	command string
 	timeout time.Duration
 	stdout  io.Writer
 	stderr  io.Writer
@@ -57,13 +99,7 @@ func runClient(args []string, stdout, stderr io.Writer) int {
 	fs.SetInterspersed(false)
 	fs.SetOutput(stderr)
 	fs.Usage = func() { fmt.Fprint(stderr, clientUsage) }
-	masters := fs.String("masters", os.Getenv("DROVER_MASTERS"), "comma-separated master HTTP addresses host:port")
-	timeout := fs.Duration("timeout", 30*time.Second, "how long to keep trying the masters before giving up (exit 2)")
-	bind := fs.String("bind", "", "source IP for connections to the masters")
-	caCert := fs.String("ca-cert", os.Getenv(client.EnvCACert), "PEM file of the cluster CA; turns on HTTPS")
-	clientCert := fs.String("client-cert", os.Getenv(client.EnvClientCert), "PEM file of a client certificate, for masters that take certificates instead of tokens")
-	clientKey := fs.String("client-key", os.Getenv(client.EnvClientKey), "PEM file of the client certificate's key")
-	tokenFile := fs.String("token-file", os.Getenv(client.EnvTokenFile), "file holding the API token (else $DROVER_TOKEN)")
+	connect := addConnectFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return flagError(err)
 	}
@@ -71,18 +107,15 @@ func runClient(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprint(stderr, clientUsage)
 		return 1
 	}
-	opts, err := client.SecureOptions(*caCert, *clientCert, *clientKey, *tokenFile)
+	k, err := connect(client.Options{}, stdout, stderr)
 	if err != nil {
-		fmt.Fprintln(stderr, "drover:", err)
-		return 1
+		if !wantsHelp(fs.Args()[1:]) {
+			fmt.Fprintln(stderr, "drover:", err)
+			return 1
+		}
+		// A command's --help needs no masters.
+		k = &cli{command: fs.Name(), stdout: stdout, stderr: stderr}
 	}
-	opts.BindIP = *bind
-	c, err := client.New(strings.Split(*masters, ","), opts)
-	if err != nil {
-		fmt.Fprintln(stderr, "drover: --masters (or $DROVER_MASTERS):", err)
-		return 1
-	}
-	k := &cli{c: c, timeout: *timeout, stdout: stdout, stderr: stderr}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	sub, rest := fs.Arg(0), fs.Args()[1:]
@@ -138,7 +171,7 @@ func (k *cli) exitFor(err error) int {
 }
 
 func (k *cli) flags(name string) *pflag.FlagSet {
-	fs := pflag.NewFlagSet("drover client "+name, pflag.ContinueOnError)
+	fs := pflag.NewFlagSet(k.command+" "+name, pflag.ContinueOnError)
 	fs.SetOutput(k.stderr)
 	return fs
 }
@@ -203,23 +236,24 @@ func unplaceable(d *fsm.Driver) bool {
 	return d.WorkerID == "" && !d.State.Terminal() && strings.Contains(d.Message, api.ReasonUnplaceable)
 }
 
-// watch polls a driver until done says so, printing each state change on
-// stderr. It returns the last state read.
+// watch polls a driver until done says so, printing each change of state,
+// attempt, worker, run count or message on stderr; on a terminal each line
+// starts with the time since the watch began. It returns the last state
+// read.
 func (k *cli) watch(ctx context.Context, id string, done func(*fsm.Driver) bool) (*fsm.Driver, error) {
 	var last string
+	start := time.Now()
+	tty := isTerminal(k.stderr)
 	for {
 		d, err := k.driver(ctx, id)
 		if err != nil {
 			return nil, err
 		}
-		line := fmt.Sprintf("%s %s attempt %d", d.ID, d.State, d.Attempt)
-		if d.WorkerID != "" {
-			line += " on " + d.WorkerID
-		}
-		if d.Message != "" && (d.State.Terminal() || d.WorkerID == "") {
-			line += ": " + d.Message
-		}
+		line := progressLine(d)
 		if line != last {
+			if tty {
+				fmt.Fprintf(k.stderr, "%7s  ", "+"+time.Since(start).Round(100*time.Millisecond).String())
+			}
 			fmt.Fprintln(k.stderr, line)
 			last = line
 		}
@@ -232,6 +266,36 @@ func (k *cli) watch(ctx context.Context, id string, done func(*fsm.Driver) bool)
 		case <-time.After(pollInterval):
 		}
 	}
+}
+
+// progressLine describes a driver's progress in one line: its state and
+// attempt, the worker, the runs of a supervised attempt restarted in
+// place, the exit code once it ended, and why it waits or ended.
+func progressLine(d *fsm.Driver) string {
+	line := fmt.Sprintf("%s %s attempt %d", d.ID, d.State, d.Attempt)
+	if d.WorkerID != "" {
+		line += " on " + d.WorkerID
+	}
+	if n := len(d.Attempts); n > 0 && d.Attempts[n-1].Runs > 1 {
+		line += fmt.Sprintf(" (run %d)", d.Attempts[n-1].Runs)
+	}
+	if d.State.Terminal() && d.ExitCode != nil {
+		line += fmt.Sprintf(", exit %d", *d.ExitCode)
+	}
+	if d.Message != "" && (d.State.Terminal() || d.WorkerID == "") {
+		line += ": " + d.Message
+	}
+	return line
+}
+
+// isTerminal reports whether w is a character device, such as a terminal.
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
 }
 
 // oneID parses the positional driver ID of status, kill and logs.

@@ -44,7 +44,8 @@ func runDev(args []string) int {
 	profile := fs.String("gossip-profile", "local", "memberlist timing profile: lan, local or wan")
 	envFile := fs.String("env-file", "", "also write the cluster's addresses, credentials and PIDs to this file as shell variables")
 	insecure := fs.Bool("insecure", false, "run without TLS, tokens and gossip encryption (plain text; loopback experiments only)")
-	if err := fs.Parse(args); err != nil {
+	config := addConfigFlag(fs)
+	if err := parseConfigured(fs, config, args); err != nil {
 		return flagError(err)
 	}
 	if *nMasters < 1 || *nWorkers < 0 {
@@ -178,6 +179,13 @@ func (n *devNode) start(self, dir string) error {
 	defer logf.Close()
 	n.cmd = exec.Command(self, n.args...)
 	n.cmd.Stdout, n.cmd.Stderr = logf, logf
+	// The shell's DROVER_* variables (a client's token file, say) are for
+	// the client, not for nodes, which read every flag from them.
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "DROVER_") {
+			n.cmd.Env = append(n.cmd.Env, kv)
+		}
+	}
 	// Children die with the dev process even when it is killed with
 	// SIGKILL, and stay out of the terminal's process group so that Ctrl-C
 	// reaches only dev, which then stops them in order.

@@ -13,6 +13,7 @@ commands:
   master   run a master (a Raft voter and the cluster's API)
   worker   run a worker (runs drivers)
   client   submit, watch, kill and list drivers
+  operator change the Raft quorum, hand over leadership, save and restore snapshots
   dev      run a whole local cluster (3 masters, 2 workers) in one command
   tls      make the cluster CA and role certificates for mutual TLS
   keygen   print a random gossip encryption key (also fit as an API token)
@@ -37,6 +38,8 @@ func run(args []string) int {
 		return runWorker(args[1:])
 	case "client":
 		return runClient(args[1:], os.Stdout, os.Stderr)
+	case "operator":
+		return runOperator(args[1:], os.Stdout, os.Stderr)
 	case "dev":
 		return runDev(args[1:])
 	case "tls":

@@ -4,23 +4,25 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 
 	"github.com/spf13/pflag"
 
 	"github.com/drover-project/drover/master"
+	"github.com/drover-project/drover/sparkrest"
 )
 
 func runMaster(args []string) int {
 	cfg := master.DefaultConfig()
 	fs := pflag.NewFlagSet("drover master", pflag.ContinueOnError)
-	fs.StringVar(&cfg.ID, "id", "", "this master's ID; must appear in --peers")
+	fs.StringVar(&cfg.ID, "id", "", "this master's ID; must appear in --peers when --peers is given")
 	fs.StringVar(&cfg.DataDir, "data-dir", "", "directory for the Raft log, stable store and snapshots (created 0700)")
 	fs.StringVar(&cfg.BindIP, "bind", cfg.BindIP, "IP address to listen on and dial from")
 	fs.IntVar(&cfg.RaftPort, "raft-port", 7101, "Raft TCP port")
 	fs.IntVar(&cfg.HTTPPort, "http-port", 7102, "HTTP API port")
 	fs.IntVar(&cfg.GossipPort, "gossip-port", 7103, "gossip (memberlist) TCP and UDP port")
-	peers := fs.String("peers", "", "initial voters as id=host:raft-port,... (used on first start only)")
+	peers := fs.String("peers", "", "initial voters as id=host:raft-port,... (used on first start only); empty to join a running cluster and wait for drover operator raft add-voter")
 	join := fs.StringSlice("join", nil, "gossip addresses host:port of other members to join")
 	fs.StringVar(&cfg.GossipProfile, "gossip-profile", cfg.GossipProfile, "memberlist timing profile: lan, local or wan")
 	fs.DurationVar(&cfg.HeartbeatTimeout, "raft-heartbeat-timeout", cfg.HeartbeatTimeout, "Raft follower timeout before it stands for election")
@@ -37,12 +39,16 @@ func runMaster(args []string) int {
 	fs.IntVar(&cfg.RetainedDrivers, "retained-drivers", cfg.RetainedDrivers, "finished drivers to keep; older ones are dropped")
 	fs.IntVar(&cfg.RetainedApps, "retained-apps", cfg.RetainedApps, "finished apps to keep; older ones are dropped")
 	fs.DurationVar(&cfg.AppTimeout, "app-timeout", cfg.AppTimeout, "how long an app's client may go silent before its app is ended FAILED")
+	fs.BoolVar(&cfg.RegisterWithoutGossip, "register-without-gossip", false, "let workers register before they join the gossip pool (simulated workers in benchmarks only: a worker the masters cannot watch would get work)")
 	fs.BoolVar(&cfg.OpenReads, "open-reads", false, "let status reads (drivers, apps, logs, state, the page) through without a token")
 	fs.IntVar(&cfg.MaxConnsPerClient, "max-conns-per-client", cfg.MaxConnsPerClient, "HTTP connections one client IP may hold open; 0 for no bound")
 	fs.IntVar(&cfg.MaxSubmitsPerClient, "max-submits-per-client", cfg.MaxSubmitsPerClient, "submissions and app registrations one client IP may have in flight here (429 beyond); 0 for no bound")
+	fs.IntVar(&cfg.SparkRESTPort, "spark-rest-port", 0, "port of a listener speaking Spark's REST submission protocol, for spark-submit --deploy-mode cluster --master spark://HOST:PORT (Spark uses 6066); same TLS and tokens as the API; 0 for none")
+	launcher := fs.String("spark-launcher", strings.Join(sparkrest.DefaultLauncher, " "), "argv template of the driver a Spark REST submission runs: words, or a JSON array of strings; never a shell line. Placeholders {{appResource}} {{mainClass}} {{appName}} {{driverCores}} {{driverMemory}}, and as whole words {{appArgs}} {{sparkConf}} (docs/spark-rest.md)")
 	security := addSecurityFlags(fs, true)
 	logger := addLogFlags(fs)
-	if err := fs.Parse(args); err != nil {
+	config := addConfigFlag(fs)
+	if err := parseConfigured(fs, config, args); err != nil {
 		return flagError(err)
 	}
 	log, err := logger()
@@ -59,6 +65,9 @@ func runMaster(args []string) int {
 		return fail(fmt.Errorf("--peers: %w", err))
 	}
 	cfg.Join = *join
+	if cfg.SparkLauncher, err = sparkrest.SplitLauncher(*launcher); err != nil {
+		return fail(fmt.Errorf("--spark-launcher: %w", err))
+	}
 	m, err := master.New(cfg)
 	if err != nil {
 		return fail(err)

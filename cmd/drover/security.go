@@ -9,7 +9,6 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/drover-project/drover/auth"
-	"github.com/drover-project/drover/client"
 	"github.com/drover-project/drover/gossip"
 	"github.com/drover-project/drover/pki"
 )
@@ -17,23 +16,12 @@ import (
 // nodeSecurity is what a master or worker needs to be closed to outsiders:
 // its TLS files, its tokens and the gossip key.
 type nodeSecurity struct {
-	TLS                        pki.Files
+	TLS pki.Files
+	// OperatorToken is on a worker too, used only when the masters have
+	// tokens but no TLS.
 	OperatorToken, SubmitToken string
-	// Token is a worker's own token (the operator token), used only
-	// when the masters have tokens but no TLS.
-	Token     string
-	GossipKey []byte
-	Insecure  bool
-}
-
-// envOr returns $name, or def when it is unset, as the default of a flag:
-// every security setting may come from the environment (DROVER_*), which,
-// unlike a flag, does not show in ps.
-func envOr(name, def string) string {
-	if v, ok := os.LookupEnv(name); ok {
-		return v
-	}
-	return def
+	GossipKey                  []byte
+	Insecure                   bool
 }
 
 // addSecurityFlags adds the TLS, token and gossip-key flags of a master
@@ -43,30 +31,29 @@ func envOr(name, def string) string {
 // kept for memberlist users: --gossip-key, which warns that ps shows it.
 func addSecurityFlags(fs *pflag.FlagSet, master bool) func() (nodeSecurity, error) {
 	var s nodeSecurity
-	fs.StringVar(&s.TLS.CA, "tls-ca", envOr("DROVER_TLS_CA", ""), "PEM file of the cluster CA (drover tls ca); with --tls-cert and --tls-key turns on mutual TLS [$DROVER_TLS_CA]")
-	fs.StringVar(&s.TLS.Cert, "tls-cert", envOr("DROVER_TLS_CERT", ""), "PEM file of this node's certificate, signed by the CA for its role (drover tls cert) [$DROVER_TLS_CERT]")
-	fs.StringVar(&s.TLS.Key, "tls-key", envOr("DROVER_TLS_KEY", ""), "PEM file of this node's private key [$DROVER_TLS_KEY]")
-	var operatorFile, submitFile, tokenFile *string
+	fs.StringVar(&s.TLS.CA, "tls-ca", "", "PEM file of the cluster CA (drover tls ca); with --tls-cert and --tls-key turns on mutual TLS [$DROVER_TLS_CA]")
+	fs.StringVar(&s.TLS.Cert, "tls-cert", "", "PEM file of this node's certificate, signed by the CA for its role (drover tls cert) [$DROVER_TLS_CERT]")
+	fs.StringVar(&s.TLS.Key, "tls-key", "", "PEM file of this node's private key [$DROVER_TLS_KEY]")
+	// Masters hold both tokens; a worker needs the operator token only
+	// when the masters use tokens without TLS. Both read it from the
+	// same flag and variables, never from the client's DROVER_TOKEN*.
+	operatorFile := fs.String("operator-token-file", "", "file holding the operator token, which may do everything; a worker needs it only when the masters use tokens without TLS [$DROVER_OPERATOR_TOKEN_FILE, or the token itself in $DROVER_OPERATOR_TOKEN]")
+	var submitFile *string
 	if master {
-		operatorFile = fs.String("operator-token-file", envOr("DROVER_OPERATOR_TOKEN_FILE", ""), "file holding the operator token, which may do everything [$DROVER_OPERATOR_TOKEN_FILE, or the token itself in $DROVER_OPERATOR_TOKEN]")
-		submitFile = fs.String("submit-token-file", envOr("DROVER_SUBMIT_TOKEN_FILE", ""), "file holding the submit token, which may submit, kill and read [$DROVER_SUBMIT_TOKEN_FILE, or $DROVER_SUBMIT_TOKEN]")
-	} else {
-		tokenFile = fs.String("token-file", envOr(client.EnvTokenFile, ""), "file holding the operator token; needed only when the masters use tokens without TLS [$DROVER_TOKEN_FILE, or $DROVER_TOKEN]")
+		submitFile = fs.String("submit-token-file", "", "file holding the submit token, which may submit, kill and read [$DROVER_SUBMIT_TOKEN_FILE, or $DROVER_SUBMIT_TOKEN]")
 	}
-	keyFile := fs.String("gossip-key-file", envOr("DROVER_GOSSIP_KEY_FILE", ""), "file holding the base64 gossip encryption key (drover keygen) [$DROVER_GOSSIP_KEY_FILE]")
+	keyFile := fs.String("gossip-key-file", "", "file holding the base64 gossip encryption key (drover keygen) [$DROVER_GOSSIP_KEY_FILE]")
 	key := fs.String("gossip-key", "", "the base64 gossip encryption key itself; shows in ps, so prefer --gossip-key-file or $DROVER_GOSSIP_KEY")
 	fs.BoolVar(&s.Insecure, "insecure", false, "allow listening on an address other than loopback with neither TLS nor tokens")
 	return func() (nodeSecurity, error) {
 		var err error
+		if s.OperatorToken, err = auth.LoadToken(*operatorFile, "DROVER_OPERATOR_TOKEN"); err != nil {
+			return s, fmt.Errorf("operator %w", err)
+		}
 		if master {
-			if s.OperatorToken, err = auth.LoadToken(*operatorFile, "DROVER_OPERATOR_TOKEN"); err != nil {
-				return s, fmt.Errorf("operator %w", err)
-			}
 			if s.SubmitToken, err = auth.LoadToken(*submitFile, "DROVER_SUBMIT_TOKEN"); err != nil {
 				return s, fmt.Errorf("submit %w", err)
 			}
-		} else if s.Token, err = auth.LoadToken(*tokenFile, client.EnvToken); err != nil {
-			return s, err
 		}
 		s.GossipKey, err = loadGossipKey(*key, *keyFile)
 		return s, err
@@ -81,6 +68,9 @@ func loadGossipKey(flag, file string) ([]byte, error) {
 	case v != "" && file != "":
 		return nil, errors.New("give --gossip-key or --gossip-key-file, not both")
 	case v == "" && file != "":
+		if err := pki.CheckPrivate(file); err != nil {
+			return nil, fmt.Errorf("gossip key: %w", err)
+		}
 		b, err := os.ReadFile(file)
 		if err != nil {
 			return nil, fmt.Errorf("gossip key: %w", err)

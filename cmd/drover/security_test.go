@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"crypto/tls"
@@ -310,6 +311,7 @@ func TestAttacksOnSecuredCluster(t *testing.T) {
 		{"100 MiB body without a token", func() error { return hugeBody(base+"/v1/drivers", secure, "") }},
 		{"gossip with the wrong key", func() error { return rogueGossip(c, leader, []byte(strings.Repeat("k", 32))) }},
 		{"gossip with no key", func() error { return rogueGossip(c, leader, nil) }},
+		{"refused callers keeping their connections", func() error { return refusedKeepAlive(leader.HTTP, secure) }},
 		{"10,000 slow connections", func() error { return slowloris(t, c, leader, secure, a.operate) }},
 	}
 	before := stateHash(t, leader)
@@ -546,6 +548,43 @@ func slowloris(t *testing.T, c *testcluster.Cluster, leader *testcluster.Node, c
 	return nil
 }
 
+// refusedKeepAlive sends an unauthenticated request on each of 50 TLS
+// connections and expects the master to close each after its 401, so that
+// refused callers cannot hold idle connections.
+func refusedKeepAlive(addr string, cfg *tls.Config) error {
+	var conns []net.Conn
+	defer func() {
+		for _, c := range conns {
+			c.Close()
+		}
+	}()
+	for range 50 {
+		conn, err := tls.Dial("tcp", addr, cfg)
+		if err != nil {
+			return err
+		}
+		conns = append(conns, conn)
+		if _, err := io.WriteString(conn, "GET /v1/state HTTP/1.1\r\nHost: drover\r\n\r\n"); err != nil {
+			return err
+		}
+	}
+	for _, conn := range conns {
+		_ = conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+		resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+		if err != nil {
+			return err
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusUnauthorized {
+			return fmt.Errorf("status %d, want 401", resp.StatusCode)
+		}
+	}
+	if open := len(conns) - countClosed(conns, 5*time.Second); open > 0 {
+		return fmt.Errorf("%d of %d refused connections were kept open", open, len(conns))
+	}
+	return nil
+}
+
 // countClosed waits up to wait for each connection to be closed by its
 // peer, all at once, and returns how many were.
 func countClosed(conns []net.Conn, wait time.Duration) int {
@@ -657,13 +696,13 @@ func TestSecuredClusterRunsDriversAndApps(t *testing.T) {
 	lines = strings.Split(strings.TrimSpace(out), "\n")
 	id = lines[len(lines)-1]
 	logs, _, _ := run(env, "logs", "--stderr", id)
-	if !strings.Contains(logs, "digest=") || !strings.Contains(logs, "RUNNING on worker") {
-		t.Fatalf("word count did not run executors:\n%s", logs)
+	if !strings.Contains(logs, "digest=") {
+		t.Fatalf("word count did not finish its count:\n%s", logs)
 	}
 	var apps []api.AppStatus
 	appsOut, _, _ := run(env, "apps", "--json")
-	if err := json.Unmarshal([]byte(appsOut), &apps); err != nil || len(apps) != 1 || apps[0].State != fsm.AppFinished {
-		t.Fatalf("apps after the word count: %v %s", err, appsOut)
+	if err := json.Unmarshal([]byte(appsOut), &apps); err != nil || len(apps) != 1 || apps[0].State != fsm.AppFinished || len(apps[0].Executors) == 0 {
+		t.Fatalf("apps after the word count (want one FINISHED with executors): %v %s", err, appsOut)
 	}
 }
 
@@ -681,7 +720,7 @@ func TestTokensWithoutTLS(t *testing.T) {
 	}
 	c := testcluster.New(t, testcluster.Options{Workers: 1,
 		MasterArgs: []string{"--operator-token-file", operator, "--submit-token-file", submitTok, "--open-reads"},
-		WorkerArgs: []string{"--token-file", operator}})
+		WorkerArgs: []string{"--operator-token-file", operator}})
 	opts, err := client.SecureOptions("", "", "", submitTok)
 	if err != nil {
 		t.Fatal(err)
@@ -712,5 +751,35 @@ func TestTokensWithoutTLS(t *testing.T) {
 	var apiErr *client.APIError
 	if _, err := anon.Submit(ctx, api.SubmitRequest{Token: "t2", Argv: []string{"true"}, Cores: 1, MemoryMB: 64}); !errors.As(err, &apiErr) || apiErr.Status != http.StatusUnauthorized {
 		t.Fatalf("anonymous submit: %v, want 401", err)
+	}
+}
+
+// TestWorkerWithWrongGossipKeyGetsNoWork: a worker with a valid worker
+// certificate but the wrong gossip key cannot join the pool, so the leader
+// refuses its registration and it never runs anything; its log says why.
+func TestWorkerWithWrongGossipKeyGetsNoWork(t *testing.T) {
+	c := testcluster.New(t, testcluster.Options{Workers: 1, Secure: true})
+	bad := filepath.Join(t.TempDir(), "wrong.key")
+	if err := os.WriteFile(bad, []byte(devsecrets.RandomKey()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	w := c.AddWorker("w-wrong-key", "--gossip-key-file", bad)
+	log := filepath.Join(c.Dir, w.ID+".log")
+	waitFor(t, 30*time.Second, "the worker says why it cannot register", func() bool {
+		b, _ := os.ReadFile(log)
+		return bytes.Contains(b, []byte("not a member of the gossip pool"))
+	})
+	leader, err := c.Leader(5 * time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := testcluster.State(context.Background(), leader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, wk := range st.Workers {
+		if wk.ID == w.ID {
+			t.Fatalf("the worker with the wrong gossip key is in the tables as %s", wk.State)
+		}
 	}
 }

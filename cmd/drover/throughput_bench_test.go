@@ -413,7 +413,11 @@ type tputPlacement struct {
 // tputPlace runs one placement measurement on a fresh cluster, which it
 // stops before returning.
 func tputPlace(b *testing.B, nworkers, ndrivers, clients, cores int, withGossip bool, timeout time.Duration) tputPlacement {
-	c, leader := tputCluster(b, testcluster.Options{WorkerTimeout: 30 * time.Second})
+	var args []string
+	if !withGossip {
+		args = []string{"--register-without-gossip"}
+	}
+	c, leader := tputCluster(b, testcluster.Options{WorkerTimeout: 30 * time.Second, MasterArgs: args})
 	// The masters must not outlive this run (b.N > 1 runs several); the
 	// cluster's cleanup still removes its directory at the end.
 	defer func() {

@@ -47,7 +47,8 @@ func runWorker(args []string) int {
 	fs.IntVar(&cfg.MaxConnsPerClient, "max-conns-per-client", cfg.MaxConnsPerClient, "HTTP connections one client IP may hold open; 0 for no bound")
 	security := addSecurityFlags(fs, false)
 	logger := addLogFlags(fs)
-	if err := fs.Parse(args); err != nil {
+	config := addConfigFlag(fs)
+	if err := parseConfigured(fs, config, args); err != nil {
 		return flagError(err)
 	}
 	log, err := logger()
@@ -59,7 +60,7 @@ func runWorker(args []string) int {
 	if err != nil {
 		return fail(err)
 	}
-	cfg.TLS, cfg.Token, cfg.Insecure = sec.TLS, sec.Token, sec.Insecure
+	cfg.TLS, cfg.Token, cfg.Insecure = sec.TLS, sec.OperatorToken, sec.Insecure
 	cfg.MemoryMB = mem.mb
 	cfg.Fencing = worker.FencingMode(*fencing)
 	for _, m := range strings.Split(*masters, ",") {
@@ -87,7 +88,6 @@ func runWorker(args []string) int {
 		_ = w.Close()
 		return fail(err)
 	}
-	log.Info("worker started", "id", cfg.ID, "http", w.HTTPAddr(), "cores", cfg.Cores, "memory_mb", cfg.MemoryMB)
 	sig := make(chan os.Signal, 2)
 	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM, syscall.SIGUSR1)
 	return stopWorker(log, w, pool, sig)

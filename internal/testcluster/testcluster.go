@@ -108,6 +108,11 @@ type Options struct {
 	// MasterArgs and WorkerArgs are appended to every master's or
 	// worker's command line.
 	MasterArgs, WorkerArgs []string
+	// MasterExtraArgs, when set, returns more arguments for one master,
+	// appended after MasterArgs: for flags whose value must differ
+	// between masters, such as a port free on that master's own address
+	// (n.IP).
+	MasterExtraArgs func(n *Node) []string
 	// ExtraPeers are appended to the masters' --peers, as id=host:port
 	// (voters that never start make a quorum that cannot form).
 	ExtraPeers []string
@@ -220,21 +225,10 @@ func Start(t TB, opts Options) *Cluster {
 	}
 	c.MasterAddrs = strings.Join(https, ",")
 	peers = append(peers, opts.ExtraPeers...)
-	for _, n := range c.Masters {
-		_, raftPort, _ := net.SplitHostPort(n.Raft)
-		_, httpPort, _ := net.SplitHostPort(n.HTTP)
-		_, gossipPort, _ := net.SplitHostPort(n.Gossip)
-		n.args = append([]string{"master", "--id", n.ID, "--data-dir", n.Dir, "--bind", n.IP,
-			"--raft-port", raftPort, "--http-port", httpPort, "--gossip-port", gossipPort,
-			"--peers", strings.Join(peers, ","), "--join", strings.Join(gossips, ","),
-			"--gossip-profile", opts.GossipProfile, "--worker-timeout", opts.WorkerTimeout.String(),
-			"--raft-heartbeat-timeout", "500ms", "--raft-election-timeout", "500ms", "--raft-leader-lease", "250ms",
-		}, opts.MasterArgs...)
-		if c.Secrets != nil {
-			n.args = append(n.args, c.Secrets.MasterArgs()...)
-		}
-	}
 	c.gossips = gossips
+	for _, n := range c.Masters {
+		c.setMasterArgs(n, "--peers", strings.Join(peers, ","))
+	}
 	c.ip = ip
 	for i := 0; i < opts.Workers; i++ {
 		c.Workers = append(c.Workers, c.newWorker(fmt.Sprintf("w%d", i+1), opts.Masters+i, ""))
@@ -264,6 +258,55 @@ func (c *Cluster) newWorker(id string, i int, dir string) *Node {
 	}, c.opts.WorkerArgs...)
 	if c.Secrets != nil {
 		n.args = append(n.args, c.Secrets.WorkerArgs()...)
+	}
+	return n
+}
+
+// setMasterArgs sets a master's command line: its addresses, the pool to
+// join, the cluster's timings and credentials, then extra.
+func (c *Cluster) setMasterArgs(n *Node, extra ...string) {
+	_, raftPort, _ := net.SplitHostPort(n.Raft)
+	_, httpPort, _ := net.SplitHostPort(n.HTTP)
+	_, gossipPort, _ := net.SplitHostPort(n.Gossip)
+	n.args = append([]string{"master", "--id", n.ID, "--data-dir", n.Dir, "--bind", n.IP,
+		"--raft-port", raftPort, "--http-port", httpPort, "--gossip-port", gossipPort,
+		"--join", strings.Join(c.gossips, ","),
+		"--gossip-profile", c.opts.GossipProfile, "--worker-timeout", c.opts.WorkerTimeout.String(),
+		"--raft-heartbeat-timeout", "500ms", "--raft-election-timeout", "500ms", "--raft-leader-lease", "250ms",
+	}, extra...)
+	n.args = append(n.args, c.opts.MasterArgs...)
+	if c.opts.MasterExtraArgs != nil {
+		n.args = append(n.args, c.opts.MasterExtraArgs(n)...)
+	}
+	if c.Secrets != nil {
+		n.args = append(n.args, c.Secrets.MasterArgs()...)
+	}
+}
+
+// AddMaster starts a master with the given ID, on an address of its own,
+// that joins the gossip pool but not Raft: it runs without --peers and
+// waits to be added as a voter. It is appended to Masters.
+func (c *Cluster) AddMaster(id string) *Node {
+	c.t.Helper()
+	n := c.newNode("master", id, c.ip(50+len(c.Masters)+len(c.extra)), 3)
+	c.setMasterArgs(n)
+	c.Masters = append(c.Masters, n)
+	if err := n.Start(); err != nil {
+		c.t.Fatal(err)
+	}
+	return n
+}
+
+// AddWorker starts one more worker with the given ID, with extra appended
+// to its command line last (so they override the cluster's own flags), and
+// appends it to Workers.
+func (c *Cluster) AddWorker(id string, extra ...string) *Node {
+	c.t.Helper()
+	n := c.newWorker(id, c.opts.Masters+len(c.Workers)+len(c.extra)+100, "")
+	n.args = append(n.args, extra...)
+	c.Workers = append(c.Workers, n)
+	if err := n.Start(); err != nil {
+		c.t.Fatal(err)
 	}
 	return n
 }

@@ -1,0 +1,73 @@
+package client
+
+import (
+	"context"
+	"net/http"
+
+	"github.com/drover-project/drover/api"
+)
+
+// RaftPeers returns the Raft configuration (operator token). stale asks any
+// master for its own view, which works without a leader.
+func (c *Client) RaftPeers(ctx context.Context, stale bool) (*api.RaftPeers, error) {
+	path := "/v1/operator/raft/peers"
+	if stale {
+		path += "?stale=true"
+	}
+	var out api.RaftPeers
+	return &out, c.Do(ctx, http.MethodGet, path, nil, &out)
+}
+
+// AddVoter adds a master that runs without --peers as a Raft voter and
+// returns the new configuration. Adding a voter again is a no-op.
+func (c *Client) AddVoter(ctx context.Context, id, raftAddr string) (*api.RaftPeers, error) {
+	var out api.RaftPeers
+	return &out, c.Do(ctx, http.MethodPost, "/v1/operator/raft/add-voter", api.AddVoterRequest{ID: id, Address: raftAddr}, &out)
+}
+
+// RemovePeer removes a master, alive or dead, from the Raft configuration.
+func (c *Client) RemovePeer(ctx context.Context, id string) (*api.RaftPeers, error) {
+	var out api.RaftPeers
+	return &out, c.Do(ctx, http.MethodPost, "/v1/operator/raft/remove-peer", api.RemovePeerRequest{ID: id}, &out)
+}
+
+// TransferLeadership asks the leader to hand over to id ("" for the most
+// up-to-date voter) and returns the new leader's ID. It reads the current
+// leader first and sends it as the request's From, so the copies sent to
+// every master hand leadership over once.
+func (c *Client) TransferLeadership(ctx context.Context, id string) (string, error) {
+	p, err := c.RaftPeers(ctx, false)
+	if err != nil {
+		return "", err
+	}
+	req := api.TransferLeadershipRequest{ID: id}
+	for _, s := range p.Peers {
+		if s.Leader {
+			req.From = s.ID
+		}
+	}
+	var out api.TransferLeadershipResponse
+	err = c.Do(ctx, http.MethodPost, "/v1/operator/raft/transfer-leadership", req, &out)
+	return out.Leader, err
+}
+
+// SnapshotSave returns a fresh snapshot archive from the leader. The
+// client's MaxResponseBytes must exceed its size.
+func (c *Client) SnapshotSave(ctx context.Context) ([]byte, error) {
+	resp, err := c.DoRaw(ctx, http.MethodGet, "/v1/operator/snapshot", nil)
+	if err != nil {
+		return nil, err
+	}
+	return resp.Body, nil
+}
+
+// SnapshotRestore replaces the cluster's tables with those of an archive
+// from SnapshotSave (disaster recovery) and returns the configuration.
+func (c *Client) SnapshotRestore(ctx context.Context, archive []byte) (*api.RaftPeers, error) {
+	resp, err := c.DoRaw(ctx, http.MethodPost, "/v1/operator/snapshot", archive)
+	if err != nil {
+		return nil, err
+	}
+	var out api.RaftPeers
+	return &out, decodeJSON(resp, &out)
+}

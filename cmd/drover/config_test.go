@@ -1,0 +1,93 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/drover-project/drover/fsm"
+)
+
+// The command line beats the environment, which beats the config file,
+// which beats the default; every flag takes part.
+func TestFlagsFromEnvironmentAndConfigFile(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "drover.json")
+	if err := os.WriteFile(file, []byte(`{"raft-port": 7201, "http-port": 7202, "bind": "10.0.0.1", "join": ["a:1", "b:2"], "open-reads": true, "timeout": "3s"}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("DROVER_HTTP_PORT", "7302")
+	t.Setenv("DROVER_BIND", "10.0.0.3")
+	fs := pflag.NewFlagSet("test", pflag.ContinueOnError)
+	raftPort := fs.Int("raft-port", 7101, "")
+	httpPort := fs.Int("http-port", 7102, "")
+	gossipPort := fs.Int("gossip-port", 7103, "")
+	bind := fs.String("bind", "127.0.0.1", "")
+	join := fs.StringSlice("join", nil, "")
+	open := fs.Bool("open-reads", false, "")
+	timeout := fs.Duration("timeout", time.Second, "")
+	config := addConfigFlag(fs)
+	if err := parseConfigured(fs, config, []string{"--config", file, "--bind", "10.0.0.9"}); err != nil {
+		t.Fatal(err)
+	}
+	if *raftPort != 7201 || *httpPort != 7302 || *gossipPort != 7103 || *bind != "10.0.0.9" ||
+		strings.Join(*join, ",") != "a:1,b:2" || !*open || *timeout != 3*time.Second {
+		t.Fatalf("got raft %d http %d gossip %d bind %s join %v open %v timeout %s",
+			*raftPort, *httpPort, *gossipPort, *bind, *join, *open, *timeout)
+	}
+	if u := fs.Lookup("raft-port").Usage; !strings.Contains(u, "$DROVER_RAFT_PORT") {
+		t.Fatalf("--help does not name the variable: %q", u)
+	}
+}
+
+// A config file with an unknown key or a bad value, and a variable with a
+// bad value, are errors that name what is wrong; nothing is half applied
+// silently.
+func TestConfigErrors(t *testing.T) {
+	dir := t.TempDir()
+	for name, tc := range map[string]struct {
+		file, env, want string
+	}{
+		"unknown key":    {`{"raft-prot": 1}`, "", `unknown key "raft-prot"`},
+		"bad value":      {`{"raft-port": "x"}`, "", `"raft-port"`},
+		"nested object":  {`{"raft-port": {"a": 1}}`, "", `"raft-port"`},
+		"not JSON":       {`raft-port = 1`, "", "config"},
+		"bad variable":   {`{}`, "x", "$DROVER_RAFT_PORT"},
+		"config in file": {`{"config": "other.json"}`, "", `unknown key "config"`},
+	} {
+		t.Run(name, func(t *testing.T) {
+			file := filepath.Join(dir, strings.ReplaceAll(name, " ", "_")+".json")
+			if err := os.WriteFile(file, []byte(tc.file), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			if tc.env != "" {
+				t.Setenv("DROVER_RAFT_PORT", tc.env)
+			}
+			fs := pflag.NewFlagSet("test", pflag.ContinueOnError)
+			fs.Int("raft-port", 7101, "")
+			err := parseConfigured(fs, addConfigFlag(fs), []string{"--config", file})
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("error %v, want one naming %s", err, tc.want)
+			}
+		})
+	}
+}
+
+// progressLine names the attempt, worker, restarts in place and exit code,
+// the pieces submit --wait shows as a driver moves.
+func TestProgressLine(t *testing.T) {
+	one := 1
+	d := &fsm.Driver{ID: "driver-20260101000000-7", State: fsm.DriverRunning, Attempt: 2, WorkerID: "w3",
+		Attempts: []fsm.Attempt{{Attempt: 1}, {Attempt: 2, Runs: 3}}}
+	if got, want := progressLine(d), "driver-20260101000000-7 RUNNING attempt 2 on w3 (run 3)"; got != want {
+		t.Fatalf("got %q, want %q", got, want)
+	}
+	d.State, d.ExitCode, d.Message = fsm.DriverFailed, &one, "exited 1"
+	if got, want := progressLine(d), "driver-20260101000000-7 FAILED attempt 2 on w3 (run 3), exit 1: exited 1"; got != want {
+		t.Fatalf("got %q, want %q", got, want)
+	}
+}

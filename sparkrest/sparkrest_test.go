@@ -1,0 +1,640 @@
+package sparkrest
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/drover-project/drover/api"
+	"github.com/drover-project/drover/auth"
+	"github.com/drover-project/drover/fsm"
+)
+
+// sparkSubmitJSON is a CreateSubmissionRequest as Spark 3.5's
+// RestSubmissionClient writes it for
+//
+//	spark-submit --deploy-mode cluster --master spark://m1:6066,m2:6066 \
+//	  --supervise --driver-memory 2g --driver-cores 2 --name wordcount \
+//	  --class com.example.WordCount hdfs://nn/jobs/wordcount.jar in out
+//
+// byte for byte in form: Jackson's indented output with its " : "
+// separators and fields in alphabetical order (SubmitRestProtocolMessage),
+// the properties spark-submit sets for a cluster-mode submission, and the
+// SPARK_* environment of the submitting shell after the client's filter.
+const sparkSubmitJSON = `{
+  "action" : "CreateSubmissionRequest",
+  "appArgs" : [ "hdfs://nn/in", "hdfs://nn/out" ],
+  "appResource" : "hdfs://nn/jobs/wordcount.jar",
+  "clientSparkVersion" : "3.5.1",
+  "environmentVariables" : {
+    "SPARK_USER" : "etl",
+    "SPARK_SCALA_VERSION" : "2.12",
+    "SPARK_LOCAL_IP" : "10.1.2.3"
+  },
+  "mainClass" : "com.example.WordCount",
+  "sparkProperties" : {
+    "spark.jars" : "hdfs://nn/jobs/wordcount.jar",
+    "spark.driver.supervise" : "true",
+    "spark.app.name" : "wordcount",
+    "spark.driver.memory" : "2g",
+    "spark.submit.deployMode" : "cluster",
+    "spark.master" : "spark://m1:6066,m2:6066",
+    "spark.driver.cores" : "2",
+    "spark.app.submitTime" : "1767225600000",
+    "spark.submit.pyFiles" : ""
+  }
+}`
+
+// minimalJSON has only what Spark's validation requires, as a Spark 1.x
+// client or curl sends it; it also carries the SPARK_ENV_LOADED and
+// SPARK_HOME an old client let through.
+const minimalJSON = `{
+  "action" : "CreateSubmissionRequest",
+  "appResource" : "file:/jobs/pi.jar",
+  "clientSparkVersion" : "1.6.3",
+  "environmentVariables" : { "SPARK_ENV_LOADED" : "1", "SPARK_HOME" : "/opt/spark-1.6" },
+  "mainClass" : "Pi",
+  "sparkProperties" : { "spark.app.name" : "pi" }
+}`
+
+// fakeBackend is a master's API in memory.
+type fakeBackend struct {
+	mu        sync.Mutex
+	deny      *StatusError // Authorize's answer, nil to allow
+	submitErr error
+	driverErr error
+	killErr   error
+	submitted []api.SubmitRequest
+	drivers   map[string]*fsm.Driver
+	workers   map[string]string
+	// calls counts calls beyond Authorize: a refused or malformed request
+	// must reach none.
+	calls int
+}
+
+func newFake() *fakeBackend {
+	return &fakeBackend{drivers: map[string]*fsm.Driver{}, workers: map[string]string{"w1": "10.0.0.11:7402"}}
+}
+
+func (f *fakeBackend) Authorize(r *http.Request, a auth.Access) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.deny != nil {
+		return f.deny
+	}
+	return nil
+}
+
+func (f *fakeBackend) Submit(r *http.Request, req api.SubmitRequest) (api.SubmitResponse, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls++
+	if f.submitErr != nil {
+		return api.SubmitResponse{}, f.submitErr
+	}
+	f.submitted = append(f.submitted, req)
+	id := fmt.Sprintf("driver-20260101000000-%04d", len(f.submitted)-1)
+	f.drivers[id] = &fsm.Driver{ID: id, State: fsm.DriverSubmitted, Attempt: 1, Attempts: []fsm.Attempt{}}
+	return api.SubmitResponse{DriverID: id}, nil
+}
+
+func (f *fakeBackend) Driver(r *http.Request, id string) (*fsm.Driver, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls++
+	if f.driverErr != nil {
+		return nil, f.driverErr
+	}
+	d, ok := f.drivers[id]
+	if !ok {
+		return nil, &StatusError{Status: http.StatusNotFound, Message: "unknown driver: " + id}
+	}
+	c := *d
+	return &c, nil
+}
+
+func (f *fakeBackend) Kill(r *http.Request, id string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls++
+	if f.killErr != nil {
+		return f.killErr
+	}
+	d, ok := f.drivers[id]
+	switch {
+	case !ok:
+		return &StatusError{Status: http.StatusNotFound, Message: "unknown driver: " + id}
+	case d.State == fsm.DriverKilled:
+	case d.State.Terminal():
+		return &StatusError{Status: http.StatusConflict, Message: "driver already ended: " + id + " is " + string(d.State)}
+	default:
+		d.State, d.Message = fsm.DriverKilled, "killed on request"
+	}
+	return nil
+}
+
+func (f *fakeBackend) WorkerHostPort(id string) string { return f.workers[id] }
+
+func (f *fakeBackend) callCount() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.calls
+}
+
+func newTestHandler(t *testing.T, f *fakeBackend, template ...string) *Handler {
+	t.Helper()
+	if len(template) == 0 {
+		template = []string{"/opt/spark/bin/spark-submit", "--class", "{{mainClass}}", "{{appResource}}", "{{appArgs}}"}
+	}
+	l, err := NewLauncher(template)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return NewHandler(f, l)
+}
+
+type answer struct {
+	status int
+	header http.Header
+	fields map[string]any
+	raw    string
+}
+
+func do(t *testing.T, h http.Handler, method, path, body string) answer {
+	t.Helper()
+	var rd io.Reader
+	if body != "" {
+		rd = strings.NewReader(body)
+	}
+	req := httptest.NewRequest(method, path, rd)
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, req)
+	a := answer{status: rec.Code, header: rec.Header(), raw: rec.Body.String()}
+	if ct := rec.Header().Get("Content-Type"); !strings.HasPrefix(ct, "application/json") {
+		t.Fatalf("%s %s: Content-Type %q, want application/json (Spark's client reads error bodies only then)", method, path, ct)
+	}
+	if err := json.Unmarshal(rec.Body.Bytes(), &a.fields); err != nil {
+		t.Fatalf("%s %s: body is not a JSON object: %v\n%s", method, path, err, a.raw)
+	}
+	return a
+}
+
+// keys are the answer's field names, sorted.
+func (a answer) keys() []string { return slices.Sorted(maps.Keys(a.fields)) }
+
+func (a answer) str(k string) string { s, _ := a.fields[k].(string); return s }
+
+// isError checks an answer is an ErrorResponse of Spark's shape with the
+// given status: exactly action, message and serverSparkVersion, plus
+// highestProtocolVersion on 468 answers only.
+func (a answer) isError(t *testing.T, status int) {
+	t.Helper()
+	want := []string{"action", "message", "serverSparkVersion"}
+	if status == StatusUnknownProtocolVersion {
+		want = []string{"action", "highestProtocolVersion", "message", "serverSparkVersion"}
+	}
+	if a.status != status || a.str("action") != ActionErrorResponse || !slices.Equal(a.keys(), want) ||
+		a.str("message") == "" || a.str("serverSparkVersion") != ServerSparkVersion {
+		t.Fatalf("got %d %s; want %d ErrorResponse with fields %v", a.status, a.raw, status, want)
+	}
+	if status == StatusUnknownProtocolVersion && a.str("highestProtocolVersion") != ProtocolVersion {
+		t.Fatalf("highestProtocolVersion %q, want %q", a.str("highestProtocolVersion"), ProtocolVersion)
+	}
+}
+
+func TestCreateFromSparkSubmit(t *testing.T) {
+	f := newFake()
+	h := newTestHandler(t, f)
+	a := do(t, h, http.MethodPost, "/v1/submissions/create", sparkSubmitJSON)
+	if a.status != http.StatusOK || a.str("action") != ActionCreateSubmissionResponse || a.fields["success"] != true ||
+		a.str("submissionId") != "driver-20260101000000-0000" || a.str("serverSparkVersion") != ServerSparkVersion ||
+		!slices.Equal(a.keys(), []string{"action", "message", "serverSparkVersion", "submissionId", "success"}) {
+		t.Fatalf("create: %d %s", a.status, a.raw)
+	}
+	got := f.submitted[0]
+	want := api.SubmitRequest{
+		Token: got.Token,
+		Name:  "wordcount",
+		Argv: []string{"/opt/spark/bin/spark-submit", "--class", "com.example.WordCount",
+			"hdfs://nn/jobs/wordcount.jar", "hdfs://nn/in", "hdfs://nn/out"},
+		// SPARK_LOCAL_IP names the submitting machine: dropped.
+		Env:       map[string]string{"SPARK_USER": "etl", "SPARK_SCALA_VERSION": "2.12"},
+		Cores:     2,
+		MemoryMB:  2048,
+		Supervise: true,
+	}
+	if !sameSubmit(got, want) || !strings.HasPrefix(got.Token, "spark-rest-") || len(got.Token) > api.MaxTokenLen {
+		t.Fatalf("submitted\n%+v\nwant\n%+v", got, want)
+	}
+
+	// Spark's create is not idempotent: the same body twice is two
+	// drivers, with two tokens.
+	b := do(t, h, http.MethodPost, "/v1/submissions/create", sparkSubmitJSON)
+	if b.str("submissionId") != "driver-20260101000000-0001" || f.submitted[1].Token == got.Token {
+		t.Fatalf("second create: %s, tokens %q %q", b.raw, got.Token, f.submitted[1].Token)
+	}
+}
+
+func sameSubmit(a, b api.SubmitRequest) bool {
+	return a.Token == b.Token && a.Name == b.Name && slices.Equal(a.Argv, b.Argv) && maps.Equal(a.Env, b.Env) &&
+		a.Cores == b.Cores && a.MemoryMB == b.MemoryMB && a.Supervise == b.Supervise
+}
+
+func TestCreateDefaultsAndFilteredEnvironment(t *testing.T) {
+	f := newFake()
+	h := newTestHandler(t, f)
+	if a := do(t, h, http.MethodPost, "/v1/submissions/create", minimalJSON); a.fields["success"] != true {
+		t.Fatalf("create: %d %s", a.status, a.raw)
+	}
+	got := f.submitted[0]
+	// Spark's defaults: 1 core, 1024 MiB, not supervised; no appArgs; and
+	// SPARK_ENV_LOADED and SPARK_HOME dropped, leaving no environment.
+	want := api.SubmitRequest{Token: got.Token, Name: "pi", Argv: []string{"/opt/spark/bin/spark-submit", "--class", "Pi", "file:/jobs/pi.jar"},
+		Cores: DefaultDriverCores, MemoryMB: DefaultDriverMemoryMB}
+	if !sameSubmit(got, want) || got.Env != nil {
+		t.Fatalf("submitted %+v, want %+v", got, want)
+	}
+}
+
+func TestDefaultLauncherExpansion(t *testing.T) {
+	f := newFake()
+	h := newTestHandler(t, f, DefaultLauncher...)
+	do(t, h, http.MethodPost, "/v1/submissions/create", sparkSubmitJSON)
+	want := []string{"spark-submit", "--deploy-mode", "client", "--class", "com.example.WordCount", "--driver-memory", "2048m",
+		"--conf", "spark.app.name=wordcount", "--conf", "spark.app.submitTime=1767225600000",
+		"--conf", "spark.driver.cores=2", "--conf", "spark.driver.memory=2g", "--conf", "spark.driver.supervise=true",
+		"--conf", "spark.jars=hdfs://nn/jobs/wordcount.jar", "--conf", "spark.submit.pyFiles=",
+		"hdfs://nn/jobs/wordcount.jar", "hdfs://nn/in", "hdfs://nn/out"}
+	if got := f.submitted[0].Argv; !slices.Equal(got, want) {
+		t.Fatalf("argv\n%q\nwant\n%q", got, want)
+	}
+}
+
+func TestUnknownFieldsAreReported(t *testing.T) {
+	f := newFake()
+	h := newTestHandler(t, f)
+	body := strings.Replace(minimalJSON, `"mainClass"`, `"tomato" : "not-a-fruit", "potato" : 3, "mainClass"`, 1)
+	a := do(t, h, http.MethodPost, "/v1/submissions/create", body)
+	uf, _ := a.fields["unknownFields"].([]any)
+	if a.status != http.StatusOK || a.fields["success"] != true || len(uf) != 2 || uf[0] != "potato" || uf[1] != "tomato" {
+		t.Fatalf("got %d %s; want success with unknownFields [potato tomato]", a.status, a.raw)
+	}
+}
+
+// TestCreateRefusals: malformed or invalid create requests get a 400
+// ErrorResponse, as Spark's SubmitRequestServlet answers them, and never
+// reach the backend.
+func TestCreateRefusals(t *testing.T) {
+	set := func(old, new string) string {
+		if !strings.Contains(sparkSubmitJSON, old) {
+			t.Fatalf("%q not in the request", old)
+		}
+		return strings.Replace(sparkSubmitJSON, old, new, 1)
+	}
+	prop := func(k, v string) string {
+		return set(`"spark.jars"`, fmt.Sprintf("%q : %q,\n    \"spark.jars\"", k, v))
+	}
+	cases := []struct{ name, body string }{
+		{"empty body", ""},
+		{"malformed JSON", sparkSubmitJSON[:len(sparkSubmitJSON)/2]},
+		{"not an object", `"hello, world"`},
+		{"null", `null`},
+		{"array", `[]`},
+		{"trailing data", sparkSubmitJSON + ` {}`},
+		{"missing action", set(`"action" : "CreateSubmissionRequest",`, ``)},
+		{"null action", set(`"action" : "CreateSubmissionRequest"`, `"action" : null`)},
+		{"action not a string", set(`"action" : "CreateSubmissionRequest"`, `"action" : 7`)},
+		{"misspelt field", strings.ReplaceAll(sparkSubmitJSON, `"action"`, `"fraction"`)},
+		{"unknown action", set(`"CreateSubmissionRequest"`, `"LaunchRocketRequest"`)},
+		{"a response, not a request", set(`"CreateSubmissionRequest"`, `"KillSubmissionResponse"`)},
+		{"missing appResource", set(`"appResource" : "hdfs://nn/jobs/wordcount.jar",`, ``)},
+		{"null appResource", set(`"appResource" : "hdfs://nn/jobs/wordcount.jar"`, `"appResource" : null`)},
+		{"missing mainClass", set(`"mainClass" : "com.example.WordCount",`, ``)},
+		{"missing clientSparkVersion", set(`"clientSparkVersion" : "3.5.1",`, ``)},
+		{"missing sparkProperties", strings.Split(sparkSubmitJSON, `,
+  "sparkProperties"`)[0] + "}"},
+		{"missing spark.app.name", set(`"spark.app.name" : "wordcount",`, ``)},
+		{"supervise not boolean", set(`"spark.driver.supervise" : "true"`, `"spark.driver.supervise" : "nope, never"`)},
+		{"cores not numeric", set(`"spark.driver.cores" : "2"`, `"spark.driver.cores" : "one hundred feet"`)},
+		{"cores fractional", set(`"spark.driver.cores" : "2"`, `"spark.driver.cores" : "1.5"`)},
+		{"cores zero", set(`"spark.driver.cores" : "2"`, `"spark.driver.cores" : "0"`)},
+		{"memory not a size", set(`"spark.driver.memory" : "2g"`, `"spark.driver.memory" : "lots"`)},
+		{"memory fractional", set(`"spark.driver.memory" : "2g"`, `"spark.driver.memory" : "1.5g"`)},
+		{"memory in bytes under 1 MiB", set(`"spark.driver.memory" : "2g"`, `"spark.driver.memory" : "4096"`)},
+		{"cores.max not numeric", prop("spark.cores.max", "two men")},
+		{"executor memory not a size", prop("spark.executor.memory", "plenty")},
+		{"appArgs not a list", set(`[ "hdfs://nn/in", "hdfs://nn/out" ]`, `"hdfs://nn/in"`)},
+		{"null appArg", set(`[ "hdfs://nn/in", "hdfs://nn/out" ]`, `[ null ]`)},
+		{"property not a string", set(`"spark.driver.cores" : "2"`, `"spark.driver.cores" : 2`)},
+		{"null property", set(`"spark.driver.cores" : "2"`, `"spark.driver.cores" : null`)},
+		{"environment not an object", set(`"environmentVariables" : {`, `"environmentVariables" : 1, "x" : {`)},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			f := newFake()
+			a := do(t, newTestHandler(t, f), http.MethodPost, "/v1/submissions/create", c.body)
+			a.isError(t, http.StatusBadRequest)
+			if n := f.callCount(); n != 0 {
+				t.Fatalf("the backend was called %d times", n)
+			}
+		})
+	}
+}
+
+func TestCreateBodyLimit(t *testing.T) {
+	f := newFake()
+	body := strings.Replace(minimalJSON, `"Pi"`, `"`+strings.Repeat("P", api.MaxBodyBytes)+`"`, 1)
+	do(t, newTestHandler(t, f), http.MethodPost, "/v1/submissions/create", body).isError(t, http.StatusRequestEntityTooLarge)
+	if f.callCount() != 0 {
+		t.Fatal("an oversized request reached the backend")
+	}
+}
+
+// TestNoLeaderLetsSparkTryTheNextMaster: a master that reaches no leader
+// answers success=false, on which Spark's client moves on to the next
+// master of its URL (kill answers need the standby prefix for that).
+func TestNoLeaderLetsSparkTryTheNextMaster(t *testing.T) {
+	f := newFake()
+	down := &StatusError{Status: http.StatusServiceUnavailable, Message: "master m2 knows no leader"}
+	f.submitErr, f.killErr, f.driverErr = down, down, down
+	h := newTestHandler(t, f)
+	for _, c := range []struct{ method, path, body, action string }{
+		{http.MethodPost, "/v1/submissions/create", minimalJSON, ActionCreateSubmissionResponse},
+		{http.MethodPost, "/v1/submissions/kill/driver-20260101000000-0000", "", ActionKillSubmissionResponse},
+		{http.MethodGet, "/v1/submissions/status/driver-20260101000000-0000", "", ActionSubmissionStatusResponse},
+	} {
+		a := do(t, h, c.method, c.path, c.body)
+		if a.status != http.StatusOK || a.str("action") != c.action || a.fields["success"] != false ||
+			!strings.HasPrefix(a.str("message"), backupPrefix) {
+			t.Fatalf("%s %s: %d %s", c.method, c.path, a.status, a.raw)
+		}
+	}
+}
+
+func TestStatus(t *testing.T) {
+	f := newFake()
+	h := newTestHandler(t, f)
+	exit := 3
+	f.drivers["driver-20260101000000-0007"] = &fsm.Driver{ID: "driver-20260101000000-0007", State: fsm.DriverRunning, WorkerID: "w1", Attempt: 1,
+		Attempts: []fsm.Attempt{{Attempt: 1, WorkerID: "w1", State: fsm.DriverRunning}}}
+	f.drivers["driver-20260101000000-0008"] = &fsm.Driver{ID: "driver-20260101000000-0008", State: fsm.DriverFailed, Attempt: 1, ExitCode: &exit,
+		Message: "exited with code 3", Attempts: []fsm.Attempt{{Attempt: 1, WorkerID: "w1", State: fsm.DriverFailed, ExitCode: &exit}}}
+	f.drivers["driver-20260101000000-0009"] = &fsm.Driver{ID: "driver-20260101000000-0009", State: fsm.DriverSubmitted, Attempt: 1,
+		Message: "waiting for a worker", Attempts: []fsm.Attempt{}}
+
+	a := do(t, h, http.MethodGet, "/v1/submissions/status/driver-20260101000000-0007", "")
+	want := map[string]any{"action": ActionSubmissionStatusResponse, "driverState": "RUNNING", "serverSparkVersion": ServerSparkVersion,
+		"submissionId": "driver-20260101000000-0007", "success": true, "workerHostPort": "10.0.0.11:7402", "workerId": "w1"}
+	if a.status != http.StatusOK || !maps.Equal(a.fields, want) {
+		t.Fatalf("running: %d %s", a.status, a.raw)
+	}
+	// An ended driver names the worker it ran on, and why it failed.
+	b := do(t, h, http.MethodGet, "/v1/submissions/status/driver-20260101000000-0008/and/more", "")
+	if b.str("driverState") != "FAILED" || b.str("workerId") != "w1" || b.str("message") != "exited with code 3" ||
+		b.str("submissionId") != "driver-20260101000000-0008" {
+		t.Fatalf("failed: %s", b.raw)
+	}
+	// A waiting driver: no worker, and no message (Spark's client would
+	// log it as an error).
+	c := do(t, h, http.MethodGet, "/v1/submissions/status/driver-20260101000000-0009", "")
+	if c.str("driverState") != "SUBMITTED" || !slices.Equal(c.keys(), []string{"action", "driverState", "serverSparkVersion", "submissionId", "success"}) {
+		t.Fatalf("waiting: %s", c.raw)
+	}
+	// An unknown ID is success=false with 200, as in Spark.
+	d := do(t, h, http.MethodGet, "/v1/submissions/status/does-not-exist", "")
+	if d.status != http.StatusOK || d.fields["success"] != false || d.str("submissionId") != "does-not-exist" || d.str("driverState") != "" {
+		t.Fatalf("unknown: %d %s", d.status, d.raw)
+	}
+}
+
+func TestKill(t *testing.T) {
+	f := newFake()
+	h := newTestHandler(t, f)
+	f.drivers["driver-20260101000000-0001"] = &fsm.Driver{ID: "driver-20260101000000-0001", State: fsm.DriverRunning}
+	f.drivers["driver-20260101000000-0002"] = &fsm.Driver{ID: "driver-20260101000000-0002", State: fsm.DriverFinished}
+	for _, c := range []struct {
+		id, want string
+		success  bool
+	}{
+		{"driver-20260101000000-0001", "", true},
+		{"driver-20260101000000-0001", "", true}, // a second kill is no error
+		{"driver-20260101000000-0002", "already ended", false},
+		{"does-not-exist", "No such submission", false},
+	} {
+		a := do(t, h, http.MethodPost, "/v1/submissions/kill/"+c.id, "")
+		if a.status != http.StatusOK || a.str("action") != ActionKillSubmissionResponse || a.fields["success"] != c.success ||
+			a.str("submissionId") != c.id || !strings.Contains(a.str("message"), c.want) {
+			t.Fatalf("kill %s: %d %s", c.id, a.status, a.raw)
+		}
+	}
+	if f.drivers["driver-20260101000000-0001"].State != fsm.DriverKilled {
+		t.Fatal("the driver was not killed")
+	}
+}
+
+// TestBadPaths follows Spark's ErrorServlet and servlets: 400 for a path
+// naming no action or a status or kill with no ID, 468 with
+// highestProtocolVersion for another protocol version, 405 for another
+// method.
+func TestBadPaths(t *testing.T) {
+	f := newFake()
+	h := newTestHandler(t, f)
+	for _, c := range []struct {
+		method, path string
+		status       int
+	}{
+		{http.MethodGet, "/", http.StatusBadRequest},
+		{http.MethodGet, "/v1", http.StatusBadRequest},
+		{http.MethodGet, "/v1/", http.StatusBadRequest},
+		{http.MethodGet, "/v1/submissions", http.StatusBadRequest},
+		{http.MethodGet, "/v1/submissions/", http.StatusBadRequest},
+		{http.MethodGet, "/v1/submissions/bad", http.StatusBadRequest},
+		{http.MethodPost, "/v1/submissions/killall", http.StatusBadRequest},
+		{http.MethodGet, "/v1/drivers", http.StatusBadRequest},
+		{http.MethodPost, "/v1/submissions/kill", http.StatusBadRequest},
+		{http.MethodPost, "/v1/submissions/kill/", http.StatusBadRequest},
+		{http.MethodGet, "/v1/submissions/status", http.StatusBadRequest},
+		{http.MethodGet, "/v1/submissions/status/", http.StatusBadRequest},
+		{http.MethodGet, "/bad-version", StatusUnknownProtocolVersion},
+		{http.MethodPost, "/v2/submissions/create", StatusUnknownProtocolVersion},
+		{http.MethodGet, "/v2/submissions/status/driver-20260101000000-0000", StatusUnknownProtocolVersion},
+		{http.MethodGet, "/v1/submissions/create", http.StatusMethodNotAllowed},
+		{http.MethodGet, "/v1/submissions/kill/x", http.StatusMethodNotAllowed},
+		{http.MethodPost, "/v1/submissions/status/x", http.StatusMethodNotAllowed},
+	} {
+		a := do(t, h, c.method, c.path, "")
+		a.isError(t, c.status)
+	}
+	if f.callCount() != 0 {
+		t.Fatal("a bad path reached the backend")
+	}
+}
+
+// TestRefusedBeforeTheBody: the backend's refusal (the master's token
+// check) is answered in Spark's shape with its status and challenge,
+// before a byte of the body is read.
+func TestRefusedBeforeTheBody(t *testing.T) {
+	f := newFake()
+	f.deny = &StatusError{Status: http.StatusUnauthorized, Message: "submit access needs a token",
+		Header: http.Header{"Www-Authenticate": {`Bearer realm="drover"`}}}
+	h := newTestHandler(t, f)
+	body := &countingReader{r: strings.NewReader(sparkSubmitJSON)}
+	req := httptest.NewRequest(http.MethodPost, "/v1/submissions/create", body)
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, req)
+	var e ErrorResponse
+	if rec.Code != http.StatusUnauthorized || json.Unmarshal(rec.Body.Bytes(), &e) != nil || e.Action != ActionErrorResponse ||
+		rec.Header().Get("WWW-Authenticate") == "" {
+		t.Fatalf("got %d %v %s", rec.Code, rec.Header(), rec.Body)
+	}
+	if body.n != 0 || f.callCount() != 0 {
+		t.Fatalf("read %d bytes and made %d calls before refusing", body.n, f.callCount())
+	}
+	for _, p := range []string{"/v1/submissions/status/x", "/v1/submissions/kill/x"} {
+		m := http.MethodGet
+		if strings.Contains(p, "kill") {
+			m = http.MethodPost
+		}
+		do(t, h, m, p, "").isError(t, http.StatusUnauthorized)
+	}
+}
+
+type countingReader struct {
+	r io.Reader
+	n int
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += n
+	return n, err
+}
+
+// TestBackendRefusalsPassThrough: the API's other refusals keep their
+// status, message and Retry-After.
+func TestBackendRefusalsPassThrough(t *testing.T) {
+	for _, se := range []*StatusError{
+		{Status: http.StatusBadRequest, Message: "invalid command: environment name \"A-B\" is not [A-Za-z_][A-Za-z0-9_]*"},
+		{Status: http.StatusTooManyRequests, Message: "too many submissions in flight", Header: http.Header{"Retry-After": {"1"}}},
+		{Status: http.StatusForbidden, Message: "submit access denied"},
+	} {
+		f := newFake()
+		f.submitErr = se
+		a := do(t, newTestHandler(t, f), http.MethodPost, "/v1/submissions/create", minimalJSON)
+		a.isError(t, se.Status)
+		if a.str("message") != se.Message || a.header.Get("Retry-After") != se.Header.Get("Retry-After") {
+			t.Fatalf("got %v %s", a.header, a.raw)
+		}
+	}
+	f := newFake()
+	f.submitErr = errors.New("boom")
+	do(t, newTestHandler(t, f), http.MethodPost, "/v1/submissions/create", minimalJSON).isError(t, http.StatusInternalServerError)
+}
+
+func TestMemoryMB(t *testing.T) {
+	for _, c := range []struct {
+		in   string
+		want int64
+		ok   bool
+	}{
+		{"1g", 1024, true}, {"512m", 512, true}, {"2048MB", 2048, true}, {" 1G ", 1024, true}, {"1t", 1 << 20, true},
+		{"1024k", 1, true}, {"1073741824", 1024, true}, {"1073741824b", 1024, true}, {"4096", 0, true},
+		{"1.5g", 0, false}, {"", 0, false}, {"g", 0, false}, {"-1g", 0, false}, {"1x", 0, false}, {"1 g", 0, false},
+		{"99999999999999999999g", 0, false}, {"9999999p", 0, false},
+	} {
+		got, err := MemoryMB(c.in)
+		if (err == nil) != c.ok || got != c.want {
+			t.Errorf("MemoryMB(%q) = %d, %v; want %d, ok %v", c.in, got, err, c.want, c.ok)
+		}
+	}
+}
+
+func TestLauncherTemplates(t *testing.T) {
+	for _, c := range []struct {
+		flag string
+		want []string
+		ok   bool
+	}{
+		{"", DefaultLauncher, true},
+		{"/bin/echo {{mainClass}} {{appArgs}}", []string{"/bin/echo", "{{mainClass}}", "{{appArgs}}"}, true},
+		{`["/usr/bin/java", "-Xmx{{driverMemory}}", "-cp", "/opt/my jars/*:{{appResource}}", "{{mainClass}}", "{{appArgs}}"]`,
+			[]string{"/usr/bin/java", "-Xmx{{driverMemory}}", "-cp", "/opt/my jars/*:{{appResource}}", "{{mainClass}}", "{{appArgs}}"}, true},
+		{`[]`, nil, false},
+		{`["a", 1]`, nil, false},
+		{`["a"] x`, nil, false},
+		{"{{mainClass}} {{appArgs}}", nil, false}, // the program must be literal
+		{"run --args={{appArgs}}", nil, false},    // a list inside an element
+		{"run {{mainclass}}", nil, false},         // unknown placeholder
+		{"run {{mainClass}", nil, false},          // unbalanced
+		{"run {{sparkConf}} {{appArgs}} {{appName}}", []string{"run", "{{sparkConf}}", "{{appArgs}}", "{{appName}}"}, true},
+	} {
+		got, err := SplitLauncher(c.flag)
+		if (err == nil) != c.ok || (c.ok && !slices.Equal(got, c.want)) {
+			t.Errorf("SplitLauncher(%q) = %q, %v; want %q, ok %v", c.flag, got, err, c.want, c.ok)
+		}
+	}
+	if _, err := NewLauncher([]string{"a\x00"}); err == nil {
+		t.Error("a NUL byte was accepted")
+	}
+
+	// Values are inserted once, never expanded again, and list
+	// placeholders may expand to nothing.
+	l, err := NewLauncher([]string{"/usr/bin/java", "-Xmx{{driverMemory}}", "-Dcores={{driverCores}}", "{{mainClass}}:{{appName}}", "{{appArgs}}", "{{appResource}}"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := l.expand(launch{appResource: "{{mainClass}}", mainClass: "{{appArgs}}", appName: "$(rm -rf /)", cores: 3, memoryMB: 1536})
+	want := []string{"/usr/bin/java", "-Xmx1536m", "-Dcores=3", "{{appArgs}}:$(rm -rf /)", "{{mainClass}}"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("expand = %q, want %q", got, want)
+	}
+}
+
+// FuzzCreate feeds arbitrary bodies to the create action: every answer is
+// a JSON message of Spark's shapes, 200 or 400 (413 for oversized), and a
+// submission that reaches the backend is one Drover's API could take.
+func FuzzCreate(f *testing.F) {
+	for _, s := range []string{sparkSubmitJSON, minimalJSON, "", "{}", "null", `{"action":"CreateSubmissionRequest"}`,
+		`{"action":"KillSubmissionResponse"}`, strings.Replace(minimalJSON, `"pi"`, `"pi", "spark.driver.memory":"9999999p"`, 1)} {
+		f.Add([]byte(s))
+	}
+	template := []string{"/bin/run", "{{mainClass}}", "-m{{driverMemory}}", "{{sparkConf}}", "{{appArgs}}"}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		fb := newFake()
+		l, err := NewLauncher(template)
+		if err != nil {
+			t.Fatal(err)
+		}
+		h := NewHandler(fb, l)
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/v1/submissions/create", strings.NewReader(string(body))))
+		var m map[string]any
+		if err := json.Unmarshal(rec.Body.Bytes(), &m); err != nil {
+			t.Fatalf("answer is not JSON: %v\n%s", err, rec.Body)
+		}
+		switch rec.Code {
+		case http.StatusOK:
+			if m["action"] != ActionCreateSubmissionResponse || m["success"] != true || len(fb.submitted) != 1 {
+				t.Fatalf("200 without a submission: %s", rec.Body)
+			}
+			s := fb.submitted[0]
+			if s.Cores <= 0 || s.MemoryMB <= 0 || len(s.Argv) < 3 || s.Argv[0] != "/bin/run" || s.Token == "" {
+				t.Fatalf("submitted %+v", s)
+			}
+		case http.StatusBadRequest, http.StatusRequestEntityTooLarge:
+			if m["action"] != ActionErrorResponse || len(fb.submitted) != 0 {
+				t.Fatalf("%d: %s, %d submitted", rec.Code, rec.Body, len(fb.submitted))
+			}
+		default:
+			t.Fatalf("status %d: %s", rec.Code, rec.Body)
+		}
+	})
+}

@@ -1,0 +1,175 @@
+package sparkrest
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+
+	"github.com/drover-project/drover/api"
+)
+
+// Spark's defaults for a driver that names no cores, memory or supervision
+// (ClientArguments.DEFAULT_CORES, DEFAULT_MEMORY, DEFAULT_SUPERVISE).
+const (
+	DefaultDriverCores    = 1
+	DefaultDriverMemoryMB = 1024
+)
+
+// droppedEnv are environment variables a submission may carry but a driver
+// never gets. SPARK_LOCAL_IP and SPARK_LOCAL_HOSTNAME describe the
+// submitting machine, and Spark's server drops them; SPARK_ENV_LOADED,
+// SPARK_HOME and SPARK_CONF_DIR are what Spark's client leaves out, since
+// they are wrong on another machine, and are dropped here too for clients
+// (older Spark, curl) that send them: the worker's own take their place.
+var droppedEnv = map[string]bool{
+	"SPARK_LOCAL_IP": true, "SPARK_LOCAL_HOSTNAME": true,
+	"SPARK_ENV_LOADED": true, "SPARK_HOME": true, "SPARK_CONF_DIR": true,
+}
+
+// translate checks a create request as Spark's CreateSubmissionRequest
+// validation and StandaloneSubmitRequestServlet do, and makes the Drover
+// submission: the launcher's argv, spark.driver.cores, spark.driver.memory,
+// spark.driver.supervise, spark.app.name and the environment, with a fresh
+// token. Checks Drover's API makes itself (names, environment names) are
+// left to it, so that they are made in one place.
+func (h *Handler) translate(req CreateSubmissionRequest) (api.SubmitRequest, error) {
+	var out api.SubmitRequest
+	if req.ClientSparkVersion == nil {
+		return out, errors.New("field clientSparkVersion is missing")
+	}
+	if req.SparkProperties == nil {
+		return out, errors.New("field sparkProperties is missing")
+	}
+	if req.AppResource == nil {
+		return out, errors.New("field appResource is missing")
+	}
+	props := make(map[string]string, len(req.SparkProperties))
+	for k, v := range req.SparkProperties {
+		props[k] = *v
+	}
+	name, ok := props["spark.app.name"]
+	if !ok {
+		return out, errors.New("property spark.app.name is missing")
+	}
+	supervise := false
+	if v, ok := props["spark.driver.supervise"]; ok {
+		b, err := parseBool(v)
+		if err != nil {
+			return out, fmt.Errorf("property spark.driver.supervise: %v", err)
+		}
+		supervise = b
+	}
+	cores := DefaultDriverCores
+	if v, ok := props["spark.driver.cores"]; ok {
+		n, err := strconv.Atoi(strings.TrimSpace(v))
+		if err != nil || n <= 0 {
+			return out, fmt.Errorf("property spark.driver.cores %q is not a positive whole number", v)
+		}
+		cores = n
+	}
+	// Checked as Spark checks them, though Drover has no use for them:
+	// a request Spark refuses is refused here too.
+	if v, ok := props["spark.cores.max"]; ok {
+		if f, err := strconv.ParseFloat(strings.TrimSpace(v), 64); err != nil || math.IsNaN(f) {
+			return out, fmt.Errorf("property spark.cores.max %q is not a number", v)
+		}
+	}
+	if v, ok := props["spark.executor.memory"]; ok {
+		if _, err := MemoryMB(v); err != nil {
+			return out, fmt.Errorf("property spark.executor.memory: %v", err)
+		}
+	}
+	memory := int64(DefaultDriverMemoryMB)
+	if v, ok := props["spark.driver.memory"]; ok {
+		mb, err := MemoryMB(v)
+		if err != nil {
+			return out, fmt.Errorf("property spark.driver.memory: %v", err)
+		}
+		if mb <= 0 {
+			return out, fmt.Errorf("property spark.driver.memory %q is under 1 MiB (a number without a unit is bytes, as in Spark)", v)
+		}
+		memory = mb
+	}
+	if req.MainClass == nil {
+		return out, errors.New("field mainClass is missing")
+	}
+	args := make([]string, len(req.AppArgs))
+	for i, a := range req.AppArgs {
+		args[i] = *a
+	}
+	var env map[string]string
+	for k, v := range req.EnvironmentVariables {
+		if droppedEnv[k] {
+			continue
+		}
+		if env == nil {
+			env = map[string]string{}
+		}
+		env[k] = *v
+	}
+	out = api.SubmitRequest{
+		Token: h.newToken(),
+		Name:  name,
+		Argv: h.launcher.expand(launch{
+			appResource: *req.AppResource, mainClass: *req.MainClass, appName: name,
+			appArgs: args, cores: cores, memoryMB: memory, props: props,
+		}),
+		Env:       env,
+		Cores:     cores,
+		MemoryMB:  memory,
+		Supervise: supervise,
+	}
+	return out, nil
+}
+
+// parseBool accepts what Scala's String.toBoolean does: true or false in
+// any case.
+func parseBool(s string) (bool, error) {
+	switch {
+	case strings.EqualFold(s, "true"):
+		return true, nil
+	case strings.EqualFold(s, "false"):
+		return false, nil
+	}
+	return false, fmt.Errorf("%q is not true or false", s)
+}
+
+// memoryUnits are Spark's size suffixes (JavaUtils.byteStringAs), in bytes.
+var memoryUnits = map[string]int64{
+	"": 1, "b": 1,
+	"k": 1 << 10, "kb": 1 << 10,
+	"m": 1 << 20, "mb": 1 << 20,
+	"g": 1 << 30, "gb": 1 << 30,
+	"t": 1 << 40, "tb": 1 << 40,
+	"p": 1 << 50, "pb": 1 << 50,
+}
+
+// MemoryMB parses a Spark size (spark.driver.memory) into MiB as Spark's
+// Utils.memoryStringToMb does: a whole number with an optional unit b, k,
+// m, g, t or p (or kb ... pb), any case; a number without a unit is bytes;
+// the bytes are rounded down to MiB, so "1024k" is 1 and "4096" is 0.
+// Fractions ("1.5g") are errors, as in Spark.
+func MemoryMB(s string) (int64, error) {
+	t := strings.ToLower(strings.TrimSpace(s))
+	i := 0
+	for i < len(t) && t[i] >= '0' && t[i] <= '9' {
+		i++
+	}
+	digits, unit := t[:i], t[i:]
+	mult, ok := memoryUnits[unit]
+	if digits == "" || !ok {
+		return 0, fmt.Errorf("%q is not a size like 512m or 2g", s)
+	}
+	n, err := strconv.ParseInt(digits, 10, 64)
+	if err != nil || n > math.MaxInt64/mult {
+		return 0, fmt.Errorf("size %q is too large", s)
+	}
+	mb := n * mult >> 20
+	if mb > math.MaxInt32 {
+		// Spark keeps driver memory in an Int of MiB.
+		return 0, fmt.Errorf("size %q is too large", s)
+	}
+	return mb, nil
+}

@@ -1,0 +1,438 @@
+package ui
+
+import (
+	"bytes"
+	"cmp"
+	"fmt"
+	"html/template"
+	"net/http"
+	"net/url"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/drover-project/drover/api"
+	"github.com/drover-project/drover/fsm"
+)
+
+// recentFinished is how many finished drivers and apps the overview lists
+// (a master keeps up to 200 of each); their counts cover all of them.
+const recentFinished = 25
+
+// redactPattern is Spark's default spark.redaction.regex, with "_" beside
+// "." since environment names use it: values whose names match it are not
+// shown.
+var redactPattern = regexp.MustCompile(`(?i)secret|password|token|access[._]?key`)
+
+// redacted replaces a hidden value, as Spark's UI writes it.
+const redacted = "*********(redacted)"
+
+var funcs = template.FuncMap{
+	"time":         formatTime,
+	"dur":          duration,
+	"exit":         exitCode,
+	"mib":          mib,
+	"pct":          percent,
+	"rows":         func(p framer, ds []*fsm.Driver) any { return struct{ P, Ds any }{p, ds} },
+	"appRows":      func(p framer, as []api.AppStatus) any { return struct{ P, As any }{p, as} },
+	"attemptRows":  func(p framer, rs []placedAttempt) any { return struct{ P, Rows any }{p, rs} },
+	"execRows":     func(p framer, es []*fsm.Executor) any { return struct{ P, Rows any }{p, es} },
+	"cls":          stateClass,
+	"argv":         shellWords,
+	"env":          envRows,
+	"lower":        strings.ToLower,
+	"driverURL":    func(p framer, id string) template.URL { return p.frame().ui(nil, "drivers", id) },
+	"appURL":       func(p framer, id string) template.URL { return p.frame().ui(nil, "apps", id) },
+	"workerURL":    func(p framer, id string) template.URL { return p.frame().ui(nil, "workers", id) },
+	"driverLogURL": driverLogURL,
+	"execLogURL":   execLogURL,
+	"rawDriverLog": rawDriverLog,
+	"rawExecLog":   rawExecLog,
+	"masterURL": func(p framer, hostPort string) string {
+		if hostPort == "" {
+			return ""
+		}
+		return p.frame().Scheme + "://" + hostPort + "/"
+	},
+}
+
+// ui links to /ui/SEG/SEG..., each segment escaped; "" when a segment is
+// empty (no worker yet, say), which the templates check before linking.
+func (f Frame) ui(q url.Values, segs ...string) template.URL {
+	for _, s := range segs {
+		if s == "" {
+			return ""
+		}
+	}
+	return f.link("/ui/"+strings.Join(segs, "/"), q)
+}
+
+func driverLogURL(p framer, id string, attempt int, stream string) template.URL {
+	return p.frame().ui(url.Values{"stream": {stream}, "attempt": {strconv.Itoa(attempt)}}, "drivers", id, "logs")
+}
+
+func execLogURL(p framer, appID string, eid int, stream string) template.URL {
+	return p.frame().ui(url.Values{"stream": {stream}}, "apps", appID, "executors", strconv.Itoa(eid), "logs")
+}
+
+// rawDriverLog and rawExecLog link to the whole log through the API,
+// answered from this master's tables (stale=true) like the page.
+func rawDriverLog(id string, attempt int, stream string) string {
+	q := url.Values{"stream": {stream}, "attempt": {strconv.Itoa(attempt)}, "stale": {"true"}}
+	return "/v1/drivers/" + url.PathEscape(id) + "/logs?" + q.Encode()
+}
+
+func rawExecLog(appID string, eid int, stream string) string {
+	q := url.Values{"stream": {stream}, "stale": {"true"}}
+	return "/v1/apps/" + url.PathEscape(appID) + "/executors/" + strconv.Itoa(eid) + "/logs?" + q.Encode()
+}
+
+// formatTime shows Unix milliseconds in UTC, "" for none.
+func formatTime(ms int64) string {
+	if ms == 0 {
+		return ""
+	}
+	return time.UnixMilli(ms).UTC().Format("2006-01-02 15:04:05")
+}
+
+// duration is the time from start to end (Unix milliseconds), or to the
+// page's time while end is 0; "" before start.
+func duration(p framer, start, end int64) string {
+	if start == 0 {
+		return ""
+	}
+	stop := time.UnixMilli(end)
+	if end == 0 {
+		stop = p.frame().Now
+	}
+	d := stop.Sub(time.UnixMilli(start))
+	switch {
+	case d < 0:
+		return ""
+	case d < time.Minute:
+		return strconv.FormatFloat(d.Seconds(), 'f', 1, 64) + " s"
+	case d < time.Hour:
+		return strconv.FormatFloat(d.Minutes(), 'f', 1, 64) + " min"
+	}
+	return strconv.FormatFloat(d.Hours(), 'f', 1, 64) + " h"
+}
+
+func exitCode(p *int) string {
+	if p == nil {
+		return ""
+	}
+	return strconv.Itoa(*p)
+}
+
+// mib shows a size in MiB the way Spark's UI does: MiB below a GiB.
+func mib(v int64) string {
+	if v < 1024 {
+		return strconv.FormatInt(v, 10) + " MiB"
+	}
+	return strconv.FormatFloat(float64(v)/1024, 'f', 1, 64) + " GiB"
+}
+
+// percent is used/total as a whole percentage in [0, 100], for a bar;
+// cores are ints and memory int64s.
+func percent(used, total any) int64 {
+	u, t := toInt64(used), toInt64(total)
+	if t <= 0 || u <= 0 {
+		return 0
+	}
+	return min(u*100/t, 100)
+}
+
+func toInt64(v any) int64 {
+	switch x := v.(type) {
+	case int:
+		return int64(x)
+	case int64:
+		return x
+	}
+	return 0
+}
+
+// stateClass colours a driver's, app's, executor's or worker's state.
+func stateClass(s any) string {
+	switch fmt.Sprint(s) {
+	case "FINISHED", "EXITED", "ALIVE":
+		return "ok"
+	case "RUNNING":
+		return "run"
+	case "SUBMITTED", "WAITING", "RELAUNCHING", "LAUNCHING", "DECOMMISSIONED":
+		return "wait"
+	case "FAILED", "ERROR", "KILLED", "LOST", "DEAD":
+		return "bad"
+	}
+	return ""
+}
+
+// shellWords shows an argv as a shell would take it: words with anything
+// but safe characters single-quoted. It is for reading; the program never
+// goes through a shell.
+func shellWords(argv []string) string {
+	out := make([]string, len(argv))
+	for i, a := range argv {
+		if a != "" && strings.Trim(a, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_=+./:,@%") == "" {
+			out[i] = a
+			continue
+		}
+		out[i] = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
+	}
+	return strings.Join(out, " ")
+}
+
+type envRow struct{ Name, Value string }
+
+// envRows is an environment sorted by name, with Spark's redaction.
+func envRows(env map[string]string) []envRow {
+	out := make([]envRow, 0, len(env))
+	for k, v := range env {
+		if redactPattern.MatchString(k) {
+			v = redacted
+		}
+		out = append(out, envRow{k, v})
+	}
+	slices.SortFunc(out, func(a, b envRow) int { return strings.Compare(a.Name, b.Name) })
+	return out
+}
+
+// count is one state and how many are in it.
+type count struct {
+	State string
+	N     int
+}
+
+// counts tallies states in the order given, leaving out those with none.
+func counts(order []string, states []string) []count {
+	n := map[string]int{}
+	for _, s := range states {
+		n[s]++
+	}
+	var out []count
+	for _, s := range order {
+		if n[s] > 0 {
+			out = append(out, count{s, n[s]})
+			delete(n, s)
+		}
+	}
+	// A state this package does not know still shows.
+	var rest []string
+	for s := range n {
+		rest = append(rest, s)
+	}
+	slices.Sort(rest)
+	for _, s := range rest {
+		out = append(out, count{s, n[s]})
+	}
+	return out
+}
+
+var (
+	driverStateOrder = []string{"RUNNING", "SUBMITTED", "RELAUNCHING", "FINISHED", "FAILED", "KILLED", "ERROR", "UNKNOWN"}
+	appStateOrder    = []string{"RUNNING", "WAITING", "FINISHED", "FAILED", "KILLED", "UNKNOWN"}
+)
+
+type overview struct {
+	Frame
+	S *api.State
+	// Alive counts ALIVE workers; Cores, Memory and their Used sums are
+	// over them, as Spark's summary counts.
+	Alive, Cores, CoresUsed   int
+	MemoryMB, MemoryUsedMB    int64
+	DriverCounts, AppCounts   []count
+	Running, Waiting, Ended   []*fsm.Driver
+	EndedTotal                int
+	ActiveApps, EndedApps     []api.AppStatus
+	EndedAppsTotal, Executors int
+}
+
+// Overview renders the cluster overview from a master's State.
+func Overview(f Frame, s *api.State) (Page, error) {
+	v := overview{Frame: f, S: s}
+	for _, w := range s.Workers {
+		if w.State == fsm.WorkerAlive {
+			v.Alive++
+			v.Cores += w.Cores
+			v.CoresUsed += w.CoresUsed
+			v.MemoryMB += w.MemoryMB
+			v.MemoryUsedMB += w.MemoryUsedMB
+		}
+	}
+	queue := map[string]int{}
+	for i, id := range s.WaitingDrivers {
+		queue[id] = i + 1
+	}
+	var states []string
+	for _, d := range s.Drivers {
+		states = append(states, string(d.State))
+		switch {
+		case d.State.Terminal():
+			v.Ended = append(v.Ended, d)
+		case d.WorkerID != "":
+			v.Running = append(v.Running, d)
+		default:
+			v.Waiting = append(v.Waiting, d)
+		}
+	}
+	v.DriverCounts = counts(driverStateOrder, states)
+	// Waiting drivers in the order they will be placed; the others
+	// newest first, as Spark lists completed drivers.
+	slices.SortStableFunc(v.Waiting, func(a, b *fsm.Driver) int { return queueOrder(queue[a.ID], queue[b.ID]) })
+	slices.SortStableFunc(v.Ended, func(a, b *fsm.Driver) int { return cmp.Compare(b.UpdatedAt, a.UpdatedAt) })
+	v.EndedTotal = len(v.Ended)
+	v.Ended = v.Ended[:min(len(v.Ended), recentFinished)]
+
+	states = states[:0]
+	for _, a := range s.Apps {
+		states = append(states, string(a.State))
+		if a.State.Terminal() {
+			v.EndedApps = append(v.EndedApps, a)
+		} else {
+			v.ActiveApps = append(v.ActiveApps, a)
+		}
+		for _, e := range a.Executors {
+			if !e.State.Terminal() {
+				v.Executors++
+			}
+		}
+	}
+	v.AppCounts = counts(appStateOrder, states)
+	slices.SortStableFunc(v.EndedApps, func(a, b api.AppStatus) int { return cmp.Compare(b.EndedAt, a.EndedAt) })
+	v.EndedAppsTotal = len(v.EndedApps)
+	v.EndedApps = v.EndedApps[:min(len(v.EndedApps), recentFinished)]
+	return render("overview", http.StatusOK, v)
+}
+
+// queueOrder puts queued positions (1, 2, ...) first, in order, and
+// drivers missing from the queue (0) after them.
+func queueOrder(a, b int) int {
+	switch {
+	case a == b:
+		return 0
+	case a == 0:
+		return 1
+	case b == 0:
+		return -1
+	}
+	return a - b
+}
+
+// Driver renders the page of driver d; apps are all apps, of which the
+// page lists those d registered.
+func Driver(f Frame, d *fsm.Driver, apps []api.AppStatus) (Page, error) {
+	v := struct {
+		Frame
+		D    *fsm.Driver
+		Apps []api.AppStatus
+	}{Frame: f, D: d}
+	for _, a := range apps {
+		if a.DriverID == d.ID {
+			v.Apps = append(v.Apps, a)
+		}
+	}
+	return render("driver", http.StatusOK, v)
+}
+
+// App renders the page of one application and its executors.
+func App(f Frame, a api.AppStatus) (Page, error) {
+	return render("app", http.StatusOK, struct {
+		Frame
+		A api.AppStatus
+	}{f, a})
+}
+
+// placedAttempt is one attempt of a driver, for a worker's page.
+type placedAttempt struct {
+	D *fsm.Driver
+	A fsm.Attempt
+}
+
+// Worker renders the page of worker w: its resources, and the driver
+// attempts and executors it runs or ran, found in drivers and apps (all of
+// them).
+func Worker(f Frame, w *fsm.Worker, drivers []*fsm.Driver, apps []api.AppStatus) (Page, error) {
+	v := struct {
+		Frame
+		W                   *fsm.Worker
+		Running, Ended      []placedAttempt
+		LiveExecs, EndExecs []*fsm.Executor
+	}{Frame: f, W: w}
+	for _, d := range drivers {
+		for _, a := range d.Attempts {
+			if a.WorkerID != w.ID {
+				continue
+			}
+			// Only the current attempt of an unfinished driver runs;
+			// every earlier one has ended, whatever it last reported.
+			if a.Attempt == d.Attempt && d.WorkerID == w.ID && !d.State.Terminal() {
+				v.Running = append(v.Running, placedAttempt{d, a})
+			} else {
+				v.Ended = append(v.Ended, placedAttempt{d, a})
+			}
+		}
+	}
+	slices.SortStableFunc(v.Ended, func(a, b placedAttempt) int { return cmp.Compare(b.A.EndedAt, a.A.EndedAt) })
+	v.Ended = v.Ended[:min(len(v.Ended), recentFinished)]
+	for _, a := range apps {
+		for _, e := range a.Executors {
+			switch {
+			case e.WorkerID != w.ID:
+			case e.State.Terminal():
+				v.EndExecs = append(v.EndExecs, e)
+			default:
+				v.LiveExecs = append(v.LiveExecs, e)
+			}
+		}
+	}
+	slices.SortStableFunc(v.EndExecs, func(a, b *fsm.Executor) int { return cmp.Compare(b.EndedAt, a.EndedAt) })
+	v.EndExecs = v.EndExecs[:min(len(v.EndExecs), recentFinished)]
+	return render("worker", http.StatusOK, v)
+}
+
+// Log is the tail of one driver attempt's or executor's log.
+type Log struct {
+	// DriverID and Attempt name a driver attempt's log; otherwise AppID
+	// and ExecutorID name an executor's.
+	DriverID   string
+	Attempt    int
+	AppID      string
+	ExecutorID int
+	// WorkerID is the worker that keeps the file.
+	WorkerID string
+	// Stream is stdout or stderr.
+	Stream string
+	// Tail is the end of the log, whose size is Size bytes.
+	Tail []byte
+	Size int64
+	// Err says why there is no tail; Status is then the page's status
+	// (502 if 0).
+	Err    string
+	Status int
+}
+
+// LogPage renders the tail of a log in a <pre>, with links to the other
+// stream, to the whole log and back.
+func LogPage(f Frame, l Log) (Page, error) {
+	status := http.StatusOK
+	if l.Err != "" {
+		status = cmp.Or(l.Status, http.StatusBadGateway)
+	}
+	tail := l.Tail
+	from := max(l.Size-int64(len(tail)), 0)
+	if from > 0 {
+		// Start at a whole line: the cut falls anywhere.
+		if i := bytes.IndexByte(tail, '\n'); i >= 0 && i < len(tail)-1 {
+			from += int64(i + 1)
+			tail = tail[i+1:]
+		}
+	}
+	return render("log", status, struct {
+		Frame
+		L    Log
+		Text string
+		From int64
+	}{f, l, strings.ToValidUTF8(string(tail), "\uFFFD"), from})
+}

@@ -1,0 +1,50 @@
+package worker
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+)
+
+// TestMetricsRegistry checks a worker's registry as Prometheus's own
+// linter does, and what its collector computes from the units: ended ones
+// do not count, and the contact age is absent until a leader answered.
+func TestMetricsRegistry(t *testing.T) {
+	w := &Worker{cfg: Config{Cores: 4, MemoryMB: 1024}, units: map[unitKey]*unit{
+		attemptKey("driver-20260101000000-1", 1):  {},
+		attemptKey("driver-20260101000000-2", 1):  {ended: true},
+		executorKey("app-20260101000000-0001", 0): {},
+		executorKey("app-20260101000000-0001", 1): {},
+	}, unacked: []report{{}}}
+	w.metrics = newWorkerMetrics(w)
+	problems, err := testutil.GatherAndLint(w.metrics.reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range problems {
+		t.Errorf("lint: %s: %s", p.Metric, p.Text)
+	}
+	const want = `
+# HELP drover_worker_units Driver attempts (kind=driver) and executors (kind=executor) whose runner is alive on this worker, adopted ones included.
+# TYPE drover_worker_units gauge
+drover_worker_units{kind="driver"} 1
+drover_worker_units{kind="executor"} 2
+# HELP drover_worker_pending_reports State changes of attempts and executors the leader has not acknowledged yet; they go out with every heartbeat until it does.
+# TYPE drover_worker_pending_reports gauge
+drover_worker_pending_reports 1
+# HELP drover_worker_cores Cores this worker offers (kind=total), and those the drivers and executors of the leader's last heartbeat answer take (kind=used).
+# TYPE drover_worker_cores gauge
+drover_worker_cores{kind="total"} 4
+drover_worker_cores{kind="used"} 0
+`
+	names := []string{"drover_worker_units", "drover_worker_pending_reports", "drover_worker_cores", "drover_worker_leader_contact_age_seconds"}
+	if err := testutil.GatherAndCompare(w.metrics.reg, strings.NewReader(want), names...); err != nil {
+		t.Error(err)
+	}
+	w.lastContact = time.Now()
+	if n, err := testutil.GatherAndCount(w.metrics.reg, "drover_worker_leader_contact_age_seconds"); err != nil || n != 1 {
+		t.Errorf("contact age samples after a contact: %d, %v; want 1", n, err)
+	}
+}
