@@ -290,6 +290,22 @@ func (fx *httpFixture) serve(t testing.TB, path string, body []byte) *httptest.R
 	return rec
 }
 
+// settle waits, after a request that changed the tables, for the leader's
+// own duties (scheduler, retention) to react: until no entry is applied
+// for 3ms, at most 100ms. A duty that crashes on what the request made
+// then crashes the process while this input runs, and the fuzzing engine
+// keeps this input, not a later one, as the failure.
+func (fx *httpFixture) settle() {
+	deadline := time.Now().Add(100 * time.Millisecond)
+	last, quiet := fx.m.fsm.Index(), time.Now()
+	for time.Since(quiet) < 3*time.Millisecond && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+		if i := fx.m.fsm.Index(); i != last {
+			last, quiet = i, time.Now()
+		}
+	}
+}
+
 // backgroundCommands are what the leader commits on its own (scheduler,
 // retention, worker liveness); no request of fuzzEndpoints makes them.
 var backgroundCommands = map[fsm.CommandType]bool{
@@ -406,6 +422,9 @@ func FuzzHTTPBodies(f *testing.F) {
 		if status >= 200 && status < 300 {
 			if err := strictjson.Decode(bytes.NewReader(resp), ep.resp()); err != nil {
 				t.Fatalf("POST %s with body %q: %d with a body that is not a %T: %v: %s", path, body, status, ep.resp(), err, resp)
+			}
+			if after != start {
+				fx.settle()
 			}
 			return
 		}
