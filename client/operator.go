@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 
 	"github.com/drover-project/drover/api"
@@ -54,7 +55,7 @@ func (c *Client) TransferLeadership(ctx context.Context, id string) (string, err
 // SnapshotSave returns a fresh snapshot archive from the leader. The
 // client's MaxResponseBytes must exceed its size.
 func (c *Client) SnapshotSave(ctx context.Context) ([]byte, error) {
-	resp, err := c.DoRaw(ctx, http.MethodGet, "/v1/operator/snapshot", nil)
+	resp, err := c.toLeader(ctx, http.MethodGet, "/v1/operator/snapshot", nil)
 	if err != nil {
 		return nil, err
 	}
@@ -62,12 +63,30 @@ func (c *Client) SnapshotSave(ctx context.Context) ([]byte, error) {
 }
 
 // SnapshotRestore replaces the cluster's tables with those of an archive
-// from SnapshotSave (disaster recovery) and returns the configuration.
+// from SnapshotSave (disaster recovery) and returns the configuration. It
+// is sent once, to the leader: a restore is no write to retry, and a copy
+// arriving later would wipe whatever was committed in between.
 func (c *Client) SnapshotRestore(ctx context.Context, archive []byte) (*api.RaftPeers, error) {
-	resp, err := c.DoRaw(ctx, http.MethodPost, "/v1/operator/snapshot", archive)
+	resp, err := c.toLeader(ctx, http.MethodPost, "/v1/operator/snapshot", archive)
 	if err != nil {
 		return nil, err
 	}
 	var out api.RaftPeers
 	return &out, decodeJSON(resp, &out)
+}
+
+// toLeader sends one request, once, to the master the configuration names
+// leader (which forwards it, once, should it have just lost leadership),
+// instead of to every master as Do does.
+func (c *Client) toLeader(ctx context.Context, method, path string, body []byte) (*Response, error) {
+	p, err := c.RaftPeers(ctx, false)
+	if err != nil {
+		return nil, err
+	}
+	for _, s := range p.Peers {
+		if s.Leader && s.HTTPAddr != "" {
+			return c.one(ctx, s.HTTPAddr, method, path, body, nil)
+		}
+	}
+	return nil, fmt.Errorf("%w: the configuration names no leader with an HTTP address", ErrUnavailable)
 }

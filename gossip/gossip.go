@@ -289,8 +289,11 @@ func (p *Pool) Leave(timeout time.Duration) error {
 // Shutdown stops the member without announcing it; peers will find it dead.
 func (p *Pool) Shutdown() error {
 	p.cancel()
+	// memberlist first: a join in flight to a member that is down would
+	// otherwise hold the shutdown for a whole TCP timeout.
+	err := p.ml.Shutdown()
 	<-p.done
-	return p.ml.Shutdown()
+	return err
 }
 
 // delegate answers memberlist and keeps the decoded metadata of the members

@@ -198,8 +198,8 @@ func DefaultConfig() Config {
 
 func (c *Config) validate() error {
 	var errs []error
-	if c.ID == "" {
-		errs = append(errs, errors.New("--id is required"))
+	if !workerIDPattern.MatchString(c.ID) {
+		errs = append(errs, fmt.Errorf("--id %q must match %s (it names the master in Raft, logs and operator commands)", c.ID, workerIDPattern))
 	}
 	if c.DataDir == "" {
 		errs = append(errs, errors.New("--data-dir is required"))

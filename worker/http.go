@@ -206,7 +206,9 @@ func (w *Worker) serveLog(rw http.ResponseWriter, k unitKey, name string, offset
 	}
 	length := max(size-offset, 0)
 	rw.Header().Set(HeaderLogSize, strconv.FormatInt(size, 10))
-	rw.Header().Set("Content-Type", "application/octet-stream")
+	// Shown as text in a browser, never sniffed into anything else.
+	rw.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	rw.Header().Set("X-Content-Type-Options", "nosniff")
 	rw.Header().Set("Content-Length", strconv.FormatInt(length, 10))
 	rw.WriteHeader(http.StatusOK)
 	if length > 0 {

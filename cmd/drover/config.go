@@ -5,11 +5,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"slices"
 	"strings"
 
 	"github.com/spf13/pflag"
+
+	"github.com/drover-project/drover/internal/strictjson"
 )
 
 // envName is the environment variable of a flag: DROVER_ and the flag's
@@ -24,7 +27,7 @@ var notFromEnv = []string{"gossip-key"}
 
 // addConfigFlag adds --config to fs; parseConfigured then fills the flags.
 func addConfigFlag(fs *pflag.FlagSet) *string {
-	return fs.String("config", os.Getenv("DROVER_CONFIG"), `JSON file of flag values, e.g. {"raft-port": 7101, "join": ["10.0.0.1:7103"]}; every flag may also come from $DROVER_<FLAG> (--raft-port: $DROVER_RAFT_PORT); the command line wins, then the environment, then the file [$DROVER_CONFIG]`)
+	return fs.String("config", os.Getenv("DROVER_CONFIG"), `JSON file of flag values, e.g. {"bind": "10.0.0.1", "join": ["10.0.0.1:7103"]}; every flag may also come from $DROVER_<FLAG> (--log-level: $DROVER_LOG_LEVEL); the command line wins, then the environment, then the file [$DROVER_CONFIG]`)
 }
 
 // parseConfigured parses args into fs, then gives every flag the command
@@ -70,7 +73,31 @@ func parseConfigured(fs *pflag.FlagSet, config *string, args []string) error {
 			}
 		}
 	})
+	warnUnknownEnv(fs, os.Stderr)
 	return errors.Join(errs...)
+}
+
+// otherEnv are DROVER_ variables with meanings beyond a flag of the same
+// name: the client's, the secrets', and those a worker sets for programs.
+var otherEnv = []string{
+	"DROVER_CONFIG", "DROVER_OPERATOR_TOKEN", "DROVER_SUBMIT_TOKEN", "DROVER_GOSSIP_KEY",
+	"DROVER_CACERT", "DROVER_CLIENT_CERT", "DROVER_CLIENT_KEY", "DROVER_TOKEN", "DROVER_TOKEN_FILE", "DROVER_MASTERS",
+	"DROVER_DRIVER_ID", "DROVER_ATTEMPT", "DROVER_RUN", "DROVER_WORKER_ID", "DROVER_APP_ID", "DROVER_EXECUTOR_ID",
+	"DROVER_EXECUTOR_CORES", "DROVER_EXECUTOR_MEMORY_MB",
+}
+
+// warnUnknownEnv says, on w, which DROVER_ variables no flag of fs reads:
+// a misspelt $DROVER_SUBMIT_TOKEN_FLIE would otherwise start a master
+// without its token, silently.
+func warnUnknownEnv(fs *pflag.FlagSet, w io.Writer) {
+	known := map[string]bool{}
+	fs.VisitAll(func(f *pflag.Flag) { known[envName(f.Name)] = true })
+	for _, kv := range os.Environ() {
+		name, _, _ := strings.Cut(kv, "=")
+		if strings.HasPrefix(name, "DROVER_") && !known[name] && !slices.Contains(otherEnv, name) {
+			fmt.Fprintf(w, "drover: warning: $%s matches no flag of %s; ignored\n", name, fs.Name())
+		}
+	}
 }
 
 // readConfig reads a JSON object of flag values: strings, numbers, booleans,
@@ -84,8 +111,7 @@ func readConfig(path string) (map[string]string, error) {
 		return nil, fmt.Errorf("config: %w", err)
 	}
 	var raw map[string]json.RawMessage
-	dec := json.NewDecoder(bytes.NewReader(b))
-	if err := dec.Decode(&raw); err != nil {
+	if err := strictjson.Decode(bytes.NewReader(b), &raw); err != nil {
 		return nil, fmt.Errorf("config %s: %w", path, err)
 	}
 	out := make(map[string]string, len(raw))

@@ -56,6 +56,7 @@ func TestConfigErrors(t *testing.T) {
 		"bad value":      {`{"raft-port": "x"}`, "", `"raft-port"`},
 		"nested object":  {`{"raft-port": {"a": 1}}`, "", `"raft-port"`},
 		"not JSON":       {`raft-port = 1`, "", "config"},
+		"trailing data":  {`{"raft-port": 1} {}`, "", "trailing"},
 		"bad variable":   {`{}`, "x", "$DROVER_RAFT_PORT"},
 		"config in file": {`{"config": "other.json"}`, "", `unknown key "config"`},
 	} {
@@ -89,5 +90,20 @@ func TestProgressLine(t *testing.T) {
 	d.State, d.ExitCode, d.Message = fsm.DriverFailed, &one, "exited 1"
 	if got, want := progressLine(d), "driver-20260101000000-7 FAILED attempt 2 on w3 (run 3), exit 1: exited 1"; got != want {
 		t.Fatalf("got %q, want %q", got, want)
+	}
+}
+
+// A DROVER_ variable that no flag reads is named in a warning; the ones
+// with meanings of their own are not.
+func TestWarnUnknownEnv(t *testing.T) {
+	t.Setenv("DROVER_SUBMIT_TOKEN_FLIE", "x")
+	t.Setenv("DROVER_TOKEN_FILE", "y")
+	t.Setenv("DROVER_RAFT_PORT", "7101")
+	fs := pflag.NewFlagSet("drover master", pflag.ContinueOnError)
+	fs.Int("raft-port", 7101, "")
+	var buf strings.Builder
+	warnUnknownEnv(fs, &buf)
+	if out := buf.String(); !strings.Contains(out, "DROVER_SUBMIT_TOKEN_FLIE") || strings.Contains(out, "DROVER_TOKEN_FILE ") || strings.Contains(out, "DROVER_RAFT_PORT") {
+		t.Fatalf("warnings: %q", out)
 	}
 }

@@ -44,8 +44,7 @@ func runDev(args []string) int {
 	profile := fs.String("gossip-profile", "local", "memberlist timing profile: lan, local or wan")
 	envFile := fs.String("env-file", "", "also write the cluster's addresses, credentials and PIDs to this file as shell variables")
 	insecure := fs.Bool("insecure", false, "run without TLS, tokens and gossip encryption (plain text; loopback experiments only)")
-	config := addConfigFlag(fs)
-	if err := parseConfigured(fs, config, args); err != nil {
+	if err := fs.Parse(args); err != nil {
 		return flagError(err)
 	}
 	if *nMasters < 1 || *nWorkers < 0 {

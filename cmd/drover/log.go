@@ -28,6 +28,14 @@ func newLogger(format, level string) (*slog.Logger, error) {
 	case "text":
 		return slog.New(slog.NewTextHandler(os.Stderr, opts)), nil
 	case "json":
+		// Durations as Go writes them ("1.5s"), as the text format does,
+		// rather than integer nanoseconds.
+		opts.ReplaceAttr = func(_ []string, a slog.Attr) slog.Attr {
+			if a.Value.Kind() == slog.KindDuration {
+				a.Value = slog.StringValue(a.Value.Duration().String())
+			}
+			return a
+		}
 		return slog.New(slog.NewJSONHandler(os.Stderr, opts)), nil
 	}
 	return nil, fmt.Errorf("--log-format %q: want text or json", format)

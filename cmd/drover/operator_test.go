@@ -283,6 +283,18 @@ func TestSnapshotSaveAndRestore(t *testing.T) {
 	}
 
 	mustOperator(t, c, "snapshot", "restore", file)
+	// Once, not once per master the client knows.
+	var restores int
+	for _, m := range c.Masters {
+		b, err := os.ReadFile(filepath.Join(c.Dir, m.ID+".log"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		restores += bytes.Count(b, []byte("snapshot restored by an operator"))
+	}
+	if restores != 1 {
+		t.Fatalf("the restore ran %d times", restores)
+	}
 	if _, err := cl.Driver(ctx, after.DriverID); !isNotFound(err) {
 		t.Fatalf("driver %s submitted after the save: %v, want not found", after.DriverID, err)
 	}

@@ -110,8 +110,10 @@ func stopWorker(log *slog.Logger, w *worker.Worker, pool *gossip.Pool, sig <-cha
 	s := <-sig
 	if s == syscall.SIGUSR1 {
 		log.Info("detaching: drivers keep running until a new worker adopts them or the lease ends", "signal", s.String())
-		_ = w.Detach()
+		// The pool goes first, so that the lease's last renewal, in
+		// Detach, is as close to the exit as it can be.
 		_ = pool.Shutdown()
+		_ = w.Detach()
 		return 0
 	}
 	log.Info("shutting down: killing drivers and decommissioning this worker", "signal", s.String())
