@@ -103,11 +103,19 @@ func idSeq(kind, id string) (int, error) {
 		return 0, fmt.Errorf("%w: %s ID %q has a bad timestamp", ErrInvalidCommand, kind, id)
 	}
 	seq, err := strconv.Atoi(parts[2])
-	if err != nil || seq < 0 {
-		return 0, fmt.Errorf("%w: %s ID %q has a bad sequence number", ErrInvalidCommand, kind, id)
+	if err != nil || seq < 0 || seq > MaxSeq {
+		return 0, fmt.Errorf("%w: %s ID %q has a bad sequence number (0 to %d)", ErrInvalidCommand, kind, id, MaxSeq)
 	}
 	return seq, nil
 }
+
+// MaxSeq bounds the sequence number of a driver or app ID: nine digits, as
+// the API's ID patterns allow, so that the next sequence never overflows.
+const MaxSeq = 999_999_999
+
+// maxExecutorID bounds an app's executor IDs in a restored snapshot, far
+// beyond any real count of launches, so that the next ID never overflows.
+const maxExecutorID = 1 << 53
 
 func (f *FSM) applyPlaceExecutors(c *PlaceExecutors) any {
 	var res PlaceExecutorsResult

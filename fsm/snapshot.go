@@ -105,14 +105,36 @@ func decodeSnapshot(r io.Reader) (tables, error) {
 	if err := checkApps(&t); err != nil {
 		return tables{}, fmt.Errorf("restore snapshot: %w", err)
 	}
+	if err := checkSequences(&t); err != nil {
+		return tables{}, fmt.Errorf("restore snapshot: %w", err)
+	}
 	return t, nil
+}
+
+// checkSequences checks that the next driver and app sequence numbers lie
+// past every ID in the tables, so that a leader never makes an ID twice.
+func checkSequences(t *tables) error {
+	if t.NextDriverSeq < 0 || t.NextDriverSeq > MaxSeq+1 || t.NextAppSeq < 0 || t.NextAppSeq > MaxSeq+1 {
+		return fmt.Errorf("next sequence numbers %d (drivers) and %d (apps) are out of range", t.NextDriverSeq, t.NextAppSeq)
+	}
+	for id := range t.Drivers {
+		if seq, err := idSeq("driver", id); err != nil || seq >= t.NextDriverSeq {
+			return fmt.Errorf("driver %s is not before the next driver sequence number %d", id, t.NextDriverSeq)
+		}
+	}
+	for id := range t.Apps {
+		if seq, err := idSeq("app", id); err != nil || seq >= t.NextAppSeq {
+			return fmt.Errorf("app %s is not before the next app sequence number %d", id, t.NextAppSeq)
+		}
+	}
+	return nil
 }
 
 // checkApps checks the app and executor rows and recomputes the cores and
 // memory their live executors use.
 func checkApps(t *tables) error {
 	for id, a := range t.Apps {
-		if a == nil || a.ID != id || a.FirstExecutorID < 0 || a.FirstExecutorID > a.NextExecutorID {
+		if a == nil || a.ID != id || a.FirstExecutorID < 0 || a.FirstExecutorID > a.NextExecutorID || a.NextExecutorID > maxExecutorID {
 			return fmt.Errorf("app row %q is inconsistent", id)
 		}
 		a.CoresGranted = 0
