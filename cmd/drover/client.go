@@ -37,9 +37,12 @@ commands:
 
 --masters defaults to $DROVER_MASTERS. A secured cluster takes the CA from
 --ca-cert or $DROVER_CACERT and a token from --token-file, $DROVER_TOKEN_FILE
-or $DROVER_TOKEN (drover dev prints them). Exit codes: 0 success, 1 refused,
-failed or bad usage, 2 no master reachable or no leader known within
---timeout.
+or $DROVER_TOKEN (drover dev prints them); masters without tokens take a
+client certificate instead: --client-cert and --client-key, or
+$DROVER_CLIENT_CERT and $DROVER_CLIENT_KEY. --bind sets the source address.
+
+Exit codes: 0 success, 1 refused, failed or bad usage, 2 no master
+reachable or no leader known within --timeout.
 `
 
 // wantsHelp reports whether a command's arguments ask for its help.
