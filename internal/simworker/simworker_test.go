@@ -117,13 +117,28 @@ func TestDriversRunOnSimulatedWorkers(t *testing.T) {
 			t.Errorf("driver %s: attempts %+v, want one RUNNING with one run", id, d.Attempts)
 		}
 	}
-	mu.Lock()
-	for _, id := range ids {
-		if acked[id] != 1 {
-			t.Errorf("OnRunning not called for %s attempt 1 (got %v)", id, acked)
+	// The leader's tables show RUNNING once the report commits; the
+	// worker hears of the commit in the heartbeat's answer a moment later,
+	// and only then calls OnRunning.
+	for {
+		mu.Lock()
+		n := 0
+		for _, id := range ids {
+			if acked[id] == 1 {
+				n++
+			}
+		}
+		got := fmt.Sprint(acked)
+		mu.Unlock()
+		if n == len(ids) {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("OnRunning not called for every driver's attempt 1 (got %s)", got)
+		case <-time.After(10 * time.Millisecond):
 		}
 	}
-	mu.Unlock()
 	if st := fleet.Stats(); st.Running != int64(len(ids)) || st.Registered != 3 {
 		t.Errorf("stats %+v: want %d running and 3 registered", st, len(ids))
 	}
