@@ -13,8 +13,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -29,7 +27,6 @@ import (
 
 	"github.com/drover-project/drover/api"
 	"github.com/drover-project/drover/fsm"
-	"github.com/drover-project/drover/internal/freeport"
 	"github.com/drover-project/drover/internal/strictjson"
 )
 
@@ -209,23 +206,11 @@ type httpFixture struct {
 // fuzzTables through Raft (a user snapshot restore, as an operator restoring
 // a backup would).
 func startHTTPFixture(f testing.TB) *httpFixture {
-	ports, err := freeport.Get("127.0.0.1", 3)
-	if err != nil {
-		f.Fatal(err)
-	}
-	cfg := DefaultConfig()
-	cfg.ID = "m1"
-	cfg.DataDir = f.TempDir()
-	cfg.BindIP = "127.0.0.1"
-	cfg.RaftPort, cfg.HTTPPort, cfg.GossipPort = ports[0], ports[1], ports[2]
-	cfg.Peers = []Peer{{ID: "m1", RaftAddr: net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[0]))}}
-	cfg.GossipProfile = "local"
-	cfg.HeartbeatTimeout, cfg.ElectionTimeout, cfg.LeaderLeaseTimeout = 100*time.Millisecond, 100*time.Millisecond, 50*time.Millisecond
+	cfg := singleConfig(f)
 	// No worker or app of fuzzTables times out while a run lasts.
 	cfg.WorkerTimeout, cfg.AppTimeout = 24*time.Hour, 24*time.Hour
 	// The fuzzed bodies register workers that never gossip.
 	cfg.RegisterWithoutGossip = true
-	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	m, err := New(cfg)
 	if err != nil {
 		f.Fatal(err)

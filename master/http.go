@@ -63,8 +63,22 @@ func (m *Master) startHTTP() error {
 	if m.tls.http != nil {
 		ln = tls.NewListener(ln, m.tls.http)
 	}
-	m.server = &http.Server{
-		Handler:           m.metrics.instrument(m.withLeaderHeader(mux)),
+	m.server = m.newHTTPServer(m.metrics.instrument(m.withLeaderHeader(mux)))
+	m.wg.Add(1)
+	go func() {
+		defer m.wg.Done()
+		if err := m.server.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			m.log.Error("http server", "err", err)
+		}
+	}()
+	return nil
+}
+
+// newHTTPServer is an HTTP server with the timeouts and limits of every
+// listener of a master.
+func (m *Master) newHTTPServer(h http.Handler) *http.Server {
+	return &http.Server{
+		Handler:           h,
 		ReadHeaderTimeout: 5 * time.Second,
 		ReadTimeout:       30 * time.Second,
 		WriteTimeout:      60 * time.Second,
@@ -74,14 +88,6 @@ func (m *Master) startHTTP() error {
 		// as often as it likes: debug, not info.
 		ErrorLog: slog.NewLogLogger(m.log.With("component", "http").Handler(), slog.LevelDebug),
 	}
-	m.wg.Add(1)
-	go func() {
-		defer m.wg.Done()
-		if err := m.server.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			m.log.Error("http server", "err", err)
-		}
-	}()
-	return nil
 }
 
 func (m *Master) withLeaderHeader(h http.Handler) http.Handler {

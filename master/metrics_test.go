@@ -2,8 +2,6 @@ package master
 
 import (
 	"context"
-	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"strconv"
@@ -28,20 +26,8 @@ const metricsFailSafe = 30 * time.Second
 // declares a worker lost after workerTimeout out of the gossip pool.
 func metricsMaster(t *testing.T, workerTimeout time.Duration) *Master {
 	t.Helper()
-	ports, err := freeport.Get("127.0.0.1", 3)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := DefaultConfig()
-	cfg.ID = "m1"
-	cfg.DataDir = t.TempDir()
-	cfg.BindIP = "127.0.0.1"
-	cfg.RaftPort, cfg.HTTPPort, cfg.GossipPort = ports[0], ports[1], ports[2]
-	cfg.Peers = []Peer{{ID: "m1", RaftAddr: net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[0]))}}
-	cfg.GossipProfile = "local"
-	cfg.HeartbeatTimeout, cfg.ElectionTimeout, cfg.LeaderLeaseTimeout = 100*time.Millisecond, 100*time.Millisecond, 50*time.Millisecond
+	cfg := singleConfig(t)
 	cfg.WorkerTimeout = workerTimeout
-	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	m, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -310,19 +296,8 @@ func TestMetricsFollowSchedulingAndLiveness(t *testing.T) {
 // TestMetricsNeedReadAccess: with tokens, a scrape without one is refused
 // like any other status read, and the submit token is enough.
 func TestMetricsNeedReadAccess(t *testing.T) {
-	ports, err := freeport.Get("127.0.0.1", 3)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := DefaultConfig()
-	cfg.ID = "m1"
-	cfg.DataDir = t.TempDir()
-	cfg.BindIP = "127.0.0.1"
-	cfg.RaftPort, cfg.HTTPPort, cfg.GossipPort = ports[0], ports[1], ports[2]
-	cfg.Peers = []Peer{{ID: "m1", RaftAddr: net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[0]))}}
-	cfg.GossipProfile = "local"
+	cfg := singleConfig(t)
 	cfg.OperatorToken, cfg.SubmitToken = "operator-token-0123456789", "submit-token-0123456789"
-	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	m, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)

@@ -4,11 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"io"
-	"log/slog"
-	"net"
 	"net/http"
 	"net/url"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -16,7 +13,6 @@ import (
 	"github.com/drover-project/drover/api"
 	"github.com/drover-project/drover/auth"
 	"github.com/drover-project/drover/fsm"
-	"github.com/drover-project/drover/internal/freeport"
 )
 
 const (
@@ -27,20 +23,8 @@ const (
 // startUIMaster starts a single-voter master on 127.0.0.1 with both
 // tokens and no TLS, and waits until it is the ready leader.
 func startUIMaster(t *testing.T) *Master {
-	ports, err := freeport.Get("127.0.0.1", 3)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := DefaultConfig()
-	cfg.ID = "m1"
-	cfg.DataDir = t.TempDir()
-	cfg.BindIP = "127.0.0.1"
-	cfg.RaftPort, cfg.HTTPPort, cfg.GossipPort = ports[0], ports[1], ports[2]
-	cfg.Peers = []Peer{{ID: "m1", RaftAddr: net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[0]))}}
-	cfg.GossipProfile = "local"
-	cfg.HeartbeatTimeout, cfg.ElectionTimeout, cfg.LeaderLeaseTimeout = 100*time.Millisecond, 100*time.Millisecond, 50*time.Millisecond
+	cfg := singleConfig(t)
 	cfg.OperatorToken, cfg.SubmitToken = uiOperatorToken, uiSubmitToken
-	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	m, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)

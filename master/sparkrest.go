@@ -7,12 +7,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"net/url"
 	"strconv"
-	"time"
 
 	"github.com/drover-project/drover/api"
 	"github.com/drover-project/drover/auth"
@@ -46,17 +44,7 @@ func (m *Master) startSparkREST() error {
 	if m.tls.http != nil {
 		ln = tls.NewListener(ln, m.tls.http)
 	}
-	m.sparkServer = &http.Server{
-		Handler:           sparkrest.NewHandler(sparkBackend{m}, launcher),
-		ReadHeaderTimeout: 5 * time.Second,
-		ReadTimeout:       30 * time.Second,
-		WriteTimeout:      60 * time.Second,
-		IdleTimeout:       120 * time.Second,
-		MaxHeaderBytes:    64 << 10,
-		// Handshake failures and the like are what any client can cause,
-		// as often as it likes: debug, not info.
-		ErrorLog: slog.NewLogLogger(m.log.With("component", "http").Handler(), slog.LevelDebug),
-	}
+	m.sparkServer = m.newHTTPServer(sparkrest.NewHandler(sparkBackend{m}, launcher))
 	m.wg.Add(1)
 	go func() {
 		defer m.wg.Done()

@@ -61,8 +61,9 @@ func wantsHelp(args []string) bool {
 // addConnectFlags adds the flags of every command that talks to the
 // masters: their addresses, the time to keep trying, and the credentials.
 // The returned function builds the cli once fs is parsed, from base
-// options that the flags complete.
-func addConnectFlags(fs *pflag.FlagSet) func(base client.Options, stdout, stderr io.Writer) (*cli, error) {
+// options that the flags complete; when the command's arguments (args)
+// ask for its --help, a cli without masters will do.
+func addConnectFlags(fs *pflag.FlagSet) func(base client.Options, stdout, stderr io.Writer, args []string) (*cli, error) {
 	masters := fs.String("masters", os.Getenv("DROVER_MASTERS"), "comma-separated master HTTP addresses host:port")
 	timeout := fs.Duration("timeout", 30*time.Second, "how long to keep trying the masters before giving up (exit 2)")
 	bind := fs.String("bind", "", "source IP for connections to the masters")
@@ -70,7 +71,10 @@ func addConnectFlags(fs *pflag.FlagSet) func(base client.Options, stdout, stderr
 	clientCert := fs.String("client-cert", os.Getenv(client.EnvClientCert), "PEM file of a client certificate, for masters that take certificates instead of tokens")
 	clientKey := fs.String("client-key", os.Getenv(client.EnvClientKey), "PEM file of the client certificate's key")
 	tokenFile := fs.String("token-file", os.Getenv(client.EnvTokenFile), "file holding the API token (else $DROVER_TOKEN)")
-	return func(base client.Options, stdout, stderr io.Writer) (*cli, error) {
+	return func(base client.Options, stdout, stderr io.Writer, args []string) (*cli, error) {
+		if wantsHelp(args) {
+			return &cli{command: fs.Name(), stdout: stdout, stderr: stderr}, nil
+		}
 		opts, err := client.SecureOptions(*caCert, *clientCert, *clientKey, *tokenFile)
 		if err != nil {
 			return nil, err
@@ -110,14 +114,10 @@ func runClient(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprint(stderr, clientUsage)
 		return 1
 	}
-	k, err := connect(client.Options{}, stdout, stderr)
+	k, err := connect(client.Options{}, stdout, stderr, fs.Args()[1:])
 	if err != nil {
-		if !wantsHelp(fs.Args()[1:]) {
-			fmt.Fprintln(stderr, "drover:", err)
-			return 1
-		}
-		// A command's --help needs no masters.
-		k = &cli{command: fs.Name(), stdout: stdout, stderr: stderr}
+		fmt.Fprintln(stderr, "drover:", err)
+		return 1
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()

@@ -49,13 +49,10 @@ func runOperator(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	// A snapshot can be as large as the tables and take a while to cut.
-	k, err := connect(client.Options{RequestTimeout: 5 * time.Minute, MaxResponseBytes: api.MaxSnapshotBytes}, stdout, stderr)
+	k, err := connect(client.Options{RequestTimeout: 5 * time.Minute, MaxResponseBytes: api.MaxSnapshotBytes}, stdout, stderr, fs.Args()[2:])
 	if err != nil {
-		if !wantsHelp(fs.Args()[2:]) {
-			fmt.Fprintln(stderr, "drover:", err)
-			return 1
-		}
-		k = &cli{command: fs.Name(), stdout: stdout, stderr: stderr}
+		fmt.Fprintln(stderr, "drover:", err)
+		return 1
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
