@@ -6,6 +6,7 @@
 package suite
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -39,6 +40,10 @@ type Config struct {
 	Masters, Workers int
 	// Clients is the number of concurrent clients (default 6).
 	Clients int
+	// WorkerCores is what each worker offers (default 16). With room to
+	// spare, a relaunch is placed at once instead of queueing behind new
+	// submissions.
+	WorkerCores int
 	// Strict runs masters and workers with --fencing strict.
 	Strict bool
 	// Out is the folder under which the run folder is made.
@@ -156,7 +161,7 @@ func Run(ctx context.Context, cfg Config) (out *Outcome, err error) {
 		fencing = "strict"
 	}
 	c := testcluster.New(tb, testcluster.Options{
-		Masters: cfg.Masters, Workers: cfg.Workers, WorkerCores: 16, WorkerMemory: "8g",
+		Masters: cfg.Masters, Workers: cfg.Workers, WorkerCores: cmp.Or(cfg.WorkerCores, 16), WorkerMemory: "8g",
 		Binary:     cfg.Binary,
 		MasterArgs: []string{"--fencing", fencing, "--retained-drivers", "100000000"},
 		WorkerArgs: []string{"--fencing", fencing},

@@ -86,7 +86,9 @@ func TestFindsInjectedBug(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer os.RemoveAll(strings.TrimSuffix(bin, "/drover"))
-	out := runSchedule(t, Config{Nemesis: []string{"worker"}, Seed: 3, Time: 40 * time.Second, Strict: true, Binary: bin})
+	// Cores to spare, so that the early relaunch is placed at once and not
+	// only after the lease ran out, which would hide the bug by chance.
+	out := runSchedule(t, Config{Nemesis: []string{"worker"}, Seed: 3, Time: 40 * time.Second, Strict: true, Binary: bin, WorkerCores: 64})
 	for _, r := range out.Results {
 		if r.Name == checker.NameSingleLiveAttempt {
 			if r.Valid {
