@@ -640,9 +640,15 @@ func (m *Master) handleHeartbeat(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	m.contact.seen(id, time.Now())
+	// Tokens only on the answer: running() compares assignments on every
+	// commit a held heartbeat wakes for, and needs no HMAC.
+	as := m.assignments(id)
+	for i := range as {
+		as[i].Token = m.guard.DriverToken(as[i].DriverID, as[i].Attempt)
+	}
 	writeJSON(w, http.StatusOK, api.HeartbeatResponse{
 		Registered:     true,
-		Assignments:    m.assignments(id),
+		Assignments:    as,
 		Executors:      m.executorAssignments(id),
 		Acked:          acked,
 		AckedExecutors: ackedExecs,
@@ -730,7 +736,6 @@ func (m *Master) assignments(workerID string) []api.Assignment {
 		out = append(out, api.Assignment{
 			DriverID: d.ID, Attempt: d.Attempt, Argv: d.Argv, Env: d.Env,
 			Cores: d.Cores, MemoryMB: d.MemoryMB, Supervise: d.Supervise,
-			Token: m.guard.DriverToken(d.ID, d.Attempt),
 		})
 	}
 	return out

@@ -274,20 +274,27 @@ func TestStreamLayerTLSRefusesNonMasters(t *testing.T) {
 	sameConn(t, nextConn(t, accepted), d)
 }
 
-// A client that connects and never speaks is dropped after
-// HandshakeTimeout, and meanwhile others still get through.
-func TestStreamLayerTLSSilentClient(t *testing.T) {
-	t.Parallel()
+// layerWithSilentClient starts a TLS stream layer of a master, accepting
+// everything, and a plain TCP client connected to it that never speaks.
+func layerWithSilentClient(t *testing.T) (tlsNodes, *StreamLayer, <-chan acceptResult, net.Conn) {
+	t.Helper()
 	n := newTLSNodes(t)
 	sl := newLayer(t, n.masterServer[0], n.masterClient[0])
 	accepted := acceptAll(t, sl)
-	addr := sl.Addr().String()
-
-	silent, err := net.DialTimeout("tcp", addr, waitBound)
+	silent, err := net.DialTimeout("tcp", sl.Addr().String(), waitBound)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { silent.Close() })
+	return n, sl, accepted, silent
+}
+
+// A client that connects and never speaks is dropped after
+// HandshakeTimeout, and meanwhile others still get through.
+func TestStreamLayerTLSSilentClient(t *testing.T) {
+	t.Parallel()
+	n, sl, accepted, silent := layerWithSilentClient(t)
+	addr := sl.Addr().String()
 	start := time.Now()
 
 	m := newLayer(t, n.masterServer[1], n.masterClient[1])
@@ -355,17 +362,9 @@ func (c *stalledConn) Write(p []byte) (int, error) {
 
 func TestStreamLayerTLSCloseWithHandshakesInFlight(t *testing.T) {
 	t.Parallel()
-	n := newTLSNodes(t)
-	sl := newLayer(t, n.masterServer[0], n.masterClient[0])
-	accepted := acceptAll(t, sl)
-	addr := sl.Addr().String()
-
 	// A handshake that is only stuck in its first step.
-	silent, err := net.DialTimeout("tcp", addr, waitBound)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { silent.Close() })
+	n, sl, accepted, _ := layerWithSilentClient(t)
+	addr := sl.Addr().String()
 
 	// A legitimate master's handshake that the server has started
 	// but that only completes after Close.

@@ -2,12 +2,8 @@ package worker_test
 
 import (
 	"encoding/json"
-	"io"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -86,33 +82,13 @@ func (ml *metricsLeader) waitBeat(t *testing.T, what string, cond func(api.Heart
 // restart, heartbeats by result, and the contact age; the exposition must
 // pass promlint.
 func TestMetricsFollowHeartbeatsAndLaunches(t *testing.T) {
-	self, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
 	failing := api.Assignment{DriverID: driverB, Attempt: 1, Argv: []string{"/bin/sh", "-c", "exit 3"},
 		Cores: 1, MemoryMB: 32, Supervise: true}
 	executor := api.ExecutorAssignment{AppID: appA, ExecutorID: 0, Cores: 2, MemoryMB: 128,
 		Argv: []string{"/bin/sh", "-c", "exec sleep 1000"}}
 	ml := newMetricsLeader(t, []api.Assignment{sleeper(driverA, 1), failing}, []api.ExecutorAssignment{executor})
 
-	cfg := worker.DefaultConfig()
-	cfg.ID = "w1"
-	cfg.Masters = []string{strings.TrimPrefix(ml.srv.URL, "http://")}
-	cfg.WorkDir = filepath.Join(t.TempDir(), "work")
-	cfg.Cores = 4
-	cfg.MemoryMB = 1024
-	cfg.RunnerCommand = self
-	cfg.HeartbeatInterval = 20 * time.Millisecond
-	cfg.RequestTimeout = 3 * time.Second
-	cfg.KillTimeout = 2 * time.Second
-	cfg.RestartBackoff = 20 * time.Millisecond
-	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
-	w, err := worker.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { w.Close() })
+	w, _ := newWorkerAt(t, strings.TrimPrefix(ml.srv.URL, "http://"), nil)
 
 	// The worker counts a unit's launch before it lists the unit as
 	// running, an answered heartbeat before it acts on the answer, and a

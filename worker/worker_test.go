@@ -303,13 +303,19 @@ func (fm *fakeMaster) assertPaced(t *testing.T, from, to int, interval time.Dura
 // adjusts its config.
 func newWorker(t *testing.T, fm *fakeMaster, tune func(*worker.Config)) (*worker.Worker, worker.Config) {
 	t.Helper()
+	return newWorkerAt(t, fm.addr(), tune)
+}
+
+// newWorkerAt is newWorker for a master at addr (host:port).
+func newWorkerAt(t *testing.T, addr string, tune func(*worker.Config)) (*worker.Worker, worker.Config) {
+	t.Helper()
 	self, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
 	}
 	cfg := worker.DefaultConfig()
 	cfg.ID = "w1"
-	cfg.Masters = []string{fm.addr()}
+	cfg.Masters = []string{addr}
 	cfg.WorkDir = filepath.Join(t.TempDir(), "work")
 	cfg.Cores = 4
 	cfg.MemoryMB = 1024

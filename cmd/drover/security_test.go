@@ -646,10 +646,11 @@ func TestClosedByDefault(t *testing.T) {
 }
 
 // TestSecuredClusterRunsDriversAndApps: on a secured cluster the CLI with
-// the CA and the submit token submits, reads logs and kills; a driver
-// registers its app with the token its worker hands it (the word count
-// example's digest matches a single-process count); the CLI without the
-// CA or the token is refused with one line, exit 1.
+// the CA and the submit token submits and reads logs; the CLI without the
+// CA or the token is refused with one line, exit 1. After the leader is
+// SIGKILLed and restarted, the word count's driver registers its app with
+// the token its worker hands it and finishes with executors, and every
+// master, the restarted one too, ends with the same tables.
 func TestSecuredClusterRunsDriversAndApps(t *testing.T) {
 	c := testcluster.New(t, testcluster.Options{Workers: 2, Secure: true})
 	bin := testcluster.Binary(t)
@@ -681,6 +682,18 @@ func TestSecuredClusterRunsDriversAndApps(t *testing.T) {
 		}
 	}
 
+	// A leader SIGKILLed and restarted with the same credentials: a new
+	// leader takes over over mutual TLS, and the old one rejoins and
+	// catches up.
+	leader, err := c.Leader(5 * time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	leader.Kill()
+	if err := leader.Start(); err != nil {
+		t.Fatal(err)
+	}
+
 	// The word count registers an app with its driver token.
 	wc := buildWordcount(t)
 	input := t.TempDir()
@@ -704,6 +717,7 @@ func TestSecuredClusterRunsDriversAndApps(t *testing.T) {
 	if err := json.Unmarshal([]byte(appsOut), &apps); err != nil || len(apps) != 1 || apps[0].State != fsm.AppFinished || len(apps[0].Executors) == 0 {
 		t.Fatalf("apps after the word count (want one FINISHED with executors): %v %s", err, appsOut)
 	}
+	waitSameTables(t, c, c.Masters...)
 }
 
 // TestTokensWithoutTLS: masters with tokens and no TLS admit a worker that

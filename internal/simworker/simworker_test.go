@@ -18,6 +18,7 @@ import (
 	"github.com/drover-project/drover/gossip"
 	"github.com/drover-project/drover/internal/freeport"
 	"github.com/drover-project/drover/internal/simworker"
+	"github.com/drover-project/drover/internal/testcluster"
 	"github.com/drover-project/drover/master"
 )
 
@@ -109,7 +110,7 @@ func TestDriversRunOnSimulatedWorkers(t *testing.T) {
 		workers[id] = true
 	}
 	for _, id := range ids {
-		d := waitDriver(t, ctx, cl, id, func(d *fsm.Driver) bool { return d.State == fsm.DriverRunning })
+		d := testcluster.AwaitDriver(t, cl, id, 30*time.Second, "RUNNING", func(d *fsm.Driver) bool { return d.State == fsm.DriverRunning })
 		if !workers[d.WorkerID] {
 			t.Errorf("driver %s runs on %q, not on a simulated worker", id, d.WorkerID)
 		}
@@ -149,7 +150,7 @@ func TestDriversRunOnSimulatedWorkers(t *testing.T) {
 	if err := cl.Kill(ctx, ids[0]); err != nil {
 		t.Fatal(err)
 	}
-	waitDriver(t, ctx, cl, ids[0], func(d *fsm.Driver) bool {
+	testcluster.AwaitDriver(t, cl, ids[0], 30*time.Second, "KILLED with its attempt", func(d *fsm.Driver) bool {
 		return d.State == fsm.DriverKilled && len(d.Attempts) == 1 && d.Attempts[0].State == fsm.DriverKilled
 	})
 
@@ -177,25 +178,6 @@ func TestDriversRunOnSimulatedWorkers(t *testing.T) {
 		case <-ctx.Done():
 			t.Fatalf("observer saw %d of %d simulated workers in the gossip pool", seen, len(workers))
 		case <-time.After(50 * time.Millisecond):
-		}
-	}
-}
-
-func waitDriver(t *testing.T, ctx context.Context, cl *client.Client, id string, cond func(*fsm.Driver) bool) *fsm.Driver {
-	t.Helper()
-	var last *fsm.Driver
-	for {
-		d, err := cl.Driver(ctx, id)
-		if err == nil {
-			last = d
-			if cond(d) {
-				return d
-			}
-		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("driver %s: condition not reached; last seen %+v (err %v)", id, last, err)
-		case <-time.After(20 * time.Millisecond):
 		}
 	}
 }

@@ -616,7 +616,13 @@ func (c *Cluster) WaitReady(timeout time.Duration) error {
 // returns it; it fails the test after timeout.
 func (c *Cluster) WaitDriver(id string, timeout time.Duration, what string, cond func(*fsm.Driver) bool) *fsm.Driver {
 	c.t.Helper()
-	cl := c.Client()
+	return AwaitDriver(c.t, c.Client(), id, timeout, what, cond)
+}
+
+// AwaitDriver is WaitDriver through any client: it polls the driver until
+// cond holds and returns it, or fails t after timeout.
+func AwaitDriver(t TB, cl *client.Client, id string, timeout time.Duration, what string, cond func(*fsm.Driver) bool) *fsm.Driver {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	var last *fsm.Driver
@@ -630,8 +636,8 @@ func (c *Cluster) WaitDriver(id string, timeout time.Duration, what string, cond
 		}
 		select {
 		case <-ctx.Done():
-			c.t.Fatalf("driver %s: %s not reached in %s; last seen %+v (err %v)", id, what, timeout, last, err)
-		case <-time.After(50 * time.Millisecond):
+			t.Fatalf("driver %s: %s not reached in %s; last seen %+v (err %v)", id, what, timeout, last, err)
+		case <-time.After(20 * time.Millisecond):
 		}
 	}
 }
