@@ -25,7 +25,6 @@ import (
 	"github.com/drover-project/drover/fsm"
 	"github.com/drover-project/drover/gossip"
 	"github.com/drover-project/drover/internal/strictjson"
-	"github.com/drover-project/drover/transport"
 )
 
 // driverIDPattern is Spark's driver ID form; anything else is refused before
@@ -58,7 +57,7 @@ func (m *Master) startHTTP() error {
 	if err != nil {
 		return fmt.Errorf("http listen: %w", err)
 	}
-	ln = transport.LimitConns(ln, m.cfg.MaxConnsPerClient, transport.DefaultMaxConns())
+	ln = m.conns.Wrap(ln)
 	m.ln = ln
 	if m.tls.http != nil {
 		ln = tls.NewListener(ln, m.tls.http)

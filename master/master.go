@@ -41,10 +41,12 @@ type Master struct {
 	pool   *gossip.Pool
 	server *http.Server
 	ln     net.Listener
-	// sparkServer and sparkLn serve Spark's REST submission protocol
-	// (sparkrest.go); nil unless cfg.SparkRESTPort is set.
+	// sparkServer serves Spark's REST submission protocol (sparkrest.go);
+	// nil unless cfg.SparkRESTPort is set.
 	sparkServer *http.Server
-	sparkLn     net.Listener
+	// conns bounds the connections of the API and Spark REST listeners
+	// together, per client IP and in all.
+	conns *transport.ConnLimit
 	// fwd carries requests to other masters (forwarding to the leader),
 	// toWorkers to workers (log proxying); both present this master's
 	// certificate when TLS is on.
@@ -119,6 +121,7 @@ func New(cfg Config) (*Master, error) {
 		guard:         guard,
 		tls:           tc,
 		submitting:    newInflight(cfg.MaxSubmitsPerClient),
+		conns:         transport.NewConnLimit(cfg.MaxConnsPerClient, transport.DefaultMaxConns()),
 		ids:           newIDMaker(),
 		gossipChanged: make(chan struct{}, 1),
 		stop:          make(chan struct{}),

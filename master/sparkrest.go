@@ -16,7 +16,6 @@ import (
 	"github.com/drover-project/drover/auth"
 	"github.com/drover-project/drover/fsm"
 	"github.com/drover-project/drover/sparkrest"
-	"github.com/drover-project/drover/transport"
 )
 
 // startSparkREST starts the Spark REST submission listener when
@@ -39,8 +38,7 @@ func (m *Master) startSparkREST() error {
 	if err != nil {
 		return fmt.Errorf("spark REST listen: %w", err)
 	}
-	ln = transport.LimitPerIP(ln, m.cfg.MaxConnsPerClient)
-	m.sparkLn = ln
+	ln = m.conns.Wrap(ln)
 	if m.tls.http != nil {
 		ln = tls.NewListener(ln, m.tls.http)
 	}
@@ -55,15 +53,6 @@ func (m *Master) startSparkREST() error {
 	m.log.Info("serving Spark REST submissions", "addr", ln.Addr().String(), "tls", m.tls.http != nil,
 		"launcher", launcher.Argv())
 	return nil
-}
-
-// SparkRESTAddr is the host:port of the Spark REST listener, "" when there
-// is none.
-func (m *Master) SparkRESTAddr() string {
-	if m.sparkLn == nil {
-		return ""
-	}
-	return m.sparkLn.Addr().String()
 }
 
 // sparkBackend answers package sparkrest by serving an internal request

@@ -84,12 +84,12 @@ func closedByPeer(t *testing.T, c net.Conn, what string) {
 	}
 }
 
-func TestLimitPerIP(t *testing.T) {
+func TestLimitConnsPerIP(t *testing.T) {
 	inner, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	ln := LimitPerIP(inner, 3)
+	ln := LimitConns(inner, 3, 0)
 	addr := ln.Addr().String()
 	accepted := acceptLoop(t, ln)
 
@@ -121,15 +121,15 @@ func TestLimitPerIP(t *testing.T) {
 	closedByPeer(t, over, "connection from 127.0.0.2 beyond the limit after a double Close")
 }
 
-func TestLimitPerIPOff(t *testing.T) {
+func TestLimitConnsOff(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer ln.Close()
 	for _, n := range []int{0, -1} {
-		if got := LimitPerIP(ln, n); got != ln {
-			t.Errorf("LimitPerIP(ln, %d) = %T, want ln itself", n, got)
+		if got := LimitConns(ln, n, 0); got != ln {
+			t.Errorf("LimitConns(ln, %d, 0) = %T, want ln itself", n, got)
 		}
 	}
 }
@@ -183,4 +183,46 @@ func TestLimitConnsTotal(t *testing.T) {
 func isTimeout(err error) bool {
 	var ne net.Error
 	return errors.As(err, &ne) && ne.Timeout()
+}
+
+// One ConnLimit wrapping two listeners counts their connections together:
+// the per-IP bound spans both.
+func TestConnLimitSharedAcrossListeners(t *testing.T) {
+	limit := NewConnLimit(1, 0)
+	var lns []net.Listener
+	accepted := make(chan net.Conn, 4)
+	for range 2 {
+		inner, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		ln := limit.Wrap(inner)
+		t.Cleanup(func() { ln.Close() })
+		lns = append(lns, ln)
+		go func() {
+			for {
+				c, err := ln.Accept()
+				if err != nil {
+					return
+				}
+				accepted <- c
+			}
+		}()
+	}
+	dial := func(addr string) net.Conn {
+		d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP("127.0.0.6")}, Timeout: 5 * time.Second}
+		c, err := d.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		return c
+	}
+	dial(lns[0].Addr().String())
+	<-accepted
+	second := dial(lns[1].Addr().String())
+	_ = second.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, err := second.Read(make([]byte, 1)); err == nil || isTimeout(err) {
+		t.Fatalf("a second connection from one IP, to the other listener, was kept: %v", err)
+	}
 }
