@@ -108,7 +108,10 @@ func TestExecutorsSpreadRunAndAreReplacedWhenTheirWorkerIsLost(t *testing.T) {
 	workers := map[string]int{}
 	for id, e := range execs {
 		workers[e.WorkerID]++
-		if l := p.lines(a.ID() + "-" + strconv.Itoa(id)); len(l) != 1 || l[0][1] != e.WorkerID || l[0][3] != "1" {
+		// RUNNING means the program started; its first line follows.
+		name := a.ID() + "-" + strconv.Itoa(id)
+		waitFor(t, 10*time.Second, "executor "+strconv.Itoa(id)+" records its start", func() bool { return len(p.lines(name)) > 0 })
+		if l := p.lines(name); len(l) != 1 || l[0][1] != e.WorkerID || l[0][3] != "1" {
 			t.Errorf("executor %d recorded %v; want one start on %s with 1 core", id, l, e.WorkerID)
 		}
 	}
