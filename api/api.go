@@ -4,8 +4,8 @@
 // Endpoints (masters):
 //
 //	POST /v1/drivers                     SubmitRequest -> 200 SubmitResponse
-//	GET  /v1/drivers                     -> []fsm.Driver
-//	GET  /v1/drivers/{id}                -> fsm.Driver
+//	GET  /v1/drivers                     -> []model.Driver
+//	GET  /v1/drivers/{id}                -> model.Driver
 //	POST /v1/drivers/{id}/kill           -> 200 KillResponse
 //	GET  /v1/drivers/{id}/logs           ?stream=stdout|stderr&offset=N -> bytes
 //	POST /v1/workers/register            RegisterWorkerRequest -> RegisterWorkerResponse
@@ -32,7 +32,7 @@
 // from its own tables. Errors are an Error body with a 4xx or 5xx status.
 package api
 
-import "github.com/drover-project/drover/fsm"
+import "github.com/drover-project/drover/model"
 
 // MaxBodyBytes bounds every request body; larger ones get 413.
 const MaxBodyBytes = 1 << 20
@@ -122,13 +122,13 @@ type DecommissionWorkerRequest struct {
 type HeartbeatRequest struct {
 	// Instance must match the registered one; otherwise the answer is
 	// Registered=false and the reports are ignored.
-	Instance string              `json:"instance"`
-	Reports  []fsm.AttemptReport `json:"reports"`
-	Running  []AttemptRef        `json:"running"`
+	Instance string                `json:"instance"`
+	Reports  []model.AttemptReport `json:"reports"`
+	Running  []AttemptRef          `json:"running"`
 	// ExecutorReports and RunningExecutors are Reports and Running for
 	// the worker's executors.
-	ExecutorReports  []fsm.ExecutorReport `json:"executor_reports,omitempty"`
-	RunningExecutors []ExecutorRef        `json:"running_executors,omitempty"`
+	ExecutorReports  []model.ExecutorReport `json:"executor_reports,omitempty"`
+	RunningExecutors []ExecutorRef          `json:"running_executors,omitempty"`
 	// WaitIndex, when non-zero, asks the leader to hold the answer (up to
 	// a few seconds) until its tables have moved past this Raft index, so
 	// new assignments reach the worker without polling delay.
@@ -160,9 +160,9 @@ type HeartbeatResponse struct {
 	// for driver attempts.
 	Executors []ExecutorAssignment `json:"executors"`
 	// Acked lists the reports that were committed; the worker drops them.
-	Acked []fsm.AttemptReport `json:"acked"`
+	Acked []model.AttemptReport `json:"acked"`
 	// AckedExecutors is Acked for executor reports.
-	AckedExecutors []fsm.ExecutorReport `json:"acked_executors,omitempty"`
+	AckedExecutors []model.ExecutorReport `json:"acked_executors,omitempty"`
 	// Index is the leader's applied Raft index when it answered.
 	Index uint64 `json:"index"`
 }
@@ -226,8 +226,8 @@ type RegisterAppResponse struct {
 
 // AppStatus is an application with its executors, oldest first.
 type AppStatus struct {
-	*fsm.App
-	Executors []*fsm.Executor `json:"executors"`
+	*model.App
+	Executors []*model.Executor `json:"executors"`
 }
 
 // RequestExecutorsRequest sets an app's executor limit to Total (Spark's
@@ -244,8 +244,8 @@ type KillExecutorsRequest struct {
 // UnregisterAppRequest ends an app from its own client: State is FINISHED
 // (the default) or FAILED.
 type UnregisterAppRequest struct {
-	State   fsm.ApplicationState `json:"state,omitempty"`
-	Message string               `json:"message,omitempty"`
+	State   model.ApplicationState `json:"state,omitempty"`
+	Message string                 `json:"message,omitempty"`
 }
 
 // Master describes one Raft voter in State.
@@ -259,19 +259,19 @@ type Master struct {
 
 // State is the JSON view of the cluster that /v1/state serves.
 type State struct {
-	ID             string        `json:"id"`
-	Role           string        `json:"role"`
-	Leader         string        `json:"leader"`
-	LeaderHTTP     string        `json:"leader_http,omitempty"`
-	Term           uint64        `json:"term"`
-	CommitIndex    uint64        `json:"commit_index"`
-	AppliedIndex   uint64        `json:"applied_index"`
-	Masters        []Master      `json:"masters"`
-	Workers        []*fsm.Worker `json:"workers"`
-	Drivers        []*fsm.Driver `json:"drivers"`
-	WaitingDrivers []string      `json:"waiting_drivers"`
-	Apps           []AppStatus   `json:"apps"`
-	StateHash      string        `json:"state_hash"`
+	ID             string          `json:"id"`
+	Role           string          `json:"role"`
+	Leader         string          `json:"leader"`
+	LeaderHTTP     string          `json:"leader_http,omitempty"`
+	Term           uint64          `json:"term"`
+	CommitIndex    uint64          `json:"commit_index"`
+	AppliedIndex   uint64          `json:"applied_index"`
+	Masters        []Master        `json:"masters"`
+	Workers        []*model.Worker `json:"workers"`
+	Drivers        []*model.Driver `json:"drivers"`
+	WaitingDrivers []string        `json:"waiting_drivers"`
+	Apps           []AppStatus     `json:"apps"`
+	StateHash      string          `json:"state_hash"`
 }
 
 // RaftPeers answers GET /v1/operator/raft/peers: the Raft configuration as

@@ -12,7 +12,7 @@ import (
 	"sync"
 
 	"github.com/drover-project/drover/api"
-	"github.com/drover-project/drover/fsm"
+	"github.com/drover-project/drover/model"
 )
 
 // AppSpec describes an application to register (Spark's
@@ -63,7 +63,7 @@ const (
 // it was when the change was seen.
 type ExecutorEvent struct {
 	Kind     EventKind
-	Executor fsm.Executor
+	Executor model.Executor
 }
 
 // App is a registered application, watched from this process (Spark's
@@ -181,10 +181,10 @@ func (a *App) KillExecutors(ctx context.Context, ids ...int) error {
 	return a.c.Do(ctx, http.MethodPost, a.path("/executors/kill"), api.KillExecutorsRequest{ExecutorIDs: ids}, nil)
 }
 
-// Unregister ends the app in state (fsm.AppFinished or fsm.AppFailed) with
+// Unregister ends the app in state (model.AppFinished or model.AppFailed) with
 // a message, killing its executors (Spark's UnregisterApplication). The
 // watch then sees the final state and ends. Retrying is safe.
-func (a *App) Unregister(ctx context.Context, state fsm.ApplicationState, message string) error {
+func (a *App) Unregister(ctx context.Context, state model.ApplicationState, message string) error {
 	return a.c.Do(ctx, http.MethodPost, a.path("/unregister"), api.UnregisterAppRequest{State: state, Message: message}, nil)
 }
 
@@ -213,7 +213,7 @@ func (a *App) watch() {
 	defer a.wg.Done()
 	defer close(a.done)
 	defer a.cancel()
-	seen := map[int]fsm.ExecutorState{}
+	seen := map[int]model.ExecutorState{}
 	etag := ""
 	for a.ctx.Err() == nil {
 		resp, err := a.c.do(a.ctx, http.MethodGet, a.path("/watch"), nil, http.Header{"If-None-Match": {etag}})
@@ -250,7 +250,7 @@ func (a *App) watch() {
 
 // changes returns the events that take an executor from state was ("" if
 // never seen) to e.State.
-func changes(was fsm.ExecutorState, e fsm.Executor) []ExecutorEvent {
+func changes(was model.ExecutorState, e model.Executor) []ExecutorEvent {
 	if was == e.State {
 		return nil
 	}
@@ -258,11 +258,11 @@ func changes(was fsm.ExecutorState, e fsm.Executor) []ExecutorEvent {
 	if was == "" {
 		out = append(out, ExecutorEvent{ExecutorAdded, e})
 	}
-	if e.State == fsm.ExecRunning || (e.StartedAt != 0 && was != fsm.ExecRunning && e.State.Terminal()) {
+	if e.State == model.ExecRunning || (e.StartedAt != 0 && was != model.ExecRunning && e.State.Terminal()) {
 		out = append(out, ExecutorEvent{ExecutorRunning, e})
 	}
 	switch {
-	case e.State == fsm.ExecLost:
+	case e.State == model.ExecLost:
 		out = append(out, ExecutorEvent{ExecutorLost, e})
 	case e.State.Terminal():
 		out = append(out, ExecutorEvent{ExecutorExited, e})

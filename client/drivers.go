@@ -9,7 +9,7 @@ import (
 	"strconv"
 
 	"github.com/drover-project/drover/api"
-	"github.com/drover-project/drover/fsm"
+	"github.com/drover-project/drover/model"
 )
 
 // NewToken returns a fresh random submission token (128 bits, hex).
@@ -34,8 +34,8 @@ func (c *Client) Submit(ctx context.Context, req api.SubmitRequest) (api.SubmitR
 }
 
 // Driver returns one driver's row (linearizable read).
-func (c *Client) Driver(ctx context.Context, id string) (*fsm.Driver, error) {
-	var d fsm.Driver
+func (c *Client) Driver(ctx context.Context, id string) (*model.Driver, error) {
+	var d model.Driver
 	if err := c.Do(ctx, http.MethodGet, "/v1/drivers/"+url.PathEscape(id), nil, &d); err != nil {
 		return nil, err
 	}
@@ -43,8 +43,8 @@ func (c *Client) Driver(ctx context.Context, id string) (*fsm.Driver, error) {
 }
 
 // Drivers returns every driver's row (linearizable read).
-func (c *Client) Drivers(ctx context.Context) ([]*fsm.Driver, error) {
-	var ds []*fsm.Driver
+func (c *Client) Drivers(ctx context.Context) ([]*model.Driver, error) {
+	var ds []*model.Driver
 	err := c.Do(ctx, http.MethodGet, "/v1/drivers", nil, &ds)
 	return ds, err
 }

@@ -9,6 +9,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/drover-project/drover/model"
 )
 
 func appID(seq int) string { return fmt.Sprintf("app-20261129120000-%04d", seq) }
@@ -26,7 +28,7 @@ func newHarness(t *testing.T) *harness { return &harness{t: t, f: New()} }
 
 func (h *harness) tick() int64 { h.now++; return h.now }
 
-func (h *harness) encode(ct CommandType, payload any) []byte {
+func (h *harness) encode(ct model.CommandType, payload any) []byte {
 	h.t.Helper()
 	data, err := Encode(ct, payload)
 	if err != nil {
@@ -40,13 +42,13 @@ func (h *harness) applyRaw(data []byte) any {
 	return h.f.ApplyCommand(h.idx, data)
 }
 
-func (h *harness) apply(ct CommandType, payload any) any {
+func (h *harness) apply(ct model.CommandType, payload any) any {
 	h.t.Helper()
 	return h.applyRaw(h.encode(ct, payload))
 }
 
 // ok applies a command that must be accepted.
-func (h *harness) ok(ct CommandType, payload any) any {
+func (h *harness) ok(ct model.CommandType, payload any) any {
 	h.t.Helper()
 	res := h.apply(ct, payload)
 	if err, isErr := res.(error); isErr {
@@ -56,7 +58,7 @@ func (h *harness) ok(ct CommandType, payload any) any {
 }
 
 // refused applies a command that must fail with want and change nothing.
-func (h *harness) refused(ct CommandType, payload any, want error) {
+func (h *harness) refused(ct model.CommandType, payload any, want error) {
 	h.t.Helper()
 	before := hashOf(h.t, h.f)
 	res := h.apply(ct, payload)
@@ -70,7 +72,7 @@ func (h *harness) refused(ct CommandType, payload any, want error) {
 
 // unchanged applies a command that is accepted but must change nothing (a
 // skipped placement, an ignored report).
-func (h *harness) unchanged(ct CommandType, payload any) any {
+func (h *harness) unchanged(ct model.CommandType, payload any) any {
 	h.t.Helper()
 	before := hashOf(h.t, h.f)
 	res := h.ok(ct, payload)
@@ -82,36 +84,36 @@ func (h *harness) unchanged(ct CommandType, payload any) any {
 
 func (h *harness) worker(id string, cores int, memMB int64) {
 	h.t.Helper()
-	h.ok(CmdRegisterWorker, &RegisterWorker{ID: id, HTTPAddr: id + ":1", Cores: cores, MemoryMB: memMB, Time: h.tick()})
+	h.ok(model.CmdRegisterWorker, &model.RegisterWorker{ID: id, HTTPAddr: id + ":1", Cores: cores, MemoryMB: memMB, Time: h.tick()})
 }
 
 // appSpec is a valid registration of app seq: one core and 512 MiB per
 // executor, no core cap, no executor limit, 10 retries.
-func appSpec(seq int) *RegisterApp {
-	return &RegisterApp{
+func appSpec(seq int) *model.RegisterApp {
+	return &model.RegisterApp{
 		ID: appID(seq), Token: fmt.Sprint("app-token-", seq), Name: fmt.Sprint("app", seq),
 		Argv: []string{"executor", "--flag"}, CoresPerExecutor: 1, MemoryPerExecutorMB: 512,
 		ExecutorLimit: -1, MaxExecutorRetries: 10,
 	}
 }
 
-func (h *harness) register(c *RegisterApp) string {
+func (h *harness) register(c *model.RegisterApp) string {
 	h.t.Helper()
 	c.Time = h.tick()
-	res, _ := h.ok(CmdRegisterApp, c).(RegisterAppResult)
+	res, _ := h.ok(model.CmdRegisterApp, c).(RegisterAppResult)
 	if res.AppID != c.ID || res.Existing {
 		h.t.Fatalf("register %s: got %+v", c.ID, res)
 	}
 	return c.ID
 }
 
-func ep(app string, id int, worker string) ExecutorPlacement {
-	return ExecutorPlacement{AppID: app, ExecutorID: id, WorkerID: worker}
+func ep(app string, id int, worker string) model.ExecutorPlacement {
+	return model.ExecutorPlacement{AppID: app, ExecutorID: id, WorkerID: worker}
 }
 
-func (h *harness) place(ps ...ExecutorPlacement) []ExecutorPlacement {
+func (h *harness) place(ps ...model.ExecutorPlacement) []model.ExecutorPlacement {
 	h.t.Helper()
-	res, ok := h.ok(CmdPlaceExecutors, &PlaceExecutors{Placements: ps, Time: h.tick()}).(PlaceExecutorsResult)
+	res, ok := h.ok(model.CmdPlaceExecutors, &model.PlaceExecutors{Placements: ps, Time: h.tick()}).(PlaceExecutorsResult)
 	if !ok {
 		h.t.Fatal("PlaceExecutors did not return a PlaceExecutorsResult")
 	}
@@ -119,7 +121,7 @@ func (h *harness) place(ps ...ExecutorPlacement) []ExecutorPlacement {
 }
 
 // mustPlace places executors and fails unless every placement applied.
-func (h *harness) mustPlace(ps ...ExecutorPlacement) {
+func (h *harness) mustPlace(ps ...model.ExecutorPlacement) {
 	h.t.Helper()
 	if got := h.place(ps...); !reflect.DeepEqual(got, ps) {
 		h.t.Fatalf("placed %+v, want all of %+v", got, ps)
@@ -127,7 +129,7 @@ func (h *harness) mustPlace(ps ...ExecutorPlacement) {
 }
 
 // skipPlace places executors that must all be skipped, changing nothing.
-func (h *harness) skipPlace(ps ...ExecutorPlacement) {
+func (h *harness) skipPlace(ps ...model.ExecutorPlacement) {
 	h.t.Helper()
 	before := hashOf(h.t, h.f)
 	if got := h.place(ps...); len(got) != 0 {
@@ -138,29 +140,29 @@ func (h *harness) skipPlace(ps ...ExecutorPlacement) {
 	}
 }
 
-func er(app string, id int, state ExecutorState) ExecutorReport {
-	r := ExecutorReport{AppID: app, ExecutorID: id, State: state}
+func er(app string, id int, state model.ExecutorState) model.ExecutorReport {
+	r := model.ExecutorReport{AppID: app, ExecutorID: id, State: state}
 	switch state {
-	case ExecExited:
+	case model.ExecExited:
 		r.ExitCode = intp(0)
-	case ExecFailed:
+	case model.ExecFailed:
 		r.ExitCode = intp(1)
 	}
 	return r
 }
 
-func (h *harness) report(workerID string, rs ...ExecutorReport) {
+func (h *harness) report(workerID string, rs ...model.ExecutorReport) {
 	h.t.Helper()
-	h.ok(CmdReportAttempts, &ReportAttempts{WorkerID: workerID, Executors: rs, Time: h.tick()})
+	h.ok(model.CmdReportAttempts, &model.ReportAttempts{WorkerID: workerID, Executors: rs, Time: h.tick()})
 }
 
 // ignored sends executor reports that must change nothing.
-func (h *harness) ignored(workerID string, rs ...ExecutorReport) {
+func (h *harness) ignored(workerID string, rs ...model.ExecutorReport) {
 	h.t.Helper()
-	h.unchanged(CmdReportAttempts, &ReportAttempts{WorkerID: workerID, Executors: rs, Time: h.tick()})
+	h.unchanged(model.CmdReportAttempts, &model.ReportAttempts{WorkerID: workerID, Executors: rs, Time: h.tick()})
 }
 
-func (h *harness) app(id string) (*App, []*Executor) {
+func (h *harness) app(id string) (*model.App, []*model.Executor) {
 	h.t.Helper()
 	a, es, ok := h.f.App(id)
 	if !ok {
@@ -169,7 +171,7 @@ func (h *harness) app(id string) (*App, []*Executor) {
 	return a, es
 }
 
-func (h *harness) exec(app string, id int) *Executor {
+func (h *harness) exec(app string, id int) *model.Executor {
 	h.t.Helper()
 	_, es := h.app(app)
 	for _, e := range es {
@@ -181,7 +183,7 @@ func (h *harness) exec(app string, id int) *Executor {
 	return nil
 }
 
-func (h *harness) workerRow(id string) *Worker {
+func (h *harness) workerRow(id string) *model.Worker {
 	h.t.Helper()
 	w, ok := h.f.Worker(id)
 	if !ok {
@@ -197,14 +199,14 @@ func (h *harness) wantUsed(workerID string, cores int, memMB int64) {
 	}
 }
 
-func (h *harness) wantExecState(app string, id int, want ExecutorState) {
+func (h *harness) wantExecState(app string, id int, want model.ExecutorState) {
 	h.t.Helper()
 	if e := h.exec(app, id); e.State != want {
-		h.t.Fatalf("executor %s: %s, want %s", ExecutorKey(app, id), e.State, want)
+		h.t.Fatalf("executor %s: %s, want %s", model.ExecutorKey(app, id), e.State, want)
 	}
 }
 
-func (h *harness) wantAppState(app string, want ApplicationState) *App {
+func (h *harness) wantAppState(app string, want model.ApplicationState) *model.App {
 	h.t.Helper()
 	a, _ := h.app(app)
 	if a.State != want {
@@ -218,7 +220,7 @@ func (h *harness) wantAppState(app string, want ApplicationState) *App {
 func (h *harness) submitDriver(seq int, supervise bool, workerID string) string {
 	h.t.Helper()
 	id := driverID(seq)
-	h.ok(CmdSubmitDriver, &SubmitDriver{ID: id, Token: fmt.Sprint("driver-token-", seq), Argv: []string{"driver"},
+	h.ok(model.CmdSubmitDriver, &model.SubmitDriver{ID: id, Token: fmt.Sprint("driver-token-", seq), Argv: []string{"driver"},
 		Cores: 1, MemoryMB: 256, Supervise: supervise, Time: h.tick()})
 	if workerID != "" {
 		h.placeDriver(id, 1, workerID)
@@ -228,22 +230,22 @@ func (h *harness) submitDriver(seq int, supervise bool, workerID string) string 
 
 func (h *harness) placeDriver(id string, attempt int, workerID string) {
 	h.t.Helper()
-	res, _ := h.ok(CmdPlaceDrivers, &PlaceDrivers{Placements: []Placement{{DriverID: id, Attempt: attempt, WorkerID: workerID}}, Time: h.tick()}).(PlaceResult)
+	res, _ := h.ok(model.CmdPlaceDrivers, &model.PlaceDrivers{Placements: []model.Placement{{DriverID: id, Attempt: attempt, WorkerID: workerID}}, Time: h.tick()}).(PlaceResult)
 	if len(res.Applied) != 1 {
 		h.t.Fatalf("placing %s attempt %d on %s did not apply", id, attempt, workerID)
 	}
 }
 
-func (h *harness) driverReport(workerID, id string, attempt int, state DriverState) {
+func (h *harness) driverReport(workerID, id string, attempt int, state model.DriverState) {
 	h.t.Helper()
-	r := AttemptReport{DriverID: id, Attempt: attempt, State: state, Runs: 1}
+	r := model.AttemptReport{DriverID: id, Attempt: attempt, State: state, Runs: 1}
 	switch state {
-	case DriverFinished:
+	case model.DriverFinished:
 		r.ExitCode = intp(0)
-	case DriverFailed:
+	case model.DriverFailed:
 		r.ExitCode = intp(1)
 	}
-	h.ok(CmdReportAttempts, &ReportAttempts{WorkerID: workerID, Reports: []AttemptReport{r}, Time: h.tick()})
+	h.ok(model.CmdReportAttempts, &model.ReportAttempts{WorkerID: workerID, Reports: []model.AttemptReport{r}, Time: h.tick()})
 }
 
 func (h *harness) invariants() {
@@ -261,10 +263,10 @@ func TestRegisterApp(t *testing.T) {
 	c.Env = map[string]string{"SPARK_HOME": "/opt/spark", "DROVER_OTHER": "ok"}
 	h.register(c)
 	a, es := h.app(appID(5))
-	want := &App{
+	want := &model.App{
 		ID: appID(5), Name: "app5", Token: "app-token-5", MaxCores: 4, CoresPerExecutor: 2, MemoryPerExecutorMB: 1024,
 		ExecutorLimit: 3, Argv: []string{"executor", "--flag"}, Env: c.Env, MaxExecutorRetries: 7,
-		State: AppWaiting, SubmittedAt: c.Time, UpdatedAt: c.Time,
+		State: model.AppWaiting, SubmittedAt: c.Time, UpdatedAt: c.Time,
 	}
 	if !reflect.DeepEqual(a, want) || len(es) != 0 {
 		t.Fatalf("registered app:\n got %+v %v\nwant %+v", a, es, want)
@@ -286,7 +288,7 @@ func TestRegisterApp(t *testing.T) {
 	retry := appSpec(6)
 	retry.Token, retry.Name, retry.Time = "app-token-5", "other", h.tick()
 	before := hashOf(t, h.f)
-	if res := h.apply(CmdRegisterApp, retry); res != (RegisterAppResult{AppID: appID(5), Existing: true}) {
+	if res := h.apply(model.CmdRegisterApp, retry); res != (RegisterAppResult{AppID: appID(5), Existing: true}) {
 		t.Fatalf("retried token: got %+v", res)
 	}
 	if hashOf(t, h.f) != before {
@@ -330,7 +332,7 @@ func TestRegisterAppIDForm(t *testing.T) {
 	} {
 		c := appSpec(0)
 		c.ID, c.Token = id, fmt.Sprint("bad-", i)
-		h.refused(CmdRegisterApp, c, ErrInvalidCommand)
+		h.refused(model.CmdRegisterApp, c, model.ErrInvalidCommand)
 	}
 	c := appSpec(0)
 	c.ID = "app-20261129120000-7"
@@ -343,57 +345,57 @@ func TestRegisterAppIDForm(t *testing.T) {
 	h.register(dup) // app-20261129120000-0007 is a different ID from ...-7
 	dup2 := appSpec(7)
 	dup2.Token = "yet another"
-	h.refused(CmdRegisterApp, dup2, ErrDuplicateID)
+	h.refused(model.CmdRegisterApp, dup2, model.ErrDuplicateID)
 }
 
 func TestRegisterAppRefusesInvalidSpecs(t *testing.T) {
 	h := newHarness(t)
 	h.worker("w1", 8, 8192)
 	running := h.submitDriver(0, false, "w1")
-	h.driverReport("w1", running, 1, DriverRunning)
+	h.driverReport("w1", running, 1, model.DriverRunning)
 	finished := h.submitDriver(1, false, "w1")
-	h.driverReport("w1", finished, 1, DriverFinished)
+	h.driverReport("w1", finished, 1, model.DriverFinished)
 	relaunched := h.submitDriver(2, true, "w1")
-	h.driverReport("w1", relaunched, 1, DriverKilled) // supervised: attempt 2 waits
+	h.driverReport("w1", relaunched, 1, model.DriverKilled) // supervised: attempt 2 waits
 	unplaced := h.submitDriver(3, false, "")
 	h.register(appSpec(0))
 
 	cases := []struct {
 		name string
-		edit func(c *RegisterApp)
+		edit func(c *model.RegisterApp)
 		want error
 	}{
-		{"no argv", func(c *RegisterApp) { c.Argv = nil }, ErrInvalidCommand},
-		{"empty program", func(c *RegisterApp) { c.Argv = []string{""} }, ErrInvalidCommand},
-		{"NUL in argument", func(c *RegisterApp) { c.Argv = []string{"x", "a\x00b"} }, ErrInvalidCommand},
-		{"zero cores", func(c *RegisterApp) { c.CoresPerExecutor = 0 }, ErrInvalidCommand},
-		{"negative cores", func(c *RegisterApp) { c.CoresPerExecutor = -1 }, ErrInvalidCommand},
-		{"zero memory", func(c *RegisterApp) { c.MemoryPerExecutorMB = 0 }, ErrInvalidCommand},
-		{"negative memory", func(c *RegisterApp) { c.MemoryPerExecutorMB = -512 }, ErrInvalidCommand},
-		{"negative max cores", func(c *RegisterApp) { c.MaxCores = -1 }, ErrInvalidCommand},
-		{"max cores below one executor", func(c *RegisterApp) { c.CoresPerExecutor, c.MaxCores = 2, 1 }, ErrInvalidCommand},
-		{"limit below -1", func(c *RegisterApp) { c.ExecutorLimit = -2 }, ErrInvalidCommand},
-		{"retries below -1", func(c *RegisterApp) { c.MaxExecutorRetries = -2 }, ErrInvalidCommand},
-		{"bad env name", func(c *RegisterApp) { c.Env = map[string]string{"1A": "x"} }, ErrInvalidCommand},
-		{"NUL in env value", func(c *RegisterApp) { c.Env = map[string]string{"A": "x\x00"} }, ErrInvalidCommand},
-		{"unknown driver", func(c *RegisterApp) { c.DriverID, c.DriverAttempt = driverID(99), 1 }, ErrUnknownDriver},
-		{"finished driver", func(c *RegisterApp) { c.DriverID, c.DriverAttempt = finished, 1 }, ErrDriverEnded},
-		{"superseded attempt", func(c *RegisterApp) { c.DriverID, c.DriverAttempt = relaunched, 1 }, ErrStaleAttempt},
-		{"unplaced attempt", func(c *RegisterApp) { c.DriverID, c.DriverAttempt = relaunched, 2 }, ErrStaleAttempt},
-		{"never placed driver", func(c *RegisterApp) { c.DriverID, c.DriverAttempt = unplaced, 1 }, ErrStaleAttempt},
-		{"future attempt", func(c *RegisterApp) { c.DriverID, c.DriverAttempt = running, 2 }, ErrStaleAttempt},
-		{"no attempt", func(c *RegisterApp) { c.DriverID, c.DriverAttempt = running, 0 }, ErrInvalidCommand},
-		{"attempt without driver", func(c *RegisterApp) { c.DriverAttempt = 1 }, ErrInvalidCommand},
-		{"negative run", func(c *RegisterApp) { c.DriverID, c.DriverAttempt, c.DriverRun = running, 1, -1 }, ErrInvalidCommand},
-		{"duplicate ID", func(c *RegisterApp) { c.ID = appID(0) }, ErrDuplicateID},
+		{"no argv", func(c *model.RegisterApp) { c.Argv = nil }, model.ErrInvalidCommand},
+		{"empty program", func(c *model.RegisterApp) { c.Argv = []string{""} }, model.ErrInvalidCommand},
+		{"NUL in argument", func(c *model.RegisterApp) { c.Argv = []string{"x", "a\x00b"} }, model.ErrInvalidCommand},
+		{"zero cores", func(c *model.RegisterApp) { c.CoresPerExecutor = 0 }, model.ErrInvalidCommand},
+		{"negative cores", func(c *model.RegisterApp) { c.CoresPerExecutor = -1 }, model.ErrInvalidCommand},
+		{"zero memory", func(c *model.RegisterApp) { c.MemoryPerExecutorMB = 0 }, model.ErrInvalidCommand},
+		{"negative memory", func(c *model.RegisterApp) { c.MemoryPerExecutorMB = -512 }, model.ErrInvalidCommand},
+		{"negative max cores", func(c *model.RegisterApp) { c.MaxCores = -1 }, model.ErrInvalidCommand},
+		{"max cores below one executor", func(c *model.RegisterApp) { c.CoresPerExecutor, c.MaxCores = 2, 1 }, model.ErrInvalidCommand},
+		{"limit below -1", func(c *model.RegisterApp) { c.ExecutorLimit = -2 }, model.ErrInvalidCommand},
+		{"retries below -1", func(c *model.RegisterApp) { c.MaxExecutorRetries = -2 }, model.ErrInvalidCommand},
+		{"bad env name", func(c *model.RegisterApp) { c.Env = map[string]string{"1A": "x"} }, model.ErrInvalidCommand},
+		{"NUL in env value", func(c *model.RegisterApp) { c.Env = map[string]string{"A": "x\x00"} }, model.ErrInvalidCommand},
+		{"unknown driver", func(c *model.RegisterApp) { c.DriverID, c.DriverAttempt = driverID(99), 1 }, model.ErrUnknownDriver},
+		{"finished driver", func(c *model.RegisterApp) { c.DriverID, c.DriverAttempt = finished, 1 }, model.ErrDriverEnded},
+		{"superseded attempt", func(c *model.RegisterApp) { c.DriverID, c.DriverAttempt = relaunched, 1 }, model.ErrStaleAttempt},
+		{"unplaced attempt", func(c *model.RegisterApp) { c.DriverID, c.DriverAttempt = relaunched, 2 }, model.ErrStaleAttempt},
+		{"never placed driver", func(c *model.RegisterApp) { c.DriverID, c.DriverAttempt = unplaced, 1 }, model.ErrStaleAttempt},
+		{"future attempt", func(c *model.RegisterApp) { c.DriverID, c.DriverAttempt = running, 2 }, model.ErrStaleAttempt},
+		{"no attempt", func(c *model.RegisterApp) { c.DriverID, c.DriverAttempt = running, 0 }, model.ErrInvalidCommand},
+		{"attempt without driver", func(c *model.RegisterApp) { c.DriverAttempt = 1 }, model.ErrInvalidCommand},
+		{"negative run", func(c *model.RegisterApp) { c.DriverID, c.DriverAttempt, c.DriverRun = running, 1, -1 }, model.ErrInvalidCommand},
+		{"duplicate ID", func(c *model.RegisterApp) { c.ID = appID(0) }, model.ErrDuplicateID},
 	}
 	for _, name := range []string{"DROVER_APP_ID", "DROVER_EXECUTOR_ID", "DROVER_EXECUTOR_CORES", "DROVER_EXECUTOR_MEMORY_MB",
 		"DROVER_DRIVER_ID", "DROVER_ATTEMPT", "DROVER_WORKER_ID", "DROVER_MASTERS"} {
 		cases = append(cases, struct {
 			name string
-			edit func(c *RegisterApp)
+			edit func(c *model.RegisterApp)
 			want error
-		}{"reserved " + name, func(c *RegisterApp) { c.Env = map[string]string{"OK": "1", name: "x"} }, ErrInvalidCommand})
+		}{"reserved " + name, func(c *model.RegisterApp) { c.Env = map[string]string{"OK": "1", name: "x"} }, model.ErrInvalidCommand})
 	}
 	for i, tc := range cases {
 		c := appSpec(100 + i)
@@ -401,7 +403,7 @@ func TestRegisterAppRefusesInvalidSpecs(t *testing.T) {
 		tc.edit(c)
 		t.Run(tc.name, func(t *testing.T) {
 			h.t = t
-			h.refused(CmdRegisterApp, c, tc.want)
+			h.refused(model.CmdRegisterApp, c, tc.want)
 			if _, ok := h.f.AppByToken(c.Token); ok {
 				t.Fatal("a refused registration indexed its token")
 			}
@@ -414,15 +416,15 @@ func TestRegisterAppRefusesInvalidSpecs(t *testing.T) {
 
 	// The boundaries just inside each rule are accepted, so the refusals
 	// above are the rules and not something else.
-	accepted := []func(c *RegisterApp){
-		func(c *RegisterApp) { c.CoresPerExecutor, c.MaxCores = 2, 2 },
-		func(c *RegisterApp) { c.MaxCores = 0 },
-		func(c *RegisterApp) { c.ExecutorLimit = -1 },
-		func(c *RegisterApp) { c.ExecutorLimit = 0 },
-		func(c *RegisterApp) { c.MaxExecutorRetries = -1 },
-		func(c *RegisterApp) { c.MaxExecutorRetries = 0 },
-		func(c *RegisterApp) { c.DriverID, c.DriverAttempt = running, 1 },
-		func(c *RegisterApp) { c.Env = map[string]string{"DROVER_OTHER": "x", "_a1": "y"} },
+	accepted := []func(c *model.RegisterApp){
+		func(c *model.RegisterApp) { c.CoresPerExecutor, c.MaxCores = 2, 2 },
+		func(c *model.RegisterApp) { c.MaxCores = 0 },
+		func(c *model.RegisterApp) { c.ExecutorLimit = -1 },
+		func(c *model.RegisterApp) { c.ExecutorLimit = 0 },
+		func(c *model.RegisterApp) { c.MaxExecutorRetries = -1 },
+		func(c *model.RegisterApp) { c.MaxExecutorRetries = 0 },
+		func(c *model.RegisterApp) { c.DriverID, c.DriverAttempt = running, 1 },
+		func(c *model.RegisterApp) { c.Env = map[string]string{"DROVER_OTHER": "x", "_a1": "y"} },
 	}
 	for i, edit := range accepted {
 		c := appSpec(200 + i)
@@ -445,15 +447,15 @@ func TestPlaceExecutors(t *testing.T) {
 	h.worker("w2", 4, 4096)
 	a := h.register(appSpec(0))
 
-	entry := h.encode(CmdPlaceExecutors, &PlaceExecutors{Placements: []ExecutorPlacement{ep(a, 0, "w1")}, Time: 50})
-	if res := h.applyRaw(entry); !reflect.DeepEqual(res, PlaceExecutorsResult{Applied: []ExecutorPlacement{ep(a, 0, "w1")}}) {
+	entry := h.encode(model.CmdPlaceExecutors, &model.PlaceExecutors{Placements: []model.ExecutorPlacement{ep(a, 0, "w1")}, Time: 50})
+	if res := h.applyRaw(entry); !reflect.DeepEqual(res, PlaceExecutorsResult{Applied: []model.ExecutorPlacement{ep(a, 0, "w1")}}) {
 		t.Fatalf("first placement: %+v", res)
 	}
-	want := &Executor{AppID: a, ID: 0, WorkerID: "w1", Cores: 1, MemoryMB: 512, State: ExecLaunching, LaunchedAt: 50}
+	want := &model.Executor{AppID: a, ID: 0, WorkerID: "w1", Cores: 1, MemoryMB: 512, State: model.ExecLaunching, LaunchedAt: 50}
 	if e := h.exec(a, 0); !reflect.DeepEqual(e, want) {
 		t.Fatalf("executor: got %+v, want %+v", e, want)
 	}
-	if row, _ := h.app(a); row.NextExecutorID != 1 || row.CoresGranted != 1 || row.UpdatedAt != 50 || row.State != AppWaiting {
+	if row, _ := h.app(a); row.NextExecutorID != 1 || row.CoresGranted != 1 || row.UpdatedAt != 50 || row.State != model.AppWaiting {
 		t.Fatalf("app after placement: %+v", row)
 	}
 	h.wantUsed("w1", 1, 512)
@@ -473,7 +475,7 @@ func TestPlaceExecutors(t *testing.T) {
 	// Several placements of one app in a batch take consecutive IDs; a
 	// repeated one in the same batch is skipped.
 	got := h.place(ep(a, 1, "w1"), ep(a, 2, "w2"), ep(a, 2, "w2"), ep(a, 4, "w2"), ep(a, 3, "w2"))
-	if want := []ExecutorPlacement{ep(a, 1, "w1"), ep(a, 2, "w2"), ep(a, 3, "w2")}; !reflect.DeepEqual(got, want) {
+	if want := []model.ExecutorPlacement{ep(a, 1, "w1"), ep(a, 2, "w2"), ep(a, 3, "w2")}; !reflect.DeepEqual(got, want) {
 		t.Fatalf("batch applied %+v, want %+v", got, want)
 	}
 	if row, es := h.app(a); row.NextExecutorID != 4 || row.CoresGranted != 4 || len(es) != 4 {
@@ -503,7 +505,7 @@ func TestPlaceExecutorsCapsCores(t *testing.T) {
 	}
 	h.skipPlace(ep(a, 2, "w1"))
 	// An ended executor gives its cores back to the app.
-	h.report("w1", er(a, 0, ExecFailed))
+	h.report("w1", er(a, 0, model.ExecFailed))
 	h.mustPlace(ep(a, 2, "w1"))
 	h.wantUsed("w1", 4, 1024)
 
@@ -523,13 +525,13 @@ func TestPlaceExecutorsRespectsLimit(t *testing.T) {
 	c.ExecutorLimit, c.MaxExecutorRetries = 0, -1
 	a := h.register(c)
 	h.skipPlace(ep(a, 0, "w1"))
-	h.ok(CmdRequestExecutors, &RequestExecutors{AppID: a, Total: 2, Time: h.tick()})
+	h.ok(model.CmdRequestExecutors, &model.RequestExecutors{AppID: a, Total: 2, Time: h.tick()})
 	if got := h.place(ep(a, 0, "w1"), ep(a, 1, "w1"), ep(a, 2, "w1")); len(got) != 2 {
 		t.Fatalf("limit 2: applied %+v", got)
 	}
 	h.skipPlace(ep(a, 2, "w1"))
 	// The limit counts live executors, not all ever placed.
-	h.report("w1", er(a, 1, ExecFailed))
+	h.report("w1", er(a, 1, model.ExecFailed))
 	h.mustPlace(ep(a, 2, "w1"))
 	h.skipPlace(ep(a, 3, "w1"))
 	h.invariants()
@@ -544,10 +546,10 @@ func TestPlaceExecutorsChecksWorkersAndApps(t *testing.T) {
 	h.worker("busy", 2, 4096)
 	h.worker("dead", 4, 4096)
 	h.worker("decom", 4, 4096)
-	h.ok(CmdWorkerLost, &WorkerLost{WorkerID: "dead", Time: h.tick()})
-	h.ok(CmdDecommissionWorker, &DecommissionWorker{WorkerID: "decom", Time: h.tick()})
+	h.ok(model.CmdWorkerLost, &model.WorkerLost{WorkerID: "dead", Time: h.tick()})
+	h.ok(model.CmdDecommissionWorker, &model.DecommissionWorker{WorkerID: "decom", Time: h.tick()})
 	h.submitDriver(0, false, "busy") // one of its two cores
-	spec := func(seq int) *RegisterApp {
+	spec := func(seq int) *model.RegisterApp {
 		c := appSpec(seq)
 		c.CoresPerExecutor = 2
 		return c
@@ -555,7 +557,7 @@ func TestPlaceExecutorsChecksWorkersAndApps(t *testing.T) {
 	a := h.register(spec(0))
 	b := h.register(spec(1))
 	ended := h.register(spec(2))
-	h.ok(CmdEndApp, &EndApp{AppID: ended, State: AppKilled, Time: h.tick()})
+	h.ok(model.CmdEndApp, &model.EndApp{AppID: ended, State: model.AppKilled, Time: h.tick()})
 
 	got := h.place(
 		ep(a, 0, "ghost"), ep(a, 0, "dead"), ep(a, 0, "decom"), ep(a, 0, "small"), ep(a, 0, "lowmem"), ep(a, 0, "busy"),
@@ -563,7 +565,7 @@ func TestPlaceExecutorsChecksWorkersAndApps(t *testing.T) {
 		ep(a, 0, "w1"),
 		ep(b, 0, "w2"), ep(b, 1, "w2"), ep(b, 2, "w2"), // the third does not fit beside the first two
 	)
-	if want := []ExecutorPlacement{ep(a, 0, "w1"), ep(b, 0, "w2"), ep(b, 1, "w2")}; !reflect.DeepEqual(got, want) {
+	if want := []model.ExecutorPlacement{ep(a, 0, "w1"), ep(b, 0, "w2"), ep(b, 1, "w2")}; !reflect.DeepEqual(got, want) {
 		t.Fatalf("applied %+v, want %+v", got, want)
 	}
 	for _, w := range []string{"small", "lowmem", "dead", "decom"} {
@@ -590,50 +592,50 @@ func TestExecutorReports(t *testing.T) {
 
 	// Reports from a worker the executor is not on, or about executors
 	// that do not exist, are ignored.
-	h.ignored("w2", er(a, 0, ExecRunning), er(a, 1, ExecFailed))
-	h.ignored("w1", er(a, 9, ExecRunning), er(appID(9), 0, ExecRunning))
+	h.ignored("w2", er(a, 0, model.ExecRunning), er(a, 1, model.ExecFailed))
+	h.ignored("w1", er(a, 9, model.ExecRunning), er(appID(9), 0, model.ExecRunning))
 
-	h.report("w1", er(a, 0, ExecRunning))
+	h.report("w1", er(a, 0, model.ExecRunning))
 	at := h.now
-	if e := h.exec(a, 0); e.State != ExecRunning || e.StartedAt != at {
+	if e := h.exec(a, 0); e.State != model.ExecRunning || e.StartedAt != at {
 		t.Fatalf("executor 0 after RUNNING: %+v", e)
 	}
-	h.wantAppState(a, AppRunning)
-	h.ignored("w1", er(a, 0, ExecRunning)) // a repeated RUNNING changes nothing
+	h.wantAppState(a, model.AppRunning)
+	h.ignored("w1", er(a, 0, model.ExecRunning)) // a repeated RUNNING changes nothing
 
-	h.report("w1", ExecutorReport{AppID: a, ExecutorID: 1, State: ExecFailed, ExitCode: intp(3), Reason: "boom"})
-	if e := h.exec(a, 1); e.State != ExecFailed || e.ExitCode == nil || *e.ExitCode != 3 || e.Message != "boom" || e.EndedAt != h.now {
+	h.report("w1", model.ExecutorReport{AppID: a, ExecutorID: 1, State: model.ExecFailed, ExitCode: intp(3), Reason: "boom"})
+	if e := h.exec(a, 1); e.State != model.ExecFailed || e.ExitCode == nil || *e.ExitCode != 3 || e.Message != "boom" || e.EndedAt != h.now {
 		t.Fatalf("executor 1 after FAILED: %+v", e)
 	}
 	if row, _ := h.app(a); row.RetryCount != 1 || row.CoresGranted != 2 {
 		t.Fatalf("after one failure: retry %d granted %d, want 1 and 2", row.RetryCount, row.CoresGranted)
 	}
 	h.wantUsed("w1", 1, 512)
-	h.report("w2", er(a, 2, ExecFailed))
+	h.report("w2", er(a, 2, model.ExecFailed))
 	if row, _ := h.app(a); row.RetryCount != 2 {
 		t.Fatalf("after two failures: retry %d", row.RetryCount)
 	}
 	// Reports about ended executors are ignored, whatever they say.
-	for _, s := range []ExecutorState{ExecRunning, ExecExited, ExecFailed, ExecKilled} {
+	for _, s := range []model.ExecutorState{model.ExecRunning, model.ExecExited, model.ExecFailed, model.ExecKilled} {
 		h.ignored("w1", er(a, 1, s))
 	}
 
 	// EXITED releases and resets the retry count.
 	h.mustPlace(ep(a, 3, "w2"))
-	h.report("w2", er(a, 3, ExecExited))
+	h.report("w2", er(a, 3, model.ExecExited))
 	if row, _ := h.app(a); row.RetryCount != 0 {
 		t.Fatalf("after EXITED: retry %d, want 0", row.RetryCount)
 	}
-	h.wantExecState(a, 3, ExecExited)
+	h.wantExecState(a, 3, model.ExecExited)
 
 	// KILLED by the worker, unasked, counts no retry.
 	h.mustPlace(ep(a, 4, "w2"), ep(a, 5, "w2"))
-	h.report("w2", er(a, 4, ExecFailed))
-	h.report("w2", ExecutorReport{AppID: a, ExecutorID: 5, State: ExecKilled, Reason: "worker shutting down"})
-	if row, _ := h.app(a); row.RetryCount != 1 || row.State != AppRunning {
+	h.report("w2", er(a, 4, model.ExecFailed))
+	h.report("w2", model.ExecutorReport{AppID: a, ExecutorID: 5, State: model.ExecKilled, Reason: "worker shutting down"})
+	if row, _ := h.app(a); row.RetryCount != 1 || row.State != model.AppRunning {
 		t.Fatalf("after FAILED then KILLED: retry %d state %s, want 1 RUNNING", row.RetryCount, row.State)
 	}
-	h.wantExecState(a, 5, ExecKilled)
+	h.wantExecState(a, 5, model.ExecKilled)
 	h.wantUsed("w2", 0, 0)
 	h.wantUsed("w1", 1, 512)
 	h.invariants()
@@ -651,46 +653,46 @@ func TestAppFailsAfterMaxExecutorRetries(t *testing.T) {
 	t.Run("more failures than the max, none running", func(t *testing.T) {
 		h, a := setup(t, 2)
 		h.mustPlace(ep(a, 0, "w1"), ep(a, 1, "w1"), ep(a, 2, "w1"), ep(a, 3, "w1"))
-		h.report("w1", er(a, 0, ExecFailed), er(a, 1, ExecFailed))
-		h.wantAppState(a, AppWaiting)
-		h.report("w1", er(a, 2, ExecFailed))
-		row := h.wantAppState(a, AppFailed)
+		h.report("w1", er(a, 0, model.ExecFailed), er(a, 1, model.ExecFailed))
+		h.wantAppState(a, model.AppWaiting)
+		h.report("w1", er(a, 2, model.ExecFailed))
+		row := h.wantAppState(a, model.AppFailed)
 		if row.RetryCount != 3 || row.EndedAt != h.now || !strings.Contains(row.Message, "3 executors failed") {
 			t.Fatalf("failed app: %+v", row)
 		}
 		// A LAUNCHING executor is not RUNNING: it does not save the app,
 		// and is killed with it.
-		h.wantExecState(a, 3, ExecKilled)
+		h.wantExecState(a, 3, model.ExecKilled)
 		if row.CoresGranted != 0 {
 			t.Fatalf("failed app still holds %d cores", row.CoresGranted)
 		}
 		h.wantUsed("w1", 0, 0)
 		h.skipPlace(ep(a, 4, "w1"))
-		h.ignored("w1", er(a, 3, ExecRunning))
-		h.refused(CmdRequestExecutors, &RequestExecutors{AppID: a, Total: 5}, ErrAppEnded)
+		h.ignored("w1", er(a, 3, model.ExecRunning))
+		h.refused(model.CmdRequestExecutors, &model.RequestExecutors{AppID: a, Total: 5}, model.ErrAppEnded)
 		h.invariants()
 	})
 
 	t.Run("max 0 fails on the first failure", func(t *testing.T) {
 		h, a := setup(t, 0)
 		h.mustPlace(ep(a, 0, "w1"))
-		h.report("w1", er(a, 0, ExecFailed))
-		h.wantAppState(a, AppFailed)
+		h.report("w1", er(a, 0, model.ExecFailed))
+		h.wantAppState(a, model.AppFailed)
 		h.invariants()
 	})
 
 	t.Run("not while one runs", func(t *testing.T) {
 		h, a := setup(t, 0)
 		h.mustPlace(ep(a, 0, "w1"), ep(a, 1, "w1"), ep(a, 2, "w1"))
-		h.report("w1", er(a, 0, ExecRunning))
-		h.report("w1", er(a, 1, ExecFailed))
-		h.report("w1", er(a, 2, ExecFailed))
-		if row := h.wantAppState(a, AppRunning); row.RetryCount != 2 {
+		h.report("w1", er(a, 0, model.ExecRunning))
+		h.report("w1", er(a, 1, model.ExecFailed))
+		h.report("w1", er(a, 2, model.ExecFailed))
+		if row := h.wantAppState(a, model.AppRunning); row.RetryCount != 2 {
 			t.Fatalf("retry %d, want 2", row.RetryCount)
 		}
 		// The running one failing leaves none running.
-		h.report("w1", er(a, 0, ExecFailed))
-		h.wantAppState(a, AppFailed)
+		h.report("w1", er(a, 0, model.ExecFailed))
+		h.wantAppState(a, model.AppFailed)
 		h.invariants()
 	})
 
@@ -698,9 +700,9 @@ func TestAppFailsAfterMaxExecutorRetries(t *testing.T) {
 		h, a := setup(t, -1)
 		for i := range 20 {
 			h.mustPlace(ep(a, i, "w1"))
-			h.report("w1", er(a, i, ExecFailed))
+			h.report("w1", er(a, i, model.ExecFailed))
 		}
-		if row := h.wantAppState(a, AppWaiting); row.RetryCount != 20 {
+		if row := h.wantAppState(a, model.AppWaiting); row.RetryCount != 20 {
 			t.Fatalf("retry %d, want 20", row.RetryCount)
 		}
 		h.invariants()
@@ -709,21 +711,21 @@ func TestAppFailsAfterMaxExecutorRetries(t *testing.T) {
 	t.Run("EXITED resets the count", func(t *testing.T) {
 		h, a := setup(t, 1)
 		h.mustPlace(ep(a, 0, "w1"), ep(a, 1, "w1"), ep(a, 2, "w1"), ep(a, 3, "w1"))
-		h.report("w1", er(a, 0, ExecFailed))
-		h.report("w1", er(a, 1, ExecExited))
-		h.report("w1", er(a, 2, ExecFailed))
-		if row := h.wantAppState(a, AppWaiting); row.RetryCount != 1 {
+		h.report("w1", er(a, 0, model.ExecFailed))
+		h.report("w1", er(a, 1, model.ExecExited))
+		h.report("w1", er(a, 2, model.ExecFailed))
+		if row := h.wantAppState(a, model.AppWaiting); row.RetryCount != 1 {
 			t.Fatalf("retry %d, want 1", row.RetryCount)
 		}
-		h.report("w1", er(a, 3, ExecFailed))
-		h.wantAppState(a, AppFailed)
+		h.report("w1", er(a, 3, model.ExecFailed))
+		h.wantAppState(a, model.AppFailed)
 	})
 
 	t.Run("KILLED by the worker counts none", func(t *testing.T) {
 		h, a := setup(t, 0)
 		h.mustPlace(ep(a, 0, "w1"), ep(a, 1, "w1"))
-		h.report("w1", er(a, 0, ExecKilled), er(a, 1, ExecKilled))
-		if row := h.wantAppState(a, AppWaiting); row.RetryCount != 0 {
+		h.report("w1", er(a, 0, model.ExecKilled), er(a, 1, model.ExecKilled))
+		if row := h.wantAppState(a, model.AppWaiting); row.RetryCount != 0 {
 			t.Fatalf("retry %d, want 0", row.RetryCount)
 		}
 		h.invariants()
@@ -733,9 +735,9 @@ func TestAppFailsAfterMaxExecutorRetries(t *testing.T) {
 		h, a := setup(t, 0)
 		h.mustPlace(ep(a, 0, "w1"), ep(a, 1, "w1"))
 		// Executor 1's report comes after the app failed and killed it.
-		h.report("w1", er(a, 0, ExecFailed), er(a, 1, ExecRunning))
-		h.wantAppState(a, AppFailed)
-		h.wantExecState(a, 1, ExecKilled)
+		h.report("w1", er(a, 0, model.ExecFailed), er(a, 1, model.ExecRunning))
+		h.wantAppState(a, model.AppFailed)
+		h.wantExecState(a, 1, model.ExecKilled)
 		h.invariants()
 	})
 }
@@ -748,25 +750,25 @@ func TestWorkerLostLosesExecutors(t *testing.T) {
 	c.MaxExecutorRetries = 0 // a counted retry would fail the app
 	a := h.register(c)
 	h.mustPlace(ep(a, 0, "w1"), ep(a, 1, "w1"), ep(a, 2, "w2"))
-	h.report("w1", er(a, 0, ExecRunning))
+	h.report("w1", er(a, 0, model.ExecRunning))
 	other := h.register(appSpec(1))
 	h.mustPlace(ep(other, 0, "w1"))
 
-	h.ok(CmdWorkerLost, &WorkerLost{WorkerID: "w1", Reason: "no heartbeat", Time: h.tick()})
+	h.ok(model.CmdWorkerLost, &model.WorkerLost{WorkerID: "w1", Reason: "no heartbeat", Time: h.tick()})
 	for _, k := range []struct {
 		app string
 		id  int
 	}{{a, 0}, {a, 1}, {other, 0}} {
 		e := h.exec(k.app, k.id)
-		if e.State != ExecLost || e.Message != "no heartbeat" || e.EndedAt != h.now || e.ExitCode != nil {
-			t.Fatalf("executor %s on the lost worker: %+v", ExecutorKey(k.app, k.id), e)
+		if e.State != model.ExecLost || e.Message != "no heartbeat" || e.EndedAt != h.now || e.ExitCode != nil {
+			t.Fatalf("executor %s on the lost worker: %+v", model.ExecutorKey(k.app, k.id), e)
 		}
 	}
-	h.wantExecState(a, 2, ExecLaunching)
-	if row := h.wantAppState(a, AppRunning); row.RetryCount != 0 || row.CoresGranted != 1 {
+	h.wantExecState(a, 2, model.ExecLaunching)
+	if row := h.wantAppState(a, model.AppRunning); row.RetryCount != 0 || row.CoresGranted != 1 {
 		t.Fatalf("app after worker loss: retry %d granted %d, want 0 and 1", row.RetryCount, row.CoresGranted)
 	}
-	if row := h.wantAppState(other, AppWaiting); row.CoresGranted != 0 {
+	if row := h.wantAppState(other, model.AppWaiting); row.CoresGranted != 0 {
 		t.Fatalf("app with all executors lost holds %d cores", row.CoresGranted)
 	}
 	h.wantUsed("w1", 0, 0)
@@ -776,7 +778,7 @@ func TestWorkerLostLosesExecutors(t *testing.T) {
 	}
 	// Late reports from the lost worker are ignored; the scheduler
 	// replaces the lost executors under new IDs.
-	h.ignored("w1", er(a, 0, ExecFailed), er(a, 1, ExecRunning))
+	h.ignored("w1", er(a, 0, model.ExecFailed), er(a, 1, model.ExecRunning))
 	h.skipPlace(ep(a, 3, "w1"))
 	h.mustPlace(ep(a, 3, "w2"), ep(other, 1, "w2"))
 	h.invariants()
@@ -787,18 +789,22 @@ func TestDriverEndEndsItsApps(t *testing.T) {
 		name      string
 		supervise bool
 		end       func(h *harness, d string)
-		want      ApplicationState
+		want      model.ApplicationState
 	}{
-		{"finished", false, func(h *harness, d string) { h.driverReport("w1", d, 1, DriverFinished) }, AppFinished},
-		{"failed", false, func(h *harness, d string) { h.driverReport("w1", d, 1, DriverFailed) }, AppFailed},
-		{"error", false, func(h *harness, d string) { h.driverReport("w1", d, 1, DriverError) }, AppFailed},
-		{"killed by its worker", false, func(h *harness, d string) { h.driverReport("w1", d, 1, DriverKilled) }, AppKilled},
-		{"killed on request", false, func(h *harness, d string) { h.ok(CmdKillDriver, &KillDriver{DriverID: d, Time: h.tick()}) }, AppKilled},
-		{"worker lost", false, func(h *harness, d string) { h.ok(CmdWorkerLost, &WorkerLost{WorkerID: "w1", Time: h.tick()}) }, AppFailed},
-		{"supervised finished", true, func(h *harness, d string) { h.driverReport("w1", d, 1, DriverFinished) }, AppFinished},
-		{"supervised killed on request", true, func(h *harness, d string) { h.ok(CmdKillDriver, &KillDriver{DriverID: d, Time: h.tick()}) }, AppKilled},
-		{"supervised relaunched after worker loss", true, func(h *harness, d string) { h.ok(CmdWorkerLost, &WorkerLost{WorkerID: "w1", Time: h.tick()}) }, AppFailed},
-		{"supervised relaunched after a kill by its worker", true, func(h *harness, d string) { h.driverReport("w1", d, 1, DriverKilled) }, AppFailed},
+		{"finished", false, func(h *harness, d string) { h.driverReport("w1", d, 1, model.DriverFinished) }, model.AppFinished},
+		{"failed", false, func(h *harness, d string) { h.driverReport("w1", d, 1, model.DriverFailed) }, model.AppFailed},
+		{"error", false, func(h *harness, d string) { h.driverReport("w1", d, 1, model.DriverError) }, model.AppFailed},
+		{"killed by its worker", false, func(h *harness, d string) { h.driverReport("w1", d, 1, model.DriverKilled) }, model.AppKilled},
+		{"killed on request", false, func(h *harness, d string) { h.ok(model.CmdKillDriver, &model.KillDriver{DriverID: d, Time: h.tick()}) }, model.AppKilled},
+		{"worker lost", false, func(h *harness, d string) {
+			h.ok(model.CmdWorkerLost, &model.WorkerLost{WorkerID: "w1", Time: h.tick()})
+		}, model.AppFailed},
+		{"supervised finished", true, func(h *harness, d string) { h.driverReport("w1", d, 1, model.DriverFinished) }, model.AppFinished},
+		{"supervised killed on request", true, func(h *harness, d string) { h.ok(model.CmdKillDriver, &model.KillDriver{DriverID: d, Time: h.tick()}) }, model.AppKilled},
+		{"supervised relaunched after worker loss", true, func(h *harness, d string) {
+			h.ok(model.CmdWorkerLost, &model.WorkerLost{WorkerID: "w1", Time: h.tick()})
+		}, model.AppFailed},
+		{"supervised relaunched after a kill by its worker", true, func(h *harness, d string) { h.driverReport("w1", d, 1, model.DriverKilled) }, model.AppFailed},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -806,10 +812,10 @@ func TestDriverEndEndsItsApps(t *testing.T) {
 			h.worker("w1", 4, 4096) // the driver's worker
 			h.worker("w2", 8, 8192) // the executors'
 			d := h.submitDriver(0, tc.supervise, "w1")
-			h.driverReport("w1", d, 1, DriverRunning)
+			h.driverReport("w1", d, 1, model.DriverRunning)
 			d1 := h.submitDriver(1, false, "w2")
-			h.driverReport("w2", d1, 1, DriverRunning)
-			spec := func(seq int, driver string) *RegisterApp {
+			h.driverReport("w2", d1, 1, model.DriverRunning)
+			spec := func(seq int, driver string) *model.RegisterApp {
 				c := appSpec(seq)
 				if driver != "" {
 					c.DriverID, c.DriverAttempt = driver, 1
@@ -820,7 +826,7 @@ func TestDriverEndEndsItsApps(t *testing.T) {
 			y := h.register(spec(1, d1))
 			z := h.register(spec(2, ""))
 			h.mustPlace(ep(x, 0, "w2"), ep(x, 1, "w2"), ep(y, 0, "w2"), ep(z, 0, "w2"))
-			h.report("w2", er(x, 0, ExecRunning), er(y, 0, ExecRunning))
+			h.report("w2", er(x, 0, model.ExecRunning), er(y, 0, model.ExecRunning))
 			ya, yes, _ := h.f.App(y)
 			za, zes, _ := h.f.App(z)
 
@@ -829,13 +835,13 @@ func TestDriverEndEndsItsApps(t *testing.T) {
 			if row.EndedAt != h.now || !strings.Contains(row.Message, d) || row.CoresGranted != 0 {
 				t.Fatalf("ended app: %+v", row)
 			}
-			h.wantExecState(x, 0, ExecKilled)
-			h.wantExecState(x, 1, ExecKilled)
+			h.wantExecState(x, 0, model.ExecKilled)
+			h.wantExecState(x, 1, model.ExecKilled)
 			// w2 keeps driver 1 and the executors of y and z.
 			h.wantUsed("w2", 3, 256+2*512)
 			for _, o := range []struct {
-				app  *App
-				exec []*Executor
+				app  *model.App
+				exec []*model.Executor
 			}{{ya, yes}, {za, zes}} {
 				a, es, _ := h.f.App(o.app.ID)
 				if !reflect.DeepEqual(a, o.app) || !reflect.DeepEqual(es, o.exec) {
@@ -859,21 +865,21 @@ func TestRelaunchedDriverRegistersAgain(t *testing.T) {
 	c.DriverID, c.DriverAttempt = d, 1
 	first := h.register(c)
 	h.mustPlace(ep(first, 0, "w2"))
-	h.ok(CmdWorkerLost, &WorkerLost{WorkerID: "w1", Time: h.tick()})
-	failedAt := h.wantAppState(first, AppFailed).EndedAt
-	h.wantExecState(first, 0, ExecKilled)
+	h.ok(model.CmdWorkerLost, &model.WorkerLost{WorkerID: "w1", Time: h.tick()})
+	failedAt := h.wantAppState(first, model.AppFailed).EndedAt
+	h.wantExecState(first, 0, model.ExecKilled)
 
 	h.placeDriver(d, 2, "w2")
 	stale := appSpec(1)
 	stale.DriverID, stale.DriverAttempt = d, 1
-	h.refused(CmdRegisterApp, stale, ErrStaleAttempt)
+	h.refused(model.CmdRegisterApp, stale, model.ErrStaleAttempt)
 	c2 := appSpec(2)
 	c2.DriverID, c2.DriverAttempt = d, 2
 	second := h.register(c2)
 	h.mustPlace(ep(second, 0, "w2"))
-	h.driverReport("w2", d, 2, DriverFinished)
-	h.wantAppState(second, AppFinished)
-	if row := h.wantAppState(first, AppFailed); row.EndedAt != failedAt {
+	h.driverReport("w2", d, 2, model.DriverFinished)
+	h.wantAppState(second, model.AppFinished)
+	if row := h.wantAppState(first, model.AppFailed); row.EndedAt != failedAt {
 		t.Fatal("the app of the superseded attempt was ended again")
 	}
 	h.wantUsed("w2", 0, 0)
@@ -886,26 +892,26 @@ func TestRequestExecutors(t *testing.T) {
 	a := h.register(appSpec(0))
 	h.mustPlace(ep(a, 0, "w1"), ep(a, 1, "w1"), ep(a, 2, "w1"))
 
-	h.refused(CmdRequestExecutors, &RequestExecutors{AppID: a, Total: -1}, ErrInvalidCommand)
-	h.refused(CmdRequestExecutors, &RequestExecutors{AppID: appID(9), Total: 1}, ErrUnknownApp)
+	h.refused(model.CmdRequestExecutors, &model.RequestExecutors{AppID: a, Total: -1}, model.ErrInvalidCommand)
+	h.refused(model.CmdRequestExecutors, &model.RequestExecutors{AppID: appID(9), Total: 1}, model.ErrUnknownApp)
 
 	// Lowering the limit kills nothing, but nothing more is placed.
-	h.ok(CmdRequestExecutors, &RequestExecutors{AppID: a, Total: 1, Time: h.tick()})
+	h.ok(model.CmdRequestExecutors, &model.RequestExecutors{AppID: a, Total: 1, Time: h.tick()})
 	if row, _ := h.app(a); row.ExecutorLimit != 1 || row.UpdatedAt != h.now {
 		t.Fatalf("limit %d updated %d", row.ExecutorLimit, row.UpdatedAt)
 	}
 	for i := range 3 {
-		h.wantExecState(a, i, ExecLaunching)
+		h.wantExecState(a, i, model.ExecLaunching)
 	}
 	h.skipPlace(ep(a, 3, "w1"))
-	h.ok(CmdRequestExecutors, &RequestExecutors{AppID: a, Total: 4, Time: h.tick()})
+	h.ok(model.CmdRequestExecutors, &model.RequestExecutors{AppID: a, Total: 4, Time: h.tick()})
 	if got := h.place(ep(a, 3, "w1"), ep(a, 4, "w1")); len(got) != 1 {
 		t.Fatalf("limit 4 with 3 live: applied %+v, want one", got)
 	}
-	h.ok(CmdRequestExecutors, &RequestExecutors{AppID: a, Total: 0, Time: h.tick()})
+	h.ok(model.CmdRequestExecutors, &model.RequestExecutors{AppID: a, Total: 0, Time: h.tick()})
 
-	h.ok(CmdEndApp, &EndApp{AppID: a, State: AppFinished, Time: h.tick()})
-	h.refused(CmdRequestExecutors, &RequestExecutors{AppID: a, Total: 3}, ErrAppEnded)
+	h.ok(model.CmdEndApp, &model.EndApp{AppID: a, State: model.AppFinished, Time: h.tick()})
+	h.refused(model.CmdRequestExecutors, &model.RequestExecutors{AppID: a, Total: 3}, model.ErrAppEnded)
 	h.invariants()
 }
 
@@ -914,22 +920,22 @@ func TestKillExecutors(t *testing.T) {
 	h.worker("w1", 8, 8192)
 	a := h.register(appSpec(0))
 	h.mustPlace(ep(a, 0, "w1"), ep(a, 1, "w1"), ep(a, 2, "w1"))
-	h.report("w1", er(a, 0, ExecRunning))
+	h.report("w1", er(a, 0, model.ExecRunning))
 
 	// Unknown or repeated IDs refuse the whole command.
-	h.refused(CmdKillExecutors, &KillExecutors{AppID: a, ExecutorIDs: []int{1, 3}}, ErrUnknownExecutor)
-	h.refused(CmdKillExecutors, &KillExecutors{AppID: a, ExecutorIDs: []int{-1}}, ErrUnknownExecutor)
-	h.refused(CmdKillExecutors, &KillExecutors{AppID: a, ExecutorIDs: []int{1, 1}}, ErrUnknownExecutor)
-	h.refused(CmdKillExecutors, &KillExecutors{AppID: appID(9), ExecutorIDs: []int{0}}, ErrUnknownApp)
+	h.refused(model.CmdKillExecutors, &model.KillExecutors{AppID: a, ExecutorIDs: []int{1, 3}}, model.ErrUnknownExecutor)
+	h.refused(model.CmdKillExecutors, &model.KillExecutors{AppID: a, ExecutorIDs: []int{-1}}, model.ErrUnknownExecutor)
+	h.refused(model.CmdKillExecutors, &model.KillExecutors{AppID: a, ExecutorIDs: []int{1, 1}}, model.ErrUnknownExecutor)
+	h.refused(model.CmdKillExecutors, &model.KillExecutors{AppID: appID(9), ExecutorIDs: []int{0}}, model.ErrUnknownApp)
 
 	// No limit: the limit becomes the live count less the killed.
-	h.ok(CmdKillExecutors, &KillExecutors{AppID: a, ExecutorIDs: []int{0}, Time: h.tick()})
+	h.ok(model.CmdKillExecutors, &model.KillExecutors{AppID: a, ExecutorIDs: []int{0}, Time: h.tick()})
 	e := h.exec(a, 0)
-	if e.State != ExecKilled || e.EndedAt != h.now || e.Message == "" {
+	if e.State != model.ExecKilled || e.EndedAt != h.now || e.Message == "" {
 		t.Fatalf("killed executor: %+v", e)
 	}
 	row, _ := h.app(a)
-	if row.ExecutorLimit != 2 || row.CoresGranted != 2 || row.RetryCount != 0 || row.State != AppRunning {
+	if row.ExecutorLimit != 2 || row.CoresGranted != 2 || row.RetryCount != 0 || row.State != model.AppRunning {
 		t.Fatalf("after killing 1 of 3: %+v", row)
 	}
 	h.wantUsed("w1", 2, 1024)
@@ -938,30 +944,30 @@ func TestKillExecutors(t *testing.T) {
 
 	// An explicit limit is lowered by the number killed; naming an
 	// executor that already ended kills and lowers nothing for it.
-	h.ok(CmdRequestExecutors, &RequestExecutors{AppID: a, Total: 5, Time: h.tick()})
-	h.ok(CmdKillExecutors, &KillExecutors{AppID: a, ExecutorIDs: []int{0, 1}, Time: h.tick()})
+	h.ok(model.CmdRequestExecutors, &model.RequestExecutors{AppID: a, Total: 5, Time: h.tick()})
+	h.ok(model.CmdKillExecutors, &model.KillExecutors{AppID: a, ExecutorIDs: []int{0, 1}, Time: h.tick()})
 	if row, _ := h.app(a); row.ExecutorLimit != 4 {
 		t.Fatalf("limit 5, killed one live (and one dead): limit %d, want 4", row.ExecutorLimit)
 	}
-	h.wantExecState(a, 1, ExecKilled)
-	h.wantExecState(a, 2, ExecLaunching)
+	h.wantExecState(a, 1, model.ExecKilled)
+	h.wantExecState(a, 2, model.ExecLaunching)
 
 	// The limit does not go below 0.
-	h.ok(CmdRequestExecutors, &RequestExecutors{AppID: a, Total: 0, Time: h.tick()})
-	h.ok(CmdKillExecutors, &KillExecutors{AppID: a, ExecutorIDs: []int{2}, Time: h.tick()})
-	if row, _ := h.app(a); row.ExecutorLimit != 0 || row.CoresGranted != 0 || row.State != AppRunning {
+	h.ok(model.CmdRequestExecutors, &model.RequestExecutors{AppID: a, Total: 0, Time: h.tick()})
+	h.ok(model.CmdKillExecutors, &model.KillExecutors{AppID: a, ExecutorIDs: []int{2}, Time: h.tick()})
+	if row, _ := h.app(a); row.ExecutorLimit != 0 || row.CoresGranted != 0 || row.State != model.AppRunning {
 		t.Fatalf("after killing all: %+v", row)
 	}
 	h.wantUsed("w1", 0, 0)
 
-	h.ok(CmdEndApp, &EndApp{AppID: a, State: AppKilled, Time: h.tick()})
-	h.refused(CmdKillExecutors, &KillExecutors{AppID: a, ExecutorIDs: []int{0}}, ErrAppEnded)
+	h.ok(model.CmdEndApp, &model.EndApp{AppID: a, State: model.AppKilled, Time: h.tick()})
+	h.refused(model.CmdKillExecutors, &model.KillExecutors{AppID: a, ExecutorIDs: []int{0}}, model.ErrAppEnded)
 
 	// With no limit, naming only executors that already ended sets none.
 	b := h.register(appSpec(1))
 	h.mustPlace(ep(b, 0, "w1"))
-	h.report("w1", er(b, 0, ExecExited))
-	h.ok(CmdKillExecutors, &KillExecutors{AppID: b, ExecutorIDs: []int{0}, Time: h.tick()})
+	h.report("w1", er(b, 0, model.ExecExited))
+	h.ok(model.CmdKillExecutors, &model.KillExecutors{AppID: b, ExecutorIDs: []int{0}, Time: h.tick()})
 	if row, _ := h.app(b); row.ExecutorLimit != -1 {
 		t.Fatalf("killing only an ended executor set the limit to %d, want -1 (none)", row.ExecutorLimit)
 	}
@@ -973,31 +979,31 @@ func TestEndApp(t *testing.T) {
 	h.worker("w1", 8, 8192)
 	a := h.register(appSpec(0))
 	h.mustPlace(ep(a, 0, "w1"), ep(a, 1, "w1"))
-	h.report("w1", er(a, 0, ExecRunning), er(a, 1, ExecFailed))
+	h.report("w1", er(a, 0, model.ExecRunning), er(a, 1, model.ExecFailed))
 
-	for _, s := range []ApplicationState{AppWaiting, AppRunning, AppUnknown, ""} {
-		h.refused(CmdEndApp, &EndApp{AppID: a, State: s}, ErrInvalidCommand)
+	for _, s := range []model.ApplicationState{model.AppWaiting, model.AppRunning, model.AppUnknown, ""} {
+		h.refused(model.CmdEndApp, &model.EndApp{AppID: a, State: s}, model.ErrInvalidCommand)
 	}
-	h.refused(CmdEndApp, &EndApp{AppID: appID(9), State: AppFinished}, ErrUnknownApp)
+	h.refused(model.CmdEndApp, &model.EndApp{AppID: appID(9), State: model.AppFinished}, model.ErrUnknownApp)
 
-	h.ok(CmdEndApp, &EndApp{AppID: a, State: AppFinished, Time: h.tick()})
-	row := h.wantAppState(a, AppFinished)
+	h.ok(model.CmdEndApp, &model.EndApp{AppID: a, State: model.AppFinished, Time: h.tick()})
+	row := h.wantAppState(a, model.AppFinished)
 	if row.EndedAt != h.now || row.Message != "unregistered" || row.CoresGranted != 0 {
 		t.Fatalf("ended app: %+v", row)
 	}
-	h.wantExecState(a, 0, ExecKilled)
-	h.wantExecState(a, 1, ExecFailed) // an ended executor keeps its end
+	h.wantExecState(a, 0, model.ExecKilled)
+	h.wantExecState(a, 1, model.ExecFailed) // an ended executor keeps its end
 	h.wantUsed("w1", 0, 0)
 
 	// The same end again (a retried request) is accepted and changes
 	// nothing; a different one is refused.
-	h.unchanged(CmdEndApp, &EndApp{AppID: a, State: AppFinished, Reason: "again", Time: h.tick()})
-	h.refused(CmdEndApp, &EndApp{AppID: a, State: AppKilled, Time: h.tick()}, ErrAppEnded)
-	h.refused(CmdEndApp, &EndApp{AppID: a, State: AppFailed, Time: h.tick()}, ErrAppEnded)
+	h.unchanged(model.CmdEndApp, &model.EndApp{AppID: a, State: model.AppFinished, Reason: "again", Time: h.tick()})
+	h.refused(model.CmdEndApp, &model.EndApp{AppID: a, State: model.AppKilled, Time: h.tick()}, model.ErrAppEnded)
+	h.refused(model.CmdEndApp, &model.EndApp{AppID: a, State: model.AppFailed, Time: h.tick()}, model.ErrAppEnded)
 
-	for i, s := range []ApplicationState{AppFailed, AppKilled} {
+	for i, s := range []model.ApplicationState{model.AppFailed, model.AppKilled} {
 		b := h.register(appSpec(1 + i))
-		h.ok(CmdEndApp, &EndApp{AppID: b, State: s, Reason: "client went away", Time: h.tick()})
+		h.ok(model.CmdEndApp, &model.EndApp{AppID: b, State: s, Reason: "client went away", Time: h.tick()})
 		if row := h.wantAppState(b, s); row.Message != "client went away" {
 			t.Fatalf("reason %q", row.Message)
 		}
@@ -1009,18 +1015,18 @@ func TestPruneCompleted(t *testing.T) {
 	h := newHarness(t)
 	h.worker("w1", 8, 8192)
 	done := h.submitDriver(0, false, "w1")
-	h.driverReport("w1", done, 1, DriverFinished)
+	h.driverReport("w1", done, 1, model.DriverFinished)
 	live := h.submitDriver(1, false, "w1")
 	waiting := h.submitDriver(2, false, "")
 	finished := h.register(appSpec(0))
 	running := h.register(appSpec(1))
 	killed := h.register(appSpec(2))
 	h.mustPlace(ep(finished, 0, "w1"), ep(finished, 1, "w1"), ep(running, 0, "w1"), ep(killed, 0, "w1"))
-	h.report("w1", er(finished, 1, ExecFailed))
-	h.ok(CmdEndApp, &EndApp{AppID: finished, State: AppFinished, Time: h.tick()})
-	h.ok(CmdEndApp, &EndApp{AppID: killed, State: AppKilled, Time: h.tick()})
+	h.report("w1", er(finished, 1, model.ExecFailed))
+	h.ok(model.CmdEndApp, &model.EndApp{AppID: finished, State: model.AppFinished, Time: h.tick()})
+	h.ok(model.CmdEndApp, &model.EndApp{AppID: killed, State: model.AppKilled, Time: h.tick()})
 
-	h.ok(CmdPruneCompleted, &PruneCompleted{
+	h.ok(model.CmdPruneCompleted, &model.PruneCompleted{
 		DriverIDs: []string{done, live, waiting, driverID(99)},
 		AppIDs:    []string{finished, running, appID(99), killed},
 	})
@@ -1053,7 +1059,7 @@ func TestPruneCompleted(t *testing.T) {
 		}
 	}
 	h.f.mu.RUnlock()
-	if _, es := h.app(running); len(es) != 1 || es[0].State != ExecLaunching {
+	if _, es := h.app(running); len(es) != 1 || es[0].State != model.ExecLaunching {
 		t.Fatalf("live app's executors: %+v", es)
 	}
 	if id, ok := h.f.AppByToken("app-token-1"); !ok || id != running {
@@ -1063,16 +1069,16 @@ func TestPruneCompleted(t *testing.T) {
 		t.Fatalf("Completed after pruning: %v %v", d, a)
 	}
 	// A pruned token is free again.
-	if res := h.ok(CmdRegisterApp, appSpec(5).withToken("app-token-0")).(RegisterAppResult); res.Existing {
+	if res := h.ok(model.CmdRegisterApp, withToken(appSpec(5), "app-token-0")).(RegisterAppResult); res.Existing {
 		t.Fatal("a pruned app's token still names it")
 	}
 	// Pruning again, or pruning nothing, changes nothing.
-	h.unchanged(CmdPruneCompleted, &PruneCompleted{DriverIDs: []string{done}, AppIDs: []string{finished}})
-	h.unchanged(CmdPruneCompleted, &PruneCompleted{})
+	h.unchanged(model.CmdPruneCompleted, &model.PruneCompleted{DriverIDs: []string{done}, AppIDs: []string{finished}})
+	h.unchanged(model.CmdPruneCompleted, &model.PruneCompleted{})
 	h.invariants()
 }
 
-func (c *RegisterApp) withToken(tok string) *RegisterApp { c.Token = tok; return c }
+func withToken(c *model.RegisterApp, tok string) *model.RegisterApp { c.Token = tok; return c }
 
 func TestCompletedOldestFirst(t *testing.T) {
 	h := newHarness(t)
@@ -1085,8 +1091,8 @@ func TestCompletedOldestFirst(t *testing.T) {
 		seq int
 		at  int64
 	}{{0, 30}, {2, 10}, {1, 10}} {
-		h.ok(CmdKillDriver, &KillDriver{DriverID: driverID(k.seq), Time: k.at})
-		h.ok(CmdEndApp, &EndApp{AppID: appID(k.seq), State: AppFinished, Time: k.at})
+		h.ok(model.CmdKillDriver, &model.KillDriver{DriverID: driverID(k.seq), Time: k.at})
+		h.ok(model.CmdEndApp, &model.EndApp{AppID: appID(k.seq), State: model.AppFinished, Time: k.at})
 	}
 	d, a := h.f.Completed()
 	if want := []string{driverID(1), driverID(2), driverID(0)}; !reflect.DeepEqual(d, want) {
@@ -1109,10 +1115,10 @@ func appState(t *testing.T) *harness {
 	c.MaxCores, c.CoresPerExecutor = 6, 2
 	a := h.register(c)
 	h.mustPlace(ep(a, 0, "w1"), ep(a, 1, "w1"), ep(a, 2, "w2"))
-	h.report("w1", er(a, 0, ExecRunning), er(a, 1, ExecFailed))
+	h.report("w1", er(a, 0, model.ExecRunning), er(a, 1, model.ExecFailed))
 	b := h.register(appSpec(1))
 	h.mustPlace(ep(b, 0, "w2"))
-	h.ok(CmdEndApp, &EndApp{AppID: b, State: AppKilled, Time: h.tick()})
+	h.ok(model.CmdEndApp, &model.EndApp{AppID: b, State: model.AppKilled, Time: h.tick()})
 	return h
 }
 
@@ -1169,33 +1175,33 @@ func TestRestoreRecomputesAppUsage(t *testing.T) {
 
 func TestRestoreRefusesCorruptAppRows(t *testing.T) {
 	h := appState(t)
-	a0, b0 := ExecutorKey(appID(0), 0), ExecutorKey(appID(1), 0)
+	a0, b0 := model.ExecutorKey(appID(0), 0), model.ExecutorKey(appID(1), 0)
 	cases := map[string]func(tb *tables){
 		"executor under another key": func(tb *tables) {
-			tb.Executors[ExecutorKey(appID(0), 1)] = tb.Executors[a0]
+			tb.Executors[model.ExecutorKey(appID(0), 1)] = tb.Executors[a0]
 		},
 		"executor under a malformed key": func(tb *tables) { tb.Executors["x"] = tb.Executors[a0] },
-		"nil executor":                   func(tb *tables) { tb.Executors[ExecutorKey(appID(0), 1)] = nil },
+		"nil executor":                   func(tb *tables) { tb.Executors[model.ExecutorKey(appID(0), 1)] = nil },
 		"executor of an unknown app": func(tb *tables) {
 			e := tb.Executors[a0]
 			e.AppID = appID(9)
-			tb.Executors[ExecutorKey(appID(9), 0)] = e
+			tb.Executors[model.ExecutorKey(appID(9), 0)] = e
 			delete(tb.Executors, a0)
 		},
 		"ended executor of an unknown app": func(tb *tables) {
 			e := tb.Executors[b0]
 			e.AppID = appID(9)
-			tb.Executors[ExecutorKey(appID(9), 0)] = e
+			tb.Executors[model.ExecutorKey(appID(9), 0)] = e
 			delete(tb.Executors, b0)
 		},
 		"executor ID the app never gave": func(tb *tables) { tb.Apps[appID(0)].NextExecutorID = 2 },
 		"negative executor ID": func(tb *tables) {
 			e := *tb.Executors[a0]
 			e.ID = -1
-			tb.Executors[ExecutorKey(appID(0), -1)] = &e
+			tb.Executors[model.ExecutorKey(appID(0), -1)] = &e
 		},
 		"live executor on an unknown worker": func(tb *tables) { tb.Executors[a0].WorkerID = "ghost" },
-		"live executor of a finished app":    func(tb *tables) { tb.Executors[b0].State = ExecRunning },
+		"live executor of a finished app":    func(tb *tables) { tb.Executors[b0].State = model.ExecRunning },
 		"app under another key":              func(tb *tables) { tb.Apps[appID(5)] = tb.Apps[appID(1)] },
 		"nil app":                            func(tb *tables) { tb.Apps[appID(5)] = nil },
 		"token of an unknown app":            func(tb *tables) { tb.AppTokens["t"] = appID(9) },
@@ -1263,20 +1269,20 @@ func TestRestoreSnapshotFromBeforeApps(t *testing.T) {
 }
 
 func TestAppCommandsRoundTrip(t *testing.T) {
-	payloads := map[CommandType]any{
-		CmdRegisterApp: &RegisterApp{ID: appID(1), Token: "t", Name: "n", DriverID: driverID(1), DriverAttempt: 2, MaxCores: 4,
+	payloads := map[model.CommandType]any{
+		model.CmdRegisterApp: &model.RegisterApp{ID: appID(1), Token: "t", Name: "n", DriverID: driverID(1), DriverAttempt: 2, MaxCores: 4,
 			CoresPerExecutor: 2, MemoryPerExecutorMB: 512, ExecutorLimit: -1, Argv: []string{"a", "b"}, Env: map[string]string{"K": "v"},
 			MaxExecutorRetries: 3, Time: 9},
-		CmdPlaceExecutors:   &PlaceExecutors{Placements: []ExecutorPlacement{ep(appID(1), 0, "w1")}, Time: 9},
-		CmdRequestExecutors: &RequestExecutors{AppID: appID(1), Total: 3, Time: 9},
-		CmdKillExecutors:    &KillExecutors{AppID: appID(1), ExecutorIDs: []int{0, 2}, Time: 9},
-		CmdEndApp:           &EndApp{AppID: appID(1), State: AppKilled, Reason: "r", Time: 9},
-		CmdPruneCompleted:   &PruneCompleted{DriverIDs: []string{driverID(1)}, AppIDs: []string{appID(1)}},
-		CmdReportAttempts: &ReportAttempts{WorkerID: "w1", Reports: []AttemptReport{}, Time: 9,
-			Executors: []ExecutorReport{{AppID: appID(1), ExecutorID: 0, State: ExecFailed, ExitCode: intp(2), Reason: "r"}}},
+		model.CmdPlaceExecutors:   &model.PlaceExecutors{Placements: []model.ExecutorPlacement{ep(appID(1), 0, "w1")}, Time: 9},
+		model.CmdRequestExecutors: &model.RequestExecutors{AppID: appID(1), Total: 3, Time: 9},
+		model.CmdKillExecutors:    &model.KillExecutors{AppID: appID(1), ExecutorIDs: []int{0, 2}, Time: 9},
+		model.CmdEndApp:           &model.EndApp{AppID: appID(1), State: model.AppKilled, Reason: "r", Time: 9},
+		model.CmdPruneCompleted:   &model.PruneCompleted{DriverIDs: []string{driverID(1)}, AppIDs: []string{appID(1)}},
+		model.CmdReportAttempts: &model.ReportAttempts{WorkerID: "w1", Reports: []model.AttemptReport{}, Time: 9,
+			Executors: []model.ExecutorReport{{AppID: appID(1), ExecutorID: 0, State: model.ExecFailed, ExitCode: intp(2), Reason: "r"}}},
 	}
-	names := map[CommandType]string{CmdRegisterApp: "RegisterApp", CmdPlaceExecutors: "PlaceExecutors", CmdRequestExecutors: "RequestExecutors",
-		CmdKillExecutors: "KillExecutors", CmdEndApp: "EndApp", CmdPruneCompleted: "PruneCompleted", CmdReportAttempts: "ReportAttempts"}
+	names := map[model.CommandType]string{model.CmdRegisterApp: "RegisterApp", model.CmdPlaceExecutors: "PlaceExecutors", model.CmdRequestExecutors: "RequestExecutors",
+		model.CmdKillExecutors: "KillExecutors", model.CmdEndApp: "EndApp", model.CmdPruneCompleted: "PruneCompleted", model.CmdReportAttempts: "ReportAttempts"}
 	for ct, p := range payloads {
 		data, err := Encode(ct, p)
 		if err != nil {
@@ -1297,22 +1303,22 @@ func TestAppCommandsRoundTrip(t *testing.T) {
 	}
 	// A ReportAttempts entry written before executors existed decodes.
 	old := []byte(`{"worker_id":"w1","reports":[],"time":1}`)
-	if _, p, err := Decode(append([]byte{FormatVersion, byte(CmdReportAttempts)}, old...)); err != nil || p.(*ReportAttempts).Executors != nil {
+	if _, p, err := Decode(append([]byte{FormatVersion, byte(model.CmdReportAttempts)}, old...)); err != nil || p.(*model.ReportAttempts).Executors != nil {
 		t.Fatalf("old ReportAttempts: %+v %v", p, err)
 	}
 }
 
 func TestExecutorKey(t *testing.T) {
-	k := ExecutorKey(appID(3), 12)
+	k := model.ExecutorKey(appID(3), 12)
 	if k != appID(3)+"/12" {
 		t.Fatalf("ExecutorKey = %s", k)
 	}
-	if app, id, ok := ParseExecutorKey(k); !ok || app != appID(3) || id != 12 {
-		t.Fatalf("ParseExecutorKey(%s) = %s %d %v", k, app, id, ok)
+	if app, id, ok := model.ParseExecutorKey(k); !ok || app != appID(3) || id != 12 {
+		t.Fatalf("model.ParseExecutorKey(%s) = %s %d %v", k, app, id, ok)
 	}
 	for _, s := range []string{"", "/1", "app", "app/", "app/x", "app/-1"} {
-		if _, _, ok := ParseExecutorKey(s); ok {
-			t.Errorf("ParseExecutorKey(%q) accepted", s)
+		if _, _, ok := model.ParseExecutorKey(s); ok {
+			t.Errorf("model.ParseExecutorKey(%q) accepted", s)
 		}
 	}
 }
@@ -1325,29 +1331,29 @@ func TestDriverRestartedInPlaceEndsEarlierRunsApps(t *testing.T) {
 	h := newHarness(t)
 	h.worker("w1", 8, 8192)
 	d := h.submitDriver(0, true, "w1")
-	h.driverReport("w1", d, 1, DriverRunning)
+	h.driverReport("w1", d, 1, model.DriverRunning)
 	first := appSpec(0)
 	first.DriverID, first.DriverAttempt, first.DriverRun = d, 1, 1
 	a := h.register(first)
 	h.mustPlace(ep(a, 0, "w1"))
 
-	h.ok(CmdReportAttempts, &ReportAttempts{WorkerID: "w1", Time: h.tick(),
-		Reports: []AttemptReport{{DriverID: d, Attempt: 1, State: DriverRunning, Runs: 2}}})
-	if row, _ := h.app(a); row.State != AppFailed || !strings.Contains(row.Message, "restarted as run 2") {
+	h.ok(model.CmdReportAttempts, &model.ReportAttempts{WorkerID: "w1", Time: h.tick(),
+		Reports: []model.AttemptReport{{DriverID: d, Attempt: 1, State: model.DriverRunning, Runs: 2}}})
+	if row, _ := h.app(a); row.State != model.AppFailed || !strings.Contains(row.Message, "restarted as run 2") {
 		t.Fatalf("app of run 1 after the restart: %s %q, want FAILED", row.State, row.Message)
 	}
-	h.wantExecState(a, 0, ExecKilled)
+	h.wantExecState(a, 0, model.ExecKilled)
 	h.wantUsed("w1", 1, 256) // the driver alone
 
 	stale := appSpec(1)
 	stale.DriverID, stale.DriverAttempt, stale.DriverRun = d, 1, 1
-	h.refused(CmdRegisterApp, stale, ErrStaleAttempt)
+	h.refused(model.CmdRegisterApp, stale, model.ErrStaleAttempt)
 	second := appSpec(2)
 	second.DriverID, second.DriverAttempt, second.DriverRun = d, 1, 2
 	b := h.register(second)
-	h.ok(CmdReportAttempts, &ReportAttempts{WorkerID: "w1", Time: h.tick(),
-		Reports: []AttemptReport{{DriverID: d, Attempt: 1, State: DriverRunning, Runs: 2}}})
-	if row, _ := h.app(b); row.State != AppWaiting {
+	h.ok(model.CmdReportAttempts, &model.ReportAttempts{WorkerID: "w1", Time: h.tick(),
+		Reports: []model.AttemptReport{{DriverID: d, Attempt: 1, State: model.DriverRunning, Runs: 2}}})
+	if row, _ := h.app(b); row.State != model.AppWaiting {
 		t.Fatalf("app of run 2: %s, want WAITING", row.State)
 	}
 	h.invariants()
@@ -1361,20 +1367,20 @@ func TestFinishedExecutorsAreRetainedUpToALimit(t *testing.T) {
 	h.worker("w1", 2, 8192)
 	a := h.register(appSpec(0))
 	h.mustPlace(ep(a, 0, "w1"))
-	h.report("w1", er(a, 0, ExecRunning))
-	n := RetainedExecutors + 30
+	h.report("w1", er(a, 0, model.ExecRunning))
+	n := model.RetainedExecutors + 30
 	for id := 1; id <= n; id++ {
 		h.mustPlace(ep(a, id, "w1"))
-		h.report("w1", er(a, id, ExecExited))
+		h.report("w1", er(a, id, model.ExecExited))
 	}
 	_, es, _ := h.f.App(a)
-	if len(es) != RetainedExecutors+1 || es[0].ID != 0 || es[1].ID != n-RetainedExecutors+1 || es[len(es)-1].ID != n {
+	if len(es) != model.RetainedExecutors+1 || es[0].ID != 0 || es[1].ID != n-model.RetainedExecutors+1 || es[len(es)-1].ID != n {
 		t.Fatalf("kept %d executors from %d, then %d..%d; want the live 0 and the newest %d finished",
-			len(es), es[0].ID, es[1].ID, es[len(es)-1].ID, RetainedExecutors)
+			len(es), es[0].ID, es[1].ID, es[len(es)-1].ID, model.RetainedExecutors)
 	}
-	h.report("w1", er(a, 0, ExecExited))
+	h.report("w1", er(a, 0, model.ExecExited))
 	row, es, _ := h.f.App(a)
-	if len(es) != RetainedExecutors || row.FirstExecutorID != es[0].ID {
+	if len(es) != model.RetainedExecutors || row.FirstExecutorID != es[0].ID {
 		t.Fatalf("after executor 0 ended: %d rows, first ID %d, FirstExecutorID %d", len(es), es[0].ID, row.FirstExecutorID)
 	}
 	h.invariants()
@@ -1418,12 +1424,12 @@ func TestWorkerChangedWakesOnlyThatWorker(t *testing.T) {
 }
 
 func TestExecutorStateOf(t *testing.T) {
-	for in, want := range map[DriverState]ExecutorState{
-		DriverRunning: ExecRunning, DriverFinished: ExecExited, DriverKilled: ExecKilled,
-		DriverFailed: ExecFailed, DriverError: ExecFailed,
+	for in, want := range map[model.DriverState]model.ExecutorState{
+		model.DriverRunning: model.ExecRunning, model.DriverFinished: model.ExecExited, model.DriverKilled: model.ExecKilled,
+		model.DriverFailed: model.ExecFailed, model.DriverError: model.ExecFailed,
 	} {
-		if got := ExecutorStateOf(in); got != want {
-			t.Errorf("ExecutorStateOf(%s) = %s, want %s", in, got, want)
+		if got := model.ExecutorStateOf(in); got != want {
+			t.Errorf("model.ExecutorStateOf(%s) = %s, want %s", in, got, want)
 		}
 	}
 }
@@ -1432,7 +1438,7 @@ func TestLiveAppsLeavesOutFinished(t *testing.T) {
 	h := newHarness(t)
 	a := h.register(appSpec(0))
 	b := h.register(appSpec(1))
-	h.ok(CmdEndApp, &EndApp{AppID: a, State: AppFinished, Time: h.tick()})
+	h.ok(model.CmdEndApp, &model.EndApp{AppID: a, State: model.AppFinished, Time: h.tick()})
 	all, _ := h.f.Apps()
 	live, execs := h.f.LiveApps()
 	if len(all) != 2 || len(live) != 1 || live[0].ID != b || len(execs) != 1 {

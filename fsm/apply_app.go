@@ -2,9 +2,12 @@ package fsm
 
 import (
 	"fmt"
+	"maps"
 	"sort"
 	"strconv"
-	"strings"
+
+	"github.com/drover-project/drover/ids"
+	"github.com/drover-project/drover/model"
 )
 
 // Apply functions for applications and executors, following Spark's
@@ -12,34 +15,34 @@ import (
 // the leader's; Apply only checks it), ExecutorStateChanged, and
 // removeApplication.
 
-func (f *FSM) applyRegisterApp(c *RegisterApp) any {
+func (f *FSM) applyRegisterApp(c *model.RegisterApp) any {
 	if id, ok := f.t.AppTokens[c.Token]; ok && c.Token != "" {
 		return RegisterAppResult{AppID: id, Existing: true}
 	}
-	seq, err := idSeq("app", c.ID)
+	seq, err := idSeq(ids.App, c.ID)
 	if err != nil {
 		return err
 	}
-	if err := ValidateRegisterApp(c); err != nil {
+	if err := model.ValidateRegisterApp(c); err != nil {
 		return err
 	}
 	if _, ok := f.t.Apps[c.ID]; ok {
-		return fmt.Errorf("%w: app %s", ErrDuplicateID, c.ID)
+		return fmt.Errorf("%w: app %s", model.ErrDuplicateID, c.ID)
 	}
 	if c.DriverID != "" {
 		d, ok := f.t.Drivers[c.DriverID]
 		switch {
 		case !ok:
-			return fmt.Errorf("%w: %s", ErrUnknownDriver, c.DriverID)
+			return fmt.Errorf("%w: %s", model.ErrUnknownDriver, c.DriverID)
 		case d.State.Terminal():
-			return fmt.Errorf("%w: %s is %s", ErrDriverEnded, d.ID, d.State)
+			return fmt.Errorf("%w: %s is %s", model.ErrDriverEnded, d.ID, d.State)
 		case d.Attempt != c.DriverAttempt || d.WorkerID == "":
-			return fmt.Errorf("%w: %s attempt %d is not the running attempt (%d)", ErrStaleAttempt, d.ID, c.DriverAttempt, d.Attempt)
-		case c.DriverRun > 0 && d.currentAttempt() != nil && c.DriverRun < d.currentAttempt().Runs:
-			return fmt.Errorf("%w: %s attempt %d run %d was restarted (run %d)", ErrStaleAttempt, d.ID, d.Attempt, c.DriverRun, d.currentAttempt().Runs)
+			return fmt.Errorf("%w: %s attempt %d is not the running attempt (%d)", model.ErrStaleAttempt, d.ID, c.DriverAttempt, d.Attempt)
+		case c.DriverRun > 0 && d.CurrentAttempt() != nil && c.DriverRun < d.CurrentAttempt().Runs:
+			return fmt.Errorf("%w: %s attempt %d run %d was restarted (run %d)", model.ErrStaleAttempt, d.ID, d.Attempt, c.DriverRun, d.CurrentAttempt().Runs)
 		}
 	}
-	a := &App{
+	a := &model.App{
 		ID:                  c.ID,
 		Name:                c.Name,
 		Token:               c.Token,
@@ -51,9 +54,9 @@ func (f *FSM) applyRegisterApp(c *RegisterApp) any {
 		MemoryPerExecutorMB: c.MemoryPerExecutorMB,
 		ExecutorLimit:       c.ExecutorLimit,
 		Argv:                append([]string(nil), c.Argv...),
-		Env:                 cloneEnv(c.Env),
+		Env:                 maps.Clone(c.Env),
 		MaxExecutorRetries:  c.MaxExecutorRetries,
-		State:               AppWaiting,
+		State:               model.AppWaiting,
 		SubmittedAt:         c.Time,
 		UpdatedAt:           c.Time,
 	}
@@ -67,57 +70,21 @@ func (f *FSM) applyRegisterApp(c *RegisterApp) any {
 	return RegisterAppResult{AppID: a.ID}
 }
 
-// ValidateRegisterApp checks a registration on its own, without the tables:
-// the executor program (see ValidateProgram), a core cap that is 0 or holds
-// one executor, an executor limit of -1 or more, and max executor retries
-// of -1 or more. The error is one line and wraps ErrInvalidCommand.
-func ValidateRegisterApp(c *RegisterApp) error {
-	if err := ValidateProgram(c.Argv, c.Env, c.CoresPerExecutor, c.MemoryPerExecutorMB); err != nil {
-		return err
-	}
-	switch {
-	case c.MaxCores < 0:
-		return fmt.Errorf("%w: max cores must not be negative, got %d", ErrInvalidCommand, c.MaxCores)
-	case c.MaxCores > 0 && c.MaxCores < c.CoresPerExecutor:
-		return fmt.Errorf("%w: max cores %d is less than the %d cores of one executor", ErrInvalidCommand, c.MaxCores, c.CoresPerExecutor)
-	case c.ExecutorLimit < -1:
-		return fmt.Errorf("%w: executor limit must be -1 (none) or more, got %d", ErrInvalidCommand, c.ExecutorLimit)
-	case c.MaxExecutorRetries < -1:
-		return fmt.Errorf("%w: max executor retries must be -1 (never fail) or more, got %d", ErrInvalidCommand, c.MaxExecutorRetries)
-	case c.DriverID == "" && (c.DriverAttempt != 0 || c.DriverRun != 0):
-		return fmt.Errorf("%w: a driver attempt or run needs a driver ID", ErrInvalidCommand)
-	case c.DriverID != "" && (c.DriverAttempt < 1 || c.DriverRun < 0):
-		return fmt.Errorf("%w: driver attempt must be 1 or more and run not negative", ErrInvalidCommand)
-	}
-	return nil
-}
-
-// idSeq parses the sequence number of an ID of Spark's form
-// <kind>-<yyyyMMddHHmmss>-<seq>.
-func idSeq(kind, id string) (int, error) {
-	parts := strings.Split(id, "-")
-	if len(parts) != 3 || parts[0] != kind || len(parts[1]) != 14 {
-		return 0, fmt.Errorf("%w: %s ID %q is not %s-<yyyyMMddHHmmss>-<seq>", ErrInvalidCommand, kind, id, kind)
-	}
-	if _, err := strconv.ParseUint(parts[1], 10, 64); err != nil {
-		return 0, fmt.Errorf("%w: %s ID %q has a bad timestamp", ErrInvalidCommand, kind, id)
-	}
-	seq, err := strconv.Atoi(parts[2])
-	if err != nil || seq < 0 || seq > MaxSeq {
-		return 0, fmt.Errorf("%w: %s ID %q has a bad sequence number (0 to %d)", ErrInvalidCommand, kind, id, MaxSeq)
+// idSeq returns the sequence number of an ID of kind k, refusing any other
+// form as an invalid command.
+func idSeq(k ids.Kind, id string) (int, error) {
+	seq, err := ids.Seq(k, id)
+	if err != nil {
+		return 0, fmt.Errorf("%w: %v", model.ErrInvalidCommand, err)
 	}
 	return seq, nil
 }
-
-// MaxSeq bounds the sequence number of a driver or app ID: nine digits, as
-// the API's ID patterns allow, so that the next sequence never overflows.
-const MaxSeq = 999_999_999
 
 // maxExecutorID bounds an app's executor IDs in a restored snapshot, far
 // beyond any real count of launches, so that the next ID never overflows.
 const maxExecutorID = 1 << 53
 
-func (f *FSM) applyPlaceExecutors(c *PlaceExecutors) any {
+func (f *FSM) applyPlaceExecutors(c *model.PlaceExecutors) any {
 	var res PlaceExecutorsResult
 	for _, p := range c.Placements {
 		a, ok := f.t.Apps[p.AppID]
@@ -131,20 +98,20 @@ func (f *FSM) applyPlaceExecutors(c *PlaceExecutors) any {
 			continue
 		}
 		w, ok := f.t.Workers[p.WorkerID]
-		if !ok || w.State != WorkerAlive || w.CoresFree() < a.CoresPerExecutor || w.MemoryFreeMB() < a.MemoryPerExecutorMB {
+		if !ok || w.State != model.WorkerAlive || w.CoresFree() < a.CoresPerExecutor || w.MemoryFreeMB() < a.MemoryPerExecutorMB {
 			continue
 		}
-		e := &Executor{
+		e := &model.Executor{
 			AppID:      a.ID,
 			ID:         p.ExecutorID,
 			WorkerID:   w.ID,
 			Cores:      a.CoresPerExecutor,
 			MemoryMB:   a.MemoryPerExecutorMB,
-			State:      ExecLaunching,
+			State:      model.ExecLaunching,
 			LaunchedAt: c.Time,
 		}
-		f.t.Executors[ExecutorKey(a.ID, e.ID)] = e
-		f.t.units(w.ID).addExecutor(ExecutorKey(a.ID, e.ID))
+		f.t.Executors[model.ExecutorKey(a.ID, e.ID)] = e
+		f.t.units(w.ID).addExecutor(model.ExecutorKey(a.ID, e.ID))
 		a.NextExecutorID++
 		a.CoresGranted += e.Cores
 		a.UpdatedAt = c.Time
@@ -172,12 +139,12 @@ func (f *FSM) liveExecutors(appID string) int {
 // wider than the table (a long-lived executor ahead of many dropped ones,
 // or a snapshot's NextExecutorID), where walking it would take
 // unboundedly long and scanning the rows does not.
-func (f *FSM) executorsOf(appID string) []*Executor {
+func (f *FSM) executorsOf(appID string) []*model.Executor {
 	a, ok := f.t.Apps[appID]
 	if !ok {
 		return nil
 	}
-	var out []*Executor
+	var out []*model.Executor
 	if a.NextExecutorID-a.FirstExecutorID > len(f.t.Executors) {
 		for _, e := range f.t.Executors {
 			if e.AppID == appID && e.ID >= a.FirstExecutorID && e.ID < a.NextExecutorID {
@@ -188,7 +155,7 @@ func (f *FSM) executorsOf(appID string) []*Executor {
 		return out
 	}
 	for id := a.FirstExecutorID; id < a.NextExecutorID; id++ {
-		if e, ok := f.t.Executors[ExecutorKey(appID, id)]; ok {
+		if e, ok := f.t.Executors[model.ExecutorKey(appID, id)]; ok {
 			out = append(out, e)
 		}
 	}
@@ -197,19 +164,19 @@ func (f *FSM) executorsOf(appID string) []*Executor {
 
 // endExecutor moves a live executor to a final state and returns its
 // resources to its worker and its app.
-func (f *FSM) endExecutor(e *Executor, state ExecutorState, exit *int, reason string, now int64) {
+func (f *FSM) endExecutor(e *model.Executor, state model.ExecutorState, exit *int, reason string, now int64) {
 	if e.State.Terminal() {
 		return
 	}
 	e.State = state
-	e.ExitCode = cloneInt(exit)
+	e.ExitCode = model.CloneExitCode(exit)
 	e.Message = reason
 	e.EndedAt = now
 	if w, ok := f.t.Workers[e.WorkerID]; ok {
 		w.CoresUsed -= e.Cores
 		w.MemoryUsedMB -= e.MemoryMB
 	}
-	f.t.units(e.WorkerID).removeExecutor(ExecutorKey(e.AppID, e.ID))
+	f.t.units(e.WorkerID).removeExecutor(model.ExecutorKey(e.AppID, e.ID))
 	if a, ok := f.t.Apps[e.AppID]; ok {
 		a.CoresGranted -= e.Cores
 		a.UpdatedAt = now
@@ -219,7 +186,7 @@ func (f *FSM) endExecutor(e *Executor, state ExecutorState, exit *int, reason st
 
 // dropOldExecutors keeps the newest RetainedExecutors finished executors
 // of an app and drops the older rows.
-func (f *FSM) dropOldExecutors(a *App) {
+func (f *FSM) dropOldExecutors(a *model.App) {
 	es := f.executorsOf(a.ID)
 	finished := 0
 	for _, e := range es {
@@ -228,11 +195,11 @@ func (f *FSM) dropOldExecutors(a *App) {
 		}
 	}
 	for _, e := range es {
-		if finished <= RetainedExecutors {
+		if finished <= model.RetainedExecutors {
 			break
 		}
 		if e.State.Terminal() {
-			delete(f.t.Executors, ExecutorKey(a.ID, e.ID))
+			delete(f.t.Executors, model.ExecutorKey(a.ID, e.ID))
 			finished--
 		}
 	}
@@ -240,7 +207,7 @@ func (f *FSM) dropOldExecutors(a *App) {
 	// NextExecutorID when none is.
 	a.FirstExecutorID = a.NextExecutorID
 	for _, e := range es {
-		if _, ok := f.t.Executors[ExecutorKey(a.ID, e.ID)]; ok {
+		if _, ok := f.t.Executors[model.ExecutorKey(a.ID, e.ID)]; ok {
 			a.FirstExecutorID = e.ID
 			break
 		}
@@ -249,36 +216,36 @@ func (f *FSM) dropOldExecutors(a *App) {
 
 // applyExecutorReports handles a worker's executor reports (Spark's
 // Master handling ExecutorStateChanged).
-func (f *FSM) applyExecutorReports(workerID string, reports []ExecutorReport, now int64) {
+func (f *FSM) applyExecutorReports(workerID string, reports []model.ExecutorReport, now int64) {
 	for _, r := range reports {
-		e, ok := f.t.Executors[ExecutorKey(r.AppID, r.ExecutorID)]
+		e, ok := f.t.Executors[model.ExecutorKey(r.AppID, r.ExecutorID)]
 		if !ok || e.WorkerID != workerID || e.State.Terminal() {
 			continue
 		}
 		a := f.t.Apps[e.AppID]
 		switch r.State {
-		case ExecRunning:
-			if e.State == ExecLaunching {
-				e.State = ExecRunning
+		case model.ExecRunning:
+			if e.State == model.ExecLaunching {
+				e.State = model.ExecRunning
 				e.StartedAt = now
 				a.UpdatedAt = now
 			}
-			if a.State == AppWaiting {
-				a.State = AppRunning
+			if a.State == model.AppWaiting {
+				a.State = model.AppRunning
 			}
-		case ExecExited:
-			f.endExecutor(e, ExecExited, r.ExitCode, r.Reason, now)
+		case model.ExecExited:
+			f.endExecutor(e, model.ExecExited, r.ExitCode, r.Reason, now)
 			a.RetryCount = 0
-		case ExecKilled:
+		case model.ExecKilled:
 			// Killed by its worker unasked (the worker is shutting down):
 			// not the app's fault, so no retry is counted; the scheduler
 			// places a replacement.
-			f.endExecutor(e, ExecKilled, r.ExitCode, r.Reason, now)
-		case ExecFailed:
-			f.endExecutor(e, ExecFailed, r.ExitCode, r.Reason, now)
+			f.endExecutor(e, model.ExecKilled, r.ExitCode, r.Reason, now)
+		case model.ExecFailed:
+			f.endExecutor(e, model.ExecFailed, r.ExitCode, r.Reason, now)
 			a.RetryCount++
 			if a.MaxExecutorRetries >= 0 && a.RetryCount > a.MaxExecutorRetries && !f.anyRunning(a.ID) {
-				f.endApp(a, AppFailed, fmt.Sprintf("%d executors failed in a row (max executor retries %d); last: %s",
+				f.endApp(a, model.AppFailed, fmt.Sprintf("%d executors failed in a row (max executor retries %d); last: %s",
 					a.RetryCount, a.MaxExecutorRetries, executorEnd(e)), now)
 			}
 		}
@@ -287,14 +254,14 @@ func (f *FSM) applyExecutorReports(workerID string, reports []ExecutorReport, no
 
 func (f *FSM) anyRunning(appID string) bool {
 	for _, e := range f.executorsOf(appID) {
-		if e.State == ExecRunning {
+		if e.State == model.ExecRunning {
 			return true
 		}
 	}
 	return false
 }
 
-func executorEnd(e *Executor) string {
+func executorEnd(e *model.Executor) string {
 	s := fmt.Sprintf("executor %d on %s", e.ID, e.WorkerID)
 	if e.ExitCode != nil {
 		s += fmt.Sprintf(" exited %d", *e.ExitCode)
@@ -308,12 +275,12 @@ func executorEnd(e *Executor) string {
 // endApp moves an unfinished app to a final state and kills its live
 // executors; their workers stop them once they leave the desired set
 // (Spark's Master.removeApplication).
-func (f *FSM) endApp(a *App, state ApplicationState, reason string, now int64) {
+func (f *FSM) endApp(a *model.App, state model.ApplicationState, reason string, now int64) {
 	if a.State.Terminal() {
 		return
 	}
 	for _, e := range f.executorsOf(a.ID) {
-		f.endExecutor(e, ExecKilled, nil, "application "+string(state), now)
+		f.endExecutor(e, model.ExecKilled, nil, "application "+string(state), now)
 	}
 	a.State = state
 	a.Message = reason
@@ -323,13 +290,13 @@ func (f *FSM) endApp(a *App, state ApplicationState, reason string, now int64) {
 
 // driverAttemptEnded ends the apps that an attempt of a driver registered,
 // when that attempt ends or is superseded: the app's client went with it.
-func (f *FSM) driverAttemptEnded(d *Driver, attempt int, now int64) {
-	state := AppFailed
+func (f *FSM) driverAttemptEnded(d *model.Driver, attempt int, now int64) {
+	state := model.AppFailed
 	switch d.State {
-	case DriverFinished:
-		state = AppFinished
-	case DriverKilled:
-		state = AppKilled
+	case model.DriverFinished:
+		state = model.AppFinished
+	case model.DriverKilled:
+		state = model.AppKilled
 	}
 	for _, id := range f.appIDs() {
 		a := f.t.Apps[id]
@@ -339,7 +306,7 @@ func (f *FSM) driverAttemptEnded(d *Driver, attempt int, now int64) {
 	}
 }
 
-func attemptOutcome(d *Driver, attempt int) string {
+func attemptOutcome(d *model.Driver, attempt int) string {
 	if d.Attempt != attempt {
 		return "(relaunched as attempt " + strconv.Itoa(d.Attempt) + ")"
 	}
@@ -349,11 +316,11 @@ func attemptOutcome(d *Driver, attempt int) string {
 // driverRestarted ends the apps that earlier runs of a driver's current
 // attempt registered, once its worker reports a later run: a supervised
 // program restarted in place is a new client.
-func (f *FSM) driverRestarted(d *Driver, run int, now int64) {
+func (f *FSM) driverRestarted(d *model.Driver, run int, now int64) {
 	for _, id := range f.appIDs() {
 		a := f.t.Apps[id]
 		if a.DriverID == d.ID && a.DriverAttempt == d.Attempt && a.DriverRun > 0 && a.DriverRun < run && !a.State.Terminal() {
-			f.endApp(a, AppFailed, fmt.Sprintf("driver %s attempt %d run %d ended (restarted as run %d)", d.ID, d.Attempt, a.DriverRun, run), now)
+			f.endApp(a, model.AppFailed, fmt.Sprintf("driver %s attempt %d run %d ended (restarted as run %d)", d.ID, d.Attempt, a.DriverRun, run), now)
 		}
 	}
 }
@@ -369,37 +336,37 @@ func (f *FSM) appIDs() []string {
 	return ids
 }
 
-func (f *FSM) applyRequestExecutors(c *RequestExecutors) any {
+func (f *FSM) applyRequestExecutors(c *model.RequestExecutors) any {
 	a, err := f.liveApp(c.AppID)
 	if err != nil {
 		return err
 	}
 	if c.Total < 0 {
-		return fmt.Errorf("%w: executor total must not be negative, got %d", ErrInvalidCommand, c.Total)
+		return fmt.Errorf("%w: executor total must not be negative, got %d", model.ErrInvalidCommand, c.Total)
 	}
 	a.ExecutorLimit = c.Total
 	a.UpdatedAt = c.Time
 	return nil
 }
 
-func (f *FSM) applyKillExecutors(c *KillExecutors) any {
+func (f *FSM) applyKillExecutors(c *model.KillExecutors) any {
 	a, err := f.liveApp(c.AppID)
 	if err != nil {
 		return err
 	}
 	seen := map[int]bool{}
 	for _, id := range c.ExecutorIDs {
-		if _, ok := f.t.Executors[ExecutorKey(a.ID, id)]; !ok || seen[id] {
-			return fmt.Errorf("%w: %s has no executor %d (or it is named twice)", ErrUnknownExecutor, a.ID, id)
+		if _, ok := f.t.Executors[model.ExecutorKey(a.ID, id)]; !ok || seen[id] {
+			return fmt.Errorf("%w: %s has no executor %d (or it is named twice)", model.ErrUnknownExecutor, a.ID, id)
 		}
 		seen[id] = true
 	}
 	live := f.liveExecutors(a.ID)
 	killed := 0
 	for _, id := range c.ExecutorIDs {
-		e := f.t.Executors[ExecutorKey(a.ID, id)]
+		e := f.t.Executors[model.ExecutorKey(a.ID, id)]
 		if !e.State.Terminal() {
-			f.endExecutor(e, ExecKilled, nil, "killed on request", c.Time)
+			f.endExecutor(e, model.ExecKilled, nil, "killed on request", c.Time)
 			killed++
 		}
 	}
@@ -415,13 +382,13 @@ func (f *FSM) applyKillExecutors(c *KillExecutors) any {
 	return nil
 }
 
-func (f *FSM) applyEndApp(c *EndApp) any {
+func (f *FSM) applyEndApp(c *model.EndApp) any {
 	a, ok := f.t.Apps[c.AppID]
 	if !ok {
-		return fmt.Errorf("%w: %s", ErrUnknownApp, c.AppID)
+		return fmt.Errorf("%w: %s", model.ErrUnknownApp, c.AppID)
 	}
 	if !c.State.Terminal() {
-		return fmt.Errorf("%w: an app can only end FINISHED, FAILED or KILLED, not %q", ErrInvalidCommand, c.State)
+		return fmt.Errorf("%w: an app can only end FINISHED, FAILED or KILLED, not %q", model.ErrInvalidCommand, c.State)
 	}
 	if a.State == c.State {
 		// Idempotent, like KillDriver: a retried request gets the same
@@ -429,29 +396,29 @@ func (f *FSM) applyEndApp(c *EndApp) any {
 		return nil
 	}
 	if a.State.Terminal() {
-		return fmt.Errorf("%w: %s is %s", ErrAppEnded, a.ID, a.State)
+		return fmt.Errorf("%w: %s is %s", model.ErrAppEnded, a.ID, a.State)
 	}
 	reason := c.Reason
 	if reason == "" {
-		reason = map[ApplicationState]string{AppFinished: "unregistered", AppFailed: "failed", AppKilled: "killed on request"}[c.State]
+		reason = map[model.ApplicationState]string{model.AppFinished: "unregistered", model.AppFailed: "failed", model.AppKilled: "killed on request"}[c.State]
 	}
 	f.endApp(a, c.State, reason, c.Time)
 	return nil
 }
 
 // liveApp returns an unfinished app, or the error that says why not.
-func (f *FSM) liveApp(id string) (*App, error) {
+func (f *FSM) liveApp(id string) (*model.App, error) {
 	a, ok := f.t.Apps[id]
 	if !ok {
-		return nil, fmt.Errorf("%w: %s", ErrUnknownApp, id)
+		return nil, fmt.Errorf("%w: %s", model.ErrUnknownApp, id)
 	}
 	if a.State.Terminal() {
-		return nil, fmt.Errorf("%w: %s is %s", ErrAppEnded, a.ID, a.State)
+		return nil, fmt.Errorf("%w: %s is %s", model.ErrAppEnded, a.ID, a.State)
 	}
 	return a, nil
 }
 
-func (f *FSM) applyPruneCompleted(c *PruneCompleted) any {
+func (f *FSM) applyPruneCompleted(c *model.PruneCompleted) any {
 	for _, id := range c.DriverIDs {
 		d, ok := f.t.Drivers[id]
 		if !ok || !d.State.Terminal() {
@@ -468,7 +435,7 @@ func (f *FSM) applyPruneCompleted(c *PruneCompleted) any {
 			continue
 		}
 		for _, e := range f.executorsOf(id) {
-			delete(f.t.Executors, ExecutorKey(id, e.ID))
+			delete(f.t.Executors, model.ExecutorKey(id, e.ID))
 		}
 		delete(f.t.Apps, id)
 		if a.Token != "" && f.t.AppTokens[a.Token] == id {

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/drover-project/drover/model"
 )
 
 // benchSizes describes the tables a benchmark starts from: workers, drivers
@@ -49,7 +51,7 @@ func benchAppID(seq int) string    { return fmt.Sprintf("app-20261129120000-%06d
 
 func (s *benchFSM) tick() int64 { s.clock++; return benchEpoch + s.clock }
 
-func (s *benchFSM) encode(ct CommandType, payload any) []byte {
+func (s *benchFSM) encode(ct model.CommandType, payload any) []byte {
 	data, err := Encode(ct, payload)
 	if err != nil {
 		s.t.Fatalf("encode %s: %v", ct, err)
@@ -63,7 +65,7 @@ func (s *benchFSM) apply(data []byte) any {
 }
 
 // must applies a command that has to take effect.
-func (s *benchFSM) must(ct CommandType, payload any) any {
+func (s *benchFSM) must(ct model.CommandType, payload any) any {
 	res := s.apply(s.encode(ct, payload))
 	if why := refusal(res); why != "" {
 		s.t.Fatalf("%s: %s", ct, why)
@@ -107,7 +109,7 @@ func (s *benchFSM) rotate(list []string) string {
 func (s *benchFSM) turn() string { return s.rotate(s.workers) }
 
 func (s *benchFSM) registerWorker(id string) {
-	s.must(CmdRegisterWorker, &RegisterWorker{
+	s.must(model.CmdRegisterWorker, &model.RegisterWorker{
 		ID: id, Instance: "inst-" + id, HTTPAddr: "10.0.0.1:7402",
 		// Room for every driver and executor the benchmarks place, so
 		// none is skipped for lack of it.
@@ -117,10 +119,10 @@ func (s *benchFSM) registerWorker(id string) {
 
 // submitCommand is a SubmitDriver for a new driver shaped like a Spark
 // cluster-mode driver.
-func (s *benchFSM) submitCommand() *SubmitDriver {
+func (s *benchFSM) submitCommand() *model.SubmitDriver {
 	seq := s.next.driver
 	s.next.driver++
-	return &SubmitDriver{
+	return &model.SubmitDriver{
 		ID: benchDriverID(seq), Token: fmt.Sprintf("token-%06d", seq), Name: fmt.Sprintf("etl-%d", seq%97),
 		Argv: []string{"/opt/spark/bin/spark-class", "org.apache.spark.deploy.worker.DriverWrapper",
 			"--class", "com.example.Etl", "/jobs/etl.jar", fmt.Sprint(seq)},
@@ -133,7 +135,7 @@ func (s *benchFSM) submitDrivers(n int) []string {
 	ids := make([]string, n)
 	for i := range ids {
 		c := s.submitCommand()
-		s.must(CmdSubmitDriver, c)
+		s.must(model.CmdSubmitDriver, c)
 		ids[i] = c.ID
 	}
 	return ids
@@ -146,45 +148,45 @@ func (s *benchFSM) place(ids []string) map[string][]string {
 	for len(ids) > 0 {
 		batch := ids[:min(len(ids), 1000)]
 		ids = ids[len(batch):]
-		c := &PlaceDrivers{Time: s.tick()}
+		c := &model.PlaceDrivers{Time: s.tick()}
 		for _, id := range batch {
 			w := s.turn()
-			c.Placements = append(c.Placements, Placement{DriverID: id, Attempt: s.f.t.Drivers[id].Attempt, WorkerID: w})
+			c.Placements = append(c.Placements, model.Placement{DriverID: id, Attempt: s.f.t.Drivers[id].Attempt, WorkerID: w})
 			byWorker[w] = append(byWorker[w], id)
 		}
-		s.must(CmdPlaceDrivers, c)
+		s.must(model.CmdPlaceDrivers, c)
 	}
 	return byWorker
 }
 
 // report has each worker report its drivers' current attempts in state.
-func (s *benchFSM) report(byWorker map[string][]string, state DriverState) {
+func (s *benchFSM) report(byWorker map[string][]string, state model.DriverState) {
 	for _, w := range sortedKeys(byWorker) {
-		c := &ReportAttempts{WorkerID: w, Time: s.tick()}
+		c := &model.ReportAttempts{WorkerID: w, Time: s.tick()}
 		for _, id := range byWorker[w] {
-			r := AttemptReport{DriverID: id, Attempt: s.f.t.Drivers[id].Attempt, State: state, Runs: 1}
+			r := model.AttemptReport{DriverID: id, Attempt: s.f.t.Drivers[id].Attempt, State: state, Runs: 1}
 			if state.Terminal() {
 				r.ExitCode = new(int)
 			}
 			c.Reports = append(c.Reports, r)
 		}
-		s.must(CmdReportAttempts, c)
+		s.must(model.CmdReportAttempts, c)
 	}
 }
 
 // runDrivers submits n drivers, places them and reports them RUNNING.
 func (s *benchFSM) runDrivers(n int) []string {
 	ids := s.submitDrivers(n)
-	s.report(s.place(ids), DriverRunning)
+	s.report(s.place(ids), model.DriverRunning)
 	return ids
 }
 
 // registerAppCommand is a RegisterApp for a new app, registered by driver
 // (when not empty) and without caps.
-func (s *benchFSM) registerAppCommand(driver string) *RegisterApp {
+func (s *benchFSM) registerAppCommand(driver string) *model.RegisterApp {
 	seq := s.next.app
 	s.next.app++
-	c := &RegisterApp{
+	c := &model.RegisterApp{
 		ID: benchAppID(seq), Token: fmt.Sprintf("app-token-%06d", seq), Name: fmt.Sprintf("etl-%d", seq%97),
 		CoresPerExecutor: 1, MemoryPerExecutorMB: 2048, ExecutorLimit: -1, MaxExecutorRetries: 10,
 		Argv: []string{"/opt/spark/bin/spark-class", "org.apache.spark.executor.CoarseGrainedExecutorBackend",
@@ -202,21 +204,21 @@ func (s *benchFSM) registerAppCommand(driver string) *RegisterApp {
 // is nil) and places executors executors for each, round robin.
 func (s *benchFSM) startApps(n int, drivers []string, executors int) []string {
 	ids := make([]string, n)
-	place := &PlaceExecutors{Time: s.tick()}
+	place := &model.PlaceExecutors{Time: s.tick()}
 	for i := range ids {
 		driver := ""
 		if drivers != nil {
 			driver = drivers[i]
 		}
 		c := s.registerAppCommand(driver)
-		s.must(CmdRegisterApp, c)
+		s.must(model.CmdRegisterApp, c)
 		ids[i] = c.ID
 		for e := range executors {
-			place.Placements = append(place.Placements, ExecutorPlacement{AppID: c.ID, ExecutorID: e, WorkerID: s.turn()})
+			place.Placements = append(place.Placements, model.ExecutorPlacement{AppID: c.ID, ExecutorID: e, WorkerID: s.turn()})
 		}
 	}
 	if len(place.Placements) > 0 {
-		s.must(CmdPlaceExecutors, place)
+		s.must(model.CmdPlaceExecutors, place)
 	}
 	return ids
 }
@@ -230,11 +232,11 @@ func buildTables(t testing.TB, z benchSizes) *benchFSM {
 	}
 	ids := s.submitDrivers(z.drivers)
 	placed := ids[:z.drivers-z.waiting]
-	s.report(s.place(placed), DriverRunning)
+	s.report(s.place(placed), model.DriverRunning)
 	for _, a := range s.startApps(z.apps, placed[:z.apps], 2) {
 		for _, e := range s.f.executorsOf(a) {
-			s.must(CmdReportAttempts, &ReportAttempts{WorkerID: e.WorkerID, Time: s.tick(),
-				Executors: []ExecutorReport{{AppID: a, ExecutorID: e.ID, State: ExecRunning}}})
+			s.must(model.CmdReportAttempts, &model.ReportAttempts{WorkerID: e.WorkerID, Time: s.tick(),
+				Executors: []model.ExecutorReport{{AppID: a, ExecutorID: e.ID, State: model.ExecRunning}}})
 		}
 	}
 	return s
@@ -275,7 +277,7 @@ func (b *benchBase) open(t testing.TB) *benchFSM {
 		s.workers = append(s.workers, w.ID)
 	}
 	for _, d := range s.f.Drivers() {
-		if d.State == DriverRunning {
+		if d.State == model.DriverRunning {
 			s.running = append(s.running, d.ID)
 		}
 	}
@@ -319,38 +321,38 @@ func (*benchSink) Close() error  { return nil }
 // so the tables look as they did before workers were lost.
 func (s *benchFSM) repair() {
 	for _, w := range s.f.Workers() {
-		if w.State != WorkerAlive {
+		if w.State != model.WorkerAlive {
 			s.registerWorker(w.ID)
 		}
 	}
 	byWorker := map[string][]string{}
 	for _, id := range s.f.t.WaitingDrivers {
-		if d := s.f.t.Drivers[id]; d.State == DriverRelaunching {
+		if d := s.f.t.Drivers[id]; d.State == model.DriverRelaunching {
 			w := d.Attempts[len(d.Attempts)-1].WorkerID
 			byWorker[w] = append(byWorker[w], id)
 		}
 	}
 	for _, w := range sortedKeys(byWorker) {
-		c := &PlaceDrivers{Time: s.tick()}
+		c := &model.PlaceDrivers{Time: s.tick()}
 		for _, id := range byWorker[w] {
-			c.Placements = append(c.Placements, Placement{DriverID: id, Attempt: s.f.t.Drivers[id].Attempt, WorkerID: w})
+			c.Placements = append(c.Placements, model.Placement{DriverID: id, Attempt: s.f.t.Drivers[id].Attempt, WorkerID: w})
 		}
-		s.must(CmdPlaceDrivers, c)
+		s.must(model.CmdPlaceDrivers, c)
 	}
-	s.report(byWorker, DriverRunning)
+	s.report(byWorker, model.DriverRunning)
 }
 
 // applyCase benchmarks one command type. prepare readies the tables for up
 // to n commands of that type, which must all take effect, and returns them
 // encoded (at least one); it runs with the benchmark timer stopped.
 type applyCase struct {
-	cmd     CommandType
+	cmd     model.CommandType
 	chunk   int // the most commands one prepare readies
 	prepare func(s *benchFSM, n int) [][]byte
 }
 
 // each encodes n commands of type ct, made by payload(i).
-func (s *benchFSM) each(n int, ct CommandType, payload func(i int) any) [][]byte {
+func (s *benchFSM) each(n int, ct model.CommandType, payload func(i int) any) [][]byte {
 	out := make([][]byte, n)
 	for i := range out {
 		out[i] = s.encode(ct, payload(i))
@@ -361,97 +363,97 @@ func (s *benchFSM) each(n int, ct CommandType, payload func(i int) any) [][]byte
 // applyCases covers every command type. Each command carries one item (one
 // placement, one report, one ID), so ns/op is the cost of one log entry.
 var applyCases = []applyCase{
-	{CmdRegisterWorker, 1000, func(s *benchFSM, n int) [][]byte {
-		return s.each(n, CmdRegisterWorker, func(int) any {
+	{model.CmdRegisterWorker, 1000, func(s *benchFSM, n int) [][]byte {
+		return s.each(n, model.CmdRegisterWorker, func(int) any {
 			s.next.worker++
-			return &RegisterWorker{ID: fmt.Sprintf("worker-new-%06d", s.next.worker), HTTPAddr: "10.0.1.1:7402",
+			return &model.RegisterWorker{ID: fmt.Sprintf("worker-new-%06d", s.next.worker), HTTPAddr: "10.0.1.1:7402",
 				Cores: 64, MemoryMB: 256 << 10, Time: s.tick()}
 		})
 	}},
-	{CmdSubmitDriver, 1000, func(s *benchFSM, n int) [][]byte {
-		return s.each(n, CmdSubmitDriver, func(int) any { return s.submitCommand() })
+	{model.CmdSubmitDriver, 1000, func(s *benchFSM, n int) [][]byte {
+		return s.each(n, model.CmdSubmitDriver, func(int) any { return s.submitCommand() })
 	}},
 	// A new driver joins the queue behind the waiting ones, then is placed.
-	{CmdPlaceDrivers, 1000, func(s *benchFSM, n int) [][]byte {
+	{model.CmdPlaceDrivers, 1000, func(s *benchFSM, n int) [][]byte {
 		ids := s.submitDrivers(n)
-		return s.each(n, CmdPlaceDrivers, func(i int) any {
-			return &PlaceDrivers{Placements: []Placement{{DriverID: ids[i], Attempt: 1, WorkerID: s.turn()}}, Time: s.tick()}
+		return s.each(n, model.CmdPlaceDrivers, func(i int) any {
+			return &model.PlaceDrivers{Placements: []model.Placement{{DriverID: ids[i], Attempt: 1, WorkerID: s.turn()}}, Time: s.tick()}
 		})
 	}},
 	// A placed driver is reported RUNNING by its worker.
-	{CmdReportAttempts, 1000, func(s *benchFSM, n int) [][]byte {
+	{model.CmdReportAttempts, 1000, func(s *benchFSM, n int) [][]byte {
 		byWorker := s.place(s.submitDrivers(n))
 		var out [][]byte
 		for _, w := range sortedKeys(byWorker) {
 			for _, id := range byWorker[w] {
-				out = append(out, s.encode(CmdReportAttempts, &ReportAttempts{WorkerID: w, Time: s.tick(),
-					Reports: []AttemptReport{{DriverID: id, Attempt: 1, State: DriverRunning, Runs: 1}}}))
+				out = append(out, s.encode(model.CmdReportAttempts, &model.ReportAttempts{WorkerID: w, Time: s.tick(),
+					Reports: []model.AttemptReport{{DriverID: id, Attempt: 1, State: model.DriverRunning, Runs: 1}}}))
 			}
 		}
 		return out
 	}},
 	// A RUNNING driver is killed.
-	{CmdKillDriver, 1000, func(s *benchFSM, n int) [][]byte {
+	{model.CmdKillDriver, 1000, func(s *benchFSM, n int) [][]byte {
 		ids := s.runDrivers(n)
-		return s.each(n, CmdKillDriver, func(i int) any {
-			return &KillDriver{DriverID: ids[i], Reason: "killed by bench", Time: s.tick()}
+		return s.each(n, model.CmdKillDriver, func(i int) any {
+			return &model.KillDriver{DriverID: ids[i], Reason: "killed by bench", Time: s.tick()}
 		})
 	}},
 	// A worker with its share of the RUNNING drivers is lost; they are
 	// relaunched. The next prepare puts them back.
-	{CmdWorkerLost, 10, func(s *benchFSM, n int) [][]byte {
+	{model.CmdWorkerLost, 10, func(s *benchFSM, n int) [][]byte {
 		s.repair()
-		return s.each(min(n, len(s.workers)), CmdWorkerLost, func(int) any {
-			return &WorkerLost{WorkerID: s.turn(), Reason: "gossip: worker dead", Time: s.tick()}
+		return s.each(min(n, len(s.workers)), model.CmdWorkerLost, func(int) any {
+			return &model.WorkerLost{WorkerID: s.turn(), Reason: "gossip: worker dead", Time: s.tick()}
 		})
 	}},
-	{CmdDecommissionWorker, 50, func(s *benchFSM, n int) [][]byte {
+	{model.CmdDecommissionWorker, 50, func(s *benchFSM, n int) [][]byte {
 		s.repair()
-		return s.each(min(n, len(s.workers)), CmdDecommissionWorker, func(int) any {
-			return &DecommissionWorker{WorkerID: s.turn(), Reason: "SIGTERM", Time: s.tick()}
+		return s.each(min(n, len(s.workers)), model.CmdDecommissionWorker, func(int) any {
+			return &model.DecommissionWorker{WorkerID: s.turn(), Reason: "SIGTERM", Time: s.tick()}
 		})
 	}},
 	// A RUNNING driver registers an app.
-	{CmdRegisterApp, 1000, func(s *benchFSM, n int) [][]byte {
-		return s.each(n, CmdRegisterApp, func(int) any { return s.registerAppCommand(s.rotate(s.running)) })
+	{model.CmdRegisterApp, 1000, func(s *benchFSM, n int) [][]byte {
+		return s.each(n, model.CmdRegisterApp, func(int) any { return s.registerAppCommand(s.rotate(s.running)) })
 	}},
 	// A new app gets its first executor.
-	{CmdPlaceExecutors, 1000, func(s *benchFSM, n int) [][]byte {
+	{model.CmdPlaceExecutors, 1000, func(s *benchFSM, n int) [][]byte {
 		apps := s.startApps(n, nil, 0)
-		return s.each(n, CmdPlaceExecutors, func(i int) any {
-			return &PlaceExecutors{Placements: []ExecutorPlacement{{AppID: apps[i], ExecutorID: 0, WorkerID: s.turn()}}, Time: s.tick()}
+		return s.each(n, model.CmdPlaceExecutors, func(i int) any {
+			return &model.PlaceExecutors{Placements: []model.ExecutorPlacement{{AppID: apps[i], ExecutorID: 0, WorkerID: s.turn()}}, Time: s.tick()}
 		})
 	}},
 	// A starting app asks for a new executor total.
-	{CmdRequestExecutors, 1000, func(s *benchFSM, n int) [][]byte {
-		return s.each(n, CmdRequestExecutors, func(int) any {
-			return &RequestExecutors{AppID: s.rotate(s.apps), Total: 2 + s.next.turn%7, Time: s.tick()}
+	{model.CmdRequestExecutors, 1000, func(s *benchFSM, n int) [][]byte {
+		return s.each(n, model.CmdRequestExecutors, func(int) any {
+			return &model.RequestExecutors{AppID: s.rotate(s.apps), Total: 2 + s.next.turn%7, Time: s.tick()}
 		})
 	}},
 	// An app with two executors kills one.
-	{CmdKillExecutors, 1000, func(s *benchFSM, n int) [][]byte {
+	{model.CmdKillExecutors, 1000, func(s *benchFSM, n int) [][]byte {
 		apps := s.startApps(n, nil, 2)
-		return s.each(n, CmdKillExecutors, func(i int) any {
-			return &KillExecutors{AppID: apps[i], ExecutorIDs: []int{0}, Time: s.tick()}
+		return s.each(n, model.CmdKillExecutors, func(i int) any {
+			return &model.KillExecutors{AppID: apps[i], ExecutorIDs: []int{0}, Time: s.tick()}
 		})
 	}},
 	// An app with two executors unregisters.
-	{CmdEndApp, 1000, func(s *benchFSM, n int) [][]byte {
+	{model.CmdEndApp, 1000, func(s *benchFSM, n int) [][]byte {
 		apps := s.startApps(n, nil, 2)
-		return s.each(n, CmdEndApp, func(i int) any {
-			return &EndApp{AppID: apps[i], State: AppFinished, Time: s.tick()}
+		return s.each(n, model.CmdEndApp, func(i int) any {
+			return &model.EndApp{AppID: apps[i], State: model.AppFinished, Time: s.tick()}
 		})
 	}},
 	// A FINISHED driver and a FINISHED app are dropped.
-	{CmdPruneCompleted, 1000, func(s *benchFSM, n int) [][]byte {
+	{model.CmdPruneCompleted, 1000, func(s *benchFSM, n int) [][]byte {
 		ids := s.submitDrivers(n)
-		s.report(s.place(ids), DriverFinished)
+		s.report(s.place(ids), model.DriverFinished)
 		apps := s.startApps(n, nil, 0)
 		for _, a := range apps {
-			s.must(CmdEndApp, &EndApp{AppID: a, State: AppFinished, Time: s.tick()})
+			s.must(model.CmdEndApp, &model.EndApp{AppID: a, State: model.AppFinished, Time: s.tick()})
 		}
-		return s.each(n, CmdPruneCompleted, func(i int) any {
-			return &PruneCompleted{DriverIDs: []string{ids[i]}, AppIDs: []string{apps[i]}}
+		return s.each(n, model.CmdPruneCompleted, func(i int) any {
+			return &model.PruneCompleted{DriverIDs: []string{ids[i]}, AppIDs: []string{apps[i]}}
 		})
 	}},
 }
@@ -508,7 +510,7 @@ func BenchmarkRestore100k(b *testing.B) {
 // measure work rather than refusals, and that every command type has one.
 func TestApplyBenchmarksTakeEffect(t *testing.T) {
 	base := baseOf(t, benchSizes{workers: 4, drivers: 40, waiting: 8, apps: 3})
-	covered := map[CommandType]bool{}
+	covered := map[model.CommandType]bool{}
 	for _, c := range applyCases {
 		covered[c.cmd] = true
 		t.Run(c.cmd.String(), func(t *testing.T) {
@@ -519,7 +521,7 @@ func TestApplyBenchmarksTakeEffect(t *testing.T) {
 					t.Fatal("prepare made no commands")
 				}
 				for _, d := range s.f.WaitingDrivers() {
-					if d.State == DriverRelaunching {
+					if d.State == model.DriverRelaunching {
 						t.Fatalf("prepare left %s RELAUNCHING", d.ID)
 					}
 				}
@@ -538,7 +540,7 @@ func TestApplyBenchmarksTakeEffect(t *testing.T) {
 			}
 		})
 	}
-	for ct := CommandType(1); !strings.HasPrefix(ct.String(), "CommandType("); ct++ {
+	for ct := model.CommandType(1); !strings.HasPrefix(ct.String(), "CommandType("); ct++ {
 		if !covered[ct] {
 			t.Errorf("no Apply benchmark for %s", ct)
 		}

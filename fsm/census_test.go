@@ -1,18 +1,22 @@
 package fsm
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/drover-project/drover/model"
+)
 
 // TestCensusMatchesTheTables counts the scenario's tables, which hold
 // every state the commands reach, the slow way and compares.
 func TestCensusMatchesTheTables(t *testing.T) {
 	f := replay(t, scenario(t))
 	c := f.Census()
-	drivers := map[DriverState]int{}
+	drivers := map[model.DriverState]int{}
 	for _, d := range f.Drivers() {
 		drivers[d.State]++
 	}
-	apps := map[ApplicationState]int{}
-	executors := map[ExecutorState]int{}
+	apps := map[model.ApplicationState]int{}
+	executors := map[model.ExecutorState]int{}
 	as, es := f.Apps()
 	for i, a := range as {
 		apps[a.State]++
@@ -20,7 +24,7 @@ func TestCensusMatchesTheTables(t *testing.T) {
 			executors[e.State]++
 		}
 	}
-	workers := map[WorkerState]int{}
+	workers := map[model.WorkerState]int{}
 	for _, w := range f.Workers() {
 		workers[w.State]++
 	}
@@ -59,12 +63,12 @@ func byName[K ~string](m map[K]int) map[string]int {
 func TestQueuedAt(t *testing.T) {
 	b := &logBuilder{t: t}
 	id := driverID(1)
-	b.add(CmdSubmitDriver, &SubmitDriver{ID: id, Argv: []string{"x"}, Cores: 1, MemoryMB: 1, Supervise: true, Time: 1000})
-	b.add(CmdRegisterWorker, &RegisterWorker{ID: "w1", HTTPAddr: "h:1", Cores: 1, MemoryMB: 1, Time: 1500})
-	b.add(CmdPlaceDrivers, &PlaceDrivers{Placements: []Placement{{DriverID: id, Attempt: 1, WorkerID: "w1"}}, Time: 2000})
-	b.add(CmdWorkerLost, &WorkerLost{WorkerID: "w1", Time: 5000})
+	b.add(model.CmdSubmitDriver, &model.SubmitDriver{ID: id, Argv: []string{"x"}, Cores: 1, MemoryMB: 1, Supervise: true, Time: 1000})
+	b.add(model.CmdRegisterWorker, &model.RegisterWorker{ID: "w1", HTTPAddr: "h:1", Cores: 1, MemoryMB: 1, Time: 1500})
+	b.add(model.CmdPlaceDrivers, &model.PlaceDrivers{Placements: []model.Placement{{DriverID: id, Attempt: 1, WorkerID: "w1"}}, Time: 2000})
+	b.add(model.CmdWorkerLost, &model.WorkerLost{WorkerID: "w1", Time: 5000})
 	f := replay(t, b.entries)
-	if d, _ := f.Driver(id); d.Attempt != 2 || d.State != DriverRelaunching {
+	if d, _ := f.Driver(id); d.Attempt != 2 || d.State != model.DriverRelaunching {
 		t.Fatalf("driver %+v: want attempt 2 RELAUNCHING", d)
 	}
 	for _, c := range []struct {

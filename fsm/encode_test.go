@@ -5,17 +5,20 @@ import (
 	"io"
 	"strings"
 	"testing"
+
+	"github.com/drover-project/drover/ids"
+	"github.com/drover-project/drover/model"
 )
 
 // An entry larger than Decode accepts is refused when encoded, so Raft
 // never commits one.
 func TestEncodeRefusesOversizeEntry(t *testing.T) {
-	reports := make([]AttemptReport, MaxCommandSize/16)
-	_, err := Encode(CmdReportAttempts, &ReportAttempts{WorkerID: "w1", Reports: reports})
-	if !errors.Is(err, ErrInvalidCommand) {
-		t.Fatalf("Encode of an oversize command: %v, want ErrInvalidCommand", err)
+	reports := make([]model.AttemptReport, MaxCommandSize/16)
+	_, err := Encode(model.CmdReportAttempts, &model.ReportAttempts{WorkerID: "w1", Reports: reports})
+	if !errors.Is(err, model.ErrInvalidCommand) {
+		t.Fatalf("Encode of an oversize command: %v, want model.ErrInvalidCommand", err)
 	}
-	if _, err := Encode(CmdReportAttempts, &ReportAttempts{WorkerID: "w1", Reports: reports[:10]}); err != nil {
+	if _, err := Encode(model.CmdReportAttempts, &model.ReportAttempts{WorkerID: "w1", Reports: reports[:10]}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -34,7 +37,7 @@ func TestRestoreChecksSequences(t *testing.T) {
 			t.Errorf("%s: %v, want a refusal naming the sequence number", name, err)
 		}
 	}
-	if _, err := idSeq("driver", "driver-20260101000000-9223372036854775807"); !errors.Is(err, ErrInvalidCommand) {
+	if _, err := idSeq(ids.Driver, "driver-20260101000000-9223372036854775807"); !errors.Is(err, model.ErrInvalidCommand) {
 		t.Errorf("a sequence number of MaxInt64 was accepted: %v", err)
 	}
 }

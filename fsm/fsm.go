@@ -6,30 +6,14 @@
 package fsm
 
 import (
-	"errors"
 	"fmt"
 	"io"
 	"sort"
 	"sync"
 
 	"github.com/hashicorp/raft"
-)
 
-// Errors returned by Apply, wrapped with the offending ID. Callers map them
-// to HTTP status codes with errors.Is.
-var (
-	ErrUnknownDriver  = errors.New("unknown driver")
-	ErrUnknownWorker  = errors.New("unknown worker")
-	ErrDriverEnded    = errors.New("driver already ended")
-	ErrDuplicateID    = errors.New("duplicate ID")
-	ErrInvalidCommand = errors.New("invalid command")
-	ErrUnknownApp     = errors.New("unknown application")
-	ErrAppEnded       = errors.New("application already ended")
-	// ErrUnknownExecutor: an executor ID the app never had.
-	ErrUnknownExecutor = errors.New("unknown executor")
-	// ErrStaleAttempt: a driver attempt that is no longer the running one
-	// tried to register an app.
-	ErrStaleAttempt = errors.New("not the running attempt")
+	"github.com/drover-project/drover/model"
 )
 
 // SubmitResult is what Apply returns for a SubmitDriver: the driver's ID and
@@ -41,7 +25,7 @@ type SubmitResult struct {
 
 // PlaceResult lists the placements of a PlaceDrivers command that applied.
 type PlaceResult struct {
-	Applied []Placement
+	Applied []model.Placement
 }
 
 // RegisterAppResult is what Apply returns for a RegisterApp: the app's ID
@@ -54,7 +38,7 @@ type RegisterAppResult struct {
 // PlaceExecutorsResult lists the placements of a PlaceExecutors command that
 // applied.
 type PlaceExecutorsResult struct {
-	Applied []ExecutorPlacement
+	Applied []model.ExecutorPlacement
 }
 
 // FSM is the replicated state machine. The zero value is not usable; use New.
@@ -68,16 +52,16 @@ type FSM struct {
 
 // tables is everything a snapshot holds.
 type tables struct {
-	Workers        map[string]*Worker `json:"workers"`
-	Drivers        map[string]*Driver `json:"drivers"`
-	WaitingDrivers []string           `json:"waiting_drivers"`
-	Tokens         map[string]string  `json:"tokens"`
+	Workers        map[string]*model.Worker `json:"workers"`
+	Drivers        map[string]*model.Driver `json:"drivers"`
+	WaitingDrivers []string                 `json:"waiting_drivers"`
+	Tokens         map[string]string        `json:"tokens"`
 	// NextDriverSeq is one more than the highest driver sequence number
 	// seen, so a new leader continues Spark's driver-<time>-<seq> numbering.
-	NextDriverSeq int             `json:"next_driver_seq"`
-	Apps          map[string]*App `json:"apps"`
+	NextDriverSeq int                   `json:"next_driver_seq"`
+	Apps          map[string]*model.App `json:"apps"`
 	// Executors is keyed by ExecutorKey.
-	Executors map[string]*Executor `json:"executors"`
+	Executors map[string]*model.Executor `json:"executors"`
 	// AppTokens maps registration tokens to app IDs, as Tokens does for
 	// drivers.
 	AppTokens  map[string]string `json:"app_tokens"`
@@ -140,12 +124,12 @@ func (f *FSM) WorkerChanged(worker string) <-chan struct{} {
 
 func newTables() tables {
 	return tables{
-		Workers: map[string]*Worker{},
-		Drivers: map[string]*Driver{},
+		Workers: map[string]*model.Worker{},
+		Drivers: map[string]*model.Driver{},
 		Tokens:  map[string]string{},
 
-		Apps:      map[string]*App{},
-		Executors: map[string]*Executor{},
+		Apps:      map[string]*model.App{},
+		Executors: map[string]*model.Executor{},
 		AppTokens: map[string]string{},
 		on:        map[string]*workerUnits{},
 	}
@@ -179,36 +163,36 @@ func (f *FSM) ApplyCommand(index uint64, data []byte) any {
 	return f.Apply(&raft.Log{Index: index, Type: raft.LogCommand, Data: data})
 }
 
-func (f *FSM) apply(t CommandType, payload any) any {
+func (f *FSM) apply(t model.CommandType, payload any) any {
 	switch t {
-	case CmdRegisterWorker:
-		return f.applyRegisterWorker(payload.(*RegisterWorker))
-	case CmdSubmitDriver:
-		return f.applySubmitDriver(payload.(*SubmitDriver))
-	case CmdPlaceDrivers:
-		return f.applyPlaceDrivers(payload.(*PlaceDrivers))
-	case CmdReportAttempts:
-		return f.applyReportAttempts(payload.(*ReportAttempts))
-	case CmdKillDriver:
-		return f.applyKillDriver(payload.(*KillDriver))
-	case CmdWorkerLost:
-		return f.applyWorkerLost(payload.(*WorkerLost))
-	case CmdDecommissionWorker:
-		return f.applyDecommissionWorker(payload.(*DecommissionWorker))
-	case CmdRegisterApp:
-		return f.applyRegisterApp(payload.(*RegisterApp))
-	case CmdPlaceExecutors:
-		return f.applyPlaceExecutors(payload.(*PlaceExecutors))
-	case CmdRequestExecutors:
-		return f.applyRequestExecutors(payload.(*RequestExecutors))
-	case CmdKillExecutors:
-		return f.applyKillExecutors(payload.(*KillExecutors))
-	case CmdEndApp:
-		return f.applyEndApp(payload.(*EndApp))
-	case CmdPruneCompleted:
-		return f.applyPruneCompleted(payload.(*PruneCompleted))
+	case model.CmdRegisterWorker:
+		return f.applyRegisterWorker(payload.(*model.RegisterWorker))
+	case model.CmdSubmitDriver:
+		return f.applySubmitDriver(payload.(*model.SubmitDriver))
+	case model.CmdPlaceDrivers:
+		return f.applyPlaceDrivers(payload.(*model.PlaceDrivers))
+	case model.CmdReportAttempts:
+		return f.applyReportAttempts(payload.(*model.ReportAttempts))
+	case model.CmdKillDriver:
+		return f.applyKillDriver(payload.(*model.KillDriver))
+	case model.CmdWorkerLost:
+		return f.applyWorkerLost(payload.(*model.WorkerLost))
+	case model.CmdDecommissionWorker:
+		return f.applyDecommissionWorker(payload.(*model.DecommissionWorker))
+	case model.CmdRegisterApp:
+		return f.applyRegisterApp(payload.(*model.RegisterApp))
+	case model.CmdPlaceExecutors:
+		return f.applyPlaceExecutors(payload.(*model.PlaceExecutors))
+	case model.CmdRequestExecutors:
+		return f.applyRequestExecutors(payload.(*model.RequestExecutors))
+	case model.CmdKillExecutors:
+		return f.applyKillExecutors(payload.(*model.KillExecutors))
+	case model.CmdEndApp:
+		return f.applyEndApp(payload.(*model.EndApp))
+	case model.CmdPruneCompleted:
+		return f.applyPruneCompleted(payload.(*model.PruneCompleted))
 	}
-	return fmt.Errorf("%w: type %s", ErrInvalidCommand, t)
+	return fmt.Errorf("%w: type %s", model.ErrInvalidCommand, t)
 }
 
 // notify wakes everyone waiting in Changed. Called with f.mu held.
@@ -232,24 +216,24 @@ func (f *FSM) Index() uint64 {
 }
 
 // Driver returns a copy of one driver, or false if it is unknown.
-func (f *FSM) Driver(id string) (*Driver, bool) {
+func (f *FSM) Driver(id string) (*model.Driver, bool) {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
 	d, ok := f.t.Drivers[id]
 	if !ok {
 		return nil, false
 	}
-	return d.clone(), true
+	return d.Clone(), true
 }
 
 // Drivers returns copies of all drivers, ordered by ID (which orders them by
 // submission time, then sequence).
-func (f *FSM) Drivers() []*Driver {
+func (f *FSM) Drivers() []*model.Driver {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
-	out := make([]*Driver, 0, len(f.t.Drivers))
+	out := make([]*model.Driver, 0, len(f.t.Drivers))
 	for _, d := range f.t.Drivers {
-		out = append(out, d.clone())
+		out = append(out, d.Clone())
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
 	return out
@@ -257,12 +241,12 @@ func (f *FSM) Drivers() []*Driver {
 
 // WaitingDrivers returns copies of the drivers in waitingDrivers, in queue
 // order.
-func (f *FSM) WaitingDrivers() []*Driver {
+func (f *FSM) WaitingDrivers() []*model.Driver {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
-	out := make([]*Driver, 0, len(f.t.WaitingDrivers))
+	out := make([]*model.Driver, 0, len(f.t.WaitingDrivers))
 	for _, id := range f.t.WaitingDrivers {
-		out = append(out, f.t.Drivers[id].clone())
+		out = append(out, f.t.Drivers[id].Clone())
 	}
 	return out
 }
@@ -290,7 +274,7 @@ func (f *FSM) WaitingDemands() []Demand {
 }
 
 // Worker returns a copy of one worker, or false if it is unknown.
-func (f *FSM) Worker(id string) (*Worker, bool) {
+func (f *FSM) Worker(id string) (*model.Worker, bool) {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
 	w, ok := f.t.Workers[id]
@@ -302,10 +286,10 @@ func (f *FSM) Worker(id string) (*Worker, bool) {
 }
 
 // Workers returns copies of all workers, ordered by ID.
-func (f *FSM) Workers() []*Worker {
+func (f *FSM) Workers() []*model.Worker {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
-	out := make([]*Worker, 0, len(f.t.Workers))
+	out := make([]*model.Worker, 0, len(f.t.Workers))
 	for _, w := range f.t.Workers {
 		c := *w
 		out = append(out, &c)
@@ -316,13 +300,13 @@ func (f *FSM) Workers() []*Worker {
 
 // DriversOn returns copies of the unfinished drivers whose current attempt is
 // placed on the worker: the set the worker should be running.
-func (f *FSM) DriversOn(workerID string) []*Driver {
+func (f *FSM) DriversOn(workerID string) []*model.Driver {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
-	var out []*Driver
+	var out []*model.Driver
 	if u, ok := f.t.on[workerID]; ok {
 		for id := range u.drivers {
-			out = append(out, f.t.Drivers[id].clone())
+			out = append(out, f.t.Drivers[id].Clone())
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
@@ -385,21 +369,21 @@ func (f *FSM) StateHash() (string, error) {
 
 // App returns a copy of one app with copies of its executors in ID order,
 // or false if the app is unknown.
-func (f *FSM) App(id string) (*App, []*Executor, bool) {
+func (f *FSM) App(id string) (*model.App, []*model.Executor, bool) {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
 	a, ok := f.t.Apps[id]
 	if !ok {
 		return nil, nil, false
 	}
-	return a.clone(), f.executorClones(id), true
+	return a.Clone(), f.executorClones(id), true
 }
 
-func (f *FSM) executorClones(appID string) []*Executor {
+func (f *FSM) executorClones(appID string) []*model.Executor {
 	es := f.executorsOf(appID)
-	out := make([]*Executor, len(es))
+	out := make([]*model.Executor, len(es))
 	for i, e := range es {
-		out[i] = e.clone()
+		out[i] = e.Clone()
 	}
 	return out
 }
@@ -407,21 +391,21 @@ func (f *FSM) executorClones(appID string) []*Executor {
 // Apps returns copies of all apps ordered by ID (so by registration time,
 // then sequence: the order Spark's waitingApps keeps), each with copies of
 // its executors.
-func (f *FSM) Apps() ([]*App, [][]*Executor) { return f.apps(false) }
+func (f *FSM) Apps() ([]*model.App, [][]*model.Executor) { return f.apps(false) }
 
 // LiveApps is Apps without the finished ones: what the scheduler and the
 // app liveness watch need on every change, without copying the retained
 // history.
-func (f *FSM) LiveApps() ([]*App, [][]*Executor) { return f.apps(true) }
+func (f *FSM) LiveApps() ([]*model.App, [][]*model.Executor) { return f.apps(true) }
 
-func (f *FSM) apps(liveOnly bool) ([]*App, [][]*Executor) {
+func (f *FSM) apps(liveOnly bool) ([]*model.App, [][]*model.Executor) {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
-	var apps []*App
-	var execs [][]*Executor
+	var apps []*model.App
+	var execs [][]*model.Executor
 	for _, id := range f.appIDs() {
 		if a := f.t.Apps[id]; !liveOnly || !a.State.Terminal() {
-			apps = append(apps, a.clone())
+			apps = append(apps, a.Clone())
 			execs = append(execs, f.executorClones(id))
 		}
 	}
@@ -430,13 +414,13 @@ func (f *FSM) apps(liveOnly bool) ([]*App, [][]*Executor) {
 
 // ExecutorsOn returns copies of the live executors placed on the worker,
 // each with a copy of its app: the set the worker should be running.
-func (f *FSM) ExecutorsOn(workerID string) ([]*Executor, []*App) {
+func (f *FSM) ExecutorsOn(workerID string) ([]*model.Executor, []*model.App) {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
-	var es []*Executor
+	var es []*model.Executor
 	if u, ok := f.t.on[workerID]; ok {
 		for key := range u.executors {
-			es = append(es, f.t.Executors[key].clone())
+			es = append(es, f.t.Executors[key].Clone())
 		}
 	}
 	sort.Slice(es, func(i, j int) bool {
@@ -445,9 +429,9 @@ func (f *FSM) ExecutorsOn(workerID string) ([]*Executor, []*App) {
 		}
 		return es[i].ID < es[j].ID
 	})
-	apps := make([]*App, len(es))
+	apps := make([]*model.App, len(es))
 	for i, e := range es {
-		apps[i] = f.t.Apps[e.AppID].clone()
+		apps[i] = f.t.Apps[e.AppID].Clone()
 	}
 	return es, apps
 }
@@ -506,10 +490,10 @@ func (f *FSM) Completed() (drivers, apps []string) {
 // Census is the number of rows of each table by state, and the length of
 // waitingDrivers. Finished rows count only while retention keeps them.
 type Census struct {
-	Drivers   map[DriverState]int
-	Apps      map[ApplicationState]int
-	Executors map[ExecutorState]int
-	Workers   map[WorkerState]int
+	Drivers   map[model.DriverState]int
+	Apps      map[model.ApplicationState]int
+	Executors map[model.ExecutorState]int
+	Workers   map[model.WorkerState]int
 	Waiting   int
 }
 
@@ -521,10 +505,10 @@ func (f *FSM) Census() Census {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
 	c := Census{
-		Drivers:   map[DriverState]int{},
-		Apps:      map[ApplicationState]int{},
-		Executors: map[ExecutorState]int{},
-		Workers:   map[WorkerState]int{},
+		Drivers:   map[model.DriverState]int{},
+		Apps:      map[model.ApplicationState]int{},
+		Executors: map[model.ExecutorState]int{},
+		Workers:   map[model.WorkerState]int{},
 		Waiting:   len(f.t.WaitingDrivers),
 	}
 	for _, d := range f.t.Drivers {
@@ -559,7 +543,7 @@ func (f *FSM) QueuedAt(driverID string, attempt int) (int64, bool) {
 	if attempt == 1 {
 		return d.SubmittedAt, true
 	}
-	rec := d.attemptRecord(attempt - 1)
+	rec := d.AttemptRecord(attempt - 1)
 	if rec == nil || rec.EndedAt == 0 {
 		return 0, false
 	}

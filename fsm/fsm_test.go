@@ -9,6 +9,9 @@ import (
 
 	"github.com/hashicorp/raft"
 	"pgregory.net/rapid"
+
+	"github.com/drover-project/drover/ids"
+	"github.com/drover-project/drover/model"
 )
 
 // tb is what both *testing.T and *rapid.T offer.
@@ -23,7 +26,7 @@ type logBuilder struct {
 	entries [][]byte
 }
 
-func (b *logBuilder) add(ct CommandType, payload any) []byte {
+func (b *logBuilder) add(ct model.CommandType, payload any) []byte {
 	data, err := Encode(ct, payload)
 	if err != nil {
 		b.t.Fatalf("encode %s: %v", ct, err)
@@ -79,92 +82,92 @@ func driverID(seq int) string { return fmt.Sprintf("driver-20261129120000-%04d",
 // stale ones.
 func scenario(t tb) [][]byte {
 	b := &logBuilder{t: t}
-	b.add(CmdRegisterWorker, &RegisterWorker{ID: "w1", HTTPAddr: "127.0.0.1:1", Cores: 4, MemoryMB: 4096, Time: 1})
-	b.add(CmdRegisterWorker, &RegisterWorker{ID: "w2", HTTPAddr: "127.0.0.1:2", Cores: 2, MemoryMB: 2048, Time: 2})
-	b.add(CmdSubmitDriver, &SubmitDriver{ID: driverID(0), Token: "t0", Argv: []string{"a"}, Cores: 1, MemoryMB: 512, Supervise: true, Time: 3})
-	b.add(CmdSubmitDriver, &SubmitDriver{ID: driverID(1), Token: "t1", Argv: []string{"b"}, Cores: 1, MemoryMB: 512, Time: 4})
-	b.add(CmdSubmitDriver, &SubmitDriver{ID: driverID(2), Token: "t2", Argv: []string{"c"}, Cores: 1, MemoryMB: 512, Time: 5})
-	b.add(CmdSubmitDriver, &SubmitDriver{ID: driverID(3), Token: "t0", Argv: []string{"dup"}, Cores: 1, MemoryMB: 512, Time: 6})
-	b.add(CmdPlaceDrivers, &PlaceDrivers{Time: 7, Placements: []Placement{
+	b.add(model.CmdRegisterWorker, &model.RegisterWorker{ID: "w1", HTTPAddr: "127.0.0.1:1", Cores: 4, MemoryMB: 4096, Time: 1})
+	b.add(model.CmdRegisterWorker, &model.RegisterWorker{ID: "w2", HTTPAddr: "127.0.0.1:2", Cores: 2, MemoryMB: 2048, Time: 2})
+	b.add(model.CmdSubmitDriver, &model.SubmitDriver{ID: driverID(0), Token: "t0", Argv: []string{"a"}, Cores: 1, MemoryMB: 512, Supervise: true, Time: 3})
+	b.add(model.CmdSubmitDriver, &model.SubmitDriver{ID: driverID(1), Token: "t1", Argv: []string{"b"}, Cores: 1, MemoryMB: 512, Time: 4})
+	b.add(model.CmdSubmitDriver, &model.SubmitDriver{ID: driverID(2), Token: "t2", Argv: []string{"c"}, Cores: 1, MemoryMB: 512, Time: 5})
+	b.add(model.CmdSubmitDriver, &model.SubmitDriver{ID: driverID(3), Token: "t0", Argv: []string{"dup"}, Cores: 1, MemoryMB: 512, Time: 6})
+	b.add(model.CmdPlaceDrivers, &model.PlaceDrivers{Time: 7, Placements: []model.Placement{
 		{DriverID: driverID(0), Attempt: 1, WorkerID: "w1"},
 		{DriverID: driverID(1), Attempt: 1, WorkerID: "w1"},
 		{DriverID: driverID(2), Attempt: 1, WorkerID: "nope"},
 	}})
-	b.add(CmdReportAttempts, &ReportAttempts{WorkerID: "w1", Time: 8, Reports: []AttemptReport{
-		{DriverID: driverID(0), Attempt: 1, State: DriverRunning, Runs: 1},
-		{DriverID: driverID(1), Attempt: 1, State: DriverRunning, Runs: 1},
+	b.add(model.CmdReportAttempts, &model.ReportAttempts{WorkerID: "w1", Time: 8, Reports: []model.AttemptReport{
+		{DriverID: driverID(0), Attempt: 1, State: model.DriverRunning, Runs: 1},
+		{DriverID: driverID(1), Attempt: 1, State: model.DriverRunning, Runs: 1},
 	}})
-	b.add(CmdWorkerLost, &WorkerLost{WorkerID: "w1", Time: 9})
-	b.add(CmdPlaceDrivers, &PlaceDrivers{Time: 10, Placements: []Placement{{DriverID: driverID(0), Attempt: 2, WorkerID: "w2"}}})
+	b.add(model.CmdWorkerLost, &model.WorkerLost{WorkerID: "w1", Time: 9})
+	b.add(model.CmdPlaceDrivers, &model.PlaceDrivers{Time: 10, Placements: []model.Placement{{DriverID: driverID(0), Attempt: 2, WorkerID: "w2"}}})
 	// A stale report for attempt 1 after attempt 2 is placed.
-	b.add(CmdReportAttempts, &ReportAttempts{WorkerID: "w1", Time: 11, Reports: []AttemptReport{
-		{DriverID: driverID(0), Attempt: 1, State: DriverFailed, ExitCode: intp(1)},
+	b.add(model.CmdReportAttempts, &model.ReportAttempts{WorkerID: "w1", Time: 11, Reports: []model.AttemptReport{
+		{DriverID: driverID(0), Attempt: 1, State: model.DriverFailed, ExitCode: intp(1)},
 	}})
-	b.add(CmdKillDriver, &KillDriver{DriverID: driverID(2), Time: 12})
-	b.add(CmdKillDriver, &KillDriver{DriverID: "driver-20261129120000-9999", Time: 13})
-	b.add(CmdReportAttempts, &ReportAttempts{WorkerID: "w2", Time: 14, Reports: []AttemptReport{
-		{DriverID: driverID(0), Attempt: 2, State: DriverFinished, ExitCode: intp(0), Runs: 1},
+	b.add(model.CmdKillDriver, &model.KillDriver{DriverID: driverID(2), Time: 12})
+	b.add(model.CmdKillDriver, &model.KillDriver{DriverID: "driver-20261129120000-9999", Time: 13})
+	b.add(model.CmdReportAttempts, &model.ReportAttempts{WorkerID: "w2", Time: 14, Reports: []model.AttemptReport{
+		{DriverID: driverID(0), Attempt: 2, State: model.DriverFinished, ExitCode: intp(0), Runs: 1},
 	}})
-	b.add(CmdRegisterWorker, &RegisterWorker{ID: "w1", HTTPAddr: "127.0.0.1:3", Cores: 4, MemoryMB: 4096, Time: 15})
-	b.add(CmdSubmitDriver, &SubmitDriver{ID: driverID(4), Token: "t4", Argv: []string{"e"}, Cores: 1, MemoryMB: 512, Supervise: true, Time: 16})
-	b.add(CmdSubmitDriver, &SubmitDriver{ID: driverID(5), Token: "t5", Argv: []string{"f"}, Cores: 1, MemoryMB: 512, Time: 17})
-	b.add(CmdPlaceDrivers, &PlaceDrivers{Time: 18, Placements: []Placement{
+	b.add(model.CmdRegisterWorker, &model.RegisterWorker{ID: "w1", HTTPAddr: "127.0.0.1:3", Cores: 4, MemoryMB: 4096, Time: 15})
+	b.add(model.CmdSubmitDriver, &model.SubmitDriver{ID: driverID(4), Token: "t4", Argv: []string{"e"}, Cores: 1, MemoryMB: 512, Supervise: true, Time: 16})
+	b.add(model.CmdSubmitDriver, &model.SubmitDriver{ID: driverID(5), Token: "t5", Argv: []string{"f"}, Cores: 1, MemoryMB: 512, Time: 17})
+	b.add(model.CmdPlaceDrivers, &model.PlaceDrivers{Time: 18, Placements: []model.Placement{
 		{DriverID: driverID(4), Attempt: 1, WorkerID: "w2"},
 		{DriverID: driverID(5), Attempt: 1, WorkerID: "w2"},
 	}})
-	b.add(CmdDecommissionWorker, &DecommissionWorker{WorkerID: "w2", Reason: "worker shut down", Time: 19})
-	b.add(CmdReportAttempts, &ReportAttempts{WorkerID: "w2", Time: 20, Reports: []AttemptReport{
-		{DriverID: driverID(4), Attempt: 1, State: DriverKilled, Reason: "worker shut down"},
-		{DriverID: driverID(5), Attempt: 1, State: DriverKilled, Reason: "worker shut down"},
+	b.add(model.CmdDecommissionWorker, &model.DecommissionWorker{WorkerID: "w2", Reason: "worker shut down", Time: 19})
+	b.add(model.CmdReportAttempts, &model.ReportAttempts{WorkerID: "w2", Time: 20, Reports: []model.AttemptReport{
+		{DriverID: driverID(4), Attempt: 1, State: model.DriverKilled, Reason: "worker shut down"},
+		{DriverID: driverID(5), Attempt: 1, State: model.DriverKilled, Reason: "worker shut down"},
 	}})
 	if len(b.entries) != driverScenarioLen {
 		t.Fatalf("the driver part of the scenario has %d entries, want %d", len(b.entries), driverScenarioLen)
 	}
 	// Applications and executors. w1 (4 cores) is ALIVE, w2 DECOMMISSIONED.
-	b.add(CmdRegisterApp, &RegisterApp{ID: appID(0), Token: "at0", Name: "pi", MaxCores: 3, CoresPerExecutor: 1, MemoryPerExecutorMB: 256,
+	b.add(model.CmdRegisterApp, &model.RegisterApp{ID: appID(0), Token: "at0", Name: "pi", MaxCores: 3, CoresPerExecutor: 1, MemoryPerExecutorMB: 256,
 		ExecutorLimit: -1, Argv: []string{"exec"}, Env: map[string]string{"K": "v"}, MaxExecutorRetries: 1, Time: 21})
 	// A retried registration, and a refused one.
-	b.add(CmdRegisterApp, &RegisterApp{ID: appID(1), Token: "at0", CoresPerExecutor: 1, MemoryPerExecutorMB: 256, ExecutorLimit: -1, Argv: []string{"exec"}, Time: 22})
-	b.add(CmdRegisterApp, &RegisterApp{ID: appID(2), Token: "at2", CoresPerExecutor: 0, MemoryPerExecutorMB: 256, ExecutorLimit: -1, Argv: []string{"exec"}, Time: 23})
-	b.add(CmdSubmitDriver, &SubmitDriver{ID: driverID(6), Token: "t6", Argv: []string{"g"}, Cores: 1, MemoryMB: 512, Time: 24})
-	b.add(CmdPlaceDrivers, &PlaceDrivers{Time: 25, Placements: []Placement{{DriverID: driverID(6), Attempt: 1, WorkerID: "w1"}}})
-	b.add(CmdReportAttempts, &ReportAttempts{WorkerID: "w1", Time: 26, Reports: []AttemptReport{{DriverID: driverID(6), Attempt: 1, State: DriverRunning, Runs: 1}}})
+	b.add(model.CmdRegisterApp, &model.RegisterApp{ID: appID(1), Token: "at0", CoresPerExecutor: 1, MemoryPerExecutorMB: 256, ExecutorLimit: -1, Argv: []string{"exec"}, Time: 22})
+	b.add(model.CmdRegisterApp, &model.RegisterApp{ID: appID(2), Token: "at2", CoresPerExecutor: 0, MemoryPerExecutorMB: 256, ExecutorLimit: -1, Argv: []string{"exec"}, Time: 23})
+	b.add(model.CmdSubmitDriver, &model.SubmitDriver{ID: driverID(6), Token: "t6", Argv: []string{"g"}, Cores: 1, MemoryMB: 512, Time: 24})
+	b.add(model.CmdPlaceDrivers, &model.PlaceDrivers{Time: 25, Placements: []model.Placement{{DriverID: driverID(6), Attempt: 1, WorkerID: "w1"}}})
+	b.add(model.CmdReportAttempts, &model.ReportAttempts{WorkerID: "w1", Time: 26, Reports: []model.AttemptReport{{DriverID: driverID(6), Attempt: 1, State: model.DriverRunning, Runs: 1}}})
 	// An app of driver 6's attempt 1.
-	b.add(CmdRegisterApp, &RegisterApp{ID: appID(3), Token: "at3", DriverID: driverID(6), DriverAttempt: 1, CoresPerExecutor: 1, MemoryPerExecutorMB: 256,
+	b.add(model.CmdRegisterApp, &model.RegisterApp{ID: appID(3), Token: "at3", DriverID: driverID(6), DriverAttempt: 1, CoresPerExecutor: 1, MemoryPerExecutorMB: 256,
 		ExecutorLimit: 2, Argv: []string{"exec"}, MaxExecutorRetries: 0, Time: 27})
 	// w2 is decommissioned and w1 fills up: app 3's second executor and the
 	// unknown app are skipped.
-	place := &PlaceExecutors{Time: 28, Placements: []ExecutorPlacement{
+	place := &model.PlaceExecutors{Time: 28, Placements: []model.ExecutorPlacement{
 		{AppID: appID(0), ExecutorID: 0, WorkerID: "w1"}, {AppID: appID(0), ExecutorID: 1, WorkerID: "w1"},
 		{AppID: appID(0), ExecutorID: 2, WorkerID: "w2"}, {AppID: appID(3), ExecutorID: 0, WorkerID: "w1"},
 		{AppID: appID(3), ExecutorID: 1, WorkerID: "w1"}, {AppID: appID(99), ExecutorID: 0, WorkerID: "w1"},
 	}}
-	b.add(CmdPlaceExecutors, place)
-	b.add(CmdPlaceExecutors, place) // committed twice
-	b.add(CmdReportAttempts, &ReportAttempts{WorkerID: "w1", Time: 30, Executors: []ExecutorReport{
-		{AppID: appID(0), ExecutorID: 0, State: ExecRunning},
-		{AppID: appID(0), ExecutorID: 1, State: ExecFailed, ExitCode: intp(1), Reason: "boom"},
-		{AppID: appID(3), ExecutorID: 0, State: ExecRunning},
+	b.add(model.CmdPlaceExecutors, place)
+	b.add(model.CmdPlaceExecutors, place) // committed twice
+	b.add(model.CmdReportAttempts, &model.ReportAttempts{WorkerID: "w1", Time: 30, Executors: []model.ExecutorReport{
+		{AppID: appID(0), ExecutorID: 0, State: model.ExecRunning},
+		{AppID: appID(0), ExecutorID: 1, State: model.ExecFailed, ExitCode: intp(1), Reason: "boom"},
+		{AppID: appID(3), ExecutorID: 0, State: model.ExecRunning},
 	}})
 	// From the wrong worker: ignored.
-	b.add(CmdReportAttempts, &ReportAttempts{WorkerID: "w2", Time: 31, Executors: []ExecutorReport{{AppID: appID(0), ExecutorID: 0, State: ExecFailed, ExitCode: intp(1)}}})
-	b.add(CmdPlaceExecutors, &PlaceExecutors{Time: 32, Placements: []ExecutorPlacement{{AppID: appID(0), ExecutorID: 2, WorkerID: "w1"}}})
-	b.add(CmdKillExecutors, &KillExecutors{AppID: appID(0), ExecutorIDs: []int{2}, Time: 33})
-	b.add(CmdKillExecutors, &KillExecutors{AppID: appID(0), ExecutorIDs: []int{7}, Time: 34})
-	b.add(CmdRequestExecutors, &RequestExecutors{AppID: appID(0), Total: 3, Time: 35})
-	b.add(CmdRequestExecutors, &RequestExecutors{AppID: appID(3), Total: -1, Time: 36})
-	b.add(CmdReportAttempts, &ReportAttempts{WorkerID: "w1", Time: 37, Executors: []ExecutorReport{{AppID: appID(0), ExecutorID: 0, State: ExecExited, ExitCode: intp(0)}}})
-	b.add(CmdEndApp, &EndApp{AppID: appID(0), State: AppFinished, Time: 38})
-	b.add(CmdEndApp, &EndApp{AppID: appID(0), State: AppFinished, Time: 39})
-	b.add(CmdEndApp, &EndApp{AppID: appID(0), State: AppKilled, Time: 40})
+	b.add(model.CmdReportAttempts, &model.ReportAttempts{WorkerID: "w2", Time: 31, Executors: []model.ExecutorReport{{AppID: appID(0), ExecutorID: 0, State: model.ExecFailed, ExitCode: intp(1)}}})
+	b.add(model.CmdPlaceExecutors, &model.PlaceExecutors{Time: 32, Placements: []model.ExecutorPlacement{{AppID: appID(0), ExecutorID: 2, WorkerID: "w1"}}})
+	b.add(model.CmdKillExecutors, &model.KillExecutors{AppID: appID(0), ExecutorIDs: []int{2}, Time: 33})
+	b.add(model.CmdKillExecutors, &model.KillExecutors{AppID: appID(0), ExecutorIDs: []int{7}, Time: 34})
+	b.add(model.CmdRequestExecutors, &model.RequestExecutors{AppID: appID(0), Total: 3, Time: 35})
+	b.add(model.CmdRequestExecutors, &model.RequestExecutors{AppID: appID(3), Total: -1, Time: 36})
+	b.add(model.CmdReportAttempts, &model.ReportAttempts{WorkerID: "w1", Time: 37, Executors: []model.ExecutorReport{{AppID: appID(0), ExecutorID: 0, State: model.ExecExited, ExitCode: intp(0)}}})
+	b.add(model.CmdEndApp, &model.EndApp{AppID: appID(0), State: model.AppFinished, Time: 38})
+	b.add(model.CmdEndApp, &model.EndApp{AppID: appID(0), State: model.AppFinished, Time: 39})
+	b.add(model.CmdEndApp, &model.EndApp{AppID: appID(0), State: model.AppKilled, Time: 40})
 	// Driver 6 finishes, and with it app 3.
-	b.add(CmdReportAttempts, &ReportAttempts{WorkerID: "w1", Time: 41, Reports: []AttemptReport{{DriverID: driverID(6), Attempt: 1, State: DriverFinished, ExitCode: intp(0), Runs: 1}}})
-	b.add(CmdRegisterWorker, &RegisterWorker{ID: "w3", HTTPAddr: "127.0.0.1:4", Cores: 2, MemoryMB: 1024, Time: 42})
-	b.add(CmdRegisterApp, &RegisterApp{ID: appID(4), Token: "at4", CoresPerExecutor: 1, MemoryPerExecutorMB: 256, ExecutorLimit: -1, Argv: []string{"exec"}, Time: 43})
-	b.add(CmdPlaceExecutors, &PlaceExecutors{Time: 44, Placements: []ExecutorPlacement{{AppID: appID(4), ExecutorID: 0, WorkerID: "w3"}, {AppID: appID(4), ExecutorID: 1, WorkerID: "w3"}}})
-	b.add(CmdReportAttempts, &ReportAttempts{WorkerID: "w3", Time: 45, Executors: []ExecutorReport{{AppID: appID(4), ExecutorID: 0, State: ExecRunning}}})
-	b.add(CmdWorkerLost, &WorkerLost{WorkerID: "w3", Time: 46})
-	b.add(CmdPruneCompleted, &PruneCompleted{DriverIDs: []string{driverID(6), driverID(4), driverID(999)}, AppIDs: []string{appID(0), appID(4), appID(999)}})
+	b.add(model.CmdReportAttempts, &model.ReportAttempts{WorkerID: "w1", Time: 41, Reports: []model.AttemptReport{{DriverID: driverID(6), Attempt: 1, State: model.DriverFinished, ExitCode: intp(0), Runs: 1}}})
+	b.add(model.CmdRegisterWorker, &model.RegisterWorker{ID: "w3", HTTPAddr: "127.0.0.1:4", Cores: 2, MemoryMB: 1024, Time: 42})
+	b.add(model.CmdRegisterApp, &model.RegisterApp{ID: appID(4), Token: "at4", CoresPerExecutor: 1, MemoryPerExecutorMB: 256, ExecutorLimit: -1, Argv: []string{"exec"}, Time: 43})
+	b.add(model.CmdPlaceExecutors, &model.PlaceExecutors{Time: 44, Placements: []model.ExecutorPlacement{{AppID: appID(4), ExecutorID: 0, WorkerID: "w3"}, {AppID: appID(4), ExecutorID: 1, WorkerID: "w3"}}})
+	b.add(model.CmdReportAttempts, &model.ReportAttempts{WorkerID: "w3", Time: 45, Executors: []model.ExecutorReport{{AppID: appID(4), ExecutorID: 0, State: model.ExecRunning}}})
+	b.add(model.CmdWorkerLost, &model.WorkerLost{WorkerID: "w3", Time: 46})
+	b.add(model.CmdPruneCompleted, &model.PruneCompleted{DriverIDs: []string{driverID(6), driverID(4), driverID(999)}, AppIDs: []string{appID(0), appID(4), appID(999)}})
 	return b.entries
 }
 
@@ -198,32 +201,32 @@ func TestReplayTwiceIdentical(t *testing.T) {
 func TestScenarioOutcome(t *testing.T) {
 	f := replay(t, scenario(t))
 	d0, _ := f.Driver(driverID(0))
-	if d0.State != DriverFinished || d0.Attempt != 2 || d0.WorkerID != "w2" {
+	if d0.State != model.DriverFinished || d0.Attempt != 2 || d0.WorkerID != "w2" {
 		t.Fatalf("supervised driver: got %s attempt %d on %s, want FINISHED attempt 2 on w2", d0.State, d0.Attempt, d0.WorkerID)
 	}
-	if len(d0.Attempts) != 2 || d0.Attempts[0].State != DriverError || d0.Attempts[0].ExitCode != nil {
+	if len(d0.Attempts) != 2 || d0.Attempts[0].State != model.DriverError || d0.Attempts[0].ExitCode != nil {
 		t.Fatalf("attempt 1 record must end in ERROR (worker lost), untouched by the stale FAILED report: %+v", d0.Attempts)
 	}
 	d1, _ := f.Driver(driverID(1))
-	if d1.State != DriverError {
+	if d1.State != model.DriverError {
 		t.Fatalf("unsupervised driver on a lost worker: got %s, want ERROR", d1.State)
 	}
 	d2, _ := f.Driver(driverID(2))
-	if d2.State != DriverKilled {
+	if d2.State != model.DriverKilled {
 		t.Fatalf("killed waiting driver: got %s", d2.State)
 	}
 	if _, ok := f.Driver(driverID(3)); ok {
 		t.Fatal("a resubmitted token made a second driver")
 	}
 	for _, w := range f.Workers() {
-		want := map[string]WorkerState{"w1": WorkerAlive, "w2": WorkerDecommissioned, "w3": WorkerDead}[w.ID]
+		want := map[string]model.WorkerState{"w1": model.WorkerAlive, "w2": model.WorkerDecommissioned, "w3": model.WorkerDead}[w.ID]
 		if w.CoresUsed != 0 || w.MemoryUsedMB != 0 || w.State != want {
 			t.Fatalf("worker %s: used %d cores %d MiB, state %s; want 0, 0, %s", w.ID, w.CoresUsed, w.MemoryUsedMB, w.State, want)
 		}
 	}
 	d4, _ := f.Driver(driverID(4))
 	d5, _ := f.Driver(driverID(5))
-	if d4.State != DriverRelaunching || d4.Attempt != 2 || d5.State != DriverKilled || d5.Message != "worker shut down" {
+	if d4.State != model.DriverRelaunching || d4.Attempt != 2 || d5.State != model.DriverKilled || d5.Message != "worker shut down" {
 		t.Fatalf("after decommission: supervised %s attempt %d, unsupervised %s (%q); want RELAUNCHING 2, KILLED with the reason",
 			d4.State, d4.Attempt, d5.State, d5.Message)
 	}
@@ -250,11 +253,11 @@ func TestScenarioOutcome(t *testing.T) {
 		t.Fatal("pruned app 0's token kept")
 	}
 	a3, e3, _ := f.App(appID(3))
-	if a3 == nil || a3.State != AppFinished || len(e3) != 1 || e3[0].State != ExecKilled || a3.CoresGranted != 0 {
+	if a3 == nil || a3.State != model.AppFinished || len(e3) != 1 || e3[0].State != model.ExecKilled || a3.CoresGranted != 0 {
 		t.Fatalf("app 3 of the finished driver: %+v %+v, want FINISHED with its executor KILLED", a3, e3)
 	}
 	a4, e4, _ := f.App(appID(4))
-	if a4 == nil || a4.State != AppRunning || a4.RetryCount != 0 || len(e4) != 2 || e4[0].State != ExecLost || e4[1].State != ExecLost {
+	if a4 == nil || a4.State != model.AppRunning || a4.RetryCount != 0 || len(e4) != 2 || e4[0].State != model.ExecLost || e4[1].State != model.ExecLost {
 		t.Fatalf("app 4 after losing w3: %+v %+v, want RUNNING, no retry, two executors LOST", a4, e4)
 	}
 	if f.NextAppSeq() != 5 {
@@ -271,7 +274,7 @@ func TestScenarioOutcome(t *testing.T) {
 // TestScenarioUsesEveryCommandType keeps scenario complete: the snapshot
 // and replay tests are only as good as the commands it holds.
 func TestScenarioUsesEveryCommandType(t *testing.T) {
-	seen := map[CommandType]bool{}
+	seen := map[model.CommandType]bool{}
 	executorReports := false
 	for _, e := range scenario(t) {
 		ct, p, err := Decode(e)
@@ -279,11 +282,11 @@ func TestScenarioUsesEveryCommandType(t *testing.T) {
 			t.Fatal(err)
 		}
 		seen[ct] = true
-		if r, ok := p.(*ReportAttempts); ok && len(r.Executors) > 0 {
+		if r, ok := p.(*model.ReportAttempts); ok && len(r.Executors) > 0 {
 			executorReports = true
 		}
 	}
-	for ct := CmdRegisterWorker; ct <= CmdPruneCompleted; ct++ {
+	for ct := model.CmdRegisterWorker; ct <= model.CmdPruneCompleted; ct++ {
 		if !seen[ct] {
 			t.Errorf("scenario has no %s", ct)
 		}
@@ -291,7 +294,7 @@ func TestScenarioUsesEveryCommandType(t *testing.T) {
 	if !executorReports {
 		t.Error("scenario has no executor reports")
 	}
-	if CommandType(CmdPruneCompleted+1).String() != fmt.Sprintf("CommandType(%d)", CmdPruneCompleted+1) {
+	if model.CommandType(model.CmdPruneCompleted+1).String() != fmt.Sprintf("CommandType(%d)", model.CmdPruneCompleted+1) {
 		t.Error("a command type was added: add it to scenario and to this test's range")
 	}
 }
@@ -299,7 +302,7 @@ func TestScenarioUsesEveryCommandType(t *testing.T) {
 func TestRetriedTokenYieldsSameDriver(t *testing.T) {
 	f := New()
 	submit := func(id string) any {
-		data, _ := Encode(CmdSubmitDriver, &SubmitDriver{ID: id, Token: "tok", Argv: []string{"x"}, Cores: 1, MemoryMB: 1, Time: 1})
+		data, _ := Encode(model.CmdSubmitDriver, &model.SubmitDriver{ID: id, Token: "tok", Argv: []string{"x"}, Cores: 1, MemoryMB: 1, Time: 1})
 		return f.ApplyCommand(1, data)
 	}
 	first := submit(driverID(7)).(SubmitResult)
@@ -320,30 +323,30 @@ func TestRefusedCommandsChangeNothing(t *testing.T) {
 	f := replay(t, scenario(t))
 	before := hashOf(t, f)
 	bad := []struct {
-		ct      CommandType
+		ct      model.CommandType
 		payload any
 		want    error
 	}{
-		{CmdSubmitDriver, &SubmitDriver{ID: driverID(50), Token: "n1", Argv: nil, Cores: 1, MemoryMB: 1}, ErrInvalidCommand},
-		{CmdSubmitDriver, &SubmitDriver{ID: driverID(51), Token: "n2", Argv: []string{"x"}, Cores: 0, MemoryMB: 1}, ErrInvalidCommand},
-		{CmdSubmitDriver, &SubmitDriver{ID: driverID(52), Token: "n3", Argv: []string{"x"}, Cores: 1, MemoryMB: -5}, ErrInvalidCommand},
-		{CmdSubmitDriver, &SubmitDriver{ID: "driver-x", Token: "n4", Argv: []string{"x"}, Cores: 1, MemoryMB: 1}, ErrInvalidCommand},
-		{CmdSubmitDriver, &SubmitDriver{ID: driverID(53), Token: "n5", Argv: []string{"x"}, Env: map[string]string{"A=B": "1"}, Cores: 1, MemoryMB: 1}, ErrInvalidCommand},
-		{CmdSubmitDriver, &SubmitDriver{ID: driverID(0), Token: "n6", Argv: []string{"x"}, Cores: 1, MemoryMB: 1}, ErrDuplicateID},
-		{CmdKillDriver, &KillDriver{DriverID: "driver-20261129120000-9999"}, ErrUnknownDriver},
-		{CmdKillDriver, &KillDriver{DriverID: driverID(0)}, ErrDriverEnded},
-		{CmdWorkerLost, &WorkerLost{WorkerID: "nobody"}, ErrUnknownWorker},
-		{CmdRegisterWorker, &RegisterWorker{ID: "w9", HTTPAddr: "x:1", Cores: -1, MemoryMB: 1}, ErrInvalidCommand},
-		{CmdRegisterApp, &RegisterApp{ID: appID(3), Token: "new", CoresPerExecutor: 1, MemoryPerExecutorMB: 1, ExecutorLimit: -1, Argv: []string{"x"}}, ErrDuplicateID},
-		{CmdRegisterApp, &RegisterApp{ID: "app-1", Token: "new", CoresPerExecutor: 1, MemoryPerExecutorMB: 1, ExecutorLimit: -1, Argv: []string{"x"}}, ErrInvalidCommand},
-		{CmdRegisterApp, &RegisterApp{ID: appID(50), Token: "new", DriverID: driverID(0), DriverAttempt: 2, CoresPerExecutor: 1, MemoryPerExecutorMB: 1, ExecutorLimit: -1, Argv: []string{"x"}}, ErrDriverEnded},
-		{CmdRequestExecutors, &RequestExecutors{AppID: appID(999), Total: 1}, ErrUnknownApp},
-		{CmdRequestExecutors, &RequestExecutors{AppID: appID(3), Total: 1}, ErrAppEnded},
-		{CmdKillExecutors, &KillExecutors{AppID: appID(4), ExecutorIDs: []int{0, 5}}, ErrUnknownExecutor},
-		{CmdKillExecutors, &KillExecutors{AppID: appID(3), ExecutorIDs: []int{0}}, ErrAppEnded},
-		{CmdEndApp, &EndApp{AppID: appID(3), State: AppKilled}, ErrAppEnded},
-		{CmdEndApp, &EndApp{AppID: appID(4), State: AppRunning}, ErrInvalidCommand},
-		{CmdEndApp, &EndApp{AppID: appID(999), State: AppFinished}, ErrUnknownApp},
+		{model.CmdSubmitDriver, &model.SubmitDriver{ID: driverID(50), Token: "n1", Argv: nil, Cores: 1, MemoryMB: 1}, model.ErrInvalidCommand},
+		{model.CmdSubmitDriver, &model.SubmitDriver{ID: driverID(51), Token: "n2", Argv: []string{"x"}, Cores: 0, MemoryMB: 1}, model.ErrInvalidCommand},
+		{model.CmdSubmitDriver, &model.SubmitDriver{ID: driverID(52), Token: "n3", Argv: []string{"x"}, Cores: 1, MemoryMB: -5}, model.ErrInvalidCommand},
+		{model.CmdSubmitDriver, &model.SubmitDriver{ID: "driver-x", Token: "n4", Argv: []string{"x"}, Cores: 1, MemoryMB: 1}, model.ErrInvalidCommand},
+		{model.CmdSubmitDriver, &model.SubmitDriver{ID: driverID(53), Token: "n5", Argv: []string{"x"}, Env: map[string]string{"A=B": "1"}, Cores: 1, MemoryMB: 1}, model.ErrInvalidCommand},
+		{model.CmdSubmitDriver, &model.SubmitDriver{ID: driverID(0), Token: "n6", Argv: []string{"x"}, Cores: 1, MemoryMB: 1}, model.ErrDuplicateID},
+		{model.CmdKillDriver, &model.KillDriver{DriverID: "driver-20261129120000-9999"}, model.ErrUnknownDriver},
+		{model.CmdKillDriver, &model.KillDriver{DriverID: driverID(0)}, model.ErrDriverEnded},
+		{model.CmdWorkerLost, &model.WorkerLost{WorkerID: "nobody"}, model.ErrUnknownWorker},
+		{model.CmdRegisterWorker, &model.RegisterWorker{ID: "w9", HTTPAddr: "x:1", Cores: -1, MemoryMB: 1}, model.ErrInvalidCommand},
+		{model.CmdRegisterApp, &model.RegisterApp{ID: appID(3), Token: "new", CoresPerExecutor: 1, MemoryPerExecutorMB: 1, ExecutorLimit: -1, Argv: []string{"x"}}, model.ErrDuplicateID},
+		{model.CmdRegisterApp, &model.RegisterApp{ID: "app-1", Token: "new", CoresPerExecutor: 1, MemoryPerExecutorMB: 1, ExecutorLimit: -1, Argv: []string{"x"}}, model.ErrInvalidCommand},
+		{model.CmdRegisterApp, &model.RegisterApp{ID: appID(50), Token: "new", DriverID: driverID(0), DriverAttempt: 2, CoresPerExecutor: 1, MemoryPerExecutorMB: 1, ExecutorLimit: -1, Argv: []string{"x"}}, model.ErrDriverEnded},
+		{model.CmdRequestExecutors, &model.RequestExecutors{AppID: appID(999), Total: 1}, model.ErrUnknownApp},
+		{model.CmdRequestExecutors, &model.RequestExecutors{AppID: appID(3), Total: 1}, model.ErrAppEnded},
+		{model.CmdKillExecutors, &model.KillExecutors{AppID: appID(4), ExecutorIDs: []int{0, 5}}, model.ErrUnknownExecutor},
+		{model.CmdKillExecutors, &model.KillExecutors{AppID: appID(3), ExecutorIDs: []int{0}}, model.ErrAppEnded},
+		{model.CmdEndApp, &model.EndApp{AppID: appID(3), State: model.AppKilled}, model.ErrAppEnded},
+		{model.CmdEndApp, &model.EndApp{AppID: appID(4), State: model.AppRunning}, model.ErrInvalidCommand},
+		{model.CmdEndApp, &model.EndApp{AppID: appID(999), State: model.AppFinished}, model.ErrUnknownApp},
 	}
 	for _, c := range bad {
 		data, err := Encode(c.ct, c.payload)
@@ -372,8 +375,8 @@ func TestRefusedCommandsChangeNothing(t *testing.T) {
 
 func TestKillIsIdempotent(t *testing.T) {
 	b := &logBuilder{t: t}
-	b.add(CmdSubmitDriver, &SubmitDriver{ID: driverID(0), Token: "t", Argv: []string{"x"}, Cores: 1, MemoryMB: 1, Time: 1})
-	kill := b.add(CmdKillDriver, &KillDriver{DriverID: driverID(0), Time: 2})
+	b.add(model.CmdSubmitDriver, &model.SubmitDriver{ID: driverID(0), Token: "t", Argv: []string{"x"}, Cores: 1, MemoryMB: 1, Time: 1})
+	kill := b.add(model.CmdKillDriver, &model.KillDriver{DriverID: driverID(0), Time: 2})
 	f := replay(t, b.entries)
 	before := hashOf(t, f)
 	if res := f.ApplyCommand(3, kill); res != nil {
@@ -420,7 +423,7 @@ func TestRandomLogsKeepInvariants(t *testing.T) {
 		// Start from three ALIVE workers, so that app commands have
 		// somewhere to place executors.
 		for i, w := range workers {
-			data, err := Encode(CmdRegisterWorker, &RegisterWorker{ID: w, HTTPAddr: "h:1", Cores: 4, MemoryMB: 4096})
+			data, err := Encode(model.CmdRegisterWorker, &model.RegisterWorker{ID: w, HTTPAddr: "h:1", Cores: 4, MemoryMB: 4096})
 			if err != nil {
 				rt.Fatal(err)
 			}
@@ -430,7 +433,7 @@ func TestRandomLogsKeepInvariants(t *testing.T) {
 		mix := []int{0, 1, 1, 2, 2, 3, 4, 5, 6, 7, 7, 7, 8, 8, 8, 8, 9, 9, 9, 9, 9, 10, 11, 12, 13}
 		n := rapid.IntRange(1, 100).Draw(rt, "n")
 		for i := len(workers); i < n+len(workers); i++ {
-			var ct CommandType
+			var ct model.CommandType
 			var payload any
 			pickDriver := func() string {
 				if len(ids) == 0 || rapid.IntRange(0, 9).Draw(rt, "ghost") == 9 {
@@ -446,7 +449,7 @@ func TestRandomLogsKeepInvariants(t *testing.T) {
 			}
 			switch rapid.SampledFrom(mix).Draw(rt, "cmd") {
 			case 0:
-				ct, payload = CmdRegisterWorker, &RegisterWorker{ID: rapid.SampledFrom(workers).Draw(rt, "w"), HTTPAddr: "h:1",
+				ct, payload = model.CmdRegisterWorker, &model.RegisterWorker{ID: rapid.SampledFrom(workers).Draw(rt, "w"), HTTPAddr: "h:1",
 					Cores: rapid.IntRange(1, 8).Draw(rt, "cores"), MemoryMB: int64(rapid.IntRange(1, 8).Draw(rt, "mem")) * 512, Time: int64(i)}
 			case 1:
 				id := driverID(seq)
@@ -456,20 +459,20 @@ func TestRandomLogsKeepInvariants(t *testing.T) {
 				}
 				seq++
 				ids = append(ids, id)
-				ct, payload = CmdSubmitDriver, &SubmitDriver{ID: id, Token: tok, Argv: []string{"p"},
+				ct, payload = model.CmdSubmitDriver, &model.SubmitDriver{ID: id, Token: tok, Argv: []string{"p"},
 					Cores: rapid.IntRange(1, 3).Draw(rt, "dc"), MemoryMB: 512, Supervise: rapid.Bool().Draw(rt, "sup"), Time: int64(i)}
 			case 2:
-				var ps []Placement
+				var ps []model.Placement
 				for j := rapid.IntRange(1, 4).Draw(rt, "np"); j > 0; j-- {
-					ps = append(ps, Placement{DriverID: pickDriver(), Attempt: rapid.IntRange(1, 3).Draw(rt, "att"), WorkerID: rapid.SampledFrom(workers).Draw(rt, "pw")})
+					ps = append(ps, model.Placement{DriverID: pickDriver(), Attempt: rapid.IntRange(1, 3).Draw(rt, "att"), WorkerID: rapid.SampledFrom(workers).Draw(rt, "pw")})
 				}
-				ct, payload = CmdPlaceDrivers, &PlaceDrivers{Placements: ps, Time: int64(i)}
+				ct, payload = model.CmdPlaceDrivers, &model.PlaceDrivers{Placements: ps, Time: int64(i)}
 			case 3:
-				states := []DriverState{DriverRunning, DriverFinished, DriverFailed, DriverKilled, DriverError}
-				w, r := rapid.SampledFrom(workers).Draw(rt, "rw"), AttemptReport{DriverID: pickDriver(), Attempt: rapid.IntRange(1, 3).Draw(rt, "ra")}
+				states := []model.DriverState{model.DriverRunning, model.DriverFinished, model.DriverFailed, model.DriverKilled, model.DriverError}
+				w, r := rapid.SampledFrom(workers).Draw(rt, "rw"), model.AttemptReport{DriverID: pickDriver(), Attempt: rapid.IntRange(1, 3).Draw(rt, "ra")}
 				// Mostly about the running attempt of a placed driver, from
 				// its worker.
-				var placed []*Driver
+				var placed []*model.Driver
 				for _, d := range f.Drivers() {
 					if d.WorkerID != "" && !d.State.Terminal() {
 						placed = append(placed, d)
@@ -480,13 +483,13 @@ func TestRandomLogsKeepInvariants(t *testing.T) {
 					w, r.DriverID, r.Attempt = d.WorkerID, d.ID, d.Attempt
 				}
 				r.State, r.ExitCode = rapid.SampledFrom(states).Draw(rt, "rs"), intp(1)
-				ct, payload = CmdReportAttempts, &ReportAttempts{WorkerID: w, Time: int64(i), Reports: []AttemptReport{r}}
+				ct, payload = model.CmdReportAttempts, &model.ReportAttempts{WorkerID: w, Time: int64(i), Reports: []model.AttemptReport{r}}
 			case 4:
-				ct, payload = CmdKillDriver, &KillDriver{DriverID: pickDriver(), Time: int64(i)}
+				ct, payload = model.CmdKillDriver, &model.KillDriver{DriverID: pickDriver(), Time: int64(i)}
 			case 5:
-				ct, payload = CmdWorkerLost, &WorkerLost{WorkerID: rapid.SampledFrom(workers).Draw(rt, "lw"), Time: int64(i)}
+				ct, payload = model.CmdWorkerLost, &model.WorkerLost{WorkerID: rapid.SampledFrom(workers).Draw(rt, "lw"), Time: int64(i)}
 			case 6:
-				ct, payload = CmdDecommissionWorker, &DecommissionWorker{WorkerID: rapid.SampledFrom(workers).Draw(rt, "dw"), Time: int64(i)}
+				ct, payload = model.CmdDecommissionWorker, &model.DecommissionWorker{WorkerID: rapid.SampledFrom(workers).Draw(rt, "dw"), Time: int64(i)}
 			case 7:
 				id := appID(appSeq)
 				if len(apps) > 0 && rapid.IntRange(0, 9).Draw(rt, "dupID") == 9 {
@@ -500,7 +503,7 @@ func TestRandomLogsKeepInvariants(t *testing.T) {
 				if rapid.IntRange(0, 7).Draw(rt, "retryTok") == 7 {
 					tok = fmt.Sprint("a", rapid.IntRange(0, appSeq).Draw(rt, "atok"))
 				}
-				c := &RegisterApp{ID: id, Token: tok, Argv: []string{"e"},
+				c := &model.RegisterApp{ID: id, Token: tok, Argv: []string{"e"},
 					CoresPerExecutor:    rapid.IntRange(1, 2).Draw(rt, "ec"),
 					MemoryPerExecutorMB: int64(rapid.IntRange(1, 2).Draw(rt, "em")) * 256,
 					MaxCores:            rapid.SampledFrom([]int{0, 0, 2, 3, 4}).Draw(rt, "maxCores"),
@@ -513,7 +516,7 @@ func TestRandomLogsKeepInvariants(t *testing.T) {
 				case 2:
 					// The running attempt of a placed driver, as a driver's
 					// own registration would name it.
-					var placed []*Driver
+					var placed []*model.Driver
 					for _, d := range f.Drivers() {
 						if d.WorkerID != "" && !d.State.Terminal() {
 							placed = append(placed, d)
@@ -538,12 +541,12 @@ func TestRandomLogsKeepInvariants(t *testing.T) {
 				case 12:
 					c.Env = map[string]string{"DROVER_APP_ID": "x"}
 				}
-				ct, payload = CmdRegisterApp, c
+				ct, payload = model.CmdRegisterApp, c
 			case 8:
 				// Mostly the IDs a leader would pick (NextExecutorID,
 				// counting up within the batch), sometimes stray ones.
 				next := map[string]int{}
-				var ps []ExecutorPlacement
+				var ps []model.ExecutorPlacement
 				for j := rapid.IntRange(1, 4).Draw(rt, "nep"); j > 0; j-- {
 					app := pickApp()
 					id := rapid.IntRange(0, 6).Draw(rt, "strayID")
@@ -556,9 +559,9 @@ func TestRandomLogsKeepInvariants(t *testing.T) {
 						id = next[app]
 						next[app]++
 					}
-					ps = append(ps, ExecutorPlacement{AppID: app, ExecutorID: id, WorkerID: rapid.SampledFrom(workers).Draw(rt, "ew")})
+					ps = append(ps, model.ExecutorPlacement{AppID: app, ExecutorID: id, WorkerID: rapid.SampledFrom(workers).Draw(rt, "ew")})
 				}
-				ct, payload = CmdPlaceExecutors, &PlaceExecutors{Placements: ps, Time: int64(i)}
+				ct, payload = model.CmdPlaceExecutors, &model.PlaceExecutors{Placements: ps, Time: int64(i)}
 			case 9:
 				// Mostly from a worker with live executors, about them.
 				w := rapid.SampledFrom(workers).Draw(rt, "erw")
@@ -572,10 +575,10 @@ func TestRandomLogsKeepInvariants(t *testing.T) {
 					w = rapid.SampledFrom(busy).Draw(rt, "busyWorker")
 				}
 				on, _ := f.ExecutorsOn(w)
-				states := []ExecutorState{ExecRunning, ExecRunning, ExecExited, ExecFailed, ExecFailed, ExecKilled}
-				var rs []ExecutorReport
+				states := []model.ExecutorState{model.ExecRunning, model.ExecRunning, model.ExecExited, model.ExecFailed, model.ExecFailed, model.ExecKilled}
+				var rs []model.ExecutorReport
 				for j := rapid.IntRange(1, 3).Draw(rt, "ner"); j > 0; j-- {
-					r := ExecutorReport{State: rapid.SampledFrom(states).Draw(rt, "es")}
+					r := model.ExecutorReport{State: rapid.SampledFrom(states).Draw(rt, "es")}
 					if len(on) > 0 && rapid.IntRange(0, 3).Draw(rt, "own") != 3 {
 						e := rapid.SampledFrom(on).Draw(rt, "ownExec")
 						r.AppID, r.ExecutorID = e.AppID, e.ID
@@ -583,25 +586,25 @@ func TestRandomLogsKeepInvariants(t *testing.T) {
 						r.AppID, r.ExecutorID = pickApp(), rapid.IntRange(0, 6).Draw(rt, "reid")
 					}
 					switch r.State {
-					case ExecExited:
+					case model.ExecExited:
 						r.ExitCode = intp(0)
-					case ExecFailed:
+					case model.ExecFailed:
 						r.ExitCode = intp(1)
 					}
 					rs = append(rs, r)
 				}
-				ct, payload = CmdReportAttempts, &ReportAttempts{WorkerID: w, Reports: []AttemptReport{}, Executors: rs, Time: int64(i)}
+				ct, payload = model.CmdReportAttempts, &model.ReportAttempts{WorkerID: w, Reports: []model.AttemptReport{}, Executors: rs, Time: int64(i)}
 			case 10:
-				ct, payload = CmdRequestExecutors, &RequestExecutors{AppID: pickApp(), Total: rapid.IntRange(-1, 4).Draw(rt, "total"), Time: int64(i)}
+				ct, payload = model.CmdRequestExecutors, &model.RequestExecutors{AppID: pickApp(), Total: rapid.IntRange(-1, 4).Draw(rt, "total"), Time: int64(i)}
 			case 11:
 				var ks []int
 				for j := rapid.IntRange(0, 2).Draw(rt, "nk"); j > 0; j-- {
 					ks = append(ks, rapid.IntRange(0, 5).Draw(rt, "kid"))
 				}
-				ct, payload = CmdKillExecutors, &KillExecutors{AppID: pickApp(), ExecutorIDs: ks, Time: int64(i)}
+				ct, payload = model.CmdKillExecutors, &model.KillExecutors{AppID: pickApp(), ExecutorIDs: ks, Time: int64(i)}
 			case 12:
-				states := []ApplicationState{AppFinished, AppFailed, AppKilled, AppRunning}
-				ct, payload = CmdEndApp, &EndApp{AppID: pickApp(), State: rapid.SampledFrom(states).Draw(rt, "as"), Time: int64(i)}
+				states := []model.ApplicationState{model.AppFinished, model.AppFailed, model.AppKilled, model.AppRunning}
+				ct, payload = model.CmdEndApp, &model.EndApp{AppID: pickApp(), State: rapid.SampledFrom(states).Draw(rt, "as"), Time: int64(i)}
 			case 13:
 				// The oldest finished ones, as the leader picks them, plus
 				// perhaps a live or unknown one.
@@ -611,7 +614,7 @@ func TestRandomLogsKeepInvariants(t *testing.T) {
 				if rapid.Bool().Draw(rt, "pruneLive") {
 					ds, as = append(ds, pickDriver()), append(as, pickApp())
 				}
-				ct, payload = CmdPruneCompleted, &PruneCompleted{DriverIDs: ds, AppIDs: as}
+				ct, payload = model.CmdPruneCompleted, &model.PruneCompleted{DriverIDs: ds, AppIDs: as}
 			}
 			data, err := Encode(ct, payload)
 			if err != nil {
@@ -620,7 +623,7 @@ func TestRandomLogsKeepInvariants(t *testing.T) {
 			before := appCounts(f)
 			res := f.ApplyCommand(uint64(i+1), data)
 			after := appCounts(f)
-			if ct == CmdPlaceExecutors {
+			if ct == model.CmdPlaceExecutors {
 				checkPlacement(rt, f, before, after, res)
 			} else if after.live > before.live {
 				rt.Fatalf("%s made executors: %d live before, %d after", ct, before.live, after.live)
@@ -688,7 +691,7 @@ func checkPlacement(t tb, f *FSM, before, after counts, res any) {
 		if p.ExecutorID >= len(es) || es[p.ExecutorID].ID != p.ExecutorID || es[p.ExecutorID].WorkerID != p.WorkerID {
 			t.Fatalf("applied placement %+v made no such executor", p)
 		}
-		if w, _ := f.Worker(p.WorkerID); w.CoresUsed > w.Cores || w.MemoryUsedMB > w.MemoryMB || w.State != WorkerAlive {
+		if w, _ := f.Worker(p.WorkerID); w.CoresUsed > w.Cores || w.MemoryUsedMB > w.MemoryMB || w.State != model.WorkerAlive {
 			t.Fatalf("placed on worker %s (%s) using %d/%d cores %d/%d MiB", w.ID, w.State, w.CoresUsed, w.Cores, w.MemoryUsedMB, w.MemoryMB)
 		}
 	}
@@ -721,7 +724,7 @@ func checkInvariants(t tb, f *FSM) {
 		if waiting[d.ID] {
 			t.Fatalf("placed driver %s is waiting", d.ID)
 		}
-		if rec := d.currentAttempt(); rec == nil || rec.WorkerID != d.WorkerID {
+		if rec := d.CurrentAttempt(); rec == nil || rec.WorkerID != d.WorkerID {
 			t.Fatalf("placed driver %s has no attempt record for attempt %d on %s", d.ID, d.Attempt, d.WorkerID)
 		}
 		cores[d.WorkerID] += d.Cores
@@ -734,7 +737,7 @@ func checkInvariants(t tb, f *FSM) {
 		for _, e := range execs[i] {
 			rows++
 			if e.AppID != a.ID || e.ID < 0 || e.ID >= a.NextExecutorID {
-				t.Fatalf("executor %s is filed under app %s (next ID %d)", ExecutorKey(e.AppID, e.ID), a.ID, a.NextExecutorID)
+				t.Fatalf("executor %s is filed under app %s (next ID %d)", model.ExecutorKey(e.AppID, e.ID), a.ID, a.NextExecutorID)
 			}
 			if e.State.Terminal() {
 				continue
@@ -743,10 +746,10 @@ func checkInvariants(t tb, f *FSM) {
 				t.Fatalf("app %s is %s but executor %d is %s", a.ID, a.State, e.ID, e.State)
 			}
 			if e.Cores != a.CoresPerExecutor || e.MemoryMB != a.MemoryPerExecutorMB {
-				t.Fatalf("executor %s has %d cores %d MiB, its app asks %d and %d", ExecutorKey(a.ID, e.ID), e.Cores, e.MemoryMB, a.CoresPerExecutor, a.MemoryPerExecutorMB)
+				t.Fatalf("executor %s has %d cores %d MiB, its app asks %d and %d", model.ExecutorKey(a.ID, e.ID), e.Cores, e.MemoryMB, a.CoresPerExecutor, a.MemoryPerExecutorMB)
 			}
-			if w, ok := f.Worker(e.WorkerID); !ok || w.State == WorkerDead {
-				t.Fatalf("live executor %s is on unknown or dead worker %s", ExecutorKey(a.ID, e.ID), e.WorkerID)
+			if w, ok := f.Worker(e.WorkerID); !ok || w.State == model.WorkerDead {
+				t.Fatalf("live executor %s is on unknown or dead worker %s", model.ExecutorKey(a.ID, e.ID), e.WorkerID)
 			}
 			cores[e.WorkerID] += e.Cores
 			mem[e.WorkerID] += e.MemoryMB
@@ -758,10 +761,10 @@ func checkInvariants(t tb, f *FSM) {
 		if a.MaxCores > 0 && a.CoresGranted > a.MaxCores {
 			t.Fatalf("app %s: granted %d cores, max %d", a.ID, a.CoresGranted, a.MaxCores)
 		}
-		if a.RetryCount < 0 || a.ExecutorLimit < -1 || (a.State == AppWaiting && a.MaxExecutorRetries >= 0 && a.RetryCount > a.MaxExecutorRetries) {
+		if a.RetryCount < 0 || a.ExecutorLimit < -1 || (a.State == model.AppWaiting && a.MaxExecutorRetries >= 0 && a.RetryCount > a.MaxExecutorRetries) {
 			t.Fatalf("app %s: state %s retry %d (max %d) limit %d", a.ID, a.State, a.RetryCount, a.MaxExecutorRetries, a.ExecutorLimit)
 		}
-		if s, err := idSeq("app", a.ID); err != nil || s >= f.NextAppSeq() {
+		if s, err := idSeq(ids.App, a.ID); err != nil || s >= f.NextAppSeq() {
 			t.Fatalf("app %s: NextAppSeq %d is not past it (%v)", a.ID, f.NextAppSeq(), err)
 		}
 		if a.Token != "" {
@@ -824,13 +827,13 @@ func checkWorkerIndex(t tb, f *FSM) {
 		for i := range apps {
 			for _, e := range execs[i] {
 				if e.WorkerID == w.ID && !e.State.Terminal() {
-					wantE = append(wantE, ExecutorKey(e.AppID, e.ID))
+					wantE = append(wantE, model.ExecutorKey(e.AppID, e.ID))
 				}
 			}
 		}
 		es, _ := f.ExecutorsOn(w.ID)
 		for _, e := range es {
-			gotE = append(gotE, ExecutorKey(e.AppID, e.ID))
+			gotE = append(gotE, model.ExecutorKey(e.AppID, e.ID))
 		}
 		if fmt.Sprint(gotE) != fmt.Sprint(wantE) {
 			t.Fatalf("executors on %s: index %v, rows %v", w.ID, gotE, wantE)

@@ -21,6 +21,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+
+	"github.com/drover-project/drover/model"
 )
 
 var updateFuzzCorpus = flag.Bool("update-fuzz-corpus", false, "rewrite the seed files in testdata/fuzz")
@@ -46,11 +48,11 @@ func fuzzLog(t tb) [][]byte {
 		cores int
 		mem   int64
 	}{{"w1", 4, 4096}, {"w2", 2, 2048}, {"w3", 2, 1024}, {"w4", 8, 8192}} {
-		b.add(CmdRegisterWorker, &RegisterWorker{ID: w.id, Instance: "inst-" + w.id, HTTPAddr: fmt.Sprintf("127.0.0.1:%d", 7401+i),
+		b.add(model.CmdRegisterWorker, &model.RegisterWorker{ID: w.id, Instance: "inst-" + w.id, HTTPAddr: fmt.Sprintf("127.0.0.1:%d", 7401+i),
 			Cores: w.cores, MemoryMB: w.mem, Time: tick()})
 	}
 	submit := func(seq, cores int, mem int64, supervise bool) {
-		b.add(CmdSubmitDriver, &SubmitDriver{ID: driverID(seq), Token: fmt.Sprint("t", seq), Name: fmt.Sprint("driver ", seq),
+		b.add(model.CmdSubmitDriver, &model.SubmitDriver{ID: driverID(seq), Token: fmt.Sprint("t", seq), Name: fmt.Sprint("driver ", seq),
 			Argv: []string{"/bin/prog", fmt.Sprint("--n=", seq)}, Env: map[string]string{"K": "v"},
 			Cores: cores, MemoryMB: mem, Supervise: supervise, Time: tick()})
 	}
@@ -62,51 +64,51 @@ func fuzzLog(t tb) [][]byte {
 	submit(5, 2, 128, true)
 	submit(6, 1, 256, true)
 	submit(7, 1, 128, false)
-	b.add(CmdPlaceDrivers, &PlaceDrivers{Time: tick(), Placements: []Placement{
+	b.add(model.CmdPlaceDrivers, &model.PlaceDrivers{Time: tick(), Placements: []model.Placement{
 		{DriverID: driverID(0), Attempt: 1, WorkerID: "w1"}, {DriverID: driverID(1), Attempt: 1, WorkerID: "w1"},
 		{DriverID: driverID(6), Attempt: 1, WorkerID: "w1"}, {DriverID: driverID(4), Attempt: 1, WorkerID: "w2"},
 		{DriverID: driverID(5), Attempt: 1, WorkerID: "w3"},
 	}})
-	b.add(CmdReportAttempts, &ReportAttempts{WorkerID: "w1", Time: tick(), Reports: []AttemptReport{
-		{DriverID: driverID(0), Attempt: 1, State: DriverRunning, Runs: 1},
-		{DriverID: driverID(1), Attempt: 1, State: DriverFinished, ExitCode: intp(0), Runs: 1},
-		{DriverID: driverID(6), Attempt: 1, State: DriverRunning, Runs: 2},
+	b.add(model.CmdReportAttempts, &model.ReportAttempts{WorkerID: "w1", Time: tick(), Reports: []model.AttemptReport{
+		{DriverID: driverID(0), Attempt: 1, State: model.DriverRunning, Runs: 1},
+		{DriverID: driverID(1), Attempt: 1, State: model.DriverFinished, ExitCode: intp(0), Runs: 1},
+		{DriverID: driverID(6), Attempt: 1, State: model.DriverRunning, Runs: 2},
 	}})
-	b.add(CmdKillDriver, &KillDriver{DriverID: driverID(2), Time: tick()})
-	b.add(CmdReportAttempts, &ReportAttempts{WorkerID: "w3", Time: tick(), Reports: []AttemptReport{
-		{DriverID: driverID(5), Attempt: 1, State: DriverRunning, Runs: 1},
+	b.add(model.CmdKillDriver, &model.KillDriver{DriverID: driverID(2), Time: tick()})
+	b.add(model.CmdReportAttempts, &model.ReportAttempts{WorkerID: "w3", Time: tick(), Reports: []model.AttemptReport{
+		{DriverID: driverID(5), Attempt: 1, State: model.DriverRunning, Runs: 1},
 	}})
-	b.add(CmdDecommissionWorker, &DecommissionWorker{WorkerID: "w2", Reason: "worker shut down", Time: tick()})
-	b.add(CmdWorkerLost, &WorkerLost{WorkerID: "w3", Reason: "missing from the gossip pool", Time: tick()})
-	b.add(CmdRegisterApp, &RegisterApp{ID: appID(0), Token: "at0", Name: "pi", DriverID: driverID(0), DriverAttempt: 1, DriverRun: 1,
+	b.add(model.CmdDecommissionWorker, &model.DecommissionWorker{WorkerID: "w2", Reason: "worker shut down", Time: tick()})
+	b.add(model.CmdWorkerLost, &model.WorkerLost{WorkerID: "w3", Reason: "missing from the gossip pool", Time: tick()})
+	b.add(model.CmdRegisterApp, &model.RegisterApp{ID: appID(0), Token: "at0", Name: "pi", DriverID: driverID(0), DriverAttempt: 1, DriverRun: 1,
 		CoresPerExecutor: 1, MemoryPerExecutorMB: 256, ExecutorLimit: 2, Argv: []string{"/bin/exec"}, Env: map[string]string{"E": "1"},
 		MaxExecutorRetries: 3, Time: tick()})
-	b.add(CmdRegisterApp, &RegisterApp{ID: appID(1), Token: "at1", MaxCores: 2, CoresPerExecutor: 1, MemoryPerExecutorMB: 128,
+	b.add(model.CmdRegisterApp, &model.RegisterApp{ID: appID(1), Token: "at1", MaxCores: 2, CoresPerExecutor: 1, MemoryPerExecutorMB: 128,
 		ExecutorLimit: -1, Argv: []string{"/bin/exec"}, MaxExecutorRetries: 10, Time: tick()})
-	b.add(CmdRegisterApp, &RegisterApp{ID: appID(2), Token: "at2", CoresPerExecutor: 2, MemoryPerExecutorMB: 512,
+	b.add(model.CmdRegisterApp, &model.RegisterApp{ID: appID(2), Token: "at2", CoresPerExecutor: 2, MemoryPerExecutorMB: 512,
 		ExecutorLimit: -1, Argv: []string{"/bin/exec"}, MaxExecutorRetries: -1, Time: tick()})
-	b.add(CmdRegisterApp, &RegisterApp{ID: appID(3), Token: "at3", DriverID: driverID(6), DriverAttempt: 1, DriverRun: 2,
+	b.add(model.CmdRegisterApp, &model.RegisterApp{ID: appID(3), Token: "at3", DriverID: driverID(6), DriverAttempt: 1, DriverRun: 2,
 		CoresPerExecutor: 1, MemoryPerExecutorMB: 256, ExecutorLimit: 1, Argv: []string{"/bin/exec"}, MaxExecutorRetries: 0, Time: tick()})
-	b.add(CmdPlaceExecutors, &PlaceExecutors{Time: tick(), Placements: []ExecutorPlacement{
+	b.add(model.CmdPlaceExecutors, &model.PlaceExecutors{Time: tick(), Placements: []model.ExecutorPlacement{
 		{AppID: appID(0), ExecutorID: 0, WorkerID: "w1"}, {AppID: appID(0), ExecutorID: 1, WorkerID: "w1"},
 		{AppID: appID(1), ExecutorID: 0, WorkerID: "w4"}, {AppID: appID(3), ExecutorID: 0, WorkerID: "w4"},
 	}})
-	b.add(CmdReportAttempts, &ReportAttempts{WorkerID: "w1", Time: tick(), Executors: []ExecutorReport{
-		{AppID: appID(0), ExecutorID: 0, State: ExecRunning},
+	b.add(model.CmdReportAttempts, &model.ReportAttempts{WorkerID: "w1", Time: tick(), Executors: []model.ExecutorReport{
+		{AppID: appID(0), ExecutorID: 0, State: model.ExecRunning},
 	}})
-	b.add(CmdReportAttempts, &ReportAttempts{WorkerID: "w4", Time: tick(), Executors: []ExecutorReport{
-		{AppID: appID(1), ExecutorID: 0, State: ExecFailed, ExitCode: intp(1), Reason: "exited 1"},
-		{AppID: appID(3), ExecutorID: 0, State: ExecRunning},
+	b.add(model.CmdReportAttempts, &model.ReportAttempts{WorkerID: "w4", Time: tick(), Executors: []model.ExecutorReport{
+		{AppID: appID(1), ExecutorID: 0, State: model.ExecFailed, ExitCode: intp(1), Reason: "exited 1"},
+		{AppID: appID(3), ExecutorID: 0, State: model.ExecRunning},
 	}})
-	b.add(CmdPlaceExecutors, &PlaceExecutors{Time: tick(), Placements: []ExecutorPlacement{{AppID: appID(1), ExecutorID: 1, WorkerID: "w4"}}})
-	b.add(CmdReportAttempts, &ReportAttempts{WorkerID: "w4", Time: tick(), Executors: []ExecutorReport{
-		{AppID: appID(1), ExecutorID: 1, State: ExecExited, ExitCode: intp(0)},
+	b.add(model.CmdPlaceExecutors, &model.PlaceExecutors{Time: tick(), Placements: []model.ExecutorPlacement{{AppID: appID(1), ExecutorID: 1, WorkerID: "w4"}}})
+	b.add(model.CmdReportAttempts, &model.ReportAttempts{WorkerID: "w4", Time: tick(), Executors: []model.ExecutorReport{
+		{AppID: appID(1), ExecutorID: 1, State: model.ExecExited, ExitCode: intp(0)},
 	}})
-	b.add(CmdEndApp, &EndApp{AppID: appID(1), State: AppFinished, Time: tick()})
-	b.add(CmdRequestExecutors, &RequestExecutors{AppID: appID(0), Total: 2, Time: tick()})
+	b.add(model.CmdEndApp, &model.EndApp{AppID: appID(1), State: model.AppFinished, Time: tick()})
+	b.add(model.CmdRequestExecutors, &model.RequestExecutors{AppID: appID(0), Total: 2, Time: tick()})
 	submit(8, 1, 64, false)
-	b.add(CmdKillDriver, &KillDriver{DriverID: driverID(8), Reason: "operator", Time: tick()})
-	b.add(CmdPruneCompleted, &PruneCompleted{DriverIDs: []string{driverID(8)}})
+	b.add(model.CmdKillDriver, &model.KillDriver{DriverID: driverID(8), Reason: "operator", Time: tick()})
+	b.add(model.CmdPruneCompleted, &model.PruneCompleted{DriverIDs: []string{driverID(8)}})
 	return b.entries
 }
 
@@ -139,7 +141,7 @@ func TestFuzzBaseline(t *testing.T) {
 		}
 	}
 	checkInvariants(t, f)
-	wantWorkers := map[string]WorkerState{"w1": WorkerAlive, "w2": WorkerDecommissioned, "w3": WorkerDead, "w4": WorkerAlive}
+	wantWorkers := map[string]model.WorkerState{"w1": model.WorkerAlive, "w2": model.WorkerDecommissioned, "w3": model.WorkerDead, "w4": model.WorkerAlive}
 	for _, w := range f.Workers() {
 		if w.State != wantWorkers[w.ID] {
 			t.Errorf("worker %s is %s, want %s", w.ID, w.State, wantWorkers[w.ID])
@@ -148,7 +150,7 @@ func TestFuzzBaseline(t *testing.T) {
 	if w, _ := f.Worker("w1"); w.CoresFree() != 0 {
 		t.Errorf("w1 has %d free cores, want 0", w.CoresFree())
 	}
-	wantDrivers := []DriverState{DriverRunning, DriverFinished, DriverKilled, DriverSubmitted, DriverSubmitted, DriverRelaunching, DriverRunning, DriverSubmitted}
+	wantDrivers := []model.DriverState{model.DriverRunning, model.DriverFinished, model.DriverKilled, model.DriverSubmitted, model.DriverSubmitted, model.DriverRelaunching, model.DriverRunning, model.DriverSubmitted}
 	for seq, want := range wantDrivers {
 		if d, ok := f.Driver(driverID(seq)); !ok || d.State != want {
 			t.Errorf("driver %d: %+v, want %s", seq, d, want)
@@ -164,13 +166,13 @@ func TestFuzzBaseline(t *testing.T) {
 	if fmt.Sprint(waiting) != fmt.Sprint([]string{driverID(3), driverID(7), driverID(5)}) {
 		t.Errorf("waiting %v", waiting)
 	}
-	wantApps := []ApplicationState{AppRunning, AppFinished, AppWaiting, AppRunning}
+	wantApps := []model.ApplicationState{model.AppRunning, model.AppFinished, model.AppWaiting, model.AppRunning}
 	for seq, want := range wantApps {
 		if a, _, ok := f.App(appID(seq)); !ok || a.State != want {
 			t.Errorf("app %d: %+v, want %s", seq, a, want)
 		}
 	}
-	if _, es, _ := f.App(appID(0)); len(es) != 2 || es[0].State != ExecRunning || es[1].State != ExecLaunching {
+	if _, es, _ := f.App(appID(0)); len(es) != 2 || es[0].State != model.ExecRunning || es[1].State != model.ExecLaunching {
 		t.Errorf("app 0's executors: %+v", es)
 	}
 }
@@ -178,7 +180,7 @@ func TestFuzzBaseline(t *testing.T) {
 // fuzzCommandSeeds are hand-made entries against the fuzzLog tables, beside
 // the encoded commands in testdata/fuzz/FuzzCommand.
 func fuzzCommandSeeds(t tb) [][]byte {
-	enc := func(ct CommandType, payload any) []byte {
+	enc := func(ct model.CommandType, payload any) []byte {
 		data, err := Encode(ct, payload)
 		if err != nil {
 			t.Fatal(err)
@@ -186,23 +188,23 @@ func fuzzCommandSeeds(t tb) [][]byte {
 		return data
 	}
 	seeds := [][]byte{
-		nil, {FormatVersion}, {FormatVersion, byte(CmdSubmitDriver)}, {2, 2, '{', '}'}, {1, 99, '{', '}'}, {1, 2, '{'},
+		nil, {FormatVersion}, {FormatVersion, byte(model.CmdSubmitDriver)}, {2, 2, '{', '}'}, {1, 99, '{', '}'}, {1, 2, '{'},
 		[]byte("\x01\x02{\"id\":1}"), []byte("\x01\x05{\"driver_id\":\"x\",\"bogus\":1}"), []byte("\x01\x0d{} {}"),
-		enc(CmdReportAttempts, &ReportAttempts{WorkerID: "w1", Time: 9, Reports: []AttemptReport{
-			{DriverID: driverID(0), Attempt: 1, State: DriverKilled}, {DriverID: driverID(6), Attempt: 1, State: DriverRunning, Runs: 3}}}),
-		enc(CmdReportAttempts, &ReportAttempts{WorkerID: "w1", Time: 9, Executors: []ExecutorReport{
-			{AppID: appID(0), ExecutorID: 1, State: ExecFailed, ExitCode: intp(2)}, {AppID: appID(0), ExecutorID: 0, State: ExecFailed}}}),
-		enc(CmdWorkerLost, &WorkerLost{WorkerID: "w1", Time: 9}),
-		enc(CmdPlaceDrivers, &PlaceDrivers{Time: 9, Placements: []Placement{{DriverID: driverID(7), Attempt: 1, WorkerID: "w4"},
+		enc(model.CmdReportAttempts, &model.ReportAttempts{WorkerID: "w1", Time: 9, Reports: []model.AttemptReport{
+			{DriverID: driverID(0), Attempt: 1, State: model.DriverKilled}, {DriverID: driverID(6), Attempt: 1, State: model.DriverRunning, Runs: 3}}}),
+		enc(model.CmdReportAttempts, &model.ReportAttempts{WorkerID: "w1", Time: 9, Executors: []model.ExecutorReport{
+			{AppID: appID(0), ExecutorID: 1, State: model.ExecFailed, ExitCode: intp(2)}, {AppID: appID(0), ExecutorID: 0, State: model.ExecFailed}}}),
+		enc(model.CmdWorkerLost, &model.WorkerLost{WorkerID: "w1", Time: 9}),
+		enc(model.CmdPlaceDrivers, &model.PlaceDrivers{Time: 9, Placements: []model.Placement{{DriverID: driverID(7), Attempt: 1, WorkerID: "w4"},
 			{DriverID: driverID(5), Attempt: 2, WorkerID: "w4"}, {DriverID: driverID(3), Attempt: 1, WorkerID: "w4"}}}),
-		enc(CmdPlaceExecutors, &PlaceExecutors{Time: 9, Placements: []ExecutorPlacement{{AppID: appID(2), ExecutorID: 0, WorkerID: "w4"},
+		enc(model.CmdPlaceExecutors, &model.PlaceExecutors{Time: 9, Placements: []model.ExecutorPlacement{{AppID: appID(2), ExecutorID: 0, WorkerID: "w4"},
 			{AppID: appID(2), ExecutorID: 1, WorkerID: "w4"}, {AppID: appID(0), ExecutorID: 2, WorkerID: "w4"}}}),
-		enc(CmdKillExecutors, &KillExecutors{AppID: appID(0), ExecutorIDs: []int{1, 0}, Time: 9}),
-		enc(CmdEndApp, &EndApp{AppID: appID(3), State: AppKilled, Time: 9}),
-		enc(CmdKillDriver, &KillDriver{DriverID: driverID(4), Time: 9}),
-		enc(CmdRegisterApp, &RegisterApp{ID: appID(9), Token: "at9", DriverID: driverID(6), DriverAttempt: 1, DriverRun: 1,
+		enc(model.CmdKillExecutors, &model.KillExecutors{AppID: appID(0), ExecutorIDs: []int{1, 0}, Time: 9}),
+		enc(model.CmdEndApp, &model.EndApp{AppID: appID(3), State: model.AppKilled, Time: 9}),
+		enc(model.CmdKillDriver, &model.KillDriver{DriverID: driverID(4), Time: 9}),
+		enc(model.CmdRegisterApp, &model.RegisterApp{ID: appID(9), Token: "at9", DriverID: driverID(6), DriverAttempt: 1, DriverRun: 1,
 			CoresPerExecutor: 1, MemoryPerExecutorMB: 1, ExecutorLimit: -1, Argv: []string{"x"}, Time: 9}),
-		enc(CmdPruneCompleted, &PruneCompleted{DriverIDs: []string{driverID(1), driverID(2), driverID(0)}, AppIDs: []string{appID(1), appID(0)}}),
+		enc(model.CmdPruneCompleted, &model.PruneCompleted{DriverIDs: []string{driverID(1), driverID(2), driverID(0)}, AppIDs: []string{appID(1), appID(0)}}),
 	}
 	return seeds
 }
@@ -364,7 +366,7 @@ func FuzzRestore(f *testing.F) {
 // entries after a snapshot it installed.
 func driveRestored(t *testing.T, f *FSM) {
 	idx := f.Index()
-	apply := func(ct CommandType, payload any) {
+	apply := func(ct model.CommandType, payload any) {
 		data, err := Encode(ct, payload)
 		if err != nil {
 			t.Fatal(err)
@@ -387,49 +389,49 @@ func driveRestored(t *testing.T, f *FSM) {
 		f.AppByToken(a.Token)
 	}
 	for _, w := range workers {
-		var reports []AttemptReport
+		var reports []model.AttemptReport
 		for _, d := range f.DriversOn(w.ID) {
-			reports = append(reports, AttemptReport{DriverID: d.ID, Attempt: d.Attempt, State: DriverRunning, Runs: 2})
+			reports = append(reports, model.AttemptReport{DriverID: d.ID, Attempt: d.Attempt, State: model.DriverRunning, Runs: 2})
 		}
 		es, _ := f.ExecutorsOn(w.ID)
-		var execs []ExecutorReport
+		var execs []model.ExecutorReport
 		for _, e := range es {
-			execs = append(execs, ExecutorReport{AppID: e.AppID, ExecutorID: e.ID, State: ExecRunning})
+			execs = append(execs, model.ExecutorReport{AppID: e.AppID, ExecutorID: e.ID, State: model.ExecRunning})
 		}
-		apply(CmdReportAttempts, &ReportAttempts{WorkerID: w.ID, Reports: reports, Executors: execs, Time: 1})
-		var ps []Placement
+		apply(model.CmdReportAttempts, &model.ReportAttempts{WorkerID: w.ID, Reports: reports, Executors: execs, Time: 1})
+		var ps []model.Placement
 		for _, d := range demands {
-			ps = append(ps, Placement{DriverID: d.DriverID, Attempt: d.Attempt, WorkerID: w.ID})
+			ps = append(ps, model.Placement{DriverID: d.DriverID, Attempt: d.Attempt, WorkerID: w.ID})
 		}
-		apply(CmdPlaceDrivers, &PlaceDrivers{Placements: ps, Time: 2})
-		var eps []ExecutorPlacement
+		apply(model.CmdPlaceDrivers, &model.PlaceDrivers{Placements: ps, Time: 2})
+		var eps []model.ExecutorPlacement
 		for _, a := range apps {
-			eps = append(eps, ExecutorPlacement{AppID: a.ID, ExecutorID: a.NextExecutorID, WorkerID: w.ID})
+			eps = append(eps, model.ExecutorPlacement{AppID: a.ID, ExecutorID: a.NextExecutorID, WorkerID: w.ID})
 		}
-		apply(CmdPlaceExecutors, &PlaceExecutors{Placements: eps, Time: 3})
+		apply(model.CmdPlaceExecutors, &model.PlaceExecutors{Placements: eps, Time: 3})
 		for i, e := range es {
-			state := []ExecutorState{ExecFailed, ExecExited, ExecKilled}[i%3]
-			apply(CmdReportAttempts, &ReportAttempts{WorkerID: w.ID, Executors: []ExecutorReport{{AppID: e.AppID, ExecutorID: e.ID, State: state}}, Time: 4})
+			state := []model.ExecutorState{model.ExecFailed, model.ExecExited, model.ExecKilled}[i%3]
+			apply(model.CmdReportAttempts, &model.ReportAttempts{WorkerID: w.ID, Executors: []model.ExecutorReport{{AppID: e.AppID, ExecutorID: e.ID, State: state}}, Time: 4})
 		}
 	}
 	for i, d := range drivers {
 		if i%2 == 0 {
-			apply(CmdKillDriver, &KillDriver{DriverID: d.ID, Time: 5})
+			apply(model.CmdKillDriver, &model.KillDriver{DriverID: d.ID, Time: 5})
 		} else if d.WorkerID != "" {
-			apply(CmdReportAttempts, &ReportAttempts{WorkerID: d.WorkerID, Reports: []AttemptReport{{DriverID: d.ID, Attempt: d.Attempt, State: DriverKilled}}, Time: 5})
+			apply(model.CmdReportAttempts, &model.ReportAttempts{WorkerID: d.WorkerID, Reports: []model.AttemptReport{{DriverID: d.ID, Attempt: d.Attempt, State: model.DriverKilled}}, Time: 5})
 		}
 	}
 	for _, a := range apps {
-		apply(CmdRequestExecutors, &RequestExecutors{AppID: a.ID, Total: 1, Time: 6})
-		apply(CmdKillExecutors, &KillExecutors{AppID: a.ID, ExecutorIDs: []int{a.FirstExecutorID}, Time: 6})
-		apply(CmdEndApp, &EndApp{AppID: a.ID, State: AppKilled, Time: 6})
+		apply(model.CmdRequestExecutors, &model.RequestExecutors{AppID: a.ID, Total: 1, Time: 6})
+		apply(model.CmdKillExecutors, &model.KillExecutors{AppID: a.ID, ExecutorIDs: []int{a.FirstExecutorID}, Time: 6})
+		apply(model.CmdEndApp, &model.EndApp{AppID: a.ID, State: model.AppKilled, Time: 6})
 	}
 	if len(workers) > 0 {
-		apply(CmdDecommissionWorker, &DecommissionWorker{WorkerID: workers[0].ID, Time: 7})
-		apply(CmdWorkerLost, &WorkerLost{WorkerID: workers[len(workers)-1].ID, Time: 7})
+		apply(model.CmdDecommissionWorker, &model.DecommissionWorker{WorkerID: workers[0].ID, Time: 7})
+		apply(model.CmdWorkerLost, &model.WorkerLost{WorkerID: workers[len(workers)-1].ID, Time: 7})
 	}
 	ds, as := f.Completed()
-	apply(CmdPruneCompleted, &PruneCompleted{DriverIDs: ds, AppIDs: as})
+	apply(model.CmdPruneCompleted, &model.PruneCompleted{DriverIDs: ds, AppIDs: as})
 	checkWorkerIndex(t, f)
 }
 
@@ -504,14 +506,14 @@ func TestWideExecutorIDRange(t *testing.T) {
 			t.Fatalf("%s of an app whose executor IDs span 2^40 took over 10s", what)
 		}
 	}
-	var execs [][]*Executor
+	var execs [][]*model.Executor
 	step("a read", func() { _, execs = f.Apps() })
 	if len(execs) != 1 || len(execs[0]) != 2 || execs[0][0].ID != 5 || execs[0][1].ID != far-1 {
 		t.Fatalf("executors %+v, want IDs 5 and %d", execs, far-1)
 	}
-	report, _ := Encode(CmdReportAttempts, &ReportAttempts{WorkerID: "w1", Time: 1, Executors: []ExecutorReport{{AppID: appID(0), ExecutorID: 5, State: ExecExited, ExitCode: intp(0)}}})
+	report, _ := Encode(model.CmdReportAttempts, &model.ReportAttempts{WorkerID: "w1", Time: 1, Executors: []model.ExecutorReport{{AppID: appID(0), ExecutorID: 5, State: model.ExecExited, ExitCode: intp(0)}}})
 	step("an executor's end", func() { f.ApplyCommand(1, report) })
-	place, _ := Encode(CmdPlaceExecutors, &PlaceExecutors{Time: 2, Placements: []ExecutorPlacement{{AppID: appID(0), ExecutorID: far, WorkerID: "w1"}}})
+	place, _ := Encode(model.CmdPlaceExecutors, &model.PlaceExecutors{Time: 2, Placements: []model.ExecutorPlacement{{AppID: appID(0), ExecutorID: far, WorkerID: "w1"}}})
 	var res any
 	step("a placement", func() { res = f.ApplyCommand(2, place) })
 	if r, ok := res.(PlaceExecutorsResult); !ok || len(r.Applied) != 1 {

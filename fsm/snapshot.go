@@ -7,8 +7,11 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/drover-project/drover/internal/strictjson"
 	"github.com/hashicorp/raft"
+
+	"github.com/drover-project/drover/ids"
+	"github.com/drover-project/drover/internal/strictjson"
+	"github.com/drover-project/drover/model"
 )
 
 // SnapshotVersion is the version of the snapshot format. Restore refuses
@@ -51,20 +54,20 @@ func decodeSnapshot(r io.Reader) (tables, error) {
 	t := s.Tables
 	t.on = map[string]*workerUnits{}
 	if t.Workers == nil {
-		t.Workers = map[string]*Worker{}
+		t.Workers = map[string]*model.Worker{}
 	}
 	if t.Drivers == nil {
-		t.Drivers = map[string]*Driver{}
+		t.Drivers = map[string]*model.Driver{}
 	}
 	if t.Tokens == nil {
 		t.Tokens = map[string]string{}
 	}
 	// Snapshots taken before applications existed have no app tables.
 	if t.Apps == nil {
-		t.Apps = map[string]*App{}
+		t.Apps = map[string]*model.App{}
 	}
 	if t.Executors == nil {
-		t.Executors = map[string]*Executor{}
+		t.Executors = map[string]*model.Executor{}
 	}
 	if t.AppTokens == nil {
 		t.AppTokens = map[string]string{}
@@ -114,16 +117,16 @@ func decodeSnapshot(r io.Reader) (tables, error) {
 // checkSequences checks that the next driver and app sequence numbers lie
 // past every ID in the tables, so that a leader never makes an ID twice.
 func checkSequences(t *tables) error {
-	if t.NextDriverSeq < 0 || t.NextDriverSeq > MaxSeq+1 || t.NextAppSeq < 0 || t.NextAppSeq > MaxSeq+1 {
+	if t.NextDriverSeq < 0 || t.NextDriverSeq > ids.MaxSeq+1 || t.NextAppSeq < 0 || t.NextAppSeq > ids.MaxSeq+1 {
 		return fmt.Errorf("next sequence numbers %d (drivers) and %d (apps) are out of range", t.NextDriverSeq, t.NextAppSeq)
 	}
 	for id := range t.Drivers {
-		if seq, err := idSeq("driver", id); err != nil || seq >= t.NextDriverSeq {
+		if seq, err := idSeq(ids.Driver, id); err != nil || seq >= t.NextDriverSeq {
 			return fmt.Errorf("driver %s is not before the next driver sequence number %d", id, t.NextDriverSeq)
 		}
 	}
 	for id := range t.Apps {
-		if seq, err := idSeq("app", id); err != nil || seq >= t.NextAppSeq {
+		if seq, err := idSeq(ids.App, id); err != nil || seq >= t.NextAppSeq {
 			return fmt.Errorf("app %s is not before the next app sequence number %d", id, t.NextAppSeq)
 		}
 	}
@@ -140,7 +143,7 @@ func checkApps(t *tables) error {
 		a.CoresGranted = 0
 	}
 	for key, e := range t.Executors {
-		if e == nil || key != ExecutorKey(e.AppID, e.ID) {
+		if e == nil || key != model.ExecutorKey(e.AppID, e.ID) {
 			return fmt.Errorf("executor row %q is inconsistent", key)
 		}
 		a, ok := t.Apps[e.AppID]

@@ -14,6 +14,7 @@ import (
 	"github.com/drover-project/drover/api"
 	"github.com/drover-project/drover/auth"
 	"github.com/drover-project/drover/fsm"
+	"github.com/drover-project/drover/model"
 )
 
 // appIDPattern is Spark's application ID form.
@@ -60,14 +61,14 @@ func (m *Master) handleRegisterApp(w http.ResponseWriter, r *http.Request) {
 	if limit == 0 {
 		limit = -1
 	}
-	cmd := &fsm.RegisterApp{
+	cmd := &model.RegisterApp{
 		Token: req.Token, Name: req.Name, DriverID: req.DriverID, DriverAttempt: req.DriverAttempt, DriverRun: req.DriverRun,
 		MaxCores: req.MaxCores, CoresPerExecutor: req.CoresPerExecutor, MemoryPerExecutorMB: req.MemoryPerExecutorMB,
 		ExecutorLimit: limit, Argv: req.Argv, Env: req.Env, MaxExecutorRetries: m.cfg.MaxExecutorRetries,
 	}
 	// Validate before taking an ID, so a refused request burns no number.
 	cmd.ID = "app-00000000000000-0"
-	if err := fsm.ValidateRegisterApp(cmd); err != nil {
+	if err := model.ValidateRegisterApp(cmd); err != nil {
 		writeApplyError(w, err)
 		return
 	}
@@ -80,7 +81,7 @@ func (m *Master) handleRegisterApp(w http.ResponseWriter, r *http.Request) {
 		}
 		t := time.Now()
 		cmd.ID, cmd.Time = m.ids.appID(t), t.UnixMilli()
-		res, err := m.apply(fsm.CmdRegisterApp, cmd)
+		res, err := m.apply(model.CmdRegisterApp, cmd)
 		if err == nil && !res.(fsm.RegisterAppResult).Existing {
 			m.log.Info("app registered", "app", cmd.ID, "name", req.Name, "driver", req.DriverID,
 				"cores_per_executor", req.CoresPerExecutor, "memory_per_executor_mb", req.MemoryPerExecutorMB)
@@ -121,7 +122,7 @@ func (m *Master) pathApp(w http.ResponseWriter, r *http.Request) (api.AppStatus,
 	}
 	s, ok := m.currentApp(id)
 	if !ok {
-		writeError(w, http.StatusNotFound, fmt.Sprintf("%s: %s", fsm.ErrUnknownApp, id))
+		writeError(w, http.StatusNotFound, fmt.Sprintf("%s: %s", model.ErrUnknownApp, id))
 		return s, false
 	}
 	if caller, _ := auth.FromContext(r.Context()); !caller.OwnsDriver(s.DriverID, s.DriverAttempt) {
@@ -140,7 +141,7 @@ func (m *Master) handleApp(w http.ResponseWriter, r *http.Request) {
 // explainApp sets the message of an app that wants executors and has none
 // to why it waits (Spark's "requires more resources than any of our
 // workers have"); like explainWaiting, it is computed on read.
-func explainApp(s api.AppStatus, ws []*fsm.Worker) api.AppStatus {
+func explainApp(s api.AppStatus, ws []*model.Worker) api.AppStatus {
 	a := s.App
 	if a.State.Terminal() || a.CoresLeft() == 0 || a.ExecutorLimit == 0 {
 		return s
@@ -156,11 +157,11 @@ func explainApp(s api.AppStatus, ws []*fsm.Worker) api.AppStatus {
 
 // waitReason says why something asking for cores and memory (MiB) on one
 // worker is not placed; what qualifies the request in the message.
-func waitReason(ws []*fsm.Worker, cores int, memoryMB int64, what string) string {
+func waitReason(ws []*model.Worker, cores int, memoryMB int64, what string) string {
 	var alive, fits, room, maxCores int
 	var maxMem int64
 	for _, w := range ws {
-		if w.State != fsm.WorkerAlive {
+		if w.State != model.WorkerAlive {
 			continue
 		}
 		alive++
@@ -250,7 +251,7 @@ func appETag(s api.AppStatus) string {
 
 // appCommand applies a command about the app in the path and answers with
 // the app's status.
-func (m *Master) appCommand(w http.ResponseWriter, r *http.Request, make func(id string) (fsm.CommandType, any)) {
+func (m *Master) appCommand(w http.ResponseWriter, r *http.Request, make func(id string) (model.CommandType, any)) {
 	s, ok := m.pathApp(w, r)
 	if !ok {
 		return
@@ -274,8 +275,8 @@ func (m *Master) handleRequestExecutors(w http.ResponseWriter, r *http.Request) 
 	if !decodeBody(w, r, &req) {
 		return
 	}
-	m.appCommand(w, r, func(id string) (fsm.CommandType, any) {
-		return fsm.CmdRequestExecutors, &fsm.RequestExecutors{AppID: id, Total: req.Total, Time: now()}
+	m.appCommand(w, r, func(id string) (model.CommandType, any) {
+		return model.CmdRequestExecutors, &model.RequestExecutors{AppID: id, Total: req.Total, Time: now()}
 	})
 }
 
@@ -288,8 +289,8 @@ func (m *Master) handleKillExecutors(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "executor_ids is empty")
 		return
 	}
-	m.appCommand(w, r, func(id string) (fsm.CommandType, any) {
-		return fsm.CmdKillExecutors, &fsm.KillExecutors{AppID: id, ExecutorIDs: req.ExecutorIDs, Time: now()}
+	m.appCommand(w, r, func(id string) (model.CommandType, any) {
+		return model.CmdKillExecutors, &model.KillExecutors{AppID: id, ExecutorIDs: req.ExecutorIDs, Time: now()}
 	})
 }
 
@@ -299,9 +300,9 @@ func (m *Master) handleUnregisterApp(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if req.State == "" {
-		req.State = fsm.AppFinished
+		req.State = model.AppFinished
 	}
-	if req.State != fsm.AppFinished && req.State != fsm.AppFailed {
+	if req.State != model.AppFinished && req.State != model.AppFailed {
 		writeError(w, http.StatusBadRequest, fmt.Sprintf("an app unregisters FINISHED or FAILED, not %q", req.State))
 		return
 	}
@@ -309,8 +310,8 @@ func (m *Master) handleUnregisterApp(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "message exceeds 1024 bytes")
 		return
 	}
-	m.appCommand(w, r, func(id string) (fsm.CommandType, any) {
-		return fsm.CmdEndApp, &fsm.EndApp{AppID: id, State: req.State, Reason: req.Message, Time: now()}
+	m.appCommand(w, r, func(id string) (model.CommandType, any) {
+		return model.CmdEndApp, &model.EndApp{AppID: id, State: req.State, Reason: req.Message, Time: now()}
 	})
 }
 
@@ -318,8 +319,8 @@ func (m *Master) handleKillApp(w http.ResponseWriter, r *http.Request) {
 	if !noBody(w, r) {
 		return
 	}
-	m.appCommand(w, r, func(id string) (fsm.CommandType, any) {
-		return fsm.CmdEndApp, &fsm.EndApp{AppID: id, State: fsm.AppKilled, Time: now()}
+	m.appCommand(w, r, func(id string) (model.CommandType, any) {
+		return model.CmdEndApp, &model.EndApp{AppID: id, State: model.AppKilled, Time: now()}
 	})
 }
 
@@ -341,7 +342,7 @@ func (m *Master) handleExecutorLogs(w http.ResponseWriter, r *http.Request) {
 
 // pathExecutor returns the executor of s whose ID is eid. IDs are not
 // positions: the rows of old finished executors are dropped.
-func pathExecutor(s api.AppStatus, eid string) (*fsm.Executor, bool) {
+func pathExecutor(s api.AppStatus, eid string) (*model.Executor, bool) {
 	n, err := strconv.Atoi(eid)
 	if err != nil || strconv.Itoa(n) != eid {
 		return nil, false
@@ -379,7 +380,7 @@ func (m *Master) watchApps(ctx context.Context) {
 			}
 			reason := fmt.Sprintf("application client not heard from for %s", m.cfg.AppTimeout)
 			m.log.Warn("app client lost", "app", a.ID, "silent_for", t.Sub(heard).Round(time.Millisecond))
-			if _, err := m.apply(fsm.CmdEndApp, &fsm.EndApp{AppID: a.ID, State: fsm.AppFailed, Reason: reason, Time: now()}); err != nil {
+			if _, err := m.apply(model.CmdEndApp, &model.EndApp{AppID: a.ID, State: model.AppFailed, Reason: reason, Time: now()}); err != nil {
 				m.log.Warn("app end not committed", "app", a.ID, "err", err)
 			}
 		}

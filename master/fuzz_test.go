@@ -28,6 +28,7 @@ import (
 	"github.com/drover-project/drover/api"
 	"github.com/drover-project/drover/fsm"
 	"github.com/drover-project/drover/internal/strictjson"
+	"github.com/drover-project/drover/model"
 )
 
 var updateFuzzCorpus = flag.Bool("update-fuzz-corpus", false, "rewrite the seed files in testdata/fuzz")
@@ -110,7 +111,7 @@ func fuzzTables(t testing.TB) ([]byte, string) {
 	f := fsm.New()
 	var idx uint64
 	now := time.Date(2020, 1, 1, 0, 0, 0, 0, time.UTC).UnixMilli()
-	apply := func(ct fsm.CommandType, payload any) {
+	apply := func(ct model.CommandType, payload any) {
 		data, err := fsm.Encode(ct, payload)
 		if err != nil {
 			t.Fatal(err)
@@ -126,49 +127,49 @@ func fuzzTables(t testing.TB) ([]byte, string) {
 		cores int
 		mem   int64
 	}{{"w1", 4, 4096}, {"w2", 2, 2048}, {"w3", 2, 1024}} {
-		apply(fsm.CmdRegisterWorker, &fsm.RegisterWorker{ID: w.id, Instance: "inst-" + w.id,
+		apply(model.CmdRegisterWorker, &model.RegisterWorker{ID: w.id, Instance: "inst-" + w.id,
 			HTTPAddr: net.JoinHostPort("127.0.0.1", strconv.Itoa(17401+i)), Cores: w.cores, MemoryMB: w.mem, Time: now})
 	}
 	for seq, d := range []struct {
 		cores     int
 		supervise bool
 	}{{1, true}, {1, false}, {1, false}, {64, false}, {2, false}, {2, true}, {1, true}, {1, false}} {
-		apply(fsm.CmdSubmitDriver, &fsm.SubmitDriver{ID: fuzzDriverID(seq), Token: fmt.Sprint("tok-", seq), Name: fmt.Sprint("driver ", seq),
+		apply(model.CmdSubmitDriver, &model.SubmitDriver{ID: fuzzDriverID(seq), Token: fmt.Sprint("tok-", seq), Name: fmt.Sprint("driver ", seq),
 			Argv: []string{"/bin/sleep", "600"}, Env: map[string]string{"K": "v"}, Cores: d.cores, MemoryMB: 128, Supervise: d.supervise, Time: now})
 	}
-	apply(fsm.CmdPlaceDrivers, &fsm.PlaceDrivers{Time: now, Placements: []fsm.Placement{
+	apply(model.CmdPlaceDrivers, &model.PlaceDrivers{Time: now, Placements: []model.Placement{
 		{DriverID: fuzzDriverID(0), Attempt: 1, WorkerID: "w1"}, {DriverID: fuzzDriverID(1), Attempt: 1, WorkerID: "w1"},
 		{DriverID: fuzzDriverID(6), Attempt: 1, WorkerID: "w1"}, {DriverID: fuzzDriverID(4), Attempt: 1, WorkerID: "w2"},
 		{DriverID: fuzzDriverID(5), Attempt: 1, WorkerID: "w3"},
 	}})
-	apply(fsm.CmdReportAttempts, &fsm.ReportAttempts{WorkerID: "w1", Time: now, Reports: []fsm.AttemptReport{
-		{DriverID: fuzzDriverID(0), Attempt: 1, State: fsm.DriverRunning, Runs: 1},
-		{DriverID: fuzzDriverID(1), Attempt: 1, State: fsm.DriverFinished, ExitCode: new(int), Runs: 1},
-		{DriverID: fuzzDriverID(6), Attempt: 1, State: fsm.DriverRunning, Runs: 2},
+	apply(model.CmdReportAttempts, &model.ReportAttempts{WorkerID: "w1", Time: now, Reports: []model.AttemptReport{
+		{DriverID: fuzzDriverID(0), Attempt: 1, State: model.DriverRunning, Runs: 1},
+		{DriverID: fuzzDriverID(1), Attempt: 1, State: model.DriverFinished, ExitCode: new(int), Runs: 1},
+		{DriverID: fuzzDriverID(6), Attempt: 1, State: model.DriverRunning, Runs: 2},
 	}})
-	apply(fsm.CmdKillDriver, &fsm.KillDriver{DriverID: fuzzDriverID(2), Time: now})
-	apply(fsm.CmdReportAttempts, &fsm.ReportAttempts{WorkerID: "w3", Time: now, Reports: []fsm.AttemptReport{
-		{DriverID: fuzzDriverID(5), Attempt: 1, State: fsm.DriverRunning, Runs: 1},
+	apply(model.CmdKillDriver, &model.KillDriver{DriverID: fuzzDriverID(2), Time: now})
+	apply(model.CmdReportAttempts, &model.ReportAttempts{WorkerID: "w3", Time: now, Reports: []model.AttemptReport{
+		{DriverID: fuzzDriverID(5), Attempt: 1, State: model.DriverRunning, Runs: 1},
 	}})
-	apply(fsm.CmdDecommissionWorker, &fsm.DecommissionWorker{WorkerID: "w2", Reason: "worker shut down", Time: now})
-	apply(fsm.CmdWorkerLost, &fsm.WorkerLost{WorkerID: "w3", Reason: "worker w3 lost: missing from the gossip pool", Time: now})
+	apply(model.CmdDecommissionWorker, &model.DecommissionWorker{WorkerID: "w2", Reason: "worker shut down", Time: now})
+	apply(model.CmdWorkerLost, &model.WorkerLost{WorkerID: "w3", Reason: "worker w3 lost: missing from the gossip pool", Time: now})
 	for seq, a := range []struct {
 		driver            string
 		attempt, run      int
 		cores             int
 		limit, maxRetries int
 	}{{fuzzDriverID(0), 1, 1, 1, 2, 10}, {"", 0, 0, 1, -1, 10}, {"", 0, 0, 2, -1, -1}, {fuzzDriverID(6), 1, 2, 1, 1, 0}} {
-		apply(fsm.CmdRegisterApp, &fsm.RegisterApp{ID: fuzzAppID(seq), Token: fmt.Sprint("app-tok-", seq), Name: fmt.Sprint("app ", seq),
+		apply(model.CmdRegisterApp, &model.RegisterApp{ID: fuzzAppID(seq), Token: fmt.Sprint("app-tok-", seq), Name: fmt.Sprint("app ", seq),
 			DriverID: a.driver, DriverAttempt: a.attempt, DriverRun: a.run, CoresPerExecutor: a.cores, MemoryPerExecutorMB: 256,
 			ExecutorLimit: a.limit, Argv: []string{"/bin/executor"}, Env: map[string]string{"E": "1"}, MaxExecutorRetries: a.maxRetries, Time: now})
 	}
-	apply(fsm.CmdPlaceExecutors, &fsm.PlaceExecutors{Time: now, Placements: []fsm.ExecutorPlacement{
+	apply(model.CmdPlaceExecutors, &model.PlaceExecutors{Time: now, Placements: []model.ExecutorPlacement{
 		{AppID: fuzzAppID(0), ExecutorID: 0, WorkerID: "w1"}, {AppID: fuzzAppID(0), ExecutorID: 1, WorkerID: "w1"},
 	}})
-	apply(fsm.CmdReportAttempts, &fsm.ReportAttempts{WorkerID: "w1", Time: now, Executors: []fsm.ExecutorReport{
-		{AppID: fuzzAppID(0), ExecutorID: 0, State: fsm.ExecRunning},
+	apply(model.CmdReportAttempts, &model.ReportAttempts{WorkerID: "w1", Time: now, Executors: []model.ExecutorReport{
+		{AppID: fuzzAppID(0), ExecutorID: 0, State: model.ExecRunning},
 	}})
-	apply(fsm.CmdEndApp, &fsm.EndApp{AppID: fuzzAppID(1), State: fsm.AppFinished, Time: now})
+	apply(model.CmdEndApp, &model.EndApp{AppID: fuzzAppID(1), State: model.AppFinished, Time: now})
 
 	if w, _ := f.Worker("w1"); w.CoresFree() != 0 {
 		t.Fatalf("w1 has %d free cores: the scheduler would change the tables", w.CoresFree())
@@ -293,14 +294,14 @@ func (fx *httpFixture) settle() {
 
 // backgroundCommands are what the leader commits on its own (scheduler,
 // retention, worker liveness); no request of fuzzEndpoints makes them.
-var backgroundCommands = map[fsm.CommandType]bool{
-	fsm.CmdPlaceDrivers: true, fsm.CmdPlaceExecutors: true, fsm.CmdPruneCompleted: true, fsm.CmdWorkerLost: true,
+var backgroundCommands = map[model.CommandType]bool{
+	model.CmdPlaceDrivers: true, model.CmdPlaceExecutors: true, model.CmdPruneCompleted: true, model.CmdWorkerLost: true,
 }
 
 // committedBetween lists the types of the commands in the Raft log after
 // index from up to index to.
-func (fx *httpFixture) committedBetween(t *testing.T, from, to uint64) []fsm.CommandType {
-	var out []fsm.CommandType
+func (fx *httpFixture) committedBetween(t *testing.T, from, to uint64) []model.CommandType {
+	var out []model.CommandType
 	for i := from + 1; i <= to; i++ {
 		var l raft.Log
 		if err := fx.m.store.GetLog(i, &l); err != nil {
@@ -470,19 +471,19 @@ func httpSeeds() []httpSeed {
 		{"register-worker-taken", "register-worker", 0, api.RegisterWorkerRequest{ID: "w1", Instance: "inst-other", HTTPAddr: "127.0.0.1:17405", Cores: 4, MemoryMB: 4096}, 409},
 		{"register-worker-dead", "register-worker", 0, api.RegisterWorkerRequest{ID: "w3", Instance: "inst-w3b", HTTPAddr: "127.0.0.1:17403", Cores: 2, MemoryMB: 1024}, 200},
 		{"heartbeat-reports", "heartbeat", 0, api.HeartbeatRequest{Instance: "inst-w1",
-			Reports: []fsm.AttemptReport{{DriverID: fuzzDriverID(0), Attempt: 1, State: fsm.DriverKilled, ExitCode: &exit1, Runs: 1, Reason: "killed by signal 9"},
-				{DriverID: fuzzDriverID(6), Attempt: 1, State: fsm.DriverRunning, Runs: 3}},
-			ExecutorReports: []fsm.ExecutorReport{{AppID: fuzzAppID(0), ExecutorID: 1, State: fsm.ExecRunning},
-				{AppID: fuzzAppID(0), ExecutorID: 0, State: fsm.ExecExited, ExitCode: &exit0}},
+			Reports: []model.AttemptReport{{DriverID: fuzzDriverID(0), Attempt: 1, State: model.DriverKilled, ExitCode: &exit1, Runs: 1, Reason: "killed by signal 9"},
+				{DriverID: fuzzDriverID(6), Attempt: 1, State: model.DriverRunning, Runs: 3}},
+			ExecutorReports: []model.ExecutorReport{{AppID: fuzzAppID(0), ExecutorID: 1, State: model.ExecRunning},
+				{AppID: fuzzAppID(0), ExecutorID: 0, State: model.ExecExited, ExitCode: &exit0}},
 			Running:          []api.AttemptRef{{DriverID: fuzzDriverID(6), Attempt: 1}},
 			RunningExecutors: []api.ExecutorRef{{AppID: fuzzAppID(0), ExecutorID: 1}}}, 200},
 		{"heartbeat-idle", "heartbeat", 0, api.HeartbeatRequest{Instance: "inst-w1",
 			Running:          []api.AttemptRef{{DriverID: fuzzDriverID(0), Attempt: 1}, {DriverID: fuzzDriverID(6), Attempt: 1}},
 			RunningExecutors: []api.ExecutorRef{{AppID: fuzzAppID(0), ExecutorID: 0}, {AppID: fuzzAppID(0), ExecutorID: 1}}, WaitIndex: 40}, 200},
 		{"heartbeat-decommissioned", "heartbeat", 1, api.HeartbeatRequest{Instance: "inst-w2",
-			Reports: []fsm.AttemptReport{{DriverID: fuzzDriverID(4), Attempt: 1, State: fsm.DriverKilled, Reason: "worker shut down"}}, Running: []api.AttemptRef{}}, 200},
+			Reports: []model.AttemptReport{{DriverID: fuzzDriverID(4), Attempt: 1, State: model.DriverKilled, Reason: "worker shut down"}}, Running: []api.AttemptRef{}}, 200},
 		{"heartbeat-dead", "heartbeat", 2, api.HeartbeatRequest{Instance: "inst-w3",
-			Reports: []fsm.AttemptReport{{DriverID: fuzzDriverID(5), Attempt: 1, State: fsm.DriverFailed, ExitCode: &exit1}}, Running: []api.AttemptRef{}}, 200},
+			Reports: []model.AttemptReport{{DriverID: fuzzDriverID(5), Attempt: 1, State: model.DriverFailed, ExitCode: &exit1}}, Running: []api.AttemptRef{}}, 200},
 		{"decommission", "decommission", 0, api.DecommissionWorkerRequest{Instance: "inst-w1", Reason: "worker shut down"}, 200},
 		{"decommission-unknown", "decommission", 3, api.DecommissionWorkerRequest{Instance: "inst-w9"}, 404},
 		{"register-app", "register-app", 0, api.RegisterAppRequest{Token: "9a8b7c6d5e4f", Name: "wordcount", DriverID: fuzzDriverID(6), DriverAttempt: 1, DriverRun: 2,
@@ -493,8 +494,8 @@ func httpSeeds() []httpSeed {
 		{"request-executors-waiting", "request-executors", 2, api.RequestExecutorsRequest{Total: 0}, 200},
 		{"kill-executors", "kill-executors", 0, api.KillExecutorsRequest{ExecutorIDs: []int{1}}, 200},
 		{"kill-executors-unknown", "kill-executors", 0, api.KillExecutorsRequest{ExecutorIDs: []int{0, 7}}, 404},
-		{"unregister-app", "unregister-app", 0, api.UnregisterAppRequest{State: fsm.AppFinished, Message: "done"}, 200},
-		{"unregister-app-ended", "unregister-app", 1, api.UnregisterAppRequest{State: fsm.AppFailed}, 409},
+		{"unregister-app", "unregister-app", 0, api.UnregisterAppRequest{State: model.AppFinished, Message: "done"}, 200},
+		{"unregister-app-ended", "unregister-app", 1, api.UnregisterAppRequest{State: model.AppFailed}, 409},
 		{"kill-driver-running", "kill-driver", 0, nil, 200},
 		{"kill-driver-waiting", "kill-driver", 3, nil, 200},
 		{"kill-driver-finished", "kill-driver", 1, nil, 409},

@@ -25,6 +25,7 @@ import (
 	"github.com/drover-project/drover/fsm"
 	"github.com/drover-project/drover/gossip"
 	"github.com/drover-project/drover/internal/strictjson"
+	"github.com/drover-project/drover/model"
 )
 
 // driverIDPattern is Spark's driver ID form; anything else is refused before
@@ -241,12 +242,12 @@ func writeApplyError(w http.ResponseWriter, err error) {
 	switch {
 	case errors.As(err, &unavailable):
 		writeError(w, http.StatusServiceUnavailable, err.Error())
-	case errors.Is(err, fsm.ErrUnknownDriver), errors.Is(err, fsm.ErrUnknownWorker),
-		errors.Is(err, fsm.ErrUnknownApp), errors.Is(err, fsm.ErrUnknownExecutor):
+	case errors.Is(err, model.ErrUnknownDriver), errors.Is(err, model.ErrUnknownWorker),
+		errors.Is(err, model.ErrUnknownApp), errors.Is(err, model.ErrUnknownExecutor):
 		writeError(w, http.StatusNotFound, err.Error())
-	case errors.Is(err, fsm.ErrDriverEnded), errors.Is(err, fsm.ErrAppEnded), errors.Is(err, fsm.ErrStaleAttempt):
+	case errors.Is(err, model.ErrDriverEnded), errors.Is(err, model.ErrAppEnded), errors.Is(err, model.ErrStaleAttempt):
 		writeError(w, http.StatusConflict, err.Error())
-	case errors.Is(err, fsm.ErrInvalidCommand):
+	case errors.Is(err, model.ErrInvalidCommand):
 		writeError(w, http.StatusBadRequest, err.Error())
 	default:
 		writeError(w, http.StatusInternalServerError, err.Error())
@@ -336,7 +337,7 @@ func (m *Master) handleSubmit(w http.ResponseWriter, r *http.Request) {
 	if !checkTokenAndName(w, "submission", req.Token, req.Name) {
 		return
 	}
-	if err := fsm.ValidateProgram(req.Argv, req.Env, req.Cores, req.MemoryMB); err != nil {
+	if err := model.ValidateProgram(req.Argv, req.Env, req.Cores, req.MemoryMB); err != nil {
 		writeApplyError(w, err)
 		return
 	}
@@ -348,7 +349,7 @@ func (m *Master) handleSubmit(w http.ResponseWriter, r *http.Request) {
 			return fsm.SubmitResult{DriverID: id, Existing: true}, nil
 		}
 		t := time.Now()
-		return m.apply(fsm.CmdSubmitDriver, &fsm.SubmitDriver{
+		return m.apply(model.CmdSubmitDriver, &model.SubmitDriver{
 			ID: m.ids.driverID(t), Token: req.Token, Name: req.Name, Argv: req.Argv, Env: req.Env,
 			Cores: req.Cores, MemoryMB: req.MemoryMB, Supervise: req.Supervise, Time: t.UnixMilli(),
 		})
@@ -367,7 +368,7 @@ func (m *Master) handleList(w http.ResponseWriter, r *http.Request) {
 
 // explainWaiting sets the message of each waiting driver to why it waits;
 // the tables hold no such reason, since it changes with every worker.
-func explainWaiting(ds []*fsm.Driver, ws []*fsm.Worker) []*fsm.Driver {
+func explainWaiting(ds []*model.Driver, ws []*model.Worker) []*model.Driver {
 	for _, d := range ds {
 		if d.WorkerID != "" || d.State.Terminal() {
 			continue
@@ -384,7 +385,7 @@ func explainWaiting(ds []*fsm.Driver, ws []*fsm.Worker) []*fsm.Driver {
 
 // pathDriver returns the driver named in the path, answering 400 or 404
 // itself when there is none.
-func (m *Master) pathDriver(w http.ResponseWriter, r *http.Request) (*fsm.Driver, bool) {
+func (m *Master) pathDriver(w http.ResponseWriter, r *http.Request) (*model.Driver, bool) {
 	id := r.PathValue("id")
 	if !driverIDPattern.MatchString(id) {
 		writeError(w, http.StatusBadRequest, fmt.Sprintf("%q is not a driver ID (driver-<yyyyMMddHHmmss>-<seq>)", id))
@@ -392,7 +393,7 @@ func (m *Master) pathDriver(w http.ResponseWriter, r *http.Request) (*fsm.Driver
 	}
 	d, ok := m.fsm.Driver(id)
 	if !ok {
-		writeError(w, http.StatusNotFound, fmt.Sprintf("%s: %s", fsm.ErrUnknownDriver, id))
+		writeError(w, http.StatusNotFound, fmt.Sprintf("%s: %s", model.ErrUnknownDriver, id))
 		return nil, false
 	}
 	return d, true
@@ -400,7 +401,7 @@ func (m *Master) pathDriver(w http.ResponseWriter, r *http.Request) (*fsm.Driver
 
 func (m *Master) handleStatus(w http.ResponseWriter, r *http.Request) {
 	if d, ok := m.pathDriver(w, r); ok {
-		writeJSON(w, http.StatusOK, explainWaiting([]*fsm.Driver{d}, m.fsm.Workers())[0])
+		writeJSON(w, http.StatusOK, explainWaiting([]*model.Driver{d}, m.fsm.Workers())[0])
 	}
 }
 
@@ -412,7 +413,7 @@ func (m *Master) handleKill(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	if _, err := m.apply(fsm.CmdKillDriver, &fsm.KillDriver{DriverID: d.ID, Time: now()}); err != nil {
+	if _, err := m.apply(model.CmdKillDriver, &model.KillDriver{DriverID: d.ID, Time: now()}); err != nil {
 		writeApplyError(w, err)
 		return
 	}
@@ -528,7 +529,7 @@ func (m *Master) handleRegisterWorker(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, fmt.Sprintf("a worker needs positive cores and memory, got %d cores and %d MiB", req.Cores, req.MemoryMB))
 		return
 	}
-	if old, ok := m.fsm.Worker(req.ID); ok && old.Instance != req.Instance && old.State != fsm.WorkerDead {
+	if old, ok := m.fsm.Worker(req.ID); ok && old.Instance != req.Instance && old.State != model.WorkerDead {
 		// Another process holds this worker ID. Take over only once it
 		// has been silent as long as it would take to declare it lost.
 		heard := m.contact.get(req.ID)
@@ -553,11 +554,11 @@ func (m *Master) handleRegisterWorker(w http.ResponseWriter, r *http.Request) {
 	// all. One that finds the worker already registered as it asks
 	// commits nothing.
 	_, err, _ := m.submits.Do("worker\x00"+req.ID+"\x00"+req.Instance, func() (any, error) {
-		if old, ok := m.fsm.Worker(req.ID); ok && old.State == fsm.WorkerAlive && old.Instance == req.Instance &&
+		if old, ok := m.fsm.Worker(req.ID); ok && old.State == model.WorkerAlive && old.Instance == req.Instance &&
 			old.HTTPAddr == req.HTTPAddr && old.Cores == req.Cores && old.MemoryMB == req.MemoryMB {
 			return nil, nil
 		}
-		res, err := m.apply(fsm.CmdRegisterWorker, &fsm.RegisterWorker{
+		res, err := m.apply(model.CmdRegisterWorker, &model.RegisterWorker{
 			ID: req.ID, Instance: req.Instance, HTTPAddr: req.HTTPAddr, Cores: req.Cores, MemoryMB: req.MemoryMB, Time: now(),
 		})
 		if err == nil {
@@ -587,7 +588,7 @@ func (m *Master) handleDecommission(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusConflict, fmt.Sprintf("worker ID %s is registered by another worker process", id))
 		return
 	}
-	if _, err := m.apply(fsm.CmdDecommissionWorker, &fsm.DecommissionWorker{WorkerID: id, Reason: req.Reason, Time: now()}); err != nil {
+	if _, err := m.apply(model.CmdDecommissionWorker, &model.DecommissionWorker{WorkerID: id, Reason: req.Reason, Time: now()}); err != nil {
 		writeApplyError(w, err)
 		return
 	}
@@ -612,10 +613,10 @@ func (m *Master) handleHeartbeat(w http.ResponseWriter, r *http.Request) {
 	// Reports are taken from any known worker: a decommissioned one
 	// reports the attempts it stops, a lost one its zombies' ends. Apply
 	// keeps them from touching anything but the attempts they name.
-	var acked []fsm.AttemptReport
-	var ackedExecs []fsm.ExecutorReport
+	var acked []model.AttemptReport
+	var ackedExecs []model.ExecutorReport
 	if len(req.Reports) > 0 || len(req.ExecutorReports) > 0 {
-		if _, err := m.apply(fsm.CmdReportAttempts, &fsm.ReportAttempts{
+		if _, err := m.apply(model.CmdReportAttempts, &model.ReportAttempts{
 			WorkerID: id, Reports: req.Reports, Executors: req.ExecutorReports, Time: now(),
 		}); err != nil {
 			writeApplyError(w, err)
@@ -623,7 +624,7 @@ func (m *Master) handleHeartbeat(w http.ResponseWriter, r *http.Request) {
 		}
 		acked, ackedExecs = req.Reports, req.ExecutorReports
 	}
-	if wk.State != fsm.WorkerAlive {
+	if wk.State != model.WorkerAlive {
 		writeJSON(w, http.StatusOK, api.HeartbeatResponse{Registered: false, Acked: acked, AckedExecutors: ackedExecs, Index: m.fsm.Index()})
 		return
 	}

@@ -5,8 +5,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/drover-project/drover/fsm"
 	"github.com/drover-project/drover/gossip"
+	"github.com/drover-project/drover/model"
 )
 
 // livenessInterval is how often the leader compares the workers table with
@@ -91,7 +91,7 @@ func (m *Master) watchWorkers(ctx context.Context) {
 		for _, w := range m.fsm.Workers() {
 			// A decommissioned worker still holding drivers is watched
 			// too: should it die before reporting them, they move on.
-			if w.State != fsm.WorkerAlive && (w.State != fsm.WorkerDecommissioned || w.CoresUsed == 0) {
+			if w.State != model.WorkerAlive && (w.State != model.WorkerDecommissioned || w.CoresUsed == 0) {
 				delete(lastSeen, w.ID)
 				continue
 			}
@@ -129,7 +129,7 @@ func (m *Master) watchWorkers(ctx context.Context) {
 				reason = "missing from the gossip pool"
 			}
 			m.log.Warn("worker lost", "worker", w.ID, "reason", reason, "missing_for", t.Sub(since).Round(time.Millisecond))
-			if _, err := m.apply(fsm.CmdWorkerLost, &fsm.WorkerLost{
+			if _, err := m.apply(model.CmdWorkerLost, &model.WorkerLost{
 				WorkerID: w.ID, Reason: "worker " + w.ID + " lost: " + reason, Time: now(),
 			}); err != nil {
 				m.log.Warn("worker loss not committed", "worker", w.ID, "err", err)

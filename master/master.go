@@ -26,6 +26,7 @@ import (
 	"github.com/drover-project/drover/auth"
 	"github.com/drover-project/drover/fsm"
 	"github.com/drover-project/drover/gossip"
+	"github.com/drover-project/drover/model"
 	"github.com/drover-project/drover/transport"
 )
 
@@ -365,7 +366,7 @@ func (m *Master) lead(ctx context.Context) {
 
 // apply commits one command through Raft and returns Apply's result. Errors
 // from Raft (not leader, timeouts) come back as *unavailableError.
-func (m *Master) apply(t fsm.CommandType, payload any) (any, error) {
+func (m *Master) apply(t model.CommandType, payload any) (any, error) {
 	data, err := fsm.Encode(t, payload)
 	if err != nil {
 		return nil, err

@@ -13,6 +13,7 @@ import (
 
 	"github.com/drover-project/drover/auth"
 	"github.com/drover-project/drover/fsm"
+	"github.com/drover-project/drover/model"
 )
 
 // metricsRoutes serves Prometheus metrics at /metrics. Scrapes need Read
@@ -28,13 +29,13 @@ func (m *Master) metricsRoutes(mux *http.ServeMux) {
 // every one is exported, zero included, so that a rate or a sum over
 // states never misses a series that has not appeared yet.
 var (
-	driverStates = []fsm.DriverState{fsm.DriverSubmitted, fsm.DriverRunning, fsm.DriverFinished,
-		fsm.DriverRelaunching, fsm.DriverUnknown, fsm.DriverKilled, fsm.DriverFailed, fsm.DriverError}
-	appStates = []fsm.ApplicationState{fsm.AppWaiting, fsm.AppRunning, fsm.AppFinished,
-		fsm.AppFailed, fsm.AppKilled, fsm.AppUnknown}
-	executorStates = []fsm.ExecutorState{fsm.ExecLaunching, fsm.ExecRunning, fsm.ExecKilled,
-		fsm.ExecFailed, fsm.ExecLost, fsm.ExecExited}
-	workerStates = []fsm.WorkerState{fsm.WorkerAlive, fsm.WorkerDead, fsm.WorkerDecommissioned, fsm.WorkerUnknown}
+	driverStates = []model.DriverState{model.DriverSubmitted, model.DriverRunning, model.DriverFinished,
+		model.DriverRelaunching, model.DriverUnknown, model.DriverKilled, model.DriverFailed, model.DriverError}
+	appStates = []model.ApplicationState{model.AppWaiting, model.AppRunning, model.AppFinished,
+		model.AppFailed, model.AppKilled, model.AppUnknown}
+	executorStates = []model.ExecutorState{model.ExecLaunching, model.ExecRunning, model.ExecKilled,
+		model.ExecFailed, model.ExecLost, model.ExecExited}
+	workerStates = []model.WorkerState{model.WorkerAlive, model.WorkerDead, model.WorkerDecommissioned, model.WorkerUnknown}
 	raftStates   = []raft.RaftState{raft.Leader, raft.Follower, raft.Candidate, raft.Shutdown}
 )
 
@@ -217,7 +218,7 @@ func (mm *masterMetrics) applied(start time.Time, err error) {
 // placed records the driver placements of a PlaceDrivers entry committed
 // with time at (Unix ms): how many, how many were relaunches, and how long
 // each attempt waited.
-func (mm *masterMetrics) placed(f *fsm.FSM, applied []fsm.Placement, at int64) {
+func (mm *masterMetrics) placed(f *fsm.FSM, applied []model.Placement, at int64) {
 	mm.placements.Add(float64(len(applied)))
 	for _, p := range applied {
 		kind := "first"
@@ -290,7 +291,7 @@ func (c masterCollector) Collect(ch chan<- prometheus.Metric) {
 	// A DEAD worker offers nothing: left out, so that a sum over workers
 	// is the capacity the scheduler can use.
 	for _, w := range m.fsm.Workers() {
-		if w.State == fsm.WorkerDead {
+		if w.State == model.WorkerDead {
 			continue
 		}
 		gauge(descWorkerCores, float64(w.Cores), w.ID, "total")

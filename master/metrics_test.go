@@ -12,10 +12,10 @@ import (
 
 	"github.com/drover-project/drover/api"
 	"github.com/drover-project/drover/client"
-	"github.com/drover-project/drover/fsm"
 	"github.com/drover-project/drover/gossip"
 	"github.com/drover-project/drover/internal/freeport"
 	"github.com/drover-project/drover/internal/metricstest"
+	"github.com/drover-project/drover/model"
 )
 
 // metricsFailSafe bounds every wait of the metrics tests, so that a broken
@@ -178,7 +178,7 @@ func TestMetricsFollowSchedulingAndLiveness(t *testing.T) {
 		t.Fatal(err)
 	}
 	id := sub.DriverID
-	driver := func() *fsm.Driver {
+	driver := func() *model.Driver {
 		d, ok := m.fsm.Driver(id)
 		if !ok {
 			t.Fatalf("driver %s is gone", id)
@@ -240,7 +240,7 @@ func TestMetricsFollowSchedulingAndLiveness(t *testing.T) {
 	}
 	waitTables(t, m, "w1 lost", func() bool {
 		w, _ := m.fsm.Worker("w1")
-		return w.State == fsm.WorkerDead && driver().State == fsm.DriverRelaunching
+		return w.State == model.WorkerDead && driver().State == model.DriverRelaunching
 	})
 	s = scrapeWhen(t, m, "the loss counted", counted(1, []string{"drover_workers_lost_total"}))
 	wantSample(t, s, 1, "drover_workers_lost_total")
@@ -270,11 +270,11 @@ func TestMetricsFollowSchedulingAndLiveness(t *testing.T) {
 	var hb api.HeartbeatResponse
 	if err := cl.Do(ctx, http.MethodPost, "/v1/workers/w2/heartbeat", api.HeartbeatRequest{
 		Instance: "i2", Running: []api.AttemptRef{},
-		Reports: []fsm.AttemptReport{{DriverID: id, Attempt: 2, State: fsm.DriverFinished, ExitCode: &zero, Runs: 1}},
+		Reports: []model.AttemptReport{{DriverID: id, Attempt: 2, State: model.DriverFinished, ExitCode: &zero, Runs: 1}},
 	}, &hb); err != nil {
 		t.Fatal(err)
 	}
-	waitTables(t, m, "the driver FINISHED", func() bool { return driver().State == fsm.DriverFinished })
+	waitTables(t, m, "the driver FINISHED", func() bool { return driver().State == model.DriverFinished })
 	s = scrapeMaster(t, m)
 	wantSample(t, s, 1, "drover_drivers", "state", "FINISHED")
 	wantSample(t, s, 0, "drover_drivers", "state", "RELAUNCHING")

@@ -21,6 +21,7 @@ import (
 	"github.com/drover-project/drover/auth"
 	"github.com/drover-project/drover/fsm"
 	"github.com/drover-project/drover/gossip"
+	"github.com/drover-project/drover/model"
 )
 
 // operatorRoutes serves the operator API, operator token only:
@@ -238,7 +239,7 @@ func (m *Master) handleSnapshotSave(w http.ResponseWriter, r *http.Request) {
 		// entry past the latest membership change; an idle cluster never
 		// would. An empty PruneCompleted is such an entry, and changes
 		// nothing.
-		if _, err := m.apply(fsm.CmdPruneCompleted, &fsm.PruneCompleted{}); err != nil {
+		if _, err := m.apply(model.CmdPruneCompleted, &model.PruneCompleted{}); err != nil {
 			writeApplyError(w, err)
 			return
 		}

@@ -14,7 +14,7 @@ import (
 
 	"github.com/drover-project/drover/api"
 	"github.com/drover-project/drover/auth"
-	"github.com/drover-project/drover/fsm"
+	"github.com/drover-project/drover/model"
 	"github.com/drover-project/drover/ui"
 )
 
@@ -119,7 +119,7 @@ func (m *Master) handleOverview(w http.ResponseWriter, r *http.Request) {
 
 // pageDriver returns the driver named in the path, answering 400 or 404
 // itself (as pages) when there is none.
-func (m *Master) pageDriver(w http.ResponseWriter, r *http.Request) (*fsm.Driver, bool) {
+func (m *Master) pageDriver(w http.ResponseWriter, r *http.Request) (*model.Driver, bool) {
 	id := r.PathValue("id")
 	if !driverIDPattern.MatchString(id) {
 		m.uiError(w, r, http.StatusBadRequest, fmt.Sprintf("%q is not a driver ID (driver-<yyyyMMddHHmmss>-<seq>)", id))
@@ -127,10 +127,10 @@ func (m *Master) pageDriver(w http.ResponseWriter, r *http.Request) (*fsm.Driver
 	}
 	d, ok := m.fsm.Driver(id)
 	if !ok {
-		m.uiError(w, r, http.StatusNotFound, fmt.Sprintf("%s: %s", fsm.ErrUnknownDriver, id))
+		m.uiError(w, r, http.StatusNotFound, fmt.Sprintf("%s: %s", model.ErrUnknownDriver, id))
 		return nil, false
 	}
-	return explainWaiting([]*fsm.Driver{d}, m.fsm.Workers())[0], true
+	return explainWaiting([]*model.Driver{d}, m.fsm.Workers())[0], true
 }
 
 func (m *Master) handleDriverPage(w http.ResponseWriter, r *http.Request) {
@@ -197,7 +197,7 @@ func (m *Master) pageApp(w http.ResponseWriter, r *http.Request) (api.AppStatus,
 	}
 	s, ok := m.currentApp(id)
 	if !ok {
-		m.uiError(w, r, http.StatusNotFound, fmt.Sprintf("%s: %s", fsm.ErrUnknownApp, id))
+		m.uiError(w, r, http.StatusNotFound, fmt.Sprintf("%s: %s", model.ErrUnknownApp, id))
 	}
 	return s, ok
 }
@@ -237,7 +237,7 @@ func (m *Master) handleWorkerPage(w http.ResponseWriter, r *http.Request) {
 	}
 	wk, ok := m.fsm.Worker(id)
 	if !ok {
-		m.uiError(w, r, http.StatusNotFound, fmt.Sprintf("%s: %s", fsm.ErrUnknownWorker, id))
+		m.uiError(w, r, http.StatusNotFound, fmt.Sprintf("%s: %s", model.ErrUnknownWorker, id))
 		return
 	}
 	p, err := ui.Worker(m.uiFrame(r), wk, m.fsm.Drivers(), m.appStatuses())

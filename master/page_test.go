@@ -12,7 +12,7 @@ import (
 
 	"github.com/drover-project/drover/api"
 	"github.com/drover-project/drover/auth"
-	"github.com/drover-project/drover/fsm"
+	"github.com/drover-project/drover/model"
 )
 
 const (
@@ -261,7 +261,7 @@ func TestSafeNext(t *testing.T) {
 // Executor IDs are not positions in the app's list: the rows of old
 // finished executors are dropped, so the first may be executor 5.
 func TestPathExecutorByID(t *testing.T) {
-	s := api.AppStatus{App: &fsm.App{ID: "app-20240101000000-1"}, Executors: []*fsm.Executor{{ID: 5, WorkerID: "w1"}, {ID: 7, WorkerID: "w2"}}}
+	s := api.AppStatus{App: &model.App{ID: "app-20240101000000-1"}, Executors: []*model.Executor{{ID: 5, WorkerID: "w1"}, {ID: 7, WorkerID: "w2"}}}
 	for eid, want := range map[string]string{"5": "w1", "7": "w2"} {
 		if e, ok := pathExecutor(s, eid); !ok || e.WorkerID != want {
 			t.Fatalf("executor %s: %+v, %v", eid, e, ok)

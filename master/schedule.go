@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/drover-project/drover/fsm"
+	"github.com/drover-project/drover/model"
 )
 
 // scheduleInterval is the scheduler's fallback tick; it normally wakes on
@@ -36,7 +37,7 @@ func (m *Master) schedule(ctx context.Context) {
 		}
 		apps, execs := m.fsm.LiveApps()
 		if ps := planExecutors(apps, execs, m.fsm.Workers(), m.cfg.SpreadOutApps, now()); len(ps) > 0 {
-			if res, err := m.apply(fsm.CmdPlaceExecutors, &fsm.PlaceExecutors{Placements: ps, Time: now()}); err != nil {
+			if res, err := m.apply(model.CmdPlaceExecutors, &model.PlaceExecutors{Placements: ps, Time: now()}); err != nil {
 				m.log.Warn("executor placement not committed", "err", err, "placements", len(ps))
 			} else {
 				if r, ok := res.(fsm.PlaceExecutorsResult); ok {
@@ -71,15 +72,15 @@ const placeBatch = 2048
 // worker list. A driver that fits nowhere waits; those behind it may still
 // be placed. It stops at placeBatch placements, and at once when no worker
 // has a free core, so a long queue in front of a full cluster costs little.
-func plan(waiting []fsm.Demand, workers []*fsm.Worker) []fsm.Placement {
-	var alive []*fsm.Worker
+func plan(waiting []fsm.Demand, workers []*model.Worker) []model.Placement {
+	var alive []*model.Worker
 	for _, w := range workers {
-		if w.State == fsm.WorkerAlive {
+		if w.State == model.WorkerAlive {
 			alive = append(alive, w)
 		}
 	}
 	maxCores, maxMem := mostFree(alive)
-	var out []fsm.Placement
+	var out []model.Placement
 	for _, d := range waiting {
 		if maxCores <= 0 || len(out) == placeBatch {
 			break
@@ -87,7 +88,7 @@ func plan(waiting []fsm.Demand, workers []*fsm.Worker) []fsm.Placement {
 		if d.Cores > maxCores || d.MemoryMB > maxMem {
 			continue
 		}
-		var best *fsm.Worker
+		var best *model.Worker
 		for _, w := range alive {
 			if w.CoresFree() < d.Cores || w.MemoryFreeMB() < d.MemoryMB {
 				continue
@@ -104,7 +105,7 @@ func plan(waiting []fsm.Demand, workers []*fsm.Worker) []fsm.Placement {
 		}
 		best.CoresUsed += d.Cores
 		best.MemoryUsedMB += d.MemoryMB
-		out = append(out, fsm.Placement{DriverID: d.DriverID, Attempt: d.Attempt, WorkerID: best.ID})
+		out = append(out, model.Placement{DriverID: d.DriverID, Attempt: d.Attempt, WorkerID: best.ID})
 		maxCores, maxMem = mostFree(alive)
 	}
 	return out
@@ -112,7 +113,7 @@ func plan(waiting []fsm.Demand, workers []*fsm.Worker) []fsm.Placement {
 
 // mostFree returns the most free cores and the most free memory (MiB) of
 // any of the workers (not necessarily the same one).
-func mostFree(ws []*fsm.Worker) (int, int64) {
+func mostFree(ws []*model.Worker) (int, int64) {
 	var cores int
 	var mem int64
 	for _, w := range ws {
@@ -121,7 +122,7 @@ func mostFree(ws []*fsm.Worker) (int, int64) {
 	return cores, mem
 }
 
-func better(a, b *fsm.Worker) bool {
+func better(a, b *model.Worker) bool {
 	if a.CoresFree() != b.CoresFree() {
 		return a.CoresFree() > b.CoresFree()
 	}
@@ -132,12 +133,12 @@ func better(a, b *fsm.Worker) bool {
 }
 
 // placeDrivers commits a plan's driver placements, if any.
-func (m *Master) placeDrivers(ps []fsm.Placement) {
+func (m *Master) placeDrivers(ps []model.Placement) {
 	if len(ps) == 0 {
 		return
 	}
 	at := now()
-	res, err := m.apply(fsm.CmdPlaceDrivers, &fsm.PlaceDrivers{Placements: ps, Time: at})
+	res, err := m.apply(model.CmdPlaceDrivers, &model.PlaceDrivers{Placements: ps, Time: at})
 	if err != nil {
 		m.log.Warn("placement not committed", "err", err, "placements", len(ps))
 		return
@@ -153,9 +154,9 @@ func (m *Master) placeDrivers(ps []fsm.Placement) {
 }
 
 // anyFreeCore reports whether some ALIVE worker has a free core.
-func anyFreeCore(ws []*fsm.Worker) bool {
+func anyFreeCore(ws []*model.Worker) bool {
 	for _, w := range ws {
-		if w.State == fsm.WorkerAlive && w.CoresFree() > 0 {
+		if w.State == model.WorkerAlive && w.CoresFree() > 0 {
 			return true
 		}
 	}
@@ -171,14 +172,14 @@ func anyFreeCore(ws []*fsm.Worker) bool {
 // app stops at its core cap and executor limit. An app whose executor
 // exited within executorRelaunchDelay before now (Unix ms) waits, so
 // executors that exit at once are not relaunched in a tight loop.
-func planExecutors(apps []*fsm.App, execs [][]*fsm.Executor, workers []*fsm.Worker, spreadOut bool, now int64) []fsm.ExecutorPlacement {
-	var alive []*fsm.Worker
+func planExecutors(apps []*model.App, execs [][]*model.Executor, workers []*model.Worker, spreadOut bool, now int64) []model.ExecutorPlacement {
+	var alive []*model.Worker
 	for _, w := range workers {
-		if w.State == fsm.WorkerAlive {
+		if w.State == model.WorkerAlive {
 			alive = append(alive, w)
 		}
 	}
-	var out []fsm.ExecutorPlacement
+	var out []model.ExecutorPlacement
 	for i, a := range apps {
 		if a.State.Terminal() || exitedRecently(execs[i], now) {
 			continue
@@ -196,10 +197,10 @@ func planExecutors(apps []*fsm.App, execs [][]*fsm.Executor, workers []*fsm.Work
 		wants := func() bool {
 			return (coresLeft < 0 || coresLeft >= a.CoresPerExecutor) && execLeft != 0
 		}
-		fits := func(w *fsm.Worker) bool {
+		fits := func(w *model.Worker) bool {
 			return w.CoresFree() >= a.CoresPerExecutor && w.MemoryFreeMB() >= a.MemoryPerExecutorMB
 		}
-		var usable []*fsm.Worker
+		var usable []*model.Worker
 		for _, w := range alive {
 			if fits(w) {
 				usable = append(usable, w)
@@ -211,7 +212,7 @@ func planExecutors(apps []*fsm.App, execs [][]*fsm.Executor, workers []*fsm.Work
 			placed = false
 			for _, w := range usable {
 				for wants() && fits(w) {
-					out = append(out, fsm.ExecutorPlacement{AppID: a.ID, ExecutorID: next, WorkerID: w.ID})
+					out = append(out, model.ExecutorPlacement{AppID: a.ID, ExecutorID: next, WorkerID: w.ID})
 					next++
 					placed = true
 					w.CoresUsed += a.CoresPerExecutor
@@ -234,9 +235,9 @@ func planExecutors(apps []*fsm.App, execs [][]*fsm.Executor, workers []*fsm.Work
 
 // exitedRecently reports whether one of the executors exited on its own
 // (EXITED or FAILED) less than executorRelaunchDelay before now (Unix ms).
-func exitedRecently(es []*fsm.Executor, now int64) bool {
+func exitedRecently(es []*model.Executor, now int64) bool {
 	for _, e := range es {
-		if (e.State == fsm.ExecExited || e.State == fsm.ExecFailed) && now-e.EndedAt < executorRelaunchDelay.Milliseconds() {
+		if (e.State == model.ExecExited || e.State == model.ExecFailed) && now-e.EndedAt < executorRelaunchDelay.Milliseconds() {
 			return true
 		}
 	}
@@ -247,7 +248,7 @@ func exitedRecently(es []*fsm.Executor, now int64) bool {
 // RetainedDrivers and RetainedApps.
 func (m *Master) prune() {
 	drivers, apps := m.fsm.Completed()
-	var c fsm.PruneCompleted
+	var c model.PruneCompleted
 	if n := len(drivers) - m.cfg.RetainedDrivers; n > 0 {
 		c.DriverIDs = drivers[:min(n, pruneBatch)]
 	}
@@ -257,7 +258,7 @@ func (m *Master) prune() {
 	if len(c.DriverIDs)+len(c.AppIDs) == 0 {
 		return
 	}
-	if _, err := m.apply(fsm.CmdPruneCompleted, &c); err != nil {
+	if _, err := m.apply(model.CmdPruneCompleted, &c); err != nil {
 		m.log.Warn("retention not committed", "err", err)
 		return
 	}

@@ -7,17 +7,18 @@ import (
 
 	"github.com/drover-project/drover/api"
 	"github.com/drover-project/drover/fsm"
+	"github.com/drover-project/drover/model"
 )
 
-func worker(id string, cores int, mem int64, state fsm.WorkerState) *fsm.Worker {
-	return &fsm.Worker{ID: id, Cores: cores, MemoryMB: mem, State: state}
+func worker(id string, cores int, mem int64, state model.WorkerState) *model.Worker {
+	return &model.Worker{ID: id, Cores: cores, MemoryMB: mem, State: state}
 }
 
-func waiting(id string, cores int, mem int64) *fsm.Driver {
-	return &fsm.Driver{ID: id, Cores: cores, MemoryMB: mem, State: fsm.DriverSubmitted, Attempt: 1}
+func waiting(id string, cores int, mem int64) *model.Driver {
+	return &model.Driver{ID: id, Cores: cores, MemoryMB: mem, State: model.DriverSubmitted, Attempt: 1}
 }
 
-func demands(ds ...*fsm.Driver) []fsm.Demand {
+func demands(ds ...*model.Driver) []fsm.Demand {
 	out := make([]fsm.Demand, len(ds))
 	for i, d := range ds {
 		out[i] = fsm.Demand{DriverID: d.ID, Attempt: d.Attempt, Cores: d.Cores, MemoryMB: d.MemoryMB}
@@ -26,12 +27,12 @@ func demands(ds ...*fsm.Driver) []fsm.Demand {
 }
 
 func TestPlanSpreadsAndRespectsResources(t *testing.T) {
-	ws := []*fsm.Worker{
-		worker("w1", 4, 4096, fsm.WorkerAlive),
-		worker("w2", 4, 4096, fsm.WorkerAlive),
-		worker("w3", 64, 65536, fsm.WorkerDead),
+	ws := []*model.Worker{
+		worker("w1", 4, 4096, model.WorkerAlive),
+		worker("w2", 4, 4096, model.WorkerAlive),
+		worker("w3", 64, 65536, model.WorkerDead),
 	}
-	ds := []*fsm.Driver{
+	ds := []*model.Driver{
 		waiting("d1", 2, 1024), waiting("d2", 2, 1024), waiting("big", 8, 1024),
 		waiting("d3", 2, 1024), waiting("d4", 2, 1024), waiting("d5", 1, 512),
 	}
@@ -60,9 +61,9 @@ func TestPlanSpreadsAndRespectsResources(t *testing.T) {
 // driver that needs more than either worker alone offers waits (it used to
 // crash the leader's scheduler), and the next one is still placed.
 func TestPlanSkipsDriverThatFitsNoSingleWorker(t *testing.T) {
-	ws := []*fsm.Worker{
-		worker("cores", 8, 256, fsm.WorkerAlive),
-		worker("memory", 1, 8192, fsm.WorkerAlive),
+	ws := []*model.Worker{
+		worker("cores", 8, 256, model.WorkerAlive),
+		worker("memory", 1, 8192, model.WorkerAlive),
 	}
 	ps := plan(demands(waiting("both", 2, 1024), waiting("small", 1, 128)), ws)
 	if len(ps) != 1 || ps[0].DriverID != "small" {
@@ -71,26 +72,26 @@ func TestPlanSkipsDriverThatFitsNoSingleWorker(t *testing.T) {
 }
 
 func TestExplainWaiting(t *testing.T) {
-	ws := []*fsm.Worker{worker("w1", 4, 4096, fsm.WorkerAlive), worker("w2", 64, 1<<20, fsm.WorkerDead)}
-	ds := explainWaiting([]*fsm.Driver{waiting("huge", 100, 1024), waiting("ok", 1, 512)}, ws)
+	ws := []*model.Worker{worker("w1", 4, 4096, model.WorkerAlive), worker("w2", 64, 1<<20, model.WorkerDead)}
+	ds := explainWaiting([]*model.Driver{waiting("huge", 100, 1024), waiting("ok", 1, 512)}, ws)
 	if !strings.Contains(ds[0].Message, api.ReasonUnplaceable) || !strings.Contains(ds[0].Message, "4 cores") {
 		t.Errorf("huge: %q", ds[0].Message)
 	}
 	if strings.Contains(ds[1].Message, api.ReasonUnplaceable) {
 		t.Errorf("ok: %q", ds[1].Message)
 	}
-	if ds := explainWaiting([]*fsm.Driver{waiting("x", 1, 1)}, nil); ds[0].Message != "waiting: no ALIVE worker" {
+	if ds := explainWaiting([]*model.Driver{waiting("x", 1, 1)}, nil); ds[0].Message != "waiting: no ALIVE worker" {
 		t.Errorf("no workers: %q", ds[0].Message)
 	}
 }
 
-func app(id string, maxCores, cpe int, mem int64, limit int) *fsm.App {
-	return &fsm.App{ID: id, MaxCores: maxCores, CoresPerExecutor: cpe, MemoryPerExecutorMB: mem,
-		ExecutorLimit: limit, State: fsm.AppWaiting}
+func app(id string, maxCores, cpe int, mem int64, limit int) *model.App {
+	return &model.App{ID: id, MaxCores: maxCores, CoresPerExecutor: cpe, MemoryPerExecutorMB: mem,
+		ExecutorLimit: limit, State: model.AppWaiting}
 }
 
 // perWorker counts planned executors per worker for one app.
-func perWorker(ps []fsm.ExecutorPlacement, appID string) map[string]int {
+func perWorker(ps []model.ExecutorPlacement, appID string) map[string]int {
 	out := map[string]int{}
 	for _, p := range ps {
 		if p.AppID == appID {
@@ -100,21 +101,21 @@ func perWorker(ps []fsm.ExecutorPlacement, appID string) map[string]int {
 	return out
 }
 
-func threeWorkers() []*fsm.Worker {
-	return []*fsm.Worker{
-		worker("w1", 4, 4096, fsm.WorkerAlive),
-		worker("w2", 4, 4096, fsm.WorkerAlive),
-		worker("w3", 4, 4096, fsm.WorkerAlive),
+func threeWorkers() []*model.Worker {
+	return []*model.Worker{
+		worker("w1", 4, 4096, model.WorkerAlive),
+		worker("w2", 4, 4096, model.WorkerAlive),
+		worker("w3", 4, 4096, model.WorkerAlive),
 	}
 }
 
 func TestPlanExecutorsSpreadOutVersusConsolidate(t *testing.T) {
 	a := app("app-20261129120000-0000", 6, 1, 512, -1)
-	spread := perWorker(planExecutors([]*fsm.App{a}, [][]*fsm.Executor{nil}, threeWorkers(), true, 0), a.ID)
+	spread := perWorker(planExecutors([]*model.App{a}, [][]*model.Executor{nil}, threeWorkers(), true, 0), a.ID)
 	if len(spread) != 3 || spread["w1"] != 2 || spread["w2"] != 2 || spread["w3"] != 2 {
 		t.Errorf("spread out: %v, want 2 executors on each of 3 workers", spread)
 	}
-	packed := perWorker(planExecutors([]*fsm.App{a}, [][]*fsm.Executor{nil}, threeWorkers(), false, 0), a.ID)
+	packed := perWorker(planExecutors([]*model.App{a}, [][]*model.Executor{nil}, threeWorkers(), false, 0), a.ID)
 	if len(packed) != 2 || packed["w1"]+packed["w2"]+packed["w3"] != 6 || max(packed["w1"], packed["w2"], packed["w3"]) != 4 {
 		t.Errorf("consolidated: %v, want one worker full (4) and the other 2 on a second", packed)
 	}
@@ -123,7 +124,7 @@ func TestPlanExecutorsSpreadOutVersusConsolidate(t *testing.T) {
 func TestPlanExecutorsCapsAndIDs(t *testing.T) {
 	t.Run("max cores", func(t *testing.T) {
 		a := app("app-20261129120000-0000", 5, 2, 512, -1)
-		ps := planExecutors([]*fsm.App{a}, [][]*fsm.Executor{nil}, threeWorkers(), true, 0)
+		ps := planExecutors([]*model.App{a}, [][]*model.Executor{nil}, threeWorkers(), true, 0)
 		if len(ps) != 2 {
 			t.Fatalf("placements %v: max 5 cores at 2 per executor allows 2", ps)
 		}
@@ -134,8 +135,8 @@ func TestPlanExecutorsCapsAndIDs(t *testing.T) {
 	t.Run("executor limit counts live executors", func(t *testing.T) {
 		a := app("app-20261129120000-0000", 0, 1, 512, 3)
 		a.NextExecutorID = 2
-		live := []*fsm.Executor{{ID: 0, State: fsm.ExecFailed}, {ID: 1, State: fsm.ExecRunning}}
-		ps := planExecutors([]*fsm.App{a}, [][]*fsm.Executor{live}, threeWorkers(), true, 1_000_000)
+		live := []*model.Executor{{ID: 0, State: model.ExecFailed}, {ID: 1, State: model.ExecRunning}}
+		ps := planExecutors([]*model.App{a}, [][]*model.Executor{live}, threeWorkers(), true, 1_000_000)
 		if len(ps) != 2 || ps[0].ExecutorID != 2 || ps[1].ExecutorID != 3 {
 			t.Errorf("placements %v: limit 3 with 1 live allows 2 more, IDs from 2", ps)
 		}
@@ -144,19 +145,19 @@ func TestPlanExecutorsCapsAndIDs(t *testing.T) {
 		ws := threeWorkers()
 		ws[1].MemoryMB = 8192
 		a := app("app-20261129120000-0000", 0, 1, 3000, -1)
-		got := perWorker(planExecutors([]*fsm.App{a}, [][]*fsm.Executor{nil}, ws, true, 0), a.ID)
+		got := perWorker(planExecutors([]*model.App{a}, [][]*model.Executor{nil}, ws, true, 0), a.ID)
 		if got["w1"] != 1 || got["w2"] != 2 || got["w3"] != 1 {
 			t.Errorf("placements %v: 3000 MiB executors fit once in 4096 MiB and twice in 8192 MiB", got)
 		}
 	})
 	t.Run("unplaceable and finished apps wait, dead workers get nothing", func(t *testing.T) {
 		ws := threeWorkers()
-		ws[0].State = fsm.WorkerDead
+		ws[0].State = model.WorkerDead
 		big := app("app-20261129120000-0000", 0, 1, 1<<20, -1)
 		done := app("app-20261129120000-0001", 0, 1, 512, -1)
-		done.State = fsm.AppFinished
+		done.State = model.AppFinished
 		fifo := app("app-20261129120000-0002", 0, 1, 512, -1)
-		ps := planExecutors([]*fsm.App{big, done, fifo}, make([][]*fsm.Executor, 3), ws, true, 0)
+		ps := planExecutors([]*model.App{big, done, fifo}, make([][]*model.Executor, 3), ws, true, 0)
 		got := perWorker(ps, fifo.ID)
 		if len(ps) != 8 || got["w2"] != 4 || got["w3"] != 4 {
 			t.Errorf("placements %v: want all 8 free cores of w2 and w3 for the third app only", ps)
@@ -165,7 +166,7 @@ func TestPlanExecutorsCapsAndIDs(t *testing.T) {
 	t.Run("FIFO: the first app takes what it can", func(t *testing.T) {
 		first := app("app-20261129120000-0000", 0, 2, 512, -1)
 		second := app("app-20261129120000-0001", 0, 1, 512, -1)
-		ps := planExecutors([]*fsm.App{first, second}, make([][]*fsm.Executor, 2), threeWorkers(), true, 0)
+		ps := planExecutors([]*model.App{first, second}, make([][]*model.Executor, 2), threeWorkers(), true, 0)
 		if n := len(perWorker(ps, second.ID)); n != 0 || len(ps) != 6 {
 			t.Errorf("placements %v: the first app should take all 12 cores in 6 executors", ps)
 		}
@@ -173,13 +174,13 @@ func TestPlanExecutorsCapsAndIDs(t *testing.T) {
 }
 
 func TestExplainApp(t *testing.T) {
-	ws := []*fsm.Worker{worker("w1", 4, 4096, fsm.WorkerAlive)}
+	ws := []*model.Worker{worker("w1", 4, 4096, model.WorkerAlive)}
 	s := explainApp(api.AppStatus{App: app("app-20261129120000-0000", 0, 1, 8192, -1)}, ws)
 	if !strings.Contains(s.Message, api.ReasonUnplaceable) || !strings.Contains(s.Message, "8192 MiB per executor") {
 		t.Errorf("message %q", s.Message)
 	}
 	running := api.AppStatus{App: app("app-20261129120000-0000", 0, 1, 8192, -1),
-		Executors: []*fsm.Executor{{ID: 0, State: fsm.ExecRunning}}}
+		Executors: []*model.Executor{{ID: 0, State: model.ExecRunning}}}
 	if s := explainApp(running, ws); s.Message != "" {
 		t.Errorf("an app with a live executor got %q", s.Message)
 	}
@@ -188,34 +189,34 @@ func TestExplainApp(t *testing.T) {
 func TestPlanExecutorsWaitsAfterAnExit(t *testing.T) {
 	a := app("app-20261129120000-0000", 0, 1, 512, -1)
 	a.NextExecutorID = 1
-	exited := []*fsm.Executor{{ID: 0, State: fsm.ExecExited, EndedAt: 10_000}}
-	if ps := planExecutors([]*fsm.App{a}, [][]*fsm.Executor{exited}, threeWorkers(), true, 10_500); len(ps) != 0 {
+	exited := []*model.Executor{{ID: 0, State: model.ExecExited, EndedAt: 10_000}}
+	if ps := planExecutors([]*model.App{a}, [][]*model.Executor{exited}, threeWorkers(), true, 10_500); len(ps) != 0 {
 		t.Errorf("placed %v half a second after an executor exited", ps)
 	}
-	if ps := planExecutors([]*fsm.App{a}, [][]*fsm.Executor{exited}, threeWorkers(), true, 11_000); len(ps) == 0 {
+	if ps := planExecutors([]*model.App{a}, [][]*model.Executor{exited}, threeWorkers(), true, 11_000); len(ps) == 0 {
 		t.Error("placed nothing a second after an executor exited")
 	}
-	lost := []*fsm.Executor{{ID: 0, State: fsm.ExecLost, EndedAt: 10_000}}
-	if ps := planExecutors([]*fsm.App{a}, [][]*fsm.Executor{lost}, threeWorkers(), true, 10_100); len(ps) == 0 {
+	lost := []*model.Executor{{ID: 0, State: model.ExecLost, EndedAt: 10_000}}
+	if ps := planExecutors([]*model.App{a}, [][]*model.Executor{lost}, threeWorkers(), true, 10_100); len(ps) == 0 {
 		t.Error("a LOST executor's replacement waited")
 	}
 }
 
 func TestPlanBatchesAndStopsWhenFull(t *testing.T) {
-	var ds []*fsm.Driver
+	var ds []*model.Driver
 	for i := 0; i < placeBatch+100; i++ {
 		ds = append(ds, waiting(fmt.Sprintf("d%d", i), 1, 1))
 	}
-	big := []*fsm.Worker{worker("w1", 100000, 1<<30, fsm.WorkerAlive)}
+	big := []*model.Worker{worker("w1", 100000, 1<<30, model.WorkerAlive)}
 	if ps := plan(demands(ds...), big); len(ps) != placeBatch {
 		t.Errorf("%d placements, want a batch of %d", len(ps), placeBatch)
 	}
-	full := worker("w1", 4, 4096, fsm.WorkerAlive)
+	full := worker("w1", 4, 4096, model.WorkerAlive)
 	full.CoresUsed = 4
-	if ps := plan(demands(ds...), []*fsm.Worker{full}); len(ps) != 0 {
+	if ps := plan(demands(ds...), []*model.Worker{full}); len(ps) != 0 {
 		t.Errorf("placed %d drivers on a full worker", len(ps))
 	}
-	small := []*fsm.Worker{worker("w1", 3, 4096, fsm.WorkerAlive)}
+	small := []*model.Worker{worker("w1", 3, 4096, model.WorkerAlive)}
 	if ps := plan(demands(waiting("big", 8, 1), waiting("a", 1, 1), waiting("b", 2, 1), waiting("c", 1, 1)), small); len(ps) != 2 ||
 		ps[0].DriverID != "a" || ps[1].DriverID != "b" {
 		t.Errorf("placements %v: want a and b behind the unplaceable one, then full", ps)

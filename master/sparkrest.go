@@ -14,7 +14,7 @@ import (
 
 	"github.com/drover-project/drover/api"
 	"github.com/drover-project/drover/auth"
-	"github.com/drover-project/drover/fsm"
+	"github.com/drover-project/drover/model"
 	"github.com/drover-project/drover/sparkrest"
 )
 
@@ -77,8 +77,8 @@ func (b sparkBackend) Submit(r *http.Request, req api.SubmitRequest) (api.Submit
 	return out, err
 }
 
-func (b sparkBackend) Driver(r *http.Request, id string) (*fsm.Driver, error) {
-	var d fsm.Driver
+func (b sparkBackend) Driver(r *http.Request, id string) (*model.Driver, error) {
+	var d model.Driver
 	if err := b.call(r, http.MethodGet, "/v1/drivers/"+url.PathEscape(id), nil, &d); err != nil {
 		return nil, err
 	}

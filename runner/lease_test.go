@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/drover-project/drover/fsm"
+	"github.com/drover-project/drover/model"
 	"github.com/drover-project/drover/runner"
 )
 
@@ -126,7 +126,7 @@ func TestStaleLeaseKillsProgram(t *testing.T) {
 	}
 	ex := h.next(runner.EventExited)
 	e := h.final()
-	if e.State != fsm.DriverKilled || e.Reason != runner.LeaseExpiredReason(testLease) {
+	if e.State != model.DriverKilled || e.Reason != runner.LeaseExpiredReason(testLease) {
 		t.Fatalf("final = %+v, want KILLED with %q", e, runner.LeaseExpiredReason(testLease))
 	}
 	if lived := ex.Time.Sub(began); lived < testLease {
@@ -157,7 +157,7 @@ func TestFreshLeaseKeepsProgramRunning(t *testing.T) {
 	stopped := time.Now()
 	ex := h.next(runner.EventExited)
 	e := h.final()
-	if e.State != fsm.DriverKilled || e.Reason != runner.LeaseExpiredReason(testLease) {
+	if e.State != model.DriverKilled || e.Reason != runner.LeaseExpiredReason(testLease) {
 		t.Fatalf("final = %+v after the renewals stopped", e)
 	}
 	if waited := ex.Time.Sub(stopped); waited < testLease-testLease/4 {
@@ -229,13 +229,13 @@ func TestRunnerSurvivesItsStartersSIGKILL(t *testing.T) {
 	if err := syscall.Kill(pid, 0); err != nil {
 		t.Fatalf("program gone after its starter's SIGKILL although the lease was renewed: %v", err)
 	}
-	if st, err := runner.ReadStatus(dir); err != nil || st.State != fsm.DriverRunning || st.PID != pid {
+	if st, err := runner.ReadStatus(dir); err != nil || st.State != model.DriverRunning || st.PID != pid {
 		t.Fatalf("status = %+v, %v; want RUNNING with PID %d", st, err, pid)
 	}
 
 	r.stop()
 	st := waitStatus(t, dir, func(st runner.Status) bool { return st.State.Terminal() })
-	if st.State != fsm.DriverKilled || st.Reason != runner.LeaseExpiredReason(testLease) {
+	if st.State != model.DriverKilled || st.Reason != runner.LeaseExpiredReason(testLease) {
 		t.Fatalf("status = %+v, want KILLED with %q", st, runner.LeaseExpiredReason(testLease))
 	}
 	assertGone(t, "process group", -pid)
@@ -300,7 +300,7 @@ func TestLeaseExpiryKillsWithoutGrace(t *testing.T) {
 	if lived := ex.Time.Sub(s.Time); lived > testLease+5*time.Second {
 		t.Fatalf("program lived %v, want about the lease %v: no SIGTERM grace", lived, testLease)
 	}
-	if e := h.final(); e.State != fsm.DriverKilled || e.Reason != runner.LeaseExpiredReason(testLease) {
+	if e := h.final(); e.State != model.DriverKilled || e.Reason != runner.LeaseExpiredReason(testLease) {
 		t.Fatalf("final = %+v", e)
 	}
 	assertGone(t, "process group", -s.PID)

@@ -34,7 +34,7 @@ import (
 
 	"github.com/spf13/pflag"
 
-	"github.com/drover-project/drover/fsm"
+	"github.com/drover-project/drover/model"
 )
 
 // ReasonKilled is the reason of a KILLED final state when the runner got
@@ -95,7 +95,7 @@ func Main(args []string) int {
 	r.status.RunnerPID = os.Getpid()
 	spec, err := ReadSpec(abs)
 	if err != nil {
-		r.final(fsm.DriverError, nil, "cannot read attempt spec: "+oneLine(err))
+		r.final(model.DriverError, nil, "cannot read attempt spec: "+oneLine(err))
 		return 1
 	}
 	spec.applyDefaults()
@@ -128,13 +128,13 @@ func (r *runner) run() {
 	for n := 1; ; n++ {
 		select {
 		case reason := <-r.stop:
-			r.final(fsm.DriverKilled, nil, reason)
+			r.final(model.DriverKilled, nil, reason)
 			return
 		default:
 		}
 		p, err := r.start(n)
 		if err != nil {
-			r.final(fsm.DriverError, nil, oneLine(err))
+			r.final(model.DriverError, nil, oneLine(err))
 			return
 		}
 		began := time.Now()
@@ -144,13 +144,13 @@ func (r *runner) run() {
 		r.emit(Event{Event: EventExited, Run: n, Code: &code})
 		switch {
 		case reason != "":
-			r.final(fsm.DriverKilled, &code, reason)
+			r.final(model.DriverKilled, &code, reason)
 			return
 		case code == 0:
-			r.final(fsm.DriverFinished, &code, "")
+			r.final(model.DriverFinished, &code, "")
 			return
 		case !r.spec.Supervise:
-			r.final(fsm.DriverFailed, &code, p.describeExit())
+			r.final(model.DriverFailed, &code, p.describeExit())
 			return
 		}
 		if time.Since(began) > r.spec.StableRun {
@@ -164,7 +164,7 @@ func (r *runner) run() {
 		case <-t.C:
 		case reason := <-r.stop:
 			t.Stop()
-			r.final(fsm.DriverKilled, nil, reason)
+			r.final(model.DriverKilled, nil, reason)
 			return
 		}
 		backoff = min(backoff*2, r.spec.BackoffMax)
@@ -212,7 +212,7 @@ func (r *runner) start(n int) (*proc, error) {
 		_ = cmd.Wait() // a non-zero exit is an error too; ProcessState tells
 		close(p.waited)
 	}()
-	r.status.State = fsm.DriverRunning
+	r.status.State = model.DriverRunning
 	r.status.PID = p.pgid
 	r.status.Runs = n
 	r.status.Reason = ""
@@ -300,7 +300,7 @@ func (r *runner) closeOutput() {
 
 // final records the attempt's final state in StatusFile, then announces it.
 // The order matters: a worker that saw the event may rely on the file.
-func (r *runner) final(state fsm.DriverState, code *int, reason string) {
+func (r *runner) final(state model.DriverState, code *int, reason string) {
 	r.status.State = state
 	r.status.PID = 0
 	r.status.ExitCode = code

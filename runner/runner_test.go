@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/drover-project/drover/fsm"
+	"github.com/drover-project/drover/model"
 	"github.com/drover-project/drover/runner"
 )
 
@@ -192,7 +192,7 @@ func TestExitZeroFinishes(t *testing.T) {
 		t.Fatalf("exited = %+v", ex)
 	}
 	e := h.final()
-	if e.State != fsm.DriverFinished || exitCode(e) != 0 || e.Runs != 1 {
+	if e.State != model.DriverFinished || exitCode(e) != 0 || e.Runs != 1 {
 		t.Fatalf("final = %+v", e)
 	}
 	dir, _ := filepath.EvalSymlinks(h.dir)
@@ -209,7 +209,7 @@ func TestUnsupervisedNonZeroFails(t *testing.T) {
 	h.next(runner.EventStarted)
 	h.next(runner.EventExited)
 	e := h.final()
-	if e.State != fsm.DriverFailed || exitCode(e) != 3 || e.Runs != 1 || !strings.Contains(e.Reason, "code 3") {
+	if e.State != model.DriverFailed || exitCode(e) != 3 || e.Runs != 1 || !strings.Contains(e.Reason, "code 3") {
 		t.Fatalf("final = %+v", e)
 	}
 }
@@ -247,7 +247,7 @@ func TestSupervisedRelaunchesWithBackoff(t *testing.T) {
 		lastExit = ex.Time
 	}
 	e := h.final()
-	if e.State != fsm.DriverFinished || e.Runs != 3 || exitCode(e) != 0 {
+	if e.State != model.DriverFinished || e.Runs != 3 || exitCode(e) != 0 {
 		t.Fatalf("final = %+v", e)
 	}
 	if gaps[0] < base || gaps[1] < 2*base {
@@ -277,7 +277,7 @@ func TestSIGTERMKillsWholeGroup(t *testing.T) {
 	}
 	h.next(runner.EventExited)
 	e := h.final()
-	if e.State != fsm.DriverKilled || e.Reason != runner.ReasonKilled {
+	if e.State != model.DriverKilled || e.Reason != runner.ReasonKilled {
 		t.Fatalf("final = %+v", e)
 	}
 	if waited := time.Since(sent); waited < killTimeout {
@@ -293,7 +293,7 @@ func TestLeftoversOfACleanExitAreEnded(t *testing.T) {
 	})
 	s := h.next(runner.EventStarted)
 	h.next(runner.EventExited)
-	if e := h.final(); e.State != fsm.DriverFinished {
+	if e := h.final(); e.State != model.DriverFinished {
 		t.Fatalf("final = %+v", e)
 	}
 	child, err := strconv.Atoi(h.waitFile("child"))
@@ -316,7 +316,7 @@ func TestKillDuringBackoff(t *testing.T) {
 		t.Fatal(err)
 	}
 	e := h.final()
-	if e.State != fsm.DriverKilled || e.Runs != 1 || e.ExitCode != nil {
+	if e.State != model.DriverKilled || e.Runs != 1 || e.ExitCode != nil {
 		t.Fatalf("final = %+v", e)
 	}
 }
@@ -326,7 +326,7 @@ func TestMissingProgramIsError(t *testing.T) {
 		t.Run(prog, func(t *testing.T) {
 			h := startRunner(t, runner.Spec{Argv: []string{prog}, Env: []string{"PATH=/usr/bin:/bin"}})
 			e := h.final()
-			if e.State != fsm.DriverError || e.Runs != 0 || !strings.Contains(e.Reason, prog) || strings.Contains(e.Reason, "\n") {
+			if e.State != model.DriverError || e.Runs != 0 || !strings.Contains(e.Reason, prog) || strings.Contains(e.Reason, "\n") {
 				t.Fatalf("final = %+v", e)
 			}
 		})
@@ -341,7 +341,7 @@ func TestArgvIsLiteral(t *testing.T) {
 	})
 	h.next(runner.EventStarted)
 	h.next(runner.EventExited)
-	if e := h.final(); e.State != fsm.DriverFinished {
+	if e := h.final(); e.State != model.DriverFinished {
 		t.Fatalf("final = %+v", e)
 	}
 	if got, want := h.file(runner.StdoutFile), strings.Join(args, "|\n")+"|\n"; got != want {
@@ -356,7 +356,7 @@ func TestBadSpecIsError(t *testing.T) {
 	h := startRunner(t, runner.Spec{})
 	e := h.next(runner.EventFinal)
 	<-h.exited
-	if e.State != fsm.DriverError || !strings.Contains(e.Reason, "no program") {
+	if e.State != model.DriverError || !strings.Contains(e.Reason, "no program") {
 		t.Fatalf("final = %+v", e)
 	}
 }

@@ -9,8 +9,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/drover-project/drover/fsm"
 	"github.com/drover-project/drover/internal/strictjson"
+	"github.com/drover-project/drover/model"
 )
 
 // Names of the files in an attempt directory.
@@ -154,10 +154,10 @@ type Event struct {
 	// Code is the exit code of an exited event.
 	Code *int `json:"code,omitempty"`
 	// State is FINISHED, FAILED, KILLED or ERROR in a final event.
-	State    fsm.DriverState `json:"state,omitempty"`
-	ExitCode *int            `json:"exit_code,omitempty"`
-	Runs     int             `json:"runs,omitempty"`
-	Reason   string          `json:"reason,omitempty"`
+	State    model.DriverState `json:"state,omitempty"`
+	ExitCode *int              `json:"exit_code,omitempty"`
+	Runs     int               `json:"runs,omitempty"`
+	Reason   string            `json:"reason,omitempty"`
 }
 
 // Status is the content of StatusFile: the runner's latest word on its
@@ -166,7 +166,7 @@ type Event struct {
 type Status struct {
 	// State is RUNNING from the first launch until the attempt ends (back-off
 	// pauses included), then the final state.
-	State fsm.DriverState `json:"state"`
+	State model.DriverState `json:"state"`
 	// RunnerPID is the runner's own process ID.
 	RunnerPID int `json:"runner_pid"`
 	// PID is the process (and process group) ID of the live run; 0 when no

@@ -14,7 +14,7 @@ import (
 
 	"github.com/drover-project/drover/api"
 	"github.com/drover-project/drover/auth"
-	"github.com/drover-project/drover/fsm"
+	"github.com/drover-project/drover/model"
 )
 
 // Backend is what the handler needs from a master: its own API's decisions,
@@ -27,7 +27,7 @@ type Backend interface {
 	// Submit, Driver and Kill are POST /v1/drivers, GET /v1/drivers/{id}
 	// and POST /v1/drivers/{id}/kill.
 	Submit(r *http.Request, req api.SubmitRequest) (api.SubmitResponse, error)
-	Driver(r *http.Request, id string) (*fsm.Driver, error)
+	Driver(r *http.Request, id string) (*model.Driver, error)
 	Kill(r *http.Request, id string) error
 	// WorkerHostPort returns a worker's HTTP address, or "" when unknown.
 	WorkerHostPort(workerID string) string
@@ -226,7 +226,7 @@ func (h *Handler) status(w http.ResponseWriter, r *http.Request, id string) {
 	}
 	// Spark's client logs any message as an error, and Spark sets one only
 	// when something went wrong: so only for drivers that ended badly.
-	if d.State.Terminal() && d.State != fsm.DriverFinished {
+	if d.State.Terminal() && d.State != model.DriverFinished {
 		out.Message = d.Message
 	}
 	writeJSON(w, http.StatusOK, out)

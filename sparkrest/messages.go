@@ -110,7 +110,7 @@ type KillSubmissionResponse struct {
 
 // SubmissionStatusResponse follows Spark's SubmissionStatusResponse.
 // DriverState is one of Spark's DriverState names, which Drover's driver
-// states share (fsm.DriverState); WorkerHostPort is the worker's HTTP
+// states share (model.DriverState); WorkerHostPort is the worker's HTTP
 // address.
 type SubmissionStatusResponse struct {
 	Action             string `json:"action"`

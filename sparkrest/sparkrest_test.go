@@ -15,7 +15,7 @@ import (
 
 	"github.com/drover-project/drover/api"
 	"github.com/drover-project/drover/auth"
-	"github.com/drover-project/drover/fsm"
+	"github.com/drover-project/drover/model"
 )
 
 // sparkSubmitJSON is a CreateSubmissionRequest as Spark 3.5's
@@ -73,7 +73,7 @@ type fakeBackend struct {
 	driverErr error
 	killErr   error
 	submitted []api.SubmitRequest
-	drivers   map[string]*fsm.Driver
+	drivers   map[string]*model.Driver
 	workers   map[string]string
 	// calls counts calls beyond Authorize: a refused or malformed request
 	// must reach none.
@@ -81,7 +81,7 @@ type fakeBackend struct {
 }
 
 func newFake() *fakeBackend {
-	return &fakeBackend{drivers: map[string]*fsm.Driver{}, workers: map[string]string{"w1": "10.0.0.11:7402"}}
+	return &fakeBackend{drivers: map[string]*model.Driver{}, workers: map[string]string{"w1": "10.0.0.11:7402"}}
 }
 
 func (f *fakeBackend) Authorize(r *http.Request, a auth.Access) error {
@@ -102,11 +102,11 @@ func (f *fakeBackend) Submit(r *http.Request, req api.SubmitRequest) (api.Submit
 	}
 	f.submitted = append(f.submitted, req)
 	id := fmt.Sprintf("driver-20260101000000-%04d", len(f.submitted)-1)
-	f.drivers[id] = &fsm.Driver{ID: id, State: fsm.DriverSubmitted, Attempt: 1, Attempts: []fsm.Attempt{}}
+	f.drivers[id] = &model.Driver{ID: id, State: model.DriverSubmitted, Attempt: 1, Attempts: []model.Attempt{}}
 	return api.SubmitResponse{DriverID: id}, nil
 }
 
-func (f *fakeBackend) Driver(r *http.Request, id string) (*fsm.Driver, error) {
+func (f *fakeBackend) Driver(r *http.Request, id string) (*model.Driver, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.calls++
@@ -132,11 +132,11 @@ func (f *fakeBackend) Kill(r *http.Request, id string) error {
 	switch {
 	case !ok:
 		return &StatusError{Status: http.StatusNotFound, Message: "unknown driver: " + id}
-	case d.State == fsm.DriverKilled:
+	case d.State == model.DriverKilled:
 	case d.State.Terminal():
 		return &StatusError{Status: http.StatusConflict, Message: "driver already ended: " + id + " is " + string(d.State)}
 	default:
-		d.State, d.Message = fsm.DriverKilled, "killed on request"
+		d.State, d.Message = model.DriverKilled, "killed on request"
 	}
 	return nil
 }
@@ -383,12 +383,12 @@ func TestStatus(t *testing.T) {
 	f := newFake()
 	h := newTestHandler(t, f)
 	exit := 3
-	f.drivers["driver-20260101000000-0007"] = &fsm.Driver{ID: "driver-20260101000000-0007", State: fsm.DriverRunning, WorkerID: "w1", Attempt: 1,
-		Attempts: []fsm.Attempt{{Attempt: 1, WorkerID: "w1", State: fsm.DriverRunning}}}
-	f.drivers["driver-20260101000000-0008"] = &fsm.Driver{ID: "driver-20260101000000-0008", State: fsm.DriverFailed, Attempt: 1, ExitCode: &exit,
-		Message: "exited with code 3", Attempts: []fsm.Attempt{{Attempt: 1, WorkerID: "w1", State: fsm.DriverFailed, ExitCode: &exit}}}
-	f.drivers["driver-20260101000000-0009"] = &fsm.Driver{ID: "driver-20260101000000-0009", State: fsm.DriverSubmitted, Attempt: 1,
-		Message: "waiting for a worker", Attempts: []fsm.Attempt{}}
+	f.drivers["driver-20260101000000-0007"] = &model.Driver{ID: "driver-20260101000000-0007", State: model.DriverRunning, WorkerID: "w1", Attempt: 1,
+		Attempts: []model.Attempt{{Attempt: 1, WorkerID: "w1", State: model.DriverRunning}}}
+	f.drivers["driver-20260101000000-0008"] = &model.Driver{ID: "driver-20260101000000-0008", State: model.DriverFailed, Attempt: 1, ExitCode: &exit,
+		Message: "exited with code 3", Attempts: []model.Attempt{{Attempt: 1, WorkerID: "w1", State: model.DriverFailed, ExitCode: &exit}}}
+	f.drivers["driver-20260101000000-0009"] = &model.Driver{ID: "driver-20260101000000-0009", State: model.DriverSubmitted, Attempt: 1,
+		Message: "waiting for a worker", Attempts: []model.Attempt{}}
 
 	a := do(t, h, http.MethodGet, "/v1/submissions/status/driver-20260101000000-0007", "")
 	want := map[string]any{"action": ActionSubmissionStatusResponse, "driverState": "RUNNING", "serverSparkVersion": ServerSparkVersion,
@@ -418,8 +418,8 @@ func TestStatus(t *testing.T) {
 func TestKill(t *testing.T) {
 	f := newFake()
 	h := newTestHandler(t, f)
-	f.drivers["driver-20260101000000-0001"] = &fsm.Driver{ID: "driver-20260101000000-0001", State: fsm.DriverRunning}
-	f.drivers["driver-20260101000000-0002"] = &fsm.Driver{ID: "driver-20260101000000-0002", State: fsm.DriverFinished}
+	f.drivers["driver-20260101000000-0001"] = &model.Driver{ID: "driver-20260101000000-0001", State: model.DriverRunning}
+	f.drivers["driver-20260101000000-0002"] = &model.Driver{ID: "driver-20260101000000-0002", State: model.DriverFinished}
 	for _, c := range []struct {
 		id, want string
 		success  bool
@@ -435,7 +435,7 @@ func TestKill(t *testing.T) {
 			t.Fatalf("kill %s: %d %s", c.id, a.status, a.raw)
 		}
 	}
-	if f.drivers["driver-20260101000000-0001"].State != fsm.DriverKilled {
+	if f.drivers["driver-20260101000000-0001"].State != model.DriverKilled {
 		t.Fatal("the driver was not killed")
 	}
 }

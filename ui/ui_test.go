@@ -11,7 +11,7 @@ import (
 
 	"github.com/drover-project/drover/api"
 	"github.com/drover-project/drover/auth"
-	"github.com/drover-project/drover/fsm"
+	"github.com/drover-project/drover/model"
 )
 
 const (
@@ -38,36 +38,36 @@ func testState() *api.State {
 			{ID: "m2", RaftAddr: "127.0.0.2:7101", HTTPAddr: "127.0.0.2:7102", Suffrage: "Voter"},
 			{ID: "m3", RaftAddr: "127.0.0.3:7101", Suffrage: "Voter"},
 		},
-		Workers: []*fsm.Worker{
-			{ID: "w1", HTTPAddr: "127.0.0.11:7402", Cores: 4, CoresUsed: 2, MemoryMB: 4096, MemoryUsedMB: 1536, State: fsm.WorkerAlive, RegisteredAt: t0},
-			{ID: "w2", HTTPAddr: "127.0.0.12:7402", Cores: 8, MemoryMB: 8192, State: fsm.WorkerDead, Message: "no heartbeat for 1s"},
+		Workers: []*model.Worker{
+			{ID: "w1", HTTPAddr: "127.0.0.11:7402", Cores: 4, CoresUsed: 2, MemoryMB: 4096, MemoryUsedMB: 1536, State: model.WorkerAlive, RegisteredAt: t0},
+			{ID: "w2", HTTPAddr: "127.0.0.12:7402", Cores: 8, MemoryMB: 8192, State: model.WorkerDead, Message: "no heartbeat for 1s"},
 		},
-		Drivers: []*fsm.Driver{
+		Drivers: []*model.Driver{
 			{ID: dRunning, Name: "nightly", Argv: []string{"/bin/sh", "-c", "echo it's on"}, Cores: 1, MemoryMB: 1024,
-				State: fsm.DriverRunning, WorkerID: "w1", Attempt: 1, SubmittedAt: t0, UpdatedAt: t0 + 1000,
+				State: model.DriverRunning, WorkerID: "w1", Attempt: 1, SubmittedAt: t0, UpdatedAt: t0 + 1000,
 				Env:      map[string]string{"DROVER_TOKEN": "drv.secret", "AWS_ACCESS_KEY": "AKIA", "MODE": "fast"},
-				Attempts: []fsm.Attempt{{Attempt: 1, WorkerID: "w1", State: fsm.DriverRunning, PlacedAt: t0, StartedAt: t0 + 500}}},
-			{ID: dWaiting, Argv: []string{"/bin/true"}, Cores: 16, MemoryMB: 512, State: fsm.DriverSubmitted,
+				Attempts: []model.Attempt{{Attempt: 1, WorkerID: "w1", State: model.DriverRunning, PlacedAt: t0, StartedAt: t0 + 500}}},
+			{ID: dWaiting, Argv: []string{"/bin/true"}, Cores: 16, MemoryMB: 512, State: model.DriverSubmitted,
 				Message: "waiting: requires more resources than any worker has", SubmittedAt: t0 + 2000},
 			{ID: dFinished, Name: "report", Argv: []string{"/usr/bin/report"}, Cores: 1, MemoryMB: 256, Supervise: true,
-				State: fsm.DriverFinished, WorkerID: "w1", Attempt: 2, ExitCode: intp(0), SubmittedAt: t0, UpdatedAt: t0 + 90_000,
-				Attempts: []fsm.Attempt{
-					{Attempt: 1, WorkerID: "w2", State: fsm.DriverError, PlacedAt: t0, StartedAt: t0 + 100, EndedAt: t0 + 30_000, Reason: "worker w2 lost"},
-					{Attempt: 2, WorkerID: "w1", State: fsm.DriverFinished, PlacedAt: t0 + 31_000, StartedAt: t0 + 31_500, EndedAt: t0 + 90_000, ExitCode: intp(0)},
+				State: model.DriverFinished, WorkerID: "w1", Attempt: 2, ExitCode: intp(0), SubmittedAt: t0, UpdatedAt: t0 + 90_000,
+				Attempts: []model.Attempt{
+					{Attempt: 1, WorkerID: "w2", State: model.DriverError, PlacedAt: t0, StartedAt: t0 + 100, EndedAt: t0 + 30_000, Reason: "worker w2 lost"},
+					{Attempt: 2, WorkerID: "w1", State: model.DriverFinished, PlacedAt: t0 + 31_000, StartedAt: t0 + 31_500, EndedAt: t0 + 90_000, ExitCode: intp(0)},
 				}},
-			{ID: dHostile, Name: `<script>alert("x")</script>`, Argv: []string{`"><img src=x>`}, State: fsm.DriverKilled,
+			{ID: dHostile, Name: `<script>alert("x")</script>`, Argv: []string{`"><img src=x>`}, State: model.DriverKilled,
 				SubmittedAt: t0, UpdatedAt: t0 + 5000, Message: `<b>killed</b>`},
 		},
 		WaitingDrivers: []string{dWaiting},
 		Apps: []api.AppStatus{
-			{App: &fsm.App{ID: appLive, Name: "wordcount", DriverID: dRunning, DriverAttempt: 1, CoresPerExecutor: 1,
-				MemoryPerExecutorMB: 512, ExecutorLimit: -1, MaxExecutorRetries: 10, State: fsm.AppRunning, CoresGranted: 1,
+			{App: &model.App{ID: appLive, Name: "wordcount", DriverID: dRunning, DriverAttempt: 1, CoresPerExecutor: 1,
+				MemoryPerExecutorMB: 512, ExecutorLimit: -1, MaxExecutorRetries: 10, State: model.AppRunning, CoresGranted: 1,
 				Argv: []string{"/bin/executor"}, SubmittedAt: t0 + 1000},
-				Executors: []*fsm.Executor{
-					{AppID: appLive, ID: 3, WorkerID: "w1", Cores: 1, MemoryMB: 512, State: fsm.ExecRunning, LaunchedAt: t0 + 1100, StartedAt: t0 + 1200},
-					{AppID: appLive, ID: 4, WorkerID: "w2", Cores: 1, MemoryMB: 512, State: fsm.ExecFailed, ExitCode: intp(3), Message: "exited 3", EndedAt: t0 + 1500},
+				Executors: []*model.Executor{
+					{AppID: appLive, ID: 3, WorkerID: "w1", Cores: 1, MemoryMB: 512, State: model.ExecRunning, LaunchedAt: t0 + 1100, StartedAt: t0 + 1200},
+					{AppID: appLive, ID: 4, WorkerID: "w2", Cores: 1, MemoryMB: 512, State: model.ExecFailed, ExitCode: intp(3), Message: "exited 3", EndedAt: t0 + 1500},
 				}},
-			{App: &fsm.App{ID: appEnded, Name: "old", State: fsm.AppFinished, SubmittedAt: t0, EndedAt: t0 + 60_000}},
+			{App: &model.App{ID: appEnded, Name: "old", State: model.AppFinished, SubmittedAt: t0, EndedAt: t0 + 60_000}},
 		},
 	}
 }

@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/drover-project/drover/api"
-	"github.com/drover-project/drover/fsm"
+	"github.com/drover-project/drover/model"
 )
 
 // recentFinished is how many finished drivers and apps the overview lists
@@ -35,10 +35,10 @@ var funcs = template.FuncMap{
 	"exit":         exitCode,
 	"mib":          mib,
 	"pct":          percent,
-	"rows":         func(p framer, ds []*fsm.Driver) any { return struct{ P, Ds any }{p, ds} },
+	"rows":         func(p framer, ds []*model.Driver) any { return struct{ P, Ds any }{p, ds} },
 	"appRows":      func(p framer, as []api.AppStatus) any { return struct{ P, As any }{p, as} },
 	"attemptRows":  func(p framer, rs []placedAttempt) any { return struct{ P, Rows any }{p, rs} },
-	"execRows":     func(p framer, es []*fsm.Executor) any { return struct{ P, Rows any }{p, es} },
+	"execRows":     func(p framer, es []*model.Executor) any { return struct{ P, Rows any }{p, es} },
 	"cls":          stateClass,
 	"argv":         shellWords,
 	"env":          envRows,
@@ -243,7 +243,7 @@ type overview struct {
 	Alive, Cores, CoresUsed   int
 	MemoryMB, MemoryUsedMB    int64
 	DriverCounts, AppCounts   []count
-	Running, Waiting, Ended   []*fsm.Driver
+	Running, Waiting, Ended   []*model.Driver
 	EndedTotal                int
 	ActiveApps, EndedApps     []api.AppStatus
 	EndedAppsTotal, Executors int
@@ -253,7 +253,7 @@ type overview struct {
 func Overview(f Frame, s *api.State) (Page, error) {
 	v := overview{Frame: f, S: s}
 	for _, w := range s.Workers {
-		if w.State == fsm.WorkerAlive {
+		if w.State == model.WorkerAlive {
 			v.Alive++
 			v.Cores += w.Cores
 			v.CoresUsed += w.CoresUsed
@@ -280,8 +280,8 @@ func Overview(f Frame, s *api.State) (Page, error) {
 	v.DriverCounts = counts(driverStateOrder, states)
 	// Waiting drivers in the order they will be placed; the others
 	// newest first, as Spark lists completed drivers.
-	slices.SortStableFunc(v.Waiting, func(a, b *fsm.Driver) int { return queueOrder(queue[a.ID], queue[b.ID]) })
-	slices.SortStableFunc(v.Ended, func(a, b *fsm.Driver) int { return cmp.Compare(b.UpdatedAt, a.UpdatedAt) })
+	slices.SortStableFunc(v.Waiting, func(a, b *model.Driver) int { return queueOrder(queue[a.ID], queue[b.ID]) })
+	slices.SortStableFunc(v.Ended, func(a, b *model.Driver) int { return cmp.Compare(b.UpdatedAt, a.UpdatedAt) })
 	v.EndedTotal = len(v.Ended)
 	v.Ended = v.Ended[:min(len(v.Ended), recentFinished)]
 
@@ -322,10 +322,10 @@ func queueOrder(a, b int) int {
 
 // Driver renders the page of driver d; apps are all apps, of which the
 // page lists those d registered.
-func Driver(f Frame, d *fsm.Driver, apps []api.AppStatus) (Page, error) {
+func Driver(f Frame, d *model.Driver, apps []api.AppStatus) (Page, error) {
 	v := struct {
 		Frame
-		D    *fsm.Driver
+		D    *model.Driver
 		Apps []api.AppStatus
 	}{Frame: f, D: d}
 	for _, a := range apps {
@@ -346,19 +346,19 @@ func App(f Frame, a api.AppStatus) (Page, error) {
 
 // placedAttempt is one attempt of a driver, for a worker's page.
 type placedAttempt struct {
-	D *fsm.Driver
-	A fsm.Attempt
+	D *model.Driver
+	A model.Attempt
 }
 
 // Worker renders the page of worker w: its resources, and the driver
 // attempts and executors it runs or ran, found in drivers and apps (all of
 // them).
-func Worker(f Frame, w *fsm.Worker, drivers []*fsm.Driver, apps []api.AppStatus) (Page, error) {
+func Worker(f Frame, w *model.Worker, drivers []*model.Driver, apps []api.AppStatus) (Page, error) {
 	v := struct {
 		Frame
-		W                   *fsm.Worker
+		W                   *model.Worker
 		Running, Ended      []placedAttempt
-		LiveExecs, EndExecs []*fsm.Executor
+		LiveExecs, EndExecs []*model.Executor
 	}{Frame: f, W: w}
 	for _, d := range drivers {
 		for _, a := range d.Attempts {
@@ -387,7 +387,7 @@ func Worker(f Frame, w *fsm.Worker, drivers []*fsm.Driver, apps []api.AppStatus)
 			}
 		}
 	}
-	slices.SortStableFunc(v.EndExecs, func(a, b *fsm.Executor) int { return cmp.Compare(b.EndedAt, a.EndedAt) })
+	slices.SortStableFunc(v.EndExecs, func(a, b *model.Executor) int { return cmp.Compare(b.EndedAt, a.EndedAt) })
 	v.EndExecs = v.EndExecs[:min(len(v.EndExecs), recentFinished)]
 	return render("worker", http.StatusOK, v)
 }

@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/drover-project/drover/api"
-	"github.com/drover-project/drover/fsm"
+	"github.com/drover-project/drover/model"
 	"github.com/drover-project/drover/runner"
 	"github.com/drover-project/drover/worker"
 )
@@ -79,7 +79,7 @@ func TestDetachedAttemptIsAdoptedNotRestarted(t *testing.T) {
 	fm := newFakeMaster(t)
 	w1, cfg := newWorker(t, fm, func(c *worker.Config) { c.Lease = lease })
 	fm.assign(waiter(driverA, 1))
-	fm.waitReport(t, driverA, 1, fsm.DriverRunning)
+	fm.waitReport(t, driverA, 1, model.DriverRunning)
 	pid := programPID(t, cfg, driverA, 1)
 	runnerPID := readStatus(t, cfg, driverA, 1).RunnerPID
 	w1.Detach()
@@ -100,7 +100,7 @@ func TestDetachedAttemptIsAdoptedNotRestarted(t *testing.T) {
 	if err := os.WriteFile(attemptPath(cfg, driverA, 1, "stop"), nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	finished, _ := fm.waitReport(t, driverA, 1, fsm.DriverFinished)
+	finished, _ := fm.waitReport(t, driverA, 1, model.DriverFinished)
 	if finished.ExitCode == nil || *finished.ExitCode != 0 || finished.Runs != 1 {
 		t.Fatalf("finished = %+v", finished)
 	}
@@ -119,21 +119,21 @@ func TestDetachedAttemptIsAdoptedNotRestarted(t *testing.T) {
 func TestAttemptEndedWhileWorkerDownIsReportedNotRerun(t *testing.T) {
 	for _, c := range []struct {
 		name   string
-		state  fsm.DriverState
+		state  model.DriverState
 		reason string
 	}{
-		{"program exited", fsm.DriverFinished, ""},
-		{"runner killed", fsm.DriverKilled, "ended while its worker was down"},
+		{"program exited", model.DriverFinished, ""},
+		{"runner killed", model.DriverKilled, "ended while its worker was down"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			fm := newFakeMaster(t)
 			w1, cfg := newWorker(t, fm, nil)
 			fm.assign(waiter(driverA, 1))
-			fm.waitReport(t, driverA, 1, fsm.DriverRunning)
+			fm.waitReport(t, driverA, 1, model.DriverRunning)
 			pid := programPID(t, cfg, driverA, 1)
 			runnerPID := readStatus(t, cfg, driverA, 1).RunnerPID
 			w1.Detach()
-			if c.state == fsm.DriverFinished {
+			if c.state == model.DriverFinished {
 				if err := os.WriteFile(attemptPath(cfg, driverA, 1, "stop"), nil, 0o600); err != nil {
 					t.Fatal(err)
 				}
@@ -155,7 +155,7 @@ func TestAttemptEndedWhileWorkerDownIsReportedNotRerun(t *testing.T) {
 				t.Fatalf("report #%d (from #%d) = %+v, want %s with reason %q after one run", at, from, r, c.state, c.reason)
 			}
 			fm.set(func() {
-				if slices.ContainsFunc(fm.reports()[from:], func(r fsm.AttemptReport) bool { return r.State == fsm.DriverRunning }) {
+				if slices.ContainsFunc(fm.reports()[from:], func(r model.AttemptReport) bool { return r.State == model.DriverRunning }) {
 					t.Fatalf("RUNNING reported after the restart: %+v", fm.reports()[from:])
 				}
 			})
@@ -203,9 +203,9 @@ func TestFencing(t *testing.T) {
 			supervised.Supervise = true
 			fm.assign(supervised, sleeper(driverB, 1))
 			fm.assignExecutors(execSleeper(appA, 0))
-			fm.waitReport(t, driverA, 1, fsm.DriverRunning)
-			fm.waitReport(t, driverB, 1, fsm.DriverRunning)
-			fm.waitExecReport(t, appA, 0, fsm.ExecRunning)
+			fm.waitReport(t, driverA, 1, model.DriverRunning)
+			fm.waitReport(t, driverB, 1, model.DriverRunning)
+			fm.waitExecReport(t, appA, 0, model.ExecRunning)
 			pidA := programPID(t, cfg, driverA, 1)
 			pidB := programPID(t, cfg, driverB, 1)
 			pidE := executorPID(t, cfg, appA, 0)
@@ -239,19 +239,19 @@ func TestFencing(t *testing.T) {
 			var back int
 			fm.set(func() { back = len(fm.heartbeats) })
 			if mode == worker.FencingStrict {
-				killed, _ := fm.waitReport(t, driverA, 1, fsm.DriverKilled)
+				killed, _ := fm.waitReport(t, driverA, 1, model.DriverKilled)
 				want := "fenced: no contact with a leader for 500ms"
 				if killed.Reason != want {
 					t.Fatalf("killed = %+v, want reason %q", killed, want)
 				}
-				if killed, _ := fm.waitExecReport(t, appA, 0, fsm.ExecKilled); killed.Reason != want {
+				if killed, _ := fm.waitExecReport(t, appA, 0, model.ExecKilled); killed.Reason != want {
 					t.Fatalf("executor killed = %+v, want reason %q", killed, want)
 				}
 			}
 			fm.waitFor(t, "three heartbeats after the masters came back", func() bool { return len(fm.heartbeats) >= back+3 })
 			fm.set(func() {
 				for _, r := range fm.reports() {
-					if r.State != fsm.DriverRunning && (r.DriverID == driverB || mode == worker.FencingDefault) {
+					if r.State != model.DriverRunning && (r.DriverID == driverB || mode == worker.FencingDefault) {
 						t.Fatalf("report %+v: the attempt should have been kept", r)
 					}
 				}

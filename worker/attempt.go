@@ -17,7 +17,7 @@ import (
 	"time"
 
 	"github.com/drover-project/drover/client"
-	"github.com/drover-project/drover/fsm"
+	"github.com/drover-project/drover/model"
 	"github.com/drover-project/drover/runner"
 )
 
@@ -180,7 +180,7 @@ func (w *Worker) start(o order) *unit {
 		return u
 	}
 	failed := func(reason string) *unit {
-		return end(report{key: k, state: fsm.DriverError, reason: reason})
+		return end(report{key: k, state: model.DriverError, reason: reason})
 	}
 	if !k.valid() {
 		return failed(k.invalid())
@@ -239,7 +239,7 @@ func (w *Worker) start(o order) *unit {
 // events nobody saw: the runner's last status when it is final, else KILLED
 // with reason. The unit is never run again under the same key.
 func reportFromDisk(k unitKey, dir, reason string) report {
-	r := report{key: k, state: fsm.DriverKilled, reason: reason}
+	r := report{key: k, state: model.DriverKilled, reason: reason}
 	if st, err := runner.ReadStatus(dir); err == nil {
 		r.runs = st.Runs
 		if st.State.Terminal() {
@@ -311,10 +311,10 @@ func (w *Worker) follow(u *unit) {
 			// Written once the program's group is gone.
 			w.finish(u, report{state: st.State, exitCode: st.ExitCode, runs: st.Runs, reason: st.Reason}, false)
 			return
-		case err == nil && st.State == fsm.DriverRunning && st.Runs > reported:
+		case err == nil && st.State == model.DriverRunning && st.Runs > reported:
 			reported = st.Runs
 			w.log.Info(k.kind.info().noun+" running", k.attrs("run", st.Runs, "pid", st.PID)...)
-			w.report(report{key: k, state: fsm.DriverRunning, runs: st.Runs})
+			w.report(report{key: k, state: model.DriverRunning, runs: st.Runs})
 		}
 		if !runnerAlive(u.pid, u.start) {
 			// The runner writes its final status before it exits, so
@@ -322,7 +322,7 @@ func (w *Worker) follow(u *unit) {
 			if st, err := runner.ReadStatus(u.dir); err == nil && st.State.Terminal() {
 				w.finish(u, report{state: st.State, exitCode: st.ExitCode, runs: st.Runs, reason: st.Reason}, false)
 			} else {
-				w.finish(u, report{state: fsm.DriverError, runs: st.Runs,
+				w.finish(u, report{state: model.DriverError, runs: st.Runs,
 					reason: "runner ended without a final state; see " + filepath.Join(u.dir, runnerLogFile)}, true)
 			}
 			return
@@ -408,7 +408,7 @@ func (w *Worker) watch(u *unit, events io.Reader) {
 			if e.Run > 1 {
 				w.metrics.restarts.Inc()
 			}
-			w.report(report{key: k, state: fsm.DriverRunning, runs: e.Run})
+			w.report(report{key: k, state: model.DriverRunning, runs: e.Run})
 		case runner.EventExited:
 			if e.Code != nil {
 				w.log.Info("program exited", k.attrs("run", e.Run, "code", *e.Code)...)
@@ -435,7 +435,7 @@ func (w *Worker) watch(u *unit, events io.Reader) {
 			final = &runner.Event{State: st.State, ExitCode: st.ExitCode, Runs: st.Runs, Reason: st.Reason}
 		} else {
 			lost = true
-			r.state = fsm.DriverError
+			r.state = model.DriverError
 			r.runs = st.Runs
 			r.reason = fmt.Sprintf("runner ended without a final state (%v); see %s", waitErrText(waitErr), filepath.Join(u.dir, runnerLogFile))
 		}
@@ -457,13 +457,13 @@ func (w *Worker) finish(u *unit, r report, lost bool) {
 		// The runner died (kill -9) with its program still running: the
 		// program is ended here, and the unit counts as killed, so a
 		// supervised driver is relaunched rather than left in ERROR.
-		r.state = fsm.DriverKilled
+		r.state = model.DriverKilled
 		r.reason = "its runner died; the program was killed with it"
 		w.log.Warn("runner died, killed its program", k.attrs()...)
 	}
 	w.mu.Lock()
-	if u.killReason != "" && (r.state == fsm.DriverKilled || lost) {
-		r.state, r.reason = fsm.DriverKilled, u.killReason
+	if u.killReason != "" && (r.state == model.DriverKilled || lost) {
+		r.state, r.reason = model.DriverKilled, u.killReason
 	}
 	u.ended = true
 	w.queue(r)

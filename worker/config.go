@@ -5,15 +5,11 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"regexp"
 	"time"
 
+	"github.com/drover-project/drover/ids"
 	"github.com/drover-project/drover/pki"
 )
-
-// idPattern bounds worker IDs to names safe in paths, logs and gossip; the
-// masters refuse any other.
-var idPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
 
 // Config is everything a worker needs. Sizes are MiB, durations wall-clock.
 // Start from DefaultConfig and fill in the identity, masters and resources.
@@ -133,8 +129,8 @@ func DefaultConfig() Config {
 
 func (c *Config) validate() error {
 	var errs []error
-	if !idPattern.MatchString(c.ID) {
-		errs = append(errs, fmt.Errorf("--id %q must match %s", c.ID, idPattern))
+	if err := ids.CheckWorker(c.ID); err != nil {
+		errs = append(errs, fmt.Errorf("--id: %w", err))
 	}
 	if len(c.Masters) == 0 {
 		errs = append(errs, errors.New("--masters is required"))

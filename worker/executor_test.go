@@ -12,7 +12,7 @@ import (
 	"testing"
 
 	"github.com/drover-project/drover/api"
-	"github.com/drover-project/drover/fsm"
+	"github.com/drover-project/drover/model"
 	"github.com/drover-project/drover/runner"
 	"github.com/drover-project/drover/worker"
 )
@@ -63,10 +63,10 @@ func TestRunsExecutorsWithEnvAndServesLogs(t *testing.T) {
 	)
 	for _, c := range []struct {
 		id    int
-		state fsm.ExecutorState
+		state model.ExecutorState
 		code  int
-	}{{0, fsm.ExecExited, 0}, {1, fsm.ExecFailed, 3}} {
-		running, ri := fm.waitExecReport(t, appA, c.id, fsm.ExecRunning)
+	}{{0, model.ExecExited, 0}, {1, model.ExecFailed, 3}} {
+		running, ri := fm.waitExecReport(t, appA, c.id, model.ExecRunning)
 		end, ei := fm.waitExecReport(t, appA, c.id, c.state)
 		if ri > ei || running.ExitCode != nil || end.ExitCode == nil || *end.ExitCode != c.code {
 			t.Fatalf("executor %d: running %+v (#%d), end %+v (#%d), want exit code %d", c.id, running, ri, end, ei, c.code)
@@ -123,9 +123,9 @@ func TestUnassignedExecutorIsKilled(t *testing.T) {
 	_, cfg := newWorker(t, fm, nil)
 	fm.assign(sleeper(driverA, 1))
 	fm.assignExecutors(execSleeper(appA, 1), execSleeper(appA, 0))
-	fm.waitExecReport(t, appA, 0, fsm.ExecRunning)
-	fm.waitExecReport(t, appA, 1, fsm.ExecRunning)
-	fm.waitReport(t, driverA, 1, fsm.DriverRunning)
+	fm.waitExecReport(t, appA, 0, model.ExecRunning)
+	fm.waitExecReport(t, appA, 1, model.ExecRunning)
+	fm.waitReport(t, driverA, 1, model.DriverRunning)
 	pid0 := executorPID(t, cfg, appA, 0)
 	pid1 := executorPID(t, cfg, appA, 1)
 	both := []api.ExecutorRef{{AppID: appA, ExecutorID: 0}, {AppID: appA, ExecutorID: 1}}
@@ -135,7 +135,7 @@ func TestUnassignedExecutorIsKilled(t *testing.T) {
 	})
 
 	fm.assignExecutors(execSleeper(appA, 1))
-	killed, _ := fm.waitExecReport(t, appA, 0, fsm.ExecKilled)
+	killed, _ := fm.waitExecReport(t, appA, 0, model.ExecKilled)
 	if !strings.Contains(killed.Reason, "no longer assigned") {
 		t.Fatalf("killed = %+v", killed)
 	}
@@ -147,8 +147,8 @@ func TestUnassignedExecutorIsKilled(t *testing.T) {
 		t.Fatalf("executor 1 gone: %v", err)
 	}
 	fm.set(func() {
-		if slices.ContainsFunc(fm.executorReports(), func(r fsm.ExecutorReport) bool { return r.ExecutorID == 1 && r.State != fsm.ExecRunning }) ||
-			slices.ContainsFunc(fm.reports(), func(r fsm.AttemptReport) bool { return r.State != fsm.DriverRunning }) {
+		if slices.ContainsFunc(fm.executorReports(), func(r model.ExecutorReport) bool { return r.ExecutorID == 1 && r.State != model.ExecRunning }) ||
+			slices.ContainsFunc(fm.reports(), func(r model.AttemptReport) bool { return r.State != model.DriverRunning }) {
 			t.Fatalf("reports %+v %+v: only executor 0 should have ended", fm.reports(), fm.executorReports())
 		}
 	})
@@ -161,7 +161,7 @@ func TestDetachedExecutorIsAdoptedNotRestarted(t *testing.T) {
 	fm := newFakeMaster(t)
 	w1, cfg := newWorker(t, fm, nil)
 	fm.assignExecutors(execWaiter(appA, 2))
-	fm.waitExecReport(t, appA, 2, fsm.ExecRunning)
+	fm.waitExecReport(t, appA, 2, model.ExecRunning)
 	pid := executorPID(t, cfg, appA, 2)
 	dir := filepath.Dir(executorPath(cfg, appA, 2, runner.StatusFile))
 	st, err := runner.ReadStatus(dir)
@@ -181,7 +181,7 @@ func TestDetachedExecutorIsAdoptedNotRestarted(t *testing.T) {
 	if err := os.WriteFile(executorPath(cfg, appA, 2, "stop"), nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	exited, _ := fm.waitExecReport(t, appA, 2, fsm.ExecExited)
+	exited, _ := fm.waitExecReport(t, appA, 2, model.ExecExited)
 	if exited.ExitCode == nil || *exited.ExitCode != 0 {
 		t.Fatalf("exited = %+v", exited)
 	}
@@ -198,7 +198,7 @@ func TestDeadExecutorRunnersProgramIsKilled(t *testing.T) {
 	fm := newFakeMaster(t)
 	_, cfg := newWorker(t, fm, nil)
 	fm.assignExecutors(execSleeper(appA, 0))
-	fm.waitExecReport(t, appA, 0, fsm.ExecRunning)
+	fm.waitExecReport(t, appA, 0, model.ExecRunning)
 	pid := executorPID(t, cfg, appA, 0)
 	st, err := runner.ReadStatus(filepath.Dir(executorPath(cfg, appA, 0, runner.StatusFile)))
 	if err != nil {
@@ -207,7 +207,7 @@ func TestDeadExecutorRunnersProgramIsKilled(t *testing.T) {
 	if err := syscall.Kill(st.RunnerPID, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	r, _ := fm.waitExecReport(t, appA, 0, fsm.ExecKilled)
+	r, _ := fm.waitExecReport(t, appA, 0, model.ExecKilled)
 	if !strings.Contains(r.Reason, "runner died") {
 		t.Fatalf("report = %+v", r)
 	}
@@ -219,7 +219,7 @@ func TestInvalidExecutorIsReportedFailed(t *testing.T) {
 	fm := newFakeMaster(t)
 	_, cfg := newWorker(t, fm, nil)
 	fm.assignExecutors(api.ExecutorAssignment{AppID: "../app", ExecutorID: 0, Argv: []string{"/bin/true"}})
-	r, _ := fm.waitExecReport(t, "../app", 0, fsm.ExecFailed)
+	r, _ := fm.waitExecReport(t, "../app", 0, model.ExecFailed)
 	if !strings.Contains(r.Reason, "invalid app ID") {
 		t.Fatalf("report = %+v", r)
 	}

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/drover-project/drover/api"
+	"github.com/drover-project/drover/ids"
 	"github.com/drover-project/drover/runner"
 )
 
@@ -94,8 +95,8 @@ func (w *Worker) handleHealth(rw http.ResponseWriter, r *http.Request) {
 // attempt's unless the query names one.
 func (w *Worker) handleDriverLogs(rw http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
-	if !driverIDPattern.MatchString(id) {
-		writeError(rw, http.StatusBadRequest, fmt.Sprintf("invalid driver ID %q", id))
+	if err := ids.CheckDriver(id); err != nil {
+		writeError(rw, http.StatusBadRequest, err.Error())
 		return
 	}
 	name, offset, ok := logQuery(rw, r)
@@ -124,8 +125,8 @@ func (w *Worker) handleDriverLogs(rw http.ResponseWriter, r *http.Request) {
 // handleExecutorLogs serves an executor's stdout or stderr.
 func (w *Worker) handleExecutorLogs(rw http.ResponseWriter, r *http.Request) {
 	app, id := r.PathValue("app"), r.PathValue("id")
-	if !appIDPattern.MatchString(app) {
-		writeError(rw, http.StatusBadRequest, fmt.Sprintf("invalid app ID %q", app))
+	if err := ids.CheckApp(app); err != nil {
+		writeError(rw, http.StatusBadRequest, err.Error())
 		return
 	}
 	// Only the canonical form: the ID names a directory.

@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/drover-project/drover/api"
-	"github.com/drover-project/drover/fsm"
 	"github.com/drover-project/drover/internal/metricstest"
+	"github.com/drover-project/drover/model"
 	"github.com/drover-project/drover/worker"
 )
 
@@ -95,8 +95,8 @@ func TestMetricsFollowHeartbeatsAndLaunches(t *testing.T) {
 	// restart before it reports the new run: a heartbeat showing all of
 	// it comes after the counts.
 	ml.waitBeat(t, "both drivers and the executor running, and a restart", func(req api.HeartbeatRequest) bool {
-		restarted := slices.ContainsFunc(req.Reports, func(r fsm.AttemptReport) bool {
-			return r.DriverID == driverB && r.State == fsm.DriverRunning && r.Runs >= 2
+		restarted := slices.ContainsFunc(req.Reports, func(r model.AttemptReport) bool {
+			return r.DriverID == driverB && r.State == model.DriverRunning && r.Runs >= 2
 		})
 		return restarted && slices.Contains(req.Running, api.AttemptRef{DriverID: driverA, Attempt: 1}) &&
 			slices.Contains(req.RunningExecutors, api.ExecutorRef{AppID: appA, ExecutorID: 0})

@@ -3,12 +3,12 @@ package worker
 import (
 	"fmt"
 	"path/filepath"
-	"regexp"
 	"strconv"
 
 	"github.com/drover-project/drover/api"
 	"github.com/drover-project/drover/client"
-	"github.com/drover-project/drover/fsm"
+	"github.com/drover-project/drover/ids"
+	"github.com/drover-project/drover/model"
 )
 
 // A unit is one program the worker runs under a runner of its own: a driver
@@ -16,15 +16,6 @@ import (
 // and reported the same way; what tells them apart (their names,
 // directories, environment and the vocabulary of their reports) is gathered
 // here, so that the rest of the worker has one code path for both.
-
-// driverIDPattern is Spark's driver ID form, appIDPattern its application ID
-// form. Both name directories, so anything else is refused before it
-// reaches the file system. They never match the same string, so driver and
-// app directories never collide in the work dir.
-var (
-	driverIDPattern = regexp.MustCompile(`^driver-[0-9]{14}-[0-9]+$`)
-	appIDPattern    = regexp.MustCompile(`^app-[0-9]{14}-[0-9]+$`)
-)
 
 // unitKind says what a unit is.
 type unitKind uint8
@@ -44,7 +35,11 @@ type kindInfo struct {
 	// idAttr and nAttr are the log attributes (and words in messages)
 	// for the unit's ID and its number.
 	idAttr, nAttr string
-	idPattern     *regexp.Regexp
+	// checkID validates the unit's ID (package ids), which names a
+	// directory, so anything else is refused before it reaches the file
+	// system. Driver and app IDs never match each other's form, so their
+	// directories never collide in the work dir.
+	checkID func(string) error
 	// minN is the least valid number.
 	minN int
 	// dirPrefix comes before the number in the unit's directory name.
@@ -61,9 +56,9 @@ type kindInfo struct {
 }
 
 var kinds = [...]kindInfo{
-	kindAttempt: {noun: "attempt", idAttr: "driver", nAttr: "attempt", idPattern: driverIDPattern,
+	kindAttempt: {noun: "attempt", idAttr: "driver", nAttr: "attempt", checkID: ids.CheckDriver,
 		minN: 1, dirPrefix: "attempt-"},
-	kindExecutor: {noun: "executor", idAttr: "app", nAttr: "executor", idPattern: appIDPattern,
+	kindExecutor: {noun: "executor", idAttr: "app", nAttr: "executor", checkID: ids.CheckApp,
 		minN: 0, record: "executor", alwaysFenced: true},
 }
 
@@ -98,7 +93,7 @@ func executorKey(appID string, executorID int) unitKey {
 // valid says whether k is safe to name a directory.
 func (k unitKey) valid() bool {
 	info := k.kind.info()
-	return info.idPattern.MatchString(k.id) && k.n >= info.minN
+	return info.checkID(k.id) == nil && k.n >= info.minN
 }
 
 // invalid is the reason a unit with an invalid key is not started.
@@ -168,18 +163,18 @@ func orders(resp api.HeartbeatResponse) []order {
 // it for executors.
 type report struct {
 	key      unitKey
-	state    fsm.DriverState
+	state    model.DriverState
 	exitCode *int
 	runs     int
 	reason   string
 }
 
-func (r report) attemptReport() fsm.AttemptReport {
-	return fsm.AttemptReport{DriverID: r.key.id, Attempt: r.key.n, State: r.state, ExitCode: r.exitCode, Runs: r.runs, Reason: r.reason}
+func (r report) attemptReport() model.AttemptReport {
+	return model.AttemptReport{DriverID: r.key.id, Attempt: r.key.n, State: r.state, ExitCode: r.exitCode, Runs: r.runs, Reason: r.reason}
 }
 
-func (r report) executorReport() fsm.ExecutorReport {
-	return fsm.ExecutorReport{AppID: r.key.id, ExecutorID: r.key.n, State: fsm.ExecutorStateOf(r.state), ExitCode: r.exitCode, Reason: r.reason}
+func (r report) executorReport() model.ExecutorReport {
+	return model.ExecutorReport{AppID: r.key.id, ExecutorID: r.key.n, State: model.ExecutorStateOf(r.state), ExitCode: r.exitCode, Reason: r.reason}
 }
 
 // ackID is what a report and the leader's echo of it share: the unit, the
@@ -194,7 +189,7 @@ type ackID struct {
 
 func (r report) ackID() ackID {
 	if r.key.kind == kindExecutor {
-		return ackID{r.key, string(fsm.ExecutorStateOf(r.state)), 0}
+		return ackID{r.key, string(model.ExecutorStateOf(r.state)), 0}
 	}
 	return ackID{r.key, string(r.state), r.runs}
 }

@@ -39,8 +39,8 @@ import (
 	"github.com/drover-project/drover/api"
 	"github.com/drover-project/drover/auth"
 	"github.com/drover-project/drover/client"
-	"github.com/drover-project/drover/fsm"
 	"github.com/drover-project/drover/internal/wait"
+	"github.com/drover-project/drover/model"
 	"github.com/drover-project/drover/pki"
 	"github.com/drover-project/drover/transport"
 )
@@ -619,9 +619,9 @@ func (w *Worker) report(r report) {
 // unacknowledged one of the same unit, so a supervised program that keeps
 // failing while the masters are away does not pile up one report per run.
 func (w *Worker) queue(r report) {
-	if r.state == fsm.DriverRunning {
+	if r.state == model.DriverRunning {
 		w.unacked = slices.DeleteFunc(w.unacked, func(u report) bool {
-			return u.state == fsm.DriverRunning && u.key == r.key
+			return u.state == model.DriverRunning && u.key == r.key
 		})
 	}
 	w.unacked = append(w.unacked, r)

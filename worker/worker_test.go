@@ -21,7 +21,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/drover-project/drover/api"
-	"github.com/drover-project/drover/fsm"
+	"github.com/drover-project/drover/model"
 	"github.com/drover-project/drover/runner"
 	"github.com/drover-project/drover/worker"
 )
@@ -236,8 +236,8 @@ func (fm *fakeMaster) waitFor(t *testing.T, what string, cond func() bool) {
 }
 
 // reports lists every report received, in order, with fm.mu held.
-func (fm *fakeMaster) reports() []fsm.AttemptReport {
-	var out []fsm.AttemptReport
+func (fm *fakeMaster) reports() []model.AttemptReport {
+	var out []model.AttemptReport
 	for _, hb := range fm.heartbeats {
 		out = append(out, hb.Reports...)
 	}
@@ -246,8 +246,8 @@ func (fm *fakeMaster) reports() []fsm.AttemptReport {
 
 // executorReports lists every executor report received, in order, with
 // fm.mu held.
-func (fm *fakeMaster) executorReports() []fsm.ExecutorReport {
-	var out []fsm.ExecutorReport
+func (fm *fakeMaster) executorReports() []model.ExecutorReport {
+	var out []model.ExecutorReport
 	for _, hb := range fm.heartbeats {
 		out = append(out, hb.ExecutorReports...)
 	}
@@ -256,20 +256,20 @@ func (fm *fakeMaster) executorReports() []fsm.ExecutorReport {
 
 // waitReport waits for a report of the attempt in state and returns it with
 // its position among all reports received.
-func (fm *fakeMaster) waitReport(t *testing.T, driver string, attempt int, state fsm.DriverState) (fsm.AttemptReport, int) {
+func (fm *fakeMaster) waitReport(t *testing.T, driver string, attempt int, state model.DriverState) (model.AttemptReport, int) {
 	t.Helper()
 	return waitFirst(t, fm, fmt.Sprintf("%s report of %s attempt %d", state, driver, attempt), fm.reports,
-		func(r fsm.AttemptReport) bool {
+		func(r model.AttemptReport) bool {
 			return r.DriverID == driver && r.Attempt == attempt && r.State == state
 		})
 }
 
 // waitExecReport waits for a report of the executor in state and returns it
 // with its position among all executor reports received.
-func (fm *fakeMaster) waitExecReport(t *testing.T, app string, id int, state fsm.ExecutorState) (fsm.ExecutorReport, int) {
+func (fm *fakeMaster) waitExecReport(t *testing.T, app string, id int, state model.ExecutorState) (model.ExecutorReport, int) {
 	t.Helper()
 	return waitFirst(t, fm, fmt.Sprintf("%s report of %s executor %d", state, app, id), fm.executorReports,
-		func(r fsm.ExecutorReport) bool { return r.AppID == app && r.ExecutorID == id && r.State == state })
+		func(r model.ExecutorReport) bool { return r.AppID == app && r.ExecutorID == id && r.State == state })
 }
 
 // waitFirst waits until list (called with fm.mu held) has an element that
@@ -404,8 +404,8 @@ func TestRunsAssignmentWithEnvAndServesLogs(t *testing.T) {
 		Argv: []string{"/bin/sh", "-c", `echo "$DROVER_DRIVER_ID $DROVER_ATTEMPT $DROVER_WORKER_ID $DROVER_MASTERS $EXTRA"; echo problem >&2`},
 		Env:  map[string]string{"EXTRA": "x", "DROVER_WORKER_ID": "spoofed"},
 	})
-	running, ri := fm.waitReport(t, driverA, 1, fsm.DriverRunning)
-	finished, fi := fm.waitReport(t, driverA, 1, fsm.DriverFinished)
+	running, ri := fm.waitReport(t, driverA, 1, model.DriverRunning)
+	finished, fi := fm.waitReport(t, driverA, 1, model.DriverFinished)
 	if running.Runs != 1 || ri > fi || finished.ExitCode == nil || *finished.ExitCode != 0 || finished.Runs != 1 {
 		t.Fatalf("reports: running %+v (#%d), finished %+v (#%d)", running, ri, finished, fi)
 	}
@@ -431,11 +431,11 @@ func TestRunsAssignmentWithEnvAndServesLogs(t *testing.T) {
 		if len(last.Running) != 0 {
 			t.Fatalf("running after the end: %+v", last.Running)
 		}
-		count := map[fsm.DriverState]int{}
+		count := map[model.DriverState]int{}
 		for _, r := range fm.reports() {
 			count[r.State]++
 		}
-		if count[fsm.DriverRunning] != 1 || count[fsm.DriverFinished] != 1 {
+		if count[model.DriverRunning] != 1 || count[model.DriverFinished] != 1 {
 			t.Fatalf("reports by state %v: the ended attempt was started or reported again", count)
 		}
 	})
@@ -478,10 +478,10 @@ func TestUnassignedAttemptIsKilled(t *testing.T) {
 	fm := newFakeMaster(t)
 	_, cfg := newWorker(t, fm, nil)
 	fm.assign(sleeper(driverA, 1))
-	fm.waitReport(t, driverA, 1, fsm.DriverRunning)
+	fm.waitReport(t, driverA, 1, model.DriverRunning)
 	pid := programPID(t, cfg, driverA, 1)
 	fm.assign()
-	killed, _ := fm.waitReport(t, driverA, 1, fsm.DriverKilled)
+	killed, _ := fm.waitReport(t, driverA, 1, model.DriverKilled)
 	if !strings.Contains(killed.Reason, "no longer assigned") {
 		t.Fatalf("killed = %+v", killed)
 	}
@@ -497,11 +497,11 @@ func TestSupersededAttemptIsKilledBeforeTheNextStarts(t *testing.T) {
 	stubborn := sleeper(driverA, 1)
 	stubborn.Argv = []string{"/bin/sh", "-c", "trap '' TERM; echo $$; exec sleep 1000"}
 	fm.assign(stubborn)
-	fm.waitReport(t, driverA, 1, fsm.DriverRunning)
+	fm.waitReport(t, driverA, 1, model.DriverRunning)
 	pid := programPID(t, cfg, driverA, 1)
 	fm.assign(sleeper(driverA, 2))
-	killed, ki := fm.waitReport(t, driverA, 1, fsm.DriverKilled)
-	_, ri := fm.waitReport(t, driverA, 2, fsm.DriverRunning)
+	killed, ki := fm.waitReport(t, driverA, 1, model.DriverKilled)
+	_, ri := fm.waitReport(t, driverA, 2, model.DriverRunning)
 	if killed.Reason != "superseded by attempt 2" || ki > ri {
 		t.Fatalf("killed %+v (#%d), attempt 2 running at #%d", killed, ki, ri)
 	}
@@ -529,7 +529,7 @@ func TestReportsAreResentUntilAcked(t *testing.T) {
 		{"attempt",
 			func(fm *fakeMaster) { fm.assign(api.Assignment{DriverID: driverA, Attempt: 1, Argv: exit3}) },
 			func(hb api.HeartbeatRequest) (*int, bool) {
-				i := slices.IndexFunc(hb.Reports, func(r fsm.AttemptReport) bool { return r.State == fsm.DriverFailed })
+				i := slices.IndexFunc(hb.Reports, func(r model.AttemptReport) bool { return r.State == model.DriverFailed })
 				if i < 0 {
 					return nil, false
 				}
@@ -540,7 +540,7 @@ func TestReportsAreResentUntilAcked(t *testing.T) {
 				fm.assignExecutors(api.ExecutorAssignment{AppID: appA, ExecutorID: 0, Argv: exit3})
 			},
 			func(hb api.HeartbeatRequest) (*int, bool) {
-				i := slices.IndexFunc(hb.ExecutorReports, func(r fsm.ExecutorReport) bool { return r.State == fsm.ExecFailed })
+				i := slices.IndexFunc(hb.ExecutorReports, func(r model.ExecutorReport) bool { return r.State == model.ExecFailed })
 				if i < 0 {
 					return nil, false
 				}
@@ -599,14 +599,14 @@ func TestCloseKillsAttemptsAndDecommissions(t *testing.T) {
 	a.Supervise = true
 	fm.assign(a)
 	fm.assignExecutors(execSleeper(appA, 0))
-	fm.waitReport(t, driverA, 1, fsm.DriverRunning)
-	fm.waitExecReport(t, appA, 0, fsm.ExecRunning)
+	fm.waitReport(t, driverA, 1, model.DriverRunning)
+	fm.waitExecReport(t, appA, 0, model.ExecRunning)
 	pidA := programPID(t, cfg, driverA, 1)
 	pidE := executorPID(t, cfg, appA, 0)
 	w1.Detach()
 	w2, _ := newWorker(t, fm, func(c *worker.Config) { c.WorkDir = cfg.WorkDir })
 	fm.assign(a, sleeper(driverB, 1))
-	fm.waitReport(t, driverB, 1, fsm.DriverRunning)
+	fm.waitReport(t, driverB, 1, model.DriverRunning)
 	pidB := programPID(t, cfg, driverB, 1)
 	w2.Close()
 	fm.set(func() {
@@ -614,14 +614,14 @@ func TestCloseKillsAttemptsAndDecommissions(t *testing.T) {
 			t.Fatalf("decommissions = %+v, want one with reason %q", fm.decommissions, "worker shut down")
 		}
 		for _, d := range []string{driverA, driverB} {
-			assertOnlyAfter(t, fm, "KILLED reports of "+d, func(hb api.HeartbeatRequest) []fsm.AttemptReport { return hb.Reports },
-				func(r fsm.AttemptReport) bool {
-					return r.DriverID == d && r.State == fsm.DriverKilled && strings.Contains(r.Reason, "shut down")
+			assertOnlyAfter(t, fm, "KILLED reports of "+d, func(hb api.HeartbeatRequest) []model.AttemptReport { return hb.Reports },
+				func(r model.AttemptReport) bool {
+					return r.DriverID == d && r.State == model.DriverKilled && strings.Contains(r.Reason, "shut down")
 				})
 		}
-		assertOnlyAfter(t, fm, "KILLED reports of the executor", func(hb api.HeartbeatRequest) []fsm.ExecutorReport { return hb.ExecutorReports },
-			func(r fsm.ExecutorReport) bool {
-				return r.AppID == appA && r.State == fsm.ExecKilled && strings.Contains(r.Reason, "shut down")
+		assertOnlyAfter(t, fm, "KILLED reports of the executor", func(hb api.HeartbeatRequest) []model.ExecutorReport { return hb.ExecutorReports },
+			func(r model.ExecutorReport) bool {
+				return r.AppID == appA && r.State == model.ExecKilled && strings.Contains(r.Reason, "shut down")
 			})
 	})
 	assertGone(t, pidA)
@@ -718,7 +718,7 @@ func TestBrokenRunnerIsReportedAsError(t *testing.T) {
 			fm := newFakeMaster(t)
 			newWorker(t, fm, func(cfg *worker.Config) { cfg.RunnerCommand = c.command })
 			fm.assign(sleeper(driverA, 1))
-			r, _ := fm.waitReport(t, driverA, 1, fsm.DriverError)
+			r, _ := fm.waitReport(t, driverA, 1, model.DriverError)
 			if !strings.Contains(r.Reason, c.reason) {
 				t.Fatalf("report = %+v, want reason %q", r, c.reason)
 			}
@@ -735,7 +735,7 @@ func TestReportsCutALongPollShort(t *testing.T) {
 	fm.waitFor(t, "a first heartbeat", func() bool { return len(fm.heartbeats) > 0 })
 	began := time.Now()
 	fm.assign(api.Assignment{DriverID: driverA, Attempt: 1, Argv: []string{"/bin/sh", "-c", "exit 0"}})
-	fm.waitReport(t, driverA, 1, fsm.DriverFinished)
+	fm.waitReport(t, driverA, 1, model.DriverFinished)
 	if took := time.Since(began); took > 10*cfg.HeartbeatInterval+time.Second {
 		t.Fatalf("FINISHED reached the master %v after the assignment: reports waited for a long poll", took)
 	}
@@ -747,13 +747,13 @@ func TestDeadRunnersProgramIsKilled(t *testing.T) {
 	fm := newFakeMaster(t)
 	_, cfg := newWorker(t, fm, nil)
 	fm.assign(sleeper(driverA, 1))
-	fm.waitReport(t, driverA, 1, fsm.DriverRunning)
+	fm.waitReport(t, driverA, 1, model.DriverRunning)
 	pid := programPID(t, cfg, driverA, 1)
 	st := readStatus(t, cfg, driverA, 1)
 	if err := syscall.Kill(st.RunnerPID, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	r, _ := fm.waitReport(t, driverA, 1, fsm.DriverKilled)
+	r, _ := fm.waitReport(t, driverA, 1, model.DriverKilled)
 	if !strings.Contains(r.Reason, "runner died") {
 		t.Fatalf("report = %+v", r)
 	}

@@ -15,8 +15,8 @@ import (
 
 	"github.com/drover-project/drover/api"
 	"github.com/drover-project/drover/client"
-	"github.com/drover-project/drover/fsm"
 	"github.com/drover-project/drover/internal/testcluster"
+	"github.com/drover-project/drover/model"
 )
 
 // executorScript is the body of a test executor run by /bin/sh: it records
@@ -75,9 +75,9 @@ func kind(k client.EventKind) func(client.ExecutorEvent) bool {
 
 // running waits until n executors of the app have started and returns
 // them by ID.
-func running(t *testing.T, a *client.App, n int) map[int]fsm.Executor {
+func running(t *testing.T, a *client.App, n int) map[int]model.Executor {
 	t.Helper()
-	out := map[int]fsm.Executor{}
+	out := map[int]model.Executor{}
 	for len(out) < n {
 		ev := nextEvent(t, a, 30*time.Second, "executor RUNNING", kind(client.ExecutorRunning))
 		out[ev.Executor.ID] = ev.Executor
@@ -135,7 +135,7 @@ func TestExecutorsSpreadRunAndAreReplacedWhenTheirWorkerIsLost(t *testing.T) {
 		t.Fatalf("replacement %+v; want executor 3 on a live worker", repl.Executor)
 	}
 	s := appStatus(t, c, a.ID())
-	if s.State != fsm.AppRunning || s.RetryCount != 0 || s.CoresGranted != 3 {
+	if s.State != model.AppRunning || s.RetryCount != 0 || s.CoresGranted != 3 {
 		t.Errorf("app %s, %d retries, %d cores; want RUNNING, 0, 3", s.State, s.RetryCount, s.CoresGranted)
 	}
 }
@@ -154,11 +154,11 @@ func TestAppFailsAfterMaxExecutorRetries(t *testing.T) {
 		t.Fatal("the app did not end")
 	}
 	s := a.Status()
-	if s.State != fsm.AppFailed || len(s.Executors) != 3 || !strings.Contains(s.Message, "3 executors failed in a row") {
+	if s.State != model.AppFailed || len(s.Executors) != 3 || !strings.Contains(s.Message, "3 executors failed in a row") {
 		t.Fatalf("app %s with %d executors, message %q; want FAILED after 3 executors", s.State, len(s.Executors), s.Message)
 	}
 	for _, e := range s.Executors {
-		if e.State != fsm.ExecFailed || e.ExitCode == nil || *e.ExitCode != 3 {
+		if e.State != model.ExecFailed || e.ExitCode == nil || *e.ExitCode != 3 {
 			t.Errorf("executor %d: %s exit %s; want FAILED exit 3", e.ID, e.State, fmtExit(e.ExitCode))
 		}
 	}
@@ -173,22 +173,22 @@ func TestAppEndsWithItsDriver(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
 		end   func(driverID string)
-		state fsm.ApplicationState
+		state model.ApplicationState
 	}{
 		{"killed", func(id string) {
 			if err := c.Client().Kill(context.Background(), id); err != nil {
 				t.Fatal(err)
 			}
-		}, fsm.AppKilled},
+		}, model.AppKilled},
 		{"finished", func(id string) {
 			if err := os.WriteFile(filepath.Join(p.dir, "go-"+id), nil, 0o600); err != nil {
 				t.Fatal(err)
 			}
-		}, fsm.AppFinished},
+		}, model.AppFinished},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			id := submit(t, c, p.request(`while [ ! -e "$PROBE/go-$DROVER_DRIVER_ID" ]; do sleep 0.05; done`, false))
-			c.WaitDriver(id, 20*time.Second, "RUNNING", isState(fsm.DriverRunning))
+			c.WaitDriver(id, 20*time.Second, "RUNNING", isState(model.DriverRunning))
 			spec := p.appSpec("exec sleep 600", 2)
 			spec.DriverID, spec.DriverAttempt = id, 1
 			a := registerApp(t, c, spec)
@@ -249,7 +249,7 @@ func TestAppSurvivesLeaderKill(t *testing.T) {
 			t.Errorf("executor %d started %d times, want once", id, n)
 		}
 	}
-	if s := appStatus(t, c, a.ID()); s.State != fsm.AppRunning || s.CoresGranted != 3 {
+	if s := appStatus(t, c, a.ID()); s.State != model.AppRunning || s.CoresGranted != 3 {
 		t.Errorf("after failover: %s with %d cores; want RUNNING with 3", s.State, s.CoresGranted)
 	}
 }
@@ -264,13 +264,13 @@ func TestRetention(t *testing.T) {
 	var done []string
 	for i := 0; i < 4; i++ {
 		id := submit(t, c, p.request("true", false))
-		c.WaitDriver(id, 20*time.Second, "FINISHED", isState(fsm.DriverFinished))
+		c.WaitDriver(id, 20*time.Second, "FINISHED", isState(model.DriverFinished))
 		done = append(done, id)
 	}
 	var apps []string
 	for i := 0; i < 3; i++ {
 		a := registerApp(t, c, p.appSpec("exec sleep 600", 1))
-		if err := a.Unregister(context.Background(), fsm.AppFinished, ""); err != nil {
+		if err := a.Unregister(context.Background(), model.AppFinished, ""); err != nil {
 			t.Fatal(err)
 		}
 		apps = append(apps, a.ID())
@@ -374,11 +374,11 @@ func TestAppEndsWhenItsClientStopsWatching(t *testing.T) {
 	waitFor(t, 20*time.Second, "unwatched app ended", func() bool {
 		return appStatus(t, c, gone.ID()).State.Terminal()
 	})
-	if s := appStatus(t, c, gone.ID()); s.State != fsm.AppFailed || !strings.Contains(s.Message, "not heard from") {
+	if s := appStatus(t, c, gone.ID()); s.State != model.AppFailed || !strings.Contains(s.Message, "not heard from") {
 		t.Fatalf("unwatched app: %s %q, want FAILED for its silent client", s.State, s.Message)
 	}
 	waitFor(t, 20*time.Second, "executor "+pid+" stopped", func() bool { return !processAlive(pid) })
-	if s := appStatus(t, c, kept.ID()); s.State != fsm.AppRunning {
+	if s := appStatus(t, c, kept.ID()); s.State != model.AppRunning {
 		t.Fatalf("watched app: %s %q, want RUNNING", s.State, s.Message)
 	}
 }

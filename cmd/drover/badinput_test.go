@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/drover-project/drover/api"
-	"github.com/drover-project/drover/fsm"
 	"github.com/drover-project/drover/internal/testcluster"
+	"github.com/drover-project/drover/model"
 )
 
 func stateHash(t *testing.T, n *testcluster.Node) string {
@@ -31,7 +31,7 @@ func TestBadInputChangesNothing(t *testing.T) {
 	c := testcluster.New(t, testcluster.Options{Workers: 1})
 	p := newProbe(t)
 	finished := submit(t, c, p.request("true", false))
-	c.WaitDriver(finished, 20*time.Second, "FINISHED", isState(fsm.DriverFinished))
+	c.WaitDriver(finished, 20*time.Second, "FINISHED", isState(model.DriverFinished))
 	leader, err := c.Leader(5 * time.Second)
 	if err != nil {
 		t.Fatal(err)

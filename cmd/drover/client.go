@@ -17,7 +17,7 @@ import (
 
 	"github.com/drover-project/drover/api"
 	"github.com/drover-project/drover/client"
-	"github.com/drover-project/drover/fsm"
+	"github.com/drover-project/drover/model"
 )
 
 const clientUsage = `usage: drover client [--masters a,b,c] [--timeout D] <command> [flags]
@@ -154,8 +154,8 @@ func (k *cli) call(ctx context.Context, f func(ctx context.Context) error) error
 }
 
 // driver reads one driver with the client timeout.
-func (k *cli) driver(ctx context.Context, id string) (*fsm.Driver, error) {
-	var d *fsm.Driver
+func (k *cli) driver(ctx context.Context, id string) (*model.Driver, error) {
+	var d *model.Driver
 	err := k.call(ctx, func(ctx context.Context) (err error) {
 		d, err = k.c.Driver(ctx, id)
 		return err
@@ -216,8 +216,8 @@ func (k *cli) submit(ctx context.Context, args []string) int {
 		return k.exitFor(err)
 	}
 	fmt.Fprintf(k.stderr, "submitted %s\n", res.DriverID)
-	d, err := k.watch(ctx, res.DriverID, func(d *fsm.Driver) bool {
-		return d.State.Terminal() || (!*wait && d.State == fsm.DriverRunning) || unplaceable(d)
+	d, err := k.watch(ctx, res.DriverID, func(d *model.Driver) bool {
+		return d.State.Terminal() || (!*wait && d.State == model.DriverRunning) || unplaceable(d)
 	})
 	fmt.Fprintln(k.stdout, res.DriverID)
 	if err != nil {
@@ -227,7 +227,7 @@ func (k *cli) submit(ctx context.Context, args []string) int {
 		fmt.Fprintf(k.stderr, "drover: %s stays queued until a worker that fits registers; drover client kill %s drops it\n", d.ID, d.ID)
 		return 1
 	}
-	if d.State == fsm.DriverRunning || d.State == fsm.DriverFinished {
+	if d.State == model.DriverRunning || d.State == model.DriverFinished {
 		return 0
 	}
 	return 1
@@ -235,7 +235,7 @@ func (k *cli) submit(ctx context.Context, args []string) int {
 
 // unplaceable reports whether a driver waits for a worker larger than any
 // the cluster has.
-func unplaceable(d *fsm.Driver) bool {
+func unplaceable(d *model.Driver) bool {
 	return d.WorkerID == "" && !d.State.Terminal() && strings.Contains(d.Message, api.ReasonUnplaceable)
 }
 
@@ -243,7 +243,7 @@ func unplaceable(d *fsm.Driver) bool {
 // attempt, worker, run count or message on stderr; on a terminal each line
 // starts with the time since the watch began. It returns the last state
 // read.
-func (k *cli) watch(ctx context.Context, id string, done func(*fsm.Driver) bool) (*fsm.Driver, error) {
+func (k *cli) watch(ctx context.Context, id string, done func(*model.Driver) bool) (*model.Driver, error) {
 	var last string
 	start := time.Now()
 	tty := isTerminal(k.stderr)
@@ -274,7 +274,7 @@ func (k *cli) watch(ctx context.Context, id string, done func(*fsm.Driver) bool)
 // progressLine describes a driver's progress in one line: its state and
 // attempt, the worker, the runs of a supervised attempt restarted in
 // place, the exit code once it ended, and why it waits or ended.
-func progressLine(d *fsm.Driver) string {
+func progressLine(d *model.Driver) string {
 	line := fmt.Sprintf("%s %s attempt %d", d.ID, d.State, d.Attempt)
 	if d.WorkerID != "" {
 		line += " on " + d.WorkerID
@@ -356,7 +356,7 @@ func fmtExit(p *int) string {
 	return fmt.Sprint(*p)
 }
 
-func printDriver(w io.Writer, d *fsm.Driver) {
+func printDriver(w io.Writer, d *model.Driver) {
 	fmt.Fprintf(w, "id:         %s\n", d.ID)
 	if d.Name != "" {
 		fmt.Fprintf(w, "name:       %s\n", d.Name)
@@ -410,7 +410,7 @@ func (k *cli) list(ctx context.Context, args []string) int {
 	if fs.NArg() != 0 {
 		return k.exitFor(fmt.Errorf("list takes no arguments, got %q", fs.Args()))
 	}
-	var ds []*fsm.Driver
+	var ds []*model.Driver
 	if err := k.call(ctx, func(ctx context.Context) (err error) {
 		ds, err = k.c.Drivers(ctx)
 		return err
@@ -419,7 +419,7 @@ func (k *cli) list(ctx context.Context, args []string) int {
 	}
 	if *asJSON {
 		if ds == nil {
-			ds = []*fsm.Driver{}
+			ds = []*model.Driver{}
 		}
 		return k.printJSON(ds)
 	}

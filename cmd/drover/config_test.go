@@ -9,7 +9,7 @@ import (
 
 	"github.com/spf13/pflag"
 
-	"github.com/drover-project/drover/fsm"
+	"github.com/drover-project/drover/model"
 )
 
 // The command line beats the environment, which beats the config file,
@@ -82,12 +82,12 @@ func TestConfigErrors(t *testing.T) {
 // the pieces submit --wait shows as a driver moves.
 func TestProgressLine(t *testing.T) {
 	one := 1
-	d := &fsm.Driver{ID: "driver-20260101000000-7", State: fsm.DriverRunning, Attempt: 2, WorkerID: "w3",
-		Attempts: []fsm.Attempt{{Attempt: 1}, {Attempt: 2, Runs: 3}}}
+	d := &model.Driver{ID: "driver-20260101000000-7", State: model.DriverRunning, Attempt: 2, WorkerID: "w3",
+		Attempts: []model.Attempt{{Attempt: 1}, {Attempt: 2, Runs: 3}}}
 	if got, want := progressLine(d), "driver-20260101000000-7 RUNNING attempt 2 on w3 (run 3)"; got != want {
 		t.Fatalf("got %q, want %q", got, want)
 	}
-	d.State, d.ExitCode, d.Message = fsm.DriverFailed, &one, "exited 1"
+	d.State, d.ExitCode, d.Message = model.DriverFailed, &one, "exited 1"
 	if got, want := progressLine(d), "driver-20260101000000-7 FAILED attempt 2 on w3 (run 3), exit 1: exited 1"; got != want {
 		t.Fatalf("got %q, want %q", got, want)
 	}

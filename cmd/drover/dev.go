@@ -16,9 +16,9 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/drover-project/drover/client"
-	"github.com/drover-project/drover/fsm"
 	"github.com/drover-project/drover/internal/devsecrets"
 	"github.com/drover-project/drover/internal/freeport"
+	"github.com/drover-project/drover/model"
 )
 
 // devNode is one child process of the development cluster.
@@ -276,7 +276,7 @@ func waitReady(ctx context.Context, masters []string, workers int, sec *devsecre
 			}
 			alive := 0
 			for _, w := range st.Workers {
-				if w.State == fsm.WorkerAlive {
+				if w.State == model.WorkerAlive {
 					alive++
 				}
 			}

@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"github.com/drover-project/drover/api"
-	"github.com/drover-project/drover/fsm"
 	"github.com/drover-project/drover/internal/testcluster"
+	"github.com/drover-project/drover/model"
 )
 
 // probeScript is the body of a test driver run by /bin/sh. It appends one
@@ -75,10 +75,10 @@ func (p *probe) starts(id string) [][]string {
 // finishes waits for driver id to end and fails the test unless it ended
 // FINISHED in the given attempt, its probe having started exactly once per
 // attempt: a relaunch never ran an attempt twice or skipped a number.
-func (p *probe) finishes(c *testcluster.Cluster, id string, attempt int, timeout time.Duration) *fsm.Driver {
+func (p *probe) finishes(c *testcluster.Cluster, id string, attempt int, timeout time.Duration) *model.Driver {
 	p.t.Helper()
-	d := c.WaitDriver(id, timeout, "ended", func(d *fsm.Driver) bool { return d.State.Terminal() })
-	if starts := p.starts(id); d.State != fsm.DriverFinished || d.Attempt != attempt || len(starts) != attempt {
+	d := c.WaitDriver(id, timeout, "ended", func(d *model.Driver) bool { return d.State.Terminal() })
+	if starts := p.starts(id); d.State != model.DriverFinished || d.Attempt != attempt || len(starts) != attempt {
 		p.t.Fatalf("driver ended %s at attempt %d after %d starts %v; want FINISHED at attempt %d after %d",
 			d.State, d.Attempt, len(starts), starts, attempt, attempt)
 	}
@@ -96,8 +96,8 @@ func submit(t *testing.T, c *testcluster.Cluster, req api.SubmitRequest) string 
 	return res.DriverID
 }
 
-func isState(s fsm.DriverState) func(*fsm.Driver) bool {
-	return func(d *fsm.Driver) bool { return d.State == s }
+func isState(s model.DriverState) func(*model.Driver) bool {
+	return func(d *model.Driver) bool { return d.State == s }
 }
 
 // gone reports whether no process is left in process group pgid.
@@ -123,7 +123,7 @@ func TestLeaderKillDoesNotDisturbRunningDriver(t *testing.T) {
 	c := testcluster.New(t, testcluster.Options{Workers: 2})
 	p := newProbe(t)
 	id := submit(t, c, p.request("sleep 4", true))
-	c.WaitDriver(id, 20*time.Second, "RUNNING", isState(fsm.DriverRunning))
+	c.WaitDriver(id, 20*time.Second, "RUNNING", isState(model.DriverRunning))
 
 	old, err := c.Leader(5 * time.Second)
 	if err != nil {
@@ -144,7 +144,7 @@ func TestLeaderKillDoesNotDisturbRunningDriver(t *testing.T) {
 	if d := p.finishes(c, id, 1, 30*time.Second); len(d.Attempts) != 1 {
 		t.Fatalf("%d attempt records, want 1", len(d.Attempts))
 	}
-	c.WaitDriver(id2, 30*time.Second, "FINISHED", isState(fsm.DriverFinished))
+	c.WaitDriver(id2, 30*time.Second, "FINISHED", isState(model.DriverFinished))
 }
 
 // TestWorkerKillRelaunchesSupervisedDriver: SIGKILL the whole process group
@@ -154,15 +154,15 @@ func TestWorkerKillRelaunchesSupervisedDriver(t *testing.T) {
 	c := testcluster.New(t, testcluster.Options{Workers: 2})
 	p := newProbe(t)
 	id := submit(t, c, p.request(`if [ "$DROVER_ATTEMPT" = 1 ]; then sleep 300; else sleep 1; fi`, true))
-	d := c.WaitDriver(id, 20*time.Second, "RUNNING", isState(fsm.DriverRunning))
+	d := c.WaitDriver(id, 20*time.Second, "RUNNING", isState(model.DriverRunning))
 	waitFor(t, 10*time.Second, "attempt 1 recorded its start", func() bool { return len(p.starts(id)) == 1 })
 	first := d.WorkerID
 	pid1, _ := strconv.Atoi(p.starts(id)[0][3])
 
 	killed := time.Now()
 	c.Worker(first).KillGroup()
-	d = c.WaitDriver(id, 30*time.Second, "RUNNING again", func(d *fsm.Driver) bool {
-		return d.Attempt == 2 && d.State == fsm.DriverRunning
+	d = c.WaitDriver(id, 30*time.Second, "RUNNING again", func(d *model.Driver) bool {
+		return d.Attempt == 2 && d.State == model.DriverRunning
 	})
 	t.Logf("worker %s killed; attempt 2 RUNNING on %s after %s", first, d.WorkerID, time.Since(killed).Round(time.Millisecond))
 	if d.WorkerID == first {
@@ -173,7 +173,7 @@ func TestWorkerKillRelaunchesSupervisedDriver(t *testing.T) {
 	if len(starts) != 2 || starts[0][1] != "1" || starts[0][2] != first || starts[1][1] != "2" || starts[1][2] != d.WorkerID {
 		t.Fatalf("starts = %v, want attempt 1 on %s then attempt 2 on %s", starts, first, d.WorkerID)
 	}
-	if d.Attempts[0].State != fsm.DriverError || !strings.Contains(d.Attempts[0].Reason, "lost") {
+	if d.Attempts[0].State != model.DriverError || !strings.Contains(d.Attempts[0].Reason, "lost") {
 		t.Fatalf("attempt 1 record = %+v, want ERROR because its worker was lost", d.Attempts[0])
 	}
 	waitFor(t, 15*time.Second, "attempt 1's process group gone", func() bool { return groupGone(pid1) })
@@ -186,8 +186,8 @@ func TestSupervisedDriverRestartsWithBackoff(t *testing.T) {
 	c := testcluster.New(t, testcluster.Options{Workers: 2})
 	p := newProbe(t)
 	id := submit(t, c, p.request(`n=$(grep -c '^start' "$f"); [ "$n" -ge 3 ]`, true))
-	d := c.WaitDriver(id, 40*time.Second, "ended", func(d *fsm.Driver) bool { return d.State.Terminal() })
-	if d.State != fsm.DriverFinished || d.Attempt != 1 || len(d.Attempts) != 1 || d.Attempts[0].Runs != 3 {
+	d := c.WaitDriver(id, 40*time.Second, "ended", func(d *model.Driver) bool { return d.State.Terminal() })
+	if d.State != model.DriverFinished || d.Attempt != 1 || len(d.Attempts) != 1 || d.Attempts[0].Runs != 3 {
 		t.Fatalf("got %s attempt %d, records %+v; want FINISHED in attempt 1 after 3 runs", d.State, d.Attempt, d.Attempts)
 	}
 	starts := p.starts(id)
@@ -213,7 +213,7 @@ func TestKillRunningDriver(t *testing.T) {
 	c := testcluster.New(t, testcluster.Options{Workers: 2})
 	p := newProbe(t)
 	id := submit(t, c, p.request(`sleep 300 & sleep 300 & wait`, true))
-	c.WaitDriver(id, 20*time.Second, "RUNNING", isState(fsm.DriverRunning))
+	c.WaitDriver(id, 20*time.Second, "RUNNING", isState(model.DriverRunning))
 	waitFor(t, 10*time.Second, "start recorded", func() bool { return len(p.starts(id)) == 1 })
 	pgid, _ := strconv.Atoi(p.starts(id)[0][3])
 	if groupGone(pgid) {
@@ -224,8 +224,8 @@ func TestKillRunningDriver(t *testing.T) {
 	if err := c.Client().Kill(ctx, id); err != nil {
 		t.Fatal(err)
 	}
-	d := c.WaitDriver(id, 20*time.Second, "KILLED with its attempt ended", func(d *fsm.Driver) bool {
-		return d.State == fsm.DriverKilled && len(d.Attempts) == 1 && d.Attempts[0].State == fsm.DriverKilled
+	d := c.WaitDriver(id, 20*time.Second, "KILLED with its attempt ended", func(d *model.Driver) bool {
+		return d.State == model.DriverKilled && len(d.Attempts) == 1 && d.Attempts[0].State == model.DriverKilled
 	})
 	if d.Attempt != 1 {
 		t.Fatalf("attempt %d after kill, want 1 (a killed supervised driver is not relaunched)", d.Attempt)

@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/drover-project/drover/client"
-	"github.com/drover-project/drover/fsm"
 	"github.com/drover-project/drover/internal/testcluster"
+	"github.com/drover-project/drover/model"
 )
 
 // reportDurations reports the median and the worst of trials as benchmark
@@ -115,14 +115,14 @@ func BenchmarkWorkerKillToRelaunchRunning(b *testing.B) {
 			}
 			var trials []time.Duration
 			for i := 0; i < b.N; i++ {
-				d := waitDriver(b, cl, res.DriverID, func(d *fsm.Driver) bool {
-					return d.State == fsm.DriverRunning && d.Attempt == i+1
+				d := waitDriver(b, cl, res.DriverID, func(d *model.Driver) bool {
+					return d.State == model.DriverRunning && d.Attempt == i+1
 				})
 				w := c.Worker(d.WorkerID)
 				killed := time.Now()
 				w.KillGroup()
-				waitDriver(b, cl, res.DriverID, func(d *fsm.Driver) bool {
-					return d.State == fsm.DriverRunning && d.Attempt == i+2
+				waitDriver(b, cl, res.DriverID, func(d *model.Driver) bool {
+					return d.State == model.DriverRunning && d.Attempt == i+2
 				})
 				trials = append(trials, time.Since(killed))
 				if err := w.Start(); err != nil {
@@ -137,7 +137,7 @@ func BenchmarkWorkerKillToRelaunchRunning(b *testing.B) {
 	}
 }
 
-func waitDriver(b *testing.B, cl *client.Client, id string, cond func(*fsm.Driver) bool) *fsm.Driver {
+func waitDriver(b *testing.B, cl *client.Client, id string, cond func(*model.Driver) bool) *model.Driver {
 	deadline := time.Now().Add(60 * time.Second)
 	for time.Now().Before(deadline) {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)

@@ -15,8 +15,8 @@ import (
 	"time"
 
 	"github.com/drover-project/drover/api"
-	"github.com/drover-project/drover/fsm"
 	"github.com/drover-project/drover/internal/testcluster"
+	"github.com/drover-project/drover/model"
 )
 
 // beats is a probe body that records "beat ATTEMPT WORKER UNIXTIME" every
@@ -68,13 +68,13 @@ func (p *probe) overlap(id string) float64 {
 	return worst
 }
 
-func runningAttempt(n int) func(*fsm.Driver) bool {
-	return func(d *fsm.Driver) bool { return d.State == fsm.DriverRunning && d.Attempt == n }
+func runningAttempt(n int) func(*model.Driver) bool {
+	return func(d *model.Driver) bool { return d.State == model.DriverRunning && d.Attempt == n }
 }
 
 // startedRunning submits a supervised beat driver and waits until its first
 // attempt beats, returning the driver and its worker node.
-func startedRunning(t *testing.T, c *testcluster.Cluster, p *probe, run time.Duration) (*fsm.Driver, *testcluster.Node) {
+func startedRunning(t *testing.T, c *testcluster.Cluster, p *probe, run time.Duration) (*model.Driver, *testcluster.Node) {
 	t.Helper()
 	id := submit(t, c, p.request(beats(run), true))
 	d := c.WaitDriver(id, 20*time.Second, "RUNNING", runningAttempt(1))
@@ -121,7 +121,7 @@ func TestWorkerPauseLongerThanTimeout(t *testing.T) {
 		t.Fatalf("zombie ran %s after its worker resumed", zombieEnd.Sub(resumed))
 	}
 	d = p.finishes(c, d.ID, 2, 40*time.Second)
-	if d.Attempts[0].State == fsm.DriverFinished {
+	if d.Attempts[0].State == model.DriverFinished {
 		t.Fatal("the zombie attempt was recorded FINISHED")
 	}
 	c.WaitReady(20 * time.Second) // the resumed worker registers again
@@ -202,8 +202,8 @@ func TestStaleFailedReportChangesNothing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	body, _ := json.Marshal(api.HeartbeatRequest{Instance: strings.TrimSpace(string(instance)), Reports: []fsm.AttemptReport{
-		{DriverID: d.ID, Attempt: 1, State: fsm.DriverFailed, ExitCode: &one, Reason: "stale"},
+	body, _ := json.Marshal(api.HeartbeatRequest{Instance: strings.TrimSpace(string(instance)), Reports: []model.AttemptReport{
+		{DriverID: d.ID, Attempt: 1, State: model.DriverFailed, ExitCode: &one, Reason: "stale"},
 	}})
 	resp, err := http.Post("http://"+leader.HTTP+"/v1/workers/"+w.ID+"/heartbeat", "application/json", bytes.NewReader(body))
 	if err != nil {
@@ -213,8 +213,8 @@ func TestStaleFailedReportChangesNothing(t *testing.T) {
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("heartbeat: %s", resp.Status)
 	}
-	got := c.WaitDriver(d.ID, 5*time.Second, "read", func(*fsm.Driver) bool { return true })
-	if got.State != fsm.DriverRunning || got.Attempt != 2 || got.Attempts[0].State == fsm.DriverFailed {
+	got := c.WaitDriver(d.ID, 5*time.Second, "read", func(*model.Driver) bool { return true })
+	if got.State != model.DriverRunning || got.Attempt != 2 || got.Attempts[0].State == model.DriverFailed {
 		t.Fatalf("after a stale report: %s attempt %d, attempt 1 record %s", got.State, got.Attempt, got.Attempts[0].State)
 	}
 	if after := stateHash(t, leader); after != before {
@@ -240,7 +240,7 @@ func TestWorkerShutdownDecommissions(t *testing.T) {
 	w := c.Worker(ds.WorkerID)
 	w.Stop(30 * time.Second)
 	d := c.WaitDriver(sup, 40*time.Second, "relaunched", runningAttempt(2))
-	if d.WorkerID == w.ID || d.Attempts[0].State != fsm.DriverKilled {
+	if d.WorkerID == w.ID || d.Attempts[0].State != model.DriverKilled {
 		t.Fatalf("supervised driver: attempt 2 on %s, attempt 1 %s; want another worker and KILLED", d.WorkerID, d.Attempts[0].State)
 	}
 	st, err := testcluster.State(context.Background(), c.Masters[0])
@@ -248,12 +248,12 @@ func TestWorkerShutdownDecommissions(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, wk := range st.Workers {
-		if wk.ID == w.ID && wk.State != fsm.WorkerDecommissioned {
+		if wk.ID == w.ID && wk.State != model.WorkerDecommissioned {
 			t.Fatalf("worker %s is %s, want DECOMMISSIONED", wk.ID, wk.State)
 		}
 	}
 	if du.WorkerID == w.ID {
-		du = c.WaitDriver(uns, 20*time.Second, "KILLED", isState(fsm.DriverKilled))
+		du = c.WaitDriver(uns, 20*time.Second, "KILLED", isState(model.DriverKilled))
 		if !strings.Contains(du.Message, "shut down") && !strings.Contains(du.Message, "killed") {
 			t.Fatalf("unsupervised driver killed with message %q", du.Message)
 		}

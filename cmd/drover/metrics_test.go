@@ -6,9 +6,9 @@ import (
 	"time"
 
 	"github.com/drover-project/drover/api"
-	"github.com/drover-project/drover/fsm"
 	"github.com/drover-project/drover/internal/metricstest"
 	"github.com/drover-project/drover/internal/testcluster"
+	"github.com/drover-project/drover/model"
 )
 
 // TestMetricsEndpoints runs a driver to its end on a real cluster, then
@@ -19,7 +19,7 @@ import (
 func TestMetricsEndpoints(t *testing.T) {
 	c := testcluster.New(t, testcluster.Options{Workers: 1})
 	id := submit(t, c, api.SubmitRequest{Argv: []string{"/bin/true"}, Cores: 1, MemoryMB: 64})
-	c.WaitDriver(id, 30*time.Second, "FINISHED", isState(fsm.DriverFinished))
+	c.WaitDriver(id, 30*time.Second, "FINISHED", isState(model.DriverFinished))
 	leader, err := c.Leader(10 * time.Second)
 	if err != nil {
 		t.Fatal(err)

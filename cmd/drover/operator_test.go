@@ -16,8 +16,8 @@ import (
 
 	"github.com/drover-project/drover/api"
 	"github.com/drover-project/drover/client"
-	"github.com/drover-project/drover/fsm"
 	"github.com/drover-project/drover/internal/testcluster"
+	"github.com/drover-project/drover/model"
 )
 
 // operatorCLI runs "drover operator ARGS" against c and returns stdout,
@@ -244,7 +244,7 @@ func TestSnapshotSaveAndRestore(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c.WaitDriver(before.DriverID, 20*time.Second, "FINISHED", isState(fsm.DriverFinished))
+	c.WaitDriver(before.DriverID, 20*time.Second, "FINISHED", isState(model.DriverFinished))
 	// Saved on an idle cluster right after a membership change, which
 	// hashicorp/raft will not snapshot until an entry is applied past it.
 	m4 := c.AddMaster("m4")
@@ -255,7 +255,7 @@ func TestSnapshotSaveAndRestore(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c.WaitDriver(after.DriverID, 20*time.Second, "FINISHED", isState(fsm.DriverFinished))
+	c.WaitDriver(after.DriverID, 20*time.Second, "FINISHED", isState(model.DriverFinished))
 
 	// Damaged archives: refused, nothing changes.
 	leader, err := c.Leader(5 * time.Second)
@@ -298,7 +298,7 @@ func TestSnapshotSaveAndRestore(t *testing.T) {
 	if _, err := cl.Driver(ctx, after.DriverID); !isNotFound(err) {
 		t.Fatalf("driver %s submitted after the save: %v, want not found", after.DriverID, err)
 	}
-	if d, err := cl.Driver(ctx, before.DriverID); err != nil || d.State != fsm.DriverFinished {
+	if d, err := cl.Driver(ctx, before.DriverID); err != nil || d.State != model.DriverFinished {
 		t.Fatalf("driver %s from before the save: %+v, %v", before.DriverID, d, err)
 	}
 	waitSameTables(t, c, c.Masters...)
@@ -309,7 +309,7 @@ func TestSnapshotSaveAndRestore(t *testing.T) {
 	if next.DriverID == before.DriverID {
 		t.Fatalf("a new driver reused the ID %s", next.DriverID)
 	}
-	c.WaitDriver(next.DriverID, 20*time.Second, "FINISHED", isState(fsm.DriverFinished))
+	c.WaitDriver(next.DriverID, 20*time.Second, "FINISHED", isState(model.DriverFinished))
 }
 
 func isNotFound(err error) bool {

@@ -26,11 +26,11 @@ import (
 	"github.com/drover-project/drover/api"
 	"github.com/drover-project/drover/auth"
 	"github.com/drover-project/drover/client"
-	"github.com/drover-project/drover/fsm"
 	"github.com/drover-project/drover/gossip"
 	"github.com/drover-project/drover/internal/devsecrets"
 	"github.com/drover-project/drover/internal/freeport"
 	"github.com/drover-project/drover/internal/testcluster"
+	"github.com/drover-project/drover/model"
 	"github.com/drover-project/drover/pki"
 )
 
@@ -138,7 +138,7 @@ func TestAttacksOnSecuredCluster(t *testing.T) {
 	c := testcluster.New(t, testcluster.Options{Workers: 1, Secure: true})
 	p := newProbe(t)
 	running := submit(t, c, p.request("sleep 600", true))
-	c.WaitDriver(running, 20*time.Second, "RUNNING", isState(fsm.DriverRunning))
+	c.WaitDriver(running, 20*time.Second, "RUNNING", isState(model.DriverRunning))
 	leader, err := c.Leader(5 * time.Second)
 	if err != nil {
 		t.Fatal(err)
@@ -330,11 +330,11 @@ func TestAttacksOnSecuredCluster(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, w := range st.Workers {
-		if w.State != fsm.WorkerAlive {
+		if w.State != model.WorkerAlive {
 			t.Errorf("worker %s is %s after the attacks", w.ID, w.State)
 		}
 	}
-	d := c.WaitDriver(running, 5*time.Second, "RUNNING", isState(fsm.DriverRunning))
+	d := c.WaitDriver(running, 5*time.Second, "RUNNING", isState(model.DriverRunning))
 	if d.Attempt != 1 {
 		t.Errorf("driver %s is on attempt %d after the attacks", running, d.Attempt)
 	}
@@ -466,7 +466,7 @@ func rogueGossip(c *testcluster.Cluster, leader *testcluster.Node, key []byte) e
 			return err
 		}
 		for _, w := range st.Workers {
-			if w.ID == c.Workers[0].ID && w.State != fsm.WorkerAlive {
+			if w.ID == c.Workers[0].ID && w.State != model.WorkerAlive {
 				return fmt.Errorf("worker %s became %s", w.ID, w.State)
 			}
 		}
@@ -714,7 +714,7 @@ func TestSecuredClusterRunsDriversAndApps(t *testing.T) {
 	}
 	var apps []api.AppStatus
 	appsOut, _, _ := run(env, "apps", "--json")
-	if err := json.Unmarshal([]byte(appsOut), &apps); err != nil || len(apps) != 1 || apps[0].State != fsm.AppFinished || len(apps[0].Executors) == 0 {
+	if err := json.Unmarshal([]byte(appsOut), &apps); err != nil || len(apps) != 1 || apps[0].State != model.AppFinished || len(apps[0].Executors) == 0 {
 		t.Fatalf("apps after the word count (want one FINISHED with executors): %v %s", err, appsOut)
 	}
 	waitSameTables(t, c, c.Masters...)
@@ -749,7 +749,7 @@ func TestTokensWithoutTLS(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c.WaitDriver(res.DriverID, 20*time.Second, "FINISHED", isState(fsm.DriverFinished))
+	c.WaitDriver(res.DriverID, 20*time.Second, "FINISHED", isState(model.DriverFinished))
 	out, _, err := cl.Logs(ctx, res.DriverID, false, 0, 0)
 	if err != nil || string(out) != "hi\n" {
 		t.Fatalf("logs through the master: %q, %v", out, err)

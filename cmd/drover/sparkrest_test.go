@@ -16,9 +16,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/drover-project/drover/fsm"
 	"github.com/drover-project/drover/internal/freeport"
 	"github.com/drover-project/drover/internal/testcluster"
+	"github.com/drover-project/drover/model"
 	"github.com/drover-project/drover/sparkrest"
 )
 
@@ -143,7 +143,7 @@ var sparkDriverID = regexp.MustCompile(`^driver-[0-9]{14}-[0-9]{4,}$`)
 
 // pollSpark polls status until the driver is in state, and returns the
 // last answer.
-func pollSpark(t *testing.T, hc *http.Client, url, token string, state fsm.DriverState) sparkAnswer {
+func pollSpark(t *testing.T, hc *http.Client, url, token string, state model.DriverState) sparkAnswer {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
@@ -229,7 +229,7 @@ func TestSparkRESTSubmitStatusKill(t *testing.T) {
 		!sparkDriverID.MatchString(id) {
 		t.Fatalf("create: %d %s", a.status, a.raw)
 	}
-	st := pollSpark(t, hc, at(followers[1], "/v1/submissions/status/"+id), "", fsm.DriverFinished)
+	st := pollSpark(t, hc, at(followers[1], "/v1/submissions/status/"+id), "", model.DriverFinished)
 	if st.fields["success"] != true || st.str("submissionId") != id || st.str("workerId") != "w1" ||
 		st.str("workerHostPort") != c.Worker("w1").HTTP || st.str("message") != "" {
 		t.Fatalf("status: %s", st.raw)
@@ -256,13 +256,13 @@ func TestSparkRESTSubmitStatusKill(t *testing.T) {
 	if a.fields["success"] != true || id2 == id {
 		t.Fatalf("create: %s", a.raw)
 	}
-	pollSpark(t, hc, at(leader, "/v1/submissions/status/"+id2), "", fsm.DriverRunning)
+	pollSpark(t, hc, at(leader, "/v1/submissions/status/"+id2), "", model.DriverRunning)
 	k := sparkCall(t, hc, at(followers[1], "/v1/submissions/kill/"+id2), http.MethodPost, "", "")
 	if k.status != http.StatusOK || k.str("action") != sparkrest.ActionKillSubmissionResponse || k.fields["success"] != true ||
 		k.str("submissionId") != id2 {
 		t.Fatalf("kill: %d %s", k.status, k.raw)
 	}
-	pollSpark(t, hc, at(followers[0], "/v1/submissions/status/"+id2), "", fsm.DriverKilled)
+	pollSpark(t, hc, at(followers[0], "/v1/submissions/status/"+id2), "", model.DriverKilled)
 	if k := sparkCall(t, hc, at(leader, "/v1/submissions/kill/"+id), http.MethodPost, "", ""); k.fields["success"] != false {
 		t.Fatalf("kill of a finished driver: %s", k.raw)
 	}
@@ -342,7 +342,7 @@ func TestSparkRESTSecured(t *testing.T) {
 	if a.status != http.StatusOK || a.fields["success"] != true || !sparkDriverID.MatchString(id) {
 		t.Fatalf("create with the submit token: %d %s", a.status, a.raw)
 	}
-	pollSpark(t, hc, base+"/v1/submissions/status/"+id, submitToken, fsm.DriverFinished)
+	pollSpark(t, hc, base+"/v1/submissions/status/"+id, submitToken, model.DriverFinished)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	out, _, err := c.Client().Logs(ctx, id, false, 0, 0)

@@ -38,9 +38,9 @@ import (
 
 	"github.com/drover-project/drover/api"
 	"github.com/drover-project/drover/client"
-	"github.com/drover-project/drover/fsm"
 	"github.com/drover-project/drover/internal/simworker"
 	"github.com/drover-project/drover/internal/testcluster"
+	"github.com/drover-project/drover/model"
 )
 
 // tputRetainedDrivers is the masters' --retained-drivers in these
@@ -530,7 +530,7 @@ func tputWaitAlive(b *testing.B, ctx context.Context, c *testcluster.Cluster, n 
 		if st, err := testcluster.State(ctx, l); err == nil {
 			alive := 0
 			for _, w := range st.Workers {
-				if w.State == fsm.WorkerAlive {
+				if w.State == model.WorkerAlive {
 					alive++
 				}
 			}
@@ -561,14 +561,14 @@ func tputConfirmRunning(b *testing.B, c *testcluster.Cluster, n int, deadline ti
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		// Only the fields checked here are decoded.
 		var ds []struct {
-			State fsm.DriverState `json:"state"`
+			State model.DriverState `json:"state"`
 		}
 		err := cl.Do(ctx, "GET", "/v1/drivers", nil, &ds)
 		cancel()
 		seen := time.Now()
 		running := 0
 		for _, d := range ds {
-			if d.State == fsm.DriverRunning {
+			if d.State == model.DriverRunning {
 				running++
 			}
 		}

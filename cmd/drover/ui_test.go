@@ -17,8 +17,8 @@ import (
 
 	"github.com/drover-project/drover/api"
 	"github.com/drover-project/drover/client"
-	"github.com/drover-project/drover/fsm"
 	"github.com/drover-project/drover/internal/testcluster"
+	"github.com/drover-project/drover/model"
 )
 
 // screenshotEnv names a file (relative to the repository root, or
@@ -195,7 +195,7 @@ func followerOf(t *testing.T, c *testcluster.Cluster, id string) (leader, follow
 				continue
 			}
 			for _, d := range st.Drivers {
-				if d.ID == id && d.State == fsm.DriverFinished {
+				if d.ID == id && d.State == model.DriverFinished {
 					leader, follower = l, m
 					return true
 				}
@@ -222,13 +222,13 @@ func TestWebUIInChromium(t *testing.T) {
 		Name: "hello", Argv: []string{"/bin/sh", "-c", "echo hello from the web UI test; echo a warning >&2"},
 		Cores: 1, MemoryMB: 256,
 	})
-	c.WaitDriver(id, 30*time.Second, "FINISHED", isState(fsm.DriverFinished))
+	c.WaitDriver(id, 30*time.Second, "FINISHED", isState(model.DriverFinished))
 	if shot != "" {
 		// A livelier overview for the picture: a driver that runs on and
 		// one that fails.
 		submit(t, c, api.SubmitRequest{Name: "nightly-etl", Argv: []string{"/bin/sleep", "600"}, Cores: 1, MemoryMB: 512, Supervise: true})
 		failed := submit(t, c, api.SubmitRequest{Name: "flaky", Argv: []string{"/bin/sh", "-c", "exit 3"}, Cores: 1, MemoryMB: 256})
-		c.WaitDriver(failed, 30*time.Second, "FAILED", isState(fsm.DriverFailed))
+		c.WaitDriver(failed, 30*time.Second, "FAILED", isState(model.DriverFailed))
 	}
 	// An application of no driver, registered from here, with one
 	// executor that prints a line and waits.

@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/drover-project/drover/api"
-	"github.com/drover-project/drover/fsm"
 	"github.com/drover-project/drover/internal/testcluster"
+	"github.com/drover-project/drover/model"
 )
 
 var summaryLine = regexp.MustCompile(`wordcount: \d+ files, \d+ distinct words, \d+ words, digest=[0-9a-f]{64}`)
@@ -53,10 +53,10 @@ func TestWordcountOnClusterMatchesSingleProcess(t *testing.T) {
 	c := testcluster.New(t, testcluster.Options{Workers: 3, WorkerCores: 3})
 	for _, tc := range []struct {
 		name  string
-		fault func(driver *fsm.Driver, app api.AppStatus)
+		fault func(driver *model.Driver, app api.AppStatus)
 	}{
-		{"undisturbed", func(*fsm.Driver, api.AppStatus) {}},
-		{"leader killed", func(*fsm.Driver, api.AppStatus) {
+		{"undisturbed", func(*model.Driver, api.AppStatus) {}},
+		{"leader killed", func(*model.Driver, api.AppStatus) {
 			l, err := c.Leader(5 * time.Second)
 			if err != nil {
 				t.Fatal(err)
@@ -64,7 +64,7 @@ func TestWordcountOnClusterMatchesSingleProcess(t *testing.T) {
 			l.Kill()
 			t.Cleanup(func() { _ = l.Start() })
 		}},
-		{"executor's worker killed", func(d *fsm.Driver, a api.AppStatus) {
+		{"executor's worker killed", func(d *model.Driver, a api.AppStatus) {
 			for _, e := range a.Executors {
 				if e.WorkerID != d.WorkerID && !e.State.Terminal() {
 					c.Worker(e.WorkerID).KillGroup()
@@ -79,23 +79,23 @@ func TestWordcountOnClusterMatchesSingleProcess(t *testing.T) {
 				Argv:  []string{bin, "--executors", "4", "--top", "5", input},
 				Cores: 1, MemoryMB: 256,
 			})
-			d := c.WaitDriver(id, 30*time.Second, "RUNNING", isState(fsm.DriverRunning))
+			d := c.WaitDriver(id, 30*time.Second, "RUNNING", isState(model.DriverRunning))
 			app := appOf(t, c, id)
 			tc.fault(d, app)
-			d = c.WaitDriver(id, 3*time.Minute, "ended", func(d *fsm.Driver) bool { return d.State.Terminal() })
+			d = c.WaitDriver(id, 3*time.Minute, "ended", func(d *model.Driver) bool { return d.State.Terminal() })
 			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 			defer cancel()
 			logs, _, err := c.Client().Logs(ctx, id, true, 0, 0)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if d.State != fsm.DriverFinished {
+			if d.State != model.DriverFinished {
 				t.Fatalf("driver %s: %s\n%s", d.State, d.Message, logs)
 			}
 			if got := summaryLine.FindString(string(logs)); got != want {
 				t.Fatalf("cluster result %q\nsingle process %q", got, want)
 			}
-			if a := appStatus(t, c, app.ID); a.State != fsm.AppFinished {
+			if a := appStatus(t, c, app.ID); a.State != model.AppFinished {
 				t.Errorf("app %s ended %s (%s), want FINISHED", a.ID, a.State, a.Message)
 			}
 		})
@@ -114,7 +114,7 @@ func appOf(t *testing.T, c *testcluster.Cluster, id string) api.AppStatus {
 		}
 		for _, a := range as {
 			for _, e := range a.Executors {
-				if a.DriverID == id && e.State == fsm.ExecRunning {
+				if a.DriverID == id && e.State == model.ExecRunning {
 					found = a
 					return true
 				}

@@ -8,7 +8,7 @@ import (
 	"sync"
 
 	"github.com/drover-project/drover/client"
-	"github.com/drover-project/drover/fsm"
+	"github.com/drover-project/drover/model"
 )
 
 // droverCluster is the cluster of a driver run by Drover: it registers the
@@ -100,9 +100,9 @@ func (d *droverCluster) why() string {
 
 func (d *droverCluster) finish(ctx context.Context, err error) error {
 	if err != nil {
-		return d.app.Unregister(ctx, fsm.AppFailed, err.Error())
+		return d.app.Unregister(ctx, model.AppFailed, err.Error())
 	}
-	return d.app.Unregister(ctx, fsm.AppFinished, "")
+	return d.app.Unregister(ctx, model.AppFinished, "")
 }
 
 // close stops watching; the forwarder ends once the client closes Events.

@@ -60,9 +60,9 @@ import (
 
 	"github.com/drover-project/drover/api"
 	"github.com/drover-project/drover/client"
-	"github.com/drover-project/drover/fsm"
 	"github.com/drover-project/drover/gossip"
 	"github.com/drover-project/drover/internal/wait"
+	"github.com/drover-project/drover/model"
 )
 
 // Options describe a fleet of simulated workers. Zero values take the
@@ -285,7 +285,7 @@ type unitKey struct {
 // it, as in package worker.
 type report struct {
 	key    unitKey
-	state  fsm.DriverState
+	state  model.DriverState
 	runs   int
 	reason string
 }
@@ -299,7 +299,7 @@ type ackID struct {
 
 func (r report) ackID() ackID {
 	if r.key.exec {
-		return ackID{r.key, string(fsm.ExecutorStateOf(r.state)), 0}
+		return ackID{r.key, string(model.ExecutorStateOf(r.state)), 0}
 	}
 	return ackID{r.key, string(r.state), r.runs}
 }
@@ -479,10 +479,10 @@ func (w *worker) heartbeatRequest(index uint64) api.HeartbeatRequest {
 	req := api.HeartbeatRequest{Instance: w.instance, Running: []api.AttemptRef{}}
 	for _, r := range w.unacked {
 		if r.key.exec {
-			req.ExecutorReports = append(req.ExecutorReports, fsm.ExecutorReport{
-				AppID: r.key.id, ExecutorID: r.key.n, State: fsm.ExecutorStateOf(r.state), Reason: r.reason})
+			req.ExecutorReports = append(req.ExecutorReports, model.ExecutorReport{
+				AppID: r.key.id, ExecutorID: r.key.n, State: model.ExecutorStateOf(r.state), Reason: r.reason})
 		} else {
-			req.Reports = append(req.Reports, fsm.AttemptReport{
+			req.Reports = append(req.Reports, model.AttemptReport{
 				DriverID: r.key.id, Attempt: r.key.n, State: r.state, Runs: r.runs, Reason: r.reason})
 		}
 	}
@@ -526,7 +526,7 @@ func (w *worker) ack(resp api.HeartbeatResponse) {
 		if !ids[r.ackID()] {
 			return false
 		}
-		if !r.key.exec && r.state == fsm.DriverRunning {
+		if !r.key.exec && r.state == model.DriverRunning {
 			w.f.running.Add(1)
 			if w.f.opts.OnRunning != nil {
 				w.f.opts.OnRunning(r.key.id, r.key.n)
@@ -551,7 +551,7 @@ func (w *worker) reconcile(resp api.HeartbeatResponse) bool {
 	for k := range w.running {
 		if !want[k] {
 			delete(w.running, k)
-			w.queue(report{key: k, state: fsm.DriverKilled, reason: "no longer assigned to worker " + w.id})
+			w.queue(report{key: k, state: model.DriverKilled, reason: "no longer assigned to worker " + w.id})
 			queued = true
 		}
 	}
@@ -562,7 +562,7 @@ func (w *worker) reconcile(resp api.HeartbeatResponse) bool {
 			continue
 		}
 		w.running[k] = true
-		r := report{key: k, state: fsm.DriverRunning}
+		r := report{key: k, state: model.DriverRunning}
 		if !k.exec {
 			r.runs = 1
 		}
@@ -586,9 +586,9 @@ func orderedKeys(resp api.HeartbeatResponse) []unitKey {
 // queue adds r to the unacknowledged reports, replacing an unacknowledged
 // RUNNING report of the same unit, as package worker does.
 func (w *worker) queue(r report) {
-	if r.state == fsm.DriverRunning {
+	if r.state == model.DriverRunning {
 		w.unacked = slices.DeleteFunc(w.unacked, func(u report) bool {
-			return u.state == fsm.DriverRunning && u.key == r.key
+			return u.state == model.DriverRunning && u.key == r.key
 		})
 	}
 	w.unacked = append(w.unacked, r)

@@ -14,12 +14,12 @@ import (
 
 	"github.com/drover-project/drover/api"
 	"github.com/drover-project/drover/client"
-	"github.com/drover-project/drover/fsm"
 	"github.com/drover-project/drover/gossip"
 	"github.com/drover-project/drover/internal/freeport"
 	"github.com/drover-project/drover/internal/simworker"
 	"github.com/drover-project/drover/internal/testcluster"
 	"github.com/drover-project/drover/master"
+	"github.com/drover-project/drover/model"
 )
 
 // testMaster is a real master running in the test's process.
@@ -110,11 +110,11 @@ func TestDriversRunOnSimulatedWorkers(t *testing.T) {
 		workers[id] = true
 	}
 	for _, id := range ids {
-		d := testcluster.AwaitDriver(t, cl, id, 30*time.Second, "RUNNING", func(d *fsm.Driver) bool { return d.State == fsm.DriverRunning })
+		d := testcluster.AwaitDriver(t, cl, id, 30*time.Second, "RUNNING", func(d *model.Driver) bool { return d.State == model.DriverRunning })
 		if !workers[d.WorkerID] {
 			t.Errorf("driver %s runs on %q, not on a simulated worker", id, d.WorkerID)
 		}
-		if len(d.Attempts) != 1 || d.Attempts[0].State != fsm.DriverRunning || d.Attempts[0].Runs != 1 {
+		if len(d.Attempts) != 1 || d.Attempts[0].State != model.DriverRunning || d.Attempts[0].Runs != 1 {
 			t.Errorf("driver %s: attempts %+v, want one RUNNING with one run", id, d.Attempts)
 		}
 	}
@@ -150,8 +150,8 @@ func TestDriversRunOnSimulatedWorkers(t *testing.T) {
 	if err := cl.Kill(ctx, ids[0]); err != nil {
 		t.Fatal(err)
 	}
-	testcluster.AwaitDriver(t, cl, ids[0], 30*time.Second, "KILLED with its attempt", func(d *fsm.Driver) bool {
-		return d.State == fsm.DriverKilled && len(d.Attempts) == 1 && d.Attempts[0].State == fsm.DriverKilled
+	testcluster.AwaitDriver(t, cl, ids[0], 30*time.Second, "KILLED with its attempt", func(d *model.Driver) bool {
+		return d.State == model.DriverKilled && len(d.Attempts) == 1 && d.Attempts[0].State == model.DriverKilled
 	})
 
 	// Every worker is a memberlist member with a worker's metadata: an

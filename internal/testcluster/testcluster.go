@@ -24,9 +24,9 @@ import (
 
 	"github.com/drover-project/drover/api"
 	"github.com/drover-project/drover/client"
-	"github.com/drover-project/drover/fsm"
 	"github.com/drover-project/drover/internal/devsecrets"
 	"github.com/drover-project/drover/internal/freeport"
+	"github.com/drover-project/drover/model"
 )
 
 // BinaryEnv names an already built drover binary: for a test re-run in a
@@ -593,7 +593,7 @@ func (c *Cluster) WaitReady(timeout time.Duration) error {
 		if err == nil {
 			alive := map[string]bool{}
 			for _, w := range st.Workers {
-				alive[w.ID] = w.State == fsm.WorkerAlive
+				alive[w.ID] = w.State == model.WorkerAlive
 			}
 			ok := true
 			for _, w := range c.Workers {
@@ -614,18 +614,18 @@ func (c *Cluster) WaitReady(timeout time.Duration) error {
 
 // WaitDriver polls a driver (linearizable reads) until cond holds, and
 // returns it; it fails the test after timeout.
-func (c *Cluster) WaitDriver(id string, timeout time.Duration, what string, cond func(*fsm.Driver) bool) *fsm.Driver {
+func (c *Cluster) WaitDriver(id string, timeout time.Duration, what string, cond func(*model.Driver) bool) *model.Driver {
 	c.t.Helper()
 	return AwaitDriver(c.t, c.Client(), id, timeout, what, cond)
 }
 
 // AwaitDriver is WaitDriver through any client: it polls the driver until
 // cond holds and returns it, or fails t after timeout.
-func AwaitDriver(t TB, cl *client.Client, id string, timeout time.Duration, what string, cond func(*fsm.Driver) bool) *fsm.Driver {
+func AwaitDriver(t TB, cl *client.Client, id string, timeout time.Duration, what string, cond func(*model.Driver) bool) *model.Driver {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	var last *fsm.Driver
+	var last *model.Driver
 	for {
 		d, err := cl.Driver(ctx, id)
 		if err == nil {

@@ -13,9 +13,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/drover-project/drover/fsm"
 	"github.com/drover-project/drover/jepsen/history"
 	"github.com/drover-project/drover/jepsen/probe"
+	"github.com/drover-project/drover/model"
 )
 
 // MasterView is one master's own tables after the final heal and drain.
@@ -23,7 +23,7 @@ type MasterView struct {
 	ID           string
 	StateHash    string
 	AppliedIndex uint64
-	Drivers      []*fsm.Driver
+	Drivers      []*model.Driver
 }
 
 // Input is everything a run recorded, for the checkers.

@@ -8,9 +8,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/drover-project/drover/fsm"
 	"github.com/drover-project/drover/jepsen/history"
 	"github.com/drover-project/drover/jepsen/probe"
+	"github.com/drover-project/drover/model"
 )
 
 // t0 is the run's epoch; at(s) is s seconds into the run.
@@ -35,7 +35,7 @@ func (h *hist) submit(p int, from, to float64, token, driver string, supervise b
 	h.add(done)
 }
 
-func (h *hist) read(p int, from, to float64, driver string, state fsm.DriverState, attempt int) {
+func (h *hist) read(p int, from, to float64, driver string, state model.DriverState, attempt int) {
 	h.add(history.Op{Process: p, Type: history.Invoke, F: history.FRead, Time: at(from), Driver: driver})
 	h.add(history.Op{Process: p, Type: history.OK, F: history.FRead, Time: at(to), Driver: driver, State: string(state), Attempt: attempt})
 }
@@ -56,10 +56,10 @@ func run(driver string, attempt, pid int, worker string, from, to float64) probe
 		Start: at(from), LastBeat: at(to), End: at(to), Exit: &code}
 }
 
-func row(id, token string, supervise bool, state fsm.DriverState, workers ...string) *fsm.Driver {
-	d := &fsm.Driver{ID: id, Token: token, Supervise: supervise, State: state, Attempt: len(workers)}
+func row(id, token string, supervise bool, state model.DriverState, workers ...string) *model.Driver {
+	d := &model.Driver{ID: id, Token: token, Supervise: supervise, State: state, Attempt: len(workers)}
 	for i, w := range workers {
-		d.Attempts = append(d.Attempts, fsm.Attempt{Attempt: i + 1, WorkerID: w})
+		d.Attempts = append(d.Attempts, model.Attempt{Attempt: i + 1, WorkerID: w})
 	}
 	return d
 }
@@ -77,19 +77,19 @@ func clean() Input {
 	h.submit(0, 0, 0.1, "tokA", "dA", true, history.OK)
 	h.submit(1, 0, 0.2, "tokB", "dB", false, history.OK)
 	h.submit(2, 0.5, 0.6, "tokC", "", true, history.Info)
-	h.read(0, 1, 1.1, "dA", fsm.DriverRunning, 1)
+	h.read(0, 1, 1.1, "dA", model.DriverRunning, 1)
 	h.fault(1, "partition-worker", []string{"w1"}, 2, 6)
 	h.kill(1, 3, 3.1, "dB", history.OK)
-	h.read(1, 4, 4.1, "dB", fsm.DriverKilled, 1)
-	h.read(0, 7, 7.1, "dA", fsm.DriverRunning, 2)
+	h.read(1, 4, 4.1, "dB", model.DriverKilled, 1)
+	h.read(0, 7, 7.1, "dA", model.DriverRunning, 2)
 	h.submit(3, 8, 8.5, "tokD", "dD", true, history.OK)
-	h.read(0, 12, 12.1, "dA", fsm.DriverFinished, 2)
-	rows := func() []*fsm.Driver {
-		return []*fsm.Driver{
-			row("dA", "tokA", true, fsm.DriverFinished, "w1", "w2"),
-			row("dB", "tokB", false, fsm.DriverKilled, "w2"),
-			row("dC", "tokC", true, fsm.DriverFinished, "w2"),
-			row("dD", "tokD", true, fsm.DriverFinished, "w2"),
+	h.read(0, 12, 12.1, "dA", model.DriverFinished, 2)
+	rows := func() []*model.Driver {
+		return []*model.Driver{
+			row("dA", "tokA", true, model.DriverFinished, "w1", "w2"),
+			row("dB", "tokB", false, model.DriverKilled, "w2"),
+			row("dC", "tokC", true, model.DriverFinished, "w2"),
+			row("dD", "tokD", true, model.DriverFinished, "w2"),
 		}
 	}
 	return Input{
@@ -179,7 +179,7 @@ func TestCleanRunPassesEveryChecker(t *testing.T) {
 func TestLostSubmissions(t *testing.T) {
 	in := clean()
 	lv := &in.Final[in.Leader]
-	lv.Drivers = slices.DeleteFunc(lv.Drivers, func(d *fsm.Driver) bool { return d.ID == "dB" })
+	lv.Drivers = slices.DeleteFunc(lv.Drivers, func(d *model.Driver) bool { return d.ID == "dB" })
 	expectFail(t, in, NameLostSubmissions, "dB")
 
 	// Missing from a follower only is not a loss (tables-identical
@@ -196,19 +196,19 @@ func TestLostSubmissions(t *testing.T) {
 func TestPhantomDrivers(t *testing.T) {
 	in := clean()
 	for i := range in.Final {
-		in.Final[i].Drivers = append(in.Final[i].Drivers, row("dX", "tokX", true, fsm.DriverFinished, "w1"))
+		in.Final[i].Drivers = append(in.Final[i].Drivers, row("dX", "tokX", true, model.DriverFinished, "w1"))
 	}
 	expectFail(t, in, NamePhantomDrivers, "dX")
 
 	in = clean()
-	in.Final[2].Drivers = append(in.Final[2].Drivers, row("dY", "", false, fsm.DriverFinished, "w1"))
+	in.Final[2].Drivers = append(in.Final[2].Drivers, row("dY", "", false, model.DriverFinished, "w1"))
 	expectFail(t, in, NamePhantomDrivers, "dY")
 }
 
 func TestOneDriverPerToken(t *testing.T) {
 	// Two rows with one token: the submission ran twice.
 	in := clean()
-	in.Final[0].Drivers = append(in.Final[0].Drivers, row("dA2", "tokA", true, fsm.DriverFinished, "w2"))
+	in.Final[0].Drivers = append(in.Final[0].Drivers, row("dA2", "tokA", true, model.DriverFinished, "w2"))
 	expectFail(t, in, NameOneDriverPerToken, "tokA")
 
 	// A retry with the same token answered with the same driver is fine.
@@ -380,12 +380,12 @@ func TestKilledStaysDeadRefusesLaterStart(t *testing.T) {
 
 func TestSupervisedFinish(t *testing.T) {
 	in := clean()
-	in.Final[in.Leader].Drivers[0].State = fsm.DriverRunning
+	in.Final[in.Leader].Drivers[0].State = model.DriverRunning
 	expectFail(t, in, NameSupervisedFinish, "dA")
 
 	// An unsupervised driver may still run.
 	in = clean()
-	in.Final[in.Leader].Drivers[1].State = fsm.DriverRunning
+	in.Final[in.Leader].Drivers[1].State = model.DriverRunning
 	expectPass(t, in, NameSupervisedFinish)
 }
 
@@ -395,7 +395,7 @@ func TestLinearizableReadsCatchesStaleRead(t *testing.T) {
 	in := clean()
 	var h hist
 	h.ops = in.Ops
-	h.read(4, 7.2, 7.3, "dA", fsm.DriverRunning, 1)
+	h.read(4, 7.2, 7.3, "dA", model.DriverRunning, 1)
 	in.Ops = h.ops
 	r := expectFail(t, in, NameLinearizableReads, "dA")
 	if len(r.Offending) != 1 {
@@ -405,7 +405,7 @@ func TestLinearizableReadsCatchesStaleRead(t *testing.T) {
 	// Concurrent with it, the same read may be ordered first.
 	in = clean()
 	h.ops = in.Ops
-	h.read(4, 6.5, 7.05, "dA", fsm.DriverRunning, 1)
+	h.read(4, 6.5, 7.05, "dA", model.DriverRunning, 1)
 	in.Ops = h.ops
 	expectPass(t, in, NameLinearizableReads)
 }
@@ -417,50 +417,50 @@ func TestLinearizableReadsStateOrder(t *testing.T) {
 		ok    bool
 	}{
 		{"running then submitted", func(h *hist) {
-			h.read(0, 1, 2, "d", fsm.DriverRunning, 1)
-			h.read(0, 3, 4, "d", fsm.DriverSubmitted, 1)
+			h.read(0, 1, 2, "d", model.DriverRunning, 1)
+			h.read(0, 3, 4, "d", model.DriverSubmitted, 1)
 		}, false},
 		{"relaunching next attempt after running", func(h *hist) {
-			h.read(0, 1, 2, "d", fsm.DriverRunning, 1)
-			h.read(0, 3, 4, "d", fsm.DriverRelaunching, 2)
-			h.read(0, 5, 6, "d", fsm.DriverSubmitted, 2)
+			h.read(0, 1, 2, "d", model.DriverRunning, 1)
+			h.read(0, 3, 4, "d", model.DriverRelaunching, 2)
+			h.read(0, 5, 6, "d", model.DriverSubmitted, 2)
 		}, true},
 		{"terminal changes", func(h *hist) {
-			h.read(0, 1, 2, "d", fsm.DriverFailed, 1)
-			h.read(0, 3, 4, "d", fsm.DriverFinished, 1)
+			h.read(0, 1, 2, "d", model.DriverFailed, 1)
+			h.read(0, 3, 4, "d", model.DriverFinished, 1)
 		}, false},
 		{"terminal then new attempt", func(h *hist) {
-			h.read(0, 1, 2, "d", fsm.DriverFinished, 1)
-			h.read(0, 3, 4, "d", fsm.DriverRunning, 2)
+			h.read(0, 1, 2, "d", model.DriverFinished, 1)
+			h.read(0, 3, 4, "d", model.DriverRunning, 2)
 		}, false},
 		{"read after ok kill is running", func(h *hist) {
 			h.kill(1, 1, 2, "d", history.OK)
-			h.read(0, 3, 4, "d", fsm.DriverRunning, 1)
+			h.read(0, 3, 4, "d", model.DriverRunning, 1)
 		}, false},
 		{"kill while a relaunch nobody read", func(h *hist) {
-			h.read(0, 0.5, 0.6, "d", fsm.DriverRunning, 1)
+			h.read(0, 0.5, 0.6, "d", model.DriverRunning, 1)
 			h.kill(1, 1, 2, "d", history.OK)
-			h.read(0, 3, 4, "d", fsm.DriverKilled, 2)
+			h.read(0, 3, 4, "d", model.DriverKilled, 2)
 		}, true},
 		{"ok kill of a finished driver", func(h *hist) {
-			h.read(0, 1, 2, "d", fsm.DriverFinished, 1)
+			h.read(0, 1, 2, "d", model.DriverFinished, 1)
 			h.kill(1, 3, 4, "d", history.OK)
 		}, false},
 		{"info kill of a finished driver", func(h *hist) {
-			h.read(0, 1, 2, "d", fsm.DriverFinished, 1)
+			h.read(0, 1, 2, "d", model.DriverFinished, 1)
 			h.kill(1, 3, 4, "d", history.Info)
 		}, true},
 		{"info kill takes effect late", func(h *hist) {
 			h.kill(1, 1, 2, "d", history.Info)
-			h.read(0, 3, 4, "d", fsm.DriverRunning, 1)
-			h.read(0, 5, 6, "d", fsm.DriverKilled, 1)
+			h.read(0, 3, 4, "d", model.DriverRunning, 1)
+			h.read(0, 5, 6, "d", model.DriverKilled, 1)
 		}, true},
 		{"failed kill is dropped", func(h *hist) {
 			h.kill(1, 1, 2, "d", history.Fail)
-			h.read(0, 3, 4, "d", fsm.DriverRunning, 1)
+			h.read(0, 3, 4, "d", model.DriverRunning, 1)
 		}, true},
 		{"unknown state", func(h *hist) {
-			h.read(0, 1, 2, "d", fsm.DriverUnknown, 1)
+			h.read(0, 1, 2, "d", model.DriverUnknown, 1)
 		}, false},
 	}
 	for _, c := range cases {
@@ -480,7 +480,7 @@ func TestVisualizeReads(t *testing.T) {
 	in := clean()
 	var h hist
 	h.ops = in.Ops
-	h.read(4, 7.2, 7.3, "dA", fsm.DriverRunning, 1)
+	h.read(4, 7.2, 7.3, "dA", model.DriverRunning, 1)
 	in.Ops = h.ops
 	path := filepath.Join(t.TempDir(), "reads.html")
 	if err := VisualizeReads(in, path); err != nil {

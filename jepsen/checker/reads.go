@@ -8,8 +8,8 @@ import (
 
 	"github.com/anishathalye/porcupine"
 
-	"github.com/drover-project/drover/fsm"
 	"github.com/drover-project/drover/jepsen/history"
+	"github.com/drover-project/drover/model"
 )
 
 // readsTimeout bounds the linearizability search; past it the verdict is
@@ -34,7 +34,7 @@ type regInput struct {
 
 // regOutput is what a read returned.
 type regOutput struct {
-	State   fsm.DriverState
+	State   model.DriverState
 	Attempt int
 }
 
@@ -44,17 +44,17 @@ type regOutput struct {
 // later attempt that no read saw before the kill).
 type progress struct {
 	Attempt int
-	State   fsm.DriverState
+	State   model.DriverState
 	AtLeast bool
 }
 
 // rank orders states within one attempt. Unrecognised states (including
 // UNKNOWN, which Drover never produces) rank -1: no read may return them.
-func rank(s fsm.DriverState) int {
+func rank(s model.DriverState) int {
 	switch {
-	case s == fsm.DriverSubmitted || s == fsm.DriverRelaunching:
+	case s == model.DriverSubmitted || s == model.DriverRelaunching:
 		return 0
-	case s == fsm.DriverRunning:
+	case s == model.DriverRunning:
 		return 1
 	case s.Terminal():
 		return 2
@@ -86,9 +86,9 @@ func stepRead(p progress, o regOutput) (bool, progress) {
 // illegal. A kill with unknown outcome may also have been that refusal.
 func stepKill(p progress, unsure bool) (bool, progress) {
 	if p.State.Terminal() {
-		return p.State == fsm.DriverKilled || unsure, p
+		return p.State == model.DriverKilled || unsure, p
 	}
-	return true, progress{Attempt: p.Attempt, State: fsm.DriverKilled, AtLeast: true}
+	return true, progress{Attempt: p.Attempt, State: model.DriverKilled, AtLeast: true}
 }
 
 // driverModel is the sequential specification of one driver's observable
@@ -102,7 +102,7 @@ var driverModel = porcupine.Model{
 		_, parts := partitionByDriver(h)
 		return parts
 	},
-	Init: func() any { return progress{Attempt: 1, State: fsm.DriverSubmitted} },
+	Init: func() any { return progress{Attempt: 1, State: model.DriverSubmitted} },
 	Step: func(state, input, output any) (bool, any) {
 		p, in := state.(progress), input.(regInput)
 		switch in.Op {
@@ -201,7 +201,7 @@ func readsHistory(in Input) []porcupine.Operation {
 				continue
 			}
 			op.Input = regInput{Op: opRead, Driver: c.inv.Driver}
-			op.Output = regOutput{State: fsm.DriverState(c.done.State), Attempt: c.done.Attempt}
+			op.Output = regOutput{State: model.DriverState(c.done.State), Attempt: c.done.Attempt}
 		case history.FKill:
 			op.Input = regInput{Op: opKill, Driver: c.inv.Driver, Unsure: !sure}
 		default:

@@ -18,7 +18,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/drover-project/drover/fsm"
 	"github.com/drover-project/drover/internal/testcluster"
 	"github.com/drover-project/drover/jepsen/checker"
 	"github.com/drover-project/drover/jepsen/history"
@@ -26,6 +25,7 @@ import (
 	"github.com/drover-project/drover/jepsen/probe"
 	"github.com/drover-project/drover/jepsen/report"
 	"github.com/drover-project/drover/jepsen/workload"
+	"github.com/drover-project/drover/model"
 )
 
 // Config is one run's shape. Zero values take the defaults noted.
@@ -307,7 +307,7 @@ func drain(c *testcluster.Cluster, timeout time.Duration) int64 {
 	return time.Now().UnixNano()
 }
 
-func allEnded(ds []*fsm.Driver) bool {
+func allEnded(ds []*model.Driver) bool {
 	for _, d := range ds {
 		if !d.State.Terminal() {
 			return false

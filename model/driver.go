@@ -1,4 +1,16 @@
-package fsm
+// Package model is Drover's data model: the rows of the replicated tables
+// (workers, drivers with their attempts, applications, executors), their
+// states with Spark's names, the payloads of the commands that change them,
+// and the rules a command must meet on its own. It is a leaf: it imports
+// no Raft, no gossip and no network code, so a program that only reads or
+// submits (the client, a driver) links none of them. The Raft state machine
+// that applies these commands is package fsm.
+package model
+
+import (
+	"maps"
+	"slices"
+)
 
 // DriverState is the lifecycle state of a driver, with the names of Spark's
 // org.apache.spark.deploy.master.DriverState.
@@ -119,34 +131,37 @@ func (w *Worker) CoresFree() int { return w.Cores - w.CoresUsed }
 // MemoryFreeMB is the memory, in MiB, not used by drivers or executors.
 func (w *Worker) MemoryFreeMB() int64 { return w.MemoryMB - w.MemoryUsedMB }
 
-func (d *Driver) clone() *Driver {
+// Clone returns a deep copy of d: changing the copy changes nothing in d.
+func (d *Driver) Clone() *Driver {
 	c := *d
-	c.Argv = append([]string(nil), d.Argv...)
-	c.Env = cloneEnv(d.Env)
-	c.ExitCode = cloneInt(d.ExitCode)
+	c.Argv = slices.Clone(d.Argv)
+	c.Env = maps.Clone(d.Env)
+	c.ExitCode = CloneExitCode(d.ExitCode)
 	c.Attempts = make([]Attempt, len(d.Attempts))
 	for i, a := range d.Attempts {
-		a.ExitCode = cloneInt(a.ExitCode)
+		a.ExitCode = CloneExitCode(a.ExitCode)
 		c.Attempts[i] = a
 	}
 	return &c
 }
 
-func cloneInt(p *int) *int {
+// CloneExitCode returns a copy of an exit code, nil for nil.
+func CloneExitCode(p *int) *int {
 	if p == nil {
 		return nil
 	}
-	v := *p
-	return &v
+	return new(*p)
 }
 
-// currentAttempt returns the history record of the current attempt, or nil
+// CurrentAttempt returns the history record of the current attempt, or nil
 // when the current attempt has not been placed yet.
-func (d *Driver) currentAttempt() *Attempt {
-	return d.attemptRecord(d.Attempt)
+func (d *Driver) CurrentAttempt() *Attempt {
+	return d.AttemptRecord(d.Attempt)
 }
 
-func (d *Driver) attemptRecord(n int) *Attempt {
+// AttemptRecord returns the history record of attempt n, or nil when that
+// attempt was never placed. The pointer is into d.Attempts.
+func (d *Driver) AttemptRecord(n int) *Attempt {
 	for i := len(d.Attempts) - 1; i >= 0; i-- {
 		if d.Attempts[i].Attempt == n {
 			return &d.Attempts[i]

@@ -1,6 +1,8 @@
-package fsm
+package model
 
 import (
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -179,26 +181,17 @@ func ParseExecutorKey(s string) (appID string, id int, ok bool) {
 	return s[:i], id, true
 }
 
-func (a *App) clone() *App {
+// Clone returns a deep copy of a.
+func (a *App) Clone() *App {
 	c := *a
-	c.Argv = append([]string(nil), a.Argv...)
-	c.Env = cloneEnv(a.Env)
+	c.Argv = slices.Clone(a.Argv)
+	c.Env = maps.Clone(a.Env)
 	return &c
 }
 
-func (e *Executor) clone() *Executor {
+// Clone returns a deep copy of e.
+func (e *Executor) Clone() *Executor {
 	c := *e
-	c.ExitCode = cloneInt(e.ExitCode)
+	c.ExitCode = CloneExitCode(e.ExitCode)
 	return &c
-}
-
-func cloneEnv(env map[string]string) map[string]string {
-	if env == nil {
-		return nil
-	}
-	c := make(map[string]string, len(env))
-	for k, v := range env {
-		c[k] = v
-	}
-	return c
 }

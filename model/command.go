@@ -1,0 +1,243 @@
+package model
+
+import "fmt"
+
+// CommandType names one kind of Raft log entry. Values are part of the log
+// format and must never be reused.
+type CommandType uint8
+
+// Command types. Each has one payload struct and one apply function.
+const (
+	CmdRegisterWorker CommandType = 1
+	CmdSubmitDriver   CommandType = 2
+	CmdPlaceDrivers   CommandType = 3
+	CmdReportAttempts CommandType = 4
+	CmdKillDriver     CommandType = 5
+	CmdWorkerLost     CommandType = 6
+	// CmdDecommissionWorker is WorkerLost's graceful twin.
+	CmdDecommissionWorker CommandType = 7
+	CmdRegisterApp        CommandType = 8
+	CmdPlaceExecutors     CommandType = 9
+	CmdRequestExecutors   CommandType = 10
+	CmdKillExecutors      CommandType = 11
+	CmdEndApp             CommandType = 12
+	// CmdPruneCompleted drops finished drivers and apps beyond the
+	// leader's retention counts.
+	CmdPruneCompleted CommandType = 13
+)
+
+func (t CommandType) String() string {
+	switch t {
+	case CmdRegisterWorker:
+		return "RegisterWorker"
+	case CmdSubmitDriver:
+		return "SubmitDriver"
+	case CmdPlaceDrivers:
+		return "PlaceDrivers"
+	case CmdReportAttempts:
+		return "ReportAttempts"
+	case CmdKillDriver:
+		return "KillDriver"
+	case CmdWorkerLost:
+		return "WorkerLost"
+	case CmdDecommissionWorker:
+		return "DecommissionWorker"
+	case CmdRegisterApp:
+		return "RegisterApp"
+	case CmdPlaceExecutors:
+		return "PlaceExecutors"
+	case CmdRequestExecutors:
+		return "RequestExecutors"
+	case CmdKillExecutors:
+		return "KillExecutors"
+	case CmdEndApp:
+		return "EndApp"
+	case CmdPruneCompleted:
+		return "PruneCompleted"
+	}
+	return fmt.Sprintf("CommandType(%d)", uint8(t))
+}
+
+// RegisterWorker adds a worker to the workers table or brings a known one
+// back to ALIVE with the given address and resources (Spark's
+// RegisterWorker, minus the duplicate-ID rejection: a worker that restarts or
+// returns from a partition re-registers under its own ID).
+type RegisterWorker struct {
+	ID       string `json:"id"`
+	Instance string `json:"instance,omitempty"`
+	HTTPAddr string `json:"http_addr"`
+	Cores    int    `json:"cores"`
+	MemoryMB int64  `json:"memory_mb"`
+	Time     int64  `json:"time"`
+}
+
+// SubmitDriver adds a driver to the drivers table and to the end of
+// waitingDrivers. ID is made by the leader; Token is the client's submission
+// token: a second command with a known token changes nothing and yields the
+// first driver's ID.
+type SubmitDriver struct {
+	ID        string            `json:"id"`
+	Token     string            `json:"token"`
+	Name      string            `json:"name,omitempty"`
+	Argv      []string          `json:"argv"`
+	Env       map[string]string `json:"env,omitempty"`
+	Cores     int               `json:"cores"`
+	MemoryMB  int64             `json:"memory_mb"`
+	Supervise bool              `json:"supervise"`
+	Time      int64             `json:"time"`
+}
+
+// Placement puts attempt Attempt of driver DriverID on worker WorkerID.
+type Placement struct {
+	DriverID string `json:"driver_id"`
+	Attempt  int    `json:"attempt"`
+	WorkerID string `json:"worker_id"`
+}
+
+// PlaceDrivers commits a batch of the leader's placements. Each placement is
+// checked again at apply time (driver still waiting with that attempt, worker
+// ALIVE with room); one that no longer holds is skipped, the others apply.
+type PlaceDrivers struct {
+	Placements []Placement `json:"placements"`
+	Time       int64       `json:"time"`
+}
+
+// AttemptReport is what a worker says about one attempt it runs: RUNNING,
+// FINISHED (exit 0), FAILED (non-zero), KILLED, or ERROR (could not launch).
+type AttemptReport struct {
+	DriverID string      `json:"driver_id"`
+	Attempt  int         `json:"attempt"`
+	State    DriverState `json:"state"`
+	ExitCode *int        `json:"exit_code,omitempty"`
+	Runs     int         `json:"runs,omitempty"`
+	Reason   string      `json:"reason,omitempty"`
+}
+
+// ExecutorReport is what a worker says about one executor it runs (Spark's
+// ExecutorStateChanged): RUNNING, EXITED (exit 0), FAILED (non-zero, or
+// could not launch) or KILLED (by the worker, unasked: it is shutting down).
+type ExecutorReport struct {
+	AppID      string        `json:"app_id"`
+	ExecutorID int           `json:"executor_id"`
+	State      ExecutorState `json:"state"`
+	ExitCode   *int          `json:"exit_code,omitempty"`
+	Reason     string        `json:"reason,omitempty"`
+}
+
+// ReportAttempts commits a batch of reports from one worker about its
+// driver attempts and its executors. A report about an attempt other than
+// the driver's current one, or from a worker other than the attempt's, only
+// updates that attempt's history record; a report about an executor that
+// has ended or lives on another worker is ignored.
+type ReportAttempts struct {
+	WorkerID  string           `json:"worker_id"`
+	Reports   []AttemptReport  `json:"reports"`
+	Executors []ExecutorReport `json:"executors,omitempty"`
+	Time      int64            `json:"time"`
+}
+
+// KillDriver ends a driver on request: a waiting one leaves waitingDrivers, a
+// placed one stops being assigned to its worker, which then kills it.
+type KillDriver struct {
+	DriverID string `json:"driver_id"`
+	Reason   string `json:"reason,omitempty"`
+	Time     int64  `json:"time"`
+}
+
+// WorkerLost marks a worker DEAD (Spark's Master.removeWorker): supervised
+// drivers on it get the next attempt number and go back to waitingDrivers as
+// RELAUNCHING; the others become ERROR.
+type WorkerLost struct {
+	WorkerID string `json:"worker_id"`
+	Reason   string `json:"reason,omitempty"`
+	Time     int64  `json:"time"`
+}
+
+// DecommissionWorker marks a worker that is shutting down on purpose
+// DECOMMISSIONED (Spark's worker decommissioning): nothing new is placed on
+// it. It then kills its drivers and reports them KILLED, which relaunches
+// the supervised ones elsewhere. A decommissioned worker that registers
+// again is ALIVE again.
+type DecommissionWorker struct {
+	WorkerID string `json:"worker_id"`
+	Reason   string `json:"reason,omitempty"`
+	Time     int64  `json:"time"`
+}
+
+// RegisterApp adds an application (Spark's RegisterApplication). ID is made
+// by the leader in Spark's form app-<yyyyMMddHHmmss>-<seq>; Token works as
+// SubmitDriver's does. DriverID and DriverAttempt, when set, must name the
+// current attempt of an unfinished driver; DriverRun, when set, must not be
+// older than the runs its worker has reported. ExecutorLimit is -1 for no cap;
+// MaxExecutorRetries is -1 for never failing the app.
+type RegisterApp struct {
+	ID                  string            `json:"id"`
+	Token               string            `json:"token"`
+	Name                string            `json:"name,omitempty"`
+	DriverID            string            `json:"driver_id,omitempty"`
+	DriverAttempt       int               `json:"driver_attempt,omitempty"`
+	DriverRun           int               `json:"driver_run,omitempty"`
+	MaxCores            int               `json:"max_cores"`
+	CoresPerExecutor    int               `json:"cores_per_executor"`
+	MemoryPerExecutorMB int64             `json:"memory_per_executor_mb"`
+	ExecutorLimit       int               `json:"executor_limit"`
+	Argv                []string          `json:"argv"`
+	Env                 map[string]string `json:"env,omitempty"`
+	MaxExecutorRetries  int               `json:"max_executor_retries"`
+	Time                int64             `json:"time"`
+}
+
+// ExecutorPlacement puts executor ExecutorID of app AppID on worker
+// WorkerID. ExecutorID must be the app's NextExecutorID when it applies, so
+// a placement committed twice makes one executor.
+type ExecutorPlacement struct {
+	AppID      string `json:"app_id"`
+	ExecutorID int    `json:"executor_id"`
+	WorkerID   string `json:"worker_id"`
+}
+
+// PlaceExecutors commits a batch of the leader's executor placements. Each
+// is checked again at apply time (app unfinished, under its core cap and
+// executor limit, worker ALIVE with room); one that no longer holds is
+// skipped, the others apply.
+type PlaceExecutors struct {
+	Placements []ExecutorPlacement `json:"placements"`
+	Time       int64               `json:"time"`
+}
+
+// RequestExecutors sets an app's ExecutorLimit to Total (Spark's
+// RequestExecutors): the scheduler places more when it rises; lowering it
+// kills nothing, so live executors above it stay until they end.
+type RequestExecutors struct {
+	AppID string `json:"app_id"`
+	Total int    `json:"total"`
+	Time  int64  `json:"time"`
+}
+
+// KillExecutors kills live executors of an app and lowers its executor
+// limit by as many, so they are not replaced (Spark's KillExecutors with
+// the target adjusted). All IDs must name executors of the app.
+type KillExecutors struct {
+	AppID       string `json:"app_id"`
+	ExecutorIDs []int  `json:"executor_ids"`
+	Time        int64  `json:"time"`
+}
+
+// EndApp ends an unfinished application in State (FINISHED, FAILED or
+// KILLED) and kills its live executors: Spark's UnregisterApplication, a
+// kill from an operator, or the leader giving up on a silent client.
+type EndApp struct {
+	AppID  string           `json:"app_id"`
+	State  ApplicationState `json:"state"`
+	Reason string           `json:"reason,omitempty"`
+	Time   int64            `json:"time"`
+}
+
+// PruneCompleted removes finished drivers and apps, with their tokens and
+// executors (Spark's spark.deploy.retainedDrivers and retainedApplications).
+// The leader picks the oldest beyond its retention counts; an ID that is
+// unknown or not finished is skipped.
+type PruneCompleted struct {
+	DriverIDs []string `json:"driver_ids,omitempty"`
+	AppIDs    []string `json:"app_ids,omitempty"`
+}

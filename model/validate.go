@@ -1,0 +1,103 @@
+package model
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// Errors returned by Apply, wrapped with the offending ID. Callers map them
+// to HTTP status codes with errors.Is.
+var (
+	ErrUnknownDriver  = errors.New("unknown driver")
+	ErrUnknownWorker  = errors.New("unknown worker")
+	ErrDriverEnded    = errors.New("driver already ended")
+	ErrDuplicateID    = errors.New("duplicate ID")
+	ErrInvalidCommand = errors.New("invalid command")
+	ErrUnknownApp     = errors.New("unknown application")
+	ErrAppEnded       = errors.New("application already ended")
+	// ErrUnknownExecutor: an executor ID the app never had.
+	ErrUnknownExecutor = errors.New("unknown executor")
+	// ErrStaleAttempt: a driver attempt that is no longer the running one
+	// tried to register an app.
+	ErrStaleAttempt = errors.New("not the running attempt")
+)
+
+// ValidateProgram checks what a driver, or each executor of an application,
+// asks for: a non-empty argv whose program name is not empty, environment
+// names that are valid POSIX names and not set by Drover itself, and
+// positive cores and memory (MiB). The error is one line.
+func ValidateProgram(argv []string, env map[string]string, cores int, memoryMB int64) error {
+	switch {
+	case len(argv) == 0 || argv[0] == "":
+		return fmt.Errorf("%w: the program is empty", ErrInvalidCommand)
+	case cores <= 0:
+		return fmt.Errorf("%w: cores must be positive, got %d", ErrInvalidCommand, cores)
+	case memoryMB <= 0:
+		return fmt.Errorf("%w: memory must be positive, got %d MiB", ErrInvalidCommand, memoryMB)
+	}
+	for _, a := range argv {
+		if strings.IndexByte(a, 0) >= 0 {
+			return fmt.Errorf("%w: an argument contains a NUL byte", ErrInvalidCommand)
+		}
+	}
+	for k, v := range env {
+		if !validEnvName(k) {
+			return fmt.Errorf("%w: environment name %q is not [A-Za-z_][A-Za-z0-9_]*", ErrInvalidCommand, k)
+		}
+		if reservedEnv[k] {
+			return fmt.Errorf("%w: environment name %s is set by Drover itself", ErrInvalidCommand, k)
+		}
+		if strings.IndexByte(v, 0) >= 0 {
+			return fmt.Errorf("%w: environment value of %s contains a NUL byte", ErrInvalidCommand, k)
+		}
+	}
+	return nil
+}
+
+// reservedEnv names the variables drivers and executors get from their
+// worker.
+var reservedEnv = map[string]bool{
+	"DROVER_DRIVER_ID": true, "DROVER_ATTEMPT": true, "DROVER_WORKER_ID": true, "DROVER_MASTERS": true,
+	"DROVER_RUN": true, "DROVER_APP_ID": true, "DROVER_EXECUTOR_ID": true, "DROVER_EXECUTOR_CORES": true, "DROVER_EXECUTOR_MEMORY_MB": true,
+}
+
+func validEnvName(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i, r := range s {
+		switch {
+		case r == '_', r >= 'A' && r <= 'Z', r >= 'a' && r <= 'z':
+		case r >= '0' && r <= '9' && i > 0:
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// ValidateRegisterApp checks a registration on its own, without the tables:
+// the executor program (see ValidateProgram), a core cap that is 0 or holds
+// one executor, an executor limit of -1 or more, and max executor retries
+// of -1 or more. The error is one line and wraps ErrInvalidCommand.
+func ValidateRegisterApp(c *RegisterApp) error {
+	if err := ValidateProgram(c.Argv, c.Env, c.CoresPerExecutor, c.MemoryPerExecutorMB); err != nil {
+		return err
+	}
+	switch {
+	case c.MaxCores < 0:
+		return fmt.Errorf("%w: max cores must not be negative, got %d", ErrInvalidCommand, c.MaxCores)
+	case c.MaxCores > 0 && c.MaxCores < c.CoresPerExecutor:
+		return fmt.Errorf("%w: max cores %d is less than the %d cores of one executor", ErrInvalidCommand, c.MaxCores, c.CoresPerExecutor)
+	case c.ExecutorLimit < -1:
+		return fmt.Errorf("%w: executor limit must be -1 (none) or more, got %d", ErrInvalidCommand, c.ExecutorLimit)
+	case c.MaxExecutorRetries < -1:
+		return fmt.Errorf("%w: max executor retries must be -1 (never fail) or more, got %d", ErrInvalidCommand, c.MaxExecutorRetries)
+	case c.DriverID == "" && (c.DriverAttempt != 0 || c.DriverRun != 0):
+		return fmt.Errorf("%w: a driver attempt or run needs a driver ID", ErrInvalidCommand)
+	case c.DriverID != "" && (c.DriverAttempt < 1 || c.DriverRun < 0):
+		return fmt.Errorf("%w: driver attempt must be 1 or more and run not negative", ErrInvalidCommand)
+	}
+	return nil
+}
