@@ -16,8 +16,6 @@ import (
 	"time"
 
 	"github.com/hashicorp/memberlist"
-
-	"github.com/drover-project/drover/transport"
 )
 
 // Roles a member can have.
@@ -131,7 +129,7 @@ func Start(cfg Config) (*Pool, error) {
 		cfg.Logger = logger
 	}
 	stdLog := slog.NewLogLogger(logger.With("component", "gossip").Handler(), slog.LevelDebug)
-	tr, err := transport.NewGossipTransport(cfg.BindIP, cfg.Port, &memberlist.NetTransportConfig{Logger: stdLog})
+	tr, err := newNetTransport(cfg.BindIP, cfg.Port, &memberlist.NetTransportConfig{Logger: stdLog})
 	if err != nil {
 		return nil, fmt.Errorf("gossip listen on %s:%d: %w", cfg.BindIP, cfg.Port, err)
 	}

@@ -28,6 +28,7 @@ import (
 	"github.com/drover-project/drover/gossip"
 	"github.com/drover-project/drover/model"
 	"github.com/drover-project/drover/transport"
+	"github.com/drover-project/drover/transport/raftnet"
 )
 
 // Master is a running master. Close stops it.
@@ -197,7 +198,7 @@ func (m *Master) startRaft() error {
 		return fmt.Errorf("snapshot store: %w", err)
 	}
 	m.snaps = snaps
-	trans, err := transport.NewRaftTransport(m.cfg.raftAddr(), 5*time.Second,
+	trans, err := raftnet.NewRaftTransport(m.cfg.raftAddr(), 5*time.Second,
 		slog.NewLogLogger(m.log.With("component", "raft-net").Handler(), slog.LevelDebug).Writer(),
 		m.tls.raftServer, m.tls.peer)
 	if err != nil {

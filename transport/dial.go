@@ -1,8 +1,10 @@
-// Package transport holds the network plumbing every Drover node shares: the
-// Raft stream layer, the HTTP client, and the memberlist transport. Each one
-// dials from the node's own bind address, so that a firewall rule on one
-// 127.0.0.x address cuts that node off completely; on loopback an unbound
-// socket would leave from 127.0.0.1 and slip past such rules.
+// Package transport holds the network plumbing every Drover node shares:
+// the dialer, the HTTP client and the listeners' connection bounds. Every
+// dialer leaves from the node's own bind address (as do the Raft stream
+// layer in transport/raftnet and the gossip transport in package gossip),
+// so that a firewall rule on one 127.0.0.x address cuts that node off
+// completely; on loopback an unbound socket would leave from 127.0.0.1 and
+// slip past such rules. It links neither Raft nor memberlist.
 package transport
 
 import (

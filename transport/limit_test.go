@@ -3,15 +3,12 @@ package transport
 import (
 	"errors"
 	"net"
-	"os"
 	"sync"
 	"testing"
 	"time"
-)
 
-// waitBound is how long a test waits for an event that should come at
-// once; reaching it is a failure, never the expected path.
-const waitBound = 5 * time.Second
+	"github.com/drover-project/drover/internal/nettest"
+)
 
 // acceptLoop accepts on ln until it is closed and hands every connection
 // over; the test closes whatever it received.
@@ -42,7 +39,7 @@ func acceptLoop(t *testing.T, ln net.Listener) <-chan net.Conn {
 // dialFrom connects to addr from the loopback address ip.
 func dialFrom(t *testing.T, ip, addr string) net.Conn {
 	t.Helper()
-	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(ip)}, Timeout: waitBound}
+	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(ip)}, Timeout: nettest.WaitBound}
 	c, err := d.Dial("tcp", addr)
 	if err != nil {
 		t.Fatalf("dial from %s: %v", ip, err)
@@ -62,26 +59,10 @@ func nextAccepted(t *testing.T, accepted <-chan net.Conn, ip string) net.Conn {
 		}
 		t.Cleanup(func() { c.Close() })
 		return c
-	case <-time.After(waitBound):
+	case <-time.After(nettest.WaitBound):
 		t.Fatalf("connection from %s not accepted", ip)
 	}
 	return nil
-}
-
-// closedByPeer checks that the other end closed c: a read fails at once
-// instead of running into the deadline.
-func closedByPeer(t *testing.T, c net.Conn, what string) {
-	t.Helper()
-	if err := c.SetReadDeadline(time.Now().Add(waitBound)); err != nil {
-		t.Fatal(err)
-	}
-	n, err := c.Read(make([]byte, 1))
-	switch {
-	case err == nil:
-		t.Fatalf("%s: read %d bytes, want the connection closed", what, n)
-	case errors.Is(err, os.ErrDeadlineExceeded):
-		t.Fatalf("%s: still open after %v", what, waitBound)
-	}
 }
 
 func TestLimitConnsPerIP(t *testing.T) {
@@ -100,7 +81,7 @@ func TestLimitConnsPerIP(t *testing.T) {
 	}
 
 	over := dialFrom(t, "127.0.0.2", addr)
-	closedByPeer(t, over, "4th connection from 127.0.0.2")
+	nettest.ClosedByPeer(t, over, "4th connection from 127.0.0.2")
 
 	// The accept loop handles connections in order, so had the 4th been
 	// handed over it would arrive here before this one.
@@ -118,7 +99,7 @@ func TestLimitConnsPerIP(t *testing.T) {
 	dialFrom(t, "127.0.0.2", addr)
 	nextAccepted(t, accepted, "127.0.0.2")
 	over = dialFrom(t, "127.0.0.2", addr)
-	closedByPeer(t, over, "connection from 127.0.0.2 beyond the limit after a double Close")
+	nettest.ClosedByPeer(t, over, "connection from 127.0.0.2 beyond the limit after a double Close")
 }
 
 func TestLimitConnsOff(t *testing.T) {

@@ -1,4 +1,4 @@
-package transport
+package raftnet
 
 import (
 	"bytes"
@@ -12,8 +12,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/drover-project/drover/pki"
 	"github.com/hashicorp/raft"
+
+	"github.com/drover-project/drover/internal/nettest"
+	"github.com/drover-project/drover/pki"
 )
 
 // tlsNodes holds the TLS configurations of a cluster CA's nodes, built the
@@ -140,7 +142,7 @@ func nextConn(t *testing.T, results <-chan acceptResult) net.Conn {
 		}
 		t.Cleanup(func() { r.c.Close() })
 		return r.c
-	case <-time.After(waitBound):
+	case <-time.After(nettest.WaitBound):
 		t.Fatal("Accept returned no connection")
 	}
 	return nil
@@ -166,7 +168,7 @@ func exchange(t *testing.T, a, b net.Conn) {
 			_, err := from.Write(msg)
 			errc <- err
 		}()
-		if err := to.SetReadDeadline(time.Now().Add(waitBound)); err != nil {
+		if err := to.SetReadDeadline(time.Now().Add(nettest.WaitBound)); err != nil {
 			t.Fatal(err)
 		}
 		got := make([]byte, len(msg))
@@ -213,7 +215,7 @@ func TestStreamLayerTLSMasters(t *testing.T) {
 	accepted := [2]<-chan acceptResult{acceptAll(t, layers[0]), acceptAll(t, layers[1])}
 	for _, dir := range [][2]int{{0, 1}, {1, 0}} {
 		from, to := dir[0], dir[1]
-		d, err := layers[from].Dial(raft.ServerAddress(layers[to].Addr().String()), waitBound)
+		d, err := layers[from].Dial(raft.ServerAddress(layers[to].Addr().String()), nettest.WaitBound)
 		if err != nil {
 			t.Fatalf("master %d dialing master %d: %v", from, to, err)
 		}
@@ -242,10 +244,10 @@ func TestStreamLayerTLSRefusesNonMasters(t *testing.T) {
 		dial func() (net.Conn, error)
 	}{
 		{"worker certificate", func() (net.Conn, error) {
-			return worker.Dial(raft.ServerAddress(addr), waitBound)
+			return worker.Dial(raft.ServerAddress(addr), nettest.WaitBound)
 		}},
 		{"certificate of another CA", func() (net.Conn, error) {
-			d := &tls.Dialer{NetDialer: &net.Dialer{Timeout: waitBound}, Config: n.strangerClient}
+			d := &tls.Dialer{NetDialer: &net.Dialer{Timeout: nettest.WaitBound}, Config: n.strangerClient}
 			return d.Dial("tcp", addr)
 		}},
 	} {
@@ -254,7 +256,7 @@ func TestStreamLayerTLSRefusesNonMasters(t *testing.T) {
 			// With TLS 1.3 the client finishes its side first and
 			// hears of the refusal on its first read.
 			t.Cleanup(func() { c.Close() })
-			closedByPeer(t, c, tc.name)
+			nettest.ClosedByPeer(t, c, tc.name)
 		}
 		select {
 		case r := <-accepted:
@@ -266,7 +268,7 @@ func TestStreamLayerTLSRefusesNonMasters(t *testing.T) {
 	// The refused handshakes finished before the dials above returned,
 	// so the next connection out of Accept is this one.
 	m := newLayer(t, n.masterServer[1], n.masterClient[1])
-	d, err := m.Dial(raft.ServerAddress(addr), waitBound)
+	d, err := m.Dial(raft.ServerAddress(addr), nettest.WaitBound)
 	if err != nil {
 		t.Fatalf("master dial after refused peers: %v", err)
 	}
@@ -281,7 +283,7 @@ func layerWithSilentClient(t *testing.T) (tlsNodes, *StreamLayer, <-chan acceptR
 	n := newTLSNodes(t)
 	sl := newLayer(t, n.masterServer[0], n.masterClient[0])
 	accepted := acceptAll(t, sl)
-	silent, err := net.DialTimeout("tcp", sl.Addr().String(), waitBound)
+	silent, err := net.DialTimeout("tcp", sl.Addr().String(), nettest.WaitBound)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -298,7 +300,7 @@ func TestStreamLayerTLSSilentClient(t *testing.T) {
 	start := time.Now()
 
 	m := newLayer(t, n.masterServer[1], n.masterClient[1])
-	d, err := m.Dial(raft.ServerAddress(addr), waitBound)
+	d, err := m.Dial(raft.ServerAddress(addr), nettest.WaitBound)
 	if err != nil {
 		t.Fatalf("master dial beside a silent client: %v", err)
 	}
@@ -368,7 +370,7 @@ func TestStreamLayerTLSCloseWithHandshakesInFlight(t *testing.T) {
 
 	// A legitimate master's handshake that the server has started
 	// but that only completes after Close.
-	raw, err := net.DialTimeout("tcp", addr, waitBound)
+	raw, err := net.DialTimeout("tcp", addr, nettest.WaitBound)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -381,7 +383,7 @@ func TestStreamLayerTLSCloseWithHandshakesInFlight(t *testing.T) {
 	case <-stalled.answered:
 	case err := <-handshake:
 		t.Fatalf("handshake ended before the server answered: %v", err)
-	case <-time.After(waitBound):
+	case <-time.After(nettest.WaitBound):
 		t.Fatal("server never answered the client hello")
 	}
 
@@ -393,7 +395,7 @@ func TestStreamLayerTLSCloseWithHandshakesInFlight(t *testing.T) {
 		if r.err == nil {
 			t.Fatalf("Accept returned a connection from %s after Close", r.c.RemoteAddr())
 		}
-	case <-time.After(waitBound):
+	case <-time.After(nettest.WaitBound):
 		t.Fatal("Accept still blocked after Close")
 	}
 	if c, err := sl.Accept(); err == nil {
@@ -409,5 +411,5 @@ func TestStreamLayerTLSCloseWithHandshakesInFlight(t *testing.T) {
 		return
 	}
 	t.Cleanup(func() { client.Close() })
-	closedByPeer(t, client, "connection whose handshake completed after Close")
+	nettest.ClosedByPeer(t, client, "connection whose handshake completed after Close")
 }

@@ -1,4 +1,8 @@
-package transport
+// Package raftnet is the network layer of a master's Raft: a
+// raft.StreamLayer over TCP or mutual TLS that listens on the master's bind
+// address and dials from it. It is apart from package transport so that
+// nothing but a master links hashicorp/raft.
+package raftnet
 
 import (
 	"crypto/tls"
@@ -10,6 +14,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+
+	"github.com/drover-project/drover/transport"
 )
 
 // StreamLayer is a raft.StreamLayer over TCP, or over mutual TLS, that
@@ -51,7 +57,7 @@ func NewStreamLayer(bindAddr string, server, client *tls.Config) (*StreamLayer, 
 // Dial implements raft.StreamLayer. Over TLS the handshake completes within
 // timeout, so a peer that is not a master is refused here, not mid-RPC.
 func (s *StreamLayer) Dial(address raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
-	d := Dialer(s.bindIP, timeout)
+	d := transport.Dialer(s.bindIP, timeout)
 	if s.client == nil {
 		return d.Dial("tcp", string(address))
 	}
