@@ -1,36 +1,46 @@
 package fsm
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 
-	"github.com/drover-project/drover/internal/strictjson"
 	"github.com/drover-project/drover/model"
 )
 
 // FormatVersion is the version byte that starts every encoded command. A
-// master refuses entries of a version it does not know rather than guess.
+// master halts at an entry of a version it does not know rather than guess
+// what its bytes mean; see Decode and DESIGN.md.
 const FormatVersion byte = 1
+
+// IgnoreUnknownTypeFlag, set in an entry's type byte, lets a master that
+// does not know the type skip the entry instead of halting (Nomad's
+// structs.IgnoreUnknownTypeFlag). A master that knows the type applies the
+// entry as if the flag were clear. A master that skips an entry lacks its
+// effect for good, and so does every snapshot it takes; a writer sets the
+// flag, as Encode(t|IgnoreUnknownTypeFlag, payload), only on a command
+// whose effect older masters can do without: state only newer code reads
+// and can rebuild. Command types stay below the flag.
+const IgnoreUnknownTypeFlag model.CommandType = 0x80
 
 // MaxCommandSize bounds an encoded command, in bytes; Decode refuses larger
 // input so a corrupt or hostile entry cannot make a master allocate without
 // limit.
 const MaxCommandSize = 8 << 20
 
-// Encode returns the log entry for a command: FormatVersion, the type byte,
-// then the payload as JSON. An entry over MaxCommandSize is an error
-// wrapping ErrInvalidCommand.
+// Encode returns the log entry for a command: FormatVersion, the type byte
+// (t, with IgnoreUnknownTypeFlag if the caller set it), then the payload as
+// JSON. An entry over MaxCommandSize is an error wrapping
+// ErrInvalidCommand.
 func Encode(t model.CommandType, payload any) ([]byte, error) {
 	body, err := json.Marshal(payload)
 	if err != nil {
-		return nil, fmt.Errorf("encode %s: %w", t, err)
+		return nil, fmt.Errorf("encode %s: %w", t&^IgnoreUnknownTypeFlag, err)
 	}
 	if len(body)+2 > MaxCommandSize {
 		// Refused here, before Raft commits an entry every replica would
 		// then refuse to decode.
-		return nil, fmt.Errorf("%w: %s of %d bytes exceeds %d", model.ErrInvalidCommand, t, len(body)+2, MaxCommandSize)
+		return nil, fmt.Errorf("%w: %s of %d bytes exceeds %d", model.ErrInvalidCommand, t&^IgnoreUnknownTypeFlag, len(body)+2, MaxCommandSize)
 	}
 	out := make([]byte, 0, len(body)+2)
 	out = append(out, FormatVersion, byte(t))
@@ -40,9 +50,16 @@ func Encode(t model.CommandType, payload any) ([]byte, error) {
 // ErrMalformed wraps every decoding failure.
 var ErrMalformed = errors.New("malformed command")
 
-// Decode parses a log entry made by Encode into its type and a pointer to its
-// payload struct. Unknown versions, types or fields, trailing data and
-// oversize entries are errors wrapping ErrMalformed.
+// Decode parses a log entry made by Encode into its type, with
+// IgnoreUnknownTypeFlag cleared, and a pointer to its payload struct.
+//
+// Fields of the payload that this version does not know are ignored, so
+// that a field added by a newer master does not stop an older one during a
+// rolling upgrade. An entry of an unknown type flagged ignorable decodes
+// to its type and a nil payload: Apply skips it. An unknown version, an
+// unknown type without the flag, a payload that is not one JSON value of
+// the type's struct (trailing data included), and an entry over
+// MaxCommandSize are errors wrapping ErrMalformed.
 func Decode(b []byte) (model.CommandType, any, error) {
 	if len(b) < 2 {
 		return 0, nil, fmt.Errorf("%w: %d bytes", ErrMalformed, len(b))
@@ -53,40 +70,52 @@ func Decode(b []byte) (model.CommandType, any, error) {
 	if b[0] != FormatVersion {
 		return 0, nil, fmt.Errorf("%w: format version %d, want %d", ErrMalformed, b[0], FormatVersion)
 	}
-	t := model.CommandType(b[1])
-	var payload any
-	switch t {
-	case model.CmdRegisterWorker:
-		payload = new(model.RegisterWorker)
-	case model.CmdSubmitDriver:
-		payload = new(model.SubmitDriver)
-	case model.CmdPlaceDrivers:
-		payload = new(model.PlaceDrivers)
-	case model.CmdReportAttempts:
-		payload = new(model.ReportAttempts)
-	case model.CmdKillDriver:
-		payload = new(model.KillDriver)
-	case model.CmdWorkerLost:
-		payload = new(model.WorkerLost)
-	case model.CmdDecommissionWorker:
-		payload = new(model.DecommissionWorker)
-	case model.CmdRegisterApp:
-		payload = new(model.RegisterApp)
-	case model.CmdPlaceExecutors:
-		payload = new(model.PlaceExecutors)
-	case model.CmdRequestExecutors:
-		payload = new(model.RequestExecutors)
-	case model.CmdKillExecutors:
-		payload = new(model.KillExecutors)
-	case model.CmdEndApp:
-		payload = new(model.EndApp)
-	case model.CmdPruneCompleted:
-		payload = new(model.PruneCompleted)
-	default:
+	t := model.CommandType(b[1]) &^ IgnoreUnknownTypeFlag
+	payload := newPayload(t)
+	if payload == nil {
+		if model.CommandType(b[1])&IgnoreUnknownTypeFlag != 0 {
+			return t, nil, nil
+		}
 		return 0, nil, fmt.Errorf("%w: unknown type %d", ErrMalformed, b[1])
 	}
-	if err := strictjson.Decode(bytes.NewReader(b[2:]), payload); err != nil {
+	// json.Unmarshal, unlike strictjson, ignores unknown fields; like it,
+	// it refuses empty input and anything after the value.
+	if err := json.Unmarshal(b[2:], payload); err != nil {
 		return 0, nil, fmt.Errorf("%w: %s: %v", ErrMalformed, t, err)
 	}
 	return t, payload, nil
+}
+
+// newPayload returns a new payload struct for a command type, or nil for
+// a type this version does not know.
+func newPayload(t model.CommandType) any {
+	switch t {
+	case model.CmdRegisterWorker:
+		return new(model.RegisterWorker)
+	case model.CmdSubmitDriver:
+		return new(model.SubmitDriver)
+	case model.CmdPlaceDrivers:
+		return new(model.PlaceDrivers)
+	case model.CmdReportAttempts:
+		return new(model.ReportAttempts)
+	case model.CmdKillDriver:
+		return new(model.KillDriver)
+	case model.CmdWorkerLost:
+		return new(model.WorkerLost)
+	case model.CmdDecommissionWorker:
+		return new(model.DecommissionWorker)
+	case model.CmdRegisterApp:
+		return new(model.RegisterApp)
+	case model.CmdPlaceExecutors:
+		return new(model.PlaceExecutors)
+	case model.CmdRequestExecutors:
+		return new(model.RequestExecutors)
+	case model.CmdKillExecutors:
+		return new(model.KillExecutors)
+	case model.CmdEndApp:
+		return new(model.EndApp)
+	case model.CmdPruneCompleted:
+		return new(model.PruneCompleted)
+	}
+	return nil
 }

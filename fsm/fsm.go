@@ -48,6 +48,10 @@ type FSM struct {
 	t      tables
 	index  uint64 // last applied Raft index
 	change chan struct{}
+	// halted is closed, and err set, when Apply meets an entry it cannot
+	// decode; from then on nothing changes the tables.
+	halted chan struct{}
+	err    error
 }
 
 // tables is everything a snapshot holds.
@@ -137,11 +141,20 @@ func newTables() tables {
 
 // New returns an FSM with empty tables.
 func New() *FSM {
-	return &FSM{t: newTables(), change: make(chan struct{})}
+	return &FSM{t: newTables(), change: make(chan struct{}), halted: make(chan struct{})}
 }
 
-// Apply implements raft.FSM. It returns a SubmitResult, PlaceResult, nil, or
-// an error; a command that fails validation changes nothing.
+// Apply implements raft.FSM. It returns a SubmitResult, PlaceResult,
+// RegisterAppResult, PlaceExecutorsResult, nil, or an error. A command that
+// fails validation changes nothing but the applied index: every replica
+// refuses it alike. An entry of an unknown type flagged with
+// IgnoreUnknownTypeFlag is skipped the same way.
+//
+// An entry that cannot be decoded (see Decode) is never skipped, since a
+// replica that skipped what its peers applied would diverge without a
+// trace: Apply halts the FSM instead and returns the error that Err returns
+// from then on. Every later Apply changes nothing and returns that error,
+// so the tables and Index stay those of the last entry before it.
 func (f *FSM) Apply(l *raft.Log) any {
 	if l.Type != raft.LogCommand {
 		return nil
@@ -149,12 +162,56 @@ func (f *FSM) Apply(l *raft.Log) any {
 	t, payload, err := Decode(l.Data)
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if f.err != nil {
+		return f.err
+	}
+	if err != nil {
+		f.err = fmt.Errorf("halted at Raft index %d: cannot decode the entry with %s: %w", l.Index, typeByte(l.Data), err)
+		close(f.halted)
+		return f.err
+	}
 	f.index = l.Index
 	defer f.notify()
-	if err != nil {
-		return err
+	if payload == nil {
+		return nil
 	}
 	return f.apply(t, payload)
+}
+
+// typeByte describes the type byte of an entry Decode refused, naming the
+// command when the entry's format version and type are known.
+func typeByte(b []byte) string {
+	if len(b) < 2 {
+		return "no type byte"
+	}
+	s := fmt.Sprintf("type byte 0x%02x", b[1])
+	t := model.CommandType(b[1]) &^ IgnoreUnknownTypeFlag
+	switch {
+	case b[0] != FormatVersion:
+		return s + " (unknown format version)"
+	case newPayload(t) == nil:
+		return s + " (unknown type)"
+	case t != model.CommandType(b[1]):
+		return s + " (" + t.String() + ", flagged ignorable)"
+	}
+	return s + " (" + t.String() + ")"
+}
+
+// Halted returns a channel that is closed when Apply meets a committed
+// entry it cannot decode: an unknown format version, an unknown type
+// without IgnoreUnknownTypeFlag, or a payload that does not decode. The
+// master then has to stop, since it can no longer follow the log; Err says
+// why. Readers keep answering from the tables as they were before that
+// entry.
+func (f *FSM) Halted() <-chan struct{} { return f.halted }
+
+// Err returns why the FSM halted, naming the entry's Raft index, its type
+// byte and the decoding error (which wraps ErrMalformed); nil while it has
+// not halted.
+func (f *FSM) Err() error {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return f.err
 }
 
 // ApplyCommand decodes and applies one encoded command outside Raft, at the
@@ -334,6 +391,11 @@ func (f *FSM) NextDriverSeq() int {
 func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
+	if f.err != nil {
+		// Raft would label the snapshot with the index of the last entry
+		// it handed to Apply, past the entries this FSM did not apply.
+		return nil, fmt.Errorf("no snapshot: %w", f.err)
+	}
 	b, err := encodeSnapshot(&f.t)
 	if err != nil {
 		return nil, err
@@ -342,7 +404,9 @@ func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
 }
 
 // Restore implements raft.FSM: it replaces every table with the snapshot's.
-// On a malformed snapshot it returns an error and keeps the current tables.
+// On a malformed snapshot it returns an error and keeps the current tables,
+// and so it does once the FSM has halted: a halted master is on its way
+// out, and its tables stay the prefix of the log it applied.
 func (f *FSM) Restore(rc io.ReadCloser) error {
 	defer rc.Close()
 	t, err := decodeSnapshot(rc)
@@ -351,6 +415,9 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if f.err != nil {
+		return fmt.Errorf("no restore: %w", f.err)
+	}
 	for _, u := range f.t.on {
 		close(u.change)
 	}

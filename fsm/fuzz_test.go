@@ -10,7 +10,6 @@ package fsm
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -190,6 +189,7 @@ func fuzzCommandSeeds(t tb) [][]byte {
 	seeds := [][]byte{
 		nil, {FormatVersion}, {FormatVersion, byte(model.CmdSubmitDriver)}, {2, 2, '{', '}'}, {1, 99, '{', '}'}, {1, 2, '{'},
 		[]byte("\x01\x02{\"id\":1}"), []byte("\x01\x05{\"driver_id\":\"x\",\"bogus\":1}"), []byte("\x01\x0d{} {}"),
+		{1, 0x80 | 99, '{', '}'}, {1, 0x80, 'x'}, []byte("\x01\x85{\"driver_id\":\"" + driverID(4) + "\",\"added_later\":[1]}"),
 		enc(model.CmdReportAttempts, &model.ReportAttempts{WorkerID: "w1", Time: 9, Reports: []model.AttemptReport{
 			{DriverID: driverID(0), Attempt: 1, State: model.DriverKilled}, {DriverID: driverID(6), Attempt: 1, State: model.DriverRunning, Runs: 3}}}),
 		enc(model.CmdReportAttempts, &model.ReportAttempts{WorkerID: "w1", Time: 9, Executors: []model.ExecutorReport{
@@ -210,11 +210,14 @@ func fuzzCommandSeeds(t tb) [][]byte {
 }
 
 // FuzzCommand decodes arbitrary bytes as a log entry and applies it to the
-// fuzzLog tables. Whatever the bytes: no panic; a refused entry (Apply
-// returns an error, as it must for one Decode refuses) changes nothing; an
-// accepted one applies the same on a second replica, decodes to what it
-// encodes back to, keeps the invariants of TestRandomLogsKeepInvariants,
-// and survives Snapshot, Persist and Restore into a fresh FSM unchanged.
+// fuzzLog tables. Whatever the bytes: no panic. An entry Decode refuses
+// halts the FSM with the tables of the entries before it, which nothing
+// changes afterwards (checkHalt). Any other entry advances the applied
+// index without halting; a skipped (unknown, ignorable) or refused one
+// changes nothing else; an accepted one applies the same on a second
+// replica, decodes to what it encodes back to, keeps the invariants of
+// TestRandomLogsKeepInvariants, and survives Snapshot, Persist and Restore
+// into a fresh FSM unchanged.
 func FuzzCommand(f *testing.F) {
 	entries, baseHash := fuzzBase(f)
 	for _, s := range fuzzCommandSeeds(f) {
@@ -227,14 +230,20 @@ func FuzzCommand(f *testing.F) {
 		fs := replay(t, entries)
 		ct, payload, decErr := Decode(data)
 		res := fs.Apply(entry)
-		if fs.Index() != idx {
-			t.Fatalf("Index %d after applying entry %d", fs.Index(), idx)
+		if decErr != nil {
+			checkHalt(t, fs, idx-1, baseHash, res)
+			checkWorkerIndex(t, fs)
+			return
+		}
+		if fs.Err() != nil || fs.Index() != idx {
+			t.Fatalf("entry %d that decodes: Index %d, Err %v", idx, fs.Index(), fs.Err())
 		}
 		after := hashOf(t, fs)
-		if decErr != nil {
-			if err, ok := res.(error); !ok || !errors.Is(err, ErrMalformed) {
-				t.Fatalf("Decode refused the entry (%v) but Apply returned %v", decErr, res)
+		if payload == nil {
+			if res != nil || after != baseHash {
+				t.Fatalf("skipped entry of type byte %#x returned %v, changed the tables %v", data[1], res, after != baseHash)
 			}
+			return
 		}
 		if err, refused := res.(error); refused {
 			if after != baseHash {

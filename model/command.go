@@ -3,7 +3,10 @@ package model
 import "fmt"
 
 // CommandType names one kind of Raft log entry. Values are part of the log
-// format and must never be reused.
+// format, which is forever: a value is never reused, and a command's
+// meaning never changes under its value, since every master replays old
+// entries with the code it runs now. A change of meaning is a new type.
+// Values stay below 0x80, the type byte's bit for fsm.IgnoreUnknownTypeFlag.
 type CommandType uint8
 
 // Command types. Each has one payload struct and one apply function.

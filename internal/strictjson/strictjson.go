@@ -1,5 +1,7 @@
 // Package strictjson decodes JSON that comes from outside a process (HTTP
-// bodies, log entries, snapshots) and refuses anything it was not built for.
+// bodies, files, snapshots) and refuses anything it was not built for.
+// Raft log entries are not decoded with it: a field a newer master added
+// must not stop an older one (see fsm/DESIGN.md).
 package strictjson
 
 import (

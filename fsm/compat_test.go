@@ -1,0 +1,208 @@
+package fsm
+
+// Tests of the log compatibility rules in DESIGN.md: unknown fields are
+// ignored, unknown types flagged ignorable are skipped, and every other
+// entry a master cannot decode halts it.
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"testing"
+
+	"github.com/drover-project/drover/model"
+)
+
+// withUnknownFields returns entry with a field no version knows added to
+// every JSON object of its payload that is a struct, at every depth, as a
+// newer master's entry would carry a field added after this version.
+func withUnknownFields(t *testing.T, entry []byte) []byte {
+	dec := json.NewDecoder(bytes.NewReader(entry[2:]))
+	dec.UseNumber() // keeps int64 times exact
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		t.Fatal(err)
+	}
+	var add func(v any)
+	add = func(v any) {
+		switch v := v.(type) {
+		case map[string]any:
+			for k, c := range v {
+				if k != "env" { // a map, whose keys are data
+					add(c)
+				}
+			}
+			v["added_later"] = map[string]any{"nested": []any{1, "two"}, "flag": true}
+		case []any:
+			for _, c := range v {
+				add(c)
+			}
+		}
+	}
+	add(v)
+	body, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return append(entry[:2:2], body...)
+}
+
+// A log whose entries carry fields this version does not know applies
+// exactly as the same log without them: same results, same tables.
+func TestUnknownFieldsAreIgnored(t *testing.T) {
+	entries := scenario(t)
+	plain, extended := New(), New()
+	for i, e := range entries {
+		x := withUnknownFields(t, e)
+		if bytes.Equal(x, e) {
+			t.Fatalf("entry %d gained no field", i+1)
+		}
+		want, got := plain.ApplyCommand(uint64(i+1), e), extended.ApplyCommand(uint64(i+1), x)
+		if fmt.Sprintf("%#v", got) != fmt.Sprintf("%#v", want) {
+			t.Fatalf("entry %d with unknown fields: %#v, without: %#v", i+1, got, want)
+		}
+	}
+	if extended.Err() != nil {
+		t.Fatalf("halted: %v", extended.Err())
+	}
+	if hashOf(t, extended) != hashOf(t, plain) {
+		t.Fatal("unknown fields changed the tables")
+	}
+	if extended.Index() != uint64(len(entries)) {
+		t.Fatalf("Index %d, want %d", extended.Index(), len(entries))
+	}
+}
+
+// An entry of an unknown type flagged ignorable is skipped: it changes no
+// table, the applied index moves past it, and the entries after it apply.
+// A known type with the flag applies as without it.
+func TestIgnorableEntries(t *testing.T) {
+	entries := scenario(t)
+	want := hashOf(t, replay(t, entries))
+	mid := len(entries) / 2
+	unknown := append([]byte{FormatVersion, byte(IgnoreUnknownTypeFlag | 99)}, `{"a field":"of a type from a later version"}`...)
+
+	f := New()
+	for i, e := range entries[:mid] {
+		f.ApplyCommand(uint64(i+1), e)
+	}
+	before := hashOf(t, f)
+	if res := f.ApplyCommand(uint64(mid+1), unknown); res != nil {
+		t.Fatalf("unknown ignorable entry: Apply returned %v, want nil", res)
+	}
+	if hashOf(t, f) != before || f.Index() != uint64(mid+1) || f.Err() != nil {
+		t.Fatalf("unknown ignorable entry: tables changed %v, Index %d (want %d), Err %v",
+			hashOf(t, f) != before, f.Index(), mid+1, f.Err())
+	}
+	for i, e := range entries[mid:] {
+		f.ApplyCommand(uint64(mid+2+i), e)
+	}
+	if hashOf(t, f) != want || f.Index() != uint64(len(entries)+1) {
+		t.Fatalf("after the skipped entry: tables differ from the log without it %v, Index %d", hashOf(t, f) != want, f.Index())
+	}
+
+	flagged := New()
+	for i, e := range entries {
+		e = bytes.Clone(e)
+		e[1] |= byte(IgnoreUnknownTypeFlag)
+		flagged.ApplyCommand(uint64(i+1), e)
+	}
+	if flagged.Err() != nil || hashOf(t, flagged) != want {
+		t.Fatalf("known types flagged ignorable applied differently (Err %v)", flagged.Err())
+	}
+	if data, err := Encode(model.CmdKillDriver|IgnoreUnknownTypeFlag, &model.KillDriver{DriverID: "d"}); err != nil || data[1] != 0x85 {
+		t.Fatalf("Encode with the flag: % x, %v; want type byte 0x85", data, err)
+	}
+}
+
+// haltCases are entries a master cannot decode, each with what Err must
+// name besides the index.
+var haltCases = []struct {
+	name  string
+	entry []byte
+	want  []string
+}{
+	{"unknown type", []byte("\x01\x63{}"), []string{"type byte 0x63 (unknown type)"}},
+	{"unknown type 0x7f", []byte("\x01\x7f{}"), []string{"type byte 0x7f (unknown type)"}},
+	{"unknown format version", []byte("\x02\x02{}"), []string{"type byte 0x02 (unknown format version)", "format version 2"}},
+	{"payload of the wrong shape", []byte("\x01\x02{\"id\":1}"), []string{"type byte 0x02 (SubmitDriver)", "cannot unmarshal"}},
+	{"flagged, payload of the wrong shape", []byte("\x01\x82{\"id\":1}"), []string{"type byte 0x82 (SubmitDriver, flagged ignorable)"}},
+	{"trailing data", []byte("\x01\x0d{} {}"), []string{"type byte 0x0d (PruneCompleted)", "after top-level value"}},
+	{"no payload", []byte{FormatVersion, byte(model.CmdKillDriver)}, []string{"type byte 0x05 (KillDriver)"}},
+	{"no type byte", []byte{FormatVersion}, []string{"no type byte"}},
+	{"empty", nil, []string{"no type byte"}},
+}
+
+// An entry that cannot be decoded halts the FSM: Halted is closed, Err
+// names the entry, the tables stay those of the entries before it whatever
+// is applied after, Snapshot and Restore refuse, and readers keep working.
+func TestUndecodableEntryHalts(t *testing.T) {
+	entries := scenario(t)
+	cut := 10
+	for _, c := range haltCases {
+		t.Run(c.name, func(t *testing.T) {
+			f := replay(t, entries[:cut])
+			select {
+			case <-f.Halted():
+				t.Fatal("halted before the entry")
+			default:
+			}
+			if f.Err() != nil {
+				t.Fatalf("Err before the entry: %v", f.Err())
+			}
+			prefix, drivers := hashOf(t, f), len(f.Drivers())
+			res := f.ApplyCommand(uint64(cut+1), c.entry)
+			checkHalt(t, f, uint64(cut), prefix, res)
+			for _, w := range append([]string{fmt.Sprintf("Raft index %d", cut+1)}, c.want...) {
+				if !strings.Contains(f.Err().Error(), w) {
+					t.Errorf("Err %q does not say %q", f.Err(), w)
+				}
+			}
+			for i, e := range entries[cut:] {
+				if res := f.ApplyCommand(uint64(cut+2+i), e); res != f.Err() {
+					t.Fatalf("entry after the halt: Apply returned %v, want the halt's error", res)
+				}
+			}
+			checkHalt(t, f, uint64(cut), prefix, f.Err())
+			if d, ok := f.Driver(driverID(0)); !ok || d.ID != driverID(0) || len(f.Drivers()) != drivers {
+				t.Fatalf("readers after the halt: %v %v, %d drivers, want %d", d, ok, len(f.Drivers()), drivers)
+			}
+			checkInvariants(t, f)
+		})
+	}
+}
+
+// checkHalt checks a halted FSM: res, what Apply returned for the entry
+// that halted it, is Err and wraps ErrMalformed; Halted is closed; the
+// tables hash to prefix and Index is index, the entry before; no snapshot
+// is taken; a restore and a well-formed entry change nothing.
+func checkHalt(t tb, f *FSM, index uint64, prefix string, res any) {
+	err, _ := res.(error)
+	if err == nil || err != f.Err() || !errors.Is(err, ErrMalformed) {
+		t.Fatalf("Apply returned %v, Err %v; want the same error, wrapping ErrMalformed", res, f.Err())
+	}
+	select {
+	case <-f.Halted():
+	default:
+		t.Fatal("Halted is not closed")
+	}
+	if hashOf(t, f) != prefix || f.Index() != index {
+		t.Fatalf("halted FSM: tables changed %v, Index %d, want %d", hashOf(t, f) != prefix, f.Index(), index)
+	}
+	if _, err := f.Snapshot(); err == nil {
+		t.Fatal("a halted FSM gave a snapshot")
+	}
+	if err := f.Restore(io.NopCloser(strings.NewReader(`{"version":1,"tables":{}}`))); err == nil {
+		t.Fatal("a halted FSM restored a snapshot")
+	}
+	worker, err := Encode(model.CmdRegisterWorker, &model.RegisterWorker{ID: "w-after-halt", HTTPAddr: "h:1", Cores: 1, MemoryMB: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res := f.ApplyCommand(index+2, worker); res != f.Err() || hashOf(t, f) != prefix || f.Index() != index {
+		t.Fatalf("a well-formed entry after the halt returned %v and changed the tables %v, Index %d", res, hashOf(t, f) != prefix, f.Index())
+	}
+}
