@@ -29,7 +29,8 @@
 //
 // Reads are linearizable (answered by the leader after it confirms its
 // leadership) unless the query has stale=true, which lets any master answer
-// from its own tables. Errors are an Error body with a 4xx or 5xx status.
+// from its own tables. Errors are an Error body with a 4xx or 5xx status
+// and a Code.
 package api
 
 import "github.com/drover-project/drover/model"
@@ -49,9 +50,13 @@ const (
 	HeaderServedBy = "X-Drover-Served-By"
 )
 
-// Error is the body of every error response: one line fit to show a user.
+// Error is the body of every error response: one line fit to show a user,
+// and the stable code of its kind.
 type Error struct {
 	Error string `json:"error"`
+	// Code says what kind of refusal this is; see Code. Empty only from
+	// masters older than codes.
+	Code Code `json:"code,omitempty"`
 	// Leader is the leader's HTTP address, when known, on 503 answers
 	// from a master that could not reach it.
 	Leader string `json:"leader,omitempty"`

@@ -1,8 +1,9 @@
-// Package auth decides who may call which part of a master's HTTP API. A
-// caller proves itself with a bearer token (RFC 6750) or a certificate of
-// the cluster CA whose role it carries (package pki); a browser on the web
-// UI carries its token in a cookie instead, which grants reads only. The
-// access each path needs is one of the Access levels below.
+// Package auth decides who may do what on a master. A caller proves itself
+// with a bearer token (RFC 6750) or a certificate of the cluster CA whose
+// role it carries (package pki); a browser on the web UI carries its token
+// in a cookie instead, which grants reads only. A listener establishes the
+// Caller of each request (Guard.Caller); the master's service checks, per
+// operation, the Access level it needs (Guard.Check).
 //
 // The model follows Nomad and Consul: node identity comes from mutual TLS,
 // API access from tokens. With no tokens configured, a CA-signed client or
@@ -12,12 +13,10 @@
 package auth
 
 import (
-	"context"
 	"crypto/hmac"
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/base64"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -100,6 +99,10 @@ type Identity struct {
 	// rather than an Authorization header; such a token grants at most
 	// Read and AppRead (see Allows).
 	Cookie bool
+	// token is the bearer token as presented, kept only so that a master
+	// forwarding the request to the leader can present it again (see
+	// Caller.SetCredential); String never shows it.
+	token string
 }
 
 // CookieName is the cookie in which a browser carries a token for the web
@@ -242,7 +245,7 @@ func (g *Guard) driverMAC(driverID string, attempt int) string {
 }
 
 // ErrBadToken is a bearer token that matches none of the configured ones.
-var ErrBadToken = errors.New("invalid token")
+var ErrBadToken = fmt.Errorf("%w: invalid token", api.ErrForbidden)
 
 // Identify returns who r comes from: its verified certificate's role and
 // its bearer token's kind. A token that is present but wrong is
@@ -267,7 +270,7 @@ func (g *Guard) Identify(r *http.Request) (Identity, error) {
 		if err != nil {
 			return id, fmt.Errorf("%w in the %s cookie: log in again at /ui/login", ErrBadToken, CookieName)
 		}
-		tid.Role, tid.Cookie = id.Role, true
+		tid.Role, tid.Cookie, tid.token = id.Role, true, c.Value
 		return tid, nil
 	}
 	scheme, tok, ok := strings.Cut(h, " ")
@@ -278,7 +281,7 @@ func (g *Guard) Identify(r *http.Request) (Identity, error) {
 	if err != nil {
 		return id, err
 	}
-	tid.Role = id.Role
+	tid.Role, tid.token = id.Role, tok
 	return tid, nil
 }
 
@@ -331,8 +334,8 @@ func (g *Guard) parseDriverToken(tok string) (string, int, bool) {
 	return driverID, n, true
 }
 
-// Allows reports whether id may use a path that needs a. A DriverToken
-// passes App and AppRead here; the handlers then confine it to its own application
+// Allows reports whether id may do what needs a. A DriverToken passes App
+// and AppRead here; the service then confines it to its own application
 // (Identity.OwnsDriver).
 func (g *Guard) Allows(id Identity, a Access) bool {
 	if g.Open() {
@@ -375,57 +378,32 @@ func (g *Guard) Allows(id Identity, a Access) bool {
 	return false
 }
 
-type ctxKey struct{}
-
-// FromContext returns the Identity that Wrap stored in a request's
-// context; ok is false outside Wrap.
-func FromContext(ctx context.Context) (Identity, bool) {
-	id, ok := ctx.Value(ctxKey{}).(Identity)
-	return id, ok
+// Check decides whether id may do what needs access a. A refusal is an
+// error wrapping api.ErrUnauthenticated when the caller brought no
+// credential that could grant a (answer 401 with Challenge), and
+// api.ErrForbidden when it brought one that does not; its message says
+// why in one line and never repeats a token.
+func (g *Guard) Check(id Identity, a Access) error {
+	if g.Allows(id, a) {
+		return nil
+	}
+	// Once tokens are configured a certificate grants Node access only,
+	// so elsewhere a caller with a certificate but no token still lacks
+	// the credential: challenge it.
+	if id.Token == NoToken && (id.Role == "" || a != Node && g.Tokens()) {
+		return api.Errorf(api.ErrUnauthenticated, "%s access needs a token (Authorization: Bearer ...)%s", a, g.certHint(a))
+	}
+	return api.Errorf(api.ErrForbidden, "%s access denied to %s", a, id)
 }
 
-// Wrap runs h only for callers allowed a: a request without credentials is
-// answered 401 with a WWW-Authenticate challenge, one with wrong or
-// insufficient credentials 403. The caller's Identity travels in the
-// request's context. Errors are api.Error bodies.
-func (g *Guard) Wrap(a Access, h http.HandlerFunc) http.HandlerFunc {
-	return g.WrapPage(a, h, func(w http.ResponseWriter, _ *http.Request, status int, msg string) {
-		writeError(w, status, msg)
-	})
-}
-
-// Deny answers a refused request with status 401 or 403; msg says why in
-// one line, without any token.
-type Deny func(w http.ResponseWriter, r *http.Request, status int, msg string)
-
-// WrapPage is Wrap for pages people open in a browser: the same checks,
-// but deny writes the refusal (a login form, say) instead of an api.Error.
-// The WWW-Authenticate challenge is already set when deny gets a 401.
-func (g *Guard) WrapPage(a Access, h http.HandlerFunc, deny Deny) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
-		id, err := g.Identify(r)
-		if err != nil || !g.Allows(id, a) {
-			// A refused caller keeps no idle connection to come back
-			// on: thousands of them would hold the master's descriptors.
-			w.Header().Set("Connection", "close")
-		}
-		if err != nil {
-			deny(w, r, http.StatusForbidden, err.Error())
-			return
-		}
-		if !g.Allows(id, a) {
-			// Once tokens are configured a certificate grants Node
-			// access only, so elsewhere a caller with a certificate but
-			// no token still lacks the credential: challenge it.
-			if id.Token == NoToken && (id.Role == "" || a != Node && g.Tokens()) {
-				w.Header().Set("WWW-Authenticate", `Bearer realm="drover"`)
-				deny(w, r, http.StatusUnauthorized, fmt.Sprintf("%s access needs a token (Authorization: Bearer ...)%s", a, g.certHint(a)))
-				return
-			}
-			deny(w, r, http.StatusForbidden, fmt.Sprintf("%s access denied to %s", a, id))
-			return
-		}
-		h(w, r.WithContext(context.WithValue(r.Context(), ctxKey{}, id)))
+// Challenge sets the headers of a refusal: the Bearer challenge (RFC 6750)
+// when err wraps api.ErrUnauthenticated, and in any case Connection: close,
+// so that a refused caller keeps no idle connection to come back on:
+// thousands of them would hold a node's descriptors.
+func Challenge(h http.Header, err error) {
+	h.Set("Connection", "close")
+	if errors.Is(err, api.ErrUnauthenticated) {
+		h.Set("WWW-Authenticate", `Bearer realm="drover"`)
 	}
 }
 
@@ -437,6 +415,61 @@ func (g *Guard) certHint(a Access) string {
 		return " or a client certificate"
 	}
 	return ""
+}
+
+// Caller is who makes a request, as a listener establishes it before any
+// rule applies: the Identity its credentials prove, its IP address (for
+// per-client bounds) and, for a request another master forwarded to this
+// one, that master's ID.
+type Caller struct {
+	Identity
+	// IP is the remote address of the connection, without port.
+	IP string
+	// ForwardedBy is the ID of the master that forwarded the request
+	// (api.HeaderForwarded), "" for a request that came straight from
+	// its caller. Only a master may forward: with TLS, a master
+	// certificate.
+	ForwardedBy string
+}
+
+// Caller establishes who r comes from (see Identify). A request that
+// carries api.HeaderForwarded without coming from a master is refused with
+// an error wrapping api.ErrForbidden, since forwarded requests are exempt
+// from the per-client bounds the forwarding master already applied.
+func (g *Guard) Caller(r *http.Request) (Caller, error) {
+	id, err := g.Identify(r)
+	if err != nil {
+		return Caller{}, err
+	}
+	c := Caller{Identity: id, IP: remoteIP(r.RemoteAddr)}
+	if by := r.Header.Get(api.HeaderForwarded); by != "" {
+		if g.cfg.TLS && id.Role != pki.RoleMaster {
+			return Caller{}, api.Errorf(api.ErrForbidden, "%s may only come from a master certificate", api.HeaderForwarded)
+		}
+		c.ForwardedBy = by
+	}
+	return c, nil
+}
+
+func remoteIP(addr string) string {
+	if host, _, err := net.SplitHostPort(addr); err == nil {
+		return host
+	}
+	return addr
+}
+
+// SetCredential puts the caller's token on h, a request this master sends
+// on the caller's behalf, in the form it came: an Authorization header, or
+// the CookieName cookie (which grants reads only wherever it arrives). The
+// certificate is the forwarding master's own.
+func (c Caller) SetCredential(h http.Header) {
+	switch {
+	case c.token == "":
+	case c.Cookie:
+		h.Set("Cookie", (&http.Cookie{Name: CookieName, Value: c.token}).String())
+	default:
+		h.Set("Authorization", "Bearer "+c.token)
+	}
 }
 
 // String describes an identity for errors and logs; it never includes a
@@ -470,12 +503,6 @@ func (id Identity) String() string {
 // attempt.
 func (id Identity) OwnsDriver(driverID string, attempt int) bool {
 	return id.Token != DriverToken || (id.DriverID == driverID && id.Attempt == attempt)
-}
-
-func writeError(w http.ResponseWriter, status int, msg string) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(api.Error{Error: msg})
 }
 
 // CheckExposure applies the closed-by-default rule to a node about to

@@ -3,7 +3,6 @@ package auth_test
 import (
 	"crypto/tls"
 	"crypto/x509"
-	"encoding/json"
 	"encoding/pem"
 	"errors"
 	"io/fs"
@@ -127,42 +126,42 @@ func (c cred) request() *http.Request {
 	return r
 }
 
-// answer is what Wrap did with one request.
+// answer is what a listener does with one request: it establishes the
+// Caller, asks Check, and on a refusal answers with the status of its code
+// and the headers Challenge sets.
 type answer struct {
 	status int
 	header http.Header
-	body   string
-	called bool
+	msg    string
 	id     auth.Identity
 }
 
 func serve(g *auth.Guard, a auth.Access, r *http.Request) answer {
-	var ans answer
-	h := g.Wrap(a, func(w http.ResponseWriter, r *http.Request) {
-		ans.called = true
-		ans.id, _ = auth.FromContext(r.Context())
-		w.WriteHeader(http.StatusOK)
-	})
-	rec := httptest.NewRecorder()
-	h(rec, r)
-	ans.status, ans.header, ans.body = rec.Code, rec.Header(), rec.Body.String()
+	ans := answer{status: pass, header: http.Header{}}
+	c, err := g.Caller(r)
+	if err == nil {
+		ans.id = c.Identity
+		err = g.Check(c.Identity, a)
+	}
+	if err != nil {
+		_, ans.status = api.CodeOf(err)
+		ans.msg = err.Error()
+		auth.Challenge(ans.header, err)
+	}
 	return ans
 }
 
-// checkAnswer checks the parts of a Wrap answer every status shares: the
-// handler runs exactly on 200, refusals are api.Error JSON without any
-// secret in it, and only a 401 carries a Bearer challenge.
+// checkAnswer checks the parts of an answer every status shares: a refusal
+// has a message without any secret in it and closes the connection, and
+// only a 401 carries a Bearer challenge.
 func checkAnswer(t *testing.T, ans answer, want int, secrets ...string) {
 	t.Helper()
 	if ans.status != want {
-		t.Fatalf("status %d, want %d (body %q)", ans.status, want, ans.body)
-	}
-	if ans.called != (want == pass) {
-		t.Fatalf("handler called = %v with status %d", ans.called, ans.status)
+		t.Fatalf("status %d, want %d (%q)", ans.status, want, ans.msg)
 	}
 	for _, s := range secrets {
-		if s != "" && strings.Contains(ans.body, s) {
-			t.Fatalf("body %q repeats a token", ans.body)
+		if s != "" && strings.Contains(ans.msg, s) {
+			t.Fatalf("message %q repeats a token", ans.msg)
 		}
 	}
 	challenge := ans.header.Get("WWW-Authenticate")
@@ -175,12 +174,8 @@ func checkAnswer(t *testing.T, ans answer, want int, secrets ...string) {
 	if want == pass {
 		return
 	}
-	if ct := ans.header.Get("Content-Type"); ct != "application/json" {
-		t.Fatalf("Content-Type %q, want application/json", ct)
-	}
-	var e api.Error
-	if err := json.Unmarshal([]byte(ans.body), &e); err != nil || e.Error == "" {
-		t.Fatalf("body %q is not an api.Error with a message (%v)", ans.body, err)
+	if ans.msg == "" || ans.header.Get("Connection") != "close" {
+		t.Fatalf("refusal with message %q and Connection %q, want a message and close", ans.msg, ans.header.Get("Connection"))
 	}
 }
 
@@ -264,14 +259,14 @@ func TestGuardPolicies(t *testing.T) {
 					id, err := g.Identify(tc.cred.request())
 					if err != nil {
 						if want != denied {
-							t.Fatalf("Identify: %v, but Wrap should answer %d", err, want)
+							t.Fatalf("Identify: %v, but the listener should answer %d", err, want)
 						}
 						return
 					}
 					if got := g.Allows(id, a); got != (want == pass) {
 						t.Fatalf("Allows(%v, %v) = %v, want %v", id, a, got, want == pass)
 					}
-					if want == pass && ans.id != id {
+					if want == pass && ans.id.String() != id.String() {
 						t.Fatalf("handler saw identity %+v, Identify gives %+v", ans.id, id)
 					}
 				})
@@ -317,7 +312,7 @@ func TestCookieGrantsReadsOnly(t *testing.T) {
 				t.Run(a.String(), func(t *testing.T) {
 					ans := serve(g, a, tc.cred.request())
 					checkAnswer(t, ans, tc.want[i], secrets...)
-					if ans.called && ans.id.Cookie != (tc.cred.cookie != "" && tc.cred.header == "" && g.Tokens()) {
+					if ans.status == pass && ans.id.Cookie != (tc.cred.cookie != "" && tc.cred.header == "" && g.Tokens()) {
 						t.Fatalf("identity %+v: Cookie not set as the request says", ans.id)
 					}
 				})
@@ -328,40 +323,61 @@ func TestCookieGrantsReadsOnly(t *testing.T) {
 	// The refusal names the cookie, so a person sees why an operator
 	// token does not submit from a browser.
 	ans := serve(newGuard(t, tokens), auth.Submit, cred{cookie: opTok}.request())
-	if !strings.Contains(ans.body, auth.CookieName) {
-		t.Fatalf("403 body %q does not mention the cookie", ans.body)
+	if !strings.Contains(ans.msg, auth.CookieName) {
+		t.Fatalf("403 message %q does not mention the cookie", ans.msg)
 	}
 }
 
-// WrapPage refuses as Wrap does but lets the caller write the answer, and
-// sets the Bearer challenge before a 401.
-func TestWrapPage(t *testing.T) {
-	g := newGuard(t, auth.Config{OperatorToken: opTok, SubmitToken: subTok})
-	var got int
-	h := g.WrapPage(auth.Read, func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusOK) },
-		func(w http.ResponseWriter, r *http.Request, status int, msg string) {
-			got = status
-			if strings.Contains(msg, opTok) {
-				t.Errorf("deny message %q repeats a token", msg)
-			}
-			w.WriteHeader(status)
-			_, _ = w.Write([]byte("<p>log in</p>"))
-		})
+// A forwarded request is accepted only from a master: with TLS, a master
+// certificate; the credential it carries on is the caller's own, in the
+// form it came.
+func TestCallerForwarded(t *testing.T) {
+	p := newPeers(t)
+	g := newGuard(t, auth.Config{TLS: true, OperatorToken: opTok, SubmitToken: subTok})
 	for _, tc := range []struct {
-		cred cred
-		want int
-	}{{cred{}, noCred}, {cred{cookie: "NotAnyConfiguredToken-0123"}, denied}, {cred{cookie: opTok}, pass}} {
-		got = 0
-		rec := httptest.NewRecorder()
-		h(rec, tc.cred.request())
-		if rec.Code != tc.want {
-			t.Fatalf("%+v: status %d, want %d", tc.cred, rec.Code, tc.want)
+		name string
+		tls  *tls.ConnectionState
+		ok   bool
+	}{{"master", p.master, true}, {"worker", p.worker, false}, {"client", p.client, false}, {"none", nil, false}} {
+		r := cred{tls: tc.tls, header: "Bearer " + subTok}.request()
+		r.Header.Set(api.HeaderForwarded, "m2")
+		c, err := g.Caller(r)
+		if tc.ok != (err == nil) || (err != nil && !errors.Is(err, api.ErrForbidden)) {
+			t.Fatalf("%s: Caller = %+v, %v", tc.name, c, err)
 		}
-		if tc.want != pass && (got != tc.want || rec.Body.String() != "<p>log in</p>") {
-			t.Fatalf("%+v: deny got %d and wrote %q", tc.cred, got, rec.Body.String())
+		if tc.ok && c.ForwardedBy != "m2" {
+			t.Fatalf("%s: ForwardedBy %q", tc.name, c.ForwardedBy)
 		}
-		if (tc.want == noCred) != (rec.Header().Get("WWW-Authenticate") != "") {
-			t.Fatalf("%+v: WWW-Authenticate %q with status %d", tc.cred, rec.Header().Get("WWW-Authenticate"), rec.Code)
+	}
+	// Without TLS any caller may forward: there is nothing to check it by,
+	// and such a cluster is loopback-only or --insecure.
+	r := cred{}.request()
+	r.Header.Set(api.HeaderForwarded, "m2")
+	if c, err := newGuard(t, auth.Config{}).Caller(r); err != nil || c.ForwardedBy != "m2" {
+		t.Fatalf("plain: %+v, %v", c, err)
+	}
+
+	for _, tc := range []struct {
+		name           string
+		cred           cred
+		header, cookie string
+	}{
+		{"header", cred{header: "Bearer " + subTok}, "Bearer " + subTok, ""},
+		{"cookie", cred{cookie: opTok}, "", opTok},
+		{"none", cred{tls: p.client}, "", ""},
+	} {
+		c, err := g.Caller(tc.cred.request())
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := httptest.NewRequest(http.MethodGet, "/", nil)
+		c.SetCredential(out.Header)
+		got, _ := out.Cookie(auth.CookieName)
+		if out.Header.Get("Authorization") != tc.header || (got == nil) != (tc.cookie == "") || (got != nil && got.Value != tc.cookie) {
+			t.Fatalf("%s: forwarded Authorization %q, cookie %v", tc.name, out.Header.Get("Authorization"), got)
+		}
+		if strings.Contains(c.String(), subTok) || strings.Contains(c.String(), opTok) {
+			t.Fatalf("%s: %s shows a token", tc.name, c)
 		}
 	}
 }
@@ -381,12 +397,6 @@ func TestOpen(t *testing.T) {
 		if got := newGuard(t, tc.cfg).Open(); got != tc.want {
 			t.Errorf("%s: Open() = %v, want %v", tc.name, got, tc.want)
 		}
-	}
-}
-
-func TestFromContextOutsideWrap(t *testing.T) {
-	if id, ok := auth.FromContext(httptest.NewRequest(http.MethodGet, "/", nil).Context()); ok {
-		t.Fatalf("FromContext outside Wrap = %+v, true", id)
 	}
 }
 
@@ -423,10 +433,10 @@ func TestRejectedCredentials(t *testing.T) {
 
 	// Without this, every forgery below could pass for the wrong reason.
 	if ans := serve(g, auth.App, cred{header: "Bearer " + good}.request()); ans.status != pass {
-		t.Fatalf("genuine driver token: status %d (%s)", ans.status, ans.body)
+		t.Fatalf("genuine driver token: status %d (%s)", ans.status, ans.msg)
 	}
 	if ans := serve(g, auth.Submit, cred{header: "Bearer " + subTok}.request()); ans.status != pass {
-		t.Fatalf("genuine submit token: status %d (%s)", ans.status, ans.body)
+		t.Fatalf("genuine submit token: status %d (%s)", ans.status, ans.msg)
 	}
 
 	for _, tc := range []struct{ name, header string }{

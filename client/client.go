@@ -35,12 +35,29 @@ var ErrUnavailable = errors.New("no master answered with a leader")
 
 // APIError is an authoritative refusal: a 4xx other than 429, a 5xx other
 // than 503, or a TLS handshake that failed on a certificate (Status 0).
+// It wraps the sentinel error of its code, so a caller asks
+// errors.Is(err, model.ErrUnknownDriver) or errors.Is(err,
+// api.ErrForbidden) rather than look at the status.
 type APIError struct {
 	Status  int
+	Code    api.Code
 	Message string
+	err     error
 }
 
 func (e *APIError) Error() string { return e.Message }
+
+// Unwrap returns the sentinel error of the refusal's code (package api or
+// model); nil for a refused TLS handshake.
+func (e *APIError) Unwrap() error { return e.err }
+
+// refusal makes the APIError of an answer with status and body.
+func refusal(status int, body []byte, msg string) *APIError {
+	var e api.Error
+	_ = json.Unmarshal(body, &e)
+	e.Error = msg
+	return &APIError{Status: status, Code: e.Code, Message: msg, err: errors.Unwrap(e.Err(status))}
+}
 
 // Options tune a Client. The zero value is usable.
 type Options struct {
@@ -337,9 +354,9 @@ func (c *Client) one(ctx context.Context, master, method, path string, body []by
 		if refusedByTLS(err) {
 			// Trying again cannot help: the master's certificate is
 			// not one of the cluster's, or it refused ours.
-			return nil, &APIError{Status: 0, Message: fmt.Sprintf("%s: %v", master, rootCause(err))}
+			return nil, &APIError{Status: 0, Message: fmt.Sprintf("%s: %v", master, transport.RootCause(err))}
 		}
-		return nil, fmt.Errorf("%s: %v", master, rootCause(err))
+		return nil, fmt.Errorf("%s: %v", master, transport.RootCause(err))
 	}
 	defer hr.Body.Close()
 	b, err := io.ReadAll(io.LimitReader(hr.Body, c.opts.MaxResponseBytes))
@@ -357,7 +374,7 @@ func (c *Client) one(ctx context.Context, master, method, path string, body []by
 		if c.opts.TLS == nil && strings.Contains(msg, "HTTP request to an HTTPS server") {
 			msg = fmt.Sprintf("%s speaks HTTPS: this client needs the cluster CA (drover client: --ca-cert or $%s; drover worker: --tls-ca)", master, EnvCACert)
 		}
-		return nil, &APIError{Status: hr.StatusCode, Message: msg}
+		return nil, refusal(hr.StatusCode, b, msg)
 	}
 	return &Response{Status: hr.StatusCode, Header: hr.Header, Body: b, From: master}, nil
 }
@@ -386,16 +403,4 @@ func refusedByTLS(err error) bool {
 	var alert tls.AlertError
 	var plain tls.RecordHeaderError
 	return errors.As(err, &cve) || errors.As(err, &ua) || errors.As(err, &hn) || errors.As(err, &alert) || errors.As(err, &plain)
-}
-
-// rootCause strips url.Error's "Post \"http://...\":" prefix, which repeats
-// what the caller already knows.
-func rootCause(err error) error {
-	for {
-		u := errors.Unwrap(err)
-		if u == nil {
-			return err
-		}
-		err = u
-	}
 }

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/drover-project/drover/api"
+	"github.com/drover-project/drover/model"
 	"go.uber.org/goleak"
 )
 
@@ -112,6 +114,42 @@ func TestBadMasterAddresses(t *testing.T) {
 	for _, ms := range [][]string{nil, {""}, {"garbage"}, {"host:"}} {
 		if _, err := New(ms, Options{}); err == nil {
 			t.Errorf("New(%q) accepted", ms)
+		}
+	}
+}
+
+// A refusal's code comes back as its sentinel error, whatever the status
+// says; an answer without a code (an older master) falls back to the
+// sentinel of its status.
+func TestRefusalsWrapTheirCode(t *testing.T) {
+	for _, tc := range []struct {
+		status int
+		body   string
+		want   error
+		code   api.Code
+	}{
+		{404, `{"error":"unknown driver: d","code":"unknown_driver"}`, model.ErrUnknownDriver, api.CodeUnknownDriver},
+		{404, `{"error":"unknown application: a","code":"unknown_app"}`, model.ErrUnknownApp, api.CodeUnknownApp},
+		{409, `{"error":"driver already ended","code":"driver_ended"}`, model.ErrDriverEnded, api.CodeDriverEnded},
+		{409, `{"error":"in use","code":"conflict"}`, api.ErrConflict, api.CodeConflict},
+		{400, `{"error":"bad","code":"invalid_request"}`, api.ErrInvalidRequest, api.CodeInvalidRequest},
+		{401, `{"error":"needs a token","code":"unauthenticated"}`, api.ErrUnauthenticated, api.CodeUnauthenticated},
+		{403, `{"error":"denied","code":"forbidden"}`, api.ErrForbidden, api.CodeForbidden},
+		{404, `{"error":"not placed yet"}`, api.ErrNotFound, ""},
+		{502, `not json`, api.ErrBadGateway, ""},
+	} {
+		addr := server(t, func(w http.ResponseWriter, r *http.Request) {
+			w.WriteHeader(tc.status)
+			w.Write([]byte(tc.body))
+		})
+		c := newClient(t, Options{}, addr)
+		_, err := c.Driver(context.Background(), "driver-20260101000000-0001")
+		var apiErr *APIError
+		if !errors.As(err, &apiErr) || !errors.Is(err, tc.want) || apiErr.Code != tc.code || apiErr.Status != tc.status {
+			t.Errorf("%d %s: %#v, want an APIError wrapping %v with code %q", tc.status, tc.body, err, tc.want, tc.code)
+		}
+		if errors.Is(err, model.ErrUnknownApp) && tc.want != model.ErrUnknownApp {
+			t.Errorf("%d %s: wraps ErrUnknownApp too", tc.status, tc.body)
 		}
 	}
 }

@@ -50,7 +50,7 @@ func (c *Client) Drivers(ctx context.Context) ([]*model.Driver, error) {
 }
 
 // Kill kills a driver. Killing a driver that is already KILLED succeeds; one
-// that ended otherwise is an *APIError with status 409.
+// that ended otherwise is an *APIError wrapping model.ErrDriverEnded.
 func (c *Client) Kill(ctx context.Context, id string) error {
 	return c.Do(ctx, http.MethodPost, "/v1/drivers/"+url.PathEscape(id)+"/kill", nil, nil)
 }
@@ -84,7 +84,7 @@ func (c *Client) logs(ctx context.Context, path string) ([]byte, int64, error) {
 	if err != nil {
 		return nil, 0, err
 	}
-	size, _ := strconv.ParseInt(resp.Header.Get("X-Drover-Log-Size"), 10, 64)
+	size, _ := strconv.ParseInt(resp.Header.Get(api.HeaderLogSize), 10, 64)
 	return resp.Body, size, nil
 }
 

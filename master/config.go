@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/drover-project/drover/gossip"
+	"github.com/drover-project/drover/ids"
 	"github.com/drover-project/drover/pki"
 	"github.com/drover-project/drover/sparkrest"
 )
@@ -198,8 +199,8 @@ func DefaultConfig() Config {
 
 func (c *Config) validate() error {
 	var errs []error
-	if !workerIDPattern.MatchString(c.ID) {
-		errs = append(errs, fmt.Errorf("--id %q must match %s (it names the master in Raft, logs and operator commands)", c.ID, workerIDPattern))
+	if err := ids.CheckMaster(c.ID); err != nil {
+		errs = append(errs, fmt.Errorf("--id: %w (it names the master in Raft, logs and operator commands)", err))
 	}
 	if c.DataDir == "" {
 		errs = append(errs, errors.New("--data-dir is required"))

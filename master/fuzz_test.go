@@ -217,11 +217,7 @@ func startHTTPFixture(f testing.TB) *httpFixture {
 		f.Fatal(err)
 	}
 	f.Cleanup(func() { _ = m.Close() })
-	for deadline := time.Now().Add(20 * time.Second); !m.ready.Load(); time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			f.Fatal("the master did not become the ready leader within 20s")
-		}
-	}
+	waitReady(f, m)
 	fx := &httpFixture{m: m}
 	fx.tables, fx.baseHash = fuzzTables(f)
 	fx.reset(f)

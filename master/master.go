@@ -1,11 +1,19 @@
 // Package master runs one Drover master: a hashicorp/raft voter over the fsm
-// tables, an HTTP API under /v1/, and a member of the gossip pool. The leader
-// alone schedules and watches worker liveness; followers forward requests to
-// it.
+// tables, a member of the gossip pool, and its listeners. It only wires the
+// parts together; each part is a package of its own:
+//
+//	httpapi, webui, sparkrest   listeners: decode, call the service, encode
+//	service                     the rules, and the only writer to Raft (Admit in front)
+//	forward                     hands what only the leader may answer to the leader
+//	leader                      what a master owns for one term of leadership
+//	metrics                     the Prometheus registry
+//
+// docs/architecture.md draws the layers and how a request travels.
 package master
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -13,80 +21,63 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 	"go.etcd.io/bbolt"
-	"golang.org/x/sync/singleflight"
 
 	"github.com/drover-project/drover/auth"
 	"github.com/drover-project/drover/fsm"
 	"github.com/drover-project/drover/gossip"
-	"github.com/drover-project/drover/model"
+	"github.com/drover-project/drover/master/forward"
+	"github.com/drover-project/drover/master/httpapi"
+	"github.com/drover-project/drover/master/leader"
+	"github.com/drover-project/drover/master/metrics"
+	"github.com/drover-project/drover/master/service"
+	"github.com/drover-project/drover/master/webui"
+	"github.com/drover-project/drover/sparkrest"
 	"github.com/drover-project/drover/transport"
 	"github.com/drover-project/drover/transport/raftnet"
 )
 
 // Master is a running master. Close stops it.
 type Master struct {
-	cfg    Config
-	log    *slog.Logger
-	fsm    *fsm.FSM
-	raft   *raft.Raft
-	store  *raftboltdb.BoltStore
-	snaps  raft.SnapshotStore
-	trans  *raft.NetworkTransport
-	pool   *gossip.Pool
+	cfg   Config
+	log   *slog.Logger
+	fsm   *fsm.FSM
+	raft  *raft.Raft
+	store *raftboltdb.BoltStore
+	snaps raft.SnapshotStore
+	trans *raft.NetworkTransport
+	pool  *gossip.Pool
+	tls   tlsConfigs
+
+	core    *service.Core
+	svc     service.Service
+	metrics *metrics.Metrics
+
 	server *http.Server
 	ln     net.Listener
-	// sparkServer serves Spark's REST submission protocol (sparkrest.go);
-	// nil unless cfg.SparkRESTPort is set.
+	// sparkServer serves Spark's REST submission protocol; nil unless
+	// cfg.SparkRESTPort is set.
 	sparkServer *http.Server
-	// conns bounds the connections of the API and Spark REST listeners
-	// together, per client IP and in all.
-	conns *transport.ConnLimit
-	// fwd carries requests to other masters (forwarding to the leader),
-	// toWorkers to workers (log proxying); both present this master's
-	// certificate when TLS is on.
-	fwd       *http.Client
-	toWorkers *http.Client
-	// guard decides who may call which path; tls holds the configs built
-	// from cfg.TLS (all nil without TLS).
-	guard *auth.Guard
-	tls   tlsConfigs
-	// submitting bounds each client IP's submissions in flight.
-	submitting *inflight
-	// metrics is this master's Prometheus registry (/metrics).
-	metrics *masterMetrics
 
-	// ready is true while this master is leader and has applied every
-	// entry of earlier terms (Barrier done): only then does it answer
-	// linearizable reads and run the scheduler.
-	ready atomic.Bool
-	// ids makes driver IDs while leader.
-	ids *idMaker
-	// submits collapses concurrent submissions, app registrations and
-	// worker registrations with the same token or identity (a client sends
-	// each to every master, and followers forward them here) into one
-	// Raft entry.
-	submits singleflight.Group
-	// contact is when each worker's heartbeat was last answered here.
-	contact contacts
-	// appContact is when each app's client last watched it here.
-	appContact contacts
-	// leadingSince is when this master last became the ready leader, Unix
-	// nanoseconds: a worker it has not heard from yet counts as heard then.
-	leadingSince atomic.Int64
 	// gossipChanged is signalled (non-blocking) on every pool change.
 	gossipChanged chan struct{}
+	// halted is closed when the tables met a log entry they cannot apply;
+	// err says why.
+	halted chan struct{}
+	err    error
 
-	wg      sync.WaitGroup
-	stop    chan struct{}
-	stopped sync.Once
+	// loops are the leadership loop and the halt watch; servers the
+	// listeners' goroutines.
+	loops, servers sync.WaitGroup
+	stop           chan struct{}
+	stopped        sync.Once
 }
 
 // New starts a master: opens or creates the data dir, starts Raft
@@ -118,14 +109,9 @@ func New(cfg Config) (*Master, error) {
 		cfg:           cfg,
 		log:           cfg.Logger.With("master", cfg.ID),
 		fsm:           fsm.New(),
-		fwd:           transport.NewHTTPClient(cfg.BindIP, 0, tc.peer),
-		toWorkers:     transport.NewHTTPClient(cfg.BindIP, 0, tc.worker),
-		guard:         guard,
 		tls:           tc,
-		submitting:    newInflight(cfg.MaxSubmitsPerClient),
-		conns:         transport.NewConnLimit(cfg.MaxConnsPerClient, transport.DefaultMaxConns()),
-		ids:           newIDMaker(),
 		gossipChanged: make(chan struct{}, 1),
+		halted:        make(chan struct{}),
 		stop:          make(chan struct{}),
 	}
 	if warning != "" {
@@ -138,7 +124,7 @@ func New(cfg Config) (*Master, error) {
 		m.closeRaft()
 		return nil, err
 	}
-	m.metrics = newMasterMetrics(m)
+	m.metrics = metrics.New(m.raft)
 	pool, err := gossip.Start(gossip.Config{
 		Meta:      gossip.Meta{Role: gossip.RoleMaster, ID: cfg.ID, HTTP: cfg.httpAddr()},
 		BindIP:    cfg.BindIP,
@@ -154,19 +140,35 @@ func New(cfg Config) (*Master, error) {
 		return nil, err
 	}
 	m.pool = pool
-	if err := m.startHTTP(); err != nil {
+	m.core = service.New(service.Config{
+		ID: cfg.ID, HTTPAddr: cfg.httpAddr(), Scheme: m.scheme(),
+		ApplyTimeout: cfg.ApplyTimeout, ElectionTimeout: cfg.ElectionTimeout,
+		HeartbeatWait: cfg.heartbeatWait(), LossDelay: cfg.lossDelay(), Strict: cfg.strict(),
+		RegisterWithoutGossip: cfg.RegisterWithoutGossip, MaxExecutorRetries: cfg.MaxExecutorRetries,
+		OperatorToken: cfg.OperatorToken,
+	}, service.Deps{
+		Raft: m.raft, FSM: m.fsm, Snaps: m.snaps, Pool: pool, Guard: guard,
+		Workers: transport.NewHTTPClient(cfg.BindIP, 0, tc.worker),
+		Metrics: m.metrics, Log: m.log,
+	})
+	m.metrics.Watch(metrics.Source{Raft: m.raft, FSM: m.fsm, Pool: pool, Ready: m.core.Ready})
+	fwd := forward.New(m.core, m.core.Leadership, transport.NewHTTPClient(cfg.BindIP, 0, tc.peer), m.scheme())
+	m.svc = service.Admit(fwd, guard, cfg.MaxSubmitsPerClient)
+	conns := transport.NewConnLimit(cfg.MaxConnsPerClient, transport.DefaultMaxConns())
+	if err := m.startHTTP(guard, conns); err != nil {
 		_ = m.pool.Shutdown()
 		m.closeRaft()
 		return nil, err
 	}
-	if err := m.startSparkREST(); err != nil {
+	if err := m.startSparkREST(guard, conns); err != nil {
 		_ = m.server.Close()
 		_ = m.pool.Shutdown()
 		m.closeRaft()
 		return nil, err
 	}
-	m.wg.Add(1)
+	m.loops.Add(2)
 	go m.leadershipLoop()
+	go m.watchHalt()
 	return m, nil
 }
 
@@ -247,6 +249,84 @@ func (m *Master) closeRaft() {
 	}
 }
 
+// startHTTP serves the /v1 API, the web UI and /metrics on one listener.
+func (m *Master) startHTTP(guard *auth.Guard, conns *transport.ConnLimit) error {
+	mux := http.NewServeMux()
+	api := httpapi.Config{Service: m.svc, Guard: guard, Leadership: m.core.Leadership, Metrics: m.metrics, Log: m.log}
+	httpapi.Register(mux, api)
+	webui.Register(mux, webui.Config{Service: m.svc, Guard: guard, Leadership: m.core.Leadership, Scheme: m.scheme(), Log: m.log})
+	ln, err := m.listen(m.cfg.HTTPPort, conns)
+	if err != nil {
+		return fmt.Errorf("http listen: %w", err)
+	}
+	m.ln = ln
+	m.server = m.serve(ln, httpapi.Wrap(mux, api), "http")
+	return nil
+}
+
+// startSparkREST starts the Spark REST submission listener when
+// cfg.SparkRESTPort is set. It is secured as the API is, because it is the
+// same door: it binds the same address, holds each client IP to the same
+// connection bound, serves TLS with the API's config, and calls the same
+// service, so tokens, certificate roles, validation, the per-client
+// submission bound and forwarding to the leader are the API's.
+func (m *Master) startSparkREST(guard *auth.Guard, conns *transport.ConnLimit) error {
+	if m.cfg.SparkRESTPort == 0 {
+		return nil
+	}
+	launcher, err := sparkrest.NewLauncher(m.cfg.SparkLauncher)
+	if err != nil {
+		return fmt.Errorf("--spark-launcher: %w", err)
+	}
+	ln, err := m.listen(m.cfg.SparkRESTPort, conns)
+	if err != nil {
+		return fmt.Errorf("spark REST listen: %w", err)
+	}
+	m.sparkServer = m.serve(ln, m.metrics.Instrument(sparkrest.NewHandler(m.svc, guard.Caller, launcher)), "spark REST")
+	m.log.Info("serving Spark REST submissions", "addr", ln.Addr().String(), "tls", m.tls.http != nil,
+		"launcher", launcher.Argv())
+	return nil
+}
+
+// listen opens a listener of the master's on port, counted against conns;
+// the returned listener speaks TLS when the cluster does, and its Addr is
+// the TCP address.
+func (m *Master) listen(port int, conns *transport.ConnLimit) (net.Listener, error) {
+	ln, err := net.Listen("tcp", net.JoinHostPort(m.cfg.BindIP, strconv.Itoa(port)))
+	if err != nil {
+		return nil, err
+	}
+	ln = conns.Wrap(ln)
+	if m.tls.http != nil {
+		ln = tls.NewListener(ln, m.tls.http)
+	}
+	return ln, nil
+}
+
+// serve runs an HTTP server with the timeouts and limits of every
+// listener of a master on ln until Close.
+func (m *Master) serve(ln net.Listener, h http.Handler, what string) *http.Server {
+	s := &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: 5 * time.Second,
+		ReadTimeout:       30 * time.Second,
+		WriteTimeout:      60 * time.Second,
+		IdleTimeout:       120 * time.Second,
+		MaxHeaderBytes:    64 << 10,
+		// Handshake failures and the like are what any client can cause,
+		// as often as it likes: debug, not info.
+		ErrorLog: slog.NewLogLogger(m.log.With("component", what).Handler(), slog.LevelDebug),
+	}
+	m.servers.Add(1)
+	go func() {
+		defer m.servers.Done()
+		if err := s.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			m.log.Error(what+" server", "err", err)
+		}
+	}()
+	return s
+}
+
 // Close stops the master: a leader first hands leadership to another voter
 // (raft.LeadershipTransfer), so that writes pause for one round of votes
 // instead of an election timeout; then it stops serving, leaves the gossip
@@ -255,17 +335,52 @@ func (m *Master) Close() error {
 	m.stopped.Do(func() {
 		m.handOver()
 		close(m.stop)
+		// The term ends before the listeners, so that the requests it
+		// holds (heartbeats, watches) answer now rather than hold up
+		// the shutdown.
+		m.loops.Wait()
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
 		_ = m.server.Shutdown(ctx)
 		if m.sparkServer != nil {
 			_ = m.sparkServer.Shutdown(ctx)
 		}
-		m.wg.Wait()
+		m.servers.Wait()
 		_ = m.pool.Leave(time.Second)
 		m.closeRaft()
 	})
 	return nil
+}
+
+// Halted is closed when this master met a committed log entry it cannot
+// apply (an entry of a newer version, or a corrupt one). It then stops, as
+// Close does, because going on would skip the entry and leave its tables
+// unlike its peers'; its log and data dir stay as they are, for a newer
+// version to go on from. Err says why.
+func (m *Master) Halted() <-chan struct{} { return m.halted }
+
+// Err is why the master halted, nil before.
+func (m *Master) Err() error {
+	select {
+	case <-m.halted:
+		return m.err
+	default:
+		return nil
+	}
+}
+
+// watchHalt stops the master when its tables halt.
+func (m *Master) watchHalt() {
+	defer m.loops.Done()
+	select {
+	case <-m.stop:
+	case <-m.fsm.Halted():
+		m.err = m.fsm.Err()
+		m.log.Error("stopping: a committed log entry cannot be applied; upgrade this master to the version that wrote it", "err", m.err)
+		close(m.halted)
+		// Close waits for this loop, so it runs on its own.
+		go m.Close()
+	}
 }
 
 // handOver transfers leadership when this master leads and another voter
@@ -274,13 +389,13 @@ func (m *Master) handOver() {
 	if m.raft.State() != raft.Leader {
 		return
 	}
-	p, err := m.peers()
-	if err != nil {
+	cf := m.raft.GetConfiguration()
+	if cf.Error() != nil {
 		return
 	}
 	voters := 0
-	for _, s := range p.Peers {
-		if s.Suffrage == raft.Voter.String() {
+	for _, s := range cf.Configuration().Servers {
+		if s.Suffrage == raft.Voter {
 			voters++
 		}
 	}
@@ -292,7 +407,7 @@ func (m *Master) handOver() {
 		m.log.Warn("could not hand leadership over before stopping", "err", err)
 		return
 	}
-	m.log.Info("handed leadership over before stopping", "to", m.nextLeader(context.Background()), "took", time.Since(start).Round(time.Millisecond))
+	m.log.Info("handed leadership over before stopping", "to", m.core.NextLeader(context.Background()), "took", time.Since(start).Round(time.Millisecond))
 }
 
 // HTTPAddr is the host:port the HTTP API listens on.
@@ -305,43 +420,43 @@ func (m *Master) onGossipChange() {
 	}
 }
 
-// leadershipLoop runs the leader's duties for as long as this master leads:
-// it waits for Raft to say so, confirms with a Barrier that every earlier
-// entry is applied, then runs the scheduler and the liveness watch until
-// leadership is lost.
+// leadershipLoop runs a term of leadership for as long as this master
+// leads: it waits for Raft to say so, confirms with a Barrier that every
+// earlier entry is applied, then starts the term's duties, and stops them
+// when leadership is lost.
 func (m *Master) leadershipLoop() {
-	defer m.wg.Done()
+	defer m.loops.Done()
 	leaderCh := m.raft.LeaderCh()
-	stopDuties := func() {}
-	defer func() { stopDuties() }()
+	end := func() {}
+	defer func() { end() }()
 	for {
 		select {
 		case <-m.stop:
 			return
 		case isLeader := <-leaderCh:
-			stopDuties()
-			stopDuties = func() {}
+			end()
+			end = func() {}
 			if !isLeader {
 				m.log.Info("lost leadership")
 				continue
 			}
 			ctx, cancel := context.WithCancel(context.Background())
-			done := make(chan struct{})
-			go func() {
-				defer close(done)
-				m.lead(ctx)
-			}()
-			stopDuties = func() {
+			started := make(chan *leader.Term, 1)
+			go func() { started <- m.establish(ctx) }()
+			end = func() {
 				cancel()
-				<-done
-				m.ready.Store(false)
+				if t := <-started; t != nil {
+					m.core.Lead(nil)
+					t.Stop()
+				}
 			}
 		}
 	}
 }
 
-// lead is the body of one term of leadership.
-func (m *Master) lead(ctx context.Context) {
+// establish begins a term once every entry of earlier terms is applied,
+// and returns it (nil when leadership was lost first).
+func (m *Master) establish(ctx context.Context) *leader.Term {
 	start := time.Now()
 	for {
 		err := m.raft.Barrier(m.cfg.ApplyTimeout).Error()
@@ -349,50 +464,19 @@ func (m *Master) lead(ctx context.Context) {
 			break
 		}
 		if errors.Is(err, raft.ErrNotLeader) || errors.Is(err, raft.ErrLeadershipLost) || ctx.Err() != nil {
-			return
+			return nil
 		}
 		m.log.Warn("barrier failed, retrying", "err", err)
 	}
-	m.ids.reset(m.fsm.NextDriverSeq(), m.fsm.NextAppSeq())
-	m.leadingSince.Store(time.Now().UnixNano())
-	m.ready.Store(true)
-	m.log.Info("leading", "term", m.raft.Stats()["term"], "barrier", time.Since(start).Round(time.Millisecond))
-	var wg sync.WaitGroup
-	wg.Add(3)
-	go func() { defer wg.Done(); m.schedule(ctx) }()
-	go func() { defer wg.Done(); m.watchWorkers(ctx) }()
-	go func() { defer wg.Done(); m.watchApps(ctx) }()
-	wg.Wait()
+	number, _ := strconv.ParseUint(m.raft.Stats()["term"], 10, 64)
+	t := leader.Start(leader.Config{
+		WorkerTimeout: m.cfg.WorkerTimeout, Strict: m.cfg.strict(), Lease: m.cfg.Lease, FencingMargin: m.cfg.FencingMargin,
+		SpreadOutApps: m.cfg.SpreadOutApps, RetainedDrivers: m.cfg.RetainedDrivers, RetainedApps: m.cfg.RetainedApps,
+		AppTimeout: m.cfg.AppTimeout,
+	}, leader.Deps{
+		FSM: m.fsm, Apply: m.core.Apply, Pool: m.pool, GossipChanged: m.gossipChanged, Metrics: m.metrics, Log: m.log,
+	}, number)
+	m.core.Lead(t)
+	m.log.Info("leading", "term", number, "barrier", time.Since(start).Round(time.Millisecond))
+	return t
 }
-
-// apply commits one command through Raft and returns Apply's result. Errors
-// from Raft (not leader, timeouts) come back as *unavailableError.
-func (m *Master) apply(t model.CommandType, payload any) (any, error) {
-	data, err := fsm.Encode(t, payload)
-	if err != nil {
-		return nil, err
-	}
-	start := time.Now()
-	f := m.raft.Apply(data, m.cfg.ApplyTimeout)
-	err = f.Error()
-	m.metrics.applied(start, err)
-	if err != nil {
-		return nil, &unavailableError{err: err}
-	}
-	if err, ok := f.Response().(error); ok {
-		return nil, err
-	}
-	return f.Response(), nil
-}
-
-// unavailableError is a write that Raft could not commit here: this master is
-// not (or no longer) the leader, or the quorum did not answer in time. The
-// outcome may be unknown; clients retry with the same token.
-type unavailableError struct{ err error }
-
-func (e *unavailableError) Error() string { return "not committed: " + e.err.Error() }
-func (e *unavailableError) Unwrap() error { return e.err }
-
-// now is the leader's clock, in Unix milliseconds, for the times that travel
-// inside commands.
-func now() int64 { return time.Now().UnixMilli() }

@@ -1,6 +1,7 @@
 package master
 
 import (
+	"bytes"
 	"context"
 	"net"
 	"net/http"
@@ -8,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
 
 	"github.com/drover-project/drover/api"
 	"github.com/drover-project/drover/client"
@@ -284,7 +285,7 @@ func TestMetricsFollowSchedulingAndLiveness(t *testing.T) {
 		t.Errorf("drover_http_requests_total{code=200,method=post} = %v, want at least the submission, two registrations and a heartbeat", v)
 	}
 
-	problems, err := testutil.GatherAndLint(m.metrics.reg)
+	problems, err := promlint.New(bytes.NewReader(s.Text)).Lint()
 	if err != nil {
 		t.Fatal(err)
 	}

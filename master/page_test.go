@@ -12,7 +12,6 @@ import (
 
 	"github.com/drover-project/drover/api"
 	"github.com/drover-project/drover/auth"
-	"github.com/drover-project/drover/model"
 )
 
 const (
@@ -30,11 +29,7 @@ func startUIMaster(t *testing.T) *Master {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = m.Close() })
-	for deadline := time.Now().Add(20 * time.Second); !m.ready.Load(); time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("the master did not become the ready leader within 20s")
-		}
-	}
+	waitReady(t, m)
 	return m
 }
 
@@ -114,7 +109,7 @@ func TestUILoginCookie(t *testing.T) {
 	}{
 		{"short", http.StatusBadRequest, "That is not a token"},
 		{"NotThisClustersToken-0123", http.StatusForbidden, "not one of this cluster"},
-		{m.guard.DriverToken("driver-20240101000000-1", 1), http.StatusForbidden, "cannot read the cluster"},
+		{uiDriverToken(t), http.StatusForbidden, "cannot read the cluster"},
 	} {
 		r := uiDo(t, m, "POST", "/ui/login", url.Values{"token": {tc.token}, "next": {"/"}}, nil)
 		r.check(t, tc.status, html, tc.want)
@@ -229,47 +224,11 @@ func TestUILoginCookie(t *testing.T) {
 		http.StatusForbidden, html, `action="/ui/login"`, "log in again")
 }
 
-// A log request passed on to a worker carries this master's credential,
-// never the caller's token or cookie.
-func TestAsMasterToWorker(t *testing.T) {
-	h := http.Header{}
-	h.Set("Authorization", "Bearer "+uiSubmitToken)
-	h.Set("Cookie", auth.CookieName+"="+uiSubmitToken)
-	(&Master{cfg: Config{OperatorToken: uiOperatorToken}}).asMasterToWorker(h)
-	if h.Get("Cookie") != "" || h.Get("Authorization") != "Bearer "+uiOperatorToken {
-		t.Fatalf("headers to the worker: %v", h)
+// uiDriverToken is a driver token of startUIMaster's masters.
+func uiDriverToken(t *testing.T) string {
+	g, err := auth.New(auth.Config{OperatorToken: uiOperatorToken, SubmitToken: uiSubmitToken})
+	if err != nil {
+		t.Fatal(err)
 	}
-	h = http.Header{"Authorization": {"Bearer " + uiSubmitToken}}
-	(&Master{}).asMasterToWorker(h)
-	if len(h) != 0 {
-		t.Fatalf("headers to the worker with no tokens: %v", h)
-	}
-}
-
-func TestSafeNext(t *testing.T) {
-	for next, want := range map[string]string{
-		"/": "/", "/?refresh=0": "/?refresh=0", "/ui/drivers/driver-20240101000000-1": "/ui/drivers/driver-20240101000000-1",
-		"/ui/login": "/", "//evil.example": "/", "/\\evil.example": "/", "http://evil.example/ui/": "/",
-		"ui/drivers": "/", "/v1/drivers": "/", "/ui/x\r\nSet-Cookie: a=b": "/", "javascript:alert(1)": "/",
-	} {
-		if got := safeNext(next); got != want {
-			t.Errorf("safeNext(%q) = %q, want %q", next, got, want)
-		}
-	}
-}
-
-// Executor IDs are not positions in the app's list: the rows of old
-// finished executors are dropped, so the first may be executor 5.
-func TestPathExecutorByID(t *testing.T) {
-	s := api.AppStatus{App: &model.App{ID: "app-20240101000000-1"}, Executors: []*model.Executor{{ID: 5, WorkerID: "w1"}, {ID: 7, WorkerID: "w2"}}}
-	for eid, want := range map[string]string{"5": "w1", "7": "w2"} {
-		if e, ok := pathExecutor(s, eid); !ok || e.WorkerID != want {
-			t.Fatalf("executor %s: %+v, %v", eid, e, ok)
-		}
-	}
-	for _, eid := range []string{"0", "1", "6", "05", "-1", "x", ""} {
-		if e, ok := pathExecutor(s, eid); ok {
-			t.Fatalf("executor %q found: %+v", eid, e)
-		}
-	}
+	return g.DriverToken("driver-20240101000000-1", 1)
 }

@@ -30,3 +30,14 @@ func singleConfig(tb testing.TB) Config {
 	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	return cfg
 }
+
+// waitReady waits until m is the ready leader; a single voter elects itself
+// within a few election timeouts.
+func waitReady(tb testing.TB, m *Master) {
+	tb.Helper()
+	for deadline := time.Now().Add(20 * time.Second); !m.core.Ready(); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			tb.Fatal("the master did not become the ready leader within 20s")
+		}
+	}
+}

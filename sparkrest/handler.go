@@ -2,6 +2,7 @@ package sparkrest
 
 import (
 	"bytes"
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
@@ -14,48 +15,35 @@ import (
 
 	"github.com/drover-project/drover/api"
 	"github.com/drover-project/drover/auth"
+	"github.com/drover-project/drover/master/service"
 	"github.com/drover-project/drover/model"
 )
 
-// Backend is what the handler needs from a master: its own API's decisions,
-// reached with the caller's request (its credentials, address and TLS
-// state) so that they are the API's own.
+// Backend is what the handler needs of a master: its service (package
+// master/service, which implements this), so that every decision is the
+// same one the /v1 API makes: access, validation, the per-client bound,
+// forwarding to the leader. Errors wrap a sentinel of package api or
+// model (api.CodeOf gives the status).
 type Backend interface {
-	// Authorize decides whether r may do what needs access a; it runs
-	// before the body is read.
-	Authorize(r *http.Request, a auth.Access) error
-	// Submit, Driver and Kill are POST /v1/drivers, GET /v1/drivers/{id}
-	// and POST /v1/drivers/{id}/kill.
-	Submit(r *http.Request, req api.SubmitRequest) (api.SubmitResponse, error)
-	Driver(r *http.Request, id string) (*model.Driver, error)
-	Kill(r *http.Request, id string) error
-	// WorkerHostPort returns a worker's HTTP address, or "" when unknown.
-	WorkerHostPort(workerID string) string
+	SubmitDriver(ctx context.Context, c auth.Caller, req api.SubmitRequest) (api.SubmitResponse, error)
+	Driver(ctx context.Context, c auth.Caller, id string, r service.Read) (*model.Driver, error)
+	KillDriver(ctx context.Context, c auth.Caller, id string) (api.KillResponse, error)
+	Worker(ctx context.Context, c auth.Caller, id string, r service.Read) (*model.Worker, error)
 }
-
-// StatusError is how a Backend reports an answer of Drover's API other than
-// success: its HTTP status and one-line message. Header carries the
-// WWW-Authenticate and Retry-After headers of 401 and 429 answers, which
-// are passed on.
-type StatusError struct {
-	Status  int
-	Message string
-	Header  http.Header
-}
-
-func (e *StatusError) Error() string { return fmt.Sprintf("%d %s", e.Status, e.Message) }
 
 // Handler serves the protocol. Make one with NewHandler.
 type Handler struct {
 	backend  Backend
+	identify func(*http.Request) (auth.Caller, error)
 	launcher Launcher
 	// newToken makes the submission token of each create request.
 	newToken func() string
 }
 
-// NewHandler returns a Handler that submits through launcher to backend.
-func NewHandler(backend Backend, launcher Launcher) *Handler {
-	return &Handler{backend: backend, launcher: launcher, newToken: newToken}
+// NewHandler returns a Handler that submits through launcher to backend;
+// identify establishes each request's caller (auth.Guard.Caller).
+func NewHandler(backend Backend, identify func(*http.Request) (auth.Caller, error), launcher Launcher) *Handler {
+	return &Handler{backend: backend, identify: identify, launcher: launcher, newToken: newToken}
 }
 
 // newToken returns a fresh submission token. Spark's create is not
@@ -83,18 +71,18 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		switch parts[2] {
 		case "create":
-			if h.allowed(w, r, http.MethodPost, auth.Submit) {
-				h.create(w, r)
+			if c, ok := h.allowed(w, r, http.MethodPost); ok {
+				h.create(w, r, c)
 			}
 			return
 		case "kill":
-			if h.allowed(w, r, http.MethodPost, auth.Submit) && hasID(w, id, "kill") {
-				h.kill(w, r, id)
+			if c, ok := h.allowed(w, r, http.MethodPost); ok && hasID(w, id, "kill") {
+				h.kill(w, r, c, id)
 			}
 			return
 		case "status":
-			if h.allowed(w, r, http.MethodGet, auth.Read) && hasID(w, id, "status") {
-				h.status(w, r, id)
+			if c, ok := h.allowed(w, r, http.MethodGet); ok && hasID(w, id, "status") {
+				h.status(w, r, c, id)
 			}
 			return
 		}
@@ -112,19 +100,21 @@ func segments(path string) []string {
 	return out
 }
 
-// allowed answers 405 for another method and the backend's refusal
-// otherwise, both before the body is read.
-func (h *Handler) allowed(w http.ResponseWriter, r *http.Request, method string, a auth.Access) bool {
+// allowed answers 405 for another method, and establishes the caller,
+// answering a credential that proves nothing (a wrong token); both before
+// the body is read. What the caller may do is the backend's to decide.
+func (h *Handler) allowed(w http.ResponseWriter, r *http.Request, method string) (auth.Caller, bool) {
 	if r.Method != method {
 		w.Header().Set("Allow", method)
 		writeError(w, http.StatusMethodNotAllowed, fmt.Sprintf("%s is not allowed on %s; use %s", r.Method, r.URL.Path, method))
-		return false
+		return auth.Caller{}, false
 	}
-	if err := h.backend.Authorize(r, a); err != nil {
+	c, err := h.identify(r)
+	if err != nil {
 		writeBackendError(w, err)
-		return false
+		return auth.Caller{}, false
 	}
-	return true
+	return c, true
 }
 
 func hasID(w http.ResponseWriter, id, action string) bool {
@@ -157,7 +147,7 @@ func pathError(w http.ResponseWriter, parts []string) {
 	}
 }
 
-func (h *Handler) create(w http.ResponseWriter, r *http.Request) {
+func (h *Handler) create(w http.ResponseWriter, r *http.Request, c auth.Caller) {
 	body, err := io.ReadAll(r.Body)
 	if err != nil {
 		var mbe *http.MaxBytesError
@@ -178,15 +168,14 @@ func (h *Handler) create(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "Malformed request: "+err.Error())
 		return
 	}
-	res, err := h.backend.Submit(r, sub)
+	res, err := h.backend.SubmitDriver(r.Context(), c, sub)
 	out := CreateSubmissionResponse{Action: ActionCreateSubmissionResponse, ServerSparkVersion: ServerSparkVersion, UnknownFields: unknown}
 	if err != nil {
 		// Spark's client posts to the next master of its URL when one
 		// answers success=false, as a standby master does; a master that
 		// reaches no leader answers the same way.
-		var se *StatusError
-		if errors.As(err, &se) && se.Status == http.StatusServiceUnavailable {
-			out.Message = backupPrefix + ": " + se.Message
+		if errors.Is(err, api.ErrUnavailable) {
+			out.Message = backupPrefix + ": " + err.Error()
 			writeJSON(w, http.StatusOK, out)
 			return
 		}
@@ -199,9 +188,9 @@ func (h *Handler) create(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, out)
 }
 
-func (h *Handler) status(w http.ResponseWriter, r *http.Request, id string) {
+func (h *Handler) status(w http.ResponseWriter, r *http.Request, c auth.Caller, id string) {
 	out := SubmissionStatusResponse{Action: ActionSubmissionStatusResponse, ServerSparkVersion: ServerSparkVersion, SubmissionID: id}
-	d, err := h.backend.Driver(r, id)
+	d, err := h.backend.Driver(r.Context(), c, id, service.Read{})
 	if err != nil {
 		// An unknown or malformed ID is success=false, as Spark answers
 		// for a driver its master does not know.
@@ -222,7 +211,11 @@ func (h *Handler) status(w http.ResponseWriter, r *http.Request, id string) {
 		out.WorkerID = d.Attempts[len(d.Attempts)-1].WorkerID
 	}
 	if out.WorkerID != "" {
-		out.WorkerHostPort = h.backend.WorkerHostPort(out.WorkerID)
+		// The address is only shown, and seldom changes: this master's
+		// own tables do.
+		if wk, err := h.backend.Worker(r.Context(), c, out.WorkerID, service.Read{Stale: true}); err == nil {
+			out.WorkerHostPort = wk.HTTPAddr
+		}
 	}
 	// Spark's client logs any message as an error, and Spark sets one only
 	// when something went wrong: so only for drivers that ended badly.
@@ -232,9 +225,9 @@ func (h *Handler) status(w http.ResponseWriter, r *http.Request, id string) {
 	writeJSON(w, http.StatusOK, out)
 }
 
-func (h *Handler) kill(w http.ResponseWriter, r *http.Request, id string) {
+func (h *Handler) kill(w http.ResponseWriter, r *http.Request, c auth.Caller, id string) {
 	out := KillSubmissionResponse{Action: ActionKillSubmissionResponse, ServerSparkVersion: ServerSparkVersion, SubmissionID: id}
-	err := h.backend.Kill(r, id)
+	_, err := h.backend.KillDriver(r.Context(), c, id)
 	if err == nil {
 		out.Success = true
 		out.Message = fmt.Sprintf("Kill of %s committed.", id)
@@ -246,46 +239,38 @@ func (h *Handler) kill(w http.ResponseWriter, r *http.Request, id string) {
 		writeJSON(w, http.StatusOK, out)
 		return
 	}
-	var se *StatusError
-	if errors.As(err, &se) && se.Status == http.StatusConflict {
-		out.Message = fmt.Sprintf("Driver %s has already ended: %s", id, se.Message)
+	if errors.Is(err, model.ErrDriverEnded) {
+		out.Message = fmt.Sprintf("Driver %s has already ended: %s", id, err)
 		writeJSON(w, http.StatusOK, out)
 		return
 	}
 	writeBackendError(w, err)
 }
 
-// notFound turns the API's answers for an unknown or malformed driver ID
-// (404, 400) and for no reachable leader (503) into the message of a
-// success=false answer.
+// notFound turns the refusals for an unknown or malformed driver ID and
+// for no reachable leader into the message of a success=false answer.
 func notFound(err error) (string, bool) {
-	var se *StatusError
-	if !errors.As(err, &se) {
-		return "", false
-	}
-	switch se.Status {
-	case http.StatusNotFound, http.StatusBadRequest:
-		return "No such submission: " + se.Message, true
-	case http.StatusServiceUnavailable:
-		return backupPrefix + ": " + se.Message, true
+	switch code, _ := api.CodeOf(err); code {
+	case api.CodeUnknownDriver, api.CodeInvalidRequest:
+		return "No such submission: " + err.Error(), true
+	case api.CodeUnavailable:
+		return backupPrefix + ": " + err.Error(), true
 	}
 	return "", false
 }
 
-// writeBackendError answers an error of the backend with its status (500
-// for one that is no StatusError) as an ErrorResponse.
+// writeBackendError answers an error of the backend with its code's status
+// as an ErrorResponse, with the challenge of a refused credential and the
+// Retry-After of a bounded client.
 func writeBackendError(w http.ResponseWriter, err error) {
-	var se *StatusError
-	if !errors.As(err, &se) {
-		writeError(w, http.StatusInternalServerError, err.Error())
-		return
+	code, status := api.CodeOf(err)
+	switch code {
+	case api.CodeUnauthenticated, api.CodeForbidden:
+		auth.Challenge(w.Header(), err)
+	case api.CodeTooManyRequests:
+		w.Header().Set("Retry-After", "1")
 	}
-	for _, k := range []string{"WWW-Authenticate", "Retry-After"} {
-		if v := se.Header.Get(k); v != "" {
-			w.Header().Set(k, v)
-		}
-	}
-	writeError(w, se.Status, se.Message)
+	writeError(w, status, err.Error())
 }
 
 func errorResponse(msg string) ErrorResponse {

@@ -1,6 +1,7 @@
 package sparkrest
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/drover-project/drover/api"
 	"github.com/drover-project/drover/auth"
+	"github.com/drover-project/drover/master/service"
 	"github.com/drover-project/drover/model"
 )
 
@@ -65,18 +67,20 @@ const minimalJSON = `{
   "sparkProperties" : { "spark.app.name" : "pi" }
 }`
 
-// fakeBackend is a master's API in memory.
+// fakeBackend is a master's service in memory.
 type fakeBackend struct {
-	mu        sync.Mutex
-	deny      *StatusError // Authorize's answer, nil to allow
+	mu sync.Mutex
+	// deny, when set, is every method's refusal of access, as the
+	// service's admission answers.
+	deny      error
 	submitErr error
 	driverErr error
 	killErr   error
 	submitted []api.SubmitRequest
 	drivers   map[string]*model.Driver
 	workers   map[string]string
-	// calls counts calls beyond Authorize: a refused or malformed request
-	// must reach none.
+	// calls counts calls that got past access: a refused or malformed
+	// request must reach none.
 	calls int
 }
 
@@ -84,19 +88,21 @@ func newFake() *fakeBackend {
 	return &fakeBackend{drivers: map[string]*model.Driver{}, workers: map[string]string{"w1": "10.0.0.11:7402"}}
 }
 
-func (f *fakeBackend) Authorize(r *http.Request, a auth.Access) error {
-	f.mu.Lock()
-	defer f.mu.Unlock()
+// enter counts a call that the access check lets through.
+func (f *fakeBackend) enter() error {
 	if f.deny != nil {
 		return f.deny
 	}
+	f.calls++
 	return nil
 }
 
-func (f *fakeBackend) Submit(r *http.Request, req api.SubmitRequest) (api.SubmitResponse, error) {
+func (f *fakeBackend) SubmitDriver(_ context.Context, _ auth.Caller, req api.SubmitRequest) (api.SubmitResponse, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.calls++
+	if err := f.enter(); err != nil {
+		return api.SubmitResponse{}, err
+	}
 	if f.submitErr != nil {
 		return api.SubmitResponse{}, f.submitErr
 	}
@@ -106,48 +112,63 @@ func (f *fakeBackend) Submit(r *http.Request, req api.SubmitRequest) (api.Submit
 	return api.SubmitResponse{DriverID: id}, nil
 }
 
-func (f *fakeBackend) Driver(r *http.Request, id string) (*model.Driver, error) {
+func (f *fakeBackend) Driver(_ context.Context, _ auth.Caller, id string, _ service.Read) (*model.Driver, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.calls++
+	if err := f.enter(); err != nil {
+		return nil, err
+	}
 	if f.driverErr != nil {
 		return nil, f.driverErr
 	}
 	d, ok := f.drivers[id]
 	if !ok {
-		return nil, &StatusError{Status: http.StatusNotFound, Message: "unknown driver: " + id}
+		return nil, api.Errorf(model.ErrUnknownDriver, "unknown driver: %s", id)
 	}
 	c := *d
 	return &c, nil
 }
 
-func (f *fakeBackend) Kill(r *http.Request, id string) error {
+func (f *fakeBackend) KillDriver(_ context.Context, _ auth.Caller, id string) (api.KillResponse, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.calls++
+	if err := f.enter(); err != nil {
+		return api.KillResponse{}, err
+	}
 	if f.killErr != nil {
-		return f.killErr
+		return api.KillResponse{}, f.killErr
 	}
 	d, ok := f.drivers[id]
 	switch {
 	case !ok:
-		return &StatusError{Status: http.StatusNotFound, Message: "unknown driver: " + id}
+		return api.KillResponse{}, api.Errorf(model.ErrUnknownDriver, "unknown driver: %s", id)
 	case d.State == model.DriverKilled:
 	case d.State.Terminal():
-		return &StatusError{Status: http.StatusConflict, Message: "driver already ended: " + id + " is " + string(d.State)}
+		return api.KillResponse{}, api.Errorf(model.ErrDriverEnded, "driver already ended: %s is %s", id, d.State)
 	default:
 		d.State, d.Message = model.DriverKilled, "killed on request"
 	}
-	return nil
+	return api.KillResponse{DriverID: id}, nil
 }
 
-func (f *fakeBackend) WorkerHostPort(id string) string { return f.workers[id] }
+func (f *fakeBackend) Worker(_ context.Context, _ auth.Caller, id string, _ service.Read) (*model.Worker, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	addr, ok := f.workers[id]
+	if !ok {
+		return nil, api.Errorf(model.ErrUnknownWorker, "unknown worker %s", id)
+	}
+	return &model.Worker{ID: id, HTTPAddr: addr}, nil
+}
 
 func (f *fakeBackend) callCount() int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.calls
 }
+
+// anyone is a listener's view of every caller: nobody in particular.
+func anyone(*http.Request) (auth.Caller, error) { return auth.Caller{}, nil }
 
 func newTestHandler(t *testing.T, f *fakeBackend, template ...string) *Handler {
 	t.Helper()
@@ -158,7 +179,7 @@ func newTestHandler(t *testing.T, f *fakeBackend, template ...string) *Handler {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return NewHandler(f, l)
+	return NewHandler(f, anyone, l)
 }
 
 type answer struct {
@@ -363,7 +384,7 @@ func TestCreateBodyLimit(t *testing.T) {
 // master of its URL (kill answers need the standby prefix for that).
 func TestNoLeaderLetsSparkTryTheNextMaster(t *testing.T) {
 	f := newFake()
-	down := &StatusError{Status: http.StatusServiceUnavailable, Message: "master m2 knows no leader"}
+	down := api.Errorf(api.ErrUnavailable, "master m2 knows no leader")
 	f.submitErr, f.killErr, f.driverErr = down, down, down
 	h := newTestHandler(t, f)
 	for _, c := range []struct{ method, path, body, action string }{
@@ -478,25 +499,24 @@ func TestBadPaths(t *testing.T) {
 	}
 }
 
-// TestRefusedBeforeTheBody: the backend's refusal (the master's token
-// check) is answered in Spark's shape with its status and challenge,
-// before a byte of the body is read.
-func TestRefusedBeforeTheBody(t *testing.T) {
+// TestRefusedAccess: the service's refusal of access is answered in
+// Spark's shape with its status and challenge, and nothing is submitted.
+// A credential that proves nothing (a wrong token) is refused before a
+// byte of the body is read.
+func TestRefusedAccess(t *testing.T) {
 	f := newFake()
-	f.deny = &StatusError{Status: http.StatusUnauthorized, Message: "submit access needs a token",
-		Header: http.Header{"Www-Authenticate": {`Bearer realm="drover"`}}}
+	f.deny = api.Errorf(api.ErrUnauthenticated, "submit access needs a token")
 	h := newTestHandler(t, f)
-	body := &countingReader{r: strings.NewReader(sparkSubmitJSON)}
-	req := httptest.NewRequest(http.MethodPost, "/v1/submissions/create", body)
+	req := httptest.NewRequest(http.MethodPost, "/v1/submissions/create", strings.NewReader(sparkSubmitJSON))
 	rec := httptest.NewRecorder()
 	h.ServeHTTP(rec, req)
 	var e ErrorResponse
 	if rec.Code != http.StatusUnauthorized || json.Unmarshal(rec.Body.Bytes(), &e) != nil || e.Action != ActionErrorResponse ||
-		rec.Header().Get("WWW-Authenticate") == "" {
+		rec.Header().Get("WWW-Authenticate") == "" || rec.Header().Get("Connection") != "close" {
 		t.Fatalf("got %d %v %s", rec.Code, rec.Header(), rec.Body)
 	}
-	if body.n != 0 || f.callCount() != 0 {
-		t.Fatalf("read %d bytes and made %d calls before refusing", body.n, f.callCount())
+	if len(f.submitted) != 0 || f.callCount() != 0 {
+		t.Fatalf("%d submissions and %d calls past the refusal", len(f.submitted), f.callCount())
 	}
 	for _, p := range []string{"/v1/submissions/status/x", "/v1/submissions/kill/x"} {
 		m := http.MethodGet
@@ -504,6 +524,18 @@ func TestRefusedBeforeTheBody(t *testing.T) {
 			m = http.MethodPost
 		}
 		do(t, h, m, p, "").isError(t, http.StatusUnauthorized)
+	}
+
+	badToken := func(*http.Request) (auth.Caller, error) { return auth.Caller{}, auth.ErrBadToken }
+	l, err := NewLauncher(DefaultLauncher)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := &countingReader{r: strings.NewReader(sparkSubmitJSON)}
+	rec = httptest.NewRecorder()
+	NewHandler(newFake(), badToken, l).ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/v1/submissions/create", body))
+	if rec.Code != http.StatusForbidden || body.n != 0 {
+		t.Fatalf("a wrong token: %d after reading %d bytes, want 403 before the body", rec.Code, body.n)
 	}
 }
 
@@ -518,19 +550,23 @@ func (c *countingReader) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// TestBackendRefusalsPassThrough: the API's other refusals keep their
+// TestBackendRefusalsPassThrough: the service's other refusals keep their
 // status, message and Retry-After.
 func TestBackendRefusalsPassThrough(t *testing.T) {
-	for _, se := range []*StatusError{
-		{Status: http.StatusBadRequest, Message: "invalid command: environment name \"A-B\" is not [A-Za-z_][A-Za-z0-9_]*"},
-		{Status: http.StatusTooManyRequests, Message: "too many submissions in flight", Header: http.Header{"Retry-After": {"1"}}},
-		{Status: http.StatusForbidden, Message: "submit access denied"},
+	for _, se := range []struct {
+		err        error
+		status     int
+		retryAfter string
+	}{
+		{fmt.Errorf("%w: environment name \"A-B\" is not [A-Za-z_][A-Za-z0-9_]*", model.ErrInvalidCommand), http.StatusBadRequest, ""},
+		{api.Errorf(api.ErrTooManyRequests, "too many submissions in flight"), http.StatusTooManyRequests, "1"},
+		{api.Errorf(api.ErrForbidden, "submit access denied"), http.StatusForbidden, ""},
 	} {
 		f := newFake()
-		f.submitErr = se
+		f.submitErr = se.err
 		a := do(t, newTestHandler(t, f), http.MethodPost, "/v1/submissions/create", minimalJSON)
-		a.isError(t, se.Status)
-		if a.str("message") != se.Message || a.header.Get("Retry-After") != se.Header.Get("Retry-After") {
+		a.isError(t, se.status)
+		if a.str("message") != se.err.Error() || a.header.Get("Retry-After") != se.retryAfter {
 			t.Fatalf("got %v %s", a.header, a.raw)
 		}
 	}
@@ -613,7 +649,7 @@ func FuzzCreate(f *testing.F) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		h := NewHandler(fb, l)
+		h := NewHandler(fb, anyone, l)
 		rec := httptest.NewRecorder()
 		h.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/v1/submissions/create", strings.NewReader(string(body))))
 		var m map[string]any

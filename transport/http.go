@@ -2,6 +2,7 @@ package transport
 
 import (
 	"crypto/tls"
+	"errors"
 	"net/http"
 	"time"
 )
@@ -22,4 +23,17 @@ func NewHTTPClient(bindIP string, timeout time.Duration, tlsConf *tls.Config) *h
 		ExpectContinueTimeout: time.Second,
 	}
 	return &http.Client{Transport: tr, Timeout: timeout}
+}
+
+// RootCause returns the innermost error err wraps: what a failed request
+// says without net/http's "Post \"http://...\":" prefix and the like,
+// which repeat what the caller already knows.
+func RootCause(err error) error {
+	for {
+		u := errors.Unwrap(err)
+		if u == nil {
+			return err
+		}
+		err = u
+	}
 }

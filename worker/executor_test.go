@@ -109,8 +109,8 @@ func TestRunsExecutorsWithEnvAndServesLogs(t *testing.T) {
 		{"?offset=1000", "", len(stdout)},
 	} {
 		resp, body := get(t, executorLogs(w, appA, "0")+c.query)
-		if resp.StatusCode != http.StatusOK || body != c.body || resp.Header.Get(worker.HeaderLogSize) != strconv.Itoa(c.size) {
-			t.Fatalf("GET %s: %d %q size %s; want %q size %d", c.query, resp.StatusCode, body, resp.Header.Get(worker.HeaderLogSize), c.body, c.size)
+		if resp.StatusCode != http.StatusOK || body != c.body || resp.Header.Get(api.HeaderLogSize) != strconv.Itoa(c.size) {
+			t.Fatalf("GET %s: %d %q size %s; want %q size %d", c.query, resp.StatusCode, body, resp.Header.Get(api.HeaderLogSize), c.body, c.size)
 		}
 	}
 }

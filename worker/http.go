@@ -22,15 +22,10 @@ import (
 	"github.com/drover-project/drover/runner"
 )
 
-// HeaderLogSize is set on every log answer to the log file's size in bytes
-// when the answer was made; the body holds the bytes from the requested
-// offset up to that size, so a follower asks next from offset+len(body).
-const HeaderLogSize = "X-Drover-Log-Size"
-
 // ExecutorLogsPath is the path pattern (net/http.ServeMux syntax) of an
 // executor's logs on a worker's HTTP server: {app} is the app ID and {id}
 // the executor ID. A GET takes stream=stdout|stderr and offset=N, as the
-// driver logs do, and answers with the bytes and HeaderLogSize. A master
+// driver logs do, and answers with the bytes and api.HeaderLogSize. A master
 // serves the same path and proxies it to the executor's worker.
 const ExecutorLogsPath = "/v1/apps/{app}/executors/{id}/logs"
 
@@ -206,7 +201,7 @@ func (w *Worker) serveLog(rw http.ResponseWriter, k unitKey, name string, offset
 		size = st.Size()
 	}
 	length := max(size-offset, 0)
-	rw.Header().Set(HeaderLogSize, strconv.FormatInt(size, 10))
+	rw.Header().Set(api.HeaderLogSize, strconv.FormatInt(size, 10))
 	// Shown as text in a browser, never sniffed into anything else.
 	rw.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	rw.Header().Set("X-Content-Type-Options", "nosniff")

@@ -344,11 +344,10 @@ func (w *Worker) decommission() {
 	defer cancel()
 	err := w.masters.Do(ctx, http.MethodPost, "/v1/workers/"+w.cfg.ID+"/decommission",
 		api.DecommissionWorkerRequest{Instance: w.instance, Reason: decommissionReason}, nil)
-	var apiErr *client.APIError
 	switch {
 	case err == nil:
 		w.log.Info("decommissioned by the leader")
-	case errors.As(err, &apiErr) && apiErr.Status == http.StatusNotFound:
+	case errors.Is(err, api.ErrNotFound):
 		w.log.Warn("the leader could not decommission this worker (an older master?)", "err", err)
 	default:
 		w.log.Warn("could not decommission this worker", "err", err)

@@ -451,8 +451,8 @@ func TestRunsAssignmentWithEnvAndServesLogs(t *testing.T) {
 		{"?offset=1000", "", len(stdout)},
 	} {
 		resp, body := get(t, base+c.query)
-		if resp.StatusCode != http.StatusOK || body != c.body || resp.Header.Get(worker.HeaderLogSize) != strconv.Itoa(c.size) {
-			t.Fatalf("GET %s: %d %q size %s; want %q size %d", c.query, resp.StatusCode, body, resp.Header.Get(worker.HeaderLogSize), c.body, c.size)
+		if resp.StatusCode != http.StatusOK || body != c.body || resp.Header.Get(api.HeaderLogSize) != strconv.Itoa(c.size) {
+			t.Fatalf("GET %s: %d %q size %s; want %q size %d", c.query, resp.StatusCode, body, resp.Header.Get(api.HeaderLogSize), c.body, c.size)
 		}
 	}
 	if resp, body := get(t, "http://"+w.HTTPAddr()+"/v1/health"); resp.StatusCode != http.StatusOK || !strings.Contains(body, `"ok"`) {

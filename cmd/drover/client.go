@@ -555,10 +555,9 @@ func (k *cli) printLogs(ctx context.Context, follow bool, src logSource) int {
 }
 
 // isTransient reports whether a log read failed for a reason that passes:
-// no attempt placed yet (404) or the worker unreachable (502).
+// no attempt placed yet, or the worker unreachable.
 func isTransient(err error) bool {
-	var apiErr *client.APIError
-	return errors.As(err, &apiErr) && (apiErr.Status == 404 || apiErr.Status == 502)
+	return errors.Is(err, api.ErrNotFound) || errors.Is(err, api.ErrBadGateway)
 }
 
 func (k *cli) leader(ctx context.Context, args []string) int {

@@ -75,10 +75,15 @@ func runMaster(args []string) int {
 	log.Info("master started", "id", cfg.ID, "http", m.HTTPAddr(), "raft_port", cfg.RaftPort, "gossip_port", cfg.GossipPort)
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
-	s := <-sig
-	log.Info("stopping", "signal", s.String())
-	_ = m.Close()
-	return 0
+	select {
+	case s := <-sig:
+		log.Info("stopping", "signal", s.String())
+		_ = m.Close()
+		return 0
+	case <-m.Halted():
+		_ = m.Close()
+		return fail(m.Err())
+	}
 }
 
 // flagError reports a flag parsing error with exit code 1 (2 is kept for

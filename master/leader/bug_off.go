@@ -1,6 +1,6 @@
 //go:build !drover_bug_early_relaunch
 
-package master
+package leader
 
 // earlyRelaunchBug is the chaos suite's deliberately injected bug, off in
 // every real build: see bug_on.go.

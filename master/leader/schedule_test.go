@@ -1,11 +1,9 @@
-package master
+package leader
 
 import (
 	"fmt"
-	"strings"
 	"testing"
 
-	"github.com/drover-project/drover/api"
 	"github.com/drover-project/drover/fsm"
 	"github.com/drover-project/drover/model"
 )
@@ -68,20 +66,6 @@ func TestPlanSkipsDriverThatFitsNoSingleWorker(t *testing.T) {
 	ps := plan(demands(waiting("both", 2, 1024), waiting("small", 1, 128)), ws)
 	if len(ps) != 1 || ps[0].DriverID != "small" {
 		t.Fatalf("placements %+v: want only small placed", ps)
-	}
-}
-
-func TestExplainWaiting(t *testing.T) {
-	ws := []*model.Worker{worker("w1", 4, 4096, model.WorkerAlive), worker("w2", 64, 1<<20, model.WorkerDead)}
-	ds := explainWaiting([]*model.Driver{waiting("huge", 100, 1024), waiting("ok", 1, 512)}, ws)
-	if !strings.Contains(ds[0].Message, api.ReasonUnplaceable) || !strings.Contains(ds[0].Message, "4 cores") {
-		t.Errorf("huge: %q", ds[0].Message)
-	}
-	if strings.Contains(ds[1].Message, api.ReasonUnplaceable) {
-		t.Errorf("ok: %q", ds[1].Message)
-	}
-	if ds := explainWaiting([]*model.Driver{waiting("x", 1, 1)}, nil); ds[0].Message != "waiting: no ALIVE worker" {
-		t.Errorf("no workers: %q", ds[0].Message)
 	}
 }
 
@@ -171,19 +155,6 @@ func TestPlanExecutorsCapsAndIDs(t *testing.T) {
 			t.Errorf("placements %v: the first app should take all 12 cores in 6 executors", ps)
 		}
 	})
-}
-
-func TestExplainApp(t *testing.T) {
-	ws := []*model.Worker{worker("w1", 4, 4096, model.WorkerAlive)}
-	s := explainApp(api.AppStatus{App: app("app-20261129120000-0000", 0, 1, 8192, -1)}, ws)
-	if !strings.Contains(s.Message, api.ReasonUnplaceable) || !strings.Contains(s.Message, "8192 MiB per executor") {
-		t.Errorf("message %q", s.Message)
-	}
-	running := api.AppStatus{App: app("app-20261129120000-0000", 0, 1, 8192, -1),
-		Executors: []*model.Executor{{ID: 0, State: model.ExecRunning}}}
-	if s := explainApp(running, ws); s.Message != "" {
-		t.Errorf("an app with a live executor got %q", s.Message)
-	}
 }
 
 func TestPlanExecutorsWaitsAfterAnExit(t *testing.T) {

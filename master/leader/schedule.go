@@ -1,4 +1,4 @@
-package master
+package leader
 
 import (
 	"context"
@@ -24,33 +24,33 @@ const executorRelaunchDelay = time.Second
 // (Spark's Master.schedule), and drops finished drivers and apps beyond the
 // retention counts. Each round reads the tables, plans, and commits each
 // kind of placement as one entry; workers act only on what is committed.
-func (m *Master) schedule(ctx context.Context) {
+func (t *Term) schedule(ctx context.Context) {
 	tick := time.NewTicker(scheduleInterval)
 	defer tick.Stop()
 	var lastPrune time.Time
 	for {
-		changed := m.fsm.Changed()
+		changed := t.d.FSM.Changed()
 		// The queue is read only when some worker has a free core, so a
 		// long queue in front of a full cluster costs nothing per commit.
-		if ws := m.fsm.Workers(); anyFreeCore(ws) {
-			m.placeDrivers(plan(m.fsm.WaitingDemands(), ws))
+		if ws := t.d.FSM.Workers(); anyFreeCore(ws) {
+			t.placeDrivers(plan(t.d.FSM.WaitingDemands(), ws))
 		}
-		apps, execs := m.fsm.LiveApps()
-		if ps := planExecutors(apps, execs, m.fsm.Workers(), m.cfg.SpreadOutApps, now()); len(ps) > 0 {
-			if res, err := m.apply(model.CmdPlaceExecutors, &model.PlaceExecutors{Placements: ps, Time: now()}); err != nil {
-				m.log.Warn("executor placement not committed", "err", err, "placements", len(ps))
+		apps, execs := t.d.FSM.LiveApps()
+		if ps := planExecutors(apps, execs, t.d.FSM.Workers(), t.cfg.SpreadOutApps, now()); len(ps) > 0 {
+			if res, err := t.d.Apply(model.CmdPlaceExecutors, &model.PlaceExecutors{Placements: ps, Time: now()}); err != nil {
+				t.d.Log.Warn("executor placement not committed", "err", err, "placements", len(ps))
 			} else {
 				if r, ok := res.(fsm.PlaceExecutorsResult); ok {
-					m.metrics.executorPlacements.Add(float64(len(r.Applied)))
+					t.d.Metrics.ExecutorPlacements.Add(float64(len(r.Applied)))
 				}
 				for _, p := range ps {
-					m.log.Info("placed executor", "app", p.AppID, "executor", p.ExecutorID, "worker", p.WorkerID)
+					t.d.Log.Info("placed executor", "app", p.AppID, "executor", p.ExecutorID, "worker", p.WorkerID)
 				}
 			}
 		}
 		// Retention walks every finished row: once a second is enough.
 		if time.Since(lastPrune) >= scheduleInterval {
-			m.prune()
+			t.prune()
 			lastPrune = time.Now()
 		}
 		select {
@@ -133,23 +133,23 @@ func better(a, b *model.Worker) bool {
 }
 
 // placeDrivers commits a plan's driver placements, if any.
-func (m *Master) placeDrivers(ps []model.Placement) {
+func (t *Term) placeDrivers(ps []model.Placement) {
 	if len(ps) == 0 {
 		return
 	}
 	at := now()
-	res, err := m.apply(model.CmdPlaceDrivers, &model.PlaceDrivers{Placements: ps, Time: at})
+	res, err := t.d.Apply(model.CmdPlaceDrivers, &model.PlaceDrivers{Placements: ps, Time: at})
 	if err != nil {
-		m.log.Warn("placement not committed", "err", err, "placements", len(ps))
+		t.d.Log.Warn("placement not committed", "err", err, "placements", len(ps))
 		return
 	}
 	// Apply skips placements the tables no longer allow; only the
 	// applied ones count.
 	if r, ok := res.(fsm.PlaceResult); ok {
-		m.metrics.placed(m.fsm, r.Applied, at)
+		t.d.Metrics.Placed(t.d.FSM, r.Applied, at)
 	}
 	for _, p := range ps {
-		m.log.Info("placed driver", "driver", p.DriverID, "attempt", p.Attempt, "worker", p.WorkerID)
+		t.d.Log.Info("placed driver", "driver", p.DriverID, "attempt", p.Attempt, "worker", p.WorkerID)
 	}
 }
 
@@ -246,21 +246,21 @@ func exitedRecently(es []*model.Executor, now int64) bool {
 
 // prune commits the removal of the oldest finished drivers and apps beyond
 // RetainedDrivers and RetainedApps.
-func (m *Master) prune() {
-	drivers, apps := m.fsm.Completed()
+func (t *Term) prune() {
+	drivers, apps := t.d.FSM.Completed()
 	var c model.PruneCompleted
-	if n := len(drivers) - m.cfg.RetainedDrivers; n > 0 {
+	if n := len(drivers) - t.cfg.RetainedDrivers; n > 0 {
 		c.DriverIDs = drivers[:min(n, pruneBatch)]
 	}
-	if n := len(apps) - m.cfg.RetainedApps; n > 0 {
+	if n := len(apps) - t.cfg.RetainedApps; n > 0 {
 		c.AppIDs = apps[:min(n, pruneBatch)]
 	}
 	if len(c.DriverIDs)+len(c.AppIDs) == 0 {
 		return
 	}
-	if _, err := m.apply(model.CmdPruneCompleted, &c); err != nil {
-		m.log.Warn("retention not committed", "err", err)
+	if _, err := t.d.Apply(model.CmdPruneCompleted, &c); err != nil {
+		t.d.Log.Warn("retention not committed", "err", err)
 		return
 	}
-	m.log.Info("dropped finished drivers and apps beyond retention", "drivers", len(c.DriverIDs), "apps", len(c.AppIDs))
+	t.d.Log.Info("dropped finished drivers and apps beyond retention", "drivers", len(c.DriverIDs), "apps", len(c.AppIDs))
 }

@@ -1,4 +1,8 @@
-package master
+// Package metrics is a master's Prometheus registry: the counters and
+// histograms the rules and the leader's duties update as things happen,
+// and the gauges computed at each scrape from Raft, the tables and the
+// gossip pool.
+package metrics
 
 import (
 	"net/http"
@@ -11,19 +15,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
-	"github.com/drover-project/drover/auth"
 	"github.com/drover-project/drover/fsm"
+	"github.com/drover-project/drover/gossip"
 	"github.com/drover-project/drover/model"
 )
-
-// metricsRoutes serves Prometheus metrics at /metrics. Scrapes need Read
-// access, like the other status reads: a bearer token, or none with
-// --open-reads. Every master answers from its own view, never forwarding:
-// a dashboard picks the leader's tables with drover_raft_state, and each
-// master's Raft and gossip health is its own.
-func (m *Master) metricsRoutes(mux *http.ServeMux) {
-	mux.HandleFunc("GET /metrics", m.guard.Wrap(auth.Read, m.metrics.handler.ServeHTTP))
-}
 
 // Label values of the states in the tables, in the order Spark lists them;
 // every one is exported, zero included, so that a rate or a sum over
@@ -93,20 +88,23 @@ var (
 	schedulingBuckets = []float64{0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600}
 )
 
-// masterMetrics is one master's registry and the metrics it updates as
-// things happen. The registry is the master's own, not Prometheus's
-// global one: tests run several masters in one process, and each must
-// report only itself.
-type masterMetrics struct {
-	reg     *prometheus.Registry
-	handler http.Handler
+// Metrics is one master's registry and the metrics it updates as things
+// happen. The registry is the master's own, not Prometheus's global one:
+// tests run several masters in one process, and each must report only
+// itself.
+type Metrics struct {
+	reg *prometheus.Registry
+	// Handler serves the registry in Prometheus's text format.
+	Handler http.Handler
 
-	applyDuration      prometheus.Histogram
-	applyErrors        prometheus.Counter
-	placements         prometheus.Counter
-	executorPlacements prometheus.Counter
+	applyDuration prometheus.Histogram
+	applyErrors   prometheus.Counter
+	placements    prometheus.Counter
+	// ExecutorPlacements counts executors the scheduler placed.
+	ExecutorPlacements prometheus.Counter
 	relaunches         prometheus.Counter
-	workersLost        prometheus.Counter
+	// WorkersLost counts WorkerLost entries the liveness watch committed.
+	WorkersLost        prometheus.Counter
 	schedulingDuration *prometheus.HistogramVec
 	httpRequests       *prometheus.CounterVec
 
@@ -117,11 +115,21 @@ type masterMetrics struct {
 	leaders    atomic.Uint64
 }
 
-// newMasterMetrics makes the metrics of m, whose Raft must be running:
-// it registers the observer that counts leader changes at once, so that
-// the first election is not missed.
-func newMasterMetrics(m *Master) *masterMetrics {
-	mm := &masterMetrics{
+// Source is what the scrape-time gauges describe.
+type Source struct {
+	Raft *raft.Raft
+	FSM  *fsm.FSM
+	Pool *gossip.Pool
+	// Ready reports whether this master is the ready leader.
+	Ready func() bool
+}
+
+// New makes the metrics of a master whose Raft r is running: it registers
+// the observer that counts leader changes at once, so that the first
+// election is not missed. The gauges of the master's state join once the
+// rest of it runs (Watch).
+func New(r *raft.Raft) *Metrics {
+	mm := &Metrics{
 		reg: prometheus.NewRegistry(),
 		applyDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "drover_raft_apply_duration_seconds",
@@ -136,7 +144,7 @@ func newMasterMetrics(m *Master) *masterMetrics {
 			Name: "drover_placements_total",
 			Help: "Driver attempts placed on a worker by this master's scheduler while it led (committed and applied), relaunches included.",
 		}),
-		executorPlacements: prometheus.NewCounter(prometheus.CounterOpts{
+		ExecutorPlacements: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "drover_executor_placements_total",
 			Help: "Executors placed on a worker by this master's scheduler while it led (committed and applied).",
 		}),
@@ -144,7 +152,7 @@ func newMasterMetrics(m *Master) *masterMetrics {
 			Name: "drover_relaunches_total",
 			Help: "Supervised drivers placed again under a new attempt by this master's scheduler, after their worker was lost or killed their attempt; counted at the placement, the one moment the leader sees every relaunch once.",
 		}),
-		workersLost: prometheus.NewCounter(prometheus.CounterOpts{
+		WorkersLost: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "drover_workers_lost_total",
 			Help: "Workers this master declared lost (WorkerLost committed) while it led.",
 		}),
@@ -165,7 +173,7 @@ func newMasterMetrics(m *Master) *masterMetrics {
 		lo, ok := o.Data.(raft.LeaderObservation)
 		return ok && lo.LeaderID != ""
 	})
-	m.raft.RegisterObserver(mm.leaderObs)
+	r.RegisterObserver(mm.leaderObs)
 	leaderChanges := prometheus.NewCounterFunc(prometheus.CounterOpts{
 		Name: "drover_raft_leader_changes_total",
 		Help: "Times this master learned of a newly elected leader (itself included) since it started.",
@@ -176,20 +184,23 @@ func newMasterMetrics(m *Master) *masterMetrics {
 	mm.reg.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		mm.applyDuration, mm.applyErrors, mm.placements, mm.executorPlacements, mm.relaunches,
-		mm.workersLost, mm.schedulingDuration, mm.httpRequests, leaderChanges,
-		masterCollector{m},
+		mm.applyDuration, mm.applyErrors, mm.placements, mm.ExecutorPlacements, mm.relaunches,
+		mm.WorkersLost, mm.schedulingDuration, mm.httpRequests, leaderChanges,
 	)
-	mm.handler = promhttp.HandlerFor(mm.reg, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError})
+	mm.Handler = promhttp.HandlerFor(mm.reg, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError})
 	return mm
 }
+
+// Watch adds the gauges computed at each scrape from src. It is called once,
+// before anything scrapes.
+func (mm *Metrics) Watch(src Source) { mm.reg.MustRegister(collector{src}) }
 
 // leaderChanges counts the leader observations received so far. They are
 // taken from the channel when scraped rather than by a goroutine of their
 // own; the ones the channel could not hold meanwhile raft dropped and
 // counted, and the filter let through only changes to a known leader, so
 // the sum is exact.
-func (mm *masterMetrics) leaderChanges() float64 {
+func (mm *Metrics) leaderChanges() float64 {
 	for {
 		select {
 		case <-mm.leaderSeen:
@@ -200,14 +211,14 @@ func (mm *masterMetrics) leaderChanges() float64 {
 	}
 }
 
-// instrument counts the requests h answers.
-func (mm *masterMetrics) instrument(h http.Handler) http.Handler {
+// Instrument counts the requests h answers.
+func (mm *Metrics) Instrument(h http.Handler) http.Handler {
 	return promhttp.InstrumentHandlerCounter(mm.httpRequests, h)
 }
 
-// applied records one command handed to Raft at start: its time to commit,
+// Applied records one command handed to Raft at start: its time to commit,
 // or a failure.
-func (mm *masterMetrics) applied(start time.Time, err error) {
+func (mm *Metrics) Applied(start time.Time, err error) {
 	if err != nil {
 		mm.applyErrors.Inc()
 		return
@@ -215,10 +226,10 @@ func (mm *masterMetrics) applied(start time.Time, err error) {
 	mm.applyDuration.Observe(time.Since(start).Seconds())
 }
 
-// placed records the driver placements of a PlaceDrivers entry committed
+// Placed records the driver placements of a PlaceDrivers entry committed
 // with time at (Unix ms): how many, how many were relaunches, and how long
 // each attempt waited.
-func (mm *masterMetrics) placed(f *fsm.FSM, applied []model.Placement, at int64) {
+func (mm *Metrics) Placed(f *fsm.FSM, applied []model.Placement, at int64) {
 	mm.placements.Add(float64(len(applied)))
 	for _, p := range applied {
 		kind := "first"
@@ -234,12 +245,12 @@ func (mm *masterMetrics) placed(f *fsm.FSM, applied []model.Placement, at int64)
 	}
 }
 
-// masterCollector computes, on each scrape, what describes the master's
-// current state.
-type masterCollector struct{ m *Master }
+// collector computes, on each scrape, what describes the master's current
+// state.
+type collector struct{ src Source }
 
 // Describe implements prometheus.Collector.
-func (c masterCollector) Describe(ch chan<- *prometheus.Desc) {
+func (c collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descRaftState, descRaftTerm, descRaftCommit, descRaftApplied,
 		descRaftLastLog, descRaftPeers, descLeaderReady, descDrivers, descApps, descExecutors, descWaiting,
 		descWorkers, descWorkerCores, descWorkerMemory, descGossipMembers, descGossipHealth} {
@@ -248,22 +259,22 @@ func (c masterCollector) Describe(ch chan<- *prometheus.Desc) {
 }
 
 // Collect implements prometheus.Collector.
-func (c masterCollector) Collect(ch chan<- prometheus.Metric) {
-	m := c.m
+func (c collector) Collect(ch chan<- prometheus.Metric) {
+	src := c.src
 	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
 	}
-	state := m.raft.State()
+	state := src.Raft.State()
 	for _, s := range raftStates {
 		gauge(descRaftState, boolValue(s == state), strings.ToLower(s.String()))
 	}
-	gauge(descRaftTerm, float64(m.raft.CurrentTerm()))
-	gauge(descRaftCommit, float64(m.raft.CommitIndex()))
-	gauge(descRaftApplied, float64(m.raft.AppliedIndex()))
-	gauge(descRaftLastLog, float64(m.raft.LastIndex()))
+	gauge(descRaftTerm, float64(src.Raft.CurrentTerm()))
+	gauge(descRaftCommit, float64(src.Raft.CommitIndex()))
+	gauge(descRaftApplied, float64(src.Raft.AppliedIndex()))
+	gauge(descRaftLastLog, float64(src.Raft.LastIndex()))
 	// GetConfiguration answers from a copy raft keeps, without a round
 	// trip through its main loop.
-	if cf := m.raft.GetConfiguration(); cf.Error() == nil {
+	if cf := src.Raft.GetConfiguration(); cf.Error() == nil {
 		voters := 0
 		for _, s := range cf.Configuration().Servers {
 			if s.Suffrage == raft.Voter {
@@ -272,9 +283,9 @@ func (c masterCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 		gauge(descRaftPeers, float64(voters))
 	}
-	gauge(descLeaderReady, boolValue(m.ready.Load()))
+	gauge(descLeaderReady, boolValue(src.Ready()))
 
-	census := m.fsm.Census()
+	census := src.FSM.Census()
 	for _, s := range driverStates {
 		gauge(descDrivers, float64(census.Drivers[s]), string(s))
 	}
@@ -290,7 +301,7 @@ func (c masterCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	// A DEAD worker offers nothing: left out, so that a sum over workers
 	// is the capacity the scheduler can use.
-	for _, w := range m.fsm.Workers() {
+	for _, w := range src.FSM.Workers() {
 		if w.State == model.WorkerDead {
 			continue
 		}
@@ -300,10 +311,10 @@ func (c masterCollector) Collect(ch chan<- prometheus.Metric) {
 		gauge(descWorkerMemory, float64(w.MemoryUsedMB<<20), w.ID, "used")
 	}
 
-	alive, gone := m.pool.MemberCounts()
+	alive, gone := src.Pool.MemberCounts()
 	gauge(descGossipMembers, float64(alive), "alive")
 	gauge(descGossipMembers, float64(gone), "dead_or_left")
-	gauge(descGossipHealth, float64(m.pool.HealthScore()))
+	gauge(descGossipHealth, float64(src.Pool.HealthScore()))
 }
 
 func boolValue(b bool) float64 {

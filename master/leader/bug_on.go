@@ -1,6 +1,6 @@
 //go:build drover_bug_early_relaunch
 
-package master
+package leader
 
 // earlyRelaunchBug, set only by the drover_bug_early_relaunch build tag,
 // makes a strict-mode leader declare a silent worker lost after

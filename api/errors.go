@@ -1,0 +1,157 @@
+package api
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+
+	"github.com/drover-project/drover/model"
+)
+
+// Code is the stable, machine-readable kind of an error answer, carried in
+// Error.Code. Programs branch on the code (or, in Go, on the sentinel error
+// it maps to with errors.Is), never on the message or only the HTTP status:
+// two refusals with one status (404 for an unknown driver or an unknown
+// app) have different codes, and a code never changes its meaning.
+type Code string
+
+// Error codes. Each maps to one HTTP status and one sentinel error.
+const (
+	// CodeInvalidRequest: the request is malformed or asks for something
+	// impossible (400).
+	CodeInvalidRequest Code = "invalid_request"
+	// CodeUnauthenticated: no credential, or one that proves nothing
+	// here (401, with a Bearer challenge).
+	CodeUnauthenticated Code = "unauthenticated"
+	// CodeForbidden: a valid credential without the access this needs, or
+	// a wrong token (403).
+	CodeForbidden Code = "forbidden"
+	// CodeNotFound: no such endpoint, attempt, log or other thing that is
+	// not a row of the tables (404).
+	CodeNotFound Code = "not_found"
+	// CodeUnknownDriver, CodeUnknownWorker, CodeUnknownApp and
+	// CodeUnknownExecutor: no such row (404).
+	CodeUnknownDriver   Code = "unknown_driver"
+	CodeUnknownWorker   Code = "unknown_worker"
+	CodeUnknownApp      Code = "unknown_app"
+	CodeUnknownExecutor Code = "unknown_executor"
+	// CodeDriverEnded and CodeAppEnded: the row is in a final state, so
+	// the request cannot apply (409).
+	CodeDriverEnded Code = "driver_ended"
+	CodeAppEnded    Code = "app_ended"
+	// CodeStaleAttempt: a driver attempt or run that is no longer the
+	// running one (409).
+	CodeStaleAttempt Code = "stale_attempt"
+	// CodeConflict: the request clashes with the cluster's state in
+	// another way, such as a worker ID in use by another process (409).
+	CodeConflict Code = "conflict"
+	// CodeTooLarge: the body exceeds its bound (413).
+	CodeTooLarge Code = "too_large"
+	// CodeTooManyRequests: the caller has too many requests in flight;
+	// retry after the Retry-After header's seconds (429).
+	CodeTooManyRequests Code = "too_many_requests"
+	// CodeUnavailable: this master cannot answer with authority now: it
+	// is not the leader and cannot reach one, or the quorum did not
+	// commit in time. Another master, or a retry, may succeed (503).
+	CodeUnavailable Code = "unavailable"
+	// CodeBadGateway: the worker that keeps a log could not be reached
+	// (502).
+	CodeBadGateway Code = "bad_gateway"
+	// CodeInternal: a fault of the master (500).
+	CodeInternal Code = "internal"
+)
+
+// Sentinel errors of the API that are not about a row of the tables (those
+// are model's: model.ErrUnknownDriver and the like). Every error a master
+// returns wraps exactly one sentinel; CodeOf finds its code.
+var (
+	ErrInvalidRequest  = errors.New("invalid request")
+	ErrUnauthenticated = errors.New("unauthenticated")
+	ErrForbidden       = errors.New("forbidden")
+	ErrNotFound        = errors.New("not found")
+	ErrConflict        = errors.New("conflict")
+	ErrTooLarge        = errors.New("request too large")
+	ErrTooManyRequests = errors.New("too many requests")
+	ErrUnavailable     = errors.New("unavailable")
+	ErrBadGateway      = errors.New("worker unreachable")
+	ErrInternal        = errors.New("internal error")
+)
+
+// codes lists each code with its sentinel and HTTP status, in the order
+// CodeOf tries them. Those of the tables (model's sentinels) come first:
+// they are the more precise; the API's own stand for a status without a
+// code.
+var codes = []struct {
+	code   Code
+	err    error
+	status int
+}{
+	{CodeUnknownDriver, model.ErrUnknownDriver, http.StatusNotFound},
+	{CodeUnknownWorker, model.ErrUnknownWorker, http.StatusNotFound},
+	{CodeUnknownApp, model.ErrUnknownApp, http.StatusNotFound},
+	{CodeUnknownExecutor, model.ErrUnknownExecutor, http.StatusNotFound},
+	{CodeDriverEnded, model.ErrDriverEnded, http.StatusConflict},
+	{CodeAppEnded, model.ErrAppEnded, http.StatusConflict},
+	{CodeStaleAttempt, model.ErrStaleAttempt, http.StatusConflict},
+	{CodeInvalidRequest, model.ErrInvalidCommand, http.StatusBadRequest},
+	{CodeInvalidRequest, ErrInvalidRequest, http.StatusBadRequest},
+	{CodeUnauthenticated, ErrUnauthenticated, http.StatusUnauthorized},
+	{CodeForbidden, ErrForbidden, http.StatusForbidden},
+	{CodeNotFound, ErrNotFound, http.StatusNotFound},
+	{CodeConflict, ErrConflict, http.StatusConflict},
+	{CodeTooLarge, ErrTooLarge, http.StatusRequestEntityTooLarge},
+	{CodeTooManyRequests, ErrTooManyRequests, http.StatusTooManyRequests},
+	{CodeUnavailable, ErrUnavailable, http.StatusServiceUnavailable},
+	{CodeBadGateway, ErrBadGateway, http.StatusBadGateway},
+	{CodeInternal, ErrInternal, http.StatusInternalServerError},
+}
+
+// apiCodes is where the API's own sentinels start in codes.
+const apiCodes = 8
+
+// CodeOf returns the code of err and its HTTP status: the code of the first
+// sentinel err wraps, CodeInternal (500) for an error that wraps none.
+func CodeOf(err error) (Code, int) {
+	for _, c := range codes {
+		if errors.Is(err, c.err) {
+			return c.code, c.status
+		}
+	}
+	return CodeInternal, http.StatusInternalServerError
+}
+
+// Err returns e as a Go error that wraps the sentinel of its code and
+// reads as e's message, so that errors.Is(err, model.ErrUnknownDriver)
+// holds on the far side of HTTP as it did on the master. An unknown or
+// empty code (an older or newer master) wraps the sentinel of status
+// instead, and ErrInternal when the status names none.
+func (e Error) Err(status int) error {
+	for _, c := range codes {
+		if c.code == e.Code && c.err != model.ErrInvalidCommand {
+			return &codedError{msg: e.Error, sentinel: c.err}
+		}
+	}
+	for _, c := range codes[apiCodes:] {
+		if c.status == status {
+			return &codedError{msg: e.Error, sentinel: c.err}
+		}
+	}
+	return &codedError{msg: e.Error, sentinel: ErrInternal}
+}
+
+// codedError is an error answer decoded: its message, wrapping its
+// sentinel.
+type codedError struct {
+	msg      string
+	sentinel error
+}
+
+func (e *codedError) Error() string { return e.msg }
+func (e *codedError) Unwrap() error { return e.sentinel }
+
+// Errorf returns an error that wraps sentinel and reads as the formatted
+// message alone, without the sentinel's words: for messages that already
+// say what is wrong in a user's terms.
+func Errorf(sentinel error, format string, args ...any) error {
+	return &codedError{msg: fmt.Sprintf(format, args...), sentinel: sentinel}
+}

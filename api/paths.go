@@ -1,0 +1,54 @@
+package api
+
+import (
+	"net/url"
+	"strconv"
+)
+
+// Paths of the endpoints that name a row, for the programs that call the
+// API (the client, and a master forwarding to the leader). IDs are
+// path-escaped.
+const (
+	// PathDrivers is POST (submit) and GET (list).
+	PathDrivers = "/v1/drivers"
+	// PathApps is POST (register) and GET (list).
+	PathApps = "/v1/apps"
+	// PathRegisterWorker is a worker's registration.
+	PathRegisterWorker = "/v1/workers/register"
+	// PathState is the cluster view.
+	PathState = "/v1/state"
+	// PathRaftPeers and the other operator paths follow Consul's operator
+	// raft commands.
+	PathRaftPeers          = "/v1/operator/raft/peers"
+	PathAddVoter           = "/v1/operator/raft/add-voter"
+	PathRemovePeer         = "/v1/operator/raft/remove-peer"
+	PathTransferLeadership = "/v1/operator/raft/transfer-leadership"
+	// PathSnapshot is GET (save) and POST (restore).
+	PathSnapshot = "/v1/operator/snapshot"
+)
+
+// DriverPath is /v1/drivers/ID followed by suffix ("", "/kill", "/logs").
+func DriverPath(id, suffix string) string { return PathDrivers + "/" + url.PathEscape(id) + suffix }
+
+// AppPath is /v1/apps/ID followed by suffix ("", "/watch", "/executors",
+// "/executors/kill", "/unregister", "/kill").
+func AppPath(id, suffix string) string { return PathApps + "/" + url.PathEscape(id) + suffix }
+
+// ExecutorLogsPath is /v1/apps/ID/executors/N/logs.
+func ExecutorLogsPath(appID string, executor int) string {
+	return AppPath(appID, "/executors/"+strconv.Itoa(executor)+"/logs")
+}
+
+// WorkerPath is /v1/workers/ID followed by suffix ("/heartbeat",
+// "/decommission").
+func WorkerPath(id, suffix string) string { return "/v1/workers/" + url.PathEscape(id) + suffix }
+
+// HeaderLogSize carries, on a log answer, the size in bytes of the whole
+// log file when the answer was made, so a reader knows where to continue.
+const HeaderLogSize = "X-Drover-Log-Size"
+
+// Log streams, as the stream query parameter names them.
+const (
+	StreamStdout = "stdout"
+	StreamStderr = "stderr"
+)

@@ -1,0 +1,247 @@
+package master_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/drover-project/drover/api"
+	"github.com/drover-project/drover/client"
+	"github.com/drover-project/drover/ids"
+	"github.com/drover-project/drover/master"
+	"github.com/drover-project/drover/master/mastertest"
+	"github.com/drover-project/drover/model"
+)
+
+func submitReq() api.SubmitRequest {
+	return api.SubmitRequest{Token: client.NewToken(), Argv: []string{"/bin/true"}, Cores: 1, MemoryMB: 64}
+}
+
+// post sends one request to one master, as a program other than the client
+// would, and returns the status, the serving master and the body.
+func post(t *testing.T, addr, path string, body any, header http.Header) (int, string, []byte) {
+	t.Helper()
+	b, _ := json.Marshal(body)
+	req, err := http.NewRequest(http.MethodPost, "http://"+addr+path, bytes.NewReader(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, vs := range header {
+		req.Header[k] = vs
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	out, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, resp.Header.Get(api.HeaderServedBy), out
+}
+
+// A follower takes a write and hands it to the leader once; the answer is
+// the leader's, the row is in the leader's tables at once, and a request a
+// master forwarded already is never forwarded again.
+func TestFollowerForwardsOnce(t *testing.T) {
+	c := mastertest.Start(t, 3, nil)
+	leader, follower := c.Leader(), c.Followers()[0]
+
+	status, servedBy, body := post(t, follower.HTTP(), api.PathDrivers, submitReq(), nil)
+	var res api.SubmitResponse
+	if status != http.StatusOK || servedBy != follower.ID || json.Unmarshal(body, &res) != nil || res.DriverID == "" {
+		t.Fatalf("submit to follower %s: %d from %q: %s", follower.ID, status, servedBy, body)
+	}
+	// A linearizable read on the leader sees it: the follower's answer
+	// was the commit's.
+	if _, err := c.Client(leader).Driver(c.Context(), res.DriverID); err != nil {
+		t.Fatalf("leader does not have %s: %v", res.DriverID, err)
+	}
+
+	status, _, body = post(t, follower.HTTP(), api.PathDrivers, submitReq(), http.Header{api.HeaderForwarded: {"m9"}})
+	var e api.Error
+	if status != http.StatusServiceUnavailable || json.Unmarshal(body, &e) != nil || e.Code != api.CodeUnavailable ||
+		!strings.Contains(e.Error, "not the leader") || e.Leader != leader.HTTP() {
+		t.Fatalf("forwarded twice: %d %s, want 503 unavailable naming leader %s", status, body, leader.HTTP())
+	}
+}
+
+// A read on a follower is the leader's unless it may be stale; either way
+// the follower answers.
+func TestFollowerReads(t *testing.T) {
+	c := mastertest.Start(t, 3, nil)
+	follower := c.Followers()[0]
+	res, err := c.Client().Submit(c.Context(), submitReq())
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Right after the commit the follower may not have applied it; the
+	// linearizable read is answered by the leader, so it must find it.
+	d, err := c.Client(follower).Driver(c.Context(), res.DriverID)
+	if err != nil || d.ID != res.DriverID {
+		t.Fatalf("linearizable read through %s: %+v, %v", follower.ID, d, err)
+	}
+	// Unknown rows keep their code across the forwarding.
+	if _, err := c.Client(follower).Driver(c.Context(), ids.Format(ids.Driver, time.Unix(0, 0), 999)); !errors.Is(err, model.ErrUnknownDriver) {
+		t.Fatalf("unknown driver through a follower: %v", err)
+	}
+}
+
+// The leader's rules, at Go level: a token names one driver however often
+// it is sent, IDs are checked before they reach the tables, kills are
+// idempotent, and refusals carry their codes.
+func TestSubmitAndKillRules(t *testing.T) {
+	c := mastertest.Start(t, 1, nil)
+	cl, ctx := c.Client(), c.Context()
+	req := submitReq()
+	first, err := cl.Submit(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := cl.Submit(ctx, req)
+	if err != nil || again.DriverID != first.DriverID || !again.Existing {
+		t.Fatalf("the same token again: %+v, %v; want %s, existing", again, err, first.DriverID)
+	}
+	for _, tc := range []struct {
+		name string
+		req  api.SubmitRequest
+		want error
+	}{
+		{"no token", api.SubmitRequest{Argv: []string{"x"}, Cores: 1, MemoryMB: 1}, api.ErrInvalidRequest},
+		{"no program", api.SubmitRequest{Token: "t1", Cores: 1, MemoryMB: 1}, api.ErrInvalidRequest},
+		{"reserved variable", api.SubmitRequest{Token: "t2", Argv: []string{"x"}, Cores: 1, MemoryMB: 1, Env: map[string]string{"DROVER_X": "1"}}, api.ErrInvalidRequest},
+		{"control character in the name", api.SubmitRequest{Token: "t3", Name: "a\x1bb", Argv: []string{"x"}, Cores: 1, MemoryMB: 1}, api.ErrInvalidRequest},
+	} {
+		if err := cl.Do(ctx, http.MethodPost, api.PathDrivers, tc.req, nil); !errors.Is(err, tc.want) {
+			t.Errorf("%s: %v, want %v", tc.name, err, tc.want)
+		}
+	}
+	if err := cl.Kill(ctx, first.DriverID); err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.Kill(ctx, first.DriverID); err != nil {
+		t.Fatalf("second kill: %v", err)
+	}
+	if err := cl.Kill(ctx, "driver-1"); !errors.Is(err, api.ErrInvalidRequest) {
+		t.Fatalf("kill of a malformed ID: %v", err)
+	}
+	if err := cl.Kill(ctx, ids.Format(ids.Driver, time.Unix(0, 0), 999)); !errors.Is(err, model.ErrUnknownDriver) {
+		t.Fatalf("kill of an unknown ID: %v", err)
+	}
+}
+
+// A worker ID held by a live worker process is refused to another one.
+func TestWorkerIDTakeover(t *testing.T) {
+	c := mastertest.Start(t, 1, func(cfg *master.Config) { cfg.RegisterWithoutGossip = true })
+	cl, ctx := c.Client(), c.Context()
+	reg := api.RegisterWorkerRequest{ID: "w1", Instance: "first", HTTPAddr: "127.0.0.1:1", Cores: 2, MemoryMB: 1024}
+	if err := cl.Do(ctx, http.MethodPost, api.PathRegisterWorker, reg, nil); err != nil {
+		t.Fatal(err)
+	}
+	reg.Instance = "second"
+	err := cl.Do(ctx, http.MethodPost, api.PathRegisterWorker, reg, nil)
+	if !errors.Is(err, api.ErrConflict) || !strings.Contains(err.Error(), "in use by another worker process") {
+		t.Fatalf("a second process under w1: %v, want a conflict", err)
+	}
+}
+
+// seqOf returns a driver ID's sequence number.
+func seqOf(t *testing.T, id string) int {
+	t.Helper()
+	n, err := ids.Seq(ids.Driver, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// Submissions acknowledged before a leader change are all there after it,
+// and the new leader's IDs continue the old one's: no ID twice.
+func TestLeaderChangeKeepsSubmissionsAndIDs(t *testing.T) {
+	c := mastertest.Start(t, 3, nil)
+	cl, ctx := c.Client(), c.Context()
+	seen := map[string]bool{}
+	submit := func(n int) {
+		for range n {
+			res, err := cl.Submit(ctx, submitReq())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if seen[res.DriverID] {
+				t.Fatalf("%s given twice", res.DriverID)
+			}
+			seen[res.DriverID] = true
+		}
+	}
+	submit(10)
+	old := c.Leader()
+	c.Stop(old)
+	submit(10)
+	ds, err := cl.Drivers(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range ds {
+		delete(seen, d.ID)
+	}
+	if len(seen) != 0 {
+		t.Fatalf("acknowledged but gone after the leader change: %v", seen)
+	}
+	if next := c.Leader(); next == old {
+		t.Fatalf("%s still leads after it stopped", old.ID)
+	}
+}
+
+// An operator's restore rolls the tables back, but not the sequence of
+// IDs: a driver made after the restore never takes the ID of one that a
+// client was given before it, on this leader or the next.
+func TestRestoreNeverReusesIDs(t *testing.T) {
+	c := mastertest.Start(t, 3, func(cfg *master.Config) { cfg.OperatorToken = "OperatorTok-0123456789abcdef" })
+	ctx := c.Context()
+	op := c.Client()
+	var before []string
+	for range 2 {
+		res, err := op.Submit(ctx, submitReq())
+		if err != nil {
+			t.Fatal(err)
+		}
+		before = append(before, res.DriverID)
+	}
+	archive, err := op.SnapshotSave(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	highest := 0
+	for range 3 {
+		res, err := op.Submit(ctx, submitReq())
+		if err != nil {
+			t.Fatal(err)
+		}
+		highest = max(highest, seqOf(t, res.DriverID))
+	}
+	if _, err := op.SnapshotRestore(ctx, archive); err != nil {
+		t.Fatal(err)
+	}
+	ds, err := op.Drivers(ctx)
+	if err != nil || len(ds) != len(before) {
+		t.Fatalf("after the restore: %d drivers (%v), want the %d of the snapshot", len(ds), err, len(before))
+	}
+	res, err := op.Submit(ctx, submitReq())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if seq := seqOf(t, res.DriverID); seq <= highest {
+		t.Fatalf("after the restore %s has sequence %d, not past %d given before it", res.DriverID, seq, highest)
+	}
+	c.Stop(c.Leader())
+	res2, err := op.Submit(ctx, submitReq())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if seq := seqOf(t, res2.DriverID); seq <= seqOf(t, res.DriverID) {
+		t.Fatalf("the next leader made %s, not past %s", res2.DriverID, res.DriverID)
+	}
+}

@@ -1,0 +1,234 @@
+// Package forward is the one place a master hands a request to the leader:
+// a service.Service that runs each request on this master when it may
+// answer (it is the leader, or the read may be stale) and otherwise sends
+// it, once, to the leader's /v1 API, with the caller's credential and this
+// master's certificate, and returns the leader's answer as if it were its
+// own. Followers thus take every request a client sends them, as Spark's
+// standby masters do not, and a client never needs to know who leads.
+package forward
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/drover-project/drover/api"
+	"github.com/drover-project/drover/auth"
+	"github.com/drover-project/drover/master/service"
+	"github.com/drover-project/drover/model"
+)
+
+// leaderPoll is how often a forwarded request checks that the master it
+// went to still leads. A leader that stops answering (paused, cut off) is
+// replaced within an election timeout; the request is dropped then, so
+// the client hears api.ErrUnavailable and retries, instead of waiting on a
+// deposed leader.
+const leaderPoll = 100 * time.Millisecond
+
+// Forwarder is the decorator. Make one with New.
+type Forwarder struct {
+	local  service.Service
+	lead   func() service.Leadership
+	http   *http.Client
+	scheme string
+}
+
+// New returns a Forwarder in front of local. lead tells, at each request,
+// what this master knows of the leader; client carries forwarded requests
+// (with TLS, presenting this master's certificate and checking the
+// leader's); scheme is "http" or "https".
+func New(local service.Service, lead func() service.Leadership, client *http.Client, scheme string) *Forwarder {
+	return &Forwarder{local: local, lead: lead, http: client, scheme: scheme}
+}
+
+// here reports whether this master answers itself: as the ready leader, as
+// one elected a moment ago (whose core then says it is catching up), or
+// for a stale read.
+func here(l service.Leadership, stale bool) bool {
+	return stale || l.Ready || l.Role == raft.Leader.String()
+}
+
+// route runs local when this master answers itself, and remote against
+// the leader otherwise.
+func route[T any](f *Forwarder, ctx context.Context, c auth.Caller, stale bool, local func() (T, error), remote func(*call) (T, error)) (T, error) {
+	l := f.lead()
+	if here(l, stale) {
+		return local()
+	}
+	var zero T
+	cl, err := f.to(ctx, c, l)
+	if err != nil {
+		return zero, err
+	}
+	defer cl.done()
+	return remote(cl)
+}
+
+func (f *Forwarder) SubmitDriver(ctx context.Context, c auth.Caller, req api.SubmitRequest) (api.SubmitResponse, error) {
+	return route(f, ctx, c, false, func() (api.SubmitResponse, error) { return f.local.SubmitDriver(ctx, c, req) },
+		func(cl *call) (out api.SubmitResponse, err error) {
+			return out, cl.json(http.MethodPost, api.PathDrivers, req, &out)
+		})
+}
+
+func (f *Forwarder) KillDriver(ctx context.Context, c auth.Caller, id string) (api.KillResponse, error) {
+	return route(f, ctx, c, false, func() (api.KillResponse, error) { return f.local.KillDriver(ctx, c, id) },
+		func(cl *call) (out api.KillResponse, err error) {
+			return out, cl.json(http.MethodPost, api.DriverPath(id, "/kill"), nil, &out)
+		})
+}
+
+func (f *Forwarder) Driver(ctx context.Context, c auth.Caller, id string, r service.Read) (*model.Driver, error) {
+	return route(f, ctx, c, r.Stale, func() (*model.Driver, error) { return f.local.Driver(ctx, c, id, r) },
+		func(cl *call) (out *model.Driver, err error) {
+			return out, cl.json(http.MethodGet, api.DriverPath(id, ""), nil, &out)
+		})
+}
+
+func (f *Forwarder) Drivers(ctx context.Context, c auth.Caller, r service.Read) ([]*model.Driver, error) {
+	return route(f, ctx, c, r.Stale, func() ([]*model.Driver, error) { return f.local.Drivers(ctx, c, r) },
+		func(cl *call) (out []*model.Driver, err error) {
+			return out, cl.json(http.MethodGet, api.PathDrivers, nil, &out)
+		})
+}
+
+func (f *Forwarder) DriverLogs(ctx context.Context, c auth.Caller, id string, q service.LogQuery, r service.Read) (*service.Log, error) {
+	return route(f, ctx, c, r.Stale, func() (*service.Log, error) { return f.local.DriverLogs(ctx, c, id, q, r) },
+		func(cl *call) (*service.Log, error) { return cl.log(api.DriverPath(id, "/logs"), q) })
+}
+
+func (f *Forwarder) RegisterWorker(ctx context.Context, c auth.Caller, req api.RegisterWorkerRequest) (api.RegisterWorkerResponse, error) {
+	return route(f, ctx, c, false, func() (api.RegisterWorkerResponse, error) { return f.local.RegisterWorker(ctx, c, req) },
+		func(cl *call) (out api.RegisterWorkerResponse, err error) {
+			return out, cl.json(http.MethodPost, api.PathRegisterWorker, req, &out)
+		})
+}
+
+func (f *Forwarder) Heartbeat(ctx context.Context, c auth.Caller, id string, req api.HeartbeatRequest) (api.HeartbeatResponse, error) {
+	return route(f, ctx, c, false, func() (api.HeartbeatResponse, error) { return f.local.Heartbeat(ctx, c, id, req) },
+		func(cl *call) (out api.HeartbeatResponse, err error) {
+			return out, cl.json(http.MethodPost, api.WorkerPath(id, "/heartbeat"), req, &out)
+		})
+}
+
+func (f *Forwarder) DecommissionWorker(ctx context.Context, c auth.Caller, id string, req api.DecommissionWorkerRequest) (api.RegisterWorkerResponse, error) {
+	return route(f, ctx, c, false, func() (api.RegisterWorkerResponse, error) { return f.local.DecommissionWorker(ctx, c, id, req) },
+		func(cl *call) (out api.RegisterWorkerResponse, err error) {
+			return out, cl.json(http.MethodPost, api.WorkerPath(id, "/decommission"), req, &out)
+		})
+}
+
+// Worker is answered here always: only the UI asks, from its own tables.
+func (f *Forwarder) Worker(ctx context.Context, c auth.Caller, id string, r service.Read) (*model.Worker, error) {
+	return f.local.Worker(ctx, c, id, service.Read{Stale: true})
+}
+
+func (f *Forwarder) RegisterApp(ctx context.Context, c auth.Caller, req api.RegisterAppRequest) (api.RegisterAppResponse, error) {
+	return route(f, ctx, c, false, func() (api.RegisterAppResponse, error) { return f.local.RegisterApp(ctx, c, req) },
+		func(cl *call) (out api.RegisterAppResponse, err error) {
+			return out, cl.json(http.MethodPost, api.PathApps, req, &out)
+		})
+}
+
+func (f *Forwarder) Apps(ctx context.Context, c auth.Caller, r service.Read) ([]api.AppStatus, error) {
+	return route(f, ctx, c, r.Stale, func() ([]api.AppStatus, error) { return f.local.Apps(ctx, c, r) },
+		func(cl *call) (out []api.AppStatus, err error) {
+			return out, cl.json(http.MethodGet, api.PathApps, nil, &out)
+		})
+}
+
+func (f *Forwarder) App(ctx context.Context, c auth.Caller, id string, r service.Read) (api.AppStatus, error) {
+	return route(f, ctx, c, r.Stale, func() (api.AppStatus, error) { return f.local.App(ctx, c, id, r) },
+		func(cl *call) (out api.AppStatus, err error) {
+			return out, cl.json(http.MethodGet, api.AppPath(id, ""), nil, &out)
+		})
+}
+
+func (f *Forwarder) WatchApp(ctx context.Context, c auth.Caller, id, etag string) (service.AppWatch, error) {
+	return route(f, ctx, c, false, func() (service.AppWatch, error) { return f.local.WatchApp(ctx, c, id, etag) },
+		func(cl *call) (service.AppWatch, error) { return cl.watch(api.AppPath(id, "/watch"), etag) })
+}
+
+func (f *Forwarder) RequestExecutors(ctx context.Context, c auth.Caller, id string, req api.RequestExecutorsRequest) (api.AppStatus, error) {
+	return route(f, ctx, c, false, func() (api.AppStatus, error) { return f.local.RequestExecutors(ctx, c, id, req) },
+		func(cl *call) (out api.AppStatus, err error) {
+			return out, cl.json(http.MethodPost, api.AppPath(id, "/executors"), req, &out)
+		})
+}
+
+func (f *Forwarder) KillExecutors(ctx context.Context, c auth.Caller, id string, req api.KillExecutorsRequest) (api.AppStatus, error) {
+	return route(f, ctx, c, false, func() (api.AppStatus, error) { return f.local.KillExecutors(ctx, c, id, req) },
+		func(cl *call) (out api.AppStatus, err error) {
+			return out, cl.json(http.MethodPost, api.AppPath(id, "/executors/kill"), req, &out)
+		})
+}
+
+func (f *Forwarder) UnregisterApp(ctx context.Context, c auth.Caller, id string, req api.UnregisterAppRequest) (api.AppStatus, error) {
+	return route(f, ctx, c, false, func() (api.AppStatus, error) { return f.local.UnregisterApp(ctx, c, id, req) },
+		func(cl *call) (out api.AppStatus, err error) {
+			return out, cl.json(http.MethodPost, api.AppPath(id, "/unregister"), req, &out)
+		})
+}
+
+func (f *Forwarder) KillApp(ctx context.Context, c auth.Caller, id string) (api.AppStatus, error) {
+	return route(f, ctx, c, false, func() (api.AppStatus, error) { return f.local.KillApp(ctx, c, id) },
+		func(cl *call) (out api.AppStatus, err error) {
+			return out, cl.json(http.MethodPost, api.AppPath(id, "/kill"), nil, &out)
+		})
+}
+
+func (f *Forwarder) ExecutorLogs(ctx context.Context, c auth.Caller, appID string, executor int, q service.LogQuery, r service.Read) (*service.Log, error) {
+	return route(f, ctx, c, r.Stale, func() (*service.Log, error) { return f.local.ExecutorLogs(ctx, c, appID, executor, q, r) },
+		func(cl *call) (*service.Log, error) { return cl.log(api.ExecutorLogsPath(appID, executor), q) })
+}
+
+// State is this master's own view: never forwarded.
+func (f *Forwarder) State(ctx context.Context, c auth.Caller) (api.State, error) {
+	return f.local.State(ctx, c)
+}
+
+// Allow is answered here: every master holds the same access rules.
+func (f *Forwarder) Allow(ctx context.Context, c auth.Caller, a auth.Access) error {
+	return f.local.Allow(ctx, c, a)
+}
+
+func (f *Forwarder) RaftPeers(ctx context.Context, c auth.Caller, r service.Read) (api.RaftPeers, error) {
+	return route(f, ctx, c, r.Stale, func() (api.RaftPeers, error) { return f.local.RaftPeers(ctx, c, r) },
+		func(cl *call) (out api.RaftPeers, err error) {
+			return out, cl.json(http.MethodGet, api.PathRaftPeers, nil, &out)
+		})
+}
+
+func (f *Forwarder) AddVoter(ctx context.Context, c auth.Caller, req api.AddVoterRequest) (api.RaftPeers, error) {
+	return route(f, ctx, c, false, func() (api.RaftPeers, error) { return f.local.AddVoter(ctx, c, req) },
+		func(cl *call) (out api.RaftPeers, err error) {
+			return out, cl.json(http.MethodPost, api.PathAddVoter, req, &out)
+		})
+}
+
+func (f *Forwarder) RemovePeer(ctx context.Context, c auth.Caller, req api.RemovePeerRequest) (api.RaftPeers, error) {
+	return route(f, ctx, c, false, func() (api.RaftPeers, error) { return f.local.RemovePeer(ctx, c, req) },
+		func(cl *call) (out api.RaftPeers, err error) {
+			return out, cl.json(http.MethodPost, api.PathRemovePeer, req, &out)
+		})
+}
+
+func (f *Forwarder) TransferLeadership(ctx context.Context, c auth.Caller, req api.TransferLeadershipRequest) (api.TransferLeadershipResponse, error) {
+	return route(f, ctx, c, false, func() (api.TransferLeadershipResponse, error) { return f.local.TransferLeadership(ctx, c, req) },
+		func(cl *call) (out api.TransferLeadershipResponse, err error) {
+			return out, cl.json(http.MethodPost, api.PathTransferLeadership, req, &out)
+		})
+}
+
+func (f *Forwarder) SaveSnapshot(ctx context.Context, c auth.Caller) (*service.Snapshot, error) {
+	return route(f, ctx, c, false, func() (*service.Snapshot, error) { return f.local.SaveSnapshot(ctx, c) },
+		func(cl *call) (*service.Snapshot, error) { return cl.snapshot() })
+}
+
+func (f *Forwarder) RestoreSnapshot(ctx context.Context, c auth.Caller, archive io.Reader) (api.RaftPeers, error) {
+	return route(f, ctx, c, false, func() (api.RaftPeers, error) { return f.local.RestoreSnapshot(ctx, c, archive) },
+		func(cl *call) (out api.RaftPeers, err error) { return out, cl.restore(archive, &out) })
+}

@@ -1,0 +1,357 @@
+// Package httpapi is a master's /v1 listener: for each endpoint it
+// establishes the caller, decodes the request, calls the service and
+// encodes the answer. It decides nothing itself; every rule, forwarding to
+// the leader included, is the service's (package service). The endpoints
+// are listed in package api.
+package httpapi
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/drover-project/drover/api"
+	"github.com/drover-project/drover/auth"
+	"github.com/drover-project/drover/internal/strictjson"
+	"github.com/drover-project/drover/master/metrics"
+	"github.com/drover-project/drover/master/service"
+)
+
+// snapshotTimeout bounds a snapshot's upload or download, which is as
+// large as the tables.
+const snapshotTimeout = 10 * time.Minute
+
+// Config is what the listener works with.
+type Config struct {
+	Service service.Service
+	Guard   *auth.Guard
+	// Leadership tells what this master knows of the leader, for the
+	// headers of every answer.
+	Leadership func() service.Leadership
+	Metrics    *metrics.Metrics
+	Log        *slog.Logger
+}
+
+// handlers are the listener's endpoints.
+type handlers struct{ Config }
+
+// Register adds the /v1 endpoints and /metrics to mux.
+func Register(mux *http.ServeMux, cfg Config) {
+	h := &handlers{cfg}
+	s := cfg.Service
+	mux.HandleFunc("POST /v1/drivers", post(h, s.SubmitDriver))
+	mux.HandleFunc("GET /v1/drivers", get(h, func(ctx context.Context, c auth.Caller, r *http.Request) (any, error) {
+		return s.Drivers(ctx, c, read(r))
+	}))
+	mux.HandleFunc("GET /v1/drivers/{id}", get(h, func(ctx context.Context, c auth.Caller, r *http.Request) (any, error) {
+		return s.Driver(ctx, c, r.PathValue("id"), read(r))
+	}))
+	mux.HandleFunc("POST /v1/drivers/{id}/kill", action(h, func(ctx context.Context, c auth.Caller, r *http.Request) (any, error) {
+		return s.KillDriver(ctx, c, r.PathValue("id"))
+	}))
+	mux.HandleFunc("GET /v1/drivers/{id}/logs", h.driverLogs)
+	mux.HandleFunc("POST /v1/workers/register", post(h, s.RegisterWorker))
+	mux.HandleFunc("POST /v1/workers/{id}/heartbeat", postID(h, s.Heartbeat))
+	mux.HandleFunc("POST /v1/workers/{id}/decommission", postID(h, s.DecommissionWorker))
+	mux.HandleFunc("POST /v1/apps", post(h, s.RegisterApp))
+	mux.HandleFunc("GET /v1/apps", get(h, func(ctx context.Context, c auth.Caller, r *http.Request) (any, error) {
+		return s.Apps(ctx, c, read(r))
+	}))
+	mux.HandleFunc("GET /v1/apps/{id}", get(h, func(ctx context.Context, c auth.Caller, r *http.Request) (any, error) {
+		return s.App(ctx, c, r.PathValue("id"), read(r))
+	}))
+	mux.HandleFunc("GET /v1/apps/{id}/watch", h.watchApp)
+	mux.HandleFunc("POST /v1/apps/{id}/executors", postID(h, s.RequestExecutors))
+	mux.HandleFunc("POST /v1/apps/{id}/executors/kill", postID(h, s.KillExecutors))
+	mux.HandleFunc("POST /v1/apps/{id}/unregister", postID(h, s.UnregisterApp))
+	mux.HandleFunc("POST /v1/apps/{id}/kill", action(h, func(ctx context.Context, c auth.Caller, r *http.Request) (any, error) {
+		return s.KillApp(ctx, c, r.PathValue("id"))
+	}))
+	mux.HandleFunc("GET /v1/apps/{id}/executors/{eid}/logs", h.executorLogs)
+	mux.HandleFunc("GET /v1/state", get(h, func(ctx context.Context, c auth.Caller, r *http.Request) (any, error) {
+		return s.State(ctx, c)
+	}))
+	mux.HandleFunc("GET /v1/operator/raft/peers", get(h, func(ctx context.Context, c auth.Caller, r *http.Request) (any, error) {
+		return s.RaftPeers(ctx, c, read(r))
+	}))
+	mux.HandleFunc("POST /v1/operator/raft/add-voter", post(h, s.AddVoter))
+	mux.HandleFunc("POST /v1/operator/raft/remove-peer", post(h, s.RemovePeer))
+	mux.HandleFunc("POST /v1/operator/raft/transfer-leadership", post(h, s.TransferLeadership))
+	mux.HandleFunc("GET /v1/operator/snapshot", h.saveSnapshot)
+	mux.HandleFunc("POST /v1/operator/snapshot", h.restoreSnapshot)
+	// Every master answers from its own view, never forwarding: a
+	// dashboard picks the leader's tables with drover_raft_state, and
+	// each master's Raft and gossip health is its own.
+	mux.HandleFunc("GET /metrics", func(w http.ResponseWriter, r *http.Request) {
+		c, ok := h.caller(w, r)
+		if !ok {
+			return
+		}
+		if err := s.Allow(r.Context(), c, auth.Read); err != nil {
+			h.writeError(w, err)
+			return
+		}
+		h.Metrics.Handler.ServeHTTP(w, r)
+	})
+	mux.HandleFunc("/v1/", func(w http.ResponseWriter, r *http.Request) {
+		h.writeError(w, api.Errorf(api.ErrNotFound, "no such endpoint: %s %s", r.Method, r.URL.Path))
+	})
+}
+
+// Wrap puts what every answer of a master's listener shares around mux:
+// the X-Drover-Served-By and X-Drover-Leader headers, the bound on request
+// bodies (api.MaxBodyBytes; a snapshot upload api.MaxSnapshotBytes, with
+// more time), and the count of requests in the metrics.
+func Wrap(mux http.Handler, cfg Config) http.Handler {
+	return cfg.Metrics.Instrument(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		l := cfg.Leadership()
+		w.Header().Set(api.HeaderServedBy, l.Self)
+		if l.LeaderHTTP != "" {
+			w.Header().Set(api.HeaderLeader, l.LeaderHTTP)
+		}
+		limit := int64(api.MaxBodyBytes)
+		if r.Method == http.MethodPost && r.URL.Path == api.PathSnapshot {
+			limit = api.MaxSnapshotBytes
+			_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(snapshotTimeout))
+		}
+		r.Body = http.MaxBytesReader(w, r.Body, limit)
+		mux.ServeHTTP(w, r)
+	}))
+}
+
+// read is the consistency a read asks for: stale=true lets any master
+// answer from its own tables.
+func read(r *http.Request) service.Read {
+	return service.Read{Stale: r.URL.Query().Get("stale") == "true"}
+}
+
+// caller establishes who r comes from, answering the refusal itself.
+func (h *handlers) caller(w http.ResponseWriter, r *http.Request) (auth.Caller, bool) {
+	c, err := h.Guard.Caller(r)
+	if err != nil {
+		h.writeError(w, err)
+		return auth.Caller{}, false
+	}
+	return c, true
+}
+
+// post serves an endpoint whose body is a JSON In.
+func post[In, Out any](h *handlers, f func(context.Context, auth.Caller, In) (Out, error)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		c, ok := h.caller(w, r)
+		if !ok {
+			return
+		}
+		var in In
+		if err := decodeBody(r, &in); err != nil {
+			h.writeError(w, err)
+			return
+		}
+		out, err := f(r.Context(), c, in)
+		h.reply(w, out, err)
+	}
+}
+
+// postID is post for an endpoint whose path names a row.
+func postID[In, Out any](h *handlers, f func(context.Context, auth.Caller, string, In) (Out, error)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		post(h, func(ctx context.Context, c auth.Caller, in In) (Out, error) {
+			return f(ctx, c, r.PathValue("id"), in)
+		})(w, r)
+	}
+}
+
+// get serves an endpoint that takes no body.
+func get(h *handlers, f func(context.Context, auth.Caller, *http.Request) (any, error)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		c, ok := h.caller(w, r)
+		if !ok {
+			return
+		}
+		out, err := f(r.Context(), c, r)
+		h.reply(w, out, err)
+	}
+}
+
+// action is get for a POST that must come without a body.
+func action(h *handlers, f func(context.Context, auth.Caller, *http.Request) (any, error)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		var b [1]byte
+		if n, _ := r.Body.Read(b[:]); n > 0 {
+			h.writeError(w, api.Errorf(api.ErrInvalidRequest, "this request takes no body"))
+			return
+		}
+		get(h, f)(w, r)
+	}
+}
+
+// reply writes out as JSON with 200, or the error.
+func (h *handlers) reply(w http.ResponseWriter, out any, err error) {
+	if err != nil {
+		h.writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// decodeBody reads a strict JSON body into v: unknown fields, trailing data
+// and a body over its bound are refused.
+func decodeBody(r *http.Request, v any) error {
+	if err := strictjson.Decode(r.Body, v); err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return api.Errorf(api.ErrTooLarge, "request body exceeds %d bytes", mbe.Limit)
+		}
+		return api.Errorf(api.ErrInvalidRequest, "%v", err)
+	}
+	return nil
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+// writeError answers err with its code's status and an api.Error body; a
+// refusal of access carries the challenge and closes the connection, and a
+// 503 names the leader when one is known, so a client can go there.
+func (h *handlers) writeError(w http.ResponseWriter, err error) {
+	code, status := api.CodeOf(err)
+	if status == http.StatusInternalServerError {
+		h.Log.Warn("request failed", "err", err)
+	}
+	if code == api.CodeUnauthenticated || code == api.CodeForbidden {
+		auth.Challenge(w.Header(), err)
+	}
+	if code == api.CodeTooManyRequests {
+		w.Header().Set("Retry-After", "1")
+	}
+	e := api.Error{Error: err.Error(), Code: code}
+	if status == http.StatusServiceUnavailable {
+		e.Leader = w.Header().Get(api.HeaderLeader)
+	}
+	writeJSON(w, status, e)
+}
+
+// logQuery decodes a log request's stream, offset and (for drivers)
+// attempt.
+func logQuery(r *http.Request, what string) (service.LogQuery, error) {
+	q := r.URL.Query()
+	lq := service.LogQuery{Stream: q.Get("stream")}
+	if s := q.Get("offset"); s != "" {
+		n, err := strconv.ParseInt(s, 10, 64)
+		if err != nil || n < 0 {
+			return lq, api.Errorf(api.ErrInvalidRequest, "offset %q must be a byte count", s)
+		}
+		lq.Offset = n
+	}
+	if s := q.Get("attempt"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 || strconv.Itoa(n) != s {
+			return lq, api.Errorf(api.ErrNotFound, "%s has no attempt %q", what, s)
+		}
+		lq.Attempt = n
+	}
+	return lq, nil
+}
+
+func (h *handlers) driverLogs(w http.ResponseWriter, r *http.Request) {
+	c, ok := h.caller(w, r)
+	if !ok {
+		return
+	}
+	id := r.PathValue("id")
+	q, err := logQuery(r, id)
+	if err != nil {
+		h.writeError(w, err)
+		return
+	}
+	l, err := h.Service.DriverLogs(r.Context(), c, id, q, read(r))
+	h.writeLog(w, l, err)
+}
+
+func (h *handlers) executorLogs(w http.ResponseWriter, r *http.Request) {
+	c, ok := h.caller(w, r)
+	if !ok {
+		return
+	}
+	id, eid := r.PathValue("id"), r.PathValue("eid")
+	n, err := strconv.Atoi(eid)
+	if err != nil || n < 0 || strconv.Itoa(n) != eid {
+		h.writeError(w, api.Errorf(api.ErrNotFound, "%s has no executor %q", id, eid))
+		return
+	}
+	q, err := logQuery(r, id)
+	if err == nil && q.Attempt != 0 {
+		err = api.Errorf(api.ErrInvalidRequest, "an executor's log takes no attempt")
+	}
+	if err != nil {
+		h.writeError(w, err)
+		return
+	}
+	l, err := h.Service.ExecutorLogs(r.Context(), c, id, n, q, read(r))
+	h.writeLog(w, l, err)
+}
+
+// writeLog sends a log as text that a browser shows and never sniffs into
+// anything else.
+func (h *handlers) writeLog(w http.ResponseWriter, l *service.Log, err error) {
+	if err != nil {
+		h.writeError(w, err)
+		return
+	}
+	defer l.Body.Close()
+	w.Header().Set(api.HeaderLogSize, strconv.FormatInt(l.Size, 10))
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(http.StatusOK)
+	_, _ = io.Copy(w, l.Body)
+}
+
+func (h *handlers) watchApp(w http.ResponseWriter, r *http.Request) {
+	c, ok := h.caller(w, r)
+	if !ok {
+		return
+	}
+	a, err := h.Service.WatchApp(r.Context(), c, r.PathValue("id"), r.Header.Get("If-None-Match"))
+	if err != nil {
+		h.writeError(w, err)
+		return
+	}
+	w.Header().Set("ETag", a.ETag)
+	writeJSON(w, http.StatusOK, a.Status)
+}
+
+func (h *handlers) saveSnapshot(w http.ResponseWriter, r *http.Request) {
+	c, ok := h.caller(w, r)
+	if !ok {
+		return
+	}
+	_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(snapshotTimeout))
+	snap, err := h.Service.SaveSnapshot(r.Context(), c)
+	if err != nil {
+		h.writeError(w, err)
+		return
+	}
+	defer snap.Body.Close()
+	w.Header().Set("Content-Type", "application/x-tar")
+	w.Header().Set("Content-Disposition", fmt.Sprintf("attachment; filename=%q", snap.Name))
+	w.WriteHeader(http.StatusOK)
+	_, _ = io.Copy(w, snap.Body)
+}
+
+func (h *handlers) restoreSnapshot(w http.ResponseWriter, r *http.Request) {
+	c, ok := h.caller(w, r)
+	if !ok {
+		return
+	}
+	peers, err := h.Service.RestoreSnapshot(r.Context(), c, r.Body)
+	h.reply(w, peers, err)
+}

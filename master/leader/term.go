@@ -1,0 +1,163 @@
+// Package leader holds what a master owns only while it leads, as one value
+// per term of leadership (Nomad's establishLeadership and
+// revokeLeadership): the scheduler (Spark's Master.schedule), the worker
+// liveness watch (Spark's timeOutDeadWorkers), the app client watch,
+// retention of finished rows, the record of contact with workers and app
+// clients, and the maker of driver and app IDs. A Term is made after the
+// new leader's Barrier and stopped when leadership is lost, so nothing of
+// an old term (a contact time, an ID sequence, a goroutine) survives into
+// a new one.
+package leader
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/drover-project/drover/fsm"
+	"github.com/drover-project/drover/gossip"
+	"github.com/drover-project/drover/ids"
+	"github.com/drover-project/drover/master/metrics"
+	"github.com/drover-project/drover/model"
+)
+
+// Config is what a term's duties depend on, from the master's
+// configuration; see master.Config for each field's meaning.
+type Config struct {
+	WorkerTimeout time.Duration
+	// Strict is strict fencing: a worker is lost after Lease+FencingMargin
+	// without a heartbeat, whatever gossip says.
+	Strict               bool
+	Lease, FencingMargin time.Duration
+	SpreadOutApps        bool
+	RetainedDrivers      int
+	RetainedApps         int
+	AppTimeout           time.Duration
+}
+
+// Deps are the parts of the master a term works with; they outlive terms.
+type Deps struct {
+	FSM *fsm.FSM
+	// Apply commits one command through Raft and returns Apply's result
+	// (service.Core.Apply).
+	Apply func(t model.CommandType, payload any) (any, error)
+	Pool  *gossip.Pool
+	// GossipChanged is signalled on every change of the gossip pool.
+	GossipChanged <-chan struct{}
+	Metrics       *metrics.Metrics
+	Log           *slog.Logger
+}
+
+// Term is one term of leadership. Its exported fields are fixed when it is
+// made; the contacts are safe for concurrent use.
+type Term struct {
+	// Number is Raft's term.
+	Number uint64
+	// Since is when this master became the ready leader: a worker or app
+	// not heard from yet counts as heard then, so a failover never
+	// declares everyone lost at once.
+	Since time.Time
+	// IDs makes driver and app IDs, continuing from the tables' sequence
+	// numbers.
+	IDs *ids.Maker
+	// Workers records contact with each worker (heartbeats and
+	// registrations), Apps with each app's client (watches).
+	Workers, Apps *Contacts
+
+	cfg    Config
+	d      Deps
+	cancel context.CancelFunc
+	done   chan struct{}
+	wg     sync.WaitGroup
+}
+
+// Start begins term number of leadership, once every entry of earlier
+// terms is applied: it makes the term's state and starts its duties.
+func Start(cfg Config, d Deps, number uint64) *Term {
+	ctx, cancel := context.WithCancel(context.Background())
+	t := &Term{
+		Number:  number,
+		Since:   time.Now(),
+		IDs:     ids.NewMaker(d.FSM.NextDriverSeq(), d.FSM.NextAppSeq()),
+		Workers: &Contacts{},
+		Apps:    &Contacts{},
+		cfg:     cfg,
+		d:       d,
+		cancel:  cancel,
+		done:    make(chan struct{}),
+	}
+	for _, duty := range []func(context.Context){t.schedule, t.watchWorkers, t.watchApps} {
+		t.wg.Add(1)
+		go func() {
+			defer t.wg.Done()
+			duty(ctx)
+		}()
+	}
+	return t
+}
+
+// Done is closed when the term is stopped: requests held for the term (a
+// worker's heartbeat, an app's watch) answer then.
+func (t *Term) Done() <-chan struct{} { return t.done }
+
+// Stop ends the term and returns once its duties have stopped. It is safe
+// to call once.
+func (t *Term) Stop() {
+	close(t.done)
+	t.cancel()
+	t.wg.Wait()
+}
+
+// Contacts records when this master, as leader, last heard from each
+// worker (or app client): a heartbeat, registration or watch received or
+// answered, and any it is holding in a long poll right now.
+type Contacts struct {
+	mu   sync.Mutex
+	last map[string]time.Time
+	held map[string]int
+}
+
+// Hold marks a request of key in progress until the returned function is
+// called: a held request is contact throughout.
+func (c *Contacts) Hold(key string) (release func()) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.held == nil {
+		c.held = map[string]int{}
+	}
+	c.held[key]++
+	return func() {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		c.held[key]--
+		if c.held[key] == 0 {
+			delete(c.held, key)
+		}
+	}
+}
+
+// Seen records contact from key at t.
+func (c *Contacts) Seen(key string, t time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.last == nil {
+		c.last = map[string]time.Time{}
+	}
+	c.last[key] = t
+}
+
+// Get returns when key was last heard from: now while a request of it is
+// held, the zero time when never.
+func (c *Contacts) Get(key string) time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.held[key] > 0 {
+		return time.Now()
+	}
+	return c.last[key]
+}
+
+// now is the leader's clock, in Unix milliseconds, for the times that
+// travel inside commands.
+func now() int64 { return time.Now().UnixMilli() }

@@ -1,0 +1,221 @@
+// Package mastertest runs a cluster of real masters inside the test
+// process (Nomad's TestServer and TestJoin, in Drover's shape): each with
+// its own data dir and free ports on 127.0.0.1, Raft timeouts fit for a
+// test, and the gossip pool joined through the first master. A test drives
+// it through the client package as a user would, stops and restarts
+// masters, and checks what the leader decided, in seconds rather than the
+// minutes of the process-level suite (package systest).
+package mastertest
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/drover-project/drover/api"
+	"github.com/drover-project/drover/client"
+	"github.com/drover-project/drover/internal/freeport"
+	"github.com/drover-project/drover/master"
+)
+
+// failSafe bounds every wait, so that a broken cluster fails its test
+// instead of hanging it.
+const failSafe = 30 * time.Second
+
+// Node is one master of a Cluster.
+type Node struct {
+	ID string
+	// Config is what the master runs with; Restart runs it again.
+	Config master.Config
+
+	mu sync.Mutex
+	m  *master.Master
+}
+
+// Master returns the running master, nil while it is stopped.
+func (n *Node) Master() *master.Master {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.m
+}
+
+// HTTP is the master's API address.
+func (n *Node) HTTP() string {
+	return net.JoinHostPort(n.Config.BindIP, strconv.Itoa(n.Config.HTTPPort))
+}
+
+// Cluster is a set of masters that bootstrapped one Raft configuration.
+type Cluster struct {
+	t     testing.TB
+	Nodes []*Node
+}
+
+// Start starts n masters m1..mN that bootstrap one cluster and waits until
+// one of them is the ready leader. configure, when not nil, changes each
+// master's Config before it starts. Every master is stopped when the test
+// ends.
+func Start(t testing.TB, n int, configure func(*master.Config)) *Cluster {
+	t.Helper()
+	ports, err := freeport.Get("127.0.0.1", 3*n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &Cluster{t: t}
+	var peers []master.Peer
+	for i := range n {
+		cfg := master.DefaultConfig()
+		cfg.ID = fmt.Sprintf("m%d", i+1)
+		cfg.DataDir = t.TempDir()
+		cfg.BindIP = "127.0.0.1"
+		cfg.RaftPort, cfg.HTTPPort, cfg.GossipPort = ports[3*i], ports[3*i+1], ports[3*i+2]
+		cfg.GossipProfile = "local"
+		cfg.HeartbeatTimeout, cfg.ElectionTimeout, cfg.LeaderLeaseTimeout = 200*time.Millisecond, 200*time.Millisecond, 100*time.Millisecond
+		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+		peers = append(peers, master.Peer{ID: cfg.ID, RaftAddr: net.JoinHostPort(cfg.BindIP, strconv.Itoa(cfg.RaftPort))})
+		c.Nodes = append(c.Nodes, &Node{ID: cfg.ID, Config: cfg})
+	}
+	join := net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[2]))
+	for _, nd := range c.Nodes {
+		nd.Config.Peers = peers
+		if nd.ID != "m1" {
+			nd.Config.Join = []string{join}
+		}
+		if configure != nil {
+			configure(&nd.Config)
+		}
+	}
+	t.Cleanup(c.stopAll)
+	for _, nd := range c.Nodes {
+		c.Restart(nd)
+	}
+	c.Leader()
+	return c
+}
+
+// Restart starts a stopped node again, on its data dir.
+func (c *Cluster) Restart(n *Node) {
+	c.t.Helper()
+	m, err := master.New(n.Config)
+	if err != nil {
+		c.t.Fatalf("start %s: %v", n.ID, err)
+	}
+	n.mu.Lock()
+	n.m = m
+	n.mu.Unlock()
+}
+
+// Stop stops a node (Close: a leader hands over first).
+func (c *Cluster) Stop(n *Node) {
+	n.mu.Lock()
+	m := n.m
+	n.m = nil
+	n.mu.Unlock()
+	if m != nil {
+		_ = m.Close()
+	}
+}
+
+func (c *Cluster) stopAll() {
+	for _, n := range c.Nodes {
+		c.Stop(n)
+	}
+}
+
+// Leader waits until one running master is the ready leader by its own
+// account and every running master names it, and returns it.
+func (c *Cluster) Leader() *Node {
+	c.t.Helper()
+	deadline := time.Now().Add(failSafe)
+	for {
+		if n := c.agreedLeader(); n != nil {
+			return n
+		}
+		if time.Now().After(deadline) {
+			c.t.Fatalf("no leader that every running master names within %s", failSafe)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func (c *Cluster) agreedLeader() *Node {
+	var leader *Node
+	for _, n := range c.Nodes {
+		m := n.Master()
+		if m == nil {
+			continue
+		}
+		st, err := c.state(n)
+		if err != nil || st.Leader == "" || (leader != nil && leader.ID != st.Leader) {
+			return nil
+		}
+		for _, l := range c.Nodes {
+			if l.ID == st.Leader {
+				leader = l
+			}
+		}
+	}
+	if leader == nil || leader.Master() == nil {
+		return nil
+	}
+	if st, err := c.state(leader); err != nil || st.Role != "Leader" {
+		return nil
+	}
+	return leader
+}
+
+// Followers are the running masters other than the leader.
+func (c *Cluster) Followers() []*Node {
+	c.t.Helper()
+	l := c.Leader()
+	var out []*Node
+	for _, n := range c.Nodes {
+		if n != l && n.Master() != nil {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// state is one master's own view (/v1/state?stale=true).
+func (c *Cluster) state(n *Node) (*api.State, error) {
+	cl, err := client.New([]string{n.HTTP()}, client.Options{RequestTimeout: time.Second, Token: n.Config.OperatorToken})
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	return cl.State(ctx)
+}
+
+// Client returns a client of the given masters (every node when none is
+// given), as the CLI makes one, with the operator token when the masters
+// have one.
+func (c *Cluster) Client(nodes ...*Node) *client.Client {
+	c.t.Helper()
+	if len(nodes) == 0 {
+		nodes = c.Nodes
+	}
+	var addrs []string
+	for _, n := range nodes {
+		addrs = append(addrs, n.HTTP())
+	}
+	cl, err := client.New(addrs, client.Options{RequestTimeout: 5 * time.Second, RetryInterval: 20 * time.Millisecond,
+		Token: c.Nodes[0].Config.OperatorToken, MaxResponseBytes: 1 << 30})
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	return cl
+}
+
+// Context is a context that ends with the fail-safe.
+func (c *Cluster) Context() context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), failSafe)
+	c.t.Cleanup(cancel)
+	return ctx
+}

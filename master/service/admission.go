@@ -1,0 +1,201 @@
+package service
+
+import (
+	"context"
+	"io"
+	"sync"
+
+	"github.com/drover-project/drover/api"
+	"github.com/drover-project/drover/auth"
+	"github.com/drover-project/drover/model"
+)
+
+// Admit returns next behind the access rules: each method first checks
+// that the caller has the auth.Access it needs (Guard.Check), and
+// submissions and app registrations are bounded per client IP
+// (maxSubmitsPerClient in flight on this master, 0 for no bound; more are
+// refused with api.ErrTooManyRequests). It runs on the master the request
+// reached first, in front of the forwarding to the leader, so a caller is
+// admitted before any master acts for it; the leader admits a forwarded
+// request again by the credential the forwarding master carried on, and
+// does not count it against the forwarding master's IP.
+func Admit(next Service, g *auth.Guard, maxSubmitsPerClient int) Service {
+	return &admission{next: next, guard: g, submitting: newInflight(maxSubmitsPerClient)}
+}
+
+type admission struct {
+	next       Service
+	guard      *auth.Guard
+	submitting *inflight
+}
+
+// admitted runs f when c has access, and returns its results.
+func admitted[T any](a *admission, c auth.Caller, access auth.Access, f func() (T, error)) (T, error) {
+	if err := a.guard.Check(c.Identity, access); err != nil {
+		var zero T
+		return zero, err
+	}
+	return f()
+}
+
+// bounded admits c for a and takes one of its IP's submission slots; the
+// returned function gives the slot back.
+func (a *admission) bounded(c auth.Caller, access auth.Access) (func(), error) {
+	if err := a.guard.Check(c.Identity, access); err != nil {
+		return nil, err
+	}
+	if c.ForwardedBy != "" {
+		return func() {}, nil
+	}
+	if !a.submitting.acquire(c.IP) {
+		return nil, api.Errorf(api.ErrTooManyRequests, "too many submissions in flight from this client; retry shortly")
+	}
+	return func() { a.submitting.release(c.IP) }, nil
+}
+
+func (a *admission) SubmitDriver(ctx context.Context, c auth.Caller, req api.SubmitRequest) (api.SubmitResponse, error) {
+	release, err := a.bounded(c, auth.Submit)
+	if err != nil {
+		return api.SubmitResponse{}, err
+	}
+	defer release()
+	return a.next.SubmitDriver(ctx, c, req)
+}
+
+func (a *admission) KillDriver(ctx context.Context, c auth.Caller, id string) (api.KillResponse, error) {
+	return admitted(a, c, auth.Submit, func() (api.KillResponse, error) { return a.next.KillDriver(ctx, c, id) })
+}
+
+func (a *admission) Driver(ctx context.Context, c auth.Caller, id string, r Read) (*model.Driver, error) {
+	return admitted(a, c, auth.Read, func() (*model.Driver, error) { return a.next.Driver(ctx, c, id, r) })
+}
+
+func (a *admission) Drivers(ctx context.Context, c auth.Caller, r Read) ([]*model.Driver, error) {
+	return admitted(a, c, auth.Read, func() ([]*model.Driver, error) { return a.next.Drivers(ctx, c, r) })
+}
+
+func (a *admission) DriverLogs(ctx context.Context, c auth.Caller, id string, q LogQuery, r Read) (*Log, error) {
+	return admitted(a, c, auth.Read, func() (*Log, error) { return a.next.DriverLogs(ctx, c, id, q, r) })
+}
+
+func (a *admission) RegisterWorker(ctx context.Context, c auth.Caller, req api.RegisterWorkerRequest) (api.RegisterWorkerResponse, error) {
+	return admitted(a, c, auth.Node, func() (api.RegisterWorkerResponse, error) { return a.next.RegisterWorker(ctx, c, req) })
+}
+
+func (a *admission) Heartbeat(ctx context.Context, c auth.Caller, id string, req api.HeartbeatRequest) (api.HeartbeatResponse, error) {
+	return admitted(a, c, auth.Node, func() (api.HeartbeatResponse, error) { return a.next.Heartbeat(ctx, c, id, req) })
+}
+
+func (a *admission) DecommissionWorker(ctx context.Context, c auth.Caller, id string, req api.DecommissionWorkerRequest) (api.RegisterWorkerResponse, error) {
+	return admitted(a, c, auth.Node, func() (api.RegisterWorkerResponse, error) { return a.next.DecommissionWorker(ctx, c, id, req) })
+}
+
+func (a *admission) Worker(ctx context.Context, c auth.Caller, id string, r Read) (*model.Worker, error) {
+	return admitted(a, c, auth.Read, func() (*model.Worker, error) { return a.next.Worker(ctx, c, id, r) })
+}
+
+func (a *admission) RegisterApp(ctx context.Context, c auth.Caller, req api.RegisterAppRequest) (api.RegisterAppResponse, error) {
+	release, err := a.bounded(c, auth.App)
+	if err != nil {
+		return api.RegisterAppResponse{}, err
+	}
+	defer release()
+	return a.next.RegisterApp(ctx, c, req)
+}
+
+func (a *admission) Apps(ctx context.Context, c auth.Caller, r Read) ([]api.AppStatus, error) {
+	return admitted(a, c, auth.Read, func() ([]api.AppStatus, error) { return a.next.Apps(ctx, c, r) })
+}
+
+func (a *admission) App(ctx context.Context, c auth.Caller, id string, r Read) (api.AppStatus, error) {
+	return admitted(a, c, auth.AppRead, func() (api.AppStatus, error) { return a.next.App(ctx, c, id, r) })
+}
+
+func (a *admission) WatchApp(ctx context.Context, c auth.Caller, id, etag string) (AppWatch, error) {
+	return admitted(a, c, auth.App, func() (AppWatch, error) { return a.next.WatchApp(ctx, c, id, etag) })
+}
+
+func (a *admission) RequestExecutors(ctx context.Context, c auth.Caller, id string, req api.RequestExecutorsRequest) (api.AppStatus, error) {
+	return admitted(a, c, auth.App, func() (api.AppStatus, error) { return a.next.RequestExecutors(ctx, c, id, req) })
+}
+
+func (a *admission) KillExecutors(ctx context.Context, c auth.Caller, id string, req api.KillExecutorsRequest) (api.AppStatus, error) {
+	return admitted(a, c, auth.App, func() (api.AppStatus, error) { return a.next.KillExecutors(ctx, c, id, req) })
+}
+
+func (a *admission) UnregisterApp(ctx context.Context, c auth.Caller, id string, req api.UnregisterAppRequest) (api.AppStatus, error) {
+	return admitted(a, c, auth.App, func() (api.AppStatus, error) { return a.next.UnregisterApp(ctx, c, id, req) })
+}
+
+func (a *admission) KillApp(ctx context.Context, c auth.Caller, id string) (api.AppStatus, error) {
+	return admitted(a, c, auth.Submit, func() (api.AppStatus, error) { return a.next.KillApp(ctx, c, id) })
+}
+
+func (a *admission) ExecutorLogs(ctx context.Context, c auth.Caller, appID string, executor int, q LogQuery, r Read) (*Log, error) {
+	return admitted(a, c, auth.AppRead, func() (*Log, error) { return a.next.ExecutorLogs(ctx, c, appID, executor, q, r) })
+}
+
+func (a *admission) State(ctx context.Context, c auth.Caller) (api.State, error) {
+	return admitted(a, c, auth.Read, func() (api.State, error) { return a.next.State(ctx, c) })
+}
+
+func (a *admission) Allow(_ context.Context, c auth.Caller, access auth.Access) error {
+	return a.guard.Check(c.Identity, access)
+}
+
+func (a *admission) RaftPeers(ctx context.Context, c auth.Caller, r Read) (api.RaftPeers, error) {
+	return admitted(a, c, auth.Operator, func() (api.RaftPeers, error) { return a.next.RaftPeers(ctx, c, r) })
+}
+
+func (a *admission) AddVoter(ctx context.Context, c auth.Caller, req api.AddVoterRequest) (api.RaftPeers, error) {
+	return admitted(a, c, auth.Operator, func() (api.RaftPeers, error) { return a.next.AddVoter(ctx, c, req) })
+}
+
+func (a *admission) RemovePeer(ctx context.Context, c auth.Caller, req api.RemovePeerRequest) (api.RaftPeers, error) {
+	return admitted(a, c, auth.Operator, func() (api.RaftPeers, error) { return a.next.RemovePeer(ctx, c, req) })
+}
+
+func (a *admission) TransferLeadership(ctx context.Context, c auth.Caller, req api.TransferLeadershipRequest) (api.TransferLeadershipResponse, error) {
+	return admitted(a, c, auth.Operator, func() (api.TransferLeadershipResponse, error) { return a.next.TransferLeadership(ctx, c, req) })
+}
+
+func (a *admission) SaveSnapshot(ctx context.Context, c auth.Caller) (*Snapshot, error) {
+	return admitted(a, c, auth.Operator, func() (*Snapshot, error) { return a.next.SaveSnapshot(ctx, c) })
+}
+
+func (a *admission) RestoreSnapshot(ctx context.Context, c auth.Caller, archive io.Reader) (api.RaftPeers, error) {
+	return admitted(a, c, auth.Operator, func() (api.RaftPeers, error) { return a.next.RestoreSnapshot(ctx, c, archive) })
+}
+
+// inflight counts requests in flight per key, up to max each.
+type inflight struct {
+	max int
+	mu  sync.Mutex
+	n   map[string]int
+}
+
+func newInflight(max int) *inflight { return &inflight{max: max, n: map[string]int{}} }
+
+func (l *inflight) acquire(key string) bool {
+	if l.max <= 0 {
+		return true
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.n[key] >= l.max {
+		return false
+	}
+	l.n[key]++
+	return true
+}
+
+func (l *inflight) release(key string) {
+	if l.max <= 0 {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.n[key]--; l.n[key] <= 0 {
+		delete(l.n, key)
+	}
+}

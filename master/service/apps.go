@@ -1,0 +1,256 @@
+package service
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/drover-project/drover/api"
+	"github.com/drover-project/drover/auth"
+	"github.com/drover-project/drover/fsm"
+	"github.com/drover-project/drover/ids"
+	"github.com/drover-project/drover/model"
+)
+
+// maxAppMessage bounds the message an app client ends its app with, in
+// bytes.
+const maxAppMessage = 1024
+
+// RegisterApp implements AppService. A driver token may register an app
+// only for its own driver attempt.
+func (s *Core) RegisterApp(_ context.Context, c auth.Caller, req api.RegisterAppRequest) (api.RegisterAppResponse, error) {
+	t, err := s.leading()
+	if err != nil {
+		return api.RegisterAppResponse{}, err
+	}
+	if err := checkTokenAndName("registration", req.Token, req.Name); err != nil {
+		return api.RegisterAppResponse{}, err
+	}
+	if !c.OwnsDriver(req.DriverID, req.DriverAttempt) {
+		return api.RegisterAppResponse{}, api.Errorf(api.ErrForbidden, "%s may register an app only for its own driver attempt", c.Identity)
+	}
+	if req.DriverID != "" {
+		if err := ids.CheckDriver(req.DriverID); err != nil {
+			return api.RegisterAppResponse{}, api.Errorf(api.ErrInvalidRequest, "%v", err)
+		}
+	}
+	if req.Executors < 0 {
+		return api.RegisterAppResponse{}, api.Errorf(api.ErrInvalidRequest, "executors must not be negative, got %d", req.Executors)
+	}
+	limit := req.Executors
+	if limit == 0 {
+		limit = -1
+	}
+	cmd := &model.RegisterApp{
+		Token: req.Token, Name: req.Name, DriverID: req.DriverID, DriverAttempt: req.DriverAttempt, DriverRun: req.DriverRun,
+		MaxCores: req.MaxCores, CoresPerExecutor: req.CoresPerExecutor, MemoryPerExecutorMB: req.MemoryPerExecutorMB,
+		ExecutorLimit: limit, Argv: req.Argv, Env: req.Env, MaxExecutorRetries: s.cfg.MaxExecutorRetries,
+	}
+	// Validated before an ID is taken, so a refused request burns no
+	// number.
+	if err := model.ValidateRegisterApp(cmd); err != nil {
+		return api.RegisterAppResponse{}, err
+	}
+	if err := ownEnv(req.Env); err != nil {
+		return api.RegisterAppResponse{}, err
+	}
+	v, err, _ := s.submits.Do("app\x00"+req.Token, func() (any, error) {
+		if id, ok := s.FSM.AppByToken(req.Token); ok {
+			return fsm.RegisterAppResult{AppID: id, Existing: true}, nil
+		}
+		at := time.Now()
+		cmd.ID, cmd.Time = t.IDs.App(at), at.UnixMilli()
+		res, err := s.Apply(model.CmdRegisterApp, cmd)
+		if err == nil && !res.(fsm.RegisterAppResult).Existing {
+			s.Log.Info("app registered", "app", cmd.ID, "name", req.Name, "driver", req.DriverID,
+				"cores_per_executor", req.CoresPerExecutor, "memory_per_executor_mb", req.MemoryPerExecutorMB)
+		}
+		return res, err
+	})
+	if err != nil {
+		return api.RegisterAppResponse{}, err
+	}
+	res := v.(fsm.RegisterAppResult)
+	t.Apps.Seen(res.AppID, time.Now())
+	return api.RegisterAppResponse{AppID: res.AppID, Existing: res.Existing}, nil
+}
+
+// Apps implements AppService.
+func (s *Core) Apps(_ context.Context, _ auth.Caller, r Read) ([]api.AppStatus, error) {
+	if err := s.readable(r); err != nil {
+		return nil, err
+	}
+	return s.appStatuses(), nil
+}
+
+// appStatuses returns every app with its executors, waiting ones explained.
+func (s *Core) appStatuses() []api.AppStatus {
+	apps, execs := s.FSM.Apps()
+	ws := s.FSM.Workers()
+	out := make([]api.AppStatus, len(apps))
+	for i, a := range apps {
+		out[i] = explainApp(api.AppStatus{App: a, Executors: execs[i]}, ws)
+	}
+	return out
+}
+
+// App implements AppService. A driver token reads only its own attempt's
+// app.
+func (s *Core) App(_ context.Context, c auth.Caller, id string, r Read) (api.AppStatus, error) {
+	if err := s.readable(r); err != nil {
+		return api.AppStatus{}, err
+	}
+	return s.ownApp(c, id)
+}
+
+// ownApp returns the app with ID id, as the caller may see it.
+func (s *Core) ownApp(c auth.Caller, id string) (api.AppStatus, error) {
+	if err := ids.CheckApp(id); err != nil {
+		return api.AppStatus{}, api.Errorf(api.ErrInvalidRequest, "%v", err)
+	}
+	st, ok := s.currentApp(id)
+	if !ok {
+		return api.AppStatus{}, api.Errorf(model.ErrUnknownApp, "%s: %s", model.ErrUnknownApp, id)
+	}
+	if !c.OwnsDriver(st.DriverID, st.DriverAttempt) {
+		return api.AppStatus{}, api.Errorf(api.ErrForbidden, "%s may act only on its own driver attempt's app", c.Identity)
+	}
+	return st, nil
+}
+
+func (s *Core) currentApp(id string) (api.AppStatus, bool) {
+	a, es, ok := s.FSM.App(id)
+	if !ok {
+		return api.AppStatus{}, false
+	}
+	return explainApp(api.AppStatus{App: a, Executors: es}, s.FSM.Workers()), true
+}
+
+// WatchApp implements AppService: it answers when the app's status
+// differs from etag, the app ends, the term ends, or HeartbeatWait passes.
+// Each watch, held or not, is contact from the app's client.
+func (s *Core) WatchApp(ctx context.Context, c auth.Caller, id, etag string) (AppWatch, error) {
+	t, err := s.leading()
+	if err != nil {
+		return AppWatch{}, err
+	}
+	st, err := s.ownApp(c, id)
+	if err != nil {
+		return AppWatch{}, err
+	}
+	t.Apps.Seen(st.ID, time.Now())
+	defer t.Apps.Hold(st.ID)()
+	timer := time.NewTimer(s.cfg.HeartbeatWait)
+	defer timer.Stop()
+poll:
+	for {
+		// Subscribe before reading, so no change falls between the two.
+		changed := s.FSM.Changed()
+		if cur, ok := s.currentApp(st.ID); ok {
+			st = cur
+		}
+		if appETag(st) != etag || st.State.Terminal() {
+			break
+		}
+		select {
+		case <-changed:
+		case <-timer.C:
+			break poll
+		case <-ctx.Done():
+			return AppWatch{}, fmt.Errorf("%w: watch ended: %v", api.ErrUnavailable, ctx.Err())
+		case <-t.Done():
+			break poll
+		}
+	}
+	t.Apps.Seen(st.ID, time.Now())
+	return AppWatch{Status: st, ETag: appETag(st)}, nil
+}
+
+// appETag is a strong HTTP entity tag of an app's status.
+func appETag(s api.AppStatus) string {
+	b, _ := json.Marshal(s)
+	sum := sha256.Sum256(b)
+	return `"` + hex.EncodeToString(sum[:12]) + `"`
+}
+
+// appCommand commits a command about the app id, which the caller must
+// own, and answers with the app's status after it.
+func (s *Core) appCommand(c auth.Caller, id string, t model.CommandType, payload func(appID string) any) (api.AppStatus, error) {
+	if _, err := s.leading(); err != nil {
+		return api.AppStatus{}, err
+	}
+	st, err := s.ownApp(c, id)
+	if err != nil {
+		return api.AppStatus{}, err
+	}
+	if _, err := s.Apply(t, payload(st.ID)); err != nil {
+		return api.AppStatus{}, err
+	}
+	if cur, ok := s.currentApp(st.ID); ok {
+		st = cur
+	}
+	return st, nil
+}
+
+// RequestExecutors implements AppService.
+func (s *Core) RequestExecutors(_ context.Context, c auth.Caller, id string, req api.RequestExecutorsRequest) (api.AppStatus, error) {
+	return s.appCommand(c, id, model.CmdRequestExecutors, func(appID string) any {
+		return &model.RequestExecutors{AppID: appID, Total: req.Total, Time: now()}
+	})
+}
+
+// KillExecutors implements AppService.
+func (s *Core) KillExecutors(_ context.Context, c auth.Caller, id string, req api.KillExecutorsRequest) (api.AppStatus, error) {
+	if len(req.ExecutorIDs) == 0 {
+		return api.AppStatus{}, api.Errorf(api.ErrInvalidRequest, "executor_ids is empty")
+	}
+	return s.appCommand(c, id, model.CmdKillExecutors, func(appID string) any {
+		return &model.KillExecutors{AppID: appID, ExecutorIDs: req.ExecutorIDs, Time: now()}
+	})
+}
+
+// UnregisterApp implements AppService: the app ends FINISHED (the default)
+// or FAILED.
+func (s *Core) UnregisterApp(_ context.Context, c auth.Caller, id string, req api.UnregisterAppRequest) (api.AppStatus, error) {
+	if req.State == "" {
+		req.State = model.AppFinished
+	}
+	if req.State != model.AppFinished && req.State != model.AppFailed {
+		return api.AppStatus{}, api.Errorf(api.ErrInvalidRequest, "an app unregisters FINISHED or FAILED, not %q", req.State)
+	}
+	if err := checkReason("message", req.Message, maxAppMessage); err != nil {
+		return api.AppStatus{}, err
+	}
+	return s.appCommand(c, id, model.CmdEndApp, func(appID string) any {
+		return &model.EndApp{AppID: appID, State: req.State, Reason: req.Message, Time: now()}
+	})
+}
+
+// KillApp implements AppService.
+func (s *Core) KillApp(_ context.Context, c auth.Caller, id string) (api.AppStatus, error) {
+	return s.appCommand(c, id, model.CmdEndApp, func(appID string) any {
+		return &model.EndApp{AppID: appID, State: model.AppKilled, Time: now()}
+	})
+}
+
+// ExecutorLogs implements AppService. Executor IDs are not positions: the
+// rows of old finished executors are dropped.
+func (s *Core) ExecutorLogs(ctx context.Context, c auth.Caller, appID string, executor int, q LogQuery, r Read) (*Log, error) {
+	if err := s.readable(r); err != nil {
+		return nil, err
+	}
+	st, err := s.ownApp(c, appID)
+	if err != nil {
+		return nil, err
+	}
+	for _, e := range st.Executors {
+		if e.ID == executor {
+			q.Attempt = 0
+			return s.workerLog(ctx, e.WorkerID, api.ExecutorLogsPath(st.ID, e.ID), q, fmt.Sprintf("executor %d of %s", e.ID, st.ID))
+		}
+	}
+	return nil, api.Errorf(model.ErrUnknownExecutor, "%s has no executor %d", st.ID, executor)
+}

@@ -1,0 +1,183 @@
+package service
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/raft"
+	"golang.org/x/sync/singleflight"
+
+	"github.com/drover-project/drover/api"
+	"github.com/drover-project/drover/auth"
+	"github.com/drover-project/drover/fsm"
+	"github.com/drover-project/drover/gossip"
+	"github.com/drover-project/drover/master/leader"
+	"github.com/drover-project/drover/master/metrics"
+	"github.com/drover-project/drover/model"
+)
+
+// Config is what the rules depend on, from the master's configuration.
+type Config struct {
+	// ID and HTTPAddr are this master's Raft ID and API address.
+	ID, HTTPAddr string
+	// Scheme is the URL scheme of every node's HTTP listener, http or
+	// https: a cluster is either all TLS or all plain.
+	Scheme string
+	// ApplyTimeout bounds how long a write waits to be enqueued to Raft.
+	ApplyTimeout time.Duration
+	// ElectionTimeout is Raft's; a leadership transfer waits up to twice
+	// it for the new leader to speak.
+	ElectionTimeout time.Duration
+	// HeartbeatWait is how long a worker's heartbeat (and an app's
+	// watch) is held while nothing changes for it.
+	HeartbeatWait time.Duration
+	// LossDelay is how long a worker must be silent before the leader
+	// may declare it lost: a second process may take over its ID only
+	// after as long.
+	LossDelay time.Duration
+	// Strict is strict fencing: a heartbeat's answer must come from a
+	// leader a quorum still follows.
+	Strict bool
+	// RegisterWithoutGossip lets a worker register before it is a member
+	// of the gossip pool (simulated workers in benchmarks only).
+	RegisterWithoutGossip bool
+	// MaxExecutorRetries goes into each app's registration (Spark's
+	// spark.deploy.maxExecutorRetries).
+	MaxExecutorRetries int
+	// OperatorToken is what this master presents to workers when it
+	// passes a log request on without TLS ("" for none).
+	OperatorToken string
+}
+
+// Deps are the parts of a running master that Core works with.
+type Deps struct {
+	Raft  *raft.Raft
+	FSM   *fsm.FSM
+	Snaps raft.SnapshotStore
+	Pool  *gossip.Pool
+	// Guard makes the driver tokens heartbeat answers carry.
+	Guard *auth.Guard
+	// Workers calls workers (log requests), presenting this master's
+	// certificate when TLS is on.
+	Workers *http.Client
+	Metrics *metrics.Metrics
+	Log     *slog.Logger
+}
+
+// Core is the service as the leader runs it: every rule, every Raft entry.
+// A master that does not lead answers reads with Read.Stale from its own
+// tables and refuses the rest with api.ErrUnavailable; the Forwarder in
+// front of it sends those to the leader instead. Make one with New.
+type Core struct {
+	cfg Config
+	Deps
+	// term is the current term of leadership while this master is the
+	// ready leader, nil otherwise. Everything a term owns (IDs, contact
+	// with workers and apps) is read through it, so nothing of an old
+	// term serves a new one.
+	term atomic.Pointer[leader.Term]
+	// submits collapses concurrent submissions, app registrations and
+	// worker registrations with the same token or identity (a client
+	// sends each to every master, and followers forward them here) into
+	// one Raft entry.
+	submits singleflight.Group
+}
+
+// New returns a Core that is not leading; Lead starts and ends its terms.
+func New(cfg Config, d Deps) *Core {
+	return &Core{cfg: cfg, Deps: d}
+}
+
+// Ready reports whether this master is the ready leader: it leads, and has
+// applied every entry of earlier terms.
+func (s *Core) Ready() bool { return s.term.Load() != nil }
+
+// Lead makes t the current term (leader.Term, after the term's Barrier),
+// or with nil, says this master no longer leads.
+func (s *Core) Lead(t *leader.Term) { s.term.Store(t) }
+
+// Apply commits one command through Raft and returns Apply's result: what
+// leader.Term's duties and the rules here write with. An error from Raft
+// (not the leader, a timeout: the outcome may be unknown, and clients retry
+// with the same token) wraps api.ErrUnavailable; a refusal by the tables is
+// Apply's own error.
+func (s *Core) Apply(t model.CommandType, payload any) (any, error) {
+	data, err := fsm.Encode(t, payload)
+	if err != nil {
+		return nil, err
+	}
+	start := time.Now()
+	f := s.Raft.Apply(data, s.cfg.ApplyTimeout)
+	err = f.Error()
+	s.Metrics.Applied(start, err)
+	if err != nil {
+		return nil, unavailable(err)
+	}
+	if err, ok := f.Response().(error); ok {
+		return nil, err
+	}
+	return f.Response(), nil
+}
+
+// unavailable wraps an error of Raft's in api.ErrUnavailable.
+func unavailable(err error) error {
+	return fmt.Errorf("%w: not committed: %v", api.ErrUnavailable, err)
+}
+
+// leading returns the current term, or an error wrapping
+// api.ErrUnavailable when this master is not the ready leader.
+func (s *Core) leading() (*leader.Term, error) {
+	if t := s.term.Load(); t != nil {
+		return t, nil
+	}
+	if s.Raft.State() == raft.Leader {
+		return nil, api.Errorf(api.ErrUnavailable, "master %s was just elected and is catching up", s.cfg.ID)
+	}
+	return nil, api.Errorf(api.ErrUnavailable, "master %s is not the leader", s.cfg.ID)
+}
+
+// readable reports whether this master may answer a read with r: any
+// master for a stale read, else the ready leader once a quorum confirms it
+// still leads (raft.VerifyLeader). Every entry it acknowledged is applied
+// by then, so the answer is linearizable.
+func (s *Core) readable(r Read) error {
+	if r.Stale {
+		return nil
+	}
+	if _, err := s.leading(); err != nil {
+		return err
+	}
+	if err := s.Raft.VerifyLeader().Error(); err != nil {
+		return fmt.Errorf("%w: leadership not confirmed: %v", api.ErrUnavailable, err)
+	}
+	return nil
+}
+
+// Leadership is what this master knows of the leader now.
+func (s *Core) Leadership() Leadership {
+	l := Leadership{Self: s.cfg.ID, HTTP: s.cfg.HTTPAddr, Role: s.Raft.State().String(), Ready: s.Ready()}
+	_, id := s.Raft.LeaderWithID()
+	l.LeaderID = string(id)
+	switch {
+	case l.LeaderID == "":
+	case l.LeaderID == s.cfg.ID:
+		l.LeaderHTTP = s.cfg.HTTPAddr
+	default:
+		if meta, ok := s.Pool.Lookup(gossip.RoleMaster, l.LeaderID); ok {
+			l.LeaderHTTP = meta.HTTP
+		}
+	}
+	return l
+}
+
+// Allow implements Service: access itself is Admit's to check, so the
+// core, behind it, allows everything.
+func (s *Core) Allow(context.Context, auth.Caller, auth.Access) error { return nil }
+
+// now is the leader's clock, in Unix milliseconds, for the times that travel
+// inside commands.
+func now() int64 { return time.Now().UnixMilli() }

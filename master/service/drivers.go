@@ -1,0 +1,128 @@
+package service
+
+import (
+	"context"
+	"time"
+
+	"github.com/drover-project/drover/api"
+	"github.com/drover-project/drover/auth"
+	"github.com/drover-project/drover/fsm"
+	"github.com/drover-project/drover/ids"
+	"github.com/drover-project/drover/model"
+)
+
+// SubmitDriver implements DriverService: it checks the request on its own,
+// then commits a SubmitDriver with an ID from the term's maker. Copies of
+// one submission (the client sends it to every master) make one entry.
+func (s *Core) SubmitDriver(_ context.Context, _ auth.Caller, req api.SubmitRequest) (api.SubmitResponse, error) {
+	t, err := s.leading()
+	if err != nil {
+		return api.SubmitResponse{}, err
+	}
+	if err := checkTokenAndName("submission", req.Token, req.Name); err != nil {
+		return api.SubmitResponse{}, err
+	}
+	if err := model.ValidateProgram(req.Argv, req.Env, req.Cores, req.MemoryMB); err != nil {
+		return api.SubmitResponse{}, err
+	}
+	if err := ownEnv(req.Env); err != nil {
+		return api.SubmitResponse{}, err
+	}
+	v, err, _ := s.submits.Do(req.Token, func() (any, error) {
+		if id, ok := s.FSM.DriverByToken(req.Token); ok {
+			return fsm.SubmitResult{DriverID: id, Existing: true}, nil
+		}
+		at := time.Now()
+		return s.Apply(model.CmdSubmitDriver, &model.SubmitDriver{
+			ID: t.IDs.Driver(at), Token: req.Token, Name: req.Name, Argv: req.Argv, Env: req.Env,
+			Cores: req.Cores, MemoryMB: req.MemoryMB, Supervise: req.Supervise, Time: at.UnixMilli(),
+		})
+	})
+	if err != nil {
+		return api.SubmitResponse{}, err
+	}
+	res := v.(fsm.SubmitResult)
+	return api.SubmitResponse{DriverID: res.DriverID, Existing: res.Existing}, nil
+}
+
+// KillDriver implements DriverService.
+func (s *Core) KillDriver(_ context.Context, _ auth.Caller, id string) (api.KillResponse, error) {
+	if _, err := s.leading(); err != nil {
+		return api.KillResponse{}, err
+	}
+	d, err := s.driver(id)
+	if err != nil {
+		return api.KillResponse{}, err
+	}
+	if _, err := s.Apply(model.CmdKillDriver, &model.KillDriver{DriverID: d.ID, Time: now()}); err != nil {
+		return api.KillResponse{}, err
+	}
+	return api.KillResponse{DriverID: d.ID}, nil
+}
+
+// Driver implements DriverService.
+func (s *Core) Driver(_ context.Context, _ auth.Caller, id string, r Read) (*model.Driver, error) {
+	if err := s.readable(r); err != nil {
+		return nil, err
+	}
+	d, err := s.driver(id)
+	if err != nil {
+		return nil, err
+	}
+	return explainWaiting([]*model.Driver{d}, s.FSM.Workers())[0], nil
+}
+
+// Drivers implements DriverService.
+func (s *Core) Drivers(_ context.Context, _ auth.Caller, r Read) ([]*model.Driver, error) {
+	if err := s.readable(r); err != nil {
+		return nil, err
+	}
+	return explainWaiting(s.FSM.Drivers(), s.FSM.Workers()), nil
+}
+
+// DriverLogs implements DriverService: the log is the worker's that ran
+// the attempt, which keeps the files (Spark's UI links to the worker the
+// same way).
+func (s *Core) DriverLogs(ctx context.Context, _ auth.Caller, id string, q LogQuery, r Read) (*Log, error) {
+	if err := s.readable(r); err != nil {
+		return nil, err
+	}
+	d, err := s.driver(id)
+	if err != nil {
+		return nil, err
+	}
+	rec, err := logAttempt(d, q.Attempt)
+	if err != nil {
+		return nil, err
+	}
+	q.Attempt = rec.Attempt
+	return s.workerLog(ctx, rec.WorkerID, api.DriverPath(d.ID, "/logs"), q, d.ID)
+}
+
+// logAttempt returns the record of the attempt a log query names: the
+// latest placed one for 0.
+func logAttempt(d *model.Driver, attempt int) (model.Attempt, error) {
+	if len(d.Attempts) == 0 {
+		return model.Attempt{}, api.Errorf(api.ErrNotFound, "%s has not been placed on a worker yet", d.ID)
+	}
+	if attempt == 0 {
+		return d.Attempts[len(d.Attempts)-1], nil
+	}
+	if rec := d.AttemptRecord(attempt); rec != nil {
+		return *rec, nil
+	}
+	return model.Attempt{}, api.Errorf(api.ErrNotFound, "%s has no attempt %d", d.ID, attempt)
+}
+
+// driver returns the driver with ID id, refusing an ID of another form
+// before it reaches the tables or a worker's file system.
+func (s *Core) driver(id string) (*model.Driver, error) {
+	if err := ids.CheckDriver(id); err != nil {
+		return nil, api.Errorf(api.ErrInvalidRequest, "%v", err)
+	}
+	d, ok := s.FSM.Driver(id)
+	if !ok {
+		return nil, api.Errorf(model.ErrUnknownDriver, "%s: %s", model.ErrUnknownDriver, id)
+	}
+	return d, nil
+}

@@ -1,0 +1,79 @@
+package service
+
+import (
+	"fmt"
+
+	"github.com/drover-project/drover/api"
+	"github.com/drover-project/drover/model"
+)
+
+// explainWaiting sets the message of each waiting driver to why it waits;
+// the tables hold no such reason, since it changes with every worker.
+func explainWaiting(ds []*model.Driver, ws []*model.Worker) []*model.Driver {
+	for _, d := range ds {
+		if d.WorkerID != "" || d.State.Terminal() {
+			continue
+		}
+		reason := waitReason(ws, d.Cores, d.MemoryMB, "")
+		// A relaunching driver keeps saying why it was relaunched while
+		// there is room for it somewhere.
+		if d.Message == "" || (reason != waitReasonFree && reason != waitReasonQueued) {
+			d.Message = reason
+		}
+	}
+	return ds
+}
+
+// explainApp sets the message of an app that wants executors and has none
+// to why it waits (Spark's "requires more resources than any of our
+// workers have"); like explainWaiting, it is computed on read.
+func explainApp(s api.AppStatus, ws []*model.Worker) api.AppStatus {
+	a := s.App
+	if a.State.Terminal() || a.CoresLeft() == 0 || a.ExecutorLimit == 0 {
+		return s
+	}
+	for _, e := range s.Executors {
+		if !e.State.Terminal() {
+			return s
+		}
+	}
+	a.Message = waitReason(ws, a.CoresPerExecutor, a.MemoryPerExecutorMB, " per executor")
+	return s
+}
+
+// waitReason says why something asking for cores and memory (MiB) on one
+// worker is not placed; what qualifies the request in the message.
+func waitReason(ws []*model.Worker, cores int, memoryMB int64, what string) string {
+	var alive, fits, room, maxCores int
+	var maxMem int64
+	for _, w := range ws {
+		if w.State != model.WorkerAlive {
+			continue
+		}
+		alive++
+		maxCores, maxMem = max(maxCores, w.Cores), max(maxMem, w.MemoryMB)
+		if w.Cores >= cores && w.MemoryMB >= memoryMB {
+			fits++
+		}
+		if w.CoresFree() >= cores && w.MemoryFreeMB() >= memoryMB {
+			room++
+		}
+	}
+	switch {
+	case alive == 0:
+		return "waiting: no ALIVE worker"
+	case fits == 0:
+		return fmt.Sprintf("waiting: %s (asks %d cores, %d MiB%s; the largest worker offers %d cores, %d MiB)",
+			api.ReasonUnplaceable, cores, memoryMB, what, maxCores, maxMem)
+	case room > 0:
+		return waitReasonQueued
+	}
+	return waitReasonFree
+}
+
+// Why something waits that fits on some ALIVE worker: there is room now,
+// and the leader's next scheduling round places it; or there is none.
+const (
+	waitReasonQueued = "queued for placement"
+	waitReasonFree   = "waiting for a worker with free resources"
+)

@@ -1,0 +1,44 @@
+package service
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/drover-project/drover/api"
+	"github.com/drover-project/drover/model"
+)
+
+func waiting(id string, cores int, mem int64) *model.Driver {
+	return &model.Driver{ID: id, Cores: cores, MemoryMB: mem, State: model.DriverSubmitted, Attempt: 1}
+}
+
+func alive(id string, cores int, mem int64) *model.Worker {
+	return &model.Worker{ID: id, Cores: cores, MemoryMB: mem, State: model.WorkerAlive}
+}
+
+func TestExplainWaiting(t *testing.T) {
+	ws := []*model.Worker{alive("w1", 4, 4096), {ID: "w2", Cores: 64, MemoryMB: 1 << 20, State: model.WorkerDead}}
+	ds := explainWaiting([]*model.Driver{waiting("huge", 100, 1024), waiting("ok", 1, 512)}, ws)
+	if !strings.Contains(ds[0].Message, api.ReasonUnplaceable) || !strings.Contains(ds[0].Message, "4 cores") {
+		t.Errorf("huge: %q", ds[0].Message)
+	}
+	if strings.Contains(ds[1].Message, api.ReasonUnplaceable) {
+		t.Errorf("ok: %q", ds[1].Message)
+	}
+	if ds := explainWaiting([]*model.Driver{waiting("x", 1, 1)}, nil); ds[0].Message != "waiting: no ALIVE worker" {
+		t.Errorf("no workers: %q", ds[0].Message)
+	}
+}
+
+func TestExplainApp(t *testing.T) {
+	ws := []*model.Worker{alive("w1", 4, 4096)}
+	s := explainApp(api.AppStatus{App: &model.App{ID: "app-20261129120000-0000", CoresPerExecutor: 1, MemoryPerExecutorMB: 8192, ExecutorLimit: -1, State: model.AppWaiting}}, ws)
+	if !strings.Contains(s.Message, api.ReasonUnplaceable) || !strings.Contains(s.Message, "8192 MiB per executor") {
+		t.Errorf("message %q", s.Message)
+	}
+	running := api.AppStatus{App: &model.App{ID: "app-20261129120000-0000", CoresPerExecutor: 1, MemoryPerExecutorMB: 8192, ExecutorLimit: -1, State: model.AppWaiting},
+		Executors: []*model.Executor{{ID: 0, State: model.ExecRunning}}}
+	if s := explainApp(running, ws); s.Message != "" {
+		t.Errorf("an app with a live executor got %q", s.Message)
+	}
+}

@@ -1,0 +1,65 @@
+package service
+
+import (
+	"strings"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/drover-project/drover/api"
+)
+
+// checkTokenAndName checks that a request carries a token (for what:
+// submission, registration) of at most api.MaxTokenLen bytes and a valid
+// name.
+func checkTokenAndName(what, token, name string) error {
+	switch {
+	case token == "":
+		return api.Errorf(api.ErrInvalidRequest, "a %s token is required", what)
+	case len(token) > api.MaxTokenLen:
+		return api.Errorf(api.ErrInvalidRequest, "token exceeds %d bytes", api.MaxTokenLen)
+	}
+	return validName(name)
+}
+
+// validName checks a driver's or app's name: at most 256 bytes of UTF-8
+// text without control characters, since names end up in terminals, logs
+// and pages.
+func validName(s string) error {
+	if len(s) > 256 {
+		return api.Errorf(api.ErrInvalidRequest, "name exceeds 256 bytes")
+	}
+	if !utf8.ValidString(s) {
+		return api.Errorf(api.ErrInvalidRequest, "name is not UTF-8")
+	}
+	for _, r := range s {
+		if unicode.IsControl(r) {
+			return api.Errorf(api.ErrInvalidRequest, "name contains the control character %U", r)
+		}
+	}
+	return nil
+}
+
+// ownEnv refuses a program environment that sets a DROVER_ variable: the
+// worker sets those (the driver's token and CA among them), and the
+// replicated tables already refuse the ones they know; a new one is refused
+// here, before Raft, so that older log entries replay as they did.
+func ownEnv(env map[string]string) error {
+	for k := range env {
+		if strings.HasPrefix(k, "DROVER_") {
+			return api.Errorf(api.ErrInvalidRequest, "environment name %s is reserved: DROVER_ variables are set by the worker", k)
+		}
+	}
+	return nil
+}
+
+// maxReason bounds the free text a worker or app client gives for ending
+// something, in bytes.
+const maxReason = 256
+
+// checkReason refuses free text longer than limit bytes; what names it.
+func checkReason(what, s string, limit int) error {
+	if len(s) > limit {
+		return api.Errorf(api.ErrInvalidRequest, "%s exceeds %d bytes", what, limit)
+	}
+	return nil
+}

@@ -1,0 +1,274 @@
+package service
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"time"
+
+	"github.com/drover-project/drover/api"
+	"github.com/drover-project/drover/auth"
+	"github.com/drover-project/drover/fsm"
+	"github.com/drover-project/drover/gossip"
+	"github.com/drover-project/drover/ids"
+	"github.com/drover-project/drover/master/leader"
+	"github.com/drover-project/drover/model"
+)
+
+// memberWait is how long a registration waits for its worker to appear in
+// the gossip pool: a worker starts gossiping and registering at once, and
+// its join usually lands first by milliseconds.
+const memberWait = 3 * time.Second
+
+// RegisterWorker implements WorkerService. A worker ID held by another
+// live process is refused until that process has been silent as long as
+// it would take to declare it lost; a worker the leader cannot see in the
+// gossip pool (wrong gossip key, wrong addresses) gets no work.
+func (s *Core) RegisterWorker(ctx context.Context, _ auth.Caller, req api.RegisterWorkerRequest) (api.RegisterWorkerResponse, error) {
+	t, err := s.leading()
+	if err != nil {
+		return api.RegisterWorkerResponse{}, err
+	}
+	if err := ids.CheckWorker(req.ID); err != nil {
+		return api.RegisterWorkerResponse{}, api.Errorf(api.ErrInvalidRequest, "%v", err)
+	}
+	if _, _, err := net.SplitHostPort(req.HTTPAddr); err != nil {
+		return api.RegisterWorkerResponse{}, api.Errorf(api.ErrInvalidRequest, "http_addr %q: %v", req.HTTPAddr, err)
+	}
+	if req.Cores <= 0 || req.MemoryMB <= 0 {
+		return api.RegisterWorkerResponse{}, api.Errorf(api.ErrInvalidRequest,
+			"a worker needs positive cores and memory, got %d cores and %d MiB", req.Cores, req.MemoryMB)
+	}
+	if old, ok := s.FSM.Worker(req.ID); ok && old.Instance != req.Instance && old.State != model.WorkerDead {
+		heard := t.Workers.Get(req.ID)
+		if t.Since.After(heard) {
+			heard = t.Since
+		}
+		if quiet := time.Since(heard); quiet < s.cfg.LossDelay {
+			return api.RegisterWorkerResponse{}, api.Errorf(api.ErrConflict,
+				"worker ID %s is in use by another worker process at %s (heard from %s ago); give this one its own --id",
+				req.ID, old.HTTPAddr, quiet.Round(time.Millisecond))
+		}
+	}
+	if !s.cfg.RegisterWithoutGossip && !awaitMember(ctx, s.Pool, req.ID, req.HTTPAddr) {
+		return api.RegisterWorkerResponse{}, api.Errorf(api.ErrConflict,
+			"worker %s at %s is not a member of the gossip pool: check its --join addresses and that its --gossip-key-file matches the masters'",
+			req.ID, req.HTTPAddr)
+	}
+	// A worker sends its registration to every master; the copies that
+	// followers forward arrive together, and one Raft entry serves them
+	// all. One that finds the worker already registered as it asks
+	// commits nothing.
+	_, err, _ = s.submits.Do("worker\x00"+req.ID+"\x00"+req.Instance, func() (any, error) {
+		if old, ok := s.FSM.Worker(req.ID); ok && old.State == model.WorkerAlive && old.Instance == req.Instance &&
+			old.HTTPAddr == req.HTTPAddr && old.Cores == req.Cores && old.MemoryMB == req.MemoryMB {
+			return nil, nil
+		}
+		res, err := s.Apply(model.CmdRegisterWorker, &model.RegisterWorker{
+			ID: req.ID, Instance: req.Instance, HTTPAddr: req.HTTPAddr, Cores: req.Cores, MemoryMB: req.MemoryMB, Time: now(),
+		})
+		if err == nil {
+			s.Log.Info("worker registered", "worker", req.ID, "addr", req.HTTPAddr, "cores", req.Cores, "memory_mb", req.MemoryMB)
+		}
+		return res, err
+	})
+	if err != nil {
+		return api.RegisterWorkerResponse{}, err
+	}
+	t.Workers.Seen(req.ID, time.Now())
+	return api.RegisterWorkerResponse{WorkerID: req.ID}, nil
+}
+
+// awaitMember reports whether the worker id, with this HTTP address, is an
+// alive gossip member, waiting up to memberWait for it.
+func awaitMember(ctx context.Context, pool *gossip.Pool, id, httpAddr string) bool {
+	ctx, cancel := context.WithTimeout(ctx, memberWait)
+	defer cancel()
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		if meta, ok := pool.Lookup(gossip.RoleWorker, id); ok && meta.HTTP == httpAddr {
+			return true
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-tick.C:
+		}
+	}
+}
+
+// DecommissionWorker implements WorkerService.
+func (s *Core) DecommissionWorker(_ context.Context, _ auth.Caller, id string, req api.DecommissionWorkerRequest) (api.RegisterWorkerResponse, error) {
+	if _, err := s.leading(); err != nil {
+		return api.RegisterWorkerResponse{}, err
+	}
+	if err := checkReason("reason", req.Reason, maxReason); err != nil {
+		return api.RegisterWorkerResponse{}, err
+	}
+	if wk, ok := s.FSM.Worker(id); ok && wk.Instance != req.Instance {
+		return api.RegisterWorkerResponse{}, api.Errorf(api.ErrConflict, "worker ID %s is registered by another worker process", id)
+	}
+	if _, err := s.Apply(model.CmdDecommissionWorker, &model.DecommissionWorker{WorkerID: id, Reason: req.Reason, Time: now()}); err != nil {
+		return api.RegisterWorkerResponse{}, err
+	}
+	s.Log.Info("worker decommissioned", "worker", id, "reason", req.Reason)
+	return api.RegisterWorkerResponse{WorkerID: id}, nil
+}
+
+// Heartbeat implements WorkerService. Reports are taken from any known
+// worker: a decommissioned one reports the attempts it stops, a lost one
+// its zombies' ends; Apply keeps them from touching anything but the
+// attempts they name. The answer is the worker's whole desired set, with
+// each attempt's driver token.
+func (s *Core) Heartbeat(ctx context.Context, _ auth.Caller, id string, req api.HeartbeatRequest) (api.HeartbeatResponse, error) {
+	t, err := s.leading()
+	if err != nil {
+		return api.HeartbeatResponse{}, err
+	}
+	wk, ok := s.FSM.Worker(id)
+	if !ok || wk.Instance != req.Instance {
+		return api.HeartbeatResponse{Registered: false, Index: s.FSM.Index()}, nil
+	}
+	// A heartbeat held in a long poll counts as contact throughout.
+	t.Workers.Seen(id, time.Now())
+	defer t.Workers.Hold(id)()
+	var acked []model.AttemptReport
+	var ackedExecs []model.ExecutorReport
+	if len(req.Reports) > 0 || len(req.ExecutorReports) > 0 {
+		if _, err := s.Apply(model.CmdReportAttempts, &model.ReportAttempts{
+			WorkerID: id, Reports: req.Reports, Executors: req.ExecutorReports, Time: now(),
+		}); err != nil {
+			return api.HeartbeatResponse{}, err
+		}
+		acked, ackedExecs = req.Reports, req.ExecutorReports
+	}
+	if wk.State != model.WorkerAlive {
+		return api.HeartbeatResponse{Registered: false, Acked: acked, AckedExecutors: ackedExecs, Index: s.FSM.Index()}, nil
+	}
+	if len(acked) == 0 && len(ackedExecs) == 0 && req.WaitIndex > 0 {
+		s.waitForChange(ctx, t, id, req)
+	}
+	if s.cfg.Strict {
+		// The worker fences itself by this answer: it must come from a
+		// leader a quorum still follows, not from one deposed a moment ago.
+		if err := s.Raft.VerifyLeader().Error(); err != nil {
+			return api.HeartbeatResponse{}, fmt.Errorf("%w: leadership not confirmed: %v", api.ErrUnavailable, err)
+		}
+	}
+	t.Workers.Seen(id, time.Now())
+	// Tokens only on the answer: running() compares assignments on every
+	// commit a held heartbeat wakes for, and needs no HMAC.
+	as := assignments(s.FSM, id)
+	for i := range as {
+		as[i].Token = s.Guard.DriverToken(as[i].DriverID, as[i].Attempt)
+	}
+	return api.HeartbeatResponse{
+		Registered:     true,
+		Assignments:    as,
+		Executors:      executorAssignments(s.FSM, id),
+		Acked:          acked,
+		AckedExecutors: ackedExecs,
+		Index:          s.FSM.Index(),
+	}, nil
+}
+
+// waitForChange holds a heartbeat until the worker's desired set differs
+// from what it runs, or HeartbeatWait passes, or the term ends.
+func (s *Core) waitForChange(ctx context.Context, t *leader.Term, workerID string, req api.HeartbeatRequest) {
+	timer := time.NewTimer(s.cfg.HeartbeatWait)
+	defer timer.Stop()
+	for {
+		changed := s.FSM.WorkerChanged(workerID)
+		as, es := running(s.FSM, workerID)
+		if !sameSet(as, req.Running) || !sameSet(es, req.RunningExecutors) {
+			return
+		}
+		select {
+		case <-changed:
+		case <-timer.C:
+			return
+		case <-ctx.Done():
+			return
+		case <-t.Done():
+			return
+		}
+	}
+}
+
+// sameSet reports whether a and b hold the same elements, given that
+// neither repeats one.
+func sameSet[T comparable](a, b []T) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	set := make(map[T]bool, len(b))
+	for _, x := range b {
+		set[x] = true
+	}
+	for _, x := range a {
+		if !set[x] {
+			return false
+		}
+	}
+	return true
+}
+
+// running is the set of attempts and executors a worker should run, in the
+// form it reports what it runs.
+func running(f *fsm.FSM, workerID string) ([]api.AttemptRef, []api.ExecutorRef) {
+	as := assignments(f, workerID)
+	es := executorAssignments(f, workerID)
+	ar := make([]api.AttemptRef, len(as))
+	for i, a := range as {
+		ar[i] = api.AttemptRef{DriverID: a.DriverID, Attempt: a.Attempt}
+	}
+	er := make([]api.ExecutorRef, len(es))
+	for i, e := range es {
+		er[i] = api.ExecutorRef{AppID: e.AppID, ExecutorID: e.ExecutorID}
+	}
+	return ar, er
+}
+
+// executorAssignments is the desired set of executors of a worker: every
+// live executor placed on it, with its app's program.
+func executorAssignments(f *fsm.FSM, workerID string) []api.ExecutorAssignment {
+	es, apps := f.ExecutorsOn(workerID)
+	out := make([]api.ExecutorAssignment, len(es))
+	for i, e := range es {
+		out[i] = api.ExecutorAssignment{
+			AppID: e.AppID, ExecutorID: e.ID, Argv: apps[i].Argv, Env: apps[i].Env,
+			Cores: e.Cores, MemoryMB: e.MemoryMB,
+		}
+	}
+	return out
+}
+
+// assignments is the desired set of a worker: the current attempt of every
+// unfinished driver placed on it.
+func assignments(f *fsm.FSM, workerID string) []api.Assignment {
+	ds := f.DriversOn(workerID)
+	out := make([]api.Assignment, 0, len(ds))
+	for _, d := range ds {
+		out = append(out, api.Assignment{
+			DriverID: d.ID, Attempt: d.Attempt, Argv: d.Argv, Env: d.Env,
+			Cores: d.Cores, MemoryMB: d.MemoryMB, Supervise: d.Supervise,
+		})
+	}
+	return out
+}
+
+// Worker implements WorkerService.
+func (s *Core) Worker(_ context.Context, _ auth.Caller, id string, r Read) (*model.Worker, error) {
+	if err := s.readable(r); err != nil {
+		return nil, err
+	}
+	if err := ids.CheckWorker(id); err != nil {
+		return nil, api.Errorf(api.ErrInvalidRequest, "%v", err)
+	}
+	w, ok := s.FSM.Worker(id)
+	if !ok {
+		return nil, api.Errorf(model.ErrUnknownWorker, "%s: %s", model.ErrUnknownWorker, id)
+	}
+	return w, nil
+}
