@@ -386,21 +386,23 @@ func (f *FSM) NextDriverSeq() int {
 }
 
 // Snapshot implements raft.FSM. Raft calls it from the goroutine that calls
-// Apply, so encoding here gives a point-in-time copy without blocking
-// readers for the write to disk.
+// Apply, so no entry applies while it runs and the copy it returns is of
+// one point in the log. It only copies the rows (deep copies, sharing
+// nothing that Apply changes), under the read lock: Apply waits for the
+// copy, readers do not. The encoding and the write, the bulk of the cost,
+// happen in Persist, which Raft runs in another goroutine while Apply goes
+// on; the copy's memory is held until then.
+//
+// Once the FSM has halted it returns an error: Raft would label the
+// snapshot with the index of the last entry it handed to Apply, past
+// entries that were not applied.
 func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
 	if f.err != nil {
-		// Raft would label the snapshot with the index of the last entry
-		// it handed to Apply, past the entries this FSM did not apply.
 		return nil, fmt.Errorf("no snapshot: %w", f.err)
 	}
-	b, err := encodeSnapshot(&f.t)
-	if err != nil {
-		return nil, err
-	}
-	return &snapshot{data: b}, nil
+	return &snapshot{t: f.t.clone()}, nil
 }
 
 // Restore implements raft.FSM: it replaces every table with the snapshot's.

@@ -1,11 +1,15 @@
 package fsm
 
 import (
+	"bufio"
+	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 
 	"github.com/hashicorp/raft"
 
@@ -18,25 +22,165 @@ import (
 // others.
 const SnapshotVersion = 1
 
+// snapshotFile is the snapshot format: what Restore decodes, and what
+// writeSnapshot writes byte for byte as json.Marshal would.
 type snapshotFile struct {
 	Version int    `json:"version"`
 	Tables  tables `json:"tables"`
 }
 
-type snapshot struct{ data []byte }
+// snapshot is a copy of the tables taken by FSM.Snapshot. Nothing in it is
+// shared with the live tables, so Persist may read it while Apply goes on.
+type snapshot struct{ t tables }
 
+// Persist implements raft.FSMSnapshot: it writes the copy to the sink, row
+// by row (see writeSnapshot). On error it cancels the sink.
 func (s *snapshot) Persist(sink raft.SnapshotSink) error {
-	if _, err := sink.Write(s.data); err != nil {
+	if err := writeSnapshot(sink, &s.t); err != nil {
 		_ = sink.Cancel()
 		return fmt.Errorf("write snapshot: %w", err)
 	}
 	return sink.Close()
 }
 
+// Release implements raft.FSMSnapshot; the copy is left to the garbage
+// collector.
 func (s *snapshot) Release() {}
 
-func encodeSnapshot(t *tables) ([]byte, error) {
-	return json.Marshal(snapshotFile{Version: SnapshotVersion, Tables: *t})
+// clone returns a deep copy of the tables without the derived per-worker
+// index, which snapshots do not hold. Strings are shared: they cannot
+// change.
+func (t *tables) clone() tables {
+	return tables{
+		Workers:        cloneRows(t.Workers, func(w *model.Worker) *model.Worker { c := *w; return &c }),
+		Drivers:        cloneRows(t.Drivers, cloneDriver),
+		WaitingDrivers: slices.Clone(t.WaitingDrivers),
+		Tokens:         maps.Clone(t.Tokens),
+		NextDriverSeq:  t.NextDriverSeq,
+		Apps:           cloneRows(t.Apps, (*model.App).Clone),
+		Executors:      cloneRows(t.Executors, (*model.Executor).Clone),
+		AppTokens:      maps.Clone(t.AppTokens),
+		NextAppSeq:     t.NextAppSeq,
+	}
+}
+
+// cloneRows returns a copy of a table with every row copied by clone; nil
+// for nil.
+func cloneRows[V any](m map[string]V, clone func(V) V) map[string]V {
+	if m == nil {
+		return nil
+	}
+	out := make(map[string]V, len(m))
+	for k, v := range m {
+		out[k] = clone(v)
+	}
+	return out
+}
+
+// cloneDriver is Driver.Clone, except that a nil attempt history (a row
+// restored from a snapshot that had none) stays nil, so the copy encodes
+// as the row does and a snapshot restores to tables of the same hash.
+func cloneDriver(d *model.Driver) *model.Driver {
+	c := d.Clone()
+	if d.Attempts == nil {
+		c.Attempts = nil
+	}
+	return c
+}
+
+// writeSnapshot writes the snapshot of t to w in the bytes json.Marshal
+// gives for snapshotFile{SnapshotVersion, *t}, encoding one row at a time,
+// so that the encoding of 100,000 drivers is never held whole in memory.
+func writeSnapshot(w io.Writer, t *tables) error {
+	sw := newStreamWriter(w)
+	sw.raw(`{"version":`)
+	sw.value(SnapshotVersion)
+	sw.raw(`,"tables":`)
+	sw.tables(t)
+	sw.raw(`}`)
+	return sw.flush()
+}
+
+// streamWriter writes JSON piece by piece: raw text and values, each value
+// encoded as json.Marshal would encode it. The first error sticks.
+type streamWriter struct {
+	w   *bufio.Writer
+	buf bytes.Buffer
+	enc *json.Encoder
+	err error
+}
+
+func newStreamWriter(w io.Writer) *streamWriter {
+	sw := &streamWriter{w: bufio.NewWriterSize(w, 64<<10)}
+	sw.enc = json.NewEncoder(&sw.buf)
+	return sw
+}
+
+func (sw *streamWriter) raw(s string) {
+	if sw.err == nil {
+		_, sw.err = sw.w.WriteString(s)
+	}
+}
+
+func (sw *streamWriter) value(v any) {
+	if sw.err != nil {
+		return
+	}
+	sw.buf.Reset()
+	if sw.err = sw.enc.Encode(v); sw.err == nil {
+		// Encode ends every value with a newline that Marshal does not.
+		_, sw.err = sw.w.Write(bytes.TrimSuffix(sw.buf.Bytes(), []byte("\n")))
+	}
+}
+
+func (sw *streamWriter) flush() error {
+	if sw.err != nil {
+		return sw.err
+	}
+	return sw.w.Flush()
+}
+
+// tables writes t as json.Marshal would, field by field in the order of
+// the struct. TestSnapshotBytes holds the two to the same bytes.
+func (sw *streamWriter) tables(t *tables) {
+	sw.raw(`{"workers":`)
+	writeRows(sw, t.Workers)
+	sw.raw(`,"drivers":`)
+	writeRows(sw, t.Drivers)
+	sw.raw(`,"waiting_drivers":`)
+	sw.value(t.WaitingDrivers)
+	sw.raw(`,"tokens":`)
+	writeRows(sw, t.Tokens)
+	sw.raw(`,"next_driver_seq":`)
+	sw.value(t.NextDriverSeq)
+	sw.raw(`,"apps":`)
+	writeRows(sw, t.Apps)
+	sw.raw(`,"executors":`)
+	writeRows(sw, t.Executors)
+	sw.raw(`,"app_tokens":`)
+	writeRows(sw, t.AppTokens)
+	sw.raw(`,"next_app_seq":`)
+	sw.value(t.NextAppSeq)
+	sw.raw(`}`)
+}
+
+// writeRows writes a table as json.Marshal writes a map: keys in order,
+// null for nil.
+func writeRows[V any](sw *streamWriter, m map[string]V) {
+	if m == nil {
+		sw.raw("null")
+		return
+	}
+	sw.raw("{")
+	for i, k := range sortedKeys(m) {
+		if i > 0 {
+			sw.raw(",")
+		}
+		sw.value(k)
+		sw.raw(":")
+		sw.value(m[k])
+	}
+	sw.raw("}")
 }
 
 // decodeSnapshot parses and checks a snapshot: the version, and that every
@@ -170,11 +314,13 @@ func checkApps(t *tables) error {
 	return nil
 }
 
+// hashTables digests the tables as they appear in a snapshot.
 func hashTables(t *tables) (string, error) {
-	b, err := json.Marshal(t)
-	if err != nil {
+	h := sha256.New()
+	sw := newStreamWriter(h)
+	sw.tables(t)
+	if err := sw.flush(); err != nil {
 		return "", err
 	}
-	sum := sha256.Sum256(b)
-	return hex.EncodeToString(sum[:]), nil
+	return hex.EncodeToString(h.Sum(nil)), nil
 }
