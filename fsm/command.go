@@ -31,7 +31,7 @@ const MaxCommandSize = 8 << 20
 // Encode returns the log entry for a command: FormatVersion, the type byte
 // (t, with IgnoreUnknownTypeFlag if the caller set it), then the payload as
 // JSON. An entry over MaxCommandSize is an error wrapping
-// ErrInvalidCommand.
+// model.ErrInvalidCommand.
 func Encode(t model.CommandType, payload any) ([]byte, error) {
 	body, err := json.Marshal(payload)
 	if err != nil {
