@@ -129,7 +129,7 @@ func TestRows(t *testing.T) {
 	f := figuresOf(t, runs, errs)
 	want := []struct{ figure, status, measured string }{
 		{"acknowledged submissions/s", met, "10,500/s (median of 2 runs, lowest 9,000/s); 1 of 3 runs of BenchmarkSubmitThroughput failed: throughput_bench_test.go:40: submit: connection refused (after 3 tries)"},
-		{"submit latency", notMeasured, "BenchmarkSubmitLatencyAt2000 is not in ./cmd/drover"},
+		{"submit latency", notMeasured, "BenchmarkSubmitLatencyAt2000 is not in ./systest"},
 		{"placements/s", notMeasured, "BenchmarkPlacement failed: throughput_bench_test.go:120: placement stalled: 99900 drivers waiting"},
 		{"leader SIGKILL to next accepted write (raft-500ms)", met, "p50 0.81 s, worst 1.10 s over 20 trials"},
 		{"leader SIGKILL to next accepted write (raft-1s-default)", notMet, "p50 1.60 s, worst 2.40 s over 20 trials"},
@@ -157,13 +157,13 @@ func TestRows(t *testing.T) {
 	}
 	md := markdown(&Report{Date: "2026-11-29 17:00 UTC", Commit: "da5a3ee (dirty)", Command: "go run ./bench --quick", Quick: true,
 		Machine: Machine{CPU: "AMD EPYC", Cores: 2, MemoryGiB: 23.4, Kernel: "Linux 6.1", Go: "go1.26.8 linux/amd64"},
-		Targets: rows, Apply: apply, Runs: []RunInfo{{Command: "go test -bench '^(BenchmarkPlacement)$' ./cmd/drover", Seconds: 3, Error: "exit status 1"}}})
+		Targets: rows, Apply: apply, Runs: []RunInfo{{Command: "go test -bench '^(BenchmarkPlacement)$' ./systest", Seconds: 3, Error: "exit status 1"}}})
 	for _, line := range []string{
 		"| commit | da5a3ee (dirty) |",
 		"| CPU | AMD EPYC, 2 cores |",
 		"| placements/s: SUBMITTED to RUNNING acknowledged by workers | 100,000 drivers, 1,000 simulated workers | >= 5,000/s (Nomad's C1M placed about 3,750/s) | BenchmarkPlacement failed: throughput_bench_test.go:120: placement stalled: 99900 drivers waiting | not measured |",
 		"| WorkerLost | 1,498,094 | 1,498,094 | 37 | 2,701 |",
-		"| `go test -bench '^(BenchmarkPlacement)$' ./cmd/drover` | 3 | exit status 1 |",
+		"| `go test -bench '^(BenchmarkPlacement)$' ./systest` | 3 | exit status 1 |",
 		"**A quick run",
 	} {
 		if !strings.Contains(md, line) {

@@ -4,7 +4,7 @@
 //	go run ./bench [--quick] [--out docs]
 //	go run ./bench --render    # benchmarks.md again from benchmarks.json
 //
-// It runs the Go benchmarks of ./fsm and ./cmd/drover, one `go test -json
+// It runs the Go benchmarks of ./fsm and ./systest, one `go test -json
 // -bench` subprocess per group, each repeated (-count) or made of many
 // trials (-benchtime Nx), and judges each figure on its median and tail. A
 // benchmark that is missing, fails or is skipped leaves its row "not
@@ -35,12 +35,12 @@ type run struct {
 	benches   []string
 	benchtime string
 	count     int
-	short     bool          // -short: cmd/drover's small sizes
+	short     bool          // -short: systest's small sizes
 	limit     time.Duration // killed after this long
 }
 
 // plan returns the runs, with the targets' trial counts and sizes or, quick,
-// fewer trials and cmd/drover's -short sizes.
+// fewer trials and systest's -short sizes.
 func plan(quick bool) []run {
 	pick := func(full, smoke string) string {
 		if quick {
@@ -54,11 +54,11 @@ func plan(quick bool) []run {
 		}
 		return full
 	}
-	// The process-level benchmarks of cmd/drover do a whole measurement
+	// The process-level benchmarks of systest do a whole measurement
 	// per iteration: the throughput ones once (1x) per run, repeated with
 	// -count; the failover ones one trial per iteration, 20 in one run.
 	cluster := func(bench, benchtime string, count int, limit time.Duration) run {
-		return run{pkg: "./cmd/drover", benches: []string{bench}, benchtime: benchtime, count: count, short: quick, limit: limit}
+		return run{pkg: "./systest", benches: []string{bench}, benchtime: benchtime, count: count, short: quick, limit: limit}
 	}
 	return []run{
 		// A fixed count, not a time: each command is prepared untimed on

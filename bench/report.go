@@ -339,7 +339,7 @@ func markdown(r *Report) string {
 	p("Written by `%s`; do not edit by hand. The JSON beside it holds every run's figures.", r.Command)
 	p("")
 	if r.Quick {
-		p("**A quick run (`--quick`): fewer trials than the targets call for, and cmd/drover's benchmarks at their")
+		p("**A quick run (`--quick`): fewer trials than the targets call for, and systest's benchmarks at their")
 		p("`-short` sizes. A smoke test, not figures to quote.**")
 		p("")
 	}

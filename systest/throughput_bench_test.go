@@ -1,4 +1,4 @@
-package main
+package systest
 
 // Throughput, latency and placement benchmarks of a real three-master
 // cluster (separate drover processes, Raft log fsynced as in production).
@@ -19,7 +19,7 @@ package main
 //
 // For example, on a quiet machine:
 //
-//	go test -run '^$' -bench 'SubmitThroughput|SubmitLatency|Placement' -benchtime 1x ./cmd/drover/
+//	go test -run '^$' -bench 'SubmitThroughput|SubmitLatency|Placement' -benchtime 1x ./systest/
 
 import (
 	"context"

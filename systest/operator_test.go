@@ -1,4 +1,4 @@
-package main
+package systest
 
 import (
 	"bytes"
@@ -173,28 +173,6 @@ func TestQuorumOperationsUnderLoad(t *testing.T) {
 			t.Errorf("drover operator %v: exit %d, stderr %q; want 1 and one line", args, code, errOut)
 		}
 	}
-}
-
-// waitSameTables waits until every given master holds the leader's tables.
-func waitSameTables(t *testing.T, c *testcluster.Cluster, ms ...*testcluster.Node) {
-	t.Helper()
-	waitFor(t, 30*time.Second, "masters hold the same tables", func() bool {
-		l, err := c.Leader(5 * time.Second)
-		if err != nil {
-			return false
-		}
-		want, err := testcluster.State(context.Background(), l)
-		if err != nil {
-			return false
-		}
-		for _, m := range ms {
-			st, err := testcluster.State(context.Background(), m)
-			if err != nil || st.StateHash != want.StateHash {
-				return false
-			}
-		}
-		return true
-	})
 }
 
 // TestSIGTERMLeaderHandsOver: a leader stopped with SIGTERM transfers

@@ -1,4 +1,4 @@
-package main
+package systest
 
 import (
 	"bytes"
@@ -14,15 +14,6 @@ import (
 	"github.com/drover-project/drover/internal/testcluster"
 	"github.com/drover-project/drover/model"
 )
-
-func stateHash(t *testing.T, n *testcluster.Node) string {
-	t.Helper()
-	st, err := testcluster.State(context.Background(), n)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return st.StateHash
-}
 
 // TestBadInputChangesNothing sends each kind of bad request to the leader
 // and to a follower (which forwards it) and expects a 4xx with a one-line

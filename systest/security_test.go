@@ -1,4 +1,4 @@
-package main
+package systest
 
 import (
 	"bufio"
@@ -47,15 +47,6 @@ type attacker struct {
 	master  pki.Files // the cluster's own master certificate
 	submit  string    // the submit token
 	operate string    // the operator token
-}
-
-func readToken(t *testing.T, path string) string {
-	t.Helper()
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return strings.TrimSpace(string(b))
 }
 
 // tlsConfig is a client config that presents f's certificate (if any) and

@@ -1,4 +1,4 @@
-package main
+package systest
 
 import (
 	"bytes"
@@ -25,7 +25,7 @@ import (
 // absolute) where TestWebUIInChromium saves a screenshot of the overview;
 // docs/ui-overview.png is made with
 //
-//	DROVER_UI_SCREENSHOT=docs/ui-overview.png go test ./cmd/drover -run TestWebUIInChromium
+//	DROVER_UI_SCREENSHOT=docs/ui-overview.png go test ./systest -run TestWebUIInChromium
 const screenshotEnv = "DROVER_UI_SCREENSHOT"
 
 // chromiumTimeout bounds one headless Chromium run.
@@ -306,8 +306,8 @@ func TestWebUIInChromium(t *testing.T) {
 
 	if shot != "" {
 		if !filepath.IsAbs(shot) {
-			// Tests run in cmd/drover; the path is the repository's.
-			shot = filepath.Join("..", "..", shot)
+			// Tests run in systest; the path is the repository's.
+			shot = filepath.Join("..", shot)
 		}
 		// Chromium writes the file itself; an absolute path keeps it from
 		// guessing a directory.

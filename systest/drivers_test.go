@@ -1,119 +1,21 @@
-package main
+package systest
 
 import (
 	"context"
 	"errors"
-	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
-	"github.com/drover-project/drover/api"
 	"github.com/drover-project/drover/internal/testcluster"
 	"github.com/drover-project/drover/model"
 )
 
-// probeScript is the body of a test driver run by /bin/sh. It appends one
-// line per event to $PROBE/$DROVER_DRIVER_ID: "start ATTEMPT WORKER PID
-// UNIXTIME" when it starts and "end ATTEMPT" when it ends normally. $BODY
-// runs between the two.
-const probeScript = `f="$PROBE/$DROVER_DRIVER_ID"
-echo "start $DROVER_ATTEMPT $DROVER_WORKER_ID $$ $(date +%s.%N)" >> "$f"
-eval "$BODY"
-rc=$?
-echo "end $DROVER_ATTEMPT $rc" >> "$f"
-exit $rc`
-
-// probe is a directory where test drivers record what they did.
-type probe struct {
-	t   *testing.T
-	dir string
-}
-
-func newProbe(t *testing.T) *probe { return &probe{t: t, dir: t.TempDir()} }
-
-// request returns a submission of the probe script running body.
-func (p *probe) request(body string, supervise bool) api.SubmitRequest {
-	return api.SubmitRequest{
-		Argv:      []string{"/bin/sh", "-c", probeScript},
-		Env:       map[string]string{"PROBE": p.dir, "BODY": body},
-		Cores:     1,
-		MemoryMB:  256,
-		Supervise: supervise,
-	}
-}
-
-// lines returns the events driver id recorded, each split into fields.
-func (p *probe) lines(id string) [][]string {
-	b, err := os.ReadFile(filepath.Join(p.dir, id))
-	if err != nil && !errors.Is(err, os.ErrNotExist) {
-		p.t.Fatal(err)
-	}
-	var out [][]string
-	for _, l := range strings.Split(strings.TrimSpace(string(b)), "\n") {
-		if l != "" {
-			out = append(out, strings.Fields(l))
-		}
-	}
-	return out
-}
-
-// starts returns the "start" events of a driver.
-func (p *probe) starts(id string) [][]string {
-	var out [][]string
-	for _, l := range p.lines(id) {
-		if l[0] == "start" {
-			out = append(out, l)
-		}
-	}
-	return out
-}
-
-// finishes waits for driver id to end and fails the test unless it ended
-// FINISHED in the given attempt, its probe having started exactly once per
-// attempt: a relaunch never ran an attempt twice or skipped a number.
-func (p *probe) finishes(c *testcluster.Cluster, id string, attempt int, timeout time.Duration) *model.Driver {
-	p.t.Helper()
-	d := c.WaitDriver(id, timeout, "ended", func(d *model.Driver) bool { return d.State.Terminal() })
-	if starts := p.starts(id); d.State != model.DriverFinished || d.Attempt != attempt || len(starts) != attempt {
-		p.t.Fatalf("driver ended %s at attempt %d after %d starts %v; want FINISHED at attempt %d after %d",
-			d.State, d.Attempt, len(starts), starts, attempt, attempt)
-	}
-	return d
-}
-
-func submit(t *testing.T, c *testcluster.Cluster, req api.SubmitRequest) string {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	res, err := c.Client().Submit(ctx, req)
-	if err != nil {
-		t.Fatalf("submit: %v", err)
-	}
-	return res.DriverID
-}
-
-func isState(s model.DriverState) func(*model.Driver) bool {
-	return func(d *model.Driver) bool { return d.State == s }
-}
-
-// gone reports whether no process is left in process group pgid.
+// groupGone reports whether no process is left in process group pgid.
 func groupGone(pgid int) bool {
 	return errors.Is(syscall.Kill(-pgid, 0), syscall.ESRCH)
-}
-
-func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %s", what, timeout)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }
 
 // TestLeaderKillDoesNotDisturbRunningDriver: SIGKILL the leader while a

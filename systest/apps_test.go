@@ -1,4 +1,4 @@
-package main
+package systest
 
 import (
 	"bytes"
@@ -37,42 +37,6 @@ func (p *probe) appSpec(body string, maxCores int) client.AppSpec {
 	}
 }
 
-func registerApp(t *testing.T, c *testcluster.Cluster, spec client.AppSpec) *client.App {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	a, err := c.Client().RegisterApp(ctx, spec)
-	if err != nil {
-		t.Fatalf("register app: %v", err)
-	}
-	t.Cleanup(a.Close)
-	return a
-}
-
-// nextEvent returns the first event of the app that satisfies cond.
-func nextEvent(t *testing.T, a *client.App, timeout time.Duration, what string, cond func(client.ExecutorEvent) bool) client.ExecutorEvent {
-	t.Helper()
-	timer := time.NewTimer(timeout)
-	defer timer.Stop()
-	for {
-		select {
-		case ev, ok := <-a.Events():
-			if !ok {
-				t.Fatalf("%s: the app's events ended (%v, state %s)", what, a.Err(), a.Status().State)
-			}
-			if cond(ev) {
-				return ev
-			}
-		case <-timer.C:
-			t.Fatalf("%s: not within %s", what, timeout)
-		}
-	}
-}
-
-func kind(k client.EventKind) func(client.ExecutorEvent) bool {
-	return func(ev client.ExecutorEvent) bool { return ev.Kind == k }
-}
-
 // running waits until n executors of the app have started and returns
 // them by ID.
 func running(t *testing.T, a *client.App, n int) map[int]model.Executor {
@@ -83,17 +47,6 @@ func running(t *testing.T, a *client.App, n int) map[int]model.Executor {
 		out[ev.Executor.ID] = ev.Executor
 	}
 	return out
-}
-
-func appStatus(t *testing.T, c *testcluster.Cluster, id string) api.AppStatus {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	s, err := c.Client().AppStatus(ctx, id)
-	if err != nil {
-		t.Fatalf("app %s: %v", id, err)
-	}
-	return s
 }
 
 // TestExecutorsSpreadRunAndAreReplacedWhenTheirWorkerIsLost: an app's
@@ -118,10 +71,9 @@ func TestExecutorsSpreadRunAndAreReplacedWhenTheirWorkerIsLost(t *testing.T) {
 	if len(workers) != 3 {
 		t.Fatalf("executors on workers %v: spread out should use all 3", workers)
 	}
-	var out, errOut bytes.Buffer
-	if code := runClient([]string{"--masters", c.MasterAddrs, "logs", a.ID(), "--executor", "2"}, &out, &errOut); code != 0 ||
-		out.String() != "executor 2 of "+a.ID()+"\n" {
-		t.Errorf("logs --executor 2: exit %d, %q %q", code, out.String(), errOut.String())
+	if out, errOut, code := runDrover(t, nil, "client", "--masters", c.MasterAddrs, "logs", a.ID(), "--executor", "2"); code != 0 ||
+		out != "executor 2 of "+a.ID()+"\n" {
+		t.Errorf("logs --executor 2: exit %d, %q %q", code, out, errOut)
 	}
 
 	victim := execs[1].WorkerID
@@ -159,7 +111,11 @@ func TestAppFailsAfterMaxExecutorRetries(t *testing.T) {
 	}
 	for _, e := range s.Executors {
 		if e.State != model.ExecFailed || e.ExitCode == nil || *e.ExitCode != 3 {
-			t.Errorf("executor %d: %s exit %s; want FAILED exit 3", e.ID, e.State, fmtExit(e.ExitCode))
+			exit := "-"
+			if e.ExitCode != nil {
+				exit = strconv.Itoa(*e.ExitCode)
+			}
+			t.Errorf("executor %d: %s exit %s; want FAILED exit 3", e.ID, e.State, exit)
 		}
 	}
 }

@@ -1,4 +1,4 @@
-package main
+package systest
 
 import (
 	"context"
@@ -21,16 +21,6 @@ var summaryLine = regexp.MustCompile(`wordcount: \d+ files, \d+ distinct words, 
 // result (the digest of every word's count) equals a single-process count
 // of the same files: undisturbed, with the leader SIGKILLed mid-job, and
 // with the worker of one executor (not the driver's) killed mid-job.
-// buildWordcount builds examples/wordcount into the test's temp dir.
-func buildWordcount(t *testing.T) string {
-	t.Helper()
-	bin := filepath.Join(t.TempDir(), "wordcount")
-	if out, err := exec.Command("go", "build", "-o", bin, "github.com/drover-project/drover/examples/wordcount").CombinedOutput(); err != nil {
-		t.Fatalf("build wordcount: %v\n%s", err, out)
-	}
-	return bin
-}
-
 func TestWordcountOnClusterMatchesSingleProcess(t *testing.T) {
 	if testing.Short() {
 		t.Skip("counts the whole Go source tree several times")

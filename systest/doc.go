@@ -1,0 +1,29 @@
+// Package systest is Drover's process-level test suite. Each test starts a
+// real cluster with internal/testcluster: masters and workers as separate
+// drover processes built from cmd/drover (with the race detector when the
+// tests run with -race), on loopback addresses of their own, and drives it
+// from outside as users and operators do, through the HTTP API, the Go
+// client, the drover CLI, Spark's REST protocol and a browser.
+//
+// The suite covers drivers through leader and worker kills, supervision and
+// kills (drivers_test.go); applications and executors (apps_test.go); worker
+// liveness, pauses, restarts, decommissioning and fencing across network
+// partitions (liveness_test.go); refused input and the CLI's exit codes
+// (badinput_test.go); quorum changes and snapshots (operator_test.go);
+// attacks on a secured cluster, TLS and tokens (security_test.go); Spark's
+// REST protocol (sparkrest_test.go); Prometheus metrics (metrics_test.go);
+// the web UI (ui_test.go); and the distributed word count of
+// examples/wordcount (wordcount_test.go). Its benchmarks measure failover
+// (failover_bench_test.go) and submission throughput, latency and placement
+// (throughput_bench_test.go); make bench runs them.
+//
+// Run it from the repository root, as make test does with every package:
+//
+//	go test -race -count=1 ./systest
+//
+// The partition tests (TestStrictFencingIsolatedWorker and
+// TestDefaultFencingIsolatedWorker) need root, unshare, ip and iptables, to
+// cut nodes apart in a private network namespace; without them they skip
+// and say what is missing. TestWebUIInChromium skips unless chromium is
+// installed, and -short skips the word count over the Go source tree.
+package systest
