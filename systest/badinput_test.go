@@ -85,7 +85,6 @@ func TestBadInputChangesNothing(t *testing.T) {
 	}
 
 	// The CLI exits non-zero with the master's one line.
-	bin := testcluster.Binary(t)
 	for _, args := range [][]string{
 		{"submit", "--driver-cores", "0", "--", "true"},
 		{"submit", "--driver-memory", "-1g", "--", "true"},
@@ -95,14 +94,10 @@ func TestBadInputChangesNothing(t *testing.T) {
 		{"list", "extra"},
 		{"submit", "--env", "DROVER_ATTEMPT=9", "--", "true"},
 	} {
-		cmd := exec.Command(bin, append([]string{"client", "--masters", c.MasterAddrs, "--timeout", "10s"}, args...)...)
-		var stderr bytes.Buffer
-		cmd.Stderr = &stderr
-		err := cmd.Run()
-		code := cmd.ProcessState.ExitCode()
-		lines := strings.Split(strings.TrimSpace(stderr.String()), "\n")
-		if err == nil || code != 1 || len(lines) != 1 || lines[0] == "" {
-			t.Errorf("drover client %v: exit %d, stderr %q; want exit 1 and one line", args, code, stderr.String())
+		_, stderr, code := runDrover(t, nil, append([]string{"client", "--masters", c.MasterAddrs, "--timeout", "10s"}, args...)...)
+		lines := strings.Split(strings.TrimSpace(stderr), "\n")
+		if code != 1 || len(lines) != 1 || lines[0] == "" {
+			t.Errorf("drover client %v: exit %d, stderr %q; want exit 1 and one line", args, code, stderr)
 		}
 	}
 	if after := stateHash(t, leader); after != before {
@@ -111,7 +106,7 @@ func TestBadInputChangesNothing(t *testing.T) {
 
 	// A driver larger than any worker is queued, explained, and submit
 	// exits 1 instead of waiting for ever.
-	cmd := exec.Command(bin, "client", "--masters", c.MasterAddrs, "submit", "--driver-cores", "100", "--", "true")
+	cmd := exec.Command(testcluster.Binary(t), "client", "--masters", c.MasterAddrs, "submit", "--driver-cores", "100", "--", "true")
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	done := make(chan error, 1)
@@ -154,20 +149,18 @@ func TestNoLeaderAnswers503AndCLIExits2(t *testing.T) {
 	if resp.StatusCode != http.StatusServiceUnavailable || e.Error == "" {
 		t.Fatalf("submit without a leader: %d %q, want 503 with a reason", resp.StatusCode, e.Error)
 	}
-	cmd := exec.Command(testcluster.Binary(t), "client", "--masters", c.MasterAddrs, "--timeout", "2s", "submit", "--", "true")
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	start := time.Now()
-	_ = cmd.Run()
-	lines := strings.Split(strings.TrimSpace(stderr.String()), "\n")
-	if code := cmd.ProcessState.ExitCode(); code != 2 || len(lines) != 1 || !strings.Contains(lines[0], "no master answered with a leader") {
-		t.Fatalf("CLI without a leader: exit %d, stderr %q; want exit 2 and one line", code, stderr.String())
+	stdout, stderr, code := runDrover(t, nil, "client", "--masters", c.MasterAddrs, "--timeout", "2s", "submit", "--", "true")
+	took := time.Since(start)
+	lines := strings.Split(strings.TrimSpace(stderr), "\n")
+	if code != 2 || len(lines) != 1 || !strings.Contains(lines[0], "no master answered with a leader") {
+		t.Fatalf("CLI without a leader: exit %d, stderr %q; want exit 2 and one line", code, stderr)
 	}
-	if took := time.Since(start); took > 10*time.Second {
+	if took > 10*time.Second {
 		t.Fatalf("CLI took %s to give up with a 2s timeout", took)
 	}
-	if stdout.Len() != 0 {
-		t.Fatalf("CLI printed %q on stdout without a driver", stdout.String())
+	if stdout != "" {
+		t.Fatalf("CLI printed %q on stdout without a driver", stdout)
 	}
 	if st, err := testcluster.State(context.Background(), m); err != nil || len(st.Drivers) != 0 {
 		t.Fatalf("tables changed without a leader: %v %v", st, err)

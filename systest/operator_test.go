@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -24,12 +23,7 @@ import (
 // stderr and the exit code.
 func operatorCLI(t *testing.T, c *testcluster.Cluster, args ...string) (string, string, int) {
 	t.Helper()
-	cmd := exec.Command(testcluster.Binary(t), append([]string{"operator", "--timeout", "30s"}, args...)...)
-	cmd.Env = append(os.Environ(), c.ClientEnv()...)
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	_ = cmd.Run()
-	return stdout.String(), stderr.String(), cmd.ProcessState.ExitCode()
+	return runDrover(t, c.ClientEnv(), append([]string{"operator", "--timeout", "30s"}, args...)...)
 }
 
 // mustOperator is operatorCLI that fails the test unless it exits 0.

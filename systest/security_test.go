@@ -12,7 +12,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -603,21 +602,17 @@ func countClosed(conns []net.Conn, wait time.Duration) int {
 // refuses an address other than loopback, in one line, unless --insecure;
 // on loopback it starts and warns.
 func TestClosedByDefault(t *testing.T) {
-	bin := testcluster.Binary(t)
 	dir := t.TempDir()
 	for _, args := range [][]string{
 		{"master", "--id", "m1", "--data-dir", filepath.Join(dir, "m"), "--bind", "0.0.0.0", "--peers", "m1=127.0.0.1:1"},
 		{"worker", "--id", "w1", "--work-dir", filepath.Join(dir, "w"), "--bind", "192.0.2.1", "--masters", "127.0.0.1:1"},
 	} {
-		cmd := exec.Command(bin, args...)
-		var stderr bytes.Buffer
-		cmd.Stderr = &stderr
-		err := cmd.Run()
-		lines := strings.Split(strings.TrimSpace(stderr.String()), "\n")
-		if err == nil || cmd.ProcessState.ExitCode() != 1 || len(lines) != 1 ||
+		_, stderr, code := runDrover(t, nil, args...)
+		lines := strings.Split(strings.TrimSpace(stderr), "\n")
+		if code != 1 || len(lines) != 1 ||
 			!strings.Contains(lines[0], "refusing") || !strings.Contains(lines[0], "--insecure") {
 			t.Errorf("drover %s --bind %s: exit %d, stderr %q; want exit 1 and one line naming --insecure",
-				args[0], args[6], cmd.ProcessState.ExitCode(), stderr.String())
+				args[0], args[6], code, stderr)
 		}
 		if _, err := os.Stat(filepath.Join(dir, "m", "raft.db")); err == nil {
 			t.Errorf("a refused master created its Raft store")
@@ -644,15 +639,9 @@ func TestClosedByDefault(t *testing.T) {
 // master, the restarted one too, ends with the same tables.
 func TestSecuredClusterRunsDriversAndApps(t *testing.T) {
 	c := testcluster.New(t, testcluster.Options{Workers: 2, Secure: true})
-	bin := testcluster.Binary(t)
-	env := append(os.Environ(), c.ClientEnv()...)
+	env := c.ClientEnv()
 	run := func(env []string, args ...string) (string, string, int) {
-		cmd := exec.Command(bin, append([]string{"client", "--timeout", "20s"}, args...)...)
-		cmd.Env = env
-		var stdout, stderr bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &stdout, &stderr
-		_ = cmd.Run()
-		return stdout.String(), stderr.String(), cmd.ProcessState.ExitCode()
+		return runDrover(t, env, append([]string{"client", "--timeout", "20s"}, args...)...)
 	}
 	out, errOut, code := run(env, "submit", "--wait", "--", "/bin/echo", "hello")
 	if code != 0 {
