@@ -19,8 +19,8 @@ vet:
 lint: vet
 	$(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2 $(PKGS)
 
-# Unit, process-level and failover tests, with the race detector. Tests
-# that need root skip with a message when not run as root.
+# Unit, process-level (systest/) and failover tests, with the race
+# detector. Tests that need root skip with a message when not run as root.
 test: vet
 	$(GO) test -race -count=1 -timeout 25m $(PKGS)
 	$(MAKE) fuzz-smoke
