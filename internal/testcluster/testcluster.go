@@ -375,6 +375,32 @@ func (n *Node) Start() error {
 	return nil
 }
 
+// Exited returns a channel that is closed when the node's current process
+// has exited; ExitCode says how.
+func (n *Node) Exited() <-chan struct{} {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.done
+}
+
+// ExitCode is the exit code of the node's process once Exited is closed
+// (-1 for a process killed by a signal).
+func (n *Node) ExitCode() int {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.cmd.ProcessState.ExitCode()
+}
+
+// Log returns what the node's processes wrote so far (DIR/ID.log).
+func (n *Node) Log() string {
+	name := n.logName
+	if name == "" {
+		name = n.ID
+	}
+	b, _ := os.ReadFile(filepath.Join(n.c.Dir, name+".log"))
+	return string(b)
+}
+
 // PID is the node's current process ID.
 func (n *Node) PID() int {
 	n.mu.Lock()

@@ -1,0 +1,66 @@
+package systest
+
+import (
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/raft"
+	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
+
+	"github.com/drover-project/drover/fsm"
+	"github.com/drover-project/drover/internal/testcluster"
+)
+
+// A master whose log holds a committed entry it cannot decode (one a newer
+// version wrote) refuses to go on: drover master exits 1 and says which
+// entry stopped it, rather than skip it and hold tables unlike its peers'.
+func TestMasterRefusesAnEntryItCannotDecode(t *testing.T) {
+	c := testcluster.Start(t, testcluster.Options{Masters: 1})
+	m := c.Masters[0]
+	submit(t, c, newProbe(t).request("exit 0", false))
+	m.Stop(10 * time.Second)
+
+	// Append, in the master's own term, an entry of type 0x7f, which no
+	// version knows and whose writer did not flag it ignorable.
+	store, err := raftboltdb.NewBoltStore(filepath.Join(m.Dir, "raft.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	last, err := store.LastIndex()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var prev raft.Log
+	if err := store.GetLog(last, &prev); err != nil {
+		t.Fatal(err)
+	}
+	bad := raft.Log{Index: last + 1, Term: prev.Term, Type: raft.LogCommand, Data: []byte{fsm.FormatVersion, 0x7f, '{', '}'}}
+	if err := store.StoreLog(&bad); err != nil {
+		t.Fatal(err)
+	}
+	if err := store.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	// Restarted alone, it leads, commits the entry with its first one of
+	// the new term, and meets it.
+	if err := m.Start(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-m.Exited():
+	case <-time.After(60 * time.Second):
+		t.Fatalf("the master still runs past an entry it cannot decode; log:\n%s", m.Log())
+	}
+	if code := m.ExitCode(); code != 1 {
+		t.Fatalf("exit code %d, want 1; log:\n%s", code, m.Log())
+	}
+	log := m.Log()
+	want := "index " + strconv.FormatUint(bad.Index, 10)
+	if !strings.Contains(log, want) || !strings.Contains(log, "0x7f") || !strings.Contains(log, "unknown type") {
+		t.Fatalf("the log does not name the entry (%s, type byte 0x7f, unknown type):\n%s", want, log)
+	}
+}
