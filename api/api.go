@@ -21,6 +21,8 @@
 //	POST /v1/apps/{id}/kill              -> AppStatus
 //	GET  /v1/apps/{id}/executors/{eid}/logs ?stream=stdout|stderr&offset=N -> bytes
 //	GET  /v1/state                       -> State
+//	GET  /v1/gossip                      -> GossipPeers
+//	GET  /v1/health                      -> Health (200 ok, 503 degraded; no credential needed)
 //
 // A watch is an application client's long poll, and its sign of life: the
 // leader answers at once when the app's status differs from the ETag the
@@ -277,6 +279,11 @@ type State struct {
 	WaitingDrivers []string        `json:"waiting_drivers"`
 	Apps           []AppStatus     `json:"apps"`
 	StateHash      string          `json:"state_hash"`
+	// PoolSplit, on the leader, lists the voters and the workers it hears
+	// from (Raft, heartbeats) but does not see in its gossip pool: a split
+	// pool, which leaves workers unwatched and followers unable to find
+	// the leader.
+	PoolSplit []PoolMember `json:"pool_split,omitempty"`
 }
 
 // RaftPeers answers GET /v1/operator/raft/peers: the Raft configuration as
@@ -319,3 +326,39 @@ type TransferLeadershipResponse struct {
 
 // MaxSnapshotBytes bounds a snapshot uploaded for restore.
 const MaxSnapshotBytes = 4 << 30
+
+// GossipPeers answers GET /v1/gossip: the gossip addresses of the masters
+// this master knows, itself first, so a worker (or a master) given only
+// the masters' API addresses can join their pool.
+type GossipPeers struct {
+	Masters []PoolMember `json:"masters"`
+}
+
+// PoolMember names one member of the gossip pool: its role (master or
+// worker), ID and gossip address, and, in a report of a split pool, since
+// when the leader has missed it (Unix milliseconds).
+type PoolMember struct {
+	Role   string `json:"role"`
+	ID     string `json:"id"`
+	Gossip string `json:"gossip,omitempty"`
+	Since  int64  `json:"since,omitempty"`
+}
+
+// Health answers GET /v1/health, for load balancers and service managers:
+// Status is "ok" (HTTP 200) when every check passes, "degraded" (503)
+// otherwise.
+type Health struct {
+	ID     string  `json:"id"`
+	Status string  `json:"status"`
+	Checks []Check `json:"checks"`
+}
+
+// Check is one health check: leader (a leader is known, and ready if it is
+// this master), quorum (this master hears from a quorum: as leader, a
+// quorum confirms it; as follower, the leader spoke within an election
+// timeout or two), pool (every voter is in this master's gossip pool).
+type Check struct {
+	Name    string `json:"name"`
+	OK      bool   `json:"ok"`
+	Message string `json:"message"`
+}

@@ -45,6 +45,9 @@ const (
 	// CodeConflict: the request clashes with the cluster's state in
 	// another way, such as a worker ID in use by another process (409).
 	CodeConflict Code = "conflict"
+	// CodeNotInPool: a worker registered, but the leader does not see it
+	// in its gossip pool, so it could not watch it (409).
+	CodeNotInPool Code = "not_in_pool"
 	// CodeTooLarge: the body exceeds its bound (413).
 	CodeTooLarge Code = "too_large"
 	// CodeTooManyRequests: the caller has too many requests in flight;
@@ -70,6 +73,7 @@ var (
 	ErrForbidden       = errors.New("forbidden")
 	ErrNotFound        = errors.New("not found")
 	ErrConflict        = errors.New("conflict")
+	ErrNotInPool       = errors.New("not in the gossip pool")
 	ErrTooLarge        = errors.New("request too large")
 	ErrTooManyRequests = errors.New("too many requests")
 	ErrUnavailable     = errors.New("unavailable")
@@ -78,9 +82,9 @@ var (
 )
 
 // codes lists each code with its sentinel and HTTP status, in the order
-// CodeOf tries them. Those of the tables (model's sentinels) come first:
-// they are the more precise; the API's own stand for a status without a
-// code.
+// CodeOf tries them. The precise ones (model's sentinels, and those with
+// a status another code shares) come first; the API's own general ones
+// stand for a status without a code.
 var codes = []struct {
 	code   Code
 	err    error
@@ -94,6 +98,7 @@ var codes = []struct {
 	{CodeAppEnded, model.ErrAppEnded, http.StatusConflict},
 	{CodeStaleAttempt, model.ErrStaleAttempt, http.StatusConflict},
 	{CodeInvalidRequest, model.ErrInvalidCommand, http.StatusBadRequest},
+	{CodeNotInPool, ErrNotInPool, http.StatusConflict},
 	{CodeInvalidRequest, ErrInvalidRequest, http.StatusBadRequest},
 	{CodeUnauthenticated, ErrUnauthenticated, http.StatusUnauthorized},
 	{CodeForbidden, ErrForbidden, http.StatusForbidden},
@@ -107,7 +112,7 @@ var codes = []struct {
 }
 
 // apiCodes is where the API's own sentinels start in codes.
-const apiCodes = 8
+const apiCodes = 9
 
 // CodeOf returns the code of err and its HTTP status: the code of the first
 // sentinel err wraps, CodeInternal (500) for an error that wraps none.

@@ -11,6 +11,7 @@ import (
 // Every code survives the trip over HTTP: the error a master returns, its
 // code and status, and the error the far side decodes wrap one sentinel.
 func TestCodesRoundTrip(t *testing.T) {
+	// The general sentinels: each stands for its status alone.
 	own := map[error]bool{ErrInvalidRequest: true, ErrUnauthenticated: true, ErrForbidden: true, ErrNotFound: true, ErrConflict: true,
 		ErrTooLarge: true, ErrTooManyRequests: true, ErrUnavailable: true, ErrBadGateway: true, ErrInternal: true}
 	for i, c := range codes {

@@ -46,6 +46,11 @@ type Config struct {
 	// Join lists host:port gossip addresses of other members; the pool
 	// retries them in the background until one answers.
 	Join []string
+	// Discover, when set, returns more addresses to join, learned while
+	// the member runs (a master asks its Raft peers, a worker the
+	// masters' API); the join loop calls it every round, so it must
+	// answer at once from what its owner keeps.
+	Discover func() []string
 	// OnChange is called (from memberlist's goroutines; it must not block)
 	// whenever a member joins, leaves, is declared dead or updates.
 	OnChange func()
@@ -153,7 +158,7 @@ func Start(cfg Config) (*Pool, error) {
 	mc.AdvertisePort = tr.GetAutoBindPort()
 	mc.Transport = tr
 	mc.Logger = stdLog
-	d := &delegate{meta: meta, onChange: cfg.OnChange, members: map[string]Meta{},
+	d := &delegate{meta: meta, onChange: cfg.OnChange, members: map[string]Member{},
 		gone: map[string]time.Time{}, forget: mc.GossipToTheDeadTime}
 	mc.Delegate = d
 	mc.Events = d
@@ -172,48 +177,58 @@ func Start(cfg Config) (*Pool, error) {
 // join list is an alive member, and joins the ones that are not.
 const rejoinInterval = 2 * time.Second
 
-// joinLoop keeps the member joined to every address of its join list, for
-// the member's whole life. memberlist never contacts a node again once it
-// has declared it dead, so without this a worker whose masters were all
-// down for a while would stay cut off from the restarted masters' pool
-// (Serf's reconnect loop does the same job for Consul).
+// joinLoop keeps the member joined to every address of its join list and
+// of Discover, for the member's whole life. memberlist never contacts a
+// node again once it has declared it dead, so without this a worker whose
+// masters were all down for a while would stay cut off from the restarted
+// masters' pool (Serf's reconnect loop does the same job for Consul). An
+// address that does not answer is logged once, until it answers.
 func (p *Pool) joinLoop(ctx context.Context) {
 	defer close(p.done)
-	var targets []string
 	self := fmt.Sprintf("%s:%d", p.cfg.BindIP, p.cfg.Port)
-	for _, j := range p.cfg.Join {
-		if j = strings.TrimSpace(j); j != "" && j != self {
-			targets = append(targets, j)
-		}
-	}
-	if len(targets) == 0 {
-		return
-	}
+	failing := map[string]bool{}
 	wait := 200 * time.Millisecond
 	for {
+		targets := p.joinTargets(self)
 		alive := map[string]bool{}
 		for _, n := range p.ml.Members() {
 			alive[n.Address()] = true
 		}
+		// Each in its own goroutine: an address that swallows packets
+		// holds up only its own join, for memberlist's TCP timeout.
 		var missing []string
 		for _, t := range targets {
-			if !alive[t] {
+			if alive[t] {
+				delete(failing, t)
+			} else {
 				missing = append(missing, t)
 			}
 		}
-		next := rejoinInterval
-		if len(missing) > 0 {
-			n, err := p.ml.Join(missing)
+		errs := make([]error, len(missing))
+		var wg sync.WaitGroup
+		for i, t := range missing {
+			wg.Go(func() { _, errs[i] = p.ml.Join([]string{t}) })
+		}
+		wg.Wait()
+		joined, tried := 0, len(missing)
+		for i, t := range missing {
 			switch {
-			case n > 0:
-				wait = 200 * time.Millisecond
-			case len(missing) == len(targets):
-				// Nobody answered and we know no one: retry sooner,
-				// backing off.
-				p.cfg.Logger.Debug("gossip join failed, retrying", "err", err)
-				next = wait
-				wait = min(wait*2, rejoinInterval)
+			case errs[i] == nil:
+				delete(failing, t)
+				joined++
+			case !failing[t]:
+				p.cfg.Logger.Warn("gossip address does not answer; retrying", "addr", t, "err", errs[i])
+				failing[t] = true
 			}
+		}
+		next := rejoinInterval
+		if tried > 0 && joined == 0 && tried == len(targets) {
+			// Nobody answered and we know no one: retry sooner,
+			// backing off.
+			next = wait
+			wait = min(wait*2, rejoinInterval)
+		} else if joined > 0 {
+			wait = 200 * time.Millisecond
 		}
 		select {
 		case <-ctx.Done():
@@ -223,6 +238,47 @@ func (p *Pool) joinLoop(ctx context.Context) {
 	}
 }
 
+// joinTargets is the join list and what Discover returns now, without
+// this member's own address, blanks or repeats.
+func (p *Pool) joinTargets(self string) []string {
+	var out []string
+	seen := map[string]bool{self: true, "": true}
+	add := func(addrs []string) {
+		for _, a := range addrs {
+			if a = strings.TrimSpace(a); !seen[a] {
+				seen[a] = true
+				out = append(out, a)
+			}
+		}
+	}
+	add(p.cfg.Join)
+	if p.cfg.Discover != nil {
+		add(p.cfg.Discover())
+	}
+	return out
+}
+
+// Addr is the host:port other members reach this one at.
+func (p *Pool) Addr() string { return p.ml.LocalNode().Address() }
+
+// Members returns every member memberlist considers alive or suspect, this
+// one included, with the address it gossips on.
+func (p *Pool) Members() []Member {
+	p.d.mu.Lock()
+	defer p.d.mu.Unlock()
+	out := make([]Member, 0, len(p.d.members))
+	for _, m := range p.d.members {
+		out = append(out, m)
+	}
+	return out
+}
+
+// Member is one alive member: its metadata and its gossip address.
+type Member struct {
+	Meta
+	Addr string
+}
+
 // Alive returns the metadata of every member memberlist currently considers
 // alive or suspect (not dead, not left), this one included.
 func (p *Pool) Alive() []Meta {
@@ -230,7 +286,7 @@ func (p *Pool) Alive() []Meta {
 	defer p.d.mu.Unlock()
 	out := make([]Meta, 0, len(p.d.members))
 	for _, m := range p.d.members {
-		out = append(out, m)
+		out = append(out, m.Meta)
 	}
 	return out
 }
@@ -241,7 +297,7 @@ func (p *Pool) Lookup(role, id string) (Meta, bool) {
 	p.d.mu.Lock()
 	defer p.d.mu.Unlock()
 	m, ok := p.d.members[NodeName(role, id)]
-	return m, ok
+	return m.Meta, ok
 }
 
 // MemberCounts returns how many members are alive, this one included, and
@@ -302,7 +358,7 @@ type delegate struct {
 	onChange func()
 
 	mu      sync.Mutex
-	members map[string]Meta
+	members map[string]Member
 	// gone holds when each member was declared dead or left on purpose,
 	// until it comes back or forget passes (memberlist's
 	// GossipToTheDeadTime, after which memberlist forgets it too); only
@@ -337,7 +393,7 @@ func (d *delegate) set(n *memberlist.Node) {
 	d.mu.Lock()
 	delete(d.gone, n.Name)
 	if ok {
-		d.members[n.Name] = m
+		d.members[n.Name] = Member{Meta: m, Addr: n.Address()}
 	}
 	d.mu.Unlock()
 }

@@ -4,9 +4,12 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -243,5 +246,90 @@ func TestRestoreNeverReusesIDs(t *testing.T) {
 	}
 	if seq := seqOf(t, res2.DriverID); seq <= seqOf(t, res.DriverID) {
 		t.Fatalf("the next leader made %s, not past %s", res2.DriverID, res.DriverID)
+	}
+}
+
+// syncBuffer is a log sink that tests read while masters write.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// A pool deliberately split, a voter with another gossip key and a worker
+// that heartbeats without gossiping, is reported by the leader within
+// seconds: in its log, its metric, /v1/state and /v1/health.
+func TestSplitPoolIsReported(t *testing.T) {
+	logs := &syncBuffer{}
+	c := mastertest.Start(t, 3, func(cfg *master.Config) {
+		cfg.RegisterWithoutGossip = true
+		cfg.GossipKey = []byte("0123456789abcdef")
+		cfg.Logger = slog.New(slog.NewTextHandler(logs, nil))
+		if cfg.ID == "m3" {
+			cfg.GossipKey = []byte("fedcba9876543210")
+		}
+	})
+	// m3 must not lead: it would see neither other master.
+	for c.Leader().ID == "m3" {
+		c.Stop(c.Nodes[2])
+		c.Restart(c.Nodes[2])
+	}
+	leader := c.Leader()
+	cl, ctx := c.Client(), c.Context()
+	reg := api.RegisterWorkerRequest{ID: "w9", Instance: "i9", HTTPAddr: "127.0.0.1:1", Cores: 1, MemoryMB: 64}
+	if err := cl.Do(ctx, http.MethodPost, api.PathRegisterWorker, reg, nil); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if err := cl.Do(ctx, http.MethodPost, api.WorkerPath("w9", "/heartbeat"), api.HeartbeatRequest{Instance: "i9"}, nil); err != nil {
+			t.Fatal(err)
+		}
+		st, err := c.Client(leader).State(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(st.PoolSplit) == 2 && st.PoolSplit[0].ID == "m3" && st.PoolSplit[1].ID == "w9" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("split not reported within 10s: %+v", st.PoolSplit)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if !strings.Contains(logs.String(), "gossip pool split") || !strings.Contains(logs.String(), "master/m3, worker/w9") {
+		t.Fatalf("no log line names the split:\n%s", logs.String())
+	}
+	resp, err := http.Get("http://" + leader.HTTP() + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, want := range []string{`drover_gossip_split_members{role="master"} 1`, `drover_gossip_split_members{role="worker"} 1`} {
+		if !strings.Contains(string(body), want) {
+			t.Fatalf("metrics lack %s", want)
+		}
+	}
+	resp, err = http.Get("http://" + leader.HTTP() + "/v1/health")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var h api.Health
+	_ = json.NewDecoder(resp.Body).Decode(&h)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusServiceUnavailable || h.Status != "degraded" || !strings.Contains(fmt.Sprint(h.Checks), "m3") {
+		t.Fatalf("health: %d %+v, want degraded naming m3", resp.StatusCode, h)
 	}
 }

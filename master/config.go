@@ -284,3 +284,6 @@ func (c *Config) lossDelay() time.Duration {
 
 func (c *Config) raftAddr() string { return net.JoinHostPort(c.BindIP, fmt.Sprint(c.RaftPort)) }
 func (c *Config) httpAddr() string { return net.JoinHostPort(c.BindIP, fmt.Sprint(c.HTTPPort)) }
+func (c *Config) gossipAddr() string {
+	return net.JoinHostPort(c.BindIP, fmt.Sprint(c.GossipPort))
+}

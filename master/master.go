@@ -53,8 +53,12 @@ type Master struct {
 	store *raftboltdb.BoltStore
 	snaps raft.SnapshotStore
 	trans *raft.NetworkTransport
-	pool  *gossip.Pool
-	tls   tlsConfigs
+	// streams is Raft's stream layer, which also answers and asks who a
+	// master is (raftnet.Self).
+	streams *raftnet.StreamLayer
+	finder  *finder
+	pool    *gossip.Pool
+	tls     tlsConfigs
 
 	core    *service.Core
 	svc     service.Service
@@ -66,8 +70,8 @@ type Master struct {
 	// cfg.SparkRESTPort is set.
 	sparkServer *http.Server
 
-	// gossipChanged is signalled (non-blocking) on every pool change.
-	gossipChanged chan struct{}
+	// gossipChanged is signalled on every pool change.
+	gossipChanged *broadcast
 	// halted is closed when the tables met a log entry they cannot apply;
 	// err says why.
 	halted chan struct{}
@@ -110,7 +114,7 @@ func New(cfg Config) (*Master, error) {
 		log:           cfg.Logger.With("master", cfg.ID),
 		fsm:           fsm.New(),
 		tls:           tc,
-		gossipChanged: make(chan struct{}, 1),
+		gossipChanged: newBroadcast(),
 		halted:        make(chan struct{}),
 		stop:          make(chan struct{}),
 	}
@@ -125,13 +129,15 @@ func New(cfg Config) (*Master, error) {
 		return nil, err
 	}
 	m.metrics = metrics.New(m.raft)
+	m.finder = newFinder(m)
 	pool, err := gossip.Start(gossip.Config{
 		Meta:      gossip.Meta{Role: gossip.RoleMaster, ID: cfg.ID, HTTP: cfg.httpAddr()},
 		BindIP:    cfg.BindIP,
 		Port:      cfg.GossipPort,
 		Profile:   cfg.GossipProfile,
 		Join:      cfg.Join,
-		OnChange:  m.onGossipChange,
+		Discover:  m.finder.Addrs,
+		OnChange:  m.gossipChanged.Signal,
 		SecretKey: cfg.GossipKey,
 		Logger:    m.log,
 	})
@@ -141,7 +147,7 @@ func New(cfg Config) (*Master, error) {
 	}
 	m.pool = pool
 	m.core = service.New(service.Config{
-		ID: cfg.ID, HTTPAddr: cfg.httpAddr(), Scheme: m.scheme(),
+		ID: cfg.ID, HTTPAddr: cfg.httpAddr(), GossipAddr: cfg.gossipAddr(), Scheme: m.scheme(),
 		ApplyTimeout: cfg.ApplyTimeout, ElectionTimeout: cfg.ElectionTimeout,
 		HeartbeatWait: cfg.heartbeatWait(), LossDelay: cfg.lossDelay(), Strict: cfg.strict(),
 		RegisterWithoutGossip: cfg.RegisterWithoutGossip, MaxExecutorRetries: cfg.MaxExecutorRetries,
@@ -149,9 +155,9 @@ func New(cfg Config) (*Master, error) {
 	}, service.Deps{
 		Raft: m.raft, FSM: m.fsm, Snaps: m.snaps, Pool: pool, Guard: guard,
 		Workers: transport.NewHTTPClient(cfg.BindIP, 0, tc.worker),
-		Metrics: m.metrics, Log: m.log,
+		Metrics: m.metrics, Log: m.log, KnownMasters: m.finder.Known,
 	})
-	m.metrics.Watch(metrics.Source{Raft: m.raft, FSM: m.fsm, Pool: pool, Ready: m.core.Ready})
+	m.metrics.Watch(metrics.Source{Raft: m.raft, FSM: m.fsm, Pool: pool, Ready: m.core.Ready, Split: m.core.Split})
 	fwd := forward.New(m.core, m.core.Leadership, transport.NewHTTPClient(cfg.BindIP, 0, tc.peer), m.scheme())
 	m.svc = service.Admit(fwd, guard, cfg.MaxSubmitsPerClient)
 	conns := transport.NewConnLimit(cfg.MaxConnsPerClient, transport.DefaultMaxConns())
@@ -166,9 +172,13 @@ func New(cfg Config) (*Master, error) {
 		m.closeRaft()
 		return nil, err
 	}
-	m.loops.Add(2)
+	m.loops.Add(3)
 	go m.leadershipLoop()
 	go m.watchHalt()
+	go func() {
+		defer m.loops.Done()
+		m.finder.run(m.stop)
+	}()
 	return m, nil
 }
 
@@ -200,9 +210,13 @@ func (m *Master) startRaft() error {
 		return fmt.Errorf("snapshot store: %w", err)
 	}
 	m.snaps = snaps
-	trans, err := raftnet.NewRaftTransport(m.cfg.raftAddr(), 5*time.Second,
-		slog.NewLogLogger(m.log.With("component", "raft-net").Handler(), slog.LevelDebug).Writer(),
-		m.tls.raftServer, m.tls.peer)
+	self := raftnet.Self{ID: m.cfg.ID, HTTP: m.cfg.httpAddr(), Gossip: m.cfg.gossipAddr()}
+	m.streams, err = raftnet.NewStreamLayer(m.cfg.raftAddr(), m.tls.raftServer, m.tls.peer, func() raftnet.Self { return self })
+	if err != nil {
+		return err
+	}
+	trans, err := raftnet.NewRaftTransport(m.streams, 5*time.Second,
+		slog.NewLogLogger(m.log.With("component", "raft-net").Handler(), slog.LevelDebug).Writer())
 	if err != nil {
 		return err
 	}
@@ -413,13 +427,6 @@ func (m *Master) handOver() {
 // HTTPAddr is the host:port the HTTP API listens on.
 func (m *Master) HTTPAddr() string { return m.ln.Addr().String() }
 
-func (m *Master) onGossipChange() {
-	select {
-	case m.gossipChanged <- struct{}{}:
-	default:
-	}
-}
-
 // leadershipLoop runs a term of leadership for as long as this master
 // leads: it waits for Raft to say so, confirms with a Barrier that every
 // earlier entry is applied, then starts the term's duties, and stops them
@@ -474,9 +481,26 @@ func (m *Master) establish(ctx context.Context) *leader.Term {
 		SpreadOutApps: m.cfg.SpreadOutApps, RetainedDrivers: m.cfg.RetainedDrivers, RetainedApps: m.cfg.RetainedApps,
 		AppTimeout: m.cfg.AppTimeout,
 	}, leader.Deps{
-		FSM: m.fsm, Apply: m.core.Apply, Pool: m.pool, GossipChanged: m.gossipChanged, Metrics: m.metrics, Log: m.log,
+		FSM: m.fsm, Apply: m.core.Apply, Pool: m.pool, GossipChanged: m.gossipChanged.Wait, Voters: m.voters,
+		Metrics: m.metrics, Log: m.log,
 	}, number)
 	m.core.Lead(t)
 	m.log.Info("leading", "term", number, "barrier", time.Since(start).Round(time.Millisecond))
 	return t
+}
+
+// voters returns the IDs of the other voters of the latest Raft
+// configuration.
+func (m *Master) voters() []string {
+	cf := m.raft.GetConfiguration()
+	if cf.Error() != nil {
+		return nil
+	}
+	var out []string
+	for _, s := range cf.Configuration().Servers {
+		if s.Suffrage == raft.Voter && string(s.ID) != m.cfg.ID {
+			out = append(out, string(s.ID))
+		}
+	}
+	return out
 }

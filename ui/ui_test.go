@@ -102,6 +102,15 @@ func doc(t *testing.T, p Page, err error, status int) *html.Node {
 // byID returns the element with this id, failing when there is none.
 func byID(t *testing.T, n *html.Node, id string) *html.Node {
 	t.Helper()
+	found := findID(n, id)
+	if found == nil {
+		t.Fatalf("no element with id %q", id)
+	}
+	return found
+}
+
+// findID returns the element with this id, nil when there is none.
+func findID(n *html.Node, id string) *html.Node {
 	var found *html.Node
 	var walk func(*html.Node)
 	walk = func(n *html.Node) {
@@ -115,9 +124,6 @@ func byID(t *testing.T, n *html.Node, id string) *html.Node {
 		}
 	}
 	walk(n)
-	if found == nil {
-		t.Fatalf("no element with id %q", id)
-	}
 	return found
 }
 
@@ -446,4 +452,19 @@ func TestFrameRefusesOtherHosts(t *testing.T) {
 	if got := NewFrame(r).PauseURL(); got != "/?refresh=0" {
 		t.Fatalf("PauseURL %q for a path naming another host", got)
 	}
+}
+
+// A split gossip pool is said on the overview, naming who is missing;
+// a whole one says nothing.
+func TestOverviewSaysThePoolIsSplit(t *testing.T) {
+	s := testState()
+	p, err := Overview(frame("/"), s)
+	n := doc(t, p, err, http.StatusOK)
+	if findID(n, "pool-split") != nil {
+		t.Fatal("a whole pool is reported split")
+	}
+	s.PoolSplit = []api.PoolMember{{Role: "master", ID: "m3"}, {Role: "worker", ID: "w2"}}
+	p, err = Overview(frame("/"), s)
+	n = doc(t, p, err, http.StatusOK)
+	contains(t, byID(t, n, "pool-split"), "Gossip pool split", "master m3, worker w2", "gossip keys")
 }

@@ -88,6 +88,8 @@ type Worker struct {
 	// wake asks the heartbeat loop (non-blocking send, buffer 1) to sync
 	// now rather than at its next tick.
 	wake chan struct{}
+	// peers are the masters' gossip addresses, as they tell them.
+	peers peers
 	// quit is closed by Detach (and by Close when runners outlast its
 	// wait): the watchers return without waiting for their runners, which
 	// live on.
@@ -183,6 +185,7 @@ func New(cfg Config) (*Worker, error) {
 		leasePath: filepath.Join(cfg.WorkDir, LeaseFile),
 		units:     map[unitKey]*unit{},
 		wake:      make(chan struct{}, 1),
+		peers:     peers{now: make(chan struct{}, 1)},
 		quit:      make(chan struct{}),
 		loopDone:  make(chan struct{}),
 		serveDone: make(chan struct{}),
@@ -229,7 +232,13 @@ func New(cfg Config) (*Worker, error) {
 	w.cancel = cancel
 	go func() {
 		defer close(w.loopDone)
+		peersDone := make(chan struct{})
+		go func() {
+			defer close(peersDone)
+			w.refreshPeers(ctx)
+		}()
 		w.loop(ctx)
+		<-peersDone
 	}()
 	w.log.Info("worker started", "http", w.httpAddr, "cores", cfg.Cores, "memory_mb", cfg.MemoryMB,
 		"work_dir", cfg.WorkDir, "lease", cfg.Lease, "fencing", cfg.Fencing)
@@ -521,7 +530,15 @@ func (w *Worker) register(ctx context.Context) bool {
 		if ctx.Err() != nil {
 			return false
 		}
-		w.log.Warn("cannot register, retrying", "err", err)
+		if errors.Is(err, api.ErrNotInPool) {
+			// The leader's word says what it sees; this worker's says
+			// where it tries to join, and asks the masters again.
+			w.askPeersNow()
+			w.log.Warn("cannot register: the leader does not see this worker in its gossip pool; retrying",
+				"err", err, "joining", w.GossipAddrs())
+		} else {
+			w.log.Warn("cannot register, retrying", "err", err)
+		}
 		if !wait.Sleep(ctx, w.cfg.HeartbeatInterval) {
 			return false
 		}

@@ -35,7 +35,7 @@ func runWorker(args []string) int {
 	fs.StringVar(&cfg.BindIP, "bind", cfg.BindIP, "IP address to listen on and dial from; masters reach the worker here")
 	fs.IntVar(&cfg.HTTPPort, "http-port", 7402, "HTTP port (driver logs, health)")
 	gossipPort := fs.Int("gossip-port", 7403, "gossip (memberlist) TCP and UDP port")
-	join := fs.StringSlice("join", nil, "gossip addresses host:port of masters to join")
+	join := fs.StringSlice("join", nil, "gossip addresses host:port of masters to join; optional: the worker also asks --masters for their gossip addresses")
 	profile := fs.String("gossip-profile", "lan", "memberlist timing profile: lan, local or wan")
 	fs.DurationVar(&cfg.KillTimeout, "kill-timeout", cfg.KillTimeout, "time between SIGTERM and SIGKILL when a driver is killed")
 	fs.DurationVar(&cfg.HeartbeatInterval, "heartbeat-interval", cfg.HeartbeatInterval, "least time between heartbeats to the leader")
@@ -81,6 +81,7 @@ func runWorker(args []string) int {
 		Port:      *gossipPort,
 		Profile:   *profile,
 		Join:      *join,
+		Discover:  w.GossipAddrs,
 		SecretKey: sec.GossipKey,
 		Logger:    log,
 	})

@@ -118,6 +118,10 @@ type Options struct {
 	ExtraPeers []string
 	// Binary is the drover binary to run (default: Binary's).
 	Binary string
+	// NoJoin starts every node without --join, as an operator following
+	// the shortest command lines would: masters find each other from
+	// --peers, workers from --masters.
+	NoJoin bool
 	// Secure runs every node with TLS, tokens and gossip encryption,
 	// with credentials from internal/devsecrets in DIR/secrets; Client
 	// and State then use the CA and the operator token.
@@ -253,13 +257,22 @@ func (c *Cluster) newWorker(id string, i int, dir string) *Node {
 	_, gossipPort, _ := net.SplitHostPort(n.Gossip)
 	n.args = append([]string{"worker", "--id", n.ID, "--masters", c.MasterAddrs, "--work-dir", n.Dir,
 		"--cores", strconv.Itoa(c.opts.WorkerCores), "--memory", c.opts.WorkerMemory, "--bind", n.IP,
-		"--http-port", httpPort, "--gossip-port", gossipPort, "--join", strings.Join(c.gossips, ","),
+		"--http-port", httpPort, "--gossip-port", gossipPort,
 		"--gossip-profile", c.opts.GossipProfile,
-	}, c.opts.WorkerArgs...)
+	}, c.joinArgs()...)
+	n.args = append(n.args, c.opts.WorkerArgs...)
 	if c.Secrets != nil {
 		n.args = append(n.args, c.Secrets.WorkerArgs()...)
 	}
 	return n
+}
+
+// joinArgs is the --join of every node, none with NoJoin.
+func (c *Cluster) joinArgs() []string {
+	if c.opts.NoJoin {
+		return nil
+	}
+	return []string{"--join", strings.Join(c.gossips, ",")}
 }
 
 // setMasterArgs sets a master's command line: its addresses, the pool to
@@ -270,10 +283,10 @@ func (c *Cluster) setMasterArgs(n *Node, extra ...string) {
 	_, gossipPort, _ := net.SplitHostPort(n.Gossip)
 	n.args = append([]string{"master", "--id", n.ID, "--data-dir", n.Dir, "--bind", n.IP,
 		"--raft-port", raftPort, "--http-port", httpPort, "--gossip-port", gossipPort,
-		"--join", strings.Join(c.gossips, ","),
 		"--gossip-profile", c.opts.GossipProfile, "--worker-timeout", c.opts.WorkerTimeout.String(),
 		"--raft-heartbeat-timeout", "500ms", "--raft-election-timeout", "500ms", "--raft-leader-lease", "250ms",
-	}, extra...)
+	}, c.joinArgs()...)
+	n.args = append(n.args, extra...)
 	n.args = append(n.args, c.opts.MasterArgs...)
 	if c.opts.MasterExtraArgs != nil {
 		n.args = append(n.args, c.opts.MasterExtraArgs(n)...)

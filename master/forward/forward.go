@@ -190,6 +190,14 @@ func (f *Forwarder) State(ctx context.Context, c auth.Caller) (api.State, error)
 	return f.local.State(ctx, c)
 }
 
+// GossipPeers is answered here: any master knows the pool it is in.
+func (f *Forwarder) GossipPeers(ctx context.Context, c auth.Caller) (api.GossipPeers, error) {
+	return f.local.GossipPeers(ctx, c)
+}
+
+// Health is this master's own.
+func (f *Forwarder) Health(ctx context.Context) api.Health { return f.local.Health(ctx) }
+
 // Allow is answered here: every master holds the same access rules.
 func (f *Forwarder) Allow(ctx context.Context, c auth.Caller, a auth.Access) error {
 	return f.local.Allow(ctx, c, a)

@@ -77,6 +77,18 @@ func Register(mux *http.ServeMux, cfg Config) {
 	mux.HandleFunc("GET /v1/state", get(h, func(ctx context.Context, c auth.Caller, r *http.Request) (any, error) {
 		return s.State(ctx, c)
 	}))
+	mux.HandleFunc("GET /v1/gossip", get(h, func(ctx context.Context, c auth.Caller, r *http.Request) (any, error) {
+		return s.GossipPeers(ctx, c)
+	}))
+	// No credential: load balancers and service managers ask.
+	mux.HandleFunc("GET /v1/health", func(w http.ResponseWriter, r *http.Request) {
+		hl := s.Health(r.Context())
+		status := http.StatusOK
+		if hl.Status != "ok" {
+			status = http.StatusServiceUnavailable
+		}
+		writeJSON(w, status, hl)
+	})
 	mux.HandleFunc("GET /v1/operator/raft/peers", get(h, func(ctx context.Context, c auth.Caller, r *http.Request) (any, error) {
 		return s.RaftPeers(ctx, c, read(r))
 	}))

@@ -33,6 +33,7 @@ func (t *Term) watchWorkers(ctx context.Context) {
 	tick := time.NewTicker(livenessInterval)
 	defer tick.Stop()
 	for {
+		changed := t.d.GossipChanged()
 		present := map[string]bool{}
 		for _, meta := range t.d.Pool.Alive() {
 			if meta.Role == gossip.RoleWorker {
@@ -92,7 +93,7 @@ func (t *Term) watchWorkers(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			return
-		case <-t.d.GossipChanged:
+		case <-changed:
 		case <-tick.C:
 		}
 	}

@@ -2,8 +2,9 @@
 // per term of leadership (Nomad's establishLeadership and
 // revokeLeadership): the scheduler (Spark's Master.schedule), the worker
 // liveness watch (Spark's timeOutDeadWorkers), the app client watch,
-// retention of finished rows, the record of contact with workers and app
-// clients, and the maker of driver and app IDs. A Term is made after the
+// retention of finished rows, the report of a split gossip pool, the record
+// of contact with workers and app clients, and the maker of driver and app
+// IDs. A Term is made after the
 // new leader's Barrier and stopped when leadership is lost, so nothing of
 // an old term (a contact time, an ID sequence, a goroutine) survives into
 // a new one.
@@ -43,8 +44,12 @@ type Deps struct {
 	// (service.Core.Apply).
 	Apply func(t model.CommandType, payload any) (any, error)
 	Pool  *gossip.Pool
-	// GossipChanged is signalled on every change of the gossip pool.
-	GossipChanged <-chan struct{}
+	// GossipChanged returns a channel that is closed at the next change of
+	// the gossip pool.
+	GossipChanged func() <-chan struct{}
+	// Voters returns the IDs of the other voters of the Raft
+	// configuration.
+	Voters func() []string
 	Metrics       *metrics.Metrics
 	Log           *slog.Logger
 }
@@ -64,6 +69,8 @@ type Term struct {
 	// Workers records contact with each worker (heartbeats and
 	// registrations), Apps with each app's client (watches).
 	Workers, Apps *Contacts
+
+	split splitState
 
 	cfg    Config
 	d      Deps
@@ -87,7 +94,7 @@ func Start(cfg Config, d Deps, number uint64) *Term {
 		cancel:  cancel,
 		done:    make(chan struct{}),
 	}
-	for _, duty := range []func(context.Context){t.schedule, t.watchWorkers, t.watchApps} {
+	for _, duty := range []func(context.Context){t.schedule, t.watchWorkers, t.watchApps, t.watchPool} {
 		t.wg.Add(1)
 		go func() {
 			defer t.wg.Done()

@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/drover-project/drover/api"
 	"github.com/drover-project/drover/fsm"
 	"github.com/drover-project/drover/gossip"
 	"github.com/drover-project/drover/model"
@@ -75,6 +76,9 @@ var (
 	descGossipMembers = prometheus.NewDesc("drover_gossip_members",
 		"Members of the gossip pool as this master sees them: alive (suspect ones included) and dead_or_left (declared dead or left on purpose within memberlist's gossip-to-the-dead time, and not back); memberlist exposes neither distinction safely.",
 		[]string{"state"}, nil)
+	descGossipSplit = prometheus.NewDesc("drover_gossip_split_members",
+		"On the leader, voters (role=master) and workers (role=worker) it hears from, through Raft or heartbeats, but does not see in its gossip pool: a split pool; 0 on followers.",
+		[]string{"role"}, nil)
 	descGossipHealth = prometheus.NewDesc("drover_gossip_health_score",
 		"memberlist's health score of this master (Lifeguard awareness): 0 is healthy; higher means its own probes go unanswered, so it is likely the slow or cut-off member.",
 		nil, nil)
@@ -122,6 +126,9 @@ type Source struct {
 	Pool *gossip.Pool
 	// Ready reports whether this master is the ready leader.
 	Ready func() bool
+	// Split returns, on the leader, the members missing from its gossip
+	// pool that it hears from otherwise.
+	Split func() []api.PoolMember
 }
 
 // New makes the metrics of a master whose Raft r is running: it registers
@@ -253,7 +260,7 @@ type collector struct{ src Source }
 func (c collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descRaftState, descRaftTerm, descRaftCommit, descRaftApplied,
 		descRaftLastLog, descRaftPeers, descLeaderReady, descDrivers, descApps, descExecutors, descWaiting,
-		descWorkers, descWorkerCores, descWorkerMemory, descGossipMembers, descGossipHealth} {
+		descWorkers, descWorkerCores, descWorkerMemory, descGossipMembers, descGossipSplit, descGossipHealth} {
 		ch <- d
 	}
 }
@@ -315,6 +322,13 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	gauge(descGossipMembers, float64(alive), "alive")
 	gauge(descGossipMembers, float64(gone), "dead_or_left")
 	gauge(descGossipHealth, float64(src.Pool.HealthScore()))
+	split := map[string]int{}
+	for _, m := range src.Split() {
+		split[m.Role]++
+	}
+	for _, role := range []string{gossip.RoleMaster, gossip.RoleWorker} {
+		gauge(descGossipSplit, float64(split[role]), role)
+	}
 }
 
 func boolValue(b bool) float64 {

@@ -139,6 +139,13 @@ func (a *admission) State(ctx context.Context, c auth.Caller) (api.State, error)
 	return admitted(a, c, auth.Read, func() (api.State, error) { return a.next.State(ctx, c) })
 }
 
+func (a *admission) GossipPeers(ctx context.Context, c auth.Caller) (api.GossipPeers, error) {
+	return admitted(a, c, auth.Node, func() (api.GossipPeers, error) { return a.next.GossipPeers(ctx, c) })
+}
+
+// Health needs no credential: a load balancer or a service manager asks.
+func (a *admission) Health(ctx context.Context) api.Health { return a.next.Health(ctx) }
+
 func (a *admission) Allow(_ context.Context, c auth.Caller, access auth.Access) error {
 	return a.guard.Check(c.Identity, access)
 }

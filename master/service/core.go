@@ -22,8 +22,9 @@ import (
 
 // Config is what the rules depend on, from the master's configuration.
 type Config struct {
-	// ID and HTTPAddr are this master's Raft ID and API address.
-	ID, HTTPAddr string
+	// ID, HTTPAddr and GossipAddr are this master's Raft ID, API address
+	// and gossip address.
+	ID, HTTPAddr, GossipAddr string
 	// Scheme is the URL scheme of every node's HTTP listener, http or
 	// https: a cluster is either all TLS or all plain.
 	Scheme string
@@ -66,6 +67,9 @@ type Deps struct {
 	Workers *http.Client
 	Metrics *metrics.Metrics
 	Log     *slog.Logger
+	// KnownMasters returns the gossip addresses, by master ID, that this
+	// master learned from its Raft peers.
+	KnownMasters func() map[string]string
 }
 
 // Core is the service as the leader runs it: every rule, every Raft entry.
@@ -95,6 +99,15 @@ func New(cfg Config, d Deps) *Core {
 // Ready reports whether this master is the ready leader: it leads, and has
 // applied every entry of earlier terms.
 func (s *Core) Ready() bool { return s.term.Load() != nil }
+
+// Split is, on the ready leader, the members it hears from but does not
+// see in its gossip pool (leader.Term.Split); nil elsewhere.
+func (s *Core) Split() []api.PoolMember {
+	if t := s.term.Load(); t != nil {
+		return t.Split()
+	}
+	return nil
+}
 
 // Lead makes t the current term (leader.Term, after the term's Barrier),
 // or with nil, says this master no longer leads.

@@ -39,6 +39,9 @@ type Service interface {
 	// Allow reports whether the caller has access a, for what is not a
 	// method here (a metrics scrape, a log-in check).
 	Allow(ctx context.Context, c auth.Caller, a auth.Access) error
+	// Health is this master's own health (api.Health), for load
+	// balancers: it needs no credential and is never forwarded.
+	Health(ctx context.Context) api.Health
 }
 
 // DriverService submits, reads and kills drivers.
@@ -72,6 +75,9 @@ type WorkerService interface {
 	DecommissionWorker(ctx context.Context, c auth.Caller, id string, req api.DecommissionWorkerRequest) (api.RegisterWorkerResponse, error)
 	// Worker returns one row of the workers table.
 	Worker(ctx context.Context, c auth.Caller, id string, r Read) (*model.Worker, error)
+	// GossipPeers returns the masters' gossip addresses this master
+	// knows, so a worker given only --masters can join their pool.
+	GossipPeers(ctx context.Context, c auth.Caller) (api.GossipPeers, error)
 }
 
 // AppService registers and drives applications and their executors

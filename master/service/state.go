@@ -33,5 +33,6 @@ func (s *Core) State(context.Context, auth.Caller) (api.State, error) {
 		st.Masters = peers.Peers
 	}
 	st.StateHash, _ = s.FSM.StateHash()
+	st.PoolSplit = s.Split()
 	return st, nil
 }

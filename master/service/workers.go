@@ -51,9 +51,9 @@ func (s *Core) RegisterWorker(ctx context.Context, _ auth.Caller, req api.Regist
 		}
 	}
 	if !s.cfg.RegisterWithoutGossip && !awaitMember(ctx, s.Pool, req.ID, req.HTTPAddr) {
-		return api.RegisterWorkerResponse{}, api.Errorf(api.ErrConflict,
-			"worker %s at %s is not a member of the gossip pool: check its --join addresses and that its --gossip-key-file matches the masters'",
-			req.ID, req.HTTPAddr)
+		return api.RegisterWorkerResponse{}, api.Errorf(api.ErrNotInPool,
+			"leader %s does not see worker %s (at %s) in its gossip pool (%s): the worker must reach the masters' gossip ports and they its own, with the same --gossip-key-file",
+			s.cfg.ID, req.ID, req.HTTPAddr, s.poolView())
 	}
 	// A worker sends its registration to every master; the copies that
 	// followers forward arrive together, and one Raft entry serves them

@@ -6,6 +6,7 @@ package raftnet
 
 import (
 	"crypto/tls"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -19,7 +20,13 @@ import (
 )
 
 // StreamLayer is a raft.StreamLayer over TCP, or over mutual TLS, that
-// listens on one address and dials from the same IP.
+// listens on one address and dials from the same IP. The same port also
+// answers a question Raft does not ask: who is this master (Self). A
+// connection whose first byte is selfQuery gets the master's Self as JSON;
+// every other connection is Raft's (its RPC types count from 0), so a
+// master that knows a peer only by its Raft address, as the Raft
+// configuration names it, can learn the peer's HTTP and gossip addresses
+// (rqlite serves its cluster service on the Raft port the same way).
 type StreamLayer struct {
 	net.Listener
 	bindIP    string
@@ -27,15 +34,31 @@ type StreamLayer struct {
 	client    *tls.Config
 }
 
-// HandshakeTimeout bounds a TLS handshake on a Raft or HTTP connection, so
-// a peer that connects and says nothing holds no goroutine for long.
+// Self is what a master says about itself on its Raft port.
+type Self struct {
+	ID     string `json:"id"`
+	HTTP   string `json:"http"`
+	Gossip string `json:"gossip"`
+}
+
+// selfQuery starts a question for Self; hashicorp/raft's RPC types are 0
+// to 4.
+const selfQuery byte = 'S'
+
+// maxSelf bounds the answer to a selfQuery.
+const maxSelf = 4 << 10
+
+// HandshakeTimeout bounds a TLS handshake on a Raft or HTTP connection, and
+// the wait for a Raft connection's first byte, so a peer that connects and
+// says nothing holds no goroutine for long.
 const HandshakeTimeout = 5 * time.Second
 
 // NewStreamLayer listens on bindAddr (host:port). The host is also the
 // source address of every outbound Raft connection. With server and client
 // TLS configs (package pki: both demand a master certificate), every
 // connection in either direction is mutual TLS; nil for both is plain TCP.
-func NewStreamLayer(bindAddr string, server, client *tls.Config) (*StreamLayer, error) {
+// self says what to answer a selfQuery.
+func NewStreamLayer(bindAddr string, server, client *tls.Config, self func() Self) (*StreamLayer, error) {
 	if (server == nil) != (client == nil) {
 		return nil, errors.New("raft stream layer: TLS needs both a server and a client config")
 	}
@@ -47,11 +70,7 @@ func NewStreamLayer(bindAddr string, server, client *tls.Config) (*StreamLayer, 
 	if err != nil {
 		return nil, fmt.Errorf("raft listen: %w", err)
 	}
-	advertise := ln.Addr()
-	if server != nil {
-		ln = &handshakeListener{Listener: ln, config: server}
-	}
-	return &StreamLayer{Listener: ln, bindIP: host, advertise: advertise, client: client}, nil
+	return &StreamLayer{Listener: &acceptor{Listener: ln, config: server, self: self}, bindIP: host, advertise: ln.Addr(), client: client}, nil
 }
 
 // Dial implements raft.StreamLayer. Over TLS the handshake completes within
@@ -67,21 +86,42 @@ func (s *StreamLayer) Dial(address raft.ServerAddress, timeout time.Duration) (n
 // Addr implements net.Listener; it is the address peers use to reach us.
 func (s *StreamLayer) Addr() net.Addr { return s.advertise }
 
-// handshakeListener wraps accepted connections in TLS and completes each
-// handshake, under HandshakeTimeout, before handing the connection on:
-// hashicorp/raft reads a connection without a deadline, so a silent client
-// would otherwise hold it for ever. Each handshake runs in its own
-// goroutine, so one slow client does not stall the others.
-type handshakeListener struct {
+// Ask asks the master at Raft address addr what it says about itself,
+// within timeout, with this layer's TLS.
+func (s *StreamLayer) Ask(addr string, timeout time.Duration) (Self, error) {
+	c, err := s.Dial(raft.ServerAddress(addr), timeout)
+	if err != nil {
+		return Self{}, err
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(timeout))
+	if _, err := c.Write([]byte{selfQuery}); err != nil {
+		return Self{}, err
+	}
+	var out Self
+	if err := json.NewDecoder(io.LimitReader(c, maxSelf)).Decode(&out); err != nil {
+		return Self{}, fmt.Errorf("answer of %s: %w", addr, err)
+	}
+	return out, nil
+}
+
+// acceptor completes each accepted connection's TLS handshake (when TLS is
+// on) and reads its first byte, under HandshakeTimeout, before handing it
+// on: hashicorp/raft reads a connection without a deadline, so a silent
+// client would otherwise hold it for ever. Each connection is handled in
+// its own goroutine, so one slow client does not stall the others. A
+// selfQuery is answered here and never reaches Raft.
+type acceptor struct {
 	net.Listener
 	config *tls.Config
+	self   func() Self
 	once   sync.Once
 	conns  chan net.Conn
 	done   chan struct{} // closed when the listener fails; err says why
 	err    error
 }
 
-func (l *handshakeListener) start() {
+func (l *acceptor) start() {
 	l.conns, l.done = make(chan net.Conn), make(chan struct{})
 	go func() {
 		for {
@@ -91,28 +131,42 @@ func (l *handshakeListener) start() {
 				close(l.done)
 				return
 			}
-			go l.handshake(c)
+			go l.handle(c)
 		}
 	}()
 }
 
-func (l *handshakeListener) handshake(c net.Conn) {
-	tc := tls.Server(c, l.config)
-	_ = tc.SetDeadline(time.Now().Add(HandshakeTimeout))
-	if err := tc.Handshake(); err != nil {
+func (l *acceptor) handle(raw net.Conn) {
+	c := raw
+	_ = c.SetDeadline(time.Now().Add(HandshakeTimeout))
+	if l.config != nil {
+		tc := tls.Server(raw, l.config)
+		if err := tc.Handshake(); err != nil {
+			_ = raw.Close()
+			return
+		}
+		c = tc
+	}
+	var first [1]byte
+	if _, err := io.ReadFull(c, first[:]); err != nil {
 		_ = c.Close()
 		return
 	}
-	_ = tc.SetDeadline(time.Time{})
+	if first[0] == selfQuery {
+		_ = json.NewEncoder(c).Encode(l.self())
+		_ = c.Close()
+		return
+	}
+	_ = c.SetDeadline(time.Time{})
 	select {
-	case l.conns <- tc:
+	case l.conns <- &replayConn{Conn: c, first: first[0], pending: true}:
 	case <-l.done:
-		_ = tc.Close()
+		_ = c.Close()
 	}
 }
 
-// Accept returns the next connection whose handshake succeeded.
-func (l *handshakeListener) Accept() (net.Conn, error) {
+// Accept returns the next Raft connection whose handshake succeeded.
+func (l *acceptor) Accept() (net.Conn, error) {
 	l.once.Do(l.start)
 	select {
 	case c := <-l.conns:
@@ -122,14 +176,28 @@ func (l *handshakeListener) Accept() (net.Conn, error) {
 	}
 }
 
-// NewRaftTransport returns a raft.NetworkTransport over a StreamLayer on
-// bindAddr, with TLS when server and client are set (see NewStreamLayer).
-// timeout bounds each RPC's I/O; logs go to logOutput.
-func NewRaftTransport(bindAddr string, timeout time.Duration, logOutput io.Writer, server, client *tls.Config) (*raft.NetworkTransport, error) {
-	sl, err := NewStreamLayer(bindAddr, server, client)
-	if err != nil {
-		return nil, err
+// replayConn gives back the first byte the acceptor read before the rest.
+type replayConn struct {
+	net.Conn
+	first   byte
+	pending bool
+}
+
+// NetConn returns the connection underneath (for TLS, the *tls.Conn), as
+// tls.Conn.NetConn does.
+func (c *replayConn) NetConn() net.Conn { return c.Conn }
+
+func (c *replayConn) Read(p []byte) (int, error) {
+	if c.pending && len(p) > 0 {
+		p[0], c.pending = c.first, false
+		return 1, nil
 	}
+	return c.Conn.Read(p)
+}
+
+// NewRaftTransport returns a raft.NetworkTransport over sl. timeout bounds
+// each RPC's I/O; logs go to logOutput.
+func NewRaftTransport(sl *StreamLayer, timeout time.Duration, logOutput io.Writer) (*raft.NetworkTransport, error) {
 	if logOutput == nil {
 		return nil, errors.New("raft transport: nil log output")
 	}

@@ -92,9 +92,12 @@ func newTLSNodes(t *testing.T) tlsNodes {
 	return n
 }
 
+// noSelf is the Self of a layer no test asks.
+func noSelf() Self { return Self{} }
+
 func newLayer(t *testing.T, server, client *tls.Config) *StreamLayer {
 	t.Helper()
-	sl, err := NewStreamLayer("127.0.0.1:0", server, client)
+	sl, err := NewStreamLayer("127.0.0.1:0", server, client, noSelf)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -132,7 +135,26 @@ func acceptAll(t *testing.T, sl *StreamLayer) <-chan acceptResult {
 	return ch
 }
 
-// nextConn returns the next connection sl handed over.
+// rpcByte is the first byte a Raft connection carries, as hashicorp/raft
+// writes it: an RPC type (rpcAppendEntries).
+const rpcByte = 0
+
+// dialRaft dials addr from l as Raft does, writing an RPC's first byte.
+func dialRaft(t *testing.T, l *StreamLayer, addr string) (net.Conn, error) {
+	t.Helper()
+	d, err := l.Dial(raft.ServerAddress(addr), nettest.WaitBound)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := d.Write([]byte{rpcByte}); err != nil {
+		d.Close()
+		return nil, err
+	}
+	return d, nil
+}
+
+// nextConn returns the next connection sl handed over, and checks that
+// Raft reads the first byte the dialer sent.
 func nextConn(t *testing.T, results <-chan acceptResult) net.Conn {
 	t.Helper()
 	select {
@@ -141,6 +163,10 @@ func nextConn(t *testing.T, results <-chan acceptResult) net.Conn {
 			t.Fatalf("Accept: %v", r.err)
 		}
 		t.Cleanup(func() { r.c.Close() })
+		var first [1]byte
+		if _, err := io.ReadFull(r.c, first[:]); err != nil || first[0] != rpcByte {
+			t.Fatalf("first byte of the accepted connection: %v %v, want %d", first, err, rpcByte)
+		}
 		return r.c
 	case <-time.After(nettest.WaitBound):
 		t.Fatal("Accept returned no connection")
@@ -186,6 +212,9 @@ func exchange(t *testing.T, a, b net.Conn) {
 
 func peerRole(t *testing.T, c net.Conn) pki.Role {
 	t.Helper()
+	if r, ok := c.(interface{ NetConn() net.Conn }); ok {
+		c = r.NetConn()
+	}
 	tc, ok := c.(*tls.Conn)
 	if !ok {
 		t.Fatalf("accepted a %T, want a *tls.Conn", c)
@@ -198,7 +227,7 @@ func peerRole(t *testing.T, c net.Conn) pki.Role {
 func TestStreamLayerNeedsBothTLSConfigs(t *testing.T) {
 	n := newTLSNodes(t)
 	for _, c := range [][2]*tls.Config{{n.masterServer[0], nil}, {nil, n.masterClient[0]}} {
-		if sl, err := NewStreamLayer("127.0.0.1:0", c[0], c[1]); err == nil {
+		if sl, err := NewStreamLayer("127.0.0.1:0", c[0], c[1], noSelf); err == nil {
 			sl.Close()
 			t.Errorf("NewStreamLayer with server %v, client %v: no error", c[0] != nil, c[1] != nil)
 		}
@@ -215,7 +244,7 @@ func TestStreamLayerTLSMasters(t *testing.T) {
 	accepted := [2]<-chan acceptResult{acceptAll(t, layers[0]), acceptAll(t, layers[1])}
 	for _, dir := range [][2]int{{0, 1}, {1, 0}} {
 		from, to := dir[0], dir[1]
-		d, err := layers[from].Dial(raft.ServerAddress(layers[to].Addr().String()), nettest.WaitBound)
+		d, err := dialRaft(t, layers[from], layers[to].Addr().String())
 		if err != nil {
 			t.Fatalf("master %d dialing master %d: %v", from, to, err)
 		}
@@ -268,7 +297,7 @@ func TestStreamLayerTLSRefusesNonMasters(t *testing.T) {
 	// The refused handshakes finished before the dials above returned,
 	// so the next connection out of Accept is this one.
 	m := newLayer(t, n.masterServer[1], n.masterClient[1])
-	d, err := m.Dial(raft.ServerAddress(addr), nettest.WaitBound)
+	d, err := dialRaft(t, m, addr)
 	if err != nil {
 		t.Fatalf("master dial after refused peers: %v", err)
 	}
@@ -300,7 +329,7 @@ func TestStreamLayerTLSSilentClient(t *testing.T) {
 	start := time.Now()
 
 	m := newLayer(t, n.masterServer[1], n.masterClient[1])
-	d, err := m.Dial(raft.ServerAddress(addr), nettest.WaitBound)
+	d, err := dialRaft(t, m, addr)
 	if err != nil {
 		t.Fatalf("master dial beside a silent client: %v", err)
 	}
@@ -411,5 +440,36 @@ func TestStreamLayerTLSCloseWithHandshakesInFlight(t *testing.T) {
 		return
 	}
 	t.Cleanup(func() { client.Close() })
+	if _, err := client.Write([]byte{rpcByte}); err != nil {
+		return
+	}
 	nettest.ClosedByPeer(t, client, "connection whose handshake completed after Close")
+}
+
+// The Raft port answers who the master is, over TLS to masters only, and
+// the connection that asked never reaches Raft.
+func TestStreamLayerAnswersSelf(t *testing.T) {
+	t.Parallel()
+	n := newTLSNodes(t)
+	want := Self{ID: "m1", HTTP: "127.0.0.1:7102", Gossip: "127.0.0.1:7103"}
+	sl, err := NewStreamLayer("127.0.0.1:0", n.masterServer[0], n.masterClient[0], func() Self { return want })
+	if err != nil {
+		t.Fatal(err)
+	}
+	accepted := acceptAll(t, sl)
+	m := newLayer(t, n.masterServer[1], n.masterClient[1])
+	got, err := m.Ask(sl.Addr().String(), nettest.WaitBound)
+	if err != nil || got != want {
+		t.Fatalf("Ask = %+v, %v; want %+v", got, err, want)
+	}
+	worker := newLayer(t, n.workerServer, n.workerClient)
+	if got, err := worker.Ask(sl.Addr().String(), nettest.WaitBound); err == nil {
+		t.Fatalf("a worker certificate was answered: %+v", got)
+	}
+	d, err := dialRaft(t, m, sl.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.Close() })
+	sameConn(t, nextConn(t, accepted), d)
 }

@@ -13,7 +13,7 @@ import (
 func TestStreamLayerLeavesFromBindIP(t *testing.T) {
 	const bind = "127.0.0.77"
 	addr, seen := nettest.SourceIPs(t)
-	sl, err := NewStreamLayer(bind+":0", nil, nil)
+	sl, err := NewStreamLayer(bind+":0", nil, nil, noSelf)
 	if err != nil {
 		t.Fatal(err)
 	}

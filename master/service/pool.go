@@ -1,0 +1,111 @@
+package service
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/drover-project/drover/api"
+	"github.com/drover-project/drover/auth"
+	"github.com/drover-project/drover/gossip"
+)
+
+// GossipPeers implements WorkerService: this master's own address, then
+// every other master it sees in its pool or learned from its Raft peers.
+func (s *Core) GossipPeers(context.Context, auth.Caller) (api.GossipPeers, error) {
+	byID := map[string]string{}
+	for id, addr := range s.KnownMasters() {
+		byID[id] = addr
+	}
+	for _, m := range s.Pool.Members() {
+		if m.Role == gossip.RoleMaster {
+			byID[m.ID] = m.Addr
+		}
+	}
+	delete(byID, s.cfg.ID)
+	out := api.GossipPeers{Masters: []api.PoolMember{{Role: gossip.RoleMaster, ID: s.cfg.ID, Gossip: s.cfg.GossipAddr}}}
+	for _, id := range sortedKeys(byID) {
+		out.Masters = append(out.Masters, api.PoolMember{Role: gossip.RoleMaster, ID: id, Gossip: byID[id]})
+	}
+	return out, nil
+}
+
+func sortedKeys(m map[string]string) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}
+
+// poolView says which masters this master sees in its gossip pool, for
+// the error a worker that the leader cannot see gets.
+func (s *Core) poolView() string {
+	var ms []string
+	for _, m := range s.Pool.Members() {
+		if m.Role == gossip.RoleMaster {
+			ms = append(ms, m.ID)
+		}
+	}
+	slices.Sort(ms)
+	return fmt.Sprintf("%d members, masters %s", len(s.Pool.Members()), strings.Join(ms, ","))
+}
+
+// quorumSilence is how long a follower may go without hearing from the
+// leader before its health says it lost the quorum: two election
+// timeouts, past which Raft would have held an election.
+func (s *Core) quorumSilence() time.Duration { return 2 * s.cfg.ElectionTimeout }
+
+// Health implements Service: whether this master sees a leader, a quorum
+// and every voter in its gossip pool.
+func (s *Core) Health(context.Context) api.Health {
+	h := api.Health{ID: s.cfg.ID, Status: "ok"}
+	check := func(name string, ok bool, msg string) {
+		h.Checks = append(h.Checks, api.Check{Name: name, OK: ok, Message: msg})
+		if !ok {
+			h.Status = "degraded"
+		}
+	}
+	l := s.Leadership()
+	switch {
+	case l.LeaderID == "":
+		check("leader", false, "no leader known")
+	case l.LeaderID == s.cfg.ID && !l.Ready:
+		check("leader", false, "this master was just elected and is catching up")
+	default:
+		check("leader", true, "leader "+l.LeaderID)
+	}
+	if s.Raft.State() == raft.Leader {
+		if err := s.Raft.VerifyLeader().Error(); err != nil {
+			check("quorum", false, fmt.Sprintf("a quorum does not confirm this leader: %v", err))
+		} else {
+			check("quorum", true, "a quorum follows this leader")
+		}
+	} else {
+		quiet := time.Since(s.Raft.LastContact())
+		ok := !s.Raft.LastContact().IsZero() && quiet < s.quorumSilence()
+		check("quorum", ok, fmt.Sprintf("the leader last spoke %s ago", quiet.Round(time.Millisecond)))
+	}
+	var missing []string
+	if cf := s.Raft.GetConfiguration(); cf.Error() == nil {
+		for _, srv := range cf.Configuration().Servers {
+			if srv.Suffrage != raft.Voter || string(srv.ID) == s.cfg.ID {
+				continue
+			}
+			if _, ok := s.Pool.Lookup(gossip.RoleMaster, string(srv.ID)); !ok {
+				missing = append(missing, string(srv.ID))
+			}
+		}
+	}
+	if len(missing) > 0 {
+		check("pool", false, "voters missing from this master's gossip pool: "+strings.Join(missing, ", "))
+	} else {
+		check("pool", true, "every voter is in the gossip pool")
+	}
+	return h
+}
