@@ -74,4 +74,3 @@ func (w *Worker) askPeersNow() {
 	default:
 	}
 }
-

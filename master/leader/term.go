@@ -49,9 +49,9 @@ type Deps struct {
 	GossipChanged func() <-chan struct{}
 	// Voters returns the IDs of the other voters of the Raft
 	// configuration.
-	Voters func() []string
-	Metrics       *metrics.Metrics
-	Log           *slog.Logger
+	Voters  func() []string
+	Metrics *metrics.Metrics
+	Log     *slog.Logger
 }
 
 // Term is one term of leadership. Its exported fields are fixed when it is
