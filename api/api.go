@@ -284,6 +284,10 @@ type State struct {
 	// pool, which leaves workers unwatched and followers unable to find
 	// the leader.
 	PoolSplit []PoolMember `json:"pool_split,omitempty"`
+	// LeadingSince, on the ready leader, is when it became so (Unix
+	// milliseconds): its election, then the Barrier that applied every
+	// earlier entry.
+	LeadingSince int64 `json:"leading_since,omitempty"`
 }
 
 // RaftPeers answers GET /v1/operator/raft/peers: the Raft configuration as
@@ -362,3 +366,46 @@ type Check struct {
 	OK      bool   `json:"ok"`
 	Message string `json:"message"`
 }
+
+// EventKind is what an Event is about.
+type EventKind string
+
+// Event kinds, one per table.
+const (
+	EventDriver   EventKind = "driver"
+	EventApp      EventKind = "app"
+	EventExecutor EventKind = "executor"
+	EventWorker   EventKind = "worker"
+)
+
+// Event ops: a row was added or changed (upsert) or dropped (delete), or,
+// on a stream that resumes from an index older than the master still
+// holds, reset: the events between are lost, and the current rows follow
+// as upserts.
+const (
+	OpUpsert = "upsert"
+	OpDelete = "delete"
+	OpReset  = "reset"
+)
+
+// Event is one change of one row, as GET /v1/events streams it (Nomad's
+// event stream in Drover's tables): the Raft Index of the entry that made
+// it, the row's kind and ID (an executor's is APP_ID/N), and the row after
+// the change in the field of its kind (none for a delete). One entry can
+// change several rows; their events share its index and come in the same
+// order on every master.
+type Event struct {
+	Index    uint64          `json:"index"`
+	Kind     EventKind       `json:"kind,omitempty"`
+	ID       string          `json:"id,omitempty"`
+	Op       string          `json:"op"`
+	Driver   *model.Driver   `json:"driver,omitempty"`
+	App      *model.App      `json:"app,omitempty"`
+	Executor *model.Executor `json:"executor,omitempty"`
+	Worker   *model.Worker   `json:"worker,omitempty"`
+}
+
+// HeaderIndex carries, on an answer to a read, the Raft index the answer
+// reflects: a blocking read sends it back as ?index= to wait for the next
+// change (Nomad's X-Nomad-Index).
+const HeaderIndex = "X-Drover-Index"

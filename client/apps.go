@@ -216,7 +216,7 @@ func (a *App) watch() {
 	seen := map[int]model.ExecutorState{}
 	etag := ""
 	for a.ctx.Err() == nil {
-		resp, err := a.c.do(a.ctx, http.MethodGet, a.path("/watch"), nil, http.Header{"If-None-Match": {etag}})
+		resp, err := a.c.do(a.ctx, http.MethodGet, a.path("/watch"), nil, http.Header{"If-None-Match": {etag}}, 0)
 		var apiErr *APIError
 		if errors.As(err, &apiErr) {
 			a.stopWatch(fmt.Errorf("watch app %s: %w", a.id, err))

@@ -232,11 +232,13 @@ func decodeJSON(resp *Response, out any) error {
 // the request as is, so writes must be idempotent (submissions carry a
 // token).
 func (c *Client) DoRaw(ctx context.Context, method, path string, body []byte) (*Response, error) {
-	return c.do(ctx, method, path, body, nil)
+	return c.do(ctx, method, path, body, nil, 0)
 }
 
-// do is DoRaw with extra request headers.
-func (c *Client) do(ctx context.Context, method, path string, body []byte, header http.Header) (*Response, error) {
+// do is DoRaw with extra request headers, and each request to one master
+// bounded by timeout rather than RequestTimeout when it is longer (a
+// blocking read).
+func (c *Client) do(ctx context.Context, method, path string, body []byte, header http.Header, timeout time.Duration) (*Response, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	type result struct {
@@ -247,7 +249,7 @@ func (c *Client) do(ctx context.Context, method, path string, body []byte, heade
 	results := make(chan result)
 	send := func(m string) {
 		go func() {
-			resp, err := c.one(ctx, m, method, path, body, header)
+			resp, err := c.one(ctx, m, method, path, body, header, timeout)
 			select {
 			case results <- result{m, resp, err}:
 			case <-ctx.Done():
@@ -328,9 +330,10 @@ func isAPIError(err error) bool {
 	return errors.As(err, &apiErr)
 }
 
-// one sends the request to one master.
-func (c *Client) one(ctx context.Context, master, method, path string, body []byte, header http.Header) (*Response, error) {
-	ctx, cancel := context.WithTimeout(ctx, c.opts.RequestTimeout)
+// one sends the request to one master, within RequestTimeout or timeout,
+// whichever is longer.
+func (c *Client) one(ctx context.Context, master, method, path string, body []byte, header http.Header, timeout time.Duration) (*Response, error) {
+	ctx, cancel := context.WithTimeout(ctx, max(c.opts.RequestTimeout, timeout))
 	defer cancel()
 	var rd io.Reader
 	if body != nil {

@@ -85,7 +85,7 @@ func (c *Client) toLeader(ctx context.Context, method, path string, body []byte)
 	}
 	for _, s := range p.Peers {
 		if s.Leader && s.HTTPAddr != "" {
-			return c.one(ctx, s.HTTPAddr, method, path, body, nil)
+			return c.one(ctx, s.HTTPAddr, method, path, body, nil, 0)
 		}
 	}
 	return nil, fmt.Errorf("%w: the configuration names no leader with an HTTP address", ErrUnavailable)

@@ -266,7 +266,7 @@ func TestRegisterApp(t *testing.T) {
 	want := &model.App{
 		ID: appID(5), Name: "app5", Token: "app-token-5", MaxCores: 4, CoresPerExecutor: 2, MemoryPerExecutorMB: 1024,
 		ExecutorLimit: 3, Argv: []string{"executor", "--flag"}, Env: c.Env, MaxExecutorRetries: 7,
-		State: model.AppWaiting, SubmittedAt: c.Time, UpdatedAt: c.Time,
+		State: model.AppWaiting, SubmittedAt: c.Time, UpdatedAt: c.Time, ModifyIndex: h.f.Index(),
 	}
 	if !reflect.DeepEqual(a, want) || len(es) != 0 {
 		t.Fatalf("registered app:\n got %+v %v\nwant %+v", a, es, want)
@@ -451,7 +451,7 @@ func TestPlaceExecutors(t *testing.T) {
 	if res := h.applyRaw(entry); !reflect.DeepEqual(res, PlaceExecutorsResult{Applied: []model.ExecutorPlacement{ep(a, 0, "w1")}}) {
 		t.Fatalf("first placement: %+v", res)
 	}
-	want := &model.Executor{AppID: a, ID: 0, WorkerID: "w1", Cores: 1, MemoryMB: 512, State: model.ExecLaunching, LaunchedAt: 50}
+	want := &model.Executor{AppID: a, ID: 0, WorkerID: "w1", Cores: 1, MemoryMB: 512, State: model.ExecLaunching, LaunchedAt: 50, ModifyIndex: h.f.Index()}
 	if e := h.exec(a, 0); !reflect.DeepEqual(e, want) {
 		t.Fatalf("executor: got %+v, want %+v", e, want)
 	}

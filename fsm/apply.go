@@ -3,6 +3,7 @@ package fsm
 import (
 	"fmt"
 
+	"github.com/drover-project/drover/api"
 	"github.com/drover-project/drover/ids"
 	"github.com/drover-project/drover/model"
 )
@@ -27,6 +28,7 @@ func (f *FSM) applyRegisterWorker(c *model.RegisterWorker) any {
 	w.State = model.WorkerAlive
 	w.Message = ""
 	w.UpdatedAt = c.Time
+	f.changed(api.EventWorker, w.ID)
 	return nil
 }
 
@@ -60,6 +62,7 @@ func (f *FSM) applySubmitDriver(c *model.SubmitDriver) any {
 		Attempts:    []model.Attempt{},
 	}
 	f.t.Drivers[d.ID] = d
+	f.changed(api.EventDriver, d.ID)
 	f.t.WaitingDrivers = append(f.t.WaitingDrivers, d.ID)
 	if c.Token != "" {
 		f.t.Tokens[c.Token] = d.ID
@@ -95,6 +98,8 @@ func (f *FSM) applyPlaceDrivers(c *model.PlaceDrivers) any {
 		})
 		w.CoresUsed += d.Cores
 		w.MemoryUsedMB += d.MemoryMB
+		f.changed(api.EventDriver, d.ID)
+		f.changed(api.EventWorker, w.ID)
 		res.Applied = append(res.Applied, p)
 	}
 	if len(placed) > 0 {
@@ -122,6 +127,7 @@ func (f *FSM) release(d *model.Driver) {
 	if w, ok := f.t.Workers[d.WorkerID]; ok {
 		w.CoresUsed -= d.Cores
 		w.MemoryUsedMB -= d.MemoryMB
+		f.changed(api.EventWorker, w.ID)
 	}
 	f.t.units(d.WorkerID).removeDriver(d.ID)
 }
@@ -136,7 +142,9 @@ func (f *FSM) applyReportAttempts(c *model.ReportAttempts) any {
 		if rec == nil || rec.WorkerID != c.WorkerID {
 			continue
 		}
-		updateRecord(rec, r, c.Time)
+		if updateRecord(rec, r, c.Time) {
+			f.changed(api.EventDriver, d.ID)
+		}
 		if r.Attempt != d.Attempt || d.WorkerID != c.WorkerID || d.State.Terminal() {
 			// A stale or late report: history only.
 			continue
@@ -147,10 +155,13 @@ func (f *FSM) applyReportAttempts(c *model.ReportAttempts) any {
 	return nil
 }
 
-func updateRecord(rec *model.Attempt, r model.AttemptReport, now int64) {
+// updateRecord applies a report to an attempt's history record, and says
+// whether it changed it.
+func updateRecord(rec *model.Attempt, r model.AttemptReport, now int64) bool {
 	if rec.State.Terminal() {
-		return
+		return false
 	}
+	before := *rec
 	if r.Runs > rec.Runs {
 		rec.Runs = r.Runs
 	}
@@ -168,10 +179,12 @@ func updateRecord(rec *model.Attempt, r model.AttemptReport, now int64) {
 			rec.Reason = r.Reason
 		}
 	}
+	return *rec != before
 }
 
 func (f *FSM) applyCurrentReport(d *model.Driver, r model.AttemptReport, now int64) {
 	d.UpdatedAt = now
+	f.changed(api.EventDriver, d.ID)
 	switch r.State {
 	case model.DriverRunning:
 		d.State = model.DriverRunning
@@ -211,6 +224,7 @@ func (f *FSM) relaunch(d *model.Driver, now int64, reason string) {
 	d.State = model.DriverRelaunching
 	d.Message = reason
 	d.UpdatedAt = now
+	f.changed(api.EventDriver, d.ID)
 	f.t.WaitingDrivers = append(f.t.WaitingDrivers, d.ID)
 	f.driverAttemptEnded(d, d.Attempt-1, now)
 }
@@ -238,6 +252,7 @@ func (f *FSM) applyKillDriver(c *model.KillDriver) any {
 		d.Message = "killed on request"
 	}
 	d.UpdatedAt = c.Time
+	f.changed(api.EventDriver, d.ID)
 	f.driverAttemptEnded(d, d.Attempt, c.Time)
 	return nil
 }
@@ -256,6 +271,7 @@ func (f *FSM) applyDecommissionWorker(c *model.DecommissionWorker) any {
 		w.Message = "worker " + w.ID + " decommissioned"
 	}
 	w.UpdatedAt = c.Time
+	f.changed(api.EventWorker, w.ID)
 	return nil
 }
 
@@ -275,6 +291,7 @@ func (f *FSM) applyWorkerLost(c *model.WorkerLost) any {
 	w.State = model.WorkerDead
 	w.Message = reason
 	w.UpdatedAt = now
+	f.changed(api.EventWorker, w.ID)
 	// Executors first: an app that ends with a driver on this worker
 	// would otherwise record them KILLED rather than LOST.
 	// The worker's index entry holds exactly its live executors and
@@ -301,6 +318,7 @@ func (f *FSM) applyWorkerLost(c *model.WorkerLost) any {
 		d.State = model.DriverError
 		d.Message = reason
 		d.UpdatedAt = now
+		f.changed(api.EventDriver, d.ID)
 		f.driverAttemptEnded(d, d.Attempt, now)
 	}
 	return nil

@@ -6,6 +6,7 @@ import (
 	"sort"
 	"strconv"
 
+	"github.com/drover-project/drover/api"
 	"github.com/drover-project/drover/ids"
 	"github.com/drover-project/drover/model"
 )
@@ -61,6 +62,7 @@ func (f *FSM) applyRegisterApp(c *model.RegisterApp) any {
 		UpdatedAt:           c.Time,
 	}
 	f.t.Apps[a.ID] = a
+	f.changed(api.EventApp, a.ID)
 	if c.Token != "" {
 		f.t.AppTokens[c.Token] = a.ID
 	}
@@ -117,6 +119,9 @@ func (f *FSM) applyPlaceExecutors(c *model.PlaceExecutors) any {
 		a.UpdatedAt = c.Time
 		w.CoresUsed += e.Cores
 		w.MemoryUsedMB += e.MemoryMB
+		f.changed(api.EventExecutor, model.ExecutorKey(a.ID, e.ID))
+		f.changed(api.EventApp, a.ID)
+		f.changed(api.EventWorker, w.ID)
 		res.Applied = append(res.Applied, p)
 	}
 	return res
@@ -172,14 +177,17 @@ func (f *FSM) endExecutor(e *model.Executor, state model.ExecutorState, exit *in
 	e.ExitCode = model.CloneExitCode(exit)
 	e.Message = reason
 	e.EndedAt = now
+	f.changed(api.EventExecutor, model.ExecutorKey(e.AppID, e.ID))
 	if w, ok := f.t.Workers[e.WorkerID]; ok {
 		w.CoresUsed -= e.Cores
 		w.MemoryUsedMB -= e.MemoryMB
+		f.changed(api.EventWorker, w.ID)
 	}
 	f.t.units(e.WorkerID).removeExecutor(model.ExecutorKey(e.AppID, e.ID))
 	if a, ok := f.t.Apps[e.AppID]; ok {
 		a.CoresGranted -= e.Cores
 		a.UpdatedAt = now
+		f.changed(api.EventApp, a.ID)
 		f.dropOldExecutors(a)
 	}
 }
@@ -200,6 +208,7 @@ func (f *FSM) dropOldExecutors(a *model.App) {
 		}
 		if e.State.Terminal() {
 			delete(f.t.Executors, model.ExecutorKey(a.ID, e.ID))
+			f.changed(api.EventExecutor, model.ExecutorKey(a.ID, e.ID))
 			finished--
 		}
 	}
@@ -229,13 +238,17 @@ func (f *FSM) applyExecutorReports(workerID string, reports []model.ExecutorRepo
 				e.State = model.ExecRunning
 				e.StartedAt = now
 				a.UpdatedAt = now
+				f.changed(api.EventExecutor, model.ExecutorKey(e.AppID, e.ID))
+				f.changed(api.EventApp, a.ID)
 			}
 			if a.State == model.AppWaiting {
 				a.State = model.AppRunning
+				f.changed(api.EventApp, a.ID)
 			}
 		case model.ExecExited:
 			f.endExecutor(e, model.ExecExited, r.ExitCode, r.Reason, now)
 			a.RetryCount = 0
+			f.changed(api.EventApp, a.ID)
 		case model.ExecKilled:
 			// Killed by its worker unasked (the worker is shutting down):
 			// not the app's fault, so no retry is counted; the scheduler
@@ -244,6 +257,7 @@ func (f *FSM) applyExecutorReports(workerID string, reports []model.ExecutorRepo
 		case model.ExecFailed:
 			f.endExecutor(e, model.ExecFailed, r.ExitCode, r.Reason, now)
 			a.RetryCount++
+			f.changed(api.EventApp, a.ID)
 			if a.MaxExecutorRetries >= 0 && a.RetryCount > a.MaxExecutorRetries && !f.anyRunning(a.ID) {
 				f.endApp(a, model.AppFailed, fmt.Sprintf("%d executors failed in a row (max executor retries %d); last: %s",
 					a.RetryCount, a.MaxExecutorRetries, executorEnd(e)), now)
@@ -286,6 +300,7 @@ func (f *FSM) endApp(a *model.App, state model.ApplicationState, reason string, 
 	a.Message = reason
 	a.EndedAt = now
 	a.UpdatedAt = now
+	f.changed(api.EventApp, a.ID)
 }
 
 // driverAttemptEnded ends the apps that an attempt of a driver registered,
@@ -346,6 +361,7 @@ func (f *FSM) applyRequestExecutors(c *model.RequestExecutors) any {
 	}
 	a.ExecutorLimit = c.Total
 	a.UpdatedAt = c.Time
+	f.changed(api.EventApp, a.ID)
 	return nil
 }
 
@@ -379,6 +395,7 @@ func (f *FSM) applyKillExecutors(c *model.KillExecutors) any {
 		a.ExecutorLimit = max(a.ExecutorLimit-killed, 0)
 	}
 	a.UpdatedAt = c.Time
+	f.changed(api.EventApp, a.ID)
 	return nil
 }
 
@@ -425,6 +442,7 @@ func (f *FSM) applyPruneCompleted(c *model.PruneCompleted) any {
 			continue
 		}
 		delete(f.t.Drivers, id)
+		f.changed(api.EventDriver, id)
 		if d.Token != "" && f.t.Tokens[d.Token] == id {
 			delete(f.t.Tokens, d.Token)
 		}
@@ -436,8 +454,10 @@ func (f *FSM) applyPruneCompleted(c *model.PruneCompleted) any {
 		}
 		for _, e := range f.executorsOf(id) {
 			delete(f.t.Executors, model.ExecutorKey(id, e.ID))
+			f.changed(api.EventExecutor, model.ExecutorKey(id, e.ID))
 		}
 		delete(f.t.Apps, id)
+		f.changed(api.EventApp, id)
 		if a.Token != "" && f.t.AppTokens[a.Token] == id {
 			delete(f.t.AppTokens, a.Token)
 		}

@@ -81,8 +81,18 @@ func TestUnknownFieldsAreIgnored(t *testing.T) {
 // A known type with the flag applies as without it.
 func TestIgnorableEntries(t *testing.T) {
 	entries := scenario(t)
-	want := hashOf(t, replay(t, entries))
 	mid := len(entries) / 2
+	// The log without the skipped entry, each entry at the index it has
+	// with it: rows carry the index that changed them.
+	plain := New()
+	for i, e := range entries {
+		index := uint64(i + 1)
+		if i >= mid {
+			index++
+		}
+		plain.ApplyCommand(index, e)
+	}
+	want := hashOf(t, plain)
 	unknown := append([]byte{FormatVersion, byte(IgnoreUnknownTypeFlag | 99)}, `{"a field":"of a type from a later version"}`...)
 
 	f := New()
@@ -110,7 +120,7 @@ func TestIgnorableEntries(t *testing.T) {
 		e[1] |= byte(IgnoreUnknownTypeFlag)
 		flagged.ApplyCommand(uint64(i+1), e)
 	}
-	if flagged.Err() != nil || hashOf(t, flagged) != want {
+	if flagged.Err() != nil || hashOf(t, flagged) != hashOf(t, replay(t, entries)) {
 		t.Fatalf("known types flagged ignorable applied differently (Err %v)", flagged.Err())
 	}
 	if data, err := Encode(model.CmdKillDriver|IgnoreUnknownTypeFlag, &model.KillDriver{DriverID: "d"}); err != nil || data[1] != 0x85 {

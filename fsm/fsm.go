@@ -13,6 +13,7 @@ import (
 
 	"github.com/hashicorp/raft"
 
+	"github.com/drover-project/drover/events"
 	"github.com/drover-project/drover/model"
 )
 
@@ -52,6 +53,10 @@ type FSM struct {
 	// decode; from then on nothing changes the tables.
 	halted chan struct{}
 	err    error
+	// touched is the rows the entry being applied changed; events holds
+	// the recent changes for subscribers.
+	touched map[rowKey]struct{}
+	events  *events.Buffer
 }
 
 // tables is everything a snapshot holds.
@@ -141,7 +146,7 @@ func newTables() tables {
 
 // New returns an FSM with empty tables.
 func New() *FSM {
-	return &FSM{t: newTables(), change: make(chan struct{}), halted: make(chan struct{})}
+	return &FSM{t: newTables(), change: make(chan struct{}), halted: make(chan struct{}), events: events.New(DefaultEventBuffer)}
 }
 
 // Apply implements raft.FSM. It returns a SubmitResult, PlaceResult,
@@ -175,7 +180,9 @@ func (f *FSM) Apply(l *raft.Log) any {
 	if payload == nil {
 		return nil
 	}
-	return f.apply(t, payload)
+	res := f.apply(t, payload)
+	f.publish(l.Index)
+	return res
 }
 
 // typeByte describes the type byte of an entry Decode refused, naming the
@@ -402,7 +409,7 @@ func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
 	if f.err != nil {
 		return nil, fmt.Errorf("no snapshot: %w", f.err)
 	}
-	return &snapshot{t: f.t.clone()}, nil
+	return &snapshot{t: f.t.clone(), index: f.index}, nil
 }
 
 // Restore implements raft.FSM: it replaces every table with the snapshot's.
@@ -411,7 +418,7 @@ func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
 // out, and its tables stay the prefix of the log it applied.
 func (f *FSM) Restore(rc io.ReadCloser) error {
 	defer rc.Close()
-	t, err := decodeSnapshot(rc)
+	t, index, err := decodeSnapshot(rc)
 	if err != nil {
 		return err
 	}
@@ -424,6 +431,13 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 		close(u.change)
 	}
 	f.t = t
+	if index != 0 {
+		// Older snapshots do not say; the next Apply does.
+		f.index = index
+	}
+	// Nothing before the snapshot can be replayed: subscribers resume
+	// with a reset.
+	f.events.Reset(index)
 	f.notify()
 	return nil
 }

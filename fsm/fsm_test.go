@@ -2,14 +2,20 @@ package fsm
 
 import (
 	"bytes"
+	"cmp"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"reflect"
+	"slices"
 	"testing"
 
 	"github.com/hashicorp/raft"
 	"pgregory.net/rapid"
 
+	"github.com/drover-project/drover/api"
+	"github.com/drover-project/drover/events"
 	"github.com/drover-project/drover/ids"
 	"github.com/drover-project/drover/model"
 )
@@ -386,7 +392,6 @@ func TestRestoreRefusesCorruptSnapshot(t *testing.T) {
 		`{"version":1,"tables":{"drivers":{"x":{"id":"y"}}}}`,
 		`{"version":1,"tables":{"waiting_drivers":["ghost"]}}`,
 		`{"version":1,"tables":{"tokens":{"t":"ghost"}}}`,
-		`{"version":1,"tables":{},"extra":1}`,
 	} {
 		if err := f.Restore(io.NopCloser(bytes.NewReader([]byte(s)))); err == nil {
 			t.Errorf("snapshot %q was accepted", s)
@@ -420,6 +425,8 @@ func TestRandomLogsKeepInvariants(t *testing.T) {
 			}
 			f.ApplyCommand(uint64(i+1), data)
 		}
+		sub, _ := f.Subscribe(f.Index(), events.Filter{}, 1<<30)
+		defer sub.Close()
 		// Command kinds, weighted towards the app commands.
 		mix := []int{0, 1, 1, 2, 2, 3, 4, 5, 6, 7, 7, 7, 8, 8, 8, 8, 9, 9, 9, 9, 9, 10, 11, 12, 13}
 		n := rapid.IntRange(1, 100).Draw(rt, "n")
@@ -611,9 +618,10 @@ func TestRandomLogsKeepInvariants(t *testing.T) {
 			if err != nil {
 				rt.Fatal(err)
 			}
-			before := appCounts(f)
+			before, rowsBefore := appCounts(f), rowTexts(f)
 			res := f.ApplyCommand(uint64(i+1), data)
 			after := appCounts(f)
+			checkEvents(rt, f, sub, uint64(i+1), rowsBefore, rowTexts(f))
 			if ct == model.CmdPlaceExecutors {
 				checkPlacement(rt, f, before, after, res)
 			} else if after.live > before.live {
@@ -828,6 +836,101 @@ func checkWorkerIndex(t tb, f *FSM) {
 		}
 		if fmt.Sprint(gotE) != fmt.Sprint(wantE) {
 			t.Fatalf("executors on %s: index %v, rows %v", w.ID, gotE, wantE)
+		}
+	}
+}
+
+// rowTexts is every row as JSON without its ModifyIndex, by kind and ID.
+func rowTexts(f *FSM) map[rowKey]string {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	out := map[rowKey]string{}
+	add := func(kind api.EventKind, id string, row any) {
+		b, _ := json.Marshal(row)
+		out[rowKey{kind, id}] = string(b)
+	}
+	for id, d := range f.t.Drivers {
+		c := *d
+		c.ModifyIndex = 0
+		add(api.EventDriver, id, c)
+	}
+	for id, a := range f.t.Apps {
+		c := *a
+		c.ModifyIndex = 0
+		add(api.EventApp, id, c)
+	}
+	for id, e := range f.t.Executors {
+		c := *e
+		c.ModifyIndex = 0
+		add(api.EventExecutor, id, c)
+	}
+	for id, w := range f.t.Workers {
+		c := *w
+		c.ModifyIndex = 0
+		add(api.EventWorker, id, c)
+	}
+	return out
+}
+
+// checkEvents checks the events of the entry at index against what it did
+// to the rows: every row it added, changed or dropped has an event, in
+// kind and ID order, an upsert carrying the row as it is now with
+// ModifyIndex index, a delete for a row that is gone.
+func checkEvents(t tb, f *FSM, sub *events.Sub, index uint64, before, after map[rowKey]string) {
+	batches, err := sub.Take()
+	if err != nil {
+		t.Fatalf("entry %d: subscriber: %v", index, err)
+	}
+	got := map[rowKey]api.Event{}
+	var order []rowKey
+	for _, b := range batches {
+		if b.Index != index {
+			t.Fatalf("entry %d: a batch of index %d", index, b.Index)
+		}
+		for _, e := range b.Events {
+			k := rowKey{e.Kind, e.ID}
+			got[k] = e
+			order = append(order, k)
+		}
+	}
+	if !slices.IsSortedFunc(order, func(a, b rowKey) int {
+		return cmp.Or(cmp.Compare(kindOrder[a.kind], kindOrder[b.kind]), cmp.Compare(a.id, b.id))
+	}) {
+		t.Fatalf("entry %d: events out of order: %v", index, order)
+	}
+	for k, text := range after {
+		if before[k] != text {
+			e, ok := got[k]
+			if !ok || e.Op != api.OpUpsert {
+				t.Fatalf("entry %d changed %v with no upsert event (%+v)", index, k, e)
+			}
+		}
+	}
+	for k := range before {
+		if _, ok := after[k]; !ok && got[k].Op != api.OpDelete {
+			t.Fatalf("entry %d dropped %v with no delete event", index, k)
+		}
+	}
+	for k, e := range got {
+		if e.Op == api.OpDelete {
+			if _, ok := after[k]; ok {
+				t.Fatalf("entry %d: delete event for %v, which is still there", index, k)
+			}
+			continue
+		}
+		row := map[api.EventKind]any{api.EventDriver: e.Driver, api.EventApp: e.App, api.EventExecutor: e.Executor, api.EventWorker: e.Worker}[k.kind]
+		b, _ := json.Marshal(row)
+		var m map[string]any
+		_ = json.Unmarshal(b, &m)
+		if mi, _ := m["modify_index"].(float64); uint64(mi) != index {
+			t.Fatalf("entry %d: upsert of %v has modify_index %v", index, k, m["modify_index"])
+		}
+		delete(m, "modify_index")
+		var want map[string]any
+		_ = json.Unmarshal([]byte(after[k]), &want)
+		delete(want, "modify_index")
+		if !reflect.DeepEqual(m, want) {
+			t.Fatalf("entry %d: upsert of %v carries %v, the row is %v", index, k, m, want)
 		}
 	}
 }

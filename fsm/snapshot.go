@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"maps"
@@ -14,7 +15,6 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/drover-project/drover/ids"
-	"github.com/drover-project/drover/internal/strictjson"
 	"github.com/drover-project/drover/model"
 )
 
@@ -25,18 +25,25 @@ const SnapshotVersion = 1
 // snapshotFile is the snapshot format: what Restore decodes, and what
 // writeSnapshot writes byte for byte as json.Marshal would.
 type snapshotFile struct {
-	Version int    `json:"version"`
-	Tables  tables `json:"tables"`
+	Version int `json:"version"`
+	// Index is the Raft index of the last entry applied to the tables,
+	// so that a restored FSM knows where its events resume; 0 in
+	// snapshots written before it was kept.
+	Index  uint64 `json:"index,omitempty"`
+	Tables tables `json:"tables"`
 }
 
 // snapshot is a copy of the tables taken by FSM.Snapshot. Nothing in it is
 // shared with the live tables, so Persist may read it while Apply goes on.
-type snapshot struct{ t tables }
+type snapshot struct {
+	t     tables
+	index uint64
+}
 
 // Persist implements raft.FSMSnapshot: it writes the copy to the sink, row
 // by row (see writeSnapshot). On error it cancels the sink.
 func (s *snapshot) Persist(sink raft.SnapshotSink) error {
-	if err := writeSnapshot(sink, &s.t); err != nil {
+	if err := writeSnapshot(sink, s.index, &s.t); err != nil {
 		_ = sink.Cancel()
 		return fmt.Errorf("write snapshot: %w", err)
 	}
@@ -88,13 +95,18 @@ func cloneDriver(d *model.Driver) *model.Driver {
 	return c
 }
 
-// writeSnapshot writes the snapshot of t to w in the bytes json.Marshal
-// gives for snapshotFile{SnapshotVersion, *t}, encoding one row at a time,
-// so that the encoding of 100,000 drivers is never held whole in memory.
-func writeSnapshot(w io.Writer, t *tables) error {
+// writeSnapshot writes the snapshot of t, at index, to w in the bytes
+// json.Marshal gives for snapshotFile{SnapshotVersion, index, *t},
+// encoding one row at a time, so that the encoding of 100,000 drivers is
+// never held whole in memory.
+func writeSnapshot(w io.Writer, index uint64, t *tables) error {
 	sw := newStreamWriter(w)
 	sw.raw(`{"version":`)
 	sw.value(SnapshotVersion)
+	if index != 0 {
+		sw.raw(`,"index":`)
+		sw.value(index)
+	}
 	sw.raw(`,"tables":`)
 	sw.tables(t)
 	sw.raw(`}`)
@@ -187,13 +199,29 @@ func writeRows[V any](sw *streamWriter, m map[string]V) {
 // cross-reference (queue entries, tokens, placements) points at a row, so a
 // corrupt snapshot is refused instead of installed. Derived columns (used
 // cores and memory) are recomputed, not trusted.
-func decodeSnapshot(r io.Reader) (tables, error) {
+func decodeSnapshot(r io.Reader) (tables, uint64, error) {
+	t, index, err := decodeSnapshotFile(r)
+	if err != nil {
+		return tables{}, 0, fmt.Errorf("restore snapshot: %w", err)
+	}
+	return t, index, nil
+}
+
+// decodeSnapshotFile is decodeSnapshot without the prefix on its errors.
+// Unknown fields are ignored, as in log entries (DESIGN.md), so that a
+// master takes a snapshot a newer one sent it with fields it adds; data
+// after the snapshot is refused.
+func decodeSnapshotFile(r io.Reader) (tables, uint64, error) {
 	var s snapshotFile
-	if err := strictjson.Decode(r, &s); err != nil {
-		return tables{}, fmt.Errorf("restore snapshot: %w", err)
+	dec := json.NewDecoder(r)
+	if err := dec.Decode(&s); err != nil {
+		return tables{}, 0, fmt.Errorf("invalid JSON: %w", err)
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return tables{}, 0, errors.New("invalid JSON: trailing data after the snapshot")
 	}
 	if s.Version != SnapshotVersion {
-		return tables{}, fmt.Errorf("restore snapshot: version %d, want %d", s.Version, SnapshotVersion)
+		return tables{}, 0, fmt.Errorf("version %d, want %d", s.Version, SnapshotVersion)
 	}
 	t := s.Tables
 	t.on = map[string]*workerUnits{}
@@ -218,18 +246,18 @@ func decodeSnapshot(r io.Reader) (tables, error) {
 	}
 	for id, w := range t.Workers {
 		if w == nil || w.ID != id {
-			return tables{}, fmt.Errorf("restore snapshot: worker row %q is inconsistent", id)
+			return tables{}, 0, fmt.Errorf("worker row %q is inconsistent", id)
 		}
 		w.CoresUsed, w.MemoryUsedMB = 0, 0
 	}
 	for id, d := range t.Drivers {
 		if d == nil || d.ID != id {
-			return tables{}, fmt.Errorf("restore snapshot: driver row %q is inconsistent", id)
+			return tables{}, 0, fmt.Errorf("driver row %q is inconsistent", id)
 		}
 		if d.WorkerID != "" && !d.State.Terminal() {
 			w, ok := t.Workers[d.WorkerID]
 			if !ok {
-				return tables{}, fmt.Errorf("restore snapshot: driver %s is placed on unknown worker %s", id, d.WorkerID)
+				return tables{}, 0, fmt.Errorf("driver %s is placed on unknown worker %s", id, d.WorkerID)
 			}
 			w.CoresUsed += d.Cores
 			w.MemoryUsedMB += d.MemoryMB
@@ -240,22 +268,22 @@ func decodeSnapshot(r io.Reader) (tables, error) {
 	for _, id := range t.WaitingDrivers {
 		d, ok := t.Drivers[id]
 		if !ok || seen[id] || d.WorkerID != "" || d.State.Terminal() {
-			return tables{}, fmt.Errorf("restore snapshot: waiting driver %q is inconsistent", id)
+			return tables{}, 0, fmt.Errorf("waiting driver %q is inconsistent", id)
 		}
 		seen[id] = true
 	}
 	for tok, id := range t.Tokens {
 		if _, ok := t.Drivers[id]; !ok {
-			return tables{}, fmt.Errorf("restore snapshot: token %q names unknown driver %s", tok, id)
+			return tables{}, 0, fmt.Errorf("token %q names unknown driver %s", tok, id)
 		}
 	}
 	if err := checkApps(&t); err != nil {
-		return tables{}, fmt.Errorf("restore snapshot: %w", err)
+		return tables{}, 0, fmt.Errorf("%w", err)
 	}
 	if err := checkSequences(&t); err != nil {
-		return tables{}, fmt.Errorf("restore snapshot: %w", err)
+		return tables{}, 0, fmt.Errorf("%w", err)
 	}
-	return t, nil
+	return t, s.Index, nil
 }
 
 // checkSequences checks that the next driver and app sequence numbers lie

@@ -20,7 +20,7 @@ import (
 func marshalled(t *testing.T, f *FSM) []byte {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
-	b, err := json.Marshal(snapshotFile{Version: SnapshotVersion, Tables: f.t})
+	b, err := json.Marshal(snapshotFile{Version: SnapshotVersion, Index: f.index, Tables: f.t})
 	if err != nil {
 		t.Fatal(err)
 	}

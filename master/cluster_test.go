@@ -333,3 +333,106 @@ func TestSplitPoolIsReported(t *testing.T) {
 		t.Fatalf("health: %d %+v, want degraded naming m3", resp.StatusCode, h)
 	}
 }
+
+// get sends one GET to one master and returns the status and body.
+func get(t *testing.T, addr, path string) (int, []byte) {
+	t.Helper()
+	resp, err := http.Get("http://" + addr + path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, b
+}
+
+// Bad event and blocking-read queries are refused with a clear error and
+// hold nothing open.
+func TestEventAndBlockingQueriesRefuseBadInput(t *testing.T) {
+	c := mastertest.Start(t, 1, nil)
+	addr := c.Leader().HTTP()
+	res, err := c.Client().Submit(c.Context(), submitReq())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, path := range []string{
+		"/v1/events?index=abc", "/v1/events?index=-1", "/v1/events?index=99999999", "/v1/events?kind=bogus",
+		"/v1/drivers/" + res.DriverID + "?index=x", "/v1/drivers/" + res.DriverID + "?index=1&wait=1h",
+		"/v1/drivers/" + res.DriverID + "?index=1&wait=soon", "/v1/drivers/" + res.DriverID + "?wait=1s",
+		"/v1/drivers/" + res.DriverID + "?index=99999999&wait=1s",
+	} {
+		status, body := get(t, addr, path)
+		var e api.Error
+		if status != http.StatusBadRequest || json.Unmarshal(body, &e) != nil || e.Code != api.CodeInvalidRequest || e.Error == "" {
+			t.Errorf("GET %s: %d %s, want 400 invalid_request", path, status, body)
+		}
+	}
+}
+
+// A blocking read waits for its row's change and answers with it; one
+// whose row does not change answers after its wait, unchanged.
+func TestBlockingRead(t *testing.T) {
+	c := mastertest.Start(t, 3, nil)
+	cl, ctx := c.Client(), c.Context()
+	res, err := cl.Submit(ctx, submitReq())
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, index, err := cl.WaitDriver(ctx, res.DriverID, 0, 0)
+	if err != nil || index != d.ModifyIndex || index == 0 {
+		t.Fatalf("a plain read: %+v, index %d, %v", d, index, err)
+	}
+	start := time.Now()
+	d2, index2, err := cl.WaitDriver(ctx, res.DriverID, index, 300*time.Millisecond)
+	if err != nil || time.Since(start) < 300*time.Millisecond || index2 != index || d2.State != d.State {
+		t.Fatalf("an unchanged row: %s later %+v index %d, %v", time.Since(start), d2, index2, err)
+	}
+	woke := make(chan *model.Driver, 1)
+	go func() {
+		d, _, err := cl.WaitDriver(ctx, res.DriverID, index, time.Minute)
+		if err != nil {
+			t.Error(err)
+		}
+		woke <- d
+	}()
+	if err := cl.Kill(ctx, res.DriverID); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case d := <-woke:
+		if d.State != model.DriverKilled || d.ModifyIndex <= index {
+			t.Fatalf("woke with %s at %d, want KILLED past %d", d.State, d.ModifyIndex, index)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the blocking read did not answer the change")
+	}
+}
+
+// A client holds a bounded number of event streams on one master.
+func TestEventStreamsPerClientAreBounded(t *testing.T) {
+	c := mastertest.Start(t, 1, nil)
+	addr := c.Leader().HTTP()
+	var open []*http.Response
+	defer func() {
+		for _, r := range open {
+			r.Body.Close()
+		}
+	}()
+	for i := 0; ; i++ {
+		resp, err := http.Get("http://" + addr + "/v1/events")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp.StatusCode == http.StatusTooManyRequests {
+			resp.Body.Close()
+			if i != 16 {
+				t.Fatalf("stream %d refused, want the 17th", i+1)
+			}
+			return
+		}
+		if resp.StatusCode != http.StatusOK || i > 16 {
+			t.Fatalf("stream %d: %s", i+1, resp.Status)
+		}
+		open = append(open, resp)
+	}
+}

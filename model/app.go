@@ -131,6 +131,8 @@ type App struct {
 	SubmittedAt  int64  `json:"submitted_at"`
 	UpdatedAt    int64  `json:"updated_at"`
 	EndedAt      int64  `json:"ended_at,omitempty"`
+	// ModifyIndex is as Driver's.
+	ModifyIndex uint64 `json:"modify_index,omitempty"`
 }
 
 // RetainedExecutors is how many finished executors an app keeps in the
@@ -161,6 +163,8 @@ type Executor struct {
 	LaunchedAt int64         `json:"launched_at"`
 	StartedAt  int64         `json:"started_at,omitempty"`
 	EndedAt    int64         `json:"ended_at,omitempty"`
+	// ModifyIndex is as Driver's.
+	ModifyIndex uint64 `json:"modify_index,omitempty"`
 }
 
 // ExecutorKey is the executors table's key for executor id of app: APP_ID/ID.

@@ -89,6 +89,10 @@ type Driver struct {
 	SubmittedAt int64     `json:"submitted_at"`
 	UpdatedAt   int64     `json:"updated_at"`
 	Attempts    []Attempt `json:"attempts"`
+	// ModifyIndex is the Raft index of the entry that last changed the
+	// row (Nomad's ModifyIndex): a blocking read waits for it to pass an
+	// index, and the event stream carries it.
+	ModifyIndex uint64 `json:"modify_index,omitempty"`
 }
 
 // Attempt is one placement of a driver on a worker. Within one attempt a
@@ -123,6 +127,8 @@ type Worker struct {
 	RegisteredAt int64  `json:"registered_at"`
 	UpdatedAt    int64  `json:"updated_at"`
 	Message      string `json:"message,omitempty"`
+	// ModifyIndex is as Driver's.
+	ModifyIndex uint64 `json:"modify_index,omitempty"`
 }
 
 // CoresFree is the number of cores not used by drivers or executors.

@@ -1,8 +1,11 @@
 package systest
 
 import (
+	"bufio"
 	"context"
 	"fmt"
+	"os"
+	"os/exec"
 	"slices"
 	"strings"
 	"testing"
@@ -77,6 +80,59 @@ func BenchmarkLeaderKillToAcceptedSubmit(b *testing.B) {
 			reportDurations(b, "leader SIGKILL to accepted submission", trials)
 		})
 	}
+}
+
+// BenchmarkLeaderKillToCLISubmit measures, per trial, a `drover client
+// submit` started the moment the leader is SIGKILLed, with the CLI's own
+// retry schedule: from the new leader's election (its leading_since) to
+// the CLI's "submitted" line, and from the kill to that line. Run with
+// -benchtime=10x.
+func BenchmarkLeaderKillToCLISubmit(b *testing.B) {
+	c := testcluster.New(b, testcluster.Options{Workers: 1})
+	var sinceElection, sinceKill []time.Duration
+	for i := 0; i < b.N; i++ {
+		leader, err := c.Leader(20 * time.Second)
+		if err != nil {
+			b.Fatal(err)
+		}
+		cmd := exec.Command(testcluster.Binary(b), "client", "submit", "--", "/bin/true")
+		cmd.Env = append(os.Environ(), c.ClientEnv()...)
+		stderr, err := cmd.StderrPipe()
+		if err != nil {
+			b.Fatal(err)
+		}
+		killed := time.Now()
+		leader.Kill()
+		if err := cmd.Start(); err != nil {
+			b.Fatal(err)
+		}
+		var acked time.Time
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			if strings.HasPrefix(sc.Text(), "submitted ") && acked.IsZero() {
+				acked = time.Now()
+			}
+		}
+		if err := cmd.Wait(); err != nil || acked.IsZero() {
+			b.Fatalf("trial %d: the CLI's submit: %v (acknowledged %v)", i, err, !acked.IsZero())
+		}
+		next, err := c.Leader(20 * time.Second)
+		if err != nil {
+			b.Fatal(err)
+		}
+		st, err := testcluster.State(context.Background(), next)
+		if err != nil {
+			b.Fatal(err)
+		}
+		sinceElection = append(sinceElection, acked.Sub(time.UnixMilli(st.LeadingSince)))
+		sinceKill = append(sinceKill, acked.Sub(killed))
+		if err := leader.Start(); err != nil {
+			b.Fatal(err)
+		}
+		waitRejoined(b, c, leader)
+	}
+	reportDurations(b, "new leader ready to the CLI's acknowledged submit", sinceElection)
+	b.Logf("leader SIGKILL to the CLI's acknowledged submit: %v", sinceKill)
 }
 
 // waitRejoined waits until a restarted master follows a leader and has

@@ -34,6 +34,9 @@ commands:
   apps   [--json]        list applications
   app    APP_ID [--json] show an application and its executors
   kill-app APP_ID        kill an application and its executors
+  watch  [ID...] [--kind K] [--index N] [--json]
+                         print every change as it commits (the event stream);
+                         with one driver ID, follow it and exit as --wait does
 
 --masters defaults to $DROVER_MASTERS. A secured cluster takes the CA from
 --ca-cert or $DROVER_CACERT and a token from --token-file, $DROVER_TOKEN_FILE
@@ -81,6 +84,10 @@ func addConnectFlags(fs *pflag.FlagSet) func(base client.Options, stdout, stderr
 		}
 		opts.BindIP = *bind
 		opts.RequestTimeout, opts.MaxResponseBytes = base.RequestTimeout, base.MaxResponseBytes
+		// A person waits on the command: after a leader's loss the next
+		// leader answers within cliMaxRetry of its election, instead of
+		// the library's one second meant for many workers at once.
+		opts.RetryInterval, opts.MaxRetryInterval = cliRetry, cliMaxRetry
 		c, err := client.New(strings.Split(*masters, ","), opts)
 		if err != nil {
 			return nil, fmt.Errorf("--masters (or $DROVER_MASTERS): %w", err)
@@ -88,6 +95,14 @@ func addConnectFlags(fs *pflag.FlagSet) func(base client.Options, stdout, stderr
 		return &cli{c: c, command: fs.Name(), timeout: *timeout, stdout: stdout, stderr: stderr}, nil
 	}
 }
+
+// cliRetry and cliMaxRetry are the CLI's pause between rounds of asking
+// the masters when none answers with a leader, and the cap of its
+// doubling.
+const (
+	cliRetry    = 25 * time.Millisecond
+	cliMaxRetry = 150 * time.Millisecond
+)
 
 // pollInterval is how often submit and logs re-read a driver while waiting.
 const pollInterval = 250 * time.Millisecond
@@ -141,6 +156,8 @@ func runClient(args []string, stdout, stderr io.Writer) int {
 		return k.app(ctx, rest)
 	case "kill-app":
 		return k.killApp(ctx, rest)
+	case "watch":
+		return k.watchEvents(ctx, rest)
 	}
 	fmt.Fprintf(stderr, "drover client: unknown command %q (see drover client --help)\n", sub)
 	return 1

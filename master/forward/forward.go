@@ -84,7 +84,7 @@ func (f *Forwarder) KillDriver(ctx context.Context, c auth.Caller, id string) (a
 func (f *Forwarder) Driver(ctx context.Context, c auth.Caller, id string, r service.Read) (*model.Driver, error) {
 	return route(f, ctx, c, r.Stale, func() (*model.Driver, error) { return f.local.Driver(ctx, c, id, r) },
 		func(cl *call) (out *model.Driver, err error) {
-			return out, cl.json(http.MethodGet, api.DriverPath(id, ""), nil, &out)
+			return out, cl.read(api.DriverPath(id, ""), r, &out)
 		})
 }
 
@@ -143,7 +143,7 @@ func (f *Forwarder) Apps(ctx context.Context, c auth.Caller, r service.Read) ([]
 func (f *Forwarder) App(ctx context.Context, c auth.Caller, id string, r service.Read) (api.AppStatus, error) {
 	return route(f, ctx, c, r.Stale, func() (api.AppStatus, error) { return f.local.App(ctx, c, id, r) },
 		func(cl *call) (out api.AppStatus, err error) {
-			return out, cl.json(http.MethodGet, api.AppPath(id, ""), nil, &out)
+			return out, cl.read(api.AppPath(id, ""), r, &out)
 		})
 }
 
@@ -193,6 +193,12 @@ func (f *Forwarder) State(ctx context.Context, c auth.Caller) (api.State, error)
 // GossipPeers is answered here: any master knows the pool it is in.
 func (f *Forwarder) GossipPeers(ctx context.Context, c auth.Caller) (api.GossipPeers, error) {
 	return f.local.GossipPeers(ctx, c)
+}
+
+// Events is served by this master: every master holds the same events
+// under the same indexes, in the log's order, so a stream needs no leader.
+func (f *Forwarder) Events(ctx context.Context, c auth.Caller, q service.EventQuery) (*service.EventStream, error) {
+	return f.local.Events(ctx, c, q)
 }
 
 // Health is this master's own.

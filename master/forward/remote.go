@@ -131,6 +131,16 @@ func (cl *call) json(method, path string, in, out any) error {
 	return cl.decode(resp, out)
 }
 
+// read sends a read of one row, a blocking one when r says so.
+func (cl *call) read(path string, r service.Read, out any) error {
+	resp, err := cl.do(http.MethodGet, path, r.Values(), nil, nil)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	return cl.decode(resp, out)
+}
+
 func (cl *call) decode(resp *http.Response, out any) error {
 	if err := json.NewDecoder(io.LimitReader(resp.Body, maxAnswer)).Decode(out); err != nil {
 		return fmt.Errorf("%w: answer of leader %s: %v", api.ErrUnavailable, cl.leader, err)

@@ -49,8 +49,12 @@ func Register(mux *http.ServeMux, cfg Config) {
 	mux.HandleFunc("GET /v1/drivers", get(h, func(ctx context.Context, c auth.Caller, r *http.Request) (any, error) {
 		return s.Drivers(ctx, c, read(r))
 	}))
-	mux.HandleFunc("GET /v1/drivers/{id}", get(h, func(ctx context.Context, c auth.Caller, r *http.Request) (any, error) {
-		return s.Driver(ctx, c, r.PathValue("id"), read(r))
+	mux.HandleFunc("GET /v1/drivers/{id}", blocking(h, func(ctx context.Context, c auth.Caller, r *http.Request, rd service.Read) (any, uint64, error) {
+		d, err := s.Driver(ctx, c, r.PathValue("id"), rd)
+		if err != nil {
+			return nil, 0, err
+		}
+		return d, d.ModifyIndex, nil
 	}))
 	mux.HandleFunc("POST /v1/drivers/{id}/kill", action(h, func(ctx context.Context, c auth.Caller, r *http.Request) (any, error) {
 		return s.KillDriver(ctx, c, r.PathValue("id"))
@@ -63,9 +67,14 @@ func Register(mux *http.ServeMux, cfg Config) {
 	mux.HandleFunc("GET /v1/apps", get(h, func(ctx context.Context, c auth.Caller, r *http.Request) (any, error) {
 		return s.Apps(ctx, c, read(r))
 	}))
-	mux.HandleFunc("GET /v1/apps/{id}", get(h, func(ctx context.Context, c auth.Caller, r *http.Request) (any, error) {
-		return s.App(ctx, c, r.PathValue("id"), read(r))
+	mux.HandleFunc("GET /v1/apps/{id}", blocking(h, func(ctx context.Context, c auth.Caller, r *http.Request, rd service.Read) (any, uint64, error) {
+		a, err := s.App(ctx, c, r.PathValue("id"), rd)
+		if err != nil {
+			return nil, 0, err
+		}
+		return a, a.ModifyIndex, nil
 	}))
+	mux.HandleFunc("GET /v1/events", h.events)
 	mux.HandleFunc("GET /v1/apps/{id}/watch", h.watchApp)
 	mux.HandleFunc("POST /v1/apps/{id}/executors", postID(h, s.RequestExecutors))
 	mux.HandleFunc("POST /v1/apps/{id}/executors/kill", postID(h, s.KillExecutors))
@@ -141,6 +150,59 @@ func Wrap(mux http.Handler, cfg Config) http.Handler {
 // answer from its own tables.
 func read(r *http.Request) service.Read {
 	return service.Read{Stale: r.URL.Query().Get("stale") == "true"}
+}
+
+// blocking serves a read of one row that takes index and wait (a blocking
+// read, Nomad's blocking queries): f answers with the row and its
+// ModifyIndex, sent back as api.HeaderIndex for the next read to wait on.
+func blocking(h *handlers, f func(context.Context, auth.Caller, *http.Request, service.Read) (any, uint64, error)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		c, ok := h.caller(w, r)
+		if !ok {
+			return
+		}
+		rd, err := blockingRead(r)
+		if err != nil {
+			h.writeError(w, err)
+			return
+		}
+		if rd.Index != 0 {
+			// The server's timeouts are for answers that do not wait;
+			// net/http ends the request's context at the read deadline.
+			rc := http.NewResponseController(w)
+			_ = rc.SetWriteDeadline(time.Now().Add(max(rd.Wait, service.DefaultWait) + 10*time.Second))
+			_ = rc.SetReadDeadline(time.Time{})
+		}
+		out, index, err := f(r.Context(), c, r, rd)
+		if err == nil {
+			w.Header().Set(api.HeaderIndex, strconv.FormatUint(index, 10))
+		}
+		h.reply(w, out, err)
+	}
+}
+
+// blockingRead decodes stale, index and wait.
+func blockingRead(r *http.Request) (service.Read, error) {
+	rd := read(r)
+	q := r.URL.Query()
+	if s := q.Get("index"); s != "" {
+		n, err := strconv.ParseUint(s, 10, 64)
+		if err != nil {
+			return rd, api.Errorf(api.ErrInvalidRequest, "index %q is not a Raft index", s)
+		}
+		rd.Index = n
+	}
+	if s := q.Get("wait"); s != "" {
+		d, err := time.ParseDuration(s)
+		if err != nil {
+			return rd, api.Errorf(api.ErrInvalidRequest, "wait %q is not a duration (30s, 5m)", s)
+		}
+		if d <= 0 {
+			return rd, api.Errorf(api.ErrInvalidRequest, "wait %q must be positive", s)
+		}
+		rd.Wait = d
+	}
+	return rd, nil
 }
 
 // caller establishes who r comes from, answering the refusal itself.

@@ -20,13 +20,18 @@ import (
 // request again by the credential the forwarding master carried on, and
 // does not count it against the forwarding master's IP.
 func Admit(next Service, g *auth.Guard, maxSubmitsPerClient int) Service {
-	return &admission{next: next, guard: g, submitting: newInflight(maxSubmitsPerClient)}
+	return &admission{next: next, guard: g, submitting: newInflight(maxSubmitsPerClient), streaming: newInflight(maxStreamsPerClient)}
 }
+
+// maxStreamsPerClient bounds the event streams one client IP may hold
+// open on a master: each holds a goroutine and a queue.
+const maxStreamsPerClient = 16
 
 type admission struct {
 	next       Service
 	guard      *auth.Guard
 	submitting *inflight
+	streaming  *inflight
 }
 
 // admitted runs f when c has access, and returns its results.
@@ -141,6 +146,24 @@ func (a *admission) State(ctx context.Context, c auth.Caller) (api.State, error)
 
 func (a *admission) GossipPeers(ctx context.Context, c auth.Caller) (api.GossipPeers, error) {
 	return admitted(a, c, auth.Node, func() (api.GossipPeers, error) { return a.next.GossipPeers(ctx, c) })
+}
+
+// Events takes one of the client IP's stream slots, given back when the
+// stream is closed.
+func (a *admission) Events(ctx context.Context, c auth.Caller, q EventQuery) (*EventStream, error) {
+	if err := a.guard.Check(c.Identity, auth.Read); err != nil {
+		return nil, err
+	}
+	if !a.streaming.acquire(c.IP) {
+		return nil, api.Errorf(api.ErrTooManyRequests, "this client holds %d event streams open already", maxStreamsPerClient)
+	}
+	st, err := a.next.Events(ctx, c, q)
+	if err != nil {
+		a.streaming.release(c.IP)
+		return nil, err
+	}
+	st.release = func() { a.streaming.release(c.IP) }
+	return st, nil
 }
 
 // Health needs no credential: a load balancer or a service manager asks.

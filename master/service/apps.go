@@ -97,9 +97,15 @@ func (s *Core) appStatuses() []api.AppStatus {
 	return out
 }
 
-// App implements AppService. A driver token reads only its own attempt's
-// app.
-func (s *Core) App(_ context.Context, c auth.Caller, id string, r Read) (api.AppStatus, error) {
+// App implements AppService; with r.Index it is a blocking read. A driver
+// token reads only its own attempt's app.
+func (s *Core) App(ctx context.Context, c auth.Caller, id string, r Read) (api.AppStatus, error) {
+	if err := ids.CheckApp(id); err != nil {
+		return api.AppStatus{}, api.Errorf(api.ErrInvalidRequest, "%v", err)
+	}
+	if err := s.awaitChange(ctx, api.EventApp, id, r); err != nil {
+		return api.AppStatus{}, err
+	}
 	if err := s.readable(r); err != nil {
 		return api.AppStatus{}, err
 	}

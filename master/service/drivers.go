@@ -60,8 +60,14 @@ func (s *Core) KillDriver(_ context.Context, _ auth.Caller, id string) (api.Kill
 	return api.KillResponse{DriverID: d.ID}, nil
 }
 
-// Driver implements DriverService.
-func (s *Core) Driver(_ context.Context, _ auth.Caller, id string, r Read) (*model.Driver, error) {
+// Driver implements DriverService; with r.Index it is a blocking read.
+func (s *Core) Driver(ctx context.Context, _ auth.Caller, id string, r Read) (*model.Driver, error) {
+	if err := ids.CheckDriver(id); err != nil {
+		return nil, api.Errorf(api.ErrInvalidRequest, "%v", err)
+	}
+	if err := s.awaitChange(ctx, api.EventDriver, id, r); err != nil {
+		return nil, err
+	}
 	if err := s.readable(r); err != nil {
 		return nil, err
 	}

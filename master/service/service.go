@@ -19,9 +19,11 @@ import (
 	"io"
 	"net/url"
 	"strconv"
+	"time"
 
 	"github.com/drover-project/drover/api"
 	"github.com/drover-project/drover/auth"
+	"github.com/drover-project/drover/events"
 	"github.com/drover-project/drover/model"
 )
 
@@ -42,6 +44,11 @@ type Service interface {
 	// Health is this master's own health (api.Health), for load
 	// balancers: it needs no credential and is never forwarded.
 	Health(ctx context.Context) api.Health
+	// Events subscribes to the changes this master applies (the event
+	// stream): any master answers from its own tables, in the log's
+	// order, so a reader that loses one resumes from its last index on
+	// another. The caller closes the stream.
+	Events(ctx context.Context, c auth.Caller, q EventQuery) (*EventStream, error)
 }
 
 // DriverService submits, reads and kills drivers.
@@ -122,6 +129,58 @@ type Read struct {
 	// the leader's; otherwise the leader answers after confirming with a
 	// quorum that it still leads (linearizable).
 	Stale bool
+	// Index, when not 0, makes a read of one row a blocking read
+	// (Nomad's blocking queries): the answer waits until the row's
+	// ModifyIndex passes Index, or Wait (default DefaultWait, at most
+	// MaxWait) passes, and then is the row as it is.
+	Index uint64
+	Wait  time.Duration
+}
+
+// Values is r as the query of a read (index, wait), as the /v1 API takes
+// it; stale reads are answered where they arrive and never sent on.
+func (r Read) Values() url.Values {
+	v := url.Values{}
+	if r.Index != 0 {
+		v.Set("index", strconv.FormatUint(r.Index, 10))
+	}
+	if r.Wait != 0 {
+		v.Set("wait", r.Wait.String())
+	}
+	return v
+}
+
+// Bounds of a blocking read's wait.
+const (
+	DefaultWait = 5 * time.Minute
+	MaxWait     = 10 * time.Minute
+)
+
+// EventQuery picks the events of a stream: those past index After, of the
+// kinds (none: all) and row IDs (none: all) given.
+type EventQuery struct {
+	After uint64
+	Kinds []api.EventKind
+	IDs   []string
+}
+
+// EventStream is a subscription to the changes a master applies: first
+// the events in First (a reset and the current rows, when the events past
+// the query's index are no longer held), then the batches Sub gives. Close
+// ends it.
+type EventStream struct {
+	First []api.Event
+	Sub   *events.Sub
+	// release gives back what admission took for the stream.
+	release func()
+}
+
+// Close ends the subscription.
+func (s *EventStream) Close() {
+	s.Sub.Close()
+	if s.release != nil {
+		s.release()
+	}
 }
 
 // LogQuery names a part of one log: its stream (api.StreamStdout or

@@ -33,6 +33,8 @@ func (s *Core) State(context.Context, auth.Caller) (api.State, error) {
 		st.Masters = peers.Peers
 	}
 	st.StateHash, _ = s.FSM.StateHash()
-	st.PoolSplit = s.Split()
+	if t := s.term.Load(); t != nil {
+		st.PoolSplit, st.LeadingSince = t.Split(), t.Since.UnixMilli()
+	}
 	return st, nil
 }

@@ -1,0 +1,110 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"github.com/drover-project/drover/api"
+	"github.com/drover-project/drover/client"
+	"github.com/drover-project/drover/ids"
+	"github.com/drover-project/drover/model"
+)
+
+// watchEvents prints the cluster's event stream: every change of the rows it
+// picks, one line each (or the api.Event JSON with --json), resuming on
+// another master when one goes away. Given one driver ID it follows that
+// driver and exits when it ends, as submit --wait does: 0 for FINISHED, 1
+// otherwise. Without, it runs until interrupted.
+func (k *cli) watchEvents(ctx context.Context, args []string) int {
+	fs := k.flags("watch")
+	kinds := fs.StringSlice("kind", nil, "driver, app, executor or worker (repeatable or comma-separated); default all")
+	index := fs.Uint64("index", 0, "start after this Raft index (0: the changes from now on)")
+	asJSON := fs.Bool("json", false, "print each event as JSON, one per line")
+	if err := fs.Parse(args); err != nil {
+		return flagError(err)
+	}
+	q := client.EventQuery{After: *index, IDs: fs.Args()}
+	for _, s := range *kinds {
+		q.Kinds = append(q.Kinds, api.EventKind(s))
+	}
+	follow := ""
+	if len(q.IDs) == 1 && ids.CheckDriver(q.IDs[0]) == nil {
+		follow = q.IDs[0]
+	}
+	if q.After == 0 {
+		// From now on: the applied index of any master, past which its
+		// stream begins.
+		var st *api.State
+		if err := k.call(ctx, func(ctx context.Context) (err error) {
+			st, err = k.c.State(ctx)
+			return err
+		}); err != nil {
+			return k.exitFor(err)
+		}
+		q.After = st.AppliedIndex
+	}
+	if follow != "" {
+		d, err := k.driver(ctx, follow)
+		if err != nil {
+			return k.exitFor(err)
+		}
+		k.printEvent(api.Event{Index: d.ModifyIndex, Kind: api.EventDriver, ID: d.ID, Op: api.OpUpsert, Driver: d}, *asJSON)
+		if d.State.Terminal() {
+			return exitOf(d)
+		}
+	}
+	s := k.c.Events(ctx, q)
+	for e := range s.C() {
+		k.printEvent(e, *asJSON)
+		if follow != "" && e.Driver != nil && e.Driver.State.Terminal() {
+			return exitOf(e.Driver)
+		}
+		if follow != "" && e.Op == api.OpDelete {
+			return 1
+		}
+	}
+	if err := s.Err(); err != nil && ctx.Err() == nil {
+		return k.exitFor(err)
+	}
+	return 0
+}
+
+// exitOf is the exit code of an ended driver: 0 for FINISHED, 1 otherwise.
+func exitOf(d *model.Driver) int {
+	if d.State == model.DriverFinished {
+		return 0
+	}
+	return 1
+}
+
+// printEvent prints one event: INDEX KIND ID STATE and what changed.
+func (k *cli) printEvent(e api.Event, asJSON bool) {
+	if asJSON {
+		b, _ := json.Marshal(e)
+		fmt.Fprintln(k.stdout, string(b))
+		return
+	}
+	var state, more string
+	switch {
+	case e.Op != api.OpUpsert:
+		state = strings.ToUpper(e.Op)
+	case e.Driver != nil:
+		d := e.Driver
+		state, more = string(d.State), fmt.Sprintf("attempt %d", d.Attempt)
+		if d.WorkerID != "" {
+			more += " on " + d.WorkerID
+		}
+		if d.Message != "" {
+			more += ": " + d.Message
+		}
+	case e.App != nil:
+		state, more = string(e.App.State), e.App.Message
+	case e.Executor != nil:
+		state, more = string(e.Executor.State), "on "+e.Executor.WorkerID
+	case e.Worker != nil:
+		state, more = string(e.Worker.State), fmt.Sprintf("%d/%d cores used", e.Worker.CoresUsed, e.Worker.Cores)
+	}
+	fmt.Fprintf(k.stdout, "%d\t%s\t%s\t%s\t%s\n", e.Index, e.Kind, e.ID, state, more)
+}

@@ -1,0 +1,142 @@
+package fsm
+
+import (
+	"cmp"
+	"slices"
+
+	"github.com/drover-project/drover/api"
+	"github.com/drover-project/drover/events"
+)
+
+// DefaultEventBuffer is how many events an FSM holds for subscribers that
+// resume: at the rates of a busy cluster, a minute or more.
+const DefaultEventBuffer = 65536
+
+// rowKey names one row: its kind and ID (an executor's is APP_ID/N).
+type rowKey struct {
+	kind api.EventKind
+	id   string
+}
+
+// kindOrder is the order of a batch's events by kind; within a kind they
+// are by ID, so every master makes the same batch.
+var kindOrder = map[api.EventKind]int{api.EventDriver: 0, api.EventApp: 1, api.EventExecutor: 2, api.EventWorker: 3}
+
+// changed records that the entry being applied changed (or dropped) a row.
+// Called with f.mu held.
+func (f *FSM) changed(kind api.EventKind, id string) {
+	if f.touched == nil {
+		f.touched = map[rowKey]struct{}{}
+	}
+	f.touched[rowKey{kind, id}] = struct{}{}
+}
+
+// publish stamps the rows the entry at index changed with that index, and
+// hands their events to the buffer. Called with f.mu held, at the end of
+// Apply.
+func (f *FSM) publish(index uint64) {
+	if len(f.touched) == 0 {
+		return
+	}
+	keys := make([]rowKey, 0, len(f.touched))
+	for k := range f.touched {
+		keys = append(keys, k)
+	}
+	clear(f.touched)
+	slices.SortFunc(keys, func(a, b rowKey) int {
+		return cmp.Or(cmp.Compare(kindOrder[a.kind], kindOrder[b.kind]), cmp.Compare(a.id, b.id))
+	})
+	evs := make([]api.Event, 0, len(keys))
+	for _, k := range keys {
+		evs = append(evs, f.event(index, k, true))
+	}
+	f.events.Publish(index, evs)
+}
+
+// event is the event of row k at index: an upsert carrying a copy of the
+// row, or a delete when the row is gone. stamp sets the row's ModifyIndex
+// to index first.
+func (f *FSM) event(index uint64, k rowKey, stamp bool) api.Event {
+	e := api.Event{Index: index, Kind: k.kind, ID: k.id, Op: api.OpUpsert}
+	switch k.kind {
+	case api.EventDriver:
+		if d, ok := f.t.Drivers[k.id]; ok {
+			if stamp {
+				d.ModifyIndex = index
+			}
+			e.Driver = d.Clone()
+			return e
+		}
+	case api.EventApp:
+		if a, ok := f.t.Apps[k.id]; ok {
+			if stamp {
+				a.ModifyIndex = index
+			}
+			e.App = a.Clone()
+			return e
+		}
+	case api.EventExecutor:
+		if x, ok := f.t.Executors[k.id]; ok {
+			if stamp {
+				x.ModifyIndex = index
+			}
+			e.Executor = x.Clone()
+			return e
+		}
+	case api.EventWorker:
+		if w, ok := f.t.Workers[k.id]; ok {
+			if stamp {
+				w.ModifyIndex = index
+			}
+			c := *w
+			e.Worker = &c
+			return e
+		}
+	}
+	e.Op = api.OpDelete
+	return e
+}
+
+// Subscribe returns a subscriber to the changes applied past index after
+// that the filter picks (events.Buffer.Subscribe), closed with
+// events.ErrTooSlow once more than maxPending events wait unread. When
+// the FSM no longer holds every event past after (after is older than the
+// buffer, or than a snapshot the tables were restored from), the
+// subscriber starts at the FSM's index instead, and first is what the
+// caller must send before it: a reset event, then an upsert of every row
+// the filter picks as it is at that index.
+func (f *FSM) Subscribe(after uint64, filter events.Filter, maxPending int) (sub *events.Sub, first []api.Event) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	sub, complete := f.events.Subscribe(after, filter, maxPending)
+	if complete {
+		return sub, nil
+	}
+	sub.Close()
+	sub, _ = f.events.Subscribe(f.index, filter, maxPending)
+	first = []api.Event{{Index: f.index, Op: api.OpReset}}
+	for _, kind := range []api.EventKind{api.EventDriver, api.EventApp, api.EventExecutor, api.EventWorker} {
+		if len(filter.Kinds) > 0 && !filter.Kinds[kind] {
+			continue
+		}
+		for _, id := range f.rowIDs(kind) {
+			if e := f.event(f.index, rowKey{kind, id}, false); filter.Match(e) {
+				first = append(first, e)
+			}
+		}
+	}
+	return sub, first
+}
+
+// rowIDs returns the IDs of one table, in order.
+func (f *FSM) rowIDs(kind api.EventKind) []string {
+	switch kind {
+	case api.EventDriver:
+		return sortedKeys(f.t.Drivers)
+	case api.EventApp:
+		return sortedKeys(f.t.Apps)
+	case api.EventExecutor:
+		return sortedKeys(f.t.Executors)
+	}
+	return sortedKeys(f.t.Workers)
+}
