@@ -90,10 +90,13 @@ func canned() (map[string]stream, map[string]string) {
 			"2026/11/29 17:00:00 worker w1: lost master\n", "      20\t         1.600 p50-s\t         2.400 worst-s\n")
 	worker = worker.bench("BenchmarkWorkerKillToRelaunchRunning/local", "    failover_bench_test.go:110: needs root\n",
 		"--- SKIP: BenchmarkWorkerKillToRelaunchRunning/local\n").event("skip", "BenchmarkWorkerKillToRelaunchRunning/local")
+	cli := stream{}.bench("BenchmarkLeaderKillToCLISubmit", "BenchmarkLeaderKillToCLISubmit-2 \t      10\t         0.0600 p50-s\t         0.1500 worst-s\n")
+	events := stream{}.bench("BenchmarkEventDelivery", "BenchmarkEventDelivery-2 \t       1\t         3.5 p50-ms\t        68.9 p99-ms\n")
 	return map[string]stream{
 			"BenchmarkApply": apply, "BenchmarkSnapshot100k": snap, "BenchmarkSubmitThroughput": thr,
 			"BenchmarkSubmitLatencyAt2000": lat, "BenchmarkPlacement": place,
 			"BenchmarkLeaderKillToAcceptedSubmit": leader, "BenchmarkWorkerKillToRelaunchRunning": worker,
+			"BenchmarkLeaderKillToCLISubmit": cli, "BenchmarkEventDelivery": events,
 		}, map[string]string{
 			"BenchmarkSubmitThroughput": "exit status 1", "BenchmarkPlacement": "exit status 1",
 		}
@@ -134,6 +137,8 @@ func TestRows(t *testing.T) {
 		{"leader SIGKILL to next accepted write (raft-500ms)", met, "p50 0.81 s, worst 1.10 s over 20 trials"},
 		{"leader SIGKILL to next accepted write (raft-1s-default)", notMet, "p50 1.60 s, worst 2.40 s over 20 trials"},
 		{"worker SIGKILL to relaunched driver RUNNING (local)", notMeasured, "BenchmarkWorkerKillToRelaunchRunning/local skipped: failover_bench_test.go:110: needs root"},
+		{"next leader ready to a CLI submit acknowledged", met, "p50 0.06 s, worst 0.15 s over 10 trials"},
+		{"event delivery latency", met, "p50 3.5 ms, p99 68.9 ms (1 run, worst p99 68.9 ms)"},
 		{"snapshot and restore", notMet, "snapshot 0.32 s (slowest run 0.99 s), restore 1.18 s (slowest run 1.18 s), 67.4 MB; median of 3 runs"},
 		{"master memory", notMeasured, "BenchmarkPlacement failed: throughput_bench_test.go:120: placement stalled: 99900 drivers waiting"},
 	}

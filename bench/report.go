@@ -293,7 +293,14 @@ func targetRows(f *figures) []Row {
 		"p50 <= 1.5 s, worst <= 3 s (Spark with ZooKeeper: 1-2 minutes)", 1.5, 3)
 	failover("BenchmarkWorkerKillToRelaunchRunning", "worker SIGKILL to relaunched driver RUNNING", "20 trials, lan and local profiles",
 		"p50 <= 4 s, worst <= 8 s (Spark: 60 s worker timeout)", 4, 8)
+	failover("BenchmarkLeaderKillToCLISubmit", "next leader ready to a CLI submit acknowledged", "10 trials, the CLI started at the leader's SIGKILL",
+		"worst <= 0.3 s", 0.3, 0.3)
 	rows = append(rows,
+		f.row(Row{Figure: "event delivery latency at 1,000 events/s", How: "submission acknowledged to its event on a follower's stream, 10 s", Target: "p99 <= 100 ms"},
+			func(j *judgement) (string, bool) {
+				p50, p99 := j.stat("BenchmarkEventDelivery", "p50-ms"), j.stat("BenchmarkEventDelivery", "p99-ms")
+				return fmt.Sprintf("p50 %.1f ms, p99 %.1f ms (%s, worst p99 %.1f ms)", p50.Median, p99.Median, runs(p99), p99.Max), p99.Median <= 100
+			}),
 		f.row(Row{Figure: "snapshot and restore, 100,000 drivers", How: "time and bytes", Target: "<= 1 s each"},
 			func(j *judgement) (string, bool) {
 				snap, restore := j.stat("BenchmarkSnapshot100k", "ns/op"), j.stat("BenchmarkRestore100k", "ns/op")
