@@ -357,3 +357,59 @@ func TestParseKey(t *testing.T) {
 		t.Fatalf("wrong length: %v", err)
 	}
 }
+
+// Addresses that Discover returns are joined as the join list is; one that
+// does not answer (a bogus address a peer published) is logged once and
+// holds up no other join.
+func TestDiscoveredAddresses(t *testing.T) {
+	ports, err := freeport.Get("127.0.0.63", 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := start(t, RoleMaster, "m1", "127.0.0.63", ports[0])
+	defer m.Shutdown()
+	var logs bytes.Buffer
+	var mu sync.Mutex
+	bogus := fmt.Sprintf("127.0.0.63:%d", ports[2]) // nothing listens there
+	w, err := Start(Config{
+		Meta: Meta{Role: RoleWorker, ID: "w1", HTTP: "x:1"}, BindIP: "127.0.0.63", Port: ports[1], Profile: "local",
+		Discover: func() []string { return []string{bogus, m.Addr(), "", bogus} },
+		Logger:   slog.New(slog.NewTextHandler(&lockedWriter{w: &logs, mu: &mu}, nil)),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Shutdown()
+	waitUntil(t, "the worker joined the discovered master", func() bool { _, ok := m.Lookup(RoleWorker, "w1"); return ok })
+	waitUntil(t, "the bogus address is logged", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return strings.Contains(logs.String(), "does not answer")
+	})
+	// Two more rounds of the join loop: still one line.
+	time.Sleep(2 * rejoinInterval)
+	mu.Lock()
+	n := strings.Count(logs.String(), "does not answer")
+	mu.Unlock()
+	if n != 1 {
+		t.Fatalf("the bogus address was logged %d times, want once", n)
+	}
+	found := false
+	for _, mb := range w.Members() {
+		found = found || (mb.ID == "m1" && mb.Addr == m.Addr())
+	}
+	if !found {
+		t.Fatalf("Members %+v lack m1 at %s", w.Members(), m.Addr())
+	}
+}
+
+type lockedWriter struct {
+	w  *bytes.Buffer
+	mu *sync.Mutex
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}
