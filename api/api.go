@@ -5,7 +5,7 @@
 //
 //	POST /v1/drivers                     SubmitRequest -> 200 SubmitResponse
 //	GET  /v1/drivers                     -> []model.Driver
-//	GET  /v1/drivers/{id}                -> model.Driver
+//	GET  /v1/drivers/{id}                ?index=N&wait=D (a blocking read) -> model.Driver, X-Drover-Index
 //	POST /v1/drivers/{id}/kill           -> 200 KillResponse
 //	GET  /v1/drivers/{id}/logs           ?stream=stdout|stderr&offset=N -> bytes
 //	POST /v1/workers/register            RegisterWorkerRequest -> RegisterWorkerResponse
@@ -13,7 +13,7 @@
 //	POST /v1/workers/{id}/decommission   DecommissionWorkerRequest -> RegisterWorkerResponse
 //	POST /v1/apps                        RegisterAppRequest -> 200 RegisterAppResponse
 //	GET  /v1/apps                        -> []AppStatus
-//	GET  /v1/apps/{id}                   -> AppStatus
+//	GET  /v1/apps/{id}                   ?index=N&wait=D -> AppStatus, X-Drover-Index
 //	GET  /v1/apps/{id}/watch             If-None-Match: ETAG -> AppStatus with ETag, held while unchanged
 //	POST /v1/apps/{id}/executors         RequestExecutorsRequest -> AppStatus
 //	POST /v1/apps/{id}/executors/kill    KillExecutorsRequest -> AppStatus
@@ -21,6 +21,7 @@
 //	POST /v1/apps/{id}/kill              -> AppStatus
 //	GET  /v1/apps/{id}/executors/{eid}/logs ?stream=stdout|stderr&offset=N -> bytes
 //	GET  /v1/state                       -> State
+//	GET  /v1/events                      ?index=N&kind=K,..&id=ID,.. or Last-Event-ID -> text/event-stream of Event
 //	GET  /v1/gossip                      -> GossipPeers
 //	GET  /v1/health                      -> Health (200 ok, 503 degraded; no credential needed)
 //
