@@ -3,6 +3,10 @@
 GO      ?= go
 BIN     ?= bin
 PKGS    := ./...
+# The longest test packages, named before PKGS so that go test starts them
+# at once and runs the others beside them; in import-path order they would
+# start after most of the rest.
+LONG_TESTS := ./systest ./jepsen/suite
 
 .PHONY: all build test vet lint demo jepsen clean bench fuzz fuzz-smoke
 
@@ -22,7 +26,7 @@ lint: vet
 # Unit, process-level (systest/) and failover tests, with the race
 # detector. Tests that need root skip with a message when not run as root.
 test: vet
-	$(GO) test -race -count=1 -timeout 25m $(PKGS)
+	$(GO) test -race -count=1 -timeout 25m $(LONG_TESTS) $(PKGS)
 	$(MAKE) fuzz-smoke
 
 # Fuzz targets of the decoders of untrusted bytes (their seeds in
