@@ -75,9 +75,9 @@ func Main(args []string) int {
 	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE, syscall.SIGHUP)
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGUSR2)
-	// One value from each of the two senders at most: the signal watcher
-	// and the lease watcher.
-	stop := make(chan string, 2)
+	// One value from each of the three senders at most: the stop file,
+	// the signal watcher and the lease watcher.
+	stop := make(chan string, 3)
 	go func() {
 		if s := <-sigs; s == syscall.SIGUSR2 {
 			stop <- ReasonFenced
@@ -85,6 +85,11 @@ func Main(args []string) int {
 		}
 		stop <- ReasonKilled
 	}()
+	// A stop the worker asked for before the handler above was in place
+	// came as a signal nobody heard.
+	if reason, ok := stopRequested(abs); ok {
+		stop <- reason
+	}
 
 	r := &runner{
 		dir:    abs,
@@ -131,6 +136,12 @@ func (r *runner) run() {
 			r.final(model.DriverKilled, nil, reason)
 			return
 		default:
+		}
+		// The signal watcher may not have passed a signal on yet: the
+		// file says it at once.
+		if reason, ok := stopRequested(r.dir); ok {
+			r.final(model.DriverKilled, nil, reason)
+			return
 		}
 		p, err := r.start(n)
 		if err != nil {

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -53,9 +54,19 @@ type harness struct {
 
 func startRunner(t *testing.T, spec runner.Spec) *harness {
 	t.Helper()
+	return startRunnerAfter(t, spec, nil)
+}
+
+// startRunnerAfter is startRunner with before run on the attempt
+// directory once the spec is in it and before the runner starts.
+func startRunnerAfter(t *testing.T, spec runner.Spec, before func(dir string)) *harness {
+	t.Helper()
 	h := &harness{t: t, dir: t.TempDir(), events: make(chan runner.Event, 64), exited: make(chan struct{})}
 	if err := runner.WriteSpec(h.dir, spec); err != nil {
 		t.Fatal(err)
+	}
+	if before != nil {
+		before(h.dir)
 	}
 	self, err := os.Executable()
 	if err != nil {
@@ -318,6 +329,55 @@ func TestKillDuringBackoff(t *testing.T) {
 	e := h.final()
 	if e.State != model.DriverKilled || e.Runs != 1 || e.ExitCode != nil {
 		t.Fatalf("final = %+v", e)
+	}
+}
+
+// A stop the worker recorded before the runner listened for signals (its
+// SIGUSR2 then went unheard) ends the attempt before the program starts.
+func TestStopRequestedBeforeStartRunsNothing(t *testing.T) {
+	for _, fenced := range []bool{true, false} {
+		t.Run(fmt.Sprintf("fenced=%v", fenced), func(t *testing.T) {
+			h := startRunnerAfter(t, runner.Spec{
+				Argv: []string{"/bin/sh", "-c", "echo ran > ran"},
+			}, func(dir string) {
+				if err := runner.RequestStop(dir, fenced); err != nil {
+					t.Fatal(err)
+				}
+			})
+			e := h.final()
+			want := runner.ReasonKilled
+			if fenced {
+				want = runner.ReasonFenced
+			}
+			if e.State != model.DriverKilled || e.Runs != 0 || e.Reason != want {
+				t.Fatalf("final = %+v, want KILLED after 0 runs, reason %q", e, want)
+			}
+			if _, err := os.Stat(filepath.Join(h.dir, "ran")); !errors.Is(err, os.ErrNotExist) {
+				t.Fatalf("the program ran after the stop: %v", err)
+			}
+		})
+	}
+}
+
+// A supervised attempt in backoff stops at its next launch when the stop
+// is in the file, even if no signal ever arrives.
+func TestStopFileEndsBackoffRelaunch(t *testing.T) {
+	h := startRunner(t, runner.Spec{
+		Argv:        []string{"/bin/sh", "-c", "echo x >> runs; exit 1"},
+		Supervise:   true,
+		BackoffBase: 50 * time.Millisecond,
+	})
+	h.next(runner.EventStarted)
+	h.next(runner.EventExited)
+	if err := runner.RequestStop(h.dir, true); err != nil {
+		t.Fatal(err)
+	}
+	e := h.final()
+	if e.State != model.DriverKilled || e.Reason != runner.ReasonFenced {
+		t.Fatalf("final = %+v", e)
+	}
+	if runs := strings.Count(h.file("runs"), "x"); runs != e.Runs {
+		t.Fatalf("program ran %d times, runner reports %d", runs, e.Runs)
 	}
 }
 

@@ -148,16 +148,26 @@ func (w *Worker) killAll(reason string) {
 	}
 }
 
-// terminate sends SIGTERM to the runner, which ends the program's process
-// group and reports KILLED. An adopted runner is signalled by PID only while
-// its start time still matches, so a reused PID is never hit.
-func (u *unit) terminate() { u.signal(syscall.SIGTERM) }
+// terminate asks the runner to stop (runner.RequestStop, then SIGTERM),
+// which ends the program's process group and reports KILLED. An adopted
+// runner is signalled by PID only while its start time still matches, so
+// a reused PID is never hit.
+func (u *unit) terminate() { u.stop(false, syscall.SIGTERM) }
 
-// fence sends SIGUSR2 to the runner: under strict fencing it kills the
-// program's group with SIGKILL at once, since the leader relaunches the
-// driver (or replaces the executor) after lease plus margin, not after the
-// kill timeout.
-func (u *unit) fence() { u.signal(syscall.SIGUSR2) }
+// fence asks the runner to stop fenced (runner.RequestStop, then SIGUSR2):
+// under strict fencing it kills the program's group with SIGKILL at once,
+// since the leader relaunches the driver (or replaces the executor) after
+// lease plus margin, not after the kill timeout.
+func (u *unit) fence() { u.stop(true, syscall.SIGUSR2) }
+
+// stop records the stop in the unit's directory before signalling: a
+// runner that is not listening yet reads it before it launches anything.
+func (u *unit) stop(fenced bool, sig syscall.Signal) {
+	if u.dir != "" {
+		_ = runner.RequestStop(u.dir, fenced)
+	}
+	u.signal(sig)
+}
 
 func (u *unit) signal(sig syscall.Signal) {
 	switch {
