@@ -75,6 +75,11 @@ type SubmitRequest struct {
 	Cores     int               `json:"cores"`
 	MemoryMB  int64             `json:"memory_mb"`
 	Supervise bool              `json:"supervise"`
+	// Artifacts are staged into each attempt's directory before the
+	// program starts: each names a Source URL (go-getter's options), or
+	// an Upload (the digest client.Upload returned) with its Name and
+	// Mode; a Dest puts it in a subdirectory. See model.Artifact.
+	Artifacts []model.Artifact `json:"artifacts,omitempty"`
 }
 
 // ReasonUnplaceable starts the message of a waiting driver that no ALIVE
@@ -185,6 +190,8 @@ type Assignment struct {
 	Cores     int               `json:"cores"`
 	MemoryMB  int64             `json:"memory_mb"`
 	Supervise bool              `json:"supervise"`
+	// Artifacts are what the worker stages before it starts the program.
+	Artifacts []model.Artifact `json:"artifacts,omitempty"`
 	// Token is the attempt's own API token (package auth's DriverToken),
 	// which the worker hands the driver as DROVER_TOKEN so that it can
 	// register its application; "" when the masters use no tokens.
@@ -202,6 +209,8 @@ type ExecutorAssignment struct {
 	Env        map[string]string `json:"env,omitempty"`
 	Cores      int               `json:"cores"`
 	MemoryMB   int64             `json:"memory_mb"`
+	// Artifacts are the app's, staged before the executor starts.
+	Artifacts []model.Artifact `json:"artifacts,omitempty"`
 }
 
 // RegisterAppRequest registers an application (Spark's
@@ -223,6 +232,9 @@ type RegisterAppRequest struct {
 	Executors           int               `json:"executors"`
 	Argv                []string          `json:"argv"`
 	Env                 map[string]string `json:"env,omitempty"`
+	// Artifacts are staged into each executor's directory, as a
+	// submission's are into each attempt's.
+	Artifacts []model.Artifact `json:"artifacts,omitempty"`
 }
 
 // RegisterAppResponse is the answer to a registration.

@@ -2,6 +2,7 @@ package fsm
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/drover-project/drover/api"
 	"github.com/drover-project/drover/ids"
@@ -43,6 +44,9 @@ func (f *FSM) applySubmitDriver(c *model.SubmitDriver) any {
 	if err := model.ValidateProgram(c.Argv, c.Env, c.Cores, c.MemoryMB); err != nil {
 		return err
 	}
+	if err := model.ValidateArtifacts(c.Artifacts); err != nil {
+		return err
+	}
 	if _, ok := f.t.Drivers[c.ID]; ok {
 		return fmt.Errorf("%w: driver %s", model.ErrDuplicateID, c.ID)
 	}
@@ -55,6 +59,7 @@ func (f *FSM) applySubmitDriver(c *model.SubmitDriver) any {
 		Cores:       c.Cores,
 		MemoryMB:    c.MemoryMB,
 		Supervise:   c.Supervise,
+		Artifacts:   slices.Clone(c.Artifacts),
 		State:       model.DriverSubmitted,
 		Attempt:     1,
 		SubmittedAt: c.Time,

@@ -3,6 +3,7 @@ package fsm
 import (
 	"fmt"
 	"maps"
+	"slices"
 	"sort"
 	"strconv"
 
@@ -57,6 +58,7 @@ func (f *FSM) applyRegisterApp(c *model.RegisterApp) any {
 		Argv:                append([]string(nil), c.Argv...),
 		Env:                 maps.Clone(c.Env),
 		MaxExecutorRetries:  c.MaxExecutorRetries,
+		Artifacts:           slices.Clone(c.Artifacts),
 		State:               model.AppWaiting,
 		SubmittedAt:         c.Time,
 		UpdatedAt:           c.Time,

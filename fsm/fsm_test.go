@@ -115,7 +115,8 @@ func scenario(t tb) [][]byte {
 		{DriverID: driverID(0), Attempt: 2, State: model.DriverFinished, ExitCode: intp(0), Runs: 1},
 	}})
 	b.add(model.CmdRegisterWorker, &model.RegisterWorker{ID: "w1", HTTPAddr: "127.0.0.1:3", Cores: 4, MemoryMB: 4096, Time: 15})
-	b.add(model.CmdSubmitDriver, &model.SubmitDriver{ID: driverID(4), Token: "t4", Argv: []string{"e"}, Cores: 1, MemoryMB: 512, Supervise: true, Time: 16})
+	b.add(model.CmdSubmitDriver, &model.SubmitDriver{ID: driverID(4), Token: "t4", Argv: []string{"e"}, Cores: 1, MemoryMB: 512, Supervise: true, Time: 16,
+		Artifacts: scenarioArtifacts})
 	b.add(model.CmdSubmitDriver, &model.SubmitDriver{ID: driverID(5), Token: "t5", Argv: []string{"f"}, Cores: 1, MemoryMB: 512, Time: 17})
 	b.add(model.CmdPlaceDrivers, &model.PlaceDrivers{Time: 18, Placements: []model.Placement{
 		{DriverID: driverID(4), Attempt: 1, WorkerID: "w2"},
@@ -183,6 +184,14 @@ const driverScenarioLen = 20
 
 func intp(v int) *int { return &v }
 
+const sumA = "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"
+
+// scenarioArtifacts are one of each kind, as NormalizeArtifact leaves them.
+var scenarioArtifacts = []model.Artifact{
+	{Source: "https://h/app.tgz?checksum=sha256:" + sumA, URL: "https://h/app.tgz", SHA256: sumA, Archive: "tar.gz", Dest: "lib"},
+	{Upload: sumA, SHA256: sumA, Name: "run.sh", Mode: 0o755},
+}
+
 func TestEveryCommandSameAfterSnapshotRestore(t *testing.T) {
 	entries := scenario(t)
 	for cut := 0; cut <= len(entries); cut++ {
@@ -238,6 +247,9 @@ func TestScenarioOutcome(t *testing.T) {
 	}
 	if w := f.WaitingDrivers(); len(w) != 1 || w[0].ID != driverID(4) {
 		t.Fatalf("waiting = %v, want only %s", w, driverID(4))
+	}
+	if !reflect.DeepEqual(d4.Artifacts, scenarioArtifacts) {
+		t.Fatalf("artifacts = %+v, want the submission's %+v", d4.Artifacts, scenarioArtifacts)
 	}
 	if f.NextDriverSeq() != 7 {
 		t.Fatalf("NextDriverSeq = %d, want 7 (the duplicate token took no number)", f.NextDriverSeq())
@@ -339,6 +351,12 @@ func TestRefusedCommandsChangeNothing(t *testing.T) {
 		{model.CmdSubmitDriver, &model.SubmitDriver{ID: "driver-x", Token: "n4", Argv: []string{"x"}, Cores: 1, MemoryMB: 1}, model.ErrInvalidCommand},
 		{model.CmdSubmitDriver, &model.SubmitDriver{ID: driverID(53), Token: "n5", Argv: []string{"x"}, Env: map[string]string{"A=B": "1"}, Cores: 1, MemoryMB: 1}, model.ErrInvalidCommand},
 		{model.CmdSubmitDriver, &model.SubmitDriver{ID: driverID(0), Token: "n6", Argv: []string{"x"}, Cores: 1, MemoryMB: 1}, model.ErrDuplicateID},
+		{model.CmdSubmitDriver, &model.SubmitDriver{ID: driverID(54), Token: "n7", Argv: []string{"x"}, Cores: 1, MemoryMB: 1,
+			Artifacts: []model.Artifact{{Source: "https://h/a"}}}, model.ErrInvalidCommand},
+		{model.CmdSubmitDriver, &model.SubmitDriver{ID: driverID(55), Token: "n8", Argv: []string{"x"}, Cores: 1, MemoryMB: 1,
+			Artifacts: []model.Artifact{scenarioArtifacts[1], scenarioArtifacts[1]}}, model.ErrInvalidCommand},
+		{model.CmdRegisterApp, &model.RegisterApp{ID: appID(51), Token: "new2", CoresPerExecutor: 1, MemoryPerExecutorMB: 1, ExecutorLimit: -1, Argv: []string{"x"},
+			Artifacts: []model.Artifact{{URL: "https://h/a", Name: "a", Dest: "/abs"}}}, model.ErrInvalidCommand},
 		{model.CmdKillDriver, &model.KillDriver{DriverID: "driver-20261129120000-9999"}, model.ErrUnknownDriver},
 		{model.CmdKillDriver, &model.KillDriver{DriverID: driverID(0)}, model.ErrDriverEnded},
 		{model.CmdWorkerLost, &model.WorkerLost{WorkerID: "nobody"}, model.ErrUnknownWorker},

@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -117,6 +118,12 @@ func TestSubmitAndKillRules(t *testing.T) {
 		{"no program", api.SubmitRequest{Token: "t1", Cores: 1, MemoryMB: 1}, api.ErrInvalidRequest},
 		{"reserved variable", api.SubmitRequest{Token: "t2", Argv: []string{"x"}, Cores: 1, MemoryMB: 1, Env: map[string]string{"DROVER_X": "1"}}, api.ErrInvalidRequest},
 		{"control character in the name", api.SubmitRequest{Token: "t3", Name: "a\x1bb", Argv: []string{"x"}, Cores: 1, MemoryMB: 1}, api.ErrInvalidRequest},
+		{"artifact of an unknown scheme", api.SubmitRequest{Token: "t4", Argv: []string{"x"}, Cores: 1, MemoryMB: 1,
+			Artifacts: []model.Artifact{{Source: "ftp://h/a.jar"}}}, api.ErrInvalidRequest},
+		{"artifact with a malformed checksum", api.SubmitRequest{Token: "t5", Argv: []string{"x"}, Cores: 1, MemoryMB: 1,
+			Artifacts: []model.Artifact{{Source: "https://h/a.jar?checksum=sha256:zz"}}}, api.ErrInvalidRequest},
+		{"two artifacts of one name", api.SubmitRequest{Token: "t6", Argv: []string{"x"}, Cores: 1, MemoryMB: 1,
+			Artifacts: []model.Artifact{{Source: "https://h/a.jar"}, {Source: "https://g/a.jar"}}}, api.ErrInvalidRequest},
 	} {
 		if err := cl.Do(ctx, http.MethodPost, api.PathDrivers, tc.req, nil); !errors.Is(err, tc.want) {
 			t.Errorf("%s: %v, want %v", tc.name, err, tc.want)
@@ -133,6 +140,50 @@ func TestSubmitAndKillRules(t *testing.T) {
 	}
 	if err := cl.Kill(ctx, ids.Format(ids.Driver, time.Unix(0, 0), 999)); !errors.Is(err, model.ErrUnknownDriver) {
 		t.Fatalf("kill of an unknown ID: %v", err)
+	}
+}
+
+// A submission's artifacts are normalized once, before Raft, and reach the
+// worker the driver is placed on as the row holds them.
+func TestArtifactsReachTheWorker(t *testing.T) {
+	c := mastertest.Start(t, 1, func(cfg *master.Config) { cfg.RegisterWithoutGossip = true })
+	cl, ctx := c.Client(), c.Context()
+	reg := api.RegisterWorkerRequest{ID: "w1", Instance: "i1", HTTPAddr: "127.0.0.1:1", Cores: 2, MemoryMB: 1024}
+	if err := cl.Do(ctx, http.MethodPost, api.PathRegisterWorker, reg, nil); err != nil {
+		t.Fatal(err)
+	}
+	sum := strings.Repeat("ab", 32)
+	req := submitReq()
+	req.Artifacts = []model.Artifact{
+		{Source: "https://h/job.tar.gz?checksum=sha256:" + strings.ToUpper(sum)},
+		{Upload: sum, Name: "run.sh", Mode: 0o755, Dest: "bin"},
+	}
+	res, err := cl.Submit(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []model.Artifact{
+		{Source: req.Artifacts[0].Source, URL: "https://h/job.tar.gz", SHA256: sum, Archive: "tar.gz"},
+		{Upload: sum, SHA256: sum, Name: "run.sh", Mode: 0o755, Dest: "bin"},
+	}
+	d, err := cl.Driver(ctx, res.DriverID)
+	if err != nil || !reflect.DeepEqual(d.Artifacts, want) {
+		t.Fatalf("row artifacts = %+v, %v; want %+v", d.Artifacts, err, want)
+	}
+	for {
+		var hb api.HeartbeatResponse
+		if err := cl.Do(ctx, http.MethodPost, api.WorkerPath("w1", "/heartbeat"), api.HeartbeatRequest{Instance: "i1"}, &hb); err != nil {
+			t.Fatal(err)
+		}
+		if len(hb.Assignments) == 1 {
+			if got := hb.Assignments[0].Artifacts; !reflect.DeepEqual(got, want) {
+				t.Fatalf("assignment artifacts = %+v, want %+v", got, want)
+			}
+			return
+		}
+		if ctx.Err() != nil {
+			t.Fatal("the driver was never assigned")
+		}
 	}
 }
 

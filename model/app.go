@@ -108,6 +108,9 @@ type App struct {
 	ExecutorLimit int               `json:"executor_limit"`
 	Argv          []string          `json:"argv"`
 	Env           map[string]string `json:"env,omitempty"`
+	// Artifacts are staged into each executor's directory before it
+	// starts (normalized, see NormalizeArtifact).
+	Artifacts []Artifact `json:"artifacts,omitempty"`
 	// MaxExecutorRetries is the leader's --max-executor-retries when the
 	// app registered (Spark's spark.deploy.maxExecutorRetries): the app
 	// FAILS when more executors than this fail in a row while none is
@@ -190,6 +193,7 @@ func (a *App) Clone() *App {
 	c := *a
 	c.Argv = slices.Clone(a.Argv)
 	c.Env = maps.Clone(a.Env)
+	c.Artifacts = slices.Clone(a.Artifacts)
 	return &c
 }
 

@@ -87,7 +87,10 @@ type SubmitDriver struct {
 	Cores     int               `json:"cores"`
 	MemoryMB  int64             `json:"memory_mb"`
 	Supervise bool              `json:"supervise"`
-	Time      int64             `json:"time"`
+	// Artifacts are normalized (NormalizeArtifact); absent in entries
+	// written before artifacts existed, which stage nothing.
+	Artifacts []Artifact `json:"artifacts,omitempty"`
+	Time      int64      `json:"time"`
 }
 
 // Placement puts attempt Attempt of driver DriverID on worker WorkerID.
@@ -187,7 +190,10 @@ type RegisterApp struct {
 	Argv                []string          `json:"argv"`
 	Env                 map[string]string `json:"env,omitempty"`
 	MaxExecutorRetries  int               `json:"max_executor_retries"`
-	Time                int64             `json:"time"`
+	// Artifacts are staged into each executor's directory; normalized
+	// (NormalizeArtifact), absent in older entries.
+	Artifacts []Artifact `json:"artifacts,omitempty"`
+	Time      int64      `json:"time"`
 }
 
 // ExecutorPlacement puts executor ExecutorID of app AppID on worker

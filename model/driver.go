@@ -73,6 +73,9 @@ type Driver struct {
 	Cores     int               `json:"cores"`
 	MemoryMB  int64             `json:"memory_mb"`
 	Supervise bool              `json:"supervise"`
+	// Artifacts are staged into each attempt's directory before its
+	// program starts (normalized, see NormalizeArtifact).
+	Artifacts []Artifact `json:"artifacts,omitempty"`
 
 	State DriverState `json:"state"`
 	// WorkerID is the worker of the current attempt; empty while the driver
@@ -142,6 +145,7 @@ func (d *Driver) Clone() *Driver {
 	c := *d
 	c.Argv = slices.Clone(d.Argv)
 	c.Env = maps.Clone(d.Env)
+	c.Artifacts = slices.Clone(d.Artifacts)
 	c.ExitCode = CloneExitCode(d.ExitCode)
 	c.Attempts = make([]Attempt, len(d.Attempts))
 	for i, a := range d.Attempts {

@@ -99,5 +99,5 @@ func ValidateRegisterApp(c *RegisterApp) error {
 	case c.DriverID != "" && (c.DriverAttempt < 1 || c.DriverRun < 0):
 		return fmt.Errorf("%w: driver attempt must be 1 or more and run not negative", ErrInvalidCommand)
 	}
-	return nil
+	return ValidateArtifacts(c.Artifacts)
 }

@@ -129,6 +129,9 @@ type order struct {
 	// vars are the kind's own DROVER_ variables, which env cannot override.
 	vars      map[string]string
 	supervise bool
+	// artifacts are staged into the unit's directory before its program
+	// starts.
+	artifacts []model.Artifact
 }
 
 // orders is the desired set of a heartbeat answer: its driver attempts,
@@ -144,10 +147,11 @@ func orders(resp api.HeartbeatResponse) []order {
 		if a.Token != "" {
 			vars[client.EnvToken] = a.Token
 		}
-		out = append(out, order{key: attemptKey(a.DriverID, a.Attempt), argv: a.Argv, env: a.Env, supervise: a.Supervise, vars: vars})
+		out = append(out, order{key: attemptKey(a.DriverID, a.Attempt), argv: a.Argv, env: a.Env, supervise: a.Supervise, vars: vars,
+			artifacts: a.Artifacts})
 	}
 	for _, e := range resp.Executors {
-		out = append(out, order{key: executorKey(e.AppID, e.ExecutorID), argv: e.Argv, env: e.Env,
+		out = append(out, order{key: executorKey(e.AppID, e.ExecutorID), argv: e.Argv, env: e.Env, artifacts: e.Artifacts,
 			vars: map[string]string{
 				"DROVER_APP_ID":             e.AppID,
 				"DROVER_EXECUTOR_ID":        strconv.Itoa(e.ExecutorID),

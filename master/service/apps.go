@@ -44,10 +44,15 @@ func (s *Core) RegisterApp(_ context.Context, c auth.Caller, req api.RegisterApp
 	if limit == 0 {
 		limit = -1
 	}
+	artifacts, err := normalizeArtifacts(req.Artifacts)
+	if err != nil {
+		return api.RegisterAppResponse{}, err
+	}
 	cmd := &model.RegisterApp{
 		Token: req.Token, Name: req.Name, DriverID: req.DriverID, DriverAttempt: req.DriverAttempt, DriverRun: req.DriverRun,
 		MaxCores: req.MaxCores, CoresPerExecutor: req.CoresPerExecutor, MemoryPerExecutorMB: req.MemoryPerExecutorMB,
 		ExecutorLimit: limit, Argv: req.Argv, Env: req.Env, MaxExecutorRetries: s.cfg.MaxExecutorRetries,
+		Artifacts: artifacts,
 	}
 	// Validated before an ID is taken, so a refused request burns no
 	// number.

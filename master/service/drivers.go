@@ -28,6 +28,10 @@ func (s *Core) SubmitDriver(_ context.Context, _ auth.Caller, req api.SubmitRequ
 	if err := ownEnv(req.Env); err != nil {
 		return api.SubmitResponse{}, err
 	}
+	artifacts, err := normalizeArtifacts(req.Artifacts)
+	if err != nil {
+		return api.SubmitResponse{}, err
+	}
 	v, err, _ := s.submits.Do(req.Token, func() (any, error) {
 		if id, ok := s.FSM.DriverByToken(req.Token); ok {
 			return fsm.SubmitResult{DriverID: id, Existing: true}, nil
@@ -35,7 +39,7 @@ func (s *Core) SubmitDriver(_ context.Context, _ auth.Caller, req api.SubmitRequ
 		at := time.Now()
 		return s.Apply(model.CmdSubmitDriver, &model.SubmitDriver{
 			ID: t.IDs.Driver(at), Token: req.Token, Name: req.Name, Argv: req.Argv, Env: req.Env,
-			Cores: req.Cores, MemoryMB: req.MemoryMB, Supervise: req.Supervise, Time: at.UnixMilli(),
+			Cores: req.Cores, MemoryMB: req.MemoryMB, Supervise: req.Supervise, Artifacts: artifacts, Time: at.UnixMilli(),
 		})
 	})
 	if err != nil {

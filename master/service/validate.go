@@ -6,6 +6,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/drover-project/drover/api"
+	"github.com/drover-project/drover/model"
 )
 
 // checkTokenAndName checks that a request carries a token (for what:
@@ -62,4 +63,14 @@ func checkReason(what, s string, limit int) error {
 		return api.Errorf(api.ErrInvalidRequest, "%s exceeds %d bytes", what, limit)
 	}
 	return nil
+}
+
+// normalizeArtifacts derives what the log holds of a request's artifacts
+// (model.NormalizeArtifacts); a refusal is an invalid request.
+func normalizeArtifacts(as []model.Artifact) ([]model.Artifact, error) {
+	out, err := model.NormalizeArtifacts(as)
+	if err != nil {
+		return nil, api.Errorf(api.ErrInvalidRequest, "%v", err)
+	}
+	return out, nil
 }

@@ -238,7 +238,7 @@ func executorAssignments(f *fsm.FSM, workerID string) []api.ExecutorAssignment {
 	for i, e := range es {
 		out[i] = api.ExecutorAssignment{
 			AppID: e.AppID, ExecutorID: e.ID, Argv: apps[i].Argv, Env: apps[i].Env,
-			Cores: e.Cores, MemoryMB: e.MemoryMB,
+			Cores: e.Cores, MemoryMB: e.MemoryMB, Artifacts: apps[i].Artifacts,
 		}
 	}
 	return out
@@ -252,7 +252,7 @@ func assignments(f *fsm.FSM, workerID string) []api.Assignment {
 	for _, d := range ds {
 		out = append(out, api.Assignment{
 			DriverID: d.ID, Attempt: d.Attempt, Argv: d.Argv, Env: d.Env,
-			Cores: d.Cores, MemoryMB: d.MemoryMB, Supervise: d.Supervise,
+			Cores: d.Cores, MemoryMB: d.MemoryMB, Supervise: d.Supervise, Artifacts: d.Artifacts,
 		})
 	}
 	return out
