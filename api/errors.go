@@ -35,6 +35,9 @@ const (
 	CodeUnknownWorker   Code = "unknown_worker"
 	CodeUnknownApp      Code = "unknown_app"
 	CodeUnknownExecutor Code = "unknown_executor"
+	// CodeUnknownBlob: this master's store holds no uploaded file of that
+	// SHA-256 (404); another master may.
+	CodeUnknownBlob Code = "unknown_blob"
 	// CodeDriverEnded and CodeAppEnded: the row is in a final state, so
 	// the request cannot apply (409).
 	CodeDriverEnded Code = "driver_ended"
@@ -74,6 +77,7 @@ var (
 	ErrNotFound        = errors.New("not found")
 	ErrConflict        = errors.New("conflict")
 	ErrNotInPool       = errors.New("not in the gossip pool")
+	ErrUnknownBlob     = errors.New("unknown upload")
 	ErrTooLarge        = errors.New("request too large")
 	ErrTooManyRequests = errors.New("too many requests")
 	ErrUnavailable     = errors.New("unavailable")
@@ -99,6 +103,7 @@ var codes = []struct {
 	{CodeStaleAttempt, model.ErrStaleAttempt, http.StatusConflict},
 	{CodeInvalidRequest, model.ErrInvalidCommand, http.StatusBadRequest},
 	{CodeNotInPool, ErrNotInPool, http.StatusConflict},
+	{CodeUnknownBlob, ErrUnknownBlob, http.StatusNotFound},
 	{CodeInvalidRequest, ErrInvalidRequest, http.StatusBadRequest},
 	{CodeUnauthenticated, ErrUnauthenticated, http.StatusUnauthorized},
 	{CodeForbidden, ErrForbidden, http.StatusForbidden},
@@ -112,7 +117,7 @@ var codes = []struct {
 }
 
 // apiCodes is where the API's own sentinels start in codes.
-const apiCodes = 9
+const apiCodes = 10
 
 // CodeOf returns the code of err and its HTTP status: the code of the first
 // sentinel err wraps, CodeInternal (500) for an error that wraps none.

@@ -25,7 +25,13 @@ const (
 	PathTransferLeadership = "/v1/operator/raft/transfer-leadership"
 	// PathSnapshot is GET (save) and POST (restore).
 	PathSnapshot = "/v1/operator/snapshot"
+	// PathBlobs is the masters' store of uploaded files, one per SHA-256.
+	PathBlobs = "/v1/blobs"
 )
+
+// BlobPath is /v1/blobs/SHA256: PUT stores an uploaded file (the body,
+// which must hash to SHA256), GET and HEAD read it.
+func BlobPath(sha256 string) string { return PathBlobs + "/" + url.PathEscape(sha256) }
 
 // DriverPath is /v1/drivers/ID followed by suffix ("", "/kill", "/logs").
 func DriverPath(id, suffix string) string { return PathDrivers + "/" + url.PathEscape(id) + suffix }
