@@ -18,7 +18,9 @@ import (
 //
 // Scalar placeholders may appear anywhere inside any element but the first:
 //
-//	{{appResource}}   the request's appResource, as given (a jar URL or path)
+//	{{appResource}}   the request's appResource: its staged path ("./app.jar")
+//	                  when it is an http(s):// or file: URL the worker
+//	                  stages, else as given (hdfs://, local:, a path)
 //	{{mainClass}}     the request's mainClass
 //	{{appName}}       spark.app.name
 //	{{driverCores}}   the driver's cores, e.g. 1

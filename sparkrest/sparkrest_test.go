@@ -266,7 +266,48 @@ func TestCreateFromSparkSubmit(t *testing.T) {
 
 func sameSubmit(a, b api.SubmitRequest) bool {
 	return a.Token == b.Token && a.Name == b.Name && slices.Equal(a.Argv, b.Argv) && maps.Equal(a.Env, b.Env) &&
-		a.Cores == b.Cores && a.MemoryMB == b.MemoryMB && a.Supervise == b.Supervise
+		a.Cores == b.Cores && a.MemoryMB == b.MemoryMB && a.Supervise == b.Supervise && slices.Equal(a.Artifacts, b.Artifacts)
+}
+
+// The appResource and the spark.jars and spark.files entries that are
+// http(s):// or file: URLs are staged, and the driver is given their staged
+// paths; the others pass as they are.
+func TestCreateStagesURLResources(t *testing.T) {
+	f := newFake()
+	h := newTestHandler(t, f, DefaultLauncher...)
+	body := `{"action":"CreateSubmissionRequest","clientSparkVersion":"3.5.1","appResource":"https://repo.example/app.jar",
+		"mainClass":"M","appArgs":[],"environmentVariables":{},
+		"sparkProperties":{"spark.app.name":"j","spark.jars":"https://repo.example/app.jar, hdfs://nn/dep.jar,https://repo.example/lib/dep.jar?checksum=sha256:` + strings.Repeat("0", 64) + `",
+		"spark.files":"file:/etc/job.conf,https://repo.example/data.tar.gz#data","spark.archives":"https://repo.example/env.zip"}}`
+	if a := do(t, h, http.MethodPost, "/v1/submissions/create", body); a.fields["success"] != true {
+		t.Fatalf("create: %d %s", a.status, a.raw)
+	}
+	got := f.submitted[0]
+	wantArtifacts := []model.Artifact{
+		{Source: "https://repo.example/app.jar?archive=false"},
+		{Source: "https://repo.example/lib/dep.jar?checksum=sha256:" + strings.Repeat("0", 64) + "&archive=false", Dest: "jars"},
+		{Source: "file:/etc/job.conf?archive=false", Dest: "files"},
+		{Source: "https://repo.example/data.tar.gz?archive=false#data", Dest: "files"},
+	}
+	if !slices.Equal(got.Artifacts, wantArtifacts) {
+		t.Fatalf("artifacts\n%+v\nwant\n%+v", got.Artifacts, wantArtifacts)
+	}
+	for _, want := range []string{"spark.jars=./app.jar,hdfs://nn/dep.jar,./jars/dep.jar", "spark.files=./files/job.conf,./files/data.tar.gz",
+		"spark.archives=https://repo.example/env.zip"} {
+		if !slices.Contains(got.Argv, want) {
+			t.Errorf("argv %q lacks --conf %s", got.Argv, want)
+		}
+	}
+	if got.Argv[len(got.Argv)-1] != "./app.jar" {
+		t.Errorf("argv %q does not end with the staged appResource", got.Argv)
+	}
+	if _, err := model.NormalizeArtifacts(got.Artifacts); err != nil {
+		t.Errorf("the master would refuse them: %v", err)
+	}
+	bad := strings.Replace(body, `"appResource":"https://repo.example/app.jar"`, `"appResource":"https://repo.example/"`, 1)
+	if a := do(t, h, http.MethodPost, "/v1/submissions/create", bad); a.fields["success"] == true || !strings.Contains(a.str("message"), "appResource") {
+		t.Fatalf("an appResource URL without a file name: %d %s", a.status, a.raw)
+	}
 }
 
 func TestCreateDefaultsAndFilteredEnvironment(t *testing.T) {
@@ -278,8 +319,10 @@ func TestCreateDefaultsAndFilteredEnvironment(t *testing.T) {
 	got := f.submitted[0]
 	// Spark's defaults: 1 core, 1024 MiB, not supervised; no appArgs; and
 	// SPARK_ENV_LOADED and SPARK_HOME dropped, leaving no environment.
-	want := api.SubmitRequest{Token: got.Token, Name: "pi", Argv: []string{"/opt/spark/bin/spark-submit", "--class", "Pi", "file:/jobs/pi.jar"},
-		Cores: DefaultDriverCores, MemoryMB: DefaultDriverMemoryMB}
+	// The file: jar is staged into the driver's directory.
+	want := api.SubmitRequest{Token: got.Token, Name: "pi", Argv: []string{"/opt/spark/bin/spark-submit", "--class", "Pi", "./pi.jar"},
+		Cores: DefaultDriverCores, MemoryMB: DefaultDriverMemoryMB,
+		Artifacts: []model.Artifact{{Source: "file:/jobs/pi.jar?archive=false"}}}
 	if !sameSubmit(got, want) || got.Env != nil {
 		t.Fatalf("submitted %+v, want %+v", got, want)
 	}

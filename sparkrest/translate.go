@@ -4,10 +4,12 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"net/url"
 	"strconv"
 	"strings"
 
 	"github.com/drover-project/drover/api"
+	"github.com/drover-project/drover/model"
 )
 
 // Spark's defaults for a driver that names no cores, memory or supervision
@@ -99,6 +101,10 @@ func (h *Handler) translate(req CreateSubmissionRequest) (api.SubmitRequest, err
 	for i, a := range req.AppArgs {
 		args[i] = *a
 	}
+	resource, artifacts, err := stageResources(*req.AppResource, props)
+	if err != nil {
+		return out, err
+	}
 	var env map[string]string
 	for k, v := range req.EnvironmentVariables {
 		if droppedEnv[k] {
@@ -113,15 +119,99 @@ func (h *Handler) translate(req CreateSubmissionRequest) (api.SubmitRequest, err
 		Token: h.newToken(),
 		Name:  name,
 		Argv: h.launcher.expand(launch{
-			appResource: *req.AppResource, mainClass: *req.MainClass, appName: name,
+			appResource: resource, mainClass: *req.MainClass, appName: name,
 			appArgs: args, cores: cores, memoryMB: memory, props: props,
 		}),
 		Env:       env,
 		Cores:     cores,
 		MemoryMB:  memory,
 		Supervise: supervise,
+		Artifacts: artifacts,
 	}
 	return out, nil
+}
+
+// Where the worker stages the spark.jars and spark.files entries it
+// fetches, inside the driver's directory: apart from the appResource and
+// from each other, so that a jar and a file of one name do not collide.
+const (
+	stagedJarsDir  = "jars"
+	stagedFilesDir = "files"
+)
+
+// stageResources makes artifacts of the appResource and of the spark.jars
+// and spark.files entries that are http://, https:// or file: URLs, as
+// Spark's DriverRunner.downloadUserJar fetches the user's jar into the
+// driver's directory, and returns the appResource as the driver sees it:
+// its staged path ("./app.jar", relative to the driver's working
+// directory) when staged, else as given (local:, hdfs:// and plain paths
+// are the driver's to read). The staged entries of spark.jars and
+// spark.files are rewritten in props the same way; an entry that repeats
+// the appResource (spark-submit adds it to spark.jars) names its one
+// staged copy. Nothing Spark stages is unpacked: spark.archives is left
+// alone.
+func stageResources(appResource string, props map[string]string) (string, []model.Artifact, error) {
+	var artifacts []model.Artifact
+	stage := func(source, dest string) (string, error) {
+		if !stageable(source) {
+			return source, nil
+		}
+		a := model.Artifact{Source: keepPacked(source), Dest: dest}
+		n, err := model.NormalizeArtifact(a)
+		if err != nil {
+			return "", err
+		}
+		artifacts = append(artifacts, a)
+		return "./" + n.Path(), nil
+	}
+	resource, err := stage(appResource, "")
+	if err != nil {
+		return "", nil, fmt.Errorf("field appResource: %v", err)
+	}
+	for _, p := range []struct{ key, dest string }{{"spark.jars", stagedJarsDir}, {"spark.files", stagedFilesDir}} {
+		v, ok := props[p.key]
+		if !ok || v == "" {
+			continue
+		}
+		entries := strings.Split(v, ",")
+		for i, e := range entries {
+			e = strings.TrimSpace(e)
+			if e == appResource && resource != appResource {
+				entries[i] = resource
+				continue
+			}
+			if entries[i], err = stage(e, p.dest); err != nil {
+				return "", nil, fmt.Errorf("property %s: %v", p.key, err)
+			}
+		}
+		props[p.key] = strings.Join(entries, ",")
+	}
+	return resource, artifacts, nil
+}
+
+// stageable says whether a Spark resource is a URL Drover stages.
+func stageable(s string) bool {
+	l := strings.ToLower(s)
+	return strings.HasPrefix(l, "http://") || strings.HasPrefix(l, "https://") || strings.HasPrefix(l, "file:")
+}
+
+// keepPacked adds go-getter's archive=false to a URL that does not say:
+// Spark hands jars and files to the driver as they are.
+func keepPacked(s string) string {
+	u, err := url.Parse(s)
+	if err != nil || u.Query().Has("archive") {
+		return s
+	}
+	base, frag, hasFrag := strings.Cut(s, "#")
+	if u.RawQuery == "" {
+		base += "?archive=false"
+	} else {
+		base += "&archive=false"
+	}
+	if hasFrag {
+		return base + "#" + frag
+	}
+	return base
 }
 
 // parseBool accepts what Scala's String.toBoolean does: true or false in
