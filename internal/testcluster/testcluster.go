@@ -480,7 +480,7 @@ func (c *Cluster) cleanup() {
 			n.KillGroup()
 		}
 	}
-	killUnder(c.Dir)
+	KillUnder(c.Dir)
 	if c.t.Failed() {
 		c.t.Logf("cluster logs kept in %s", c.Dir)
 		return
@@ -488,9 +488,10 @@ func (c *Cluster) cleanup() {
 	_ = os.RemoveAll(c.Dir)
 }
 
-// killUnder SIGKILLs, with their process groups, the processes whose cwd or
-// command line names a path under dir. It polls until none remain (bounded).
-func killUnder(dir string) {
+// KillUnder SIGKILLs, with their process groups, the processes whose cwd or
+// command line names a path under dir: what a cluster leaves behind,
+// drivers included. It polls until none remain (for up to 10 s).
+func KillUnder(dir string) {
 	deadline := time.Now().Add(10 * time.Second)
 	for time.Now().Before(deadline) {
 		pids := ProcessesUnder(dir)
