@@ -13,13 +13,34 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/spf13/pflag"
-
 	"github.com/drover-project/drover/client"
 	"github.com/drover-project/drover/internal/devsecrets"
 	"github.com/drover-project/drover/internal/freeport"
+	"github.com/drover-project/drover/internal/wait"
 	"github.com/drover-project/drover/model"
 )
+
+// restartStable and restartMax shape the back-off of --restart-after: a
+// node that dies again within restartStable of its restart waits twice as
+// long as before, up to restartMax (or --restart-after, when longer).
+const (
+	restartStable = 30 * time.Second
+	restartMax    = time.Minute
+)
+
+const devAbout = `Runs a whole local cluster, masters and workers as separate processes of
+this binary, secured with throwaway credentials in DIR/secrets, and prints
+the addresses, PIDs and the exports a shell needs. Ctrl-C stops it: workers
+first, then masters.
+
+A node that dies (kill -9 the leader to watch a failover) is restarted with
+the same flags and data after --restart-after. The default, 10s, outlasts
+what the cluster does about a death here: a new leader within about a
+second, a killed worker's drivers stopped by their runners after its 3s
+lease, the worker declared lost some 5 to 8s after its death. So each
+failover plays out in full before the node comes back. A node that dies
+again within 30s of its restart waits twice as long as the time before, up
+to a minute.`
 
 // devNode is one child process of the development cluster.
 type devNode struct {
@@ -30,10 +51,14 @@ type devNode struct {
 	cmd      *exec.Cmd
 	// done is closed once the process has exited and been reaped.
 	done chan struct{}
+	// started is when cmd started; pause is the wait before the node's
+	// last restart (0 before its first): restartPause's inputs.
+	started time.Time
+	pause   time.Duration
 }
 
 func runDev(args []string) int {
-	fs := pflag.NewFlagSet("drover dev", pflag.ContinueOnError)
+	fs := subFlags("dev", "[flags]", devAbout, os.Stdout)
 	dir := fs.String("dir", "", "directory for data, work dirs and logs (default: a new temporary directory)")
 	bind := fs.String("bind", "127.0.0.1", "IP address every node binds")
 	nMasters := fs.Int("masters", 3, "number of masters (3 or 5 for a quorum that survives a loss)")
@@ -44,11 +69,15 @@ func runDev(args []string) int {
 	profile := fs.String("gossip-profile", "local", "memberlist timing profile: lan, local or wan")
 	envFile := fs.String("env-file", "", "also write the cluster's addresses, credentials and PIDs to this file as shell variables")
 	insecure := fs.Bool("insecure", false, "run without TLS, tokens and gossip encryption (plain text; loopback experiments only)")
+	restartAfter := fs.Duration("restart-after", 10*time.Second, "restart a master or worker that died after this long (doubling while it keeps dying, up to 1m); 0 never")
 	if err := fs.Parse(args); err != nil {
 		return flagError(err)
 	}
 	if *nMasters < 1 || *nWorkers < 0 {
 		return fail(errors.New("need at least one master and no negative worker count"))
+	}
+	if *restartAfter < 0 {
+		return fail(errors.New("--restart-after must not be negative"))
 	}
 	self, err := os.Executable()
 	if err != nil {
@@ -125,17 +154,91 @@ func runDev(args []string) int {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	env := devEnv(masters, sec)
-	if err := waitReady(ctx, httpAddrs, *nWorkers, sec); err != nil {
-		return fail(fmt.Errorf("cluster did not come up (logs in %s): %w", *dir, err))
+	// Only this goroutine starts nodes and reads their commands: the
+	// cluster's readiness, deaths and due restarts reach it as events.
+	ready := make(chan error, 1)
+	go func() { ready <- waitReady(ctx, httpAddrs, *nWorkers, sec) }()
+	exited, due := make(chan *devNode), make(chan *devNode)
+	for _, n := range nodes {
+		n.watch(ctx, exited)
 	}
+	restartLater := func(n *devNode) {
+		go func(pause time.Duration) {
+			if wait.Sleep(ctx, pause) {
+				select {
+				case due <- n:
+				case <-ctx.Done():
+				}
+			}
+		}(n.pause)
+	}
+	up := false
+	for {
+		select {
+		case <-ctx.Done():
+			fmt.Println("\nstopping the dev cluster")
+			return 0
+		case err := <-ready:
+			if ctx.Err() != nil {
+				continue
+			}
+			if err != nil {
+				return fail(fmt.Errorf("cluster did not come up (logs in %s): %w", *dir, err))
+			}
+			up = true
+			printDev(self, *dir, masters, env, nodes, sec)
+			if *envFile != "" {
+				if err := writeEnvFile(*envFile, *dir, env, nodes); err != nil {
+					return fail(err)
+				}
+			}
+		case n := <-exited:
+			// select picks at random among ready channels: a node that
+			// dies as dev stops must not come back.
+			if ctx.Err() != nil {
+				continue
+			}
+			fmt.Printf("%s %s (pid %d) exited: %s", n.role, n.id, n.cmd.Process.Pid, n.cmd.ProcessState)
+			if *restartAfter == 0 {
+				fmt.Println("; not restarted (--restart-after 0)")
+				continue
+			}
+			n.pause = restartPause(*restartAfter, n.pause, time.Since(n.started))
+			fmt.Printf("; restarting it in %s\n", n.pause)
+			restartLater(n)
+		case n := <-due:
+			if ctx.Err() != nil {
+				continue
+			}
+			if err := n.start(self, *dir); err != nil {
+				n.pause = restartPause(*restartAfter, n.pause, 0)
+				fmt.Printf("%s; trying again in %s\n", err, n.pause)
+				restartLater(n)
+				continue
+			}
+			fmt.Printf("%s %s restarted: pid %d\n", n.role, n.id, n.cmd.Process.Pid)
+			n.watch(ctx, exited)
+			// Scripts read PIDs from the env file: keep it true.
+			if up && *envFile != "" {
+				if err := writeEnvFile(*envFile, *dir, env, nodes); err != nil {
+					fmt.Fprintln(os.Stderr, "drover:", err)
+				}
+			}
+		}
+	}
+}
+
+// printDev prints what a user needs once the cluster is up: where it runs,
+// each node, the credentials and the exports of env.
+func printDev(self, dir, masters string, env []string, nodes []*devNode, sec *devsecrets.Secrets) {
 	scheme := "http"
 	if sec != nil {
 		scheme = "https"
 	}
-	fmt.Printf("Drover dev cluster is up in %s\n\n", *dir)
+	fmt.Printf("Drover dev cluster is up in %s\n\n", dir)
 	fmt.Printf("  masters: %s\n\n", masters)
 	for _, n := range nodes {
-		fmt.Printf("  %-6s %-3s %s://%-21s pid %-7d log %s\n", n.role, n.id, scheme, n.http, n.cmd.Process.Pid, filepath.Join(*dir, n.id+".log"))
+		fmt.Printf("  %-6s %-3s %s://%-21s pid %-7d log %s\n", n.role, n.id, scheme, n.http, n.cmd.Process.Pid, filepath.Join(dir, n.id+".log"))
 	}
 	if sec != nil {
 		fmt.Printf("\nTLS, tokens and gossip encryption are on, with throwaway credentials in %s\n"+
@@ -148,52 +251,60 @@ func runDev(args []string) int {
 		fmt.Printf("  export %s\n", kv)
 	}
 	fmt.Printf("  %s client submit --wait -- /bin/echo hello\n  %s client list\n\nPress Ctrl-C to stop the cluster.\n", self, self)
-	if *envFile != "" {
-		if err := writeEnvFile(*envFile, *dir, env, nodes); err != nil {
-			return fail(err)
-		}
-	}
-	exited := make(chan *devNode, len(nodes))
-	for _, n := range nodes {
-		go func(n *devNode) { <-n.done; exited <- n }(n)
-	}
-	for {
-		select {
-		case <-ctx.Done():
-			fmt.Println("\nstopping the dev cluster")
-			return 0
-		case n := <-exited:
-			// A node killed on purpose (a demo, a test) is expected: say so
-			// and keep the rest running.
-			fmt.Printf("%s %s exited: %s\n", n.role, n.id, n.cmd.ProcessState)
-		}
-	}
 }
 
+// watch sends n on exited once its current process has exited, unless ctx
+// ends first.
+func (n *devNode) watch(ctx context.Context, exited chan<- *devNode) {
+	done := n.done
+	go func() {
+		<-done
+		select {
+		case exited <- n:
+		case <-ctx.Done():
+		}
+	}()
+}
+
+// restartPause is the wait before restarting a node that died after
+// running for ran, when the wait before its previous restart was prev (0
+// for none): base after a first death or a run of restartStable or more,
+// else twice prev up to restartMax (or base, when longer), so that a node
+// that cannot start is tried 10s, 20s, 40s... apart rather than in a loop.
+func restartPause(base, prev, ran time.Duration) time.Duration {
+	if prev == 0 || ran >= restartStable {
+		return base
+	}
+	return min(2*prev, max(base, restartMax))
+}
+
+// start starts (or restarts) the node's process, its output appended to
+// DIR/ID.log. On failure the node keeps its previous process, if any.
 func (n *devNode) start(self, dir string) error {
 	logf, err := os.OpenFile(filepath.Join(dir, n.id+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
-		return err
+		return fmt.Errorf("start %s %s: %w", n.role, n.id, err)
 	}
 	defer logf.Close()
-	n.cmd = exec.Command(self, n.args...)
-	n.cmd.Stdout, n.cmd.Stderr = logf, logf
+	cmd := exec.Command(self, n.args...)
+	cmd.Stdout, cmd.Stderr = logf, logf
 	// The shell's DROVER_* variables (a client's token file, say) are for
 	// the client, not for nodes, which read every flag from them.
 	for _, kv := range os.Environ() {
 		if !strings.HasPrefix(kv, "DROVER_") {
-			n.cmd.Env = append(n.cmd.Env, kv)
+			cmd.Env = append(cmd.Env, kv)
 		}
 	}
 	// Children die with the dev process even when it is killed with
 	// SIGKILL, and stay out of the terminal's process group so that Ctrl-C
 	// reaches only dev, which then stops them in order.
-	n.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGTERM}
-	if err := n.cmd.Start(); err != nil {
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGTERM}
+	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("start %s %s: %w", n.role, n.id, err)
 	}
-	n.done = make(chan struct{})
-	go func() { _ = n.cmd.Wait(); close(n.done) }()
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(done) }()
+	n.cmd, n.done, n.started = cmd, done, time.Now()
 	return nil
 }
 
