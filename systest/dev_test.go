@@ -3,6 +3,7 @@ package systest
 import (
 	"context"
 	"fmt"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -15,10 +16,12 @@ import (
 
 	"github.com/drover-project/drover/api"
 	"github.com/drover-project/drover/client"
+	"github.com/drover-project/drover/internal/freeport"
 	"github.com/drover-project/drover/internal/metricstest"
 	"github.com/drover-project/drover/internal/testcluster"
 	"github.com/drover-project/drover/model"
 	"github.com/drover-project/drover/pki"
+	"github.com/drover-project/drover/sparkrest"
 )
 
 // devRun is a `drover dev` started by a test, with its --dir, its
@@ -304,4 +307,74 @@ func TestDevRestartAfterZero(t *testing.T) {
 		t.Fatalf("w2 came back (processes %v, env file pid %d, was %d); dev printed:\n%s", left, d.pid("w2"), old, d.output())
 	}
 	d.stopAndCheck()
+}
+
+// consecutiveFreePorts returns a port p of ip such that p to p+n-1 are
+// free.
+func consecutiveFreePorts(t *testing.T, ip string, n int) int {
+	t.Helper()
+	for range 100 {
+		ports, err := freeport.Get(ip, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var held []net.Listener
+		for p := ports[0]; p < ports[0]+n; p++ {
+			l, err := net.Listen("tcp", net.JoinHostPort(ip, strconv.Itoa(p)))
+			if err != nil {
+				break
+			}
+			held = append(held, l)
+		}
+		for _, l := range held {
+			l.Close()
+		}
+		if len(held) == n {
+			return ports[0]
+		}
+	}
+	t.Fatalf("no %d consecutive free ports on %s", n, ip)
+	return 0
+}
+
+// TestDevSparkRESTPorts runs drover dev with --spark-rest-port P: master
+// mN serves Spark's REST protocol on P+N-1, dev prints and exports the
+// spark:// URL of all three, and a submission through one port is seen
+// through the others. With one of the ports taken, dev refuses to start
+// and names it.
+func TestDevSparkRESTPorts(t *testing.T) {
+	const ip = "127.0.0.1"
+	p := consecutiveFreePorts(t, ip, 3)
+	taken, err := net.Listen("tcp", net.JoinHostPort(ip, strconv.Itoa(p+1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, stderr, code := runDrover(t, nil, "dev", "--insecure", "--dir", t.TempDir(), "--spark-rest-port", strconv.Itoa(p))
+	taken.Close()
+	if want := fmt.Sprintf("port %d of %s", p+1, ip); code != 1 || !strings.Contains(stderr, want) {
+		t.Fatalf("dev with port %d taken: exit %d, stderr %q; want 1 and a line naming %q", p+1, code, stderr, want)
+	}
+
+	// --insecure: Spark's own client speaks plain HTTP without a token.
+	d := startDev(t, "--insecure", "--workers", "1", "--spark-rest-port", strconv.Itoa(p))
+	addrs := []string{net.JoinHostPort(ip, strconv.Itoa(p)), net.JoinHostPort(ip, strconv.Itoa(p+1)), net.JoinHostPort(ip, strconv.Itoa(p+2))}
+	url := "spark://" + strings.Join(addrs, ",")
+	if !strings.Contains(d.output(), "  spark:   "+url+"\n") || !strings.Contains(d.output(), "export SPARK_MASTER_URL="+url+"\n") {
+		t.Errorf("dev did not print the URL %s and its export; it printed:\n%s", url, d.output())
+	}
+	if got := d.env()["SPARK_MASTER_URL"]; got != url {
+		t.Errorf("env file: SPARK_MASTER_URL=%q, want %q", got, url)
+	}
+	hc := &http.Client{}
+	a := sparkCall(t, hc, "http://"+addrs[1]+"/v1/submissions/create", http.MethodPost, "", createJSON("org.example.Probe"))
+	id := a.str("submissionId")
+	if a.status != http.StatusOK || a.fields["success"] != true || !sparkDriverID.MatchString(id) {
+		t.Fatalf("create through %s: %d %s", addrs[1], a.status, a.raw)
+	}
+	for _, addr := range addrs {
+		s := sparkCall(t, hc, "http://"+addr+"/v1/submissions/status/"+id, http.MethodGet, "", "")
+		if s.status != http.StatusOK || s.str("action") != sparkrest.ActionSubmissionStatusResponse || s.fields["success"] != true || s.str("submissionId") != id {
+			t.Errorf("status of %s through %s: %d %s", id, addr, s.status, s.raw)
+		}
+	}
 }

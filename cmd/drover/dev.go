@@ -40,15 +40,21 @@ second, a killed worker's drivers stopped by their runners after its 3s
 lease, the worker declared lost some 5 to 8s after its death. So each
 failover plays out in full before the node comes back. A node that dies
 again within 30s of its restart waits twice as long as the time before, up
-to a minute.`
+to a minute.
+
+With --spark-rest-port P, master mN serves Spark's REST submission
+protocol on P+N-1, and dev prints the spark://host:P,host:P+1,... URL that
+spark-submit --deploy-mode cluster takes.`
 
 // devNode is one child process of the development cluster.
 type devNode struct {
 	role, id string
 	http     string
 	gossip   string
-	args     []string
-	cmd      *exec.Cmd
+	// spark is host:port of a master's Spark REST listener, if any.
+	spark string
+	args  []string
+	cmd   *exec.Cmd
 	// done is closed once the process has exited and been reaped.
 	done chan struct{}
 	// started is when cmd started; pause is the wait before the node's
@@ -70,6 +76,7 @@ func runDev(args []string) int {
 	envFile := fs.String("env-file", "", "also write the cluster's addresses, credentials and PIDs to this file as shell variables")
 	insecure := fs.Bool("insecure", false, "run without TLS, tokens and gossip encryption (plain text; loopback experiments only)")
 	restartAfter := fs.Duration("restart-after", 10*time.Second, "restart a master or worker that died after this long (doubling while it keeps dying, up to 1m); 0 never")
+	sparkPort := fs.Int("spark-rest-port", 0, "serve Spark's REST submission protocol on this port of m1, the next port of m2 and so on, for spark-submit --master spark://...; 0 for none")
 	if err := fs.Parse(args); err != nil {
 		return flagError(err)
 	}
@@ -78,6 +85,9 @@ func runDev(args []string) int {
 	}
 	if *restartAfter < 0 {
 		return fail(errors.New("--restart-after must not be negative"))
+	}
+	if *sparkPort < 0 || (*sparkPort > 0 && *sparkPort+*nMasters-1 > 65535) {
+		return fail(fmt.Errorf("--spark-rest-port %d: the masters need ports %d to %d", *sparkPort, *sparkPort, *sparkPort+*nMasters-1))
 	}
 	self, err := os.Executable()
 	if err != nil {
@@ -100,6 +110,12 @@ func runDev(args []string) int {
 		}
 		sec = &s
 	}
+	// The Spark ports are held while the other ports are picked, so that
+	// none of those lands on one of them.
+	held, err := holdPorts(*bind, *sparkPort, *nMasters)
+	if err != nil {
+		return fail(fmt.Errorf("--spark-rest-port: %w", err))
+	}
 	ports, err := freeport.Get(*bind, 3**nMasters+2**nWorkers)
 	if err != nil {
 		return fail(err)
@@ -108,23 +124,36 @@ func runDev(args []string) int {
 	hostPort := func(p string) string { return net.JoinHostPort(*bind, p) }
 
 	var nodes []*devNode
-	var peers, httpAddrs, gossipAddrs []string
+	var peers, httpAddrs, gossipAddrs, sparkAddrs []string
 	for i := 1; i <= *nMasters; i++ {
 		id := fmt.Sprintf("m%d", i)
 		raftP, httpP, gossipP := next(), next(), next()
 		peers = append(peers, id+"="+hostPort(raftP))
 		httpAddrs = append(httpAddrs, hostPort(httpP))
 		gossipAddrs = append(gossipAddrs, hostPort(gossipP))
-		nodes = append(nodes, &devNode{role: "master", id: id, http: hostPort(httpP), gossip: hostPort(gossipP), args: []string{
+		n := &devNode{role: "master", id: id, http: hostPort(httpP), gossip: hostPort(gossipP), args: []string{
 			"master", "--id", id, "--data-dir", filepath.Join(*dir, id), "--bind", *bind,
 			"--raft-port", raftP, "--http-port", httpP, "--gossip-port", gossipP,
 			"--gossip-profile", *profile,
 			// Loopback answers in microseconds: half of Raft's LAN
 			// timeouts still leaves a wide margin and halves failover.
 			"--raft-heartbeat-timeout", "500ms", "--raft-election-timeout", "500ms", "--raft-leader-lease", "250ms",
-		}})
+		}}
+		if *sparkPort != 0 {
+			p := fmt.Sprint(*sparkPort + i - 1)
+			n.spark = hostPort(p)
+			sparkAddrs = append(sparkAddrs, n.spark)
+			n.args = append(n.args, "--spark-rest-port", p)
+		}
+		nodes = append(nodes, n)
 	}
 	masters := strings.Join(httpAddrs, ",")
+	// Spark's multi-master form: its client tries each in turn until one
+	// answers that it is not a standby.
+	sparkURL := ""
+	if sparkAddrs != nil {
+		sparkURL = "spark://" + strings.Join(sparkAddrs, ",")
+	}
 	for _, n := range nodes {
 		n.args = append(n.args, "--peers", strings.Join(peers, ","), "--join", strings.Join(gossipAddrs, ","))
 		if sec != nil {
@@ -146,6 +175,9 @@ func runDev(args []string) int {
 	}
 
 	defer stopNodes(nodes)
+	for _, l := range held {
+		l.Close()
+	}
 	for _, n := range nodes {
 		if err := n.start(self, *dir); err != nil {
 			return fail(err)
@@ -153,7 +185,7 @@ func runDev(args []string) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	env := devEnv(masters, sec)
+	env := devEnv(masters, sparkURL, sec)
 	// Only this goroutine starts nodes and reads their commands: the
 	// cluster's readiness, deaths and due restarts reach it as events.
 	ready := make(chan error, 1)
@@ -186,7 +218,7 @@ func runDev(args []string) int {
 				return fail(fmt.Errorf("cluster did not come up (logs in %s): %w", *dir, err))
 			}
 			up = true
-			printDev(self, *dir, masters, env, nodes, sec)
+			printDev(self, *dir, masters, sparkURL, env, nodes, sec)
 			if *envFile != "" {
 				if err := writeEnvFile(*envFile, *dir, env, nodes); err != nil {
 					return fail(err)
@@ -230,13 +262,17 @@ func runDev(args []string) int {
 
 // printDev prints what a user needs once the cluster is up: where it runs,
 // each node, the credentials and the exports of env.
-func printDev(self, dir, masters string, env []string, nodes []*devNode, sec *devsecrets.Secrets) {
+func printDev(self, dir, masters, sparkURL string, env []string, nodes []*devNode, sec *devsecrets.Secrets) {
 	scheme := "http"
 	if sec != nil {
 		scheme = "https"
 	}
 	fmt.Printf("Drover dev cluster is up in %s\n\n", dir)
-	fmt.Printf("  masters: %s\n\n", masters)
+	fmt.Printf("  masters: %s\n", masters)
+	if sparkURL != "" {
+		fmt.Printf("  spark:   %s\n", sparkURL)
+	}
+	fmt.Println()
 	for _, n := range nodes {
 		fmt.Printf("  %-6s %-3s %s://%-21s pid %-7d log %s\n", n.role, n.id, scheme, n.http, n.cmd.Process.Pid, filepath.Join(dir, n.id+".log"))
 	}
@@ -250,7 +286,18 @@ func printDev(self, dir, masters string, env []string, nodes []*devNode, sec *de
 	for _, kv := range env {
 		fmt.Printf("  export %s\n", kv)
 	}
-	fmt.Printf("  %s client submit --wait -- /bin/echo hello\n  %s client list\n\nPress Ctrl-C to stop the cluster.\n", self, self)
+	fmt.Printf("  %s client submit --wait -- /bin/echo hello\n  %s client list\n", self, self)
+	switch {
+	case sparkURL != "" && sec == nil:
+		// Spark's client sends a cluster-mode submission through REST
+		// only with this property set; without it, it speaks Spark's RPC.
+		fmt.Printf("  spark-submit --master \"$%s\" --deploy-mode cluster --conf spark.master.rest.enabled=true --class CLASS JAR\n", sparkMasterEnv)
+	case sparkURL != "":
+		// Spark's REST client speaks plain HTTP and sends no token.
+		fmt.Printf("  curl --cacert %s -H \"Authorization: Bearer $(cat %s)\" https://%s/v1/submissions/status/DRIVER_ID\n"+
+			"  (spark-submit reaches only masters without TLS and tokens: --insecure)\n", sec.CA, sec.SubmitToken, nodes[0].spark)
+	}
+	fmt.Printf("\nPress Ctrl-C to stop the cluster.\n")
 }
 
 // watch sends n on exited once its current process has exited, unless ctx
@@ -276,6 +323,26 @@ func restartPause(base, prev, ran time.Duration) time.Duration {
 		return base
 	}
 	return min(2*prev, max(base, restartMax))
+}
+
+// holdPorts listens on n ports of ip from port on (none when port is 0),
+// and fails naming the first one taken.
+func holdPorts(ip string, port, n int) ([]net.Listener, error) {
+	if port == 0 {
+		return nil, nil
+	}
+	var held []net.Listener
+	for p := port; p < port+n; p++ {
+		l, err := net.Listen("tcp", net.JoinHostPort(ip, fmt.Sprint(p)))
+		if err != nil {
+			for _, h := range held {
+				h.Close()
+			}
+			return nil, fmt.Errorf("port %d of %s (one for each of %d masters from %d): %w", p, ip, n, port, err)
+		}
+		held = append(held, l)
+	}
+	return held, nil
 }
 
 // start starts (or restarts) the node's process, its output appended to
@@ -340,10 +407,19 @@ func stopNodes(nodes []*devNode) {
 	}
 }
 
-// devEnv is what a shell needs to use the dev cluster: the masters and,
-// when secured, the CA and the submit token's file.
-func devEnv(masters string, sec *devsecrets.Secrets) []string {
+// sparkMasterEnv names the Spark URL in the exports. Spark reads $MASTER
+// itself, but that would also reach any spark-submit started from the
+// shell, a dev cluster's own drivers included, so this one it does not.
+const sparkMasterEnv = "SPARK_MASTER_URL"
+
+// devEnv is what a shell needs to use the dev cluster: the masters, the
+// Spark URL when there is one and, when secured, the CA and the submit
+// token's file.
+func devEnv(masters, sparkURL string, sec *devsecrets.Secrets) []string {
 	env := []string{"DROVER_MASTERS=" + masters}
+	if sparkURL != "" {
+		env = append(env, sparkMasterEnv+"="+sparkURL)
+	}
 	if sec != nil {
 		env = append(env, client.EnvCACert+"="+sec.CA, client.EnvTokenFile+"="+sec.SubmitToken)
 	}
