@@ -11,8 +11,10 @@
 // partitions (liveness_test.go); refused input and the CLI's exit codes
 // (badinput_test.go); quorum changes and snapshots (operator_test.go);
 // attacks on a secured cluster, TLS and tokens (security_test.go); Spark's
-// REST protocol (sparkrest_test.go); Prometheus metrics (metrics_test.go);
-// the web UI (ui_test.go); and the distributed word count of
+// REST protocol (sparkrest_test.go); Prometheus metrics, scraped directly
+// (metrics_test.go) and by a real Prometheus with the documented config
+// (prometheus_test.go); the web UI (ui_test.go); drover dev's restarts,
+// stop and Spark ports (dev_test.go); and the distributed word count of
 // examples/wordcount (wordcount_test.go). Its benchmarks measure failover
 // (failover_bench_test.go) and submission throughput, latency and placement
 // (throughput_bench_test.go); make bench runs them.
@@ -25,5 +27,6 @@
 // TestDefaultFencingIsolatedWorker) need root, unshare, ip and iptables, to
 // cut nodes apart in a private network namespace; without them they skip
 // and say what is missing. TestWebUIInChromium skips unless chromium is
-// installed, and -short skips the word count over the Go source tree.
+// installed, TestPrometheusScrapesSecuredMasters unless prometheus is, and
+// -short skips the word count over the Go source tree.
 package systest
