@@ -37,10 +37,10 @@ A node that dies (kill -9 the leader to watch a failover) is restarted with
 the same flags and data after --restart-after. The default, 10s, outlasts
 what the cluster does about a death here: a new leader within about a
 second, a killed worker's drivers stopped by their runners after its 3s
-lease, the worker declared lost some 5 to 8s after its death. So each
-failover plays out in full before the node comes back. A node that dies
-again within 30s of its restart waits twice as long as the time before, up
-to a minute.
+lease, the worker declared lost 6 to 7s after its death. So each failover
+plays out in full before the node comes back. A node that dies again
+within 30s of its restart waits twice as long as the time before, up to a
+minute.
 
 With --spark-rest-port P, master mN serves Spark's REST submission
 protocol on P+N-1, and dev prints the spark://host:P,host:P+1,... URL that
