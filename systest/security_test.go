@@ -761,7 +761,7 @@ func TestWorkerWithWrongGossipKeyGetsNoWork(t *testing.T) {
 	log := filepath.Join(c.Dir, w.ID+".log")
 	waitFor(t, 30*time.Second, "the worker says why it cannot register", func() bool {
 		b, _ := os.ReadFile(log)
-		return bytes.Contains(b, []byte("not a member of the gossip pool"))
+		return bytes.Contains(b, []byte("the leader does not see this worker in its gossip pool"))
 	})
 	leader, err := c.Leader(5 * time.Second)
 	if err != nil {
