@@ -187,6 +187,47 @@ func TestArtifactsReachTheWorker(t *testing.T) {
 	}
 }
 
+// A request the service refuses for what it asks reads "invalid request",
+// in the user's terms, wherever the same check in the tables would say
+// "invalid command"; it keeps its code and changes nothing.
+func TestRefusedRequestsReadAsRequests(t *testing.T) {
+	c := mastertest.Start(t, 1, nil)
+	cl, ctx := c.Client(), c.Context()
+	var app api.RegisterAppResponse
+	if err := cl.Do(ctx, http.MethodPost, api.PathApps, api.RegisterAppRequest{Token: client.NewToken(),
+		CoresPerExecutor: 1, MemoryPerExecutorMB: 64, Argv: []string{"/bin/true"}}, &app); err != nil {
+		t.Fatal(err)
+	}
+	before, err := cl.State(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name, path string
+		body       any
+		want       string
+	}{
+		{"zero cores", api.PathDrivers, api.SubmitRequest{Token: "t1", Argv: []string{"x"}, MemoryMB: 1}, "cores must be positive"},
+		{"a variable the worker sets", api.PathDrivers, api.SubmitRequest{Token: "t2", Argv: []string{"x"}, Cores: 1, MemoryMB: 1,
+			Env: map[string]string{"DROVER_ATTEMPT": "9"}}, "set by Drover itself"},
+		{"an app's negative core cap", api.PathApps, api.RegisterAppRequest{Token: "t3", MaxCores: -1, CoresPerExecutor: 1,
+			MemoryPerExecutorMB: 1, Argv: []string{"x"}}, "max cores must not be negative"},
+		{"a negative executor total", api.AppPath(app.AppID, "/executors"), api.RequestExecutorsRequest{Total: -1}, "executor total must not be negative"},
+	} {
+		err := cl.Do(ctx, http.MethodPost, tc.path, tc.body, nil)
+		if !errors.Is(err, api.ErrInvalidRequest) || !strings.HasPrefix(err.Error(), "invalid request: ") || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v, want \"invalid request: ...%s...\"", tc.name, err, tc.want)
+		}
+	}
+	after, err := cl.State(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after.StateHash != before.StateHash || after.AppliedIndex != before.AppliedIndex {
+		t.Fatalf("refused requests changed the tables or the log: index %d -> %d", before.AppliedIndex, after.AppliedIndex)
+	}
+}
+
 // A worker ID held by a live worker process is refused to another one.
 func TestWorkerIDTakeover(t *testing.T) {
 	c := mastertest.Start(t, 1, func(cfg *master.Config) { cfg.RegisterWithoutGossip = true })

@@ -24,35 +24,54 @@ var (
 )
 
 // ValidateProgram checks what a driver, or each executor of an application,
+// asks for, as CheckProgram does; the error wraps ErrInvalidCommand, since
+// this is the check the tables make of a command in the log.
+func ValidateProgram(argv []string, env map[string]string, cores int, memoryMB int64) error {
+	return invalidCommand(CheckProgram(argv, env, cores, memoryMB))
+}
+
+// CheckProgram checks what a driver, or each executor of an application,
 // asks for: a non-empty argv whose program name is not empty, environment
 // names that are valid POSIX names and not set by Drover itself, and
-// positive cores and memory (MiB). The error is one line.
-func ValidateProgram(argv []string, env map[string]string, cores int, memoryMB int64) error {
+// positive cores and memory (MiB). The error is one line saying what is
+// wrong and wraps no sentinel: a master refusing a request wraps it in its
+// own (api.ErrInvalidRequest), the tables in ErrInvalidCommand
+// (ValidateProgram).
+func CheckProgram(argv []string, env map[string]string, cores int, memoryMB int64) error {
 	switch {
 	case len(argv) == 0 || argv[0] == "":
-		return fmt.Errorf("%w: the program is empty", ErrInvalidCommand)
+		return errors.New("the program is empty")
 	case cores <= 0:
-		return fmt.Errorf("%w: cores must be positive, got %d", ErrInvalidCommand, cores)
+		return fmt.Errorf("cores must be positive, got %d", cores)
 	case memoryMB <= 0:
-		return fmt.Errorf("%w: memory must be positive, got %d MiB", ErrInvalidCommand, memoryMB)
+		return fmt.Errorf("memory must be positive, got %d MiB", memoryMB)
 	}
 	for _, a := range argv {
 		if strings.IndexByte(a, 0) >= 0 {
-			return fmt.Errorf("%w: an argument contains a NUL byte", ErrInvalidCommand)
+			return errors.New("an argument contains a NUL byte")
 		}
 	}
 	for k, v := range env {
 		if !validEnvName(k) {
-			return fmt.Errorf("%w: environment name %q is not [A-Za-z_][A-Za-z0-9_]*", ErrInvalidCommand, k)
+			return fmt.Errorf("environment name %q is not [A-Za-z_][A-Za-z0-9_]*", k)
 		}
 		if reservedEnv[k] {
-			return fmt.Errorf("%w: environment name %s is set by Drover itself", ErrInvalidCommand, k)
+			return fmt.Errorf("environment name %s is set by Drover itself", k)
 		}
 		if strings.IndexByte(v, 0) >= 0 {
-			return fmt.Errorf("%w: environment value of %s contains a NUL byte", ErrInvalidCommand, k)
+			return fmt.Errorf("environment value of %s contains a NUL byte", k)
 		}
 	}
 	return nil
+}
+
+// invalidCommand wraps a check's error in ErrInvalidCommand ("invalid
+// command: ..."); nil stays nil.
+func invalidCommand(err error) error {
+	if err == nil {
+		return nil
+	}
+	return fmt.Errorf("%w: %v", ErrInvalidCommand, err)
 }
 
 // reservedEnv names the variables drivers and executors get from their
@@ -77,27 +96,35 @@ func validEnvName(s string) bool {
 	return true
 }
 
-// ValidateRegisterApp checks a registration on its own, without the tables:
-// the executor program (see ValidateProgram), a core cap that is 0 or holds
-// one executor, an executor limit of -1 or more, and max executor retries
-// of -1 or more. The error is one line and wraps ErrInvalidCommand.
+// ValidateRegisterApp checks a registration as CheckRegisterApp does; the
+// error wraps ErrInvalidCommand, since this is the check the tables make
+// of a command in the log.
 func ValidateRegisterApp(c *RegisterApp) error {
-	if err := ValidateProgram(c.Argv, c.Env, c.CoresPerExecutor, c.MemoryPerExecutorMB); err != nil {
+	return invalidCommand(CheckRegisterApp(c))
+}
+
+// CheckRegisterApp checks a registration on its own, without the tables:
+// the executor program (see CheckProgram), a core cap that is 0 or holds
+// one executor, an executor limit of -1 or more, and max executor retries
+// of -1 or more. The error is one line and, as CheckProgram's, wraps no
+// sentinel.
+func CheckRegisterApp(c *RegisterApp) error {
+	if err := CheckProgram(c.Argv, c.Env, c.CoresPerExecutor, c.MemoryPerExecutorMB); err != nil {
 		return err
 	}
 	switch {
 	case c.MaxCores < 0:
-		return fmt.Errorf("%w: max cores must not be negative, got %d", ErrInvalidCommand, c.MaxCores)
+		return fmt.Errorf("max cores must not be negative, got %d", c.MaxCores)
 	case c.MaxCores > 0 && c.MaxCores < c.CoresPerExecutor:
-		return fmt.Errorf("%w: max cores %d is less than the %d cores of one executor", ErrInvalidCommand, c.MaxCores, c.CoresPerExecutor)
+		return fmt.Errorf("max cores %d is less than the %d cores of one executor", c.MaxCores, c.CoresPerExecutor)
 	case c.ExecutorLimit < -1:
-		return fmt.Errorf("%w: executor limit must be -1 (none) or more, got %d", ErrInvalidCommand, c.ExecutorLimit)
+		return fmt.Errorf("executor limit must be -1 (none) or more, got %d", c.ExecutorLimit)
 	case c.MaxExecutorRetries < -1:
-		return fmt.Errorf("%w: max executor retries must be -1 (never fail) or more, got %d", ErrInvalidCommand, c.MaxExecutorRetries)
+		return fmt.Errorf("max executor retries must be -1 (never fail) or more, got %d", c.MaxExecutorRetries)
 	case c.DriverID == "" && (c.DriverAttempt != 0 || c.DriverRun != 0):
-		return fmt.Errorf("%w: a driver attempt or run needs a driver ID", ErrInvalidCommand)
+		return errors.New("a driver attempt or run needs a driver ID")
 	case c.DriverID != "" && (c.DriverAttempt < 1 || c.DriverRun < 0):
-		return fmt.Errorf("%w: driver attempt must be 1 or more and run not negative", ErrInvalidCommand)
+		return errors.New("driver attempt must be 1 or more and run not negative")
 	}
 	return ValidateArtifacts(c.Artifacts)
 }

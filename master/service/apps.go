@@ -56,8 +56,8 @@ func (s *Core) RegisterApp(_ context.Context, c auth.Caller, req api.RegisterApp
 	}
 	// Validated before an ID is taken, so a refused request burns no
 	// number.
-	if err := model.ValidateRegisterApp(cmd); err != nil {
-		return api.RegisterAppResponse{}, err
+	if err := model.CheckRegisterApp(cmd); err != nil {
+		return api.RegisterAppResponse{}, invalidRequest(err)
 	}
 	if err := ownEnv(req.Env); err != nil {
 		return api.RegisterAppResponse{}, err
@@ -208,6 +208,11 @@ func (s *Core) appCommand(c auth.Caller, id string, t model.CommandType, payload
 
 // RequestExecutors implements AppService.
 func (s *Core) RequestExecutors(_ context.Context, c auth.Caller, id string, req api.RequestExecutorsRequest) (api.AppStatus, error) {
+	// The tables refuse it too, as an invalid command; refused here, it
+	// reads as the request it is and costs no log entry.
+	if req.Total < 0 {
+		return api.AppStatus{}, invalidRequest(fmt.Errorf("executor total must not be negative, got %d", req.Total))
+	}
 	return s.appCommand(c, id, model.CmdRequestExecutors, func(appID string) any {
 		return &model.RequestExecutors{AppID: appID, Total: req.Total, Time: now()}
 	})

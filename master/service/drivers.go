@@ -22,8 +22,8 @@ func (s *Core) SubmitDriver(_ context.Context, _ auth.Caller, req api.SubmitRequ
 	if err := checkTokenAndName("submission", req.Token, req.Name); err != nil {
 		return api.SubmitResponse{}, err
 	}
-	if err := model.ValidateProgram(req.Argv, req.Env, req.Cores, req.MemoryMB); err != nil {
-		return api.SubmitResponse{}, err
+	if err := model.CheckProgram(req.Argv, req.Env, req.Cores, req.MemoryMB); err != nil {
+		return api.SubmitResponse{}, invalidRequest(err)
 	}
 	if err := ownEnv(req.Env); err != nil {
 		return api.SubmitResponse{}, err

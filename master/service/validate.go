@@ -1,6 +1,7 @@
 package service
 
 import (
+	"fmt"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -69,8 +70,17 @@ func checkReason(what, s string, limit int) error {
 // (model.NormalizeArtifacts); a refusal is an invalid request.
 func normalizeArtifacts(as []model.Artifact) ([]model.Artifact, error) {
 	out, err := model.NormalizeArtifacts(as)
-	if err != nil {
-		return nil, api.Errorf(api.ErrInvalidRequest, "%v", err)
+	return out, invalidRequest(err)
+}
+
+// invalidRequest is the refusal of a request that failed one of the
+// model's checks (model.CheckProgram, model.CheckRegisterApp): "invalid
+// request: ..." wrapping api.ErrInvalidRequest. The tables refuse a
+// command that fails the same check as "invalid command"
+// (model.ErrInvalidCommand); a request refused here never becomes one.
+func invalidRequest(err error) error {
+	if err == nil {
+		return nil
 	}
-	return out, nil
+	return fmt.Errorf("%w: %v", api.ErrInvalidRequest, err)
 }
