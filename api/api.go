@@ -7,6 +7,7 @@
 //	GET  /v1/drivers                     -> []model.Driver
 //	GET  /v1/drivers/{id}                ?index=N&wait=D (a blocking read) -> model.Driver, X-Drover-Index
 //	POST /v1/drivers/{id}/kill           -> 200 KillResponse
+//	POST /v1/drivers/kill-all            -> 200 KillAllResponse (no body)
 //	GET  /v1/drivers/{id}/logs           ?stream=stdout|stderr&offset=N -> bytes
 //	POST /v1/workers/register            RegisterWorkerRequest -> RegisterWorkerResponse
 //	POST /v1/workers/{id}/heartbeat      HeartbeatRequest -> HeartbeatResponse
@@ -24,6 +25,7 @@
 //	GET  /v1/events                      ?index=N&kind=K,..&id=ID,.. or Last-Event-ID -> text/event-stream of Event
 //	GET  /v1/gossip                      -> GossipPeers
 //	GET  /v1/health                      -> Health (200 ok, 503 degraded; no credential needed)
+//	POST /v1/operator/clear-completed    -> 200 ClearCompletedResponse (no body; operator access)
 //
 // A watch is an application client's long poll, and its sign of life: the
 // leader answers at once when the app's status differs from the ETag the
@@ -101,6 +103,22 @@ type SubmitResponse struct {
 // KillResponse is the answer to a kill.
 type KillResponse struct {
 	DriverID string `json:"driver_id"`
+}
+
+// KillAllResponse answers a kill of every driver that has not ended
+// (Spark's RequestKillAllDrivers): DriverIDs are the drivers it killed,
+// ordered by ID; a driver that ended meanwhile is not among them. Killing
+// all again kills what was submitted since, so a retry does no harm.
+type KillAllResponse struct {
+	DriverIDs []string `json:"driver_ids"`
+}
+
+// ClearCompletedResponse answers a clear of the finished drivers and apps
+// (Spark's RequestClearCompletedDriversAndApps): the rows it dropped,
+// oldest first. Their submission tokens go with them, as under retention.
+type ClearCompletedResponse struct {
+	DriverIDs []string `json:"driver_ids"`
+	AppIDs    []string `json:"app_ids"`
 }
 
 // RegisterWorkerRequest registers a worker, or re-registers a known one
@@ -370,10 +388,8 @@ type Health struct {
 	Checks []Check `json:"checks"`
 }
 
-// Check is one health check: leader (a leader is known, and ready if it is
-// this master), quorum (this master hears from a quorum: as leader, a
-// quorum confirms it; as follower, the leader spoke within an election
-// timeout or two), pool (every voter is in this master's gossip pool).
+// Check is one health check, named by one of CheckLeader, CheckQuorum and
+// CheckPool.
 type Check struct {
 	Name    string `json:"name"`
 	OK      bool   `json:"ok"`
@@ -422,3 +438,15 @@ type Event struct {
 // reflects: a blocking read sends it back as ?index= to wait for the next
 // change (Nomad's X-Nomad-Index).
 const HeaderIndex = "X-Drover-Index"
+// The checks of a Health answer.
+const (
+	// CheckLeader: a leader is known, and ready if it is this master, so
+	// this master can answer (itself or through the leader).
+	CheckLeader = "leader"
+	// CheckQuorum: this master hears from a quorum: as leader, a quorum
+	// confirms it; as follower, the leader spoke within an election
+	// timeout or two.
+	CheckQuorum = "quorum"
+	// CheckPool: every voter is in this master's gossip pool.
+	CheckPool = "pool"
+)

@@ -11,6 +11,8 @@ import (
 const (
 	// PathDrivers is POST (submit) and GET (list).
 	PathDrivers = "/v1/drivers"
+	// PathKillAllDrivers kills every driver that has not ended.
+	PathKillAllDrivers = "/v1/drivers/kill-all"
 	// PathApps is POST (register) and GET (list).
 	PathApps = "/v1/apps"
 	// PathRegisterWorker is a worker's registration.
@@ -27,6 +29,8 @@ const (
 	PathSnapshot = "/v1/operator/snapshot"
 	// PathBlobs is the masters' store of uploaded files, one per SHA-256.
 	PathBlobs = "/v1/blobs"
+	// PathClearCompleted drops every finished driver and app.
+	PathClearCompleted = "/v1/operator/clear-completed"
 )
 
 // BlobPath is /v1/blobs/SHA256: PUT stores an uploaded file (the body,

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net/http"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -225,6 +226,81 @@ func TestRefusedRequestsReadAsRequests(t *testing.T) {
 	}
 	if after.StateHash != before.StateHash || after.AppliedIndex != before.AppliedIndex {
 		t.Fatalf("refused requests changed the tables or the log: index %d -> %d", before.AppliedIndex, after.AppliedIndex)
+	}
+}
+
+// Killing every driver kills those that have not ended, through a
+// follower, with a kill's access; clearing drops the finished drivers and
+// apps, tokens included, with an operator's; neither takes a body.
+func TestKillAllAndClearCompleted(t *testing.T) {
+	const submitToken = "SubmitTok-0123456789abcdef"
+	c := mastertest.Start(t, 3, func(cfg *master.Config) {
+		cfg.OperatorToken, cfg.SubmitToken = "OperatorTok-0123456789abcdef", submitToken
+	})
+	ctx, follower := c.Context(), c.Followers()[0]
+	op := c.Client(follower)
+	sub, err := client.New([]string{follower.HTTP()}, client.Options{Token: submitToken, RetryInterval: 20 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reqs := []api.SubmitRequest{submitReq(), submitReq(), submitReq()}
+	var ids []string
+	for _, r := range reqs {
+		res, err := sub.Submit(ctx, r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, res.DriverID)
+	}
+	if err := sub.Kill(ctx, ids[2]); err != nil {
+		t.Fatal(err)
+	}
+	app, err := sub.RegisterApp(ctx, client.AppSpec{CoresPerExecutor: 1, MemoryPerExecutorMB: 64, Argv: []string{"/bin/true"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	app.Close()
+	if err := sub.KillApp(ctx, app.ID()); err != nil {
+		t.Fatal(err)
+	}
+
+	status, _, body := post(t, follower.HTTP(), api.PathKillAllDrivers, map[string]string{"driver_id": ids[0]},
+		http.Header{"Authorization": {"Bearer " + submitToken}})
+	if status != http.StatusBadRequest {
+		t.Fatalf("kill-all with a body: %d %s, want 400", status, body)
+	}
+	var killed api.KillAllResponse
+	if err := sub.Do(ctx, http.MethodPost, api.PathKillAllDrivers, nil, &killed); err != nil || !slices.Equal(killed.DriverIDs, ids[:2]) {
+		t.Fatalf("kill-all: %+v, %v; want %v", killed, err, ids[:2])
+	}
+	for _, id := range ids {
+		d, err := sub.Driver(ctx, id)
+		if err != nil || d.State != model.DriverKilled {
+			t.Fatalf("%s after kill-all: %+v, %v", id, d, err)
+		}
+	}
+	if err := sub.Do(ctx, http.MethodPost, api.PathKillAllDrivers, nil, &killed); err != nil || len(killed.DriverIDs) != 0 {
+		t.Fatalf("kill-all again: %+v, %v; want none killed", killed, err)
+	}
+
+	if err := sub.Do(ctx, http.MethodPost, api.PathClearCompleted, nil, nil); !errors.Is(err, api.ErrForbidden) {
+		t.Fatalf("clear with the submit token: %v, want forbidden", err)
+	}
+	var cleared api.ClearCompletedResponse
+	if err := op.Do(ctx, http.MethodPost, api.PathClearCompleted, nil, &cleared); err != nil ||
+		!slices.Equal(slices.Sorted(slices.Values(cleared.DriverIDs)), ids) || !slices.Equal(cleared.AppIDs, []string{app.ID()}) {
+		t.Fatalf("clear: %+v, %v; want drivers %v and app %s", cleared, err, ids, app.ID())
+	}
+	ds, err := op.Drivers(ctx)
+	if err != nil || len(ds) != 0 {
+		t.Fatalf("after clear: %d drivers (%v)", len(ds), err)
+	}
+	if as, err := op.Apps(ctx); err != nil || len(as) != 0 {
+		t.Fatalf("after clear: %d apps (%v)", len(as), err)
+	}
+	// The tokens went with the rows, as under retention.
+	if res, err := sub.Submit(ctx, reqs[0]); err != nil || res.Existing || res.DriverID == ids[0] {
+		t.Fatalf("a cleared driver's token again: %+v, %v; want a new driver", res, err)
 	}
 }
 

@@ -28,7 +28,10 @@ type Backend interface {
 	SubmitDriver(ctx context.Context, c auth.Caller, req api.SubmitRequest) (api.SubmitResponse, error)
 	Driver(ctx context.Context, c auth.Caller, id string, r service.Read) (*model.Driver, error)
 	KillDriver(ctx context.Context, c auth.Caller, id string) (api.KillResponse, error)
+	KillAllDrivers(ctx context.Context, c auth.Caller) (api.KillAllResponse, error)
+	ClearCompleted(ctx context.Context, c auth.Caller) (api.ClearCompletedResponse, error)
 	Worker(ctx context.Context, c auth.Caller, id string, r service.Read) (*model.Worker, error)
+	Health(ctx context.Context) api.Health
 }
 
 // Handler serves the protocol. Make one with NewHandler.
@@ -56,10 +59,10 @@ func newToken() string {
 	return "spark-rest-" + hex.EncodeToString(b[:])
 }
 
-// ServeHTTP routes as Spark's RestSubmissionServer maps its servlets:
-// /v1/submissions/{create,kill,status}[/...], anything else to the error
-// answer. Segments are split on "/" with empty ones dropped, and a
-// submission ID is the segment after the action (Spark's
+// ServeHTTP routes as Spark 4's RestSubmissionServer maps its servlets:
+// /v1/submissions/{create,kill,killall,status,clear,readyz}[/...], anything
+// else to the error answer. Segments are split on "/" with empty ones
+// dropped, and a submission ID is the segment after the action (Spark's
 // parseSubmissionId), so /status/ID/more asks for ID.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	r.Body = http.MaxBytesReader(w, r.Body, api.MaxBodyBytes)
@@ -80,14 +83,45 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 				h.kill(w, r, c, id)
 			}
 			return
+		case "killall":
+			if c, ok := h.allowed(w, r, http.MethodPost); ok && noBody(w, r, "killall") {
+				h.act(w, ActionKillAllSubmissionResponse, func() (string, error) {
+					res, err := h.backend.KillAllDrivers(r.Context(), c)
+					return fmt.Sprintf("Killed %s that had not ended.", count(len(res.DriverIDs), "driver")), err
+				})
+			}
+			return
 		case "status":
 			if c, ok := h.allowed(w, r, http.MethodGet); ok && hasID(w, id, "status") {
 				h.status(w, r, c, id)
 			}
 			return
+		case "clear":
+			if c, ok := h.allowed(w, r, http.MethodPost); ok && noBody(w, r, "clear") {
+				h.act(w, ActionClearResponse, func() (string, error) {
+					res, err := h.backend.ClearCompleted(r.Context(), c)
+					return fmt.Sprintf("Cleared %s and %s.", count(len(res.DriverIDs), "finished driver"), count(len(res.AppIDs), "finished application")), err
+				})
+			}
+			return
+		case "readyz":
+			// Readiness needs no credential, as a master's /v1/health:
+			// a load balancer or an orchestrator's probe asks.
+			if methodIs(w, r, http.MethodGet) {
+				h.readyz(w, r)
+			}
+			return
 		}
 	}
 	pathError(w, parts)
+}
+
+// count is n with noun, in the plural unless n is 1.
+func count(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }
 
 func segments(path string) []string {
@@ -104,9 +138,7 @@ func segments(path string) []string {
 // answering a credential that proves nothing (a wrong token); both before
 // the body is read. What the caller may do is the backend's to decide.
 func (h *Handler) allowed(w http.ResponseWriter, r *http.Request, method string) (auth.Caller, bool) {
-	if r.Method != method {
-		w.Header().Set("Allow", method)
-		writeError(w, http.StatusMethodNotAllowed, fmt.Sprintf("%s is not allowed on %s; use %s", r.Method, r.URL.Path, method))
+	if !methodIs(w, r, method) {
 		return auth.Caller{}, false
 	}
 	c, err := h.identify(r)
@@ -115,6 +147,29 @@ func (h *Handler) allowed(w http.ResponseWriter, r *http.Request, method string)
 		return auth.Caller{}, false
 	}
 	return c, true
+}
+
+// methodIs answers 405 naming method when r uses another.
+func methodIs(w http.ResponseWriter, r *http.Request, method string) bool {
+	if r.Method != method {
+		w.Header().Set("Allow", method)
+		writeError(w, http.StatusMethodNotAllowed, fmt.Sprintf("%s is not allowed on %s; use %s", r.Method, r.URL.Path, method))
+		return false
+	}
+	return true
+}
+
+// noBody answers 400 for a request of action that carries a body. Spark's
+// client sends none, and Spark ignores one; refused here, a body that a
+// caller thought would narrow a kill of every driver (to one submission,
+// say) kills nothing.
+func noBody(w http.ResponseWriter, r *http.Request, action string) bool {
+	var b [1]byte
+	if n, _ := r.Body.Read(b[:]); n > 0 {
+		writeError(w, http.StatusBadRequest, fmt.Sprintf("A %s request takes no body; it applies to the whole cluster.", action))
+		return false
+	}
+	return true
 }
 
 func hasID(w http.ResponseWriter, id, action string) bool {
@@ -129,7 +184,7 @@ func hasID(w http.ResponseWriter, id, action string) bool {
 // does: 468 with highestProtocolVersion when its first segment is another
 // protocol version, 400 otherwise.
 func pathError(w http.ResponseWriter, parts []string) {
-	const use = " Submit requests to /" + ProtocolVersion + "/submissions/create, /kill/ID or /status/ID."
+	const use = " Submit requests to /" + ProtocolVersion + "/submissions/create, /kill/ID, /killall, /status/ID, /clear or /readyz."
 	switch {
 	case len(parts) == 0:
 		writeError(w, http.StatusBadRequest, "The path names no protocol version."+use)
@@ -143,7 +198,7 @@ func pathError(w http.ResponseWriter, parts []string) {
 		// speaks v1; it is a bad path.
 		writeError(w, http.StatusBadRequest, "The path lacks /submissions after /"+ProtocolVersion+"."+use)
 	default:
-		writeError(w, http.StatusBadRequest, "The path names no action (create, kill or status)."+use)
+		writeError(w, http.StatusBadRequest, "The path names no action (create, kill, killall, status, clear or readyz)."+use)
 	}
 }
 
@@ -240,11 +295,58 @@ func (h *Handler) kill(w http.ResponseWriter, r *http.Request, c auth.Caller, id
 		return
 	}
 	if errors.Is(err, model.ErrDriverEnded) {
-		out.Message = fmt.Sprintf("Driver %s has already ended: %s", id, err)
+		// The refusal's own words repeat what this sentence says; the
+		// state, read from the leader, is what the caller lacks.
+		out.Message = fmt.Sprintf("Driver %s has already ended.", id)
+		if d, err := h.backend.Driver(r.Context(), c, id, service.Read{}); err == nil {
+			out.Message = fmt.Sprintf("Driver %s has already ended (%s).", id, d.State)
+		}
 		writeJSON(w, http.StatusOK, out)
 		return
 	}
 	writeBackendError(w, err)
+}
+
+// act answers a request on the whole cluster (killall, clear) as a
+// Response named action: do's message on success; success=false with
+// Spark's backup prefix when no leader can be reached, so that Spark's
+// client tries the next master, as it does for kill; and any other refusal
+// as an ErrorResponse with its status.
+func (h *Handler) act(w http.ResponseWriter, action string, do func() (string, error)) {
+	out := Response{Action: action, ServerSparkVersion: ServerSparkVersion}
+	msg, err := do()
+	switch {
+	case errors.Is(err, api.ErrUnavailable):
+		out.Message = backupPrefix + ": " + err.Error()
+	case err != nil:
+		writeBackendError(w, err)
+		return
+	default:
+		out.Success, out.Message = true, msg
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// readyz answers Spark 4's readiness probe: ready (200, a ReadyzResponse)
+// when this master can answer, that is when it knows a leader that is
+// ready (api.CheckLeader); any master can, since followers forward. Not
+// ready is 503 with an ErrorResponse, as Spark's ReadyzRequestServlet
+// answers, saying why.
+func (h *Handler) readyz(w http.ResponseWriter, r *http.Request) {
+	hl := h.backend.Health(r.Context())
+	for _, c := range hl.Checks {
+		if c.Name != api.CheckLeader {
+			continue
+		}
+		if !c.OK {
+			writeError(w, http.StatusServiceUnavailable, fmt.Sprintf("Master %s is not ready: %s.", hl.ID, c.Message))
+			return
+		}
+		writeJSON(w, http.StatusOK, Response{Action: ActionReadyzResponse, ServerSparkVersion: ServerSparkVersion, Success: true,
+			Message: fmt.Sprintf("Master %s is ready: %s.", hl.ID, c.Message)})
+		return
+	}
+	writeError(w, http.StatusServiceUnavailable, fmt.Sprintf("Master %s is not ready: it reports no leader check.", hl.ID))
 }
 
 // notFound turns the refusals for an unknown or malformed driver ID and

@@ -3,20 +3,22 @@
 // RestSubmissionClient) and other tools written against Spark's
 // StandaloneRestServer can submit, query and kill Drover drivers.
 //
-// Protocol version v1, as Spark's RestSubmissionServer serves it:
+// Protocol version v1, as Spark 4's RestSubmissionServer serves it:
 //
 //	POST /v1/submissions/create        CreateSubmissionRequest -> CreateSubmissionResponse
 //	GET  /v1/submissions/status/{id}   -> SubmissionStatusResponse
 //	POST /v1/submissions/kill/{id}     -> KillSubmissionResponse
+//	POST /v1/submissions/killall       -> KillAllSubmissionResponse (kills every driver that has not ended)
+//	POST /v1/submissions/clear         -> ClearResponse (drops every finished driver and app; operator access)
+//	GET  /v1/submissions/readyz        -> ReadyzResponse, or 503 ErrorResponse (no credential needed)
 //
 // Every other path gets an ErrorResponse: 400, or 468 with
 // highestProtocolVersion "v1" when the path names another protocol version.
-// Spark 4's killall, clear and readyz actions are not served.
 //
 // The handler holds no state and makes no decision of its own beyond
 // translating: it turns a CreateSubmissionRequest into an api.SubmitRequest
 // through a Launcher (the argv template of the driver program) and hands it,
-// with status and kill requests, to a Backend, which is the master's own API
+// with the other requests, to a Backend, which is the master's own API
 // path, so that authorization, validation and forwarding to the leader stay
 // in one place.
 package sparkrest
@@ -31,10 +33,10 @@ const ProtocolVersion = "v1"
 const StatusUnknownProtocolVersion = 468
 
 // ServerSparkVersion is what responses carry in serverSparkVersion: the
-// Spark release whose REST protocol this package follows (3.5 has exactly
-// create, kill and status). Spark's client only requires the field to be
-// present.
-const ServerSparkVersion = "3.5.0"
+// Spark release whose REST protocol this package follows (4.0 added
+// killall, clear and readyz to 3.5's create, kill and status). Spark's
+// client only requires the field to be present.
+const ServerSparkVersion = "4.0.0"
 
 // DefaultPort is Spark's default REST port (spark.master.rest.port).
 const DefaultPort = 6066
@@ -54,6 +56,10 @@ const (
 	ActionKillSubmissionResponse   = "KillSubmissionResponse"
 	ActionSubmissionStatusResponse = "SubmissionStatusResponse"
 	ActionErrorResponse            = "ErrorResponse"
+	// Spark 4's.
+	ActionKillAllSubmissionResponse = "KillAllSubmissionResponse"
+	ActionClearResponse             = "ClearResponse"
+	ActionReadyzResponse            = "ReadyzResponse"
 )
 
 // otherActions are the messages of Spark's protocol (through Spark 4) that
@@ -62,7 +68,7 @@ const (
 var otherActions = map[string]bool{
 	ActionCreateSubmissionResponse: true, ActionKillSubmissionResponse: true,
 	ActionSubmissionStatusResponse: true, ActionErrorResponse: true,
-	"KillAllSubmissionResponse": true, "ClearResponse": true, "ReadyzResponse": true,
+	ActionKillAllSubmissionResponse: true, ActionClearResponse: true, ActionReadyzResponse: true,
 }
 
 // CreateSubmissionRequest follows Spark's CreateSubmissionRequest
@@ -121,6 +127,17 @@ type SubmissionStatusResponse struct {
 	Success            bool   `json:"success"`
 	WorkerHostPort     string `json:"workerHostPort,omitempty"`
 	WorkerID           string `json:"workerId,omitempty"`
+}
+
+// Response is the shape of Spark 4's KillAllSubmissionResponse,
+// ClearResponse and ReadyzResponse, which add no field to
+// SubmitRestProtocolResponse; Action names which it is. Message is always
+// written (Spark writes "" where it has nothing to say).
+type Response struct {
+	Action             string `json:"action"`
+	Message            string `json:"message"`
+	ServerSparkVersion string `json:"serverSparkVersion"`
+	Success            bool   `json:"success"`
 }
 
 // ErrorResponse follows Spark's ErrorResponse: the body of every 4xx and 5xx

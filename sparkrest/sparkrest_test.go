@@ -76,6 +76,10 @@ type fakeBackend struct {
 	submitErr error
 	driverErr error
 	killErr   error
+	// allErr is the refusal of KillAllDrivers and ClearCompleted.
+	allErr error
+	// leader is the leader check Health reports.
+	leader    api.Check
 	submitted []api.SubmitRequest
 	drivers   map[string]*model.Driver
 	workers   map[string]string
@@ -149,6 +153,51 @@ func (f *fakeBackend) KillDriver(_ context.Context, _ auth.Caller, id string) (a
 		d.State, d.Message = model.DriverKilled, "killed on request"
 	}
 	return api.KillResponse{DriverID: id}, nil
+}
+
+func (f *fakeBackend) KillAllDrivers(_ context.Context, _ auth.Caller) (api.KillAllResponse, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.enter(); err != nil {
+		return api.KillAllResponse{}, err
+	}
+	if f.allErr != nil {
+		return api.KillAllResponse{}, f.allErr
+	}
+	out := api.KillAllResponse{DriverIDs: []string{}}
+	for _, id := range slices.Sorted(maps.Keys(f.drivers)) {
+		if d := f.drivers[id]; !d.State.Terminal() {
+			d.State, d.Message = model.DriverKilled, "killed with every other driver on request"
+			out.DriverIDs = append(out.DriverIDs, id)
+		}
+	}
+	return out, nil
+}
+
+func (f *fakeBackend) ClearCompleted(_ context.Context, _ auth.Caller) (api.ClearCompletedResponse, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.enter(); err != nil {
+		return api.ClearCompletedResponse{}, err
+	}
+	if f.allErr != nil {
+		return api.ClearCompletedResponse{}, f.allErr
+	}
+	out := api.ClearCompletedResponse{DriverIDs: []string{}, AppIDs: []string{}}
+	for id, d := range f.drivers {
+		if d.State.Terminal() {
+			delete(f.drivers, id)
+			out.DriverIDs = append(out.DriverIDs, id)
+		}
+	}
+	return out, nil
+}
+
+// Health needs no credential, so it neither checks deny nor counts.
+func (f *fakeBackend) Health(context.Context) api.Health {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return api.Health{ID: "m2", Checks: []api.Check{f.leader, {Name: api.CheckQuorum, OK: true}}}
 }
 
 func (f *fakeBackend) Worker(_ context.Context, _ auth.Caller, id string, _ service.Read) (*model.Worker, error) {
@@ -428,12 +477,14 @@ func TestCreateBodyLimit(t *testing.T) {
 func TestNoLeaderLetsSparkTryTheNextMaster(t *testing.T) {
 	f := newFake()
 	down := api.Errorf(api.ErrUnavailable, "master m2 knows no leader")
-	f.submitErr, f.killErr, f.driverErr = down, down, down
+	f.submitErr, f.killErr, f.driverErr, f.allErr = down, down, down, down
 	h := newTestHandler(t, f)
 	for _, c := range []struct{ method, path, body, action string }{
 		{http.MethodPost, "/v1/submissions/create", minimalJSON, ActionCreateSubmissionResponse},
 		{http.MethodPost, "/v1/submissions/kill/driver-20260101000000-0000", "", ActionKillSubmissionResponse},
 		{http.MethodGet, "/v1/submissions/status/driver-20260101000000-0000", "", ActionSubmissionStatusResponse},
+		{http.MethodPost, "/v1/submissions/killall", "", ActionKillAllSubmissionResponse},
+		{http.MethodPost, "/v1/submissions/clear", "", ActionClearResponse},
 	} {
 		a := do(t, h, c.method, c.path, c.body)
 		if a.status != http.StatusOK || a.str("action") != c.action || a.fields["success"] != false ||
@@ -490,7 +541,7 @@ func TestKill(t *testing.T) {
 	}{
 		{"driver-20260101000000-0001", "", true},
 		{"driver-20260101000000-0001", "", true}, // a second kill is no error
-		{"driver-20260101000000-0002", "already ended", false},
+		{"driver-20260101000000-0002", "Driver driver-20260101000000-0002 has already ended (FINISHED).", false},
 		{"does-not-exist", "No such submission", false},
 	} {
 		a := do(t, h, http.MethodPost, "/v1/submissions/kill/"+c.id, "")
@@ -501,6 +552,81 @@ func TestKill(t *testing.T) {
 	}
 	if f.drivers["driver-20260101000000-0001"].State != model.DriverKilled {
 		t.Fatal("the driver was not killed")
+	}
+	// The refusal of an ended driver is said once, whatever the words
+	// the service chose.
+	a := do(t, h, http.MethodPost, "/v1/submissions/kill/driver-20260101000000-0002", "")
+	if strings.Count(strings.ToLower(a.str("message")), "ended") != 1 {
+		t.Fatalf("kill of an ended driver: %q, want one sentence", a.str("message"))
+	}
+}
+
+// TestKillAllAndClear: Spark 4's killall kills every driver that has not
+// ended and clear drops the finished ones, each answered in the shape of
+// its Spark response; a body, which Spark's client never sends, is refused
+// before anything is killed.
+func TestKillAllAndClear(t *testing.T) {
+	f := newFake()
+	h := newTestHandler(t, f)
+	for id, st := range map[string]model.DriverState{
+		"driver-20260101000000-0001": model.DriverRunning, "driver-20260101000000-0002": model.DriverSubmitted,
+		"driver-20260101000000-0003": model.DriverFinished,
+	} {
+		f.drivers[id] = &model.Driver{ID: id, State: st}
+	}
+	for _, action := range []string{"killall", "clear"} {
+		a := do(t, h, http.MethodPost, "/v1/submissions/"+action, `{"submissionId":"driver-20260101000000-0001"}`)
+		a.isError(t, http.StatusBadRequest)
+	}
+	if f.callCount() != 0 || f.drivers["driver-20260101000000-0001"].State != model.DriverRunning {
+		t.Fatal("a request with a body reached the backend")
+	}
+
+	want := []string{"action", "message", "serverSparkVersion", "success"}
+	a := do(t, h, http.MethodPost, "/v1/submissions/killall", "")
+	if a.status != http.StatusOK || a.str("action") != ActionKillAllSubmissionResponse || a.fields["success"] != true ||
+		!slices.Equal(a.keys(), want) || a.str("message") != "Killed 2 drivers that had not ended." {
+		t.Fatalf("killall: %d %s", a.status, a.raw)
+	}
+	for id, d := range f.drivers {
+		if !d.State.Terminal() {
+			t.Fatalf("%s is %s after killall", id, d.State)
+		}
+	}
+	c := do(t, h, http.MethodPost, "/v1/submissions/clear/", "")
+	if c.status != http.StatusOK || c.str("action") != ActionClearResponse || c.fields["success"] != true ||
+		!slices.Equal(c.keys(), want) || c.str("message") != "Cleared 3 finished drivers and 0 finished applications." || len(f.drivers) != 0 {
+		t.Fatalf("clear: %d %s, %d drivers left", c.status, c.raw, len(f.drivers))
+	}
+
+	// A refusal of access is Spark's ErrorResponse with its status.
+	f.deny = api.Errorf(api.ErrForbidden, "clear needs operator access")
+	for _, action := range []string{"killall", "clear"} {
+		do(t, h, http.MethodPost, "/v1/submissions/"+action, "").isError(t, http.StatusForbidden)
+	}
+}
+
+// TestReadyz: ready while the master knows a ready leader, whoever it is;
+// otherwise 503 with Spark's ErrorResponse and the reason. It needs no
+// credential, even where a wrong one is refused elsewhere.
+func TestReadyz(t *testing.T) {
+	f := newFake()
+	f.leader = api.Check{Name: api.CheckLeader, OK: true, Message: "leader m1"}
+	l, err := NewLauncher(DefaultLauncher)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := NewHandler(f, func(*http.Request) (auth.Caller, error) { return auth.Caller{}, auth.ErrBadToken }, l)
+	a := do(t, h, http.MethodGet, "/v1/submissions/readyz", "")
+	if a.status != http.StatusOK || a.str("action") != ActionReadyzResponse || a.fields["success"] != true ||
+		a.str("message") != "Master m2 is ready: leader m1." {
+		t.Fatalf("ready: %d %s", a.status, a.raw)
+	}
+	f.leader = api.Check{Name: api.CheckLeader, Message: "no leader known"}
+	b := do(t, h, http.MethodGet, "/v1/submissions/readyz", "")
+	b.isError(t, http.StatusServiceUnavailable)
+	if b.str("message") != "Master m2 is not ready: no leader known." {
+		t.Fatalf("not ready: %s", b.raw)
 	}
 }
 
@@ -521,7 +647,10 @@ func TestBadPaths(t *testing.T) {
 		{http.MethodGet, "/v1/submissions", http.StatusBadRequest},
 		{http.MethodGet, "/v1/submissions/", http.StatusBadRequest},
 		{http.MethodGet, "/v1/submissions/bad", http.StatusBadRequest},
-		{http.MethodPost, "/v1/submissions/killall", http.StatusBadRequest},
+		{http.MethodPost, "/v1/submissions/killeverything", http.StatusBadRequest},
+		{http.MethodGet, "/v1/submissions/killall", http.StatusMethodNotAllowed},
+		{http.MethodGet, "/v1/submissions/clear", http.StatusMethodNotAllowed},
+		{http.MethodPost, "/v1/submissions/readyz", http.StatusMethodNotAllowed},
 		{http.MethodGet, "/v1/drivers", http.StatusBadRequest},
 		{http.MethodPost, "/v1/submissions/kill", http.StatusBadRequest},
 		{http.MethodPost, "/v1/submissions/kill/", http.StatusBadRequest},

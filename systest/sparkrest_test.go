@@ -201,6 +201,8 @@ func TestSparkRESTSubmitStatusKill(t *testing.T) {
 		{"no submission ID", http.MethodGet, "/v1/submissions/status/", "", http.StatusBadRequest},
 		{"no action", http.MethodGet, "/v1/submissions", "", http.StatusBadRequest},
 		{"unknown protocol version", http.MethodPost, "/v2/submissions/create", good, sparkrest.StatusUnknownProtocolVersion},
+		{"killall with a body", http.MethodPost, "/v1/submissions/killall", `{"submissionId":"driver-20200101000000-0042"}`, http.StatusBadRequest},
+		{"clear with a body", http.MethodPost, "/v1/submissions/clear", `{}`, http.StatusBadRequest},
 	} {
 		a := sparkCall(t, hc, at(followers[0], r.path), r.method, "", r.body)
 		t.Run(r.name, func(t *testing.T) { a.isSparkError(t, r.status) })
@@ -263,9 +265,38 @@ func TestSparkRESTSubmitStatusKill(t *testing.T) {
 		t.Fatalf("kill: %d %s", k.status, k.raw)
 	}
 	pollSpark(t, hc, at(followers[0], "/v1/submissions/status/"+id2), "", model.DriverKilled)
-	if k := sparkCall(t, hc, at(leader, "/v1/submissions/kill/"+id), http.MethodPost, "", ""); k.fields["success"] != false {
+	if k := sparkCall(t, hc, at(leader, "/v1/submissions/kill/"+id), http.MethodPost, "", ""); k.fields["success"] != false ||
+		k.str("message") != "Driver "+id+" has already ended (FINISHED)." {
 		t.Fatalf("kill of a finished driver: %s", k.raw)
 	}
+
+	// Spark 4's additions, each through a follower: every master with a
+	// leader is ready; killall kills what runs, and clear drops what
+	// ended, so that status knows neither.
+	if r := sparkCall(t, hc, at(followers[1], "/v1/submissions/readyz"), http.MethodGet, "", ""); r.status != http.StatusOK ||
+		r.str("action") != sparkrest.ActionReadyzResponse || r.fields["success"] != true {
+		t.Fatalf("readyz on a follower: %d %s", r.status, r.raw)
+	}
+	a = sparkCall(t, hc, at(followers[0], "/v1/submissions/create"), http.MethodPost, "", createJSON("sleep", "300"))
+	id3 := a.str("submissionId")
+	pollSpark(t, hc, at(leader, "/v1/submissions/status/"+id3), "", model.DriverRunning)
+	ka := sparkCall(t, hc, at(followers[1], "/v1/submissions/killall"), http.MethodPost, "", "")
+	if ka.status != http.StatusOK || ka.str("action") != sparkrest.ActionKillAllSubmissionResponse || ka.fields["success"] != true ||
+		ka.str("message") != "Killed 1 driver that had not ended." {
+		t.Fatalf("killall: %d %s", ka.status, ka.raw)
+	}
+	pollSpark(t, hc, at(followers[0], "/v1/submissions/status/"+id3), "", model.DriverKilled)
+	cl := sparkCall(t, hc, at(followers[0], "/v1/submissions/clear"), http.MethodPost, "", "")
+	if cl.status != http.StatusOK || cl.str("action") != sparkrest.ActionClearResponse || cl.fields["success"] != true ||
+		cl.str("message") != "Cleared 3 finished drivers and 0 finished applications." {
+		t.Fatalf("clear: %d %s", cl.status, cl.raw)
+	}
+	for _, gone := range []string{id, id2, id3} {
+		if s := sparkCall(t, hc, at(followers[1], "/v1/submissions/status/"+gone), http.MethodGet, "", ""); s.fields["success"] != false {
+			t.Fatalf("status of %s after clear: %s", gone, s.raw)
+		}
+	}
+	waitSameTables(t, c, c.Masters...)
 
 	// The listener holds each client IP to --max-conns-per-client: with
 	// 32 idle connections open from one address, the next is closed at
@@ -351,5 +382,17 @@ func TestSparkRESTSecured(t *testing.T) {
 	}
 	if k := sparkCall(t, hc, base+"/v1/submissions/kill/"+id, http.MethodPost, submitToken, ""); k.status != http.StatusOK || k.fields["success"] != false {
 		t.Fatalf("kill of a finished driver with the submit token: %d %s", k.status, k.raw)
+	}
+	// Readiness needs no token; killall takes the submit token, as a
+	// kill does; clear wants an operator's.
+	if r := sparkCall(t, hc, base+"/v1/submissions/readyz", http.MethodGet, "", ""); r.status != http.StatusOK || r.fields["success"] != true {
+		t.Fatalf("readyz without a token: %d %s", r.status, r.raw)
+	}
+	if ka := sparkCall(t, hc, base+"/v1/submissions/killall", http.MethodPost, submitToken, ""); ka.status != http.StatusOK || ka.fields["success"] != true {
+		t.Fatalf("killall with the submit token: %d %s", ka.status, ka.raw)
+	}
+	sparkCall(t, hc, base+"/v1/submissions/clear", http.MethodPost, submitToken, "").isSparkError(t, http.StatusForbidden)
+	if cl := sparkCall(t, hc, base+"/v1/submissions/clear", http.MethodPost, readToken(t, c.Secrets.OperatorToken), ""); cl.fields["success"] != true {
+		t.Fatalf("clear with the operator token: %d %s", cl.status, cl.raw)
 	}
 }

@@ -81,6 +81,13 @@ func (f *Forwarder) KillDriver(ctx context.Context, c auth.Caller, id string) (a
 		})
 }
 
+func (f *Forwarder) KillAllDrivers(ctx context.Context, c auth.Caller) (api.KillAllResponse, error) {
+	return route(f, ctx, c, false, func() (api.KillAllResponse, error) { return f.local.KillAllDrivers(ctx, c) },
+		func(cl *call) (out api.KillAllResponse, err error) {
+			return out, cl.json(http.MethodPost, api.PathKillAllDrivers, nil, &out)
+		})
+}
+
 func (f *Forwarder) Driver(ctx context.Context, c auth.Caller, id string, r service.Read) (*model.Driver, error) {
 	return route(f, ctx, c, r.Stale, func() (*model.Driver, error) { return f.local.Driver(ctx, c, id, r) },
 		func(cl *call) (out *model.Driver, err error) {
@@ -245,4 +252,11 @@ func (f *Forwarder) SaveSnapshot(ctx context.Context, c auth.Caller) (*service.S
 func (f *Forwarder) RestoreSnapshot(ctx context.Context, c auth.Caller, archive io.Reader) (api.RaftPeers, error) {
 	return route(f, ctx, c, false, func() (api.RaftPeers, error) { return f.local.RestoreSnapshot(ctx, c, archive) },
 		func(cl *call) (out api.RaftPeers, err error) { return out, cl.restore(archive, &out) })
+}
+
+func (f *Forwarder) ClearCompleted(ctx context.Context, c auth.Caller) (api.ClearCompletedResponse, error) {
+	return route(f, ctx, c, false, func() (api.ClearCompletedResponse, error) { return f.local.ClearCompleted(ctx, c) },
+		func(cl *call) (out api.ClearCompletedResponse, err error) {
+			return out, cl.json(http.MethodPost, api.PathClearCompleted, nil, &out)
+		})
 }

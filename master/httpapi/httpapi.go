@@ -59,6 +59,9 @@ func Register(mux *http.ServeMux, cfg Config) {
 	mux.HandleFunc("POST /v1/drivers/{id}/kill", action(h, func(ctx context.Context, c auth.Caller, r *http.Request) (any, error) {
 		return s.KillDriver(ctx, c, r.PathValue("id"))
 	}))
+	mux.HandleFunc("POST "+api.PathKillAllDrivers, action(h, func(ctx context.Context, c auth.Caller, r *http.Request) (any, error) {
+		return s.KillAllDrivers(ctx, c)
+	}))
 	mux.HandleFunc("GET /v1/drivers/{id}/logs", h.driverLogs)
 	mux.HandleFunc("POST /v1/workers/register", post(h, s.RegisterWorker))
 	mux.HandleFunc("POST /v1/workers/{id}/heartbeat", postID(h, s.Heartbeat))
@@ -106,6 +109,9 @@ func Register(mux *http.ServeMux, cfg Config) {
 	mux.HandleFunc("POST /v1/operator/raft/transfer-leadership", post(h, s.TransferLeadership))
 	mux.HandleFunc("GET /v1/operator/snapshot", h.saveSnapshot)
 	mux.HandleFunc("POST /v1/operator/snapshot", h.restoreSnapshot)
+	mux.HandleFunc("POST "+api.PathClearCompleted, action(h, func(ctx context.Context, c auth.Caller, r *http.Request) (any, error) {
+		return s.ClearCompleted(ctx, c)
+	}))
 	// Every master answers from its own view, never forwarding: a
 	// dashboard picks the leader's tables with drover_raft_state, and
 	// each master's Raft and gossip health is its own.

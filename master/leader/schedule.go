@@ -13,8 +13,9 @@ import (
 // every table change.
 const scheduleInterval = time.Second
 
-// pruneBatch bounds the IDs in one PruneCompleted entry.
-const pruneBatch = 1000
+// PruneBatch bounds the driver IDs, and the app IDs, in one
+// PruneCompleted entry, far below fsm.MaxCommandSize.
+const PruneBatch = 1000
 
 // executorRelaunchDelay is how long an app waits for a new executor after
 // one of its executors exited; the fallback tick brings the scheduler back.
@@ -250,10 +251,10 @@ func (t *Term) prune() {
 	drivers, apps := t.d.FSM.Completed()
 	var c model.PruneCompleted
 	if n := len(drivers) - t.cfg.RetainedDrivers; n > 0 {
-		c.DriverIDs = drivers[:min(n, pruneBatch)]
+		c.DriverIDs = drivers[:min(n, PruneBatch)]
 	}
 	if n := len(apps) - t.cfg.RetainedApps; n > 0 {
-		c.AppIDs = apps[:min(n, pruneBatch)]
+		c.AppIDs = apps[:min(n, PruneBatch)]
 	}
 	if len(c.DriverIDs)+len(c.AppIDs) == 0 {
 		return

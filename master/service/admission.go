@@ -71,6 +71,10 @@ func (a *admission) KillDriver(ctx context.Context, c auth.Caller, id string) (a
 	return admitted(a, c, auth.Submit, func() (api.KillResponse, error) { return a.next.KillDriver(ctx, c, id) })
 }
 
+func (a *admission) KillAllDrivers(ctx context.Context, c auth.Caller) (api.KillAllResponse, error) {
+	return admitted(a, c, auth.Submit, func() (api.KillAllResponse, error) { return a.next.KillAllDrivers(ctx, c) })
+}
+
 func (a *admission) Driver(ctx context.Context, c auth.Caller, id string, r Read) (*model.Driver, error) {
 	return admitted(a, c, auth.Read, func() (*model.Driver, error) { return a.next.Driver(ctx, c, id, r) })
 }
@@ -195,6 +199,10 @@ func (a *admission) SaveSnapshot(ctx context.Context, c auth.Caller) (*Snapshot,
 
 func (a *admission) RestoreSnapshot(ctx context.Context, c auth.Caller, archive io.Reader) (api.RaftPeers, error) {
 	return admitted(a, c, auth.Operator, func() (api.RaftPeers, error) { return a.next.RestoreSnapshot(ctx, c, archive) })
+}
+
+func (a *admission) ClearCompleted(ctx context.Context, c auth.Caller) (api.ClearCompletedResponse, error) {
+	return admitted(a, c, auth.Operator, func() (api.ClearCompletedResponse, error) { return a.next.ClearCompleted(ctx, c) })
 }
 
 // inflight counts requests in flight per key, up to max each.

@@ -119,21 +119,57 @@ func (s *Core) Lead(t *leader.Term) { s.term.Store(t) }
 // with the same token) wraps api.ErrUnavailable; a refusal by the tables is
 // Apply's own error.
 func (s *Core) Apply(t model.CommandType, payload any) (any, error) {
+	p := s.enqueue(t, payload)
+	return p.wait(s)
+}
+
+// applyAll commits one command of type t per payload. Every command is
+// handed to Raft before the first is waited for, so that Raft writes them
+// in a few batches rather than one disk write each; the results come in
+// the order of the payloads, each as Apply would return it.
+func (s *Core) applyAll(t model.CommandType, payloads []any) []error {
+	ps := make([]pending, len(payloads))
+	for i, p := range payloads {
+		ps[i] = s.enqueue(t, p)
+	}
+	errs := make([]error, len(ps))
+	for i, p := range ps {
+		_, errs[i] = p.wait(s)
+	}
+	return errs
+}
+
+// pending is a command handed to Raft: its future, when it was handed
+// over, or why it could not be.
+type pending struct {
+	f     raft.ApplyFuture
+	start time.Time
+	err   error
+}
+
+// enqueue encodes a command and hands it to Raft without waiting.
+func (s *Core) enqueue(t model.CommandType, payload any) pending {
 	data, err := fsm.Encode(t, payload)
 	if err != nil {
-		return nil, err
+		return pending{err: err}
 	}
-	start := time.Now()
-	f := s.Raft.Apply(data, s.cfg.ApplyTimeout)
-	err = f.Error()
-	s.Metrics.Applied(start, err)
+	return pending{f: s.Raft.Apply(data, s.cfg.ApplyTimeout), start: time.Now()}
+}
+
+// wait waits for a pending command and returns Apply's result.
+func (p pending) wait(s *Core) (any, error) {
+	if p.err != nil {
+		return nil, p.err
+	}
+	err := p.f.Error()
+	s.Metrics.Applied(p.start, err)
 	if err != nil {
 		return nil, unavailable(err)
 	}
-	if err, ok := f.Response().(error); ok {
+	if err, ok := p.f.Response().(error); ok {
 		return nil, err
 	}
-	return f.Response(), nil
+	return p.f.Response(), nil
 }
 
 // unavailable wraps an error of Raft's in api.ErrUnavailable.

@@ -2,6 +2,7 @@ package service
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/drover-project/drover/api"
@@ -62,6 +63,40 @@ func (s *Core) KillDriver(_ context.Context, _ auth.Caller, id string) (api.Kill
 		return api.KillResponse{}, err
 	}
 	return api.KillResponse{DriverID: d.ID}, nil
+}
+
+// KillAllDrivers implements DriverService: one KillDriver entry for each
+// driver that has not ended, all handed to Raft together. A driver that
+// ends or is dropped before its entry applies is skipped; an entry Raft
+// did not commit fails the request, which a retry repeats harmlessly,
+// since killing a KILLED driver again succeeds.
+func (s *Core) KillAllDrivers(context.Context, auth.Caller) (api.KillAllResponse, error) {
+	if _, err := s.leading(); err != nil {
+		return api.KillAllResponse{}, err
+	}
+	var live []string
+	var kills []any
+	at := now()
+	for _, d := range s.FSM.Drivers() {
+		if !d.State.Terminal() {
+			live = append(live, d.ID)
+			kills = append(kills, &model.KillDriver{DriverID: d.ID, Reason: "killed with every other driver on request", Time: at})
+		}
+	}
+	out := api.KillAllResponse{DriverIDs: []string{}}
+	for i, err := range s.applyAll(model.CmdKillDriver, kills) {
+		switch {
+		case err == nil:
+			out.DriverIDs = append(out.DriverIDs, live[i])
+		case errors.Is(err, model.ErrDriverEnded), errors.Is(err, model.ErrUnknownDriver):
+		default:
+			return api.KillAllResponse{}, err
+		}
+	}
+	if len(live) > 0 {
+		s.Log.Info("killed every driver on request", "drivers", len(out.DriverIDs))
+	}
+	return out, nil
 }
 
 // Driver implements DriverService; with r.Index it is a blocking read.

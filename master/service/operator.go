@@ -12,6 +12,8 @@ import (
 	"github.com/drover-project/drover/auth"
 	"github.com/drover-project/drover/gossip"
 	"github.com/drover-project/drover/ids"
+	"github.com/drover-project/drover/master/leader"
+	"github.com/drover-project/drover/model"
 )
 
 // configChangeTimeout bounds a membership change, which waits for the new
@@ -169,4 +171,29 @@ func (s *Core) NextLeader(ctx context.Context) string {
 		case <-tick.C:
 		}
 	}
+}
+
+// ClearCompleted implements OperatorService: every finished driver and app
+// goes in PruneCompleted entries, the command retention commits for the
+// oldest beyond its counts, here with all of them: a command whose meaning
+// is exactly this, so nothing new enters the log. A driver or app that
+// retention drops meanwhile is skipped by the tables and still listed.
+func (s *Core) ClearCompleted(context.Context, auth.Caller) (api.ClearCompletedResponse, error) {
+	if _, err := s.leading(); err != nil {
+		return api.ClearCompletedResponse{}, err
+	}
+	drivers, apps := s.FSM.Completed()
+	out := api.ClearCompletedResponse{DriverIDs: append([]string{}, drivers...), AppIDs: append([]string{}, apps...)}
+	for len(drivers)+len(apps) > 0 {
+		nd, na := min(len(drivers), leader.PruneBatch), min(len(apps), leader.PruneBatch)
+		c := model.PruneCompleted{DriverIDs: drivers[:nd], AppIDs: apps[:na]}
+		if _, err := s.Apply(model.CmdPruneCompleted, &c); err != nil {
+			return api.ClearCompletedResponse{}, err
+		}
+		drivers, apps = drivers[nd:], apps[na:]
+	}
+	if len(out.DriverIDs)+len(out.AppIDs) > 0 {
+		s.Log.Info("cleared finished drivers and apps on request", "drivers", len(out.DriverIDs), "apps", len(out.AppIDs))
+	}
+	return out, nil
 }

@@ -74,22 +74,22 @@ func (s *Core) Health(context.Context) api.Health {
 	l := s.Leadership()
 	switch {
 	case l.LeaderID == "":
-		check("leader", false, "no leader known")
+		check(api.CheckLeader, false, "no leader known")
 	case l.LeaderID == s.cfg.ID && !l.Ready:
-		check("leader", false, "this master was just elected and is catching up")
+		check(api.CheckLeader, false, "this master was just elected and is catching up")
 	default:
-		check("leader", true, "leader "+l.LeaderID)
+		check(api.CheckLeader, true, "leader "+l.LeaderID)
 	}
 	if s.Raft.State() == raft.Leader {
 		if err := s.Raft.VerifyLeader().Error(); err != nil {
-			check("quorum", false, fmt.Sprintf("a quorum does not confirm this leader: %v", err))
+			check(api.CheckQuorum, false, fmt.Sprintf("a quorum does not confirm this leader: %v", err))
 		} else {
-			check("quorum", true, "a quorum follows this leader")
+			check(api.CheckQuorum, true, "a quorum follows this leader")
 		}
 	} else {
 		quiet := time.Since(s.Raft.LastContact())
 		ok := !s.Raft.LastContact().IsZero() && quiet < s.quorumSilence()
-		check("quorum", ok, fmt.Sprintf("the leader last spoke %s ago", quiet.Round(time.Millisecond)))
+		check(api.CheckQuorum, ok, fmt.Sprintf("the leader last spoke %s ago", quiet.Round(time.Millisecond)))
 	}
 	var missing []string
 	if cf := s.Raft.GetConfiguration(); cf.Error() == nil {
@@ -103,9 +103,9 @@ func (s *Core) Health(context.Context) api.Health {
 		}
 	}
 	if len(missing) > 0 {
-		check("pool", false, "voters missing from this master's gossip pool: "+strings.Join(missing, ", "))
+		check(api.CheckPool, false, "voters missing from this master's gossip pool: "+strings.Join(missing, ", "))
 	} else {
-		check("pool", true, "every voter is in the gossip pool")
+		check(api.CheckPool, true, "every voter is in the gossip pool")
 	}
 	return h
 }

@@ -59,6 +59,9 @@ type DriverService interface {
 	// KillDriver kills a driver (Spark's RequestKillDriver); killing a
 	// KILLED one again succeeds.
 	KillDriver(ctx context.Context, c auth.Caller, id string) (api.KillResponse, error)
+	// KillAllDrivers kills every driver that has not ended (Spark's
+	// RequestKillAllDrivers), with the access a kill needs.
+	KillAllDrivers(ctx context.Context, c auth.Caller) (api.KillAllResponse, error)
 	// Driver returns one driver, a waiting one with why it waits.
 	Driver(ctx context.Context, c auth.Caller, id string, r Read) (*model.Driver, error)
 	// Drivers returns every driver, ordered by ID.
@@ -121,6 +124,10 @@ type OperatorService interface {
 	SaveSnapshot(ctx context.Context, c auth.Caller) (*Snapshot, error)
 	// RestoreSnapshot replaces the tables with an archive's.
 	RestoreSnapshot(ctx context.Context, c auth.Caller, archive io.Reader) (api.RaftPeers, error)
+	// ClearCompleted drops every finished driver and app from the tables
+	// (Spark's RequestClearCompletedDriversAndApps). It takes operator
+	// access: it erases what every user sees of the cluster's history.
+	ClearCompleted(ctx context.Context, c auth.Caller) (api.ClearCompletedResponse, error)
 }
 
 // Read says how fresh a read must be.
