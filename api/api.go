@@ -438,6 +438,7 @@ type Event struct {
 // reflects: a blocking read sends it back as ?index= to wait for the next
 // change (Nomad's X-Nomad-Index).
 const HeaderIndex = "X-Drover-Index"
+
 // The checks of a Health answer.
 const (
 	// CheckLeader: a leader is known, and ready if it is this master, so
