@@ -39,6 +39,7 @@ import (
 	"github.com/drover-project/drover/master/metrics"
 	"github.com/drover-project/drover/master/service"
 	"github.com/drover-project/drover/master/webui"
+	"github.com/drover-project/drover/sparkjson"
 	"github.com/drover-project/drover/sparkrest"
 	"github.com/drover-project/drover/transport"
 	"github.com/drover-project/drover/transport/raftnet"
@@ -266,7 +267,8 @@ func (m *Master) closeRaft() {
 // startHTTP serves the /v1 API, the web UI and /metrics on one listener.
 func (m *Master) startHTTP(guard *auth.Guard, conns *transport.ConnLimit) error {
 	mux := http.NewServeMux()
-	api := httpapi.Config{Service: m.svc, Guard: guard, Leadership: m.core.Leadership, Metrics: m.metrics, Log: m.log}
+	api := httpapi.Config{Service: m.svc, Guard: guard, Leadership: m.core.Leadership, Metrics: m.metrics, Log: m.log,
+		Spark: sparkjson.Site{URL: m.sparkURL(), Scheme: m.scheme()}}
 	httpapi.Register(mux, api)
 	webui.Register(mux, webui.Config{Service: m.svc, Guard: guard, Leadership: m.core.Leadership, Scheme: m.scheme(), Log: m.log})
 	ln, err := m.listen(m.cfg.HTTPPort, conns)
@@ -276,6 +278,16 @@ func (m *Master) startHTTP(guard *auth.Guard, conns *transport.ConnLimit) error 
 	m.ln = ln
 	m.server = m.serve(ln, httpapi.Wrap(mux, api), "http")
 	return nil
+}
+
+// sparkURL is this master's address as Spark tools take one: its Spark
+// REST listener's, where spark-submit --master points, or its API's when
+// it serves no Spark REST.
+func (m *Master) sparkURL() string {
+	if m.cfg.SparkRESTPort == 0 {
+		return m.scheme() + "://" + m.cfg.httpAddr()
+	}
+	return "spark://" + net.JoinHostPort(m.cfg.BindIP, strconv.Itoa(m.cfg.SparkRESTPort))
 }
 
 // startSparkREST starts the Spark REST submission listener when

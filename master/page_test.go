@@ -232,3 +232,26 @@ func uiDriverToken(t *testing.T) string {
 	}
 	return g.DriverToken("driver-20240101000000-1", 1)
 }
+
+// Spark's master JSON is served with the access of /v1/state (a token or
+// the UI's cookie), in JSON whatever the answer, and names the Spark REST
+// listener as the master's URL when there is one.
+func TestSparkMasterJSON(t *testing.T) {
+	m := startUIMaster(t)
+	uiDo(t, m, "GET", "/json", nil, nil).check(t, http.StatusUnauthorized, "application/json", `"code":"unauthenticated"`)
+	bearer := map[string]string{"Authorization": "Bearer " + uiSubmitToken}
+	r := uiDo(t, m, "GET", "/json/", nil, bearer)
+	r.check(t, http.StatusOK, "application/json", `"status":"ALIVE"`, `"aliveworkers":0`)
+	var doc struct{ URL string }
+	if err := json.Unmarshal([]byte(r.body), &doc); err != nil || doc.URL != "http://"+m.cfg.httpAddr() {
+		t.Fatalf("url %q (%v), want this master's API without a Spark REST listener", doc.URL, err)
+	}
+	cookie := map[string]string{"Cookie": auth.CookieName + "=" + uiSubmitToken}
+	uiDo(t, m, "GET", "/json/status", nil, cookie).check(t, http.StatusOK, "application/json", `{"status":"ALIVE"}`)
+	uiDo(t, m, "GET", "/json/statuss", nil, bearer).check(t, http.StatusNotFound, "application/json", `"code":"not_found"`, `no field \"statuss\"`)
+
+	m.cfg.SparkRESTPort = 6066
+	if got := m.sparkURL(); got != "spark://127.0.0.1:6066" {
+		t.Fatalf("url with a Spark REST listener: %q", got)
+	}
+}

@@ -286,10 +286,34 @@ func TestSparkRESTSubmitStatusKill(t *testing.T) {
 		t.Fatalf("killall: %d %s", ka.status, ka.raw)
 	}
 	pollSpark(t, hc, at(followers[0], "/v1/submissions/status/"+id3), "", model.DriverKilled)
+
+	// Spark's master JSON on each master's HTTP listener: the leader is
+	// ALIVE, the others STANDBY, each names its Spark REST listener, and
+	// the leader lists the three ended drivers and the live worker.
+	waitSameTables(t, c, c.Masters...)
+	for _, m := range c.Masters {
+		doc := sparkCall(t, hc, "http://"+m.HTTP+"/json", http.MethodGet, "", "")
+		status := "STANDBY"
+		if m == leader {
+			status = "ALIVE"
+		}
+		if doc.status != http.StatusOK || doc.str("status") != status || doc.str("url") != "spark://"+rest[m.ID] ||
+			doc.fields["aliveworkers"] != float64(1) || len(doc.fields["completeddrivers"].([]any)) != 3 ||
+			len(doc.fields["activedrivers"].([]any)) != 0 {
+			t.Fatalf("/json of %s: %d %s", m.ID, doc.status, doc.raw)
+		}
+	}
+	if w := sparkCall(t, hc, "http://"+leader.HTTP+"/json/workers", http.MethodGet, "", ""); len(w.fields) != 1 ||
+		w.fields["workers"].([]any)[0].(map[string]any)["webuiaddress"] != "http://"+c.Worker("w1").HTTP {
+		t.Fatalf("/json/workers: %s", w.raw)
+	}
 	cl := sparkCall(t, hc, at(followers[0], "/v1/submissions/clear"), http.MethodPost, "", "")
 	if cl.status != http.StatusOK || cl.str("action") != sparkrest.ActionClearResponse || cl.fields["success"] != true ||
 		cl.str("message") != "Cleared 3 finished drivers and 0 finished applications." {
 		t.Fatalf("clear: %d %s", cl.status, cl.raw)
+	}
+	if doc := sparkCall(t, hc, "http://"+leader.HTTP+"/json/completeddrivers", http.MethodGet, "", ""); doc.raw != `{"completeddrivers":[]}`+"\n" {
+		t.Fatalf("/json/completeddrivers after clear: %s", doc.raw)
 	}
 	for _, gone := range []string{id, id2, id3} {
 		if s := sparkCall(t, hc, at(followers[1], "/v1/submissions/status/"+gone), http.MethodGet, "", ""); s.fields["success"] != false {

@@ -2,7 +2,8 @@
 // establishes the caller, decodes the request, calls the service and
 // encodes the answer. It decides nothing itself; every rule, forwarding to
 // the leader included, is the service's (package service). The endpoints
-// are listed in package api.
+// are listed in package api; beside them it serves /metrics and Spark's
+// master JSON at /json (package sparkjson).
 package httpapi
 
 import (
@@ -21,6 +22,7 @@ import (
 	"github.com/drover-project/drover/internal/strictjson"
 	"github.com/drover-project/drover/master/metrics"
 	"github.com/drover-project/drover/master/service"
+	"github.com/drover-project/drover/sparkjson"
 )
 
 // snapshotTimeout bounds a snapshot's upload or download, which is as
@@ -36,6 +38,8 @@ type Config struct {
 	Leadership func() service.Leadership
 	Metrics    *metrics.Metrics
 	Log        *slog.Logger
+	// Spark is what /json says of this master.
+	Spark sparkjson.Site
 }
 
 // handlers are the listener's endpoints.
@@ -126,6 +130,18 @@ func Register(mux *http.ServeMux, cfg Config) {
 		}
 		h.Metrics.Handler.ServeHTTP(w, r)
 	})
+	// Spark's master JSON, from this master's own view as a Spark
+	// master's is, with the access of /v1/state.
+	sparkJSON := get(h, func(ctx context.Context, c auth.Caller, r *http.Request) (any, error) {
+		st, err := s.State(ctx, c)
+		if err != nil {
+			return nil, err
+		}
+		return h.Spark.Render(&st, time.Now(), r.PathValue("field"))
+	})
+	mux.HandleFunc("GET /json", sparkJSON)
+	mux.HandleFunc("GET /json/{$}", sparkJSON)
+	mux.HandleFunc("GET /json/{field}", sparkJSON)
 	mux.HandleFunc("/v1/", func(w http.ResponseWriter, r *http.Request) {
 		h.writeError(w, api.Errorf(api.ErrNotFound, "no such endpoint: %s %s", r.Method, r.URL.Path))
 	})
