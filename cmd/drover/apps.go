@@ -12,8 +12,8 @@ import (
 func (k *cli) apps(ctx context.Context, args []string) int {
 	fs := k.flags("apps")
 	asJSON := fs.Bool("json", false, "print a JSON array of applications with their executors")
-	if err := fs.Parse(args); err != nil {
-		return flagError(err)
+	if code, ok := k.parse(fs, args); !ok {
+		return code
 	}
 	if fs.NArg() != 0 {
 		return k.exitFor(fmt.Errorf("apps takes no arguments, got %q", fs.Args()))
@@ -61,8 +61,8 @@ func liveExecutors(a api.AppStatus) int {
 func (k *cli) app(ctx context.Context, args []string) int {
 	fs := k.flags("app")
 	asJSON := fs.Bool("json", false, "print the application and its executors as one JSON object")
-	if err := fs.Parse(args); err != nil {
-		return flagError(err)
+	if code, ok := k.parse(fs, args); !ok {
+		return code
 	}
 	id, err := oneArg(fs, "APP_ID")
 	if err != nil {
@@ -122,8 +122,8 @@ func printApp(w io.Writer, a api.AppStatus) {
 
 func (k *cli) killApp(ctx context.Context, args []string) int {
 	fs := k.flags("kill-app")
-	if err := fs.Parse(args); err != nil {
-		return flagError(err)
+	if code, ok := k.parse(fs, args); !ok {
+		return code
 	}
 	id, err := oneArg(fs, "APP_ID")
 	if err != nil {

@@ -20,6 +20,7 @@ import (
 	"github.com/drover-project/drover/model"
 )
 
+// clientUsage is drover client's help; %s is the default --timeout.
 const clientUsage = `usage: drover client [--masters a,b,c] [--timeout D] <command> [flags]
 
 commands:
@@ -38,62 +39,123 @@ commands:
                          print every change as it commits (the event stream);
                          with one driver ID, follow it and exit as --wait does
 
---masters defaults to $DROVER_MASTERS. A secured cluster takes the CA from
---ca-cert or $DROVER_CACERT and a token from --token-file, $DROVER_TOKEN_FILE
-or $DROVER_TOKEN (drover dev prints them); masters without tokens take a
-client certificate instead: --client-cert and --client-key, or
-$DROVER_CLIENT_CERT and $DROVER_CLIENT_KEY. --bind sets the source address.
+The flags below go before the command or after it (drover client list
+--masters a,b,c); given twice, the later wins.
+  --masters a,b,c  master HTTP addresses (default $DROVER_MASTERS)
+  --timeout D      how long to keep trying the masters, positive (default %s)
+  --ca-cert F, --token-file F, --client-cert F, --client-key F, --bind IP
+
+A secured cluster takes the CA from --ca-cert or $DROVER_CACERT and a token
+from --token-file, $DROVER_TOKEN_FILE or $DROVER_TOKEN (drover dev prints
+them); masters without tokens take a client certificate instead:
+--client-cert and --client-key, or $DROVER_CLIENT_CERT and
+$DROVER_CLIENT_KEY. --bind sets the source address.
 
 Exit codes: 0 success, 1 refused, failed or bad usage, 2 no master
 reachable or no leader known within --timeout.
 `
 
-// wantsHelp reports whether a command's arguments ask for its help.
-func wantsHelp(args []string) bool {
-	for _, a := range args {
-		if a == "--" {
-			return false
-		}
-		if a == "-h" || a == "--help" {
-			return true
-		}
-	}
-	return false
+// defaultTimeout is how long a command keeps trying the masters.
+const defaultTimeout = 30 * time.Second
+
+// connectFlags are the flags of every command that talks to the masters:
+// their addresses, how long to keep trying, and the credentials. They are
+// added to the flag set before the command and again to the command's own,
+// over the same variables, so that they may be given on either side of the
+// command and the later one wins.
+type connectFlags struct {
+	masters, bind, caCert, clientCert, clientKey, tokenFile string
+	timeout                                                 time.Duration
 }
 
-// addConnectFlags adds the flags of every command that talks to the
-// masters: their addresses, the time to keep trying, and the credentials.
-// The returned function builds the cli once fs is parsed, from base
-// options that the flags complete; when the command's arguments (args)
-// ask for its --help, a cli without masters will do.
-func addConnectFlags(fs *pflag.FlagSet) func(base client.Options, stdout, stderr io.Writer, args []string) (*cli, error) {
-	masters := fs.String("masters", os.Getenv("DROVER_MASTERS"), "comma-separated master HTTP addresses host:port")
-	timeout := fs.Duration("timeout", 30*time.Second, "how long to keep trying the masters before giving up (exit 2)")
-	bind := fs.String("bind", "", "source IP for connections to the masters")
-	caCert := fs.String("ca-cert", os.Getenv(client.EnvCACert), "PEM file of the cluster CA; turns on HTTPS")
-	clientCert := fs.String("client-cert", os.Getenv(client.EnvClientCert), "PEM file of a client certificate, for masters that take certificates instead of tokens")
-	clientKey := fs.String("client-key", os.Getenv(client.EnvClientKey), "PEM file of the client certificate's key")
-	tokenFile := fs.String("token-file", os.Getenv(client.EnvTokenFile), "file holding the API token (else $DROVER_TOKEN)")
-	return func(base client.Options, stdout, stderr io.Writer, args []string) (*cli, error) {
-		if wantsHelp(args) {
-			return &cli{command: fs.Name(), stdout: stdout, stderr: stderr}, nil
-		}
-		opts, err := client.SecureOptions(*caCert, *clientCert, *clientKey, *tokenFile)
-		if err != nil {
-			return nil, err
-		}
-		opts.BindIP = *bind
-		opts.RequestTimeout, opts.MaxResponseBytes = base.RequestTimeout, base.MaxResponseBytes
-		// A person waits on the command: after a leader's loss the next
-		// leader answers within cliMaxRetry of its election, instead of
-		// the library's one second meant for many workers at once.
-		opts.RetryInterval, opts.MaxRetryInterval = cliRetry, cliMaxRetry
-		c, err := client.New(strings.Split(*masters, ","), opts)
-		if err != nil {
-			return nil, fmt.Errorf("--masters (or $DROVER_MASTERS): %w", err)
-		}
-		return &cli{c: c, command: fs.Name(), timeout: *timeout, stdout: stdout, stderr: stderr}, nil
+// newConnectFlags returns the flags' defaults, from the environment.
+func newConnectFlags() *connectFlags {
+	return &connectFlags{
+		masters: os.Getenv("DROVER_MASTERS"), timeout: defaultTimeout, caCert: os.Getenv(client.EnvCACert),
+		clientCert: os.Getenv(client.EnvClientCert), clientKey: os.Getenv(client.EnvClientKey), tokenFile: os.Getenv(client.EnvTokenFile),
 	}
+}
+
+// add registers the flags on fs, each defaulting to its value so far.
+func (f *connectFlags) add(fs *pflag.FlagSet) {
+	fs.StringVar(&f.masters, "masters", f.masters, "comma-separated master HTTP addresses host:port")
+	fs.DurationVar(&f.timeout, "timeout", f.timeout, "how long to keep trying the masters before giving up (exit 2); must be positive")
+	fs.StringVar(&f.bind, "bind", f.bind, "source IP for connections to the masters")
+	fs.StringVar(&f.caCert, "ca-cert", f.caCert, "PEM file of the cluster CA; turns on HTTPS")
+	fs.StringVar(&f.clientCert, "client-cert", f.clientCert, "PEM file of a client certificate, for masters that take certificates instead of tokens")
+	fs.StringVar(&f.clientKey, "client-key", f.clientKey, "PEM file of the client certificate's key")
+	fs.StringVar(&f.tokenFile, "token-file", f.tokenFile, "file holding the API token (else $DROVER_TOKEN)")
+}
+
+// pollInterval is how often submit and logs re-read a driver while waiting.
+const pollInterval = 250 * time.Millisecond
+
+// cli runs one command of drover client or drover operator. Its client
+// exists once parse has read the command's flags.
+type cli struct {
+	c *client.Client
+	// command is "drover client" or "drover operator", for usage lines.
+	command string
+	connect *connectFlags
+	// base is the client's options before the flags complete them.
+	base    client.Options
+	timeout time.Duration
+	stdout  io.Writer
+	stderr  io.Writer
+}
+
+// newCLI returns the cli of command (named by fs) whose client starts from
+// base, and adds the connect flags to fs, the flag set before the command.
+func newCLI(fs *pflag.FlagSet, base client.Options, stdout, stderr io.Writer) *cli {
+	k := &cli{command: fs.Name(), connect: newConnectFlags(), base: base, stdout: stdout, stderr: stderr}
+	k.connect.add(fs)
+	return k
+}
+
+// flags returns the flag set of one command, with the connect flags.
+func (k *cli) flags(name string) *pflag.FlagSet {
+	fs := pflag.NewFlagSet(k.command+" "+name, pflag.ContinueOnError)
+	fs.SetOutput(k.stderr)
+	k.connect.add(fs)
+	return fs
+}
+
+// parse parses a command's arguments, its own flags and the connect flags
+// alike, and connects to the masters. When the command must stop there it
+// returns false with the exit code: 0 after --help, 1 for a bad flag, a
+// --timeout that is not positive, or unusable addresses or credentials.
+func (k *cli) parse(fs *pflag.FlagSet, args []string) (int, bool) {
+	if err := fs.Parse(args); err != nil {
+		return flagErrorTo(k.stderr, err), false
+	}
+	if err := k.dial(); err != nil {
+		return failTo(k.stderr, err), false
+	}
+	return 0, true
+}
+
+// dial makes the client from the connect flags.
+func (k *cli) dial() error {
+	f := k.connect
+	if f.timeout <= 0 {
+		return fmt.Errorf("--timeout must be positive, got %s", f.timeout)
+	}
+	opts, err := client.SecureOptions(f.caCert, f.clientCert, f.clientKey, f.tokenFile)
+	if err != nil {
+		return err
+	}
+	opts.BindIP = f.bind
+	opts.RequestTimeout, opts.MaxResponseBytes = k.base.RequestTimeout, k.base.MaxResponseBytes
+	// A person waits on the command: after a leader's loss the next
+	// leader answers within cliMaxRetry of its election, instead of the
+	// library's one second meant for many workers at once.
+	opts.RetryInterval, opts.MaxRetryInterval = cliRetry, cliMaxRetry
+	c, err := client.New(strings.Split(f.masters, ","), opts)
+	if err != nil {
+		return fmt.Errorf("--masters (or $DROVER_MASTERS): %w", err)
+	}
+	k.c, k.timeout = c, f.timeout
+	return nil
 }
 
 // cliRetry and cliMaxRetry are the CLI's pause between rounds of asking
@@ -104,34 +166,17 @@ const (
 	cliMaxRetry = 150 * time.Millisecond
 )
 
-// pollInterval is how often submit and logs re-read a driver while waiting.
-const pollInterval = 250 * time.Millisecond
-
-type cli struct {
-	c *client.Client
-	// command is "drover client" or "drover operator", for usage lines.
-	command string
-	timeout time.Duration
-	stdout  io.Writer
-	stderr  io.Writer
-}
-
 func runClient(args []string, stdout, stderr io.Writer) int {
 	fs := pflag.NewFlagSet("drover client", pflag.ContinueOnError)
 	fs.SetInterspersed(false)
 	fs.SetOutput(stderr)
-	fs.Usage = func() { fmt.Fprint(stderr, clientUsage) }
-	connect := addConnectFlags(fs)
+	fs.Usage = func() { fmt.Fprintf(stderr, clientUsage, defaultTimeout) }
+	k := newCLI(fs, client.Options{}, stdout, stderr)
 	if err := fs.Parse(args); err != nil {
-		return flagError(err)
+		return flagErrorTo(stderr, err)
 	}
 	if fs.NArg() == 0 {
-		fmt.Fprint(stderr, clientUsage)
-		return 1
-	}
-	k, err := connect(client.Options{}, stdout, stderr, fs.Args()[1:])
-	if err != nil {
-		fmt.Fprintln(stderr, "drover:", err)
+		fs.Usage()
 		return 1
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
@@ -190,12 +235,6 @@ func (k *cli) exitFor(err error) int {
 	return 1
 }
 
-func (k *cli) flags(name string) *pflag.FlagSet {
-	fs := pflag.NewFlagSet(k.command+" "+name, pflag.ContinueOnError)
-	fs.SetOutput(k.stderr)
-	return fs
-}
-
 func (k *cli) submit(ctx context.Context, args []string) int {
 	fs := k.flags("submit")
 	supervise := fs.Bool("supervise", false, "relaunch the driver when it exits non-zero or its worker is lost")
@@ -205,8 +244,8 @@ func (k *cli) submit(ctx context.Context, args []string) int {
 	fs.Var(&mem, "driver-memory", "memory the driver needs (512m, 4g)")
 	envs := fs.StringArray("env", nil, "K=V to set in the driver's environment (repeatable)")
 	wait := fs.Bool("wait", false, "wait until the driver ends; exit 0 for FINISHED, 1 otherwise")
-	if err := fs.Parse(args); err != nil {
-		return flagError(err)
+	if code, ok := k.parse(fs, args); !ok {
+		return code
 	}
 	if fs.NArg() == 0 {
 		fmt.Fprintln(k.stderr, "drover: submit needs a program: drover client submit [flags] -- PROGRAM [ARGS...]")
@@ -332,8 +371,8 @@ func oneArg(fs *pflag.FlagSet, what string) (string, error) {
 func (k *cli) status(ctx context.Context, args []string) int {
 	fs := k.flags("status")
 	asJSON := fs.Bool("json", false, "print the driver as one JSON object")
-	if err := fs.Parse(args); err != nil {
-		return flagError(err)
+	if code, ok := k.parse(fs, args); !ok {
+		return code
 	}
 	id, err := oneID(fs)
 	if err != nil {
@@ -404,8 +443,8 @@ func printDriver(w io.Writer, d *model.Driver) {
 
 func (k *cli) kill(ctx context.Context, args []string) int {
 	fs := k.flags("kill")
-	if err := fs.Parse(args); err != nil {
-		return flagError(err)
+	if code, ok := k.parse(fs, args); !ok {
+		return code
 	}
 	id, err := oneID(fs)
 	if err != nil {
@@ -421,8 +460,8 @@ func (k *cli) kill(ctx context.Context, args []string) int {
 func (k *cli) list(ctx context.Context, args []string) int {
 	fs := k.flags("list")
 	asJSON := fs.Bool("json", false, "print a JSON array of drivers")
-	if err := fs.Parse(args); err != nil {
-		return flagError(err)
+	if code, ok := k.parse(fs, args); !ok {
+		return code
 	}
 	if fs.NArg() != 0 {
 		return k.exitFor(fmt.Errorf("list takes no arguments, got %q", fs.Args()))
@@ -455,8 +494,8 @@ func (k *cli) logs(ctx context.Context, args []string) int {
 	stderr := fs.Bool("stderr", false, "show stderr instead of stdout")
 	follow := fs.Bool("follow", false, "keep printing new output until the driver (or executor) ends")
 	executor := fs.Int("executor", -1, "show the logs of this executor of the application APP_ID instead")
-	if err := fs.Parse(args); err != nil {
-		return flagError(err)
+	if code, ok := k.parse(fs, args); !ok {
+		return code
 	}
 	what := "DRIVER_ID"
 	if *executor >= 0 {
@@ -578,7 +617,11 @@ func isTransient(err error) bool {
 }
 
 func (k *cli) leader(ctx context.Context, args []string) int {
-	if len(args) != 0 {
+	fs := k.flags("leader")
+	if code, ok := k.parse(fs, args); !ok {
+		return code
+	}
+	if fs.NArg() != 0 {
 		return k.exitFor(errors.New("leader takes no arguments"))
 	}
 	ctx, cancel := context.WithTimeout(ctx, k.timeout)

@@ -17,10 +17,12 @@ import (
 	"github.com/drover-project/drover/client"
 )
 
+// operatorUsage is drover operator's help; %s is the default --timeout.
 const operatorUsage = `usage: drover operator [--masters a,b,c] [--timeout D] <command> [flags]
 
 commands (operator token):
-  raft list-peers [--stale]            the Raft voters, their addresses and the leader
+  raft list-peers [--stale]            the Raft voters, their addresses, the
+                                       leader, and whether each answers
   raft add-voter --id ID --address HOST:RAFT_PORT
                                        add a master started without --peers
   raft remove-peer --id ID             remove a master, alive or dead
@@ -30,8 +32,14 @@ commands (operator token):
   snapshot restore FILE                replace the tables with FILE's (disaster
                                        recovery: every write since FILE is lost)
 
---masters defaults to $DROVER_MASTERS; credentials as for drover client
-(--ca-cert, --token-file, $DROVER_CACERT, $DROVER_TOKEN_FILE, $DROVER_TOKEN).
+The flags below go before the command or after it (drover operator raft
+list-peers --masters a,b,c); given twice, the later wins.
+  --masters a,b,c  master HTTP addresses (default $DROVER_MASTERS)
+  --timeout D      how long to keep trying the masters, positive (default %s)
+  credentials as for drover client: --ca-cert, --token-file (or
+  $DROVER_CACERT, $DROVER_TOKEN_FILE, $DROVER_TOKEN), --client-cert,
+  --client-key; --bind IP
+
 Exit codes: 0 success, 1 refused or bad usage, 2 no leader within --timeout.
 `
 
@@ -39,19 +47,14 @@ func runOperator(args []string, stdout, stderr io.Writer) int {
 	fs := pflag.NewFlagSet("drover operator", pflag.ContinueOnError)
 	fs.SetInterspersed(false)
 	fs.SetOutput(stderr)
-	fs.Usage = func() { fmt.Fprint(stderr, operatorUsage) }
-	connect := addConnectFlags(fs)
+	fs.Usage = func() { fmt.Fprintf(stderr, operatorUsage, defaultTimeout) }
+	// A snapshot can be as large as the tables and take a while to cut.
+	k := newCLI(fs, client.Options{RequestTimeout: 5 * time.Minute, MaxResponseBytes: api.MaxSnapshotBytes}, stdout, stderr)
 	if err := fs.Parse(args); err != nil {
-		return flagError(err)
+		return flagErrorTo(stderr, err)
 	}
 	if fs.NArg() < 2 {
-		fmt.Fprint(stderr, operatorUsage)
-		return 1
-	}
-	// A snapshot can be as large as the tables and take a while to cut.
-	k, err := connect(client.Options{RequestTimeout: 5 * time.Minute, MaxResponseBytes: api.MaxSnapshotBytes}, stdout, stderr, fs.Args()[2:])
-	if err != nil {
-		fmt.Fprintln(stderr, "drover:", err)
+		fs.Usage()
 		return 1
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
@@ -91,8 +94,8 @@ func (k *cli) printPeers(p *api.RaftPeers) {
 func (k *cli) listPeers(ctx context.Context, args []string) int {
 	fs := k.flags("raft list-peers")
 	stale := fs.Bool("stale", false, "ask any master for its own view (works without a leader)")
-	if err := fs.Parse(args); err != nil {
-		return flagError(err)
+	if code, ok := k.parse(fs, args); !ok {
+		return code
 	}
 	var p *api.RaftPeers
 	err := k.call(ctx, func(ctx context.Context) (err error) { p, err = k.c.RaftPeers(ctx, *stale); return err })
@@ -107,8 +110,8 @@ func (k *cli) addVoter(ctx context.Context, args []string) int {
 	fs := k.flags("raft add-voter")
 	id := fs.String("id", "", "the new master's --id")
 	addr := fs.String("address", "", "the new master's Raft address, host:raft-port")
-	if err := fs.Parse(args); err != nil {
-		return flagError(err)
+	if code, ok := k.parse(fs, args); !ok {
+		return code
 	}
 	if *id == "" || *addr == "" {
 		return k.exitFor(errors.New("add-voter needs --id and --address"))
@@ -125,8 +128,8 @@ func (k *cli) addVoter(ctx context.Context, args []string) int {
 func (k *cli) removePeer(ctx context.Context, args []string) int {
 	fs := k.flags("raft remove-peer")
 	id := fs.String("id", "", "the master to remove")
-	if err := fs.Parse(args); err != nil {
-		return flagError(err)
+	if code, ok := k.parse(fs, args); !ok {
+		return code
 	}
 	if *id == "" {
 		return k.exitFor(errors.New("remove-peer needs --id"))
@@ -143,8 +146,8 @@ func (k *cli) removePeer(ctx context.Context, args []string) int {
 func (k *cli) transferLeadership(ctx context.Context, args []string) int {
 	fs := k.flags("raft transfer-leadership")
 	id := fs.String("id", "", "the voter to hand leadership to (default: the most up-to-date one)")
-	if err := fs.Parse(args); err != nil {
-		return flagError(err)
+	if code, ok := k.parse(fs, args); !ok {
+		return code
 	}
 	var leader string
 	err := k.call(ctx, func(ctx context.Context) (err error) { leader, err = k.c.TransferLeadership(ctx, *id); return err })
@@ -157,8 +160,8 @@ func (k *cli) transferLeadership(ctx context.Context, args []string) int {
 
 func (k *cli) snapshotSave(ctx context.Context, args []string) int {
 	fs := k.flags("snapshot save")
-	if err := fs.Parse(args); err != nil {
-		return flagError(err)
+	if code, ok := k.parse(fs, args); !ok {
+		return code
 	}
 	if fs.NArg() != 1 {
 		return k.exitFor(errors.New("snapshot save takes one FILE"))
@@ -184,8 +187,8 @@ func (k *cli) snapshotSave(ctx context.Context, args []string) int {
 
 func (k *cli) snapshotRestore(ctx context.Context, args []string) int {
 	fs := k.flags("snapshot restore")
-	if err := fs.Parse(args); err != nil {
-		return flagError(err)
+	if code, ok := k.parse(fs, args); !ok {
+		return code
 	}
 	if fs.NArg() != 1 {
 		return k.exitFor(errors.New("snapshot restore takes one FILE"))

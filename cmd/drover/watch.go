@@ -22,8 +22,8 @@ func (k *cli) watchEvents(ctx context.Context, args []string) int {
 	kinds := fs.StringSlice("kind", nil, "driver, app, executor or worker (repeatable or comma-separated); default all")
 	index := fs.Uint64("index", 0, "start after this Raft index (0: the changes from now on)")
 	asJSON := fs.Bool("json", false, "print each event as JSON, one per line")
-	if err := fs.Parse(args); err != nil {
-		return flagError(err)
+	if code, ok := k.parse(fs, args); !ok {
+		return code
 	}
 	q := client.EventQuery{After: *index, IDs: fs.Args()}
 	for _, s := range *kinds {
