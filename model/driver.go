@@ -50,6 +50,11 @@ func (s DriverState) Terminal() bool {
 	return false
 }
 
+// DriverStates returns every DriverState, in Spark's order.
+func DriverStates() []DriverState {
+	return []DriverState{DriverSubmitted, DriverRunning, DriverFinished, DriverRelaunching, DriverUnknown, DriverKilled, DriverFailed, DriverError}
+}
+
 // WorkerState is a worker's state in the workers table, with the names of
 // Spark's org.apache.spark.deploy.master.WorkerState.
 type WorkerState string

@@ -8,6 +8,9 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"path"
+	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"text/tabwriter"
@@ -17,6 +20,7 @@ import (
 
 	"github.com/drover-project/drover/api"
 	"github.com/drover-project/drover/client"
+	"github.com/drover-project/drover/ids"
 	"github.com/drover-project/drover/model"
 )
 
@@ -28,7 +32,7 @@ commands:
          [--env K=V]... [--wait] -- PROGRAM [ARGS...]
   status DRIVER_ID [--json]
   kill   DRIVER_ID
-  list   [--json]
+  list   [--state S]... [--name GLOB] [--worker W] [--json]
   logs   DRIVER_ID [--stderr] [--follow]
   logs   APP_ID --executor N [--stderr] [--follow]
   leader                 print the leader master's ID
@@ -327,16 +331,20 @@ func (k *cli) watch(ctx context.Context, id string, done func(*model.Driver) boo
 	}
 }
 
-// progressLine describes a driver's progress in one line: its state and
-// attempt, the worker, the runs of a supervised attempt restarted in
-// place, the exit code once it ended, and why it waits or ended.
+// progressLine describes a driver's progress in one line: its state, the
+// attempt once it is placed, the worker, the runs of a supervised attempt
+// restarted in place, the exit code once it ended, and why it waits or
+// ended.
 func progressLine(d *model.Driver) string {
-	line := fmt.Sprintf("%s %s attempt %d", d.ID, d.State, d.Attempt)
-	if d.WorkerID != "" {
-		line += " on " + d.WorkerID
-	}
-	if n := len(d.Attempts); n > 0 && d.Attempts[n-1].Runs > 1 {
-		line += fmt.Sprintf(" (run %d)", d.Attempts[n-1].Runs)
+	line := fmt.Sprintf("%s %s", d.ID, d.State)
+	if cur := d.CurrentAttempt(); cur != nil {
+		line += fmt.Sprintf(" attempt %d", d.Attempt)
+		if d.WorkerID != "" {
+			line += " on " + d.WorkerID
+		}
+		if cur.Runs > 1 {
+			line += fmt.Sprintf(" (run %d)", cur.Runs)
+		}
 	}
 	if d.State.Terminal() && d.ExitCode != nil {
 		line += fmt.Sprintf(", exit %d", *d.ExitCode)
@@ -418,8 +426,9 @@ func printDriver(w io.Writer, d *model.Driver) {
 		fmt.Fprintf(w, "name:       %s\n", d.Name)
 	}
 	fmt.Fprintf(w, "state:      %s\n", d.State)
-	fmt.Fprintf(w, "worker:     %s\n", d.WorkerID)
-	fmt.Fprintf(w, "attempt:    %d\n", d.Attempt)
+	worker, attempt := placement(d)
+	fmt.Fprintf(w, "worker:     %s\n", worker)
+	fmt.Fprintf(w, "attempt:    %s\n", attempt)
 	fmt.Fprintf(w, "supervise:  %t\n", d.Supervise)
 	fmt.Fprintf(w, "exit code:  %s\n", fmtExit(d.ExitCode))
 	fmt.Fprintf(w, "resources:  %d cores, %d MiB\n", d.Cores, d.MemoryMB)
@@ -460,33 +469,114 @@ func (k *cli) kill(ctx context.Context, args []string) int {
 func (k *cli) list(ctx context.Context, args []string) int {
 	fs := k.flags("list")
 	asJSON := fs.Bool("json", false, "print a JSON array of drivers")
+	states := fs.StringArray("state", nil, "show only drivers in state S (SUBMITTED, RUNNING, ..., in any case); repeat it or give a comma list")
+	name := fs.String("name", "", "show only drivers whose name matches GLOB (path.Match: *, ?, [a-z], \\ quotes)")
+	worker := fs.String("worker", "", "show only drivers whose current attempt, or last one if they ended, is on worker W")
 	if code, ok := k.parse(fs, args); !ok {
 		return code
 	}
 	if fs.NArg() != 0 {
 		return k.exitFor(fmt.Errorf("list takes no arguments, got %q", fs.Args()))
 	}
-	var ds []*model.Driver
+	keep, err := newDriverFilter(*states, *name, *worker)
+	if err != nil {
+		return k.exitFor(err)
+	}
+	var all []*model.Driver
 	if err := k.call(ctx, func(ctx context.Context) (err error) {
-		ds, err = k.c.Drivers(ctx)
+		all, err = k.c.Drivers(ctx)
 		return err
 	}); err != nil {
 		return k.exitFor(err)
 	}
-	if *asJSON {
-		if ds == nil {
-			ds = []*model.Driver{}
+	ds := []*model.Driver{}
+	for _, d := range all {
+		if keep.match(d) {
+			ds = append(ds, d)
 		}
+	}
+	if *asJSON {
 		return k.printJSON(ds)
 	}
 	tw := tabwriter.NewWriter(k.stdout, 2, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tNAME\tSTATE\tWORKER\tATTEMPT\tSUPERVISE\tEXIT\tSUBMITTED")
 	for _, d := range ds {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%t\t%s\t%s\n", d.ID, d.Name, d.State, d.WorkerID,
-			d.Attempt, d.Supervise, fmtExit(d.ExitCode), fmtTime(d.SubmittedAt))
+		worker, attempt := placement(d)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%t\t%s\t%s\n", d.ID, d.Name, d.State, worker,
+			attempt, d.Supervise, fmtExit(d.ExitCode), fmtTime(d.SubmittedAt))
 	}
 	tw.Flush()
 	return 0
+}
+
+// driverFilter is what list's --state, --name and --worker keep of the
+// drivers; the zero value keeps every one.
+type driverFilter struct {
+	// states holds the states kept; none means any.
+	states map[model.DriverState]bool
+	// name is a path.Match pattern; "" means any.
+	name   string
+	worker string
+}
+
+// newDriverFilter checks list's filters: states, each --state a comma
+// list of DriverState names in any case, a well-formed glob, a
+// well-formed worker ID.
+func newDriverFilter(states []string, name, worker string) (driverFilter, error) {
+	f := driverFilter{name: name, worker: worker}
+	for _, list := range states {
+		for _, s := range strings.Split(list, ",") {
+			st := model.DriverState(strings.ToUpper(strings.TrimSpace(s)))
+			if !slices.Contains(model.DriverStates(), st) {
+				return f, fmt.Errorf("--state %q is not a driver state; want one of %v", s, model.DriverStates())
+			}
+			if f.states == nil {
+				f.states = map[model.DriverState]bool{}
+			}
+			f.states[st] = true
+		}
+	}
+	if _, err := path.Match(name, ""); err != nil {
+		return f, fmt.Errorf("--name %q is not a glob (path.Match syntax): %v", name, err)
+	}
+	if worker != "" {
+		if err := ids.CheckWorker(worker); err != nil {
+			return f, fmt.Errorf("--worker: %v", err)
+		}
+	}
+	return f, nil
+}
+
+// match reports whether f keeps d.
+func (f driverFilter) match(d *model.Driver) bool {
+	if f.states != nil && !f.states[d.State] {
+		return false
+	}
+	if f.worker != "" && d.WorkerID != f.worker {
+		return false
+	}
+	ok, _ := path.Match(f.name, d.Name)
+	return f.name == "" || ok
+}
+
+// placement is where a driver's current attempt is, as list and status
+// show it: its worker, "(waiting)" while it waits for one, "-" when it
+// ended without one; and its attempt number, "-" until that attempt is
+// placed (a driver is submitted, and relaunched, under the number of an
+// attempt that does not exist yet).
+func placement(d *model.Driver) (worker, attempt string) {
+	worker, attempt = d.WorkerID, "-"
+	switch {
+	case worker != "":
+	case d.State.Terminal():
+		worker = "-"
+	default:
+		worker = "(waiting)"
+	}
+	if d.CurrentAttempt() != nil {
+		attempt = strconv.Itoa(d.Attempt)
+	}
+	return worker, attempt
 }
 
 func (k *cli) logs(ctx context.Context, args []string) int {

@@ -126,3 +126,88 @@ func TestConnectFlagsEitherSide(t *testing.T) {
 		t.Fatalf("the program got %q", argv)
 	}
 }
+
+// listed returns the IDs and the WORKER and ATTEMPT cells of list's
+// table, a row each.
+func listed(t *testing.T, stdout string) [][]string {
+	t.Helper()
+	lines := strings.Split(strings.TrimSpace(stdout), "\n")
+	if !strings.HasPrefix(lines[0], "ID ") {
+		t.Fatalf("no header: %q", stdout)
+	}
+	var rows [][]string
+	for _, l := range lines[1:] {
+		f := strings.Fields(l)
+		// ID, NAME (may be empty), STATE, WORKER, ATTEMPT, ...: count
+		// from the end, which has SUPERVISE, EXIT and SUBMITTED.
+		rows = append(rows, []string{f[0], f[len(f)-5], f[len(f)-4]})
+	}
+	return rows
+}
+
+// list keeps the drivers its filters name, shows a driver that waits for a
+// worker as waiting, and refuses a filter that can match nothing before it
+// asks the masters.
+func TestListFilters(t *testing.T) {
+	one := 1
+	f := newFakeMaster(t,
+		&model.Driver{ID: "driver-20260101000000-0001", Name: "etl-daily", State: model.DriverRunning, WorkerID: "w1", Attempt: 1,
+			Attempts: []model.Attempt{{Attempt: 1, WorkerID: "w1", State: model.DriverRunning}}},
+		&model.Driver{ID: "driver-20260101000000-0002", Name: "etl-hourly", State: model.DriverSubmitted, Attempt: 1, Attempts: []model.Attempt{}},
+		&model.Driver{ID: "driver-20260101000000-0003", Name: "report", State: model.DriverFinished, WorkerID: "w2", Attempt: 1, ExitCode: &one,
+			Attempts: []model.Attempt{{Attempt: 1, WorkerID: "w2", State: model.DriverFinished}}},
+		&model.Driver{ID: "driver-20260101000000-0004", State: model.DriverKilled, Attempt: 1, Attempts: []model.Attempt{}},
+	)
+	list := func(args ...string) (string, string, int) {
+		return drover(append([]string{"client", "list", "--masters", f.addr()}, args...)...)
+	}
+	stdout, _, code := list()
+	rows := listed(t, stdout)
+	if code != 0 || len(rows) != 4 || !slices.Equal(rows[0], []string{"driver-20260101000000-0001", "w1", "1"}) ||
+		!slices.Equal(rows[1], []string{"driver-20260101000000-0002", "(waiting)", "-"}) ||
+		!slices.Equal(rows[3], []string{"driver-20260101000000-0004", "-", "-"}) {
+		t.Fatalf("list: exit %d\n%s", code, stdout)
+	}
+	for _, c := range []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"--state", "running"}, []string{"0001"}},
+		{[]string{"--state", "RUNNING,submitted"}, []string{"0001", "0002"}},
+		{[]string{"--state", "running", "--state", "Finished"}, []string{"0001", "0003"}},
+		{[]string{"--name", "etl-*"}, []string{"0001", "0002"}},
+		{[]string{"--name", "etl-*", "--state", "SUBMITTED"}, []string{"0002"}},
+		{[]string{"--worker", "w2"}, []string{"0003"}},
+		{[]string{"--state", "ERROR"}, nil},
+	} {
+		stdout, stderr, code := list(c.args...)
+		var got []string
+		for _, r := range listed(t, stdout) {
+			got = append(got, strings.TrimPrefix(r[0], "driver-20260101000000-"))
+		}
+		if code != 0 || !slices.Equal(got, c.want) {
+			t.Errorf("list %v: exit %d, %v (%s); want %v", c.args, code, got, stderr, c.want)
+		}
+	}
+	stdout, _, code = list("--json", "--state", "finished", "--name", "rep*")
+	var ds []model.Driver
+	if err := json.Unmarshal([]byte(stdout), &ds); code != 0 || err != nil || len(ds) != 1 || ds[0].ID != "driver-20260101000000-0003" {
+		t.Fatalf("list --json with filters: exit %d, %v: %s", code, err, stdout)
+	}
+	if stdout, _, code := list("--json", "--worker", "w9"); code != 0 || strings.TrimSpace(stdout) != "[]" {
+		t.Fatalf("list --json matching nothing: exit %d, %q; want []", code, stdout)
+	}
+	for _, c := range []struct {
+		args []string
+		err  string
+	}{
+		{[]string{"--state", "DONE"}, `--state "DONE" is not a driver state`},
+		{[]string{"--state", ""}, "is not a driver state"},
+		{[]string{"--name", "etl-["}, "is not a glob"},
+		{[]string{"--worker", "../w1"}, "--worker"},
+	} {
+		if stdout, stderr, code := list(c.args...); code != 1 || stdout != "" || !strings.Contains(stderr, c.err) || strings.Count(stderr, "\n") != 1 {
+			t.Errorf("list %v: exit %d, stdout %q, stderr %q; want exit 1 and one line with %q", c.args, code, stdout, stderr, c.err)
+		}
+	}
+}

@@ -91,6 +91,12 @@ func TestProgressLine(t *testing.T) {
 	if got, want := progressLine(d), "driver-20260101000000-7 FAILED attempt 2 on w3 (run 3), exit 1: exited 1"; got != want {
 		t.Fatalf("got %q, want %q", got, want)
 	}
+	// An attempt not placed yet is not named: there is none.
+	waiting := &model.Driver{ID: "driver-20260101000000-8", State: model.DriverRelaunching, Attempt: 2, Message: "worker w3 lost",
+		Attempts: []model.Attempt{{Attempt: 1, WorkerID: "w3", Runs: 2}}}
+	if got, want := progressLine(waiting), "driver-20260101000000-8 RELAUNCHING: worker w3 lost"; got != want {
+		t.Fatalf("got %q, want %q", got, want)
+	}
 }
 
 // A DROVER_ variable that no flag reads is named in a warning; the ones
