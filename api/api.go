@@ -87,7 +87,7 @@ type SubmitRequest struct {
 // ReasonUnplaceable starts the message of a waiting driver that no ALIVE
 // worker could hold even when idle (Spark's "requires more resources than
 // any of our workers have"). Such a driver stays queued until a larger
-// worker registers; `submit` reports it and exits 1.
+// worker registers; `submit` reports it and exits 3.
 const ReasonUnplaceable = "requires more resources than any worker has"
 
 // MaxTokenLen bounds a submission token, in bytes.

@@ -105,7 +105,7 @@ func TestBadInputChangesNothing(t *testing.T) {
 	}
 
 	// A driver larger than any worker is queued, explained, and submit
-	// exits 1 instead of waiting for ever.
+	// exits 3 instead of waiting for ever.
 	cmd := exec.Command(testcluster.Binary(t), "client", "--masters", c.MasterAddrs, "submit", "--driver-cores", "100", "--", "true")
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
@@ -117,8 +117,8 @@ func TestBadInputChangesNothing(t *testing.T) {
 		_ = cmd.Process.Kill()
 		t.Fatal("submit of an unplaceable driver did not return")
 	}
-	if code := cmd.ProcessState.ExitCode(); code != 1 || !strings.Contains(stderr.String(), api.ReasonUnplaceable) {
-		t.Fatalf("unplaceable submit: exit %d, stderr %q; want 1 and the reason", code, stderr.String())
+	if code := cmd.ProcessState.ExitCode(); code != 3 || !strings.Contains(stderr.String(), api.ReasonUnplaceable) {
+		t.Fatalf("unplaceable submit: exit %d, stderr %q; want 3 and the reason", code, stderr.String())
 	}
 	if id := strings.TrimSpace(stdout.String()); !strings.HasPrefix(id, "driver-") {
 		t.Fatalf("unplaceable submit printed %q, want its driver ID", id)

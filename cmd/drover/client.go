@@ -55,8 +55,12 @@ them); masters without tokens take a client certificate instead:
 --client-cert and --client-key, or $DROVER_CLIENT_CERT and
 $DROVER_CLIENT_KEY. --bind sets the source address.
 
-Exit codes: 0 success, 1 refused, failed or bad usage, 2 no master
-reachable or no leader known within --timeout.
+Exit codes: 0 success (submit: the driver is RUNNING, or with --wait
+FINISHED); 1 refused, failed or bad usage; 2 no master reachable or no
+leader known within --timeout; 3 submit: no worker can hold the driver;
+4 submit without --wait: accepted, but not RUNNING within --timeout. After
+3 and 4 the driver stays queued and its ID is the last line of stdout, as
+after 0.
 `
 
 // defaultTimeout is how long a command keeps trying the masters.
@@ -247,7 +251,7 @@ func (k *cli) submit(ctx context.Context, args []string) int {
 	mem := sizeFlag{mb: 1024}
 	fs.Var(&mem, "driver-memory", "memory the driver needs (512m, 4g)")
 	envs := fs.StringArray("env", nil, "K=V to set in the driver's environment (repeatable)")
-	wait := fs.Bool("wait", false, "wait until the driver ends; exit 0 for FINISHED, 1 otherwise")
+	wait := fs.Bool("wait", false, "wait until the driver ends; exit 0 for FINISHED, 1 otherwise (without it, submit returns once the driver runs, or after --timeout with exit 4)")
 	if code, ok := k.parse(fs, args); !ok {
 		return code
 	}
@@ -268,30 +272,60 @@ func (k *cli) submit(ctx context.Context, args []string) int {
 		Token: client.NewToken(), Name: *name, Argv: fs.Args(), Env: env,
 		Cores: *cores, MemoryMB: mem.mb, Supervise: *supervise,
 	}
+	// Without --wait, submit takes --timeout at most in all: it returns
+	// once the driver runs, or when the time is up with where it stands.
+	deadline := ctx
+	if !*wait {
+		var cancel context.CancelFunc
+		deadline, cancel = context.WithTimeout(ctx, k.timeout)
+		defer cancel()
+	}
 	var res api.SubmitResponse
-	if err := k.call(ctx, func(ctx context.Context) (err error) {
+	if err := k.call(deadline, func(ctx context.Context) (err error) {
 		res, err = k.c.Submit(ctx, req)
 		return err
 	}); err != nil {
 		return k.exitFor(err)
 	}
 	fmt.Fprintf(k.stderr, "submitted %s\n", res.DriverID)
-	d, err := k.watch(ctx, res.DriverID, func(d *model.Driver) bool {
+	d, err := k.watch(deadline, res.DriverID, func(d *model.Driver) bool {
 		return d.State.Terminal() || (!*wait && d.State == model.DriverRunning) || unplaceable(d)
 	})
 	fmt.Fprintln(k.stdout, res.DriverID)
-	if err != nil {
+	switch {
+	case err != nil && ctx.Err() == nil && errors.Is(deadline.Err(), context.DeadlineExceeded):
+		where := "its state is unknown: no master answered"
+		if d != nil {
+			where = "it is " + progressLine(d)
+		}
+		fmt.Fprintf(k.stderr, "drover: %s was accepted but is not RUNNING after --timeout %s (%s); it stays queued: drover client status %s follows it, drover client kill %s drops it\n",
+			res.DriverID, k.timeout, where, res.DriverID, res.DriverID)
+		return exitNotRunning
+	case err != nil:
 		return k.exitFor(err)
-	}
-	if unplaceable(d) {
-		fmt.Fprintf(k.stderr, "drover: %s stays queued until a worker that fits registers; drover client kill %s drops it\n", d.ID, d.ID)
-		return 1
-	}
-	if d.State == model.DriverRunning || d.State == model.DriverFinished {
+	case unplaceable(d):
+		fmt.Fprintf(k.stderr, "drover: %s cannot be placed (%s); it stays queued until a worker that fits registers: drover client kill %s drops it\n",
+			d.ID, d.Message, d.ID)
+		return exitUnplaceable
+	case d.State == model.DriverRunning || d.State == model.DriverFinished:
 		return 0
 	}
 	return 1
 }
+
+// Exit codes of submit beyond 0, 1 and 2: the driver was accepted (its ID
+// is the last line of stdout, as always) and stays queued, but is not
+// running. Neither is a refusal, so neither is 1; a script that treats 0
+// as "it runs" is never told so wrongly.
+const (
+	// exitUnplaceable: no worker the cluster has could hold the driver
+	// even when idle (api.ReasonUnplaceable); it runs only once a larger
+	// worker registers.
+	exitUnplaceable = 3
+	// exitNotRunning: without --wait, the driver was not RUNNING within
+	// --timeout (it waits for room, or its worker has not started it yet).
+	exitNotRunning = 4
+)
 
 // unplaceable reports whether a driver waits for a worker larger than any
 // the cluster has.
@@ -302,16 +336,18 @@ func unplaceable(d *model.Driver) bool {
 // watch polls a driver until done says so, printing each change of state,
 // attempt, worker, run count or message on stderr; on a terminal each line
 // starts with the time since the watch began. It returns the last state
-// read.
+// read, also with the error that ended the watch (nil if none was read).
 func (k *cli) watch(ctx context.Context, id string, done func(*model.Driver) bool) (*model.Driver, error) {
 	var last string
+	var seen *model.Driver
 	start := time.Now()
 	tty := isTerminal(k.stderr)
 	for {
 		d, err := k.driver(ctx, id)
 		if err != nil {
-			return nil, err
+			return seen, err
 		}
+		seen = d
 		line := progressLine(d)
 		if line != last {
 			if tty {
@@ -325,7 +361,7 @@ func (k *cli) watch(ctx context.Context, id string, done func(*model.Driver) boo
 		}
 		select {
 		case <-ctx.Done():
-			return nil, ctx.Err()
+			return d, ctx.Err()
 		case <-time.After(pollInterval):
 		}
 	}

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/drover-project/drover/api"
 	"github.com/drover-project/drover/model"
@@ -21,10 +22,16 @@ type fakeMaster struct {
 	mu        sync.Mutex
 	drivers   []*model.Driver
 	submitted []api.SubmitRequest
+	// placed is the row a submission makes, given its ID; RUNNING on w1
+	// unless a test says otherwise.
+	placed func(id string) *model.Driver
 }
 
 func newFakeMaster(t *testing.T, drivers ...*model.Driver) *fakeMaster {
-	f := &fakeMaster{drivers: drivers}
+	f := &fakeMaster{drivers: drivers, placed: func(id string) *model.Driver {
+		return &model.Driver{ID: id, State: model.DriverRunning, WorkerID: "w1", Attempt: 1,
+			Attempts: []model.Attempt{{Attempt: 1, WorkerID: "w1", State: model.DriverRunning}}}
+	}}
 	mux := http.NewServeMux()
 	reply := func(w http.ResponseWriter, v any) {
 		w.Header().Set("Content-Type", "application/json")
@@ -42,8 +49,7 @@ func newFakeMaster(t *testing.T, drivers ...*model.Driver) *fakeMaster {
 		defer f.mu.Unlock()
 		f.submitted = append(f.submitted, req)
 		id := "driver-20260101000000-0100"
-		f.drivers = append(f.drivers, &model.Driver{ID: id, State: model.DriverRunning, WorkerID: "w1", Attempt: 1,
-			Attempts: []model.Attempt{{Attempt: 1, WorkerID: "w1", State: model.DriverRunning}}})
+		f.drivers = append(f.drivers, f.placed(id))
 		reply(w, api.SubmitResponse{DriverID: id})
 	})
 	mux.HandleFunc("GET /v1/drivers/{id}", func(w http.ResponseWriter, r *http.Request) {
@@ -209,5 +215,43 @@ func TestListFilters(t *testing.T) {
 		if stdout, stderr, code := list(c.args...); code != 1 || stdout != "" || !strings.Contains(stderr, c.err) || strings.Count(stderr, "\n") != 1 {
 			t.Errorf("list %v: exit %d, stdout %q, stderr %q; want exit 1 and one line with %q", c.args, code, stdout, stderr, c.err)
 		}
+	}
+}
+
+// submit returns once the driver runs, and otherwise never hangs: a
+// driver no worker can hold exits 3 at once, one still queued when
+// --timeout is up exits 4; either way the ID is the last line of stdout
+// and the reason is on stderr.
+func TestSubmitExitCodes(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		driver *model.Driver
+		args   []string
+		code   int
+		stderr string
+	}{
+		{"running", nil, nil, 0, "RUNNING attempt 1 on w1"},
+		{"unplaceable", &model.Driver{State: model.DriverSubmitted, Attempt: 1,
+			Message: "waiting: " + api.ReasonUnplaceable + " (asks 100 cores, 1024 MiB; the largest worker offers 2 cores, 4096 MiB)"},
+			[]string{"--wait"}, 3, "cannot be placed (waiting: " + api.ReasonUnplaceable},
+		{"queued at the timeout", &model.Driver{State: model.DriverSubmitted, Attempt: 1, Message: "waiting: no ALIVE worker"},
+			[]string{"--timeout", "1s"}, 4, "was accepted but is not RUNNING after --timeout 1s (it is driver-20260101000000-0100 SUBMITTED: waiting: no ALIVE worker)"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			f := newFakeMaster(t)
+			if c.driver != nil {
+				f.placed = func(id string) *model.Driver { d := *c.driver; d.ID = id; return &d }
+			}
+			start := time.Now()
+			args := append(append([]string{"client", "submit", "--masters", f.addr()}, c.args...), "--", "/bin/true")
+			stdout, stderr, code := drover(args...)
+			lines := strings.Split(strings.TrimSpace(stdout), "\n")
+			if code != c.code || lines[len(lines)-1] != "driver-20260101000000-0100" || !strings.Contains(stderr, c.stderr) {
+				t.Fatalf("exit %d, stdout %q, stderr %q; want %d, the ID and %q", code, stdout, stderr, c.code, c.stderr)
+			}
+			if took := time.Since(start); took > 10*time.Second {
+				t.Fatalf("took %s", took)
+			}
+		})
 	}
 }
