@@ -2,10 +2,13 @@ package client
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 
 	"github.com/drover-project/drover/api"
+	"github.com/drover-project/drover/transport"
 )
 
 // RaftPeers returns the Raft configuration (operator token). stale asks any
@@ -89,4 +92,34 @@ func (c *Client) toLeader(ctx context.Context, method, path string, body []byte)
 		}
 	}
 	return nil, fmt.Errorf("%w: the configuration names no leader with an HTTP address", ErrUnavailable)
+}
+
+// maxHealthBytes bounds a health answer, a few checks long.
+const maxHealthBytes = 64 << 10
+
+// Health asks one master, and only it, for its own health (GET /v1/health,
+// which needs no credential); master is its HTTP address, host:port. A
+// degraded master answers too (503 with the same body), so any health
+// answer means the master is up and serving; an error means it did not
+// answer, or answered with something other than a health report.
+func (c *Client) Health(ctx context.Context, master string) (api.Health, error) {
+	ctx, cancel := context.WithTimeout(ctx, c.opts.RequestTimeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.scheme+master+"/v1/health", nil)
+	if err != nil {
+		return api.Health{}, err
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return api.Health{}, fmt.Errorf("%s: %v", master, transport.RootCause(err))
+	}
+	defer resp.Body.Close()
+	var h api.Health
+	if resp.StatusCode != http.StatusOK && resp.StatusCode != http.StatusServiceUnavailable {
+		return api.Health{}, fmt.Errorf("%s: answered %s, not a health report", master, resp.Status)
+	}
+	if err := json.NewDecoder(io.LimitReader(resp.Body, maxHealthBytes)).Decode(&h); err != nil {
+		return api.Health{}, fmt.Errorf("%s: health report: %v", master, err)
+	}
+	return h, nil
 }

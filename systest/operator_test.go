@@ -131,6 +131,15 @@ func TestQuorumOperationsUnderLoad(t *testing.T) {
 		mustOperator(t, c, "raft", "transfer-leadership", "--id", c.Masters[0].ID)
 	}
 	dead.Kill()
+	// list-peers, its flags after the command, says the dead voter does
+	// not answer and the others do.
+	peers, errOut, code := runDrover(t, c.ClientEnv(), "operator", "raft", "list-peers", "--timeout", "30s", "--stale")
+	for _, l := range strings.Split(strings.TrimSpace(peers), "\n")[1:] {
+		answers := strings.Contains(l, " yes")
+		if code != 0 || strings.HasPrefix(l, dead.ID+" ") == answers {
+			t.Fatalf("list-peers with %s dead: exit %d\n%s%s", dead.ID, code, peers, errOut)
+		}
+	}
 	mustOperator(t, c, "raft", "remove-peer", "--id", dead.ID)
 	if ids, _ := voters(t, cl); len(ids) != 2 {
 		t.Fatalf("after removing the dead master: voters %v", ids)

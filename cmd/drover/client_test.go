@@ -67,8 +67,18 @@ func newFakeMaster(t *testing.T, drivers ...*model.Driver) *fakeMaster {
 	mux.HandleFunc("GET /v1/state", func(w http.ResponseWriter, r *http.Request) {
 		reply(w, api.State{ID: "m1", Role: "Leader", Leader: "m1"})
 	})
+	// m1 is this fake, m2 an address where nothing listens, m3 a voter
+	// whose HTTP address no master knows.
 	mux.HandleFunc("GET /v1/operator/raft/peers", func(w http.ResponseWriter, r *http.Request) {
-		reply(w, api.RaftPeers{Peers: []api.Master{{ID: "m1", RaftAddr: "127.0.0.1:1", Suffrage: "Voter", Leader: true}}})
+		reply(w, api.RaftPeers{Peers: []api.Master{
+			{ID: "m1", RaftAddr: "127.0.0.1:7101", HTTPAddr: f.addr(), Suffrage: "Voter", Leader: true},
+			{ID: "m2", RaftAddr: "127.0.0.1:7201", HTTPAddr: "127.0.0.1:1", Suffrage: "Voter"},
+			{ID: "m3", RaftAddr: "127.0.0.1:7301", Suffrage: "Voter"},
+		}})
+	})
+	mux.HandleFunc("GET /v1/health", func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusServiceUnavailable)
+		reply(w, api.Health{ID: "m1", Status: "degraded", Checks: []api.Check{{Name: api.CheckPool, Message: "voters missing"}}})
 	})
 	f.Server = httptest.NewServer(mux)
 	t.Cleanup(f.Close)
@@ -253,5 +263,28 @@ func TestSubmitExitCodes(t *testing.T) {
 				t.Fatalf("took %s", took)
 			}
 		})
+	}
+}
+
+// list-peers says of each voter whether it answers its health check, not
+// only whether it leads.
+func TestListPeersReachability(t *testing.T) {
+	f := newFakeMaster(t)
+	stdout, stderr, code := drover("operator", "raft", "list-peers", "--masters", f.addr())
+	var rows []string
+	for _, l := range strings.Split(strings.TrimSpace(stdout), "\n") {
+		rows = append(rows, strings.Join(strings.Fields(l), " "))
+	}
+	want := []string{
+		"ID ADDRESS HTTP SUFFRAGE STATE REACHABLE",
+		"m1 127.0.0.1:7101 " + f.addr() + " Voter leader yes, degraded",
+		"m2 127.0.0.1:7201 127.0.0.1:1 Voter follower no",
+		"m3 127.0.0.1:7301 Voter follower unknown",
+	}
+	if code != 0 || !slices.Equal(rows, want) {
+		t.Fatalf("exit %d:\n%s", code, stdout)
+	}
+	if !strings.Contains(stderr, "m2 does not answer: 127.0.0.1:1: connection refused") || strings.Contains(stderr, "m3") {
+		t.Fatalf("stderr %q, want why m2 does not answer", stderr)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"sync"
 	"syscall"
 	"text/tabwriter"
 	"time"
@@ -78,17 +79,72 @@ func runOperator(args []string, stdout, stderr io.Writer) int {
 	return 1
 }
 
-func (k *cli) printPeers(p *api.RaftPeers) {
+// printPeers prints the Raft configuration as a table; with reach (by
+// master ID), a column says whether each voter answers.
+func (k *cli) printPeers(p *api.RaftPeers, reach map[string]string) {
 	tw := tabwriter.NewWriter(k.stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tADDRESS\tHTTP\tSUFFRAGE\tSTATE")
+	header := "ID\tADDRESS\tHTTP\tSUFFRAGE\tSTATE"
+	if reach != nil {
+		header += "\tREACHABLE"
+	}
+	fmt.Fprintln(tw, header)
 	for _, s := range p.Peers {
 		state := "follower"
 		if s.Leader {
 			state = "leader"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", s.ID, s.RaftAddr, s.HTTPAddr, s.Suffrage, state)
+		row := fmt.Sprintf("%s\t%s\t%s\t%s\t%s", s.ID, s.RaftAddr, s.HTTPAddr, s.Suffrage, state)
+		if reach != nil {
+			row += "\t" + reach[s.ID]
+		}
+		fmt.Fprintln(tw, row)
 	}
 	_ = tw.Flush()
+}
+
+// reachTimeout bounds each voter's health probe in list-peers: a master
+// that does not answer within it is as good as unreachable to an operator.
+const reachTimeout = 2 * time.Second
+
+// reachability asks every peer whose HTTP address is known for its health
+// (GET /v1/health), all at once, and says by master ID whether it
+// answered: yes, yes with its degraded status, no, or unknown without an
+// address. Why one did not answer is printed on stderr.
+func (k *cli) reachability(ctx context.Context, peers []api.Master) map[string]string {
+	reach := make(map[string]string, len(peers))
+	why := make(map[string]error, len(peers))
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for _, p := range peers {
+		if p.HTTPAddr == "" {
+			mu.Lock()
+			reach[p.ID] = "unknown"
+			mu.Unlock()
+			continue
+		}
+		wg.Go(func() {
+			ctx, cancel := context.WithTimeout(ctx, min(reachTimeout, k.timeout))
+			defer cancel()
+			h, err := k.c.Health(ctx, p.HTTPAddr)
+			v := "yes"
+			switch {
+			case err != nil:
+				v = "no"
+			case h.Status != "ok":
+				v = "yes, " + h.Status
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			reach[p.ID], why[p.ID] = v, err
+		})
+	}
+	wg.Wait()
+	for _, p := range peers {
+		if err := why[p.ID]; err != nil {
+			fmt.Fprintf(k.stderr, "drover: %s does not answer: %v\n", p.ID, err)
+		}
+	}
+	return reach
 }
 
 func (k *cli) listPeers(ctx context.Context, args []string) int {
@@ -102,7 +158,7 @@ func (k *cli) listPeers(ctx context.Context, args []string) int {
 	if err != nil {
 		return k.exitFor(err)
 	}
-	k.printPeers(p)
+	k.printPeers(p, k.reachability(ctx, p.Peers))
 	return 0
 }
 
@@ -121,7 +177,7 @@ func (k *cli) addVoter(ctx context.Context, args []string) int {
 	if err != nil {
 		return k.exitFor(err)
 	}
-	k.printPeers(p)
+	k.printPeers(p, nil)
 	return 0
 }
 
@@ -139,7 +195,7 @@ func (k *cli) removePeer(ctx context.Context, args []string) int {
 	if err != nil {
 		return k.exitFor(err)
 	}
-	k.printPeers(p)
+	k.printPeers(p, nil)
 	return 0
 }
 
@@ -203,6 +259,6 @@ func (k *cli) snapshotRestore(ctx context.Context, args []string) int {
 		return k.exitFor(err)
 	}
 	fmt.Fprintf(k.stdout, "restored %s\n", fs.Arg(0))
-	k.printPeers(p)
+	k.printPeers(p, nil)
 	return 0
 }
