@@ -427,11 +427,27 @@ func (k *cli) status(ctx context.Context, args []string) int {
 		return k.exitFor(err)
 	}
 	if *asJSON {
-		return k.printJSON(d)
+		return k.printJSON(driverJSONOf(d))
 	}
 	printDriver(k.stdout, d)
 	return 0
 }
+
+// driverJSON is a driver as status --json and list --json print it: the
+// API's row, with its submission token named for what it is. The API's
+// "token" reads as a credential, but it is the key the submitting client
+// made so that a retry finds the same driver (spark-rest-... for a Spark
+// REST submission), and it grants nothing; scripts that correlate retries
+// keep it under submission_token.
+type driverJSON struct {
+	*model.Driver
+	// Token hides the row's own: of two fields with one JSON name the
+	// outer wins, and being empty it is left out.
+	Token           string `json:"token,omitempty"`
+	SubmissionToken string `json:"submission_token,omitempty"`
+}
+
+func driverJSONOf(d *model.Driver) driverJSON { return driverJSON{Driver: d, SubmissionToken: d.Token} }
 
 func (k *cli) printJSON(v any) int {
 	enc := json.NewEncoder(k.stdout)
@@ -532,7 +548,11 @@ func (k *cli) list(ctx context.Context, args []string) int {
 		}
 	}
 	if *asJSON {
-		return k.printJSON(ds)
+		out := make([]driverJSON, len(ds))
+		for i, d := range ds {
+			out[i] = driverJSONOf(d)
+		}
+		return k.printJSON(out)
 	}
 	tw := tabwriter.NewWriter(k.stdout, 2, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tNAME\tSTATE\tWORKER\tATTEMPT\tSUPERVISE\tEXIT\tSUBMITTED")

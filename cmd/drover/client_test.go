@@ -288,3 +288,27 @@ func TestListPeersReachability(t *testing.T) {
 		t.Fatalf("stderr %q, want why m2 does not answer", stderr)
 	}
 }
+
+// status --json and list --json name the submission token for what it is,
+// and keep the fields scripts read.
+func TestJSONNamesTheSubmissionToken(t *testing.T) {
+	f := newFakeMaster(t, &model.Driver{ID: "driver-20260101000000-0001", Token: "spark-rest-0123abcd", State: model.DriverRunning,
+		WorkerID: "w1", Attempt: 1, Attempts: []model.Attempt{{Attempt: 1, WorkerID: "w1", State: model.DriverRunning}}})
+	status, _, code := drover("client", "status", "driver-20260101000000-0001", "--json", "--masters", f.addr())
+	list, _, code2 := drover("client", "list", "--json", "--masters", f.addr())
+	var one map[string]any
+	var all []map[string]any
+	if code != 0 || code2 != 0 || json.Unmarshal([]byte(status), &one) != nil || json.Unmarshal([]byte(list), &all) != nil || len(all) != 1 {
+		t.Fatalf("status: exit %d %s; list: exit %d %s", code, status, code2, list)
+	}
+	for _, obj := range []map[string]any{one, all[0]} {
+		if _, ok := obj["token"]; ok || obj["submission_token"] != "spark-rest-0123abcd" {
+			t.Fatalf("token fields of %v", obj)
+		}
+		for _, k := range []string{"id", "state", "worker_id", "attempt", "supervise", "exit_code"} {
+			if _, ok := obj[k]; !ok {
+				t.Fatalf("%s missing from %v", k, obj)
+			}
+		}
+	}
+}
