@@ -130,8 +130,11 @@ type Worker struct {
 	State    WorkerState `json:"state"`
 	// CoresUsed and MemoryUsedMB are the sums over the placed, unfinished
 	// drivers and the live executors on this worker. They are kept by Apply and rebuilt on Restore.
-	CoresUsed    int    `json:"cores_used"`
-	MemoryUsedMB int64  `json:"memory_used_mb"`
+	CoresUsed    int   `json:"cores_used"`
+	MemoryUsedMB int64 `json:"memory_used_mb"`
+	// RegisteredAt is the worker's first registration, kept when it
+	// registers again. UpdatedAt is the row's last change: a registration
+	// while the worker is ALIVE, its loss or decommissioning otherwise.
 	RegisteredAt int64  `json:"registered_at"`
 	UpdatedAt    int64  `json:"updated_at"`
 	Message      string `json:"message,omitempty"`

@@ -355,6 +355,24 @@ func TestWorkerPage(t *testing.T) {
 	contains(t, byID(t, n, "running-drivers"), "none")
 }
 
+// A worker that registered again shows when it did, beside its first
+// registration; one that is gone, since when.
+func TestWorkerPageShowsTheLastRegistration(t *testing.T) {
+	s := testState()
+	w := *s.Workers[0]
+	w.UpdatedAt = t0 + 3_600_000
+	p, err := Worker(frame("/ui/workers/w1"), &w, s.Drivers, s.Apps)
+	n := doc(t, p, err, http.StatusOK)
+	contains(t, byID(t, n, "worker-registered"), "2024-01-01 00:00:00")
+	contains(t, byID(t, n, "worker-since"), "2024-01-01 01:00:00")
+	contains(t, n, "First registered", "Last registered")
+	w.State = model.WorkerDead
+	p, err = Worker(frame("/ui/workers/w1"), &w, s.Drivers, s.Apps)
+	contains(t, doc(t, p, err, http.StatusOK), "Lost")
+	p, err = Overview(frame("/"), &api.State{Workers: []*model.Worker{s.Workers[0], &w}})
+	contains(t, byID(t, doc(t, p, err, http.StatusOK), "workers"), "State since", "2024-01-01 01:00:00")
+}
+
 func TestLogPage(t *testing.T) {
 	l := Log{DriverID: dRunning, Attempt: 1, WorkerID: "w1", Stream: "stdout",
 		Tail: []byte("ial line\nsecond <line>\nthird \xff line\n"), Size: 1000}

@@ -40,6 +40,7 @@ var funcs = template.FuncMap{
 	"attemptRows":  func(p framer, rs []placedAttempt) any { return struct{ P, Rows any }{p, rs} },
 	"execRows":     func(p framer, es []*model.Executor) any { return struct{ P, Rows any }{p, es} },
 	"cls":          stateClass,
+	"since":        workerSince,
 	"argv":         shellWords,
 	"env":          envRows,
 	"lower":        strings.ToLower,
@@ -87,6 +88,24 @@ func rawDriverLog(id string, attempt int, stream string) string {
 func rawExecLog(appID string, eid int, stream string) string {
 	q := url.Values{"stream": {stream}, "stale": {"true"}}
 	return "/v1/apps/" + url.PathEscape(appID) + "/executors/" + strconv.Itoa(eid) + "/logs?" + q.Encode()
+}
+
+// workerSince names what a worker's UpdatedAt marks. The workers table
+// changes a row only when the worker registers, is lost or is
+// decommissioned, so while it is ALIVE that is its latest registration
+// (RegisteredAt is the first, kept across re-registrations), and otherwise
+// when it became what it is: derived on the page, so the tables and the
+// log keep their meaning.
+func workerSince(w *model.Worker) string {
+	switch w.State {
+	case model.WorkerAlive:
+		return "Last registered"
+	case model.WorkerDead:
+		return "Lost"
+	case model.WorkerDecommissioned:
+		return "Decommissioned"
+	}
+	return "Updated"
 }
 
 // formatTime shows Unix milliseconds in UTC, "" for none.
