@@ -119,7 +119,7 @@ func createJSON(mainClass string, appArgs ...string) string {
 	return fmt.Sprintf(`{
   "action" : "CreateSubmissionRequest",
   "appArgs" : %s,
-  "appResource" : "file:/jobs/probe.jar",
+  "appResource" : "hdfs://nn/jobs/probe.jar",
   "clientSparkVersion" : "3.5.1",
   "environmentVariables" : {
     "SPARK_USER" : "etl",
@@ -128,7 +128,7 @@ func createJSON(mainClass string, appArgs ...string) string {
   },
   "mainClass" : %q,
   "sparkProperties" : {
-    "spark.jars" : "file:/jobs/probe.jar",
+    "spark.jars" : "hdfs://nn/jobs/probe.jar",
     "spark.driver.supervise" : "false",
     "spark.app.name" : "probe-%s",
     "spark.driver.memory" : "256m",
@@ -195,7 +195,7 @@ func TestSparkRESTSubmitStatusKill(t *testing.T) {
 		{"unknown action", http.MethodPost, "/v1/submissions/create",
 			strings.Replace(good, `"CreateSubmissionRequest"`, `"LaunchRocketRequest"`, 1), http.StatusBadRequest},
 		{"missing appResource", http.MethodPost, "/v1/submissions/create",
-			strings.Replace(good, `"appResource" : "file:/jobs/probe.jar",`, ``, 1), http.StatusBadRequest},
+			strings.Replace(good, `"appResource" : "hdfs://nn/jobs/probe.jar",`, ``, 1), http.StatusBadRequest},
 		{"bad driver memory", http.MethodPost, "/v1/submissions/create",
 			strings.Replace(good, `"256m"`, `"1.5g"`, 1), http.StatusBadRequest},
 		{"no submission ID", http.MethodGet, "/v1/submissions/status/", "", http.StatusBadRequest},
@@ -242,7 +242,7 @@ func TestSparkRESTSubmitStatusKill(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantArgv := []string{"/usr/bin/env", "SPARK_APP_RESOURCE=file:/jobs/probe.jar", "printf", "[%s]", "two slices", "a hint of cinnamon"}
+	wantArgv := []string{"/usr/bin/env", "SPARK_APP_RESOURCE=hdfs://nn/jobs/probe.jar", "printf", "[%s]", "two slices", "a hint of cinnamon"}
 	if !slices.Equal(d.Argv, wantArgv) || d.Name != "probe-printf" || d.Cores != 1 || d.MemoryMB != 256 || d.Supervise ||
 		len(d.Env) != 1 || d.Env["SPARK_USER"] != "etl" {
 		t.Fatalf("driver row %+v; want argv %q, 1 core, 256 MiB, unsupervised, env SPARK_USER only", d, wantArgv)
