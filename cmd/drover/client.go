@@ -29,7 +29,7 @@ const clientUsage = `usage: drover client [--masters a,b,c] [--timeout D] <comma
 
 commands:
   submit [--supervise] [--name NAME] [--driver-cores N] [--driver-memory SIZE]
-         [--env K=V]... [--wait] -- PROGRAM [ARGS...]
+         [--env K=V]... [--artifact URL]... [--wait] -- PROGRAM [ARGS...]
   status DRIVER_ID [--json]
   kill   DRIVER_ID
   list   [--state S]... [--name GLOB] [--worker W] [--json]
@@ -251,6 +251,7 @@ func (k *cli) submit(ctx context.Context, args []string) int {
 	mem := sizeFlag{mb: 1024}
 	fs.Var(&mem, "driver-memory", "memory the driver needs (512m, 4g)")
 	envs := fs.StringArray("env", nil, "K=V to set in the driver's environment (repeatable)")
+	artifacts := fs.StringArray("artifact", nil, "URL (http://, https://, file:///) of a file to stage in the driver's directory before it starts; ?checksum=sha256:HEX verifies it, archives (.tar, .tar.gz, .tgz, .tar.bz2, .tar.xz, .zip) are unpacked unless ?archive=false (repeatable)")
 	wait := fs.Bool("wait", false, "wait until the driver ends; exit 0 for FINISHED, 1 otherwise (without it, submit returns once the driver runs, or after --timeout with exit 4)")
 	if code, ok := k.parse(fs, args); !ok {
 		return code
@@ -271,6 +272,15 @@ func (k *cli) submit(ctx context.Context, args []string) int {
 	req := api.SubmitRequest{
 		Token: client.NewToken(), Name: *name, Argv: fs.Args(), Env: env,
 		Cores: *cores, MemoryMB: mem.mb, Supervise: *supervise,
+	}
+	for _, a := range *artifacts {
+		req.Artifacts = append(req.Artifacts, model.Artifact{Source: a})
+	}
+	// Checked here as the master checks them, so that a typo is refused
+	// before any file is uploaded.
+	if _, err := model.NormalizeArtifacts(req.Artifacts); err != nil {
+		fmt.Fprintf(k.stderr, "drover: --artifact: %v\n", err)
+		return 1
 	}
 	// Without --wait, submit takes --timeout at most in all: it returns
 	// once the driver runs, or when the time is up with where it stands.

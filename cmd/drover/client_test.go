@@ -312,3 +312,28 @@ func TestJSONNamesTheSubmissionToken(t *testing.T) {
 		}
 	}
 }
+
+// --artifact URLs go with the submission as the user wrote them; one the
+// master would refuse is refused before anything is sent.
+func TestSubmitArtifacts(t *testing.T) {
+	f := newFakeMaster(t)
+	sum := strings.Repeat("0", 64)
+	_, stderr, code := drover("client", "submit", "--masters", f.addr(), "--artifact", "https://h/app.sh?checksum=sha256:"+sum,
+		"--artifact", "file:///opt/lib.tgz", "--", "./app.sh")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	want := []model.Artifact{{Source: "https://h/app.sh?checksum=sha256:" + sum}, {Source: "file:///opt/lib.tgz"}}
+	if got := f.submitted[0].Artifacts; !slices.Equal(got, want) {
+		t.Fatalf("artifacts %+v, want %+v", got, want)
+	}
+	for _, bad := range []string{"ftp://h/a", "https://h/a?checksum=md5:00", "https://h/"} {
+		_, stderr, code := drover("client", "submit", "--masters", f.addr(), "--artifact", bad, "--", "./a")
+		if code != 1 || !strings.HasPrefix(stderr, "drover: --artifact: invalid artifact: ") || strings.Count(stderr, "\n") != 1 {
+			t.Errorf("--artifact %s: exit %d, stderr %q; want 1 and one line", bad, code, stderr)
+		}
+	}
+	if len(f.submitted) != 1 {
+		t.Fatalf("refused artifacts reached the master: %d submissions", len(f.submitted))
+	}
+}
