@@ -253,6 +253,11 @@ type RegisterAppRequest struct {
 	// Artifacts are staged into each executor's directory, as a
 	// submission's are into each attempt's.
 	Artifacts []model.Artifact `json:"artifacts,omitempty"`
+	// DriverArtifacts gives the executors the artifacts of the driver
+	// DriverID too, first: a driver shipped with --upload or --artifact
+	// runs its executors from the same files, as Spark's executors fetch
+	// the application's jars.
+	DriverArtifacts bool `json:"driver_artifacts,omitempty"`
 }
 
 // RegisterAppResponse is the answer to a registration.

@@ -32,6 +32,11 @@ type AppSpec struct {
 	// DROVER_EXECUTOR_MEMORY_MB, DROVER_WORKER_ID and DROVER_MASTERS.
 	Argv []string
 	Env  map[string]string
+	// Artifacts are staged into each executor's directory before it
+	// starts (see model.Artifact). With DriverArtifacts the executors get
+	// the registering driver's artifacts too, first.
+	Artifacts       []model.Artifact
+	DriverArtifacts bool
 	// DriverID and DriverAttempt tie the app to the driver attempt that
 	// runs this client: when it ends, the app ends. They default to
 	// $DROVER_DRIVER_ID and $DROVER_ATTEMPT, which a worker sets for
@@ -114,7 +119,7 @@ func (c *Client) RegisterApp(ctx context.Context, spec AppSpec) (*App, error) {
 	req := api.RegisterAppRequest{
 		Token: NewToken(), Name: spec.Name, DriverID: spec.DriverID, DriverAttempt: spec.DriverAttempt, DriverRun: spec.DriverRun,
 		MaxCores: spec.MaxCores, CoresPerExecutor: spec.CoresPerExecutor, MemoryPerExecutorMB: spec.MemoryPerExecutorMB,
-		Executors: spec.Executors, Argv: spec.Argv, Env: spec.Env,
+		Executors: spec.Executors, Argv: spec.Argv, Env: spec.Env, Artifacts: spec.Artifacts, DriverArtifacts: spec.DriverArtifacts,
 	}
 	var resp api.RegisterAppResponse
 	if err := c.Do(ctx, http.MethodPost, "/v1/apps", req, &resp); err != nil {

@@ -180,10 +180,40 @@ func TestArtifactsReachTheWorker(t *testing.T) {
 			if got := hb.Assignments[0].Artifacts; !reflect.DeepEqual(got, want) {
 				t.Fatalf("assignment artifacts = %+v, want %+v", got, want)
 			}
-			return
+			break
 		}
 		if ctx.Err() != nil {
 			t.Fatal("the driver was never assigned")
+		}
+	}
+
+	// The driver's app gives its executors the driver's artifacts, then
+	// its own.
+	reg2 := func(own []model.Artifact, driverID string) (api.RegisterAppResponse, error) {
+		var resp api.RegisterAppResponse
+		err := cl.Do(ctx, http.MethodPost, api.PathApps, api.RegisterAppRequest{Token: client.NewToken(), DriverID: driverID, DriverAttempt: 1,
+			CoresPerExecutor: 1, MemoryPerExecutorMB: 64, Argv: []string{"./run.sh"}, Artifacts: own, DriverArtifacts: true}, &resp)
+		return resp, err
+	}
+	app, err := reg2([]model.Artifact{{Source: "https://h/conf.json"}}, res.DriverID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := cl.AppStatus(ctx, app.AppID)
+	wantApp := append(slices.Clone(want), model.Artifact{Source: "https://h/conf.json", URL: "https://h/conf.json", Name: "conf.json"})
+	if err != nil || !reflect.DeepEqual(st.App.Artifacts, wantApp) {
+		t.Fatalf("app artifacts = %+v, %v; want %+v", st, err, wantApp)
+	}
+	for _, tc := range []struct {
+		name   string
+		own    []model.Artifact
+		driver string
+	}{
+		{"a file the driver's artifacts stage too", []model.Artifact{{Upload: sum, Name: "run.sh", Dest: "bin"}}, res.DriverID},
+		{"no driver to inherit from", nil, ""},
+	} {
+		if _, err := reg2(tc.own, tc.driver); !errors.Is(err, api.ErrInvalidRequest) {
+			t.Errorf("%s: %v, want an invalid request", tc.name, err)
 		}
 	}
 }

@@ -179,9 +179,6 @@ func NormalizeArtifact(a Artifact) (Artifact, error) {
 // more than MaxArtifacts, and two that stage a file under the same path.
 // Archives' contents are checked against each other only when unpacked.
 func NormalizeArtifacts(as []Artifact) ([]Artifact, error) {
-	if len(as) > MaxArtifacts {
-		return nil, fmt.Errorf("%w: %d artifacts, at most %d", ErrInvalidArtifact, len(as), MaxArtifacts)
-	}
 	if len(as) == 0 {
 		return nil, nil
 	}
@@ -193,7 +190,7 @@ func NormalizeArtifacts(as []Artifact) ([]Artifact, error) {
 		}
 		out[i] = n
 	}
-	if err := checkCollisions(out); err != nil {
+	if err := CheckArtifactPaths(out); err != nil {
 		return nil, err
 	}
 	return out, nil
@@ -265,6 +262,17 @@ func IsSHA256(s string) bool {
 	}
 	_, err := hex.DecodeString(s)
 	return err == nil
+}
+
+// CheckArtifactPaths refuses more than MaxArtifacts normalized artifacts,
+// and two that stage a file under the same path, wrapping
+// ErrInvalidArtifact: the check NormalizeArtifacts makes of a list, for
+// lists joined from normalized ones.
+func CheckArtifactPaths(as []Artifact) error {
+	if len(as) > MaxArtifacts {
+		return fmt.Errorf("%w: %d artifacts, at most %d", ErrInvalidArtifact, len(as), MaxArtifacts)
+	}
+	return checkCollisions(as)
 }
 
 func checkCollisions(as []Artifact) error {

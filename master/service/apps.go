@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/drover-project/drover/api"
@@ -18,6 +19,33 @@ import (
 // maxAppMessage bounds the message an app client ends its app with, in
 // bytes.
 const maxAppMessage = 1024
+
+// appArtifacts are what each executor of the app registered by req
+// stages: with req.DriverArtifacts, those of the registering driver (as
+// Spark's executors fetch the application's jars from its driver), then
+// req's own. They are resolved here, before Raft, so the log entry names
+// every artifact and replays without the driver's row.
+func (s *Core) appArtifacts(req api.RegisterAppRequest) ([]model.Artifact, error) {
+	if !req.DriverArtifacts {
+		return normalizeArtifacts(req.Artifacts)
+	}
+	if req.DriverID == "" {
+		return nil, api.Errorf(api.ErrInvalidRequest, "driver_artifacts needs the registering driver's ID")
+	}
+	d, err := s.driver(req.DriverID)
+	if err != nil {
+		return nil, err
+	}
+	own, err := model.NormalizeArtifacts(req.Artifacts)
+	if err != nil {
+		return nil, invalidRequest(err)
+	}
+	all := append(slices.Clone(d.Artifacts), own...)
+	if err := model.CheckArtifactPaths(all); err != nil {
+		return nil, invalidRequest(err)
+	}
+	return all, nil
+}
 
 // RegisterApp implements AppService. A driver token may register an app
 // only for its own driver attempt.
@@ -44,7 +72,7 @@ func (s *Core) RegisterApp(_ context.Context, c auth.Caller, req api.RegisterApp
 	if limit == 0 {
 		limit = -1
 	}
-	artifacts, err := normalizeArtifacts(req.Artifacts)
+	artifacts, err := s.appArtifacts(req)
 	if err != nil {
 		return api.RegisterAppResponse{}, err
 	}
