@@ -32,6 +32,9 @@ type appSpec struct {
 	MemoryMB  int64
 	Argv      []string
 	Env       map[string]string
+	// DriverArtifacts: the executors get the driver's artifacts, where
+	// Argv[0] is one.
+	DriverArtifacts bool
 }
 
 // execEvent is a change of one executor. Ended is true once the executor

@@ -34,8 +34,11 @@ type driverConfig struct {
 	Shards int
 	// Listen is the address of the driver's HTTP server.
 	Listen string
-	// Executable is what executors run, with the argument "executor".
-	Executable string
+	// Executable is what executors run, with the argument "executor";
+	// with DriverArtifacts it is one of the driver's artifacts, which the
+	// executors get staged too.
+	Executable      string
+	DriverArtifacts bool
 }
 
 // jobResult is a finished job.
@@ -238,6 +241,8 @@ func (d *driver) run(ctx context.Context, cfg driverConfig, cl cluster) (*jobRes
 		MemoryMB:  cfg.MemoryMB,
 		Argv:      []string{cfg.Executable, "executor"},
 		Env:       map[string]string{envDriver: url},
+
+		DriverArtifacts: cfg.DriverArtifacts,
 	}
 	// Registration waits out a leader election; it must not wait forever.
 	lctx, cancel := context.WithTimeout(ctx, 2*time.Minute)

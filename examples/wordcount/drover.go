@@ -49,6 +49,7 @@ func (d *droverCluster) launch(ctx context.Context, spec appSpec) error {
 		Executors:           spec.Executors,
 		Argv:                spec.Argv,
 		Env:                 spec.Env,
+		DriverArtifacts:     spec.DriverArtifacts,
 	})
 	if err != nil {
 		return err

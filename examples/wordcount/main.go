@@ -6,7 +6,9 @@
 //
 // Without --executors it counts in one process. With --executors N it is a
 // Spark-style driver: it registers a Drover application whose N executors
-// run this same binary as "wordcount executor", cuts the input into shards
+// run this same binary as "wordcount executor" (a binary shipped with
+// drover client submit --upload reaches the executors the same way, as the
+// driver's artifacts), cuts the input into shards
 // and serves them to the executors over HTTP (protocol.go), merging their
 // counts. Either way it prints the same top words on stdout and the same
 // summary line on stderr, with a SHA-256 digest of the whole count. (A
@@ -21,6 +23,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -70,15 +73,17 @@ func run(ctx context.Context, args []string) int {
 		res, err = countLocal(fl.Args())
 	} else {
 		var exe string
+		var staged bool
 		var cl *droverCluster
 		if exe, err = os.Executable(); err == nil {
+			exe, staged = executorProgram(exe)
 			cl, err = newDroverCluster(logf)
 		}
 		if err == nil {
 			start := time.Now()
 			res, err = runDriver(ctx, driverConfig{
 				Roots: fl.Args(), Name: *name, Executors: *executors, Cores: *cores,
-				MemoryMB: memory.mb, Shards: *shards, Listen: *listen, Executable: exe,
+				MemoryMB: memory.mb, Shards: *shards, Listen: *listen, Executable: exe, DriverArtifacts: staged,
 			}, cl, logf)
 			if err == nil {
 				st := res.Status
@@ -167,4 +172,20 @@ func (s *sizeFlag) Set(v string) error {
 	}
 	s.mb = n * mult
 	return nil
+}
+
+// executorProgram is how executors name this binary. One staged into the
+// driver's working directory (drover client submit --upload) is on no
+// other worker: the executors get it staged into theirs, from the driver's
+// artifacts, and run it as ./NAME. Any other path is taken to be on every
+// worker.
+func executorProgram(exe string) (argv0 string, staged bool) {
+	wd, err := os.Getwd()
+	if err == nil {
+		wd, err = filepath.EvalSymlinks(wd)
+	}
+	if err == nil && filepath.Dir(exe) == wd {
+		return "./" + filepath.Base(exe), true
+	}
+	return exe, false
 }
