@@ -163,7 +163,10 @@ func (c *Cluster) agreedLeader() *Node {
 	if leader == nil || leader.Master() == nil {
 		return nil
 	}
-	if st, err := c.state(leader); err != nil || st.Role != "Leader" {
+	// A Raft leader takes writes before its term begins (the Barrier that
+	// starts it is itself an entry), so a test that counts entries waits
+	// for the term.
+	if st, err := c.state(leader); err != nil || st.Role != "Leader" || st.LeadingSince == 0 {
 		return nil
 	}
 	return leader
