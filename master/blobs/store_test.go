@@ -1,0 +1,236 @@
+package blobs
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/drover-project/drover/api"
+)
+
+func digest(b []byte) string {
+	s := sha256.Sum256(b)
+	return hex.EncodeToString(s[:])
+}
+
+func open(t *testing.T, dir string, max int64) *Store {
+	t.Helper()
+	s, err := Open(dir, max)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// names lists the directory's entries, temp files included.
+func names(t *testing.T, dir string) []string {
+	t.Helper()
+	es, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, e := range es {
+		out = append(out, e.Name())
+	}
+	return out
+}
+
+// assertNothingKept checks that dir holds exactly the files want, and no
+// temp file.
+func assertNothingKept(t *testing.T, s *Store, dir string, want ...string) {
+	t.Helper()
+	got := names(t, dir)
+	if strings.Join(got, ",") != strings.Join(want, ",") {
+		t.Fatalf("store dir holds %v, want %v", got, want)
+	}
+	if files, _ := s.Usage(); files != len(want) {
+		t.Fatalf("Usage counts %d files, want %d", files, len(want))
+	}
+}
+
+func TestPutReadBack(t *testing.T) {
+	dir := t.TempDir()
+	s := open(t, dir, 1<<20)
+	body := []byte("#!/bin/sh\necho hello\n")
+	sum := digest(body)
+	info, fresh, err := s.Put(sum, int64(len(body)), bytes.NewReader(body))
+	if err != nil || !fresh || info.Size != int64(len(body)) || info.SHA256 != sum {
+		t.Fatalf("Put = %+v, %v, %v", info, fresh, err)
+	}
+	f, got, err := s.File(sum)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	b, _ := io.ReadAll(f)
+	if !bytes.Equal(b, body) || got.Size != info.Size {
+		t.Fatalf("File read %q (%+v), want %q", b, got, body)
+	}
+	if files, n := s.Usage(); files != 1 || n != int64(len(body)) {
+		t.Fatalf("Usage = %d files, %d bytes", files, n)
+	}
+	mode, _ := os.Stat(filepath.Join(dir, sum))
+	if mode.Mode().Perm() != 0o600 {
+		t.Fatalf("stored file mode %v, want 0600", mode.Mode().Perm())
+	}
+}
+
+// A file held already is not read again, and its stored time restarts.
+func TestPutAgainReadsNothing(t *testing.T) {
+	s := open(t, t.TempDir(), 1<<20)
+	body := []byte("data")
+	sum := digest(body)
+	first, _, err := s.Put(sum, -1, bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := first.Stored.Add(-time.Hour)
+	if err := os.Chtimes(filepath.Join(s.dir, sum), old, old); err != nil {
+		t.Fatal(err)
+	}
+	info, fresh, err := s.Put(sum, int64(len(body)), errReader{})
+	if err != nil || fresh {
+		t.Fatalf("second Put = %v, %v; want no error and not fresh", fresh, err)
+	}
+	if !info.Stored.After(old.Add(30 * time.Minute)) {
+		t.Fatalf("stored time %v was not refreshed from %v", info.Stored, old)
+	}
+	if _, _, err := s.Put(sum, 99, errReader{}); !errors.Is(err, api.ErrInvalidRequest) {
+		t.Fatalf("a held file with another declared size: %v, want invalid request", err)
+	}
+}
+
+type errReader struct{}
+
+func (errReader) Read([]byte) (int, error) { return 0, errors.New("must not be read") }
+
+func TestPutRefusals(t *testing.T) {
+	dir := t.TempDir()
+	s := open(t, dir, 100)
+	good := bytes.Repeat([]byte("x"), 100)
+	big := bytes.Repeat([]byte("y"), 101)
+	for _, tc := range []struct {
+		name string
+		sum  string
+		size int64
+		body io.Reader
+		want error
+		text string
+	}{
+		{"not hex", "../../etc/passwd", -1, bytes.NewReader(good), api.ErrInvalidRequest, "not a SHA-256"},
+		{"upper case", strings.ToUpper(digest(good)), -1, bytes.NewReader(good), api.ErrInvalidRequest, "lowercase"},
+		{"digest mismatch", digest([]byte("other")), -1, bytes.NewReader(good), api.ErrInvalidRequest, "hashes to " + digest(good)},
+		{"declared oversize", digest(big), 101, errReader{}, api.ErrTooLarge, "bound of 100 bytes"},
+		{"oversize while reading", digest(big), -1, bytes.NewReader(big), api.ErrTooLarge, "bound of 100 bytes"},
+		{"shorter than declared", digest(good[:50]), 60, bytes.NewReader(good[:50]), api.ErrInvalidRequest, "not the 60 declared"},
+		{"interrupted", digest(good), 100, io.MultiReader(bytes.NewReader(good[:40]), &failing{}), api.ErrInvalidRequest, "interrupted after 40 bytes"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, _, err := s.Put(tc.sum, tc.size, tc.body)
+			if !errors.Is(err, tc.want) || !strings.Contains(err.Error(), tc.text) || strings.Contains(err.Error(), "\n") {
+				t.Fatalf("Put: %v, want one line wrapping %v with %q", err, tc.want, tc.text)
+			}
+			assertNothingKept(t, s, dir)
+		})
+	}
+}
+
+type failing struct{}
+
+func (*failing) Read([]byte) (int, error) { return 0, io.ErrUnexpectedEOF }
+
+// A write in progress is a temp file until its digest is checked; a crash
+// leaves it behind, and the next Open removes it and keeps the rest.
+func TestReopenServesSameFileAndDropsTemps(t *testing.T) {
+	dir := t.TempDir()
+	s := open(t, dir, 1<<20)
+	body := bytes.Repeat([]byte("abc"), 1000)
+	sum := digest(body)
+	if _, _, err := s.Put(sum, int64(len(body)), bytes.NewReader(body)); err != nil {
+		t.Fatal(err)
+	}
+	pr, pw := io.Pipe()
+	done := make(chan error)
+	go func() {
+		_, _, err := s.Put(digest([]byte("never finished")), -1, pr)
+		done <- err
+	}()
+	if _, err := pw.Write([]byte("never")); err != nil {
+		t.Fatal(err)
+	}
+	// The bytes are in a temp file now, unnamed until verified. A crash
+	// would leave such a file behind: make one that stays.
+	var temp string
+	for _, n := range names(t, dir) {
+		if strings.HasPrefix(n, tempPrefix) {
+			temp = n
+		}
+	}
+	if temp == "" {
+		t.Fatalf("no temp file while a write is under way: %v", names(t, dir))
+	}
+	if err := os.WriteFile(filepath.Join(dir, tempPrefix+"crashed"), []byte("never"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	pw.CloseWithError(io.ErrUnexpectedEOF)
+	if err := <-done; !errors.Is(err, api.ErrInvalidRequest) {
+		t.Fatalf("interrupted Put: %v", err)
+	}
+
+	s2 := open(t, dir, 1<<20)
+	assertNothingKept(t, s2, dir, sum)
+	f, info, err := s2.File(sum)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	b, _ := io.ReadAll(f)
+	if !bytes.Equal(b, body) || info.Size != int64(len(body)) {
+		t.Fatal("the reopened store serves other bytes")
+	}
+	list, err := s2.List()
+	if err != nil || len(list) != 1 || list[0].SHA256 != sum || list[0].Size != int64(len(body)) {
+		t.Fatalf("List = %+v, %v", list, err)
+	}
+}
+
+func TestDeleteKeepsWhatIsNewer(t *testing.T) {
+	dir := t.TempDir()
+	s := open(t, dir, 1<<20)
+	body := []byte("gone soon")
+	sum := digest(body)
+	info, _, err := s.Put(sum, -1, bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := s.Delete(sum, info.Stored); ok || err != nil {
+		t.Fatalf("Delete of a file stored at the cutoff = %v, %v; want kept", ok, err)
+	}
+	if ok, err := s.Delete(sum, info.Stored.Add(time.Second)); !ok || err != nil {
+		t.Fatalf("Delete = %v, %v", ok, err)
+	}
+	assertNothingKept(t, s, dir)
+	if _, err := s.Stat(sum); !errors.Is(err, api.ErrUnknownBlob) {
+		t.Fatalf("Stat after Delete: %v, want unknown blob", err)
+	}
+	if ok, err := s.Delete(sum, time.Now()); ok || err != nil {
+		t.Fatalf("Delete of a missing file = %v, %v", ok, err)
+	}
+	if _, _, err := s.File(sum); !errors.Is(err, api.ErrUnknownBlob) {
+		t.Fatalf("File after Delete: %v", err)
+	}
+}
+
+func TestOpenRefusesNoBound(t *testing.T) {
+	if _, err := Open(t.TempDir(), 0); err == nil {
+		t.Fatal("Open with a bound of 0 succeeded")
+	}
+}
