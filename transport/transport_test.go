@@ -1,7 +1,10 @@
 package transport
 
 import (
+	"context"
+	"errors"
 	"io"
+	"strings"
 	"testing"
 	"time"
 
@@ -21,4 +24,33 @@ func TestHTTPClientLeavesFromBindIP(t *testing.T) {
 	}
 	hc.CloseIdleConnections()
 	nettest.ExpectFrom(t, seen, bind, "http client")
+}
+
+// A transfer that keeps reading outlives Idle's duration many times; one
+// that stops is ended with ErrStalled as its cause.
+func TestIdle(t *testing.T) {
+	const d = 300 * time.Millisecond
+	ctx, touch, cancel := Idle(context.Background(), d)
+	defer cancel()
+	r := Touching(strings.NewReader(strings.Repeat("x", 20)), touch)
+	// Twenty reads 30 ms apart outlive d twice, each well within it.
+	for range 20 {
+		time.Sleep(d / 10)
+		if _, err := r.Read(make([]byte, 1)); err != nil {
+			t.Fatal(err)
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("ended after a read: %v", context.Cause(ctx))
+		}
+	}
+	<-ctx.Done()
+	if !errors.Is(context.Cause(ctx), ErrStalled) {
+		t.Fatalf("cause %v, want ErrStalled", context.Cause(ctx))
+	}
+
+	ctx, _, cancel = Idle(context.Background(), time.Hour)
+	cancel()
+	if errors.Is(context.Cause(ctx), ErrStalled) || ctx.Err() == nil {
+		t.Fatalf("cancelled: cause %v", context.Cause(ctx))
+	}
 }
