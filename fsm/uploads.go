@@ -1,0 +1,38 @@
+package fsm
+
+import "slices"
+
+// LiveUploads returns the digests of the uploaded files (model.Artifact
+// Upload) that drivers and apps not in a final state name, sorted, each
+// once: the files the masters' store must keep. A driver or app that has
+// ended no longer pins its files, though the tables still show it. It
+// walks the rows under the read lock without copying them, as Census does.
+func (f *FSM) LiveUploads() []string {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	seen := map[string]struct{}{}
+	for _, d := range f.t.Drivers {
+		if !d.State.Terminal() {
+			for _, a := range d.Artifacts {
+				if a.Upload != "" {
+					seen[a.Upload] = struct{}{}
+				}
+			}
+		}
+	}
+	for _, ap := range f.t.Apps {
+		if !ap.State.Terminal() {
+			for _, a := range ap.Artifacts {
+				if a.Upload != "" {
+					seen[a.Upload] = struct{}{}
+				}
+			}
+		}
+	}
+	out := make([]string, 0, len(seen))
+	for sum := range seen {
+		out = append(out, sum)
+	}
+	slices.Sort(out)
+	return out
+}

@@ -1,0 +1,45 @@
+package fsm
+
+import (
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/drover-project/drover/model"
+)
+
+// An upload is live while a driver or app that is not in a final state
+// names it; ending the last one that does lets it go, though the row stays.
+func TestLiveUploads(t *testing.T) {
+	sum := func(c string) string { return strings.Repeat(c, 64) }
+	up := func(c, name string) model.Artifact {
+		a, err := model.NormalizeArtifact(model.Artifact{Upload: sum(c), Name: name})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return a
+	}
+	b := &logBuilder{t: t}
+	b.add(model.CmdSubmitDriver, &model.SubmitDriver{ID: driverID(1), Argv: []string{"x"}, Cores: 1, MemoryMB: 1, Time: 1000,
+		Artifacts: []model.Artifact{up("a", "a.sh"), up("b", "b.sh"), {Source: "https://h/c.sh", URL: "https://h/c.sh", Name: "c.sh"}}})
+	b.add(model.CmdSubmitDriver, &model.SubmitDriver{ID: driverID(2), Argv: []string{"x"}, Cores: 1, MemoryMB: 1, Time: 1001,
+		Artifacts: []model.Artifact{up("b", "b.sh")}})
+	app := appSpec(1)
+	app.Artifacts = []model.Artifact{up("c", "c.jar")}
+	app.Time = 1002
+	b.add(model.CmdRegisterApp, app)
+	b.add(model.CmdKillDriver, &model.KillDriver{DriverID: driverID(1), Time: 2000})
+	f := replay(t, b.entries[:3])
+	if got, want := f.LiveUploads(), []string{sum("a"), sum("b"), sum("c")}; !slices.Equal(got, want) {
+		t.Fatalf("LiveUploads = %v, want %v", got, want)
+	}
+
+	b.add(model.CmdEndApp, &model.EndApp{AppID: appID(1), State: model.AppFinished, Time: 2001})
+	f = replay(t, b.entries)
+	if _, ok := f.Driver(driverID(1)); !ok {
+		t.Fatal("the killed driver left the table")
+	}
+	if got, want := f.LiveUploads(), []string{sum("b")}; !slices.Equal(got, want) {
+		t.Fatalf("after the kill and the app's end: LiveUploads = %v, want %v", got, want)
+	}
+}
