@@ -52,6 +52,12 @@ const (
 	// Node is a worker's own traffic: registration, heartbeats and
 	// decommission.
 	Node
+	// BlobRead is reading a file of the masters' upload store: who has
+	// Node (workers fetch uploads for the attempts they stage, masters
+	// pull them from each other) or Submit (who uploads a file may ask
+	// whether it is held). Read does not: an uploaded program may carry
+	// secrets a status page must not show.
+	BlobRead
 )
 
 func (a Access) String() string {
@@ -68,6 +74,8 @@ func (a Access) String() string {
 		return "operator"
 	case Node:
 		return "worker"
+	case BlobRead:
+		return "upload read"
 	}
 	return "access(" + strconv.Itoa(int(a)) + ")"
 }
@@ -341,6 +349,9 @@ func (g *Guard) Allows(id Identity, a Access) bool {
 	if g.Open() {
 		return true
 	}
+	if a == BlobRead {
+		return g.Allows(id, Node) || g.Allows(id, Submit)
+	}
 	if id.Cookie && a != Read && a != AppRead {
 		// A browser attaches the cookie to every request to this host,
 		// including a form another site makes it post, so a token in a
@@ -408,7 +419,7 @@ func Challenge(h http.Header, err error) {
 }
 
 func (g *Guard) certHint(a Access) string {
-	if a == Node && g.cfg.TLS {
+	if (a == Node || a == BlobRead) && g.cfg.TLS {
 		return " or a worker certificate"
 	}
 	if !g.Tokens() && g.cfg.TLS {

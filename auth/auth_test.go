@@ -27,7 +27,7 @@ const (
 )
 
 // accesses lists every Access in the order of a statuses row.
-var accesses = [...]auth.Access{auth.Read, auth.AppRead, auth.App, auth.Submit, auth.Operator, auth.Node}
+var accesses = [...]auth.Access{auth.Read, auth.AppRead, auth.App, auth.Submit, auth.Operator, auth.Node, auth.BlobRead}
 
 // statuses is the HTTP status Wrap should answer for each of accesses.
 type statuses [len(accesses)]int
@@ -38,7 +38,7 @@ const (
 	denied = http.StatusForbidden
 )
 
-func all(s int) statuses { return statuses{s, s, s, s, s, s} }
+func all(s int) statuses { return statuses{s, s, s, s, s, s, s} }
 
 // peers holds TLS connection states as crypto/tls leaves them after
 // verifying a client certificate of each role against one CA.
@@ -199,7 +199,7 @@ func TestGuardPolicies(t *testing.T) {
 	none := cred{}
 	unknownTok := bearer("NotAnyConfiguredToken-0123")
 
-	// Rows are Read, AppRead, App, Submit, Operator, Node.
+	// Rows are Read, AppRead, App, Submit, Operator, Node, BlobRead.
 	cases := []struct {
 		name string
 		cfg  auth.Config
@@ -214,38 +214,38 @@ func TestGuardPolicies(t *testing.T) {
 
 		{"tokens/anonymous", tokens, none, all(noCred)},
 		{"tokens/operator", tokens, cred{header: bearer(opTok)}, all(pass)},
-		{"tokens/submit", tokens, cred{header: bearer(subTok)}, statuses{pass, pass, pass, pass, denied, denied}},
-		{"tokens/driver", tokens, cred{header: bearer(driverTok)}, statuses{denied, pass, pass, denied, denied, denied}},
+		{"tokens/submit", tokens, cred{header: bearer(subTok)}, statuses{pass, pass, pass, pass, denied, denied, pass}},
+		{"tokens/driver", tokens, cred{header: bearer(driverTok)}, statuses{denied, pass, pass, denied, denied, denied, denied}},
 		{"tokens/unknown token", tokens, cred{header: unknownTok}, all(denied)},
 		// Without TLS in the policy a certificate is no credential, even
 		// when the connection happens to carry one.
 		{"tokens/master cert ignored", tokens, cred{tls: p.master}, all(noCred)},
-		{"tokens/bearer scheme in lower case", tokens, cred{header: "bearer " + subTok}, statuses{pass, pass, pass, pass, denied, denied}},
+		{"tokens/bearer scheme in lower case", tokens, cred{header: "bearer " + subTok}, statuses{pass, pass, pass, pass, denied, denied, pass}},
 
 		{"tls/anonymous", tlsOnly, none, all(noCred)},
-		{"tls/client cert", tlsOnly, cred{tls: p.client}, statuses{pass, pass, pass, pass, pass, denied}},
+		{"tls/client cert", tlsOnly, cred{tls: p.client}, statuses{pass, pass, pass, pass, pass, denied, pass}},
 		{"tls/master cert", tlsOnly, cred{tls: p.master}, all(pass)},
-		{"tls/worker cert", tlsOnly, cred{tls: p.worker}, statuses{denied, denied, denied, denied, denied, pass}},
+		{"tls/worker cert", tlsOnly, cred{tls: p.worker}, statuses{denied, denied, denied, denied, denied, pass, pass}},
 		{"tls/unverified client cert", tlsOnly, cred{tls: p.unverified}, all(noCred)},
 		{"tls/token without tokens configured", tlsOnly, cred{tls: p.client, header: bearer(opTok)}, all(denied)},
 
 		{"tls+tokens/anonymous", tlsTokens, none, all(noCred)},
-		{"tls+tokens/client cert", tlsTokens, cred{tls: p.client}, statuses{noCred, noCred, noCred, noCred, noCred, denied}},
-		{"tls+tokens/master cert", tlsTokens, cred{tls: p.master}, statuses{noCred, noCred, noCred, noCred, noCred, pass}},
-		{"tls+tokens/worker cert", tlsTokens, cred{tls: p.worker}, statuses{noCred, noCred, noCred, noCred, noCred, pass}},
+		{"tls+tokens/client cert", tlsTokens, cred{tls: p.client}, statuses{noCred, noCred, noCred, noCred, noCred, denied, noCred}},
+		{"tls+tokens/master cert", tlsTokens, cred{tls: p.master}, statuses{noCred, noCred, noCred, noCred, noCred, pass, pass}},
+		{"tls+tokens/worker cert", tlsTokens, cred{tls: p.worker}, statuses{noCred, noCred, noCred, noCred, noCred, pass, pass}},
 		// Under TLS, Node is the certificate's to grant, not a token's.
-		{"tls+tokens/operator", tlsTokens, cred{header: bearer(opTok)}, statuses{pass, pass, pass, pass, pass, denied}},
-		{"tls+tokens/client cert and submit", tlsTokens, cred{tls: p.client, header: bearer(subTok)}, statuses{pass, pass, pass, pass, denied, denied}},
-		{"tls+tokens/worker cert and submit", tlsTokens, cred{tls: p.worker, header: bearer(subTok)}, statuses{pass, pass, pass, pass, denied, pass}},
+		{"tls+tokens/operator", tlsTokens, cred{header: bearer(opTok)}, statuses{pass, pass, pass, pass, pass, denied, pass}},
+		{"tls+tokens/client cert and submit", tlsTokens, cred{tls: p.client, header: bearer(subTok)}, statuses{pass, pass, pass, pass, denied, denied, pass}},
+		{"tls+tokens/worker cert and submit", tlsTokens, cred{tls: p.worker, header: bearer(subTok)}, statuses{pass, pass, pass, pass, denied, pass, pass}},
 		{"tls+tokens/master cert and unknown token", tlsTokens, cred{tls: p.master, header: unknownTok}, all(denied)},
-		{"tls+tokens/driver", tlsTokens, cred{header: bearer(driverTok)}, statuses{denied, pass, pass, denied, denied, denied}},
+		{"tls+tokens/driver", tlsTokens, cred{header: bearer(driverTok)}, statuses{denied, pass, pass, denied, denied, denied, denied}},
 
-		{"open reads/anonymous", openReads, none, statuses{pass, pass, noCred, noCred, noCred, noCred}},
-		{"open reads/submit", openReads, cred{header: bearer(subTok)}, statuses{pass, pass, pass, pass, denied, denied}},
+		{"open reads/anonymous", openReads, none, statuses{pass, pass, noCred, noCred, noCred, noCred, noCred}},
+		{"open reads/submit", openReads, cred{header: bearer(subTok)}, statuses{pass, pass, pass, pass, denied, denied, pass}},
 		// A wrong token is never downgraded to the anonymous reader.
 		{"open reads/unknown token", openReads, cred{header: unknownTok}, all(denied)},
-		{"tls+open reads/anonymous", tlsOpenReads, none, statuses{pass, pass, noCred, noCred, noCred, noCred}},
-		{"tls+open reads/worker cert", tlsOpenReads, cred{tls: p.worker}, statuses{pass, pass, noCred, noCred, noCred, pass}},
+		{"tls+open reads/anonymous", tlsOpenReads, none, statuses{pass, pass, noCred, noCred, noCred, noCred, noCred}},
+		{"tls+open reads/worker cert", tlsOpenReads, cred{tls: p.worker}, statuses{pass, pass, noCred, noCred, noCred, pass, pass}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -286,9 +286,9 @@ func TestCookieGrantsReadsOnly(t *testing.T) {
 	tlsTokens := auth.Config{TLS: true, OperatorToken: opTok, SubmitToken: subTok}
 	driverTok := newGuard(t, tokens).DriverToken(driverID, 1)
 	secrets := []string{opTok, subTok, driverTok}
-	reads := statuses{pass, pass, denied, denied, denied, denied}
+	reads := statuses{pass, pass, denied, denied, denied, denied, denied}
 
-	// Rows are Read, AppRead, App, Submit, Operator, Node.
+	// Rows are Read, AppRead, App, Submit, Operator, Node, BlobRead.
 	cases := []struct {
 		name string
 		cfg  auth.Config
@@ -297,13 +297,13 @@ func TestCookieGrantsReadsOnly(t *testing.T) {
 	}{
 		{"operator", tokens, cred{cookie: opTok}, reads},
 		{"submit", tokens, cred{cookie: subTok}, reads},
-		{"driver", tokens, cred{cookie: driverTok}, statuses{denied, pass, denied, denied, denied, denied}},
+		{"driver", tokens, cred{cookie: driverTok}, statuses{denied, pass, denied, denied, denied, denied, denied}},
 		{"unknown token", tokens, cred{cookie: "NotAnyConfiguredToken-0123"}, all(denied)},
-		{"header wins", tokens, cred{header: "Bearer " + subTok, cookie: opTok}, statuses{pass, pass, pass, pass, denied, denied}},
+		{"header wins", tokens, cred{header: "Bearer " + subTok, cookie: opTok}, statuses{pass, pass, pass, pass, denied, denied, pass}},
 		{"bad header beside a good cookie", tokens, cred{header: "Bearer NotAnyConfiguredToken-0123", cookie: opTok}, all(denied)},
-		{"worker cert and operator cookie", tlsTokens, cred{tls: p.worker, cookie: opTok}, statuses{pass, pass, denied, denied, denied, pass}},
+		{"worker cert and operator cookie", tlsTokens, cred{tls: p.worker, cookie: opTok}, statuses{pass, pass, denied, denied, denied, pass, pass}},
 		{"open master ignores it", auth.Config{}, cred{cookie: "NotAnyConfiguredToken-0123"}, all(pass)},
-		{"no tokens ignores it", auth.Config{TLS: true}, cred{tls: p.client, cookie: opTok}, statuses{pass, pass, pass, pass, pass, denied}},
+		{"no tokens ignores it", auth.Config{TLS: true}, cred{tls: p.client, cookie: opTok}, statuses{pass, pass, pass, pass, pass, denied, pass}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
