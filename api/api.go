@@ -26,6 +26,13 @@
 //	GET  /v1/gossip                      -> GossipPeers
 //	GET  /v1/health                      -> Health (200 ok, 503 degraded; no credential needed)
 //	POST /v1/operator/clear-completed    -> 200 ClearCompletedResponse (no body; operator access)
+//	PUT  /v1/blobs/{sha256}              the file as the body -> UploadResponse (any master; see below)
+//	GET  /v1/blobs/{sha256}              -> the file (HEAD: its size); Range requests too
+//
+// An upload goes to any master, not only the leader: the master stores the
+// file, pushes it to the other voters and answers once a majority of the
+// voters hold it (503 naming how many do otherwise). A file held already
+// is not sent again when the request carries Expect: 100-continue.
 //
 // A watch is an application client's long poll, and its sign of life: the
 // leader answers at once when the app's status differs from the ETag the
@@ -324,6 +331,26 @@ type State struct {
 	// milliseconds): its election, then the Barrier that applied every
 	// earlier entry.
 	LeadingSince int64 `json:"leading_since,omitempty"`
+	// Blobs is this master's store of uploaded files.
+	Blobs BlobUsage `json:"blobs"`
+}
+
+// BlobUsage is the size of one master's store of uploaded files.
+type BlobUsage struct {
+	Files int   `json:"files"`
+	Bytes int64 `json:"bytes"`
+}
+
+// UploadResponse answers PUT /v1/blobs/SHA256: the file is stored under
+// its digest, and Held names the voters known to hold it when the answer
+// was made (the master that answered first), at least a majority of the
+// Voters of the Raft configuration. A master answering another master's
+// push names only itself, with Voters 0.
+type UploadResponse struct {
+	SHA256 string   `json:"sha256"`
+	Size   int64    `json:"size"`
+	Held   []string `json:"held"`
+	Voters int      `json:"voters"`
 }
 
 // RaftPeers answers GET /v1/operator/raft/peers: the Raft configuration as
