@@ -346,11 +346,19 @@ func (c *Client) one(ctx context.Context, master, method, path string, body []by
 	for k, vs := range header {
 		req.Header[k] = vs
 	}
-	if c.opts.Token != "" {
-		req.Header.Set("Authorization", "Bearer "+c.opts.Token)
-	}
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
+	}
+	return c.send(master, req)
+}
+
+// send sends req, with the client's token, to master and reads the answer:
+// a 2xx is the Response, a 503 or 429 or a failure to connect a plain
+// error (not authoritative: another master, or a retry, may do), any other
+// answer an *APIError.
+func (c *Client) send(master string, req *http.Request) (*Response, error) {
+	if c.opts.Token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.opts.Token)
 	}
 	hr, err := c.http.Do(req)
 	if err != nil {
