@@ -146,6 +146,20 @@ type Config struct {
 	// more are answered 429. 0 means no bound.
 	MaxConnsPerClient, MaxSubmitsPerClient int
 
+	// MaxUpload bounds one uploaded file, in bytes (--max-upload); a
+	// larger one is refused with 413, before its bytes are read when its
+	// Content-Length says so.
+	MaxUpload int64
+	// UploadGrace is how long an uploaded file no live driver or app
+	// names is kept after it was stored or last uploaded again: it
+	// covers the time between an upload's acknowledgement and the
+	// submission that names it, and a client's retries.
+	UploadGrace time.Duration
+	// UploadSyncInterval is how often a master pulls the uploads live
+	// drivers and apps name that its store lacks, and deletes those past
+	// their grace that none names.
+	UploadSyncInterval time.Duration
+
 	// SparkRESTPort, when not 0, starts a listener on BindIP that speaks
 	// Spark standalone's REST submission protocol (Spark's
 	// StandaloneRestServer, port 6066 in Spark), so that spark-submit
@@ -194,8 +208,14 @@ func DefaultConfig() Config {
 		AppTimeout:          30 * time.Second,
 		MaxConnsPerClient:   512,
 		MaxSubmitsPerClient: 128,
+		MaxUpload:           DefaultMaxUpload,
+		UploadGrace:         time.Hour,
+		UploadSyncInterval:  10 * time.Second,
 	}
 }
+
+// DefaultMaxUpload is the default bound on one uploaded file: 256 MiB.
+const DefaultMaxUpload = 256 << 20
 
 func (c *Config) validate() error {
 	var errs []error
@@ -254,6 +274,9 @@ func (c *Config) validate() error {
 	}
 	if _, err := sparkrest.NewLauncher(c.SparkLauncher); err != nil {
 		errs = append(errs, fmt.Errorf("--spark-launcher: %w", err))
+	}
+	if c.MaxUpload <= 0 || c.UploadGrace <= 0 || c.UploadSyncInterval <= 0 {
+		errs = append(errs, errors.New("--max-upload, --upload-grace and --upload-sync-interval must be positive"))
 	}
 	if c.HeartbeatTimeout <= 0 || c.ElectionTimeout <= 0 || c.LeaderLeaseTimeout <= 0 || c.WorkerTimeout < 0 {
 		errs = append(errs, errors.New("timeouts must be positive"))

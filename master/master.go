@@ -6,6 +6,7 @@
 //	service                     the rules, and the only writer to Raft (Admit in front)
 //	forward                     hands what only the leader may answer to the leader
 //	leader                      what a master owns for one term of leadership
+//	blobs, blobsync             the store of uploaded files, and its copies on the other voters
 //	metrics                     the Prometheus registry
 //
 // docs/architecture.md draws the layers and how a request travels.
@@ -33,6 +34,8 @@ import (
 	"github.com/drover-project/drover/auth"
 	"github.com/drover-project/drover/fsm"
 	"github.com/drover-project/drover/gossip"
+	"github.com/drover-project/drover/master/blobs"
+	"github.com/drover-project/drover/master/blobsync"
 	"github.com/drover-project/drover/master/forward"
 	"github.com/drover-project/drover/master/httpapi"
 	"github.com/drover-project/drover/master/leader"
@@ -64,6 +67,9 @@ type Master struct {
 	core    *service.Core
 	svc     service.Service
 	metrics *metrics.Metrics
+	// replicas pushes uploads to the other voters, pulls what this
+	// master lacks and deletes what nothing names.
+	replicas *blobsync.Replicas
 
 	server *http.Server
 	ln     net.Listener
@@ -78,8 +84,8 @@ type Master struct {
 	halted chan struct{}
 	err    error
 
-	// loops are the leadership loop and the halt watch; servers the
-	// listeners' goroutines.
+	// loops are the leadership loop, the halt watch, the finder and the
+	// uploads' passes; servers the listeners' goroutines.
 	loops, servers sync.WaitGroup
 	stop           chan struct{}
 	stopped        sync.Once
@@ -125,6 +131,10 @@ func New(cfg Config) (*Master, error) {
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return nil, fmt.Errorf("data dir: %w", err)
 	}
+	store, err := blobs.Open(filepath.Join(cfg.DataDir, "blobs"), cfg.MaxUpload)
+	if err != nil {
+		return nil, err
+	}
 	if err := m.startRaft(); err != nil {
 		m.closeRaft()
 		return nil, err
@@ -147,6 +157,11 @@ func New(cfg Config) (*Master, error) {
 		return nil, err
 	}
 	m.pool = pool
+	peerHTTP := transport.NewHTTPClient(cfg.BindIP, 0, tc.peer)
+	m.replicas = blobsync.New(blobsync.Config{
+		Self: cfg.ID, Scheme: m.scheme(), Voters: m.blobVoters, Live: m.fsm.LiveUploads, Current: m.current,
+		Grace: cfg.UploadGrace, Interval: cfg.UploadSyncInterval, Authorize: m.authorize,
+	}, blobsync.Deps{Store: store, HTTP: peerHTTP, Metrics: m.metrics, Log: m.log})
 	m.core = service.New(service.Config{
 		ID: cfg.ID, HTTPAddr: cfg.httpAddr(), GossipAddr: cfg.gossipAddr(), Scheme: m.scheme(),
 		ApplyTimeout: cfg.ApplyTimeout, ElectionTimeout: cfg.ElectionTimeout,
@@ -157,9 +172,10 @@ func New(cfg Config) (*Master, error) {
 		Raft: m.raft, FSM: m.fsm, Snaps: m.snaps, Pool: pool, Guard: guard,
 		Workers: transport.NewHTTPClient(cfg.BindIP, 0, tc.worker),
 		Metrics: m.metrics, Log: m.log, KnownMasters: m.finder.Known,
+		Blobs: store, Replicas: m.replicas,
 	})
-	m.metrics.Watch(metrics.Source{Raft: m.raft, FSM: m.fsm, Pool: pool, Ready: m.core.Ready, Split: m.core.Split})
-	fwd := forward.New(m.core, m.core.Leadership, transport.NewHTTPClient(cfg.BindIP, 0, tc.peer), m.scheme())
+	m.metrics.Watch(metrics.Source{Raft: m.raft, FSM: m.fsm, Pool: pool, Ready: m.core.Ready, Split: m.core.Split, Blobs: store.Usage})
+	fwd := forward.New(m.core, m.core.Leadership, peerHTTP, m.scheme())
 	m.svc = service.Admit(fwd, guard, cfg.MaxSubmitsPerClient)
 	conns := transport.NewConnLimit(cfg.MaxConnsPerClient, transport.DefaultMaxConns())
 	if err := m.startHTTP(guard, conns); err != nil {
@@ -173,12 +189,16 @@ func New(cfg Config) (*Master, error) {
 		m.closeRaft()
 		return nil, err
 	}
-	m.loops.Add(3)
+	m.loops.Add(4)
 	go m.leadershipLoop()
 	go m.watchHalt()
 	go func() {
 		defer m.loops.Done()
 		m.finder.run(m.stop)
+	}()
+	go func() {
+		defer m.loops.Done()
+		m.replicas.Run(m.stop)
 	}()
 	return m, nil
 }
@@ -372,6 +392,7 @@ func (m *Master) Close() error {
 			_ = m.sparkServer.Shutdown(ctx)
 		}
 		m.servers.Wait()
+		m.replicas.Close()
 		_ = m.pool.Leave(time.Second)
 		m.closeRaft()
 	})
@@ -499,6 +520,50 @@ func (m *Master) establish(ctx context.Context) *leader.Term {
 	m.core.Lead(t)
 	m.log.Info("leading", "term", number, "barrier", time.Since(start).Round(time.Millisecond))
 	return t
+}
+
+// blobVoters returns the voters of the latest Raft configuration with
+// their HTTP addresses, this master included when it is one: as the gossip
+// pool has them, else as the finder learned them.
+func (m *Master) blobVoters() []blobsync.Peer {
+	cf := m.raft.GetConfiguration()
+	if cf.Error() != nil {
+		return nil
+	}
+	var out []blobsync.Peer
+	for _, s := range cf.Configuration().Servers {
+		if s.Suffrage != raft.Voter {
+			continue
+		}
+		p := blobsync.Peer{ID: string(s.ID)}
+		if meta, ok := m.pool.Lookup(gossip.RoleMaster, p.ID); p.ID == m.cfg.ID {
+			p.HTTP = m.cfg.httpAddr()
+		} else if ok && meta.HTTP != "" {
+			p.HTTP = meta.HTTP
+		} else {
+			p.HTTP = m.finder.HTTP(p.ID)
+		}
+		out = append(out, p)
+	}
+	return out
+}
+
+// current reports whether this master's tables are as current as it can
+// tell: it knows a leader and Raft has applied every entry it knows
+// committed. Garbage collection of uploads waits for it.
+func (m *Master) current() bool {
+	_, leader := m.raft.LeaderWithID()
+	commit := m.raft.CommitIndex()
+	return leader != "" && commit > 0 && m.raft.AppliedIndex() >= commit
+}
+
+// authorize puts this master's own credential on a request to another
+// master's API: its certificate does with TLS; without, the operator
+// token, as to workers.
+func (m *Master) authorize(h http.Header) {
+	if m.tls.http == nil && m.cfg.OperatorToken != "" {
+		h.Set("Authorization", "Bearer "+m.cfg.OperatorToken)
+	}
 }
 
 // voters returns the IDs of the other voters of the latest Raft

@@ -17,22 +17,32 @@ const askTimeout = 2 * time.Second
 // pool.
 const findInterval = 2 * time.Second
 
-// finder learns the gossip addresses of the voters this master does not see
-// in its gossip pool, by asking each on the Raft address the Raft
-// configuration names (raftnet.StreamLayer.Ask), so that a master started
-// with --peers alone, or restarted from its data dir, joins its peers'
-// pool: the join loop joins what Addrs returns. A peer that answers with an
-// address that is not host:port is logged once and skipped.
+// finder learns the gossip and HTTP addresses of the voters by asking each
+// on the Raft address the Raft configuration names
+// (raftnet.StreamLayer.Ask): those this master does not see in its gossip
+// pool, so that a master started with --peers alone, or restarted from its
+// data dir, joins its peers' pool (the join loop joins what Addrs
+// returns); and those whose HTTP address it has not learned, which uploads
+// are pushed to. A peer that answers with an address that is not host:port
+// is logged once and skipped.
 type finder struct {
 	m *Master
 
 	mu    sync.Mutex
 	addrs map[string]string // master ID -> gossip address
+	https map[string]string // master ID -> HTTP address
 	bad   map[string]string // master ID -> the bad answer logged
 }
 
 func newFinder(m *Master) *finder {
-	return &finder{m: m, addrs: map[string]string{}, bad: map[string]string{}}
+	return &finder{m: m, addrs: map[string]string{}, https: map[string]string{}, bad: map[string]string{}}
+}
+
+// HTTP returns the HTTP address a voter last gave, "" before one did.
+func (f *finder) HTTP(id string) string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.https[id]
 }
 
 // Known returns a copy of the gossip addresses learned, by master ID.
@@ -59,7 +69,7 @@ func (f *finder) Addrs() []string {
 }
 
 // run asks, every findInterval until stop, each voter missing from the pool
-// what its gossip address is.
+// or whose HTTP address is not known for its addresses.
 func (f *finder) run(stop <-chan struct{}) {
 	tick := time.NewTicker(findInterval)
 	defer tick.Stop()
@@ -84,7 +94,7 @@ func (f *finder) find() {
 		if id == f.m.cfg.ID {
 			continue
 		}
-		if _, ok := f.m.pool.Lookup(gossip.RoleMaster, id); ok {
+		if _, ok := f.m.pool.Lookup(gossip.RoleMaster, id); ok && f.HTTP(id) != "" {
 			continue
 		}
 		wg.Go(func() { f.ask(id, srv.Address) })
@@ -101,15 +111,19 @@ func (f *finder) ask(id string, addr raft.ServerAddress) {
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if _, _, err := net.SplitHostPort(self.Gossip); err != nil || self.ID != id {
-		if f.bad[id] != self.Gossip+"/"+self.ID {
-			f.m.log.Warn("a voter's Raft port names a gossip address that is no host:port, or another master", "voter", id, "raft", addr, "answered_id", self.ID, "gossip", self.Gossip)
-			f.bad[id] = self.Gossip + "/" + self.ID
+	_, _, gerr := net.SplitHostPort(self.Gossip)
+	_, _, herr := net.SplitHostPort(self.HTTP)
+	if gerr != nil || herr != nil || self.ID != id {
+		answer := self.Gossip + "/" + self.HTTP + "/" + self.ID
+		if f.bad[id] != answer {
+			f.m.log.Warn("a voter's Raft port names a gossip or HTTP address that is no host:port, or another master", "voter", id, "raft", addr, "answered_id", self.ID, "gossip", self.Gossip, "http", self.HTTP)
+			f.bad[id] = answer
 		}
 		return
 	}
 	delete(f.bad, id)
 	f.addrs[id] = self.Gossip
+	f.https[id] = self.HTTP
 }
 
 // broadcast wakes everyone waiting for the next change of something.

@@ -43,6 +43,10 @@ func runMaster(args []string) int {
 	fs.BoolVar(&cfg.OpenReads, "open-reads", false, "let status reads (drivers, apps, logs, state, the page) through without a token")
 	fs.IntVar(&cfg.MaxConnsPerClient, "max-conns-per-client", cfg.MaxConnsPerClient, "HTTP connections one client IP may hold open; 0 for no bound")
 	fs.IntVar(&cfg.MaxSubmitsPerClient, "max-submits-per-client", cfg.MaxSubmitsPerClient, "submissions and app registrations one client IP may have in flight here (429 beyond); 0 for no bound")
+	maxUpload := sizeFlag{mb: cfg.MaxUpload >> 20}
+	fs.Var(&maxUpload, "max-upload", "bound on one uploaded file (drover client submit --upload), as 256m or 1g; larger ones are refused with 413")
+	fs.DurationVar(&cfg.UploadGrace, "upload-grace", cfg.UploadGrace, "how long an uploaded file that no live driver or app names is kept after it was stored or uploaded again")
+	fs.DurationVar(&cfg.UploadSyncInterval, "upload-sync-interval", cfg.UploadSyncInterval, "how often a master pulls the uploads live drivers and apps name that it lacks, and deletes those past --upload-grace that none names")
 	fs.IntVar(&cfg.SparkRESTPort, "spark-rest-port", 0, "port of a listener speaking Spark's REST submission protocol, for spark-submit --deploy-mode cluster --master spark://HOST:PORT (Spark uses 6066); same TLS and tokens as the API; 0 for none")
 	launcher := fs.String("spark-launcher", strings.Join(sparkrest.DefaultLauncher, " "), "argv template of the driver a Spark REST submission runs: words, or a JSON array of strings; never a shell line. Placeholders {{appResource}} {{mainClass}} {{appName}} {{driverCores}} {{driverMemory}}, and as whole words {{appArgs}} {{sparkConf}} (docs/spark-rest.md)")
 	security := addSecurityFlags(fs, true)
@@ -56,6 +60,7 @@ func runMaster(args []string) int {
 		return fail(err)
 	}
 	cfg.Logger = log
+	cfg.MaxUpload = maxUpload.mb << 20
 	sec, err := security()
 	if err != nil {
 		return fail(err)

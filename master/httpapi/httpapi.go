@@ -15,6 +15,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/drover-project/drover/api"
@@ -111,6 +112,9 @@ func Register(mux *http.ServeMux, cfg Config) {
 	mux.HandleFunc("POST /v1/operator/raft/add-voter", post(h, s.AddVoter))
 	mux.HandleFunc("POST /v1/operator/raft/remove-peer", post(h, s.RemovePeer))
 	mux.HandleFunc("POST /v1/operator/raft/transfer-leadership", post(h, s.TransferLeadership))
+	mux.HandleFunc("PUT /v1/blobs/{sum}", h.upload)
+	// GET also matches HEAD.
+	mux.HandleFunc("GET /v1/blobs/{sum}", h.blob)
 	mux.HandleFunc("GET /v1/operator/snapshot", h.saveSnapshot)
 	mux.HandleFunc("POST /v1/operator/snapshot", h.restoreSnapshot)
 	mux.HandleFunc("POST "+api.PathClearCompleted, action(h, func(ctx context.Context, c auth.Caller, r *http.Request) (any, error) {
@@ -150,7 +154,8 @@ func Register(mux *http.ServeMux, cfg Config) {
 // Wrap puts what every answer of a master's listener shares around mux:
 // the X-Drover-Served-By and X-Drover-Leader headers, the bound on request
 // bodies (api.MaxBodyBytes; a snapshot upload api.MaxSnapshotBytes, with
-// more time), and the count of requests in the metrics.
+// more time; an uploaded file the store's own, --max-upload), and the
+// count of requests in the metrics.
 func Wrap(mux http.Handler, cfg Config) http.Handler {
 	return cfg.Metrics.Instrument(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		l := cfg.Leadership()
@@ -159,11 +164,18 @@ func Wrap(mux http.Handler, cfg Config) http.Handler {
 			w.Header().Set(api.HeaderLeader, l.LeaderHTTP)
 		}
 		limit := int64(api.MaxBodyBytes)
-		if r.Method == http.MethodPost && r.URL.Path == api.PathSnapshot {
+		switch {
+		case r.Method == http.MethodPost && r.URL.Path == api.PathSnapshot:
 			limit = api.MaxSnapshotBytes
 			_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(snapshotTimeout))
+		case r.Method == http.MethodPut && strings.HasPrefix(r.URL.Path, api.PathBlobs+"/"):
+			// The store bounds the file, before reading it when
+			// Content-Length says it is too large.
+			limit = -1
 		}
-		r.Body = http.MaxBytesReader(w, r.Body, limit)
+		if limit >= 0 {
+			r.Body = http.MaxBytesReader(w, r.Body, limit)
+		}
 		mux.ServeHTTP(w, r)
 	}))
 }

@@ -82,6 +82,11 @@ var (
 	descGossipHealth = prometheus.NewDesc("drover_gossip_health_score",
 		"memberlist's health score of this master (Lifeguard awareness): 0 is healthy; higher means its own probes go unanswered, so it is likely the slow or cut-off member.",
 		nil, nil)
+
+	descBlobFiles = prometheus.NewDesc("drover_blob_files",
+		"Uploaded files in this master's store (DATA_DIR/blobs).", nil, nil)
+	descBlobBytes = prometheus.NewDesc("drover_blob_bytes",
+		"Bytes of the uploaded files in this master's store.", nil, nil)
 )
 
 // Histogram buckets. Raft commits on one machine or a LAN take a
@@ -111,6 +116,9 @@ type Metrics struct {
 	WorkersLost        prometheus.Counter
 	schedulingDuration *prometheus.HistogramVec
 	httpRequests       *prometheus.CounterVec
+	blobUploads        *prometheus.CounterVec
+	blobPulls          prometheus.Counter
+	blobDeletions      prometheus.Counter
 
 	// leaderObs hands raft's leader observations to leaderSeen, where
 	// they are counted when scraped (see leaderChanges).
@@ -129,6 +137,9 @@ type Source struct {
 	// Split returns, on the leader, the members missing from its gossip
 	// pool that it hears from otherwise.
 	Split func() []api.PoolMember
+	// Blobs returns how many files this master's upload store holds, and
+	// their bytes.
+	Blobs func() (files int, bytes int64)
 }
 
 // New makes the metrics of a master whose Raft r is running: it registers
@@ -172,6 +183,18 @@ func New(r *raft.Raft) *Metrics {
 			Name: "drover_http_requests_total",
 			Help: "HTTP requests this master answered, by status code and method; forwarded requests count on both masters.",
 		}, []string{"code", "method"}),
+		blobUploads: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "drover_blob_uploads_total",
+			Help: "Uploaded files this master stored that it did not hold, by where the bytes came from: from=client for an upload it received, from=master for one another master pushed to it.",
+		}, []string{"from"}),
+		blobPulls: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "drover_blob_pulls_total",
+			Help: "Uploaded files this master pulled from another master because a live driver or app names them and its store lacked them (anti-entropy).",
+		}),
+		blobDeletions: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "drover_blob_deletions_total",
+			Help: "Uploaded files this master deleted because no live driver or app named them for the grace period (--upload-grace).",
+		}),
 		leaderSeen: make(chan raft.Observation, 16),
 	}
 	// Non-blocking: raft drops, and counts, what the channel cannot hold,
@@ -188,11 +211,15 @@ func New(r *raft.Raft) *Metrics {
 	for _, a := range []string{"first", "relaunch"} {
 		mm.schedulingDuration.WithLabelValues(a)
 	}
+	for _, from := range []string{"client", "master"} {
+		mm.blobUploads.WithLabelValues(from)
+	}
 	mm.reg.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		mm.applyDuration, mm.applyErrors, mm.placements, mm.ExecutorPlacements, mm.relaunches,
 		mm.WorkersLost, mm.schedulingDuration, mm.httpRequests, leaderChanges,
+		mm.blobUploads, mm.blobPulls, mm.blobDeletions,
 	)
 	mm.Handler = promhttp.HandlerFor(mm.reg, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError})
 	return mm
@@ -252,6 +279,22 @@ func (mm *Metrics) Placed(f *fsm.FSM, applied []model.Placement, at int64) {
 	}
 }
 
+// BlobUploaded counts a file stored from an upload this master did not
+// hold: pushed by another master, or else received from a client.
+func (mm *Metrics) BlobUploaded(pushed bool) {
+	from := "client"
+	if pushed {
+		from = "master"
+	}
+	mm.blobUploads.WithLabelValues(from).Inc()
+}
+
+// BlobPulled counts a file pulled from another master.
+func (mm *Metrics) BlobPulled() { mm.blobPulls.Inc() }
+
+// BlobDeleted counts a file deleted by garbage collection.
+func (mm *Metrics) BlobDeleted() { mm.blobDeletions.Inc() }
+
 // collector computes, on each scrape, what describes the master's current
 // state.
 type collector struct{ src Source }
@@ -260,7 +303,8 @@ type collector struct{ src Source }
 func (c collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descRaftState, descRaftTerm, descRaftCommit, descRaftApplied,
 		descRaftLastLog, descRaftPeers, descLeaderReady, descDrivers, descApps, descExecutors, descWaiting,
-		descWorkers, descWorkerCores, descWorkerMemory, descGossipMembers, descGossipSplit, descGossipHealth} {
+		descWorkers, descWorkerCores, descWorkerMemory, descGossipMembers, descGossipSplit, descGossipHealth,
+		descBlobFiles, descBlobBytes} {
 		ch <- d
 	}
 }
@@ -329,6 +373,9 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	for _, role := range []string{gossip.RoleMaster, gossip.RoleWorker} {
 		gauge(descGossipSplit, float64(split[role]), role)
 	}
+	files, bytes := src.Blobs()
+	gauge(descBlobFiles, float64(files))
+	gauge(descBlobBytes, float64(bytes))
 }
 
 func boolValue(b bool) float64 {

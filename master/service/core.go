@@ -15,6 +15,8 @@ import (
 	"github.com/drover-project/drover/auth"
 	"github.com/drover-project/drover/fsm"
 	"github.com/drover-project/drover/gossip"
+	"github.com/drover-project/drover/master/blobs"
+	"github.com/drover-project/drover/master/blobsync"
 	"github.com/drover-project/drover/master/leader"
 	"github.com/drover-project/drover/master/metrics"
 	"github.com/drover-project/drover/model"
@@ -70,6 +72,10 @@ type Deps struct {
 	// KnownMasters returns the gossip addresses, by master ID, that this
 	// master learned from its Raft peers.
 	KnownMasters func() map[string]string
+	// Blobs is this master's store of uploaded files, and Replicas keeps
+	// their copies on the other voters.
+	Blobs    *blobs.Store
+	Replicas *blobsync.Replicas
 }
 
 // Core is the service as the leader runs it: every rule, every Raft entry.

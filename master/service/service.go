@@ -35,6 +35,7 @@ type Service interface {
 	WorkerService
 	AppService
 	OperatorService
+	BlobService
 	// State is this master's own view of the cluster (api.State); it is
 	// never forwarded.
 	State(ctx context.Context, c auth.Caller) (api.State, error)

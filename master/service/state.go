@@ -33,6 +33,7 @@ func (s *Core) State(context.Context, auth.Caller) (api.State, error) {
 		st.Masters = peers.Peers
 	}
 	st.StateHash, _ = s.FSM.StateHash()
+	st.Blobs.Files, st.Blobs.Bytes = s.Blobs.Usage()
 	if t := s.term.Load(); t != nil {
 		st.PoolSplit, st.LeadingSince = t.Split(), t.Since.UnixMilli()
 	}
