@@ -14,10 +14,13 @@
 // REST protocol (sparkrest_test.go); Prometheus metrics, scraped directly
 // (metrics_test.go) and by a real Prometheus with the documented config
 // (prometheus_test.go); the web UI (ui_test.go); drover dev's restarts,
-// stop and Spark ports (dev_test.go); and the distributed word count of
+// stop and Spark ports (dev_test.go); uploaded files across a leader's
+// SIGKILL and a restart (uploads_test.go); and the distributed word count of
 // examples/wordcount (wordcount_test.go). Its benchmarks measure failover
-// (failover_bench_test.go) and submission throughput, latency and placement
-// (throughput_bench_test.go); make bench runs them.
+// (failover_bench_test.go), submission throughput, latency and placement
+// (throughput_bench_test.go), which make bench runs, and the upload store's
+// disk use after garbage collection and the time of a 100 MiB upload
+// (uploads_bench_test.go).
 //
 // Run it from the repository root, as make test does with every package:
 //
