@@ -229,6 +229,18 @@ func TestDeleteKeepsWhatIsNewer(t *testing.T) {
 	}
 }
 
+// An empty file is a file like any other.
+func TestPutEmpty(t *testing.T) {
+	s := open(t, t.TempDir(), 1)
+	sum := digest(nil)
+	if info, fresh, err := s.Put(sum, 0, bytes.NewReader(nil)); err != nil || !fresh || info.Size != 0 {
+		t.Fatalf("Put of an empty file = %+v, %v, %v", info, fresh, err)
+	}
+	if info, err := s.Stat(sum); err != nil || info.Size != 0 {
+		t.Fatalf("Stat = %+v, %v", info, err)
+	}
+}
+
 func TestOpenRefusesNoBound(t *testing.T) {
 	if _, err := Open(t.TempDir(), 0); err == nil {
 		t.Fatal("Open with a bound of 0 succeeded")
