@@ -1,0 +1,248 @@
+// Package artifact fetches, verifies, caches, unpacks and stages the
+// artifacts of a driver attempt or an executor into its directory before
+// the program starts: what Spark's DriverRunner.downloadUserJar does for
+// the user's jar and Nomad's artifact block does for any task.
+//
+// An artifact (model.Artifact, normalized by the master before it entered
+// the Raft log) comes from an http, https or file URL, or from the
+// masters' store of uploaded files (client.OpenBlob). Its bytes go to a
+// content-addressed Cache shared by the worker's runners, then are copied
+// (a single file) or unpacked (an archive, with go-getter's decompressors
+// and checks of this package's own) into the unit's directory, all or
+// nothing. Every failure is one line that names the artifact and the
+// cause: "fetch https://host/app.jar: 404 Not Found".
+//
+// HTTP is fetched with net/http directly rather than go-getter's HTTP
+// getter, which sends a HEAD first, follows X-Terraform-Get redirections
+// to other getters, has no stall timeout, retry or size cap, and caches
+// nothing. See DESIGN.md for the rules.
+package artifact
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"sync"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/drover-project/drover/model"
+)
+
+// Defaults of Limits' zero fields and of Stager.RetryBase.
+const (
+	// DefaultMaxSize bounds an artifact as fetched: 1 GiB, a large
+	// assembly jar or a runtime's tarball.
+	DefaultMaxSize = 1 << 30
+	// unpackedPerFetched sets the default bound on an archive's unpacked
+	// bytes: four times MaxSize, room for text and jars compressed well
+	// but not for a decompression bomb.
+	unpackedPerFetched = 4
+	// DefaultMaxFiles bounds the entries of one archive: a Python or
+	// Node environment has tens of thousands.
+	DefaultMaxFiles = 100_000
+	// DefaultTimeout is the overall deadline of one artifact, retries
+	// included: Nomad's artifact read timeout.
+	DefaultTimeout = 30 * time.Minute
+	// DefaultStallTimeout is how long a download may receive nothing.
+	DefaultStallTimeout = 30 * time.Second
+	// DefaultRetryBase is the first pause before a failed download is
+	// tried again; it doubles up to 30 s.
+	DefaultRetryBase = time.Second
+	// fetchParallel bounds the artifacts of one unit fetched at once.
+	fetchParallel = 4
+)
+
+// Limits bound the fetching and unpacking of each artifact. Sizes are
+// bytes; zero fields take the defaults.
+type Limits struct {
+	// MaxSize bounds the bytes fetched (an archive before unpacking):
+	// checked against Content-Length before reading and while reading
+	// (default DefaultMaxSize).
+	MaxSize int64 `json:"max_size,omitempty"`
+	// MaxUnpackedSize bounds the bytes of an archive's files together
+	// (default four times MaxSize).
+	MaxUnpackedSize int64 `json:"max_unpacked_size,omitempty"`
+	// MaxFiles bounds the entries of an archive (default DefaultMaxFiles).
+	MaxFiles int `json:"max_files,omitempty"`
+	// Timeout is the overall deadline of one artifact: the wait for
+	// another process's download of it, every try and every pause
+	// between tries (default DefaultTimeout).
+	Timeout time.Duration `json:"timeout,omitempty"`
+	// StallTimeout ends a try that receives no byte for so long (default
+	// DefaultStallTimeout); the try is then retried.
+	StallTimeout time.Duration `json:"stall_timeout,omitempty"`
+}
+
+// WithDefaults returns l with its zero fields set to the defaults.
+func (l Limits) WithDefaults() Limits {
+	if l.MaxSize <= 0 {
+		l.MaxSize = DefaultMaxSize
+	}
+	if l.MaxUnpackedSize <= 0 {
+		l.MaxUnpackedSize = unpackedPerFetched * l.MaxSize
+	}
+	if l.MaxFiles <= 0 {
+		l.MaxFiles = DefaultMaxFiles
+	}
+	if l.Timeout <= 0 {
+		l.Timeout = DefaultTimeout
+	}
+	if l.StallTimeout <= 0 {
+		l.StallTimeout = DefaultStallTimeout
+	}
+	return l
+}
+
+// Stager stages artifacts through one Cache. Its fields are read only; a
+// Stager is safe for concurrent use.
+type Stager struct {
+	// Cache holds the fetched bytes; required.
+	Cache *Cache
+	// Limits bound each artifact.
+	Limits Limits
+	// HTTP fetches http and https URLs; nil means NewHTTPClient("").
+	HTTP *http.Client
+	// Blobs reads uploads; nil refuses them.
+	Blobs BlobSource
+	// Reserved says whether a name in the unit's directory belongs to the
+	// runner (runner.Reserved); nothing is staged under such a name. Nil
+	// reserves none.
+	Reserved func(name string) bool
+	// RetryBase is the first pause before a download is tried again
+	// (default DefaultRetryBase).
+	RetryBase time.Duration
+	// Log receives a line per fetch and retry; nil discards them.
+	Log *slog.Logger
+
+	defaultHTTP sync.Once
+	http        *http.Client
+}
+
+func (s *Stager) httpClient() *http.Client {
+	if s.HTTP != nil {
+		return s.HTTP
+	}
+	s.defaultHTTP.Do(func() { s.http = NewHTTPClient("") })
+	return s.http
+}
+
+func (s *Stager) retryBase() time.Duration {
+	if s.RetryBase > 0 {
+		return s.RetryBase
+	}
+	return DefaultRetryBase
+}
+
+func (s *Stager) log() *slog.Logger {
+	if s.Log != nil {
+		return s.Log
+	}
+	return slog.New(slog.DiscardHandler)
+}
+
+// Staged is the outcome of a staging: it pins the cache entries the unit
+// used until Release (or the process's exit), so the worker does not
+// evict what a live unit uses.
+type Staged struct {
+	pins []*os.File
+	// Fetched counts the artifacts downloaded rather than found in the
+	// cache.
+	Fetched int
+}
+
+// Release unpins the entries. It is safe on nil.
+func (st *Staged) Release() {
+	if st == nil {
+		return
+	}
+	for _, f := range st.pins {
+		f.Close()
+	}
+	st.pins = nil
+}
+
+// Stage makes as present in dir, the unit's directory: it finds each
+// artifact in the cache or fetches it (at most fetchParallel at once, each
+// within Limits.Timeout), then copies or unpacks them all into a
+// temporary directory in dir and moves what they make into dir, each
+// under its Dest. It either stages every artifact or leaves dir as it
+// was, and returns the first failure as one line naming the artifact:
+// "fetch URL: CAUSE" (ErrTooLarge, ErrTimedOut, ErrChecksum, an HTTP
+// status, ...) or "stage URL: CAUSE" (an archive entry that leaves the
+// directory, a name two artifacts or the runner use, ...). Cancelling ctx
+// (a stop) ends it at once with ctx's cause.
+func (s *Stager) Stage(ctx context.Context, dir string, as []model.Artifact) (*Staged, error) {
+	lim := s.Limits.WithDefaults()
+	entries := make([]*entry, len(as))
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(fetchParallel)
+	for i, a := range as {
+		g.Go(func() error {
+			e, err := s.get(gctx, a, lim)
+			if err != nil {
+				return fmt.Errorf("fetch %s: %w", label(a), err)
+			}
+			entries[i] = e
+			return nil
+		})
+	}
+	err := g.Wait()
+	st := &Staged{}
+	for _, e := range entries {
+		if e != nil {
+			st.pins = append(st.pins, e.f)
+			if e.fetched {
+				st.Fetched++
+			}
+		}
+	}
+	if err == nil {
+		err = place(dir, as, entries, lim, s.Reserved)
+	}
+	if err != nil {
+		st.Release()
+		if ctx.Err() != nil {
+			return nil, context.Cause(ctx)
+		}
+		return nil, err
+	}
+	return st, nil
+}
+
+// get returns a's cache entry, pinned, within a's deadline.
+func (s *Stager) get(ctx context.Context, a model.Artifact, lim Limits) (*entry, error) {
+	ctx, cancel := context.WithTimeoutCause(ctx, lim.Timeout, errDeadline)
+	defer cancel()
+	start := time.Now()
+	f := &fetcher{s: s, a: a, lim: lim}
+	e, err := s.Cache.get(ctx, a, f.fetch, func() {
+		s.log().Info("waiting for another process's download of the artifact", "artifact", a.String())
+	})
+	if errors.Is(err, errDeadline) {
+		// The deadline came while another process downloaded it.
+		err = fmt.Errorf("%w after %s waiting for another download of it", ErrTimedOut, lim.Timeout)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if e.fetched {
+		s.log().Info("artifact fetched", "artifact", a.String(), "sha256", e.sum, "bytes", e.size, "took", time.Since(start))
+	} else {
+		s.log().Info("artifact found in the cache", "artifact", a.String(), "sha256", e.sum)
+	}
+	return e, nil
+}
+
+// label names an artifact in a failure: its URL, without the options of
+// Source, or upload:HEX (NAME).
+func label(a model.Artifact) string {
+	if a.URL != "" {
+		return a.URL
+	}
+	return a.String()
+}

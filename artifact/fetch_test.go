@@ -1,0 +1,328 @@
+package artifact
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/drover-project/drover/api"
+	"github.com/drover-project/drover/client"
+	"github.com/drover-project/drover/model"
+)
+
+const script = "#!/bin/sh\necho hello\n"
+
+func TestStagesVerifiedFileAndCachesIt(t *testing.T) {
+	srv := newServer(t)
+	url := srv.serve("/app.sh", []byte(script))
+	plain := srv.serve("/data.txt", []byte("some data\n"))
+	s := newStager(t, nil)
+	a := normalized(t, url+"?checksum=sha256:"+sum([]byte(script)))
+	dir, st := mustStage(t, s, a, normalized(t, plain))
+	if got, want := listing(t, dir), []string{"app.sh -rwxr-xr-x", "data.txt -rw-r--r--", "spec.json -rw-------"}; !slices.Equal(got, want) {
+		t.Fatalf("staged %v, want %v", got, want)
+	}
+	if b, _ := os.ReadFile(filepath.Join(dir, "app.sh")); string(b) != script {
+		t.Fatalf("app.sh = %q", b)
+	}
+	if st.Fetched != 2 {
+		t.Fatalf("fetched %d, want 2", st.Fetched)
+	}
+	// The program owns its copy: changing it leaves the cache alone.
+	if err := os.WriteFile(filepath.Join(dir, "app.sh"), []byte("changed"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	// A checksum makes the artifact a cache hit; a URL without one is
+	// fetched each time it is staged.
+	dir2, st2 := mustStage(t, s, a, normalized(t, plain))
+	if b, _ := os.ReadFile(filepath.Join(dir2, "app.sh")); string(b) != script {
+		t.Fatalf("second app.sh = %q", b)
+	}
+	if n, m := srv.count("/app.sh"), srv.count("/data.txt"); n != 1 || m != 2 || st2.Fetched != 1 {
+		t.Fatalf("requests: app.sh %d (want 1), data.txt %d (want 2); fetched %d", n, m, st2.Fetched)
+	}
+}
+
+func TestModes(t *testing.T) {
+	srv := newServer(t)
+	elf := srv.serve("/tool", []byte("\x7fELF\x02\x01\x01"))
+	s := newStager(t, nil)
+	up := model.Artifact{Upload: sum([]byte("x")), Name: "conf", Mode: 0o600}
+	up, err := model.NormalizeArtifact(up)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Blobs = blobs{up.Upload: []byte("x")}
+	dir, _ := mustStage(t, s, normalized(t, elf), up)
+	if got, want := listing(t, dir), []string{"conf -rw-------", "spec.json -rw-------", "tool -rwxr-xr-x"}; !slices.Equal(got, want) {
+		t.Fatalf("staged %v, want %v", got, want)
+	}
+}
+
+func TestChecksumMismatch(t *testing.T) {
+	srv := newServer(t)
+	url := srv.serve("/app.sh", []byte(script))
+	s := newStager(t, nil)
+	wrong := sum([]byte("something else"))
+	assertFails(t, s, "fetch "+url+": checksum mismatch: got "+sum([]byte(script)),
+		normalized(t, url+"?checksum=sha256:"+wrong))
+	assertNoEntry(t, s.Cache)
+	if n := srv.count("/app.sh"); n != 1 {
+		t.Fatalf("%d requests: a mismatch is not retried", n)
+	}
+}
+
+func TestRetriesServerErrorsOnly(t *testing.T) {
+	srv := newServer(t)
+	statuses := []int{http.StatusInternalServerError, http.StatusServiceUnavailable, http.StatusTooManyRequests}
+	url := srv.on("/app.sh", func(w http.ResponseWriter, r *http.Request) {
+		if n := srv.count("/app.sh"); n <= len(statuses) {
+			w.WriteHeader(statuses[n-1])
+			return
+		}
+		w.Write([]byte(script))
+	})
+	s := newStager(t, nil)
+	dir, _ := mustStage(t, s, normalized(t, url))
+	if b, _ := os.ReadFile(filepath.Join(dir, "app.sh")); string(b) != script {
+		t.Fatalf("app.sh = %q", b)
+	}
+	if n := srv.count("/app.sh"); n != 4 {
+		t.Fatalf("%d requests, want 4", n)
+	}
+
+	for _, status := range []int{http.StatusNotFound, http.StatusForbidden} {
+		p := "/" + strconv.Itoa(status)
+		url := srv.on(p, func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(status) })
+		assertFails(t, s, fmt.Sprintf("fetch %s: %d %s", url, status, http.StatusText(status)), normalized(t, url))
+		if n := srv.count(p); n != 1 {
+			t.Fatalf("%d: %d requests, want 1 (no retry)", status, n)
+		}
+	}
+}
+
+// A connection refused is retried until the deadline, which the error
+// names with the last cause.
+func TestRetriesConnectionErrorsUntilDeadline(t *testing.T) {
+	srv := newServer(t)
+	url := srv.serve("/app.sh", []byte(script))
+	srv.Close()
+	s := newStager(t, func(s *Stager) { s.Limits.Timeout = 300 * time.Millisecond })
+	dir, _, err := stage(t, s, normalized(t, url))
+	if err == nil || !errors.Is(err, ErrTimedOut) ||
+		!strings.HasPrefix(err.Error(), "fetch "+url+": timed out after 300ms (") || !strings.Contains(err.Error(), "connection refused") {
+		t.Fatalf("err = %v", err)
+	}
+	assertUnchanged(t, dir)
+}
+
+func TestStallTimesOut(t *testing.T) {
+	release := make(chan struct{})
+	defer close(release)
+	srv := newServer(t)
+	hang := func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	}
+	silent := srv.on("/silent", hang)
+	halfway := srv.on("/halfway", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Length", "100")
+		w.Write(make([]byte, 50))
+		w.(http.Flusher).Flush()
+		hang(w, r)
+	})
+	// Slower than the stall timeout in all, but never silent that long.
+	steady := srv.on("/steady", func(w http.ResponseWriter, r *http.Request) {
+		for range 8 {
+			w.Write([]byte(script[:2]))
+			w.(http.Flusher).Flush()
+			time.Sleep(30 * time.Millisecond)
+		}
+	})
+	s := newStager(t, func(s *Stager) {
+		s.Limits.StallTimeout = 100 * time.Millisecond
+		s.Limits.Timeout = time.Second
+	})
+	mustStage(t, newStager(t, func(ns *Stager) { ns.Limits = s.Limits }), normalized(t, steady))
+	if n := srv.count("/steady"); n != 1 {
+		t.Fatalf("a steady download was tried %d times", n)
+	}
+	for _, url := range []string{silent, halfway} {
+		start := time.Now()
+		dir, _, err := stage(t, s, normalized(t, url))
+		want := "fetch " + url + ": timed out after 1s ("
+		if err == nil || !errors.Is(err, ErrTimedOut) || !strings.HasPrefix(err.Error(), want) || !strings.Contains(err.Error(), "last: timed out: no data for 100ms") {
+			t.Fatalf("err = %v, want %s... last: timed out: no data for 100ms", err, want)
+		}
+		if took := time.Since(start); took > 5*time.Second {
+			t.Fatalf("took %s", took)
+		}
+		assertUnchanged(t, dir)
+		assertNoEntry(t, s.Cache)
+	}
+}
+
+func TestTooLarge(t *testing.T) {
+	srv := newServer(t)
+	big := bytes.Repeat([]byte("x"), 2000)
+	// It announces its size, then sends nothing: only a check of
+	// Content-Length before reading refuses it at once.
+	announced := srv.on("/announced", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Length", "2000")
+		w.WriteHeader(http.StatusOK)
+		w.(http.Flusher).Flush()
+		<-r.Context().Done()
+	})
+	chunked := srv.on("/chunked", func(w http.ResponseWriter, r *http.Request) {
+		for range 4 {
+			w.Write(big[:500])
+			w.(http.Flusher).Flush()
+		}
+	})
+	file := filepath.Join(t.TempDir(), "big")
+	if err := os.WriteFile(file, big, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s := newStager(t, func(s *Stager) { s.Limits.MaxSize = 1000 })
+	for _, url := range []string{announced, chunked, "file://" + file} {
+		assertFails(t, s, "fetch "+url+": too large: more than 1000 B", normalized(t, url))
+	}
+	if a, c := srv.count("/announced"), srv.count("/chunked"); a != 1 || c != 1 {
+		t.Fatalf("requests %d, %d: too large is not retried", a, c)
+	}
+	assertNoEntry(t, s.Cache)
+}
+
+// A body cut off half-way is retried and never becomes an entry.
+func TestCutOffBodyLeavesNoEntry(t *testing.T) {
+	srv := newServer(t)
+	url := srv.on("/app.tar.gz", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Length", "1000")
+		w.Write(make([]byte, 500))
+		// Returning with the body short closes the connection.
+	})
+	s := newStager(t, func(s *Stager) { s.Limits.Timeout = 300 * time.Millisecond })
+	dir, _, err := stage(t, s, normalized(t, url))
+	if err == nil || !strings.Contains(err.Error(), "timed out after 300ms") || !strings.Contains(err.Error(), "unexpected EOF") {
+		t.Fatalf("err = %v", err)
+	}
+	if n := srv.count("/app.tar.gz"); n < 2 {
+		t.Fatalf("%d requests: a cut-off body is retried", n)
+	}
+	assertUnchanged(t, dir)
+	assertNoEntry(t, s.Cache)
+}
+
+func TestFileURL(t *testing.T) {
+	src := filepath.Join(t.TempDir(), "app.sh")
+	if err := os.WriteFile(src, []byte(script), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s := newStager(t, nil)
+	dir, _ := mustStage(t, s, normalized(t, "file://"+src+"?checksum=sha256:"+sum([]byte(script))))
+	if got, want := listing(t, dir), []string{"app.sh -rwxr-xr-x", "spec.json -rw-------"}; !slices.Equal(got, want) {
+		t.Fatalf("staged %v, want %v", got, want)
+	}
+	assertFails(t, s, "fetch file:///nonexistent/app.sh: no such file or directory", normalized(t, "file:///nonexistent/app.sh"))
+	assertFails(t, s, "fetch file://"+filepath.Dir(src)+"/: not a regular file",
+		normalized(t, "file://"+filepath.Dir(src)+"/?archive=tar"))
+}
+
+// blobs is a store of uploads in memory.
+type blobs map[string][]byte
+
+func (b blobs) OpenBlob(ctx context.Context, sum string) (io.ReadCloser, error) {
+	body, ok := b[sum]
+	if !ok {
+		return nil, fmt.Errorf("%w %s: no master holds it", api.ErrUnknownBlob, sum)
+	}
+	return io.NopCloser(bytes.NewReader(body)), nil
+}
+
+// flaky fails with client.ErrUnavailable until its count runs out.
+type flaky struct {
+	blobs
+	fails int
+}
+
+func (f *flaky) OpenBlob(ctx context.Context, sum string) (io.ReadCloser, error) {
+	if f.fails > 0 {
+		f.fails--
+		return nil, fmt.Errorf("%w: m1: connection refused", client.ErrUnavailable)
+	}
+	return f.blobs.OpenBlob(ctx, sum)
+}
+
+func TestUploads(t *testing.T) {
+	good := []byte(script)
+	up := func(sum string) model.Artifact {
+		a, err := model.NormalizeArtifact(model.Artifact{Upload: sum, Name: "app.sh"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return a
+	}
+	s := newStager(t, func(s *Stager) { s.Blobs = &flaky{blobs: blobs{sum(good): good, sum([]byte("x")): good}, fails: 2} })
+	dir, _ := mustStage(t, s, up(sum(good)))
+	if got, want := listing(t, dir), []string{"app.sh -rwxr-xr-x", "spec.json -rw-------"}; !slices.Equal(got, want) {
+		t.Fatalf("staged %v, want %v", got, want)
+	}
+	other := sum([]byte("other"))
+	assertFails(t, s, "fetch upload:"+other+" (app.sh): no master holds it", up(other))
+	// A master that serves other bytes than it was asked for.
+	assertFails(t, s, "fetch upload:"+sum([]byte("x"))+" (app.sh): checksum mismatch: got "+sum(good), up(sum([]byte("x"))))
+}
+
+// A stop (ctx cancelled) ends a staging at once, whatever it waits for.
+func TestCancelEndsStaging(t *testing.T) {
+	srv := newServer(t)
+	arrived := make(chan struct{})
+	url := srv.on("/app.sh", func(w http.ResponseWriter, r *http.Request) {
+		close(arrived)
+		<-r.Context().Done()
+	})
+	s := newStager(t, nil)
+	dir := unitDir(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() {
+		st, err := s.Stage(ctx, dir, []model.Artifact{normalized(t, url)})
+		st.Release()
+		done <- err
+	}()
+	<-arrived
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("err = %v, want context.Canceled", err)
+	}
+	assertUnchanged(t, dir)
+	assertNoEntry(t, s.Cache)
+}
+
+// A server that labels a .tar.gz as gzip-encoded (a common mistake) still
+// gives the bytes as stored, which the checksum names.
+func TestKeepsContentEncodedBytes(t *testing.T) {
+	srv := newServer(t)
+	tgz := tarGz(t, tarEntry{name: "app.sh", body: script, mode: 0o755})
+	url := srv.on("/app.tar.gz", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Encoding", "gzip")
+		w.Write(tgz)
+	})
+	s := newStager(t, nil)
+	dir, _ := mustStage(t, s, normalized(t, url+"?checksum=sha256:"+sum(tgz)))
+	if got, want := listing(t, dir), []string{"app.sh -rwxr-xr-x", "spec.json -rw-------"}; !slices.Equal(got, want) {
+		t.Fatalf("staged %v, want %v", got, want)
+	}
+}
