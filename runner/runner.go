@@ -7,6 +7,11 @@
 // every attempt one owner that outlives nothing: the runner ends its
 // program's whole process group before it exits.
 //
+// Before the first run the runner stages the spec's artifacts into the
+// attempt directory (package artifact, through the worker's cache), as
+// DriverRunner downloads the user's jar; status.json says Staging
+// meanwhile, and a stop cancels the staging at once.
+//
 // The worker talks to a runner through the attempt directory (SpecFile in,
 // StatusFile and the program's output out), through the runner's stdout (a
 // stream of Event lines, best-effort: StatusFile is the truth), through
@@ -19,6 +24,7 @@
 package runner
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -34,6 +40,8 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/drover-project/drover/artifact"
+	"github.com/drover-project/drover/client"
 	"github.com/drover-project/drover/model"
 )
 
@@ -123,23 +131,25 @@ type runner struct {
 	status Status
 	stdout *os.File
 	stderr *os.File
+	// staged pins the cache entries of the staged artifacts while the
+	// attempt lives.
+	staged *artifact.Staged
 }
 
-// run launches the program until the attempt reaches a final state, which it
-// records. It follows Spark's DriverRunner.runCommandWithRetry.
+// run stages the artifacts, then launches the program until the attempt
+// reaches a final state, which it records. It follows Spark's
+// DriverRunner: downloadUserJar, then runCommandWithRetry.
 func (r *runner) run() {
 	defer r.closeOutput()
+	if len(r.spec.Artifacts) > 0 {
+		if !r.stage() {
+			return
+		}
+		defer r.staged.Release()
+	}
 	backoff := r.spec.BackoffBase
 	for n := 1; ; n++ {
-		select {
-		case reason := <-r.stop:
-			r.final(model.DriverKilled, nil, reason)
-			return
-		default:
-		}
-		// The signal watcher may not have passed a signal on yet: the
-		// file says it at once.
-		if reason, ok := stopRequested(r.dir); ok {
+		if reason, ok := r.stopped(); ok {
 			r.final(model.DriverKilled, nil, reason)
 			return
 		}
@@ -170,16 +180,141 @@ func (r *runner) run() {
 		r.status.Reason = p.describeExit() + "; relaunching in " + backoff.String()
 		r.writeStatus()
 		r.log.Info("program failed, relaunching", "run", n, "code", code, "backoff", backoff)
-		t := time.NewTimer(backoff)
-		select {
-		case <-t.C:
-		case reason := <-r.stop:
-			t.Stop()
+		if reason, ok := r.pause(backoff); ok {
 			r.final(model.DriverKilled, nil, reason)
 			return
 		}
 		backoff = min(backoff*2, r.spec.BackoffMax)
 	}
+}
+
+// stopped returns the reason of a stop asked for so far, if any.
+func (r *runner) stopped() (string, bool) {
+	select {
+	case reason := <-r.stop:
+		return reason, true
+	default:
+	}
+	// The signal watcher may not have passed a signal on yet: the file
+	// says it at once.
+	return stopRequested(r.dir)
+}
+
+// pause waits d, or returns early with the reason of a stop.
+func (r *runner) pause(d time.Duration) (string, bool) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return "", false
+	case reason := <-r.stop:
+		return reason, true
+	}
+}
+
+// stage stages the spec's artifacts into the attempt directory, and
+// reports whether the program may start; when not, the final state is
+// recorded: FAILED with the staging's one-line reason, or KILLED when a
+// stop came (which cancels a staging at once). A supervised attempt
+// stages again after the back-off, as it relaunches a failed run, until
+// it succeeds or is stopped. Status says Staging meanwhile, with the last
+// failure as its reason.
+func (r *runner) stage() bool {
+	stager, err := r.stager()
+	if err != nil {
+		r.final(model.DriverError, nil, "cannot stage artifacts: "+oneLine(err))
+		return false
+	}
+	backoff := r.spec.BackoffBase
+	for try := 1; ; try++ {
+		if reason, ok := r.stopped(); ok {
+			r.final(model.DriverKilled, nil, reason)
+			return false
+		}
+		r.status.State, r.status.Staging = model.DriverSubmitted, true
+		r.writeStatus()
+		began := time.Now()
+		staged, reason, err := r.stageOnce(stager)
+		switch {
+		case reason != "":
+			r.final(model.DriverKilled, nil, reason)
+			return false
+		case err == nil:
+			r.staged = staged
+			r.status.Staging, r.status.Reason = false, ""
+			r.log.Info("artifacts staged", "artifacts", len(r.spec.Artifacts), "fetched", staged.Fetched, "took", time.Since(began))
+			r.emit(Event{Event: EventStaged, Fetched: staged.Fetched})
+			return true
+		case !r.spec.Supervise:
+			r.final(model.DriverFailed, nil, oneLine(err))
+			return false
+		}
+		r.status.Reason = oneLine(err) + "; staging again in " + backoff.String()
+		r.writeStatus()
+		r.log.Warn("staging failed, trying again", "try", try, "err", err, "backoff", backoff)
+		if reason, ok := r.pause(backoff); ok {
+			r.final(model.DriverKilled, nil, reason)
+			return false
+		}
+		backoff = min(backoff*2, r.spec.BackoffMax)
+	}
+}
+
+// stageOnce runs one staging, cancelled by a stop, whose reason it then
+// returns.
+func (r *runner) stageOnce(s *artifact.Stager) (*artifact.Staged, string, error) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	type result struct {
+		staged *artifact.Staged
+		err    error
+	}
+	done := make(chan result, 1)
+	go func() {
+		st, err := s.Stage(ctx, r.dir, r.spec.Artifacts)
+		done <- result{st, err}
+	}()
+	select {
+	case res := <-done:
+		return res.staged, "", res.err
+	case reason := <-r.stop:
+		cancel()
+		// Stage returns at once, having removed what it made.
+		res := <-done
+		res.staged.Release()
+		return nil, reason, nil
+	}
+}
+
+// stager is the Stager of the spec's Staging: the worker's cache, and,
+// for uploads, a client of the masters with the worker's TLS files and
+// the token in the runner's environment.
+func (r *runner) stager() (*artifact.Stager, error) {
+	st := r.spec.Staging
+	cache, err := artifact.OpenCache(st.CacheDir)
+	if err != nil {
+		return nil, err
+	}
+	s := &artifact.Stager{
+		Cache:    cache,
+		Limits:   st.Limits,
+		HTTP:     artifact.NewHTTPClient(st.BindIP),
+		Reserved: Reserved,
+		Log:      r.log,
+	}
+	if len(st.Masters) > 0 {
+		opts, err := client.SecureOptions(st.TLSCA, st.TLSCert, st.TLSKey, "")
+		if err != nil {
+			return nil, err
+		}
+		opts.BindIP = st.BindIP
+		c, err := client.New(st.Masters, opts)
+		if err != nil {
+			return nil, err
+		}
+		s.Blobs = c
+	}
+	return s, nil
 }
 
 // proc is one run of the program.

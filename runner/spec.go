@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/drover-project/drover/artifact"
 	"github.com/drover-project/drover/internal/strictjson"
 	"github.com/drover-project/drover/model"
 )
@@ -23,7 +24,31 @@ const (
 	// across the runs of one attempt.
 	StdoutFile = "stdout"
 	StderrFile = "stderr"
+	// RunnerLogFile receives the runner's own log (its stderr), opened by
+	// the worker that starts it.
+	RunnerLogFile = "runner.log"
 )
+
+// reservedNames are the files of an attempt directory that are not the
+// program's; StopFile is one too.
+var reservedNames = []string{SpecFile, StatusFile, StdoutFile, StderrFile, RunnerLogFile, StopFile}
+
+// Reserved says whether name, at the top of an attempt directory, belongs
+// to the runner and the worker rather than to the program, so that no
+// artifact may be staged under it: one of their files (SpecFile,
+// StatusFile, StdoutFile, StderrFile, RunnerLogFile, StopFile), such a
+// name followed by a dot and anything (a rotated log: "stdout.1"), or a
+// dot, such a name and a dot (the temporary files of writeFileAtomic:
+// ".status.json.tmp-123"). A file added to the directory later takes a
+// name this rule covers.
+func Reserved(name string) bool {
+	for _, r := range reservedNames {
+		if name == r || strings.HasPrefix(name, r+".") || strings.HasPrefix(name, "."+r+".") {
+			return true
+		}
+	}
+	return false
+}
 
 // Defaults applied to zero Spec durations. The back-off values are Spark's
 // DriverRunner ones (1s doubling), with a cap Spark lacks so that a driver
@@ -77,6 +102,35 @@ type Spec struct {
 	// Lease is how long the runner lets its program run without a renewal
 	// of LeaseFile (default DefaultLease).
 	Lease time.Duration `json:"lease,omitempty"`
+	// Artifacts are staged into the attempt directory before the first
+	// run (package artifact); Staging says how, and is required with them.
+	// A failed staging fails the attempt with its one-line reason, or,
+	// when the attempt is supervised, is retried after the back-off as a
+	// failed run would be.
+	Artifacts []model.Artifact `json:"artifacts,omitempty"`
+	Staging   *Staging         `json:"staging,omitempty"`
+}
+
+// Staging is what the runner needs to stage a Spec's artifacts. The
+// token for the masters, when they use tokens, comes from the runner's
+// own environment ($DROVER_TOKEN, client.EnvToken), which the worker sets:
+// unlike this file, it is not in the program's working directory.
+type Staging struct {
+	// CacheDir is the absolute path of the worker's artifact cache
+	// (artifact.Cache), shared with the worker's other runners.
+	CacheDir string `json:"cache_dir"`
+	// Limits bound each artifact; zero fields take artifact's defaults.
+	artifact.Limits
+	// Masters are the masters' HTTP host:port, for uploads.
+	Masters []string `json:"masters,omitempty"`
+	// BindIP is the address fetches leave from ("" lets the kernel
+	// choose).
+	BindIP string `json:"bind_ip,omitempty"`
+	// TLSCA, TLSCert and TLSKey are the worker's TLS files (package pki),
+	// with which uploads are read from masters that speak TLS.
+	TLSCA   string `json:"tls_ca,omitempty"`
+	TLSCert string `json:"tls_cert,omitempty"`
+	TLSKey  string `json:"tls_key,omitempty"`
 }
 
 func (s *Spec) validate() error {
@@ -92,6 +146,15 @@ func (s *Spec) validate() error {
 	// worker's, so a relative path would name another file.
 	if s.LeaseFile != "" && !filepath.IsAbs(s.LeaseFile) {
 		return fmt.Errorf("spec lease file %q is not an absolute path", s.LeaseFile)
+	}
+	if len(s.Artifacts) == 0 {
+		return nil
+	}
+	if s.Staging == nil || !filepath.IsAbs(s.Staging.CacheDir) {
+		return errors.New("spec has artifacts but no absolute cache directory to stage them through")
+	}
+	if err := model.ValidateArtifacts(s.Artifacts); err != nil {
+		return fmt.Errorf("spec artifacts: %v", err)
 	}
 	return nil
 }
@@ -141,6 +204,10 @@ const (
 	// EventFinal: the attempt ended in State after Runs launches; it is
 	// always the last line.
 	EventFinal EventKind = "final"
+	// EventStaged: the artifacts are in place, before the first run;
+	// Fetched of them were downloaded into the cache rather than found
+	// there.
+	EventStaged EventKind = "staged"
 )
 
 // Event is one line of the runner's stdout. Fields not meaningful for a kind
@@ -158,15 +225,21 @@ type Event struct {
 	ExitCode *int              `json:"exit_code,omitempty"`
 	Runs     int               `json:"runs,omitempty"`
 	Reason   string            `json:"reason,omitempty"`
+	Fetched  int               `json:"fetched,omitempty"`
 }
 
 // Status is the content of StatusFile: the runner's latest word on its
 // attempt, kept on disk so that a worker that did not see the event stream
 // (it restarted, or the runner died mid-line) can still learn the outcome.
 type Status struct {
-	// State is RUNNING from the first launch until the attempt ends (back-off
+	// State is SUBMITTED while the runner stages the artifacts (Staging),
+	// RUNNING from the first launch until the attempt ends (back-off
 	// pauses included), then the final state.
 	State model.DriverState `json:"state"`
+	// Staging says the runner is staging the artifacts, or waiting to try
+	// again after a failure (Reason says which); the program has not
+	// started.
+	Staging bool `json:"staging,omitempty"`
 	// RunnerPID is the runner's own process ID.
 	RunnerPID int `json:"runner_pid"`
 	// PID is the process (and process group) ID of the live run; 0 when no

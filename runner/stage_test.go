@@ -1,0 +1,187 @@
+package runner_test
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/drover-project/drover/model"
+	"github.com/drover-project/drover/runner"
+)
+
+const appScript = "#!/bin/sh\necho \"staged app ran in $(basename \"$PWD\")\"\n"
+
+// artifactServer serves appScript at /app.sh while ok says so, and 404
+// otherwise; arrived receives every request.
+type artifactServer struct {
+	*httptest.Server
+	ok      atomic.Bool
+	hang    atomic.Bool
+	arrived chan struct{}
+}
+
+func newArtifactServer(t *testing.T) *artifactServer {
+	s := &artifactServer{arrived: make(chan struct{}, 100)}
+	s.ok.Store(true)
+	s.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.arrived <- struct{}{}
+		switch {
+		case s.hang.Load():
+			<-r.Context().Done()
+		case s.ok.Load():
+			w.Write([]byte(appScript))
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	t.Cleanup(s.Close)
+	return s
+}
+
+// stagingSpec runs ./app.sh staged from srv through a cache of its own.
+func stagingSpec(t *testing.T, srv *artifactServer) runner.Spec {
+	a, err := model.NormalizeArtifact(model.Artifact{Source: srv.URL + "/app.sh"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return runner.Spec{
+		Argv:      []string{"./app.sh"},
+		Env:       []string{"PATH=/usr/bin:/bin"},
+		Artifacts: []model.Artifact{a},
+		Staging:   &runner.Staging{CacheDir: filepath.Join(t.TempDir(), "cache")},
+	}
+}
+
+// waitStatus polls the status file, which is all an adopting worker has,
+// until cond holds.
+func (h *harness) waitStatus(what string, cond func(runner.Status) bool) runner.Status {
+	h.t.Helper()
+	deadline := time.Now().Add(failSafe)
+	for time.Now().Before(deadline) {
+		if st, err := runner.ReadStatus(h.dir); err == nil && cond(st) {
+			return st
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	h.t.Fatalf("status never showed %s", what)
+	return runner.Status{}
+}
+
+func TestStagesArtifactsBeforeFirstRun(t *testing.T) {
+	srv := newArtifactServer(t)
+	h := startRunner(t, stagingSpec(t, srv))
+	if e := h.next(runner.EventStaged); e.Fetched != 1 {
+		t.Fatalf("staged = %+v, want 1 fetched", e)
+	}
+	h.next(runner.EventStarted)
+	h.next(runner.EventExited)
+	if e := h.final(); e.State != model.DriverFinished || e.Runs != 1 {
+		t.Fatalf("final = %+v", e)
+	}
+	if got, want := h.file(runner.StdoutFile), "staged app ran in "+filepath.Base(h.dir)+"\n"; got != want {
+		t.Fatalf("stdout = %q, want %q", got, want)
+	}
+}
+
+// An unsupervised attempt whose staging fails ends FAILED with the
+// staging's one-line reason, and its program never starts.
+func TestUnsupervisedStagingFailureFails(t *testing.T) {
+	srv := newArtifactServer(t)
+	srv.ok.Store(false)
+	h := startRunner(t, stagingSpec(t, srv))
+	e := h.final()
+	if want := "fetch " + srv.URL + "/app.sh: 404 Not Found"; e.State != model.DriverFailed || e.Runs != 0 || e.Reason != want {
+		t.Fatalf("final = %+v, want FAILED after 0 runs: %s", e, want)
+	}
+	if _, err := os.Stat(filepath.Join(h.dir, runner.StdoutFile)); err == nil {
+		t.Fatal("the program ran")
+	}
+}
+
+// A supervised attempt stages again after the back-off until the server
+// answers, saying meanwhile that it is staging and why it failed.
+func TestSupervisedStagingRetriesUntilServerAnswers(t *testing.T) {
+	srv := newArtifactServer(t)
+	srv.ok.Store(false)
+	spec := stagingSpec(t, srv)
+	spec.Supervise = true
+	spec.BackoffBase = 20 * time.Millisecond
+	spec.BackoffMax = 40 * time.Millisecond
+	h := startRunner(t, spec)
+	st := h.waitStatus("a failed staging", func(st runner.Status) bool { return st.Reason != "" })
+	if want := "fetch " + srv.URL + "/app.sh: 404 Not Found; staging again in "; !st.Staging || st.State != model.DriverSubmitted || !strings.HasPrefix(st.Reason, want) || st.Runs != 0 {
+		t.Fatalf("status = %+v, want staging, SUBMITTED, reason %q...", st, want)
+	}
+	<-srv.arrived
+	<-srv.arrived
+	srv.ok.Store(true)
+	h.next(runner.EventStaged)
+	h.next(runner.EventStarted)
+	h.next(runner.EventExited)
+	if e := h.final(); e.State != model.DriverFinished || e.Runs != 1 {
+		t.Fatalf("final = %+v", e)
+	}
+}
+
+// A stop while the runner stages cancels the staging at once: the
+// attempt ends KILLED and its program never starts.
+func TestStopDuringStagingKills(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		stop   func(h *harness)
+		reason string
+	}{
+		{"SIGTERM", func(h *harness) { h.cmd.Process.Signal(syscall.SIGTERM) }, runner.ReasonKilled},
+		{"fence", func(h *harness) {
+			runner.RequestStop(h.dir, true)
+			h.cmd.Process.Signal(syscall.SIGUSR2)
+		}, runner.ReasonFenced},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			srv := newArtifactServer(t)
+			srv.hang.Store(true)
+			h := startRunner(t, stagingSpec(t, srv))
+			<-srv.arrived
+			if st := h.waitStatus("staging", func(st runner.Status) bool { return st.Staging }); st.State != model.DriverSubmitted || st.PID != 0 {
+				t.Fatalf("status while staging = %+v", st)
+			}
+			c.stop(h)
+			if e := h.final(); e.State != model.DriverKilled || e.Reason != c.reason || e.Runs != 0 {
+				t.Fatalf("final = %+v, want KILLED (%s) after 0 runs", e, c.reason)
+			}
+			if _, err := os.Stat(filepath.Join(h.dir, "app.sh")); err == nil {
+				t.Fatal("a cancelled staging left app.sh")
+			}
+		})
+	}
+}
+
+func TestBadStagingSpecIsError(t *testing.T) {
+	srv := newArtifactServer(t)
+	spec := stagingSpec(t, srv)
+	spec.Staging = nil
+	h := startRunner(t, spec)
+	e := h.next(runner.EventFinal)
+	<-h.exited
+	if e.State != model.DriverError || !strings.Contains(e.Reason, "no absolute cache directory") {
+		t.Fatalf("final = %+v", e)
+	}
+}
+
+func TestReserved(t *testing.T) {
+	for name, want := range map[string]bool{
+		"spec.json": true, "status.json": true, "stdout": true, "stderr": true, "runner.log": true, "stop": true,
+		"stdout.1": true, "stderr.3.gz": true, ".status.json.tmp-123": true,
+		"app.sh": false, "stdouts": false, "lib": false, ".hidden": false, "spec": false,
+	} {
+		if got := runner.Reserved(name); got != want {
+			t.Errorf("Reserved(%q) = %v, want %v", name, got, want)
+		}
+	}
+}
