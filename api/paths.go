@@ -54,8 +54,16 @@ func ExecutorLogsPath(appID string, executor int) string {
 func WorkerPath(id, suffix string) string { return "/v1/workers/" + url.PathEscape(id) + suffix }
 
 // HeaderLogSize carries, on a log answer, the size in bytes of the whole
-// log file when the answer was made, so a reader knows where to continue.
+// stream when the answer was made, bytes rotated away included: the
+// offset just past its last byte.
 const HeaderLogSize = "X-Drover-Log-Size"
+
+// HeaderLogStart carries, on a log answer, the offset of the answer's
+// first byte: the offset asked for or, when the bytes there were rotated
+// away, where the stream now starts. A reader continues from it plus the
+// answer's length. An answer without it (an older worker) starts at the
+// offset asked for.
+const HeaderLogStart = "X-Drover-Log-Start"
 
 // Log streams, as the stream query parameter names them.
 const (

@@ -35,6 +35,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -129,12 +130,23 @@ type runner struct {
 	// stop yields the reason to kill the attempt; the first value wins.
 	stop   <-chan string
 	status Status
-	stdout *os.File
-	stderr *os.File
+	// root is the attempt directory, stdout and stderr the streams' log
+	// files in it, opened at the first launch.
+	root           *os.Root
+	stdout, stderr *rotator
 	// staged pins the cache entries of the staged artifacts while the
 	// attempt lives.
 	staged *artifact.Staged
 }
+
+// drainGrace bounds how long a run's output is still copied once its
+// process group is gone. Only a process that left the group (setsid) can
+// hold the pipes open so long; what it writes afterwards is lost.
+const drainGrace = 2 * time.Second
+
+// copyBufferSize is the buffer of each stream's copy: a pipe's capacity, so
+// that one read takes whatever the program wrote since the last.
+const copyBufferSize = 64 << 10
 
 // run stages the artifacts, then launches the program until the attempt
 // reaches a final state, which it records. It follows Spark's
@@ -324,6 +336,10 @@ type proc struct {
 	// waited is closed once cmd.Wait has reaped the process; its exit
 	// status is then in cmd.ProcessState.
 	waited chan struct{}
+	// pipes are the read ends of the run's stdout and stderr; copied is
+	// done once both are copied to their end.
+	pipes  [2]*os.File
+	copied sync.WaitGroup
 }
 
 // start launches run n.
@@ -335,6 +351,18 @@ func (r *runner) start(n int) (*proc, error) {
 	if err := r.openOutput(); err != nil {
 		return nil, err
 	}
+	// The program writes into pipes rather than into the files, so that
+	// the runner can rotate them under it.
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	errR, errW, err := os.Pipe()
+	if err != nil {
+		outR.Close()
+		outW.Close()
+		return nil, err
+	}
 	cmd := &exec.Cmd{
 		Path: path,
 		Args: r.spec.Argv,
@@ -344,16 +372,25 @@ func (r *runner) start(n int) (*proc, error) {
 		// the runs before.
 		Env:    append(append([]string(nil), r.spec.Env...), "DROVER_RUN="+strconv.Itoa(n)),
 		Dir:    r.dir,
-		Stdout: r.stdout,
-		Stderr: r.stderr,
+		Stdout: outW,
+		Stderr: errW,
 		// Its own group, so a kill reaches everything it spawned and
 		// nothing else.
 		SysProcAttr: &syscall.SysProcAttr{Setpgid: true},
 	}
-	if err := cmd.Start(); err != nil {
+	err = cmd.Start()
+	// The program holds the write ends now: its exit ends the copies.
+	outW.Close()
+	errW.Close()
+	if err != nil {
+		outR.Close()
+		errR.Close()
 		return nil, fmt.Errorf("cannot start %q: %v", r.spec.Argv[0], rootCause(err))
 	}
-	p := &proc{cmd: cmd, pgid: cmd.Process.Pid, waited: make(chan struct{})}
+	p := &proc{cmd: cmd, pgid: cmd.Process.Pid, waited: make(chan struct{}), pipes: [2]*os.File{outR, errR}}
+	p.copied.Add(2)
+	go r.copyStream(r.stdout, outR, &p.copied)
+	go r.copyStream(r.stderr, errR, &p.copied)
 	go func() {
 		_ = cmd.Wait() // a non-zero exit is an error too; ProcessState tells
 		close(p.waited)
@@ -382,7 +419,45 @@ func (r *runner) wait(p *proc) (code int, reason string) {
 	// grace, and the leader may relaunch the driver elsewhere soon after.
 	hard := reason == ReasonFenced || reason == LeaseExpiredReason(r.spec.Lease)
 	r.endGroup(p, hard)
+	// Everything the run wrote is in the files before its end is told.
+	p.drain()
 	return p.exitCode(), reason
+}
+
+// copyStream copies src, the read end of a run's stdout or stderr, into
+// dst until src ends (every writer is gone) or its read deadline passes
+// (drain). Bytes that cannot be written (a full disk) are dropped and the
+// copy goes on, so that the program never blocks on its output.
+func (r *runner) copyStream(dst *rotator, src *os.File, done *sync.WaitGroup) {
+	defer done.Done()
+	buf := make([]byte, copyBufferSize)
+	failing := false
+	for {
+		n, err := src.Read(buf)
+		if n > 0 {
+			_, werr := dst.Write(buf[:n])
+			if werr != nil && !failing {
+				r.log.Error("cannot write the program's output; dropping it until a write succeeds", "stream", dst.stream, "err", werr)
+			}
+			failing = werr != nil
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// drain waits for p's output to be copied, up to drainGrace, then closes
+// p's pipes. The group is gone, so the pipes normally end at once.
+func (p *proc) drain() {
+	deadline := time.Now().Add(drainGrace)
+	for _, f := range p.pipes {
+		_ = f.SetReadDeadline(deadline)
+	}
+	p.copied.Wait()
+	for _, f := range p.pipes {
+		f.Close()
+	}
 }
 
 func (p *proc) exitCode() int {
@@ -423,25 +498,37 @@ func (r *runner) lookPath(name string) (string, error) {
 	return "", exec.ErrNotFound
 }
 
+// openOutput opens the streams' log files, once for all the runs.
 func (r *runner) openOutput() error {
-	if r.stdout != nil {
+	if r.root != nil {
 		return nil
 	}
-	var err error
-	flags := os.O_WRONLY | os.O_CREATE | os.O_APPEND
-	if r.stdout, err = os.OpenFile(filepath.Join(r.dir, StdoutFile), flags, 0o600); err != nil {
+	root, err := os.OpenRoot(r.dir)
+	if err != nil {
 		return err
 	}
-	r.stderr, err = os.OpenFile(filepath.Join(r.dir, StderrFile), flags, 0o600)
-	return err
+	stdout, err := openRotator(root, StdoutFile, r.spec.LogMaxFileSize, r.spec.LogMaxFiles)
+	if err != nil {
+		root.Close()
+		return err
+	}
+	stderr, err := openRotator(root, StderrFile, r.spec.LogMaxFileSize, r.spec.LogMaxFiles)
+	if err != nil {
+		stdout.Close()
+		root.Close()
+		return err
+	}
+	r.root, r.stdout, r.stderr = root, stdout, stderr
+	return nil
 }
 
 func (r *runner) closeOutput() {
-	for _, f := range []*os.File{r.stdout, r.stderr} {
-		if f != nil {
-			f.Close()
-		}
+	if r.root == nil {
+		return
 	}
+	r.stdout.Close()
+	r.stderr.Close()
+	r.root.Close()
 }
 
 // final records the attempt's final state in StatusFile, then announces it.

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -162,6 +163,33 @@ func (h *harness) file(name string) string {
 	return string(b)
 }
 
+// stream returns what the program wrote to stream (runner.StdoutFile or
+// runner.StderrFile) and the runner kept.
+func (h *harness) stream(name string) string {
+	h.t.Helper()
+	return readStream(h.t, h.dir, name, 0)
+}
+
+// readStream reads stream name of the unit directory dir from offset on.
+func readStream(t testing.TB, dir, name string, offset int64) string {
+	t.Helper()
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer root.Close()
+	l, err := runner.OpenLog(root, name, offset)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	b, err := io.ReadAll(l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
 // waitFile waits until the program has written name in its directory.
 func (h *harness) waitFile(name string) string {
 	h.t.Helper()
@@ -207,10 +235,10 @@ func TestExitZeroFinishes(t *testing.T) {
 		t.Fatalf("final = %+v", e)
 	}
 	dir, _ := filepath.EvalSymlinks(h.dir)
-	if got, want := h.file(runner.StdoutFile), "hello run 1\n"+dir+"\n"; got != want {
+	if got, want := h.stream(runner.StdoutFile), "hello run 1\n"+dir+"\n"; got != want {
 		t.Fatalf("stdout = %q, want %q", got, want)
 	}
-	if got := h.file(runner.StderrFile); got != "oops\n" {
+	if got := h.stream(runner.StderrFile); got != "oops\n" {
 		t.Fatalf("stderr = %q", got)
 	}
 }
@@ -264,7 +292,7 @@ func TestSupervisedRelaunchesWithBackoff(t *testing.T) {
 	if gaps[0] < base || gaps[1] < 2*base {
 		t.Fatalf("pauses before relaunches = %v, want at least %v then %v", gaps, base, 2*base)
 	}
-	if got := h.file(runner.StdoutFile); got != "run 1\nrun 2\nrun 3\n" {
+	if got := h.stream(runner.StdoutFile); got != "run 1\nrun 2\nrun 3\n" {
 		t.Fatalf("stdout = %q: output of all runs should be appended", got)
 	}
 }
@@ -404,7 +432,7 @@ func TestArgvIsLiteral(t *testing.T) {
 	if e := h.final(); e.State != model.DriverFinished {
 		t.Fatalf("final = %+v", e)
 	}
-	if got, want := h.file(runner.StdoutFile), strings.Join(args, "|\n")+"|\n"; got != want {
+	if got, want := h.stream(runner.StdoutFile), strings.Join(args, "|\n")+"|\n"; got != want {
 		t.Fatalf("stdout = %q, want %q", got, want)
 	}
 	if _, err := os.Stat(filepath.Join(h.dir, "pwned")); !errors.Is(err, os.ErrNotExist) {

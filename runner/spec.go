@@ -20,35 +20,15 @@ const (
 	SpecFile = "spec.json"
 	// StatusFile is the runner's latest Status, replaced atomically.
 	StatusFile = "status.json"
-	// StdoutFile and StderrFile receive the program's output, appended
-	// across the runs of one attempt.
+	// StdoutFile and StderrFile name the program's two output streams,
+	// each one stream across the runs of an attempt, kept in rotated
+	// files named after them (LogFileName).
 	StdoutFile = "stdout"
 	StderrFile = "stderr"
-	// RunnerLogFile receives the runner's own log (its stderr), opened by
-	// the worker that starts it.
-	RunnerLogFile = "runner.log"
+	// LogFile receives the runner's own log (its stderr); the worker
+	// opens it for the runner.
+	LogFile = "runner.log"
 )
-
-// reservedNames are the files of an attempt directory that are not the
-// program's; StopFile is one too.
-var reservedNames = []string{SpecFile, StatusFile, StdoutFile, StderrFile, RunnerLogFile, StopFile}
-
-// Reserved says whether name, at the top of an attempt directory, belongs
-// to the runner and the worker rather than to the program, so that no
-// artifact may be staged under it: one of their files (SpecFile,
-// StatusFile, StdoutFile, StderrFile, RunnerLogFile, StopFile), such a
-// name followed by a dot and anything (a rotated log: "stdout.1"), or a
-// dot, such a name and a dot (the temporary files of writeFileAtomic:
-// ".status.json.tmp-123"). A file added to the directory later takes a
-// name this rule covers.
-func Reserved(name string) bool {
-	for _, r := range reservedNames {
-		if name == r || strings.HasPrefix(name, r+".") || strings.HasPrefix(name, "."+r+".") {
-			return true
-		}
-	}
-	return false
-}
 
 // Defaults applied to zero Spec durations. The back-off values are Spark's
 // DriverRunner ones (1s doubling), with a cap Spark lacks so that a driver
@@ -61,6 +41,14 @@ const (
 	// DefaultLease is the lease of a Spec that names a LeaseFile but no
 	// Lease; it matches the worker's --lease default.
 	DefaultLease = 3 * time.Second
+)
+
+// Defaults applied to zero Spec log bounds: each stream keeps at most
+// 5 files of 10 MiB, 50 MiB in all (Nomad's logs block keeps 10 of 10 MB
+// by default; a worker runs many units, so fewer).
+const (
+	DefaultLogMaxFileSize = 10 << 20
+	DefaultLogMaxFiles    = 5
 )
 
 // Spec is what the runner runs: the contents of SpecFile. Durations are
@@ -102,6 +90,13 @@ type Spec struct {
 	// Lease is how long the runner lets its program run without a renewal
 	// of LeaseFile (default DefaultLease).
 	Lease time.Duration `json:"lease,omitempty"`
+	// LogMaxFileSize (bytes) and LogMaxFiles bound each of the program's
+	// two streams: it is kept in files of at most LogMaxFileSize bytes,
+	// at most LogMaxFiles of them, the oldest deleted first (Nomad's logs
+	// block, max_file_size and max_files). Zero means
+	// DefaultLogMaxFileSize and DefaultLogMaxFiles.
+	LogMaxFileSize int64 `json:"log_max_file_size,omitempty"`
+	LogMaxFiles    int   `json:"log_max_files,omitempty"`
 	// Artifacts are staged into the attempt directory before the first
 	// run (package artifact); Staging says how, and is required with them.
 	// A failed staging fails the attempt with its one-line reason, or,
@@ -142,6 +137,9 @@ func (s *Spec) validate() error {
 			return fmt.Errorf("spec has a negative duration %s", d)
 		}
 	}
+	if s.LogMaxFileSize < 0 || s.LogMaxFiles < 0 {
+		return fmt.Errorf("spec has a negative log bound (%d bytes, %d files)", s.LogMaxFileSize, s.LogMaxFiles)
+	}
 	// The runner's working directory is the attempt directory, not the
 	// worker's, so a relative path would name another file.
 	if s.LeaseFile != "" && !filepath.IsAbs(s.LeaseFile) {
@@ -177,6 +175,12 @@ func (s *Spec) applyDefaults() {
 	}
 	if s.Lease == 0 {
 		s.Lease = DefaultLease
+	}
+	if s.LogMaxFileSize == 0 {
+		s.LogMaxFileSize = DefaultLogMaxFileSize
+	}
+	if s.LogMaxFiles == 0 {
+		s.LogMaxFiles = DefaultLogMaxFiles
 	}
 }
 
@@ -295,10 +299,14 @@ func ReadStatus(dir string) (Status, error) {
 	return st, nil
 }
 
+// tempPrefix begins the names of writeFileAtomic's temporary files for
+// name.
+func tempPrefix(name string) string { return "." + name + ".tmp-" }
+
 // writeFileAtomic replaces dir/name with b so that a reader sees either the
 // old or the new content, never a torn write, even across a crash.
 func writeFileAtomic(dir, name string, b []byte) error {
-	f, err := os.CreateTemp(dir, "."+name+".tmp-*")
+	f, err := os.CreateTemp(dir, tempPrefix(name)+"*")
 	if err != nil {
 		return err
 	}

@@ -173,15 +173,3 @@ func TestBadStagingSpecIsError(t *testing.T) {
 		t.Fatalf("final = %+v", e)
 	}
 }
-
-func TestReserved(t *testing.T) {
-	for name, want := range map[string]bool{
-		"spec.json": true, "status.json": true, "stdout": true, "stderr": true, "runner.log": true, "stop": true,
-		"stdout.1": true, "stderr.3.gz": true, ".status.json.tmp-123": true,
-		"app.sh": false, "stdouts": false, "lib": false, ".hidden": false, "spec": false,
-	} {
-		if got := runner.Reserved(name); got != want {
-			t.Errorf("Reserved(%q) = %v, want %v", name, got, want)
-		}
-	}
-}

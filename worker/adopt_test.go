@@ -104,7 +104,7 @@ func TestDetachedAttemptIsAdoptedNotRestarted(t *testing.T) {
 	if finished.ExitCode == nil || *finished.ExitCode != 0 || finished.Runs != 1 {
 		t.Fatalf("finished = %+v", finished)
 	}
-	if b, _ := os.ReadFile(attemptPath(cfg, driverA, 1, runner.StdoutFile)); string(b) != fmt.Sprintf("%d\n", pid) {
+	if b := readStream(t, attemptPath(cfg, driverA, 1, ""), runner.StdoutFile); b != fmt.Sprintf("%d\n", pid) {
 		t.Fatalf("stdout = %q: the program ran more than once", b)
 	}
 	if st := readStatus(t, cfg, driverA, 1); st.RunnerPID != runnerPID || st.Runs != 1 {
@@ -159,7 +159,7 @@ func TestAttemptEndedWhileWorkerDownIsReportedNotRerun(t *testing.T) {
 					t.Fatalf("RUNNING reported after the restart: %+v", fm.reports()[from:])
 				}
 			})
-			if b, _ := os.ReadFile(attemptPath(cfg, driverA, 1, runner.StdoutFile)); string(b) != fmt.Sprintf("%d\n", pid) {
+			if b := readStream(t, attemptPath(cfg, driverA, 1, ""), runner.StdoutFile); b != fmt.Sprintf("%d\n", pid) {
 				t.Fatalf("stdout = %q: the attempt ran again", b)
 			}
 

@@ -21,13 +21,8 @@ import (
 	"github.com/drover-project/drover/runner"
 )
 
-const (
-	// runnerSubcommand is the hidden drover subcommand that runs runner.Main.
-	runnerSubcommand = "runner"
-	// runnerLogFile, in the unit's directory, receives the runner's own
-	// log (its stderr).
-	runnerLogFile = "runner.log"
-)
+// runnerSubcommand is the hidden drover subcommand that runs runner.Main.
+const runnerSubcommand = "runner"
 
 // adoptPoll is how often the worker looks at an adopted unit's status file
 // and runner: an adopted runner's events went to the previous worker.
@@ -223,6 +218,9 @@ func (w *Worker) start(o order) *unit {
 		BackoffMax:  w.cfg.RestartBackoffMax,
 		LeaseFile:   w.leasePath,
 		Lease:       w.cfg.Lease,
+
+		LogMaxFileSize: w.cfg.LogMaxFileSize,
+		LogMaxFiles:    w.cfg.LogMaxFiles,
 	}
 	if err := runner.WriteSpec(u.dir, spec); err != nil {
 		return failed(fmt.Sprintf("cannot write %s spec: %v", k.kind.info().noun, err))
@@ -333,7 +331,7 @@ func (w *Worker) follow(u *unit) {
 				w.finish(u, report{state: st.State, exitCode: st.ExitCode, runs: st.Runs, reason: st.Reason}, false)
 			} else {
 				w.finish(u, report{state: model.DriverError, runs: st.Runs,
-					reason: "runner ended without a final state; see " + filepath.Join(u.dir, runnerLogFile)}, true)
+					reason: "runner ended without a final state; see " + filepath.Join(u.dir, runner.LogFile)}, true)
 			}
 			return
 		}
@@ -348,7 +346,7 @@ func (w *Worker) follow(u *unit) {
 // launch starts the runner of u and returns its event stream. The runner
 // gets no stdin: it learns that its worker lives from the lease file alone.
 func (w *Worker) launch(u *unit) (io.ReadCloser, error) {
-	logFile, err := os.OpenFile(filepath.Join(u.dir, runnerLogFile), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+	logFile, err := os.OpenFile(filepath.Join(u.dir, runner.LogFile), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
 	if err != nil {
 		return nil, err
 	}
@@ -447,7 +445,7 @@ func (w *Worker) watch(u *unit, events io.Reader) {
 			lost = true
 			r.state = model.DriverError
 			r.runs = st.Runs
-			r.reason = fmt.Sprintf("runner ended without a final state (%v); see %s", waitErrText(waitErr), filepath.Join(u.dir, runnerLogFile))
+			r.reason = fmt.Sprintf("runner ended without a final state (%v); see %s", waitErrText(waitErr), filepath.Join(u.dir, runner.LogFile))
 		}
 	}
 	if final != nil {
@@ -464,9 +462,10 @@ func (w *Worker) finish(u *unit, r report, lost bool) {
 	k := u.key
 	r.key = k
 	if lost && killOrphan(u.dir) {
-		// The runner died (kill -9) with its program still running: the
-		// program is ended here, and the unit counts as killed, so a
-		// supervised driver is relaunched rather than left in ERROR.
+		// The runner died (kill -9) during a run: the program is ended
+		// here, if its output pipe's closing did not end it already,
+		// and the unit counts as killed, so a supervised driver is
+		// relaunched rather than left in ERROR.
 		r.state = model.DriverKilled
 		r.reason = "its runner died; the program was killed with it"
 		w.log.Warn("runner died, killed its program", k.attrs()...)
@@ -489,17 +488,19 @@ func waitErrText(err error) string {
 }
 
 // killOrphan ends the program a dead runner left behind, and reports
-// whether there was one. The program leads its own process group, recorded
-// in status.json; it is taken for this unit's program only while its
-// working directory is still the unit's directory, so a reused PID is never
-// killed.
+// whether the runner died during a run: its status.json names a live run.
+// Such a program may be gone already, killed by SIGPIPE at its next write
+// into the output pipe its runner no longer reads. The program leads its
+// own process group, recorded in status.json; it is taken for this unit's
+// program only while its working directory is still the unit's directory,
+// so a reused PID is never killed.
 func killOrphan(dir string) bool {
 	st, err := runner.ReadStatus(dir)
 	if err != nil || st.PID <= 0 {
 		return false
 	}
 	if cwd, err := os.Readlink(fmt.Sprintf("/proc/%d/cwd", st.PID)); err != nil || cwd != dir {
-		return false
+		return true
 	}
 	_ = syscall.Kill(-st.PID, syscall.SIGKILL)
 	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/drover-project/drover/ids"
 	"github.com/drover-project/drover/pki"
+	"github.com/drover-project/drover/runner"
 )
 
 // Config is everything a worker needs. Sizes are MiB, durations wall-clock.
@@ -59,6 +60,13 @@ type Config struct {
 	// 1s doubling; 0 means the runner's defaults, 1s and 60s).
 	RestartBackoff    time.Duration
 	RestartBackoffMax time.Duration
+	// LogMaxFileSize (bytes) and LogMaxFiles bound the stdout and the
+	// stderr of every attempt and executor: each is kept in files of at
+	// most LogMaxFileSize bytes, at most LogMaxFiles of them, the oldest
+	// deleted first (runner.Spec's bounds, Nomad's logs block). Zero
+	// means the runner's defaults, 10 MiB and 5 files.
+	LogMaxFileSize int64
+	LogMaxFiles    int
 	// Lease bounds how long an attempt runs on without its worker. The
 	// worker renews WORK_DIR/worker.lease every Lease/4 and each runner
 	// kills its program once it has seen no renewal for Lease (see
@@ -124,6 +132,8 @@ func DefaultConfig() Config {
 		Lease:             3 * time.Second,
 		Fencing:           FencingDefault,
 		MaxConnsPerClient: 512,
+		LogMaxFileSize:    runner.DefaultLogMaxFileSize,
+		LogMaxFiles:       runner.DefaultLogMaxFiles,
 	}
 }
 
@@ -163,6 +173,12 @@ func (c *Config) validate() error {
 	}
 	if c.RestartBackoff < 0 || c.RestartBackoffMax < 0 {
 		errs = append(errs, errors.New("restart back-off must not be negative"))
+	}
+	if c.LogMaxFileSize < 0 {
+		errs = append(errs, fmt.Errorf("--log-max-size %d must not be negative", c.LogMaxFileSize))
+	}
+	if c.LogMaxFiles < 0 {
+		errs = append(errs, fmt.Errorf("--log-max-files %d must not be negative", c.LogMaxFiles))
 	}
 	switch c.Fencing {
 	case "", FencingDefault:

@@ -39,7 +39,7 @@ func executorPath(cfg worker.Config, app string, id int, name string) string {
 
 func executorPID(t *testing.T, cfg worker.Config, app string, id int) int {
 	t.Helper()
-	return printedPID(t, executorPath(cfg, app, id, runner.StdoutFile))
+	return printedPID(t, executorPath(cfg, app, id, ""))
 }
 
 // executorLogs is the worker's log URL of the executor.
@@ -72,14 +72,14 @@ func TestRunsExecutorsWithEnvAndServesLogs(t *testing.T) {
 			t.Fatalf("executor %d: running %+v (#%d), end %+v (#%d), want exit code %d", c.id, running, ri, end, ei, c.code)
 		}
 	}
-	dir := filepath.Dir(executorPath(cfg, appA, 0, runner.StdoutFile))
+	dir := executorPath(cfg, appA, 0, "")
 	for _, d := range []string{dir, filepath.Dir(dir)} {
 		if st, err := os.Stat(d); err != nil || st.Mode().Perm() != 0o700 {
 			t.Fatalf("%s: %v %v, want a 0700 directory", d, st.Mode(), err)
 		}
 	}
 	stdout := fmt.Sprintf("%s 0 2 512 w1 %s x none\n", appA, fm.addr())
-	if b, _ := os.ReadFile(executorPath(cfg, appA, 0, runner.StdoutFile)); string(b) != stdout {
+	if b := readStream(t, dir, runner.StdoutFile); b != stdout {
 		t.Fatalf("stdout = %q, want %q", b, stdout)
 	}
 
@@ -185,7 +185,7 @@ func TestDetachedExecutorIsAdoptedNotRestarted(t *testing.T) {
 	if exited.ExitCode == nil || *exited.ExitCode != 0 {
 		t.Fatalf("exited = %+v", exited)
 	}
-	if b, _ := os.ReadFile(executorPath(cfg, appA, 2, runner.StdoutFile)); string(b) != fmt.Sprintf("%d\n", pid) {
+	if b := readStream(t, executorPath(cfg, appA, 2, ""), runner.StdoutFile); b != fmt.Sprintf("%d\n", pid) {
 		t.Fatalf("stdout = %q: the executor ran more than once", b)
 	}
 	if after, err := runner.ReadStatus(dir); err != nil || after.RunnerPID != st.RunnerPID || after.Runs != 1 {

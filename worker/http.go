@@ -4,7 +4,6 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -14,7 +13,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/drover-project/drover/api"
@@ -25,8 +23,9 @@ import (
 // ExecutorLogsPath is the path pattern (net/http.ServeMux syntax) of an
 // executor's logs on a worker's HTTP server: {app} is the app ID and {id}
 // the executor ID. A GET takes stream=stdout|stderr and offset=N, as the
-// driver logs do, and answers with the bytes and api.HeaderLogSize. A master
-// serves the same path and proxies it to the executor's worker.
+// driver logs do, and answers with the bytes, api.HeaderLogSize and
+// api.HeaderLogStart. A master serves the same path and proxies it to the
+// executor's worker.
 const ExecutorLogsPath = "/v1/apps/{app}/executors/{id}/logs"
 
 // newServer serves, under /v1/:
@@ -161,10 +160,11 @@ func logQuery(rw http.ResponseWriter, r *http.Request) (name string, offset int6
 	return name, offset, true
 }
 
-// serveLog serves the log file name of unit k from offset on. Every path
-// element comes from a checked driver or app ID, a number or a fixed name;
-// the file is opened through an os.Root on the work dir besides, so no
-// request, and no link a program plants, reaches outside it.
+// serveLog serves stream name of unit k from logical offset on, across
+// its rotated files (runner.OpenLog). Every path element comes from a
+// checked driver or app ID, a number or a fixed name; the files are opened
+// through an os.Root on the work dir besides, so no request, and no link a
+// program plants, reaches outside it.
 func (w *Worker) serveLog(rw http.ResponseWriter, k unitKey, name string, offset int64) {
 	root, err := os.OpenRoot(w.cfg.WorkDir)
 	if err != nil {
@@ -177,39 +177,26 @@ func (w *Worker) serveLog(rw http.ResponseWriter, k unitKey, name string, offset
 		writeError(rw, http.StatusBadRequest, fmt.Sprintf("%s is outside the work dir", k))
 		return
 	}
-	if st, err := root.Stat(dir); err != nil || !st.IsDir() {
+	unit, err := root.OpenRoot(dir)
+	if err != nil {
 		writeError(rw, http.StatusNotFound, fmt.Sprintf("%s has no %s %d on worker %s", k.id, k.kind.info().nAttr, k.n, w.cfg.ID))
 		return
 	}
-	// The program owns its directory and could swap its log for a link
-	// to a file it may not show; O_NOFOLLOW refuses that.
-	f, err := root.OpenFile(filepath.Join(dir, name), os.O_RDONLY|syscall.O_NOFOLLOW, 0)
-	var size int64
-	switch {
-	case errors.Is(err, fs.ErrNotExist):
-		// Not launched yet: an empty log.
-	case err != nil:
-		writeError(rw, http.StatusForbidden, fmt.Sprintf("cannot open %s of %s", name, k))
+	defer unit.Close()
+	l, err := runner.OpenLog(unit, name, offset)
+	if err != nil {
+		writeError(rw, http.StatusForbidden, fmt.Sprintf("cannot open %s of %s: %v", name, k, err))
 		return
-	default:
-		defer f.Close()
-		st, err := f.Stat()
-		if err != nil || !st.Mode().IsRegular() {
-			writeError(rw, http.StatusForbidden, fmt.Sprintf("%s of %s is not a regular file", name, k))
-			return
-		}
-		size = st.Size()
 	}
-	length := max(size-offset, 0)
-	rw.Header().Set(api.HeaderLogSize, strconv.FormatInt(size, 10))
+	defer l.Close()
+	rw.Header().Set(api.HeaderLogSize, strconv.FormatInt(l.Size, 10))
+	rw.Header().Set(api.HeaderLogStart, strconv.FormatInt(l.Start, 10))
 	// Shown as text in a browser, never sniffed into anything else.
 	rw.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	rw.Header().Set("X-Content-Type-Options", "nosniff")
-	rw.Header().Set("Content-Length", strconv.FormatInt(length, 10))
+	rw.Header().Set("Content-Length", strconv.FormatInt(l.End-l.Start, 10))
 	rw.WriteHeader(http.StatusOK)
-	if length > 0 {
-		_, _ = io.Copy(rw, io.NewSectionReader(f, offset, length))
-	}
+	_, _ = io.Copy(rw, l)
 }
 
 // latestAttempt returns the highest N of the attempt-N directories in

@@ -350,16 +350,41 @@ func sleeper(driver string, attempt int) api.Assignment {
 // programPID waits until the program of the attempt has printed its PID.
 func programPID(t *testing.T, cfg worker.Config, driver string, attempt int) int {
 	t.Helper()
-	return printedPID(t, filepath.Join(cfg.WorkDir, driver, "attempt-"+strconv.Itoa(attempt), runner.StdoutFile))
+	return printedPID(t, filepath.Join(cfg.WorkDir, driver, "attempt-"+strconv.Itoa(attempt)))
 }
 
-// printedPID waits until a program has printed its PID to the file at path.
-func printedPID(t *testing.T, path string) int {
+// readStream returns what the program of the unit directory dir wrote to
+// stream (runner.StdoutFile or runner.StderrFile), "" before it starts.
+func readStream(t *testing.T, dir, stream string) string {
+	t.Helper()
+	root, err := os.OpenRoot(dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return ""
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer root.Close()
+	l, err := runner.OpenLog(root, stream, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	b, err := io.ReadAll(l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// printedPID waits until the program of the unit directory dir has
+// printed its PID to its stdout.
+func printedPID(t *testing.T, dir string) int {
 	t.Helper()
 	deadline := time.Now().Add(failSafe)
 	for time.Now().Before(deadline) {
-		if b, err := os.ReadFile(path); err == nil && strings.HasSuffix(string(b), "\n") {
-			pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+		if b := readStream(t, dir, runner.StdoutFile); strings.HasSuffix(b, "\n") {
+			pid, err := strconv.Atoi(strings.TrimSpace(b))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -367,7 +392,7 @@ func printedPID(t *testing.T, path string) int {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	t.Fatalf("program never printed its PID to %s", path)
+	t.Fatalf("program never printed its PID to the stdout of %s", dir)
 	return 0
 }
 
@@ -416,7 +441,7 @@ func TestRunsAssignmentWithEnvAndServesLogs(t *testing.T) {
 		}
 	}
 	stdout := driverA + " 1 w1 " + fm.addr() + " x\n"
-	if b, _ := os.ReadFile(filepath.Join(dir, runner.StdoutFile)); string(b) != stdout {
+	if b := readStream(t, dir, runner.StdoutFile); b != stdout {
 		t.Fatalf("stdout = %q, want %q", b, stdout)
 	}
 
@@ -457,6 +482,42 @@ func TestRunsAssignmentWithEnvAndServesLogs(t *testing.T) {
 	}
 	if resp, body := get(t, "http://"+w.HTTPAddr()+"/v1/health"); resp.StatusCode != http.StatusOK || !strings.Contains(body, `"ok"`) {
 		t.Fatalf("health: %d %s", resp.StatusCode, body)
+	}
+}
+
+// The log endpoint serves a logical offset range across the rotated
+// files, and says where the stream now starts when the offset asked for
+// was rotated away.
+func TestServesLogsAcrossRotation(t *testing.T) {
+	fm := newFakeMaster(t)
+	w, _ := newWorker(t, fm, func(c *worker.Config) { c.LogMaxFileSize, c.LogMaxFiles = 64, 2 })
+	// 26 lines of 10 bytes; files of 64 keep bytes 192 to 260.
+	lines := `for c in a b c d e f g h i j k l m n o p q r s t u v w x y z; do echo "$c........"; done`
+	fm.assign(api.Assignment{DriverID: driverA, Attempt: 1, Argv: []string{"/bin/sh", "-c", lines}})
+	fm.assignExecutors(api.ExecutorAssignment{AppID: appA, ExecutorID: 0, Argv: []string{"/bin/sh", "-c", lines + " >&2"}})
+	fm.waitReport(t, driverA, 1, model.DriverFinished)
+	fm.waitExecReport(t, appA, 0, model.ExecExited)
+	var all strings.Builder
+	for c := 'a'; c <= 'z'; c++ {
+		fmt.Fprintf(&all, "%c........\n", c)
+	}
+	full := all.String()
+	for _, c := range []struct {
+		path          string
+		offset, start int
+	}{
+		{"/v1/drivers/" + driverA + "/logs?offset=0", 0, 192},
+		{"/v1/drivers/" + driverA + "/logs?offset=191&attempt=1", 191, 192},
+		{"/v1/drivers/" + driverA + "/logs?offset=250", 250, 250},
+		{"/v1/drivers/" + driverA + "/logs?offset=260", 260, 260},
+		{"/v1/apps/" + appA + "/executors/0/logs?stream=stderr&offset=100", 100, 192},
+	} {
+		resp, body := get(t, "http://"+w.HTTPAddr()+c.path)
+		if resp.StatusCode != http.StatusOK || body != full[c.start:] ||
+			resp.Header.Get(api.HeaderLogSize) != "260" || resp.Header.Get(api.HeaderLogStart) != strconv.Itoa(c.start) {
+			t.Fatalf("GET %s: %d %q size %s start %s; want %q size 260 start %d", c.path, resp.StatusCode, body,
+				resp.Header.Get(api.HeaderLogSize), resp.Header.Get(api.HeaderLogStart), full[c.start:], c.start)
+		}
 	}
 }
 
@@ -758,4 +819,24 @@ func TestDeadRunnersProgramIsKilled(t *testing.T) {
 		t.Fatalf("report = %+v", r)
 	}
 	assertGone(t, pid)
+}
+
+// A runner killed with SIGKILL while its program writes: the program dies
+// of SIGPIPE on the pipe nobody reads, and the attempt still counts as
+// killed (not ERROR), so a supervised driver is relaunched.
+func TestDeadRunnersWritingProgramIsReportedKilled(t *testing.T) {
+	fm := newFakeMaster(t)
+	_, cfg := newWorker(t, fm, func(c *worker.Config) { c.LogMaxFileSize, c.LogMaxFiles = 64<<10, 2 })
+	fm.assign(api.Assignment{DriverID: driverA, Attempt: 1, Argv: []string{"yes"}, Supervise: true})
+	fm.waitReport(t, driverA, 1, model.DriverRunning)
+	st := readStatus(t, cfg, driverA, 1)
+	if err := syscall.Kill(st.RunnerPID, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	r, _ := fm.waitReport(t, driverA, 1, model.DriverKilled)
+	if !strings.Contains(r.Reason, "runner died") {
+		t.Fatalf("report = %+v", r)
+	}
+	// Dead, if not yet reaped by whoever inherited it.
+	waitUntil(t, "the program to end", func() bool { return processEnded(st.PID) })
 }

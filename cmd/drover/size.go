@@ -8,17 +8,17 @@ import (
 	"github.com/spf13/pflag"
 )
 
-// parseSizeMB parses a memory size as Spark writes them ("512m", "4g",
-// "1024k", "2t"; a bare number is MiB) into MiB. Sizes below 1 MiB, negative
-// or malformed sizes are errors.
-func parseSizeMB(s string) (int64, error) {
+// parseSize parses a size as Spark writes them ("512m", "4g", "64k", "2t";
+// a bare number is MiB) into bytes. Negative or malformed sizes are
+// errors.
+func parseSize(s string) (int64, error) {
 	t := strings.ToLower(strings.TrimSpace(s))
 	t = strings.TrimSuffix(t, "b")
 	if t == "" {
 		return 0, fmt.Errorf("size %q is empty", s)
 	}
-	mult := map[byte]float64{'k': 1.0 / 1024, 'm': 1, 'g': 1024, 't': 1024 * 1024}
-	f := 1.0
+	mult := map[byte]float64{'k': 1 << 10, 'm': 1 << 20, 'g': 1 << 30, 't': 1 << 40}
+	f := float64(1 << 20)
 	if m, ok := mult[t[len(t)-1]]; ok {
 		f = m
 		t = t[:len(t)-1]
@@ -27,24 +27,44 @@ func parseSizeMB(s string) (int64, error) {
 	if err != nil || !(n >= 0 && n < 1e12) { // also refuses NaN and Inf
 		return 0, fmt.Errorf("size %q is not a size like 512m or 4g", s)
 	}
-	mb := int64(n * f)
-	if mb < 1 {
+	return int64(n * f), nil
+}
+
+// parseSizeMB is parseSize in MiB, for memory. Sizes below 1 MiB are
+// errors.
+func parseSizeMB(s string) (int64, error) {
+	b, err := parseSize(s)
+	if err != nil {
+		return 0, err
+	}
+	if b < 1<<20 {
 		return 0, fmt.Errorf("size %q is below 1 MiB", s)
 	}
-	return mb, nil
+	return b >> 20, nil
+}
+
+// formatSize writes b bytes the way parseSize reads them, in the largest
+// unit that divides it.
+func formatSize(b int64) string {
+	for _, u := range []struct {
+		suffix string
+		shift  uint
+	}{{"t", 40}, {"g", 30}, {"m", 20}, {"k", 10}} {
+		if b != 0 && b%(1<<u.shift) == 0 {
+			return strconv.FormatInt(b>>u.shift, 10) + u.suffix
+		}
+	}
+	return strconv.FormatFloat(float64(b)/(1<<10), 'f', -1, 64) + "k"
 }
 
 // sizeFlag is a pflag.Value holding a size in MiB.
 type sizeFlag struct{ mb int64 }
 
 func (s *sizeFlag) String() string {
-	switch {
-	case s.mb == 0:
+	if s.mb == 0 {
 		return "0"
-	case s.mb%1024 == 0:
-		return fmt.Sprintf("%dg", s.mb/1024)
 	}
-	return fmt.Sprintf("%dm", s.mb)
+	return formatSize(s.mb << 20)
 }
 
 func (s *sizeFlag) Set(v string) error {
@@ -58,4 +78,31 @@ func (s *sizeFlag) Set(v string) error {
 
 func (s *sizeFlag) Type() string { return "size" }
 
-var _ pflag.Value = (*sizeFlag)(nil)
+// bytesFlag is a pflag.Value holding a size in bytes, at least min.
+type bytesFlag struct{ b, min int64 }
+
+func (s *bytesFlag) String() string {
+	if s.b == 0 {
+		return "0"
+	}
+	return formatSize(s.b)
+}
+
+func (s *bytesFlag) Set(v string) error {
+	b, err := parseSize(v)
+	if err != nil {
+		return err
+	}
+	if b < s.min {
+		return fmt.Errorf("size %q is below %s", v, formatSize(s.min))
+	}
+	s.b = b
+	return nil
+}
+
+func (s *bytesFlag) Type() string { return "size" }
+
+var (
+	_ pflag.Value = (*sizeFlag)(nil)
+	_ pflag.Value = (*bytesFlag)(nil)
+)

@@ -45,6 +45,9 @@ func runWorker(args []string) int {
 	fs.DurationVar(&cfg.Lease, "lease", cfg.Lease, "how long drivers run on after this worker stops renewing its lease (killed, or detached with SIGUSR1 for an upgrade); in strict fencing also how long supervised drivers run without a leader's answer; match the masters' --lease")
 	fencing := fs.String("fencing", string(cfg.Fencing), "default: keep drivers running while no leader answers; strict: kill supervised drivers after --lease without a leader's answer, so that none ever runs twice at once")
 	fs.IntVar(&cfg.MaxConnsPerClient, "max-conns-per-client", cfg.MaxConnsPerClient, "HTTP connections one client IP may hold open; 0 for no bound")
+	logMaxSize := bytesFlag{b: cfg.LogMaxFileSize, min: 1 << 10}
+	fs.Var(&logMaxSize, "log-max-size", "size of each file a driver's or executor's stdout and stderr are kept in (64k, 10m); a full file rotates")
+	fs.IntVar(&cfg.LogMaxFiles, "log-max-files", cfg.LogMaxFiles, "files kept of each stdout and stderr; the oldest is deleted first")
 	security := addSecurityFlags(fs, false)
 	logger := addLogFlags(fs)
 	config := addConfigFlag(fs)
@@ -62,6 +65,10 @@ func runWorker(args []string) int {
 	}
 	cfg.TLS, cfg.Token, cfg.Insecure = sec.TLS, sec.OperatorToken, sec.Insecure
 	cfg.MemoryMB = mem.mb
+	cfg.LogMaxFileSize = logMaxSize.b
+	if cfg.LogMaxFiles < 1 {
+		return fail(fmt.Errorf("--log-max-files %d must be at least 1", cfg.LogMaxFiles))
+	}
 	cfg.Fencing = worker.FencingMode(*fencing)
 	for _, m := range strings.Split(*masters, ",") {
 		if m = strings.TrimSpace(m); m != "" {
