@@ -84,7 +84,7 @@ func TestStagesArtifactsBeforeFirstRun(t *testing.T) {
 	if e := h.final(); e.State != model.DriverFinished || e.Runs != 1 {
 		t.Fatalf("final = %+v", e)
 	}
-	if got, want := h.file(runner.StdoutFile), "staged app ran in "+filepath.Base(h.dir)+"\n"; got != want {
+	if got, want := h.stream(runner.StdoutFile), "staged app ran in "+filepath.Base(h.dir)+"\n"; got != want {
 		t.Fatalf("stdout = %q, want %q", got, want)
 	}
 }
