@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/signal"
 	"path"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -29,7 +30,8 @@ const clientUsage = `usage: drover client [--masters a,b,c] [--timeout D] <comma
 
 commands:
   submit [--supervise] [--name NAME] [--driver-cores N] [--driver-memory SIZE]
-         [--env K=V]... [--artifact URL]... [--wait] -- PROGRAM [ARGS...]
+         [--env K=V]... [--artifact URL]... [--upload FILE]... [--wait]
+         -- PROGRAM [ARGS...]
   status DRIVER_ID [--json]
   kill   DRIVER_ID
   list   [--state S]... [--name GLOB] [--worker W] [--json]
@@ -252,6 +254,7 @@ func (k *cli) submit(ctx context.Context, args []string) int {
 	fs.Var(&mem, "driver-memory", "memory the driver needs (512m, 4g)")
 	envs := fs.StringArray("env", nil, "K=V to set in the driver's environment (repeatable)")
 	artifacts := fs.StringArray("artifact", nil, "URL (http://, https://, file:///) of a file to stage in the driver's directory before it starts; ?checksum=sha256:HEX verifies it, archives (.tar, .tar.gz, .tgz, .tar.bz2, .tar.xz, .zip) are unpacked unless ?archive=false (repeatable)")
+	uploads := fs.StringArray("upload", nil, "a local file to store on the masters and stage in the driver's directory under its base name, with its permission bits (repeatable)")
 	wait := fs.Bool("wait", false, "wait until the driver ends; exit 0 for FINISHED, 1 otherwise (without it, submit returns once the driver runs, or after --timeout with exit 4)")
 	if code, ok := k.parse(fs, args); !ok {
 		return code
@@ -282,6 +285,11 @@ func (k *cli) submit(ctx context.Context, args []string) int {
 		fmt.Fprintf(k.stderr, "drover: --artifact: %v\n", err)
 		return 1
 	}
+	uploaded, code := k.upload(ctx, *uploads, req.Artifacts)
+	if code != 0 {
+		return code
+	}
+	req.Artifacts = append(req.Artifacts, uploaded...)
 	// Without --wait, submit takes --timeout at most in all: it returns
 	// once the driver runs, or when the time is up with where it stands.
 	deadline := ctx
@@ -321,6 +329,55 @@ func (k *cli) submit(ctx context.Context, args []string) int {
 		return 0
 	}
 	return 1
+}
+
+// uploadRate is the slowest transfer, in bytes a second, that an upload
+// is given time for beyond --timeout: a submit whose masters all refuse or
+// vanish still ends, while a large file on a slow link is not cut off.
+const uploadRate = 1 << 20
+
+// upload stores the files on the masters, after checking that their base
+// names collide neither with each other nor with the URL artifacts
+// (before anything is sent, so a clash costs no transfer), and returns
+// the artifacts that name them. Each file gets --timeout plus a second per
+// MiB. A refusal or failure is one line on stderr and its exit code.
+func (k *cli) upload(ctx context.Context, files []string, artifacts []model.Artifact) ([]model.Artifact, int) {
+	if len(files) == 0 {
+		return nil, 0
+	}
+	all := slices.Clone(artifacts)
+	sizes := make([]int64, len(files))
+	for i, f := range files {
+		fi, err := os.Stat(f)
+		if err == nil && !fi.Mode().IsRegular() {
+			err = fmt.Errorf("%s is not a regular file", f)
+		}
+		if err != nil {
+			fmt.Fprintf(k.stderr, "drover: --upload: %v\n", err)
+			return nil, 1
+		}
+		sizes[i] = fi.Size()
+		// The digest is not known yet; any one stands for it here.
+		all = append(all, model.Artifact{Upload: strings.Repeat("0", 64), Name: filepath.Base(f)})
+	}
+	if _, err := model.NormalizeArtifacts(all); err != nil {
+		fmt.Fprintf(k.stderr, "drover: --upload: %v\n", err)
+		return nil, 1
+	}
+	var out []model.Artifact
+	for i, f := range files {
+		uctx, cancel := context.WithTimeout(ctx, k.timeout+time.Duration(sizes[i]/uploadRate)*time.Second)
+		start := time.Now()
+		a, err := k.c.Upload(uctx, f)
+		cancel()
+		if err != nil {
+			fmt.Fprintf(k.stderr, "drover: --upload: %v\n", err)
+			return nil, k.exitFor(err)
+		}
+		fmt.Fprintf(k.stderr, "uploaded %s (%d bytes, sha256 %s) in %s\n", f, sizes[i], a.Upload, time.Since(start).Round(time.Millisecond))
+		out = append(out, a)
+	}
+	return out, 0
 }
 
 // Exit codes of submit beyond 0, 1 and 2: the driver was accepted (its ID
