@@ -111,7 +111,7 @@ func (b *Buffer) Reset(index uint64) {
 func (b *Buffer) Subscribe(after uint64, f Filter, maxPending int) (s *Sub, complete bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	s = &Sub{b: b, filter: f, max: maxPending, ready: make(chan struct{}, 1)}
+	s = &Sub{b: b, filter: f, max: maxPending, after: after, ready: make(chan struct{}, 1)}
 	for _, batch := range b.batches {
 		if batch.Index > after {
 			s.pending = append(s.pending, batch)
@@ -130,6 +130,10 @@ type Sub struct {
 	b      *Buffer
 	filter Filter
 	max    int
+	// after is the index the subscriber resumes from: a master that has
+	// an entry in its log but has not applied it yet publishes it after
+	// the subscription, and its reader had it already.
+	after uint64
 
 	mu      sync.Mutex
 	pending []Batch
@@ -145,6 +149,9 @@ func (s *Sub) push(b Batch) bool {
 	defer s.mu.Unlock()
 	if s.err != nil {
 		return false
+	}
+	if b.Index <= s.after {
+		return true
 	}
 	if s.queued+len(b.Events) > s.max && s.queued > 0 {
 		s.err = ErrTooSlow

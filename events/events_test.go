@@ -50,6 +50,21 @@ func TestSubscribeReplaysThenFollows(t *testing.T) {
 	}
 }
 
+// A reader resuming, after a failover, from an index this master has in
+// its log but has not applied yet gets nothing at or below that index when
+// it is applied: it had it from the master before.
+func TestResumeAheadOfThisMaster(t *testing.T) {
+	b := New(100)
+	b.Publish(3, []api.Event{ev(3, api.EventDriver, "d1")})
+	s, _ := b.Subscribe(5, Filter{}, 100)
+	b.Publish(5, []api.Event{ev(5, api.EventDriver, "d1")})
+	b.Publish(6, []api.Event{ev(6, api.EventDriver, "d2")})
+	got, err := s.Take()
+	if err != nil || len(got) != 1 || got[0].Index != 6 {
+		t.Fatalf("Take = %v, %v; want batch 6 alone", indexes(got), err)
+	}
+}
+
 // A reader that falls behind is closed, and nothing else waits for it.
 func TestSlowReaderIsClosed(t *testing.T) {
 	b := New(100)
