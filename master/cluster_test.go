@@ -532,6 +532,40 @@ func TestSplitPoolIsReported(t *testing.T) {
 	}
 }
 
+// A master that is down is not a split pool: the leader's heartbeats do
+// not reach it, so neither the split report nor any survivor's health
+// names it, and a load balancer keeps both survivors.
+func TestDownMasterIsNoSplit(t *testing.T) {
+	c := mastertest.Start(t, 3, nil)
+	leader := c.Leader()
+	down := c.Followers()[0]
+	c.Stop(down)
+	ctx := c.Context()
+	// Past the split report's grace, with the leader's heartbeats to the
+	// stopped master failing all along.
+	until := time.Now().Add(splitWindow)
+	for time.Now().Before(until) {
+		for _, n := range []*mastertest.Node{leader, c.Followers()[0]} {
+			code, body := get(t, n.HTTP(), "/v1/health")
+			if code != http.StatusOK {
+				t.Fatalf("%s health %d with %s down: %s", n.ID, code, down.ID, body)
+			}
+		}
+		st, err := c.Client(leader).State(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(st.PoolSplit) > 0 {
+			t.Fatalf("split %+v with %s down", st.PoolSplit, down.ID)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// splitWindow is how long TestDownMasterIsNoSplit watches: past the
+// leader's splitGrace (3 s), which a stopped master would outlast.
+const splitWindow = 5 * time.Second
+
 // get sends one GET to one master and returns the status and body.
 func get(t *testing.T, addr, path string) (int, []byte) {
 	t.Helper()

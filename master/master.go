@@ -62,6 +62,8 @@ type Master struct {
 	streams *raftnet.StreamLayer
 	finder  *finder
 	pool    *gossip.Pool
+	// beats says which followers the leader's heartbeats fail to reach.
+	beats *heartbeats
 	tls     tlsConfigs
 
 	core    *service.Core
@@ -140,6 +142,7 @@ func New(cfg Config) (*Master, error) {
 		return nil, err
 	}
 	m.metrics = metrics.New(m.raft)
+	m.beats = watchHeartbeats(m.raft, m.stop, &m.loops)
 	m.finder = newFinder(m)
 	pool, err := gossip.Start(gossip.Config{
 		Meta:      gossip.Meta{Role: gossip.RoleMaster, ID: cfg.ID, HTTP: cfg.httpAddr()},
@@ -480,6 +483,7 @@ func (m *Master) leadershipLoop() {
 				m.log.Info("lost leadership")
 				continue
 			}
+			m.beats.reset()
 			ctx, cancel := context.WithCancel(context.Background())
 			started := make(chan *leader.Term, 1)
 			go func() { started <- m.establish(ctx) }()
@@ -567,7 +571,7 @@ func (m *Master) authorize(h http.Header) {
 }
 
 // voters returns the IDs of the other voters of the latest Raft
-// configuration.
+// configuration that this leader's heartbeats reach.
 func (m *Master) voters() []string {
 	cf := m.raft.GetConfiguration()
 	if cf.Error() != nil {
@@ -575,7 +579,7 @@ func (m *Master) voters() []string {
 	}
 	var out []string
 	for _, s := range cf.Configuration().Servers {
-		if s.Suffrage == raft.Voter && string(s.ID) != m.cfg.ID {
+		if s.Suffrage == raft.Voter && string(s.ID) != m.cfg.ID && m.beats.reaches(string(s.ID)) {
 			out = append(out, string(s.ID))
 		}
 	}

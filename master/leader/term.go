@@ -48,7 +48,7 @@ type Deps struct {
 	// the gossip pool.
 	GossipChanged func() <-chan struct{}
 	// Voters returns the IDs of the other voters of the Raft
-	// configuration.
+	// configuration that this leader's Raft heartbeats reach.
 	Voters  func() []string
 	Metrics *metrics.Metrics
 	Log     *slog.Logger

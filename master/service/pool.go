@@ -12,6 +12,7 @@ import (
 	"github.com/drover-project/drover/api"
 	"github.com/drover-project/drover/auth"
 	"github.com/drover-project/drover/gossip"
+	"github.com/drover-project/drover/master/leader"
 )
 
 // GossipPeers implements WorkerService: this master's own address, then
@@ -61,8 +62,8 @@ func (s *Core) poolView() string {
 // timeouts, past which Raft would have held an election.
 func (s *Core) quorumSilence() time.Duration { return 2 * s.cfg.ElectionTimeout }
 
-// Health implements Service: whether this master sees a leader, a quorum
-// and every voter in its gossip pool.
+// Health implements Service: whether this master sees a leader, a quorum,
+// and in its gossip pool the members it hears from.
 func (s *Core) Health(context.Context) api.Health {
 	h := api.Health{ID: s.cfg.ID, Status: "ok"}
 	check := func(name string, ok bool, msg string) {
@@ -91,21 +92,27 @@ func (s *Core) Health(context.Context) api.Health {
 		ok := !s.Raft.LastContact().IsZero() && quiet < s.quorumSilence()
 		check(api.CheckQuorum, ok, fmt.Sprintf("the leader last spoke %s ago", quiet.Round(time.Millisecond)))
 	}
-	var missing []string
-	if cf := s.Raft.GetConfiguration(); cf.Error() == nil {
-		for _, srv := range cf.Configuration().Servers {
-			if srv.Suffrage != raft.Voter || string(srv.ID) == s.cfg.ID {
-				continue
-			}
-			if _, ok := s.Pool.Lookup(gossip.RoleMaster, string(srv.ID)); !ok {
-				missing = append(missing, string(srv.ID))
-			}
+	// The pool is split when a member this master hears from is missing
+	// from its pool: for the leader, what its split report names (voters
+	// its heartbeats reach, workers that heartbeat); for a follower, the
+	// leader. A voter that is down is heard from by nobody: the quorum
+	// check covers the cluster's loss of it, and every master's health
+	// failing at once would take a load balancer's whole pool down.
+	switch {
+	case s.Raft.State() == raft.Leader:
+		if split := s.Split(); len(split) > 0 {
+			check(api.CheckPool, false, "members the leader hears from but does not see in its gossip pool: "+leader.PoolNames(split))
+		} else {
+			check(api.CheckPool, true, "the leader sees every voter it reaches and every heartbeating worker in its gossip pool")
 		}
-	}
-	if len(missing) > 0 {
-		check(api.CheckPool, false, "voters missing from this master's gossip pool: "+strings.Join(missing, ", "))
-	} else {
-		check(api.CheckPool, true, "every voter is in the gossip pool")
+	case l.LeaderID == "":
+		check(api.CheckPool, true, "no leader to look for in the gossip pool")
+	default:
+		if _, ok := s.Pool.Lookup(gossip.RoleMaster, l.LeaderID); !ok {
+			check(api.CheckPool, false, "the leader, "+l.LeaderID+", is missing from this master's gossip pool")
+		} else {
+			check(api.CheckPool, true, "the leader is in this master's gossip pool")
+		}
 	}
 	return h
 }
