@@ -337,3 +337,16 @@ func TestSubmitArtifacts(t *testing.T) {
 		t.Fatalf("refused artifacts reached the master: %d submissions", len(f.submitted))
 	}
 }
+
+// watch refuses at once, in one line, an ID that looks like a driver's,
+// an app's or an executor's but is not one, instead of waiting for ever
+// for an event that cannot come.
+func TestWatchRefusesMalformedIDs(t *testing.T) {
+	f := newFakeMaster(t)
+	for _, id := range []string{"driver-nope", "app-20261202015633-x", "app-20261202015633-0001/x", "bad/worker/name", "-w"} {
+		_, stderr, code := drover("client", "watch", "--masters", f.addr(), "--", id)
+		if code != 1 || !strings.HasPrefix(stderr, "drover: watch: invalid ID") || strings.Count(stderr, "\n") != 1 {
+			t.Errorf("watch %s: exit %d, stderr %q; want 1 and one line", id, code, stderr)
+		}
+	}
+}

@@ -83,6 +83,17 @@ func runDev(args []string) int {
 	if *nMasters < 1 || *nWorkers < 0 {
 		return fail(errors.New("need at least one master and no negative worker count"))
 	}
+	// Checked here, as drover worker checks them, so that no cluster comes
+	// up whose workers then die at start, one line in each worker's log.
+	if *cores <= 0 {
+		return fail(fmt.Errorf("--worker-cores %d must be positive", *cores))
+	}
+	if mem.mb <= 0 {
+		return fail(fmt.Errorf("--worker-memory must be positive"))
+	}
+	if *nMasters%2 == 0 {
+		fmt.Fprintf(os.Stderr, "drover dev: warning: %d masters survive no more losses than %d; a quorum of an odd number is the usual choice\n", *nMasters, *nMasters-1)
+	}
 	if *restartAfter < 0 {
 		return fail(errors.New("--restart-after must not be negative"))
 	}

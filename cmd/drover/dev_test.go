@@ -1,28 +1,23 @@
 package main
 
 import (
+	"os"
+	"path/filepath"
 	"testing"
-	"time"
 )
 
-// A node that keeps dying soon after each restart waits twice as long each
-// time, up to the cap; one that ran long enough starts over from the base;
-// a base above the cap is never shortened.
-func TestRestartPauseBacksOff(t *testing.T) {
-	s := time.Second
-	for _, c := range []struct {
-		base, prev, ran, want time.Duration
-	}{
-		{10 * s, 0, s, 10 * s},
-		{10 * s, 10 * s, s, 20 * s},
-		{10 * s, 20 * s, 0, 40 * s},
-		{10 * s, 40 * s, s, time.Minute},
-		{10 * s, time.Minute, s, time.Minute},
-		{10 * s, time.Minute, restartStable, 10 * s},
-		{2 * time.Minute, 2 * time.Minute, s, 2 * time.Minute},
+// drover dev refuses, before it makes anything, what would start a
+// cluster whose workers die at start.
+func TestDevRefusesWorkersThatCannotStart(t *testing.T) {
+	for _, args := range [][]string{
+		{"--worker-cores", "0"}, {"--worker-cores", "-2"}, {"--worker-memory", "0"}, {"--masters", "0"}, {"--workers", "-1"},
 	} {
-		if got := restartPause(c.base, c.prev, c.ran); got != c.want {
-			t.Errorf("restartPause(%s, %s, %s) = %s, want %s", c.base, c.prev, c.ran, got, c.want)
+		dir := filepath.Join(t.TempDir(), "cluster")
+		if code := runDev(append([]string{"--dir", dir}, args...)); code != 1 {
+			t.Errorf("dev %v: exit %d, want 1", args, code)
+		}
+		if _, err := os.Stat(dir); !os.IsNotExist(err) {
+			t.Errorf("dev %v made %s", args, dir)
 		}
 	}
 }

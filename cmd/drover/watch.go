@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/drover-project/drover/api"
@@ -26,6 +27,12 @@ func (k *cli) watchEvents(ctx context.Context, args []string) int {
 		return code
 	}
 	q := client.EventQuery{After: *index, IDs: fs.Args()}
+	for _, id := range q.IDs {
+		if err := checkWatchID(id); err != nil {
+			fmt.Fprintf(k.stderr, "drover: watch: %v\n", err)
+			return 1
+		}
+	}
 	for _, s := range *kinds {
 		q.Kinds = append(q.Kinds, api.EventKind(s))
 	}
@@ -69,6 +76,29 @@ func (k *cli) watchEvents(ctx context.Context, args []string) int {
 		return k.exitFor(err)
 	}
 	return 0
+}
+
+// checkWatchID refuses an ID that looks like a driver's, an app's or an
+// executor's (APP_ID/N) but is not well formed, which would otherwise
+// match no event and print nothing for ever; anything else may be a
+// worker's name.
+func checkWatchID(id string) error {
+	app, n, executor := strings.Cut(id, "/")
+	switch {
+	case executor:
+		if err := ids.CheckApp(app); err != nil {
+			return err
+		}
+		if _, err := strconv.ParseUint(n, 10, 31); err != nil {
+			return fmt.Errorf("%w: executor ID %q is not APP_ID/N", ids.ErrInvalid, id)
+		}
+		return nil
+	case strings.HasPrefix(id, string(ids.Driver)+"-"):
+		return ids.CheckDriver(id)
+	case strings.HasPrefix(id, string(ids.App)+"-"):
+		return ids.CheckApp(id)
+	}
+	return ids.CheckWorker(id)
 }
 
 // exitOf is the exit code of an ended driver: 0 for FINISHED, 1 otherwise.
