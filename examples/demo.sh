@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The demo behind `make demo`: a real local cluster (3 masters, 2 workers),
 # a supervised distributed word count over the Go source tree (a driver that
-# registers an application with 2 executors), a SIGKILL of the leader while
-# it runs, and the result from the driver's log.
+# registers an application with 2 executors), shipped with --upload so that
+# no worker needs it installed, a SIGKILL of the leader while it runs, and
+# the result from the driver's log.
 set -euo pipefail
 
 bin=${BIN:-bin}
@@ -31,8 +32,8 @@ cat "$dir/dev.out"
 export DROVER_MASTERS DROVER_CACERT DROVER_TOKEN_FILE
 client() { "$bin/drover" client "$@"; }
 
-say "submitting a supervised word count over $input, with 2 executors"
-id=$(client submit --supervise --name wordcount -- "$PWD/$bin/wordcount" --executors 2 --top 15 "$input" | tail -n 1)
+say "uploading $bin/wordcount and submitting it, supervised, over $input, with 2 executors"
+id=$(client submit --supervise --name wordcount --upload "$bin/wordcount" -- ./wordcount --executors 2 --top 15 "$input" | tail -n 1)
 for _ in $(seq 1 100); do
 	client apps | grep -q RUNNING && break
 	sleep 0.1
