@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -776,4 +777,9 @@ func TestWorkerWithWrongGossipKeyGetsNoWork(t *testing.T) {
 			t.Fatalf("the worker with the wrong gossip key is in the tables as %s", wk.State)
 		}
 	}
+	// The leader, which hears it ask, names it in its split report.
+	waitFor(t, 30*time.Second, "the leader reports the worker as missing from its pool", func() bool {
+		st, err := testcluster.State(context.Background(), leader)
+		return err == nil && slices.ContainsFunc(st.PoolSplit, func(m api.PoolMember) bool { return m.Role == "worker" && m.ID == w.ID })
+	})
 }

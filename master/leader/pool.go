@@ -37,9 +37,16 @@ const (
 	splitHeal  = time.Minute
 )
 
+// outsiderWindow is how long a worker refused registration for not being
+// in the pool stays heard from: longer than the pause between its tries,
+// each of which waits for it in the pool first.
+const outsiderWindow = 30 * time.Second
+
 // watchPool reports a split gossip pool: voters in the Raft configuration
-// that the leader's heartbeats reach, and workers that heartbeat within the
-// worker timeout, whom the leader does not see in its pool. Such a worker
+// that the leader's heartbeats reach, workers that heartbeat within the
+// worker timeout and workers refused registration within outsiderWindow,
+// whom the leader does not see in its
+// pool. Such a worker
 // cannot be watched through gossip and such a master cannot find the
 // leader's address; nothing else would say so. It logs once per change of
 // the set.
@@ -60,6 +67,11 @@ func (t *Term) watchPool(ctx context.Context) {
 				continue
 			}
 			heard = append(heard, api.PoolMember{Role: gossip.RoleWorker, ID: w.ID})
+		}
+		for _, id := range t.Outsiders.Recent(at.Add(-outsiderWindow)) {
+			if !slices.ContainsFunc(heard, func(m api.PoolMember) bool { return m.Role == gossip.RoleWorker && m.ID == id }) {
+				heard = append(heard, api.PoolMember{Role: gossip.RoleWorker, ID: id})
+			}
 		}
 		now := track.update(at, heard, func(m api.PoolMember) bool {
 			_, ok := t.d.Pool.Lookup(m.Role, m.ID)

@@ -13,6 +13,7 @@ package leader
 import (
 	"context"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -69,6 +70,11 @@ type Term struct {
 	// Workers records contact with each worker (heartbeats and
 	// registrations), Apps with each app's client (watches).
 	Workers, Apps *Contacts
+	// Outsiders records workers refused registration because this leader
+	// does not see them in its gossip pool (a wrong gossip key, a blocked
+	// gossip port): the split report names them while they keep asking,
+	// since they never become rows a heartbeat could show.
+	Outsiders *Contacts
 
 	split splitState
 
@@ -84,15 +90,16 @@ type Term struct {
 func Start(cfg Config, d Deps, number uint64) *Term {
 	ctx, cancel := context.WithCancel(context.Background())
 	t := &Term{
-		Number:  number,
-		Since:   time.Now(),
-		IDs:     ids.NewMaker(d.FSM.NextDriverSeq(), d.FSM.NextAppSeq()),
-		Workers: &Contacts{},
-		Apps:    &Contacts{},
-		cfg:     cfg,
-		d:       d,
-		cancel:  cancel,
-		done:    make(chan struct{}),
+		Number:    number,
+		Since:     time.Now(),
+		IDs:       ids.NewMaker(d.FSM.NextDriverSeq(), d.FSM.NextAppSeq()),
+		Workers:   &Contacts{},
+		Apps:      &Contacts{},
+		Outsiders: &Contacts{},
+		cfg:       cfg,
+		d:         d,
+		cancel:    cancel,
+		done:      make(chan struct{}),
 	}
 	for _, duty := range []func(context.Context){t.schedule, t.watchWorkers, t.watchApps, t.watchPool} {
 		t.wg.Add(1)
@@ -163,6 +170,24 @@ func (c *Contacts) Get(key string) time.Time {
 		return time.Now()
 	}
 	return c.last[key]
+}
+
+// Recent returns the keys last heard from at or after from, sorted, and
+// forgets those heard from before it, so a caller that asks with a moving
+// bound keeps the record small.
+func (c *Contacts) Recent(from time.Time) []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []string
+	for k, at := range c.last {
+		if at.Before(from) && c.held[k] == 0 {
+			delete(c.last, k)
+			continue
+		}
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
 }
 
 // now is the leader's clock, in Unix milliseconds, for the times that

@@ -51,6 +51,7 @@ func (s *Core) RegisterWorker(ctx context.Context, _ auth.Caller, req api.Regist
 		}
 	}
 	if !s.cfg.RegisterWithoutGossip && !awaitMember(ctx, s.Pool, req.ID, req.HTTPAddr) {
+		t.Outsiders.Seen(req.ID, time.Now())
 		return api.RegisterWorkerResponse{}, api.Errorf(api.ErrNotInPool,
 			"leader %s does not see worker %s (at %s) in its gossip pool (%s): the worker must reach the masters' gossip ports and they its own, with the same --gossip-key-file",
 			s.cfg.ID, req.ID, req.HTTPAddr, s.poolView())
