@@ -64,7 +64,7 @@ type Master struct {
 	pool    *gossip.Pool
 	// beats says which followers the leader's heartbeats fail to reach.
 	beats *heartbeats
-	tls     tlsConfigs
+	tls   tlsConfigs
 
 	core    *service.Core
 	svc     service.Service
