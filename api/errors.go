@@ -51,6 +51,10 @@ const (
 	// CodeNotInPool: a worker registered, but the leader does not see it
 	// in its gossip pool, so it could not watch it (409).
 	CodeNotInPool Code = "not_in_pool"
+	// CodeGone: a log whose worker no longer holds it: the directory of
+	// the finished attempt or executor was removed (the worker's
+	// cleanup), or the worker is gone from the cluster (410).
+	CodeGone Code = "gone"
 	// CodeTooLarge: the body exceeds its bound (413).
 	CodeTooLarge Code = "too_large"
 	// CodeTooManyRequests: the caller has too many requests in flight;
@@ -76,6 +80,7 @@ var (
 	ErrForbidden       = errors.New("forbidden")
 	ErrNotFound        = errors.New("not found")
 	ErrConflict        = errors.New("conflict")
+	ErrGone            = errors.New("gone")
 	ErrNotInPool       = errors.New("not in the gossip pool")
 	ErrUnknownBlob     = errors.New("unknown upload")
 	ErrTooLarge        = errors.New("request too large")
@@ -109,6 +114,7 @@ var codes = []struct {
 	{CodeForbidden, ErrForbidden, http.StatusForbidden},
 	{CodeNotFound, ErrNotFound, http.StatusNotFound},
 	{CodeConflict, ErrConflict, http.StatusConflict},
+	{CodeGone, ErrGone, http.StatusGone},
 	{CodeTooLarge, ErrTooLarge, http.StatusRequestEntityTooLarge},
 	{CodeTooManyRequests, ErrTooManyRequests, http.StatusTooManyRequests},
 	{CodeUnavailable, ErrUnavailable, http.StatusServiceUnavailable},

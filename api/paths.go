@@ -1,6 +1,7 @@
 package api
 
 import (
+	"net/http"
 	"net/url"
 	"strconv"
 )
@@ -64,6 +65,18 @@ const HeaderLogSize = "X-Drover-Log-Size"
 // answer's length. An answer without it (an older worker) starts at the
 // offset asked for.
 const HeaderLogStart = "X-Drover-Log-Start"
+
+// LogHeaders reads a log answer's HeaderLogStart and HeaderLogSize, for a
+// request from offset: start is offset when the answer has no
+// HeaderLogStart (an older worker), a missing or malformed size is 0.
+func LogHeaders(h http.Header, offset int64) (start, size int64) {
+	start = offset
+	if v, err := strconv.ParseInt(h.Get(HeaderLogStart), 10, 64); err == nil {
+		start = v
+	}
+	size, _ = strconv.ParseInt(h.Get(HeaderLogSize), 10, 64)
+	return start, size
+}
 
 // Log streams, as the stream query parameter names them.
 const (

@@ -10,7 +10,6 @@ import (
 	"mime"
 	"net/http"
 	"net/url"
-	"strconv"
 	"sync"
 	"time"
 
@@ -173,8 +172,9 @@ func (cl *call) log(path string, q service.LogQuery) (*service.Log, error) {
 	if err != nil {
 		return nil, err
 	}
-	size, _ := strconv.ParseInt(resp.Header.Get(api.HeaderLogSize), 10, 64)
-	return &service.Log{Size: size, Body: cl.keep(resp.Body)}, nil
+	l := &service.Log{Body: cl.keep(resp.Body)}
+	l.Start, l.Size = api.LogHeaders(resp.Header, q.Offset)
+	return l, nil
 }
 
 // watch is an app watch held by the leader.

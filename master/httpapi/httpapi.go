@@ -417,6 +417,7 @@ func (h *handlers) writeLog(w http.ResponseWriter, l *service.Log, err error) {
 	}
 	defer l.Body.Close()
 	w.Header().Set(api.HeaderLogSize, strconv.FormatInt(l.Size, 10))
+	w.Header().Set(api.HeaderLogStart, strconv.FormatInt(l.Start, 10))
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(http.StatusOK)

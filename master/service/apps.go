@@ -293,7 +293,8 @@ func (s *Core) ExecutorLogs(ctx context.Context, c auth.Caller, appID string, ex
 	for _, e := range st.Executors {
 		if e.ID == executor {
 			q.Attempt = 0
-			return s.workerLog(ctx, e.WorkerID, api.ExecutorLogsPath(st.ID, e.ID), q, fmt.Sprintf("executor %d of %s", e.ID, st.ID))
+			return s.workerLog(ctx, logUnit{what: fmt.Sprintf("executor %d of %s", e.ID, st.ID), workerID: e.WorkerID,
+				path: api.ExecutorLogsPath(st.ID, e.ID), ended: e.State.Terminal()}, q)
 		}
 	}
 	return nil, api.Errorf(model.ErrUnknownExecutor, "%s has no executor %d", st.ID, executor)

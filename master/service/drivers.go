@@ -3,6 +3,7 @@ package service
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/drover-project/drover/api"
@@ -141,7 +142,8 @@ func (s *Core) DriverLogs(ctx context.Context, _ auth.Caller, id string, q LogQu
 		return nil, err
 	}
 	q.Attempt = rec.Attempt
-	return s.workerLog(ctx, rec.WorkerID, api.DriverPath(d.ID, "/logs"), q, d.ID)
+	return s.workerLog(ctx, logUnit{what: fmt.Sprintf("attempt %d of %s", rec.Attempt, d.ID), workerID: rec.WorkerID,
+		path: api.DriverPath(d.ID, "/logs"), ended: rec.State.Terminal()}, q)
 }
 
 // logAttempt returns the record of the attempt a log query names: the

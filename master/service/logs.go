@@ -7,7 +7,6 @@ import (
 	"io"
 	"net/http"
 	"net/url"
-	"strconv"
 
 	"github.com/drover-project/drover/api"
 	"github.com/drover-project/drover/model"
@@ -17,13 +16,26 @@ import (
 // maxWorkerError bounds the error answer of a worker that is read.
 const maxWorkerError = 64 << 10
 
-// workerLog asks the worker workerID for the log at path (the same path on
-// the worker as on a master) with query q; what names the driver or
-// executor in errors. The worker is called with this master's credential,
-// never the caller's: the caller's token is for the masters, and a worker
-// knows masters by their certificate, or without TLS by the operator
-// token.
-func (s *Core) workerLog(ctx context.Context, workerID, path string, q LogQuery, what string) (*Log, error) {
+// logUnit is the unit a log request names, as the tables know it.
+type logUnit struct {
+	// what names it for people: "attempt 2 of driver-...".
+	what string
+	// workerID is the worker it was placed on, which keeps its files.
+	workerID string
+	// path is the log's path, the same on the worker as on a master.
+	path string
+	// ended says the unit has reached a final state.
+	ended bool
+}
+
+// workerLog asks u's worker for its log with query q. The worker is called
+// with this master's credential, never the caller's: the caller's token is
+// for the masters, and a worker knows masters by their certificate, or
+// without TLS by the operator token. The log of a worker the masters no
+// longer know, or that is not ALIVE and does not answer, and that of an
+// ended unit whose directory its worker removed, is api.ErrGone, said in
+// one line; a worker ALIVE that does not answer is api.ErrBadGateway.
+func (s *Core) workerLog(ctx context.Context, u logUnit, q LogQuery) (*Log, error) {
 	switch q.Stream {
 	case "", api.StreamStdout, api.StreamStderr:
 	default:
@@ -32,12 +44,12 @@ func (s *Core) workerLog(ctx context.Context, workerID, path string, q LogQuery,
 	if q.Offset < 0 {
 		return nil, api.Errorf(api.ErrInvalidRequest, "offset %d must be a byte count", q.Offset)
 	}
-	wk, ok := s.FSM.Worker(workerID)
+	wk, ok := s.FSM.Worker(u.workerID)
 	if !ok {
-		return nil, api.Errorf(model.ErrUnknownWorker, "worker %s of %s is unknown", workerID, what)
+		return nil, api.Errorf(api.ErrGone, "%s ran on worker %s, which the masters no longer know: its logs went with it", u.what, u.workerID)
 	}
-	u := url.URL{Scheme: s.cfg.Scheme, Host: wk.HTTPAddr, Path: path, RawQuery: q.Values().Encode()}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
+	target := url.URL{Scheme: s.cfg.Scheme, Host: wk.HTTPAddr, Path: u.path, RawQuery: q.Values().Encode()}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, target.String(), nil)
 	if err != nil {
 		return nil, err
 	}
@@ -46,10 +58,19 @@ func (s *Core) workerLog(ctx context.Context, workerID, path string, q LogQuery,
 	}
 	resp, err := s.Workers.Do(req)
 	if err != nil {
-		return nil, api.Errorf(api.ErrBadGateway, "worker %s at %s: %v", wk.ID, wk.HTTPAddr, transport.RootCause(err))
+		cause := transport.RootCause(err)
+		if wk.State != model.WorkerAlive {
+			return nil, api.Errorf(api.ErrGone, "%s ran on worker %s, which is %s and does not answer (%v): its logs are out of reach unless it comes back",
+				u.what, wk.ID, wk.State, cause)
+		}
+		return nil, api.Errorf(api.ErrBadGateway, "worker %s at %s, which keeps the logs of %s, does not answer: %v", wk.ID, wk.HTTPAddr, u.what, cause)
 	}
 	if resp.StatusCode != http.StatusOK {
 		defer resp.Body.Close()
+		if resp.StatusCode == http.StatusNotFound && u.ended {
+			return nil, api.Errorf(api.ErrGone, "%s is no longer on worker %s: its directory was removed (a worker keeps a finished unit's files for its --cleanup-ttl, less when its disk runs low)",
+				u.what, wk.ID)
+		}
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, maxWorkerError))
 		var e api.Error
 		if json.Unmarshal(b, &e) != nil || e.Error == "" {
@@ -58,6 +79,7 @@ func (s *Core) workerLog(ctx context.Context, workerID, path string, q LogQuery,
 		e.Error = fmt.Sprintf("worker %s: %s", wk.ID, e.Error)
 		return nil, e.Err(resp.StatusCode)
 	}
-	size, _ := strconv.ParseInt(resp.Header.Get(api.HeaderLogSize), 10, 64)
-	return &Log{Size: size, Body: resp.Body}, nil
+	l := &Log{Body: resp.Body}
+	l.Start, l.Size = api.LogHeaders(resp.Header, q.Offset)
+	return l, nil
 }

@@ -213,12 +213,15 @@ func (q LogQuery) Values() url.Values {
 	return v
 }
 
-// Log is a part of a log as its worker sends it: the bytes from the
-// query's offset up to Size, the file's size when the worker answered.
-// The caller closes Body.
+// Log is a part of a log as its worker sends it: the bytes from Start up
+// to Size, the stream's size when the worker answered (rotated bytes
+// included). Start is the query's offset or, when the bytes there were
+// rotated away, where the stream now starts (api.HeaderLogStart). The
+// caller closes Body.
 type Log struct {
-	Size int64
-	Body io.ReadCloser
+	Start int64
+	Size  int64
+	Body  io.ReadCloser
 }
 
 // AppWatch is the answer to a watch: the app's status and its entity tag,
