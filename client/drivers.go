@@ -55,20 +55,34 @@ func (c *Client) Kill(ctx context.Context, id string) error {
 	return c.Do(ctx, http.MethodPost, "/v1/drivers/"+url.PathEscape(id)+"/kill", nil, nil)
 }
 
+// LogInfo says where a part of a log sits in its stream, which counts
+// bytes from 0 across rotations (Nomad's logs block, runner.LogFileName).
+type LogInfo struct {
+	// Start is the offset of the part's first byte: the offset asked
+	// for or, when the bytes there were rotated away, where the stream
+	// now starts. The next part is at Start plus the part's length.
+	Start int64
+	// Size is the stream's length when the worker answered, rotated
+	// bytes included.
+	Size int64
+}
+
 // Logs returns the bytes of a driver's stdout (or stderr) from offset on, as
-// the worker of the given attempt (0: the latest) holds them, and the
-// file's size then.
-func (c *Client) Logs(ctx context.Context, id string, stderr bool, offset int64, attempt int) ([]byte, int64, error) {
+// the worker of the given attempt (0: the latest) holds them, and where
+// they sit in the stream. A log the cluster can no longer serve (the
+// worker is gone, or removed the ended attempt's directory) is an error
+// wrapping api.ErrGone.
+func (c *Client) Logs(ctx context.Context, id string, stderr bool, offset int64, attempt int) ([]byte, LogInfo, error) {
 	q := logQuery(stderr, offset)
 	if attempt > 0 {
 		q.Set("attempt", strconv.Itoa(attempt))
 	}
-	return c.logs(ctx, "/v1/drivers/"+url.PathEscape(id)+"/logs?"+q.Encode())
+	return c.logs(ctx, "/v1/drivers/"+url.PathEscape(id)+"/logs?"+q.Encode(), offset)
 }
 
 // ExecutorLogs is Logs for executor executor of app appID.
-func (c *Client) ExecutorLogs(ctx context.Context, appID string, executor int, stderr bool, offset int64) ([]byte, int64, error) {
-	return c.logs(ctx, "/v1/apps/"+url.PathEscape(appID)+"/executors/"+strconv.Itoa(executor)+"/logs?"+logQuery(stderr, offset).Encode())
+func (c *Client) ExecutorLogs(ctx context.Context, appID string, executor int, stderr bool, offset int64) ([]byte, LogInfo, error) {
+	return c.logs(ctx, "/v1/apps/"+url.PathEscape(appID)+"/executors/"+strconv.Itoa(executor)+"/logs?"+logQuery(stderr, offset).Encode(), offset)
 }
 
 func logQuery(stderr bool, offset int64) url.Values {
@@ -79,13 +93,14 @@ func logQuery(stderr bool, offset int64) url.Values {
 	return q
 }
 
-func (c *Client) logs(ctx context.Context, path string) ([]byte, int64, error) {
+func (c *Client) logs(ctx context.Context, path string, offset int64) ([]byte, LogInfo, error) {
 	resp, err := c.DoRaw(ctx, http.MethodGet, path, nil)
 	if err != nil {
-		return nil, 0, err
+		return nil, LogInfo{}, err
 	}
-	size, _ := strconv.ParseInt(resp.Header.Get(api.HeaderLogSize), 10, 64)
-	return resp.Body, size, nil
+	var li LogInfo
+	li.Start, li.Size = api.LogHeaders(resp.Header, offset)
+	return resp.Body, li, nil
 }
 
 // State returns the cluster view from /v1/state of whichever master answers

@@ -35,7 +35,7 @@ commands:
   status DRIVER_ID [--json]
   kill   DRIVER_ID
   list   [--state S]... [--name GLOB] [--worker W] [--json]
-  logs   DRIVER_ID [--stderr] [--follow]
+  logs   DRIVER_ID [--attempt N] [--stderr] [--follow]
   logs   APP_ID --executor N [--stderr] [--follow]
   leader                 print the leader master's ID
   apps   [--json]        list applications
@@ -707,6 +707,7 @@ func (k *cli) logs(ctx context.Context, args []string) int {
 	stderr := fs.Bool("stderr", false, "show stderr instead of stdout")
 	follow := fs.Bool("follow", false, "keep printing new output until the driver (or executor) ends")
 	executor := fs.Int("executor", -1, "show the logs of this executor of the application APP_ID instead")
+	attempt := fs.Int("attempt", 0, "show this attempt of the driver, while its worker still holds it (default: the latest, and with --follow each next one)")
 	if code, ok := k.parse(fs, args); !ok {
 		return code
 	}
@@ -718,10 +719,13 @@ func (k *cli) logs(ctx context.Context, args []string) int {
 	if err != nil {
 		return k.exitFor(err)
 	}
-	if *executor >= 0 {
+	switch {
+	case *attempt < 0 || (*attempt > 0 && *executor >= 0):
+		return k.exitFor(errors.New("--attempt takes a positive attempt number of a driver, not of an executor"))
+	case *executor >= 0:
 		return k.printLogs(ctx, *follow, k.executorLogs(id, *executor, *stderr))
 	}
-	return k.printLogs(ctx, *follow, k.driverLogs(id, *stderr))
+	return k.printLogs(ctx, *follow, k.driverLogs(id, *attempt, *stderr))
 }
 
 // logSource is one log stream: refresh reads its owner's state, saying
@@ -729,18 +733,22 @@ func (k *cli) logs(ctx context.Context, args []string) int {
 // attempt); read fetches the bytes from offset.
 type logSource struct {
 	refresh func(ctx context.Context) (ended, restart bool, err error)
-	read    func(ctx context.Context, offset int64) ([]byte, error)
+	read    func(ctx context.Context, offset int64) ([]byte, client.LogInfo, error)
 }
 
-// driverLogs follows a driver's latest attempt, moving to the next attempt
-// when it is relaunched.
-func (k *cli) driverLogs(id string, stderr bool) logSource {
-	attempt := 0
+// driverLogs follows one attempt of a driver, or with attempt 0 its latest
+// attempt, moving to the next attempt when it is relaunched.
+func (k *cli) driverLogs(id string, attempt int, stderr bool) logSource {
+	fixed := attempt != 0
 	return logSource{
 		refresh: func(ctx context.Context) (bool, bool, error) {
 			d, err := k.driver(ctx, id)
 			if err != nil {
 				return false, false, err
+			}
+			if fixed {
+				rec := d.AttemptRecord(attempt)
+				return d.State.Terminal() || (rec != nil && rec.State.Terminal()), false, nil
 			}
 			restart := false
 			if n := len(d.Attempts); n > 0 && d.Attempts[n-1].Attempt != attempt {
@@ -751,9 +759,8 @@ func (k *cli) driverLogs(id string, stderr bool) logSource {
 			}
 			return d.State.Terminal(), restart, nil
 		},
-		read: func(ctx context.Context, offset int64) ([]byte, error) {
-			b, _, err := k.c.Logs(ctx, id, stderr, offset, attempt)
-			return b, err
+		read: func(ctx context.Context, offset int64) ([]byte, client.LogInfo, error) {
+			return k.c.Logs(ctx, id, stderr, offset, attempt)
 		},
 	}
 }
@@ -777,15 +784,16 @@ func (k *cli) executorLogs(appID string, executor int, stderr bool) logSource {
 			}
 			return true, false, nil
 		},
-		read: func(ctx context.Context, offset int64) ([]byte, error) {
-			b, _, err := k.c.ExecutorLogs(ctx, appID, executor, stderr, offset)
-			return b, err
+		read: func(ctx context.Context, offset int64) ([]byte, client.LogInfo, error) {
+			return k.c.ExecutorLogs(ctx, appID, executor, stderr, offset)
 		},
 	}
 }
 
 // printLogs prints a log stream, and with follow keeps printing until its
-// owner has ended and nothing more comes.
+// owner has ended and nothing more comes. Bytes rotated away before they
+// were read are said on stderr, and the stream goes on where it now
+// starts.
 func (k *cli) printLogs(ctx context.Context, follow bool, src logSource) int {
 	var offset int64
 	for {
@@ -799,14 +807,21 @@ func (k *cli) printLogs(ctx context.Context, follow bool, src logSource) int {
 			offset = 0
 		}
 		var b []byte
+		var li client.LogInfo
 		err = k.call(ctx, func(ctx context.Context) (err error) {
-			b, err = src.read(ctx, offset)
+			b, li, err = src.read(ctx, offset)
 			return err
 		})
 		// While following, a worker that is gone or an attempt not yet
 		// placed is a pause, not the end: the driver may go on elsewhere.
 		if err != nil && !(follow && !ended && isTransient(err)) {
 			return k.exitFor(err)
+		}
+		if err == nil {
+			if li.Start > offset {
+				fmt.Fprintf(k.stderr, "--- bytes %d to %d were rotated away ---\n", offset, li.Start)
+			}
+			offset = li.Start
 		}
 		if _, err := k.stdout.Write(b); err != nil {
 			return 1
@@ -823,10 +838,12 @@ func (k *cli) printLogs(ctx context.Context, follow bool, src logSource) int {
 	}
 }
 
-// isTransient reports whether a log read failed for a reason that passes:
-// no attempt placed yet, or the worker unreachable.
+// isTransient reports whether a log read failed for a reason that may
+// pass while the log's owner has not ended: no attempt placed yet, the
+// worker unreachable, or the attempt's worker gone while the driver is
+// relaunched elsewhere.
 func isTransient(err error) bool {
-	return errors.Is(err, api.ErrNotFound) || errors.Is(err, api.ErrBadGateway)
+	return errors.Is(err, api.ErrNotFound) || errors.Is(err, api.ErrBadGateway) || errors.Is(err, api.ErrGone)
 }
 
 func (k *cli) leader(ctx context.Context, args []string) int {

@@ -25,6 +25,8 @@ type fakeMaster struct {
 	// placed is the row a submission makes, given its ID; RUNNING on w1
 	// unless a test says otherwise.
 	placed func(id string) *model.Driver
+	// logs answers GET /v1/drivers/{id}/logs when a test sets it.
+	logs http.HandlerFunc
 }
 
 func newFakeMaster(t *testing.T, drivers ...*model.Driver) *fakeMaster {
@@ -63,6 +65,16 @@ func newFakeMaster(t *testing.T, drivers ...*model.Driver) *fakeMaster {
 		}
 		w.WriteHeader(http.StatusNotFound)
 		reply(w, api.Error{Error: "unknown driver", Code: api.CodeUnknownDriver})
+	})
+	mux.HandleFunc("GET /v1/drivers/{id}/logs", func(w http.ResponseWriter, r *http.Request) {
+		f.mu.Lock()
+		logs := f.logs
+		f.mu.Unlock()
+		if logs == nil {
+			w.WriteHeader(http.StatusNotFound)
+			return
+		}
+		logs(w, r)
 	})
 	mux.HandleFunc("GET /v1/state", func(w http.ResponseWriter, r *http.Request) {
 		reply(w, api.State{ID: "m1", Role: "Leader", Leader: "m1"})
@@ -347,6 +359,69 @@ func TestWatchRefusesMalformedIDs(t *testing.T) {
 		_, stderr, code := drover("client", "watch", "--masters", f.addr(), "--", id)
 		if code != 1 || !strings.HasPrefix(stderr, "drover: watch: invalid ID") || strings.Count(stderr, "\n") != 1 {
 			t.Errorf("watch %s: exit %d, stderr %q; want 1 and one line", id, code, stderr)
+		}
+	}
+}
+
+// logs --attempt N reads that attempt, never another; bytes rotated away
+// are said on stderr and the stream goes on where it now starts; a log
+// the cluster no longer holds is one line and exit 1; --attempt is for
+// drivers only.
+func TestLogsOfAnAttemptAcrossRotation(t *testing.T) {
+	const id = "driver-20260101000000-0001"
+	d := &model.Driver{ID: id, State: model.DriverFinished, Attempt: 2, WorkerID: "w2", Attempts: []model.Attempt{
+		{Attempt: 1, WorkerID: "w1", State: model.DriverKilled}, {Attempt: 2, WorkerID: "w2", State: model.DriverFinished}}}
+	f := newFakeMaster(t, d)
+	// Attempt 1's stream is 300 bytes, of which the first 200 were
+	// rotated away; attempt 2's says so.
+	kept := strings.Repeat("x", 99) + "\n"
+	var mu sync.Mutex
+	var asked []string
+	f.logs = func(w http.ResponseWriter, r *http.Request) {
+		q := r.URL.Query()
+		mu.Lock()
+		asked = append(asked, q.Get("attempt")+"@"+q.Get("offset"))
+		mu.Unlock()
+		if q.Get("attempt") != "1" {
+			w.Header().Set(api.HeaderLogSize, "16")
+			_, _ = w.Write([]byte("attempt 2 output"))
+			return
+		}
+		w.Header().Set(api.HeaderLogSize, "300")
+		offset := q.Get("offset")
+		if offset == "300" {
+			w.Header().Set(api.HeaderLogStart, "300")
+			return
+		}
+		w.Header().Set(api.HeaderLogStart, "200")
+		_, _ = w.Write([]byte(kept))
+	}
+	out, errOut, code := drover("client", "--masters", f.addr(), "logs", id, "--attempt", "1", "--follow")
+	if code != 0 || out != kept || errOut != "--- bytes 0 to 200 were rotated away ---\n" {
+		t.Fatalf("logs --attempt 1 --follow: exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+	mu.Lock()
+	got := slices.Clone(asked)
+	mu.Unlock()
+	if !slices.Equal(got, []string{"1@0", "1@300"}) {
+		t.Fatalf("asked for attempt@offset %v, want the rotated-away offset once, then past the kept bytes", got)
+	}
+	if out, _, code := drover("client", "--masters", f.addr(), "logs", id); code != 0 || out != "attempt 2 output" {
+		t.Fatalf("logs of the latest attempt: exit %d, %q", code, out)
+	}
+
+	f.logs = func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusGone)
+		_ = json.NewEncoder(w).Encode(api.Error{Code: api.CodeGone, Error: "attempt 1 of " + id + " ran on worker w1, which the masters no longer know: its logs went with it"})
+	}
+	out, errOut, code = drover("client", "--masters", f.addr(), "logs", id, "--attempt", "1", "--follow")
+	if code != 1 || out != "" || strings.Count(errOut, "\n") != 1 || !strings.Contains(errOut, "no longer know") {
+		t.Fatalf("logs of a gone attempt: exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+	for _, args := range [][]string{{"--attempt", "-1"}, {"--attempt", "1", "--executor", "0"}} {
+		if _, errOut, code := drover(append([]string{"client", "--masters", f.addr(), "logs", id}, args...)...); code != 1 || !strings.Contains(errOut, "--attempt") {
+			t.Fatalf("logs %v: exit %d, stderr %q", args, code, errOut)
 		}
 	}
 }
