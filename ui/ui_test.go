@@ -391,12 +391,23 @@ func TestLogPage(t *testing.T) {
 	p, err = LogPage(frame("/ui/apps/"+appLive+"/executors/3/logs?stream=stderr"),
 		Log{AppID: appLive, ExecutorID: 3, Stream: "stderr", Err: "worker w1 at 127.0.0.11:7402: connection refused", Status: http.StatusBadGateway})
 	n = doc(t, p, err, http.StatusBadGateway)
+	contains(t, byID(t, n, "headline"), "does not answer now")
 	contains(t, byID(t, n, "message"), "connection refused")
 	hasLink(t, n, "/v1/apps/"+appLive+"/executors/3/logs?stale=true&stream=stderr")
 	hasLink(t, n, "/ui/apps/"+appLive+"/executors/3/logs?stream=stdout")
 
 	p, err = LogPage(frame("/"), Log{DriverID: dRunning, Attempt: 1, Stream: "stderr"})
 	contains(t, doc(t, p, err, http.StatusOK), "0 bytes.", "empty")
+
+	// A log gone for good says so before why.
+	p, err = LogPage(frame("/"), Log{DriverID: dRunning, Attempt: 1, Stream: "stdout", WorkerID: "w1",
+		Err: "attempt 1 of " + dRunning + " ran on worker w1, which the masters no longer know: its logs went with it", Status: http.StatusGone})
+	n = doc(t, p, err, http.StatusGone)
+	contains(t, byID(t, n, "headline"), "no longer kept anywhere")
+	contains(t, byID(t, n, "message"), "no longer know")
+	if findID(n, "log") != nil {
+		t.Fatal("a gone log shows a log")
+	}
 
 	// An error without a status is the worker's fault.
 	p, err = LogPage(frame("/"), Log{DriverID: dRunning, Attempt: 1, Stream: "stdout", Err: "no route"})

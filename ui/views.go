@@ -433,11 +433,20 @@ type Log struct {
 }
 
 // LogPage renders the tail of a log in a <pre>, with links to the other
-// stream, to the whole log and back.
+// stream, to the whole log and back. A log that cannot be shown gets a
+// sentence saying what that means before Err: gone for good (410), or
+// out of reach for now (502).
 func LogPage(f Frame, l Log) (Page, error) {
 	status := http.StatusOK
+	var headline string
 	if l.Err != "" {
 		status = cmp.Or(l.Status, http.StatusBadGateway)
+		switch status {
+		case http.StatusGone:
+			headline = "This log is no longer kept anywhere."
+		case http.StatusBadGateway:
+			headline = "The worker that keeps this log does not answer now; the page asks again when it reloads."
+		}
 	}
 	tail := l.Tail
 	from := max(l.Size-int64(len(tail)), 0)
@@ -450,8 +459,9 @@ func LogPage(f Frame, l Log) (Page, error) {
 	}
 	return render("log", status, struct {
 		Frame
-		L    Log
-		Text string
-		From int64
-	}{f, l, strings.ToValidUTF8(string(tail), "\uFFFD"), from})
+		L        Log
+		Headline string
+		Text     string
+		From     int64
+	}{f, l, headline, strings.ToValidUTF8(string(tail), "\uFFFD"), from})
 }
