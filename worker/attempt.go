@@ -36,6 +36,9 @@ const (
 	// reasonLeftBehind: a unit directory without a record (its final
 	// report was acknowledged, or its runner never started).
 	reasonLeftBehind = "ended by a restart of its worker"
+	// reasonCleanedUp: a unit assigned again after the cleanup removed
+	// its directory (see tombstone).
+	reasonCleanedUp = "ended long ago; its directory was cleaned up"
 )
 
 // unit is one driver attempt or executor this worker started, adopted from
@@ -189,6 +192,10 @@ func (w *Worker) start(o order) *unit {
 	}
 	if !k.valid() {
 		return failed(k.invalid())
+	}
+	if _, ok := w.db.tombstone(k); ok {
+		// Its directory, which would stop the rerun, was cleaned up.
+		return end(report{key: k, state: model.DriverKilled, reason: reasonCleanedUp})
 	}
 	u.dir = k.dir(w.cfg.WorkDir)
 	if err := os.MkdirAll(filepath.Dir(u.dir), 0o700); err != nil {

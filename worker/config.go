@@ -24,8 +24,9 @@ type Config struct {
 	// per attempt (spec, status, the program's stdout and stderr, the
 	// runner's log), one directory per application, with one directory
 	// per executor named by its ID (the same files), the worker's record
-	// of its attempts and executors (DBFile) and its lease file
-	// (LeaseFile). Created 0700. One worker at a time: a second
+	// of its attempts and executors (DBFile), its lease file (LeaseFile)
+	// and the directories its cleanup is deleting (.trash; see
+	// CleanupTTL). Created 0700. One worker at a time: a second
 	// one on the same work dir fails to start. A relative path is made
 	// absolute at start.
 	WorkDir string
@@ -94,6 +95,24 @@ type Config struct {
 	// MaxConnsPerClient bounds the HTTP connections one client IP may
 	// hold open at once (0: no bound).
 	MaxConnsPerClient int
+	// CleanupTTL is how long the directory of a finished attempt or
+	// executor is kept after its end, its logs with it: Spark's
+	// spark.worker.cleanup.appDataTtl (7 days), here on by default. A
+	// unit is finished once the leader has acknowledged its final
+	// report; live and adoptable units are never removed. 0 keeps
+	// directories until the disk runs low.
+	CleanupTTL time.Duration
+	// MinFreeDisk is the free space, in bytes, the cleanup keeps on the
+	// work dir's file system: below it, it asks Cache for room, then
+	// removes finished units' directories at once, oldest first, until
+	// the free space is back. 0 never cleans for space.
+	MinFreeDisk int64
+	// FreeSpace returns the free bytes of the file system holding a
+	// path; nil means DiskFree. Tests simulate a filling disk with it.
+	FreeSpace func(path string) (int64, error)
+	// Cache is asked for room when the disk runs low, before any unit's
+	// directory is removed; nil asks nothing.
+	Cache CacheSpace
 	// Logger receives the worker's logs; nil means slog.Default().
 	Logger *slog.Logger
 }
@@ -134,8 +153,17 @@ func DefaultConfig() Config {
 		MaxConnsPerClient: 512,
 		LogMaxFileSize:    runner.DefaultLogMaxFileSize,
 		LogMaxFiles:       runner.DefaultLogMaxFiles,
+		CleanupTTL:        7 * 24 * time.Hour,
+		MinFreeDisk:       DefaultMinFreeDisk,
 	}
 }
+
+// DefaultMinFreeDisk is MinFreeDisk's default, 1 GiB: room for ten units'
+// logs at the default bound (2 streams of 5 files of 10 MiB) to grow in
+// while a cleanup pass comes, yet little enough of any disk that finished
+// units' logs are not deleted while it is mostly empty, as a share of it
+// (Kubernetes evicts at 10%) would on a large one.
+const DefaultMinFreeDisk = 1 << 30
 
 func (c *Config) validate() error {
 	var errs []error
@@ -176,6 +204,12 @@ func (c *Config) validate() error {
 	}
 	if c.LogMaxFileSize < 0 {
 		errs = append(errs, fmt.Errorf("--log-max-size %d must not be negative", c.LogMaxFileSize))
+	}
+	if c.CleanupTTL < 0 {
+		errs = append(errs, fmt.Errorf("--cleanup-ttl %s must not be negative", c.CleanupTTL))
+	}
+	if c.MinFreeDisk < 0 {
+		errs = append(errs, fmt.Errorf("--min-free-disk %d must not be negative", c.MinFreeDisk))
 	}
 	if c.LogMaxFiles < 0 {
 		errs = append(errs, fmt.Errorf("--log-max-files %d must not be negative", c.LogMaxFiles))

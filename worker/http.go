@@ -38,7 +38,8 @@ const ExecutorLogsPath = "/v1/apps/{app}/executors/{id}/logs"
 // the same callers: anyone without TLS or a token, otherwise masters only.
 //
 // Errors are an api.Error body: 400 for a malformed request, 404 for a
-// driver attempt or executor this worker has no directory for.
+// driver attempt or executor this worker has no directory for, 410 for
+// one whose directory its cleanup removed (for a day after; 404 later).
 func (w *Worker) newServer() *http.Server {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /v1/drivers/{id}/logs", w.handleDriverLogs)
@@ -179,6 +180,10 @@ func (w *Worker) serveLog(rw http.ResponseWriter, k unitKey, name string, offset
 	}
 	unit, err := root.OpenRoot(dir)
 	if err != nil {
+		if t, ok := w.db.tombstone(k); ok {
+			writeError(rw, http.StatusGone, fmt.Sprintf("%s of %s was %s", name, k, w.removedReason(t)))
+			return
+		}
 		writeError(rw, http.StatusNotFound, fmt.Sprintf("%s has no %s %d on worker %s", k.id, k.kind.info().nAttr, k.n, w.cfg.ID))
 		return
 	}

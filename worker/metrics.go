@@ -37,6 +37,9 @@ var (
 	descContactAge = prometheus.NewDesc("drover_worker_leader_contact_age_seconds",
 		"Time since this worker sent the last heartbeat or registration a leader answered (the clock strict fencing keeps); absent until one has been.",
 		nil, nil)
+	descWorkDirFree = prometheus.NewDesc("drover_worker_work_dir_free_bytes",
+		"Free bytes of the work dir's file system, for unprivileged users (statfs); below --min-free-disk the cleanup removes finished units' directories. Absent when it cannot be read.",
+		nil, nil)
 )
 
 // heartbeatBuckets: a heartbeat answered at once takes milliseconds; one
@@ -55,6 +58,11 @@ type workerMetrics struct {
 	heartbeatDuration *prometheus.HistogramVec
 	launches          *prometheus.CounterVec
 	restarts          prometheus.Counter
+	// cleanupRemoved, cleanupBytes and cacheFreed count what the
+	// work-dir cleanup removed.
+	cleanupRemoved *prometheus.CounterVec
+	cleanupBytes   *prometheus.CounterVec
+	cacheFreed     prometheus.Counter
 
 	// usedCores and usedMemoryMB sum the leader's last heartbeat answer:
 	// units remember no resources of their own, and the answer is what
@@ -82,6 +90,18 @@ func newWorkerMetrics(w *Worker) *workerMetrics {
 			Name: "drover_worker_restarts_total",
 			Help: "Supervised driver programs a runner this worker started ran again within their attempt after exiting (Spark's DriverRunner retry).",
 		}),
+		cleanupRemoved: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "drover_worker_cleanup_removed_total",
+			Help: "Directories of finished driver attempts (kind=driver) and executors (kind=executor) the work-dir cleanup removed, by reason: ttl (ended more than --cleanup-ttl ago) or low_disk (free space below --min-free-disk).",
+		}, []string{"kind", "reason"}),
+		cleanupBytes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "drover_worker_cleanup_removed_bytes_total",
+			Help: "Disk space the work-dir cleanup freed by removing finished units' directories, by reason (ttl, low_disk).",
+		}, []string{"reason"}),
+		cacheFreed: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "drover_worker_cleanup_cache_freed_bytes_total",
+			Help: "Disk space the artifact cache freed when the work-dir cleanup asked it for room (free space below --min-free-disk).",
+		}),
 	}
 	for _, r := range []string{"ok", "error"} {
 		wm.heartbeats.WithLabelValues(r)
@@ -91,11 +111,16 @@ func newWorkerMetrics(w *Worker) *workerMetrics {
 	}
 	for _, k := range kindLabel {
 		wm.launches.WithLabelValues(k)
+		for _, r := range []cleanupReason{reasonTTL, reasonLowDisk} {
+			wm.cleanupRemoved.WithLabelValues(k, string(r))
+			wm.cleanupBytes.WithLabelValues(string(r))
+		}
 	}
 	wm.reg.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		wm.heartbeats, wm.heartbeatDuration, wm.launches, wm.restarts,
+		wm.cleanupRemoved, wm.cleanupBytes, wm.cacheFreed,
 		workerCollector{w},
 	)
 	wm.handler = promhttp.HandlerFor(wm.reg, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError})
@@ -131,7 +156,7 @@ type workerCollector struct{ w *Worker }
 
 // Describe implements prometheus.Collector.
 func (c workerCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descCores, descMemory, descUnits, descPending, descContactAge} {
+	for _, d := range []*prometheus.Desc{descCores, descMemory, descUnits, descPending, descContactAge, descWorkDirFree} {
 		ch <- d
 	}
 }
@@ -164,5 +189,8 @@ func (c workerCollector) Collect(ch chan<- prometheus.Metric) {
 	gauge(descPending, float64(pending))
 	if !contact.IsZero() {
 		gauge(descContactAge, time.Since(contact).Seconds())
+	}
+	if free, err := w.freeSpace(); err == nil {
+		gauge(descWorkDirFree, float64(free))
 	}
 }

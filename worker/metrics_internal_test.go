@@ -10,9 +10,11 @@ import (
 
 // TestMetricsRegistry checks a worker's registry as Prometheus's own
 // linter does, and what its collector computes from the units: ended ones
-// do not count, and the contact age is absent until a leader answered.
+// do not count, the contact age is absent until a leader answered, and the
+// work dir's free space is the file system's.
 func TestMetricsRegistry(t *testing.T) {
-	w := &Worker{cfg: Config{Cores: 4, MemoryMB: 1024}, units: map[unitKey]*unit{
+	free := func(string) (int64, error) { return 5 << 30, nil }
+	w := &Worker{cfg: Config{Cores: 4, MemoryMB: 1024, FreeSpace: free}, units: map[unitKey]*unit{
 		attemptKey("driver-20260101000000-1", 1):  {},
 		attemptKey("driver-20260101000000-2", 1):  {ended: true},
 		executorKey("app-20260101000000-0001", 0): {},
@@ -38,8 +40,12 @@ drover_worker_pending_reports 1
 # TYPE drover_worker_cores gauge
 drover_worker_cores{kind="total"} 4
 drover_worker_cores{kind="used"} 0
+# HELP drover_worker_work_dir_free_bytes Free bytes of the work dir's file system, for unprivileged users (statfs); below --min-free-disk the cleanup removes finished units' directories. Absent when it cannot be read.
+# TYPE drover_worker_work_dir_free_bytes gauge
+drover_worker_work_dir_free_bytes 5.36870912e+09
 `
-	names := []string{"drover_worker_units", "drover_worker_pending_reports", "drover_worker_cores", "drover_worker_leader_contact_age_seconds"}
+	names := []string{"drover_worker_units", "drover_worker_pending_reports", "drover_worker_cores", "drover_worker_leader_contact_age_seconds",
+		"drover_worker_work_dir_free_bytes"}
 	if err := testutil.GatherAndCompare(w.metrics.reg, strings.NewReader(want), names...); err != nil {
 		t.Error(err)
 	}

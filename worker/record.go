@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 
@@ -25,6 +26,28 @@ const dbLockTimeout = time.Second
 // attemptsBucket holds every record, executors' too: the name predates
 // them.
 var attemptsBucket = []byte("attempts")
+
+// removedBucket holds a tombstone for each unit whose directory the
+// work-dir cleanup removed, for tombstoneTTL. A unit's directory is what
+// keeps a stale assignment of it from running it again (see
+// Worker.start); once cleanup has removed it, the tombstone does, and it
+// lets the log endpoint say when and why the files went.
+var removedBucket = []byte("removed")
+
+// tombstoneTTL is how long a tombstone is kept. A stale assignment comes
+// from a leader that had not yet applied the unit's final report, within
+// a request timeout and a leader lease of the acknowledgement that let
+// cleanup at the directory; a day is far beyond that, and costs some
+// tens of bytes per unit.
+const tombstoneTTL = 24 * time.Hour
+
+// tombstone says when and why the cleanup removed a unit's directory.
+type tombstone struct {
+	// At is the removal time, Unix seconds.
+	At int64 `json:"at"`
+	// Reason is reasonTTL or reasonLowDisk.
+	Reason cleanupReason `json:"reason"`
+}
 
 // record is what the worker keeps on disk about one unit it started, from
 // just before its runner starts until the leader has acknowledged its final
@@ -89,8 +112,12 @@ func openStore(path string) (*store, error) {
 		return nil, fmt.Errorf("open %s: %w", path, err)
 	}
 	err = db.Update(func(tx *bbolt.Tx) error {
-		_, err := tx.CreateBucketIfNotExists(attemptsBucket)
-		return err
+		for _, b := range [][]byte{attemptsBucket, removedBucket} {
+			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
+				return err
+			}
+		}
+		return nil
 	})
 	if err != nil {
 		db.Close()
@@ -112,6 +139,16 @@ func (s *store) put(r record) error {
 	return s.db.Update(func(tx *bbolt.Tx) error {
 		return tx.Bucket(attemptsBucket).Put(k.dbKey(), v)
 	})
+}
+
+// has says whether k has a record; an unreadable record counts as one.
+func (s *store) has(k unitKey) bool {
+	found := true
+	_ = s.db.View(func(tx *bbolt.Tx) error {
+		found = tx.Bucket(attemptsBucket).Get(k.dbKey()) != nil
+		return nil
+	})
+	return found
 }
 
 // remove deletes the records of keys; a missing one is no error.
@@ -141,6 +178,58 @@ func (s *store) all() ([]record, error) {
 		})
 	})
 	return out, err
+}
+
+// bury records that the cleanup removed k's directory.
+func (s *store) bury(k unitKey, t tombstone) error {
+	v, err := json.Marshal(t)
+	if err != nil {
+		return err
+	}
+	return s.db.Update(func(tx *bbolt.Tx) error {
+		return tx.Bucket(removedBucket).Put(k.dbKey(), v)
+	})
+}
+
+// tombstone returns k's tombstone, false when there is none or it is
+// unreadable.
+func (s *store) tombstone(k unitKey) (tombstone, bool) {
+	var t tombstone
+	found := false
+	_ = s.db.View(func(tx *bbolt.Tx) error {
+		if v := tx.Bucket(removedBucket).Get(k.dbKey()); v != nil {
+			found = json.Unmarshal(v, &t) == nil
+		}
+		return nil
+	})
+	return t, found
+}
+
+// prune deletes the tombstones made before cutoff, writing (and syncing)
+// only when there are some.
+func (s *store) prune(cutoff time.Time) error {
+	var old [][]byte
+	err := s.db.View(func(tx *bbolt.Tx) error {
+		return tx.Bucket(removedBucket).ForEach(func(k, v []byte) error {
+			var t tombstone
+			if json.Unmarshal(v, &t) != nil || t.At < cutoff.Unix() {
+				old = append(old, slices.Clone(k))
+			}
+			return nil
+		})
+	})
+	if err != nil || len(old) == 0 {
+		return err
+	}
+	return s.db.Update(func(tx *bbolt.Tx) error {
+		b := tx.Bucket(removedBucket)
+		for _, k := range old {
+			if err := b.Delete(k); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
 }
 
 func (s *store) close() error { return s.db.Close() }

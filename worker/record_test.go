@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"path/filepath"
 	"testing"
+	"time"
 )
 
 // TestRecordFormat: a driver attempt's record is what workers wrote before
@@ -66,5 +67,45 @@ func TestRecordFormat(t *testing.T) {
 	}
 	if recs, _ := st.all(); len(recs) != 0 {
 		t.Fatalf("records left after remove: %+v", recs)
+	}
+}
+
+// TestTombstones: a tombstone is found by its unit, of either kind; prune
+// drops those made before its cutoff, keeps the younger ones, and leaves
+// the records alone.
+func TestTombstones(t *testing.T) {
+	st, err := openStore(filepath.Join(t.TempDir(), DBFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.close()
+	oldK, newK := attemptKey("driver-20260101000000-1", 1), executorKey("app-20260101000000-1", 0)
+	live := attemptKey("driver-20260101000000-1", 2)
+	if err := st.put(newRecord(live, live.dir("/w"), 1, 1)); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	for k, at := range map[unitKey]time.Time{oldK: now.Add(-2 * tombstoneTTL), newK: now} {
+		if err := st.bury(k, tombstone{At: at.Unix(), Reason: reasonLowDisk}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, ok := st.tombstone(live); ok {
+		t.Fatal("a unit nobody buried has a tombstone")
+	}
+	if tb, ok := st.tombstone(newK); !ok || tb.Reason != reasonLowDisk || tb.At != now.Unix() {
+		t.Fatalf("tombstone = %+v, %v", tb, ok)
+	}
+	if err := st.prune(now.Add(-tombstoneTTL)); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := st.tombstone(oldK); ok {
+		t.Fatal("an old tombstone outlived the prune")
+	}
+	if _, ok := st.tombstone(newK); !ok {
+		t.Fatal("a young tombstone was pruned")
+	}
+	if !st.has(live) || st.has(oldK) {
+		t.Fatalf("records: live %v, buried %v", st.has(live), st.has(oldK))
 	}
 }

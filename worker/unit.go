@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"strconv"
+	"strings"
 
 	"github.com/drover-project/drover/api"
 	"github.com/drover-project/drover/client"
@@ -100,6 +101,27 @@ func (k unitKey) valid() bool {
 func (k unitKey) invalid() string {
 	info := k.kind.info()
 	return fmt.Sprintf("invalid %s ID %q or %s %d", info.idAttr, k.id, info.nAttr, k.n)
+}
+
+// unitsIn lists the units whose directories are in the directory of
+// id (a driver or app ID) as names lists its entries: "attempt-N" for a
+// driver, "N" for an app, N in canonical form. Other IDs and names are
+// no unit's.
+func unitsIn(id string, names []string) []unitKey {
+	var out []unitKey
+	for kind, info := range kinds {
+		if info.checkID(id) != nil {
+			continue
+		}
+		for _, name := range names {
+			s, ok := strings.CutPrefix(name, info.dirPrefix)
+			n, err := strconv.Atoi(s)
+			if k := (unitKey{unitKind(kind), id, n}); ok && err == nil && strconv.Itoa(n) == s && k.valid() {
+				out = append(out, k)
+			}
+		}
+	}
+	return out
 }
 
 // dir is k's directory: WORK_DIR/DRIVER_ID/attempt-N for an attempt,

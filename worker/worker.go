@@ -4,7 +4,9 @@
 // the sets the leader assigns it, reporting every state change until the
 // leader acknowledges it. Each attempt or executor (a "unit") is supervised
 // by its own runner process (package runner), so the daemon itself never
-// waits on a user's program. It also serves their logs over HTTP.
+// waits on a user's program. It also serves their logs over HTTP, and
+// removes the directories of finished units after a TTL or when the disk
+// runs low (cleanup.go).
 //
 // The runners do not die with the daemon: they keep their programs running
 // while the daemon renews its lease file, and for up to Config.Lease after
@@ -103,6 +105,12 @@ type Worker struct {
 	// runners counts the goroutines that watch runner processes.
 	runners   sync.WaitGroup
 	closeOnce sync.Once
+
+	// cleanMu makes cleanup passes (see clean) one at a time, and
+	// guards shortWarned: the pass has warned that it cannot free
+	// enough space, and does not again until the disk recovers.
+	cleanMu     sync.Mutex
+	shortWarned bool
 }
 
 // New starts a worker: it creates the work dir, opens its record (failing
@@ -120,6 +128,9 @@ func New(cfg Config) (*Worker, error) {
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
+	}
+	if cfg.FreeSpace == nil {
+		cfg.FreeSpace = DiskFree
 	}
 	if cfg.RunnerCommand == "" {
 		self, err := os.Executable()
@@ -232,13 +243,11 @@ func New(cfg Config) (*Worker, error) {
 	w.cancel = cancel
 	go func() {
 		defer close(w.loopDone)
-		peersDone := make(chan struct{})
-		go func() {
-			defer close(peersDone)
-			w.refreshPeers(ctx)
-		}()
+		var beside sync.WaitGroup
+		beside.Go(func() { w.refreshPeers(ctx) })
+		beside.Go(func() { w.cleaner(ctx) })
 		w.loop(ctx)
-		<-peersDone
+		beside.Wait()
 	}()
 	w.log.Info("worker started", "http", w.httpAddr, "cores", cfg.Cores, "memory_mb", cfg.MemoryMB,
 		"work_dir", cfg.WorkDir, "lease", cfg.Lease, "fencing", cfg.Fencing)

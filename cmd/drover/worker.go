@@ -48,6 +48,9 @@ func runWorker(args []string) int {
 	logMaxSize := bytesFlag{b: cfg.LogMaxFileSize, min: 1 << 10}
 	fs.Var(&logMaxSize, "log-max-size", "size of each file a driver's or executor's stdout and stderr are kept in (64k, 10m); a full file rotates")
 	fs.IntVar(&cfg.LogMaxFiles, "log-max-files", cfg.LogMaxFiles, "files kept of each stdout and stderr; the oldest is deleted first")
+	fs.DurationVar(&cfg.CleanupTTL, "cleanup-ttl", cfg.CleanupTTL, "how long the directory (and logs) of a finished driver attempt or executor is kept after it ended; 0 keeps it until the disk runs low")
+	minFree := bytesFlag{b: cfg.MinFreeDisk}
+	fs.Var(&minFree, "min-free-disk", "free space to keep on the work dir's file system (1g, 500m): below it, finished units' directories are removed at once, oldest first; 0 never")
 	security := addSecurityFlags(fs, false)
 	logger := addLogFlags(fs)
 	config := addConfigFlag(fs)
@@ -66,6 +69,7 @@ func runWorker(args []string) int {
 	cfg.TLS, cfg.Token, cfg.Insecure = sec.TLS, sec.OperatorToken, sec.Insecure
 	cfg.MemoryMB = mem.mb
 	cfg.LogMaxFileSize = logMaxSize.b
+	cfg.MinFreeDisk = minFree.b
 	if cfg.LogMaxFiles < 1 {
 		return fail(fmt.Errorf("--log-max-files %d must be at least 1", cfg.LogMaxFiles))
 	}
