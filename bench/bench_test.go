@@ -96,10 +96,30 @@ func canned() (map[string]stream, map[string]string) {
 			"BenchmarkApply": apply, "BenchmarkSnapshot100k": snap, "BenchmarkSubmitThroughput": thr,
 			"BenchmarkSubmitLatencyAt2000": lat, "BenchmarkPlacement": place,
 			"BenchmarkLeaderKillToAcceptedSubmit": leader, "BenchmarkWorkerKillToRelaunchRunning": worker,
-			"BenchmarkLeaderKillToCLISubmit": cli, "BenchmarkEventDelivery": events,
+			"BenchmarkLeaderKillToCLISubmit": cli, "BenchmarkEventDelivery": events, "BenchmarkOutput50MiB": output(),
 		}, map[string]string{
 			"BenchmarkSubmitThroughput": "exit status 1", "BenchmarkPlacement": "exit status 1",
 		}
+}
+
+// output is BenchmarkOutput50MiB's canned output, two runs.
+func output() stream {
+	s := stream{}.event("run", "BenchmarkOutput50MiB").out("BenchmarkOutput50MiB", "BenchmarkOutput50MiB\n")
+	for rep, mbs := range []string{"1500", "1300"} {
+		lines := map[string]string{
+			"no-runner":    "BenchmarkOutput50MiB/no-runner-2 \t       3\t  40000000 ns/op\t1310.72 MB/s\t      " + mbs + " program-MB/s\n",
+			"rotation-off": "BenchmarkOutput50MiB/rotation-off-2 \t       3\t  90000000 ns/op\t 582.54 MB/s\t      1200 program-MB/s\t         9.500 runner-peak-RSS-MiB\n",
+			"rotation-on":  "BenchmarkOutput50MiB/rotation-on-2 \t       3\t  95000000 ns/op\t 551.88 MB/s\t      1100 program-MB/s\t         9.800 runner-peak-RSS-MiB\n",
+		}
+		for _, c := range []string{"no-runner", "rotation-off", "rotation-on"} {
+			if rep == 0 {
+				s = s.bench("BenchmarkOutput50MiB/"+c, lines[c])
+			} else {
+				s = s.out("", lines[c])
+			}
+		}
+	}
+	return s
 }
 
 func TestParseResults(t *testing.T) {
@@ -160,17 +180,60 @@ func TestRows(t *testing.T) {
 	if len(apply) != 2 || apply[1].Command != "WorkerLost" || apply[1].Stats[0].Median != 1498094 || len(apply[1].Stats[0].Runs) != 3 {
 		t.Fatalf("apply rows %+v", apply)
 	}
+	out := outputRows(f)
+	if len(out) != 3 || out[0].Case != "no-runner" || len(out[0].Stats) != 1 || out[0].Stats[0].Median != 1400 ||
+		out[2].Case != "rotation-on" || len(out[2].Stats) != 2 || out[2].Stats[1].Max != 9.8 {
+		t.Fatalf("output rows %+v", out)
+	}
 	md := markdown(&Report{Date: "2026-11-29 17:00 UTC", Commit: "da5a3ee (dirty)", Command: "go run ./bench --quick", Quick: true,
 		Machine: Machine{CPU: "AMD EPYC", Cores: 2, MemoryGiB: 23.4, Kernel: "Linux 6.1", Go: "go1.26.8 linux/amd64"},
-		Targets: rows, Apply: apply, Runs: []RunInfo{{Command: "go test -bench '^(BenchmarkPlacement)$' ./systest", Seconds: 3, Error: "exit status 1"}}})
+		Targets: rows, Apply: apply, Output: out, Runs: []RunInfo{{Command: "go test -bench '^(BenchmarkPlacement)$' ./systest", Seconds: 3, Error: "exit status 1"}}})
 	for _, line := range []string{
 		"| commit | da5a3ee (dirty) |",
 		"| CPU | AMD EPYC, 2 cores |",
 		"| placements/s: SUBMITTED to RUNNING acknowledged by workers | 100,000 drivers, 1,000 simulated workers | >= 5,000/s (Nomad's C1M placed about 3,750/s) | BenchmarkPlacement failed: throughput_bench_test.go:120: placement stalled: 99900 drivers waiting | not measured |",
 		"| WorkerLost | 1,498,094 | 1,498,094 | 37 | 2,701 |",
+		"| no-runner | 1,400 | 1,300 | no runner |",
+		"| rotation-on | 1,100 | 1,100 | 9.8 MiB |",
 		"| `go test -bench '^(BenchmarkPlacement)$' ./systest` | 3 | exit status 1 |",
 		"**A quick run",
 	} {
+		if !strings.Contains(md, line) {
+			t.Errorf("markdown lacks %q:\n%s", line, md)
+		}
+	}
+}
+
+// TestMerge: a bench of the log output alone (--only) replaces the log
+// output figures of an earlier report, and its run, naming its own date
+// and commit; every other row and run stays as it was.
+func TestMerge(t *testing.T) {
+	runs, errs := canned()
+	full := figuresOf(t, runs, errs)
+	old := &Report{Date: "2026-11-29 17:00 UTC", Commit: "da5a3ee", Targets: targetRows(full), Apply: applyRows(full),
+		Output: []OutputRow{{Case: "rotation-on", Reason: "an old reason"}},
+		Runs:   []RunInfo{{Command: "go test ./fsm", Seconds: 9}, {Command: "go test ./runner", Seconds: 1, Error: "old"}}}
+	only := newFigures()
+	for _, r := range plan(false) {
+		if r.pkg == "./runner" {
+			only.add(&ran{spec: r, info: RunInfo{Command: "go test ./runner", Seconds: 30}, outcome: parseJSON(strings.NewReader(output().String()))})
+		}
+	}
+	rep := &Report{Date: "2026-12-02 10:00 UTC", Commit: "abc1234", Targets: targetRows(only), Apply: applyRows(only), Output: outputRows(only),
+		Runs: []RunInfo{{Command: "go test ./runner", Seconds: 30}}}
+	m := merge(old, rep)
+	if m.Date != old.Date || m.Commit != old.Commit || !reflect.DeepEqual(m.Targets, old.Targets) || !reflect.DeepEqual(m.Apply, old.Apply) {
+		t.Fatalf("merged header, targets or FSM rows changed: %+v", m)
+	}
+	if !reflect.DeepEqual(m.Output, rep.Output) {
+		t.Fatalf("merged output rows %+v, want %+v", m.Output, rep.Output)
+	}
+	want := []RunInfo{{Command: "go test ./fsm", Seconds: 9}, {Command: "go test ./runner", Seconds: 30, Date: rep.Date, Commit: rep.Commit}}
+	if !reflect.DeepEqual(m.Runs, want) {
+		t.Fatalf("merged runs %+v, want %+v", m.Runs, want)
+	}
+	md := markdown(m)
+	for _, line := range []string{"| `go test ./fsm` | 9 |  |  |  |", "| `go test ./runner` | 30 |  | 2026-12-02 10:00 UTC | abc1234 |", "| rotation-off | 1,200 |"} {
 		if !strings.Contains(md, line) {
 			t.Errorf("markdown lacks %q:\n%s", line, md)
 		}

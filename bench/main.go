@@ -4,7 +4,9 @@
 //	go run ./bench [--quick] [--out docs]
 //	go run ./bench --render    # benchmarks.md again from benchmarks.json
 //
-// It runs the Go benchmarks of ./fsm and ./systest, one `go test -json
+//	go run ./bench --only BenchmarkOutput50MiB   # those runs alone, merged into the report
+//
+// It runs the Go benchmarks of ./fsm, ./runner and ./systest, one `go test -json
 // -bench` subprocess per group, each repeated (-count) or made of many
 // trials (-benchtime Nx), and judges each figure on its median and tail. A
 // benchmark that is missing, fails or is skipped leaves its row "not
@@ -21,7 +23,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -72,6 +76,8 @@ func plan(quick bool) []run {
 		cluster("BenchmarkWorkerKillToRelaunchRunning", pick("20x", "3x"), 1, 45*time.Minute),
 		cluster("BenchmarkLeaderKillToCLISubmit", pick("10x", "3x"), 1, 30*time.Minute),
 		cluster("BenchmarkEventDelivery", "1x", n(3, 1), 30*time.Minute),
+		// Each iteration writes 50 MiB three ways; -count gives the spread.
+		{pkg: "./runner", benches: []string{"BenchmarkOutput50MiB"}, benchtime: "3x", count: n(10, 1), limit: 20 * time.Minute},
 	}
 }
 
@@ -89,19 +95,40 @@ func main() {
 	quick := flag.Bool("quick", false, "fewer trials: a smoke run, not figures to quote")
 	out := flag.String("out", "docs", "the `directory` to write benchmarks.md and benchmarks.json into")
 	render := flag.Bool("render", false, "measure nothing: write benchmarks.md again from the benchmarks.json in --out")
+	only := flag.String("only", "", "run only the runs of the benchmarks this `regexp` matches, and merge their figures into the benchmarks.json in --out")
 	flag.Parse()
-	run := bench
+	var err error
 	if *render {
-		run = func(_ bool, outDir string) error { return rerender(outDir) }
+		err = rerender(*out)
+	} else {
+		err = bench(*quick, *out, *only)
 	}
-	if err := run(*quick, *out); err != nil {
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
 	}
 }
 
-func bench(quick bool, outDir string) error {
+func bench(quick bool, outDir, only string) error {
 	mdPath, jsonPath := filepath.Join(outDir, "benchmarks.md"), filepath.Join(outDir, "benchmarks.json")
+	runs := plan(quick)
+	var old *Report
+	if only != "" {
+		re, err := regexp.Compile(only)
+		if err != nil {
+			return fmt.Errorf("--only: %w", err)
+		}
+		runs = slices.DeleteFunc(runs, func(r run) bool { return !slices.ContainsFunc(r.benches, re.MatchString) })
+		if len(runs) == 0 {
+			return fmt.Errorf("--only %q matches no benchmark", only)
+		}
+		if old, err = readReport(jsonPath); err != nil {
+			return err
+		}
+		if old.Quick != quick {
+			return fmt.Errorf("--only merges into a report of the same kind: %s is quick=%v", jsonPath, old.Quick)
+		}
+	}
 	rep := &Report{
 		Date:    time.Now().UTC().Format("2006-01-02 15:04 MST"),
 		Commit:  commit(mdPath, jsonPath),
@@ -110,12 +137,15 @@ func bench(quick bool, outDir string) error {
 		Machine: machine(),
 	}
 	f := newFigures()
-	for _, r := range plan(quick) {
+	for _, r := range runs {
 		f.add(execute(r))
 	}
-	rep.Targets, rep.Apply = targetRows(f), applyRows(f)
+	rep.Targets, rep.Apply, rep.Output = targetRows(f), applyRows(f), outputRows(f)
 	for _, r := range f.runs {
 		rep.Runs = append(rep.Runs, r.info)
+	}
+	if old != nil {
+		rep = merge(old, rep)
 	}
 	var js bytes.Buffer
 	enc := json.NewEncoder(&js)
@@ -137,18 +167,27 @@ func bench(quick bool, outDir string) error {
 	return nil
 }
 
-// rerender writes benchmarks.md again from benchmarks.json in outDir, so a
-// change to the report's text needs no new measurements.
-func rerender(outDir string) error {
-	b, err := os.ReadFile(filepath.Join(outDir, "benchmarks.json"))
+// readReport reads a benchmarks.json.
+func readReport(path string) (*Report, error) {
+	b, err := os.ReadFile(path)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	var rep Report
 	if err := json.Unmarshal(b, &rep); err != nil {
-		return fmt.Errorf("benchmarks.json: %w", err)
+		return nil, fmt.Errorf("%s: %w", path, err)
 	}
-	return os.WriteFile(filepath.Join(outDir, "benchmarks.md"), []byte(markdown(&rep)), 0o644)
+	return &rep, nil
+}
+
+// rerender writes benchmarks.md again from benchmarks.json in outDir, so a
+// change to the report's text needs no new measurements.
+func rerender(outDir string) error {
+	rep, err := readReport(filepath.Join(outDir, "benchmarks.json"))
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(outDir, "benchmarks.md"), []byte(markdown(rep)), 0o644)
 }
 
 // goCmd is the go command the runs use: $GO, or go on the PATH.

@@ -2,6 +2,7 @@ package main
 
 import (
 	"cmp"
+	"errors"
 	"fmt"
 	"math"
 	"slices"
@@ -10,14 +11,15 @@ import (
 
 // Report is everything docs/benchmarks.md and docs/benchmarks.json say.
 type Report struct {
-	Date    string     `json:"date"`
-	Commit  string     `json:"commit"`
-	Command string     `json:"command"`
-	Quick   bool       `json:"quick"`
-	Machine Machine    `json:"machine"`
-	Targets []Row      `json:"targets"`
-	Apply   []ApplyRow `json:"fsm_apply"`
-	Runs    []RunInfo  `json:"runs"`
+	Date    string      `json:"date"`
+	Commit  string      `json:"commit"`
+	Command string      `json:"command"`
+	Quick   bool        `json:"quick"`
+	Machine Machine     `json:"machine"`
+	Targets []Row       `json:"targets"`
+	Apply   []ApplyRow  `json:"fsm_apply"`
+	Output  []OutputRow `json:"log_output,omitempty"`
+	Runs    []RunInfo   `json:"runs"`
 }
 
 // Machine describes where the figures were measured.
@@ -44,6 +46,9 @@ type Row struct {
 	Status   string `json:"status"`
 	Measured string `json:"measured"` // the figures, or why there are none
 	Stats    []Stat `json:"stats,omitempty"`
+	// notRun: a benchmark the row needs was not in this bench's runs
+	// (--only), so a report it is merged into keeps its own row.
+	notRun bool
 }
 
 // ApplyRow is one command type's line of the FSM table.
@@ -51,13 +56,27 @@ type ApplyRow struct {
 	Command string `json:"command"`
 	Reason  string `json:"reason,omitempty"` // why it was not measured
 	Stats   []Stat `json:"stats,omitempty"`  // ns/op, allocs/op, B/op
+	notRun  bool   // as Row's
 }
 
-// RunInfo is one go test run.
+// OutputRow is one way BenchmarkOutput50MiB writes the program's 50 MiB:
+// straight into a file, or through a runner with rotation off or on.
+type OutputRow struct {
+	Case   string `json:"case"`
+	Reason string `json:"reason,omitempty"` // why it was not measured
+	Stats  []Stat `json:"stats,omitempty"`  // program-MB/s, then the runner's peak RSS where there is a runner
+	notRun bool   // as Row's
+}
+
+// RunInfo is one go test run. Date and Commit are set on the runs of a
+// --only bench merged into an earlier report, whose header names another
+// date and commit.
 type RunInfo struct {
 	Command string  `json:"command"`
 	Seconds float64 `json:"seconds"`
 	Error   string  `json:"error,omitempty"`
+	Date    string  `json:"date,omitempty"`
+	Commit  string  `json:"commit,omitempty"`
 }
 
 // Stat is one metric of one benchmark over its runs (-count).
@@ -126,7 +145,7 @@ func (f *figures) results(name string) ([]Result, error) {
 	top, _, _ := strings.Cut(name, "/")
 	r := f.byTop[top]
 	if r == nil {
-		return nil, fmt.Errorf("%s was not run", top)
+		return nil, fmt.Errorf("%s %w", top, errNotRun)
 	}
 	tests := r.outcome.tests
 	if rs := r.outcome.results[name]; len(rs) > 0 {
@@ -154,6 +173,9 @@ func (f *figures) results(name string) ([]Result, error) {
 	}
 	return nil, fmt.Errorf("%s reported no figures", name)
 }
+
+// errNotRun is the error of a benchmark no run of this bench ran.
+var errNotRun = errors.New("was not run")
 
 // why says why a benchmark failed or was skipped: its panic, or its last
 // log message.
@@ -231,7 +253,7 @@ func (f *figures) row(r Row, judge func(j *judgement) (measured string, ok bool)
 	measured, ok := judge(j)
 	switch {
 	case j.err != nil:
-		r.Status, r.Measured = notMeasured, j.err.Error()
+		r.Status, r.Measured, r.notRun = notMeasured, j.err.Error(), errors.Is(j.err, errNotRun)
 		return r
 	case ok:
 		r.Status = met
@@ -330,11 +352,65 @@ func applyRows(f *figures) []ApplyRow {
 		j.stat(name, "B/op")
 		r := ApplyRow{Command: strings.TrimPrefix(name, "BenchmarkApply/"), Stats: j.stats}
 		if j.err != nil {
-			r.Reason, r.Stats = j.err.Error(), nil
+			r.Reason, r.Stats, r.notRun = j.err.Error(), nil, errors.Is(j.err, errNotRun)
 		}
 		out = append(out, r)
 	}
 	return out
+}
+
+// outputRows are the log output figures, one per way of writing.
+func outputRows(f *figures) []OutputRow {
+	var out []OutputRow
+	for _, name := range f.subs("BenchmarkOutput50MiB") {
+		j := &judgement{f: f}
+		j.stat(name, "program-MB/s")
+		if !strings.HasSuffix(name, "/no-runner") {
+			j.stat(name, "runner-peak-RSS-MiB")
+		}
+		r := OutputRow{Case: strings.TrimPrefix(name, "BenchmarkOutput50MiB/"), Stats: j.stats}
+		if j.err != nil {
+			r.Reason, r.Stats, r.notRun = j.err.Error(), nil, errors.Is(j.err, errNotRun)
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+// merge returns the report of a --only bench, r, over the earlier report
+// old: r's rows where r ran their benchmarks, old's elsewhere; old's runs
+// but those r ran again, then r's, each of r's naming r's date and
+// commit; old's header.
+func merge(old, r *Report) *Report {
+	m := *old
+	m.Targets = slices.Clone(old.Targets)
+	for _, row := range r.Targets {
+		if row.notRun {
+			continue
+		}
+		if i := slices.IndexFunc(m.Targets, func(o Row) bool { return o.Figure == row.Figure }); i >= 0 {
+			m.Targets[i] = row
+		} else {
+			m.Targets = append(m.Targets, row)
+		}
+	}
+	if len(r.Apply) > 0 && !slices.ContainsFunc(r.Apply, func(a ApplyRow) bool { return a.notRun }) {
+		m.Apply = r.Apply
+	}
+	if len(r.Output) > 0 && !slices.ContainsFunc(r.Output, func(o OutputRow) bool { return o.notRun }) {
+		m.Output = r.Output
+	}
+	m.Runs = nil
+	for _, run := range old.Runs {
+		if !slices.ContainsFunc(r.Runs, func(n RunInfo) bool { return n.Command == run.Command }) {
+			m.Runs = append(m.Runs, run)
+		}
+	}
+	for _, run := range r.Runs {
+		run.Date, run.Commit = r.Date, r.Commit
+		m.Runs = append(m.Runs, run)
+	}
+	return &m
 }
 
 // markdown renders the report as docs/benchmarks.md.
@@ -404,11 +480,43 @@ func markdown(r *Report) string {
 		p("| %s | %s | %s | %s | %s |", a.Command, thousands(ns.Median), thousands(ns.Max), thousands(allocs.Median), thousands(bytes.Median))
 	}
 	p("")
+	p("## Log output")
+	p("")
+	p("`go test -bench BenchmarkOutput50MiB ./runner`: a program (dd, 64 KiB writes) writes 50 MiB to its")
+	p("stdout, straight into a file, or under a runner with rotation off (one file larger than the output)")
+	p("or on (the default 10 MiB x 5 files, so four rotations). Throughput as dd measures it, median and")
+	p("slowest run; the runner's peak resident memory.")
+	p("")
+	p("| case | program MB/s | slowest run | runner peak RSS |")
+	p("| --- | ---: | ---: | ---: |")
+	for _, o := range r.Output {
+		switch {
+		case o.Reason != "":
+			p("| %s | not measured: %s | | |", o.Case, cell(o.Reason))
+		case len(o.Stats) == 1:
+			p("| %s | %s | %s | no runner |", o.Case, thousands(o.Stats[0].Median), thousands(o.Stats[0].Min))
+		default:
+			p("| %s | %s | %s | %.1f MiB |", o.Case, thousands(o.Stats[0].Median), thousands(o.Stats[0].Min), o.Stats[1].Max)
+		}
+	}
+	p("")
 	p("## Runs")
 	p("")
-	p("| go test | seconds | error |")
-	p("| --- | ---: | --- |")
+	dated := slices.ContainsFunc(r.Runs, func(run RunInfo) bool { return run.Date != "" })
+	if dated {
+		p("Runs measured after the header's date, with `--only`, name their own date and commit.")
+		p("")
+		p("| go test | seconds | error | date | commit |")
+		p("| --- | ---: | --- | --- | --- |")
+	} else {
+		p("| go test | seconds | error |")
+		p("| --- | ---: | --- |")
+	}
 	for _, run := range r.Runs {
+		if dated {
+			p("| `%s` | %.0f | %s | %s | %s |", cell(run.Command), run.Seconds, cell(run.Error), run.Date, run.Commit)
+			continue
+		}
 		p("| `%s` | %.0f | %s |", cell(run.Command), run.Seconds, cell(run.Error))
 	}
 	return b.String()
