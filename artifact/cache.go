@@ -232,10 +232,10 @@ func syncDir(dir string) error {
 	return d.Sync()
 }
 
-// TrimResult says what a Trim did. Sizes are bytes.
+// TrimResult says what a Trim or a Free did. Sizes are bytes.
 type TrimResult struct {
-	// Removed entries freed Freed bytes; Kept bytes of entries remain,
-	// Pinned of them in use by live units.
+	// Removed entries freed Freed bytes; Kept bytes of entries remain;
+	// Pinned bytes of them were passed over because live units use them.
 	Removed int
 	Freed   int64
 	Kept    int64
@@ -246,9 +246,24 @@ type TrimResult struct {
 // most limit bytes, passing over those a live process pins; the cache may
 // therefore stay above limit. It also removes what crashed processes left
 // behind: downloads in flight nobody holds and unused lock files. The
-// worker trims to its --cache-size after each staging and periodically,
-// and to less when its disk runs low.
+// worker trims to its --cache-size after each staging and periodically.
 func (c *Cache) Trim(limit int64) (TrimResult, error) {
+	return c.evictOldest(context.Background(), func(res TrimResult) bool { return res.Kept <= limit })
+}
+
+// Free evicts the least recently used entries no live process pins until
+// they total n bytes or none is left to evict, and sweeps as Trim does:
+// the worker's answer to a disk running low, which may take the cache
+// below its bound. Freed may fall short of n (pinned entries stay) or pass
+// it (entries go whole). It stops between entries when ctx ends, with
+// ctx's error and what it freed until then.
+func (c *Cache) Free(ctx context.Context, n int64) (TrimResult, error) {
+	return c.evictOldest(ctx, func(res TrimResult) bool { return res.Freed >= n })
+}
+
+// evictOldest evicts unpinned entries, least recently used first, until
+// enough says the result so far suffices, then sweeps.
+func (c *Cache) evictOldest(ctx context.Context, enough func(TrimResult) bool) (TrimResult, error) {
 	c.trim.Lock()
 	defer c.trim.Unlock()
 	var res TrimResult
@@ -272,8 +287,11 @@ func (c *Cache) Trim(limit int64) (TrimResult, error) {
 	}
 	slices.SortFunc(entries, func(a, b stat) int { return a.used.Compare(b.used) })
 	for _, e := range entries {
-		if res.Kept <= limit {
+		if enough(res) {
 			break
+		}
+		if err := ctx.Err(); err != nil {
+			return res, err
 		}
 		removed, err := evict(filepath.Join(c.dir, entriesDir, e.name))
 		if err != nil {

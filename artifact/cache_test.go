@@ -3,6 +3,7 @@ package artifact
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -228,6 +229,43 @@ func TestTrimEvictsLeastRecentlyUsedUnpinned(t *testing.T) {
 	}
 	if got := entries(t, s.Cache); !slices.Equal(got, []string{sums[1]}) {
 		t.Fatalf("trim to 0 kept %v, want only the pinned b", got)
+	}
+}
+
+// Free evicts the least recently used unpinned entries until it has
+// freed what it was asked for, whatever the cache's size.
+func TestFreeEvictsUntilEnoughIsFreed(t *testing.T) {
+	srv := newServer(t)
+	s := newStager(t, nil)
+	var sums []string
+	for i, name := range []string{"a", "b", "c", "d"} {
+		body := []byte(strings.Repeat(name, 100))
+		a := normalized(t, srv.serve("/"+name, body)+"?checksum=sha256:"+sum(body))
+		sums = append(sums, sum(body))
+		_, st := mustStage(t, s, a)
+		old := time.Now().Add(time.Duration(i-10) * time.Second)
+		os.Chtimes(filepath.Join(s.Cache.Dir(), entriesDir, sums[i]), old, old)
+		if name != "a" {
+			st.Release()
+		}
+	}
+	// "a", the oldest, is pinned: "b" and "c" go, "d" stays.
+	res, err := s.Cache.Free(context.Background(), 150)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := (TrimResult{Removed: 2, Freed: 200, Kept: 200, Pinned: 100}); res != want {
+		t.Fatalf("free = %+v, want %+v", res, want)
+	}
+	want := []string{sums[0], sums[3]}
+	slices.Sort(want)
+	if got := entries(t, s.Cache); !slices.Equal(got, want) {
+		t.Fatalf("kept %v, want a (pinned) and d (recent): %v", got, want)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if res, err := s.Cache.Free(ctx, 1); !errors.Is(err, context.Canceled) || res.Removed != 0 {
+		t.Fatalf("free with an ended context = %+v, %v", res, err)
 	}
 }
 
