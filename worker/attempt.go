@@ -229,6 +229,9 @@ func (w *Worker) start(o order) *unit {
 		LogMaxFileSize: w.cfg.LogMaxFileSize,
 		LogMaxFiles:    w.cfg.LogMaxFiles,
 	}
+	if len(o.artifacts) > 0 {
+		spec.Artifacts, spec.Staging = o.artifacts, w.staging()
+	}
 	if err := runner.WriteSpec(u.dir, spec); err != nil {
 		return failed(fmt.Sprintf("cannot write %s spec: %v", k.kind.info().noun, err))
 	}
@@ -360,6 +363,7 @@ func (w *Worker) launch(u *unit) (io.ReadCloser, error) {
 	defer logFile.Close()
 	cmd := exec.Command(w.cfg.RunnerCommand, runnerSubcommand, "--dir", u.dir)
 	cmd.Dir = u.dir
+	cmd.Env = w.runnerEnv()
 	cmd.Stderr = logFile
 	// Its own session: neither a Ctrl-C meant for the daemon nor the
 	// hang-up of the daemon's terminal reaches the runners, which must
@@ -374,6 +378,18 @@ func (w *Worker) launch(u *unit) (io.ReadCloser, error) {
 	}
 	u.cmd, u.events = cmd, events
 	return events, nil
+}
+
+// runnerEnv is the runner's own environment (the program's is the
+// spec's): the worker's, with $DROVER_TOKEN the token the runner reads
+// uploads from the masters with, the worker's own, or unset when the
+// worker has none.
+func (w *Worker) runnerEnv() []string {
+	env := slices.DeleteFunc(os.Environ(), func(kv string) bool { return strings.HasPrefix(kv, client.EnvToken+"=") })
+	if w.cfg.Token != "" {
+		env = append(env, client.EnvToken+"="+w.cfg.Token)
+	}
+	return env
 }
 
 // programEnv is the program's whole environment: the worker's own (as
@@ -427,6 +443,10 @@ func (w *Worker) watch(u *unit, events io.Reader) {
 		case runner.EventExited:
 			if e.Code != nil {
 				w.log.Info("program exited", k.attrs("run", e.Run, "code", *e.Code)...)
+			}
+		case runner.EventStaged:
+			if e.Fetched > 0 {
+				w.trimCacheSoon()
 			}
 		case runner.EventFinal:
 			final = &e

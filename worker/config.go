@@ -7,6 +7,7 @@ import (
 	"net"
 	"time"
 
+	"github.com/drover-project/drover/artifact"
 	"github.com/drover-project/drover/ids"
 	"github.com/drover-project/drover/pki"
 	"github.com/drover-project/drover/runner"
@@ -24,10 +25,10 @@ type Config struct {
 	// per attempt (spec, status, the program's stdout and stderr, the
 	// runner's log), one directory per application, with one directory
 	// per executor named by its ID (the same files), the worker's record
-	// of its attempts and executors (DBFile), its lease file (LeaseFile)
-	// and the directories its cleanup is deleting (.trash; see
-	// CleanupTTL). Created 0700. One worker at a time: a second
-	// one on the same work dir fails to start. A relative path is made
+	// of its attempts and executors (DBFile), its lease file (LeaseFile),
+	// the artifact cache (CacheDir) and the directories its cleanup is
+	// deleting (.trash; see CleanupTTL). Created 0700. One worker at a
+	// time: a second one on the same work dir fails to start. A relative path is made
 	// absolute at start.
 	WorkDir string
 	// Cores and MemoryMB are what the worker offers to drivers.
@@ -113,6 +114,20 @@ type Config struct {
 	// Cache is asked for room when the disk runs low, before any unit's
 	// directory is removed; nil asks nothing.
 	Cache CacheSpace
+	// CacheSizeMB bounds the artifact cache (WORK_DIR/CacheDir), which
+	// the worker trims to it, least recently used first, after each
+	// staging that added an entry and every cacheTrimInterval; entries a
+	// live unit uses are never evicted, so the cache may exceed it while
+	// they run.
+	CacheSizeMB int64
+	// ArtifactMaxSizeMB bounds one artifact as fetched (an archive before
+	// unpacking; it may unpack to four times as much).
+	ArtifactMaxSizeMB int64
+	// ArtifactTimeout is the overall deadline of one artifact's fetch,
+	// retries included; ArtifactStallTimeout ends a try that receives
+	// nothing for so long (it is then retried).
+	ArtifactTimeout      time.Duration
+	ArtifactStallTimeout time.Duration
 	// Logger receives the worker's logs; nil means slog.Default().
 	Logger *slog.Logger
 }
@@ -155,6 +170,11 @@ func DefaultConfig() Config {
 		LogMaxFiles:       runner.DefaultLogMaxFiles,
 		CleanupTTL:        7 * 24 * time.Hour,
 		MinFreeDisk:       DefaultMinFreeDisk,
+		// Ten of the largest artifacts.
+		CacheSizeMB:          10 << 10,
+		ArtifactMaxSizeMB:    artifact.DefaultMaxSize >> 20,
+		ArtifactTimeout:      artifact.DefaultTimeout,
+		ArtifactStallTimeout: artifact.DefaultStallTimeout,
 	}
 }
 
@@ -194,10 +214,14 @@ func (c *Config) validate() error {
 	for _, d := range []struct {
 		name string
 		v    time.Duration
-	}{{"kill timeout", c.KillTimeout}, {"heartbeat interval", c.HeartbeatInterval}, {"request timeout", c.RequestTimeout}, {"lease", c.Lease}} {
+	}{{"kill timeout", c.KillTimeout}, {"heartbeat interval", c.HeartbeatInterval}, {"request timeout", c.RequestTimeout}, {"lease", c.Lease},
+		{"--artifact-timeout", c.ArtifactTimeout}, {"--artifact-stall-timeout", c.ArtifactStallTimeout}} {
 		if d.v <= 0 {
 			errs = append(errs, fmt.Errorf("%s %s must be positive", d.name, d.v))
 		}
+	}
+	if c.CacheSizeMB <= 0 || c.ArtifactMaxSizeMB <= 0 {
+		errs = append(errs, fmt.Errorf("--cache-size %dMiB and --artifact-max-size %dMiB must be positive", c.CacheSizeMB, c.ArtifactMaxSizeMB))
 	}
 	if c.RestartBackoff < 0 || c.RestartBackoffMax < 0 {
 		errs = append(errs, errors.New("restart back-off must not be negative"))

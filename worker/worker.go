@@ -39,6 +39,7 @@ import (
 	"time"
 
 	"github.com/drover-project/drover/api"
+	"github.com/drover-project/drover/artifact"
 	"github.com/drover-project/drover/auth"
 	"github.com/drover-project/drover/client"
 	"github.com/drover-project/drover/internal/wait"
@@ -111,6 +112,13 @@ type Worker struct {
 	// enough space, and does not again until the disk recovers.
 	cleanMu     sync.Mutex
 	shortWarned bool
+	// cache is the artifact cache the runners stage through; the
+	// trimmer keeps it to CacheSizeMB (trimNow: a non-blocking ask,
+	// buffer 1).
+	cache    *artifact.Cache
+	trimNow  chan struct{}
+	trimStop chan struct{}
+	trimDone chan struct{}
 }
 
 // New starts a worker: it creates the work dir, opens its record (failing
@@ -164,9 +172,16 @@ func New(cfg Config) (*Worker, error) {
 		if serverTLS, err = cfg.TLS.ServerConfig(tls.RequireAndVerifyClientCert, pki.RoleMaster); err != nil {
 			return nil, err
 		}
-		if cfg.TLS.CA, err = filepath.Abs(cfg.TLS.CA); err != nil {
-			return nil, err
+		// Runners read them from their units' directories.
+		for _, f := range []*string{&cfg.TLS.CA, &cfg.TLS.Cert, &cfg.TLS.Key} {
+			if *f, err = filepath.Abs(*f); err != nil {
+				return nil, err
+			}
 		}
+	}
+	cache, err := artifact.OpenCache(filepath.Join(cfg.WorkDir, CacheDir))
+	if err != nil {
+		return nil, err
 	}
 	masters, err := client.New(cfg.Masters, client.Options{
 		BindIP:         cfg.BindIP,
@@ -202,6 +217,10 @@ func New(cfg Config) (*Worker, error) {
 		serveDone: make(chan struct{}),
 		keepStop:  make(chan struct{}),
 		keepDone:  make(chan struct{}),
+		cache:     cache,
+		trimNow:   make(chan struct{}, 1),
+		trimStop:  make(chan struct{}),
+		trimDone:  make(chan struct{}),
 	}
 	// Fence adopted attempts from the previous worker's last contact: the
 	// leader counts from then, not from this start.
@@ -239,6 +258,7 @@ func New(cfg Config) (*Worker, error) {
 		}
 	}()
 	go w.keep()
+	go w.trimmer()
 	ctx, cancel := context.WithCancel(context.Background())
 	w.cancel = cancel
 	go func() {
@@ -280,6 +300,7 @@ func (w *Worker) Close() error {
 		w.killAll("worker " + w.cfg.ID + " shut down")
 		w.awaitRunners(w.cfg.KillTimeout + closeGrace)
 		w.stopKeeper()
+		w.stopTrimmer()
 		w.flushReports()
 		if err := w.db.close(); err != nil {
 			w.log.Warn("close the worker record", "err", err)
@@ -311,6 +332,7 @@ func (w *Worker) Detach() error {
 		}
 		w.release()
 		w.runners.Wait()
+		w.stopTrimmer()
 		if err := w.db.close(); err != nil {
 			w.log.Warn("close the worker record", "err", err)
 		}

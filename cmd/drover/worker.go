@@ -51,6 +51,12 @@ func runWorker(args []string) int {
 	fs.DurationVar(&cfg.CleanupTTL, "cleanup-ttl", cfg.CleanupTTL, "how long the directory (and logs) of a finished driver attempt or executor is kept after it ended; 0 keeps it until the disk runs low")
 	minFree := bytesFlag{b: cfg.MinFreeDisk}
 	fs.Var(&minFree, "min-free-disk", "free space to keep on the work dir's file system (1g, 500m): below it, finished units' directories are removed at once, oldest first; 0 never")
+	cacheSize := sizeFlag{mb: cfg.CacheSizeMB}
+	fs.Var(&cacheSize, "cache-size", "bound of the artifact cache in WORK_DIR/cache, least recently used first; entries of live drivers and executors stay")
+	artifactMax := sizeFlag{mb: cfg.ArtifactMaxSizeMB}
+	fs.Var(&artifactMax, "artifact-max-size", "largest artifact fetched (an archive may unpack to four times as much)")
+	fs.DurationVar(&cfg.ArtifactTimeout, "artifact-timeout", cfg.ArtifactTimeout, "deadline of one artifact's fetch, retries included; the attempt fails when it passes")
+	fs.DurationVar(&cfg.ArtifactStallTimeout, "artifact-stall-timeout", cfg.ArtifactStallTimeout, "a download that receives nothing for this long is tried again")
 	security := addSecurityFlags(fs, false)
 	logger := addLogFlags(fs)
 	config := addConfigFlag(fs)
@@ -73,6 +79,7 @@ func runWorker(args []string) int {
 	if cfg.LogMaxFiles < 1 {
 		return fail(fmt.Errorf("--log-max-files %d must be at least 1", cfg.LogMaxFiles))
 	}
+	cfg.CacheSizeMB, cfg.ArtifactMaxSizeMB = cacheSize.mb, artifactMax.mb
 	cfg.Fencing = worker.FencingMode(*fencing)
 	for _, m := range strings.Split(*masters, ",") {
 		if m = strings.TrimSpace(m); m != "" {

@@ -1,0 +1,234 @@
+package worker_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/drover-project/drover/api"
+	"github.com/drover-project/drover/model"
+	"github.com/drover-project/drover/runner"
+	"github.com/drover-project/drover/worker"
+)
+
+const appScript = "#!/bin/sh\necho \"staged $DROVER_WORKER_ID\"\n"
+
+// files serves artifacts by path; a path in hold hangs until released.
+type files struct {
+	*httptest.Server
+	mu      sync.Mutex
+	bodies  map[string][]byte
+	hold    map[string]chan struct{}
+	arrived chan string
+}
+
+func newFiles(t *testing.T) *files {
+	f := &files{bodies: map[string][]byte{}, hold: map[string]chan struct{}{}, arrived: make(chan string, 100)}
+	f.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		f.arrived <- r.URL.Path
+		f.mu.Lock()
+		body, ok := f.bodies[r.URL.Path]
+		hold := f.hold[r.URL.Path]
+		f.mu.Unlock()
+		if hold != nil {
+			select {
+			case <-hold:
+			case <-r.Context().Done():
+				return
+			}
+		}
+		if !ok {
+			http.NotFound(w, r)
+			return
+		}
+		http.ServeContent(w, r, "", time.Time{}, bytes.NewReader(body))
+	}))
+	t.Cleanup(f.Close)
+	return f
+}
+
+// serve serves body at p and returns the artifact that names it, with its
+// checksum when checksum is set.
+func (f *files) serve(t *testing.T, p string, body []byte, checksum bool) model.Artifact {
+	t.Helper()
+	f.mu.Lock()
+	f.bodies[p] = body
+	f.mu.Unlock()
+	source := f.URL + p
+	if checksum {
+		s := sha256.Sum256(body)
+		source += "?checksum=sha256:" + hex.EncodeToString(s[:])
+	}
+	a, err := model.NormalizeArtifact(model.Artifact{Source: source})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
+// holdUntil makes requests for p hang until release is closed.
+func (f *files) holdUntil(p string, release chan struct{}) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.hold[p] = release
+}
+
+// A driver with an http artifact runs it as ./app.sh from its attempt's
+// directory.
+func TestDriverRunsStagedArtifact(t *testing.T) {
+	fm := newFakeMaster(t)
+	_, cfg := newWorker(t, fm, nil)
+	srv := newFiles(t)
+	a := srv.serve(t, "/app.sh", []byte(appScript), false)
+	fm.assign(api.Assignment{DriverID: driverA, Attempt: 1, Argv: []string{"./app.sh"}, Artifacts: []model.Artifact{a}})
+	if r, _ := fm.waitReport(t, driverA, 1, model.DriverFinished); r.Runs != 1 {
+		t.Fatalf("finished = %+v", r)
+	}
+	if b := readStream(t, attemptPath(cfg, driverA, 1, ""), runner.StdoutFile); b != "staged w1\n" {
+		t.Fatalf("stdout = %q", b)
+	}
+}
+
+// An executor gets the artifacts of its assignment (the app's) staged
+// into its own directory, verified, before its program starts.
+func TestExecutorGetsAppArtifacts(t *testing.T) {
+	fm := newFakeMaster(t)
+	_, cfg := newWorker(t, fm, nil)
+	srv := newFiles(t)
+	script := srv.serve(t, "/run.sh", []byte("#!/bin/sh\nexec cat conf/input.txt\n"), true)
+	input := srv.serve(t, "/input.txt", []byte("shard 3\n"), true)
+	input.Dest = "conf"
+	fm.assignExecutors(api.ExecutorAssignment{AppID: appA, ExecutorID: 0, Argv: []string{"./run.sh"}, Artifacts: []model.Artifact{script, input}})
+	fm.waitExecReport(t, appA, 0, model.ExecExited)
+	dir := executorPath(cfg, appA, 0, "")
+	if b := readStream(t, dir, runner.StdoutFile); b != "shard 3\n" {
+		t.Fatalf("stdout = %q", b)
+	}
+	if fi, err := os.Stat(filepath.Join(dir, "run.sh")); err != nil || fi.Mode().Perm() != 0o755 {
+		t.Fatalf("run.sh: %v, %v; want a 0755 file", fi, err)
+	}
+}
+
+// An artifact whose server hangs fails the attempt, saying so, within the
+// worker's artifact timeout.
+func TestHangingArtifactFailsAttempt(t *testing.T) {
+	fm := newFakeMaster(t)
+	newWorker(t, fm, func(c *worker.Config) {
+		c.ArtifactStallTimeout = 100 * time.Millisecond
+		c.ArtifactTimeout = 500 * time.Millisecond
+	})
+	srv := newFiles(t)
+	release := make(chan struct{})
+	defer close(release)
+	srv.holdUntil("/app.sh", release)
+	a := srv.serve(t, "/app.sh", []byte(appScript), false)
+	fm.assign(api.Assignment{DriverID: driverA, Attempt: 1, Argv: []string{"./app.sh"}, Artifacts: []model.Artifact{a}})
+	r, _ := fm.waitReport(t, driverA, 1, model.DriverFailed)
+	if want := "fetch " + a.URL + ": timed out after 500ms ("; !strings.HasPrefix(r.Reason, want) || r.Runs != 0 {
+		t.Fatalf("failed = %+v, want reason %q... after 0 runs", r, want)
+	}
+	fm.set(func() {
+		for _, r := range fm.reports() {
+			if r.State == model.DriverRunning {
+				t.Fatalf("reported %+v for an attempt that never started", r)
+			}
+		}
+	})
+}
+
+// A worker restarted while a runner stages adopts it as it is: the new
+// worker reports RUNNING once the program starts, and the end.
+func TestAdoptedStagingRunnerIsFollowed(t *testing.T) {
+	fm := newFakeMaster(t)
+	w1, cfg := newWorker(t, fm, func(c *worker.Config) { c.Lease = time.Second })
+	srv := newFiles(t)
+	release := make(chan struct{})
+	srv.holdUntil("/app.sh", release)
+	// It runs until the test creates "done", so that the new worker,
+	// which follows the status file, sees it running.
+	a := srv.serve(t, "/app.sh", []byte(appScript+"while [ ! -e done ]; do sleep 0.02; done\n"), true)
+	fm.assign(api.Assignment{DriverID: driverA, Attempt: 1, Argv: []string{"./app.sh"}, Artifacts: []model.Artifact{a}})
+	<-srv.arrived
+	waitUntil(t, "status.json to say staging", func() bool {
+		st, err := runner.ReadStatus(filepath.Dir(attemptPath(cfg, driverA, 1, runner.StatusFile)))
+		return err == nil && st.Staging && st.State == model.DriverSubmitted
+	})
+	w1.Detach()
+	newWorker(t, fm, sameWorkDir(cfg))
+	close(release)
+	_, ri := fm.waitReport(t, driverA, 1, model.DriverRunning)
+	if err := os.WriteFile(attemptPath(cfg, driverA, 1, "done"), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	finished, fi := fm.waitReport(t, driverA, 1, model.DriverFinished)
+	if ri > fi || finished.Runs != 1 {
+		t.Fatalf("running #%d, finished %+v #%d", ri, finished, fi)
+	}
+	if b := readStream(t, attemptPath(cfg, driverA, 1, ""), runner.StdoutFile); b != "staged w1\n" {
+		t.Fatalf("stdout = %q", b)
+	}
+}
+
+// awaitRunnerExit waits until the runner of attempt 1 of driver has exited.
+func awaitRunnerExit(t *testing.T, cfg worker.Config, driver string) {
+	t.Helper()
+	waitUntil(t, driver+"'s runner to exit", func() bool {
+		st, err := runner.ReadStatus(filepath.Dir(attemptPath(cfg, driver, 1, runner.StatusFile)))
+		return err == nil && st.State.Terminal() && processEnded(st.RunnerPID)
+	})
+}
+
+// entryExists says whether the worker's cache holds an entry for a.
+func entryExists(cfg worker.Config, a model.Artifact) bool {
+	_, err := os.Stat(filepath.Join(cfg.WorkDir, worker.CacheDir, "sha256", a.SHA256))
+	return err == nil
+}
+
+// The worker trims its cache once a staging adds an entry, evicting an
+// entry no live unit uses and keeping one a running driver staged; it
+// also frees space when asked (the work-dir cleanup's low-disk path),
+// keeping that entry still.
+func TestCacheTrimKeepsLiveUnitsEntries(t *testing.T) {
+	fm := newFakeMaster(t)
+	w, cfg := newWorker(t, fm, func(c *worker.Config) { c.CacheSizeMB = 1 })
+	srv := newFiles(t)
+	blob := func(c byte) []byte { return bytes.Repeat([]byte{c}, 400<<10) }
+	pinned := srv.serve(t, "/pinned", blob('p'), true)
+	unused := srv.serve(t, "/unused", blob('u'), true)
+	added := srv.serve(t, "/added", blob('a'), true)
+	live := waiter(driverA, 1)
+	live.Artifacts = []model.Artifact{pinned}
+	done := api.Assignment{DriverID: driverB, Attempt: 1, Argv: []string{"/bin/true"}, Artifacts: []model.Artifact{unused}}
+	fm.assign(live, done)
+	fm.waitReport(t, driverA, 1, model.DriverRunning)
+	fm.waitReport(t, driverB, 1, model.DriverFinished)
+	// B's runner has ended: nothing pins its entry any more.
+	awaitRunnerExit(t, cfg, driverB)
+	if !entryExists(cfg, pinned) || !entryExists(cfg, unused) {
+		t.Fatal("entries missing before the cache outgrew its bound")
+	}
+	third := api.Assignment{DriverID: "driver-20260101000000-3", Attempt: 1, Argv: []string{"/bin/true"}, Artifacts: []model.Artifact{added}}
+	fm.assign(live, done, third)
+	fm.waitReport(t, third.DriverID, 1, model.DriverFinished)
+	waitUntil(t, "the unused entry to be evicted", func() bool { return !entryExists(cfg, unused) })
+	if !entryExists(cfg, pinned) || !entryExists(cfg, added) {
+		t.Fatal("the trim evicted more than the least recently used unpinned entry")
+	}
+	awaitRunnerExit(t, cfg, third.DriverID)
+	freed, err := w.FreeCache(context.Background(), 1<<30)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if freed != 400<<10 || entryExists(cfg, added) || !entryExists(cfg, pinned) {
+		t.Fatalf("FreeCache freed %d bytes: it must free all but the running driver's entry", freed)
+	}
+}
