@@ -15,7 +15,10 @@
 // (metrics_test.go) and by a real Prometheus with the documented config
 // (prometheus_test.go); the web UI (ui_test.go); drover dev's restarts,
 // stop and Spark ports (dev_test.go); uploaded files across a leader's
-// SIGKILL and a restart (uploads_test.go); and the distributed word count of
+// SIGKILL and a restart, then staged by a worker started after it
+// (uploads_test.go); artifacts from a loopback HTTP server staged for
+// drivers and executors, and a checksum mismatch (artifacts_test.go); and
+// the distributed word count of
 // examples/wordcount (wordcount_test.go). Its benchmarks measure failover
 // (failover_bench_test.go), submission throughput, latency and placement
 // (throughput_bench_test.go), which make bench runs, and the upload store's

@@ -25,8 +25,8 @@ import (
 // anti-entropy;
 // and a surviving master killed and started again on its data dir serves
 // it from its disk, pulling nothing. The driver keeps the artifact across
-// the failover. (That a worker then stages the file and the driver runs it
-// is the workers' part.)
+// the failover, and a worker started only then stages the file from the
+// masters (over mutual TLS, one of them dead) and runs it as ./job.sh.
 func TestUploadSurvivesLeaderKill(t *testing.T) {
 	c := testcluster.New(t, testcluster.Options{Secure: true, MasterArgs: []string{"--upload-sync-interval", "200ms"}})
 	const script = "#!/bin/sh\necho the uploaded script ran\n"
@@ -85,6 +85,15 @@ func TestUploadSurvivesLeaderKill(t *testing.T) {
 	}
 	if v, ok := s.Value("drover_blob_pulls_total"); !ok || v != 0 {
 		t.Fatalf("%s restarted pulled %v files (present %v); it should serve its own disk's", m.ID, v, ok)
+	}
+
+	c.AddWorker("w1")
+	d = c.WaitDriver(id, 30*time.Second, "ended", func(d *model.Driver) bool { return d.State.Terminal() })
+	if d.State != model.DriverFinished || d.Attempt != 1 {
+		t.Fatalf("driver %s at attempt %d (%s), want FINISHED at attempt 1", d.State, d.Attempt, d.Message)
+	}
+	if out := driverLog(t, c, id); out != "the uploaded script ran\n" {
+		t.Fatalf("driver log %q", out)
 	}
 }
 
