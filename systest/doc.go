@@ -21,9 +21,10 @@
 // the distributed word count of
 // examples/wordcount (wordcount_test.go). Its benchmarks measure failover
 // (failover_bench_test.go), submission throughput, latency and placement
-// (throughput_bench_test.go), which make bench runs, and the upload store's
+// (throughput_bench_test.go), which make bench runs, the upload store's
 // disk use after garbage collection and the time of a 100 MiB upload
-// (uploads_bench_test.go).
+// (uploads_bench_test.go), and the cold staging of a 100 MiB upload
+// (artifacts_bench_test.go).
 //
 // Run it from the repository root, as make test does with every package:
 //
