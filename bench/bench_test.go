@@ -92,11 +92,20 @@ func canned() (map[string]stream, map[string]string) {
 		"--- SKIP: BenchmarkWorkerKillToRelaunchRunning/local\n").event("skip", "BenchmarkWorkerKillToRelaunchRunning/local")
 	cli := stream{}.bench("BenchmarkLeaderKillToCLISubmit", "BenchmarkLeaderKillToCLISubmit-2 \t      10\t         0.0600 p50-s\t         0.1500 worst-s\n")
 	events := stream{}.bench("BenchmarkEventDelivery", "BenchmarkEventDelivery-2 \t       1\t         3.5 p50-ms\t        68.9 p99-ms\n")
+	var stage stream
+	for _, ns := range []string{"400000000", "500000000", "800000000"} {
+		stage = stage.bench("BenchmarkStageCold100MiB", "BenchmarkStageCold100MiB-2 \t       3\t "+ns+" ns/op\t 262.14 MB/s\n").
+			bench("BenchmarkStageCacheHit100MiB", "BenchmarkStageCacheHit100MiB-2 \t       3\t  42000000 ns/op\t2496.61 MB/s\n")
+	}
+	uploads := stream{}.bench("BenchmarkStageUpload100MiB", "BenchmarkStageUpload100MiB-2 \t       1\t 270000000 ns/op\t       370.4 MiB/s\t         0.2700 s/stage\n").
+		bench("BenchmarkUpload100MiB", "    uploads_bench_test.go:101: master m2: pushed\n", "--- FAIL: BenchmarkUpload100MiB\n").event("fail", "BenchmarkUpload100MiB")
+	gc := stream{}.bench("BenchmarkUploadGC", "BenchmarkUploadGC-2 \t       1\t         0 ns/op\t 61.20 MiB/master_before_gc\t 6.400 MiB/master_after_gc\t 1.700 s_gc_after_last_kill\t 9.000 ms/upload+submit\n")
 	return map[string]stream{
 			"BenchmarkApply": apply, "BenchmarkSnapshot100k": snap, "BenchmarkSubmitThroughput": thr,
 			"BenchmarkSubmitLatencyAt2000": lat, "BenchmarkPlacement": place,
 			"BenchmarkLeaderKillToAcceptedSubmit": leader, "BenchmarkWorkerKillToRelaunchRunning": worker,
 			"BenchmarkLeaderKillToCLISubmit": cli, "BenchmarkEventDelivery": events, "BenchmarkOutput50MiB": output(),
+			"BenchmarkStageCold100MiB": stage, "BenchmarkStageUpload100MiB": uploads, "BenchmarkUploadGC": gc,
 		}, map[string]string{
 			"BenchmarkSubmitThroughput": "exit status 1", "BenchmarkPlacement": "exit status 1",
 		}
@@ -176,6 +185,24 @@ func TestRows(t *testing.T) {
 		t.Errorf("throughput stat %+v", s)
 	}
 
+	arts := artifactRows(f)
+	wantArts := []struct{ figure, status, measured string }{
+		{"staging 100 MiB from loopback HTTP", "", "0.50 s, 200 MiB/s (median of 3 runs, slowest 0.80 s)"},
+		{"staging a 100 MiB upload", "", "0.27 s, 370 MiB/s (1 run, slowest 0.27 s)"},
+		{"staging 100 MiB from the cache", "", "0.04 s, 2,381 MiB/s (median of 3 runs, slowest 0.04 s)"},
+		{"upload of 100 MiB", notMeasured, "BenchmarkUpload100MiB failed: uploads_bench_test.go:101: master m2: pushed"},
+		{"masters' disk after 1,000 uploads", "", "61.2 MiB before, 6.4 MiB after, collected 1.7 s after the last kill (1 run)"},
+	}
+	if len(arts) != len(wantArts) {
+		t.Fatalf("%d artifact rows, want %d: %+v", len(arts), len(wantArts), arts)
+	}
+	for i, w := range wantArts {
+		r := arts[i]
+		if !strings.HasPrefix(r.Figure, w.figure) || r.Status != w.status || r.Measured != w.measured {
+			t.Errorf("artifact row %d:\n got %q %q %q\nwant %q %q %q", i, r.Figure, r.Status, r.Measured, w.figure, w.status, w.measured)
+		}
+	}
+
 	apply := applyRows(f)
 	if len(apply) != 2 || apply[1].Command != "WorkerLost" || apply[1].Stats[0].Median != 1498094 || len(apply[1].Stats[0].Runs) != 3 {
 		t.Fatalf("apply rows %+v", apply)
@@ -187,7 +214,7 @@ func TestRows(t *testing.T) {
 	}
 	md := markdown(&Report{Date: "2026-11-29 17:00 UTC", Commit: "da5a3ee (dirty)", Command: "go run ./bench --quick", Quick: true,
 		Machine: Machine{CPU: "AMD EPYC", Cores: 2, MemoryGiB: 23.4, Kernel: "Linux 6.1", Go: "go1.26.8 linux/amd64"},
-		Targets: rows, Apply: apply, Output: out, Runs: []RunInfo{{Command: "go test -bench '^(BenchmarkPlacement)$' ./systest", Seconds: 3, Error: "exit status 1"}}})
+		Targets: rows, Artifacts: arts, Apply: apply, Output: out, Runs: []RunInfo{{Command: "go test -bench '^(BenchmarkPlacement)$' ./systest", Seconds: 3, Error: "exit status 1"}}})
 	for _, line := range []string{
 		"| commit | da5a3ee (dirty) |",
 		"| CPU | AMD EPYC, 2 cores |",
@@ -195,6 +222,7 @@ func TestRows(t *testing.T) {
 		"| WorkerLost | 1,498,094 | 1,498,094 | 37 | 2,701 |",
 		"| no-runner | 1,400 | 1,300 | no runner |",
 		"| rotation-on | 1,100 | 1,100 | 9.8 MiB |",
+		"| staging 100 MiB from the cache | an entry of the cache copied into the unit's directory | 0.04 s, 2,381 MiB/s (median of 3 runs, slowest 0.04 s) |",
 		"| `go test -bench '^(BenchmarkPlacement)$' ./systest` | 3 | exit status 1 |",
 		"**A quick run",
 	} {

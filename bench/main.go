@@ -6,7 +6,7 @@
 //
 //	go run ./bench --only BenchmarkOutput50MiB   # those runs alone, merged into the report
 //
-// It runs the Go benchmarks of ./fsm, ./runner and ./systest, one `go test -json
+// It runs the Go benchmarks of ./fsm, ./runner, ./artifact and ./systest, one `go test -json
 // -bench` subprocess per group, each repeated (-count) or made of many
 // trials (-benchtime Nx), and judges each figure on its median and tail. A
 // benchmark that is missing, fails or is skipped leaves its row "not
@@ -78,6 +78,11 @@ func plan(quick bool) []run {
 		cluster("BenchmarkEventDelivery", "1x", n(3, 1), 30*time.Minute),
 		// Each iteration writes 50 MiB three ways; -count gives the spread.
 		{pkg: "./runner", benches: []string{"BenchmarkOutput50MiB"}, benchtime: "3x", count: n(10, 1), limit: 20 * time.Minute},
+		// The staging and upload figures have no target; they are
+		// reported beside the targets.
+		{pkg: "./artifact", benches: []string{"BenchmarkStageCold100MiB", "BenchmarkStageCacheHit100MiB"}, benchtime: pick("3x", "1x"), count: n(3, 1), limit: 20 * time.Minute},
+		{pkg: "./systest", benches: []string{"BenchmarkStageUpload100MiB", "BenchmarkUpload100MiB"}, benchtime: "1x", count: n(3, 1), short: quick, limit: 20 * time.Minute},
+		cluster("BenchmarkUploadGC", "1x", 1, 30*time.Minute),
 	}
 }
 
@@ -140,7 +145,7 @@ func bench(quick bool, outDir, only string) error {
 	for _, r := range runs {
 		f.add(execute(r))
 	}
-	rep.Targets, rep.Apply, rep.Output = targetRows(f), applyRows(f), outputRows(f)
+	rep.Targets, rep.Artifacts, rep.Apply, rep.Output = targetRows(f), artifactRows(f), applyRows(f), outputRows(f)
 	for _, r := range f.runs {
 		rep.Runs = append(rep.Runs, r.info)
 	}

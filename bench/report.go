@@ -20,6 +20,10 @@ type Report struct {
 	Apply   []ApplyRow  `json:"fsm_apply"`
 	Output  []OutputRow `json:"log_output,omitempty"`
 	Runs    []RunInfo   `json:"runs"`
+
+	// Artifacts are the staging and upload figures, which have no target
+	// (Status is empty or notMeasured).
+	Artifacts []Row `json:"artifacts,omitempty"`
 }
 
 // Machine describes where the figures were measured.
@@ -342,6 +346,49 @@ func targetRows(f *figures) []Row {
 	return rows
 }
 
+// figure is row for a figure without a target: its Status stays empty
+// unless it was not measured.
+func (f *figures) figure(r Row, measure func(j *judgement) string) Row {
+	r = f.row(r, func(j *judgement) (string, bool) { return measure(j), true })
+	if r.Status == met {
+		r.Status = ""
+	}
+	return r
+}
+
+// artifactRows are the times of staging a 100 MiB artifact into a unit's
+// directory from each source, and the figures of the masters' upload
+// store.
+func artifactRows(f *figures) []Row {
+	// artifact's benchmarks stage 100 MiB, in ns/op.
+	staging := func(figure, how, bench string) Row {
+		return f.figure(Row{Figure: figure, How: how}, func(j *judgement) string {
+			s := j.stat(bench, "ns/op")
+			return fmt.Sprintf("%.2f s, %s MiB/s (%s, slowest %.2f s)", s.Median/1e9, thousands(100/(s.Median/1e9)), runs(s), s.Max/1e9)
+		})
+	}
+	return []Row{
+		staging("staging 100 MiB from loopback HTTP, empty cache", "download, SHA-256, fsync and rename into the cache, copy into the unit's directory", "BenchmarkStageCold100MiB"),
+		f.figure(Row{Figure: "staging a 100 MiB upload from three masters, empty cache", How: "the same through client.OpenBlob from the first master holding it"},
+			func(j *judgement) string {
+				s, rate := j.stat("BenchmarkStageUpload100MiB", "s/stage"), j.stat("BenchmarkStageUpload100MiB", "MiB/s")
+				return fmt.Sprintf("%.2f s, %s MiB/s (%s, slowest %.2f s)", s.Median, thousands(rate.Median), runs(s), s.Max)
+			}),
+		staging("staging 100 MiB from the cache", "an entry of the cache copied into the unit's directory", "BenchmarkStageCacheHit100MiB"),
+		f.figure(Row{Figure: "upload of 100 MiB to three masters", How: "client.Upload, acknowledged once a majority of the voters hold it"},
+			func(j *judgement) string {
+				s := j.stat("BenchmarkUpload100MiB", "s/upload")
+				return fmt.Sprintf("%.2f s (%s, slowest %.2f s)", s.Median, runs(s), s.Max)
+			}),
+		f.figure(Row{Figure: "masters' disk after 1,000 uploads of 64 KiB, 900 no longer named", How: "DATA_DIR/blobs per master, before and after garbage collection (--upload-grace 1s)"},
+			func(j *judgement) string {
+				b := "BenchmarkUploadGC"
+				before, after, gc := j.stat(b, "MiB/master_before_gc"), j.stat(b, "MiB/master_after_gc"), j.stat(b, "s_gc_after_last_kill")
+				return fmt.Sprintf("%.1f MiB before, %.1f MiB after, collected %.1f s after the last kill (%s)", before.Median, after.Median, gc.Median, runs(before))
+			}),
+	}
+}
+
 // applyRows are the FSM Apply figures, one per command type.
 func applyRows(f *figures) []ApplyRow {
 	var out []ApplyRow
@@ -447,6 +494,19 @@ func markdown(r *Report) string {
 		p("| %s | %s | %s | %s | %s |", cell(row.Figure), cell(row.How), cell(row.Target), cell(row.Measured), row.Status)
 	}
 	p("")
+	if len(r.Artifacts) > 0 {
+		p("## Artifacts and uploads")
+		p("")
+		p("Figures without a target: what fetching a program's files costs before it starts")
+		p("([artifacts.md](artifacts.md), [uploads.md](uploads.md)).")
+		p("")
+		p("| figure | how | measured |")
+		p("| --- | --- | --- |")
+		for _, row := range r.Artifacts {
+			p("| %s | %s | %s |", cell(row.Figure), cell(row.How), cell(row.Measured))
+		}
+		p("")
+	}
 	p("## How the cluster figures are made")
 	p("")
 	p("- Every cluster is real: three `drover master` processes on loopback addresses, each with its own")
