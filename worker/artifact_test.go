@@ -118,6 +118,35 @@ func TestExecutorGetsAppArtifacts(t *testing.T) {
 	}
 }
 
+// An upload is read from the masters with the worker's token (masters with
+// tokens and no TLS), staged with the mode it was uploaded with, and run.
+func TestUploadIsReadWithTheWorkersToken(t *testing.T) {
+	fm := newFakeMaster(t)
+	body := []byte(appScript)
+	s := sha256.Sum256(body)
+	sum := hex.EncodeToString(s[:])
+	fm.set(func() { fm.blobs = map[string][]byte{sum: body} })
+	_, cfg := newWorker(t, fm, func(c *worker.Config) { c.Token = "worker-secret-0123456789" })
+	a, err := model.NormalizeArtifact(model.Artifact{Upload: sum, Name: "app.sh", Mode: 0o750})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fm.assign(api.Assignment{DriverID: driverA, Attempt: 1, Argv: []string{"./app.sh"}, Artifacts: []model.Artifact{a}})
+	fm.waitReport(t, driverA, 1, model.DriverFinished)
+	dir := attemptPath(cfg, driverA, 1, "")
+	if b := readStream(t, dir, runner.StdoutFile); b != "staged w1\n" {
+		t.Fatalf("stdout = %q", b)
+	}
+	if fi, err := os.Stat(filepath.Join(dir, "app.sh")); err != nil || fi.Mode().Perm() != 0o750 {
+		t.Fatalf("app.sh: %v, %v; want mode 0750", fi, err)
+	}
+	fm.set(func() {
+		if len(fm.blobAuth) != 1 || fm.blobAuth[0] != "Bearer worker-secret-0123456789" {
+			t.Fatalf("upload requests carried %q; want one with the worker's token", fm.blobAuth)
+		}
+	})
+}
+
 // An artifact whose server hangs fails the attempt, saying so, within the
 // worker's artifact timeout.
 func TestHangingArtifactFailsAttempt(t *testing.T) {

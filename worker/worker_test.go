@@ -71,6 +71,10 @@ type fakeMaster struct {
 	decommissionedAfter []int
 	// changed is closed, and replaced, on every request.
 	changed chan struct{}
+	// blobs are the uploads it serves (GET api.BlobPath), by SHA-256;
+	// blobAuth is the Authorization header of each request for one.
+	blobs    map[string][]byte
+	blobAuth []string
 }
 
 func newFakeMaster(t *testing.T) *fakeMaster {
@@ -159,6 +163,18 @@ func newFakeMaster(t *testing.T) *fakeMaster {
 			return
 		}
 		reply(w, http.StatusOK, api.RegisterWorkerResponse{WorkerID: r.PathValue("id")})
+	})
+	mux.HandleFunc("GET "+api.PathBlobs+"/{sum}", func(w http.ResponseWriter, r *http.Request) {
+		fm.mu.Lock()
+		defer fm.mu.Unlock()
+		defer fm.notify()
+		fm.blobAuth = append(fm.blobAuth, r.Header.Get("Authorization"))
+		body, ok := fm.blobs[r.PathValue("sum")]
+		if !ok {
+			http.NotFound(w, r)
+			return
+		}
+		w.Write(body)
 	})
 	fm.srv = httptest.NewServer(mux)
 	t.Cleanup(fm.srv.Close)
