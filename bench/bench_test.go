@@ -213,11 +213,12 @@ func TestRows(t *testing.T) {
 		t.Fatalf("output rows %+v", out)
 	}
 	md := markdown(&Report{Date: "2026-11-29 17:00 UTC", Commit: "da5a3ee (dirty)", Command: "go run ./bench --quick", Quick: true,
-		Machine: Machine{CPU: "AMD EPYC", Cores: 2, MemoryGiB: 23.4, Kernel: "Linux 6.1", Go: "go1.26.8 linux/amd64"},
+		Machine: Machine{CPU: "AMD EPYC", Cores: 2, MemoryGiB: 23.4, Kernel: "Linux 6.1", Go: "go1.26.8 linux/amd64", Load: "3.10 2.50 1.20 at the start, 4.00 3.00 2.00 at the end"},
 		Targets: rows, Artifacts: arts, Apply: apply, Output: out, Runs: []RunInfo{{Command: "go test -bench '^(BenchmarkPlacement)$' ./systest", Seconds: 3, Error: "exit status 1"}}})
 	for _, line := range []string{
 		"| commit | da5a3ee (dirty) |",
 		"| CPU | AMD EPYC, 2 cores |",
+		"| load average (1, 5, 15 min) | 3.10 2.50 1.20 at the start, 4.00 3.00 2.00 at the end |",
 		"| placements/s: SUBMITTED to RUNNING acknowledged by workers | 100,000 drivers, 1,000 simulated workers | >= 5,000/s (Nomad's C1M placed about 3,750/s) | BenchmarkPlacement failed: throughput_bench_test.go:120: placement stalled: 99900 drivers waiting | not measured |",
 		"| WorkerLost | 1,498,094 | 1,498,094 | 37 | 2,701 |",
 		"| no-runner | 1,400 | 1,300 | no runner |",

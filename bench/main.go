@@ -142,9 +142,13 @@ func bench(quick bool, outDir, only string) error {
 		Machine: machine(),
 	}
 	f := newFigures()
+	// Other processes' load skews every figure; the report says how busy
+	// the machine was.
+	load := loadAverage()
 	for _, r := range runs {
 		f.add(execute(r))
 	}
+	rep.Machine.Load = load + " at the start, " + loadAverage() + " at the end"
 	rep.Targets, rep.Artifacts, rep.Apply, rep.Output = targetRows(f), artifactRows(f), applyRows(f), outputRows(f)
 	for _, r := range f.runs {
 		rep.Runs = append(rep.Runs, r.info)
@@ -289,6 +293,16 @@ func machine() Machine {
 		m.Go = strings.TrimPrefix(strings.TrimSpace(string(b)), "go version ")
 	}
 	return m
+}
+
+// loadAverage is the 1-, 5- and 15-minute load averages of /proc/loadavg,
+// or "unknown".
+func loadAverage() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if f := strings.Fields(string(b)); err == nil && len(f) >= 3 {
+		return strings.Join(f[:3], " ")
+	}
+	return "unknown"
 }
 
 // procField returns the value of the first "key: value" line of a /proc

@@ -33,6 +33,9 @@ type Machine struct {
 	MemoryGiB float64 `json:"memory_gib"`
 	Kernel    string  `json:"kernel"`
 	Go        string  `json:"go"`
+	// Load is the load averages (1, 5 and 15 minutes) at the start and
+	// the end of the runs; empty in reports that predate it.
+	Load string `json:"load,omitempty"`
 }
 
 // Row statuses.
@@ -482,6 +485,9 @@ func markdown(r *Report) string {
 	p("| memory | %.1f GiB |", r.Machine.MemoryGiB)
 	p("| kernel | %s |", cell(r.Machine.Kernel))
 	p("| Go | %s |", cell(r.Machine.Go))
+	if r.Machine.Load != "" {
+		p("| load average (1, 5, 15 min) | %s |", cell(r.Machine.Load))
+	}
 	p("")
 	p("## Targets")
 	p("")
