@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -260,4 +261,32 @@ func TestCacheTrimKeepsLiveUnitsEntries(t *testing.T) {
 	if freed != 400<<10 || entryExists(cfg, added) || !entryExists(cfg, pinned) {
 		t.Fatalf("FreeCache freed %d bytes: it must free all but the running driver's entry", freed)
 	}
+}
+
+// Unless told otherwise, the work-dir cleanup asks the worker's own
+// artifact cache for room when the disk runs low: an entry no live unit
+// uses goes, before any unit's directory.
+func TestLowDiskEvictsTheWorkersCache(t *testing.T) {
+	var low atomic.Bool
+	fm := newFakeMaster(t)
+	_, cfg := newWorker(t, fm, func(c *worker.Config) {
+		c.CleanupTTL = 0
+		c.MinFreeDisk = 64 << 20
+		c.FreeSpace = func(string) (int64, error) {
+			if low.Load() {
+				return 1 << 20, nil
+			}
+			return 1 << 40, nil
+		}
+	})
+	srv := newFiles(t)
+	a := srv.serve(t, "/data", bytes.Repeat([]byte{'d'}, 100<<10), true)
+	fm.assign(api.Assignment{DriverID: driverA, Attempt: 1, Argv: []string{"/bin/true"}, Artifacts: []model.Artifact{a}})
+	fm.waitReport(t, driverA, 1, model.DriverFinished)
+	awaitRunnerExit(t, cfg, driverA)
+	if !entryExists(cfg, a) {
+		t.Fatal("no cache entry after the staging")
+	}
+	low.Store(true)
+	waitUntil(t, "the cleanup to evict the unused cache entry", func() bool { return !entryExists(cfg, a) })
 }

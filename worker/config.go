@@ -112,7 +112,8 @@ type Config struct {
 	// path; nil means DiskFree. Tests simulate a filling disk with it.
 	FreeSpace func(path string) (int64, error)
 	// Cache is asked for room when the disk runs low, before any unit's
-	// directory is removed; nil asks nothing.
+	// directory is removed; nil means the worker's own artifact cache
+	// (Worker.FreeCache).
 	Cache CacheSpace
 	// CacheSizeMB bounds the artifact cache (WORK_DIR/CacheDir), which
 	// the worker trims to it, least recently used first, after each

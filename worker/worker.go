@@ -222,6 +222,9 @@ func New(cfg Config) (*Worker, error) {
 		trimStop:  make(chan struct{}),
 		trimDone:  make(chan struct{}),
 	}
+	if w.cfg.Cache == nil {
+		w.cfg.Cache = w
+	}
 	// Fence adopted attempts from the previous worker's last contact: the
 	// leader counts from then, not from this start.
 	w.lastContact = previousContact(w.leasePath, time.Now())
