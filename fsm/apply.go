@@ -2,6 +2,7 @@ package fsm
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 
 	"github.com/drover-project/drover/api"
@@ -17,6 +18,9 @@ func (f *FSM) applyRegisterWorker(c *model.RegisterWorker) any {
 	if c.ID == "" || c.HTTPAddr == "" || c.Cores <= 0 || c.MemoryMB <= 0 {
 		return fmt.Errorf("%w: worker needs an ID, an address, and positive cores and memory", model.ErrInvalidCommand)
 	}
+	if err := model.CheckResourceOffer(c.Resources); err != nil {
+		return fmt.Errorf("%w: worker resources: %v", model.ErrInvalidCommand, err)
+	}
 	w, ok := f.t.Workers[c.ID]
 	if !ok {
 		w = &model.Worker{ID: c.ID, RegisteredAt: c.Time}
@@ -26,6 +30,9 @@ func (f *FSM) applyRegisterWorker(c *model.RegisterWorker) any {
 	w.Instance = c.Instance
 	w.Cores = c.Cores
 	w.MemoryMB = c.MemoryMB
+	// Addresses held beyond a smaller offer stay held until their units
+	// end; they are simply never free again.
+	w.Resources = c.Resources.Clone()
 	w.State = model.WorkerAlive
 	w.Message = ""
 	w.UpdatedAt = c.Time
@@ -47,24 +54,35 @@ func (f *FSM) applySubmitDriver(c *model.SubmitDriver) any {
 	if err := model.ValidateArtifacts(c.Artifacts); err != nil {
 		return err
 	}
+	if err := model.CheckResourceAmounts(c.Resources); err != nil {
+		return fmt.Errorf("%w: driver resources: %v", model.ErrInvalidCommand, err)
+	}
+	if err := model.CheckSupervision(c.Supervise, c.MaxRestarts, c.RestartWindowMS, c.RescheduleAfter); err != nil {
+		return fmt.Errorf("%w: %v", model.ErrInvalidCommand, err)
+	}
 	if _, ok := f.t.Drivers[c.ID]; ok {
 		return fmt.Errorf("%w: driver %s", model.ErrDuplicateID, c.ID)
 	}
 	d := &model.Driver{
-		ID:          c.ID,
-		Name:        c.Name,
-		Token:       c.Token,
-		Argv:        append([]string(nil), c.Argv...),
-		Env:         c.Env,
-		Cores:       c.Cores,
-		MemoryMB:    c.MemoryMB,
-		Supervise:   c.Supervise,
-		Artifacts:   slices.Clone(c.Artifacts),
-		State:       model.DriverSubmitted,
-		Attempt:     1,
-		SubmittedAt: c.Time,
-		UpdatedAt:   c.Time,
-		Attempts:    []model.Attempt{},
+		ID:        c.ID,
+		Name:      c.Name,
+		Token:     c.Token,
+		Argv:      append([]string(nil), c.Argv...),
+		Env:       c.Env,
+		Cores:     c.Cores,
+		MemoryMB:  c.MemoryMB,
+		Supervise: c.Supervise,
+		Artifacts: slices.Clone(c.Artifacts),
+		Resources: maps.Clone(c.Resources),
+		State:     model.DriverSubmitted,
+
+		MaxRestarts:     c.MaxRestarts,
+		RestartWindowMS: c.RestartWindowMS,
+		RescheduleAfter: c.RescheduleAfter,
+		Attempt:         1,
+		SubmittedAt:     c.Time,
+		UpdatedAt:       c.Time,
+		Attempts:        []model.Attempt{},
 	}
 	f.t.Drivers[d.ID] = d
 	f.changed(api.EventDriver, d.ID)
@@ -90,19 +108,24 @@ func (f *FSM) applyPlaceDrivers(c *model.PlaceDrivers) any {
 		if !ok || w.State != model.WorkerAlive || w.CoresFree() < d.Cores || w.MemoryFreeMB() < d.MemoryMB {
 			continue
 		}
+		if model.CheckHolding(d.Resources, p.Resources, w.ResourcesFree()) != nil {
+			continue
+		}
 		placed[d.ID] = true
 		d.WorkerID = w.ID
 		f.t.units(w.ID).addDriver(d.ID)
 		d.UpdatedAt = c.Time
 		d.Message = ""
 		d.Attempts = append(d.Attempts, model.Attempt{
-			Attempt:  d.Attempt,
-			WorkerID: w.ID,
-			State:    model.DriverSubmitted,
-			PlacedAt: c.Time,
+			Attempt:   d.Attempt,
+			WorkerID:  w.ID,
+			State:     model.DriverSubmitted,
+			PlacedAt:  c.Time,
+			Resources: p.Resources.Clone(),
 		})
 		w.CoresUsed += d.Cores
 		w.MemoryUsedMB += d.MemoryMB
+		w.ResourcesUsed.Hold(p.Resources)
 		f.changed(api.EventDriver, d.ID)
 		f.changed(api.EventWorker, w.ID)
 		res.Applied = append(res.Applied, p)
@@ -124,7 +147,8 @@ func (f *FSM) dropWaiting(ids map[string]bool) {
 	f.t.WaitingDrivers = kept
 }
 
-// release returns a placed driver's resources to its worker and unplaces it.
+// release returns a placed driver's resources, and the addresses its
+// current attempt holds, to its worker and unplaces it.
 func (f *FSM) release(d *model.Driver) {
 	if d.WorkerID == "" {
 		return
@@ -132,6 +156,9 @@ func (f *FSM) release(d *model.Driver) {
 	if w, ok := f.t.Workers[d.WorkerID]; ok {
 		w.CoresUsed -= d.Cores
 		w.MemoryUsedMB -= d.MemoryMB
+		if rec := d.CurrentAttempt(); rec != nil {
+			w.ResourcesUsed.Release(rec.Resources)
+		}
 		f.changed(api.EventWorker, w.ID)
 	}
 	f.t.units(d.WorkerID).removeDriver(d.ID)
@@ -147,7 +174,7 @@ func (f *FSM) applyReportAttempts(c *model.ReportAttempts) any {
 		if rec == nil || rec.WorkerID != c.WorkerID {
 			continue
 		}
-		if updateRecord(rec, r, c.Time) {
+		if updateRecord(rec, r, model.FailuresKept(d.MaxRestarts, d.RescheduleAfter), c.Time) {
 			f.changed(api.EventDriver, d.ID)
 		}
 		if r.Attempt != d.Attempt || d.WorkerID != c.WorkerID || d.State.Terminal() {
@@ -160,15 +187,21 @@ func (f *FSM) applyReportAttempts(c *model.ReportAttempts) any {
 	return nil
 }
 
-// updateRecord applies a report to an attempt's history record, and says
-// whether it changed it.
-func updateRecord(rec *model.Attempt, r model.AttemptReport, now int64) bool {
+// updateRecord applies a report to an attempt's history record, keeping
+// at most kept of its failed runs, and says whether it changed it.
+func updateRecord(rec *model.Attempt, r model.AttemptReport, kept int, now int64) bool {
 	if rec.State.Terminal() {
 		return false
 	}
 	before := *rec
+	failures := len(rec.Failures)
 	if r.Runs > rec.Runs {
 		rec.Runs = r.Runs
+	}
+	// Each report carries all the failures its runner kept, so a later
+	// one has more; one from before it, delivered late, has fewer.
+	if fs := model.KeepFailures(r.Failures, kept); len(fs) > len(rec.Failures) {
+		rec.Failures = fs
 	}
 	switch r.State {
 	case model.DriverRunning:
@@ -183,8 +216,10 @@ func updateRecord(rec *model.Attempt, r model.AttemptReport, now int64) bool {
 		if r.Reason != "" {
 			rec.Reason = r.Reason
 		}
+		rec.Rescheduled = r.State == model.DriverFailed && r.Reschedule
 	}
-	return *rec != before
+	return len(rec.Failures) != failures || rec.Runs != before.Runs || rec.State != before.State || rec.StartedAt != before.StartedAt ||
+		rec.EndedAt != before.EndedAt || rec.Reason != before.Reason || rec.ExitCode != before.ExitCode
 }
 
 func (f *FSM) applyCurrentReport(d *model.Driver, r model.AttemptReport, now int64) {
@@ -194,12 +229,15 @@ func (f *FSM) applyCurrentReport(d *model.Driver, r model.AttemptReport, now int
 	case model.DriverRunning:
 		d.State = model.DriverRunning
 		f.driverRestarted(d, r.Runs, now)
-	case model.DriverFinished, model.DriverFailed, model.DriverError:
-		d.State = r.State
-		d.ExitCode = model.CloneExitCode(r.ExitCode)
-		d.Message = r.Reason
-		f.release(d)
-		f.driverAttemptEnded(d, d.Attempt, now)
+	case model.DriverFailed:
+		if r.Reschedule && d.Supervise {
+			// The runner gave up on this worker, not on the driver.
+			f.relaunch(d, now, "rescheduled away from worker "+d.WorkerID+": "+r.Reason)
+			return
+		}
+		f.endDriver(d, r, now)
+	case model.DriverFinished, model.DriverError:
+		f.endDriver(d, r, now)
 	case model.DriverKilled:
 		// The worker killed an attempt nobody asked to kill (it is shutting
 		// down): a supervised driver goes on elsewhere.
@@ -207,12 +245,18 @@ func (f *FSM) applyCurrentReport(d *model.Driver, r model.AttemptReport, now int
 			f.relaunch(d, now, "attempt killed on worker "+d.WorkerID)
 			return
 		}
-		d.State = model.DriverKilled
-		d.ExitCode = model.CloneExitCode(r.ExitCode)
-		d.Message = r.Reason
-		f.release(d)
-		f.driverAttemptEnded(d, d.Attempt, now)
+		f.endDriver(d, r, now)
 	}
+}
+
+// endDriver ends a driver in the state of its current attempt's final
+// report.
+func (f *FSM) endDriver(d *model.Driver, r model.AttemptReport, now int64) {
+	d.State = r.State
+	d.ExitCode = model.CloneExitCode(r.ExitCode)
+	d.Message = r.Reason
+	f.release(d)
+	f.driverAttemptEnded(d, d.Attempt, now)
 }
 
 // relaunch moves a supervised driver to its next attempt and back to the end

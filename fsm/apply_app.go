@@ -59,9 +59,11 @@ func (f *FSM) applyRegisterApp(c *model.RegisterApp) any {
 		Env:                 maps.Clone(c.Env),
 		MaxExecutorRetries:  c.MaxExecutorRetries,
 		Artifacts:           slices.Clone(c.Artifacts),
-		State:               model.AppWaiting,
-		SubmittedAt:         c.Time,
-		UpdatedAt:           c.Time,
+
+		ResourcesPerExecutor: maps.Clone(c.ResourcesPerExecutor),
+		State:                model.AppWaiting,
+		SubmittedAt:          c.Time,
+		UpdatedAt:            c.Time,
 	}
 	f.t.Apps[a.ID] = a
 	f.changed(api.EventApp, a.ID)
@@ -105,12 +107,16 @@ func (f *FSM) applyPlaceExecutors(c *model.PlaceExecutors) any {
 		if !ok || w.State != model.WorkerAlive || w.CoresFree() < a.CoresPerExecutor || w.MemoryFreeMB() < a.MemoryPerExecutorMB {
 			continue
 		}
+		if model.CheckHolding(a.ResourcesPerExecutor, p.Resources, w.ResourcesFree()) != nil {
+			continue
+		}
 		e := &model.Executor{
 			AppID:      a.ID,
 			ID:         p.ExecutorID,
 			WorkerID:   w.ID,
 			Cores:      a.CoresPerExecutor,
 			MemoryMB:   a.MemoryPerExecutorMB,
+			Resources:  p.Resources.Clone(),
 			State:      model.ExecLaunching,
 			LaunchedAt: c.Time,
 		}
@@ -121,6 +127,7 @@ func (f *FSM) applyPlaceExecutors(c *model.PlaceExecutors) any {
 		a.UpdatedAt = c.Time
 		w.CoresUsed += e.Cores
 		w.MemoryUsedMB += e.MemoryMB
+		w.ResourcesUsed.Hold(e.Resources)
 		f.changed(api.EventExecutor, model.ExecutorKey(a.ID, e.ID))
 		f.changed(api.EventApp, a.ID)
 		f.changed(api.EventWorker, w.ID)
@@ -183,6 +190,7 @@ func (f *FSM) endExecutor(e *model.Executor, state model.ExecutorState, exit *in
 	if w, ok := f.t.Workers[e.WorkerID]; ok {
 		w.CoresUsed -= e.Cores
 		w.MemoryUsedMB -= e.MemoryMB
+		w.ResourcesUsed.Release(e.Resources)
 		f.changed(api.EventWorker, w.ID)
 	}
 	f.t.units(e.WorkerID).removeExecutor(model.ExecutorKey(e.AppID, e.ID))

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"testing"
 
@@ -31,7 +32,8 @@ func withUnknownFields(t *testing.T, entry []byte) []byte {
 		switch v := v.(type) {
 		case map[string]any:
 			for k, c := range v {
-				if k != "env" { // a map, whose keys are data
+				// Maps whose keys are data, not fields.
+				if !slices.Contains([]string{"env", "resources", "resources_per_executor"}, k) {
 					add(c)
 				}
 			}

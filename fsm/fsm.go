@@ -8,6 +8,7 @@ package fsm
 import (
 	"fmt"
 	"io"
+	"maps"
 	"sort"
 	"sync"
 
@@ -316,12 +317,17 @@ func (f *FSM) WaitingDrivers() []*model.Driver {
 }
 
 // Demand is what the scheduler needs of one waiting driver: which attempt
-// to place, and its cores and memory (MiB).
+// to place, its cores, memory (MiB) and custom resources, and the worker
+// to avoid when another has room: the worker of the attempt before, when
+// that attempt was rescheduled after failing there RescheduleAfter times
+// in a row; "" for none.
 type Demand struct {
-	DriverID string
-	Attempt  int
-	Cores    int
-	MemoryMB int64
+	DriverID  string
+	Attempt   int
+	Cores     int
+	MemoryMB  int64
+	Resources model.ResourceAmounts
+	Avoid     string
 }
 
 // WaitingDemands returns the demands of the drivers in waitingDrivers, in
@@ -332,7 +338,10 @@ func (f *FSM) WaitingDemands() []Demand {
 	out := make([]Demand, len(f.t.WaitingDrivers))
 	for i, id := range f.t.WaitingDrivers {
 		d := f.t.Drivers[id]
-		out[i] = Demand{DriverID: id, Attempt: d.Attempt, Cores: d.Cores, MemoryMB: d.MemoryMB}
+		out[i] = Demand{DriverID: id, Attempt: d.Attempt, Cores: d.Cores, MemoryMB: d.MemoryMB, Resources: maps.Clone(d.Resources)}
+		if prev := d.AttemptRecord(d.Attempt - 1); prev != nil && prev.Rescheduled {
+			out[i].Avoid = prev.WorkerID
+		}
 	}
 	return out
 }
@@ -345,8 +354,7 @@ func (f *FSM) Worker(id string) (*model.Worker, bool) {
 	if !ok {
 		return nil, false
 	}
-	c := *w
-	return &c, true
+	return w.Clone(), true
 }
 
 // Workers returns copies of all workers, ordered by ID.
@@ -355,8 +363,7 @@ func (f *FSM) Workers() []*model.Worker {
 	defer f.mu.RUnlock()
 	out := make([]*model.Worker, 0, len(f.t.Workers))
 	for _, w := range f.t.Workers {
-		c := *w
-		out = append(out, &c)
+		out = append(out, w.Clone())
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
 	return out

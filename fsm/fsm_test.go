@@ -175,6 +175,32 @@ func scenario(t tb) [][]byte {
 	b.add(model.CmdReportAttempts, &model.ReportAttempts{WorkerID: "w3", Time: 45, Executors: []model.ExecutorReport{{AppID: appID(4), ExecutorID: 0, State: model.ExecRunning}}})
 	b.add(model.CmdWorkerLost, &model.WorkerLost{WorkerID: "w3", Time: 46})
 	b.add(model.CmdPruneCompleted, &model.PruneCompleted{DriverIDs: []string{driverID(6), driverID(4), driverID(999)}, AppIDs: []string{appID(0), appID(4), appID(999)}})
+	// Custom resources and bounded supervision on w4, which offers two
+	// GPUs; w5's offer names one address twice and is refused.
+	b.add(model.CmdRegisterWorker, &model.RegisterWorker{ID: "w4", HTTPAddr: "127.0.0.1:5", Cores: 4, MemoryMB: 4096, Resources: model.Resources{"gpu": {"0", "1"}}, Time: 47})
+	b.add(model.CmdRegisterWorker, &model.RegisterWorker{ID: "w5", HTTPAddr: "127.0.0.1:6", Cores: 4, MemoryMB: 4096, Resources: model.Resources{"gpu": {"0", "0"}}, Time: 48})
+	b.add(model.CmdSubmitDriver, &model.SubmitDriver{ID: driverID(7), Token: "t7", Argv: []string{"h"}, Cores: 1, MemoryMB: 512, Supervise: true,
+		Resources: model.ResourceAmounts{"gpu": 1}, MaxRestarts: 2, RestartWindowMS: 60_000, RescheduleAfter: 1, Time: 49})
+	b.add(model.CmdSubmitDriver, &model.SubmitDriver{ID: driverID(8), Token: "t8", Argv: []string{"i"}, Cores: 1, MemoryMB: 512, Resources: model.ResourceAmounts{"gpu": 2}, Time: 50})
+	// Bounds without supervise: refused.
+	b.add(model.CmdSubmitDriver, &model.SubmitDriver{ID: driverID(9), Token: "t9", Argv: []string{"j"}, Cores: 1, MemoryMB: 512, MaxRestarts: 2, Time: 51})
+	// Driver 8 asks for an address driver 7 takes in the same batch: skipped.
+	b.add(model.CmdPlaceDrivers, &model.PlaceDrivers{Time: 52, Placements: []model.Placement{
+		{DriverID: driverID(7), Attempt: 1, WorkerID: "w4", Resources: model.Resources{"gpu": {"0"}}},
+		{DriverID: driverID(8), Attempt: 1, WorkerID: "w4", Resources: model.Resources{"gpu": {"0", "1"}}},
+	}})
+	b.add(model.CmdReportAttempts, &model.ReportAttempts{WorkerID: "w4", Time: 53, Reports: []model.AttemptReport{
+		{DriverID: driverID(7), Attempt: 1, State: model.DriverFailed, ExitCode: intp(1), Runs: 1, Failures: []int64{1000}, Reschedule: true, Reason: "1 run failed"},
+	}})
+	b.add(model.CmdPlaceDrivers, &model.PlaceDrivers{Time: 54, Placements: []model.Placement{
+		{DriverID: driverID(7), Attempt: 2, WorkerID: "w4", Resources: model.Resources{"gpu": {"1"}}},
+	}})
+	b.add(model.CmdReportAttempts, &model.ReportAttempts{WorkerID: "w4", Time: 55, Reports: []model.AttemptReport{
+		{DriverID: driverID(7), Attempt: 2, State: model.DriverRunning, Runs: 2, Failures: []int64{2000}},
+	}})
+	b.add(model.CmdRegisterApp, &model.RegisterApp{ID: appID(5), Token: "at5", CoresPerExecutor: 1, MemoryPerExecutorMB: 256, ExecutorLimit: 1, Argv: []string{"exec"},
+		ResourcesPerExecutor: model.ResourceAmounts{"gpu": 1}, Time: 56})
+	b.add(model.CmdPlaceExecutors, &model.PlaceExecutors{Time: 57, Placements: []model.ExecutorPlacement{{AppID: appID(5), ExecutorID: 0, WorkerID: "w4", Resources: model.Resources{"gpu": {"0"}}}}})
 	return b.entries
 }
 
@@ -235,6 +261,9 @@ func TestScenarioOutcome(t *testing.T) {
 	}
 	for _, w := range f.Workers() {
 		want := map[string]model.WorkerState{"w1": model.WorkerAlive, "w2": model.WorkerDecommissioned, "w3": model.WorkerDead}[w.ID]
+		if w.ID == "w4" {
+			continue
+		}
 		if w.CoresUsed != 0 || w.MemoryUsedMB != 0 || w.State != want {
 			t.Fatalf("worker %s: used %d cores %d MiB, state %s; want 0, 0, %s", w.ID, w.CoresUsed, w.MemoryUsedMB, w.State, want)
 		}
@@ -245,14 +274,26 @@ func TestScenarioOutcome(t *testing.T) {
 		t.Fatalf("after decommission: supervised %s attempt %d, unsupervised %s (%q); want RELAUNCHING 2, KILLED with the reason",
 			d4.State, d4.Attempt, d5.State, d5.Message)
 	}
-	if w := f.WaitingDrivers(); len(w) != 1 || w[0].ID != driverID(4) {
-		t.Fatalf("waiting = %v, want only %s", w, driverID(4))
+	if w := f.WaitingDrivers(); len(w) != 2 || w[0].ID != driverID(4) || w[1].ID != driverID(8) {
+		t.Fatalf("waiting = %v, want %s and %s", w, driverID(4), driverID(8))
 	}
 	if !reflect.DeepEqual(d4.Artifacts, scenarioArtifacts) {
 		t.Fatalf("artifacts = %+v, want the submission's %+v", d4.Artifacts, scenarioArtifacts)
 	}
-	if f.NextDriverSeq() != 7 {
-		t.Fatalf("NextDriverSeq = %d, want 7 (the duplicate token took no number)", f.NextDriverSeq())
+	if f.NextDriverSeq() != 9 {
+		t.Fatalf("NextDriverSeq = %d, want 9 (the duplicate token and the refused bounds took no number)", f.NextDriverSeq())
+	}
+	if _, ok := f.Worker("w5"); ok {
+		t.Fatal("a worker offering one address twice was registered")
+	}
+	w4, _ := f.Worker("w4")
+	if got := w4.ResourcesUsed.String(); got != "gpu=0,1" || w4.CoresUsed != 2 {
+		t.Fatalf("w4 holds %q with %d cores used, want gpu=0,1 (driver 7 and app 5's executor) and 2", got, w4.CoresUsed)
+	}
+	d7, _ := f.Driver(driverID(7))
+	if d7.State != model.DriverRunning || d7.Attempt != 2 || !d7.Attempts[0].Rescheduled || d7.Attempts[1].Resources.String() != "gpu=1" ||
+		!reflect.DeepEqual(d7.Failures(), []int64{1000, 2000}) {
+		t.Fatalf("driver 7: %+v, want RUNNING attempt 2 holding gpu 1 after attempt 1 was rescheduled, failures 1000 and 2000", d7)
 	}
 
 	// Applications.
@@ -278,14 +319,17 @@ func TestScenarioOutcome(t *testing.T) {
 	if a4 == nil || a4.State != model.AppRunning || a4.RetryCount != 0 || len(e4) != 2 || e4[0].State != model.ExecLost || e4[1].State != model.ExecLost {
 		t.Fatalf("app 4 after losing w3: %+v %+v, want RUNNING, no retry, two executors LOST", a4, e4)
 	}
-	if f.NextAppSeq() != 5 {
-		t.Fatalf("NextAppSeq = %d, want 5", f.NextAppSeq())
+	if f.NextAppSeq() != 6 {
+		t.Fatalf("NextAppSeq = %d, want 6", f.NextAppSeq())
 	}
 	f.mu.RLock()
 	n := len(f.t.Executors)
 	f.mu.RUnlock()
-	if n != 3 {
-		t.Fatalf("%d executor rows, want 3 (app 0's were pruned)", n)
+	if n != 4 {
+		t.Fatalf("%d executor rows, want 4 (app 0's were pruned)", n)
+	}
+	if e := f.executorClones(appID(5)); len(e) != 1 || e[0].Resources.String() != "gpu=0" {
+		t.Fatalf("app 5's executors %+v, want one holding gpu 0", e)
 	}
 }
 
@@ -718,6 +762,7 @@ func checkInvariants(t tb, f *FSM) {
 	checkWorkerIndex(t, f)
 	cores := map[string]int{}
 	mem := map[string]int64{}
+	held := map[string]model.Resources{}
 	waiting := map[string]bool{}
 	for _, d := range f.WaitingDrivers() {
 		if waiting[d.ID] {
@@ -746,6 +791,7 @@ func checkInvariants(t tb, f *FSM) {
 		}
 		cores[d.WorkerID] += d.Cores
 		mem[d.WorkerID] += d.MemoryMB
+		holds(t, held, d.WorkerID, d.CurrentAttempt().Resources)
 	}
 	apps, execs := f.Apps()
 	rows := 0
@@ -770,6 +816,7 @@ func checkInvariants(t tb, f *FSM) {
 			}
 			cores[e.WorkerID] += e.Cores
 			mem[e.WorkerID] += e.MemoryMB
+			holds(t, held, e.WorkerID, e.Resources)
 			granted += e.Cores
 		}
 		if a.CoresGranted != granted {
@@ -819,7 +866,25 @@ func checkInvariants(t tb, f *FSM) {
 		if w.CoresUsed < 0 || w.MemoryUsedMB < 0 {
 			t.Fatalf("worker %s: negative use", w.ID)
 		}
+		if got, want := w.ResourcesUsed.String(), held[w.ID].String(); got != want {
+			t.Fatalf("worker %s: holds %q, its drivers and executors hold %q", w.ID, got, want)
+		}
 	}
+}
+
+// holds adds the addresses a live unit on worker holds to held, failing
+// when another unit holds one of them already.
+func holds(t tb, held map[string]model.Resources, worker string, rs model.Resources) {
+	for name, addrs := range rs {
+		for _, a := range addrs {
+			if slices.Contains(held[worker][name], a) {
+				t.Fatalf("address %s of %s on %s is held twice", a, name, worker)
+			}
+		}
+	}
+	r := held[worker]
+	r.Hold(rs)
+	held[worker] = r
 }
 
 // checkWorkerIndex compares DriversOn and ExecutorsOn, which read the

@@ -59,7 +59,7 @@ func (s *snapshot) Release() {}
 // change.
 func (t *tables) clone() tables {
 	return tables{
-		Workers:        cloneRows(t.Workers, func(w *model.Worker) *model.Worker { c := *w; return &c }),
+		Workers:        cloneRows(t.Workers, (*model.Worker).Clone),
 		Drivers:        cloneRows(t.Drivers, cloneDriver),
 		WaitingDrivers: slices.Clone(t.WaitingDrivers),
 		Tokens:         maps.Clone(t.Tokens),
@@ -248,7 +248,10 @@ func decodeSnapshotFile(r io.Reader) (tables, uint64, error) {
 		if w == nil || w.ID != id {
 			return tables{}, 0, fmt.Errorf("worker row %q is inconsistent", id)
 		}
-		w.CoresUsed, w.MemoryUsedMB = 0, 0
+		w.CoresUsed, w.MemoryUsedMB, w.ResourcesUsed = 0, 0, nil
+		if err := model.CheckResourceOffer(w.Resources); err != nil {
+			return tables{}, 0, fmt.Errorf("worker %s: %v", id, err)
+		}
 	}
 	for id, d := range t.Drivers {
 		if d == nil || d.ID != id {
@@ -261,6 +264,11 @@ func decodeSnapshotFile(r io.Reader) (tables, uint64, error) {
 			}
 			w.CoresUsed += d.Cores
 			w.MemoryUsedMB += d.MemoryMB
+			if rec := d.CurrentAttempt(); rec != nil {
+				if err := holdOnce(w, rec.Resources); err != nil {
+					return tables{}, 0, fmt.Errorf("driver %s: %v", id, err)
+				}
+			}
 			t.units(w.ID).drivers[id] = struct{}{}
 		}
 	}
@@ -331,6 +339,9 @@ func checkApps(t *tables) error {
 		}
 		w.CoresUsed += e.Cores
 		w.MemoryUsedMB += e.MemoryMB
+		if err := holdOnce(w, e.Resources); err != nil {
+			return fmt.Errorf("executor %s: %v", key, err)
+		}
 		a.CoresGranted += e.Cores
 		t.units(w.ID).executors[key] = struct{}{}
 	}
@@ -339,6 +350,21 @@ func checkApps(t *tables) error {
 			return fmt.Errorf("token %q names unknown app %s", tok, id)
 		}
 	}
+	return nil
+}
+
+// holdOnce adds the addresses a restored unit holds to its worker's
+// books, refusing one that another unit holds already: a snapshot that
+// gives one GPU to two attempts would have both run on it.
+func holdOnce(w *model.Worker, held model.Resources) error {
+	for name, addrs := range held {
+		for i, a := range addrs {
+			if slices.Contains(w.ResourcesUsed[name], a) || slices.Contains(addrs[:i], a) {
+				return fmt.Errorf("address %s of %s on worker %s is held twice", a, name, w.ID)
+			}
+		}
+	}
+	w.ResourcesUsed.Hold(held)
 	return nil
 }
 

@@ -111,6 +111,9 @@ type App struct {
 	// Artifacts are staged into each executor's directory before it
 	// starts (normalized, see NormalizeArtifact).
 	Artifacts []Artifact `json:"artifacts,omitempty"`
+	// ResourcesPerExecutor are the custom resources each executor needs
+	// (Spark's spark.executor.resource.{name}.amount).
+	ResourcesPerExecutor ResourceAmounts `json:"resources_per_executor,omitempty"`
 	// MaxExecutorRetries is the leader's --max-executor-retries when the
 	// app registered (Spark's spark.deploy.maxExecutorRetries): the app
 	// FAILS when more executors than this fail in a row while none is
@@ -155,11 +158,14 @@ func (a *App) CoresLeft() int {
 // Executor is one row of the executors table (Spark's ExecutorDesc). ID
 // counts from 0 within its app; a replacement gets a new ID.
 type Executor struct {
-	AppID      string        `json:"app_id"`
-	ID         int           `json:"id"`
-	WorkerID   string        `json:"worker_id"`
-	Cores      int           `json:"cores"`
-	MemoryMB   int64         `json:"memory_mb"`
+	AppID    string `json:"app_id"`
+	ID       int    `json:"id"`
+	WorkerID string `json:"worker_id"`
+	Cores    int    `json:"cores"`
+	MemoryMB int64  `json:"memory_mb"`
+	// Resources are the worker's addresses the executor holds while it
+	// lives.
+	Resources  Resources     `json:"resources,omitempty"`
 	State      ExecutorState `json:"state"`
 	ExitCode   *int          `json:"exit_code"`
 	Message    string        `json:"message,omitempty"`
@@ -194,6 +200,7 @@ func (a *App) Clone() *App {
 	c.Argv = slices.Clone(a.Argv)
 	c.Env = maps.Clone(a.Env)
 	c.Artifacts = slices.Clone(a.Artifacts)
+	c.ResourcesPerExecutor = maps.Clone(a.ResourcesPerExecutor)
 	return &c
 }
 
@@ -201,5 +208,6 @@ func (a *App) Clone() *App {
 func (e *Executor) Clone() *Executor {
 	c := *e
 	c.ExitCode = CloneExitCode(e.ExitCode)
+	c.Resources = e.Resources.Clone()
 	return &c
 }

@@ -71,7 +71,10 @@ type RegisterWorker struct {
 	HTTPAddr string `json:"http_addr"`
 	Cores    int    `json:"cores"`
 	MemoryMB int64  `json:"memory_mb"`
-	Time     int64  `json:"time"`
+	// Resources are the custom resources the worker offers; absent in
+	// entries written before they existed, which offer none.
+	Resources Resources `json:"resources,omitempty"`
+	Time      int64     `json:"time"`
 }
 
 // SubmitDriver adds a driver to the drivers table and to the end of
@@ -90,14 +93,25 @@ type SubmitDriver struct {
 	// Artifacts are normalized (NormalizeArtifact); absent in entries
 	// written before artifacts existed, which stage nothing.
 	Artifacts []Artifact `json:"artifacts,omitempty"`
-	Time      int64      `json:"time"`
+	// Resources are the custom resources each attempt needs; the restart
+	// bounds are Driver's. All are absent in older entries: no resources,
+	// unbounded supervision.
+	Resources       ResourceAmounts `json:"resources,omitempty"`
+	MaxRestarts     int             `json:"max_restarts,omitempty"`
+	RestartWindowMS int64           `json:"restart_window_ms,omitempty"`
+	RescheduleAfter int             `json:"reschedule_after,omitempty"`
+	Time            int64           `json:"time"`
 }
 
 // Placement puts attempt Attempt of driver DriverID on worker WorkerID.
+// Resources are the worker's addresses the attempt holds: exactly the
+// amounts the driver asks for, each address free when the placement
+// applies (absent in older entries, whose drivers ask for none).
 type Placement struct {
-	DriverID string `json:"driver_id"`
-	Attempt  int    `json:"attempt"`
-	WorkerID string `json:"worker_id"`
+	DriverID  string    `json:"driver_id"`
+	Attempt   int       `json:"attempt"`
+	WorkerID  string    `json:"worker_id"`
+	Resources Resources `json:"resources,omitempty"`
 }
 
 // PlaceDrivers commits a batch of the leader's placements. Each placement is
@@ -117,6 +131,16 @@ type AttemptReport struct {
 	ExitCode *int        `json:"exit_code,omitempty"`
 	Runs     int         `json:"runs,omitempty"`
 	Reason   string      `json:"reason,omitempty"`
+	// Failures are the ends (Unix ms) of the attempt's failed runs that
+	// its bounded supervision counts, all that the runner kept, oldest
+	// first: each report carries them all, so the latest is right.
+	Failures []int64 `json:"failures,omitempty"`
+	// Reschedule, on a FAILED report of a supervised attempt, says the
+	// runner gave up on this worker after RescheduleAfter failed runs in
+	// a row: the driver is relaunched, away from this worker when another
+	// has room, rather than ended. False keeps a FAILED report's old
+	// meaning: the driver ends FAILED.
+	Reschedule bool `json:"reschedule,omitempty"`
 }
 
 // ExecutorReport is what a worker says about one executor it runs (Spark's
@@ -193,16 +217,21 @@ type RegisterApp struct {
 	// Artifacts are staged into each executor's directory; normalized
 	// (NormalizeArtifact), absent in older entries.
 	Artifacts []Artifact `json:"artifacts,omitempty"`
-	Time      int64      `json:"time"`
+	// ResourcesPerExecutor are the custom resources each executor needs;
+	// absent in older entries, whose executors need none.
+	ResourcesPerExecutor ResourceAmounts `json:"resources_per_executor,omitempty"`
+	Time                 int64           `json:"time"`
 }
 
 // ExecutorPlacement puts executor ExecutorID of app AppID on worker
 // WorkerID. ExecutorID must be the app's NextExecutorID when it applies, so
-// a placement committed twice makes one executor.
+// a placement committed twice makes one executor. Resources are the
+// addresses it holds, as Placement's are.
 type ExecutorPlacement struct {
-	AppID      string `json:"app_id"`
-	ExecutorID int    `json:"executor_id"`
-	WorkerID   string `json:"worker_id"`
+	AppID      string    `json:"app_id"`
+	ExecutorID int       `json:"executor_id"`
+	WorkerID   string    `json:"worker_id"`
+	Resources  Resources `json:"resources,omitempty"`
 }
 
 // PlaceExecutors commits a batch of the leader's executor placements. Each

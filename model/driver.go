@@ -81,6 +81,15 @@ type Driver struct {
 	// Artifacts are staged into each attempt's directory before its
 	// program starts (normalized, see NormalizeArtifact).
 	Artifacts []Artifact `json:"artifacts,omitempty"`
+	// Resources are the custom resources each attempt needs (Spark's
+	// spark.driver.resource.{name}.amount); the addresses an attempt
+	// holds are in its Attempt record.
+	Resources ResourceAmounts `json:"resources,omitempty"`
+	// MaxRestarts, RestartWindowMS and RescheduleAfter bound a supervised
+	// driver's restarts (see CheckSupervision); 0 is unbounded.
+	MaxRestarts     int   `json:"max_restarts,omitempty"`
+	RestartWindowMS int64 `json:"restart_window_ms,omitempty"`
+	RescheduleAfter int   `json:"reschedule_after,omitempty"`
 
 	State DriverState `json:"state"`
 	// WorkerID is the worker of the current attempt; empty while the driver
@@ -116,6 +125,17 @@ type Attempt struct {
 	ExitCode  *int        `json:"exit_code"`
 	Runs      int         `json:"runs,omitempty"`
 	Reason    string      `json:"reason,omitempty"`
+	// Resources are the addresses of its worker's custom resources the
+	// attempt holds, chosen by the leader in its placement; they are
+	// free again once the attempt ends.
+	Resources Resources `json:"resources,omitempty"`
+	// Failures are the ends (Unix ms, by the runner's clock) of the
+	// attempt's failed runs that a bounded supervision counts, oldest
+	// first, as its worker reported them; empty for an unbounded driver.
+	Failures []int64 `json:"failures,omitempty"`
+	// Rescheduled says the attempt ended after RescheduleAfter failed
+	// runs in a row, so the next one avoids its worker.
+	Rescheduled bool `json:"rescheduled,omitempty"`
 }
 
 // Worker is one row of the workers table. Memory is in MiB.
@@ -132,6 +152,12 @@ type Worker struct {
 	// drivers and the live executors on this worker. They are kept by Apply and rebuilt on Restore.
 	CoresUsed    int   `json:"cores_used"`
 	MemoryUsedMB int64 `json:"memory_used_mb"`
+	// Resources are the custom resources the worker offers (Spark's
+	// spark.worker.resource.*), ResourcesUsed the addresses of them its
+	// placed, unfinished drivers and live executors hold, each list
+	// sorted; the latter is kept by Apply and rebuilt on Restore.
+	Resources     Resources `json:"resources,omitempty"`
+	ResourcesUsed Resources `json:"resources_used,omitempty"`
 	// RegisteredAt is the worker's first registration, kept when it
 	// registers again. UpdatedAt is the row's last change: a registration
 	// while the worker is ALIVE, its loss or decommissioning otherwise.
@@ -148,16 +174,31 @@ func (w *Worker) CoresFree() int { return w.Cores - w.CoresUsed }
 // MemoryFreeMB is the memory, in MiB, not used by drivers or executors.
 func (w *Worker) MemoryFreeMB() int64 { return w.MemoryMB - w.MemoryUsedMB }
 
+// ResourcesFree is the addresses of the worker's custom resources that
+// nothing holds, in the order of its offer.
+func (w *Worker) ResourcesFree() Resources { return Free(w.Resources, w.ResourcesUsed) }
+
+// Clone returns a deep copy of w.
+func (w *Worker) Clone() *Worker {
+	c := *w
+	c.Resources = w.Resources.Clone()
+	c.ResourcesUsed = w.ResourcesUsed.Clone()
+	return &c
+}
+
 // Clone returns a deep copy of d: changing the copy changes nothing in d.
 func (d *Driver) Clone() *Driver {
 	c := *d
 	c.Argv = slices.Clone(d.Argv)
 	c.Env = maps.Clone(d.Env)
 	c.Artifacts = slices.Clone(d.Artifacts)
+	c.Resources = maps.Clone(d.Resources)
 	c.ExitCode = CloneExitCode(d.ExitCode)
 	c.Attempts = make([]Attempt, len(d.Attempts))
 	for i, a := range d.Attempts {
 		a.ExitCode = CloneExitCode(a.ExitCode)
+		a.Resources = a.Resources.Clone()
+		a.Failures = slices.Clone(a.Failures)
 		c.Attempts[i] = a
 	}
 	return &c

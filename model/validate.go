@@ -126,5 +126,8 @@ func CheckRegisterApp(c *RegisterApp) error {
 	case c.DriverID != "" && (c.DriverAttempt < 1 || c.DriverRun < 0):
 		return errors.New("driver attempt must be 1 or more and run not negative")
 	}
+	if err := CheckResourceAmounts(c.ResourcesPerExecutor); err != nil {
+		return fmt.Errorf("executor resources: %v", err)
+	}
 	return ValidateArtifacts(c.Artifacts)
 }
