@@ -68,11 +68,16 @@ func (t *Term) schedule(ctx context.Context) {
 const placeBatch = 2048
 
 // plan places waiting drivers in queue order, each on the ALIVE worker with
-// room that has the most free cores (then memory, then ID), which spreads
+// room (cores, memory and free addresses of every custom resource it asks
+// for) that has the most free cores (then memory, then ID), which spreads
 // drivers out the way Spark's Master.schedule does by walking a shuffled
-// worker list. A driver that fits nowhere waits; those behind it may still
-// be placed. It stops at placeBatch placements, and at once when no worker
-// has a free core, so a long queue in front of a full cluster costs little.
+// worker list; a driver whose last attempt was rescheduled goes elsewhere
+// than its Avoid worker when another has room. Each placement takes the
+// first free addresses of each resource, in the worker's order. A driver
+// that fits nowhere waits; those behind it may still be placed. It stops
+// at placeBatch placements, and at once when no worker has a free core, so
+// a long queue in front of a full cluster costs little. The workers are
+// the plan's own copies: it books what it places on them.
 func plan(waiting []fsm.Demand, workers []*model.Worker) []model.Placement {
 	var alive []*model.Worker
 	for _, w := range workers {
@@ -89,9 +94,13 @@ func plan(waiting []fsm.Demand, workers []*model.Worker) []model.Placement {
 		if d.Cores > maxCores || d.MemoryMB > maxMem {
 			continue
 		}
-		var best *model.Worker
+		var best, avoided *model.Worker
 		for _, w := range alive {
-			if w.CoresFree() < d.Cores || w.MemoryFreeMB() < d.MemoryMB {
+			if w.CoresFree() < d.Cores || w.MemoryFreeMB() < d.MemoryMB || !d.Resources.Fits(w.ResourcesFree().Counts()) {
+				continue
+			}
+			if w.ID == d.Avoid {
+				avoided = w
 				continue
 			}
 			if best == nil || better(w, best) {
@@ -99,14 +108,21 @@ func plan(waiting []fsm.Demand, workers []*model.Worker) []model.Placement {
 			}
 		}
 		if best == nil {
+			// Nomad's reschedule: another worker when one has room,
+			// else the same one.
+			best = avoided
+		}
+		if best == nil {
 			// The most free cores and the most free memory may be on
 			// different workers: the quick check above passes a driver
 			// that fits on neither.
 			continue
 		}
+		held, _ := d.Resources.Pick(best.ResourcesFree())
 		best.CoresUsed += d.Cores
 		best.MemoryUsedMB += d.MemoryMB
-		out = append(out, model.Placement{DriverID: d.DriverID, Attempt: d.Attempt, WorkerID: best.ID})
+		best.ResourcesUsed.Hold(held)
+		out = append(out, model.Placement{DriverID: d.DriverID, Attempt: d.Attempt, WorkerID: best.ID, Resources: held})
 		maxCores, maxMem = mostFree(alive)
 	}
 	return out
@@ -167,7 +183,8 @@ func anyFreeCore(ws []*model.Worker) bool {
 // planExecutors places executors for unfinished apps in registration order
 // (Spark's FIFO over waitingApps), following Spark's
 // Master.scheduleExecutorsOnWorkers: the usable workers are the ALIVE ones
-// with room for one executor, most free cores first; spreadOut hands out
+// with room for one executor (its custom resources included, whose first
+// free addresses it takes), most free cores first; spreadOut hands out
 // one executor per worker per pass, so an app lands on as many workers as
 // possible, while consolidating fills each worker before the next. Each
 // app stops at its core cap and executor limit. An app whose executor
@@ -199,7 +216,8 @@ func planExecutors(apps []*model.App, execs [][]*model.Executor, workers []*mode
 			return (coresLeft < 0 || coresLeft >= a.CoresPerExecutor) && execLeft != 0
 		}
 		fits := func(w *model.Worker) bool {
-			return w.CoresFree() >= a.CoresPerExecutor && w.MemoryFreeMB() >= a.MemoryPerExecutorMB
+			return w.CoresFree() >= a.CoresPerExecutor && w.MemoryFreeMB() >= a.MemoryPerExecutorMB &&
+				a.ResourcesPerExecutor.Fits(w.ResourcesFree().Counts())
 		}
 		var usable []*model.Worker
 		for _, w := range alive {
@@ -213,11 +231,13 @@ func planExecutors(apps []*model.App, execs [][]*model.Executor, workers []*mode
 			placed = false
 			for _, w := range usable {
 				for wants() && fits(w) {
-					out = append(out, model.ExecutorPlacement{AppID: a.ID, ExecutorID: next, WorkerID: w.ID})
+					held, _ := a.ResourcesPerExecutor.Pick(w.ResourcesFree())
+					out = append(out, model.ExecutorPlacement{AppID: a.ID, ExecutorID: next, WorkerID: w.ID, Resources: held})
 					next++
 					placed = true
 					w.CoresUsed += a.CoresPerExecutor
 					w.MemoryUsedMB += a.MemoryPerExecutorMB
+					w.ResourcesUsed.Hold(held)
 					if coresLeft > 0 {
 						coresLeft -= a.CoresPerExecutor
 					}

@@ -193,3 +193,56 @@ func TestPlanBatchesAndStopsWhenFull(t *testing.T) {
 		t.Errorf("placements %v: want a and b behind the unplaceable one, then full", ps)
 	}
 }
+
+func gpuWorker(id string, gpus ...string) *model.Worker {
+	w := worker(id, 8, 8192, model.WorkerAlive)
+	w.Resources = model.Resources{"gpu": gpus}
+	return w
+}
+
+// Drivers that ask for GPUs go where free GPUs are, each taking the first
+// free addresses; one that asks for more than any worker has free waits,
+// and so does one asking for a resource no worker offers.
+func TestPlanPlacesByCustomResources(t *testing.T) {
+	w1 := gpuWorker("w1", "0", "1")
+	w1.ResourcesUsed = model.Resources{"gpu": {"0"}}
+	ws := []*model.Worker{w1, worker("w2", 16, 16384, model.WorkerAlive)}
+	ask := func(id string, rs model.ResourceAmounts) fsm.Demand {
+		return fsm.Demand{DriverID: id, Attempt: 1, Cores: 1, MemoryMB: 128, Resources: rs}
+	}
+	ps := plan([]fsm.Demand{
+		ask("a", model.ResourceAmounts{"gpu": 1}), ask("b", model.ResourceAmounts{"gpu": 1}),
+		ask("fpga", model.ResourceAmounts{"fpga": 1}), ask("plain", nil),
+	}, ws)
+	if len(ps) != 2 || ps[0].DriverID != "a" || ps[0].WorkerID != "w1" || ps[0].Resources.String() != "gpu=1" ||
+		ps[1].DriverID != "plain" || ps[1].WorkerID != "w2" || ps[1].Resources != nil {
+		t.Fatalf("placements %+v: want a on w1 holding gpu 1 (0 is held), plain on the larger w2, b and fpga waiting", ps)
+	}
+}
+
+// A rescheduled driver avoids its last worker when another has room, and
+// goes back to it when none has.
+func TestPlanAvoidsTheReschedulingWorker(t *testing.T) {
+	ws := func() []*model.Worker {
+		return []*model.Worker{worker("w1", 8, 8192, model.WorkerAlive), worker("w2", 2, 1024, model.WorkerAlive)}
+	}
+	d := fsm.Demand{DriverID: "d", Attempt: 2, Cores: 1, MemoryMB: 128, Avoid: "w1"}
+	if ps := plan([]fsm.Demand{d}, ws()); len(ps) != 1 || ps[0].WorkerID != "w2" {
+		t.Fatalf("placements %+v, want d on w2 though w1 has more room", ps)
+	}
+	d.Cores = 4
+	if ps := plan([]fsm.Demand{d}, ws()); len(ps) != 1 || ps[0].WorkerID != "w1" {
+		t.Fatalf("placements %+v, want d back on w1, the only worker with room", ps)
+	}
+}
+
+// Executors that ask for GPUs take distinct addresses and stop when the
+// GPUs run out, cores to spare.
+func TestPlanExecutorsByCustomResources(t *testing.T) {
+	a := app("a", 0, 1, 128, -1)
+	a.ResourcesPerExecutor = model.ResourceAmounts{"gpu": 2}
+	ps := planExecutors([]*model.App{a}, [][]*model.Executor{nil}, []*model.Worker{gpuWorker("w1", "0", "1", "2", "3", "4")}, true, 0)
+	if len(ps) != 2 || ps[0].Resources.String() != "gpu=0,1" || ps[1].Resources.String() != "gpu=2,3" {
+		t.Fatalf("placements %+v, want two executors holding gpu 0,1 and 2,3", ps)
+	}
+}
