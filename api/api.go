@@ -89,6 +89,24 @@ type SubmitRequest struct {
 	// an Upload (the digest client.Upload returned) with its Name and
 	// Mode; a Dest puts it in a subdirectory. See model.Artifact.
 	Artifacts []model.Artifact `json:"artifacts,omitempty"`
+	// Resources are the custom resources each attempt needs, by name
+	// ({"gpu": 1}; Spark's spark.driver.resource.{name}.amount): the
+	// attempt is placed only on a worker with that many free addresses,
+	// and its program finds the ones it holds in DROVER_RESOURCE_GPU and
+	// DROVER_RESOURCES_FILE. A request no worker offers waits, reported
+	// as ReasonUnplaceable.
+	Resources model.ResourceAmounts `json:"resources,omitempty"`
+	// MaxRestarts, with Supervise, ends the driver FAILED after more than
+	// this many failed runs within RestartWindowMS (milliseconds, at
+	// least 1000; 0 counts every failed run), as YARN's maxAppAttempts
+	// within attemptFailuresValidityInterval. RescheduleAfter, with
+	// Supervise, moves the next attempt to another worker, when one has
+	// room, after this many failed runs in a row on one worker (Nomad's
+	// restart, then reschedule). 0 leaves each unbounded, as Spark's
+	// --supervise is; negative values are refused.
+	MaxRestarts     int   `json:"max_restarts,omitempty"`
+	RestartWindowMS int64 `json:"restart_window_ms,omitempty"`
+	RescheduleAfter int   `json:"reschedule_after,omitempty"`
 }
 
 // ReasonUnplaceable starts the message of a waiting driver that no ALIVE
@@ -139,6 +157,10 @@ type RegisterWorkerRequest struct {
 	HTTPAddr string `json:"http_addr"`
 	Cores    int    `json:"cores"`
 	MemoryMB int64  `json:"memory_mb"`
+	// Resources are the custom resources the worker offers, each name
+	// with its addresses ({"gpu": ["0", "1"]}; Spark's
+	// spark.worker.resource.*).
+	Resources model.Resources `json:"resources,omitempty"`
 }
 
 // RegisterWorkerResponse confirms a registration.
@@ -222,6 +244,16 @@ type Assignment struct {
 	// register its application; "" when the masters use no tokens.
 	// Derived by the leader on each answer, never stored in the tables.
 	Token string `json:"token,omitempty"`
+	// Resources are the worker's addresses this attempt holds.
+	Resources model.Resources `json:"resources,omitempty"`
+	// MaxRestarts, RestartWindowMS and RescheduleAfter are the driver's
+	// restart bounds (SubmitRequest's); Failures are the ends (Unix ms)
+	// of the failed runs of its earlier attempts that the bounds still
+	// count, oldest first, so that a relaunch elsewhere goes on counting.
+	MaxRestarts     int     `json:"max_restarts,omitempty"`
+	RestartWindowMS int64   `json:"restart_window_ms,omitempty"`
+	RescheduleAfter int     `json:"reschedule_after,omitempty"`
+	Failures        []int64 `json:"failures,omitempty"`
 }
 
 // ExecutorAssignment is one executor a worker should run, with what it
@@ -236,6 +268,8 @@ type ExecutorAssignment struct {
 	MemoryMB   int64             `json:"memory_mb"`
 	// Artifacts are the app's, staged before the executor starts.
 	Artifacts []model.Artifact `json:"artifacts,omitempty"`
+	// Resources are the worker's addresses the executor holds.
+	Resources model.Resources `json:"resources,omitempty"`
 }
 
 // RegisterAppRequest registers an application (Spark's
@@ -265,6 +299,10 @@ type RegisterAppRequest struct {
 	// runs its executors from the same files, as Spark's executors fetch
 	// the application's jars.
 	DriverArtifacts bool `json:"driver_artifacts,omitempty"`
+	// ExecutorResources are the custom resources each executor needs, by
+	// name (Spark's spark.executor.resource.{name}.amount), placed as a
+	// driver's Resources are.
+	ExecutorResources model.ResourceAmounts `json:"executor_resources,omitempty"`
 }
 
 // RegisterAppResponse is the answer to a registration.

@@ -292,7 +292,7 @@ func TestScenarioOutcome(t *testing.T) {
 	}
 	d7, _ := f.Driver(driverID(7))
 	if d7.State != model.DriverRunning || d7.Attempt != 2 || !d7.Attempts[0].Rescheduled || d7.Attempts[1].Resources.String() != "gpu=1" ||
-		!reflect.DeepEqual(d7.Failures(), []int64{1000, 2000}) {
+		!reflect.DeepEqual(d7.FailuresBefore(3), []int64{1000, 2000}) {
 		t.Fatalf("driver 7: %+v, want RUNNING attempt 2 holding gpu 1 after attempt 1 was rescheduled, failures 1000 and 2000", d7)
 	}
 

@@ -85,12 +85,16 @@ func FailuresInWindow(failures []int64, now, windowMS int64) int {
 	return n
 }
 
-// Failures returns the failed runs (Unix ms, oldest first) recorded in d's
-// attempts, the last FailuresKept of them.
-func (d *Driver) Failures() []int64 {
+// FailuresBefore returns the failed runs (Unix ms, oldest first) recorded
+// in d's attempts numbered below attempt, the last FailuresKept of them:
+// with d.Attempt, what a new runner of the current attempt starts
+// counting from; with d.Attempt+1, all that the bounds count now.
+func (d *Driver) FailuresBefore(attempt int) []int64 {
 	var all []int64
 	for _, a := range d.Attempts {
-		all = append(all, a.Failures...)
+		if a.Attempt < attempt {
+			all = append(all, a.Failures...)
+		}
 	}
 	return KeepFailures(all, FailuresKept(d.MaxRestarts, d.RescheduleAfter))
 }

@@ -55,8 +55,11 @@ func TestFailuresInWindow(t *testing.T) {
 	if n := FailuresKept(1, 4); n != 4 {
 		t.Fatal(n)
 	}
-	d := &Driver{MaxRestarts: 1, Attempts: []Attempt{{Failures: []int64{1, 2}}, {Failures: []int64{3}}}}
-	if got := d.Failures(); len(got) != 2 || got[0] != 2 || got[1] != 3 {
+	d := &Driver{MaxRestarts: 1, Attempts: []Attempt{{Attempt: 1, Failures: []int64{0, 1, 2}}, {Attempt: 2, Failures: []int64{3}}}}
+	if got := d.FailuresBefore(3); len(got) != 2 || got[0] != 2 || got[1] != 3 {
 		t.Fatalf("failures %v, want the last two", got)
+	}
+	if got := d.FailuresBefore(2); len(got) != 2 || got[0] != 1 || got[1] != 2 {
+		t.Fatalf("failures before attempt 2: %v, want attempt 1's last two", got)
 	}
 }

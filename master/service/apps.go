@@ -80,7 +80,7 @@ func (s *Core) RegisterApp(_ context.Context, c auth.Caller, req api.RegisterApp
 		Token: req.Token, Name: req.Name, DriverID: req.DriverID, DriverAttempt: req.DriverAttempt, DriverRun: req.DriverRun,
 		MaxCores: req.MaxCores, CoresPerExecutor: req.CoresPerExecutor, MemoryPerExecutorMB: req.MemoryPerExecutorMB,
 		ExecutorLimit: limit, Argv: req.Argv, Env: req.Env, MaxExecutorRetries: s.cfg.MaxExecutorRetries,
-		Artifacts: artifacts,
+		Artifacts: artifacts, ResourcesPerExecutor: req.ExecutorResources,
 	}
 	// Validated before an ID is taken, so a refused request burns no
 	// number.

@@ -34,6 +34,12 @@ func (s *Core) SubmitDriver(_ context.Context, _ auth.Caller, req api.SubmitRequ
 	if err != nil {
 		return api.SubmitResponse{}, err
 	}
+	if err := model.CheckResourceAmounts(req.Resources); err != nil {
+		return api.SubmitResponse{}, invalidRequest(fmt.Errorf("driver resources: %v", err))
+	}
+	if err := model.CheckSupervision(req.Supervise, req.MaxRestarts, req.RestartWindowMS, req.RescheduleAfter); err != nil {
+		return api.SubmitResponse{}, invalidRequest(err)
+	}
 	v, err, _ := s.submits.Do(req.Token, func() (any, error) {
 		if id, ok := s.FSM.DriverByToken(req.Token); ok {
 			return fsm.SubmitResult{DriverID: id, Existing: true}, nil
@@ -42,6 +48,7 @@ func (s *Core) SubmitDriver(_ context.Context, _ auth.Caller, req api.SubmitRequ
 		return s.Apply(model.CmdSubmitDriver, &model.SubmitDriver{
 			ID: t.IDs.Driver(at), Token: req.Token, Name: req.Name, Argv: req.Argv, Env: req.Env,
 			Cores: req.Cores, MemoryMB: req.MemoryMB, Supervise: req.Supervise, Artifacts: artifacts, Time: at.UnixMilli(),
+			Resources: req.Resources, MaxRestarts: req.MaxRestarts, RestartWindowMS: req.RestartWindowMS, RescheduleAfter: req.RescheduleAfter,
 		})
 	})
 	if err != nil {

@@ -14,7 +14,7 @@ func explainWaiting(ds []*model.Driver, ws []*model.Worker) []*model.Driver {
 		if d.WorkerID != "" || d.State.Terminal() {
 			continue
 		}
-		reason := waitReason(ws, d.Cores, d.MemoryMB, "")
+		reason := waitReason(ws, d.Cores, d.MemoryMB, d.Resources, "")
 		// A relaunching driver keeps saying why it was relaunched while
 		// there is room for it somewhere.
 		if d.Message == "" || (reason != waitReasonFree && reason != waitReasonQueued) {
@@ -37,34 +37,48 @@ func explainApp(s api.AppStatus, ws []*model.Worker) api.AppStatus {
 			return s
 		}
 	}
-	a.Message = waitReason(ws, a.CoresPerExecutor, a.MemoryPerExecutorMB, " per executor")
+	a.Message = waitReason(ws, a.CoresPerExecutor, a.MemoryPerExecutorMB, a.ResourcesPerExecutor, " per executor")
 	return s
 }
 
-// waitReason says why something asking for cores and memory (MiB) on one
-// worker is not placed; what qualifies the request in the message.
-func waitReason(ws []*model.Worker, cores int, memoryMB int64, what string) string {
+// waitReason says why something asking for cores, memory (MiB) and custom
+// resources on one worker is not placed; what qualifies the request in
+// the message. A resource no ALIVE worker offers enough of makes the
+// request unplaceable, as too many cores do.
+func waitReason(ws []*model.Worker, cores int, memoryMB int64, res model.ResourceAmounts, what string) string {
 	var alive, fits, room, maxCores int
 	var maxMem int64
+	most := model.ResourceAmounts{}
+	for name := range res {
+		most[name] = 0
+	}
 	for _, w := range ws {
 		if w.State != model.WorkerAlive {
 			continue
 		}
 		alive++
 		maxCores, maxMem = max(maxCores, w.Cores), max(maxMem, w.MemoryMB)
-		if w.Cores >= cores && w.MemoryMB >= memoryMB {
+		offered := w.Resources.Counts()
+		for name := range res {
+			most[name] = max(most[name], offered[name])
+		}
+		if w.Cores >= cores && w.MemoryMB >= memoryMB && res.Fits(offered) {
 			fits++
 		}
-		if w.CoresFree() >= cores && w.MemoryFreeMB() >= memoryMB {
+		if w.CoresFree() >= cores && w.MemoryFreeMB() >= memoryMB && res.Fits(w.ResourcesFree().Counts()) {
 			room++
 		}
+	}
+	asks, offers := "", ""
+	if len(res) > 0 {
+		asks, offers = ", "+res.String(), ", "+most.String()
 	}
 	switch {
 	case alive == 0:
 		return "waiting: no ALIVE worker"
 	case fits == 0:
-		return fmt.Sprintf("waiting: %s (asks %d cores, %d MiB%s; the largest worker offers %d cores, %d MiB)",
-			api.ReasonUnplaceable, cores, memoryMB, what, maxCores, maxMem)
+		return fmt.Sprintf("waiting: %s (asks %d cores, %d MiB%s%s; the largest worker offers %d cores, %d MiB%s)",
+			api.ReasonUnplaceable, cores, memoryMB, asks, what, maxCores, maxMem, offers)
 	case room > 0:
 		return waitReasonQueued
 	}

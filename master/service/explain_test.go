@@ -42,3 +42,22 @@ func TestExplainApp(t *testing.T) {
 		t.Errorf("an app with a live executor got %q", s.Message)
 	}
 }
+
+// A resource no ALIVE worker offers enough of makes a driver unplaceable,
+// as too many cores do; one whose addresses are held waits for them.
+func TestExplainWaitingForResources(t *testing.T) {
+	w := alive("w1", 4, 4096)
+	w.Resources = model.Resources{"gpu": {"0", "1"}}
+	w.ResourcesUsed = model.Resources{"gpu": {"0", "1"}}
+	ask := func(rs model.ResourceAmounts) *model.Driver { d := waiting("d", 1, 1); d.Resources = rs; return d }
+	ds := explainWaiting([]*model.Driver{ask(model.ResourceAmounts{"gpu": 3}), ask(model.ResourceAmounts{"tpu": 1}), ask(model.ResourceAmounts{"gpu": 1})}, []*model.Worker{w})
+	if m := ds[0].Message; !strings.Contains(m, api.ReasonUnplaceable) || !strings.Contains(m, "gpu=3") || !strings.Contains(m, "4 cores, 4096 MiB, gpu=2") {
+		t.Errorf("gpu=3: %q", m)
+	}
+	if m := ds[1].Message; !strings.Contains(m, api.ReasonUnplaceable) || !strings.Contains(m, "tpu=0") {
+		t.Errorf("tpu=1: %q", m)
+	}
+	if m := ds[2].Message; m != waitReasonFree {
+		t.Errorf("gpu=1 with both held: %q, want %q", m, waitReasonFree)
+	}
+}

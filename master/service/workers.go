@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"reflect"
 	"time"
 
 	"github.com/drover-project/drover/api"
@@ -39,6 +40,9 @@ func (s *Core) RegisterWorker(ctx context.Context, _ auth.Caller, req api.Regist
 		return api.RegisterWorkerResponse{}, api.Errorf(api.ErrInvalidRequest,
 			"a worker needs positive cores and memory, got %d cores and %d MiB", req.Cores, req.MemoryMB)
 	}
+	if err := model.CheckResourceOffer(req.Resources); err != nil {
+		return api.RegisterWorkerResponse{}, invalidRequest(fmt.Errorf("worker resources: %v", err))
+	}
 	if old, ok := s.FSM.Worker(req.ID); ok && old.Instance != req.Instance && old.State != model.WorkerDead {
 		heard := t.Workers.Get(req.ID)
 		if t.Since.After(heard) {
@@ -62,14 +66,16 @@ func (s *Core) RegisterWorker(ctx context.Context, _ auth.Caller, req api.Regist
 	// commits nothing.
 	_, err, _ = s.submits.Do("worker\x00"+req.ID+"\x00"+req.Instance, func() (any, error) {
 		if old, ok := s.FSM.Worker(req.ID); ok && old.State == model.WorkerAlive && old.Instance == req.Instance &&
-			old.HTTPAddr == req.HTTPAddr && old.Cores == req.Cores && old.MemoryMB == req.MemoryMB {
+			old.HTTPAddr == req.HTTPAddr && old.Cores == req.Cores && old.MemoryMB == req.MemoryMB &&
+			reflect.DeepEqual(old.Resources, req.Resources) {
 			return nil, nil
 		}
 		res, err := s.Apply(model.CmdRegisterWorker, &model.RegisterWorker{
-			ID: req.ID, Instance: req.Instance, HTTPAddr: req.HTTPAddr, Cores: req.Cores, MemoryMB: req.MemoryMB, Time: now(),
+			ID: req.ID, Instance: req.Instance, HTTPAddr: req.HTTPAddr, Cores: req.Cores, MemoryMB: req.MemoryMB, Resources: req.Resources, Time: now(),
 		})
 		if err == nil {
-			s.Log.Info("worker registered", "worker", req.ID, "addr", req.HTTPAddr, "cores", req.Cores, "memory_mb", req.MemoryMB)
+			s.Log.Info("worker registered", "worker", req.ID, "addr", req.HTTPAddr, "cores", req.Cores, "memory_mb", req.MemoryMB,
+				"resources", req.Resources.String())
 		}
 		return res, err
 	})
@@ -239,7 +245,7 @@ func executorAssignments(f *fsm.FSM, workerID string) []api.ExecutorAssignment {
 	for i, e := range es {
 		out[i] = api.ExecutorAssignment{
 			AppID: e.AppID, ExecutorID: e.ID, Argv: apps[i].Argv, Env: apps[i].Env,
-			Cores: e.Cores, MemoryMB: e.MemoryMB, Artifacts: apps[i].Artifacts,
+			Cores: e.Cores, MemoryMB: e.MemoryMB, Artifacts: apps[i].Artifacts, Resources: e.Resources,
 		}
 	}
 	return out
@@ -251,10 +257,16 @@ func assignments(f *fsm.FSM, workerID string) []api.Assignment {
 	ds := f.DriversOn(workerID)
 	out := make([]api.Assignment, 0, len(ds))
 	for _, d := range ds {
-		out = append(out, api.Assignment{
+		a := api.Assignment{
 			DriverID: d.ID, Attempt: d.Attempt, Argv: d.Argv, Env: d.Env,
 			Cores: d.Cores, MemoryMB: d.MemoryMB, Supervise: d.Supervise, Artifacts: d.Artifacts,
-		})
+			MaxRestarts: d.MaxRestarts, RestartWindowMS: d.RestartWindowMS, RescheduleAfter: d.RescheduleAfter,
+			Failures: d.FailuresBefore(d.Attempt),
+		}
+		if rec := d.CurrentAttempt(); rec != nil {
+			a.Resources = rec.Resources
+		}
+		out = append(out, a)
 	}
 	return out
 }
