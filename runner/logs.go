@@ -52,7 +52,7 @@ func logFileStart(stream, name string) (int64, bool) {
 // into the directory (artifacts) must avoid these names.
 func Reserved(name string) bool {
 	switch name {
-	case SpecFile, StatusFile, StopFile, LogFile, StdoutFile, StderrFile:
+	case SpecFile, StatusFile, StopFile, LogFile, StdoutFile, StderrFile, ResourcesFile:
 		return true
 	}
 	for _, s := range []string{StdoutFile, StderrFile} {
@@ -60,7 +60,7 @@ func Reserved(name string) bool {
 			return true
 		}
 	}
-	for _, f := range []string{SpecFile, StatusFile, StopFile} {
+	for _, f := range []string{SpecFile, StatusFile, StopFile, ResourcesFile} {
 		if strings.HasPrefix(name, tempPrefix(f)) {
 			return true
 		}

@@ -33,6 +33,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -160,6 +161,7 @@ func (r *runner) run() {
 		defer r.staged.Release()
 	}
 	backoff := r.spec.BackoffBase
+	inARow := 0
 	for n := 1; ; n++ {
 		if reason, ok := r.stopped(); ok {
 			r.final(model.DriverKilled, nil, reason)
@@ -186,6 +188,11 @@ func (r *runner) run() {
 			r.final(model.DriverFailed, &code, p.describeExit())
 			return
 		}
+		inARow++
+		if reason, ok := r.bounded(time.Now(), inARow, p.describeExit()); ok {
+			r.final(model.DriverFailed, &code, reason)
+			return
+		}
 		if time.Since(began) > r.spec.StableRun {
 			backoff = r.spec.BackoffBase
 		}
@@ -198,6 +205,40 @@ func (r *runner) run() {
 		}
 		backoff = min(backoff*2, r.spec.BackoffMax)
 	}
+}
+
+// bounded records a failed run that ended at now, the inARow-th of this
+// attempt, and says whether the restart bounds end the attempt, and why:
+// more than MaxRestarts failed runs within RestartWindow, counting the
+// earlier attempts' (YARN's maxAppAttempts within
+// attemptFailuresValidityInterval), or RescheduleAfter failed runs in a
+// row here (Nomad's restart attempts, then reschedule), which sets
+// Reschedule. last describes the run's end.
+func (r *runner) bounded(now time.Time, inARow int, last string) (string, bool) {
+	kept := model.FailuresKept(r.spec.MaxRestarts, r.spec.RescheduleAfter)
+	if kept == 0 {
+		return "", false
+	}
+	at := now.UnixMilli()
+	r.status.Failures = model.KeepFailures(append(r.status.Failures, at), kept)
+	if limit := r.spec.MaxRestarts; limit > 0 {
+		all := model.KeepFailures(append(slices.Clone(r.spec.Failures), r.status.Failures...), limit+1)
+		window := r.spec.RestartWindow.Milliseconds()
+		if n := model.FailuresInWindow(all, at, window); n > limit {
+			counted := all[len(all)-n:]
+			within := ""
+			if window > 0 {
+				within = " within " + r.spec.RestartWindow.String()
+			}
+			took := time.Duration(at-counted[0]) * time.Millisecond
+			return fmt.Sprintf("%d runs failed in %s, more than the %d restarts allowed%s; the last %s", n, took, limit, within, last), true
+		}
+	}
+	if k := r.spec.RescheduleAfter; k > 0 && inARow >= k {
+		r.status.Reschedule = true
+		return fmt.Sprintf("%d runs failed in a row on this worker (reschedule after %d); the last %s", inARow, k, last), true
+	}
+	return "", false
 }
 
 // stopped returns the reason of a stop asked for so far, if any.
@@ -400,7 +441,7 @@ func (r *runner) start(n int) (*proc, error) {
 	r.status.Runs = n
 	r.status.Reason = ""
 	r.writeStatus()
-	r.emit(Event{Event: EventStarted, PID: p.pgid, Run: n})
+	r.emit(Event{Event: EventStarted, PID: p.pgid, Run: n, Failures: r.status.Failures})
 	r.log.Info("program started", "run", n, "pid", p.pgid, "argv", r.spec.Argv)
 	return p, nil
 }
@@ -539,7 +580,8 @@ func (r *runner) final(state model.DriverState, code *int, reason string) {
 	r.status.ExitCode = code
 	r.status.Reason = reason
 	r.writeStatus()
-	r.emit(Event{Event: EventFinal, State: state, ExitCode: code, Runs: r.status.Runs, Reason: reason})
+	r.emit(Event{Event: EventFinal, State: state, ExitCode: code, Runs: r.status.Runs, Reason: reason,
+		Failures: r.status.Failures, Reschedule: r.status.Reschedule})
 	r.log.Info("attempt ended", "state", state, "runs", r.status.Runs, "reason", reason)
 }
 

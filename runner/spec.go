@@ -28,6 +28,10 @@ const (
 	// LogFile receives the runner's own log (its stderr); the worker
 	// opens it for the runner.
 	LogFile = "runner.log"
+	// ResourcesFile lists the custom resources' addresses the unit holds,
+	// in Spark's resources file format (package sparkres), written by the
+	// worker for the program ($DROVER_RESOURCES_FILE).
+	ResourcesFile = "resources.json"
 )
 
 // Defaults applied to zero Spec durations. The back-off values are Spark's
@@ -104,6 +108,23 @@ type Spec struct {
 	// failed run would be.
 	Artifacts []model.Artifact `json:"artifacts,omitempty"`
 	Staging   *Staging         `json:"staging,omitempty"`
+	// MaxRestarts, RestartWindow and RescheduleAfter bound a supervised
+	// attempt's restarts (model.CheckSupervision): once more than
+	// MaxRestarts runs have failed within RestartWindow (0: ever),
+	// counting Failures, the attempt ends FAILED and is not restarted;
+	// once RescheduleAfter runs of this attempt have failed in a row, it
+	// ends FAILED with Reschedule, so the leader moves the driver to
+	// another worker. Zero is unbounded, Spark's --supervise.
+	MaxRestarts     int           `json:"max_restarts,omitempty"`
+	RestartWindow   time.Duration `json:"restart_window,omitempty"`
+	RescheduleAfter int           `json:"reschedule_after,omitempty"`
+	// Failures are the ends (Unix ms) of the failed runs of the driver's
+	// earlier attempts that the bounds still count, oldest first.
+	Failures []int64 `json:"failures,omitempty"`
+	// Resources are the addresses of the worker's custom resources the
+	// unit holds; the worker writes them into ResourcesFile and names
+	// them in Env.
+	Resources model.Resources `json:"resources,omitempty"`
 }
 
 // Staging is what the runner needs to stage a Spec's artifacts. The
@@ -136,6 +157,9 @@ func (s *Spec) validate() error {
 		if d < 0 {
 			return fmt.Errorf("spec has a negative duration %s", d)
 		}
+	}
+	if s.MaxRestarts < 0 || s.RescheduleAfter < 0 || s.RestartWindow < 0 {
+		return fmt.Errorf("spec has a negative restart bound (%d restarts, %s, reschedule after %d)", s.MaxRestarts, s.RestartWindow, s.RescheduleAfter)
 	}
 	if s.LogMaxFileSize < 0 || s.LogMaxFiles < 0 {
 		return fmt.Errorf("spec has a negative log bound (%d bytes, %d files)", s.LogMaxFileSize, s.LogMaxFiles)
@@ -230,6 +254,9 @@ type Event struct {
 	Runs     int               `json:"runs,omitempty"`
 	Reason   string            `json:"reason,omitempty"`
 	Fetched  int               `json:"fetched,omitempty"`
+	// Failures and Reschedule are Status's, in started and final events.
+	Failures   []int64 `json:"failures,omitempty"`
+	Reschedule bool    `json:"reschedule,omitempty"`
 }
 
 // Status is the content of StatusFile: the runner's latest word on its
@@ -256,6 +283,14 @@ type Status struct {
 	Reason   string `json:"reason,omitempty"`
 	// UpdatedAt is when the runner wrote this, in Unix milliseconds.
 	UpdatedAt int64 `json:"updated_at"`
+	// Failures are the ends (Unix ms, the runner's clock) of this
+	// attempt's failed runs that its restart bounds count, oldest first;
+	// empty when unbounded. Reschedule, in a FAILED final state, says the
+	// attempt gave up on its worker after RescheduleAfter of them in a
+	// row. Both outlive the worker in this file, so a worker that adopts
+	// the runner reports them.
+	Failures   []int64 `json:"failures,omitempty"`
+	Reschedule bool    `json:"reschedule,omitempty"`
 }
 
 // WriteSpec writes spec into dir/SpecFile, readable by its owner only (the
@@ -267,6 +302,10 @@ func WriteSpec(dir string, spec Spec) error {
 	}
 	return writeFileAtomic(dir, SpecFile, b)
 }
+
+// WriteResources writes b, a resources file, into dir/ResourcesFile,
+// readable by its owner only, whole or not at all.
+func WriteResources(dir string, b []byte) error { return writeFileAtomic(dir, ResourcesFile, b) }
 
 // ReadSpec returns the Spec in dir/SpecFile, checked but without defaults
 // applied: what the worker wrote. A worker that adopts an attempt after a
