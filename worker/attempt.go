@@ -19,6 +19,7 @@ import (
 	"github.com/drover-project/drover/client"
 	"github.com/drover-project/drover/model"
 	"github.com/drover-project/drover/runner"
+	"github.com/drover-project/drover/sparkres"
 )
 
 // runnerSubcommand is the hidden drover subcommand that runs runner.Main.
@@ -228,6 +229,21 @@ func (w *Worker) start(o order) *unit {
 
 		LogMaxFileSize: w.cfg.LogMaxFileSize,
 		LogMaxFiles:    w.cfg.LogMaxFiles,
+
+		MaxRestarts:     o.bounds.maxRestarts,
+		RestartWindow:   o.bounds.window,
+		RescheduleAfter: o.bounds.rescheduleAfter,
+		Failures:        o.bounds.failures,
+		Resources:       o.resources,
+	}
+	if len(o.resources) > 0 {
+		b, err := sparkres.Encode(k.component(), o.resources)
+		if err == nil {
+			err = runner.WriteResources(u.dir, b)
+		}
+		if err != nil {
+			return failed(fmt.Sprintf("cannot write %s resources file: %v", k.kind.info().noun, err))
+		}
 	}
 	if len(o.artifacts) > 0 {
 		spec.Artifacts, spec.Staging = o.artifacts, w.staging()
@@ -259,12 +275,19 @@ func (w *Worker) start(o order) *unit {
 func reportFromDisk(k unitKey, dir, reason string) report {
 	r := report{key: k, state: model.DriverKilled, reason: reason}
 	if st, err := runner.ReadStatus(dir); err == nil {
-		r.runs = st.Runs
+		r.runs, r.failures = st.Runs, st.Failures
 		if st.State.Terminal() {
-			r.state, r.exitCode, r.reason = st.State, st.ExitCode, st.Reason
+			r = statusReport(st)
+			r.key = k
 		}
 	}
 	return r
+}
+
+// statusReport is the report of a runner's final status, without its
+// key.
+func statusReport(st runner.Status) report {
+	return report{state: st.State, exitCode: st.ExitCode, runs: st.Runs, reason: st.Reason, failures: st.Failures, reschedule: st.Reschedule}
 }
 
 // adopt takes over the units in the record, for New: a unit whose runner
@@ -327,20 +350,20 @@ func (w *Worker) follow(u *unit) {
 		switch {
 		case err == nil && st.State.Terminal():
 			// Written once the program's group is gone.
-			w.finish(u, report{state: st.State, exitCode: st.ExitCode, runs: st.Runs, reason: st.Reason}, false)
+			w.finish(u, statusReport(st), false)
 			return
 		case err == nil && st.State == model.DriverRunning && st.Runs > reported:
 			reported = st.Runs
 			w.log.Info(k.kind.info().noun+" running", k.attrs("run", st.Runs, "pid", st.PID)...)
-			w.report(report{key: k, state: model.DriverRunning, runs: st.Runs})
+			w.report(report{key: k, state: model.DriverRunning, runs: st.Runs, failures: st.Failures})
 		}
 		if !runnerAlive(u.pid, u.start) {
 			// The runner writes its final status before it exits, so
 			// look once more before calling the end lost.
 			if st, err := runner.ReadStatus(u.dir); err == nil && st.State.Terminal() {
-				w.finish(u, report{state: st.State, exitCode: st.ExitCode, runs: st.Runs, reason: st.Reason}, false)
+				w.finish(u, statusReport(st), false)
 			} else {
-				w.finish(u, report{state: model.DriverError, runs: st.Runs,
+				w.finish(u, report{state: model.DriverError, runs: st.Runs, failures: st.Failures,
 					reason: "runner ended without a final state; see " + filepath.Join(u.dir, runner.LogFile)}, true)
 			}
 			return
@@ -392,6 +415,12 @@ func (w *Worker) runnerEnv() []string {
 	return env
 }
 
+// EnvResourcesFile names the variable that gives a program holding custom
+// resources the path of its resources file, in Spark's format (package
+// sparkres), for spark.driver.resourcesFile or an executor's
+// --resourcesFile.
+const EnvResourcesFile = "DROVER_RESOURCES_FILE"
+
 // programEnv is the program's whole environment: the worker's own (as
 // Spark's CommandUtils passes the worker's environment on) without its
 // DROVER_ variables, which may hold the worker's own credentials, the
@@ -406,6 +435,14 @@ func (w *Worker) programEnv(o order) []string {
 	}
 	maps.Copy(env, o.env)
 	maps.Copy(env, o.vars)
+	// As Spark hands a driver or an executor its addresses: one list per
+	// resource, and the resources file (spark.driver.resourcesFile).
+	for name, addrs := range o.resources {
+		env[model.ResourceEnv(name)] = strings.Join(addrs, ",")
+	}
+	if len(o.resources) > 0 {
+		env[EnvResourcesFile] = filepath.Join(o.key.dir(w.cfg.WorkDir), runner.ResourcesFile)
+	}
 	env["DROVER_WORKER_ID"] = w.cfg.ID
 	env["DROVER_MASTERS"] = strings.Join(w.cfg.Masters, ",")
 	if w.cfg.TLS.CA != "" {
@@ -439,7 +476,7 @@ func (w *Worker) watch(u *unit, events io.Reader) {
 			if e.Run > 1 {
 				w.metrics.restarts.Inc()
 			}
-			w.report(report{key: k, state: model.DriverRunning, runs: e.Run})
+			w.report(report{key: k, state: model.DriverRunning, runs: e.Run, failures: e.Failures})
 		case runner.EventExited:
 			if e.Code != nil {
 				w.log.Info("program exited", k.attrs("run", e.Run, "code", *e.Code)...)
@@ -463,20 +500,17 @@ func (w *Worker) watch(u *unit, events io.Reader) {
 
 	r := report{}
 	lost := false
-	if final == nil {
-		// The event was lost (the runner died mid-line): the status
-		// file, written before the event, may still have it.
-		if st, err := runner.ReadStatus(u.dir); err == nil && st.State.Terminal() {
-			final = &runner.Event{State: st.State, ExitCode: st.ExitCode, Runs: st.Runs, Reason: st.Reason}
-		} else {
-			lost = true
-			r.state = model.DriverError
-			r.runs = st.Runs
-			r.reason = fmt.Sprintf("runner ended without a final state (%v); see %s", waitErrText(waitErr), filepath.Join(u.dir, runner.LogFile))
-		}
-	}
 	if final != nil {
-		r.state, r.exitCode, r.runs, r.reason = final.State, final.ExitCode, final.Runs, final.Reason
+		r = report{state: final.State, exitCode: final.ExitCode, runs: final.Runs, reason: final.Reason, failures: final.Failures, reschedule: final.Reschedule}
+	} else if st, err := runner.ReadStatus(u.dir); err == nil && st.State.Terminal() {
+		// The event was lost (the runner died mid-line): the status
+		// file, written before the event, has it.
+		r = statusReport(st)
+	} else {
+		lost = true
+		r.state = model.DriverError
+		r.runs, r.failures = st.Runs, st.Failures
+		r.reason = fmt.Sprintf("runner ended without a final state (%v); see %s", waitErrText(waitErr), filepath.Join(u.dir, runner.LogFile))
 	}
 	w.finish(u, r, lost)
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/drover-project/drover/artifact"
 	"github.com/drover-project/drover/ids"
+	"github.com/drover-project/drover/model"
 	"github.com/drover-project/drover/pki"
 	"github.com/drover-project/drover/runner"
 )
@@ -34,6 +35,11 @@ type Config struct {
 	// Cores and MemoryMB are what the worker offers to drivers.
 	Cores    int
 	MemoryMB int64
+	// Resources are the custom resources the worker offers, each name
+	// with its addresses (Spark's spark.worker.resource.*; --resource and
+	// --resources-file). Each unit that holds some finds them in
+	// DROVER_RESOURCE_<NAME> and in its directory's runner.ResourcesFile.
+	Resources model.Resources
 	// BindIP is the address the HTTP server listens on and outbound
 	// connections leave from. Masters reach the worker at BindIP, so it
 	// must be a specific address, not 0.0.0.0.
@@ -202,6 +208,9 @@ func (c *Config) validate() error {
 	}
 	if c.MemoryMB <= 0 {
 		errs = append(errs, fmt.Errorf("--memory %dMiB must be positive", c.MemoryMB))
+	}
+	if err := model.CheckResourceOffer(c.Resources); err != nil {
+		errs = append(errs, fmt.Errorf("--resource: %w", err))
 	}
 	if ip := net.ParseIP(c.BindIP); ip == nil || ip.IsUnspecified() {
 		errs = append(errs, fmt.Errorf("--bind %q must be a specific IP address: masters reach the worker there", c.BindIP))

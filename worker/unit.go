@@ -5,11 +5,13 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/drover-project/drover/api"
 	"github.com/drover-project/drover/client"
 	"github.com/drover-project/drover/ids"
 	"github.com/drover-project/drover/model"
+	"github.com/drover-project/drover/sparkres"
 )
 
 // A unit is one program the worker runs under a runner of its own: a driver
@@ -48,6 +50,9 @@ type kindInfo struct {
 	// record is the kind's name in the worker record; a driver attempt's
 	// is empty, as in the records written before workers ran executors.
 	record string
+	// component names the unit in its resources file, as Spark's
+	// ResourceID does (package sparkres).
+	component string
 	// alwaysFenced: strict fencing kills the unit even when it is not
 	// supervised. The leader declares a lost worker's executors LOST and
 	// places new ones, as it relaunches supervised drivers, so an
@@ -58,9 +63,9 @@ type kindInfo struct {
 
 var kinds = [...]kindInfo{
 	kindAttempt: {noun: "attempt", idAttr: "driver", nAttr: "attempt", checkID: ids.CheckDriver,
-		minN: 1, dirPrefix: "attempt-"},
+		minN: 1, dirPrefix: "attempt-", component: sparkres.Driver},
 	kindExecutor: {noun: "executor", idAttr: "app", nAttr: "executor", checkID: ids.CheckApp,
-		minN: 0, record: "executor", alwaysFenced: true},
+		minN: 0, record: "executor", alwaysFenced: true, component: sparkres.Executor},
 }
 
 func (k unitKind) info() kindInfo { return kinds[k] }
@@ -124,6 +129,9 @@ func unitsIn(id string, names []string) []unitKey {
 	return out
 }
 
+// component is the Spark component whose resources file the unit gets.
+func (k unitKey) component() string { return k.kind.info().component }
+
 // dir is k's directory: WORK_DIR/DRIVER_ID/attempt-N for an attempt,
 // WORK_DIR/APP_ID/EXECUTOR_ID for an executor. k must be valid.
 func (k unitKey) dir(workDir string) string {
@@ -154,6 +162,18 @@ type order struct {
 	// artifacts are staged into the unit's directory before its program
 	// starts.
 	artifacts []model.Artifact
+	// resources are the addresses the unit holds.
+	resources model.Resources
+	// bounds are an attempt's restart bounds and its earlier attempts'
+	// failed runs, as runner.Spec has them.
+	bounds bounds
+}
+
+// bounds are the restart bounds of a supervised driver's attempt.
+type bounds struct {
+	maxRestarts, rescheduleAfter int
+	window                       time.Duration
+	failures                     []int64
 }
 
 // orders is the desired set of a heartbeat answer: its driver attempts,
@@ -170,10 +190,11 @@ func orders(resp api.HeartbeatResponse) []order {
 			vars[client.EnvToken] = a.Token
 		}
 		out = append(out, order{key: attemptKey(a.DriverID, a.Attempt), argv: a.Argv, env: a.Env, supervise: a.Supervise, vars: vars,
-			artifacts: a.Artifacts})
+			artifacts: a.Artifacts, resources: a.Resources, bounds: bounds{maxRestarts: a.MaxRestarts, rescheduleAfter: a.RescheduleAfter,
+				window: time.Duration(a.RestartWindowMS) * time.Millisecond, failures: a.Failures}})
 	}
 	for _, e := range resp.Executors {
-		out = append(out, order{key: executorKey(e.AppID, e.ExecutorID), argv: e.Argv, env: e.Env, artifacts: e.Artifacts,
+		out = append(out, order{key: executorKey(e.AppID, e.ExecutorID), argv: e.Argv, env: e.Env, artifacts: e.Artifacts, resources: e.Resources,
 			vars: map[string]string{
 				"DROVER_APP_ID":             e.AppID,
 				"DROVER_EXECUTOR_ID":        strconv.Itoa(e.ExecutorID),
@@ -193,10 +214,14 @@ type report struct {
 	exitCode *int
 	runs     int
 	reason   string
+	// failures and reschedule are the runner's (runner.Status).
+	failures   []int64
+	reschedule bool
 }
 
 func (r report) attemptReport() model.AttemptReport {
-	return model.AttemptReport{DriverID: r.key.id, Attempt: r.key.n, State: r.state, ExitCode: r.exitCode, Runs: r.runs, Reason: r.reason}
+	return model.AttemptReport{DriverID: r.key.id, Attempt: r.key.n, State: r.state, ExitCode: r.exitCode, Runs: r.runs, Reason: r.reason,
+		Failures: r.failures, Reschedule: r.reschedule}
 }
 
 func (r report) executorReport() model.ExecutorReport {

@@ -549,7 +549,8 @@ func hasReports(req api.HeartbeatRequest) bool {
 // register retries the registration until it succeeds; false means ctx
 // ended first.
 func (w *Worker) register(ctx context.Context) bool {
-	req := api.RegisterWorkerRequest{ID: w.cfg.ID, Instance: w.instance, HTTPAddr: w.httpAddr, Cores: w.cfg.Cores, MemoryMB: w.cfg.MemoryMB}
+	req := api.RegisterWorkerRequest{ID: w.cfg.ID, Instance: w.instance, HTTPAddr: w.httpAddr, Cores: w.cfg.Cores, MemoryMB: w.cfg.MemoryMB,
+		Resources: w.cfg.Resources}
 	for {
 		sent := time.Now()
 		cctx, cancel := context.WithTimeout(ctx, w.cfg.RequestTimeout)
