@@ -37,6 +37,11 @@ type AppSpec struct {
 	// the registering driver's artifacts too, first.
 	Artifacts       []model.Artifact
 	DriverArtifacts bool
+	// ExecutorResources are the custom resources each executor needs, by
+	// name (Spark's spark.executor.resource.{name}.amount); an executor
+	// finds the addresses it holds in $DROVER_RESOURCE_<NAME> and
+	// $DROVER_RESOURCES_FILE.
+	ExecutorResources model.ResourceAmounts
 	// DriverID and DriverAttempt tie the app to the driver attempt that
 	// runs this client: when it ends, the app ends. They default to
 	// $DROVER_DRIVER_ID and $DROVER_ATTEMPT, which a worker sets for
@@ -120,6 +125,7 @@ func (c *Client) RegisterApp(ctx context.Context, spec AppSpec) (*App, error) {
 		Token: NewToken(), Name: spec.Name, DriverID: spec.DriverID, DriverAttempt: spec.DriverAttempt, DriverRun: spec.DriverRun,
 		MaxCores: spec.MaxCores, CoresPerExecutor: spec.CoresPerExecutor, MemoryPerExecutorMB: spec.MemoryPerExecutorMB,
 		Executors: spec.Executors, Argv: spec.Argv, Env: spec.Env, Artifacts: spec.Artifacts, DriverArtifacts: spec.DriverArtifacts,
+		ExecutorResources: spec.ExecutorResources,
 	}
 	var resp api.RegisterAppResponse
 	if err := c.Do(ctx, http.MethodPost, "/v1/apps", req, &resp); err != nil {

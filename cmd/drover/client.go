@@ -29,7 +29,8 @@ import (
 const clientUsage = `usage: drover client [--masters a,b,c] [--timeout D] <command> [flags]
 
 commands:
-  submit [--supervise] [--name NAME] [--driver-cores N] [--driver-memory SIZE]
+  submit [--supervise [--max-restarts N [--restart-window D]] [--reschedule-after K]]
+         [--name NAME] [--driver-cores N] [--driver-memory SIZE] [--driver-resource NAME=N]...
          [--env K=V]... [--artifact URL]... [--upload FILE]... [--wait]
          -- PROGRAM [ARGS...]
   status DRIVER_ID [--json]
@@ -256,12 +257,28 @@ func (k *cli) submit(ctx context.Context, args []string) int {
 	artifacts := fs.StringArray("artifact", nil, "URL (http://, https://, file:///) of a file to stage in the driver's directory before it starts; ?checksum=sha256:HEX verifies it, archives (.tar, .tar.gz, .tgz, .tar.bz2, .tar.xz, .zip) are unpacked unless ?archive=false (repeatable)")
 	uploads := fs.StringArray("upload", nil, "a local file to store on the masters and stage in the driver's directory under its base name, with its permission bits (repeatable)")
 	wait := fs.Bool("wait", false, "wait until the driver ends; exit 0 for FINISHED, 1 otherwise (without it, submit returns once the driver runs, or after --timeout with exit 4)")
+	resources := fs.StringArray("driver-resource", nil, "NAME=N: N addresses of the custom resource NAME (gpu=1), which the driver finds in $DROVER_RESOURCE_<NAME> and $DROVER_RESOURCES_FILE (Spark's spark.driver.resource.NAME.amount; repeatable)")
+	maxRestarts := fs.Int("max-restarts", 0, "with --supervise: end the driver FAILED after more than N failed runs (within --restart-window); default unbounded")
+	window := fs.Duration("restart-window", 0, "with --max-restarts: count only the failed runs of the last D (at least 1s); default every one")
+	reschedule := fs.Int("reschedule-after", 0, "with --supervise: after K failed runs in a row on one worker, run the next attempt on another worker when one has room; default never")
 	if code, ok := k.parse(fs, args); !ok {
 		return code
 	}
 	if fs.NArg() == 0 {
 		fmt.Fprintln(k.stderr, "drover: submit needs a program: drover client submit [flags] -- PROGRAM [ARGS...]")
 		return 1
+	}
+	bounds, err := restartBounds(fs, *supervise, *maxRestarts, *window, *reschedule)
+	if err != nil {
+		fmt.Fprintf(k.stderr, "drover: %v\n", err)
+		return 1
+	}
+	amounts := model.ResourceAmounts{}
+	for _, r := range *resources {
+		if err := model.ParseResourceAmount(amounts, r); err != nil {
+			fmt.Fprintf(k.stderr, "drover: --driver-resource: %v\n", err)
+			return 1
+		}
 	}
 	env := map[string]string{}
 	for _, e := range *envs {
@@ -275,6 +292,10 @@ func (k *cli) submit(ctx context.Context, args []string) int {
 	req := api.SubmitRequest{
 		Token: client.NewToken(), Name: *name, Argv: fs.Args(), Env: env,
 		Cores: *cores, MemoryMB: mem.mb, Supervise: *supervise,
+		MaxRestarts: bounds.MaxRestarts, RestartWindowMS: bounds.RestartWindowMS, RescheduleAfter: bounds.RescheduleAfter,
+	}
+	if len(amounts) > 0 {
+		req.Resources = amounts
 	}
 	for _, a := range *artifacts {
 		req.Artifacts = append(req.Artifacts, model.Artifact{Source: a})
@@ -378,6 +399,36 @@ func (k *cli) upload(ctx context.Context, files []string, artifacts []model.Arti
 		out = append(out, a)
 	}
 	return out, 0
+}
+
+// restartBounds checks submit's restart flags as the master checks the
+// bounds, in the flags' own terms: each given one positive, a window of
+// a second or more and only with --max-restarts, and all only with
+// --supervise. The result holds them in the request's units.
+func restartBounds(fs *pflag.FlagSet, supervise bool, maxRestarts int, window time.Duration, reschedule int) (api.SubmitRequest, error) {
+	var out api.SubmitRequest
+	for _, f := range []struct {
+		name string
+		n    int
+	}{{"max-restarts", maxRestarts}, {"reschedule-after", reschedule}} {
+		switch {
+		case !fs.Changed(f.name):
+		case f.n < 1 || f.n > model.MaxRestartsLimit:
+			return out, fmt.Errorf("--%s %d must be from 1 to %d", f.name, f.n, model.MaxRestartsLimit)
+		case !supervise:
+			return out, fmt.Errorf("--%s needs --supervise", f.name)
+		}
+	}
+	if fs.Changed("restart-window") {
+		switch {
+		case window < time.Second:
+			return out, fmt.Errorf("--restart-window %s must be at least 1s", window)
+		case !fs.Changed("max-restarts"):
+			return out, errors.New("--restart-window needs --max-restarts")
+		}
+	}
+	out.MaxRestarts, out.RestartWindowMS, out.RescheduleAfter = maxRestarts, window.Milliseconds(), reschedule
+	return out, model.CheckSupervision(supervise, out.MaxRestarts, out.RestartWindowMS, out.RescheduleAfter)
 }
 
 // Exit codes of submit beyond 0, 1 and 2: the driver was accepted (its ID
@@ -550,7 +601,17 @@ func printDriver(w io.Writer, d *model.Driver) {
 	fmt.Fprintf(w, "attempt:    %s\n", attempt)
 	fmt.Fprintf(w, "supervise:  %t\n", d.Supervise)
 	fmt.Fprintf(w, "exit code:  %s\n", fmtExit(d.ExitCode))
-	fmt.Fprintf(w, "resources:  %d cores, %d MiB\n", d.Cores, d.MemoryMB)
+	fmt.Fprintf(w, "resources:  %d cores, %d MiB", d.Cores, d.MemoryMB)
+	if len(d.Resources) > 0 {
+		fmt.Fprintf(w, ", %s", d.Resources)
+	}
+	fmt.Fprintln(w)
+	if cur := d.CurrentAttempt(); cur != nil && len(cur.Resources) > 0 && !cur.State.Terminal() {
+		fmt.Fprintf(w, "holds:      %s\n", cur.Resources)
+	}
+	if line := restartsLine(d, time.Now()); line != "" {
+		fmt.Fprintf(w, "restarts:   %s\n", line)
+	}
 	fmt.Fprintf(w, "submitted:  %s\n", fmtTime(d.SubmittedAt))
 	fmt.Fprintf(w, "program:    %q\n", d.Argv)
 	if d.Message != "" {
@@ -561,12 +622,39 @@ func printDriver(w io.Writer, d *model.Driver) {
 	}
 	fmt.Fprintln(w, "attempts:")
 	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "  ATTEMPT\tWORKER\tSTATE\tSTARTED\tENDED\tEXIT\tRUNS\tREASON")
+	fmt.Fprintln(tw, "  ATTEMPT\tWORKER\tSTATE\tSTARTED\tENDED\tEXIT\tRUNS\tHELD\tREASON")
 	for _, a := range d.Attempts {
-		fmt.Fprintf(tw, "  %d\t%s\t%s\t%s\t%s\t%s\t%d\t%s\n", a.Attempt, a.WorkerID, a.State,
-			fmtTime(a.StartedAt), fmtTime(a.EndedAt), fmtExit(a.ExitCode), a.Runs, a.Reason)
+		held := a.Resources.String()
+		if held == "" {
+			held = "-"
+		}
+		fmt.Fprintf(tw, "  %d\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\n", a.Attempt, a.WorkerID, a.State,
+			fmtTime(a.StartedAt), fmtTime(a.EndedAt), fmtExit(a.ExitCode), a.Runs, held, a.Reason)
 	}
 	tw.Flush()
+}
+
+// restartsLine describes a bounded supervised driver's restart bounds and
+// the failed runs they count at now, by the clock of the machine that
+// reads them; "" for an unbounded driver.
+func restartsLine(d *model.Driver, now time.Time) string {
+	if d.MaxRestarts == 0 && d.RescheduleAfter == 0 {
+		return ""
+	}
+	var parts []string
+	if d.MaxRestarts > 0 {
+		failures := d.FailuresBefore(d.Attempt + 1)
+		n := model.FailuresInWindow(failures, now.UnixMilli(), d.RestartWindowMS)
+		within := "ever"
+		if d.RestartWindowMS > 0 {
+			within = "within " + (time.Duration(d.RestartWindowMS) * time.Millisecond).String()
+		}
+		parts = append(parts, fmt.Sprintf("%d failed runs counted, at most %d restarts %s", n, d.MaxRestarts, within))
+	}
+	if d.RescheduleAfter > 0 {
+		parts = append(parts, fmt.Sprintf("another worker after %d failed runs in a row", d.RescheduleAfter))
+	}
+	return strings.Join(parts, "; ")
 }
 
 func (k *cli) kill(ctx context.Context, args []string) int {

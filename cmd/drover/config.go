@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/drover-project/drover/internal/strictjson"
+	"github.com/drover-project/drover/model"
 )
 
 // envName is the environment variable of a flag: DROVER_ and the flag's
@@ -78,7 +79,9 @@ func parseConfigured(fs *pflag.FlagSet, config *string, args []string) error {
 }
 
 // otherEnv are DROVER_ variables with meanings beyond a flag of the same
-// name: the client's, the secrets', and those a worker sets for programs.
+// name: the client's, the secrets', and those a worker sets for programs
+// (with the DROVER_RESOURCE_<NAME> of each custom resource a program
+// holds).
 var otherEnv = []string{
 	"DROVER_CONFIG", "DROVER_OPERATOR_TOKEN", "DROVER_SUBMIT_TOKEN", "DROVER_GOSSIP_KEY",
 	"DROVER_CACERT", "DROVER_CLIENT_CERT", "DROVER_CLIENT_KEY", "DROVER_TOKEN", "DROVER_TOKEN_FILE", "DROVER_MASTERS",
@@ -94,7 +97,7 @@ func warnUnknownEnv(fs *pflag.FlagSet, w io.Writer) {
 	fs.VisitAll(func(f *pflag.Flag) { known[envName(f.Name)] = true })
 	for _, kv := range os.Environ() {
 		name, _, _ := strings.Cut(kv, "=")
-		if strings.HasPrefix(name, "DROVER_") && !known[name] && !slices.Contains(otherEnv, name) {
+		if strings.HasPrefix(name, "DROVER_") && !known[name] && !slices.Contains(otherEnv, name) && !strings.HasPrefix(name, model.ResourceEnv("")) {
 			fmt.Fprintf(w, "drover: warning: $%s matches no flag of %s; ignored\n", name, fs.Name())
 		}
 	}

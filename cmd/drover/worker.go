@@ -13,7 +13,9 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/drover-project/drover/gossip"
+	"github.com/drover-project/drover/model"
 	"github.com/drover-project/drover/runner"
+	"github.com/drover-project/drover/sparkres"
 	"github.com/drover-project/drover/worker"
 )
 
@@ -57,6 +59,8 @@ func runWorker(args []string) int {
 	fs.Var(&artifactMax, "artifact-max-size", "largest artifact fetched (an archive may unpack to four times as much)")
 	fs.DurationVar(&cfg.ArtifactTimeout, "artifact-timeout", cfg.ArtifactTimeout, "deadline of one artifact's fetch, retries included; the attempt fails when it passes")
 	fs.DurationVar(&cfg.ArtifactStallTimeout, "artifact-stall-timeout", cfg.ArtifactStallTimeout, "a download that receives nothing for this long is tried again")
+	resources := fs.StringArray("resource", nil, "NAME=ADDR,ADDR,... a custom resource offered to drivers and executors with its addresses, e.g. gpu=0,1,2,3 (Spark's spark.worker.resource.*; repeatable)")
+	resourcesFile := fs.String("resources-file", "", "file of custom resources offered, in Spark's resourcesFile format: [{\"id\":{\"componentName\":\"spark.worker\",\"resourceName\":\"gpu\"},\"addresses\":[\"0\",\"1\"]}]")
 	security := addSecurityFlags(fs, false)
 	logger := addLogFlags(fs)
 	config := addConfigFlag(fs)
@@ -80,6 +84,9 @@ func runWorker(args []string) int {
 		return fail(fmt.Errorf("--log-max-files %d must be at least 1", cfg.LogMaxFiles))
 	}
 	cfg.CacheSizeMB, cfg.ArtifactMaxSizeMB = cacheSize.mb, artifactMax.mb
+	if cfg.Resources, err = offeredResources(*resources, *resourcesFile); err != nil {
+		return fail(err)
+	}
 	cfg.Fencing = worker.FencingMode(*fencing)
 	for _, m := range strings.Split(*masters, ",") {
 		if m = strings.TrimSpace(m); m != "" {
@@ -156,6 +163,33 @@ func stopWorker(log *slog.Logger, w *worker.Worker, pool *gossip.Pool, sig <-cha
 			return 1
 		}
 	}
+}
+
+// offeredResources is what --resource and --resources-file offer
+// together; a name both give, or either gives twice, is an error.
+func offeredResources(flags []string, file string) (model.Resources, error) {
+	out := model.Resources{}
+	if file != "" {
+		b, err := os.ReadFile(file)
+		if err != nil {
+			return nil, fmt.Errorf("--resources-file: %w", err)
+		}
+		if out, err = sparkres.Parse(b, sparkres.Worker); err != nil {
+			return nil, fmt.Errorf("--resources-file %s: %w", file, err)
+		}
+	}
+	for _, f := range flags {
+		if err := model.ParseResourceOffer(out, f); err != nil {
+			return nil, fmt.Errorf("--resource: %w", err)
+		}
+	}
+	if err := model.CheckResourceOffer(out); err != nil {
+		return nil, fmt.Errorf("--resource: %w", err)
+	}
+	if len(out) == 0 {
+		return nil, nil
+	}
+	return out, nil
 }
 
 // defaultWorkerMemoryMB is the machine's memory minus 1 GiB (Spark's

@@ -1,0 +1,110 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/drover-project/drover/model"
+)
+
+// submit's resource and restart flags reach the request in its units, and
+// bad ones are refused in one line before anything is sent.
+func TestSubmitResourceAndRestartFlags(t *testing.T) {
+	f := newFakeMaster(t)
+	_, stderr, code := drover("client", "--masters", f.addr(), "submit", "--supervise", "--max-restarts", "2", "--restart-window", "10m",
+		"--reschedule-after", "3", "--driver-resource", "gpu=2", "--driver-resource", "fpga=1", "--", "/bin/true")
+	if code != 0 {
+		t.Fatalf("submit: exit %d: %s", code, stderr)
+	}
+	f.mu.Lock()
+	got := f.submitted[0]
+	f.mu.Unlock()
+	if got.MaxRestarts != 2 || got.RestartWindowMS != 600_000 || got.RescheduleAfter != 3 || !reflect.DeepEqual(got.Resources, model.ResourceAmounts{"gpu": 2, "fpga": 1}) {
+		t.Fatalf("request %+v", got)
+	}
+	for _, bad := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--max-restarts", "2"}, "--max-restarts needs --supervise"},
+		{[]string{"--reschedule-after", "2"}, "--reschedule-after needs --supervise"},
+		{[]string{"--supervise", "--max-restarts", "0"}, "--max-restarts 0 must be from 1"},
+		{[]string{"--supervise", "--max-restarts", "-1"}, "--max-restarts -1 must be from 1"},
+		{[]string{"--supervise", "--reschedule-after", "0"}, "--reschedule-after 0 must be from 1"},
+		{[]string{"--supervise", "--max-restarts", "2", "--restart-window", "500ms"}, "--restart-window 500ms must be at least 1s"},
+		{[]string{"--supervise", "--restart-window", "1m"}, "--restart-window needs --max-restarts"},
+		{[]string{"--driver-resource", "gpu=0"}, "amount 0"},
+		{[]string{"--driver-resource", "gpu"}, "NAME=AMOUNT"},
+		{[]string{"--driver-resource", "gpu=1", "--driver-resource", "gpu=2"}, "asked for twice"},
+		{[]string{"--driver-resource", "GPU=1"}, "resource name"},
+	} {
+		args := append(append([]string{"client", "--masters", f.addr(), "submit"}, bad.args...), "--", "/bin/true")
+		stdout, stderr, code := drover(args...)
+		if code != 1 || stdout != "" || !strings.Contains(stderr, bad.want) || strings.Count(stderr, "\n") != 1 {
+			t.Errorf("%v: exit %d, stdout %q, stderr %q; want exit 1 with one line naming %q", bad.args, code, stdout, stderr, bad.want)
+		}
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(f.submitted) != 1 {
+		t.Fatalf("%d submissions sent, want only the good one", len(f.submitted))
+	}
+}
+
+// status shows what a driver asks for, what its attempt holds and the
+// failed runs its bounds count now.
+func TestStatusShowsResourcesAndRestarts(t *testing.T) {
+	now := time.Now().UnixMilli()
+	d := &model.Driver{ID: "driver-20260101000000-0001", State: model.DriverRunning, WorkerID: "w1", Attempt: 2, Supervise: true,
+		Cores: 1, MemoryMB: 1024, Resources: model.ResourceAmounts{"gpu": 1}, MaxRestarts: 3, RestartWindowMS: 60_000, RescheduleAfter: 2,
+		Attempts: []model.Attempt{
+			{Attempt: 1, WorkerID: "w2", State: model.DriverFailed, Failures: []int64{now - 120_000, now - 5000}, Rescheduled: true, Resources: model.Resources{"gpu": {"0"}}},
+			{Attempt: 2, WorkerID: "w1", State: model.DriverRunning, Failures: []int64{now - 1000}, Resources: model.Resources{"gpu": {"1"}}},
+		}}
+	f := newFakeMaster(t, d)
+	stdout, stderr, code := drover("client", "--masters", f.addr(), "status", d.ID)
+	if code != 0 {
+		t.Fatalf("status: exit %d: %s", code, stderr)
+	}
+	for _, want := range []string{"resources:  1 cores, 1024 MiB, gpu=1\n", "holds:      gpu=1\n",
+		"restarts:   2 failed runs counted, at most 3 restarts within 1m0s; another worker after 2 failed runs in a row\n", " gpu=0 "} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("status lacks %q:\n%s", want, stdout)
+		}
+	}
+}
+
+// The worker's offer comes from --resource and a Spark resources file
+// together; a name given twice, or a malformed file, is refused.
+func TestOfferedResources(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "res.json")
+	if err := os.WriteFile(file, []byte(`[{"id":{"componentName":"spark.worker","resourceName":"gpu"},"addresses":["0","1"]}]`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r, err := offeredResources([]string{"fpga=a,b"}, file)
+	if err != nil || r.String() != "fpga=a,b gpu=0,1" {
+		t.Fatalf("offer %v %v", r, err)
+	}
+	if r, err := offeredResources(nil, ""); err != nil || r != nil {
+		t.Fatalf("no offer: %v %v", r, err)
+	}
+	for _, bad := range []struct {
+		flags []string
+		file  string
+		want  string
+	}{
+		{[]string{"gpu=2"}, file, "offered twice"},
+		{[]string{"gpu="}, "", "no addresses"},
+		{[]string{"gpu=1,1"}, "", "given twice"},
+		{nil, filepath.Join(dir, "missing.json"), "--resources-file"},
+	} {
+		if _, err := offeredResources(bad.flags, bad.file); err == nil || !strings.Contains(err.Error(), bad.want) {
+			t.Errorf("%v %s: %v, want %q", bad.flags, bad.file, err, bad.want)
+		}
+	}
+}
