@@ -315,7 +315,24 @@ func TestCreateFromSparkSubmit(t *testing.T) {
 
 func sameSubmit(a, b api.SubmitRequest) bool {
 	return a.Token == b.Token && a.Name == b.Name && slices.Equal(a.Argv, b.Argv) && maps.Equal(a.Env, b.Env) &&
-		a.Cores == b.Cores && a.MemoryMB == b.MemoryMB && a.Supervise == b.Supervise && slices.Equal(a.Artifacts, b.Artifacts)
+		a.Cores == b.Cores && a.MemoryMB == b.MemoryMB && a.Supervise == b.Supervise && slices.Equal(a.Artifacts, b.Artifacts) &&
+		maps.Equal(a.Resources, b.Resources)
+}
+
+// spark.driver.resource.{name}.amount asks for custom resources, an amount
+// of 0 for none, as in Spark; discoveryScript and vendor are passed on.
+func TestCreateAsksForDriverResources(t *testing.T) {
+	f := newFake()
+	h := newTestHandler(t, f)
+	body := strings.Replace(minimalJSON, `"sparkProperties" : { `, `"sparkProperties" : {
+    "spark.driver.resource.gpu.amount" : "2", "spark.driver.resource.gpu.discoveryScript" : "/opt/gpus.sh",
+    "spark.driver.resource.fpga.amount" : "0", "spark.driver.resource.fpga.vendor" : "xilinx.com",`, 1)
+	if a := do(t, h, http.MethodPost, "/v1/submissions/create", body); a.status != http.StatusOK {
+		t.Fatalf("create: %d %s", a.status, a.raw)
+	}
+	if got := f.submitted[0].Resources; !maps.Equal(got, model.ResourceAmounts{"gpu": 2}) {
+		t.Fatalf("resources %v, want gpu=2 only", got)
+	}
 }
 
 // The appResource and the spark.jars and spark.files entries that are
@@ -449,6 +466,11 @@ func TestCreateRefusals(t *testing.T) {
 		{"property not a string", set(`"spark.driver.cores" : "2"`, `"spark.driver.cores" : 2`)},
 		{"null property", set(`"spark.driver.cores" : "2"`, `"spark.driver.cores" : null`)},
 		{"environment not an object", set(`"environmentVariables" : {`, `"environmentVariables" : 1, "x" : {`)},
+		{"resource amount fractional", prop("spark.driver.resource.gpu.amount", "0.5")},
+		{"resource amount negative", prop("spark.driver.resource.gpu.amount", "-1")},
+		{"resource amount not numeric", prop("spark.driver.resource.gpu.amount", "two")},
+		{"resource name Drover cannot offer", prop("spark.driver.resource.GPU.amount", "1")},
+		{"resource property without a field", prop("spark.driver.resource.gpu", "1")},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -33,8 +33,8 @@ var droppedEnv = map[string]bool{
 // translate checks a create request as Spark's CreateSubmissionRequest
 // validation and StandaloneSubmitRequestServlet do, and makes the Drover
 // submission: the launcher's argv, spark.driver.cores, spark.driver.memory,
-// spark.driver.supervise, spark.app.name and the environment, with a fresh
-// token. Checks Drover's API makes itself (names, environment names) are
+// spark.driver.supervise, spark.driver.resource.{name}.amount,
+// spark.app.name and the environment, with a fresh token. Checks Drover's API makes itself (names, environment names) are
 // left to it, so that they are made in one place.
 func (h *Handler) translate(req CreateSubmissionRequest) (api.SubmitRequest, error) {
 	var out api.SubmitRequest
@@ -105,6 +105,10 @@ func (h *Handler) translate(req CreateSubmissionRequest) (api.SubmitRequest, err
 	if err != nil {
 		return out, err
 	}
+	custom, err := driverResources(props)
+	if err != nil {
+		return out, err
+	}
 	var env map[string]string
 	for k, v := range req.EnvironmentVariables {
 		if droppedEnv[k] {
@@ -127,6 +131,54 @@ func (h *Handler) translate(req CreateSubmissionRequest) (api.SubmitRequest, err
 		MemoryMB:  memory,
 		Supervise: supervise,
 		Artifacts: artifacts,
+		Resources: custom,
+	}
+	return out, nil
+}
+
+// driverResourcePrefix begins Spark's driver resource properties,
+// spark.driver.resource.{name}.{amount,discoveryScript,vendor}.
+const driverResourcePrefix = "spark.driver.resource."
+
+// driverResources reads the custom resources a driver asks for from
+// spark.driver.resource.{name}.amount, as Spark's
+// ResourceUtils.parseAllResourceRequests does: a whole number, an amount
+// of 0 asking for nothing; a negative or fractional one is refused, and a
+// name must be one Drover's workers can offer (model.CheckResourceName).
+// The discoveryScript and vendor properties are the worker's business in
+// Drover, which hands out addresses itself, and are passed on unread.
+// Nil when none is asked for.
+func driverResources(props map[string]string) (model.ResourceAmounts, error) {
+	var out model.ResourceAmounts
+	for key, v := range props {
+		rest, ok := strings.CutPrefix(key, driverResourcePrefix)
+		if !ok {
+			continue
+		}
+		name, field, ok := strings.Cut(rest, ".")
+		if !ok {
+			return nil, fmt.Errorf("property %s names no field of resource %s (amount, discoveryScript or vendor)", key, rest)
+		}
+		if field != "amount" {
+			continue
+		}
+		n, err := strconv.Atoi(strings.TrimSpace(v))
+		if err != nil || n < 0 {
+			return nil, fmt.Errorf("property %s %q is not a whole number of 0 or more", key, v)
+		}
+		if err := model.CheckResourceName(name); err != nil {
+			return nil, fmt.Errorf("property %s: %v", key, err)
+		}
+		if n == 0 {
+			continue
+		}
+		if out == nil {
+			out = model.ResourceAmounts{}
+		}
+		out[name] = n
+	}
+	if err := model.CheckResourceAmounts(out); err != nil {
+		return nil, fmt.Errorf("properties %s*: %v", driverResourcePrefix, err)
 	}
 	return out, nil
 }
