@@ -497,3 +497,19 @@ func TestOverviewSaysThePoolIsSplit(t *testing.T) {
 	n = doc(t, p, err, http.StatusOK)
 	contains(t, byID(t, n, "pool-split"), "Gossip pool split", "master m3, worker w2", "gossip keys")
 }
+
+// A worker offering custom resources shows what it offers and holds, and
+// each attempt and executor on it what it holds.
+func TestWorkerPageShowsResources(t *testing.T) {
+	s := testState()
+	w := s.Workers[0]
+	w.Resources, w.ResourcesUsed = model.Resources{"gpu": {"0", "1", "2"}}, model.Resources{"gpu": {"0", "2"}}
+	s.Drivers[0].Attempts[0].Resources = model.Resources{"gpu": {"2"}}
+	s.Apps[0].Executors[0].Resources = model.Resources{"gpu": {"0"}}
+	p, err := Worker(frame("/ui/workers/w1"), w, s.Drivers, s.Apps)
+	n := doc(t, p, err, http.StatusOK)
+	contains(t, byID(t, n, "worker-resources"), "gpu=0,1,2")
+	contains(t, byID(t, n, "worker-resources-held"), "gpu=0,2")
+	contains(t, byID(t, n, "running-drivers"), "gpu=2")
+	contains(t, byID(t, n, "running-executors"), "gpu=0")
+}
