@@ -17,8 +17,10 @@
 // stop and Spark ports (dev_test.go); uploaded files across a leader's
 // SIGKILL and a restart, then staged by a worker started after it
 // (uploads_test.go); artifacts from a loopback HTTP server staged for
-// drivers and executors, and a checksum mismatch (artifacts_test.go); and
-// the distributed word count of
+// drivers and executors, and a checksum mismatch (artifacts_test.go);
+// custom resources such as GPUs across a leader's SIGKILL, and bounded
+// supervision with --max-restarts and --reschedule-after
+// (resources_test.go); and the distributed word count of
 // examples/wordcount (wordcount_test.go). Its benchmarks measure failover
 // (failover_bench_test.go), submission throughput, latency and placement
 // (throughput_bench_test.go), which make bench runs, the upload store's
