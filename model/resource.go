@@ -126,7 +126,7 @@ func CheckResourceAmounts(r ResourceAmounts) error {
 func ParseResourceOffer(r Resources, s string) error {
 	name, list, ok := strings.Cut(s, "=")
 	if !ok {
-		return fmt.Errorf("%q is not NAME=ADDRESS,ADDRESS,...", s)
+		return fmt.Errorf("%q is not NAME=ADDRESS,ADDRESS (a list with commas)", s)
 	}
 	if _, dup := r[name]; dup {
 		return fmt.Errorf("resource %s is offered twice", name)
