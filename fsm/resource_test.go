@@ -217,3 +217,24 @@ func TestRestoreRefusesAddressHeldTwice(t *testing.T) {
 		t.Fatal("a restored FSM differs")
 	}
 }
+
+// A relaunch because the worker was lost is no failed run: the failures
+// reported before stay counted, none is added, and no worker is avoided.
+func TestWorkerLossIsNoFailedRun(t *testing.T) {
+	h := newHarness(t)
+	h.worker("w1", 4, 4096)
+	id := driverID(0)
+	h.ok(model.CmdSubmitDriver, &model.SubmitDriver{ID: id, Token: "s", Argv: []string{"d"}, Cores: 1, MemoryMB: 256, Supervise: true,
+		MaxRestarts: 2, RescheduleAfter: 2, Time: h.tick()})
+	h.placeDriver(id, 1, "w1")
+	h.ok(model.CmdReportAttempts, &model.ReportAttempts{WorkerID: "w1", Time: h.tick(), Reports: []model.AttemptReport{
+		{DriverID: id, Attempt: 1, State: model.DriverRunning, Runs: 2, Failures: []int64{10}}}})
+	h.ok(model.CmdWorkerLost, &model.WorkerLost{WorkerID: "w1", Time: h.tick()})
+	d, _ := h.f.Driver(id)
+	if d.State != model.DriverRelaunching || !reflect.DeepEqual(d.FailuresBefore(d.Attempt), []int64{10}) || d.Attempts[0].Rescheduled {
+		t.Fatalf("after the loss: %s, failures %v, attempts %+v; want RELAUNCHING with the one failure reported", d.State, d.FailuresBefore(d.Attempt), d.Attempts)
+	}
+	if ds := h.f.WaitingDemands(); len(ds) != 1 || ds[0].Avoid != "" {
+		t.Fatalf("demands %+v, want no worker avoided", ds)
+	}
+}
