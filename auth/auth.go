@@ -60,6 +60,7 @@ const (
 	BlobRead
 )
 
+// String names the access as the docs and errors do.
 func (a Access) String() string {
 	switch a {
 	case Read:

@@ -45,6 +45,7 @@ type APIError struct {
 	err     error
 }
 
+// Error returns the master's message.
 func (e *APIError) Error() string { return e.Message }
 
 // Unwrap returns the sentinel error of the refusal's code (package api or

@@ -29,6 +29,7 @@ const (
 	CmdPruneCompleted CommandType = 13
 )
 
+// String names the command type as logs and errors do.
 func (t CommandType) String() string {
 	switch t {
 	case CmdRegisterWorker:

@@ -67,6 +67,8 @@ func route[T any](f *Forwarder, ctx context.Context, c auth.Caller, stale bool, 
 	return remote(cl)
 }
 
+// SubmitDriver implements service.Service: the local call on the leader, the
+// same request sent to the leader on a follower.
 func (f *Forwarder) SubmitDriver(ctx context.Context, c auth.Caller, req api.SubmitRequest) (api.SubmitResponse, error) {
 	return route(f, ctx, c, false, func() (api.SubmitResponse, error) { return f.local.SubmitDriver(ctx, c, req) },
 		func(cl *call) (out api.SubmitResponse, err error) {
@@ -74,6 +76,8 @@ func (f *Forwarder) SubmitDriver(ctx context.Context, c auth.Caller, req api.Sub
 		})
 }
 
+// KillDriver implements service.Service: the local call on the leader, the
+// same request sent to the leader on a follower.
 func (f *Forwarder) KillDriver(ctx context.Context, c auth.Caller, id string) (api.KillResponse, error) {
 	return route(f, ctx, c, false, func() (api.KillResponse, error) { return f.local.KillDriver(ctx, c, id) },
 		func(cl *call) (out api.KillResponse, err error) {
@@ -81,6 +85,8 @@ func (f *Forwarder) KillDriver(ctx context.Context, c auth.Caller, id string) (a
 		})
 }
 
+// KillAllDrivers implements service.Service: the local call on the leader, the
+// same request sent to the leader on a follower.
 func (f *Forwarder) KillAllDrivers(ctx context.Context, c auth.Caller) (api.KillAllResponse, error) {
 	return route(f, ctx, c, false, func() (api.KillAllResponse, error) { return f.local.KillAllDrivers(ctx, c) },
 		func(cl *call) (out api.KillAllResponse, err error) {
@@ -88,6 +94,8 @@ func (f *Forwarder) KillAllDrivers(ctx context.Context, c auth.Caller) (api.Kill
 		})
 }
 
+// Driver implements service.Service: the local call on the leader, the
+// same request sent to the leader on a follower.
 func (f *Forwarder) Driver(ctx context.Context, c auth.Caller, id string, r service.Read) (*model.Driver, error) {
 	return route(f, ctx, c, r.Stale, func() (*model.Driver, error) { return f.local.Driver(ctx, c, id, r) },
 		func(cl *call) (out *model.Driver, err error) {
@@ -95,6 +103,8 @@ func (f *Forwarder) Driver(ctx context.Context, c auth.Caller, id string, r serv
 		})
 }
 
+// Drivers implements service.Service: the local call on the leader, the
+// same request sent to the leader on a follower.
 func (f *Forwarder) Drivers(ctx context.Context, c auth.Caller, r service.Read) ([]*model.Driver, error) {
 	return route(f, ctx, c, r.Stale, func() ([]*model.Driver, error) { return f.local.Drivers(ctx, c, r) },
 		func(cl *call) (out []*model.Driver, err error) {
@@ -102,11 +112,15 @@ func (f *Forwarder) Drivers(ctx context.Context, c auth.Caller, r service.Read) 
 		})
 }
 
+// DriverLogs implements service.Service: the local call on the leader, the
+// same request sent to the leader on a follower.
 func (f *Forwarder) DriverLogs(ctx context.Context, c auth.Caller, id string, q service.LogQuery, r service.Read) (*service.Log, error) {
 	return route(f, ctx, c, r.Stale, func() (*service.Log, error) { return f.local.DriverLogs(ctx, c, id, q, r) },
 		func(cl *call) (*service.Log, error) { return cl.log(api.DriverPath(id, "/logs"), q) })
 }
 
+// RegisterWorker implements service.Service: the local call on the leader, the
+// same request sent to the leader on a follower.
 func (f *Forwarder) RegisterWorker(ctx context.Context, c auth.Caller, req api.RegisterWorkerRequest) (api.RegisterWorkerResponse, error) {
 	return route(f, ctx, c, false, func() (api.RegisterWorkerResponse, error) { return f.local.RegisterWorker(ctx, c, req) },
 		func(cl *call) (out api.RegisterWorkerResponse, err error) {
@@ -114,6 +128,8 @@ func (f *Forwarder) RegisterWorker(ctx context.Context, c auth.Caller, req api.R
 		})
 }
 
+// Heartbeat implements service.Service: the local call on the leader, the
+// same request sent to the leader on a follower.
 func (f *Forwarder) Heartbeat(ctx context.Context, c auth.Caller, id string, req api.HeartbeatRequest) (api.HeartbeatResponse, error) {
 	return route(f, ctx, c, false, func() (api.HeartbeatResponse, error) { return f.local.Heartbeat(ctx, c, id, req) },
 		func(cl *call) (out api.HeartbeatResponse, err error) {
@@ -121,6 +137,8 @@ func (f *Forwarder) Heartbeat(ctx context.Context, c auth.Caller, id string, req
 		})
 }
 
+// DecommissionWorker implements service.Service: the local call on the leader, the
+// same request sent to the leader on a follower.
 func (f *Forwarder) DecommissionWorker(ctx context.Context, c auth.Caller, id string, req api.DecommissionWorkerRequest) (api.RegisterWorkerResponse, error) {
 	return route(f, ctx, c, false, func() (api.RegisterWorkerResponse, error) { return f.local.DecommissionWorker(ctx, c, id, req) },
 		func(cl *call) (out api.RegisterWorkerResponse, err error) {
@@ -133,6 +151,8 @@ func (f *Forwarder) Worker(ctx context.Context, c auth.Caller, id string, r serv
 	return f.local.Worker(ctx, c, id, service.Read{Stale: true})
 }
 
+// RegisterApp implements service.Service: the local call on the leader, the
+// same request sent to the leader on a follower.
 func (f *Forwarder) RegisterApp(ctx context.Context, c auth.Caller, req api.RegisterAppRequest) (api.RegisterAppResponse, error) {
 	return route(f, ctx, c, false, func() (api.RegisterAppResponse, error) { return f.local.RegisterApp(ctx, c, req) },
 		func(cl *call) (out api.RegisterAppResponse, err error) {
@@ -140,6 +160,8 @@ func (f *Forwarder) RegisterApp(ctx context.Context, c auth.Caller, req api.Regi
 		})
 }
 
+// Apps implements service.Service: the local call on the leader, the
+// same request sent to the leader on a follower.
 func (f *Forwarder) Apps(ctx context.Context, c auth.Caller, r service.Read) ([]api.AppStatus, error) {
 	return route(f, ctx, c, r.Stale, func() ([]api.AppStatus, error) { return f.local.Apps(ctx, c, r) },
 		func(cl *call) (out []api.AppStatus, err error) {
@@ -147,6 +169,8 @@ func (f *Forwarder) Apps(ctx context.Context, c auth.Caller, r service.Read) ([]
 		})
 }
 
+// App implements service.Service: the local call on the leader, the
+// same request sent to the leader on a follower.
 func (f *Forwarder) App(ctx context.Context, c auth.Caller, id string, r service.Read) (api.AppStatus, error) {
 	return route(f, ctx, c, r.Stale, func() (api.AppStatus, error) { return f.local.App(ctx, c, id, r) },
 		func(cl *call) (out api.AppStatus, err error) {
@@ -154,11 +178,15 @@ func (f *Forwarder) App(ctx context.Context, c auth.Caller, id string, r service
 		})
 }
 
+// WatchApp implements service.Service: the local call on the leader, the
+// same request sent to the leader on a follower.
 func (f *Forwarder) WatchApp(ctx context.Context, c auth.Caller, id, etag string) (service.AppWatch, error) {
 	return route(f, ctx, c, false, func() (service.AppWatch, error) { return f.local.WatchApp(ctx, c, id, etag) },
 		func(cl *call) (service.AppWatch, error) { return cl.watch(api.AppPath(id, "/watch"), etag) })
 }
 
+// RequestExecutors implements service.Service: the local call on the leader, the
+// same request sent to the leader on a follower.
 func (f *Forwarder) RequestExecutors(ctx context.Context, c auth.Caller, id string, req api.RequestExecutorsRequest) (api.AppStatus, error) {
 	return route(f, ctx, c, false, func() (api.AppStatus, error) { return f.local.RequestExecutors(ctx, c, id, req) },
 		func(cl *call) (out api.AppStatus, err error) {
@@ -166,6 +194,8 @@ func (f *Forwarder) RequestExecutors(ctx context.Context, c auth.Caller, id stri
 		})
 }
 
+// KillExecutors implements service.Service: the local call on the leader, the
+// same request sent to the leader on a follower.
 func (f *Forwarder) KillExecutors(ctx context.Context, c auth.Caller, id string, req api.KillExecutorsRequest) (api.AppStatus, error) {
 	return route(f, ctx, c, false, func() (api.AppStatus, error) { return f.local.KillExecutors(ctx, c, id, req) },
 		func(cl *call) (out api.AppStatus, err error) {
@@ -173,6 +203,8 @@ func (f *Forwarder) KillExecutors(ctx context.Context, c auth.Caller, id string,
 		})
 }
 
+// UnregisterApp implements service.Service: the local call on the leader, the
+// same request sent to the leader on a follower.
 func (f *Forwarder) UnregisterApp(ctx context.Context, c auth.Caller, id string, req api.UnregisterAppRequest) (api.AppStatus, error) {
 	return route(f, ctx, c, false, func() (api.AppStatus, error) { return f.local.UnregisterApp(ctx, c, id, req) },
 		func(cl *call) (out api.AppStatus, err error) {
@@ -180,6 +212,8 @@ func (f *Forwarder) UnregisterApp(ctx context.Context, c auth.Caller, id string,
 		})
 }
 
+// KillApp implements service.Service: the local call on the leader, the
+// same request sent to the leader on a follower.
 func (f *Forwarder) KillApp(ctx context.Context, c auth.Caller, id string) (api.AppStatus, error) {
 	return route(f, ctx, c, false, func() (api.AppStatus, error) { return f.local.KillApp(ctx, c, id) },
 		func(cl *call) (out api.AppStatus, err error) {
@@ -187,6 +221,8 @@ func (f *Forwarder) KillApp(ctx context.Context, c auth.Caller, id string) (api.
 		})
 }
 
+// ExecutorLogs implements service.Service: the local call on the leader, the
+// same request sent to the leader on a follower.
 func (f *Forwarder) ExecutorLogs(ctx context.Context, c auth.Caller, appID string, executor int, q service.LogQuery, r service.Read) (*service.Log, error) {
 	return route(f, ctx, c, r.Stale, func() (*service.Log, error) { return f.local.ExecutorLogs(ctx, c, appID, executor, q, r) },
 		func(cl *call) (*service.Log, error) { return cl.log(api.ExecutorLogsPath(appID, executor), q) })
@@ -216,6 +252,8 @@ func (f *Forwarder) Allow(ctx context.Context, c auth.Caller, a auth.Access) err
 	return f.local.Allow(ctx, c, a)
 }
 
+// RaftPeers implements service.Service: the local call on the leader, the
+// same request sent to the leader on a follower.
 func (f *Forwarder) RaftPeers(ctx context.Context, c auth.Caller, r service.Read) (api.RaftPeers, error) {
 	return route(f, ctx, c, r.Stale, func() (api.RaftPeers, error) { return f.local.RaftPeers(ctx, c, r) },
 		func(cl *call) (out api.RaftPeers, err error) {
@@ -223,6 +261,8 @@ func (f *Forwarder) RaftPeers(ctx context.Context, c auth.Caller, r service.Read
 		})
 }
 
+// AddVoter implements service.Service: the local call on the leader, the
+// same request sent to the leader on a follower.
 func (f *Forwarder) AddVoter(ctx context.Context, c auth.Caller, req api.AddVoterRequest) (api.RaftPeers, error) {
 	return route(f, ctx, c, false, func() (api.RaftPeers, error) { return f.local.AddVoter(ctx, c, req) },
 		func(cl *call) (out api.RaftPeers, err error) {
@@ -230,6 +270,8 @@ func (f *Forwarder) AddVoter(ctx context.Context, c auth.Caller, req api.AddVote
 		})
 }
 
+// RemovePeer implements service.Service: the local call on the leader, the
+// same request sent to the leader on a follower.
 func (f *Forwarder) RemovePeer(ctx context.Context, c auth.Caller, req api.RemovePeerRequest) (api.RaftPeers, error) {
 	return route(f, ctx, c, false, func() (api.RaftPeers, error) { return f.local.RemovePeer(ctx, c, req) },
 		func(cl *call) (out api.RaftPeers, err error) {
@@ -237,6 +279,8 @@ func (f *Forwarder) RemovePeer(ctx context.Context, c auth.Caller, req api.Remov
 		})
 }
 
+// TransferLeadership implements service.Service: the local call on the leader, the
+// same request sent to the leader on a follower.
 func (f *Forwarder) TransferLeadership(ctx context.Context, c auth.Caller, req api.TransferLeadershipRequest) (api.TransferLeadershipResponse, error) {
 	return route(f, ctx, c, false, func() (api.TransferLeadershipResponse, error) { return f.local.TransferLeadership(ctx, c, req) },
 		func(cl *call) (out api.TransferLeadershipResponse, err error) {
@@ -244,16 +288,22 @@ func (f *Forwarder) TransferLeadership(ctx context.Context, c auth.Caller, req a
 		})
 }
 
+// SaveSnapshot implements service.Service: the local call on the leader, the
+// same request sent to the leader on a follower.
 func (f *Forwarder) SaveSnapshot(ctx context.Context, c auth.Caller) (*service.Snapshot, error) {
 	return route(f, ctx, c, false, func() (*service.Snapshot, error) { return f.local.SaveSnapshot(ctx, c) },
 		func(cl *call) (*service.Snapshot, error) { return cl.snapshot() })
 }
 
+// RestoreSnapshot implements service.Service: the local call on the leader, the
+// same request sent to the leader on a follower.
 func (f *Forwarder) RestoreSnapshot(ctx context.Context, c auth.Caller, archive io.Reader) (api.RaftPeers, error) {
 	return route(f, ctx, c, false, func() (api.RaftPeers, error) { return f.local.RestoreSnapshot(ctx, c, archive) },
 		func(cl *call) (out api.RaftPeers, err error) { return out, cl.restore(archive, &out) })
 }
 
+// ClearCompleted implements service.Service: the local call on the leader, the
+// same request sent to the leader on a follower.
 func (f *Forwarder) ClearCompleted(ctx context.Context, c auth.Caller) (api.ClearCompletedResponse, error) {
 	return route(f, ctx, c, false, func() (api.ClearCompletedResponse, error) { return f.local.ClearCompleted(ctx, c) },
 		func(cl *call) (out api.ClearCompletedResponse, err error) {
