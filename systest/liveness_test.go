@@ -146,7 +146,9 @@ func TestWorkerPauseShorterThanTimeout(t *testing.T) {
 // an upgrade) and started again on the same work dir adopts the running
 // attempt: it is not restarted and finishes as attempt 1.
 func TestWorkerRestartAdoptsDriver(t *testing.T) {
-	c := testcluster.New(t, testcluster.Options{Workers: 2})
+	// The lease must outlast the restart: a new worker process takes more
+	// than the default 3 s to start on a loaded machine.
+	c := testcluster.New(t, testcluster.Options{Workers: 2, WorkerArgs: []string{"--lease", "15s"}})
 	p := newProbe(t)
 	d, w := startedRunning(t, c, p, 8*time.Second)
 	if err := w.Signal(syscall.SIGUSR1); err != nil {
