@@ -1,0 +1,467 @@
+package isolation
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// helperEnv makes the test binary act as a unit's program (see TestMain):
+// "cgroup" prints its own /proc/self/cgroup and sleeps, "setsid" starts a
+// setsid() grandchild that prints its PID and sleeps, "alloc" touches
+// $HELPER_MB MiB, "spin" keeps $HELPER_THREADS threads busy.
+const helperEnv = "ISOLATION_TEST_HELPER"
+
+func TestMain(m *testing.M) {
+	switch os.Getenv(helperEnv) {
+	case "":
+		os.Exit(m.Run())
+	case "cgroup":
+		b, _ := os.ReadFile("/proc/self/cgroup")
+		os.Stdout.Write(b)
+		os.Stdout.Close()
+		time.Sleep(time.Hour)
+	case "setsid":
+		cmd := exec.Command("/bin/sleep", "3600")
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+		if err := cmd.Start(); err != nil {
+			os.Exit(3)
+		}
+		fmt.Println(cmd.Process.Pid)
+		os.Stdout.Close()
+		time.Sleep(time.Hour)
+	case "alloc":
+		mb, _ := strconv.Atoi(os.Getenv("HELPER_MB"))
+		var keep [][]byte
+		for range mb {
+			b := make([]byte, 1<<20)
+			for i := range b {
+				b[i] = 1
+			}
+			keep = append(keep, b)
+		}
+		fmt.Println(len(keep))
+		os.Exit(0)
+	case "spin":
+		n, _ := strconv.Atoi(os.Getenv("HELPER_THREADS"))
+		for range n {
+			go func() {
+				for x := 0; ; x++ {
+					_ = x
+				}
+			}()
+		}
+		time.Sleep(time.Hour)
+	}
+	os.Exit(2)
+}
+
+// needRoot skips t unless it runs as root on a machine with cgroups.
+func needRoot(t *testing.T) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("skipped: making cgroups needs root (CI runs as root)")
+	}
+}
+
+// testManager makes a manager for a worker named after the test, removed
+// with its units at the end.
+func testManager(t *testing.T, cfg Config, needControllers bool) *Manager {
+	t.Helper()
+	needRoot(t)
+	if cfg.Name == "" {
+		cfg.Name = fmt.Sprintf("test-%d-%s", os.Getpid(), strings.ReplaceAll(t.Name(), "/", "-"))
+	}
+	m, err := newManager(cfg, needControllers)
+	if err != nil {
+		t.Skipf("skipped: no usable cgroups here: %v", err)
+	}
+	t.Cleanup(func() {
+		if _, err := m.Sweep(func(string) bool { return false }, 5*time.Second); err != nil {
+			t.Errorf("sweep: %v", err)
+		}
+		for _, d := range m.ref.dirs() {
+			_ = os.Remove(d)
+		}
+	})
+	return m
+}
+
+// sysManager is a manager on the machine's own hierarchy, with its
+// controllers.
+func sysManager(t *testing.T) *Manager {
+	t.Helper()
+	return testManager(t, Config{}, true)
+}
+
+// v2Manager is a manager on a v2 hierarchy without controllers: the
+// machine's unified mount, or the empty one of a hybrid host.
+func v2Manager(t *testing.T) *Manager {
+	t.Helper()
+	for _, root := range []string{DefaultRoot, filepath.Join(DefaultRoot, "unified")} {
+		if v, err := versionAt(root); err == nil && v == 2 {
+			return testManager(t, Config{Root: root}, false)
+		}
+	}
+	t.Skip("skipped: no cgroup v2 hierarchy mounted")
+	return nil
+}
+
+func helper(t *testing.T, kind string, env ...string) (*exec.Cmd, *bufio.Reader) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(append(os.Environ(), helperEnv+"="+kind), env...)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = os.Stderr
+	t.Cleanup(func() {
+		if cmd.Process != nil {
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+		}
+	})
+	return cmd, bufio.NewReader(out)
+}
+
+func startIn(t *testing.T, c *Cgroup, cmd *exec.Cmd) {
+	t.Helper()
+	if err := c.Start(cmd); err != nil {
+		t.Fatalf("start in %s: %v", c.Ref(), err)
+	}
+}
+
+func create(t *testing.T, m *Manager, unit string, l Limits) *Cgroup {
+	t.Helper()
+	r, err := m.Create(unit, l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := Open(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// testPlacement checks that a program started in c reads its own cgroup
+// as c from its first instructions on.
+func testPlacement(t *testing.T, m *Manager, want func(r Ref) []string) {
+	c := create(t, m, "driver-1-1", Limits{})
+	cmd, out := helper(t, "cgroup")
+	startIn(t, c, cmd)
+	b, err := readAll(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range want(c.Ref()) {
+		if !strings.Contains(b, line) {
+			t.Errorf("program's /proc/self/cgroup lacks %q:\n%s", line, b)
+		}
+	}
+	pids, err := c.Pids()
+	if err != nil || len(pids) != 1 || pids[0] != cmd.Process.Pid {
+		t.Errorf("cgroup holds %v (%v), want the program %d alone", pids, err, cmd.Process.Pid)
+	}
+	// The starting process stays where it was.
+	self, _ := os.ReadFile("/proc/self/cgroup")
+	if strings.Contains(string(self), c.Ref().String()) {
+		t.Errorf("the starting process is in the unit's cgroup:\n%s", self)
+	}
+}
+
+func readAll(r *bufio.Reader) (string, error) {
+	var sb strings.Builder
+	for {
+		line, err := r.ReadString('\n')
+		sb.WriteString(line)
+		if err != nil {
+			if sb.Len() > 0 {
+				return sb.String(), nil
+			}
+			return "", err
+		}
+	}
+}
+
+func TestStartPlacesTheProgramV1(t *testing.T) {
+	m := sysManager(t)
+	if m.Version() != 1 {
+		t.Skip("skipped: the machine's cgroups are v2")
+	}
+	testPlacement(t, m, func(r Ref) []string {
+		return []string{"memory:" + r.Paths["memory"] + "\n", "pids:" + r.Paths["pids"] + "\n", "freezer:" + r.Paths["freezer"] + "\n"}
+	})
+}
+
+func TestStartPlacesTheProgramV2(t *testing.T) {
+	m := v2Manager(t)
+	testPlacement(t, m, func(r Ref) []string { return []string{"0::" + r.Path + "\n"} })
+}
+
+// testKill checks that Kill ends a program and the grandchild it started
+// in a session of its own, which a kill of its process group misses.
+func testKill(t *testing.T, m *Manager) {
+	c := create(t, m, "driver-1-1", Limits{})
+	cmd, out := helper(t, "setsid")
+	startIn(t, c, cmd)
+	line, err := out.ReadString('\n')
+	if err != nil {
+		t.Fatal(err)
+	}
+	grandchild, _ := strconv.Atoi(strings.TrimSpace(line))
+	if pgid, _ := syscall.Getpgid(grandchild); pgid == cmd.Process.Pid {
+		t.Fatalf("grandchild %d is in the program's process group", grandchild)
+	}
+	if pids, _ := c.Pids(); len(pids) != 2 {
+		t.Fatalf("cgroup holds %v, want the program and its grandchild", pids)
+	}
+	if err := c.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	_ = cmd.Wait()
+	if !c.Wait(5 * time.Second) {
+		pids, _ := c.Pids()
+		t.Fatalf("cgroup still holds %v after Kill", pids)
+	}
+	// The grandchild was re-parented to init (or a subreaper), which
+	// reaps it: it is gone from the process table.
+	if err := waitGone(grandchild, 5*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Remove(); err != nil {
+		t.Fatal(err)
+	}
+	if c.Ref().exists() {
+		t.Fatalf("cgroup %s still exists after Remove", c.Ref())
+	}
+}
+
+func waitGone(pid int, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if errors.Is(err, fs.ErrNotExist) || (err == nil && strings.Contains(string(b), ") Z ")) {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("process %d still alive after %s", pid, timeout)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func TestKillEndsSetsidGrandchildV1(t *testing.T) {
+	m := sysManager(t)
+	if m.Version() != 1 {
+		t.Skip("skipped: the machine's cgroups are v2")
+	}
+	testKill(t, m)
+}
+
+func TestKillEndsSetsidGrandchildV2(t *testing.T) {
+	testKill(t, v2Manager(t))
+}
+
+func TestLimitsAreWritten(t *testing.T) {
+	m := sysManager(t)
+	r, err := m.Create("app-1-0", Limits{MemoryMB: 64, Cores: 2, Pids: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	files := map[string]string{}
+	if r.Version == 1 {
+		files[filepath.Join(r.Root, "memory", r.Paths["memory"], "memory.limit_in_bytes")] = "67108864"
+		files[filepath.Join(r.Root, "cpu", r.Paths["cpu"], "cpu.cfs_quota_us")] = "200000"
+		files[filepath.Join(r.Root, "cpu", r.Paths["cpu"], "cpu.cfs_period_us")] = "100000"
+		files[filepath.Join(r.Root, "pids", r.Paths["pids"], "pids.max")] = "100"
+	} else {
+		d := filepath.Join(r.Root, r.Path)
+		files[filepath.Join(d, "memory.max")] = "67108864"
+		files[filepath.Join(d, "memory.oom.group")] = "1"
+		files[filepath.Join(d, "cpu.max")] = "200000 100000"
+		files[filepath.Join(d, "pids.max")] = "100"
+	}
+	for f, want := range files {
+		b, err := os.ReadFile(f)
+		if err != nil || strings.TrimSpace(string(b)) != want {
+			t.Errorf("%s = %q (%v), want %q", f, b, err, want)
+		}
+	}
+	if _, err := m.Create("app-1-0", Limits{}); err == nil {
+		t.Error("a second Create of the same unit succeeded")
+	}
+	for _, bad := range []string{"", "..", "a/b", "cgroup.procs"} {
+		if _, err := m.Create(bad, Limits{}); err == nil {
+			t.Errorf("Create(%q) succeeded", bad)
+		}
+	}
+	if _, err := m.Create("app-1-1", Limits{MemoryMB: -1}); err == nil {
+		t.Error("a negative limit was accepted")
+	}
+}
+
+// TestOOMKillIsCounted: a program over its memory limit is killed by the
+// kernel, and the cgroup's own accounting says so.
+func TestOOMKillIsCounted(t *testing.T) {
+	m := sysManager(t)
+	c := create(t, m, "driver-1-1", Limits{MemoryMB: 32})
+	cmd, _ := helper(t, "alloc", "HELPER_MB=256")
+	startIn(t, c, cmd)
+	err := cmd.Wait()
+	ws, _ := cmd.ProcessState.Sys().(syscall.WaitStatus)
+	if !ws.Signaled() || ws.Signal() != syscall.SIGKILL {
+		t.Fatalf("program ended %v, want killed by SIGKILL", err)
+	}
+	u, err := c.Usage()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if u.OOMKills == 0 {
+		t.Errorf("usage %+v counts no OOM kill", u)
+	}
+	if u.MemoryPeakBytes == 0 || u.MemoryPeakBytes > 33<<20 {
+		t.Errorf("peak memory %d, want about the 32 MiB limit", u.MemoryPeakBytes)
+	}
+}
+
+// TestCPUQuota: two busy threads with a quota of one core use about one
+// core, by the cgroup's own CPU accounting.
+func TestCPUQuota(t *testing.T) {
+	if runtime.NumCPU() < 2 {
+		t.Skip("skipped: needs two CPUs to tell a quota of one core from the machine's size")
+	}
+	m := sysManager(t)
+	c := create(t, m, "driver-1-1", Limits{Cores: 1})
+	cmd, _ := helper(t, "spin", "HELPER_THREADS=2", "GOMAXPROCS=2")
+	startIn(t, c, cmd)
+	before, err := c.Usage()
+	if err != nil {
+		t.Fatal(err)
+	}
+	began := time.Now()
+	time.Sleep(2 * time.Second)
+	after, err := c.Usage()
+	if err != nil {
+		t.Fatal(err)
+	}
+	wall := time.Since(began)
+	used := time.Duration(after.CPUMicros-before.CPUMicros) * time.Microsecond
+	t.Logf("CPU %s in %s of wall time: %.2f cores", used, wall, used.Seconds()/wall.Seconds())
+	if used > wall*115/100 {
+		t.Errorf("used %s of CPU in %s with a quota of one core", used, wall)
+	}
+	if used < wall/4 {
+		t.Errorf("used only %s of CPU in %s: the accounting misses the program", used, wall)
+	}
+}
+
+// TestSweepRemovesOthers: Sweep kills and removes the cgroups it is not
+// told to keep, and leaves the kept ones and their programs alone.
+func TestSweepRemovesOthers(t *testing.T) {
+	m := sysManager(t)
+	gone := create(t, m, "driver-1-1", Limits{})
+	kept := create(t, m, "driver-2-1", Limits{})
+	orphan, _ := helper(t, "cgroup")
+	startIn(t, gone, orphan)
+	live, _ := helper(t, "cgroup")
+	startIn(t, kept, live)
+	removed, err := m.Sweep(func(n string) bool { return n == "driver-2-1" }, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(removed) != 1 || removed[0] != "driver-1-1" {
+		t.Errorf("swept %v, want [driver-1-1]", removed)
+	}
+	_ = orphan.Wait()
+	if gone.Ref().exists() {
+		t.Error("swept cgroup still exists")
+	}
+	if pids, _ := kept.Pids(); len(pids) != 1 {
+		t.Errorf("kept cgroup holds %v, want its program", pids)
+	}
+	names, _ := m.Units()
+	if len(names) != 1 || names[0] != "driver-2-1" {
+		t.Errorf("units %v, want [driver-2-1]", names)
+	}
+}
+
+func TestRefCheck(t *testing.T) {
+	good := Ref{Version: 2, Root: "/sys/fs/cgroup", Path: "/drover/w1-abcd/driver-1-1"}
+	if err := good.Check(); err != nil {
+		t.Fatal(err)
+	}
+	for name, r := range map[string]Ref{
+		"version":       {Version: 3, Root: "/sys/fs/cgroup", Path: "/x"},
+		"relative root": {Version: 2, Root: "sys/fs/cgroup", Path: "/x"},
+		"dot dot":       {Version: 2, Root: "/sys/fs/cgroup", Path: "/drover/../../etc"},
+		"the root":      {Version: 2, Root: "/sys/fs/cgroup", Path: "/"},
+		"v1 paths v2":   {Version: 2, Root: "/sys/fs/cgroup", Path: "/x", Paths: map[string]string{"memory": "/x"}},
+		"v1 unknown":    {Version: 1, Root: "/sys/fs/cgroup", Paths: map[string]string{"devices": "/x"}},
+		"v1 none":       {Version: 1, Root: "/sys/fs/cgroup"},
+		"negative":      {Version: 2, Root: "/sys/fs/cgroup", Path: "/x", Limits: Limits{Cores: -1}},
+	} {
+		if err := r.Check(); err == nil {
+			t.Errorf("%s: %+v passed Check", name, r)
+		}
+		if _, err := Open(r); err == nil {
+			t.Errorf("%s: %+v opened", name, r)
+		}
+	}
+	if _, err := Open(Ref{Version: 2, Root: "/sys/fs/cgroup", Path: "/drover/no-such-worker/x"}); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("Open of a missing cgroup: %v, want ErrNotExist", err)
+	}
+}
+
+// TestNotRootExplains: a worker that is not root is told so in the
+// reason.
+func TestNotRootExplains(t *testing.T) {
+	if os.Getenv("ISOLATION_TEST_AS_NOBODY") == "1" {
+		_, err := New(Config{Name: "nobody-test"})
+		if err == nil {
+			t.Fatal("New succeeded without root")
+		}
+		fmt.Println("REASON:", err)
+		return
+	}
+	needRoot(t)
+	// The test binary's own directory is root's alone.
+	dir, err := os.MkdirTemp("", "isolation-nobody-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	bin := filepath.Join(dir, "isolation.test")
+	b, err := os.ReadFile(os.Args[0])
+	if err == nil {
+		err = os.WriteFile(bin, b, 0o755)
+	}
+	if err == nil {
+		err = os.Chmod(dir, 0o755)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, "-test.run=^TestNotRootExplains$", "-test.v")
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "ISOLATION_TEST_AS_NOBODY=1")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("as nobody: %v\n%s", err, out)
+	}
+	if !strings.Contains(string(out), "REASON:") || !strings.Contains(string(out), "not root") {
+		t.Errorf("reason does not say not root:\n%s", out)
+	}
+}
