@@ -5,7 +5,10 @@
 // (runCommandWithRetry), and kills it on request. Being a separate process
 // keeps the worker daemon free of fork/exec and wait bookkeeping, and gives
 // every attempt one owner that outlives nothing: the runner ends its
-// program's whole process group before it exits.
+// program's whole process group before it exits, and with isolation
+// (Spec.Cgroup) every process of the unit's cgroup, those that left the
+// group included. The runner stays outside that cgroup, so a program
+// killed at its memory limit leaves the runner to report it.
 //
 // Before the first run the runner stages the spec's artifacts into the
 // attempt directory (package artifact, through the worker's cache), as
@@ -44,6 +47,7 @@ import (
 
 	"github.com/drover-project/drover/artifact"
 	"github.com/drover-project/drover/client"
+	"github.com/drover-project/drover/isolation"
 	"github.com/drover-project/drover/model"
 )
 
@@ -115,6 +119,12 @@ func Main(args []string) int {
 	}
 	spec.applyDefaults()
 	r.spec = spec
+	if spec.Cgroup != nil {
+		if r.cg, err = isolation.Open(*spec.Cgroup); err != nil {
+			r.final(model.DriverError, nil, "cannot open the unit's cgroup: "+oneLine(err))
+			return 1
+		}
+	}
 	if spec.LeaseFile != "" {
 		go watchLease(spec.LeaseFile, spec.Lease, stop)
 	}
@@ -138,6 +148,8 @@ type runner struct {
 	// staged pins the cache entries of the staged artifacts while the
 	// attempt lives.
 	staged *artifact.Staged
+	// cg is the unit's cgroup (Spec.Cgroup), nil without isolation.
+	cg *isolation.Cgroup
 }
 
 // drainGrace bounds how long a run's output is still copied once its
@@ -176,6 +188,7 @@ func (r *runner) run() {
 		code, reason := r.wait(p)
 		r.status.PID = 0
 		r.status.ExitCode = &code
+		failure := r.measure(p)
 		r.emit(Event{Event: EventExited, Run: n, Code: &code})
 		switch {
 		case reason != "":
@@ -185,7 +198,7 @@ func (r *runner) run() {
 			r.final(model.DriverFinished, &code, "")
 			return
 		case !r.spec.Supervise:
-			r.final(model.DriverFailed, &code, p.describeExit())
+			r.final(model.DriverFailed, &code, failure)
 			return
 		}
 		inARow++
@@ -196,7 +209,7 @@ func (r *runner) run() {
 		if time.Since(began) > r.spec.StableRun {
 			backoff = r.spec.BackoffBase
 		}
-		r.status.Reason = p.describeExit() + "; relaunching in " + backoff.String()
+		r.status.Reason = failure + "; relaunching in " + backoff.String()
 		r.writeStatus()
 		r.log.Info("program failed, relaunching", "run", n, "code", code, "backoff", backoff)
 		if reason, ok := r.pause(backoff); ok {
@@ -381,6 +394,9 @@ type proc struct {
 	// done once both are copied to their end.
 	pipes  [2]*os.File
 	copied sync.WaitGroup
+	// oomKills is the unit's cgroup's count of out-of-memory kills when
+	// the run started.
+	oomKills uint64
 }
 
 // start launches run n.
@@ -416,10 +432,19 @@ func (r *runner) start(n int) (*proc, error) {
 		Stdout: outW,
 		Stderr: errW,
 		// Its own group, so a kill reaches everything it spawned and
-		// nothing else.
+		// nothing else; with isolation its cgroup also reaches what
+		// left the group.
 		SysProcAttr: &syscall.SysProcAttr{Setpgid: true},
 	}
-	err = cmd.Start()
+	var oomKills uint64
+	if r.cg != nil {
+		if u, uerr := r.cg.Usage(); uerr == nil {
+			oomKills = u.OOMKills
+		}
+		err = r.cg.Start(cmd)
+	} else {
+		err = cmd.Start()
+	}
 	// The program holds the write ends now: its exit ends the copies.
 	outW.Close()
 	errW.Close()
@@ -428,7 +453,7 @@ func (r *runner) start(n int) (*proc, error) {
 		errR.Close()
 		return nil, fmt.Errorf("cannot start %q: %v", r.spec.Argv[0], rootCause(err))
 	}
-	p := &proc{cmd: cmd, pgid: cmd.Process.Pid, waited: make(chan struct{}), pipes: [2]*os.File{outR, errR}}
+	p := &proc{cmd: cmd, pgid: cmd.Process.Pid, waited: make(chan struct{}), pipes: [2]*os.File{outR, errR}, oomKills: oomKills}
 	p.copied.Add(2)
 	go r.copyStream(r.stdout, outR, &p.copied)
 	go r.copyStream(r.stderr, errR, &p.copied)
@@ -499,6 +524,29 @@ func (p *proc) drain() {
 	for _, f := range p.pipes {
 		f.Close()
 	}
+}
+
+// measure records what the unit's cgroup measured once run p has ended,
+// and returns how p failed, should it have: out of memory when the kernel
+// killed a process of the unit at its limit during the run (on v2 that
+// ends the whole unit; on v1 the largest process alone, and the run fails
+// when its program does), else how the program exited.
+func (r *runner) measure(p *proc) string {
+	if r.cg == nil {
+		return p.describeExit()
+	}
+	u, err := r.cg.Usage()
+	if err != nil {
+		r.log.Warn("cannot read the cgroup's accounting", "err", err)
+		return p.describeExit()
+	}
+	r.status.MemoryPeakBytes, r.status.CPUMicros = u.MemoryPeakBytes, u.CPUMicros
+	if u.OOMKills > p.oomKills {
+		limit := r.spec.Cgroup.Limits.MemoryMB
+		r.log.Warn("program killed out of memory", "limit_mb", limit, "kills", u.OOMKills-p.oomKills)
+		return isolation.OOMReason(limit)
+	}
+	return p.describeExit()
 }
 
 func (p *proc) exitCode() int {

@@ -25,13 +25,17 @@ import (
 //
 // With the arguments "spawn-runner DIR" it plays a worker daemon instead: it
 // starts "runner --dir DIR" with pipes for its stdin and stdout, prints the
-// runner's PID and then reads the runner's events until it is killed.
+// runner's PID and then reads the runner's events until it is killed. With
+// "alloc MiB" it is a program that touches that much memory.
 func TestMain(m *testing.M) {
 	if len(os.Args) > 1 && os.Args[1] == "runner" {
 		os.Exit(runner.Main(os.Args[2:]))
 	}
 	if len(os.Args) == 3 && os.Args[1] == "spawn-runner" {
 		os.Exit(spawnRunner(os.Args[2]))
+	}
+	if len(os.Args) == 3 && os.Args[1] == "alloc" {
+		os.Exit(alloc(os.Args[2]))
 	}
 	// A race-enabled binary otherwise sleeps a second before it exits,
 	// which every runner would add to every test.

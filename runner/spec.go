@@ -11,6 +11,7 @@ import (
 
 	"github.com/drover-project/drover/artifact"
 	"github.com/drover-project/drover/internal/strictjson"
+	"github.com/drover-project/drover/isolation"
 	"github.com/drover-project/drover/model"
 )
 
@@ -125,6 +126,12 @@ type Spec struct {
 	// unit holds; the worker writes them into ResourcesFile and names
 	// them in Env.
 	Resources model.Resources `json:"resources,omitempty"`
+	// Cgroup is the unit's cgroup, made by the worker (package
+	// isolation): every run of the program starts in it, a kill ends
+	// everything in it, and a run the kernel killed at its memory limit
+	// fails with isolation.OOMReason. The runner itself stays outside.
+	// Nil runs without isolation: a kill reaches the process group.
+	Cgroup *isolation.Ref `json:"cgroup,omitempty"`
 }
 
 // Staging is what the runner needs to stage a Spec's artifacts. The
@@ -168,6 +175,11 @@ func (s *Spec) validate() error {
 	// worker's, so a relative path would name another file.
 	if s.LeaseFile != "" && !filepath.IsAbs(s.LeaseFile) {
 		return fmt.Errorf("spec lease file %q is not an absolute path", s.LeaseFile)
+	}
+	if s.Cgroup != nil {
+		if err := s.Cgroup.Check(); err != nil {
+			return fmt.Errorf("spec cgroup: %v", err)
+		}
 	}
 	if len(s.Artifacts) == 0 {
 		return nil
@@ -281,6 +293,11 @@ type Status struct {
 	// ExitCode is the last run's exit code, if a run has ended.
 	ExitCode *int   `json:"exit_code,omitempty"`
 	Reason   string `json:"reason,omitempty"`
+	// MemoryPeakBytes and CPUMicros are what the unit's cgroup measured
+	// until the last run ended (isolation.Usage), over all the runs;
+	// absent without isolation.
+	MemoryPeakBytes uint64 `json:"memory_peak_bytes,omitempty"`
+	CPUMicros       uint64 `json:"cpu_usec,omitempty"`
 	// UpdatedAt is when the runner wrote this, in Unix milliseconds.
 	UpdatedAt int64 `json:"updated_at"`
 	// Failures are the ends (Unix ms, the runner's clock) of this

@@ -1,0 +1,169 @@
+package runner_test
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/drover-project/drover/isolation"
+	"github.com/drover-project/drover/model"
+	"github.com/drover-project/drover/runner"
+)
+
+// alloc touches mb MiB, one at a time, and exits 0 if it got them all.
+func alloc(mb string) int {
+	n, err := strconv.Atoi(mb)
+	if err != nil {
+		return 2
+	}
+	var keep [][]byte
+	for range n {
+		b := make([]byte, 1<<20)
+		for i := range b {
+			b[i] = 1
+		}
+		keep = append(keep, b)
+	}
+	fmt.Println("allocated", len(keep), "MiB")
+	return 0
+}
+
+// unitCgroup makes a cgroup with limits l for one unit of the test, as a
+// worker would, and removes it at the end. Without root it skips.
+func unitCgroup(t *testing.T, l isolation.Limits) *isolation.Ref {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("skipped: cgroups need root (CI runs as root)")
+	}
+	m, err := isolation.New(isolation.Config{Name: fmt.Sprintf("runner-test-%d", os.Getpid())})
+	if err != nil {
+		t.Skipf("skipped: no usable cgroups: %v", err)
+	}
+	unit := strings.ReplaceAll(t.Name(), "/", "-")
+	r, err := m.Create(unit, l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := isolation.Destroy(r, 5*time.Second); err != nil {
+			t.Error(err)
+		}
+	})
+	return &r
+}
+
+// TestOutOfMemoryFails: a program over the unit's memory limit is killed
+// by the kernel, and the attempt fails with a reason that says so and
+// names the limit, the runner alive to report it.
+func TestOutOfMemoryFails(t *testing.T) {
+	cg := unitCgroup(t, isolation.Limits{MemoryMB: 64})
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := startRunner(t, runner.Spec{Argv: []string{self, "alloc", "512"}, Cgroup: cg})
+	h.next(runner.EventStarted)
+	h.next(runner.EventExited)
+	e := h.final()
+	if e.State != model.DriverFailed || e.Reason != isolation.OOMReason(64) || exitCode(e) != 128+int(syscall.SIGKILL) {
+		t.Fatalf("final = %+v, want FAILED with %q", e, isolation.OOMReason(64))
+	}
+	if e.Reason != "out of memory: killed at the 64 MiB limit" {
+		t.Fatalf("reason %q", e.Reason)
+	}
+	st, err := runner.ReadStatus(h.dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.MemoryPeakBytes < 32<<20 || st.MemoryPeakBytes > 65<<20 {
+		t.Errorf("peak memory %d bytes, want near the 64 MiB limit", st.MemoryPeakBytes)
+	}
+}
+
+// TestSupervisedOutOfMemoryRelaunches: a supervised program killed out
+// of memory is relaunched like any failed run, the reason saying why.
+func TestSupervisedOutOfMemoryRelaunches(t *testing.T) {
+	cg := unitCgroup(t, isolation.Limits{MemoryMB: 32})
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The first run asks for too much, the second for little.
+	script := fmt.Sprintf(`if [ -e ran ]; then exec %q alloc 1; fi; touch ran; exec %q alloc 256`, self, self)
+	h := startRunner(t, runner.Spec{Argv: []string{"/bin/sh", "-c", script}, Supervise: true,
+		BackoffBase: 300 * time.Millisecond, Cgroup: cg})
+	h.next(runner.EventStarted)
+	if ex := h.next(runner.EventExited); ex.Code == nil || *ex.Code != 128+int(syscall.SIGKILL) {
+		t.Fatalf("first run exited %+v, want killed", ex)
+	}
+	// The back-off's status says why the run failed.
+	deadline := time.Now().Add(failSafe)
+	for {
+		st, err := runner.ReadStatus(h.dir)
+		if err == nil && strings.HasPrefix(st.Reason, isolation.OOMReason(32)+"; relaunching in ") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("status %+v (%v) never gave the out-of-memory reason", st, err)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	h.next(runner.EventStarted)
+	h.next(runner.EventExited)
+	if e := h.final(); e.State != model.DriverFinished || e.Runs != 2 {
+		t.Fatalf("final = %+v", e)
+	}
+}
+
+// TestKillEndsEscapedDescendants: with a cgroup, a kill ends a
+// descendant that left the program's session, and so does the program's
+// own clean exit; the runner stays outside the cgroup.
+func TestKillEndsEscapedDescendants(t *testing.T) {
+	for _, kill := range []bool{true, false} {
+		t.Run(map[bool]string{true: "killed", false: "exited"}[kill], func(t *testing.T) {
+			cg := unitCgroup(t, isolation.Limits{})
+			wait := "echo done"
+			if kill {
+				wait = "sleep 1000"
+			}
+			h := startRunner(t, runner.Spec{
+				Argv: []string{"/bin/sh", "-c", `setsid sh -c 'echo $$ > escaped.tmp; mv escaped.tmp escaped; exec sleep 1000' &
+while [ ! -e escaped ]; do sleep 0.01; done; ` + wait},
+				Env:         []string{"PATH=/usr/bin:/bin"},
+				KillTimeout: time.Second,
+				Cgroup:      cg,
+			})
+			h.next(runner.EventStarted)
+			pid, err := strconv.Atoi(h.waitFile("escaped"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			c, err := isolation.Open(*cg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			pids, _ := c.Pids()
+			for _, p := range pids {
+				if p == h.cmd.Process.Pid {
+					t.Fatalf("the runner %d is in the unit's cgroup %v", p, pids)
+				}
+			}
+			want := model.DriverFinished
+			if kill {
+				want = model.DriverKilled
+				if err := h.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+					t.Fatal(err)
+				}
+			}
+			h.next(runner.EventExited)
+			if e := h.final(); e.State != want {
+				t.Fatalf("final = %+v, want %s", e, want)
+			}
+			assertGone(t, "escaped descendant", pid)
+		})
+	}
+}
