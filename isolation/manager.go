@@ -206,6 +206,19 @@ func (m *Manager) Sweep(keep func(unit string) bool, timeout time.Duration) ([]s
 	return removed, errors.Join(errs...)
 }
 
+// Remove removes the worker's cgroup, once no unit's is left in it: for a
+// worker that stops for good. A cgroup still holding units stays, with
+// an error.
+func (m *Manager) Remove() error {
+	var errs []error
+	for _, d := range m.ref.dirs() {
+		if err := os.Remove(d); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
 // dirs are the cgroup's directories: one on v2, one per controller on v1,
 // the memory controller's first.
 func (r Ref) dirs() []string {
