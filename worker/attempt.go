@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/drover-project/drover/client"
+	"github.com/drover-project/drover/isolation"
 	"github.com/drover-project/drover/model"
 	"github.com/drover-project/drover/runner"
 	"github.com/drover-project/drover/sparkres"
@@ -64,6 +65,8 @@ type unit struct {
 	// killReason says why the worker asked the runner to stop; it replaces
 	// the runner's generic reason in the KILLED report.
 	killReason string
+	// cgroup is the unit's cgroup under isolation, nil without.
+	cgroup *isolation.Ref
 }
 
 func (u *unit) record() record { return newRecord(u.key, u.dir, u.pid, u.start) }
@@ -217,7 +220,15 @@ func (w *Worker) start(o order) *unit {
 	if err := w.db.put(u.record()); err != nil {
 		return failed(fmt.Sprintf("cannot record %s: %v", k.kind.info().noun, err))
 	}
+	if w.iso != nil {
+		ref, err := w.iso.Create(k.cgroup(), isolation.Limits{MemoryMB: o.memoryMB, Cores: o.cores, Pids: w.cfg.PidsLimit})
+		if err != nil {
+			return failed(fmt.Sprintf("cannot create %s cgroup: %v", k.kind.info().noun, err))
+		}
+		u.cgroup = &ref
+	}
 	spec := runner.Spec{
+		Cgroup:      u.cgroup,
 		Argv:        o.argv,
 		Env:         w.programEnv(o),
 		Supervise:   o.supervise,
@@ -249,10 +260,12 @@ func (w *Worker) start(o order) *unit {
 		spec.Artifacts, spec.Staging = o.artifacts, w.staging()
 	}
 	if err := runner.WriteSpec(u.dir, spec); err != nil {
+		w.removeCgroup(u)
 		return failed(fmt.Sprintf("cannot write %s spec: %v", k.kind.info().noun, err))
 	}
 	events, err := w.launch(u)
 	if err != nil {
+		w.removeCgroup(u)
 		return failed("cannot start runner: " + err.Error())
 	}
 	u.pid = u.cmd.Process.Pid
@@ -318,18 +331,25 @@ func (w *Worker) adopt() error {
 			}
 		}
 		w.units[k] = u
+		spec, specErr := runner.ReadSpec(u.dir)
+		u.cgroup = spec.Cgroup
 		if !runnerAlive(u.pid, u.start) {
+			// Whatever its dead runner left in the cgroup goes with it.
+			w.removeCgroup(u)
 			u.ended = true
 			r := reportFromDisk(k, u.dir, reasonEndedWhileDown)
 			w.queue(r)
 			w.log.Info(k.kind.info().noun+" ended while the worker was down", k.attrs("state", r.state, "reason", r.reason)...)
 			continue
 		}
-		spec, err := runner.ReadSpec(u.dir)
 		// Unknown counts as supervised: strict fencing then errs on the
 		// side of killing it.
-		u.supervise = err != nil || spec.Supervise
-		w.log.Info("adopted "+k.kind.info().noun, k.attrs("runner_pid", u.pid)...)
+		u.supervise = specErr != nil || spec.Supervise
+		attrs := k.attrs("runner_pid", u.pid)
+		if u.cgroup != nil {
+			attrs = append(attrs, "cgroup", u.cgroup.String())
+		}
+		w.log.Info("adopted "+k.kind.info().noun, attrs...)
 		w.runners.Add(1)
 		go w.follow(u)
 	}
@@ -522,7 +542,7 @@ func (w *Worker) watch(u *unit, events io.Reader) {
 func (w *Worker) finish(u *unit, r report, lost bool) {
 	k := u.key
 	r.key = k
-	if lost && killOrphan(u.dir) {
+	if lost && w.killOrphan(u) {
 		// The runner died (kill -9) during a run: the program is ended
 		// here, if its output pipe's closing did not end it already,
 		// and the unit counts as killed, so a supervised driver is
@@ -531,6 +551,7 @@ func (w *Worker) finish(u *unit, r report, lost bool) {
 		r.reason = "its runner died; the program was killed with it"
 		w.log.Warn("runner died, killed its program", k.attrs()...)
 	}
+	w.removeCgroup(u)
 	w.mu.Lock()
 	if u.killReason != "" && (r.state == model.DriverKilled || lost) {
 		r.state, r.reason = model.DriverKilled, u.killReason
@@ -550,24 +571,48 @@ func waitErrText(err error) string {
 
 // killOrphan ends the program a dead runner left behind, and reports
 // whether the runner died during a run: its status.json names a live run.
-// Such a program may be gone already, killed by SIGPIPE at its next write
-// into the output pipe its runner no longer reads. The program leads its
-// own process group, recorded in status.json; it is taken for this unit's
-// program only while its working directory is still the unit's directory,
-// so a reused PID is never killed.
-func killOrphan(dir string) bool {
-	st, err := runner.ReadStatus(dir)
-	if err != nil || st.PID <= 0 {
+// Under isolation the unit's cgroup holds everything the program started,
+// and all of it is killed. Without, the program may be gone already,
+// killed by SIGPIPE at its next write into the output pipe its runner no
+// longer reads; it leads its own process group, recorded in status.json,
+// and is taken for this unit's program only while its working directory
+// is still the unit's directory, so a reused PID is never killed.
+func (w *Worker) killOrphan(u *unit) bool {
+	st, err := runner.ReadStatus(u.dir)
+	live := err == nil && st.PID > 0
+	switch {
+	case u.cgroup != nil:
+		w.removeCgroup(u)
+	case !live:
 		return false
+	default:
+		if cwd, err := os.Readlink(fmt.Sprintf("/proc/%d/cwd", st.PID)); err != nil || cwd != u.dir {
+			return true
+		}
+		_ = syscall.Kill(-st.PID, syscall.SIGKILL)
 	}
-	if cwd, err := os.Readlink(fmt.Sprintf("/proc/%d/cwd", st.PID)); err != nil || cwd != dir {
-		return true
-	}
-	_ = syscall.Kill(-st.PID, syscall.SIGKILL)
-	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+	// Until whoever inherited them has reaped them, so that the report
+	// of a killed program comes once it is gone.
+	for deadline := time.Now().Add(orphanGrace); live && time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
 		if errors.Is(syscall.Kill(-st.PID, 0), syscall.ESRCH) {
 			break
 		}
 	}
-	return true
+	return live
+}
+
+// orphanGrace bounds the wait for a dead runner's program to be gone
+// after its SIGKILL.
+const orphanGrace = 5 * time.Second
+
+// removeCgroup kills whatever is left in u's cgroup and removes it, once
+// u's runner is gone or has ended its program: the cgroup of a unit that
+// ended is never used again.
+func (w *Worker) removeCgroup(u *unit) {
+	if u.cgroup == nil {
+		return
+	}
+	if err := isolation.Destroy(*u.cgroup, orphanGrace); err != nil {
+		w.log.Warn("cannot remove the cgroup of a unit that ended", u.key.attrs("err", err)...)
+	}
 }

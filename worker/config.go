@@ -9,6 +9,7 @@ import (
 
 	"github.com/drover-project/drover/artifact"
 	"github.com/drover-project/drover/ids"
+	"github.com/drover-project/drover/isolation"
 	"github.com/drover-project/drover/model"
 	"github.com/drover-project/drover/pki"
 	"github.com/drover-project/drover/runner"
@@ -135,6 +136,17 @@ type Config struct {
 	// nothing for so long (it is then retried).
 	ArtifactTimeout      time.Duration
 	ArtifactStallTimeout time.Duration
+	// Isolation says whether each attempt and executor runs in a cgroup
+	// of its own (package isolation): isolation.ModeAuto (also when
+	// empty) when the machine allows, isolation.ModeCgroups or not at
+	// all, isolation.ModeNone.
+	Isolation isolation.Mode
+	// PidsLimit bounds the processes and threads of each attempt and
+	// executor under isolation (pids.max).
+	PidsLimit int64
+	// CgroupRoot is where the cgroup file systems are mounted; empty
+	// means isolation.DefaultRoot.
+	CgroupRoot string
 	// Logger receives the worker's logs; nil means slog.Default().
 	Logger *slog.Logger
 }
@@ -182,6 +194,8 @@ func DefaultConfig() Config {
 		ArtifactMaxSizeMB:    artifact.DefaultMaxSize >> 20,
 		ArtifactTimeout:      artifact.DefaultTimeout,
 		ArtifactStallTimeout: artifact.DefaultStallTimeout,
+		Isolation:            isolation.ModeAuto,
+		PidsLimit:            isolation.DefaultPidsLimit,
 	}
 }
 
@@ -247,6 +261,14 @@ func (c *Config) validate() error {
 	}
 	if c.LogMaxFiles < 0 {
 		errs = append(errs, fmt.Errorf("--log-max-files %d must not be negative", c.LogMaxFiles))
+	}
+	if c.Isolation != "" {
+		if _, err := isolation.ParseMode(string(c.Isolation)); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if c.PidsLimit <= 0 {
+		errs = append(errs, fmt.Errorf("--pids-limit %d must be positive", c.PidsLimit))
 	}
 	switch c.Fencing {
 	case "", FencingDefault:

@@ -10,6 +10,7 @@ import (
 	"github.com/drover-project/drover/api"
 	"github.com/drover-project/drover/client"
 	"github.com/drover-project/drover/ids"
+	"github.com/drover-project/drover/isolation"
 	"github.com/drover-project/drover/model"
 	"github.com/drover-project/drover/sparkres"
 )
@@ -138,6 +139,9 @@ func (k unitKey) dir(workDir string) string {
 	return filepath.Join(workDir, k.id, k.kind.info().dirPrefix+strconv.Itoa(k.n))
 }
 
+// cgroup is the name of k's cgroup under the worker's (package isolation).
+func (k unitKey) cgroup() string { return isolation.UnitName(k.id, k.n) }
+
 // attrs are k's log attributes.
 func (k unitKey) attrs(more ...any) []any {
 	info := k.kind.info()
@@ -167,6 +171,10 @@ type order struct {
 	// bounds are an attempt's restart bounds and its earlier attempts'
 	// failed runs, as runner.Spec has them.
 	bounds bounds
+	// cores and memoryMB are what the leader set aside for the unit: its
+	// cgroup's limits under isolation.
+	cores    int
+	memoryMB int64
 }
 
 // bounds are the restart bounds of a supervised driver's attempt.
@@ -190,11 +198,12 @@ func orders(resp api.HeartbeatResponse) []order {
 			vars[client.EnvToken] = a.Token
 		}
 		out = append(out, order{key: attemptKey(a.DriverID, a.Attempt), argv: a.Argv, env: a.Env, supervise: a.Supervise, vars: vars,
-			artifacts: a.Artifacts, resources: a.Resources, bounds: bounds{maxRestarts: a.MaxRestarts, rescheduleAfter: a.RescheduleAfter,
+			artifacts: a.Artifacts, resources: a.Resources, cores: a.Cores, memoryMB: a.MemoryMB, bounds: bounds{maxRestarts: a.MaxRestarts, rescheduleAfter: a.RescheduleAfter,
 				window: time.Duration(a.RestartWindowMS) * time.Millisecond, failures: a.Failures}})
 	}
 	for _, e := range resp.Executors {
 		out = append(out, order{key: executorKey(e.AppID, e.ExecutorID), argv: e.Argv, env: e.Env, artifacts: e.Artifacts, resources: e.Resources,
+			cores: e.Cores, memoryMB: e.MemoryMB,
 			vars: map[string]string{
 				"DROVER_APP_ID":             e.AppID,
 				"DROVER_EXECUTOR_ID":        strconv.Itoa(e.ExecutorID),

@@ -43,6 +43,7 @@ import (
 	"github.com/drover-project/drover/auth"
 	"github.com/drover-project/drover/client"
 	"github.com/drover-project/drover/internal/wait"
+	"github.com/drover-project/drover/isolation"
 	"github.com/drover-project/drover/model"
 	"github.com/drover-project/drover/pki"
 	"github.com/drover-project/drover/transport"
@@ -72,6 +73,8 @@ type Worker struct {
 	leasePath string
 	// instance is this work dir's instance ID (see InstanceFile).
 	instance string
+	// iso makes the units' cgroups; nil without isolation.
+	iso *isolation.Manager
 
 	mu    sync.Mutex
 	units map[unitKey]*unit
@@ -247,11 +250,17 @@ func New(cfg Config) (*Worker, error) {
 	if warning != "" {
 		w.log.Warn(warning)
 	}
+	if w.iso, err = openIsolation(cfg, instance, w.log); err != nil {
+		ln.Close()
+		db.close()
+		return nil, err
+	}
 	if err := w.adopt(); err != nil {
 		ln.Close()
 		db.close()
 		return nil, err
 	}
+	w.sweepCgroups()
 	w.httpAddr = net.JoinHostPort(cfg.BindIP, strconv.Itoa(port))
 	w.server = w.newServer()
 	go func() {
@@ -272,9 +281,57 @@ func New(cfg Config) (*Worker, error) {
 		w.loop(ctx)
 		beside.Wait()
 	}()
+	isolated := "none"
+	if w.iso != nil {
+		isolated = w.iso.String()
+	}
 	w.log.Info("worker started", "http", w.httpAddr, "cores", cfg.Cores, "memory_mb", cfg.MemoryMB,
-		"work_dir", cfg.WorkDir, "lease", cfg.Lease, "fencing", cfg.Fencing)
+		"work_dir", cfg.WorkDir, "lease", cfg.Lease, "fencing", cfg.Fencing, "isolation", isolated)
 	return w, nil
+}
+
+// openIsolation makes the worker's cgroup for cfg.Isolation: nil for
+// isolation.ModeNone, and for isolation.ModeAuto when the machine does not
+// allow cgroups, which it says in one warning line; an error for
+// isolation.ModeCgroups then.
+func openIsolation(cfg Config, instance string, log *slog.Logger) (*isolation.Manager, error) {
+	if cfg.Isolation == isolation.ModeNone {
+		return nil, nil
+	}
+	m, err := isolation.New(isolation.Config{Name: isolation.WorkerName(cfg.ID, instance), Root: cfg.CgroupRoot})
+	switch {
+	case err == nil:
+		return m, nil
+	case cfg.Isolation == isolation.ModeCgroups:
+		return nil, fmt.Errorf("--isolation cgroups: %w", err)
+	}
+	log.Warn("isolation off: drivers and executors run without cgroups (no memory, CPU or process limits; a kill reaches their process groups only): " + err.Error())
+	return nil, nil
+}
+
+// sweepCgroups kills and removes, at start, the cgroups under the
+// worker's whose units it did not adopt as running: those of units that
+// ended while it was down, whose programs must not outlive them, and of
+// units whose record is gone.
+func (w *Worker) sweepCgroups() {
+	if w.iso == nil {
+		return
+	}
+	w.mu.Lock()
+	live := map[string]bool{}
+	for k, u := range w.units {
+		if !u.ended {
+			live[k.cgroup()] = true
+		}
+	}
+	w.mu.Unlock()
+	removed, err := w.iso.Sweep(func(name string) bool { return live[name] }, orphanGrace)
+	if len(removed) > 0 {
+		w.log.Info("removed the cgroups of units that are gone", "cgroups", removed)
+	}
+	if err != nil {
+		w.log.Warn("cannot remove the cgroups of units that are gone", "err", err)
+	}
 }
 
 // HTTPAddr is the host:port of the worker's HTTP server, as registered with
@@ -302,6 +359,13 @@ func (w *Worker) Close() error {
 		w.decommission()
 		w.killAll("worker " + w.cfg.ID + " shut down")
 		w.awaitRunners(w.cfg.KillTimeout + closeGrace)
+		if w.iso != nil {
+			// Runners still alive keep their units' cgroups, and so
+			// the worker's, for the next worker on this work dir.
+			if err := w.iso.Remove(); err != nil {
+				w.log.Info("keeping the worker's cgroup", "err", err)
+			}
+		}
 		w.stopKeeper()
 		w.stopTrimmer()
 		w.flushReports()

@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/drover-project/drover/gossip"
+	"github.com/drover-project/drover/isolation"
 	"github.com/drover-project/drover/model"
 	"github.com/drover-project/drover/runner"
 	"github.com/drover-project/drover/sparkres"
@@ -61,6 +62,8 @@ func runWorker(args []string) int {
 	fs.DurationVar(&cfg.ArtifactStallTimeout, "artifact-stall-timeout", cfg.ArtifactStallTimeout, "a download that receives nothing for this long is tried again")
 	resources := fs.StringArray("resource", nil, "NAME=ADDR,ADDR,... a custom resource offered to drivers and executors with its addresses, e.g. gpu=0,1,2,3 (Spark's spark.worker.resource.*; repeatable)")
 	resourcesFile := fs.String("resources-file", "", "file of custom resources offered, in Spark's resourcesFile format: [{\"id\":{\"componentName\":\"spark.worker\",\"resourceName\":\"gpu\"},\"addresses\":[\"0\",\"1\"]}]")
+	isolationMode := fs.String("isolation", string(cfg.Isolation), "auto: run each driver and executor in a cgroup of its own (memory limit, CPU quota, pids limit, whole-tree kill) when the machine allows, else warn once and run without; cgroups: refuse to start without them; none: never")
+	fs.Int64Var(&cfg.PidsLimit, "pids-limit", cfg.PidsLimit, "processes and threads each driver or executor may have at once under isolation")
 	security := addSecurityFlags(fs, false)
 	logger := addLogFlags(fs)
 	config := addConfigFlag(fs)
@@ -88,6 +91,9 @@ func runWorker(args []string) int {
 		return fail(err)
 	}
 	cfg.Fencing = worker.FencingMode(*fencing)
+	if cfg.Isolation, err = isolation.ParseMode(*isolationMode); err != nil {
+		return fail(err)
+	}
 	for _, m := range strings.Split(*masters, ",") {
 		if m = strings.TrimSpace(m); m != "" {
 			cfg.Masters = append(cfg.Masters, m)
