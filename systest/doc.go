@@ -20,7 +20,9 @@
 // drivers and executors, and a checksum mismatch (artifacts_test.go);
 // custom resources such as GPUs across a leader's SIGKILL, and bounded
 // supervision with --max-restarts and --reschedule-after
-// (resources_test.go); and the distributed word count of
+// (resources_test.go); isolation in cgroups: an out-of-memory kill, setsid
+// grandchildren through kills, adoption and decommission, a CPU quota
+// (isolation_test.go); and the distributed word count of
 // examples/wordcount (wordcount_test.go). Its benchmarks measure failover
 // (failover_bench_test.go), submission throughput, latency and placement
 // (throughput_bench_test.go), which make bench runs, the upload store's
@@ -35,7 +37,8 @@
 // The partition tests (TestStrictFencingIsolatedWorker and
 // TestDefaultFencingIsolatedWorker) need root, unshare, ip and iptables, to
 // cut nodes apart in a private network namespace; without them they skip
-// and say what is missing. TestWebUIInChromium skips unless chromium is
+// and say what is missing. The isolation tests need root and cgroups, and
+// skip saying which is missing. TestWebUIInChromium skips unless chromium is
 // installed, TestPrometheusScrapesSecuredMasters unless prometheus is, and
 // -short skips the word count over the Go source tree.
 package systest

@@ -26,6 +26,7 @@ import (
 	"github.com/drover-project/drover/client"
 	"github.com/drover-project/drover/internal/devsecrets"
 	"github.com/drover-project/drover/internal/freeport"
+	"github.com/drover-project/drover/isolation"
 	"github.com/drover-project/drover/model"
 )
 
@@ -481,11 +482,33 @@ func (c *Cluster) cleanup() {
 		}
 	}
 	KillUnder(c.Dir)
+	for _, n := range append(append([]*Node{}, c.Workers...), c.extra...) {
+		removeCgroups(n)
+	}
 	if c.t.Failed() {
 		c.t.Logf("cluster logs kept in %s", c.Dir)
 		return
 	}
 	_ = os.RemoveAll(c.Dir)
+}
+
+// removeCgroups kills and removes what worker n left in its cgroups
+// (package isolation): the units' cgroups of runners killed with the
+// cluster, and the worker's own. Nothing is there without root or
+// without a work dir.
+func removeCgroups(n *Node) {
+	instance, err := os.ReadFile(filepath.Join(n.Dir, "worker.instance"))
+	if err != nil || os.Geteuid() != 0 {
+		return
+	}
+	m, err := isolation.New(isolation.Config{Name: isolation.WorkerName(n.ID, strings.TrimSpace(string(instance)))})
+	if err != nil {
+		return
+	}
+	if _, err := m.Sweep(func(string) bool { return false }, 5*time.Second); err != nil {
+		n.c.t.Logf("cgroups of %s: %v", n.ID, err)
+	}
+	_ = m.Remove()
 }
 
 // KillUnder SIGKILLs, with their process groups, the processes whose cwd or
