@@ -46,6 +46,7 @@ func run() int {
 	fs.IntVar(&cfg.Workers, "workers", 3, "workers")
 	fs.IntVar(&cfg.Clients, "clients", 6, "concurrent clients")
 	fs.BoolVar(&cfg.Strict, "strict", false, "run with --fencing strict (no overlapping attempts allowed at all)")
+	fs.StringVar(&cfg.Isolation, "isolation", "auto", "the workers' --isolation: auto, cgroups (every attempt in a cgroup, or no run) or none")
 	fs.StringVar(&cfg.Out, "out", "jepsen/store", "folder for run folders")
 	fs.DurationVar(&cfg.Drain, "drain", 90*time.Second, "longest wait after the heal for every driver to end")
 	tags := fs.String("build-tags", "", "build drover with these tags (drover_bug_early_relaunch injects a known bug)")

@@ -46,6 +46,9 @@ type Config struct {
 	WorkerCores int
 	// Strict runs masters and workers with --fencing strict.
 	Strict bool
+	// Isolation is the workers' --isolation (default auto, theirs):
+	// cgroups makes a run fail at once where no cgroup can be made.
+	Isolation string
 	// Out is the folder under which the run folder is made.
 	Out string
 	// Drain bounds the wait, after the heal, for every driver to end
@@ -164,7 +167,7 @@ func Run(ctx context.Context, cfg Config) (out *Outcome, err error) {
 		Masters: cfg.Masters, Workers: cfg.Workers, WorkerCores: cmp.Or(cfg.WorkerCores, 16), WorkerMemory: "8g",
 		Binary:     cfg.Binary,
 		MasterArgs: []string{"--fencing", fencing, "--retained-drivers", "100000000"},
-		WorkerArgs: []string{"--fencing", fencing},
+		WorkerArgs: []string{"--fencing", fencing, "--isolation", cfg.Isolation},
 	})
 	tb.Cleanup(func() { copyLogs(c.Dir, filepath.Join(dir, "logs")) })
 	netw := &nemesis.Net{}
@@ -191,8 +194,8 @@ func Run(ctx context.Context, cfg Config) (out *Outcome, err error) {
 	go func() { sightings <- probe.Sample(sampleCtx, cfg.Program, 50*time.Millisecond) }()
 	defer stopSampler()
 
-	cfg.Logf("run %s: %d masters, %d workers, %d clients, %s fencing, nemesis %v for %s, seed %d",
-		dir, cfg.Masters, cfg.Workers, cfg.Clients, fencing, cfg.Nemesis, cfg.Time, cfg.Seed)
+	cfg.Logf("run %s: %d masters, %d workers, %d clients, %s fencing, isolation %s, nemesis %v for %s, seed %d",
+		dir, cfg.Masters, cfg.Workers, cfg.Clients, fencing, cfg.Isolation, cfg.Nemesis, cfg.Time, cfg.Seed)
 	runCtx, stopRun := context.WithTimeout(ctx, cfg.Time)
 	var wg sync.WaitGroup
 	wg.Add(2)
@@ -280,6 +283,9 @@ func withDefaults(cfg Config) Config {
 	}
 	if cfg.Out == "" {
 		cfg.Out = "jepsen/store"
+	}
+	if cfg.Isolation == "" {
+		cfg.Isolation = "auto"
 	}
 	if cfg.Program == "" {
 		cfg.Program, _ = os.Executable()
