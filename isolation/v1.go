@@ -150,33 +150,36 @@ func v1Open(r Ref) (backend, error) {
 	return &v1{ref: r, cg: cg}, nil
 }
 
-// start moves the calling thread into the cgroup, forks the program from
-// it and moves the thread back: on v1 a thread may sit in a cgroup of its
-// own, and a child starts in its parent thread's. The thread is locked to
-// the goroutine meanwhile, so that no other goroutine runs in the unit's
-// cgroups. The runner's memory stays charged to the runner's cgroup
+// start moves the calling thread into the cgroup and forks the program
+// from it: on v1 a thread may sit in a cgroup of its own, and a child
+// starts in its parent thread's. The thread is locked to the goroutine
+// meanwhile, so that no other goroutine runs in the unit's cgroups, and
+// then ends with the goroutine (Go ends a thread whose goroutine exits
+// locked), which costs less than moving it back: each move waits for the
+// kernel's cgroup lock. The main thread, which Go never ends, is moved
+// back instead. The runner's memory stays charged to the runner's cgroup
 // throughout, since memory follows the owner of the address space, its
-// main thread (even when that is the thread moved: the charges of the
-// moment stay where they were made). A thread that cannot be moved back
-// stays locked and ends with the goroutine, unless it is the main thread,
-// which Go keeps.
+// main thread.
 func (c *v1) start(cmd *exec.Cmd) error {
 	done := make(chan error, 1)
 	go func() {
 		runtime.LockOSThread()
 		task := cgroup1.Process{Pid: unix.Gettid()}
-		_, hierarchy := v1Load(c.ref)
-		home, err := cgroup1.Load(cgroup1.PidPath(task.Pid), hierarchy)
-		if err != nil {
-			runtime.UnlockOSThread()
-			done <- fmt.Errorf("find the starting thread's cgroups: %w", err)
-			return
+		var home cgroup1.Cgroup
+		if task.Pid == os.Getpid() {
+			_, hierarchy := v1Load(c.ref)
+			var err error
+			if home, err = cgroup1.Load(cgroup1.PidPath(task.Pid), hierarchy); err != nil {
+				runtime.UnlockOSThread()
+				done <- fmt.Errorf("find the main thread's cgroups: %w", err)
+				return
+			}
 		}
-		err = c.cg.AddTask(task)
+		err := c.cg.AddTask(task)
 		if err == nil {
 			err = cmd.Start()
 		}
-		if home.AddTask(task) == nil {
+		if home != nil && home.AddTask(task) == nil {
 			runtime.UnlockOSThread()
 		}
 		done <- err
