@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -123,24 +124,33 @@ func TestSupervisedOutOfMemoryRelaunches(t *testing.T) {
 	}
 }
 
-// TestKillEndsEscapedDescendants: with a cgroup, a kill ends a
-// descendant that left the program's session, and so does the program's
-// own clean exit; the runner stays outside the cgroup.
+// TestKillEndsEscapedDescendants: with a cgroup, a descendant that left
+// the program's session is ended by a kill, by a lapsed lease, and by
+// the program's own clean exit; the runner stays outside the cgroup.
 func TestKillEndsEscapedDescendants(t *testing.T) {
-	for _, kill := range []bool{true, false} {
-		t.Run(map[bool]string{true: "killed", false: "exited"}[kill], func(t *testing.T) {
+	for _, how := range []string{"killed", "lease", "exited"} {
+		t.Run(how, func(t *testing.T) {
 			cg := unitCgroup(t, isolation.Limits{})
-			wait := "echo done"
-			if kill {
-				wait = "sleep 1000"
+			wait := "sleep 1000"
+			if how == "exited" {
+				wait = "echo done"
 			}
-			h := startRunner(t, runner.Spec{
+			spec := runner.Spec{
 				Argv: []string{"/bin/sh", "-c", `setsid sh -c 'echo $$ > escaped.tmp; mv escaped.tmp escaped; exec sleep 1000' &
 while [ ! -e escaped ]; do sleep 0.01; done; ` + wait},
 				Env:         []string{"PATH=/usr/bin:/bin"},
-				KillTimeout: time.Second,
+				KillTimeout: time.Minute,
 				Cgroup:      cg,
-			})
+			}
+			if how == "lease" {
+				// A lease file nobody renews.
+				spec.LeaseFile = filepath.Join(t.TempDir(), "lease")
+				spec.Lease = 500 * time.Millisecond
+				if err := os.WriteFile(spec.LeaseFile, nil, 0o600); err != nil {
+					t.Fatal(err)
+				}
+			}
+			h := startRunner(t, spec)
 			h.next(runner.EventStarted)
 			pid, err := strconv.Atoi(h.waitFile("escaped"))
 			if err != nil {
@@ -156,16 +166,20 @@ while [ ! -e escaped ]; do sleep 0.01; done; ` + wait},
 					t.Fatalf("the runner %d is in the unit's cgroup %v", p, pids)
 				}
 			}
-			want := model.DriverFinished
-			if kill {
-				want = model.DriverKilled
+			want, reason := model.DriverKilled, runner.ReasonKilled
+			switch how {
+			case "killed":
 				if err := h.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 					t.Fatal(err)
 				}
+			case "lease":
+				reason = runner.LeaseExpiredReason(spec.Lease)
+			case "exited":
+				want, reason = model.DriverFinished, ""
 			}
 			h.next(runner.EventExited)
-			if e := h.final(); e.State != want {
-				t.Fatalf("final = %+v, want %s", e, want)
+			if e := h.final(); e.State != want || e.Reason != reason {
+				t.Fatalf("final = %+v, want %s (%q)", e, want, reason)
 			}
 			assertGone(t, "escaped descendant", pid)
 		})
