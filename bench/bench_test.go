@@ -173,7 +173,7 @@ func TestRows(t *testing.T) {
 		{"worker SIGKILL to relaunched driver RUNNING (local)", notMeasured, "BenchmarkWorkerKillToRelaunchRunning/local skipped: failover_bench_test.go:110: needs root"},
 		{"next leader ready to a CLI submit acknowledged", met, "p50 0.06 s, worst 0.15 s over 10 trials"},
 		{"event delivery latency", met, "p50 3.5 ms, p99 68.9 ms (1 run, worst p99 68.9 ms)"},
-		{"launch of a unit in a cgroup", met, "median 14.0 ms with, 12.5 ms without: +1.5 ms; p90 18.5 ms with, 15.0 ms without"},
+		{"launch of a unit in a cgroup", met, "median 14.0 ms with, 12.5 ms without: +1.5 ms; p90 18.5 ms with, 15.0 ms without (1 run)"},
 		{"snapshot and restore", notMet, "snapshot 0.32 s (slowest run 0.99 s), restore 1.18 s (slowest run 1.18 s), 67.4 MB; median of 3 runs"},
 		{"master memory", notMeasured, "BenchmarkPlacement failed: throughput_bench_test.go:120: placement stalled: 99900 drivers waiting"},
 	}

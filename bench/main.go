@@ -84,7 +84,7 @@ func plan(quick bool) []run {
 		{pkg: "./systest", benches: []string{"BenchmarkStageUpload100MiB", "BenchmarkUpload100MiB"}, benchtime: "1x", count: n(3, 1), short: quick, limit: 20 * time.Minute},
 		cluster("BenchmarkUploadGC", "1x", 1, 30*time.Minute),
 		// Each iteration is one launch; the medians are over the 100.
-		{pkg: "./runner", benches: []string{"BenchmarkLaunch"}, benchtime: pick("100x", "20x"), count: 1, limit: 10 * time.Minute},
+		{pkg: "./runner", benches: []string{"BenchmarkLaunch"}, benchtime: pick("100x", "20x"), count: n(3, 1), limit: 10 * time.Minute},
 	}
 }
 
