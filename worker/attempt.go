@@ -606,8 +606,8 @@ func (w *Worker) killOrphan(u *unit) bool {
 const orphanGrace = 5 * time.Second
 
 // removeCgroup kills whatever is left in u's cgroup and removes it, once
-// u's runner is gone or has ended its program: the cgroup of a unit that
-// ended is never used again.
+// u has ended or could not start: the cgroup of a unit is never used
+// again.
 func (w *Worker) removeCgroup(u *unit) {
 	if u.cgroup == nil {
 		return

@@ -16,7 +16,9 @@
 // reports those that ended meanwhile, instead of running anything twice.
 // Executors get all of this as driver attempts do; they are only never
 // supervised within the runner, since the leader replaces a failed executor
-// with a new one.
+// with a new one. With isolation (package isolation) each unit also runs
+// in a cgroup of its own, made by the worker before its runner starts and
+// removed once the unit has ended.
 //
 // Gossip membership is not part of this package; the command that builds a
 // Worker joins the pool beside it.
@@ -125,9 +127,11 @@ type Worker struct {
 }
 
 // New starts a worker: it creates the work dir, opens its record (failing
-// after a second if another worker holds it), renews the lease, adopts the
-// attempts and executors a previous worker on the same work dir left running
-// (and queues the reports of those that ended meanwhile), listens for HTTP
+// after a second if another worker holds it), renews the lease, makes its
+// cgroup (Config.Isolation), adopts the attempts and executors a previous
+// worker on the same work dir left running (and queues the reports of those
+// that ended meanwhile, whose cgroups it removes with whatever still runs
+// in them), listens for HTTP
 // and starts registering with the masters in the background. It returns once
 // the HTTP server is up; registration goes on until it succeeds.
 func New(cfg Config) (*Worker, error) {
