@@ -117,9 +117,10 @@ func (c *Cgroup) Wait(timeout time.Duration) bool {
 // Usage reads what c measured so far.
 func (c *Cgroup) Usage() (Usage, error) { return c.b.usage() }
 
-// Remove removes c, which must be empty.
+// Remove removes c, which must be empty. A cgroup removed meanwhile (by
+// the unit's runner and its worker at once) is no error.
 func (c *Cgroup) Remove() error {
-	if err := c.b.remove(); err != nil {
+	if err := c.b.remove(); err != nil && c.ref.exists() {
 		return fmt.Errorf("remove cgroup %s: %w", c.ref, err)
 	}
 	return nil

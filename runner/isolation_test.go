@@ -3,7 +3,9 @@ package runner_test
 import (
 	"bufio"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -57,6 +59,8 @@ func unitCgroup(t *testing.T, l isolation.Limits) *isolation.Ref {
 		if err := isolation.Destroy(r, 5*time.Second); err != nil {
 			t.Error(err)
 		}
+		// The last test to end removes the worker's cgroup.
+		_ = m.Remove()
 	})
 	return &r
 }
@@ -182,6 +186,9 @@ while [ ! -e escaped ]; do sleep 0.01; done; ` + wait},
 				t.Fatalf("final = %+v, want %s (%q)", e, want, reason)
 			}
 			assertGone(t, "escaped descendant", pid)
+			if _, err := isolation.Open(*cg); !errors.Is(err, fs.ErrNotExist) {
+				t.Fatalf("the unit's cgroup outlived its runner: %v", err)
+			}
 		})
 	}
 }

@@ -166,6 +166,7 @@ const copyBufferSize = 64 << 10
 // DriverRunner: downloadUserJar, then runCommandWithRetry.
 func (r *runner) run() {
 	defer r.closeOutput()
+	defer r.removeCgroup()
 	if len(r.spec.Artifacts) > 0 {
 		if !r.stage() {
 			return
@@ -523,6 +524,18 @@ func (p *proc) drain() {
 	p.copied.Wait()
 	for _, f := range p.pipes {
 		f.Close()
+	}
+}
+
+// removeCgroup removes the unit's cgroup once the attempt has ended, and
+// with it every process: the cgroup lives as long as its runner (or, when
+// the runner dies, until its worker removes it).
+func (r *runner) removeCgroup() {
+	if r.cg == nil {
+		return
+	}
+	if err := r.cg.Remove(); err != nil {
+		r.log.Warn("cannot remove the unit's cgroup; its worker will", "err", err)
 	}
 }
 
