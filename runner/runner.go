@@ -203,7 +203,7 @@ func (r *runner) run() {
 			return
 		}
 		inARow++
-		if reason, ok := r.bounded(time.Now(), inARow, p.describeExit()); ok {
+		if reason, ok := r.bounded(time.Now(), inARow, failure); ok {
 			r.final(model.DriverFailed, &code, reason)
 			return
 		}
