@@ -220,15 +220,7 @@ func (w *Worker) start(o order) *unit {
 	if err := w.db.put(u.record()); err != nil {
 		return failed(fmt.Sprintf("cannot record %s: %v", k.kind.info().noun, err))
 	}
-	if w.iso != nil {
-		ref, err := w.iso.Create(k.cgroup(), isolation.Limits{MemoryMB: o.memoryMB, Cores: o.cores, Pids: w.cfg.PidsLimit})
-		if err != nil {
-			return failed(fmt.Sprintf("cannot create %s cgroup: %v", k.kind.info().noun, err))
-		}
-		u.cgroup = &ref
-	}
 	spec := runner.Spec{
-		Cgroup:      u.cgroup,
 		Argv:        o.argv,
 		Env:         w.programEnv(o),
 		Supervise:   o.supervise,
@@ -258,6 +250,13 @@ func (w *Worker) start(o order) *unit {
 	}
 	if len(o.artifacts) > 0 {
 		spec.Artifacts, spec.Staging = o.artifacts, w.staging()
+	}
+	if w.iso != nil {
+		ref, err := w.iso.Create(k.cgroup(), isolation.Limits{MemoryMB: o.memoryMB, Cores: o.cores, Pids: w.cfg.PidsLimit})
+		if err != nil {
+			return failed(fmt.Sprintf("cannot create %s cgroup: %v", k.kind.info().noun, err))
+		}
+		u.cgroup, spec.Cgroup = &ref, &ref
 	}
 	if err := runner.WriteSpec(u.dir, spec); err != nil {
 		w.removeCgroup(u)
