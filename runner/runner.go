@@ -316,6 +316,13 @@ func (r *runner) stage() bool {
 			r.final(model.DriverFailed, nil, oneLine(err))
 			return false
 		}
+		// A failed staging is a failed run of the attempt to the restart
+		// bounds: a URL that never answers must not keep a bounded
+		// driver waiting for ever.
+		if reason, ok := r.bounded(time.Now(), try, "staging failed: "+oneLine(err)); ok {
+			r.final(model.DriverFailed, nil, reason)
+			return false
+		}
 		r.status.Reason = oneLine(err) + "; staging again in " + backoff.String()
 		r.writeStatus()
 		r.log.Warn("staging failed, trying again", "try", try, "err", err, "backoff", backoff)

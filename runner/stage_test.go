@@ -129,6 +129,25 @@ func TestSupervisedStagingRetriesUntilServerAnswers(t *testing.T) {
 	}
 }
 
+// A failed staging counts against the restart bounds as a failed run
+// does: with --max-restarts 2, the third failed staging ends the attempt
+// FAILED, saying so and why the last failed.
+func TestStagingFailuresCountAgainstRestartBounds(t *testing.T) {
+	srv := newArtifactServer(t)
+	srv.ok.Store(false)
+	spec := stagingSpec(t, srv)
+	spec.Supervise, spec.MaxRestarts = true, 2
+	spec.BackoffBase, spec.BackoffMax = 10*time.Millisecond, 20*time.Millisecond
+	h := startRunner(t, spec)
+	e := h.final()
+	if e.State != model.DriverFailed || !strings.Contains(e.Reason, "3 runs failed") || !strings.Contains(e.Reason, "404 Not Found") || e.Runs != 0 {
+		t.Fatalf("final = %+v, want FAILED after 3 failed stagings naming the 404", e)
+	}
+	if n := len(srv.arrived); n != 3 {
+		t.Fatalf("%d fetches, want 3", n)
+	}
+}
+
 // A stop while the runner stages cancels the staging at once: the
 // attempt ends KILLED and its program never starts.
 func TestStopDuringStagingKills(t *testing.T) {
