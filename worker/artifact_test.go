@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -205,6 +206,33 @@ func TestAdoptedStagingRunnerIsFollowed(t *testing.T) {
 	}
 	if b := readStream(t, attemptPath(cfg, driverA, 1, ""), runner.StdoutFile); b != "staged w1\n" {
 		t.Fatalf("stdout = %q", b)
+	}
+}
+
+// A runner SIGKILLed while it stages ends its attempt KILLED, not ERROR,
+// as one that dies while its program runs: a supervised driver is
+// relaunched.
+func TestRunnerDeathWhileStagingIsAKill(t *testing.T) {
+	fm := newFakeMaster(t)
+	_, cfg := newWorker(t, fm, nil)
+	srv := newFiles(t)
+	release := make(chan struct{})
+	defer close(release)
+	srv.holdUntil("/app.sh", release)
+	a := srv.serve(t, "/app.sh", []byte(appScript), false)
+	fm.assign(api.Assignment{DriverID: driverA, Attempt: 1, Supervise: true, Argv: []string{"./app.sh"}, Artifacts: []model.Artifact{a}})
+	<-srv.arrived
+	var st runner.Status
+	waitUntil(t, "status.json to say staging", func() bool {
+		var err error
+		st, err = runner.ReadStatus(filepath.Dir(attemptPath(cfg, driverA, 1, runner.StatusFile)))
+		return err == nil && st.Staging && st.RunnerPID > 0
+	})
+	if err := syscall.Kill(st.RunnerPID, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	if r, _ := fm.waitReport(t, driverA, 1, model.DriverKilled); !strings.Contains(r.Reason, "died while staging") {
+		t.Fatalf("killed = %+v", r)
 	}
 }
 

@@ -541,14 +541,24 @@ func (w *Worker) watch(u *unit, events io.Reader) {
 func (w *Worker) finish(u *unit, r report, lost bool) {
 	k := u.key
 	r.key = k
-	if lost && w.killOrphan(u) {
-		// The runner died (kill -9) during a run: the program is ended
-		// here, if its output pipe's closing did not end it already,
-		// and the unit counts as killed, so a supervised driver is
-		// relaunched rather than left in ERROR.
-		r.state = model.DriverKilled
-		r.reason = "its runner died; the program was killed with it"
-		w.log.Warn("runner died, killed its program", k.attrs()...)
+	if lost {
+		st, _ := runner.ReadStatus(u.dir)
+		switch {
+		case w.killOrphan(u):
+			// The runner died (kill -9) during a run: the program is
+			// ended here, if its output pipe's closing did not end it
+			// already, and the unit counts as killed, so a supervised
+			// driver is relaunched rather than left in ERROR.
+			r.state = model.DriverKilled
+			r.reason = "its runner died; the program was killed with it"
+			w.log.Warn("runner died, killed its program", k.attrs()...)
+		case st.Staging:
+			// Died before any program started: killed too, for the
+			// same relaunch; what it had fetched is in the cache.
+			r.state = model.DriverKilled
+			r.reason = "its runner died while staging the artifacts"
+			w.log.Warn("runner died while staging", k.attrs()...)
+		}
 	}
 	w.removeCgroup(u)
 	w.mu.Lock()
