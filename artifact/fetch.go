@@ -3,6 +3,7 @@ package artifact
 import (
 	"context"
 	"crypto/sha256"
+	"crypto/tls"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -192,7 +193,10 @@ func (f *fetcher) open(ctx context.Context) (body io.ReadCloser, size int64, ret
 		if ctx.Err() != nil {
 			return nil, 0, false, context.Cause(ctx)
 		}
-		return nil, 0, true, transport.RootCause(err)
+		// A certificate the worker does not trust stays untrusted:
+		// trying again for the whole deadline would only hide why.
+		var cert *tls.CertificateVerificationError
+		return nil, 0, !errors.As(err, &cert), transport.RootCause(err)
 	}
 	if resp.StatusCode != http.StatusOK {
 		resp.Body.Close()

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"slices"
@@ -324,5 +325,18 @@ func TestKeepsContentEncodedBytes(t *testing.T) {
 	dir, _ := mustStage(t, s, normalized(t, url+"?checksum=sha256:"+sum(tgz)))
 	if got, want := listing(t, dir), []string{"app.sh -rwxr-xr-x", "spec.json -rw-------"}; !slices.Equal(got, want) {
 		t.Fatalf("staged %v, want %v", got, want)
+	}
+}
+
+// A server whose certificate the worker does not trust fails the fetch at
+// once, naming the cause, rather than being tried again until the
+// deadline.
+func TestUntrustedCertificateIsNotRetried(t *testing.T) {
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.Write([]byte(script)) }))
+	t.Cleanup(srv.Close)
+	s := newStager(t, func(s *Stager) { s.Limits.Timeout = time.Minute })
+	_, _, err := stage(t, s, normalized(t, srv.URL+"/app.sh"))
+	if err == nil || errors.Is(err, ErrTimedOut) || !strings.Contains(err.Error(), "certificate") {
+		t.Fatalf("err = %v, want the certificate error at once", err)
 	}
 }
