@@ -108,6 +108,13 @@ func NormalizeArtifact(a Artifact) (Artifact, error) {
 	if err != nil {
 		return bad("%s: %v", a.Source, rootURLError(err))
 	}
+	// The log, status, the API, the UI and the workers' logs all show an
+	// artifact's URL to whoever may read the driver: no place for a
+	// credential (a password, or a token as the user name).
+	if u.User != nil {
+		u.User = url.User("xxxxx")
+		return bad("%s: an artifact URL may not carry credentials, which anyone who can read the driver would see; use a URL that needs none, or --upload the file", u.String())
+	}
 	switch u.Scheme {
 	case "http", "https":
 		if u.Host == "" {

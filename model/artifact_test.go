@@ -63,8 +63,13 @@ func TestNormalizeArtifactRefuses(t *testing.T) {
 		{Artifact{Upload: hexA}, "no file name"},
 		{Artifact{Upload: hexA, Name: "a/b"}, "slash"},
 		{Artifact{Upload: hexA, Name: "a", Mode: 0o4755}, "permission bits"},
+		{Artifact{Source: "https://alice:s3cret@h/a"}, "may not carry credentials"},
+		{Artifact{Source: "https://ghp_token@h/a"}, "may not carry credentials"},
 	} {
 		_, err := NormalizeArtifact(c.in)
+		if err != nil && (strings.Contains(err.Error(), "s3cret") || strings.Contains(err.Error(), "ghp_token")) {
+			t.Errorf("%+v: the refusal repeats the credential: %v", c.in, err)
+		}
 		if !errors.Is(err, ErrInvalidArtifact) || !strings.Contains(err.Error(), c.want) || strings.Contains(err.Error(), "\n") {
 			t.Errorf("%+v: err = %v, want ErrInvalidArtifact with %q", c.in, err, c.want)
 		}
