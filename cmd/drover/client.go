@@ -808,8 +808,10 @@ func (k *cli) logs(ctx context.Context, args []string) int {
 		return k.exitFor(err)
 	}
 	switch {
-	case *attempt < 0 || (*attempt > 0 && *executor >= 0):
-		return k.exitFor(errors.New("--attempt takes a positive attempt number of a driver, not of an executor"))
+	case fs.Changed("attempt") && *executor >= 0:
+		return k.exitFor(errors.New("--attempt is for a driver's attempts; an executor has one log"))
+	case fs.Changed("attempt") && *attempt < 1:
+		return k.exitFor(fmt.Errorf("--attempt %d: attempts are numbered from 1", *attempt))
 	case *executor >= 0:
 		return k.printLogs(ctx, *follow, k.executorLogs(id, *executor, *stderr))
 	}

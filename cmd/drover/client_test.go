@@ -419,7 +419,7 @@ func TestLogsOfAnAttemptAcrossRotation(t *testing.T) {
 	if code != 1 || out != "" || strings.Count(errOut, "\n") != 1 || !strings.Contains(errOut, "no longer know") {
 		t.Fatalf("logs of a gone attempt: exit %d, stdout %q, stderr %q", code, out, errOut)
 	}
-	for _, args := range [][]string{{"--attempt", "-1"}, {"--attempt", "1", "--executor", "0"}} {
+	for _, args := range [][]string{{"--attempt", "-1"}, {"--attempt", "0"}, {"--attempt", "1", "--executor", "0"}} {
 		if _, errOut, code := drover(append([]string{"client", "--masters", f.addr(), "logs", id}, args...)...); code != 1 || !strings.Contains(errOut, "--attempt") {
 			t.Fatalf("logs %v: exit %d, stderr %q", args, code, errOut)
 		}
