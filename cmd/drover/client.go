@@ -392,7 +392,7 @@ func (k *cli) upload(ctx context.Context, files []string, artifacts []model.Arti
 		a, err := k.c.Upload(uctx, f)
 		cancel()
 		if err != nil {
-			return nil, k.exitFor(fmt.Errorf("--upload: %w", err))
+			return nil, k.exitFor(fmt.Errorf("--upload: %s: %w", f, err))
 		}
 		fmt.Fprintf(k.stderr, "uploaded %s (%d bytes, sha256 %s) in %s\n", f, sizes[i], a.Upload, time.Since(start).Round(time.Millisecond))
 		out = append(out, a)

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/drover-project/drover/master"
 	"github.com/drover-project/drover/master/mastertest"
 	"github.com/drover-project/drover/model"
 )
@@ -20,7 +21,7 @@ import (
 // missing, not a regular file, or whose name another artifact takes is
 // refused in one line before anything is sent.
 func TestSubmitUploads(t *testing.T) {
-	c := mastertest.Start(t, 3, nil)
+	c := mastertest.Start(t, 3, func(cfg *master.Config) { cfg.MaxUpload = 1 << 20 })
 	cl, ctx := c.Client(), c.Context()
 	var addrs []string
 	for _, n := range c.Nodes {
@@ -87,6 +88,10 @@ func TestSubmitUploads(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	big := filepath.Join(t.TempDir(), "big.bin")
+	if err := os.WriteFile(big, make([]byte, 2<<20), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	other := filepath.Join(t.TempDir(), "run.sh")
 	if err := os.WriteFile(other, []byte("other"), 0o600); err != nil {
 		t.Fatal(err)
@@ -100,6 +105,7 @@ func TestSubmitUploads(t *testing.T) {
 		{"a directory", []string{"--upload", dir}, "is not a regular file"},
 		{"two files of one name", []string{"--upload", script, "--upload", other}, "run.sh"},
 		{"a URL artifact's name", []string{"--artifact", "https://h/run.sh", "--upload", script}, "run.sh"},
+		{"a file over the masters' --max-upload", []string{"--upload", big}, "big.bin"},
 	} {
 		args := append([]string{"client", "submit", "--masters", masters}, tc.args...)
 		_, stderr, code := drover(append(args, "--", "./run.sh")...)
