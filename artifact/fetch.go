@@ -88,30 +88,37 @@ func (f *fetcher) fetch(ctx context.Context, w *os.File) (string, error) {
 		}
 	}
 	pause := f.s.retryBase()
+	// failed is the cause of the last try that failed before the
+	// deadline: a try the deadline cuts short says nothing of the server.
+	var failed error
 	for tries := 1; ; tries++ {
 		sum, retry, err := f.once(ctx, w)
 		switch {
 		case err == nil:
 			return sum, nil
 		case ctx.Err() != nil:
-			return "", f.ended(ctx, tries, err)
+			if !errors.Is(err, errDeadline) || failed == nil {
+				failed = err
+			}
+			return "", f.ended(ctx, tries, failed)
 		case !retry:
 			return "", err
 		}
+		failed = err
 		f.s.log().Warn("artifact fetch failed, retrying", "artifact", f.a.String(), "try", tries, "err", err, "pause", pause)
 		t := time.NewTimer(pause)
 		select {
 		case <-t.C:
 		case <-ctx.Done():
 			t.Stop()
-			return "", f.ended(ctx, tries, err)
+			return "", f.ended(ctx, tries, failed)
 		}
 		pause = min(pause*2, maxRetryPause)
 	}
 }
 
 // ended is the error of a fetch whose context ended after tries, the last
-// of which failed with last: ErrTimedOut at the deadline, the cause of a
+// that failed on its own failing with last: ErrTimedOut at the deadline, the cause of a
 // cancellation (a stop) otherwise.
 func (f *fetcher) ended(ctx context.Context, tries int, last error) error {
 	if !errors.Is(context.Cause(ctx), errDeadline) {
