@@ -177,10 +177,17 @@ func testPlacement(t *testing.T, m *Manager, want func(r Ref) []string) {
 	if err != nil || len(pids) != 1 || pids[0] != cmd.Process.Pid {
 		t.Errorf("cgroup holds %v (%v), want the program %d alone", pids, err, cmd.Process.Pid)
 	}
-	// The starting process stays where it was.
-	self, _ := os.ReadFile("/proc/self/cgroup")
-	if strings.Contains(string(self), c.Ref().String()) {
-		t.Errorf("the starting process is in the unit's cgroup:\n%s", self)
+	// No thread of the starting process is left in the unit's cgroup
+	// once Start has returned: a kill of the unit would reach it.
+	tasks, err := os.ReadDir("/proc/self/task")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, task := range tasks {
+		b, _ := os.ReadFile(filepath.Join("/proc/self/task", task.Name(), "cgroup"))
+		if strings.Contains(string(b), c.Ref().String()) {
+			t.Errorf("thread %s of the starting process is in the unit's cgroup:\n%s", task.Name(), b)
+		}
 	}
 }
 
@@ -481,5 +488,30 @@ func TestNotRootExplains(t *testing.T) {
 	}
 	if !strings.Contains(string(out), "REASON:") || !strings.Contains(string(out), "not root") {
 		t.Errorf("reason does not say not root:\n%s", out)
+	}
+}
+
+// TestKillRightAfterStartSparesTheStarter: a kill of a unit just started
+// ends its program and never the process that started it, however soon
+// it comes (on v1 a thread of the starter sat in the cgroup for the fork).
+func TestKillRightAfterStartSparesTheStarter(t *testing.T) {
+	m := sysManager(t)
+	for i := range 20 {
+		r, err := m.Create(fmt.Sprintf("driver-1-%d", i+1), Limits{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := Open(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cmd := exec.Command("/bin/sleep", "1000")
+		startIn(t, c, cmd)
+		if err := Destroy(r, 5*time.Second); err != nil {
+			t.Fatal(err)
+		}
+		if err := cmd.Wait(); err == nil {
+			t.Fatal("the program outlived the kill of its unit")
+		}
 	}
 }

@@ -150,36 +150,35 @@ func v1Open(r Ref) (backend, error) {
 	return &v1{ref: r, cg: cg}, nil
 }
 
-// start moves the calling thread into the cgroup and forks the program
-// from it: on v1 a thread may sit in a cgroup of its own, and a child
-// starts in its parent thread's. The thread is locked to the goroutine
-// meanwhile, so that no other goroutine runs in the unit's cgroups, and
-// then ends with the goroutine (Go ends a thread whose goroutine exits
-// locked), which costs less than moving it back: each move waits for the
-// kernel's cgroup lock. The main thread, which Go never ends, is moved
-// back instead. The runner's memory stays charged to the runner's cgroup
-// throughout, since memory follows the owner of the address space, its
-// main thread.
+// start moves the calling thread into the cgroup, forks the program from
+// it and moves the thread back: on v1 a thread may sit in a cgroup of its
+// own, and a child starts in its parent thread's. The thread is locked to
+// the goroutine meanwhile, so that no other goroutine runs in the unit's
+// cgroups. It must be out again before start returns: the kernel lists a
+// process in every cgroup one of its threads is in, and a kill of the unit
+// would reach the whole runner. The move back costs little, coming right
+// after the first move (which waits for an RCU grace period of the
+// kernel's cgroup lock). A thread that cannot be moved back stays locked
+// and ends with the goroutine, and procs never lists this process. The
+// runner's memory stays charged to the runner's cgroup throughout, since
+// memory follows the owner of the address space, its main thread.
 func (c *v1) start(cmd *exec.Cmd) error {
 	done := make(chan error, 1)
 	go func() {
 		runtime.LockOSThread()
 		task := cgroup1.Process{Pid: unix.Gettid()}
-		var home cgroup1.Cgroup
-		if task.Pid == os.Getpid() {
-			_, hierarchy := v1Load(c.ref)
-			var err error
-			if home, err = cgroup1.Load(cgroup1.PidPath(task.Pid), hierarchy); err != nil {
-				runtime.UnlockOSThread()
-				done <- fmt.Errorf("find the main thread's cgroups: %w", err)
-				return
-			}
+		_, hierarchy := v1Load(c.ref)
+		home, err := cgroup1.Load(cgroup1.PidPath(task.Pid), hierarchy)
+		if err != nil {
+			runtime.UnlockOSThread()
+			done <- fmt.Errorf("find the starting thread's cgroups: %w", err)
+			return
 		}
-		err := c.cg.AddTask(task)
+		err = c.cg.AddTask(task)
 		if err == nil {
 			err = cmd.Start()
 		}
-		if home != nil && home.AddTask(task) == nil {
+		if home.AddTask(task) == nil {
 			runtime.UnlockOSThread()
 		}
 		done <- err
@@ -187,14 +186,17 @@ func (c *v1) start(cmd *exec.Cmd) error {
 	return <-done
 }
 
+// procs lists the processes in the cgroup, never this one: a thread of
+// it in the cgroup is one start has not moved back.
 func (c *v1) procs() ([]int, error) {
 	ps, err := c.cg.Processes(cgroup1.Freezer, true)
 	if err != nil {
 		return nil, err
 	}
+	self := os.Getpid()
 	out := make([]int, 0, len(ps))
 	for _, p := range ps {
-		if !slices.Contains(out, p.Pid) {
+		if p.Pid != self && !slices.Contains(out, p.Pid) {
 			out = append(out, p.Pid)
 		}
 	}
