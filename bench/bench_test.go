@@ -275,6 +275,45 @@ func TestMerge(t *testing.T) {
 	}
 }
 
+// TestMergeArtifacts: a --only bench of artifact's staging benchmarks
+// replaces the rows they make and keeps the earlier report's others, and
+// adds its rows to a report that had none.
+func TestMergeArtifacts(t *testing.T) {
+	runs, errs := canned()
+	full := artifactRows(figuresOf(t, runs, errs))
+	var stage stream
+	for range 3 {
+		stage = stage.bench("BenchmarkStageCold100MiB", "BenchmarkStageCold100MiB-2 \t       3\t 250000000 ns/op\n").
+			bench("BenchmarkStageCacheHit100MiB", "BenchmarkStageCacheHit100MiB-2 \t       3\t  50000000 ns/op\n")
+	}
+	only := newFigures()
+	for _, r := range plan(false) {
+		if slices.Contains(r.benches, "BenchmarkStageCold100MiB") {
+			only.add(&ran{spec: r, info: RunInfo{Command: "go test ./artifact"}, outcome: parseJSON(strings.NewReader(stage.String()))})
+		}
+	}
+	rep := &Report{Artifacts: artifactRows(only)}
+	m := merge(&Report{Artifacts: full}, rep)
+	if len(m.Artifacts) != len(full) {
+		t.Fatalf("%d merged rows, want %d: %+v", len(m.Artifacts), len(full), m.Artifacts)
+	}
+	for i, r := range m.Artifacts {
+		want := full[i]
+		if i == 0 || i == 2 {
+			want = rep.Artifacts[i]
+		}
+		if !reflect.DeepEqual(r, want) {
+			t.Errorf("merged row %d = %+v, want %+v", i, r, want)
+		}
+	}
+	if m.Artifacts[0].Measured != "0.25 s, 400 MiB/s (median of 3 runs, slowest 0.25 s)" {
+		t.Errorf("merged HTTP staging row %q", m.Artifacts[0].Measured)
+	}
+	if m := merge(&Report{}, rep); len(m.Artifacts) != 2 || m.Artifacts[1].Figure != rep.Artifacts[2].Figure {
+		t.Errorf("merged into a report without artifact rows: %+v", m.Artifacts)
+	}
+}
+
 // TestBuildFailure: a run that does not build leaves its rows not measured,
 // with the compiler's first error.
 func TestBuildFailure(t *testing.T) {

@@ -441,17 +441,8 @@ func outputRows(f *figures) []OutputRow {
 // commit; old's header.
 func merge(old, r *Report) *Report {
 	m := *old
-	m.Targets = slices.Clone(old.Targets)
-	for _, row := range r.Targets {
-		if row.notRun {
-			continue
-		}
-		if i := slices.IndexFunc(m.Targets, func(o Row) bool { return o.Figure == row.Figure }); i >= 0 {
-			m.Targets[i] = row
-		} else {
-			m.Targets = append(m.Targets, row)
-		}
-	}
+	m.Targets = mergeRows(old.Targets, r.Targets)
+	m.Artifacts = mergeRows(old.Artifacts, r.Artifacts)
 	if len(r.Apply) > 0 && !slices.ContainsFunc(r.Apply, func(a ApplyRow) bool { return a.notRun }) {
 		m.Apply = r.Apply
 	}
@@ -469,6 +460,23 @@ func merge(old, r *Report) *Report {
 		m.Runs = append(m.Runs, run)
 	}
 	return &m
+}
+
+// mergeRows returns old's rows with those of rows whose benchmarks ran in
+// their place, by figure, and appended when old lacks them.
+func mergeRows(old, rows []Row) []Row {
+	out := slices.Clone(old)
+	for _, row := range rows {
+		if row.notRun {
+			continue
+		}
+		if i := slices.IndexFunc(out, func(o Row) bool { return o.Figure == row.Figure }); i >= 0 {
+			out[i] = row
+		} else {
+			out = append(out, row)
+		}
+	}
+	return out
 }
 
 // markdown renders the report as docs/benchmarks.md.
