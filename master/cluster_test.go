@@ -493,18 +493,18 @@ func TestSplitPoolIsReported(t *testing.T) {
 	// term, which a loaded machine's 200 ms election timeouts can bring.
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		if err := cl.Do(ctx, http.MethodPost, api.WorkerPath("w9", "/heartbeat"), api.HeartbeatRequest{Instance: "i9"}, nil); err != nil {
-			t.Fatal(err)
+		// A loaded machine may be between leaders for a moment: the
+		// deadline bounds that too.
+		err := cl.Do(ctx, http.MethodPost, api.WorkerPath("w9", "/heartbeat"), api.HeartbeatRequest{Instance: "i9"}, nil)
+		var st *api.State
+		if err == nil {
+			st, err = c.Client(leader).State(ctx)
 		}
-		st, err := c.Client(leader).State(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(st.PoolSplit) == 2 && st.PoolSplit[0].ID == "m3" && st.PoolSplit[1].ID == "w9" {
+		if err == nil && len(st.PoolSplit) == 2 && st.PoolSplit[0].ID == "m3" && st.PoolSplit[1].ID == "w9" {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("split not reported within 30s: %+v", st.PoolSplit)
+			t.Fatalf("split not reported within 30s: %+v, %v", st, err)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
