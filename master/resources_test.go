@@ -134,13 +134,7 @@ func TestResourceAndBoundRefusals(t *testing.T) {
 			t.Errorf("%s: %v, want one line of invalid request with %q", tc.name, err, tc.want)
 		}
 	}
-	after, err := cl.State(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if after.StateHash != before.StateHash || after.AppliedIndex != before.AppliedIndex {
-		t.Fatalf("refused requests changed the tables or the log: index %d -> %d", before.AppliedIndex, after.AppliedIndex)
-	}
+	assertNothingCommitted(t, ctx, cl, before)
 }
 
 // A bounded supervised driver's assignment carries its bounds, and after a
