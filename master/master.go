@@ -66,7 +66,9 @@ type Master struct {
 	beats *heartbeats
 	tls   tlsConfigs
 
-	core    *service.Core
+	// local answers what this master answers itself; svc is the stack
+	// every listener calls: Admit, the Forwarder, then local.
+	local   *service.Local
 	svc     service.Service
 	metrics *metrics.Metrics
 	// replicas pushes uploads to the other voters, pulls what this
@@ -165,7 +167,7 @@ func New(cfg Config) (*Master, error) {
 		Self: cfg.ID, Scheme: m.scheme(), Voters: m.blobVoters, Live: m.fsm.LiveUploads, Current: m.current,
 		Grace: cfg.UploadGrace, Interval: cfg.UploadSyncInterval, Authorize: m.authorize,
 	}, blobsync.Deps{Store: store, HTTP: peerHTTP, Metrics: m.metrics, Log: m.log})
-	m.core = service.New(service.Config{
+	m.local = service.New(service.Config{
 		ID: cfg.ID, HTTPAddr: cfg.httpAddr(), GossipAddr: cfg.gossipAddr(), Scheme: m.scheme(),
 		ApplyTimeout: cfg.ApplyTimeout, ElectionTimeout: cfg.ElectionTimeout,
 		HeartbeatWait: cfg.heartbeatWait(), LossDelay: cfg.lossDelay(), Strict: cfg.strict(),
@@ -177,8 +179,8 @@ func New(cfg Config) (*Master, error) {
 		Metrics: m.metrics, Log: m.log, KnownMasters: m.finder.Known,
 		Blobs: store, Replicas: m.replicas,
 	})
-	m.metrics.Watch(metrics.Source{Raft: m.raft, FSM: m.fsm, Pool: pool, Ready: m.core.Ready, Split: m.core.Split, Blobs: store.Usage})
-	fwd := forward.New(m.core, m.core.Leadership, peerHTTP, m.scheme())
+	m.metrics.Watch(metrics.Source{Raft: m.raft, FSM: m.fsm, Pool: pool, Ready: m.local.Ready, Split: m.local.Split, Blobs: store.Usage})
+	fwd := forward.New(m.local, m.local.Leadership, peerHTTP, m.scheme())
 	m.svc = service.Admit(fwd, guard, cfg.MaxSubmitsPerClient)
 	conns := transport.NewConnLimit(cfg.MaxConnsPerClient, transport.DefaultMaxConns())
 	if err := m.startHTTP(guard, conns); err != nil {
@@ -290,10 +292,10 @@ func (m *Master) closeRaft() {
 // startHTTP serves the /v1 API, the web UI and /metrics on one listener.
 func (m *Master) startHTTP(guard *auth.Guard, conns *transport.ConnLimit) error {
 	mux := http.NewServeMux()
-	api := httpapi.Config{Service: m.svc, Guard: guard, Leadership: m.core.Leadership, Metrics: m.metrics, Log: m.log,
+	api := httpapi.Config{Service: m.svc, Guard: guard, Leadership: m.local.Leadership, Metrics: m.metrics, Log: m.log,
 		Spark: sparkjson.Site{URL: m.sparkURL(), Scheme: m.scheme()}}
 	httpapi.Register(mux, api)
-	webui.Register(mux, webui.Config{Service: m.svc, Guard: guard, Leadership: m.core.Leadership, Scheme: m.scheme(), Log: m.log})
+	webui.Register(mux, webui.Config{Service: m.svc, Guard: guard, Leadership: m.local.Leadership, Scheme: m.scheme(), Log: m.log})
 	ln, err := m.listen(m.cfg.HTTPPort, conns)
 	if err != nil {
 		return fmt.Errorf("http listen: %w", err)
@@ -457,7 +459,7 @@ func (m *Master) handOver() {
 		m.log.Warn("could not hand leadership over before stopping", "err", err)
 		return
 	}
-	m.log.Info("handed leadership over before stopping", "to", m.core.NextLeader(context.Background()), "took", time.Since(start).Round(time.Millisecond))
+	m.log.Info("handed leadership over before stopping", "to", m.local.NextLeader(context.Background()), "took", time.Since(start).Round(time.Millisecond))
 }
 
 // HTTPAddr is the host:port the HTTP API listens on.
@@ -490,7 +492,7 @@ func (m *Master) leadershipLoop() {
 			end = func() {
 				cancel()
 				if t := <-started; t != nil {
-					m.core.Lead(nil)
+					m.local.Lead(nil)
 					t.Stop()
 				}
 			}
@@ -518,10 +520,10 @@ func (m *Master) establish(ctx context.Context) *leader.Term {
 		SpreadOutApps: m.cfg.SpreadOutApps, RetainedDrivers: m.cfg.RetainedDrivers, RetainedApps: m.cfg.RetainedApps,
 		AppTimeout: m.cfg.AppTimeout,
 	}, leader.Deps{
-		FSM: m.fsm, Apply: m.core.Apply, Pool: m.pool, GossipChanged: m.gossipChanged.Wait, Voters: m.voters,
+		FSM: m.fsm, Apply: m.local.Apply, Pool: m.pool, GossipChanged: m.gossipChanged.Wait, Voters: m.voters,
 		Metrics: m.metrics, Log: m.log,
 	}, number)
-	m.core.Lead(t)
+	m.local.Lead(t)
 	m.log.Info("leading", "term", number, "barrier", time.Since(start).Round(time.Millisecond))
 	return t
 }

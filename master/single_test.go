@@ -35,7 +35,7 @@ func singleConfig(tb testing.TB) Config {
 // within a few election timeouts.
 func waitReady(tb testing.TB, m *Master) {
 	tb.Helper()
-	for deadline := time.Now().Add(20 * time.Second); !m.core.Ready(); time.Sleep(10 * time.Millisecond) {
+	for deadline := time.Now().Add(20 * time.Second); !m.local.Ready(); time.Sleep(10 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			tb.Fatal("the master did not become the ready leader within 20s")
 		}

@@ -16,6 +16,17 @@ import (
 	"github.com/drover-project/drover/model"
 )
 
+// Applications is the rules of applications and their executors
+// (AppService, after Spark's RegisterApplication, RequestExecutors,
+// KillExecutors and UnregisterApplication). It embeds its master's one
+// Core: the tables, the term, the single-flight that collapses the copies of
+// a registration and the path to Raft are Core's own, never a second set. It
+// is not called Apps: in Local, a field of that name would hide its Apps
+// method.
+type Applications struct {
+	*Core
+}
+
 // maxAppMessage bounds the message an app client ends its app with, in
 // bytes.
 const maxAppMessage = 1024
@@ -25,7 +36,7 @@ const maxAppMessage = 1024
 // Spark's executors fetch the application's jars from its driver), then
 // req's own. They are resolved here, before Raft, so the log entry names
 // every artifact and replays without the driver's row.
-func (s *Core) appArtifacts(req api.RegisterAppRequest) ([]model.Artifact, error) {
+func (s *Applications) appArtifacts(req api.RegisterAppRequest) ([]model.Artifact, error) {
 	if !req.DriverArtifacts {
 		return normalizeArtifacts(req.Artifacts)
 	}
@@ -49,7 +60,7 @@ func (s *Core) appArtifacts(req api.RegisterAppRequest) ([]model.Artifact, error
 
 // RegisterApp implements AppService. A driver token may register an app
 // only for its own driver attempt.
-func (s *Core) RegisterApp(_ context.Context, c auth.Caller, req api.RegisterAppRequest) (api.RegisterAppResponse, error) {
+func (s *Applications) RegisterApp(_ context.Context, c auth.Caller, req api.RegisterAppRequest) (api.RegisterAppResponse, error) {
 	t, err := s.leading()
 	if err != nil {
 		return api.RegisterAppResponse{}, err
@@ -112,27 +123,16 @@ func (s *Core) RegisterApp(_ context.Context, c auth.Caller, req api.RegisterApp
 }
 
 // Apps implements AppService.
-func (s *Core) Apps(_ context.Context, _ auth.Caller, r Read) ([]api.AppStatus, error) {
+func (s *Applications) Apps(_ context.Context, _ auth.Caller, r Read) ([]api.AppStatus, error) {
 	if err := s.readable(r); err != nil {
 		return nil, err
 	}
 	return s.appStatuses(), nil
 }
 
-// appStatuses returns every app with its executors, waiting ones explained.
-func (s *Core) appStatuses() []api.AppStatus {
-	apps, execs := s.FSM.Apps()
-	ws := s.FSM.Workers()
-	out := make([]api.AppStatus, len(apps))
-	for i, a := range apps {
-		out[i] = explainApp(api.AppStatus{App: a, Executors: execs[i]}, ws)
-	}
-	return out
-}
-
 // App implements AppService; with r.Index it is a blocking read. A driver
 // token reads only its own attempt's app.
-func (s *Core) App(ctx context.Context, c auth.Caller, id string, r Read) (api.AppStatus, error) {
+func (s *Applications) App(ctx context.Context, c auth.Caller, id string, r Read) (api.AppStatus, error) {
 	if err := ids.CheckApp(id); err != nil {
 		return api.AppStatus{}, api.Errorf(api.ErrInvalidRequest, "%v", err)
 	}
@@ -146,7 +146,7 @@ func (s *Core) App(ctx context.Context, c auth.Caller, id string, r Read) (api.A
 }
 
 // ownApp returns the app with ID id, as the caller may see it.
-func (s *Core) ownApp(c auth.Caller, id string) (api.AppStatus, error) {
+func (s *Applications) ownApp(c auth.Caller, id string) (api.AppStatus, error) {
 	if err := ids.CheckApp(id); err != nil {
 		return api.AppStatus{}, api.Errorf(api.ErrInvalidRequest, "%v", err)
 	}
@@ -160,7 +160,7 @@ func (s *Core) ownApp(c auth.Caller, id string) (api.AppStatus, error) {
 	return st, nil
 }
 
-func (s *Core) currentApp(id string) (api.AppStatus, bool) {
+func (s *Applications) currentApp(id string) (api.AppStatus, bool) {
 	a, es, ok := s.FSM.App(id)
 	if !ok {
 		return api.AppStatus{}, false
@@ -171,7 +171,7 @@ func (s *Core) currentApp(id string) (api.AppStatus, bool) {
 // WatchApp implements AppService: it answers when the app's status
 // differs from etag, the app ends, the term ends, or HeartbeatWait passes.
 // Each watch, held or not, is contact from the app's client.
-func (s *Core) WatchApp(ctx context.Context, c auth.Caller, id, etag string) (AppWatch, error) {
+func (s *Applications) WatchApp(ctx context.Context, c auth.Caller, id, etag string) (AppWatch, error) {
 	t, err := s.leading()
 	if err != nil {
 		return AppWatch{}, err
@@ -217,7 +217,7 @@ func appETag(s api.AppStatus) string {
 
 // appCommand commits a command about the app id, which the caller must
 // own, and answers with the app's status after it.
-func (s *Core) appCommand(c auth.Caller, id string, t model.CommandType, payload func(appID string) any) (api.AppStatus, error) {
+func (s *Applications) appCommand(c auth.Caller, id string, t model.CommandType, payload func(appID string) any) (api.AppStatus, error) {
 	if _, err := s.leading(); err != nil {
 		return api.AppStatus{}, err
 	}
@@ -235,7 +235,7 @@ func (s *Core) appCommand(c auth.Caller, id string, t model.CommandType, payload
 }
 
 // RequestExecutors implements AppService.
-func (s *Core) RequestExecutors(_ context.Context, c auth.Caller, id string, req api.RequestExecutorsRequest) (api.AppStatus, error) {
+func (s *Applications) RequestExecutors(_ context.Context, c auth.Caller, id string, req api.RequestExecutorsRequest) (api.AppStatus, error) {
 	// The tables refuse it too, as an invalid command; refused here, it
 	// reads as the request it is and costs no log entry.
 	if req.Total < 0 {
@@ -247,7 +247,7 @@ func (s *Core) RequestExecutors(_ context.Context, c auth.Caller, id string, req
 }
 
 // KillExecutors implements AppService.
-func (s *Core) KillExecutors(_ context.Context, c auth.Caller, id string, req api.KillExecutorsRequest) (api.AppStatus, error) {
+func (s *Applications) KillExecutors(_ context.Context, c auth.Caller, id string, req api.KillExecutorsRequest) (api.AppStatus, error) {
 	if len(req.ExecutorIDs) == 0 {
 		return api.AppStatus{}, api.Errorf(api.ErrInvalidRequest, "executor_ids is empty")
 	}
@@ -258,7 +258,7 @@ func (s *Core) KillExecutors(_ context.Context, c auth.Caller, id string, req ap
 
 // UnregisterApp implements AppService: the app ends FINISHED (the default)
 // or FAILED.
-func (s *Core) UnregisterApp(_ context.Context, c auth.Caller, id string, req api.UnregisterAppRequest) (api.AppStatus, error) {
+func (s *Applications) UnregisterApp(_ context.Context, c auth.Caller, id string, req api.UnregisterAppRequest) (api.AppStatus, error) {
 	if req.State == "" {
 		req.State = model.AppFinished
 	}
@@ -274,7 +274,7 @@ func (s *Core) UnregisterApp(_ context.Context, c auth.Caller, id string, req ap
 }
 
 // KillApp implements AppService.
-func (s *Core) KillApp(_ context.Context, c auth.Caller, id string) (api.AppStatus, error) {
+func (s *Applications) KillApp(_ context.Context, c auth.Caller, id string) (api.AppStatus, error) {
 	return s.appCommand(c, id, model.CmdEndApp, func(appID string) any {
 		return &model.EndApp{AppID: appID, State: model.AppKilled, Time: now()}
 	})
@@ -282,7 +282,7 @@ func (s *Core) KillApp(_ context.Context, c auth.Caller, id string) (api.AppStat
 
 // ExecutorLogs implements AppService. Executor IDs are not positions: the
 // rows of old finished executors are dropped.
-func (s *Core) ExecutorLogs(ctx context.Context, c auth.Caller, appID string, executor int, q LogQuery, r Read) (*Log, error) {
+func (s *Applications) ExecutorLogs(ctx context.Context, c auth.Caller, appID string, executor int, q LogQuery, r Read) (*Log, error) {
 	if err := s.readable(r); err != nil {
 		return nil, err
 	}

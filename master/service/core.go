@@ -78,10 +78,12 @@ type Deps struct {
 	Replicas *blobsync.Replicas
 }
 
-// Core is the service as the leader runs it: every rule, every Raft entry.
-// A master that does not lead answers reads with Read.Stale from its own
-// tables and refuses the rest with api.ErrUnavailable; the Forwarder in
-// front of it sends those to the leader instead. Make one with New.
+// Core is the rules of drivers and workers, this master's own views (state,
+// health, events, uploads) and the one path to Raft, which Applications and
+// Operator share by embedding it. A master that does not lead answers reads
+// with Read.Stale from its own tables and refuses the rest with
+// api.ErrUnavailable; the Forwarder in front of it sends those to the leader
+// instead. New makes one inside a Local.
 type Core struct {
 	cfg Config
 	Deps
@@ -95,11 +97,6 @@ type Core struct {
 	// sends each to every master, and followers forward them here) into
 	// one Raft entry.
 	submits singleflight.Group
-}
-
-// New returns a Core that is not leading; Lead starts and ends its terms.
-func New(cfg Config, d Deps) *Core {
-	return &Core{cfg: cfg, Deps: d}
 }
 
 // Ready reports whether this master is the ready leader: it leads, and has

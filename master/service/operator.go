@@ -2,7 +2,6 @@ package service
 
 import (
 	"context"
-	"fmt"
 	"net"
 	"time"
 
@@ -10,39 +9,26 @@ import (
 
 	"github.com/drover-project/drover/api"
 	"github.com/drover-project/drover/auth"
-	"github.com/drover-project/drover/gossip"
 	"github.com/drover-project/drover/ids"
 	"github.com/drover-project/drover/master/leader"
 	"github.com/drover-project/drover/model"
 )
 
+// Operator is the quorum's operations and snapshots (OperatorService): Raft
+// membership, leadership transfer, snapshot archives and clearing finished
+// rows, after Consul's operator raft commands on hashicorp/raft's membership
+// changes. It embeds its master's one Core, whose tables, term and path to
+// Raft it uses.
+type Operator struct {
+	*Core
+}
+
 // configChangeTimeout bounds a membership change, which waits for the new
 // configuration to commit, and a snapshot restore.
 const configChangeTimeout = 30 * time.Second
 
-// peers is the Raft configuration with each master's HTTP address from
-// gossip and the leader marked.
-func (s *Core) peers() (api.RaftPeers, error) {
-	cf := s.Raft.GetConfiguration()
-	if err := cf.Error(); err != nil {
-		return api.RaftPeers{}, fmt.Errorf("%w: raft configuration: %v", api.ErrUnavailable, err)
-	}
-	_, leaderID := s.Raft.LeaderWithID()
-	out := api.RaftPeers{Index: cf.Index(), Peers: []api.Master{}}
-	for _, srv := range cf.Configuration().Servers {
-		ms := api.Master{ID: string(srv.ID), RaftAddr: string(srv.Address), Suffrage: srv.Suffrage.String(), Leader: srv.ID == leaderID}
-		if string(srv.ID) == s.cfg.ID {
-			ms.HTTPAddr = s.cfg.HTTPAddr
-		} else if meta, ok := s.Pool.Lookup(gossip.RoleMaster, string(srv.ID)); ok {
-			ms.HTTPAddr = meta.HTTP
-		}
-		out.Peers = append(out.Peers, ms)
-	}
-	return out, nil
-}
-
 // RaftPeers implements OperatorService.
-func (s *Core) RaftPeers(_ context.Context, _ auth.Caller, r Read) (api.RaftPeers, error) {
+func (s *Operator) RaftPeers(_ context.Context, _ auth.Caller, r Read) (api.RaftPeers, error) {
 	if err := s.readable(r); err != nil {
 		return api.RaftPeers{}, err
 	}
@@ -50,7 +36,7 @@ func (s *Core) RaftPeers(_ context.Context, _ auth.Caller, r Read) (api.RaftPeer
 }
 
 // AddVoter implements OperatorService. Adding a voter again is a no-op.
-func (s *Core) AddVoter(_ context.Context, _ auth.Caller, req api.AddVoterRequest) (api.RaftPeers, error) {
+func (s *Operator) AddVoter(_ context.Context, _ auth.Caller, req api.AddVoterRequest) (api.RaftPeers, error) {
 	if _, err := s.leading(); err != nil {
 		return api.RaftPeers{}, err
 	}
@@ -83,7 +69,7 @@ func (s *Core) AddVoter(_ context.Context, _ auth.Caller, req api.AddVoterReques
 // no-op; the last voter stays. Removing the leader itself makes it step
 // down once the change commits; the client then hears from the next
 // leader.
-func (s *Core) RemovePeer(_ context.Context, _ auth.Caller, req api.RemovePeerRequest) (api.RaftPeers, error) {
+func (s *Operator) RemovePeer(_ context.Context, _ auth.Caller, req api.RemovePeerRequest) (api.RaftPeers, error) {
 	if _, err := s.leading(); err != nil {
 		return api.RaftPeers{}, err
 	}
@@ -115,7 +101,7 @@ func (s *Core) RemovePeer(_ context.Context, _ auth.Caller, req api.RemovePeerRe
 // no longer the leader, or whose target leads already, was done by its
 // twin (the client sends it to every master) or by another: it succeeds
 // without a second transfer.
-func (s *Core) TransferLeadership(ctx context.Context, _ auth.Caller, req api.TransferLeadershipRequest) (api.TransferLeadershipResponse, error) {
+func (s *Operator) TransferLeadership(ctx context.Context, _ auth.Caller, req api.TransferLeadershipRequest) (api.TransferLeadershipResponse, error) {
 	if _, err := s.leading(); err != nil {
 		return api.TransferLeadershipResponse{}, err
 	}
@@ -156,7 +142,7 @@ func (s *Core) TransferLeadership(ctx context.Context, _ auth.Caller, req api.Tr
 // hears from a leader other than itself after handing over, and returns its
 // ID ("" if none spoke up in time). Raft's transfer completes when the
 // target starts its election, before its first heartbeat names it.
-func (s *Core) NextLeader(ctx context.Context) string {
+func (s *Operator) NextLeader(ctx context.Context) string {
 	ctx, cancel := context.WithTimeout(ctx, 2*s.cfg.ElectionTimeout)
 	defer cancel()
 	tick := time.NewTicker(10 * time.Millisecond)
@@ -178,7 +164,7 @@ func (s *Core) NextLeader(ctx context.Context) string {
 // oldest beyond its counts, here with all of them: a command whose meaning
 // is exactly this, so nothing new enters the log. A driver or app that
 // retention drops meanwhile is skipped by the tables and still listed.
-func (s *Core) ClearCompleted(context.Context, auth.Caller) (api.ClearCompletedResponse, error) {
+func (s *Operator) ClearCompleted(context.Context, auth.Caller) (api.ClearCompletedResponse, error) {
 	if _, err := s.leading(); err != nil {
 		return api.ClearCompletedResponse{}, err
 	}

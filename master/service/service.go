@@ -6,10 +6,13 @@
 //
 // A master's Service is a stack of three values with the same interface:
 //
-//	Admit (access and per-client bounds) -> forward.Forwarder (to the leader) -> Core (rules, Raft)
+//	Admit (access and per-client bounds) -> forward.Forwarder (to the leader) -> Local (rules, Raft)
 //
 // so a request is admitted once, on the master it reached first, forwarded
-// once when that master does not lead, and decided by the leader's Core.
+// once when that master does not lead, and decided by the leader's Local.
+// Local is three parts over one Core: Core (drivers, workers, this master's
+// views, the only writer to Raft), Applications (apps and executors) and
+// Operator (the quorum's membership, leadership transfer, snapshots).
 // Errors wrap one sentinel of package api or model; api.CodeOf turns it
 // into a code and an HTTP status.
 package service

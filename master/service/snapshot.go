@@ -34,7 +34,7 @@ const (
 // SaveSnapshot implements OperatorService: it takes a fresh Raft snapshot
 // on the leader, or when nothing is new since the last one, sends that.
 // The state is held in memory once, as the FSM's own snapshot is.
-func (s *Core) SaveSnapshot(context.Context, auth.Caller) (*Snapshot, error) {
+func (s *Operator) SaveSnapshot(context.Context, auth.Caller) (*Snapshot, error) {
 	if _, err := s.leading(); err != nil {
 		return nil, err
 	}
@@ -110,7 +110,7 @@ func latestSnapshot(f raft.SnapshotFuture, snaps raft.SnapshotStore) (*raft.Snap
 // FSM accepts the state) before Raft sees it, so a bad file changes
 // nothing. The restored tables keep the sequence numbers the cluster had
 // reached, so no ID given before the restore is given again.
-func (s *Core) RestoreSnapshot(_ context.Context, _ auth.Caller, archive io.Reader) (api.RaftPeers, error) {
+func (s *Operator) RestoreSnapshot(_ context.Context, _ auth.Caller, archive io.Reader) (api.RaftPeers, error) {
 	t, err := s.leading()
 	if err != nil {
 		return api.RaftPeers{}, err

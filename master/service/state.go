@@ -2,10 +2,12 @@ package service
 
 import (
 	"context"
+	"fmt"
 	"strconv"
 
 	"github.com/drover-project/drover/api"
 	"github.com/drover-project/drover/auth"
+	"github.com/drover-project/drover/gossip"
 )
 
 // State implements Service: this master's own view, whatever its role, so
@@ -38,4 +40,38 @@ func (s *Core) State(context.Context, auth.Caller) (api.State, error) {
 		st.PoolSplit, st.LeadingSince = t.Split(), t.Since.UnixMilli()
 	}
 	return st, nil
+}
+
+// appStatuses returns every app with its executors, waiting ones explained:
+// the State's apps, and what Applications.Apps answers.
+func (s *Core) appStatuses() []api.AppStatus {
+	apps, execs := s.FSM.Apps()
+	ws := s.FSM.Workers()
+	out := make([]api.AppStatus, len(apps))
+	for i, a := range apps {
+		out[i] = explainApp(api.AppStatus{App: a, Executors: execs[i]}, ws)
+	}
+	return out
+}
+
+// peers is the Raft configuration with each master's HTTP address from
+// gossip and the leader marked: the State's masters, and what Operator's
+// reads and membership changes answer with.
+func (s *Core) peers() (api.RaftPeers, error) {
+	cf := s.Raft.GetConfiguration()
+	if err := cf.Error(); err != nil {
+		return api.RaftPeers{}, fmt.Errorf("%w: raft configuration: %v", api.ErrUnavailable, err)
+	}
+	_, leaderID := s.Raft.LeaderWithID()
+	out := api.RaftPeers{Index: cf.Index(), Peers: []api.Master{}}
+	for _, srv := range cf.Configuration().Servers {
+		ms := api.Master{ID: string(srv.ID), RaftAddr: string(srv.Address), Suffrage: srv.Suffrage.String(), Leader: srv.ID == leaderID}
+		if string(srv.ID) == s.cfg.ID {
+			ms.HTTPAddr = s.cfg.HTTPAddr
+		} else if meta, ok := s.Pool.Lookup(gossip.RoleMaster, string(srv.ID)); ok {
+			ms.HTTPAddr = meta.HTTP
+		}
+		out.Peers = append(out.Peers, ms)
+	}
+	return out, nil
 }
