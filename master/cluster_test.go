@@ -310,9 +310,14 @@ func TestKillAllAndClearCompleted(t *testing.T) {
 	if status != http.StatusBadRequest {
 		t.Fatalf("kill-all with a body: %d %s, want 400", status, body)
 	}
+	// The reply names the drivers this call killed: when a loaded machine
+	// loses the first answer and the client sends the request again, the
+	// second call finds them killed already and names fewer. What must
+	// hold is that it names no other driver and that both end KILLED.
 	var killed api.KillAllResponse
-	if err := sub.Do(ctx, http.MethodPost, api.PathKillAllDrivers, nil, &killed); err != nil || !slices.Equal(killed.DriverIDs, ids[:2]) {
-		t.Fatalf("kill-all: %+v, %v; want %v", killed, err, ids[:2])
+	if err := sub.Do(ctx, http.MethodPost, api.PathKillAllDrivers, nil, &killed); err != nil ||
+		slices.ContainsFunc(killed.DriverIDs, func(id string) bool { return !slices.Contains(ids[:2], id) }) {
+		t.Fatalf("kill-all: %+v, %v; want some of %v", killed, err, ids[:2])
 	}
 	for _, id := range ids {
 		d, err := sub.Driver(ctx, id)
