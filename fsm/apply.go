@@ -96,6 +96,26 @@ func (f *FSM) applySubmitDriver(c *model.SubmitDriver) any {
 	return SubmitResult{DriverID: d.ID}
 }
 
+// applySubmitDrivers applies each submission of the batch as
+// applySubmitDriver would apply it alone, in order, so that a token twice
+// in the batch makes one driver and a refused submission is skipped
+// without a trace while the others apply.
+func (f *FSM) applySubmitDrivers(c *model.SubmitDrivers) any {
+	if len(c.Drivers) == 0 {
+		return fmt.Errorf("%w: SubmitDrivers holds no submission", model.ErrInvalidCommand)
+	}
+	res := SubmitDriversResult{Outcomes: make([]SubmitOutcome, len(c.Drivers))}
+	for i := range c.Drivers {
+		switch r := f.applySubmitDriver(&c.Drivers[i]).(type) {
+		case SubmitResult:
+			res.Outcomes[i].SubmitResult = r
+		case error:
+			res.Outcomes[i].Err = r
+		}
+	}
+	return res
+}
+
 func (f *FSM) applyPlaceDrivers(c *model.PlaceDrivers) any {
 	var res PlaceResult
 	placed := map[string]bool{}

@@ -30,6 +30,9 @@ var (
 	snapshotSizes = benchSizes{workers: 1_000, drivers: 100_000, apps: 100}
 )
 
+// submitGroup is the size of the SubmitDrivers groups benchmarked.
+const submitGroup = 64
+
 // benchEpoch is the Unix millisecond the benchmark clock starts at.
 const benchEpoch int64 = 1_795_000_000_000
 
@@ -91,6 +94,15 @@ func refusal(res any) string {
 	case SubmitResult:
 		if r.Existing {
 			return "token already known"
+		}
+	case SubmitDriversResult:
+		for _, o := range r.Outcomes {
+			if o.Err != nil {
+				return o.Err.Error()
+			}
+			if o.Existing {
+				return "token already known"
+			}
 		}
 	case RegisterAppResult:
 		if r.Existing {
@@ -373,6 +385,18 @@ var applyCases = []applyCase{
 	}},
 	{model.CmdSubmitDriver, 1000, func(s *benchFSM, n int) [][]byte {
 		return s.each(n, model.CmdSubmitDriver, func(int) any { return s.submitCommand() })
+	}},
+	// The exception to one item per command: a group of submitGroup
+	// submissions, as a leader commits concurrent ones, so ns/op over
+	// submitGroup is what a submission costs in a group.
+	{model.CmdSubmitDrivers, 100, func(s *benchFSM, n int) [][]byte {
+		return s.each(n, model.CmdSubmitDrivers, func(int) any {
+			c := &model.SubmitDrivers{Drivers: make([]model.SubmitDriver, submitGroup)}
+			for i := range c.Drivers {
+				c.Drivers[i] = *s.submitCommand()
+			}
+			return c
+		})
 	}},
 	// A new driver joins the queue behind the waiting ones, then is placed.
 	{model.CmdPlaceDrivers, 1000, func(s *benchFSM, n int) [][]byte {

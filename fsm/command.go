@@ -116,6 +116,8 @@ func newPayload(t model.CommandType) any {
 		return new(model.EndApp)
 	case model.CmdPruneCompleted:
 		return new(model.PruneCompleted)
+	case model.CmdSubmitDrivers:
+		return new(model.SubmitDrivers)
 	}
 	return nil
 }

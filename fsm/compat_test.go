@@ -63,8 +63,8 @@ func TestUnknownFieldsAreIgnored(t *testing.T) {
 			t.Fatalf("entry %d gained no field", i+1)
 		}
 		want, got := plain.ApplyCommand(uint64(i+1), e), extended.ApplyCommand(uint64(i+1), x)
-		if fmt.Sprintf("%#v", got) != fmt.Sprintf("%#v", want) {
-			t.Fatalf("entry %d with unknown fields: %#v, without: %#v", i+1, got, want)
+		if resultText(got) != resultText(want) {
+			t.Fatalf("entry %d with unknown fields: %s, without: %s", i+1, resultText(got), resultText(want))
 		}
 	}
 	if extended.Err() != nil {

@@ -25,6 +25,20 @@ type SubmitResult struct {
 	Existing bool
 }
 
+// SubmitDriversResult is what Apply returns for a SubmitDrivers: one
+// outcome per submission, in the order of the batch.
+type SubmitDriversResult struct {
+	Outcomes []SubmitOutcome
+}
+
+// SubmitOutcome is what became of one submission of a SubmitDrivers: the
+// SubmitResult a SubmitDriver of its own would have returned, or, when
+// that SubmitDriver would have been refused, Err, its refusal.
+type SubmitOutcome struct {
+	SubmitResult
+	Err error
+}
+
 // PlaceResult lists the placements of a PlaceDrivers command that applied.
 type PlaceResult struct {
 	Applied []model.Placement
@@ -150,7 +164,8 @@ func New() *FSM {
 	return &FSM{t: newTables(), change: make(chan struct{}), halted: make(chan struct{}), events: events.New(DefaultEventBuffer)}
 }
 
-// Apply implements raft.FSM. It returns a SubmitResult, PlaceResult,
+// Apply implements raft.FSM. It returns a SubmitResult,
+// SubmitDriversResult, PlaceResult,
 // RegisterAppResult, PlaceExecutorsResult, nil, or an error. A command that
 // fails validation changes nothing but the applied index: every replica
 // refuses it alike. An entry of an unknown type flagged with
@@ -256,6 +271,8 @@ func (f *FSM) apply(t model.CommandType, payload any) any {
 		return f.applyEndApp(payload.(*model.EndApp))
 	case model.CmdPruneCompleted:
 		return f.applyPruneCompleted(payload.(*model.PruneCompleted))
+	case model.CmdSubmitDrivers:
+		return f.applySubmitDrivers(payload.(*model.SubmitDrivers))
 	}
 	return fmt.Errorf("%w: type %s", model.ErrInvalidCommand, t)
 }

@@ -201,6 +201,16 @@ func scenario(t tb) [][]byte {
 	b.add(model.CmdRegisterApp, &model.RegisterApp{ID: appID(5), Token: "at5", CoresPerExecutor: 1, MemoryPerExecutorMB: 256, ExecutorLimit: 1, Argv: []string{"exec"},
 		ResourcesPerExecutor: model.ResourceAmounts{"gpu": 1}, Time: 56})
 	b.add(model.CmdPlaceExecutors, &model.PlaceExecutors{Time: 57, Placements: []model.ExecutorPlacement{{AppID: appID(5), ExecutorID: 0, WorkerID: "w4", Resources: model.Resources{"gpu": {"0"}}}}})
+	// A group of submissions: two new ones, a token twice in the group,
+	// a token of an earlier entry, and one refused (no cores) between
+	// them, which the others outlive.
+	b.add(model.CmdSubmitDrivers, &model.SubmitDrivers{Drivers: []model.SubmitDriver{
+		{ID: driverID(10), Token: "t10", Argv: []string{"k"}, Cores: 1, MemoryMB: 512, Time: 58},
+		{ID: driverID(11), Token: "t10", Argv: []string{"k"}, Cores: 1, MemoryMB: 512, Time: 58},
+		{ID: driverID(12), Token: "t1", Argv: []string{"b"}, Cores: 1, MemoryMB: 512, Time: 58},
+		{ID: driverID(13), Token: "t13", Argv: []string{"l"}, Cores: 0, MemoryMB: 512, Time: 58},
+		{ID: driverID(14), Token: "t14", Argv: []string{"m"}, Cores: 1, MemoryMB: 512, Supervise: true, Artifacts: scenarioArtifacts, Time: 58},
+	}})
 	return b.entries
 }
 
@@ -209,6 +219,11 @@ func scenario(t tb) [][]byte {
 const driverScenarioLen = 20
 
 func intp(v int) *int { return &v }
+
+// resultText shows an Apply result for comparison: its type and its
+// fields, errors by their text (%#v would show the addresses of errors
+// held in a result's fields).
+func resultText(res any) string { return fmt.Sprintf("%T %+v", res, res) }
 
 const sumA = "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"
 
@@ -274,14 +289,23 @@ func TestScenarioOutcome(t *testing.T) {
 		t.Fatalf("after decommission: supervised %s attempt %d, unsupervised %s (%q); want RELAUNCHING 2, KILLED with the reason",
 			d4.State, d4.Attempt, d5.State, d5.Message)
 	}
-	if w := f.WaitingDrivers(); len(w) != 2 || w[0].ID != driverID(4) || w[1].ID != driverID(8) {
-		t.Fatalf("waiting = %v, want %s and %s", w, driverID(4), driverID(8))
+	var waiting []string
+	for _, d := range f.WaitingDrivers() {
+		waiting = append(waiting, d.ID)
+	}
+	if want := []string{driverID(4), driverID(8), driverID(10), driverID(14)}; !slices.Equal(waiting, want) {
+		t.Fatalf("waiting = %v, want %v", waiting, want)
+	}
+	for _, seq := range []int{11, 12, 13} {
+		if _, ok := f.Driver(driverID(seq)); ok {
+			t.Fatalf("the group's submission %d, a known token or refused, made a driver", seq)
+		}
 	}
 	if !reflect.DeepEqual(d4.Artifacts, scenarioArtifacts) {
 		t.Fatalf("artifacts = %+v, want the submission's %+v", d4.Artifacts, scenarioArtifacts)
 	}
-	if f.NextDriverSeq() != 9 {
-		t.Fatalf("NextDriverSeq = %d, want 9 (the duplicate token and the refused bounds took no number)", f.NextDriverSeq())
+	if f.NextDriverSeq() != 15 {
+		t.Fatalf("NextDriverSeq = %d, want 15", f.NextDriverSeq())
 	}
 	if _, ok := f.Worker("w5"); ok {
 		t.Fatal("a worker offering one address twice was registered")
@@ -348,7 +372,7 @@ func TestScenarioUsesEveryCommandType(t *testing.T) {
 			executorReports = true
 		}
 	}
-	for ct := model.CmdRegisterWorker; ct <= model.CmdPruneCompleted; ct++ {
+	for ct := model.CmdRegisterWorker; ct <= model.CmdSubmitDrivers; ct++ {
 		if !seen[ct] {
 			t.Errorf("scenario has no %s", ct)
 		}
@@ -356,7 +380,7 @@ func TestScenarioUsesEveryCommandType(t *testing.T) {
 	if !executorReports {
 		t.Error("scenario has no executor reports")
 	}
-	if model.CommandType(model.CmdPruneCompleted+1).String() != fmt.Sprintf("CommandType(%d)", model.CmdPruneCompleted+1) {
+	if model.CommandType(model.CmdSubmitDrivers+1).String() != fmt.Sprintf("CommandType(%d)", model.CmdSubmitDrivers+1) {
 		t.Error("a command type was added: add it to scenario and to this test's range")
 	}
 }
@@ -378,6 +402,76 @@ func TestRetriedTokenYieldsSameDriver(t *testing.T) {
 	}
 	if hashOf(t, f) != before {
 		t.Fatal("a retried token changed the tables")
+	}
+}
+
+// Each submission of a SubmitDrivers applies as a SubmitDriver of its own
+// would, in order: a token twice in the group or known from an earlier
+// entry yields the first driver, a refused submission gets its own error
+// and leaves no trace, and the others apply.
+func TestSubmitDriversAppliesEachOnItsOwn(t *testing.T) {
+	sub := func(seq int, tok string, cores int) model.SubmitDriver {
+		return model.SubmitDriver{ID: driverID(seq), Token: tok, Argv: []string{"x"}, Cores: cores, MemoryMB: 1, Time: int64(seq)}
+	}
+	batched, alone := New(), New()
+	first := []model.SubmitDriver{sub(1, "a", 1)}
+	group := []model.SubmitDriver{sub(2, "b", 1), sub(3, "b", 1), sub(4, "a", 1), sub(5, "c", 0), sub(2, "d", 1), sub(6, "e", 1)}
+	data, err := Encode(model.CmdSubmitDriver, &first[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	batched.ApplyCommand(1, data)
+	alone.ApplyCommand(1, data)
+	data, err = Encode(model.CmdSubmitDrivers, &model.SubmitDrivers{Drivers: group})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, ok := batched.ApplyCommand(2, data).(SubmitDriversResult)
+	if !ok || len(res.Outcomes) != len(group) {
+		t.Fatalf("SubmitDrivers of %d: %+v", len(group), res)
+	}
+	want := []SubmitOutcome{
+		{SubmitResult: SubmitResult{DriverID: driverID(2)}},
+		{SubmitResult: SubmitResult{DriverID: driverID(2), Existing: true}},
+		{SubmitResult: SubmitResult{DriverID: driverID(1), Existing: true}},
+		{Err: model.ErrInvalidCommand},
+		{Err: model.ErrDuplicateID},
+		{SubmitResult: SubmitResult{DriverID: driverID(6)}},
+	}
+	for i, o := range res.Outcomes {
+		if o.SubmitResult != want[i].SubmitResult || !errors.Is(o.Err, want[i].Err) || (o.Err == nil) != (want[i].Err == nil) {
+			t.Errorf("submission %d: %+v, want %+v", i, o, want[i])
+		}
+	}
+	// The same submissions one entry each give the same tables.
+	for i := range group {
+		data, err := Encode(model.CmdSubmitDriver, &group[i])
+		if err != nil {
+			t.Fatal(err)
+		}
+		alone.ApplyCommand(2, data)
+	}
+	if hashOf(t, batched) != hashOf(t, alone) {
+		t.Fatal("a group applied differently from its submissions one by one")
+	}
+	var waiting []string
+	for _, d := range batched.WaitingDrivers() {
+		waiting = append(waiting, d.ID)
+	}
+	if fmt.Sprint(waiting) != fmt.Sprint([]string{driverID(1), driverID(2), driverID(6)}) {
+		t.Fatalf("waiting %v", waiting)
+	}
+	// An empty group is refused and changes nothing but the index.
+	before := hashOf(t, batched)
+	data, err = Encode(model.CmdSubmitDrivers, &model.SubmitDrivers{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err, _ := batched.ApplyCommand(3, data).(error); !errors.Is(err, model.ErrInvalidCommand) {
+		t.Fatalf("empty SubmitDrivers: %v, want ErrInvalidCommand", err)
+	}
+	if hashOf(t, batched) != before || batched.Index() != 3 {
+		t.Fatal("an empty SubmitDrivers changed the tables")
 	}
 }
 
@@ -490,7 +584,7 @@ func TestRandomLogsKeepInvariants(t *testing.T) {
 		sub, _ := f.Subscribe(f.Index(), events.Filter{}, 1<<30)
 		defer sub.Close()
 		// Command kinds, weighted towards the app commands.
-		mix := []int{0, 1, 1, 2, 2, 3, 4, 5, 6, 7, 7, 7, 8, 8, 8, 8, 9, 9, 9, 9, 9, 10, 11, 12, 13}
+		mix := []int{0, 1, 1, 2, 2, 3, 4, 5, 6, 7, 7, 7, 8, 8, 8, 8, 9, 9, 9, 9, 9, 10, 11, 12, 13, 14}
 		n := rapid.IntRange(1, 100).Draw(rt, "n")
 		for i := len(workers); i < n+len(workers); i++ {
 			var ct model.CommandType
@@ -675,6 +769,22 @@ func TestRandomLogsKeepInvariants(t *testing.T) {
 					ds, as = append(ds, pickDriver()), append(as, pickApp())
 				}
 				ct, payload = model.CmdPruneCompleted, &model.PruneCompleted{DriverIDs: ds, AppIDs: as}
+			case 14:
+				// A group of submissions, as case 1 makes them, some
+				// of them refused.
+				var c model.SubmitDrivers
+				for j := rapid.IntRange(1, 4).Draw(rt, "ns"); j > 0; j-- {
+					id := driverID(seq)
+					tok := fmt.Sprint("t", seq)
+					if rapid.IntRange(0, 3).Draw(rt, "retryGroupTok") == 3 {
+						tok = fmt.Sprint("t", rapid.IntRange(0, seq).Draw(rt, "gtok"))
+					}
+					seq++
+					ids = append(ids, id)
+					c.Drivers = append(c.Drivers, model.SubmitDriver{ID: id, Token: tok, Argv: []string{"p"},
+						Cores: rapid.IntRange(0, 3).Draw(rt, "gc"), MemoryMB: 512, Time: int64(i)})
+				}
+				ct, payload = model.CmdSubmitDrivers, &c
 			}
 			data, err := Encode(ct, payload)
 			if err != nil {

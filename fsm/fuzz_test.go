@@ -205,6 +205,10 @@ func fuzzCommandSeeds(t tb) [][]byte {
 		enc(model.CmdRegisterApp, &model.RegisterApp{ID: appID(9), Token: "at9", DriverID: driverID(6), DriverAttempt: 1, DriverRun: 1,
 			CoresPerExecutor: 1, MemoryPerExecutorMB: 1, ExecutorLimit: -1, Argv: []string{"x"}, Time: 9}),
 		enc(model.CmdPruneCompleted, &model.PruneCompleted{DriverIDs: []string{driverID(1), driverID(2), driverID(0)}, AppIDs: []string{appID(1), appID(0)}}),
+		enc(model.CmdSubmitDrivers, &model.SubmitDrivers{Drivers: []model.SubmitDriver{
+			{ID: driverID(9), Token: "t9", Argv: []string{"x"}, Cores: 1, MemoryMB: 1, Time: 9},
+			{ID: driverID(10), Token: "t9", Argv: []string{"x"}, Cores: 1, MemoryMB: 1, Time: 9},
+			{ID: driverID(0), Token: "t11", Argv: []string{"x"}, Cores: 1, MemoryMB: 1, Time: 9}}}),
 	}
 	return seeds
 }
@@ -254,8 +258,8 @@ func FuzzCommand(f *testing.F) {
 		}
 
 		replica := replay(t, entries)
-		if res2 := replica.Apply(entry); fmt.Sprintf("%#v", res2) != fmt.Sprintf("%#v", res) {
-			t.Fatalf("%s applied differently on two replicas: %#v vs %#v", ct, res, res2)
+		if res2 := replica.Apply(entry); resultText(res2) != resultText(res) {
+			t.Fatalf("%s applied differently on two replicas: %s vs %s", ct, resultText(res), resultText(res2))
 		}
 		if h := hashOf(t, replica); h != after {
 			t.Fatalf("%s left different tables on two replicas", ct)

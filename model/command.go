@@ -27,6 +27,9 @@ const (
 	// CmdPruneCompleted drops finished drivers and apps beyond the
 	// leader's retention counts.
 	CmdPruneCompleted CommandType = 13
+	// CmdSubmitDrivers is many SubmitDrivers in one entry: the leader
+	// commits concurrent submissions together.
+	CmdSubmitDrivers CommandType = 14
 )
 
 // String names the command type as logs and errors do.
@@ -58,6 +61,8 @@ func (t CommandType) String() string {
 		return "EndApp"
 	case CmdPruneCompleted:
 		return "PruneCompleted"
+	case CmdSubmitDrivers:
+		return "SubmitDrivers"
 	}
 	return fmt.Sprintf("CommandType(%d)", uint8(t))
 }
@@ -102,6 +107,17 @@ type SubmitDriver struct {
 	RestartWindowMS int64           `json:"restart_window_ms,omitempty"`
 	RescheduleAfter int             `json:"reschedule_after,omitempty"`
 	Time            int64           `json:"time"`
+}
+
+// SubmitDrivers is a batch of submissions the leader received at about the
+// same time, committed as one Raft entry so that they share its disk write
+// and replication instead of paying for one entry each (group commit). Each
+// submission applies as a SubmitDriver of its own would, in order: one that
+// is refused changes nothing and does not stop the others, and a token
+// already known, from an earlier entry or earlier in this batch, yields
+// the first driver's ID. An empty batch is refused.
+type SubmitDrivers struct {
+	Drivers []SubmitDriver `json:"drivers"`
 }
 
 // Placement puts attempt Attempt of driver DriverID on worker WorkerID.

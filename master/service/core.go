@@ -97,6 +97,8 @@ type Core struct {
 	// sends each to every master, and followers forward them here) into
 	// one Raft entry.
 	submits singleflight.Group
+	// queue gathers concurrent submissions into shared entries.
+	queue submitQueue
 }
 
 // Ready reports whether this master is the ready leader: it leads, and has

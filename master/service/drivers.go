@@ -45,7 +45,7 @@ func (s *Core) SubmitDriver(_ context.Context, _ auth.Caller, req api.SubmitRequ
 			return fsm.SubmitResult{DriverID: id, Existing: true}, nil
 		}
 		at := time.Now()
-		return s.Apply(model.CmdSubmitDriver, &model.SubmitDriver{
+		return s.submit(&model.SubmitDriver{
 			ID: t.IDs.Driver(at), Token: req.Token, Name: req.Name, Argv: req.Argv, Env: req.Env,
 			Cores: req.Cores, MemoryMB: req.MemoryMB, Supervise: req.Supervise, Artifacts: artifacts, Time: at.UnixMilli(),
 			Resources: req.Resources, MaxRestarts: req.MaxRestarts, RestartWindowMS: req.RestartWindowMS, RescheduleAfter: req.RescheduleAfter,
