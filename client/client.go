@@ -18,6 +18,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -240,8 +241,14 @@ func (c *Client) DoRaw(ctx context.Context, method, path string, body []byte) (*
 // bounded by timeout rather than RequestTimeout when it is longer (a
 // blocking read).
 func (c *Client) do(ctx context.Context, method, path string, body []byte, header http.Header, timeout time.Duration) (*Response, error) {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
+	begun := time.Now()
+	// The requests end when ctx does, or a while after the first answer
+	// (below): not at once when the caller, given its answer, ends ctx.
+	reqCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	// quit tells the goroutines of this call that no one reads their
+	// results any more.
+	quit := make(chan struct{})
+	defer close(quit)
 	type result struct {
 		master string
 		resp   *Response
@@ -250,10 +257,10 @@ func (c *Client) do(ctx context.Context, method, path string, body []byte, heade
 	results := make(chan result)
 	send := func(m string) {
 		go func() {
-			resp, err := c.one(ctx, m, method, path, body, header, timeout)
+			resp, err := c.one(reqCtx, m, method, path, body, header, timeout)
 			select {
 			case results <- result{m, resp, err}:
-			case <-ctx.Done():
+			case <-quit:
 			}
 		}()
 	}
@@ -262,7 +269,7 @@ func (c *Client) do(ctx context.Context, method, path string, body []byte, heade
 		time.AfterFunc(d, func() {
 			select {
 			case retry <- m:
-			case <-ctx.Done():
+			case <-quit:
 			}
 		})
 	}
@@ -292,6 +299,14 @@ func (c *Client) do(ctx context.Context, method, path string, body []byte, heade
 		select {
 		case r := <-results:
 			if r.resp != nil || isAPIError(r.err) {
+				// The other masters' copies are most likely answered
+				// a moment later (a follower forwards its copy to the
+				// leader, whose answer it passes on). Cut short, each
+				// would cost its connection, and the follower's to the
+				// leader too, so the next request would dial again;
+				// they are given as long again as this answer took,
+				// and at least lateAnswerGrace, before they are.
+				time.AfterFunc(max(time.Since(begun), lateAnswerGrace), cancel)
 				return r.resp, r.err
 			}
 			reasons[r.master] = r.err.Error()
@@ -307,6 +322,7 @@ func (c *Client) do(ctx context.Context, method, path string, body []byte, heade
 		case <-hedge:
 			fanOut()
 		case <-ctx.Done():
+			cancel()
 			var rs []string
 			for _, m := range c.masters {
 				if r, ok := reasons[m]; ok {
@@ -318,6 +334,23 @@ func (c *Client) do(ctx context.Context, method, path string, body []byte, heade
 			return nil, fmt.Errorf("%w: %s", ErrUnavailable, strings.Join(rs, "; "))
 		}
 	}
+}
+
+// lateAnswerGrace is the least time the other copies of a request get to
+// finish after the first authoritative answer.
+const lateAnswerGrace = 50 * time.Millisecond
+
+// prefer makes the leader the preferred master when the answer from
+// master names it (api.HeaderLeader) and it is one of the client's masters,
+// and master otherwise: a sticky client then goes to the leader itself
+// rather than through a follower that forwards each request to it.
+func (c *Client) prefer(master, leader string) {
+	if !slices.Contains(c.masters, leader) {
+		leader = master
+	}
+	c.mu.Lock()
+	c.preferred = leader
+	c.mu.Unlock()
 }
 
 func (c *Client) preferredMaster() string {
@@ -378,9 +411,7 @@ func (c *Client) send(master string, req *http.Request) (*Response, error) {
 	if hr.StatusCode == http.StatusServiceUnavailable || hr.StatusCode == http.StatusTooManyRequests {
 		return nil, fmt.Errorf("%s: %s", master, errorMessage(hr.StatusCode, b))
 	}
-	c.mu.Lock()
-	c.preferred = master
-	c.mu.Unlock()
+	c.prefer(master, hr.Header.Get(api.HeaderLeader))
 	if hr.StatusCode >= 300 {
 		msg := errorMessage(hr.StatusCode, b)
 		if c.opts.TLS == nil && strings.Contains(msg, "HTTP request to an HTTPS server") {

@@ -3,6 +3,8 @@ package client
 import (
 	"context"
 	"errors"
+	"fmt"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -151,5 +153,79 @@ func TestRefusalsWrapTheirCode(t *testing.T) {
 		if errors.Is(err, model.ErrUnknownApp) && tc.want != model.ErrUnknownApp {
 			t.Errorf("%d %s: wraps ErrUnknownApp too", tc.status, tc.body)
 		}
+	}
+}
+
+// A sticky client whose answer came from a follower naming the leader
+// (api.HeaderLeader) goes to the leader next, not through the follower.
+func TestStickyGoesToTheLeaderNamed(t *testing.T) {
+	release := make(chan struct{})
+	var leaderCalls, followerCalls atomic.Int32 // leader: answered calls
+	leader := server(t, func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Query().Get("round") == "0" {
+			// No answer in the first round: only the follower's
+			// answer can make the leader preferred.
+			select {
+			case <-release:
+			case <-r.Context().Done():
+			}
+			return
+		}
+		leaderCalls.Add(1)
+		w.Write([]byte(`{}`))
+	})
+	defer close(release)
+	follower := server(t, func(w http.ResponseWriter, r *http.Request) {
+		followerCalls.Add(1)
+		w.Header().Set(api.HeaderLeader, leader)
+		w.Write([]byte(`{}`))
+	})
+	c := newClient(t, Options{Sticky: true}, follower, leader)
+	for round := range 3 {
+		if err := c.Do(context.Background(), "GET", fmt.Sprint("/x?round=", round), nil, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if followerCalls.Load() != 1 || leaderCalls.Load() != 2 {
+		t.Fatalf("calls after the first round: follower %d, leader %d; want 1 (the first round) and 2", followerCalls.Load(), leaderCalls.Load())
+	}
+}
+
+// The copies of a request that answer after the first are let finish, so
+// that their connections serve the next requests instead of being closed
+// with the copy cut short and dialed again.
+func TestLateAnswersKeepTheirConnections(t *testing.T) {
+	var conns atomic.Int32
+	serve := func(h http.HandlerFunc) string {
+		s := httptest.NewUnstartedServer(h)
+		s.Config.ConnState = func(_ net.Conn, st http.ConnState) {
+			if st == http.StateNew {
+				conns.Add(1)
+			}
+		}
+		s.Start()
+		t.Cleanup(s.Close)
+		return strings.TrimPrefix(s.URL, "http://")
+	}
+	first := make(chan struct{}, 1)
+	early := serve(func(w http.ResponseWriter, r *http.Request) {
+		w.Write([]byte(`{}`))
+		first <- struct{}{}
+	})
+	late := serve(func(w http.ResponseWriter, r *http.Request) {
+		<-first
+		w.Write([]byte(`{}`))
+	})
+	c := newClient(t, Options{}, early, late)
+	const requests = 50
+	for range requests {
+		if err := c.Do(context.Background(), "GET", "/x", nil, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A few connections to each master (a request may start while the
+	// late copy of the one before still holds one), not one per request.
+	if n := conns.Load(); n > requests/5 {
+		t.Fatalf("%d requests to two masters dialed %d connections", requests, n)
 	}
 }
