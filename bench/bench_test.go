@@ -71,14 +71,17 @@ func canned() (map[string]stream, map[string]string) {
 	}
 	// A run that failed once out of three, and whose result lines a
 	// master's log splits.
+	const sticky64 = "BenchmarkSubmitThroughput/sticky-64"
 	for i, v := range []string{"12000", "9000"} {
-		thr = thr.bench("BenchmarkSubmitThroughput", "BenchmarkSubmitThroughput-2 \t", "master m1: leader elected\n",
+		thr = thr.bench(sticky64, sticky64+"-2 \t", "master m1: leader elected\n",
 			"       1\t         0 ns/op\t      "+v+" submits/s\n")
 		if i == 0 {
-			thr = thr.bench("BenchmarkSubmitThroughput", "    throughput_bench_test.go:40: submit: connection refused\n",
-				"        (after 3 tries)\n", "--- FAIL: BenchmarkSubmitThroughput\n").event("fail", "BenchmarkSubmitThroughput")
+			thr = thr.bench(sticky64, "    throughput_bench_test.go:40: submit: connection refused\n",
+				"        (after 3 tries)\n", "--- FAIL: "+sticky64+"\n").event("fail", sticky64)
 		}
 	}
+	thr = thr.bench("BenchmarkSubmitThroughput/sticky-256", "BenchmarkSubmitThroughput/sticky-256-2 \t       1\t         0 ns/op\t      16000 submits/s\n").
+		bench("BenchmarkSubmitThroughput/fanout-64", "BenchmarkSubmitThroughput/fanout-64-2 \t       1\t         0 ns/op\t      4000 submits/s\n")
 	// BenchmarkSubmitLatencyAt2000 is not in the package: nothing runs.
 	lat = lat.out("", "PASS\n")
 	place = place.bench("BenchmarkPlacement", "    throughput_bench_test.go:99: placed 100 of 100000\n",
@@ -165,7 +168,9 @@ func TestRows(t *testing.T) {
 	runs, errs := canned()
 	f := figuresOf(t, runs, errs)
 	want := []struct{ figure, status, measured string }{
-		{"acknowledged submissions/s", met, "10,500/s (median of 2 runs, lowest 9,000/s); 1 of 3 runs of BenchmarkSubmitThroughput failed: throughput_bench_test.go:40: submit: connection refused (after 3 tries)"},
+		{"acknowledged submissions/s", met, "10,500/s (median of 2 runs, lowest 9,000/s); 1 of 3 runs of BenchmarkSubmitThroughput/sticky-64 failed: throughput_bench_test.go:40: submit: connection refused (after 3 tries)"},
+		{"acknowledged submissions/s at 256 in flight", met, "16,000/s (1 run, lowest 16,000/s)"},
+		{"acknowledged submissions/s through the CLI's fan-out", notMet, "4,000/s (1 run, lowest 4,000/s)"},
 		{"submit latency", notMeasured, "BenchmarkSubmitLatencyAt2000 is not in ./systest"},
 		{"placements/s", notMeasured, "BenchmarkPlacement failed: throughput_bench_test.go:120: placement stalled: 99900 drivers waiting"},
 		{"leader SIGKILL to next accepted write (raft-500ms)", met, "p50 0.81 s, worst 1.10 s over 20 trials"},

@@ -8,7 +8,8 @@ package systest
 //
 //	DROVER_BENCH_DURATION  measuring time per iteration (SubmitThroughput,
 //	                       SubmitLatencyAt2000): 10s, -short 2s
-//	DROVER_BENCH_CLIENTS   concurrent submitting goroutines: 64
+//	DROVER_BENCH_CLIENTS   concurrent submitting goroutines: each shape's
+//	                       (SubmitThroughput), 64 (Placement)
 //	DROVER_BENCH_RATE      open-loop submissions/s (SubmitLatencyAt2000):
 //	                       2000, -short 200
 //	DROVER_BENCH_WORKERS   simulated workers (Placement): 1000, -short 50
@@ -95,15 +96,15 @@ func tputCluster(b *testing.B, opts testcluster.Options) (*testcluster.Cluster, 
 
 // tputClient returns the client all submitting goroutines share. One shared
 // client is what one process submitting from many goroutines would use (it
-// is safe for concurrent use), and its transport keeps up to 64 idle
-// connections per master, as many as the default 64 goroutines need, so
-// the number of goroutines, not the number of clients, sets the number of
-// connections. It is sticky (Options.Sticky: the master that answered last
-// first, every master after HedgeAfter), as a client submitting at a high
-// rate should be; DROVER_BENCH_STICKY=0 measures the fan-out to every
-// master that the CLI does, which triples the masters' HTTP work.
-func tputClient(b *testing.B, c *testcluster.Cluster) *client.Client {
-	cl, err := client.New(strings.Split(c.MasterAddrs, ","), client.Options{RequestTimeout: 10 * time.Second, Sticky: os.Getenv("DROVER_BENCH_STICKY") != "0"})
+// is safe for concurrent use), and its transport keeps as many idle
+// connections per master as 256 goroutines need, so the number of
+// goroutines, not the number of clients, sets the number of connections.
+// Sticky (Options.Sticky: the leader, or the master that answered last,
+// first, every master after HedgeAfter) is how a client submitting at a
+// high rate should submit; without it, each request goes to every master,
+// as the CLI sends it, which triples the masters' HTTP work.
+func tputClient(b *testing.B, c *testcluster.Cluster, sticky bool) *client.Client {
+	cl, err := client.New(strings.Split(c.MasterAddrs, ","), client.Options{RequestTimeout: 10 * time.Second, Sticky: sticky})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -217,18 +218,48 @@ func (s *tputSubmitter) closedLoop(n int, limit int64, stop <-chan struct{}) {
 	wg.Wait()
 }
 
+// tputShapes are the shapes of BenchmarkSubmitThroughput, one
+// sub-benchmark each: submissions in flight, and whether the shared client
+// is sticky or sends each request to every master as the CLI does.
+var tputShapes = []struct {
+	name    string
+	clients int
+	sticky  bool
+}{
+	{"sticky-64", 64, true},
+	{"sticky-256", 256, true},
+	{"fanout-64", 64, false},
+}
+
 // BenchmarkSubmitThroughput measures acknowledged submissions per second
-// (each one committed by a Raft quorum, fsynced) from 64 goroutines sharing
+// (each one committed by a Raft quorum, fsynced) from goroutines sharing
 // one client, against three masters and no workers: every driver stays
-// waiting, so the waiting queue grows all along. Each iteration submits for
-// DROVER_BENCH_DURATION. Besides "submits/s" it reports the leader's CPU time
-// per submission over the first and the last second of the run, which shows
-// whether the leader's work per submission grows with the waiting queue.
+// waiting, so the waiting queue grows all along. Each shape of tputShapes
+// is a sub-benchmark on a cluster of its own, whose iterations submit for
+// DROVER_BENCH_DURATION; DROVER_BENCH_CLIENTS sets the goroutines of every
+// shape. The goroutines of one process stand for as many clients, so the
+// masters run without the bound on one client's submissions in flight
+// (--max-submits-per-client). Besides "submits/s" it reports the leader's
+// CPU time per submission over the first and the last second of the run,
+// which shows whether the leader's work per submission grows with the
+// waiting queue.
 func BenchmarkSubmitThroughput(b *testing.B) {
+	for _, shape := range tputShapes {
+		b.Run(shape.name, func(b *testing.B) {
+			clients := shape.clients
+			if os.Getenv("DROVER_BENCH_CLIENTS") != "" {
+				clients = tputEnvInt(b, "DROVER_BENCH_CLIENTS", 0, 0)
+			}
+			tputThroughput(b, clients, shape.sticky)
+		})
+	}
+}
+
+// tputThroughput is one shape of BenchmarkSubmitThroughput.
+func tputThroughput(b *testing.B, clients int, sticky bool) {
 	dur := tputEnvDuration(b, "DROVER_BENCH_DURATION", 10*time.Second, 2*time.Second)
-	clients := tputEnvInt(b, "DROVER_BENCH_CLIENTS", 64, 64)
-	c, leader := tputCluster(b, testcluster.Options{})
-	s := &tputSubmitter{cl: tputClient(b, c)}
+	c, leader := tputCluster(b, testcluster.Options{MasterArgs: []string{"--max-submits-per-client", "0"}})
+	s := &tputSubmitter{cl: tputClient(b, c, sticky)}
 	pid := leader.PID()
 
 	type sample struct {
@@ -305,7 +336,7 @@ func BenchmarkSubmitLatencyAt2000(b *testing.B) {
 	dur := tputEnvDuration(b, "DROVER_BENCH_DURATION", 10*time.Second, 2*time.Second)
 	rate := tputEnvInt(b, "DROVER_BENCH_RATE", 2000, 200)
 	c, _ := tputCluster(b, testcluster.Options{})
-	s := &tputSubmitter{cl: tputClient(b, c)}
+	s := &tputSubmitter{cl: tputClient(b, c, true)}
 	// Bounds the submissions in flight only to keep a stalled cluster
 	// from piling up goroutines; a send held back by it still counts its
 	// wait as latency.
@@ -479,7 +510,7 @@ func tputPlace(b *testing.B, nworkers, ndrivers, clients, cores int, withGossip 
 	b.Logf("%d simulated workers registered; this process: RSS %d MiB, %d goroutines",
 		nworkers, tputRSSKiB(b, os.Getpid())/1024, runtime.NumGoroutine())
 
-	s := &tputSubmitter{cl: tputClient(b, c)}
+	s := &tputSubmitter{cl: tputClient(b, c, true)}
 	start := time.Now()
 	s.closedLoop(clients, int64(ndrivers), nil)
 	r.submit = time.Since(start)
