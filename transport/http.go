@@ -13,11 +13,15 @@ import (
 // tlsConf is used for https:// URLs (package pki makes one).
 func NewHTTPClient(bindIP string, timeout time.Duration, tlsConf *tls.Config) *http.Client {
 	tr := &http.Transport{
-		TLSClientConfig:       tlsConf,
-		TLSHandshakeTimeout:   5 * time.Second,
-		Proxy:                 nil,
-		DialContext:           Dialer(bindIP, 5*time.Second).DialContext,
-		MaxIdleConnsPerHost:   64,
+		TLSClientConfig:     tlsConf,
+		TLSHandshakeTimeout: 5 * time.Second,
+		Proxy:               nil,
+		DialContext:         Dialer(bindIP, 5*time.Second).DialContext,
+		// As many as the submissions one busy client (or a follower
+		// forwarding them) keeps in flight to one master: a connection
+		// over the bound is closed after its request and dialed again
+		// for the next.
+		MaxIdleConnsPerHost:   256,
 		IdleConnTimeout:       90 * time.Second,
 		ResponseHeaderTimeout: 0,
 		ExpectContinueTimeout: time.Second,
