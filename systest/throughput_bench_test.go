@@ -84,8 +84,11 @@ func tputEnvDuration(b *testing.B, name string, def, short time.Duration) time.D
 
 // tputCluster starts three masters (no workers) with retention out of the
 // way, plus extra master flags, and returns the cluster and its leader.
+// The goroutines of the one benchmark process stand for many clients, so
+// the masters run without the bound on one client's submissions in flight
+// (--max-submits-per-client), which would refuse what is over it.
 func tputCluster(b *testing.B, opts testcluster.Options) (*testcluster.Cluster, *testcluster.Node) {
-	opts.MasterArgs = append([]string{"--retained-drivers", tputRetainedDrivers}, opts.MasterArgs...)
+	opts.MasterArgs = append([]string{"--retained-drivers", tputRetainedDrivers, "--max-submits-per-client", "0"}, opts.MasterArgs...)
 	c := testcluster.New(b, opts)
 	leader, err := c.Leader(30 * time.Second)
 	if err != nil {
@@ -237,9 +240,7 @@ var tputShapes = []struct {
 // waiting, so the waiting queue grows all along. Each shape of tputShapes
 // is a sub-benchmark on a cluster of its own, whose iterations submit for
 // DROVER_BENCH_DURATION; DROVER_BENCH_CLIENTS sets the goroutines of every
-// shape. The goroutines of one process stand for as many clients, so the
-// masters run without the bound on one client's submissions in flight
-// (--max-submits-per-client). Besides "submits/s" it reports the leader's
+// shape. Besides "submits/s" it reports the leader's
 // CPU time per submission over the first and the last second of the run,
 // which shows whether the leader's work per submission grows with the
 // waiting queue.
@@ -258,7 +259,7 @@ func BenchmarkSubmitThroughput(b *testing.B) {
 // tputThroughput is one shape of BenchmarkSubmitThroughput.
 func tputThroughput(b *testing.B, clients int, sticky bool) {
 	dur := tputEnvDuration(b, "DROVER_BENCH_DURATION", 10*time.Second, 2*time.Second)
-	c, leader := tputCluster(b, testcluster.Options{MasterArgs: []string{"--max-submits-per-client", "0"}})
+	c, leader := tputCluster(b, testcluster.Options{})
 	s := &tputSubmitter{cl: tputClient(b, c, sticky)}
 	pid := leader.PID()
 
