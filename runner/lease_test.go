@@ -2,6 +2,7 @@ package runner_test
 
 import (
 	"bufio"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -15,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/drover-project/drover/internal/procid"
 	"github.com/drover-project/drover/model"
 	"github.com/drover-project/drover/runner"
 )
@@ -304,4 +306,137 @@ func TestLeaseExpiryKillsWithoutGrace(t *testing.T) {
 		t.Fatalf("final = %+v", e)
 	}
 	assertGone(t, "process group", -s.PID)
+}
+
+// startHolder starts a process to stand for the worker daemon a lease file
+// names, and returns it with the lease content naming it. It is killed when
+// the test ends.
+func startHolder(t *testing.T) (*exec.Cmd, runner.LeaseContent) {
+	t.Helper()
+	cmd := exec.Command("sleep", "1000")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { killHolder(cmd) })
+	start, running, err := procid.Start(cmd.Process.Pid)
+	if err != nil || !running {
+		t.Fatalf("holder %d: %v (running %v)", cmd.Process.Pid, err, running)
+	}
+	return cmd, runner.LeaseContent{Renewed: time.Now().UnixMilli(), HolderPID: cmd.Process.Pid, HolderStart: start}
+}
+
+// killHolder kills a holder with SIGKILL and reaps it; a second call does
+// nothing.
+func killHolder(cmd *exec.Cmd) {
+	_ = cmd.Process.Kill()
+	_ = cmd.Wait()
+}
+
+// writeLease replaces the lease file at path with c, as a renewal does.
+func writeLease(t *testing.T, path string, c runner.LeaseContent) {
+	t.Helper()
+	b, err := json.Marshal(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestHolderDeathKillsProgram: the daemon the lease file names dies without
+// detaching, and the runner ends its program at once, long before the
+// lease (a minute) could run out.
+func TestHolderDeathKillsProgram(t *testing.T) {
+	lease := newLeaseFile(t)
+	holder, c := startHolder(t)
+	writeLease(t, lease, c)
+	h := startRunner(t, runner.Spec{
+		Argv:      []string{"/bin/sh", "-c", `exec sleep 1000`},
+		LeaseFile: lease,
+		Lease:     time.Minute,
+	})
+	s := h.next(runner.EventStarted)
+	killHolder(holder)
+	h.next(runner.EventExited)
+	if e := h.final(); e.State != model.DriverKilled || e.Reason != runner.DaemonGoneReason(c.HolderPID) {
+		t.Fatalf("final = %+v, want KILLED with %q", e, runner.DaemonGoneReason(c.HolderPID))
+	}
+	assertGone(t, "process group", -s.PID)
+}
+
+// TestDetachedHolderLeavesTheLease: a daemon that detached before it died
+// leaves the program running until the lease runs out, for the next daemon
+// to adopt.
+func TestDetachedHolderLeavesTheLease(t *testing.T) {
+	lease := newLeaseFile(t)
+	holder, c := startHolder(t)
+	c.Detached = true
+	writeLease(t, lease, c)
+	h := startRunner(t, runner.Spec{
+		Argv:      []string{"/bin/sh", "-c", `exec sleep 1000`},
+		LeaseFile: lease,
+		Lease:     testLease,
+	})
+	s := h.next(runner.EventStarted)
+	killHolder(holder)
+	ex := h.next(runner.EventExited)
+	if e := h.final(); e.State != model.DriverKilled || e.Reason != runner.LeaseExpiredReason(testLease) {
+		t.Fatalf("final = %+v, want KILLED with %q", e, runner.LeaseExpiredReason(testLease))
+	}
+	// The lease counts from the runner's start at the latest.
+	if lived := ex.Time.Sub(s.Time); lived < testLease-testLease/4 {
+		t.Fatalf("program killed %v after its start, before the lease %v ran out", lived, testLease)
+	}
+}
+
+// TestRunnerFollowsTheAdoptingHolder: after a detach, the daemon that
+// renews the lease next (adopting the attempt) is the one the runner
+// follows: the detached one's death changes nothing, the new one's ends the
+// program.
+func TestRunnerFollowsTheAdoptingHolder(t *testing.T) {
+	lease := newLeaseFile(t)
+	old, c := startHolder(t)
+	c.Detached = true
+	writeLease(t, lease, c)
+	h := startRunner(t, runner.Spec{
+		Argv:      []string{"/bin/sh", "-c", `exec sleep 1000`},
+		LeaseFile: lease,
+		Lease:     time.Minute,
+	})
+	h.next(runner.EventStarted)
+	adopter, next := startHolder(t)
+	writeLease(t, lease, next)
+	killHolder(old)
+	killHolder(adopter)
+	h.next(runner.EventExited)
+	if e := h.final(); e.State != model.DriverKilled || e.Reason != runner.DaemonGoneReason(next.HolderPID) {
+		t.Fatalf("final = %+v, want KILLED with %q", e, runner.DaemonGoneReason(next.HolderPID))
+	}
+}
+
+// TestNewHolderWithoutDetachKillsProgram: another daemon renews the lease
+// while the one the runner followed had not detached (it died and a new one
+// started within a poll): the attempt ends all the same, since the leader
+// may be relaunching it already.
+func TestNewHolderWithoutDetachKillsProgram(t *testing.T) {
+	lease := newLeaseFile(t)
+	_, c := startHolder(t)
+	writeLease(t, lease, c)
+	h := startRunner(t, runner.Spec{
+		Argv:      []string{"/bin/sh", "-c", `exec sleep 1000`},
+		LeaseFile: lease,
+		Lease:     time.Minute,
+	})
+	h.next(runner.EventStarted)
+	_, next := startHolder(t)
+	writeLease(t, lease, next)
+	h.next(runner.EventExited)
+	if e := h.final(); e.State != model.DriverKilled || e.Reason != runner.DaemonGoneReason(c.HolderPID) {
+		t.Fatalf("final = %+v, want KILLED with %q", e, runner.DaemonGoneReason(c.HolderPID))
+	}
 }

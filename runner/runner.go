@@ -19,11 +19,14 @@
 // StatusFile and the program's output out), through the runner's stdout (a
 // stream of Event lines, best-effort: StatusFile is the truth), through
 // SIGTERM (kill the attempt) and through the worker's lease file (Spec's
-// LeaseFile), whose renewals tell the runner its worker still lives. The
-// runner does not depend on the worker process itself: a worker that dies or
-// is upgraded leaves its runners running for up to the lease, and a worker
-// restarted in time adopts them (as Nomad's client reattaches to its
-// executors).
+// LeaseFile), whose renewals tell the runner its worker still lives and
+// which names the daemon holding it (LeaseContent). The runner outlives
+// its daemon only when the daemon detaches on purpose (an upgrade): its
+// program then runs on for up to the lease, and a worker restarted in time
+// adopts it (as Nomad's client reattaches to its executors). A daemon that
+// dies without detaching takes its programs with it at once, as Spark's
+// WorkerWatcher ends a driver whose worker is gone, so that the leader may
+// relaunch them as soon as it learns of the death.
 package runner
 
 import (
@@ -52,7 +55,8 @@ import (
 )
 
 // ReasonKilled is the reason of a KILLED final state when the runner got
-// SIGTERM or SIGINT. The others are ReasonFenced and LeaseExpiredReason.
+// SIGTERM or SIGINT. The others are ReasonFenced, LeaseExpiredReason and
+// DaemonGoneReason.
 const ReasonKilled = "killed on request"
 
 // ReasonFenced is the reason of the KILLED final state of an attempt its
@@ -489,9 +493,10 @@ func (r *runner) wait(p *proc) (code int, reason string) {
 	}
 	// Either way the group is ended: on a stop to kill the program, on a
 	// normal exit so that nothing it left behind outlives its run.
-	// A lapsed lease or a fence gets no SIGTERM grace: the lease was the
-	// grace, and the leader may relaunch the driver elsewhere soon after.
-	hard := reason == ReasonFenced || reason == LeaseExpiredReason(r.spec.Lease)
+	// Only a kill on request gets the SIGTERM grace. A lapsed lease, a
+	// fence or the daemon's death gets none: the lease was the grace, or
+	// the leader may relaunch the driver elsewhere any moment.
+	hard := reason != "" && reason != ReasonKilled
 	r.endGroup(p, hard)
 	// Everything the run wrote is in the files before its end is told.
 	p.drain()

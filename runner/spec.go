@@ -85,12 +85,15 @@ type Spec struct {
 	// LeaseFile is the absolute path of the worker's lease file, which the
 	// worker daemon renews (rewrites or touches) every Lease/4 while it
 	// lives. Once the runner has seen no renewal for Lease it kills the
-	// program as on SIGTERM, with LeaseExpiredReason: no program outlives
+	// program with SIGKILL, with LeaseExpiredReason: no program outlives
 	// its worker by more than the lease, yet a worker that restarts within
-	// the lease (an upgrade) finds its attempts still running and adopts
-	// them. This plays the part of the heartbeat between Nomad's client
-	// and its executors. Empty means no lease: the program runs until it
-	// ends or the runner is told to stop.
+	// the lease after a detach (an upgrade) finds its attempts still
+	// running and adopts them. This plays the part of the heartbeat
+	// between Nomad's client and its executors. When the file names its
+	// holder (LeaseContent), the runner also kills the program as soon as
+	// that daemon has died without detaching, with DaemonGoneReason.
+	// Empty means no lease: the program runs until it ends or the runner
+	// is told to stop.
 	LeaseFile string `json:"lease_file,omitempty"`
 	// Lease is how long the runner lets its program run without a renewal
 	// of LeaseFile (default DefaultLease).

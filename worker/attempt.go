@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/drover-project/drover/client"
+	"github.com/drover-project/drover/internal/procid"
 	"github.com/drover-project/drover/isolation"
 	"github.com/drover-project/drover/model"
 	"github.com/drover-project/drover/runner"
@@ -56,7 +57,7 @@ type unit struct {
 	// events is the read end of the runner's stdout when cmd is set;
 	// closing it lets the watcher go without waiting for the runner.
 	events io.Closer
-	// pid and start name the runner process (see procStart); pid is 0
+	// pid and start name the runner process (see procid.Start); pid is 0
 	// when no runner was started.
 	pid   int
 	start uint64
@@ -175,7 +176,7 @@ func (u *unit) signal(sig syscall.Signal) {
 	switch {
 	case u.cmd != nil:
 		_ = u.cmd.Process.Signal(sig)
-	case runnerAlive(u.pid, u.start):
+	case procid.Alive(u.pid, u.start):
 		_ = syscall.Kill(u.pid, sig)
 	}
 }
@@ -268,7 +269,7 @@ func (w *Worker) start(o order) *unit {
 		return failed("cannot start runner: " + err.Error())
 	}
 	u.pid = u.cmd.Process.Pid
-	if u.start, _, err = procStart(u.pid); err != nil {
+	if u.start, _, err = procid.Start(u.pid); err != nil {
 		w.log.Warn("cannot read the runner's start time; a restarted worker will not adopt it", "pid", u.pid, "err", err)
 	}
 	if err := w.db.put(u.record()); err != nil {
@@ -332,7 +333,7 @@ func (w *Worker) adopt() error {
 		w.units[k] = u
 		spec, specErr := runner.ReadSpec(u.dir)
 		u.cgroup = spec.Cgroup
-		if !runnerAlive(u.pid, u.start) {
+		if !procid.Alive(u.pid, u.start) {
 			// Whatever its dead runner left in the cgroup goes with it.
 			w.removeCgroup(u)
 			u.ended = true
@@ -376,7 +377,7 @@ func (w *Worker) follow(u *unit) {
 			w.log.Info(k.kind.info().noun+" running", k.attrs("run", st.Runs, "pid", st.PID)...)
 			w.report(report{key: k, state: model.DriverRunning, runs: st.Runs, failures: st.Failures})
 		}
-		if !runnerAlive(u.pid, u.start) {
+		if !procid.Alive(u.pid, u.start) {
 			// The runner writes its final status before it exits, so
 			// look once more before calling the end lost.
 			if st, err := runner.ReadStatus(u.dir); err == nil && st.State.Terminal() {

@@ -79,9 +79,11 @@ type Config struct {
 	// Lease bounds how long an attempt runs on without its worker. The
 	// worker renews WORK_DIR/worker.lease every Lease/4 and each runner
 	// kills its program once it has seen no renewal for Lease (see
-	// runner.Spec.LeaseFile): a worker killed or upgraded leaves its
-	// programs running for up to Lease, and a new worker started on the
-	// same work dir within it adopts them. In strict fencing it is also how
+	// runner.Spec.LeaseFile): a worker detached for an upgrade, or frozen,
+	// leaves its programs running for up to Lease, and a new worker
+	// started on the same work dir within it adopts them. A worker daemon
+	// that dies without detaching (a crash, a kill) takes its programs
+	// with it at once. In strict fencing it is also how
 	// long the worker runs supervised attempts and executors without
 	// hearing from a leader. It should match the masters' --lease.
 	Lease time.Duration

@@ -5,24 +5,34 @@ import (
 	"os"
 	"path/filepath"
 	"time"
+
+	"github.com/drover-project/drover/internal/procid"
+	"github.com/drover-project/drover/runner"
 )
 
-// LeaseFile is the name, in the work dir, of the file whose renewals tell
-// the runners that their worker lives (see Config.Lease and
-// runner.Spec.LeaseFile).
-const LeaseFile = "worker.lease"
-
-// leaseContent is what the worker writes in LeaseFile. The runners only
-// look for renewals and never parse it; the next worker on the work dir reads
-// LeaderContact to fence its adopted attempts from the previous worker's
-// last contact rather than its own start.
-type leaseContent struct {
-	// Renewed is when the worker wrote the file, Unix milliseconds.
-	Renewed int64 `json:"renewed_ms"`
-	// LeaderContact is lastContact in Unix milliseconds, absent when no
-	// leader has answered yet.
-	LeaderContact int64 `json:"leader_contact_ms,omitempty"`
+// holder names this daemon's process in its lease file (see procid): its
+// runners end their programs as soon as it is gone without detaching. The
+// zero value (no /proc) names nobody, and the runners then follow the
+// renewals alone.
+type holder struct {
+	pid   int
+	start uint64
 }
+
+// self is the holder of this process.
+func self() holder {
+	pid := os.Getpid()
+	start, _, err := procid.Start(pid)
+	if err != nil {
+		return holder{}
+	}
+	return holder{pid: pid, start: start}
+}
+
+// LeaseFile is the name, in the work dir, of the file whose renewals tell
+// the runners that their worker lives, and which names the daemon they
+// follow (see Config.Lease, runner.Spec.LeaseFile and runner.LeaseContent).
+const LeaseFile = "worker.lease"
 
 // leasePoll is how often a strict worker checks its contact with a leader,
 // as often as a runner checks its lease.
@@ -30,15 +40,17 @@ func leasePoll(lease time.Duration) time.Duration {
 	return max(min(lease/10, 100*time.Millisecond), time.Millisecond)
 }
 
-// renewLease rewrites LeaseFile with the current time and last leader
-// contact. When the rewrite fails (a full disk) it touches the file instead:
-// a touch needs no space, and a full disk must not end every program.
-func (w *Worker) renewLease() error {
+// renewLease rewrites LeaseFile with the current time, the last leader
+// contact and this daemon as its holder (runner.LeaseContent), detached
+// for Detach's last renewal. When the rewrite fails (a full disk) it
+// touches the file instead: a touch needs no space, and a full disk must
+// not end every program.
+func (w *Worker) renewLease(detached bool) error {
 	now := time.Now()
 	w.mu.Lock()
 	contact := w.lastContact
 	w.mu.Unlock()
-	c := leaseContent{Renewed: now.UnixMilli()}
+	c := runner.LeaseContent{Renewed: now.UnixMilli(), HolderPID: w.holder.pid, HolderStart: w.holder.start, Detached: detached}
 	if !contact.IsZero() {
 		c.LeaderContact = contact.UnixMilli()
 	}
@@ -86,7 +98,7 @@ func previousContact(path string, now time.Time) time.Time {
 	if err != nil {
 		return time.Time{}
 	}
-	var c leaseContent
+	var c runner.LeaseContent
 	if json.Unmarshal(b, &c) != nil || c.LeaderContact <= 0 {
 		return time.Time{}
 	}

@@ -65,7 +65,7 @@ type record struct {
 	Dir        string `json:"dir"`
 	// RunnerPID is the runner's process ID; 0 while it is being started.
 	RunnerPID int `json:"runner_pid,omitempty"`
-	// RunnerStart is the runner's start time as procStart reads it (clock
+	// RunnerStart is the runner's start time as procid.Start reads it (clock
 	// ticks after boot), so that a PID reused by another process is not
 	// mistaken for the runner.
 	RunnerStart uint64 `json:"runner_start,omitempty"`

@@ -8,12 +8,16 @@
 // removes the directories of finished units after a TTL or when the disk
 // runs low (cleanup.go).
 //
-// The runners do not die with the daemon: they keep their programs running
-// while the daemon renews its lease file, and for up to Config.Lease after
-// it stopped. The daemon records every runner it starts in a bbolt database
-// in its work dir, so that a daemon restarted within the lease (after a
-// Detach for an upgrade, or a crash) adopts the attempts still running and
-// reports those that ended meanwhile, instead of running anything twice.
+// The runners keep their programs running while the daemon renews its
+// lease file. They follow the daemon that holds it: one that dies without
+// detaching (a crash, a kill) takes its programs with it at once, so that
+// the leader may relaunch its drivers as soon as it knows the daemon is
+// gone (runner.LeaseContent); one that detaches (Detach, for an upgrade)
+// leaves them running for up to Config.Lease. The daemon records every
+// runner it starts in a bbolt database in its work dir, so that a daemon
+// restarted within the lease after a detach adopts the attempts still
+// running, and one restarted after a crash reports those that ended,
+// instead of running anything twice.
 // Executors get all of this as driver attempts do; they are only never
 // supervised within the runner, since the leader replaces a failed executor
 // with a new one. With isolation (package isolation) each unit also runs
@@ -73,6 +77,8 @@ type Worker struct {
 	httpAddr  string
 	db        *store
 	leasePath string
+	// holder is this daemon, as its lease file names it.
+	holder holder
 	// instance is this work dir's instance ID (see InstanceFile).
 	instance string
 	// iso makes the units' cgroups; nil without isolation.
@@ -216,6 +222,7 @@ func New(cfg Config) (*Worker, error) {
 		masters:   masters,
 		db:        db,
 		leasePath: filepath.Join(cfg.WorkDir, LeaseFile),
+		holder:    self(),
 		units:     map[unitKey]*unit{},
 		wake:      make(chan struct{}, 1),
 		peers:     peers{now: make(chan struct{}, 1)},
@@ -237,7 +244,7 @@ func New(cfg Config) (*Worker, error) {
 	w.lastContact = previousContact(w.leasePath, time.Now())
 	w.metrics = newWorkerMetrics(w)
 	// Renew at once: runners left by a previous worker are counting down.
-	if err := w.renewLease(); err != nil {
+	if err := w.renewLease(false); err != nil {
 		db.close()
 		return nil, fmt.Errorf("lease file: %w", err)
 	}
@@ -338,6 +345,11 @@ func (w *Worker) sweepCgroups() {
 	}
 }
 
+// Tethered reports whether this worker's runners end their programs as soon
+// as this daemon dies without detaching (gossip.Meta's Tethered): false
+// where the daemon cannot name itself in its lease file (no /proc).
+func (w *Worker) Tethered() bool { return w.holder.pid != 0 }
+
 // HTTPAddr is the host:port of the worker's HTTP server, as registered with
 // the masters.
 func (w *Worker) HTTPAddr() string { return w.httpAddr }
@@ -348,8 +360,8 @@ func (w *Worker) HTTPAddr() string { return w.httpAddr }
 // /v1/workers/{id}/decommission), so that nothing new is placed here. It then
 // kills every attempt and executor it runs, adopted ones included, and waits
 // for them to end (up to the kill timeout plus closeGrace; runners still
-// alive then are left to their lease and reported by the next worker on this
-// work dir), and sends their KILLED reports once, within RequestTimeout;
+// alive then end their programs once this process has exited, and the next
+// worker on this work dir reports them), and sends their KILLED reports once, within RequestTimeout;
 // those relaunch the supervised drivers elsewhere. The order matters:
 // reported while the worker was still ALIVE, a KILLED supervised attempt
 // could be placed right back here. A master without the endpoint (404) or out
@@ -397,8 +409,9 @@ func (w *Worker) Detach() error {
 		<-w.loopDone
 		w.stopKeeper()
 		// A last renewal records the latest leader contact for the next
-		// worker's fencing.
-		if err := w.renewLease(); err != nil {
+		// worker's fencing, and tells the runners that this daemon
+		// leaves on purpose: they keep their programs for the lease.
+		if err := w.renewLease(true); err != nil {
 			w.log.Warn("cannot renew the lease file", "err", err)
 		}
 		w.release()
@@ -441,7 +454,7 @@ func (w *Worker) awaitRunners(d time.Duration) {
 		return
 	case <-t.C:
 	}
-	w.log.Error("runners still alive after the kill timeout; leaving them to their lease", "waited", d)
+	w.log.Error("runners still alive after the kill timeout; they end their programs once this daemon has exited", "waited", d)
 	w.release()
 	<-done
 }
@@ -492,7 +505,7 @@ func (w *Worker) keep() {
 		case <-w.keepStop:
 			return
 		case <-renew.C:
-			if err := w.renewLease(); err != nil {
+			if err := w.renewLease(false); err != nil {
 				w.log.Error("cannot renew the lease file; runners will end their programs", "err", err)
 			}
 		case <-fence:
