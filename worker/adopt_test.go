@@ -1,6 +1,7 @@
 package worker_test
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -71,6 +72,38 @@ func waitUntil(t *testing.T, what string, cond func() bool) {
 			t.Fatalf("timed out waiting for %s", what)
 		}
 		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// readLease reads the worker's lease file as its runners do.
+func readLease(t *testing.T, cfg worker.Config) runner.LeaseContent {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(cfg.WorkDir, worker.LeaseFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var c runner.LeaseContent
+	if err := json.Unmarshal(b, &c); err != nil {
+		t.Fatalf("lease file %q: %v", b, err)
+	}
+	return c
+}
+
+// The lease file names the daemon, which its runners follow, and its last
+// renewal at a detach says so, so that they keep their programs for the
+// next daemon.
+func TestLeaseNamesItsDaemon(t *testing.T) {
+	fm := newFakeMaster(t)
+	w, cfg := newWorker(t, fm, nil)
+	c := readLease(t, cfg)
+	if c.HolderPID != os.Getpid() || c.HolderStart == 0 || c.Detached || !w.Tethered() {
+		t.Fatalf("lease %+v (tethered %v), want held by this process (%d), not detached", c, w.Tethered(), os.Getpid())
+	}
+	if err := w.Detach(); err != nil {
+		t.Fatal(err)
+	}
+	if d := readLease(t, cfg); d.HolderPID != c.HolderPID || d.HolderStart != c.HolderStart || !d.Detached {
+		t.Fatalf("lease after the detach %+v, want %d's and detached", d, c.HolderPID)
 	}
 }
 
