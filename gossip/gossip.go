@@ -25,11 +25,17 @@ const (
 )
 
 // Meta is the node metadata every member gossips (at most 512 bytes
-// encoded, memberlist's limit).
+// encoded, memberlist's limit). Fields added later are ignored by older
+// members.
 type Meta struct {
 	Role string `json:"role"`
 	ID   string `json:"id"`
 	HTTP string `json:"http"`
+	// Tethered says, of a worker, that its runners end their programs as
+	// soon as its daemon dies (runner.LeaseContent): a leader that knows
+	// the daemon is gone may relaunch its drivers at once. A worker clears
+	// it before it detaches, when its programs outlive it for the lease.
+	Tethered bool `json:"tethered,omitempty"`
 }
 
 // NodeName is the memberlist name of a member: role/ID, unique in the pool.
@@ -258,6 +264,27 @@ func (p *Pool) joinTargets(self string) []string {
 	return out
 }
 
+// UpdateMeta replaces this member's metadata and tells the pool,
+// waiting up to timeout for the news to be sent (memberlist's UpdateNode).
+// Its Role and ID must stay those of Start's Config: they make the node's
+// name. An error says the news may not have gone out.
+func (p *Pool) UpdateMeta(m Meta, timeout time.Duration) error {
+	if m.Role != p.cfg.Meta.Role || m.ID != p.cfg.Meta.ID {
+		return fmt.Errorf("gossip metadata of %s cannot change to role %q, ID %q", NodeName(p.cfg.Meta.Role, p.cfg.Meta.ID), m.Role, m.ID)
+	}
+	b, err := json.Marshal(m)
+	if err != nil {
+		return err
+	}
+	if len(b) > memberlist.MetaMaxSize {
+		return fmt.Errorf("gossip metadata is %d bytes, limit %d", len(b), memberlist.MetaMaxSize)
+	}
+	p.d.mu.Lock()
+	p.d.meta = b
+	p.d.mu.Unlock()
+	return p.ml.UpdateNode(timeout)
+}
+
 // Addr is the host:port other members reach this one at.
 func (p *Pool) Addr() string { return p.ml.LocalNode().Address() }
 
@@ -354,10 +381,11 @@ func (p *Pool) Shutdown() error {
 // memberlist considers alive or suspect, keyed by node name, so lookups
 // decode nothing.
 type delegate struct {
-	meta     []byte
 	onChange func()
 
-	mu      sync.Mutex
+	mu sync.Mutex
+	// meta is this member's encoded Meta (UpdateMeta replaces it).
+	meta    []byte
 	members map[string]Member
 	// gone holds when each member was declared dead or left on purpose,
 	// until it comes back or forget passes (memberlist's
@@ -367,7 +395,12 @@ type delegate struct {
 	forget time.Duration
 }
 
-func (d *delegate) NodeMeta(limit int) []byte                  { return d.meta }
+func (d *delegate) NodeMeta(limit int) []byte {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.meta
+}
+
 func (d *delegate) NotifyMsg([]byte)                           {}
 func (d *delegate) GetBroadcasts(overhead, limit int) [][]byte { return nil }
 func (d *delegate) LocalState(join bool) []byte                { return nil }

@@ -413,3 +413,31 @@ func (l *lockedWriter) Write(p []byte) (int, error) {
 	defer l.mu.Unlock()
 	return l.w.Write(p)
 }
+
+// UpdateMeta reaches the other members: a worker that clears Tethered is
+// seen without it; a change of role or ID is refused and changes nothing.
+func TestUpdateMetaReachesThePool(t *testing.T) {
+	ports, err := freeport.Get("127.0.0.64", 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := start(t, RoleMaster, "m1", "127.0.0.64", ports[0])
+	defer a.Shutdown()
+	b, err := Start(Config{Meta: Meta{Role: RoleWorker, ID: "w1", HTTP: "x:2", Tethered: true}, BindIP: "127.0.0.64", Port: ports[1],
+		Profile: "local", Join: []string{fmt.Sprintf("127.0.0.64:%d", ports[0])}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Shutdown()
+	waitUntil(t, "join", func() bool { m, ok := a.Lookup(RoleWorker, "w1"); return ok && m.Tethered })
+	if err := b.UpdateMeta(Meta{Role: RoleWorker, ID: "w2", HTTP: "x:2"}, time.Second); err == nil {
+		t.Fatal("a change of ID was accepted")
+	}
+	if err := b.UpdateMeta(Meta{Role: RoleWorker, ID: "w1", HTTP: "x:2"}, time.Second); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, "update", func() bool { m, ok := a.Lookup(RoleWorker, "w1"); return ok && !m.Tethered })
+	if m, _ := b.Lookup(RoleWorker, "w1"); m.Tethered || m.HTTP != "x:2" {
+		t.Fatalf("the member's own view: %+v", m)
+	}
+}

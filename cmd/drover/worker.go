@@ -106,8 +106,9 @@ func runWorker(args []string) int {
 	if err != nil {
 		return fail(err)
 	}
+	meta := gossip.Meta{Role: gossip.RoleWorker, ID: cfg.ID, HTTP: w.HTTPAddr(), Tethered: w.Tethered()}
 	pool, err := gossip.Start(gossip.Config{
-		Meta:      gossip.Meta{Role: gossip.RoleWorker, ID: cfg.ID, HTTP: w.HTTPAddr()},
+		Meta:      meta,
 		BindIP:    cfg.BindIP,
 		Port:      *gossipPort,
 		Profile:   *profile,
@@ -122,8 +123,12 @@ func runWorker(args []string) int {
 	}
 	sig := make(chan os.Signal, 2)
 	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM, syscall.SIGUSR1)
-	return stopWorker(log, w, pool, sig)
+	return stopWorker(log, w, pool, meta, sig)
 }
+
+// untetherWait bounds how long a detach waits for the pool to hear that
+// this worker's programs now outlive it.
+const untetherWait = 2 * time.Second
 
 // stopWorker waits for the first signal on sig and stops the worker the way
 // it asks:
@@ -136,12 +141,21 @@ func runWorker(args []string) int {
 //   - SIGUSR1: a detach for an upgrade (Worker.Detach): the drivers keep
 //     running for up to --lease, and the member stops gossiping without
 //     announcing a leave, so that the masters do not take it for a
-//     decommission. A new "drover worker" with the same --id and --work-dir
-//     started within the lease adopts the drivers. Exit code 0.
-func stopWorker(log *slog.Logger, w *worker.Worker, pool *gossip.Pool, sig <-chan os.Signal) int {
+//     decommission. It first tells the pool that it is no longer tethered
+//     (meta is its metadata), so that no leader takes its silence for a
+//     death that ended its drivers. A new "drover worker" with the same
+//     --id and --work-dir started within the lease adopts the drivers.
+//     Exit code 0.
+func stopWorker(log *slog.Logger, w *worker.Worker, pool *gossip.Pool, meta gossip.Meta, sig <-chan os.Signal) int {
 	s := <-sig
 	if s == syscall.SIGUSR1 {
 		log.Info("detaching: drivers keep running until a new worker adopts them or the lease ends", "signal", s.String())
+		if meta.Tethered {
+			meta.Tethered = false
+			if err := pool.UpdateMeta(meta, untetherWait); err != nil {
+				log.Warn("the gossip pool may not know yet that the drivers outlive this worker", "err", err)
+			}
+		}
 		// The pool goes first, so that the lease's last renewal, in
 		// Detach, is as close to the exit as it can be.
 		_ = pool.Shutdown()
