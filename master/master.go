@@ -500,6 +500,12 @@ func (m *Master) leadershipLoop() {
 	}
 }
 
+// workerProbeTimeout bounds the leader's check that nothing listens at a
+// silent, tethered worker's HTTP address (leader.Deps.Refused): a host
+// that refuses answers within a round trip, and one that does not answer
+// in time is taken for alive.
+const workerProbeTimeout = 200 * time.Millisecond
+
 // establish begins a term once every entry of earlier terms is applied,
 // and returns it (nil when leadership was lost first).
 func (m *Master) establish(ctx context.Context) *leader.Term {
@@ -521,6 +527,7 @@ func (m *Master) establish(ctx context.Context) *leader.Term {
 		AppTimeout: m.cfg.AppTimeout,
 	}, leader.Deps{
 		FSM: m.fsm, Apply: m.local.Apply, Pool: m.pool, GossipChanged: m.gossipChanged.Wait, Voters: m.voters,
+		Refused: func(addr string) bool { return transport.Refused(m.cfg.BindIP, addr, workerProbeTimeout) },
 		Metrics: m.metrics, Log: m.log,
 	}, number)
 	m.local.Lead(t)

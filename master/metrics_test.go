@@ -60,6 +60,12 @@ func waitTables(t *testing.T, m *Master, what string, cond func() bool) {
 // test ends.
 func gossipWorker(t *testing.T, m *Master, id string) *gossip.Pool {
 	t.Helper()
+	return gossipMember(t, m, gossip.Meta{Role: gossip.RoleWorker, ID: id, HTTP: "127.0.0.1:1"})
+}
+
+// gossipMember is gossipWorker with the member's metadata given whole.
+func gossipMember(t *testing.T, m *Master, meta gossip.Meta) *gossip.Pool {
+	t.Helper()
 	ports, err := freeport.Get("127.0.0.1", 1)
 	if err != nil {
 		t.Fatal(err)
@@ -67,7 +73,7 @@ func gossipWorker(t *testing.T, m *Master, id string) *gossip.Pool {
 	joined := make(chan struct{}, 1)
 	var p *gossip.Pool
 	p, err = gossip.Start(gossip.Config{
-		Meta:    gossip.Meta{Role: gossip.RoleWorker, ID: id, HTTP: "127.0.0.1:1"},
+		Meta:    meta,
 		BindIP:  "127.0.0.1",
 		Port:    ports[0],
 		Profile: "local",
@@ -93,7 +99,7 @@ func gossipWorker(t *testing.T, m *Master, id string) *gossip.Pool {
 		select {
 		case <-joined:
 		case <-deadline:
-			t.Fatalf("gossip member %s never saw the master", id)
+			t.Fatalf("gossip member %s never saw the master", meta.ID)
 		}
 	}
 	return p

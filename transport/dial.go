@@ -8,7 +8,9 @@
 package transport
 
 import (
+	"errors"
 	"net"
+	"syscall"
 	"time"
 )
 
@@ -20,4 +22,18 @@ func Dialer(bindIP string, timeout time.Duration) *net.Dialer {
 		d.LocalAddr = &net.TCPAddr{IP: ip}
 	}
 	return d
+}
+
+// Refused reports whether a TCP connection from bindIP to addr (host:port)
+// is refused within timeout: the host answered that nothing listens there,
+// so the process that listened is gone. A host that does not answer in
+// time (paused, cut off, powered off), or any other failure, is no
+// refusal: it proves nothing. A connection that opens is closed at once.
+func Refused(bindIP, addr string, timeout time.Duration) bool {
+	c, err := Dialer(bindIP, timeout).Dial("tcp", addr)
+	if err != nil {
+		return errors.Is(err, syscall.ECONNREFUSED)
+	}
+	_ = c.Close()
+	return false
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"net"
 	"strings"
 	"testing"
 	"time"
@@ -52,5 +53,24 @@ func TestIdle(t *testing.T) {
 	cancel()
 	if errors.Is(context.Cause(ctx), ErrStalled) || ctx.Err() == nil {
 		t.Fatalf("cancelled: cause %v", context.Cause(ctx))
+	}
+}
+
+// Refused tells a port nothing listens on (refused at once) from one with
+// a listener, even one that never accepts, as a paused process's.
+func TestRefused(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	if Refused("127.0.0.1", addr, time.Second) {
+		t.Fatalf("%s refused while listening", addr)
+	}
+	if err := ln.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if !Refused("127.0.0.1", addr, time.Second) {
+		t.Fatalf("%s not refused once closed", addr)
 	}
 }

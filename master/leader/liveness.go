@@ -2,6 +2,7 @@ package leader
 
 import (
 	"context"
+	"sync"
 	"time"
 
 	"github.com/drover-project/drover/gossip"
@@ -12,12 +13,30 @@ import (
 // the gossip pool and the heartbeats even when nothing reports a change.
 const livenessInterval = 250 * time.Millisecond
 
+// tetheredSilence is how long a tethered worker (gossip.Meta's Tethered)
+// may go without contact before the leader, in default fencing, asks its
+// host whether anything still listens at its HTTP address. A live worker
+// is almost never silent so long: it keeps a heartbeat held at the leader,
+// and a held one that its daemon's death cuts short counts as its last
+// contact. It is several of the runners' lease polls (100 ms), within
+// which a tethered worker's runners have ended their programs after the
+// daemon died.
+const tetheredSilence = 500 * time.Millisecond
+
 // watchWorkers commits WorkerLost for workers that are gone, while this
 // master leads.
 //
 // Default mode: memberlist's dead or left verdict is a hint; a worker is
 // declared lost once it has been missing from the pool for WorkerTimeout
-// and has not sent a heartbeat for as long.
+// and has not sent a heartbeat for as long. A tethered worker is declared
+// lost sooner, once it has been silent for tetheredSilence and its host
+// refuses a connection to its HTTP address: its daemon is gone, and with
+// it the programs of its runners. That is what a killed or crashed daemon
+// leaves behind (its host's kernel closes its sockets), long before
+// gossip's suspicion runs out; a paused, cut-off or powered-off host
+// refuses nothing and waits for the gossip verdict. A new leader, which
+// holds no connection from before, finds a worker that died with the old
+// leader the same way, tetheredSilence after it took over.
 //
 // Strict mode: a worker is declared lost once the leader has not answered
 // its heartbeat for Lease+FencingMargin. The worker stops its supervised
@@ -34,13 +53,14 @@ func (t *Term) watchWorkers(ctx context.Context) {
 	defer tick.Stop()
 	for {
 		changed := t.d.GossipChanged()
-		present := map[string]bool{}
+		present := map[string]gossip.Meta{}
 		for _, meta := range t.d.Pool.Alive() {
 			if meta.Role == gossip.RoleWorker {
-				present[meta.ID] = true
+				present[meta.ID] = meta
 			}
 		}
 		at := time.Now()
+		var silent []silence
 		for _, w := range t.d.FSM.Workers() {
 			// A decommissioned worker still holding drivers is watched
 			// too: should it die before reporting them, they move on.
@@ -56,39 +76,35 @@ func (t *Term) watchWorkers(ctx context.Context) {
 			if c := t.Workers.Get(w.ID); c.After(contact) {
 				contact = c
 			}
-			var reason string
 			if t.cfg.Strict {
 				wait := t.cfg.Lease + t.cfg.FencingMargin
 				if earlyRelaunchBug {
 					wait = t.cfg.WorkerTimeout
 				}
-				if at.Sub(contact) < wait {
-					continue
+				if at.Sub(contact) >= wait {
+					t.lose(w.ID, "no heartbeat for longer than the lease plus margin", at.Sub(contact))
 				}
-				reason = "no heartbeat for longer than the lease plus margin"
-			} else {
-				if present[w.ID] {
-					lastSeen[w.ID] = at
-					continue
-				}
-				if s, ok := lastSeen[w.ID]; ok {
-					since = s
-				}
-				// A heartbeat inside the grace also proves the worker
-				// alive, whatever the pool says (it may be rejoining).
-				if at.Sub(since) < t.cfg.WorkerTimeout || at.Sub(contact) < t.cfg.WorkerTimeout {
-					continue
-				}
-				reason = "missing from the gossip pool"
+				continue
 			}
-			t.d.Log.Warn("worker lost", "worker", w.ID, "reason", reason, "missing_for", at.Sub(since).Round(time.Millisecond))
-			if _, err := t.d.Apply(model.CmdWorkerLost, &model.WorkerLost{
-				WorkerID: w.ID, Reason: "worker " + w.ID + " lost: " + reason, Time: now(),
-			}); err != nil {
-				t.d.Log.Warn("worker loss not committed", "worker", w.ID, "err", err)
-			} else {
-				t.d.Metrics.WorkersLost.Inc()
+			if meta, ok := present[w.ID]; ok {
+				lastSeen[w.ID] = at
+				if meta.Tethered && at.Sub(contact) >= tetheredSilence {
+					silent = append(silent, silence{w, at.Sub(contact)})
+				}
+				continue
 			}
+			if s, ok := lastSeen[w.ID]; ok {
+				since = s
+			}
+			// A heartbeat inside the grace also proves the worker
+			// alive, whatever the pool says (it may be rejoining).
+			if at.Sub(since) < t.cfg.WorkerTimeout || at.Sub(contact) < t.cfg.WorkerTimeout {
+				continue
+			}
+			t.lose(w.ID, "missing from the gossip pool", at.Sub(since))
+		}
+		for _, s := range t.daemonsGone(at, silent) {
+			t.lose(s.w.ID, "its daemon is gone (silent, and nothing listens at "+s.w.HTTPAddr+")", s.d)
 		}
 		select {
 		case <-ctx.Done():
@@ -96,5 +112,45 @@ func (t *Term) watchWorkers(ctx context.Context) {
 		case <-changed:
 		case <-tick.C:
 		}
+	}
+}
+
+// silence is a worker not heard from for d.
+type silence struct {
+	w *model.Worker
+	d time.Duration
+}
+
+// daemonsGone returns the workers of ws whose hosts refuse a connection to
+// their HTTP addresses (Deps.Refused), asked all at once, and that have not
+// been heard from since at.
+func (t *Term) daemonsGone(at time.Time, ws []silence) []silence {
+	refused := make([]bool, len(ws))
+	var wg sync.WaitGroup
+	for i, s := range ws {
+		wg.Go(func() { refused[i] = t.d.Refused(s.w.HTTPAddr) })
+	}
+	wg.Wait()
+	var out []silence
+	for i, s := range ws {
+		// A heartbeat during the probe (a daemon restarted on the same
+		// work dir) speaks for itself.
+		if refused[i] && !t.Workers.Get(s.w.ID).After(at) {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// lose commits WorkerLost for worker id, for reason, after it was missing
+// for the given time.
+func (t *Term) lose(id, reason string, missing time.Duration) {
+	t.d.Log.Warn("worker lost", "worker", id, "reason", reason, "missing_for", missing.Round(time.Millisecond))
+	if _, err := t.d.Apply(model.CmdWorkerLost, &model.WorkerLost{
+		WorkerID: id, Reason: "worker " + id + " lost: " + reason, Time: now(),
+	}); err != nil {
+		t.d.Log.Warn("worker loss not committed", "worker", id, "err", err)
+	} else {
+		t.d.Metrics.WorkersLost.Inc()
 	}
 }

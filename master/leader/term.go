@@ -50,7 +50,11 @@ type Deps struct {
 	GossipChanged func() <-chan struct{}
 	// Voters returns the IDs of the other voters of the Raft
 	// configuration that this leader's Raft heartbeats reach.
-	Voters  func() []string
+	Voters func() []string
+	// Refused reports whether the host of a worker's HTTP address
+	// (host:port) refuses a connection to it, promptly: nothing listens
+	// there any more (transport.Refused).
+	Refused func(addr string) bool
 	Metrics *metrics.Metrics
 	Log     *slog.Logger
 }

@@ -1,0 +1,128 @@
+package master
+
+import (
+	"context"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/drover-project/drover/api"
+	"github.com/drover-project/drover/client"
+	"github.com/drover-project/drover/gossip"
+	"github.com/drover-project/drover/model"
+)
+
+// fakeWorker is a worker as the leader sees it: a gossip member, a
+// listener at its HTTP address, and a loop of long-poll heartbeats.
+type fakeWorker struct {
+	id   string
+	ln   net.Listener
+	cl   *client.Client
+	stop context.CancelFunc
+	done chan struct{}
+}
+
+// startFakeWorker registers worker id, tethered or not, with m and starts
+// its heartbeats.
+func startFakeWorker(t *testing.T, m *Master, id string, tethered bool) *fakeWorker {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ln.Close() })
+	gossipMember(t, m, gossip.Meta{Role: gossip.RoleWorker, ID: id, HTTP: ln.Addr().String(), Tethered: tethered})
+	cl, err := client.New([]string{m.HTTPAddr()}, client.Options{RequestTimeout: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), metricsFailSafe)
+	defer cancel()
+	if err := cl.Do(ctx, http.MethodPost, "/v1/workers/register", api.RegisterWorkerRequest{
+		ID: id, Instance: "i-" + id, HTTPAddr: ln.Addr().String(), Cores: 1, MemoryMB: 64,
+	}, nil); err != nil {
+		t.Fatal(err)
+	}
+	w := &fakeWorker{id: id, ln: ln, cl: cl}
+	w.beat(t)
+	return w
+}
+
+// beat starts the heartbeat loop: each heartbeat is held by the leader
+// until nothing changes for HeartbeatWait, and the next follows at once.
+// It returns once the leader has answered the first.
+func (w *fakeWorker) beat(t *testing.T) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	w.stop, w.done = cancel, make(chan struct{})
+	first := make(chan error, 1)
+	go func() {
+		defer close(w.done)
+		var index uint64
+		for n := 0; ctx.Err() == nil; n++ {
+			var resp api.HeartbeatResponse
+			err := w.cl.Do(ctx, http.MethodPost, "/v1/workers/"+w.id+"/heartbeat",
+				api.HeartbeatRequest{Instance: "i-" + w.id, Running: []api.AttemptRef{}, WaitIndex: index}, &resp)
+			if n == 0 {
+				first <- err
+			}
+			index = resp.Index
+		}
+	}()
+	if err := <-first; err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(w.silence)
+}
+
+// silence ends the heartbeat loop; a held heartbeat's connection closes,
+// as when the worker's daemon dies.
+func (w *fakeWorker) silence() {
+	w.stop()
+	<-w.done
+}
+
+// A tethered worker whose held heartbeat's connection closes and whose
+// address then refuses connections is declared lost well before the worker
+// timeout, which gossip would wait for; one that is silent but still
+// listening (paused), one that reconnects at once, and one that is not
+// tethered (its programs outlive its daemon) are not.
+func TestTetheredWorkerLostOnceItsDaemonIsGone(t *testing.T) {
+	m := metricsMaster(t, time.Minute)
+	waitReady(t, m)
+	paused := startFakeWorker(t, m, "w2", true)
+	untethered := startFakeWorker(t, m, "w3", false)
+	back := startFakeWorker(t, m, "w4", true)
+	dead := startFakeWorker(t, m, "w9", true)
+
+	paused.silence()
+	untethered.silence()
+	_ = untethered.ln.Close()
+	back.silence()
+	_ = back.ln.Close()
+	back.beat(t)
+	// The dead worker goes last and sorts last, so that a wrong verdict
+	// on any other comes no later than its own.
+	dead.silence()
+	_ = dead.ln.Close()
+	died := time.Now()
+	waitTables(t, m, "w9 lost", func() bool {
+		w, _ := m.fsm.Worker("w9")
+		return w.State == model.WorkerDead
+	})
+	took := time.Since(died)
+	t.Logf("w9 lost %s after its daemon went", took.Round(time.Millisecond))
+	if took >= m.cfg.WorkerTimeout {
+		t.Fatalf("w9 lost after %s, not before the worker timeout %s", took, m.cfg.WorkerTimeout)
+	}
+	for _, id := range []string{"w2", "w3", "w4"} {
+		if w, _ := m.fsm.Worker(id); w.State != model.WorkerAlive {
+			t.Errorf("%s is %s (%s), want ALIVE", id, w.State, w.Message)
+		}
+	}
+	if w, _ := m.fsm.Worker("w9"); !strings.Contains(w.Message, "daemon is gone") {
+		t.Errorf("w9's loss says %q", w.Message)
+	}
+}
