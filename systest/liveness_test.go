@@ -96,6 +96,27 @@ func TestWorkerDaemonKillOnly(t *testing.T) {
 	}
 }
 
+// TestWorkerGroupKillRelaunchesBeforeTheTimeout: SIGKILL of a worker's
+// whole process group (daemon, not its runners) relaunches its supervised
+// driver long before gossip and a 30 s worker timeout would, and the
+// runner has ended attempt 1 before attempt 2 starts.
+func TestWorkerGroupKillRelaunchesBeforeTheTimeout(t *testing.T) {
+	c := testcluster.New(t, testcluster.Options{Workers: 2, WorkerTimeout: 30 * time.Second})
+	p := newProbe(t)
+	d, w := startedRunning(t, c, p, 20*time.Second)
+	killed := time.Now()
+	w.KillGroup()
+	c.WaitDriver(d.ID, 20*time.Second, "relaunched RUNNING before the worker timeout", runningAttempt(2))
+	t.Logf("relaunched RUNNING %s after the kill", time.Since(killed).Round(time.Millisecond))
+	waitFor(t, 20*time.Second, "attempt 2 beating for a second", func() bool {
+		s, ok := p.liveSpans(d.ID)[2]
+		return ok && s[1]-s[0] >= 1
+	})
+	if o := p.overlap(d.ID); o > 0 {
+		t.Fatalf("attempts overlapped for %.2fs: %v", o, p.liveSpans(d.ID))
+	}
+}
+
 // TestWorkerPauseLongerThanTimeout: a worker SIGSTOPped past its timeout is
 // declared lost and its driver relaunched; on SIGCONT it kills the zombie
 // attempt at once, and exactly one attempt finishes.
