@@ -94,6 +94,7 @@ func canned() (map[string]stream, map[string]string) {
 			"2026/11/29 17:00:00 worker w1: lost master\n", "      20\t         1.600 p50-s\t         2.400 worst-s\n")
 	worker = worker.bench("BenchmarkWorkerKillToRelaunchRunning/local", "    failover_bench_test.go:110: needs root\n",
 		"--- SKIP: BenchmarkWorkerKillToRelaunchRunning/local\n").event("skip", "BenchmarkWorkerKillToRelaunchRunning/local")
+	both := stream{}.bench("BenchmarkLeaderAndWorkerKillToRelaunch", "BenchmarkLeaderAndWorkerKillToRelaunch-2 \t      20\t         2.700 p50-s\t         5.200 worst-s\n")
 	cli := stream{}.bench("BenchmarkLeaderKillToCLISubmit", "BenchmarkLeaderKillToCLISubmit-2 \t      10\t         0.0600 p50-s\t         0.1500 worst-s\n")
 	events := stream{}.bench("BenchmarkEventDelivery", "BenchmarkEventDelivery-2 \t       1\t         3.5 p50-ms\t        68.9 p99-ms\n")
 	var stage stream
@@ -111,7 +112,8 @@ func canned() (map[string]stream, map[string]string) {
 			"BenchmarkApply": apply, "BenchmarkSnapshot100k": snap, "BenchmarkSubmitThroughput": thr,
 			"BenchmarkSubmitLatencyAt2000": lat, "BenchmarkPlacement": place,
 			"BenchmarkLeaderKillToAcceptedSubmit": leader, "BenchmarkWorkerKillToRelaunchRunning": worker,
-			"BenchmarkLeaderKillToCLISubmit": cli, "BenchmarkEventDelivery": events, "BenchmarkOutput50MiB": output(),
+			"BenchmarkLeaderAndWorkerKillToRelaunch": both, "BenchmarkLeaderKillToCLISubmit": cli,
+			"BenchmarkEventDelivery": events, "BenchmarkOutput50MiB": output(),
 			"BenchmarkStageCold100MiB": stage, "BenchmarkStageUpload100MiB": uploads, "BenchmarkUploadGC": gc,
 			"BenchmarkLaunch": launch,
 		}, map[string]string{
@@ -176,6 +178,7 @@ func TestRows(t *testing.T) {
 		{"leader SIGKILL to next accepted write (raft-500ms)", met, "p50 0.81 s, worst 1.10 s over 20 trials"},
 		{"leader SIGKILL to next accepted write (raft-1s-default)", notMet, "p50 1.60 s, worst 2.40 s over 20 trials"},
 		{"worker SIGKILL to relaunched driver RUNNING (local)", notMeasured, "BenchmarkWorkerKillToRelaunchRunning/local skipped: failover_bench_test.go:110: needs root"},
+		{"leader and worker SIGKILL together to relaunched driver RUNNING", notMet, "p50 2.70 s, worst 5.20 s over 20 trials"},
 		{"next leader ready to a CLI submit acknowledged", met, "p50 0.06 s, worst 0.15 s over 10 trials"},
 		{"event delivery latency", met, "p50 3.5 ms, p99 68.9 ms (1 run, worst p99 68.9 ms)"},
 		{"launch of a unit in a cgroup", met, "median 14.0 ms with, 12.5 ms without: +1.5 ms; p90 18.5 ms with, 15.0 ms without (1 run)"},

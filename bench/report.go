@@ -331,7 +331,9 @@ func targetRows(f *figures) []Row {
 	failover("BenchmarkLeaderKillToAcceptedSubmit", "leader SIGKILL to next accepted write", "20 trials",
 		"p50 <= 1.5 s, worst <= 3 s (Spark with ZooKeeper: 1-2 minutes)", 1.5, 3)
 	failover("BenchmarkWorkerKillToRelaunchRunning", "worker SIGKILL to relaunched driver RUNNING", "20 trials, lan and local profiles",
-		"p50 <= 4 s, worst <= 8 s (Spark: 60 s worker timeout)", 4, 8)
+		"p50 <= 2 s, worst <= 4 s (Spark: 60 s worker timeout)", 2, 4)
+	failover("BenchmarkLeaderAndWorkerKillToRelaunch", "leader and worker SIGKILL together to relaunched driver RUNNING", "20 trials, Raft's default 1 s timeouts, lan profile",
+		"worst <= 5 s (Nomad's issue 1747)", 5, 5)
 	failover("BenchmarkLeaderKillToCLISubmit", "next leader ready to a CLI submit acknowledged", "10 trials, the CLI started at the leader's SIGKILL",
 		"worst <= 0.3 s", 0.3, 0.3)
 	rows = append(rows,

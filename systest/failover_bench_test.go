@@ -207,3 +207,51 @@ func waitDriver(b *testing.B, cl *client.Client, id string, cond func(*model.Dri
 	b.Fatalf("driver %s: condition not reached", id)
 	return nil
 }
+
+// BenchmarkLeaderAndWorkerKillToRelaunch measures, per trial, the time from
+// SIGKILL of the leader together with the process group of the worker
+// running a supervised driver (Nomad's issue 1747: the new leader has no
+// connection from the dead worker to go by) to the driver's next attempt
+// being RUNNING on the other worker. Both are restarted for the next trial.
+// The masters run Raft's default 1 s timeouts and the lan gossip profile.
+// Run with -benchtime=10x.
+func BenchmarkLeaderAndWorkerKillToRelaunch(b *testing.B) {
+	c := testcluster.New(b, testcluster.Options{Workers: 2, GossipProfile: "lan", MasterArgs: []string{
+		"--raft-heartbeat-timeout", "1s", "--raft-election-timeout", "1s", "--raft-leader-lease", "500ms",
+	}})
+	cl := fastClient(b, c)
+	p := &probe{dir: b.TempDir()}
+	res, err := cl.Submit(context.Background(), p.request("sleep 600", true))
+	if err != nil {
+		b.Fatal(err)
+	}
+	var trials []time.Duration
+	for i := 0; i < b.N; i++ {
+		d := waitDriver(b, cl, res.DriverID, func(d *model.Driver) bool {
+			return d.State == model.DriverRunning && d.Attempt == i+1
+		})
+		leader, err := c.Leader(20 * time.Second)
+		if err != nil {
+			b.Fatal(err)
+		}
+		w := c.Worker(d.WorkerID)
+		killed := time.Now()
+		leader.Kill()
+		w.KillGroup()
+		waitDriver(b, cl, res.DriverID, func(d *model.Driver) bool {
+			return d.State == model.DriverRunning && d.Attempt == i+2
+		})
+		trials = append(trials, time.Since(killed))
+		if err := leader.Start(); err != nil {
+			b.Fatal(err)
+		}
+		if err := w.Start(); err != nil {
+			b.Fatal(err)
+		}
+		waitRejoined(b, c, leader)
+		if err := c.WaitReady(30 * time.Second); err != nil {
+			b.Fatal(err)
+		}
+	}
+	reportDurations(b, "leader and worker SIGKILL to relaunched RUNNING", trials)
+}
