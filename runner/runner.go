@@ -123,6 +123,7 @@ func Main(args []string) int {
 	}
 	spec.applyDefaults()
 	r.spec = spec
+	r.status.Tethered = spec.LeaseFile != ""
 	if spec.Cgroup != nil {
 		if r.cg, err = isolation.Open(*spec.Cgroup); err != nil {
 			r.final(model.DriverError, nil, "cannot open the unit's cgroup: "+oneLine(err))

@@ -272,6 +272,12 @@ type Event struct {
 	// Failures and Reschedule are Status's, in started and final events.
 	Failures   []int64 `json:"failures,omitempty"`
 	Reschedule bool    `json:"reschedule,omitempty"`
+	// Tethered says that the runner follows the daemon its lease file
+	// names (LeaseContent): it ends its program as soon as that daemon
+	// dies without detaching. A runner of an older version, adopted by a
+	// newer daemon after an upgrade, leaves it out, and its program may
+	// outlive a crash of that daemon by the lease.
+	Tethered bool `json:"tethered,omitempty"`
 }
 
 // Status is the content of StatusFile: the runner's latest word on its
@@ -311,6 +317,12 @@ type Status struct {
 	// the runner reports them.
 	Failures   []int64 `json:"failures,omitempty"`
 	Reschedule bool    `json:"reschedule,omitempty"`
+	// Tethered says that the runner follows the daemon its lease file
+	// names (LeaseContent): it ends its program as soon as that daemon
+	// dies without detaching. A runner of an older version, adopted by a
+	// newer daemon after an upgrade, leaves it out, and its program may
+	// outlive a crash of that daemon by the lease.
+	Tethered bool `json:"tethered,omitempty"`
 }
 
 // WriteSpec writes spec into dir/SpecFile, readable by its owner only (the

@@ -107,6 +107,43 @@ func TestLeaseNamesItsDaemon(t *testing.T) {
 	}
 }
 
+// A worker that adopts a runner which does not follow its daemon (an
+// older version's, after an upgrade) does not say it is tethered: its
+// death would leave that program running for the lease.
+func TestAdoptingAnUntetheredRunnerUntethers(t *testing.T) {
+	fm := newFakeMaster(t)
+	w1, cfg := newWorker(t, fm, func(c *worker.Config) { c.Lease = 10 * time.Second })
+	fm.assign(waiter(driverA, 1))
+	fm.waitReport(t, driverA, 1, model.DriverRunning)
+	w1.Detach()
+	path := attemptPath(cfg, driverA, 1, runner.StatusFile)
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st map[string]any
+	if err := json.Unmarshal(b, &st); err != nil {
+		t.Fatal(err)
+	}
+	if st["tethered"] != true {
+		t.Fatalf("the runner's status %s does not say it is tethered", b)
+	}
+	delete(st, "tethered")
+	if b, err = json.Marshal(st); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if w2, _ := newWorker(t, fm, sameWorkDir(cfg)); w2.Tethered() {
+		t.Fatal("a worker that adopted an untethered runner says it is tethered")
+	}
+	if err := os.WriteFile(attemptPath(cfg, driverA, 1, "stop"), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	fm.waitReport(t, driverA, 1, model.DriverFinished)
+}
+
 func TestDetachedAttemptIsAdoptedNotRestarted(t *testing.T) {
 	const lease = 400 * time.Millisecond
 	fm := newFakeMaster(t)
@@ -119,7 +156,10 @@ func TestDetachedAttemptIsAdoptedNotRestarted(t *testing.T) {
 
 	var from int
 	fm.set(func() { from = len(fm.heartbeats) })
-	newWorker(t, fm, sameWorkDir(cfg))
+	w2, _ := newWorker(t, fm, sameWorkDir(cfg))
+	if !w2.Tethered() {
+		t.Error("a worker that adopted a runner of its own version is not tethered")
+	}
 	fm.waitFor(t, "the new worker to list the attempt as running", func() bool {
 		return slices.ContainsFunc(fm.heartbeats[from:], func(hb api.HeartbeatRequest) bool {
 			return slices.Equal(hb.Running, []api.AttemptRef{{DriverID: driverA, Attempt: 1}})

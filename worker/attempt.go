@@ -345,6 +345,11 @@ func (w *Worker) adopt() error {
 		// Unknown counts as supervised: strict fencing then errs on the
 		// side of killing it.
 		u.supervise = specErr != nil || spec.Supervise
+		if st, err := runner.ReadStatus(u.dir); (err != nil || !st.Tethered) && !w.untethered {
+			w.untethered = true
+			w.log.Warn("an adopted runner does not end its program when this daemon dies (an older version's); the leader waits for gossip to declare this worker lost until it restarts",
+				k.attrs("runner_pid", u.pid)...)
+		}
 		attrs := k.attrs("runner_pid", u.pid)
 		if u.cgroup != nil {
 			attrs = append(attrs, "cgroup", u.cgroup.String())

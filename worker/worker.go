@@ -79,6 +79,10 @@ type Worker struct {
 	leasePath string
 	// holder is this daemon, as its lease file names it.
 	holder holder
+	// untethered, fixed by New, says that a runner it adopted does not
+	// follow its daemon (runner.Status's Tethered): an older version's,
+	// left by the daemon this one upgraded.
+	untethered bool
 	// instance is this work dir's instance ID (see InstanceFile).
 	instance string
 	// iso makes the units' cgroups; nil without isolation.
@@ -347,8 +351,9 @@ func (w *Worker) sweepCgroups() {
 
 // Tethered reports whether this worker's runners end their programs as soon
 // as this daemon dies without detaching (gossip.Meta's Tethered): false
-// where the daemon cannot name itself in its lease file (no /proc).
-func (w *Worker) Tethered() bool { return w.holder.pid != 0 }
+// where the daemon cannot name itself in its lease file (no /proc), and
+// for the life of a daemon that adopted a runner which does not.
+func (w *Worker) Tethered() bool { return w.holder.pid != 0 && !w.untethered }
 
 // HTTPAddr is the host:port of the worker's HTTP server, as registered with
 // the masters.
