@@ -87,8 +87,9 @@ func (w *fakeWorker) silence() {
 // A tethered worker whose held heartbeat's connection closes and whose
 // address then refuses connections is declared lost well before the worker
 // timeout, which gossip would wait for; one that is silent but still
-// listening (paused), one that reconnects at once, and one that is not
-// tethered (its programs outlive its daemon) are not.
+// listening (paused), one that reconnects at once (and whose heartbeats
+// then speak for it, whatever listens), and one that is not tethered (its
+// programs outlive its daemon) are not.
 func TestTetheredWorkerLostOnceItsDaemonIsGone(t *testing.T) {
 	m := metricsMaster(t, time.Minute)
 	waitReady(t, m)
@@ -101,8 +102,8 @@ func TestTetheredWorkerLostOnceItsDaemonIsGone(t *testing.T) {
 	untethered.silence()
 	_ = untethered.ln.Close()
 	back.silence()
-	_ = back.ln.Close()
 	back.beat(t)
+	_ = back.ln.Close()
 	// The dead worker goes last and sorts last, so that a wrong verdict
 	// on any other comes no later than its own.
 	dead.silence()
