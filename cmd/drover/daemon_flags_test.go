@@ -1,0 +1,98 @@
+package main
+
+import (
+	"net"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// withStderr runs cmd with os.Stderr, where the daemons' commands print
+// their usage and refusals, going to a file, and returns what it printed
+// and its exit code.
+func withStderr(t *testing.T, cmd func() int) (string, int) {
+	t.Helper()
+	f, err := os.CreateTemp(t.TempDir(), "stderr")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	saved := os.Stderr
+	os.Stderr = f
+	code := cmd()
+	os.Stderr = saved
+	b, err := os.ReadFile(f.Name())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b), code
+}
+
+// helpDefault is the default that usage text gives for flag name, "" when
+// it gives none.
+func helpDefault(help, name string) string {
+	for _, l := range strings.Split(help, "\n") {
+		if !strings.HasPrefix(strings.TrimSpace(l), "--"+name+" ") {
+			continue
+		}
+		if m := regexp.MustCompile(`\(default (.*)\)$`).FindStringSubmatch(l); m != nil {
+			return m[1]
+		}
+	}
+	return ""
+}
+
+// The bounds on disks, logs and units that docs/uploads.md, docs/logs.md
+// and docs/security.md promise are the daemons' defaults: uploads of 256
+// MiB, finished units kept 7 days, 10 MiB x 5 files of each stream, 4096
+// processes per unit.
+func TestDaemonDefaults(t *testing.T) {
+	worker, code := withStderr(t, func() int { return runWorker([]string{"--help"}) })
+	if code != 0 {
+		t.Fatalf("worker --help: exit %d\n%s", code, worker)
+	}
+	master, code := withStderr(t, func() int { return runMaster([]string{"--help"}) })
+	if code != 0 {
+		t.Fatalf("master --help: exit %d\n%s", code, master)
+	}
+	for _, c := range []struct{ help, flag, want string }{
+		{master, "max-upload", "256m"},
+		{worker, "cleanup-ttl", "168h0m0s"},
+		{worker, "log-max-size", "10m"},
+		{worker, "log-max-files", "5"},
+		{worker, "pids-limit", "4096"},
+	} {
+		if got := helpDefault(c.help, c.flag); got != c.want {
+			t.Errorf("--%s defaults to %q, want %q", c.flag, got, c.want)
+		}
+	}
+}
+
+// A pids limit that is not positive is refused in one line before the
+// worker makes anything.
+func TestWorkerRefusesANonPositivePidsLimit(t *testing.T) {
+	// A gossip port in use: a worker that took the limit would fail
+	// there, rather than run until a signal.
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	port := strconv.Itoa(taken.Addr().(*net.TCPAddr).Port)
+	for _, limit := range []string{"0", "-1"} {
+		dir := filepath.Join(t.TempDir(), "work")
+		out, code := withStderr(t, func() int {
+			return runWorker([]string{"--id", "w1", "--masters", "127.0.0.1:1", "--work-dir", dir, "--bind", "127.0.0.1",
+				"--http-port", "0", "--gossip-port", port, "--cores", "1", "--memory", "1g", "--pids-limit", limit})
+		})
+		if want := "drover: --pids-limit " + limit + " must be positive\n"; code != 1 || out != want {
+			t.Errorf("--pids-limit %s: exit %d, stderr %q; want exit 1 and %q", limit, code, out, want)
+		}
+		if _, err := os.Stat(dir); !os.IsNotExist(err) {
+			t.Errorf("--pids-limit %s made the work dir %s (%v)", limit, dir, err)
+		}
+	}
+}
