@@ -7,14 +7,19 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
+	"github.com/drover-project/drover/api"
 	"github.com/drover-project/drover/isolation"
 	"github.com/drover-project/drover/model"
+	"github.com/drover-project/drover/runner"
 	"github.com/drover-project/drover/worker"
 )
 
@@ -97,8 +102,9 @@ func testInstance(workDir string) string {
 
 // isolatedWorker starts a worker that must isolate (skipping without
 // root) on a work dir whose instance ID is fixed, and returns the
-// manager of the same worker cgroup, for the test to look into.
-func isolatedWorker(t *testing.T, fm *fakeMaster, workDir string) (*worker.Worker, worker.Config, *isolation.Manager) {
+// manager of the same worker cgroup, for the test to look into. tune,
+// when not nil, adjusts the worker's config.
+func isolatedWorker(t *testing.T, fm *fakeMaster, workDir string, tune func(*worker.Config)) (*worker.Worker, worker.Config, *isolation.Manager) {
 	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Skip("skipped: cgroups need root (CI runs as root)")
@@ -107,6 +113,9 @@ func isolatedWorker(t *testing.T, fm *fakeMaster, workDir string) (*worker.Worke
 	w, cfg := newWorker(t, fm, func(c *worker.Config) {
 		c.WorkDir = workDir
 		c.Isolation = isolation.ModeCgroups
+		if tune != nil {
+			tune(c)
+		}
 	})
 	wm, err := isolation.New(isolation.Config{Name: isolation.WorkerName(cfg.ID, instance)})
 	if err != nil {
@@ -120,7 +129,7 @@ func isolatedWorker(t *testing.T, fm *fakeMaster, workDir string) (*worker.Worke
 // ends the cgroup is gone, and so is the worker's when it shuts down.
 func TestAttemptRunsInItsCgroup(t *testing.T) {
 	fm := newFakeMaster(t)
-	w, cfg, m := isolatedWorker(t, fm, filepath.Join(t.TempDir(), "work"))
+	w, cfg, m := isolatedWorker(t, fm, filepath.Join(t.TempDir(), "work"), nil)
 	fm.assign(sleeper(driverA, 1))
 	fm.waitReport(t, driverA, 1, model.DriverRunning)
 	pid := programPID(t, cfg, driverA, 1)
@@ -133,21 +142,8 @@ func TestAttemptRunsInItsCgroup(t *testing.T) {
 	if len(pids) != 1 || pids[0] != pid {
 		t.Fatalf("cgroup %s holds %v, want the program %d alone (not its runner)", ref, pids, pid)
 	}
-	limit := ref.Paths["memory"]
-	if ref.Version == 2 {
-		limit = ref.Path
-	}
-	want := "memory.limit_in_bytes"
-	if ref.Version == 2 {
-		want = "memory.max"
-	}
-	dir := filepath.Join(ref.Root, limit)
-	if ref.Version == 1 {
-		dir = filepath.Join(ref.Root, "memory", limit)
-	}
-	if b, err := os.ReadFile(filepath.Join(dir, want)); err != nil || strings.TrimSpace(string(b)) != strconv.Itoa(64<<20) {
-		t.Fatalf("%s = %q (%v), want the attempt's 64 MiB", want, b, err)
-	}
+	dir := cgroupDir(ref, "memory")
+	assertMemoryLimit(t, ref, 64)
 	fm.assign()
 	fm.waitReport(t, driverA, 1, model.DriverKilled)
 	waitUntil(t, "the attempt's cgroup to be removed", func() bool {
@@ -205,5 +201,169 @@ func TestGoneUnitsCgroupsAreRemovedAtStart(t *testing.T) {
 	}
 	if names, _ := m.Units(); len(names) != 0 {
 		t.Fatalf("cgroups %v left after the worker's start", names)
+	}
+}
+
+// cgroupDir is the directory of ref's cgroup in the hierarchy of
+// controller (memory, cpu, pids) on v1, its only directory on v2.
+func cgroupDir(ref isolation.Ref, controller string) string {
+	if ref.Version == 2 {
+		return filepath.Join(ref.Root, ref.Path)
+	}
+	return filepath.Join(ref.Root, controller, ref.Paths[controller])
+}
+
+// readCgroupFile returns the trimmed content of the file name in ref's
+// cgroup of controller.
+func readCgroupFile(t *testing.T, ref isolation.Ref, controller, name string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(cgroupDir(ref, controller), name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.TrimSpace(string(b))
+}
+
+// assertMemoryLimit checks that ref's cgroup has a hard memory limit of mb
+// MiB.
+func assertMemoryLimit(t *testing.T, ref isolation.Ref, mb int) {
+	t.Helper()
+	name := "memory.limit_in_bytes"
+	if ref.Version == 2 {
+		name = "memory.max"
+	}
+	if got := readCgroupFile(t, ref, "memory", name); got != strconv.Itoa(mb<<20) {
+		t.Fatalf("%s = %q, want the unit's %d MiB", name, got, mb)
+	}
+}
+
+// TestPidsLimitBoundsTheUnit: the worker's pids limit is each unit's
+// pids.max, and a program that forks beyond it sees the fork fail inside
+// its unit, while the worker goes on launching other units.
+func TestPidsLimitBoundsTheUnit(t *testing.T) {
+	fm := newFakeMaster(t)
+	_, cfg, m := isolatedWorker(t, fm, filepath.Join(t.TempDir(), "work"), func(c *worker.Config) { c.PidsLimit = 8 })
+	// The inner shell forks sleeps until a fork fails (dash then exits 2,
+	// bash says "fork: Resource temporarily unavailable"); the program
+	// itself lives on, to be looked at.
+	bomb := api.Assignment{DriverID: driverA, Attempt: 1, Cores: 1, MemoryMB: 64, Argv: []string{"/bin/sh", "-c",
+		`/bin/sh -c 'i=0; while [ $i -lt 20 ]; do sleep 1000 & i=$((i+1)); done; exit 0'; echo "forks ended $?"; exec sleep 1000`}}
+	fm.assign(bomb)
+	fm.waitReport(t, driverA, 1, model.DriverRunning)
+	dir := filepath.Join(cfg.WorkDir, driverA, "attempt-1")
+	waitUntil(t, "the fork loop to end", func() bool { return strings.Contains(readStream(t, dir, runner.StdoutFile), "forks ended") })
+	if out := readStream(t, dir, runner.StdoutFile); strings.Contains(out, "forks ended 0") {
+		t.Fatalf("all 20 forks succeeded under a pids limit of 8: %q", out)
+	}
+	if errOut := readStream(t, dir, runner.StderrFile); !strings.Contains(strings.ToLower(errOut), "fork") {
+		t.Fatalf("stderr %q does not say a fork failed", errOut)
+	}
+	ref := m.Ref(isolation.UnitName(driverA, 1))
+	if got := readCgroupFile(t, ref, "pids", "pids.max"); got != "8" {
+		t.Fatalf("pids.max = %q, want the worker's --pids-limit 8", got)
+	}
+	if events := readCgroupFile(t, ref, "pids", "pids.events"); events == "max 0" || !strings.HasPrefix(events, "max ") {
+		t.Fatalf("pids.events = %q, want forks refused at the limit counted", events)
+	}
+	fm.assign(bomb, sleeper(driverB, 1))
+	fm.waitReport(t, driverB, 1, model.DriverRunning)
+	fm.assign(sleeper(driverB, 1))
+	fm.waitReport(t, driverA, 1, model.DriverKilled)
+	waitUntil(t, "the bounded unit's cgroup to be removed", func() bool {
+		names, _ := m.Units()
+		return !slices.Contains(names, isolation.UnitName(driverA, 1))
+	})
+}
+
+// TestExecutorRunsInItsCgroup: an executor's program runs in the cgroup
+// named after its app and ID, with the executor's memory and CPU limits
+// and its runner outside; when the executor is no longer wanted, a
+// descendant that left the program's session dies with it and the
+// cgroup is removed.
+func TestExecutorRunsInItsCgroup(t *testing.T) {
+	fm := newFakeMaster(t)
+	_, cfg, m := isolatedWorker(t, fm, filepath.Join(t.TempDir(), "work"), nil)
+	fm.assignExecutors(api.ExecutorAssignment{AppID: appA, ExecutorID: 0, Cores: 1, MemoryMB: 64,
+		Argv: []string{"/bin/sh", "-c", `echo $$; setsid /bin/sh -c 'echo $$ > escaped.tmp; mv escaped.tmp escaped; exec sleep 1000' & exec sleep 1000`}})
+	fm.waitExecReport(t, appA, 0, model.ExecRunning)
+	pid := executorPID(t, cfg, appA, 0)
+	var escaped int
+	waitUntil(t, "the setsid grandchild's PID", func() bool {
+		b, err := os.ReadFile(executorPath(cfg, appA, 0, "escaped"))
+		escaped, _ = strconv.Atoi(strings.TrimSpace(string(b)))
+		return err == nil
+	})
+	if sid, err := unix.Getsid(escaped); err != nil || sid != escaped {
+		t.Fatalf("grandchild %d has session %d (%v), want one of its own", escaped, sid, err)
+	}
+	ref := m.Ref(isolation.UnitName(appA, 0))
+	c, err := isolation.Open(ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pids, _ := c.Pids()
+	slices.Sort(pids)
+	want := []int{pid, escaped}
+	slices.Sort(want)
+	if !slices.Equal(pids, want) {
+		t.Fatalf("cgroup %s holds %v, want the program and its grandchild %v alone (not the runner)", ref, pids, want)
+	}
+	assertMemoryLimit(t, ref, 64)
+	quota, name, want1 := "cpu.cfs_quota_us", "cpu.cfs_quota_us", "100000"
+	if ref.Version == 2 {
+		quota, name, want1 = "cpu.max", "cpu.max", "100000 100000"
+	}
+	if got := readCgroupFile(t, ref, "cpu", quota); got != want1 {
+		t.Fatalf("%s = %q, want one core's %s", name, got, want1)
+	}
+	fm.assignExecutors()
+	fm.waitExecReport(t, appA, 0, model.ExecKilled)
+	waitUntil(t, "the setsid grandchild to die with its executor", func() bool { return processEnded(escaped) })
+	waitUntil(t, "the executor's cgroup to be removed", func() bool {
+		names, _ := m.Units()
+		return len(names) == 0
+	})
+}
+
+// TestIsolationNonePutsNothingInACgroup: with --isolation none a worker
+// that could isolate (root, cgroups) makes no cgroup, its programs run in
+// the worker's own cgroups, and it warns of no isolation being off.
+func TestIsolationNonePutsNothingInACgroup(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("skipped: only root could isolate, so none is no choice without it (CI runs as root)")
+	}
+	workDir := filepath.Join(t.TempDir(), "work")
+	// The cgroup an isolating worker would make, made here to show the
+	// machine allows it; the worker must leave it empty.
+	wm, err := isolation.New(isolation.Config{Name: isolation.WorkerName("w1", testInstance(workDir))})
+	if err != nil {
+		t.Skipf("skipped: no usable cgroups here, so none is no choice: %v", err)
+	}
+	defer wm.Remove()
+	fm := newFakeMaster(t)
+	var logs lockedBuffer
+	_, cfg := newWorker(t, fm, func(c *worker.Config) {
+		c.WorkDir = workDir
+		c.Isolation = isolation.ModeNone
+		c.Logger = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	})
+	fm.assign(sleeper(driverA, 1))
+	fm.waitReport(t, driverA, 1, model.DriverRunning)
+	pid := programPID(t, cfg, driverA, 1)
+	self, _ := os.ReadFile("/proc/self/cgroup")
+	prog, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cgroup")
+	if err != nil || string(prog) != string(self) {
+		t.Fatalf("the program's cgroups are not the worker's:\n%s\nworker:\n%s", prog, self)
+	}
+	if st := readStatus(t, cfg, driverA, 1); st.PID != pid {
+		t.Fatalf("status %+v", st)
+	}
+	if names, err := wm.Units(); err != nil || len(names) != 0 {
+		t.Fatalf("the worker made unit cgroups %v (%v) under --isolation none", names, err)
+	}
+	for _, l := range strings.Split(logs.String(), "\n") {
+		if strings.Contains(l, "isolation") || strings.Contains(l, "cgroup") {
+			t.Fatalf("--isolation none warned about isolation: %s", l)
+		}
 	}
 }
