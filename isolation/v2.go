@@ -17,25 +17,29 @@ var v2Needed = []string{"memory", "cpu", "pids"}
 // enables the controllers for its children in it and every ancestor
 // below the root. The kernel refuses that in a cgroup that holds
 // processes (the no-internal-processes rule), which is the error a
-// worker started in a shared cgroup gets.
+// worker started in a shared cgroup gets. The controllers are checked
+// before anything is made, so that a worker that cannot isolate leaves
+// no cgroup behind.
 func v2Prepare(r Ref, needControllers bool) error {
 	dir := filepath.Join(r.Root, r.Path)
+	own := filepath.Dir(filepath.Dir(dir))
+	if needControllers {
+		have, err := readControllers(filepath.Join(own, "cgroup.controllers"))
+		if err != nil {
+			return err
+		}
+		for _, c := range v2Needed {
+			if !slices.Contains(have, c) {
+				return fmt.Errorf("no %s controller in cgroup %s (it has %q): enable it in the parent's cgroup.subtree_control (systemd: Delegate=yes)",
+					c, filepath.Dir(filepath.Dir(r.Path)), have)
+			}
+		}
+	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return explain("create cgroup "+r.Path, err)
 	}
 	if !needControllers {
 		return nil
-	}
-	own := filepath.Dir(filepath.Dir(dir))
-	have, err := readControllers(filepath.Join(own, "cgroup.controllers"))
-	if err != nil {
-		return err
-	}
-	for _, c := range v2Needed {
-		if !slices.Contains(have, c) {
-			return fmt.Errorf("no %s controller in cgroup %s (it has %q): enable it in the parent's cgroup.subtree_control (systemd: Delegate=yes)",
-				c, filepath.Dir(filepath.Dir(r.Path)), have)
-		}
 	}
 	// The children of the worker's cgroup are the units: enabling the
 	// controllers for a child enables them on the whole chain above it.
