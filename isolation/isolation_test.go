@@ -86,6 +86,13 @@ func testManager(t *testing.T, cfg Config, needControllers bool) *Manager {
 	if err != nil {
 		t.Skipf("skipped: no usable cgroups here: %v", err)
 	}
+	removeAtCleanup(t, m)
+	return m
+}
+
+// removeAtCleanup has m's units and then its worker cgroup removed when
+// t ends.
+func removeAtCleanup(t *testing.T, m *Manager) {
 	t.Cleanup(func() {
 		if _, err := m.Sweep(func(string) bool { return false }, 5*time.Second); err != nil {
 			t.Errorf("sweep: %v", err)
@@ -97,7 +104,6 @@ func testManager(t *testing.T, cfg Config, needControllers bool) *Manager {
 			t.Errorf("the worker's cgroup %s is still there", m.ref)
 		}
 	})
-	return m
 }
 
 // sysManager is a manager on the machine's own hierarchy, with its
@@ -346,14 +352,49 @@ func TestOOMKillIsCounted(t *testing.T) {
 	}
 }
 
-// TestCPUQuota: two busy threads with a quota of one core use about one
-// core, by the cgroup's own CPU accounting.
+// weightyManager is sysManager with, on v1, the worker's cgroup at the
+// top of the cpu hierarchy (beside drover/, not in it) and the greatest
+// CPU weight, so that its units get both cores when they want them even
+// on a loaded machine, and only a quota holds them back. On v2 the
+// worker's cgroup is where the machine delegates one.
+func weightyManager(t *testing.T) *Manager {
+	t.Helper()
+	m := sysManager(t)
+	if m.Version() != 1 {
+		return m
+	}
+	name := fmt.Sprintf("drover-test-%d-%s", os.Getpid(), t.Name())
+	paths, err := v1Paths(m.ref.Root, name, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	top := &Manager{ref: Ref{Version: 1, Root: m.ref.Root, Paths: paths}}
+	if err := v1Prepare(top.ref); err != nil {
+		t.Fatal(err)
+	}
+	removeAtCleanup(t, top)
+	if err := os.WriteFile(filepath.Join(top.ref.Root, "cpu", paths["cpu"], "cpu.shares"), []byte("262144"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return top
+}
+
+// TestCPUQuota: two busy threads with a quota of one core are throttled
+// by the kernel (the cgroup's cpu.stat counts periods in which they ran
+// out of quota) and use about one core, by the cgroup's own CPU
+// accounting. Where the machine gives them less than a core even so, the
+// quota cannot show, and the test says so and skips.
 func TestCPUQuota(t *testing.T) {
 	if runtime.NumCPU() < 2 {
 		t.Skip("skipped: needs two CPUs to tell a quota of one core from the machine's size")
 	}
-	m := sysManager(t)
+	m := weightyManager(t)
 	c := create(t, m, "driver-1-1", Limits{Cores: 1})
+	r := c.Ref()
+	stat := filepath.Join(r.Root, "cpu", r.Paths["cpu"], "cpu.stat")
+	if r.Version == 2 {
+		stat = filepath.Join(r.Root, r.Path, "cpu.stat")
+	}
 	cmd, _ := helper(t, "spin", "HELPER_THREADS=2", "GOMAXPROCS=2")
 	startIn(t, c, cmd)
 	before, err := c.Usage()
@@ -361,21 +402,63 @@ func TestCPUQuota(t *testing.T) {
 		t.Fatal(err)
 	}
 	began := time.Now()
-	time.Sleep(2 * time.Second)
+	var throttled map[string]uint64
+	for deadline := began.Add(20 * time.Second); ; {
+		if throttled = cpuStat(t, stat); throttled["nr_throttled"] >= 3 {
+			break
+		}
+		if time.Now().After(deadline) {
+			after, err := c.Usage()
+			if err != nil {
+				t.Fatal(err)
+			}
+			cores := float64(after.CPUMicros-before.CPUMicros) / float64(time.Since(began).Microseconds())
+			if cores < 0.9 {
+				t.Skipf("skipped: the machine gave the busy threads %.2f cores, too few to reach a quota of one core (%v)", cores, throttled)
+			}
+			t.Fatalf("two busy threads used %.2f cores under a quota of one core and were never throttled: %s %v", cores, stat, throttled)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 	after, err := c.Usage()
 	if err != nil {
 		t.Fatal(err)
 	}
 	wall := time.Since(began)
+	if throttled["throttled_time"] == 0 && throttled["throttled_usec"] == 0 {
+		t.Errorf("cpu.stat %v counts throttled periods but no time throttled", throttled)
+	}
 	used := time.Duration(after.CPUMicros-before.CPUMicros) * time.Microsecond
-	t.Logf("CPU %s in %s of wall time: %.2f cores", used, wall, used.Seconds()/wall.Seconds())
-	if used > wall*115/100 {
+	t.Logf("CPU %s in %s of wall time: %.2f cores; %v", used, wall, used.Seconds()/wall.Seconds(), throttled)
+	// A period begun before the first reading may add up to one
+	// period's quota.
+	if used > wall*115/100+100*time.Millisecond {
 		t.Errorf("used %s of CPU in %s with a quota of one core", used, wall)
 	}
 	// The cgroup's count covers what the kernel counts for the process.
 	if own := cpuTime(t, cmd.Process.Pid); after.CPUMicros < uint64(own.Microseconds())*9/10 {
 		t.Errorf("the cgroup counts %dus, the program alone used %s", after.CPUMicros, own)
 	}
+}
+
+// cpuStat reads a cgroup's cpu.stat, lines of a name and a count.
+func cpuStat(t *testing.T, path string) map[string]uint64 {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]uint64{}
+	for _, l := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		if f := strings.Fields(l); len(f) == 2 {
+			n, err := strconv.ParseUint(f[1], 10, 64)
+			if err != nil {
+				t.Fatalf("%s: %q", path, l)
+			}
+			out[f[0]] = n
+		}
+	}
+	return out
 }
 
 // cpuTime is the user and system time process pid used so far, from
@@ -515,3 +598,4 @@ func TestKillRightAfterStartSparesTheStarter(t *testing.T) {
 		}
 	}
 }
+
