@@ -9,11 +9,15 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/containerd/cgroups/v3"
+	"github.com/containerd/cgroups/v3/cgroup1"
 )
 
 // helperEnv makes the test binary act as a unit's program (see TestMain):
@@ -599,3 +603,56 @@ func TestKillRightAfterStartSparesTheStarter(t *testing.T) {
 	}
 }
 
+// TestMissingControllersExplain: a hierarchy without a controller the
+// limits need is refused with a one-line reason naming it, and leaves no
+// cgroup behind: a v1 root with only a memory hierarchy, and a v2
+// hierarchy whose cgroup has no memory controller (that of a hybrid
+// host, whose controllers are all v1's).
+func TestMissingControllersExplain(t *testing.T) {
+	needRoot(t)
+	name := fmt.Sprintf("test-%d-nocontrollers", os.Getpid())
+	t.Run("v1", func(t *testing.T) {
+		memory := filepath.Join(DefaultRoot, "memory")
+		if v, err := versionAt(DefaultRoot); err != nil || v != 1 {
+			t.Skip("skipped: the machine's cgroups are not v1")
+		}
+		root := t.TempDir()
+		if err := os.Symlink(memory, filepath.Join(root, "memory")); err != nil {
+			t.Fatal(err)
+		}
+		_, err := New(Config{Name: name, Root: root})
+		want := "no cpu controller: cgroup v1 without a cpu hierarchy at " + filepath.Join(root, "cpu")
+		if err == nil || err.Error() != want {
+			t.Fatalf("New on a root with only memory: %v, want %q", err, want)
+		}
+		dir, err := cgroup1.NestedPath(filepath.Join(parentDir, name))(cgroup1.Memory)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := os.Stat(filepath.Join(memory, dir)); !errors.Is(err, fs.ErrNotExist) {
+			t.Fatalf("a refused New left the worker's memory cgroup (%v)", err)
+		}
+	})
+	t.Run("v2", func(t *testing.T) {
+		root := filepath.Join(DefaultRoot, "unified")
+		if v, err := versionAt(root); err != nil || v != 2 {
+			t.Skip("skipped: no hybrid host's cgroup v2 mount at " + root)
+		}
+		_, own, err := cgroups.ParseCgroupFileUnified("/proc/self/cgroup")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if have, err := readControllers(filepath.Join(root, own, "cgroup.controllers")); err != nil || slices.Contains(have, "memory") {
+			t.Skipf("skipped: the worker's v2 cgroup has controllers %q (%v)", have, err)
+		}
+		_, err = New(Config{Name: name, Root: root})
+		if err == nil || !strings.HasPrefix(err.Error(), "no memory controller in cgroup "+own) || strings.Contains(err.Error(), "\n") {
+			t.Fatalf("New on a v2 cgroup without controllers: %v, want one line saying no memory controller in %s", err, own)
+		}
+		dir := filepath.Join(root, own, parentDir, name)
+		if _, err := os.Stat(dir); !errors.Is(err, fs.ErrNotExist) {
+			os.Remove(dir)
+			t.Fatalf("a refused New left the worker's cgroup %s (%v)", dir, err)
+		}
+	})
+}
