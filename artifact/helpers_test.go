@@ -204,11 +204,25 @@ type tarEntry struct {
 	linkname string
 }
 
+// tarGz is tarOf, gzipped.
 func tarGz(t *testing.T, entries ...tarEntry) []byte {
 	t.Helper()
 	var buf bytes.Buffer
 	gz := gzip.NewWriter(&buf)
-	tw := tar.NewWriter(gz)
+	if _, err := gz.Write(tarOf(t, entries...)); err != nil {
+		t.Fatal(err)
+	}
+	if err := gz.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
+}
+
+// tarOf is an uncompressed tar archive of entries.
+func tarOf(t *testing.T, entries ...tarEntry) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
 	for _, e := range entries {
 		h := &tar.Header{Name: e.name, Mode: e.mode, Size: int64(len(e.body)), Typeflag: e.kind, Linkname: e.linkname, ModTime: time.Unix(1700000000, 0)}
 		if h.Typeflag == 0 {
@@ -228,9 +242,6 @@ func tarGz(t *testing.T, entries ...tarEntry) []byte {
 		}
 	}
 	if err := tw.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if err := gz.Close(); err != nil {
 		t.Fatal(err)
 	}
 	return buf.Bytes()

@@ -2,6 +2,7 @@ package artifact
 
 import (
 	"archive/tar"
+	"bytes"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -46,6 +47,44 @@ func TestUnpacksTarGzAndZip(t *testing.T) {
 	}
 	if got, err := os.ReadFile(filepath.Join(dir, "bin/lib/libx.so")); err != nil || string(got) != "lib" {
 		t.Fatalf("bin/lib/libx.so = %q, %v", got, err)
+	}
+}
+
+// A plain .tar is unpacked like a compressed one, modes and links kept.
+func TestUnpacksPlainTar(t *testing.T) {
+	srv := newServer(t)
+	url := srv.serve("/app.tar", tarOf(t,
+		tarEntry{name: "bin/run", body: script, mode: 0o755},
+		tarEntry{name: "etc/app.conf", body: "a=1\n", mode: 0o600},
+		tarEntry{name: "run", kind: tar.TypeSymlink, linkname: "bin/run"},
+	))
+	s := newStager(t, nil)
+	dir, _ := mustStage(t, s, normalized(t, url))
+	want := []string{"bin/", "bin/run -rwxr-xr-x", "etc/", "etc/app.conf -rw-------", "run@bin/run", "spec.json -rw-------"}
+	if got := listing(t, dir); !slices.Equal(got, want) {
+		t.Fatalf("staged\n%v\nwant\n%v", got, want)
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, "run")); err != nil || string(b) != script {
+		t.Fatalf("run = %q, %v", b, err)
+	}
+}
+
+// ?archive=false stages an archive as the one file it is, its bytes
+// those served.
+func TestArchiveFalseKeepsItPacked(t *testing.T) {
+	srv := newServer(t)
+	zipped := zipOf(t, zipEntry{name: "index.html", body: "<p>"})
+	url := srv.serve("/a.zip", zipped)
+	s := newStager(t, nil)
+	dir, _ := mustStage(t, s, normalized(t, url+"?archive=false"))
+	if got, want := listing(t, dir), []string{"a.zip -rw-r--r--", "spec.json -rw-------"}; !slices.Equal(got, want) {
+		t.Fatalf("staged %v, want %v", got, want)
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, "a.zip")); err != nil || !bytes.Equal(b, zipped) {
+		t.Fatalf("a.zip holds %d bytes (%v), not the %d of the zip served", len(b), err, len(zipped))
+	}
+	if n := srv.count("/a.zip"); n != 1 {
+		t.Fatalf("%d requests for /a.zip, want 1", n)
 	}
 }
 
