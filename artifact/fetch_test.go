@@ -3,6 +3,8 @@ package artifact
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -340,3 +342,32 @@ func TestUntrustedCertificateIsNotRetried(t *testing.T) {
 		t.Fatalf("err = %v, want the certificate error at once", err)
 	}
 }
+
+// An https artifact from a server whose certificate the worker's client
+// trusts is fetched, verified and staged with its mode.
+func TestHTTPSWithTrustedCertificate(t *testing.T) {
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/app.sh" || r.TLS == nil {
+			http.NotFound(w, r)
+			return
+		}
+		w.Write([]byte(script))
+	}))
+	t.Cleanup(srv.Close)
+	roots := x509.NewCertPool()
+	roots.AddCert(srv.Certificate())
+	c := NewHTTPClient("127.0.0.1")
+	c.Transport.(*http.Transport).TLSClientConfig = &tls.Config{RootCAs: roots}
+	s := newStager(t, func(s *Stager) { s.HTTP = c })
+	if !strings.HasPrefix(srv.URL, "https://") {
+		t.Fatalf("server URL %s", srv.URL)
+	}
+	dir, st := mustStage(t, s, normalized(t, srv.URL+"/app.sh?checksum=sha256:"+sum([]byte(script))))
+	if got, want := listing(t, dir), []string{"app.sh -rwxr-xr-x", "spec.json -rw-------"}; !slices.Equal(got, want) {
+		t.Fatalf("staged %v, want %v", got, want)
+	}
+	if b, _ := os.ReadFile(filepath.Join(dir, "app.sh")); string(b) != script || st.Fetched != 1 {
+		t.Fatalf("app.sh = %q, fetched %d", b, st.Fetched)
+	}
+}
+
