@@ -113,9 +113,13 @@ func (f *fetcher) fetch(ctx context.Context, w *os.File) (string, error) {
 			t.Stop()
 			return "", f.ended(ctx, tries, failed)
 		}
-		pause = min(pause*2, maxRetryPause)
+		pause = nextPause(pause)
 	}
 }
+
+// nextPause is the pause before the try after one that came pause after
+// its own failure: twice as long, up to maxRetryPause.
+func nextPause(pause time.Duration) time.Duration { return min(pause*2, maxRetryPause) }
 
 // ended is the error of a fetch whose context ended after tries, the last
 // that failed on its own failing with last: ErrTimedOut at the deadline, the cause of a

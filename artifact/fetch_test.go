@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -15,6 +16,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -95,13 +97,18 @@ func TestRetriesServerErrorsOnly(t *testing.T) {
 		}
 		w.Write([]byte(script))
 	})
-	s := newStager(t, nil)
+	var logged pauses
+	s := newStager(t, func(s *Stager) { s.Log = slog.New(&logged) })
 	dir, _ := mustStage(t, s, normalized(t, url))
 	if b, _ := os.ReadFile(filepath.Join(dir, "app.sh")); string(b) != script {
 		t.Fatalf("app.sh = %q", b)
 	}
 	if n := srv.count("/app.sh"); n != 4 {
 		t.Fatalf("%d requests, want 4", n)
+	}
+	// The pause before each retry doubles from RetryBase (10 ms).
+	if got, want := logged.all(), []time.Duration{10 * time.Millisecond, 20 * time.Millisecond, 40 * time.Millisecond}; !slices.Equal(got, want) {
+		t.Fatalf("paused %v before the retries, want %v", got, want)
 	}
 
 	for _, status := range []int{http.StatusNotFound, http.StatusForbidden} {
@@ -371,3 +378,45 @@ func TestHTTPSWithTrustedCertificate(t *testing.T) {
 	}
 }
 
+// pauses is a log handler that keeps the pause of each retry a stager
+// logs.
+type pauses struct {
+	mu  sync.Mutex
+	got []time.Duration
+}
+
+func (p *pauses) Enabled(context.Context, slog.Level) bool { return true }
+
+func (p *pauses) Handle(_ context.Context, r slog.Record) error {
+	r.Attrs(func(a slog.Attr) bool {
+		if a.Key == "pause" {
+			p.mu.Lock()
+			p.got = append(p.got, a.Value.Duration())
+			p.mu.Unlock()
+		}
+		return true
+	})
+	return nil
+}
+
+func (p *pauses) WithAttrs([]slog.Attr) slog.Handler { return p }
+func (p *pauses) WithGroup(string) slog.Handler      { return p }
+
+func (p *pauses) all() []time.Duration {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return slices.Clone(p.got)
+}
+
+// The pause between tries doubles from the default base, 1 s, and stays
+// at 30 s once it gets there, as docs/artifacts.md says.
+func TestRetryPauseDoublesToItsCap(t *testing.T) {
+	var got []time.Duration
+	for p, i := DefaultRetryBase, 0; i < 8; p, i = nextPause(p), i+1 {
+		got = append(got, p)
+	}
+	want := []time.Duration{time.Second, 2 * time.Second, 4 * time.Second, 8 * time.Second, 16 * time.Second, 30 * time.Second, 30 * time.Second, 30 * time.Second}
+	if !slices.Equal(got, want) {
+		t.Fatalf("pauses %v, want %v", got, want)
+	}
+}
