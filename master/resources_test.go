@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -36,7 +37,8 @@ func heartbeatUntil(t *testing.T, ctx context.Context, cl *client.Client, id str
 // Two drivers asking for a GPU each on a worker offering two get one
 // address each, and their assignments say which; a third waits for a free
 // one, a driver asking for a resource no worker offers is reported as
-// unplaceable, and an executor holds its app's amount.
+// unplaceable, and once the gpus are free an app's two executors asking
+// one each hold one address each.
 func TestCustomResourcesArePlacedAndAssigned(t *testing.T) {
 	c := mastertest.Start(t, 1, func(cfg *master.Config) { cfg.RegisterWithoutGossip = true })
 	cl, ctx := c.Client(), c.Context()
@@ -97,6 +99,32 @@ func TestCustomResourcesArePlacedAndAssigned(t *testing.T) {
 		if as.DriverID == third && as.Resources.String() != held[a] {
 			t.Fatalf("third driver holds %v, want the freed %s", as.Resources, held[a])
 		}
+	}
+
+	// Once the gpu drivers end, an app's two executors asking one gpu
+	// each hold one address each.
+	end = api.HeartbeatRequest{Instance: "i1", Reports: []model.AttemptReport{
+		{DriverID: b, Attempt: 1, State: model.DriverFinished, ExitCode: new(0)},
+		{DriverID: third, Attempt: 1, State: model.DriverFinished, ExitCode: new(0)},
+	}}
+	heartbeatUntil(t, ctx, cl, "w1", end, func(hb api.HeartbeatResponse) bool { return len(hb.Assignments) == 0 })
+	app, err := cl.RegisterApp(ctx, client.AppSpec{CoresPerExecutor: 1, MemoryPerExecutorMB: 64, Executors: 2, Argv: []string{"/bin/true"},
+		ExecutorResources: model.ResourceAmounts{"gpu": 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer app.Close()
+	hb = heartbeatUntil(t, ctx, cl, "w1", api.HeartbeatRequest{Instance: "i1"}, func(hb api.HeartbeatResponse) bool { return len(hb.Executors) == 2 })
+	var execHeld []string
+	for _, e := range hb.Executors {
+		if e.AppID != app.ID() {
+			t.Fatalf("executor %+v of another app", e)
+		}
+		execHeld = append(execHeld, e.Resources.String())
+	}
+	slices.Sort(execHeld)
+	if !slices.Equal(execHeld, []string{"gpu=0", "gpu=1"}) {
+		t.Fatalf("the app's executors hold %v, want gpu=0 and gpu=1, one each", execHeld)
 	}
 }
 
