@@ -1,6 +1,7 @@
 package main
 
 import (
+	"net/http"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -8,6 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/drover-project/drover/api"
+	"github.com/drover-project/drover/master"
+	"github.com/drover-project/drover/master/mastertest"
 	"github.com/drover-project/drover/model"
 )
 
@@ -106,5 +110,53 @@ func TestOfferedResources(t *testing.T) {
 		if _, err := offeredResources(bad.flags, bad.file); err == nil || !strings.Contains(err.Error(), bad.want) {
 			t.Errorf("%v %s: %v, want %q", bad.flags, bad.file, err, bad.want)
 		}
+	}
+}
+
+// A driver asking for a resource no worker offers is accepted and
+// reported like one too large for any worker: submit prints its ID,
+// exits 3 at once and says why in one line, naming what it asks and what
+// the largest worker offers, and the driver stays queued.
+func TestSubmitOfAResourceNoWorkerOffersExits3(t *testing.T) {
+	c := mastertest.Start(t, 1, func(cfg *master.Config) { cfg.RegisterWithoutGossip = true })
+	cl, ctx := c.Client(), c.Context()
+	reg := api.RegisterWorkerRequest{ID: "w1", Instance: "i1", HTTPAddr: "127.0.0.1:1", Cores: 8, MemoryMB: 8192,
+		Resources: model.Resources{"gpu": {"0", "1"}}}
+	if err := cl.Do(ctx, http.MethodPost, api.PathRegisterWorker, reg, nil); err != nil {
+		t.Fatal(err)
+	}
+	// The worker heartbeats while submit runs, so that it stays ALIVE
+	// however slowly the machine goes.
+	done := make(chan struct{})
+	beating := make(chan struct{})
+	go func() {
+		defer close(beating)
+		for {
+			select {
+			case <-done:
+				return
+			case <-time.After(100 * time.Millisecond):
+			}
+			_ = cl.Do(ctx, http.MethodPost, api.WorkerPath("w1", "/heartbeat"), api.HeartbeatRequest{Instance: "i1"}, nil)
+		}
+	}()
+	stdout, stderr, code := drover("client", "submit", "--masters", c.Nodes[0].HTTP(), "--timeout", "1m",
+		"--driver-resource", "fpga=1", "--", "/bin/true")
+	close(done)
+	<-beating
+	lines := strings.Split(strings.TrimSpace(stdout), "\n")
+	id := lines[len(lines)-1]
+	var reasons []string
+	for _, l := range strings.Split(strings.TrimSpace(stderr), "\n") {
+		if strings.HasPrefix(l, "drover: ") {
+			reasons = append(reasons, l)
+		}
+	}
+	if code != exitUnplaceable || len(reasons) != 1 || !strings.Contains(reasons[0], id+" cannot be placed") ||
+		!strings.Contains(reasons[0], api.ReasonUnplaceable) || !strings.Contains(reasons[0], "fpga=1") {
+		t.Fatalf("exit %d, stdout %q, stderr %q; want exit 3 and one line saying %s cannot be placed, asking fpga=1", code, stdout, stderr, id)
+	}
+	if d, err := cl.Driver(ctx, id); err != nil || d.State != model.DriverSubmitted || d.WorkerID != "" {
+		t.Fatalf("driver %+v (%v), want it queued", d, err)
 	}
 }
