@@ -313,10 +313,13 @@ func TestCreateFromSparkSubmit(t *testing.T) {
 	}
 }
 
+// sameSubmit compares every field of two submissions; the restart bounds
+// too, since spark.driver.supervise must stay unbounded as in Spark.
 func sameSubmit(a, b api.SubmitRequest) bool {
 	return a.Token == b.Token && a.Name == b.Name && slices.Equal(a.Argv, b.Argv) && maps.Equal(a.Env, b.Env) &&
 		a.Cores == b.Cores && a.MemoryMB == b.MemoryMB && a.Supervise == b.Supervise && slices.Equal(a.Artifacts, b.Artifacts) &&
-		maps.Equal(a.Resources, b.Resources)
+		maps.Equal(a.Resources, b.Resources) &&
+		a.MaxRestarts == b.MaxRestarts && a.RestartWindowMS == b.RestartWindowMS && a.RescheduleAfter == b.RescheduleAfter
 }
 
 // spark.driver.resource.{name}.amount asks for custom resources, an amount
