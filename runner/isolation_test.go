@@ -129,10 +129,11 @@ func TestSupervisedOutOfMemoryRelaunches(t *testing.T) {
 }
 
 // TestKillEndsEscapedDescendants: with a cgroup, a descendant that left
-// the program's session is ended by a kill, by a lapsed lease, and by
-// the program's own clean exit; the runner stays outside the cgroup.
+// the program's session is ended by a kill, by strict fencing (the
+// worker's stop file and SIGUSR2), by a lapsed lease, and by the
+// program's own clean exit; the runner stays outside the cgroup.
 func TestKillEndsEscapedDescendants(t *testing.T) {
-	for _, how := range []string{"killed", "lease", "exited"} {
+	for _, how := range []string{"killed", "fenced", "lease", "exited"} {
 		t.Run(how, func(t *testing.T) {
 			cg := unitCgroup(t, isolation.Limits{})
 			wait := "sleep 1000"
@@ -174,6 +175,14 @@ while [ ! -e escaped ]; do sleep 0.01; done; ` + wait},
 			switch how {
 			case "killed":
 				if err := h.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+					t.Fatal(err)
+				}
+			case "fenced":
+				reason = runner.ReasonFenced
+				if err := runner.RequestStop(h.dir, true); err != nil {
+					t.Fatal(err)
+				}
+				if err := h.cmd.Process.Signal(syscall.SIGUSR2); err != nil {
 					t.Fatal(err)
 				}
 			case "lease":
