@@ -86,6 +86,39 @@ func TestIsolationAutoWithoutCgroupsWarnsAndRuns(t *testing.T) {
 	}
 }
 
+// TestIsolationAutoWithoutControllersWarns: where the cgroup file system
+// lacks a controller the limits need (here a root holding only the
+// machine's v1 memory hierarchy), auto says which in its one warning line
+// and runs its drivers without.
+func TestIsolationAutoWithoutControllersWarns(t *testing.T) {
+	memory := filepath.Join(isolation.DefaultRoot, "memory")
+	if _, err := os.Stat(filepath.Join(memory, "cgroup.procs")); err != nil {
+		t.Skipf("skipped: no cgroup v1 memory hierarchy at %s", memory)
+	}
+	root := t.TempDir()
+	if err := os.Symlink(memory, filepath.Join(root, "memory")); err != nil {
+		t.Fatal(err)
+	}
+	fm := newFakeMaster(t)
+	var logs lockedBuffer
+	_, cfg := newWorker(t, fm, func(c *worker.Config) {
+		c.CgroupRoot = root
+		c.Logger = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	})
+	fm.assign(sleeper(driverA, 1))
+	fm.waitReport(t, driverA, 1, model.DriverRunning)
+	programPID(t, cfg, driverA, 1)
+	var warnings []string
+	for _, l := range strings.Split(logs.String(), "\n") {
+		if strings.Contains(l, "isolation off") {
+			warnings = append(warnings, l)
+		}
+	}
+	if want := "no cpu controller: cgroup v1 without a cpu hierarchy at " + filepath.Join(root, "cpu"); len(warnings) != 1 || !strings.Contains(warnings[0], want) {
+		t.Fatalf("want one warning saying %q, got %q", want, warnings)
+	}
+}
+
 // testInstance writes a work dir's instance ID whose first 8 characters,
 // which name the worker's cgroup, are this test process's PID: test runs
 // beside each other never share a worker cgroup.
