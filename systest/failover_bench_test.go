@@ -43,52 +43,46 @@ func fastClient(b *testing.B, c *testcluster.Cluster) *client.Client {
 }
 
 // BenchmarkLeaderKillToAcceptedSubmit measures, per trial, the time from
-// SIGKILL of the leader to the next acknowledged submission, then restarts
-// the killed master and waits for it to rejoin. Run with -benchtime=10x.
-// MASTER_ARGS-style overrides are in the sub-benchmark names.
+// SIGKILL of the leader to the next acknowledged submission, with the
+// masters' default Raft timeouts, then restarts the killed master and
+// waits for it to rejoin. Run with -benchtime=20x. What other timeouts
+// cost in needless elections, BenchmarkFalseElections and
+// BenchmarkLeaderPause measure.
 func BenchmarkLeaderKillToAcceptedSubmit(b *testing.B) {
-	for _, timing := range []struct{ name, hb, lease string }{
-		{"raft-500ms", "500ms", "250ms"},
-		{"raft-1s-default", "1s", "500ms"},
-	} {
-		b.Run(timing.name, func(b *testing.B) {
-			c := testcluster.New(b, testcluster.Options{Workers: 1, MasterArgs: []string{
-				"--raft-heartbeat-timeout", timing.hb, "--raft-election-timeout", timing.hb, "--raft-leader-lease", timing.lease,
-			}})
-			cl := fastClient(b, c)
-			p := &probe{dir: b.TempDir()}
-			var trials []time.Duration
-			for i := 0; i < b.N; i++ {
-				leader, err := c.Leader(20 * time.Second)
-				if err != nil {
-					b.Fatal(err)
-				}
-				killed := time.Now()
-				leader.Kill()
-				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-				_, err = cl.Submit(ctx, p.request("true", false))
-				cancel()
-				if err != nil {
-					b.Fatalf("trial %d: submit after leader kill: %v", i, err)
-				}
-				trials = append(trials, time.Since(killed))
-				if err := leader.Start(); err != nil {
-					b.Fatal(err)
-				}
-				waitRejoined(b, c, leader)
-			}
-			reportDurations(b, "leader SIGKILL to accepted submission", trials)
-		})
+	timing := defaultTiming()
+	c := testcluster.New(b, testcluster.Options{Workers: 1, MasterArgs: timing.args()})
+	cl := fastClient(b, c)
+	p := &probe{dir: b.TempDir()}
+	var trials []time.Duration
+	for i := 0; i < b.N; i++ {
+		leader, err := c.Leader(20 * time.Second)
+		if err != nil {
+			b.Fatal(err)
+		}
+		killed := time.Now()
+		leader.Kill()
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		_, err = cl.Submit(ctx, p.request("true", false))
+		cancel()
+		if err != nil {
+			b.Fatalf("trial %d: submit after leader kill: %v", i, err)
+		}
+		trials = append(trials, time.Since(killed))
+		if err := leader.Start(); err != nil {
+			b.Fatal(err)
+		}
+		waitRejoined(b, c, leader)
 	}
+	reportDurations(b, fmt.Sprintf("leader SIGKILL to accepted submission (Raft timeouts %s)", timing), trials)
 }
 
 // BenchmarkLeaderKillToCLISubmit measures, per trial, a `drover client
 // submit` started the moment the leader is SIGKILLed, with the CLI's own
 // retry schedule: from the new leader's election (its leading_since) to
-// the CLI's "submitted" line, and from the kill to that line. Run with
-// -benchtime=10x.
+// the CLI's "submitted" line, and from the kill to that line, with the
+// masters' default Raft timeouts. Run with -benchtime=10x.
 func BenchmarkLeaderKillToCLISubmit(b *testing.B) {
-	c := testcluster.New(b, testcluster.Options{Workers: 1})
+	c := testcluster.New(b, testcluster.Options{Workers: 1, MasterArgs: defaultTiming().args()})
 	var sinceElection, sinceKill []time.Duration
 	for i := 0; i < b.N; i++ {
 		leader, err := c.Leader(20 * time.Second)
