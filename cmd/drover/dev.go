@@ -146,9 +146,6 @@ func runDev(args []string) int {
 			"master", "--id", id, "--data-dir", filepath.Join(*dir, id), "--bind", *bind,
 			"--raft-port", raftP, "--http-port", httpP, "--gossip-port", gossipP,
 			"--gossip-profile", *profile,
-			// Loopback answers in microseconds: half of Raft's LAN
-			// timeouts still leaves a wide margin and halves failover.
-			"--raft-heartbeat-timeout", "500ms", "--raft-election-timeout", "500ms", "--raft-leader-lease", "250ms",
 		}}
 		if *sparkPort != 0 {
 			p := fmt.Sprint(*sparkPort + i - 1)
