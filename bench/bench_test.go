@@ -87,15 +87,23 @@ func canned() (map[string]stream, map[string]string) {
 	place = place.bench("BenchmarkPlacement", "    throughput_bench_test.go:99: placed 100 of 100000\n",
 		"    throughput_bench_test.go:120: placement stalled: 99900 drivers waiting\n",
 		"--- FAIL: BenchmarkPlacement\n").event("fail", "BenchmarkPlacement")
-	leader = leader.event("run", "BenchmarkLeaderKillToAcceptedSubmit").
-		bench("BenchmarkLeaderKillToAcceptedSubmit/raft-500ms", "    failover_bench_test.go:25: leader SIGKILL to accepted submission over 20 trials: ...\n",
-			"BenchmarkLeaderKillToAcceptedSubmit/raft-500ms-2  \t      20\t         0.8120 p50-s\t         1.100 worst-s\n").
-		bench("BenchmarkLeaderKillToAcceptedSubmit/raft-1s-default", "BenchmarkLeaderKillToAcceptedSubmit/raft-1s-default-2  \t",
-			"2026/11/29 17:00:00 worker w1: lost master\n", "      20\t         1.600 p50-s\t         2.400 worst-s\n")
+	leader = leader.bench("BenchmarkLeaderKillToAcceptedSubmit", "    failover_bench_test.go:25: leader SIGKILL to accepted submission over 20 trials: ...\n",
+		"BenchmarkLeaderKillToAcceptedSubmit-2  \t", "2026/11/29 17:00:00 worker w1: lost master\n", "      20\t         0.8120 p50-s\t         1.100 worst-s\n")
 	worker = worker.bench("BenchmarkWorkerKillToRelaunchRunning/local", "    failover_bench_test.go:110: needs root\n",
 		"--- SKIP: BenchmarkWorkerKillToRelaunchRunning/local\n").event("skip", "BenchmarkWorkerKillToRelaunchRunning/local")
 	both := stream{}.bench("BenchmarkLeaderAndWorkerKillToRelaunch", "BenchmarkLeaderAndWorkerKillToRelaunch-2 \t      20\t         2.700 p50-s\t         5.200 worst-s\n")
 	cli := stream{}.bench("BenchmarkLeaderKillToCLISubmit", "BenchmarkLeaderKillToCLISubmit-2 \t      10\t         0.0600 p50-s\t         0.1500 worst-s\n")
+	elections := stream{}.event("run", "BenchmarkFalseElections").
+		bench("BenchmarkFalseElections/default", "BenchmarkFalseElections/default-2 \t       1\t         0 elections\t         0 elections/min\t 2.000 watch-min\n").
+		bench("BenchmarkFalseElections/raft-300ms", "    elections_bench_test.go:185: raft-300ms: 3 elections in 2.0 min\n",
+			"BenchmarkFalseElections/raft-300ms-2 \t       1\t         3.000 elections\t         1.500 elections/min\t 2.000 watch-min\n")
+	pauses := stream{}.event("run", "BenchmarkLeaderPause")
+	for _, c := range []struct{ timing, pause, share string }{
+		{"default", "200ms", "0"}, {"default", "800ms", "1.000"}, {"raft-300ms", "200ms", "0.4000"}, {"raft-300ms", "800ms", "1.000"},
+	} {
+		name := "BenchmarkLeaderPause/" + c.timing + "/pause-" + c.pause
+		pauses = pauses.bench(name, name+"-2 \t       5\t         "+c.share+" elections/trial\n")
+	}
 	events := stream{}.bench("BenchmarkEventDelivery", "BenchmarkEventDelivery-2 \t       1\t         3.5 p50-ms\t        68.9 p99-ms\n")
 	var stage stream
 	for _, ns := range []string{"400000000", "500000000", "800000000"} {
@@ -115,7 +123,7 @@ func canned() (map[string]stream, map[string]string) {
 			"BenchmarkLeaderAndWorkerKillToRelaunch": both, "BenchmarkLeaderKillToCLISubmit": cli,
 			"BenchmarkEventDelivery": events, "BenchmarkOutput50MiB": output(),
 			"BenchmarkStageCold100MiB": stage, "BenchmarkStageUpload100MiB": uploads, "BenchmarkUploadGC": gc,
-			"BenchmarkLaunch": launch,
+			"BenchmarkLaunch": launch, "BenchmarkFalseElections": elections, "BenchmarkLeaderPause": pauses,
 		}, map[string]string{
 			"BenchmarkSubmitThroughput": "exit status 1", "BenchmarkPlacement": "exit status 1",
 		}
@@ -175,11 +183,12 @@ func TestRows(t *testing.T) {
 		{"acknowledged submissions/s through the CLI's fan-out", notMet, "4,000/s (1 run, lowest 4,000/s)"},
 		{"submit latency", notMeasured, "BenchmarkSubmitLatencyAt2000 is not in ./systest"},
 		{"placements/s", notMeasured, "BenchmarkPlacement failed: throughput_bench_test.go:120: placement stalled: 99900 drivers waiting"},
-		{"leader SIGKILL to next accepted write (raft-500ms)", met, "p50 0.81 s, worst 1.10 s over 20 trials"},
-		{"leader SIGKILL to next accepted write (raft-1s-default)", notMet, "p50 1.60 s, worst 2.40 s over 20 trials"},
+		{"leader SIGKILL to next accepted write, default Raft timeouts", met, "p50 0.81 s, worst 1.10 s over 20 trials"},
 		{"worker SIGKILL to relaunched driver RUNNING (local)", notMeasured, "BenchmarkWorkerKillToRelaunchRunning/local skipped: failover_bench_test.go:110: needs root"},
+		{"worker SIGKILL to relaunched driver RUNNING (lan)", notMeasured, "BenchmarkWorkerKillToRelaunchRunning is not in ./systest"},
 		{"leader and worker SIGKILL together to relaunched driver RUNNING", notMet, "p50 2.70 s, worst 5.20 s over 20 trials"},
 		{"next leader ready to a CLI submit acknowledged", met, "p50 0.06 s, worst 0.15 s over 10 trials"},
+		{"leader SIGSTOP for 200 ms, default Raft timeouts", met, "an election after 0 of 5 pauses"},
 		{"event delivery latency", met, "p50 3.5 ms, p99 68.9 ms (1 run, worst p99 68.9 ms)"},
 		{"launch of a unit in a cgroup", met, "median 14.0 ms with, 12.5 ms without: +1.5 ms; p90 18.5 ms with, 15.0 ms without (1 run)"},
 		{"snapshot and restore", notMet, "snapshot 0.32 s (slowest run 0.99 s), restore 1.18 s (slowest run 1.18 s), 67.4 MB; median of 3 runs"},
@@ -217,6 +226,18 @@ func TestRows(t *testing.T) {
 		}
 	}
 
+	timings := timingRows(f)
+	wantTimings := []TimingRow{
+		{Timing: "default", Elections: "0 in 2.0 min", Pauses: []PauseCell{{"200ms", "0 of 5"}, {"800ms", "5 of 5"}}},
+		{Timing: "raft-300ms", Elections: "3 in 2.0 min", Pauses: []PauseCell{{"200ms", "2 of 5"}, {"800ms", "5 of 5"}}},
+	}
+	for i := range timings {
+		timings[i].Stats = nil
+	}
+	if !reflect.DeepEqual(timings, wantTimings) {
+		t.Errorf("timing rows %+v, want %+v", timings, wantTimings)
+	}
+
 	apply := applyRows(f)
 	if len(apply) != 2 || apply[1].Command != "WorkerLost" || apply[1].Stats[0].Median != 1498094 || len(apply[1].Stats[0].Runs) != 3 {
 		t.Fatalf("apply rows %+v", apply)
@@ -228,14 +249,16 @@ func TestRows(t *testing.T) {
 	}
 	md := markdown(&Report{Date: "2026-11-29 17:00 UTC", Commit: "da5a3ee (dirty)", Command: "go run ./bench --quick", Quick: true,
 		Machine: Machine{CPU: "AMD EPYC", Cores: 2, MemoryGiB: 23.4, Kernel: "Linux 6.1", Go: "go1.26.8 linux/amd64", Load: "3.10 2.50 1.20 at the start, 4.00 3.00 2.00 at the end"},
-		Targets: rows, Artifacts: arts, Apply: apply, Output: out, Runs: []RunInfo{{Command: "go test -bench '^(BenchmarkPlacement)$' ./systest", Seconds: 3, Error: "exit status 1"}}})
+		Targets: rows, Artifacts: arts, Apply: apply, Output: out, Timings: timingRows(f), Runs: []RunInfo{{Command: "go test -bench '^(BenchmarkPlacement)$' ./systest", Seconds: 3, Error: "exit status 1"}}})
 	for _, line := range []string{
 		"| commit | da5a3ee (dirty) |",
 		"| CPU | AMD EPYC, 2 cores |",
 		"| load average (1, 5, 15 min) | 3.10 2.50 1.20 at the start, 4.00 3.00 2.00 at the end |",
-		"| placements/s: SUBMITTED to RUNNING acknowledged by workers | 100,000 drivers, 1,000 simulated workers | >= 5,000/s (Nomad's C1M placed about 3,750/s) | BenchmarkPlacement failed: throughput_bench_test.go:120: placement stalled: 99900 drivers waiting | not measured |",
+		"| placements/s: SUBMITTED to RUNNING acknowledged by workers | 100,000 drivers, 1,000 simulated workers | >= 5,000/s (Nomad's C1M placed about 3,750/s) |  | BenchmarkPlacement failed: throughput_bench_test.go:120: placement stalled: 99900 drivers waiting | not measured |",
 		"| WorkerLost | 1,498,094 | 1,498,094 | 37 | 2,701 |",
 		"| no-runner | 1,400 | 1,300 | no runner |",
+		"| timing | elections under load | after a 200ms pause | after a 800ms pause |",
+		"| raft-300ms | 3 in 2.0 min | 2 of 5 | 5 of 5 |",
 		"| rotation-on | 1,100 | 1,100 | 9.8 MiB |",
 		"| staging 100 MiB from the cache | an entry of the cache copied into the unit's directory | 0.04 s, 2,381 MiB/s (median of 3 runs, slowest 0.04 s) |",
 		"| `go test -bench '^(BenchmarkPlacement)$' ./systest` | 3 | exit status 1 |",
@@ -265,8 +288,23 @@ func TestMerge(t *testing.T) {
 	rep := &Report{Date: "2026-12-02 10:00 UTC", Commit: "abc1234", Targets: targetRows(only), Apply: applyRows(only), Output: outputRows(only),
 		Runs: []RunInfo{{Command: "go test ./runner", Seconds: 30}}}
 	m := merge(old, rep)
-	if m.Date != old.Date || m.Commit != old.Commit || !reflect.DeepEqual(m.Targets, old.Targets) || !reflect.DeepEqual(m.Apply, old.Apply) {
+	if m.Date != old.Date || m.Commit != old.Commit || !reflect.DeepEqual(m.Apply, old.Apply) || len(m.Targets) != len(old.Targets) {
 		t.Fatalf("merged header, targets or FSM rows changed: %+v", m)
+	}
+	// The rows kept gain the one measurement they show, dated by the
+	// header of the report that holds them.
+	for i, r := range m.Targets {
+		o := old.Targets[i]
+		if r.Figure != o.Figure || r.Status != o.Status || r.Measured != o.Measured || !reflect.DeepEqual(r.Stats, o.Stats) {
+			t.Errorf("merged row %d = %+v, want %+v", i, r, o)
+		}
+		want := []Measurement{{Date: old.Date, Commit: old.Commit, Status: o.Status, Measured: o.Measured, Stats: o.Stats}}
+		if o.Status == notMeasured {
+			want = nil
+		}
+		if !reflect.DeepEqual(r.History, want) {
+			t.Errorf("merged row %d's history %+v, want %+v", i, r.History, want)
+		}
 	}
 	if !reflect.DeepEqual(m.Output, rep.Output) {
 		t.Fatalf("merged output rows %+v, want %+v", m.Output, rep.Output)
@@ -310,8 +348,12 @@ func TestMergeArtifacts(t *testing.T) {
 		if i == 0 || i == 2 {
 			want = rep.Artifacts[i]
 		}
-		if !reflect.DeepEqual(r, want) {
+		if r.Figure != want.Figure || r.Status != want.Status || r.Measured != want.Measured || !reflect.DeepEqual(r.Stats, want.Stats) {
 			t.Errorf("merged row %d = %+v, want %+v", i, r, want)
+		}
+		// The earlier figure stays, as the first of the row's history.
+		if full[i].Status != notMeasured && (len(r.History) == 0 || r.History[0].Measured != full[i].Measured) {
+			t.Errorf("merged row %d's history %+v does not start with %q", i, r.History, full[i].Measured)
 		}
 	}
 	if m.Artifacts[0].Measured != "0.25 s, 400 MiB/s (median of 3 runs, slowest 0.25 s)" {
@@ -319,6 +361,63 @@ func TestMergeArtifacts(t *testing.T) {
 	}
 	if m := merge(&Report{}, rep); len(m.Artifacts) != 2 || m.Artifacts[1].Figure != rep.Artifacts[2].Figure {
 		t.Errorf("merged into a report without artifact rows: %+v", m.Artifacts)
+	}
+}
+
+// TestHistory: a bench over an earlier report continues each row's
+// history, under a former name too, and the table shows the first figure
+// beside the latest; a row a --only bench did not run keeps its figures,
+// and says so when its target has changed since; a row no longer made is
+// retired with its figure.
+func TestHistory(t *testing.T) {
+	load := "6.10 4.91 2.25 at the start, 7.62 5.45 2.65 at the end"
+	old := &Report{Date: "2026-11-29 17:48 UTC", Commit: "4099a6d", Machine: Machine{Load: "1.00 1.00 1.00 at the start, 2.00 1.00 1.00 at the end"},
+		Targets: []Row{
+			{Figure: "leader SIGKILL to next accepted write (raft-1s-default)", Target: "p50 <= 1.5 s, worst <= 3 s", Status: notMet,
+				Measured: "p50 1.75 s, worst 2.11 s over 20 trials", Stats: []Stat{{Benchmark: "BenchmarkLeaderKillToAcceptedSubmit/raft-1s-default", Unit: "p50-s"}}},
+			{Figure: "leader SIGKILL to next accepted write (raft-500ms)", Status: met, Measured: "p50 0.90 s"},
+			{Figure: "snapshot and restore, 100,000 drivers", Target: "<= 1 s each", Status: met, Measured: "snapshot 0.28 s, restore 0.90 s",
+				Stats: []Stat{{Benchmark: "BenchmarkSnapshot100k", Unit: "ns/op"}}},
+		},
+		Runs: []RunInfo{{Command: "go test -bench '^(BenchmarkSnapshot100k|BenchmarkRestore100k)$' ./fsm", Date: "2026-12-01 10:00 UTC", Commit: "aaaaaaa"}}}
+	runs, _ := canned()
+	f := newFigures()
+	for _, r := range plan(false) {
+		if slices.Contains(r.benches, "BenchmarkLeaderKillToAcceptedSubmit") {
+			f.add(&ran{spec: r, info: RunInfo{Command: "go test ./systest"}, outcome: parseJSON(strings.NewReader(runs["BenchmarkLeaderKillToAcceptedSubmit"].String()))})
+		}
+	}
+	rep := &Report{Date: "2026-12-02 06:30 UTC", Commit: "bbbbbbb", Machine: Machine{Load: load}, Targets: targetRows(f)}
+	stamp(rep.Targets, rep)
+	m := merge(old, rep)
+	if len(m.Targets) != 2 {
+		t.Fatalf("merged rows %+v, want the leader's and the snapshot's", m.Targets)
+	}
+	if len(m.Retired) != 1 || m.Retired[0].Figure != old.Targets[1].Figure || len(m.Retired[0].History) != 1 {
+		t.Errorf("retired rows %+v, want the raft-500ms row with its figure", m.Retired)
+	}
+	leader, snap := m.Targets[0], m.Targets[1]
+	wantLeader := []Measurement{
+		{Date: old.Date, Commit: old.Commit, Load: old.Machine.Load, Status: notMet, Measured: "p50 1.75 s, worst 2.11 s over 20 trials", Stats: old.Targets[0].Stats},
+		{Date: rep.Date, Commit: rep.Commit, Load: load, Status: met, Measured: "p50 0.81 s, worst 1.10 s over 20 trials", Stats: leader.Stats},
+	}
+	if leader.Figure != "leader SIGKILL to next accepted write, default Raft timeouts" || !reflect.DeepEqual(leader.History, wantLeader) {
+		t.Errorf("leader row %+v, want history %+v", leader, wantLeader)
+	}
+	if snap.Target != "<= 0.5 s each" || snap.Status != "met against the earlier target <= 1 s each" || snap.Measured != old.Targets[2].Measured ||
+		len(snap.History) != 1 || snap.History[0].Date != "2026-12-01 10:00 UTC" || snap.History[0].Commit != "aaaaaaa" {
+		t.Errorf("snapshot row %+v", snap)
+	}
+	md := markdown(m)
+	for _, line := range []string{
+		"| leader SIGKILL to next accepted write, default Raft timeouts | 20 trials | p50 <= 1 s, worst <= 1.5 s (Spark with ZooKeeper: 1-2 minutes) | " +
+			"p50 1.75 s, worst 2.11 s over 20 trials (2026-11-29 17:48 UTC, 4099a6d, load 1.00-2.00) | " +
+			"p50 0.81 s, worst 1.10 s over 20 trials (2026-12-02 06:30 UTC, bbbbbbb, load 6.10-7.62) | met |",
+		"| snapshot and restore, 100,000 drivers | time and bytes | <= 0.5 s each |  | snapshot 0.28 s, restore 0.90 s (2026-12-01 10:00 UTC, aaaaaaa, load unknown) | met against the earlier target <= 1 s each |",
+	} {
+		if !strings.Contains(md, line) {
+			t.Errorf("markdown lacks %q:\n%s", line, md)
+		}
 	}
 }
 

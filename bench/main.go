@@ -18,8 +18,10 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -76,6 +78,10 @@ func plan(quick bool) []run {
 		cluster("BenchmarkWorkerKillToRelaunchRunning", pick("20x", "3x"), 1, 45*time.Minute),
 		cluster("BenchmarkLeaderAndWorkerKillToRelaunch", pick("20x", "3x"), 1, 45*time.Minute),
 		cluster("BenchmarkLeaderKillToCLISubmit", pick("10x", "3x"), 1, 30*time.Minute),
+		// What the Raft timeouts cost: one watch under load per timing,
+		// and trials of leader pauses per timing and pause length.
+		cluster("BenchmarkFalseElections", "1x", 1, 45*time.Minute),
+		cluster("BenchmarkLeaderPause", pick("5x", "1x"), 1, 30*time.Minute),
 		cluster("BenchmarkEventDelivery", "1x", n(3, 1), 30*time.Minute),
 		// Each iteration writes 50 MiB three ways; -count gives the spread.
 		{pkg: "./runner", benches: []string{"BenchmarkOutput50MiB"}, benchtime: "3x", count: n(10, 1), limit: 20 * time.Minute},
@@ -120,7 +126,9 @@ func main() {
 func bench(quick bool, outDir, only string) error {
 	mdPath, jsonPath := filepath.Join(outDir, "benchmarks.md"), filepath.Join(outDir, "benchmarks.json")
 	runs := plan(quick)
-	var old *Report
+	// old is the report a --only bench merges into, history the one a
+	// whole bench takes the rows' earlier figures from.
+	var old, history *Report
 	if only != "" {
 		re, err := regexp.Compile(only)
 		if err != nil {
@@ -136,6 +144,11 @@ func bench(quick bool, outDir, only string) error {
 		if old.Quick != quick {
 			return fmt.Errorf("--only merges into a report of the same kind: %s is quick=%v", jsonPath, old.Quick)
 		}
+	} else if prev, err := readReport(jsonPath); err == nil && prev.Quick == quick {
+		// A whole new report still continues the rows' histories.
+		history = prev
+	} else if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
 	}
 	rep := &Report{
 		Date:    time.Now().UTC().Format("2006-01-02 15:04 MST"),
@@ -153,11 +166,17 @@ func bench(quick bool, outDir, only string) error {
 	}
 	rep.Machine.Load = load + " at the start, " + loadAverage() + " at the end"
 	rep.Targets, rep.Artifacts, rep.Apply, rep.Output = targetRows(f), artifactRows(f), applyRows(f), outputRows(f)
+	rep.Timings = timingRows(f)
+	stamp(rep.Targets, rep)
+	stamp(rep.Artifacts, rep)
 	for _, r := range f.runs {
 		rep.Runs = append(rep.Runs, r.info)
 	}
-	if old != nil {
+	switch {
+	case old != nil:
 		rep = merge(old, rep)
+	case history != nil:
+		continueRows(rep, history, rep)
 	}
 	var js bytes.Buffer
 	enc := json.NewEncoder(&js)
