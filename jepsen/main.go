@@ -4,10 +4,13 @@
 // checks it. Run as root from the repository root:
 //
 //	go run ./jepsen --nemesis kill,partition,pause --time 60s --seed 7
+//	go run ./jepsen --schedules 20     # 20 randomized schedules, one after another
 //
-// It writes a run folder under --out and prints one line per checker; it
-// exits 0 when every checker passes, 1 when one fails (printing the seed
-// that replays the schedule), 2 when it could not run.
+// It writes a run folder per schedule under --out and prints one line per
+// checker, then VALID or INVALID with the seed that replays the schedule;
+// with --schedules, a last line counts them and names the invalid seeds.
+// It exits 0 when every checker of every schedule passes, 1 when one fails,
+// 2 when a run could not be made.
 package main
 
 import (
@@ -17,6 +20,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -41,7 +45,8 @@ func run() int {
 	fs := pflag.NewFlagSet("jepsen", pflag.ContinueOnError)
 	nem := fs.String("nemesis", "kill,partition,pause", "fault families, comma-separated: "+strings.Join(nemesis.Families, ", ")+"; none for no faults")
 	fs.DurationVar(&cfg.Time, "time", 60*time.Second, "how long clients and faults run, before the heal and the drain")
-	seed := fs.Uint64("seed", 0, "seed of the fault schedule and the clients' choices (default: random, printed)")
+	seed := fs.Uint64("seed", 0, "seed of the fault schedule and the clients' choices (default: random, printed); with --schedules, the first one's")
+	schedules := fs.Int("schedules", 1, "how many schedules to run one after another, each with a seed of its own (--seed, --seed+1, ...; random without --seed)")
 	fs.IntVar(&cfg.Masters, "masters", 3, "masters (3 or 5)")
 	fs.IntVar(&cfg.Workers, "workers", 3, "workers")
 	fs.IntVar(&cfg.Clients, "clients", 6, "concurrent clients")
@@ -64,12 +69,12 @@ func run() int {
 		}
 		return code
 	}
+	if *schedules < 1 {
+		fmt.Fprintf(os.Stderr, "jepsen: --schedules must be at least 1, got %d\n", *schedules)
+		return 2
+	}
 	if *nem != "none" {
 		cfg.Nemesis = strings.Split(*nem, ",")
-	}
-	cfg.Seed = *seed
-	if cfg.Seed == 0 {
-		cfg.Seed = rand.Uint64N(1 << 31)
 	}
 	cfg.Logf = func(format string, args ...any) {
 		fmt.Fprintf(os.Stderr, "%s %s\n", time.Now().Format("15:04:05.000"), fmt.Sprintf(format, args...))
@@ -83,6 +88,48 @@ func run() int {
 	cfg.Binary = bin
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
+	var invalid []string
+	ran := 0
+	for i := range *schedules {
+		if ctx.Err() != nil {
+			break
+		}
+		cfg.Seed = *seed + uint64(i)
+		if *seed == 0 {
+			cfg.Seed = rand.Uint64N(1 << 31)
+		}
+		if *schedules > 1 {
+			fmt.Printf("schedule %d of %d, seed %d\n", i+1, *schedules, cfg.Seed)
+		}
+		valid, err := runOne(ctx, cfg)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "jepsen:", err)
+			return 2
+		}
+		ran++
+		if !valid {
+			invalid = append(invalid, strconv.FormatUint(cfg.Seed, 10))
+		}
+	}
+	if *schedules > 1 {
+		fmt.Printf("%d of %d schedules run: %d valid, %d invalid", ran, *schedules, ran-len(invalid), len(invalid))
+		if len(invalid) > 0 {
+			fmt.Printf(" (seeds %s)", strings.Join(invalid, ", "))
+		}
+		fmt.Println()
+	}
+	switch {
+	case len(invalid) > 0:
+		return 1
+	case ran < *schedules:
+		return 2 // interrupted before every schedule ran
+	}
+	return 0
+}
+
+// runOne runs the schedule of cfg.Seed and prints its checkers' lines, its
+// run folder and VALID or INVALID; the error says it could not be run.
+func runOne(ctx context.Context, cfg suite.Config) (valid bool, err error) {
 	out, err := suite.Run(ctx, cfg)
 	if out != nil {
 		for _, r := range out.Results {
@@ -91,13 +138,12 @@ func run() int {
 		fmt.Println("run folder:", out.Dir)
 	}
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "jepsen:", err)
-		return 2
+		return false, err
 	}
 	if !out.Valid {
 		fmt.Printf("INVALID: replay with --seed %d\n", out.Seed)
-		return 1
+		return false, nil
 	}
 	fmt.Printf("VALID (seed %d)\n", out.Seed)
-	return 0
+	return true, nil
 }
