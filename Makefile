@@ -55,7 +55,8 @@ fuzz:
 demo: build
 	BIN=$(BIN) ./examples/demo.sh
 
-# The chaos suite (as root): one run with the arguments in JEPSEN_ARGS.
+# The chaos suite (as root): one run with the arguments in JEPSEN_ARGS;
+# JEPSEN_ARGS='--schedules 20' runs 20 randomized schedules.
 JEPSEN_ARGS ?= --nemesis kill,partition,pause --time 60s
 jepsen:
 	$(GO) run ./jepsen $(JEPSEN_ARGS)
