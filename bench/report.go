@@ -91,6 +91,11 @@ type Row struct {
 	formerly []string
 }
 
+// names reports whether figure is r's figure or a former name of it.
+func (r Row) names(figure string) bool {
+	return r.Figure == figure || slices.Contains(r.formerly, figure)
+}
+
 // Measurement is one run's figures of a row: when, at which commit and
 // under which load they were measured.
 type Measurement struct {
@@ -372,7 +377,7 @@ func targetRows(f *figures) []Row {
 	}
 	failover("BenchmarkLeaderKillToAcceptedSubmit", Row{Figure: "leader SIGKILL to next accepted write, default Raft timeouts", How: "20 trials",
 		Target: "p50 <= 1 s, worst <= 1.5 s (Spark with ZooKeeper: 1-2 minutes)",
-		// Until the defaults became 500 ms, the benchmark measured them
+		// Until the defaults became 400 ms, the benchmark measured them
 		// as a sub-benchmark beside drover dev's timings.
 		formerly: []string{"leader SIGKILL to next accepted write (raft-1s-default)"}}, 1, 1.5)
 	for _, profile := range []string{"local", "lan"} {
@@ -573,9 +578,7 @@ func continueRows(into, old, r *Report) {
 	into.Artifacts = mergeRows(old, old.Artifacts, r.Artifacts)
 	into.Retired = slices.Clone(old.Retired)
 	for _, o := range slices.Concat(old.Targets, old.Artifacts) {
-		if !slices.ContainsFunc(slices.Concat(r.Targets, r.Artifacts), func(row Row) bool {
-			return row.Figure == o.Figure || slices.Contains(row.formerly, o.Figure)
-		}) {
+		if !slices.ContainsFunc(slices.Concat(r.Targets, r.Artifacts), func(row Row) bool { return row.names(o.Figure) }) {
 			o.History = history(old, o)
 			into.Retired = append(into.Retired, o)
 		}
@@ -591,7 +594,7 @@ func continueRows(into, old, r *Report) {
 func mergeRows(old *Report, oldRows, rows []Row) []Row {
 	var out []Row
 	for _, row := range rows {
-		i := slices.IndexFunc(oldRows, func(o Row) bool { return o.Figure == row.Figure || slices.Contains(row.formerly, o.Figure) })
+		i := slices.IndexFunc(oldRows, func(o Row) bool { return row.names(o.Figure) })
 		if i < 0 {
 			if !row.notRun {
 				out = append(out, row)
