@@ -78,20 +78,29 @@ func timings() []raftTiming {
 
 // maxTerm is the highest Raft term any running master reports: every
 // election, won or not, raises it by one (pre-vote rounds that fail do
-// not).
+// not). A master too starved by the load to answer in time is asked
+// again, for up to 30 s.
 func maxTerm(b *testing.B, c *testcluster.Cluster) uint64 {
 	var term uint64
 	for _, n := range c.Masters {
 		if !n.Running() {
 			continue
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		st, err := testcluster.State(ctx, n)
-		cancel()
-		if err != nil {
-			b.Fatalf("state of %s: %v", n.ID, err)
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			st, err := testcluster.State(ctx, n)
+			cancel()
+			if err == nil {
+				term = max(term, st.Term)
+				break
+			}
+			if time.Now().After(deadline) {
+				b.Fatalf("state of %s: %v", n.ID, err)
+			}
+			b.Logf("state of %s: %v; asking again", n.ID, err)
+			time.Sleep(100 * time.Millisecond)
 		}
-		term = max(term, st.Term)
 	}
 	return term
 }
