@@ -153,19 +153,21 @@ func TestStallTimesOut(t *testing.T) {
 		w.(http.Flusher).Flush()
 		hang(w, r)
 	})
-	// Slower than the stall timeout in all, but never silent that long.
+	// Slower than the stall timeout in all (1 s against 0.5 s), but
+	// never silent that long: the gaps are 40 ms, with room for a loaded
+	// machine's scheduling delays.
 	steady := srv.on("/steady", func(w http.ResponseWriter, r *http.Request) {
-		for range 8 {
+		for range 25 {
 			w.Write([]byte(script[:2]))
 			w.(http.Flusher).Flush()
-			time.Sleep(30 * time.Millisecond)
+			time.Sleep(40 * time.Millisecond)
 		}
 	})
 	s := newStager(t, func(s *Stager) {
 		s.Limits.StallTimeout = 100 * time.Millisecond
 		s.Limits.Timeout = time.Second
 	})
-	mustStage(t, newStager(t, func(ns *Stager) { ns.Limits = s.Limits }), normalized(t, steady))
+	mustStage(t, newStager(t, func(ns *Stager) { ns.Limits.StallTimeout, ns.Limits.Timeout = 500*time.Millisecond, 10*time.Second }), normalized(t, steady))
 	if n := srv.count("/steady"); n != 1 {
 		t.Fatalf("a steady download was tried %d times", n)
 	}
