@@ -192,7 +192,7 @@ func BenchmarkFalseElections(b *testing.B) {
 	for _, timing := range timings() {
 		b.Run(timing.name, func(b *testing.B) {
 			c, _ := tputCluster(b, testcluster.Options{MasterArgs: timing.args()})
-			s := &tputSubmitter{cl: tputClient(b, c)}
+			s := &tputSubmitter{cl: tputClient(b, c, true)}
 			var elections, acked int64
 			for range b.N {
 				waitSettled(b, c)

@@ -36,8 +36,9 @@ func isolatedCluster(t *testing.T) (*testcluster.Cluster, *testcluster.Node) {
 		t.Skipf("skipped: no usable cgroups here: %v", err)
 	}
 	_ = probe.Remove()
+	// The lease outlasts a detached worker's restart on a loaded machine.
 	c := testcluster.New(t, testcluster.Options{Workers: 1, WorkerArgs: []string{
-		"--isolation", "cgroups", "--kill-timeout", isolationKillTimeout.String()}})
+		"--isolation", "cgroups", "--kill-timeout", isolationKillTimeout.String(), "--lease", "15s"}})
 	return c, c.Workers[0]
 }
 
@@ -96,10 +97,12 @@ const grandchildScript = `setsid /bin/sh -c 'echo $$ > "$PROBE/$DROVER_DRIVER_ID
 
 // TestSetsidGrandchildDiesWithItsDriver: a grandchild that left its
 // driver's process group and session is gone within the kill timeout of
-// a kill of the driver, of a kill after its worker was SIGKILLed and
-// restarted (adopting it), and of its worker's decommission.
+// a kill of the driver, of a kill after its worker detached and was
+// started again (adopting it), of its worker daemon's SIGKILL (the runner
+// that follows the daemon ends the whole cgroup), and of its worker's
+// decommission.
 func TestSetsidGrandchildDiesWithItsDriver(t *testing.T) {
-	for _, how := range []string{"kill", "kill after adoption", "decommission"} {
+	for _, how := range []string{"kill", "kill after adoption", "worker SIGKILL", "decommission"} {
 		t.Run(strings.ReplaceAll(how, " ", "-"), func(t *testing.T) {
 			c, w := isolatedCluster(t)
 			probe := t.TempDir()
@@ -116,7 +119,10 @@ func TestSetsidGrandchildDiesWithItsDriver(t *testing.T) {
 				t.Fatalf("grandchild %d is not in a session of its own (sid %d): the test tests nothing", gc, sid)
 			}
 			if how == "kill after adoption" {
-				w.Kill()
+				if err := w.Signal(syscall.SIGUSR1); err != nil {
+					t.Fatal(err)
+				}
+				waitFor(t, 10*time.Second, "the worker daemon to detach", func() bool { return !w.Running() })
 				if err := w.Start(); err != nil {
 					t.Fatal(err)
 				}
@@ -128,9 +134,12 @@ func TestSetsidGrandchildDiesWithItsDriver(t *testing.T) {
 				}
 			}
 			sent := time.Now()
-			if how == "decommission" {
+			switch how {
+			case "worker SIGKILL":
+				w.Kill()
+			case "decommission":
 				go w.Stop(60 * time.Second)
-			} else {
+			default:
 				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 				defer cancel()
 				if err := c.Client().Kill(ctx, id); err != nil {
@@ -139,6 +148,12 @@ func TestSetsidGrandchildDiesWithItsDriver(t *testing.T) {
 			}
 			waitFor(t, isolationKillTimeout+3*time.Second, "the grandchild to be gone", func() bool { return processGone(gc) })
 			t.Logf("grandchild gone %s after the %s", time.Since(sent).Round(time.Millisecond), how)
+			if how == "worker SIGKILL" {
+				// The leader finds the worker gone: an unsupervised
+				// driver on a lost worker is ERROR (Spark's).
+				c.WaitDriver(id, 30*time.Second, "ERROR", isState(model.DriverError))
+				return
+			}
 			c.WaitDriver(id, 30*time.Second, "KILLED", isState(model.DriverKilled))
 		})
 	}
