@@ -1127,3 +1127,26 @@ func checkEvents(t tb, f *FSM, sub *events.Sub, index uint64, before, after map[
 		}
 	}
 }
+
+// A worker that registers again, as a new process after it was lost, keeps
+// the time of its first registration; the rest of the row is the new
+// registration's, so the UI can say both how long the worker has been part
+// of the cluster and when it last came back.
+func TestReRegistrationKeepsRegisteredAt(t *testing.T) {
+	b := &logBuilder{t: t}
+	b.add(model.CmdRegisterWorker, &model.RegisterWorker{ID: "w1", Instance: "i1", HTTPAddr: "h:1", Cores: 2, MemoryMB: 512, Time: 1000})
+	b.add(model.CmdWorkerLost, &model.WorkerLost{WorkerID: "w1", Reason: "gone", Time: 1500})
+	b.add(model.CmdRegisterWorker, &model.RegisterWorker{ID: "w1", Instance: "i2", HTTPAddr: "h:2", Cores: 4, MemoryMB: 1024, Time: 2000})
+	f := replay(t, b.entries)
+	w, ok := f.Worker("w1")
+	if !ok {
+		t.Fatal("w1 is not in the tables")
+	}
+	if w.RegisteredAt != 1000 || w.UpdatedAt != 2000 || w.Instance != "i2" || w.HTTPAddr != "h:2" || w.Cores != 4 ||
+		w.MemoryMB != 1024 || w.State != model.WorkerAlive {
+		t.Fatalf("after the second registration: %+v; want registered at 1000, updated at 2000, the new instance's offer, ALIVE", w)
+	}
+	if g := snapshotRestore(t, f); hashOf(t, g) != hashOf(t, f) {
+		t.Fatal("a snapshot does not keep the registration times")
+	}
+}
