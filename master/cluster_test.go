@@ -20,6 +20,7 @@ import (
 	"github.com/drover-project/drover/client"
 	"github.com/drover-project/drover/ids"
 	"github.com/drover-project/drover/master"
+	"github.com/drover-project/drover/master/leader"
 	"github.com/drover-project/drover/master/mastertest"
 	"github.com/drover-project/drover/model"
 )
@@ -483,7 +484,9 @@ func (s *syncBuffer) String() string {
 
 // A pool deliberately split, a voter with another gossip key and a worker
 // that heartbeats without gossiping, is reported by the leader within
-// seconds: in its log, its metric, /v1/state and /v1/health.
+// seconds: in its log, its metric, /v1/state and /v1/health. The log says
+// it once per change of the set: once while the set stays the same, again
+// when the worker goes silent, and "whole again" when the voter is gone.
 func TestSplitPoolIsReported(t *testing.T) {
 	logs := &syncBuffer{}
 	c := mastertest.Start(t, 3, func(cfg *master.Config) {
@@ -493,41 +496,93 @@ func TestSplitPoolIsReported(t *testing.T) {
 		if cfg.ID == "m3" {
 			cfg.GossipKey = []byte("fedcba9876543210")
 		}
+		// Each new term starts the report's grace (3 s) and its log
+		// anew; Raft timeouts this long keep one leader through the
+		// test on a loaded machine, where 200 ms ones moved it three
+		// times in 30 s.
+		cfg.HeartbeatTimeout, cfg.ElectionTimeout, cfg.LeaderLeaseTimeout = 2*time.Second, 2*time.Second, time.Second
 	})
-	// m3 must not lead: it would see neither other master.
-	for c.Leader().ID == "m3" {
-		c.Stop(c.Nodes[2])
-		c.Restart(c.Nodes[2])
-	}
-	leader := c.Leader()
-	cl, ctx := c.Client(), c.Context()
+	// Longer than every wait below together, so that a deadline, not the
+	// context, says what did not happen.
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	cl, m3 := c.Client(), c.Nodes[2]
 	reg := api.RegisterWorkerRequest{ID: "w9", Instance: "i9", HTTPAddr: "127.0.0.1:1", Cores: 1, MemoryMB: 64}
 	if err := cl.Do(ctx, http.MethodPost, api.PathRegisterWorker, reg, nil); err != nil {
 		t.Fatal(err)
 	}
-	// The report waits out its grace (3 s) and starts again with each new
-	// term, which a loaded machine's 200 ms election timeouts can bring.
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		// A loaded machine may be between leaders for a moment: the
-		// deadline bounds that too.
-		err := cl.Do(ctx, http.MethodPost, api.WorkerPath("w9", "/heartbeat"), api.HeartbeatRequest{Instance: "i9"}, nil)
+	stopBeats := make(chan struct{})
+	beating := make(chan struct{})
+	go func() {
+		defer close(beating)
+		for {
+			select {
+			case <-stopBeats:
+				return
+			default:
+			}
+			// The leader holds a heartbeat up to 2 s; a failed one (a
+			// moment between leaders) is tried again.
+			if err := cl.Do(ctx, http.MethodPost, api.WorkerPath("w9", "/heartbeat"), api.HeartbeatRequest{Instance: "i9"}, nil); err != nil {
+				time.Sleep(50 * time.Millisecond)
+			}
+		}
+	}()
+	defer func() {
+		select {
+		case <-stopBeats:
+		default:
+			close(stopBeats)
+		}
+		<-beating
+	}()
+
+	// waitSplit waits until the master that leads now, m3 excepted,
+	// reports want, and returns its state.
+	waitSplit := func(want string) *api.State {
+		t.Helper()
+		deadline := time.Now().Add(time.Minute)
 		var st *api.State
-		if err == nil {
-			st, err = c.Client(leader).State(ctx)
+		var err error
+		for {
+			// m3 must not lead: it sees neither other master. While
+			// it runs, it is stopped (handing over) and started again.
+			if m3.Master() != nil {
+				if l := c.Leader(); l == m3 {
+					c.Stop(m3)
+					c.Restart(m3)
+					continue
+				}
+			}
+			st, err = cl.State(ctx)
+			if err == nil && st.Role == "Leader" && st.ID != "m3" && leader.PoolNames(st.PoolSplit) == want {
+				return st
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the leader did not report the split %q within a minute: %+v, %v", want, st, err)
+			}
+			time.Sleep(100 * time.Millisecond)
 		}
-		if err == nil && len(st.PoolSplit) == 2 && st.PoolSplit[0].ID == "m3" && st.PoolSplit[1].ID == "w9" {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("split not reported within 30s: %+v, %v", st, err)
-		}
-		time.Sleep(100 * time.Millisecond)
 	}
-	if !strings.Contains(logs.String(), "gossip pool split") || !strings.Contains(logs.String(), "master/m3, worker/w9") {
-		t.Fatalf("no log line names the split:\n%s", logs.String())
+
+	// Reported, and said once: the set stays the same for many of the
+	// leader's looks at its pool (every 250 ms) and the log keeps one line.
+	const both = "master/m3, worker/w9"
+	var first *api.State
+	for first == nil {
+		st := waitSplit(both)
+		time.Sleep(2 * time.Second)
+		if again := waitSplit(both); again.ID == st.ID && again.Term == st.Term {
+			// m3 may be named alone first: its grace began with the
+			// term, w9's with its registration.
+			if got := splitLog(logs.String(), st.ID, st.Term); !saidOnce(got) || got[len(got)-1] != both {
+				t.Fatalf("%s's log in term %d says %q, want each change once, ending with %s", st.ID, st.Term, got, both)
+			}
+			first = st
+		}
 	}
-	resp, err := http.Get("http://" + leader.HTTP() + "/metrics")
+	lead := c.Nodes[slices.IndexFunc(c.Nodes, func(n *mastertest.Node) bool { return n.ID == first.ID })]
+	resp, err := http.Get("http://" + lead.HTTP() + "/metrics")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -535,19 +590,79 @@ func TestSplitPoolIsReported(t *testing.T) {
 	resp.Body.Close()
 	for _, want := range []string{`drover_gossip_split_members{role="master"} 1`, `drover_gossip_split_members{role="worker"} 1`} {
 		if !strings.Contains(string(body), want) {
-			t.Fatalf("metrics lack %s", want)
+			t.Fatalf("%s's metrics lack %s", first.ID, want)
 		}
 	}
-	resp, err = http.Get("http://" + leader.HTTP() + "/v1/health")
+	resp, err = http.Get("http://" + lead.HTTP() + "/v1/health")
 	if err != nil {
 		t.Fatal(err)
 	}
 	var h api.Health
 	_ = json.NewDecoder(resp.Body).Decode(&h)
 	resp.Body.Close()
-	if resp.StatusCode != http.StatusServiceUnavailable || h.Status != "degraded" || !strings.Contains(fmt.Sprint(h.Checks), "m3") {
-		t.Fatalf("health: %d %+v, want degraded naming m3", resp.StatusCode, h)
+	if resp.StatusCode != http.StatusServiceUnavailable || h.Status != "degraded" || !strings.Contains(fmt.Sprint(h.Checks), both) {
+		t.Fatalf("%s's health: %d %+v, want degraded naming %s", first.ID, resp.StatusCode, h, both)
 	}
+
+	// The worker goes silent: the set changes, and so does the log.
+	close(stopBeats)
+	<-beating
+	waitSplit("master/m3")
+	// m3 stops: a voter the leader cannot reach is no split, and the
+	// report is empty again.
+	c.Stop(m3)
+	last := waitSplit("")
+	got := splitLog(logs.String(), last.ID, last.Term)
+	if last.ID == first.ID && last.Term == first.Term {
+		if want := []string{both, "master/m3", "whole"}; !saidOnce(got) || len(got) < 3 || !slices.Equal(got[len(got)-3:], want) {
+			t.Fatalf("%s's log in term %d says %q, want each change once, ending %q", last.ID, last.Term, got, want)
+		}
+		return
+	}
+	// Leadership moved on the way: the new term's log says each change
+	// once and ends whole.
+	t.Logf("leadership moved from %s in term %d to %s in term %d", first.ID, first.Term, last.ID, last.Term)
+	if !saidOnce(got) || got[len(got)-1] != "whole" {
+		t.Fatalf("%s's log in term %d says %q, want each change once, ending whole", last.ID, last.Term, got)
+	}
+}
+
+// saidOnce reports whether a log of the split report says something, and
+// never the same twice in a row.
+func saidOnce(log []string) bool {
+	return len(log) > 0 && len(slices.Compact(slices.Clone(log))) == len(log)
+}
+
+// splitLog returns what master id logged about its gossip pool in one term
+// of its leadership, in order: the missing members of each "gossip pool
+// split" line, "whole" for each "gossip pool whole again".
+func splitLog(logs, id string, term uint64) []string {
+	var out []string
+	in := false
+	for _, line := range strings.Split(logs, "\n") {
+		if !strings.Contains(line, " master="+id+" ") && !strings.HasSuffix(line, " master="+id) {
+			continue
+		}
+		switch {
+		case strings.Contains(line, "msg=leading "):
+			in = strings.Contains(line, fmt.Sprintf(" term=%d ", term))
+		case strings.Contains(line, `msg="lost leadership"`):
+			in = false
+		case !in:
+		case strings.Contains(line, "gossip pool whole again"):
+			out = append(out, "whole")
+		case strings.Contains(line, "gossip pool split"):
+			// slog quotes a value only when it holds a space.
+			_, missing, _ := strings.Cut(line, " missing=")
+			if strings.HasPrefix(missing, `"`) {
+				missing, _, _ = strings.Cut(missing[1:], `"`)
+			} else {
+				missing, _, _ = strings.Cut(missing, " ")
+			}
+			out = append(out, missing)
+		}
+	}
+	return out
 }
 
 // A master that is down is not a split pool: the leader's heartbeats do
