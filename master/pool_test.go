@@ -1,0 +1,135 @@
+package master_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"regexp"
+	"slices"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/drover-project/drover/api"
+	"github.com/drover-project/drover/gossip"
+	"github.com/drover-project/drover/internal/freeport"
+	"github.com/drover-project/drover/master"
+	"github.com/drover-project/drover/master/mastertest"
+)
+
+// gossipAddr is the gossip address a node's master listens on.
+func gossipAddr(n *mastertest.Node) string {
+	return net.JoinHostPort(n.Config.BindIP, strconv.Itoa(n.Config.GossipPort))
+}
+
+// gossipPeers reads one master's GET /v1/gossip.
+func gossipPeers(t *testing.T, addr string) ([]api.PoolMember, error) {
+	t.Helper()
+	code, body := get(t, addr, "/v1/gossip")
+	var g api.GossipPeers
+	if err := json.Unmarshal(body, &g); code != http.StatusOK || err != nil {
+		return nil, fmt.Errorf("GET /v1/gossip: %d %s", code, body)
+	}
+	return g.Masters, nil
+}
+
+// poolMembers names masters as GET /v1/gossip does: role, ID and gossip
+// address.
+func poolMembers(nodes ...*mastertest.Node) []api.PoolMember {
+	var out []api.PoolMember
+	for _, n := range nodes {
+		out = append(out, api.PoolMember{Role: gossip.RoleMaster, ID: n.ID, Gossip: gossipAddr(n)})
+	}
+	return out
+}
+
+// aliveMembers matches the metric of the live members of a master's pool.
+var aliveMembers = regexp.MustCompile(`(?m)^drover_gossip_members\{state="alive"\} (\d+)$`)
+
+// Masters started with --peers alone, with no --join and no worker to
+// bridge them, find each other's gossip addresses through the Raft
+// configuration (each asks the voters on their Raft ports) and form one
+// pool: each master's GET /v1/gossip names itself and then the other two
+// at their gossip ports, each sees the three in its pool, and each is
+// healthy, a follower's pool check included (it sees the leader).
+func TestMastersFindEachOtherThroughRaft(t *testing.T) {
+	c := mastertest.Start(t, 3, func(cfg *master.Config) { cfg.Join = nil })
+	deadline := time.Now().Add(time.Minute)
+	for _, n := range c.Nodes {
+		want := poolMembers(n)
+		for _, o := range c.Nodes {
+			if o != n {
+				want = append(want, poolMembers(o)...)
+			}
+		}
+		for {
+			got, err := gossipPeers(t, n.HTTP())
+			_, metrics := get(t, n.HTTP(), "/metrics")
+			alive := aliveMembers.FindStringSubmatch(string(metrics))
+			code, health := get(t, n.HTTP(), "/v1/health")
+			if err == nil && slices.Equal(got, want) && alive != nil && alive[1] == "3" && code == http.StatusOK {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s within a minute: gossip peers %+v (%v), want %+v; live members %q; health %d %s",
+					n.ID, got, err, want, alive, code, health)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+}
+
+// GET /v1/gossip answers with the master's own gossip address first, then
+// every other master it knows of, by ID: those the Raft configuration
+// names, learned on their Raft ports even when they are not in this
+// master's pool, and those in its pool that Raft does not name yet.
+func TestGossipPeersAnswer(t *testing.T) {
+	key := []byte("0123456789abcdef")
+	c := mastertest.Start(t, 3, func(cfg *master.Config) {
+		cfg.GossipKey = key
+		if cfg.ID == "m3" {
+			// m3's pool is its own: the others know it from Raft alone.
+			cfg.GossipKey = []byte("fedcba9876543210")
+		}
+	})
+	// m4 is a master waiting to be added as a voter: in m1's pool, not in
+	// the Raft configuration.
+	ports, err := freeport.Get("127.0.0.1", 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := c.Nodes[0].Config
+	cfg.ID, cfg.DataDir, cfg.Peers = "m4", t.TempDir(), nil
+	cfg.RaftPort, cfg.HTTPPort, cfg.GossipPort = ports[0], ports[1], ports[2]
+	cfg.Join = []string{gossipAddr(c.Nodes[0])}
+	cfg.Logger = slog.New(slog.DiscardHandler)
+	m4, err := master.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = m4.Close() })
+	m4Node := &mastertest.Node{ID: "m4", Config: cfg}
+
+	m1, m2, m3 := c.Nodes[0], c.Nodes[1], c.Nodes[2]
+	for _, tc := range []struct {
+		n    *mastertest.Node
+		want []api.PoolMember
+	}{
+		{m1, poolMembers(m1, m2, m3, m4Node)},
+		{m3, poolMembers(m3, m1, m2)},
+	} {
+		deadline := time.Now().Add(time.Minute)
+		for {
+			got, err := gossipPeers(t, tc.n.HTTP())
+			if err == nil && slices.Equal(got, tc.want) {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s's gossip peers within a minute: %+v (%v), want %+v", tc.n.ID, got, err, tc.want)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+}
