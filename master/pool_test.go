@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -131,5 +132,79 @@ func TestGossipPeersAnswer(t *testing.T) {
 			}
 			time.Sleep(100 * time.Millisecond)
 		}
+	}
+}
+
+// health reads one master's /v1/health.
+func health(t *testing.T, n *mastertest.Node) (int, api.Health) {
+	t.Helper()
+	code, body := get(t, n.HTTP(), "/v1/health")
+	var h api.Health
+	if err := json.Unmarshal(body, &h); err != nil {
+		t.Fatalf("%s's health: %d %s", n.ID, code, body)
+	}
+	return code, h
+}
+
+// check returns the check of that name, and whether there is one.
+func check(h api.Health, name string) (api.Check, bool) {
+	i := slices.IndexFunc(h.Checks, func(c api.Check) bool { return c.Name == name })
+	if i < 0 {
+		return api.Check{}, false
+	}
+	return h.Checks[i], true
+}
+
+// A master's /v1/health fails each check a load balancer or systemd
+// relies on when what it checks is missing: a follower that does not see
+// the leader in its gossip pool fails "pool", naming the leader; a master
+// whose peers are gone fails "quorum", and "leader" once none is left.
+func TestHealthSaysWhatIsMissing(t *testing.T) {
+	c := mastertest.Start(t, 3, func(cfg *master.Config) {
+		cfg.GossipKey = []byte("0123456789abcdef")
+		if cfg.ID == "m3" {
+			cfg.GossipKey = []byte("fedcba9876543210")
+		}
+	})
+	m3 := c.Nodes[2]
+	deadline := time.Now().Add(time.Minute)
+	for {
+		// m3 must follow: as leader it would report the others as a
+		// split.
+		if c.Leader() == m3 {
+			c.Stop(m3)
+			c.Restart(m3)
+			continue
+		}
+		code, h := health(t, m3)
+		pool, _ := check(h, api.CheckPool)
+		lead, _ := check(h, api.CheckLeader)
+		name, _ := strings.CutPrefix(lead.Message, "leader ")
+		if code == http.StatusServiceUnavailable && h.Status == "degraded" && lead.OK && !pool.OK &&
+			(name == "m1" || name == "m2") && pool.Message == "the leader, "+name+", is missing from this master's gossip pool" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("m3, whose gossip key is not the leader's: health %d %+v, want 503 with the pool check naming the leader", code, h)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+
+	for _, n := range c.Nodes[:2] {
+		c.Stop(n)
+	}
+	deadline = time.Now().Add(time.Minute)
+	for {
+		code, h := health(t, m3)
+		quorum, _ := check(h, api.CheckQuorum)
+		lead, _ := check(h, api.CheckLeader)
+		if code == http.StatusServiceUnavailable && h.Status == "degraded" && !quorum.OK &&
+			strings.HasPrefix(quorum.Message, "the leader last spoke ") && !lead.OK && lead.Message == "no leader known" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("m3 alone: health %d %+v, want 503 with the quorum and leader checks failing", code, h)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 }
