@@ -79,3 +79,32 @@ func health(t *testing.T, c *testcluster.Cluster, n *testcluster.Node) api.Healt
 	}
 	return h
 }
+
+// The command lines of design.md as written: masters with --peers and no
+// --join, workers that --join the first master's gossip port only. Once
+// that master is SIGKILLed another one leads, one the workers never
+// joined, and drivers are still placed and finish.
+func TestDesignCommandLines(t *testing.T) {
+	c := testcluster.Start(t, testcluster.Options{Masters: 3, NoJoin: true})
+	m1 := c.Masters[0]
+	for _, id := range []string{"w1", "w2"} {
+		c.AddWorker(id, "--join", m1.Gossip)
+	}
+	if err := c.WaitReady(90 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 60*time.Second, "one pool of three masters and two workers", func() bool { return poolWhole(t, c) })
+	m1.Kill()
+	next, err := c.Leader(60 * time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := newProbe(t)
+	for range 2 {
+		id := submit(t, c, p.request("exit 0", false))
+		if d := p.finishes(c, id, 1, 90*time.Second); d.State != model.DriverFinished {
+			t.Fatalf("led by %s with m1 killed: %s is %s", next.ID, id, d.State)
+		}
+	}
+	waitFor(t, 60*time.Second, "the new leader seeing both workers in its pool", func() bool { return poolWhole(t, c) })
+}
