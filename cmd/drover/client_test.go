@@ -142,8 +142,10 @@ func TestConnectFlagsEitherSide(t *testing.T) {
 			t.Errorf("drover %s: exit %d, stderr %q; want %d and %q", strings.Join(c.args, " "), code, stderr, c.code, c.err)
 		}
 	}
-	if _, stderr, code := drover("client", "--help"); code != 0 || !strings.Contains(stderr, "positive (default 30s)") {
-		t.Errorf("client --help: exit %d, does not show the default timeout: %s", code, stderr)
+	for _, cmd := range []string{"client", "operator"} {
+		if _, stderr, code := drover(cmd, "--help"); code != 0 || !strings.Contains(stderr, "--timeout D      how long to keep trying the masters, positive (default 30s)") {
+			t.Errorf("%s --help: exit %d, does not show the default timeout: %s", cmd, code, stderr)
+		}
 	}
 
 	stdout, stderr, code := drover("client", "submit", "--masters", f.addr(), "--", "/bin/prog", "--masters", "elsewhere", "--timeout", "0")
