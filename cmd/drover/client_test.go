@@ -3,9 +3,12 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -27,6 +30,9 @@ type fakeMaster struct {
 	placed func(id string) *model.Driver
 	// logs answers GET /v1/drivers/{id}/logs when a test sets it.
 	logs http.HandlerFunc
+	// events are the queries of GET /v1/events: the first gets one
+	// driver event past its index, the others a refusal.
+	events []url.Values
 }
 
 func newFakeMaster(t *testing.T, drivers ...*model.Driver) *fakeMaster {
@@ -77,7 +83,25 @@ func newFakeMaster(t *testing.T, drivers ...*model.Driver) *fakeMaster {
 		logs(w, r)
 	})
 	mux.HandleFunc("GET /v1/state", func(w http.ResponseWriter, r *http.Request) {
-		reply(w, api.State{ID: "m1", Role: "Leader", Leader: "m1"})
+		reply(w, api.State{ID: "m1", Role: "Leader", Leader: "m1", AppliedIndex: 7})
+	})
+	mux.HandleFunc("GET /v1/events", func(w http.ResponseWriter, r *http.Request) {
+		f.mu.Lock()
+		f.events = append(f.events, r.URL.Query())
+		n := len(f.events)
+		f.mu.Unlock()
+		if n > 1 {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusBadRequest)
+			reply(w, api.Error{Error: "no more events here", Code: api.CodeInvalidRequest})
+			return
+		}
+		after, _ := strconv.ParseUint(r.URL.Query().Get("index"), 10, 64)
+		e := api.Event{Index: after + 1, Kind: api.EventDriver, ID: "driver-20260101000000-0001", Op: api.OpUpsert,
+			Driver: &model.Driver{ID: "driver-20260101000000-0001", State: model.DriverSubmitted, ModifyIndex: after + 1}}
+		b, _ := json.Marshal(e)
+		w.Header().Set("Content-Type", "text/event-stream")
+		fmt.Fprintf(w, "event: driver\nid: %d\ndata: %s\n\n", e.Index, b)
 	})
 	// m1 is this fake, m2 an address where nothing listens, m3 a voter
 	// whose HTTP address no master knows.
@@ -361,6 +385,37 @@ func TestWatchRefusesMalformedIDs(t *testing.T) {
 		_, stderr, code := drover("client", "watch", "--masters", f.addr(), "--", id)
 		if code != 1 || !strings.HasPrefix(stderr, "drover: watch: invalid ID") || strings.Count(stderr, "\n") != 1 {
 			t.Errorf("watch %s: exit %d, stderr %q; want 1 and one line", id, code, stderr)
+		}
+	}
+}
+
+// watch without an ID passes --index and --kind on to the masters, or
+// starts from the applied index when no --index is given; prints each
+// event (--json: the event as JSON, one a line); and resumes after the
+// last entry it printed.
+func TestWatchPassesItsQueryOn(t *testing.T) {
+	for _, tc := range []struct {
+		args  []string
+		index string
+	}{
+		{[]string{"--index", "41", "--kind", "driver", "--json"}, "41"},
+		{[]string{"--kind", "driver", "--json"}, "7"},
+	} {
+		f := newFakeMaster(t)
+		args := append([]string{"client", "watch", "--masters", f.addr()}, tc.args...)
+		stdout, stderr, code := drover(args...)
+		after, _ := strconv.ParseUint(tc.index, 10, 64)
+		var e api.Event
+		if code != 1 || !strings.Contains(stderr, "no more events here") || strings.Count(stdout, "\n") != 1 ||
+			json.Unmarshal([]byte(stdout), &e) != nil || e.Index != after+1 || e.Driver == nil {
+			t.Fatalf("%v: exit %d, stdout %q, stderr %q; want one JSON event at %d, then the refusal", args, code, stdout, stderr, after+1)
+		}
+		f.mu.Lock()
+		qs := f.events
+		f.mu.Unlock()
+		if len(qs) != 2 || qs[0].Get("index") != tc.index || qs[0].Get("kind") != "driver" ||
+			qs[1].Get("index") != strconv.FormatUint(after+1, 10) || qs[1].Get("kind") != "driver" {
+			t.Fatalf("%v: the masters were asked %v, want index %s then %d, kind driver", args, qs, tc.index, after+1)
 		}
 	}
 }
