@@ -1,11 +1,16 @@
 package systest
 
 import (
+	"bufio"
 	"context"
+	"encoding/json"
 	"fmt"
+	"os"
+	"os/exec"
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -221,6 +226,76 @@ func TestClientWatchFollowsADriver(t *testing.T) {
 	stdout, stderr, code := runDrover(t, c.ClientEnv(), "client", "watch", "--kind", "bogus")
 	if code != 1 || !strings.Contains(stderr, "unknown event kind") {
 		t.Fatalf("watch --kind bogus: exit %d, %q %q", code, stdout, stderr)
+	}
+
+	// Without an ID: the whole stream of drivers, from now on, as JSON.
+	cmd := exec.Command(testcluster.Binary(t), "client", "watch", "--kind", "driver", "--json")
+	cmd.Env = append(os.Environ(), c.ClientEnv()...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	}()
+	lines := make(chan api.Event)
+	go func() {
+		defer close(lines)
+		sc := bufio.NewScanner(out)
+		sc.Buffer(nil, 1<<20)
+		for sc.Scan() {
+			var e api.Event
+			if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
+				t.Errorf("watch --json printed %q: %v", sc.Text(), err)
+				return
+			}
+			lines <- e
+		}
+	}()
+	var last uint64
+	next := func(what string) api.Event {
+		t.Helper()
+		select {
+		case e, ok := <-lines:
+			if !ok {
+				t.Fatalf("watch ended before %s", what)
+			}
+			if e.Kind != api.EventDriver || e.Driver == nil || e.Index < last {
+				t.Fatalf("watch --kind driver printed %+v after index %d", e, last)
+			}
+			last = e.Index
+			return e
+		case <-time.After(90 * time.Second):
+			t.Fatalf("watch printed nothing more within 90 s, waiting for %s", what)
+		}
+		return api.Event{}
+	}
+	// The first driver runs long enough for the watch to have started
+	// by the time it ends; a line about it says the stream is open.
+	first := submit(t, c, p.request("sleep 5; exit 0", false))
+	for next("a line about "+first).ID != first {
+	}
+	second := submit(t, c, p.request("exit 0", false))
+	finished := map[string]bool{}
+	seenSecond := map[model.DriverState]bool{}
+	for !finished[first] || !finished[second] {
+		e := next("both drivers FINISHED")
+		if e.ID == second {
+			seenSecond[e.Driver.State] = true
+		}
+		if e.Driver.State == model.DriverFinished {
+			finished[e.ID] = true
+		}
+	}
+	// Its start and end may reach the leader in one report: RUNNING is
+	// not asked for.
+	if !seenSecond[model.DriverSubmitted] {
+		t.Fatalf("watch printed %s in the states %v, want SUBMITTED and FINISHED", second, seenSecond)
 	}
 }
 
