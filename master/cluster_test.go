@@ -547,15 +547,10 @@ func TestSplitPoolIsReported(t *testing.T) {
 		for {
 			// m3 must not lead: it sees neither other master. While
 			// it runs, it is stopped (handing over) and started again.
-			if m3.Master() != nil {
-				if l := c.Leader(); l == m3 {
-					c.Stop(m3)
-					c.Restart(m3)
-					continue
-				}
-			}
-			st, err = cl.State(ctx)
-			if err == nil && st.Role == "Leader" && st.ID != "m3" && leader.PoolNames(st.PoolSplit) == want {
+			if m3.Master() != nil && c.Leader() == m3 {
+				c.Stop(m3)
+				c.Restart(m3)
+			} else if st, err = cl.State(ctx); err == nil && st.Role == "Leader" && st.ID != "m3" && leader.PoolNames(st.PoolSplit) == want {
 				return st
 			}
 			if time.Now().After(deadline) {
