@@ -664,16 +664,20 @@ func splitLog(logs, id string, term uint64) []string {
 // not reach it, so neither the split report nor any survivor's health
 // names it, and a load balancer keeps both survivors.
 func TestDownMasterIsNoSplit(t *testing.T) {
-	c := mastertest.Start(t, 3, nil)
-	leader := c.Leader()
-	down := c.Followers()[0]
+	// One leader through the window on a loaded machine (see
+	// TestSplitPoolIsReported).
+	c := mastertest.Start(t, 3, func(cfg *master.Config) {
+		cfg.HeartbeatTimeout, cfg.ElectionTimeout, cfg.LeaderLeaseTimeout = 2*time.Second, 2*time.Second, time.Second
+	})
+	leader, followers := c.Leader(), c.Followers()
+	down, up := followers[0], followers[1]
 	c.Stop(down)
 	ctx := c.Context()
 	// Past the split report's grace, with the leader's heartbeats to the
 	// stopped master failing all along.
 	until := time.Now().Add(splitWindow)
 	for time.Now().Before(until) {
-		for _, n := range []*mastertest.Node{leader, c.Followers()[0]} {
+		for _, n := range []*mastertest.Node{leader, up} {
 			code, body := get(t, n.HTTP(), "/v1/health")
 			if code != http.StatusOK {
 				t.Fatalf("%s health %d with %s down: %s", n.ID, code, down.ID, body)
