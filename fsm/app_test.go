@@ -1280,9 +1280,12 @@ func TestAppCommandsRoundTrip(t *testing.T) {
 		model.CmdPruneCompleted:   &model.PruneCompleted{DriverIDs: []string{driverID(1)}, AppIDs: []string{appID(1)}},
 		model.CmdReportAttempts: &model.ReportAttempts{WorkerID: "w1", Reports: []model.AttemptReport{}, Time: 9,
 			Executors: []model.ExecutorReport{{AppID: appID(1), ExecutorID: 0, State: model.ExecFailed, ExitCode: intp(2), Reason: "r"}}},
+		model.CmdReportBatch: &model.ReportBatch{Reports: []model.ReportAttempts{{WorkerID: "w1", Time: 9,
+			Reports: []model.AttemptReport{{DriverID: driverID(1), Attempt: 1, State: model.DriverRunning, Runs: 1}}}}},
 	}
 	names := map[model.CommandType]string{model.CmdRegisterApp: "RegisterApp", model.CmdPlaceExecutors: "PlaceExecutors", model.CmdRequestExecutors: "RequestExecutors",
-		model.CmdKillExecutors: "KillExecutors", model.CmdEndApp: "EndApp", model.CmdPruneCompleted: "PruneCompleted", model.CmdReportAttempts: "ReportAttempts"}
+		model.CmdKillExecutors: "KillExecutors", model.CmdEndApp: "EndApp", model.CmdPruneCompleted: "PruneCompleted", model.CmdReportAttempts: "ReportAttempts",
+		model.CmdReportBatch: "ReportBatch"}
 	for ct, p := range payloads {
 		data, err := Encode(ct, p)
 		if err != nil {

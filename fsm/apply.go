@@ -207,6 +207,16 @@ func (f *FSM) applyReportAttempts(c *model.ReportAttempts) any {
 	return nil
 }
 
+// applyReportBatch applies each worker's reports in order. A
+// ReportAttempts refuses nothing, so neither does a batch of them: each
+// changes what it would have changed as an entry of its own.
+func (f *FSM) applyReportBatch(c *model.ReportBatch) any {
+	for i := range c.Reports {
+		f.applyReportAttempts(&c.Reports[i])
+	}
+	return nil
+}
+
 // updateRecord applies a report to an attempt's history record, keeping
 // at most kept of its failed runs, and says whether it changed it.
 func updateRecord(rec *model.Attempt, r model.AttemptReport, kept int, now int64) bool {

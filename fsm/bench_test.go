@@ -374,7 +374,9 @@ func (s *benchFSM) each(n int, ct model.CommandType, payload func(i int) any) []
 }
 
 // applyCases covers every command type. Each command carries one item (one
-// placement, one report, one ID), so ns/op is the cost of one log entry.
+// placement, one report, one ID), so ns/op is the cost of one log entry;
+// a ReportBatch carries sixteen workers' reports, the batch a busy leader
+// commits.
 var applyCases = []applyCase{
 	{model.CmdRegisterWorker, 1000, func(s *benchFSM, n int) [][]byte {
 		return s.each(n, model.CmdRegisterWorker, func(int) any {
@@ -416,6 +418,21 @@ var applyCases = []applyCase{
 			}
 		}
 		return out
+	}},
+	// Sixteen workers' heartbeats, each reporting one placed driver
+	// RUNNING, in one entry.
+	{model.CmdReportBatch, 1000, func(s *benchFSM, n int) [][]byte {
+		byWorker := s.place(s.submitDrivers(16 * n))
+		var reports []model.ReportAttempts
+		for _, w := range sortedKeys(byWorker) {
+			for _, id := range byWorker[w] {
+				reports = append(reports, model.ReportAttempts{WorkerID: w, Time: s.tick(),
+					Reports: []model.AttemptReport{{DriverID: id, Attempt: 1, State: model.DriverRunning, Runs: 1}}})
+			}
+		}
+		return s.each(n, model.CmdReportBatch, func(i int) any {
+			return &model.ReportBatch{Reports: reports[16*i : 16*(i+1)]}
+		})
 	}},
 	// A RUNNING driver is killed.
 	{model.CmdKillDriver, 1000, func(s *benchFSM, n int) [][]byte {

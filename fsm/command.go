@@ -118,6 +118,8 @@ func newPayload(t model.CommandType) any {
 		return new(model.PruneCompleted)
 	case model.CmdSubmitDrivers:
 		return new(model.SubmitDrivers)
+	case model.CmdReportBatch:
+		return new(model.ReportBatch)
 	}
 	return nil
 }

@@ -273,6 +273,8 @@ func (f *FSM) apply(t model.CommandType, payload any) any {
 		return f.applyPruneCompleted(payload.(*model.PruneCompleted))
 	case model.CmdSubmitDrivers:
 		return f.applySubmitDrivers(payload.(*model.SubmitDrivers))
+	case model.CmdReportBatch:
+		return f.applyReportBatch(payload.(*model.ReportBatch))
 	}
 	return fmt.Errorf("%w: type %s", model.ErrInvalidCommand, t)
 }

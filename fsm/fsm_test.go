@@ -211,6 +211,13 @@ func scenario(t tb) [][]byte {
 		{ID: driverID(13), Token: "t13", Argv: []string{"l"}, Cores: 0, MemoryMB: 512, Time: 58},
 		{ID: driverID(14), Token: "t14", Argv: []string{"m"}, Cores: 1, MemoryMB: 512, Supervise: true, Artifacts: scenarioArtifacts, Time: 58},
 	}})
+	// Two workers' heartbeats in one entry; w1's report names an attempt
+	// on w4 and only w4's count.
+	b.add(model.CmdReportBatch, &model.ReportBatch{Reports: []model.ReportAttempts{
+		{WorkerID: "w4", Time: 58, Executors: []model.ExecutorReport{{AppID: appID(5), ExecutorID: 0, State: model.ExecRunning}}},
+		{WorkerID: "w1", Time: 59, Reports: []model.AttemptReport{{DriverID: driverID(7), Attempt: 2, State: model.DriverFailed, ExitCode: intp(1)}}},
+		{WorkerID: "w4", Time: 60, Reports: []model.AttemptReport{{DriverID: driverID(7), Attempt: 2, State: model.DriverRunning, Runs: 2, Failures: []int64{2000}}}},
+	}})
 	return b.entries
 }
 
@@ -372,7 +379,7 @@ func TestScenarioUsesEveryCommandType(t *testing.T) {
 			executorReports = true
 		}
 	}
-	for ct := model.CmdRegisterWorker; ct <= model.CmdSubmitDrivers; ct++ {
+	for ct := model.CmdRegisterWorker; ct <= model.CmdReportBatch; ct++ {
 		if !seen[ct] {
 			t.Errorf("scenario has no %s", ct)
 		}
@@ -380,8 +387,50 @@ func TestScenarioUsesEveryCommandType(t *testing.T) {
 	if !executorReports {
 		t.Error("scenario has no executor reports")
 	}
-	if model.CommandType(model.CmdSubmitDrivers+1).String() != fmt.Sprintf("CommandType(%d)", model.CmdSubmitDrivers+1) {
+	if model.CommandType(model.CmdReportBatch+1).String() != fmt.Sprintf("CommandType(%d)", model.CmdReportBatch+1) {
 		t.Error("a command type was added: add it to scenario and to this test's range")
+	}
+}
+
+// A ReportBatch changes the tables exactly as its reports would, each
+// applied as an entry of its own at the same index, and it changes them.
+func TestReportBatchAppliesAsItsReports(t *testing.T) {
+	batched, split := New(), New()
+	batches := 0
+	for i, e := range scenario(t) {
+		index := uint64(i + 1)
+		ct, p, err := Decode(e)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ct != model.CmdReportBatch {
+			batched.ApplyCommand(index, e)
+			split.ApplyCommand(index, e)
+			continue
+		}
+		batches++
+		before, _ := batched.StateHash()
+		if res := batched.ApplyCommand(index, e); res != nil {
+			t.Fatalf("ReportBatch: %v", res)
+		}
+		if after, _ := batched.StateHash(); after == before {
+			t.Fatal("the scenario's ReportBatch changed nothing")
+		}
+		for _, r := range p.(*model.ReportBatch).Reports {
+			data, err := Encode(model.CmdReportAttempts, &r)
+			if err != nil {
+				t.Fatal(err)
+			}
+			split.ApplyCommand(index, data)
+		}
+	}
+	if batches == 0 {
+		t.Fatal("the scenario has no ReportBatch")
+	}
+	hb, _ := batched.StateHash()
+	hs, _ := split.StateHash()
+	if hb != hs {
+		t.Fatal("a ReportBatch and its reports one by one give different tables")
 	}
 }
 

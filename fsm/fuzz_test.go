@@ -108,6 +108,10 @@ func fuzzLog(t tb) [][]byte {
 	submit(8, 1, 64, false)
 	b.add(model.CmdKillDriver, &model.KillDriver{DriverID: driverID(8), Reason: "operator", Time: tick()})
 	b.add(model.CmdPruneCompleted, &model.PruneCompleted{DriverIDs: []string{driverID(8)}})
+	b.add(model.CmdReportBatch, &model.ReportBatch{Reports: []model.ReportAttempts{
+		{WorkerID: "w1", Time: tick(), Reports: []model.AttemptReport{{DriverID: driverID(0), Attempt: 1, State: model.DriverRunning, Runs: 1}}},
+		{WorkerID: "w3", Time: tick(), Reports: []model.AttemptReport{{DriverID: driverID(5), Attempt: 1, State: model.DriverFinished, ExitCode: intp(0), Runs: 1}}},
+	}})
 	return b.entries
 }
 

@@ -30,6 +30,8 @@ const (
 	// CmdSubmitDrivers is many SubmitDrivers in one entry: the leader
 	// commits concurrent submissions together.
 	CmdSubmitDrivers CommandType = 14
+	// CmdReportBatch is many workers' ReportAttempts in one entry.
+	CmdReportBatch CommandType = 15
 )
 
 // String names the command type as logs and errors do.
@@ -63,6 +65,8 @@ func (t CommandType) String() string {
 		return "PruneCompleted"
 	case CmdSubmitDrivers:
 		return "SubmitDrivers"
+	case CmdReportBatch:
+		return "ReportBatch"
 	}
 	return fmt.Sprintf("CommandType(%d)", uint8(t))
 }
@@ -181,6 +185,16 @@ type ReportAttempts struct {
 	Reports   []AttemptReport  `json:"reports"`
 	Executors []ExecutorReport `json:"executors,omitempty"`
 	Time      int64            `json:"time"`
+}
+
+// ReportBatch commits the heartbeat reports of several workers in one
+// entry: each ReportAttempts applies in order, exactly as it would as an
+// entry of its own, with its own worker and time. The leader gathers the
+// reports that arrive while the previous batch commits, so that a
+// thousand workers reporting at once cost a few entries rather than a
+// thousand.
+type ReportBatch struct {
+	Reports []ReportAttempts `json:"reports"`
 }
 
 // KillDriver ends a driver on request: a waiting one leaves waitingDrivers, a

@@ -99,6 +99,8 @@ type Core struct {
 	submits singleflight.Group
 	// queue gathers concurrent submissions into shared entries.
 	queue submitQueue
+	// reports gathers concurrent heartbeats' reports into few entries.
+	reports reportBatcher
 }
 
 // Ready reports whether this master is the ready leader: it leads, and has

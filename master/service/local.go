@@ -14,5 +14,6 @@ type Local struct {
 // New returns a Local that is not leading; Lead starts and ends its terms.
 func New(cfg Config, d Deps) *Local {
 	c := &Core{cfg: cfg, Deps: d}
+	c.reports.apply = c.Apply
 	return &Local{Core: c, Applications: &Applications{Core: c}, Operator: &Operator{Core: c}}
 }

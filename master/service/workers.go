@@ -143,7 +143,7 @@ func (s *Core) Heartbeat(ctx context.Context, _ auth.Caller, id string, req api.
 	var acked []model.AttemptReport
 	var ackedExecs []model.ExecutorReport
 	if len(req.Reports) > 0 || len(req.ExecutorReports) > 0 {
-		if _, err := s.Apply(model.CmdReportAttempts, &model.ReportAttempts{
+		if err := s.reports.commit(model.ReportAttempts{
 			WorkerID: id, Reports: req.Reports, Executors: req.ExecutorReports, Time: now(),
 		}); err != nil {
 			return api.HeartbeatResponse{}, err

@@ -1,0 +1,86 @@
+package master_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"reflect"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/drover-project/drover/api"
+	"github.com/drover-project/drover/client"
+	"github.com/drover-project/drover/master"
+	"github.com/drover-project/drover/master/mastertest"
+	"github.com/drover-project/drover/model"
+)
+
+// heartbeat sends one heartbeat of worker id and returns the answer.
+func heartbeat(t *testing.T, ctx context.Context, cl *client.Client, id string, req api.HeartbeatRequest) api.HeartbeatResponse {
+	t.Helper()
+	var resp api.HeartbeatResponse
+	if err := cl.Do(ctx, http.MethodPost, api.WorkerPath(id, "/heartbeat"), req, &resp); err != nil {
+		t.Fatalf("heartbeat of %s: %v", id, err)
+	}
+	return resp
+}
+
+// awaitAssigned heartbeats until worker id is assigned n attempts, and
+// returns them.
+func awaitAssigned(t *testing.T, ctx context.Context, cl *client.Client, id, instance string, n int) []api.Assignment {
+	t.Helper()
+	for {
+		resp := heartbeat(t, ctx, cl, id, api.HeartbeatRequest{Instance: instance})
+		if len(resp.Assignments) == n {
+			return resp.Assignments
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("%s was assigned %d attempts, want %d", id, len(resp.Assignments), n)
+		}
+	}
+}
+
+// Workers reporting at the same moment each get their own reports
+// acknowledged, whether they are committed alone or in a batch with
+// others', and each report takes effect.
+func TestConcurrentReportsAreEachAcknowledged(t *testing.T) {
+	const n = 24
+	// The workers are no gossip members and heartbeat one at a time here:
+	// none may be lost meanwhile.
+	c := mastertest.Start(t, 3, func(cfg *master.Config) { cfg.RegisterWithoutGossip, cfg.WorkerTimeout = true, time.Minute })
+	cl, ctx := c.Client(), c.Context()
+	for i := range n {
+		reg := api.RegisterWorkerRequest{ID: fmt.Sprintf("w%d", i), Instance: "i", HTTPAddr: "127.0.0.1:1", Cores: 1, MemoryMB: 1024}
+		if err := cl.Do(ctx, http.MethodPost, api.PathRegisterWorker, reg, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for range n {
+		if _, err := cl.Submit(ctx, submitReq()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	reports := make([]model.AttemptReport, n)
+	for i := range n {
+		a := awaitAssigned(t, ctx, cl, fmt.Sprintf("w%d", i), "i", 1)[0]
+		reports[i] = model.AttemptReport{DriverID: a.DriverID, Attempt: a.Attempt, State: model.DriverRunning, Runs: 1}
+	}
+	acked := make([][]model.AttemptReport, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			acked[i] = heartbeat(t, ctx, cl, fmt.Sprintf("w%d", i), api.HeartbeatRequest{Instance: "i", Reports: reports[i : i+1]}).Acked
+		})
+	}
+	wg.Wait()
+	for i := range n {
+		if !reflect.DeepEqual(acked[i], reports[i:i+1]) {
+			t.Fatalf("w%d: acknowledged %+v, want its own report %+v", i, acked[i], reports[i])
+		}
+		d, err := cl.Driver(ctx, reports[i].DriverID)
+		if err != nil || d.State != model.DriverRunning || d.WorkerID != fmt.Sprintf("w%d", i) {
+			t.Fatalf("driver of w%d: %+v, %v; want RUNNING there", i, d, err)
+		}
+	}
+}
