@@ -193,6 +193,14 @@ type HeartbeatRequest struct {
 	// a few seconds) until its tables have moved past this Raft index, so
 	// new assignments reach the worker without polling delay.
 	WaitIndex uint64 `json:"wait_index,omitempty"`
+	// Brief asks for a brief answer: the attempts and executors of the
+	// desired set that Running and RunningExecutors name come back named
+	// only, in Kept and KeptExecutors, since the worker holds what it
+	// launched them with. Without it every unit comes in full on every
+	// answer, and a worker with a hundred drivers receives all hundred
+	// programs each time one more is placed. A master that does not know
+	// the field answers in full, which a worker asking must take too.
+	Brief bool `json:"brief,omitempty"`
 }
 
 // AttemptRef names one attempt of one driver.
@@ -225,6 +233,12 @@ type HeartbeatResponse struct {
 	AckedExecutors []model.ExecutorReport `json:"acked_executors,omitempty"`
 	// Index is the leader's applied Raft index when it answered.
 	Index uint64 `json:"index"`
+	// Kept and KeptExecutors are, in an answer to a Brief request, the
+	// attempts and executors of the desired set that the request said
+	// the worker runs, named only: the desired set is Assignments and
+	// Kept together, Executors and KeptExecutors together.
+	Kept          []AttemptRef  `json:"kept,omitempty"`
+	KeptExecutors []ExecutorRef `json:"kept_executors,omitempty"`
 }
 
 // Assignment is one attempt a worker should run, with what it needs to

@@ -9,11 +9,14 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"slices"
 	"sort"
+	"strings"
 	"sync"
 
 	"github.com/hashicorp/raft"
 
+	"github.com/drover-project/drover/api"
 	"github.com/drover-project/drover/events"
 	"github.com/drover-project/drover/model"
 )
@@ -388,19 +391,62 @@ func (f *FSM) Workers() []*model.Worker {
 	return out
 }
 
-// DriversOn returns copies of the unfinished drivers whose current attempt is
-// placed on the worker: the set the worker should be running.
-func (f *FSM) DriversOn(workerID string) []*model.Driver {
+// AttemptsOn returns the current attempt of every unfinished driver placed
+// on the worker, ordered by driver ID: the attempts it should run, named
+// only, for a held heartbeat that compares them with what the worker runs
+// on every change without copying a row.
+func (f *FSM) AttemptsOn(workerID string) []api.AttemptRef {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
-	var out []*model.Driver
+	var out []api.AttemptRef
 	if u, ok := f.t.on[workerID]; ok {
+		out = make([]api.AttemptRef, 0, len(u.drivers))
 		for id := range u.drivers {
-			out = append(out, f.t.Drivers[id].Clone())
+			out = append(out, api.AttemptRef{DriverID: id, Attempt: f.t.Drivers[id].Attempt})
 		}
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	slices.SortFunc(out, func(a, b api.AttemptRef) int { return strings.Compare(a.DriverID, b.DriverID) })
 	return out
+}
+
+// Assignments returns the attempts AttemptsOn names, in the same order:
+// those that known names as refs in kept, the others in full, each with
+// what the worker needs to launch it (Token is left to the caller). Argv, Env, Artifacts and Resources are the rows' own, not
+// copies: Apply never changes them in place (a row's program is fixed at
+// submission, an attempt's addresses at placement), and the caller must
+// not either. A heartbeat answer thus costs its encoding, not a deep copy
+// of every driver on the worker.
+func (f *FSM) Assignments(workerID string, known []api.AttemptRef) (full []api.Assignment, kept []api.AttemptRef) {
+	has := make(map[api.AttemptRef]bool, len(known))
+	for _, k := range known {
+		has[k] = true
+	}
+	// Never nil: an answer lists no assignments as [], as it always has.
+	full = []api.Assignment{}
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	if u, ok := f.t.on[workerID]; ok {
+		for id := range u.drivers {
+			d := f.t.Drivers[id]
+			if ref := (api.AttemptRef{DriverID: id, Attempt: d.Attempt}); has[ref] {
+				kept = append(kept, ref)
+				continue
+			}
+			a := api.Assignment{
+				DriverID: d.ID, Attempt: d.Attempt, Argv: d.Argv, Env: d.Env,
+				Cores: d.Cores, MemoryMB: d.MemoryMB, Supervise: d.Supervise, Artifacts: d.Artifacts,
+				MaxRestarts: d.MaxRestarts, RestartWindowMS: d.RestartWindowMS, RescheduleAfter: d.RescheduleAfter,
+				Failures: d.FailuresBefore(d.Attempt),
+			}
+			if rec := d.CurrentAttempt(); rec != nil {
+				a.Resources = rec.Resources
+			}
+			full = append(full, a)
+		}
+	}
+	slices.SortFunc(full, func(a, b api.Assignment) int { return strings.Compare(a.DriverID, b.DriverID) })
+	slices.SortFunc(kept, func(a, b api.AttemptRef) int { return strings.Compare(a.DriverID, b.DriverID) })
+	return full, kept
 }
 
 // DriverByToken returns the ID of the driver made for a submission token.

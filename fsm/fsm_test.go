@@ -1057,8 +1057,8 @@ func checkWorkerIndex(t tb, f *FSM) {
 			}
 		}
 		var got []string
-		for _, d := range f.DriversOn(w.ID) {
-			got = append(got, d.ID)
+		for _, a := range f.AttemptsOn(w.ID) {
+			got = append(got, a.DriverID)
 		}
 		if fmt.Sprint(got) != fmt.Sprint(want) {
 			t.Fatalf("drivers on %s: index %v, rows %v", w.ID, got, want)

@@ -407,8 +407,8 @@ func driveRestored(t *testing.T, f *FSM) {
 	}
 	for _, w := range workers {
 		var reports []model.AttemptReport
-		for _, d := range f.DriversOn(w.ID) {
-			reports = append(reports, model.AttemptReport{DriverID: d.ID, Attempt: d.Attempt, State: model.DriverRunning, Runs: 2})
+		for _, a := range f.AttemptsOn(w.ID) {
+			reports = append(reports, model.AttemptReport{DriverID: a.DriverID, Attempt: a.Attempt, State: model.DriverRunning, Runs: 2})
 		}
 		es, _ := f.ExecutorsOn(w.ID)
 		var execs []model.ExecutorReport

@@ -41,6 +41,44 @@ func awaitAssigned(t *testing.T, ctx context.Context, cl *client.Client, id, ins
 	}
 }
 
+// A brief answer names the attempts the worker says it runs and gives the
+// others in full; without Brief, every attempt comes in full as before.
+func TestBriefHeartbeatNamesOnlyWhatTheWorkerRuns(t *testing.T) {
+	c := mastertest.Start(t, 1, func(cfg *master.Config) { cfg.RegisterWithoutGossip = true })
+	cl, ctx := c.Client(), c.Context()
+	reg := api.RegisterWorkerRequest{ID: "w1", Instance: "i1", HTTPAddr: "127.0.0.1:1", Cores: 4, MemoryMB: 1024}
+	if err := cl.Do(ctx, http.MethodPost, api.PathRegisterWorker, reg, nil); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if _, err := cl.Submit(ctx, submitReq()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	full := awaitAssigned(t, ctx, cl, "w1", "i1", 2)
+	ref := func(a api.Assignment) api.AttemptRef { return api.AttemptRef{DriverID: a.DriverID, Attempt: a.Attempt} }
+	both := []api.AttemptRef{ref(full[0]), ref(full[1])}
+
+	resp := heartbeat(t, ctx, cl, "w1", api.HeartbeatRequest{Instance: "i1", Brief: true, Running: both[:1]})
+	if !reflect.DeepEqual(resp.Assignments, full[1:]) || !reflect.DeepEqual(resp.Kept, both[:1]) {
+		t.Fatalf("brief answer running the first: assignments %+v, kept %+v; want the second in full and the first kept", resp.Assignments, resp.Kept)
+	}
+	resp = heartbeat(t, ctx, cl, "w1", api.HeartbeatRequest{Instance: "i1", Brief: true, Running: both})
+	if resp.Assignments == nil || len(resp.Assignments) != 0 || !reflect.DeepEqual(resp.Kept, both) {
+		t.Fatalf("brief answer running both: assignments %+v, kept %+v; want [] and both kept", resp.Assignments, resp.Kept)
+	}
+	// An attempt the worker does not run is never kept, brief or not.
+	stale := []api.AttemptRef{{DriverID: both[0].DriverID, Attempt: 7}}
+	resp = heartbeat(t, ctx, cl, "w1", api.HeartbeatRequest{Instance: "i1", Brief: true, Running: stale})
+	if !reflect.DeepEqual(resp.Assignments, full) || resp.Kept != nil {
+		t.Fatalf("brief answer running another attempt: assignments %+v, kept %+v; want both in full", resp.Assignments, resp.Kept)
+	}
+	resp = heartbeat(t, ctx, cl, "w1", api.HeartbeatRequest{Instance: "i1", Running: both})
+	if !reflect.DeepEqual(resp.Assignments, full) || resp.Kept != nil {
+		t.Fatalf("full answer: assignments %+v, kept %+v; want both in full", resp.Assignments, resp.Kept)
+	}
+}
+
 // Workers reporting at the same moment each get their own reports
 // acknowledged, whether they are committed alone or in a batch with
 // others', and each report takes effect.

@@ -132,19 +132,15 @@ func (wm *workerMetrics) heartbeatFailed() {
 	wm.heartbeats.WithLabelValues("error").Inc()
 }
 
-// heartbeatAnswered counts a heartbeat sent at sent and answered with resp,
-// and takes the resources of resp's desired set as those in use.
-func (wm *workerMetrics) heartbeatAnswered(req api.HeartbeatRequest, sent time.Time, resp api.HeartbeatResponse) {
+// heartbeatAnswered counts a heartbeat sent at sent and answered, and
+// takes the resources of the answer's desired set as those in use.
+func (wm *workerMetrics) heartbeatAnswered(req api.HeartbeatRequest, sent time.Time, desired []order) {
 	wm.heartbeats.WithLabelValues("ok").Inc()
 	wm.heartbeatDuration.WithLabelValues(strconv.FormatBool(req.WaitIndex != 0)).Observe(time.Since(sent).Seconds())
 	var cores, mem int64
-	for _, a := range resp.Assignments {
-		cores += int64(a.Cores)
-		mem += a.MemoryMB
-	}
-	for _, e := range resp.Executors {
-		cores += int64(e.Cores)
-		mem += e.MemoryMB
+	for _, o := range desired {
+		cores += int64(o.cores)
+		mem += o.memoryMB
 	}
 	wm.usedCores.Store(cores)
 	wm.usedMemoryMB.Store(mem)

@@ -93,6 +93,10 @@ type Worker struct {
 	// unacked holds the reports the leader has not acknowledged yet, oldest
 	// first; each heartbeat carries all of them.
 	unacked []report
+	// known holds the orders of the leader's last desired set, by unit:
+	// what a brief answer names only (api.HeartbeatRequest.Brief). Only
+	// the heartbeat loop touches it.
+	known map[unitKey]order
 	// lastContact is when the worker sent the last heartbeat or
 	// registration that a leader answered (the send time, not the answer's:
 	// the leader may have given up on the worker at any point after it got
@@ -599,10 +603,11 @@ func (w *Worker) loop(ctx context.Context) {
 			continue
 		}
 		w.contacted(sent)
-		w.metrics.heartbeatAnswered(req, sent, resp)
+		desired := w.desired(resp)
+		w.metrics.heartbeatAnswered(req, sent, desired)
 		index = resp.Index
 		w.ack(resp)
-		w.reconcile(orders(resp))
+		w.reconcile(desired)
 		if !resp.Registered {
 			w.log.Warn("the leader does not know this worker as alive; registering again")
 			registered = false
@@ -732,7 +737,14 @@ func (w *Worker) heartbeatRequest(index uint64) api.HeartbeatRequest {
 		}
 		return a.n - b.n
 	})
+	// Brief only when the worker holds the order of every unit it
+	// names, such as adopted ones before the first answer: the units a
+	// brief answer keeps come back without one.
+	req.Brief = true
 	for _, k := range running {
+		if _, ok := w.known[k]; !ok {
+			req.Brief = false
+		}
 		if k.kind == kindExecutor {
 			req.RunningExecutors = append(req.RunningExecutors, api.ExecutorRef{AppID: k.id, ExecutorID: k.n})
 		} else {
@@ -743,6 +755,30 @@ func (w *Worker) heartbeatRequest(index uint64) api.HeartbeatRequest {
 		req.WaitIndex = index
 	}
 	return req
+}
+
+// desired is the desired set of an answer: its units in full, then those
+// a brief answer kept, with the orders the worker holds for them; it
+// becomes the orders the worker holds. A kept unit is one the request
+// named, and a request is brief only when the worker holds the order of
+// every unit it names, so none is missing.
+func (w *Worker) desired(resp api.HeartbeatResponse) []order {
+	out := orders(resp)
+	for _, a := range resp.Kept {
+		if o, ok := w.known[attemptKey(a.DriverID, a.Attempt)]; ok {
+			out = append(out, o)
+		}
+	}
+	for _, e := range resp.KeptExecutors {
+		if o, ok := w.known[executorKey(e.AppID, e.ExecutorID)]; ok {
+			out = append(out, o)
+		}
+	}
+	w.known = make(map[unitKey]order, len(out))
+	for _, o := range out {
+		w.known[o.key] = o
+	}
+	return out
 }
 
 // report queues r for the leader and asks for a heartbeat now.

@@ -54,7 +54,12 @@ type fakeMaster struct {
 	ack         bool
 	// hold makes long polls wait while the assignments match what the
 	// worker runs, as the leader does.
-	hold          bool
+	hold bool
+	// brief answers a Brief heartbeat as the leader does: the attempts
+	// the worker says it runs come back named only, in Kept; briefs
+	// counts those answers.
+	brief         bool
+	briefs        int
 	assigned      chan struct{} // closed, and replaced, by assign
 	failRegisters int
 	unregistered  bool
@@ -138,6 +143,17 @@ func newFakeMaster(t *testing.T) *fakeMaster {
 		if resp.Registered {
 			resp.Assignments = slices.Clone(fm.assignments)
 			resp.Executors = slices.Clone(fm.executors)
+		}
+		if resp.Registered && fm.brief && req.Brief {
+			fm.briefs++
+			resp.Assignments = slices.DeleteFunc(resp.Assignments, func(a api.Assignment) bool {
+				ref := api.AttemptRef{DriverID: a.DriverID, Attempt: a.Attempt}
+				if slices.Contains(req.Running, ref) {
+					resp.Kept = append(resp.Kept, ref)
+					return true
+				}
+				return false
+			})
 		}
 		if fm.ack {
 			resp.Acked = req.Reports
@@ -562,6 +578,38 @@ func TestUnassignedAttemptIsKilled(t *testing.T) {
 	fm.waitReport(t, driverA, 1, model.DriverRunning)
 	pid := programPID(t, cfg, driverA, 1)
 	fm.assign()
+	killed, _ := fm.waitReport(t, driverA, 1, model.DriverKilled)
+	if !strings.Contains(killed.Reason, "no longer assigned") {
+		t.Fatalf("killed = %+v", killed)
+	}
+	assertGone(t, pid)
+}
+
+// A worker asks for brief answers, and an attempt a brief answer names
+// only (Kept) runs on untouched, counts as in use, and is killed once no
+// answer names it.
+func TestBriefAnswersKeepWhatRuns(t *testing.T) {
+	fm := newFakeMaster(t)
+	fm.set(func() { fm.brief = true })
+	_, cfg := newWorker(t, fm, nil)
+	fm.assign(sleeper(driverA, 1))
+	fm.waitReport(t, driverA, 1, model.DriverRunning)
+	pid := programPID(t, cfg, driverA, 1)
+	fm.assign(sleeper(driverA, 1), sleeper(driverB, 1))
+	fm.waitReport(t, driverB, 1, model.DriverRunning)
+	fm.set(func() { fm.briefs = 0 })
+	fm.waitFor(t, "brief answers keeping both attempts", func() bool { return fm.briefs >= 2 })
+	var reports []model.AttemptReport
+	fm.set(func() { reports = fm.reports() })
+	for _, r := range reports {
+		if r.State != model.DriverRunning {
+			t.Fatalf("report %+v while both attempts were assigned", r)
+		}
+	}
+	if got := programPID(t, cfg, driverA, 1); got != pid {
+		t.Fatalf("the kept attempt's program is %d, was %d", got, pid)
+	}
+	fm.assign(sleeper(driverB, 1))
 	killed, _ := fm.waitReport(t, driverA, 1, model.DriverKilled)
 	if !strings.Contains(killed.Reason, "no longer assigned") {
 		t.Fatalf("killed = %+v", killed)

@@ -7,7 +7,8 @@
 // the master that last answered, fanning out to every master otherwise),
 // then heartbeats in a loop, long-polling with WaitIndex when it has nothing
 // to report, carrying every unacknowledged report until the leader
-// acknowledges it, and re-registering when the leader answers
+// acknowledges it, asking for brief answers (api.HeartbeatRequest.Brief),
+// and re-registering when the leader answers
 // Registered=false. Its connections leave from its own source address
 // (Options.BindIP), as a real worker's do from --bind, and optionally it is a
 // real memberlist member with a worker's metadata (Options.GossipJoin).
@@ -476,7 +477,9 @@ func (w *worker) heartbeat(ctx context.Context, req api.HeartbeatRequest) (api.H
 // unit, sorted as package worker sorts them, and long-polls only when there
 // is nothing to report.
 func (w *worker) heartbeatRequest(index uint64) api.HeartbeatRequest {
-	req := api.HeartbeatRequest{Instance: w.instance, Running: []api.AttemptRef{}}
+	// Brief always: a simulated worker needs nothing of a unit it runs
+	// but its name.
+	req := api.HeartbeatRequest{Instance: w.instance, Running: []api.AttemptRef{}, Brief: true}
 	for _, r := range w.unacked {
 		if r.key.exec {
 			req.ExecutorReports = append(req.ExecutorReports, model.ExecutorReport{
@@ -536,7 +539,8 @@ func (w *worker) ack(resp api.HeartbeatResponse) {
 	})
 }
 
-// reconcile makes the running set the leader's desired set: it reports
+// reconcile makes the running set the leader's desired set (the units of
+// a brief answer in full and those it kept): it reports
 // every new unit RUNNING and every unit no longer wanted KILLED, both at
 // once. It says whether it queued a report.
 func (w *worker) reconcile(resp api.HeartbeatResponse) bool {
@@ -545,6 +549,12 @@ func (w *worker) reconcile(resp api.HeartbeatResponse) bool {
 		want[unitKey{false, a.DriverID, a.Attempt}] = true
 	}
 	for _, e := range resp.Executors {
+		want[unitKey{true, e.AppID, e.ExecutorID}] = true
+	}
+	for _, a := range resp.Kept {
+		want[unitKey{false, a.DriverID, a.Attempt}] = true
+	}
+	for _, e := range resp.KeptExecutors {
 		want[unitKey{true, e.AppID, e.ExecutorID}] = true
 	}
 	queued := false

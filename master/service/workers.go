@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"reflect"
+	"slices"
 	"time"
 
 	"github.com/drover-project/drover/api"
@@ -166,18 +167,40 @@ func (s *Core) Heartbeat(ctx context.Context, _ auth.Caller, id string, req api.
 	t.Workers.Seen(id, time.Now())
 	// Tokens only on the answer: running() compares assignments on every
 	// commit a held heartbeat wakes for, and needs no HMAC.
-	as := assignments(s.FSM, id)
+	var known []api.AttemptRef
+	var knownExecs []api.ExecutorRef
+	if req.Brief {
+		known, knownExecs = req.Running, req.RunningExecutors
+	}
+	as, kept := s.FSM.Assignments(id, known)
 	for i := range as {
 		as[i].Token = s.Guard.DriverToken(as[i].DriverID, as[i].Attempt)
 	}
+	es, keptExecs := briefExecutors(executorAssignments(s.FSM, id), knownExecs)
 	return api.HeartbeatResponse{
 		Registered:     true,
 		Assignments:    as,
-		Executors:      executorAssignments(s.FSM, id),
+		Executors:      es,
+		Kept:           kept,
+		KeptExecutors:  keptExecs,
 		Acked:          acked,
 		AckedExecutors: ackedExecs,
 		Index:          s.FSM.Index(),
 	}, nil
+}
+
+// briefExecutors splits a worker's desired executors into those known
+// names, as refs, and the others, in full.
+func briefExecutors(es []api.ExecutorAssignment, known []api.ExecutorRef) (full []api.ExecutorAssignment, kept []api.ExecutorRef) {
+	full = make([]api.ExecutorAssignment, 0, len(es))
+	for _, e := range es {
+		if ref := (api.ExecutorRef{AppID: e.AppID, ExecutorID: e.ExecutorID}); slices.Contains(known, ref) {
+			kept = append(kept, ref)
+			continue
+		}
+		full = append(full, e)
+	}
+	return full, kept
 }
 
 // waitForChange holds a heartbeat until the worker's desired set differs
@@ -224,17 +247,12 @@ func sameSet[T comparable](a, b []T) bool {
 // running is the set of attempts and executors a worker should run, in the
 // form it reports what it runs.
 func running(f *fsm.FSM, workerID string) ([]api.AttemptRef, []api.ExecutorRef) {
-	as := assignments(f, workerID)
 	es := executorAssignments(f, workerID)
-	ar := make([]api.AttemptRef, len(as))
-	for i, a := range as {
-		ar[i] = api.AttemptRef{DriverID: a.DriverID, Attempt: a.Attempt}
-	}
 	er := make([]api.ExecutorRef, len(es))
 	for i, e := range es {
 		er[i] = api.ExecutorRef{AppID: e.AppID, ExecutorID: e.ExecutorID}
 	}
-	return ar, er
+	return f.AttemptsOn(workerID), er
 }
 
 // executorAssignments is the desired set of executors of a worker: every
@@ -247,26 +265,6 @@ func executorAssignments(f *fsm.FSM, workerID string) []api.ExecutorAssignment {
 			AppID: e.AppID, ExecutorID: e.ID, Argv: apps[i].Argv, Env: apps[i].Env,
 			Cores: e.Cores, MemoryMB: e.MemoryMB, Artifacts: apps[i].Artifacts, Resources: e.Resources,
 		}
-	}
-	return out
-}
-
-// assignments is the desired set of a worker: the current attempt of every
-// unfinished driver placed on it.
-func assignments(f *fsm.FSM, workerID string) []api.Assignment {
-	ds := f.DriversOn(workerID)
-	out := make([]api.Assignment, 0, len(ds))
-	for _, d := range ds {
-		a := api.Assignment{
-			DriverID: d.ID, Attempt: d.Attempt, Argv: d.Argv, Env: d.Env,
-			Cores: d.Cores, MemoryMB: d.MemoryMB, Supervise: d.Supervise, Artifacts: d.Artifacts,
-			MaxRestarts: d.MaxRestarts, RestartWindowMS: d.RestartWindowMS, RescheduleAfter: d.RescheduleAfter,
-			Failures: d.FailuresBefore(d.Attempt),
-		}
-		if rec := d.CurrentAttempt(); rec != nil {
-			a.Resources = rec.Resources
-		}
-		out = append(out, a)
 	}
 	return out
 }
