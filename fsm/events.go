@@ -64,7 +64,9 @@ func (f *FSM) event(index uint64, k rowKey, stamp bool) api.Event {
 			if stamp {
 				d.ModifyIndex = index
 			}
-			e.Driver = d.Clone()
+			// The buffer holds some 65,000 events: each shares its
+			// row's program rather than copying it.
+			e.Driver = cloneDriver(d)
 			return e
 		}
 	case api.EventApp:

@@ -84,15 +84,27 @@ func cloneRows[V any](m map[string]V, clone func(V) V) map[string]V {
 	return out
 }
 
-// cloneDriver is Driver.Clone, except that a nil attempt history (a row
-// restored from a snapshot that had none) stays nil, so the copy encodes
-// as the row does and a snapshot restores to tables of the same hash.
+// cloneDriver copies what Apply changes in a driver row in place (its
+// state, times, attempt records with their exit codes and failures) and
+// shares what it never changes once the row exists: the program (Argv,
+// Env, Artifacts, Resources) and each attempt's addresses. It is the copy
+// a snapshot and an event hold of a row as of their index, at a fraction
+// of the cost and memory of Driver.Clone, whose copies callers may change.
+// A nil attempt history (a row restored from a snapshot that had none)
+// stays nil, so the copy encodes as the row does and a snapshot restores
+// to tables of the same hash.
 func cloneDriver(d *model.Driver) *model.Driver {
-	c := d.Clone()
-	if d.Attempts == nil {
-		c.Attempts = nil
+	c := *d
+	c.ExitCode = model.CloneExitCode(d.ExitCode)
+	if d.Attempts != nil {
+		c.Attempts = make([]model.Attempt, len(d.Attempts))
+		for i, a := range d.Attempts {
+			a.ExitCode = model.CloneExitCode(a.ExitCode)
+			a.Failures = slices.Clone(a.Failures)
+			c.Attempts[i] = a
+		}
 	}
-	return c
+	return &c
 }
 
 // writeSnapshot writes the snapshot of t, at index, to w in the bytes
