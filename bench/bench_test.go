@@ -89,6 +89,10 @@ func canned() (map[string]stream, map[string]string) {
 		"--- FAIL: BenchmarkPlacement\n").event("fail", "BenchmarkPlacement")
 	leader = leader.bench("BenchmarkLeaderKillToAcceptedSubmit", "    failover_bench_test.go:25: leader SIGKILL to accepted submission over 20 trials: ...\n",
 		"BenchmarkLeaderKillToAcceptedSubmit-2  \t", "2026/11/29 17:00:00 worker w1: lost master\n", "      20\t         0.8120 p50-s\t         1.100 worst-s\n")
+	var hb stream
+	for _, v := range []string{"0.2000 leader_cores\t        10.30 loss_s\t         0.3000", "0.3000 leader_cores\t        10.60 loss_s\t         0.6000"} {
+		hb = hb.bench("BenchmarkHeartbeats", "BenchmarkHeartbeats-2 \t       1\t         0 ns/op\t         "+v+" loss_past_timeout_s\t        10.00 worker_timeout_s\n")
+	}
 	worker = worker.bench("BenchmarkWorkerKillToRelaunchRunning/local", "    failover_bench_test.go:110: needs root\n",
 		"--- SKIP: BenchmarkWorkerKillToRelaunchRunning/local\n").event("skip", "BenchmarkWorkerKillToRelaunchRunning/local")
 	both := stream{}.bench("BenchmarkLeaderAndWorkerKillToRelaunch", "BenchmarkLeaderAndWorkerKillToRelaunch-2 \t      20\t         2.700 p50-s\t         5.200 worst-s\n")
@@ -118,7 +122,7 @@ func canned() (map[string]stream, map[string]string) {
 		bench("BenchmarkLaunch/cgroup", "BenchmarkLaunch/cgroup-2 \t     100\t         14.0 median-ms\t        18.5 p90-ms\n")
 	return map[string]stream{
 			"BenchmarkApply": apply, "BenchmarkSnapshot100k": snap, "BenchmarkSubmitThroughput": thr,
-			"BenchmarkSubmitLatencyAt2000": lat, "BenchmarkPlacement": place,
+			"BenchmarkSubmitLatencyAt2000": lat, "BenchmarkPlacement": place, "BenchmarkHeartbeats": hb,
 			"BenchmarkLeaderKillToAcceptedSubmit": leader, "BenchmarkWorkerKillToRelaunchRunning": worker,
 			"BenchmarkLeaderAndWorkerKillToRelaunch": both, "BenchmarkLeaderKillToCLISubmit": cli,
 			"BenchmarkEventDelivery": events, "BenchmarkOutput50MiB": output(),
@@ -193,6 +197,7 @@ func TestRows(t *testing.T) {
 		{"launch of a unit in a cgroup", met, "median 14.0 ms with, 12.5 ms without: +1.5 ms; p90 18.5 ms with, 15.0 ms without (1 run)"},
 		{"snapshot and restore", notMet, "snapshot 0.32 s (slowest run 0.99 s), restore 1.18 s (slowest run 1.18 s), 67.4 MB; median of 3 runs"},
 		{"master memory", notMeasured, "BenchmarkPlacement failed: throughput_bench_test.go:120: placement stalled: 99900 drivers waiting"},
+		{"5,000 simulated workers heartbeating", met, "leader 0.25 cores (median of 2 runs, highest 0.30); loss 10.45 s after the stop with a 10 s worker timeout (worst 0.60 s past it)"},
 	}
 	rows := targetRows(f)
 	if len(rows) != len(want) {

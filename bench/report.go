@@ -425,6 +425,14 @@ func targetRows(f *figures) []Row {
 				return fmt.Sprintf("%.2f KiB per driver (%s, worst %.2f); RSS %.0f MiB empty, %.0f MiB full",
 					per.Median, runs(per), per.Max, empty.Median, full.Median), per.Median <= 2
 			}),
+		f.row(Row{Figure: "5,000 simulated workers heartbeating, nothing placed", How: "leader CPU seconds per wall second from /proc/PID/stat over 10 s; then one worker stopped until the leader shows it DEAD",
+			Target: "leader < 0.5 core; loss committed within the worker timeout + 2 s"},
+			func(j *judgement) (string, bool) {
+				b := "BenchmarkHeartbeats"
+				cores, loss, past, timeout := j.stat(b, "leader_cores"), j.stat(b, "loss_s"), j.stat(b, "loss_past_timeout_s"), j.stat(b, "worker_timeout_s")
+				return fmt.Sprintf("leader %.2f cores (%s, highest %.2f); loss %.2f s after the stop with a %.0f s worker timeout (worst %.2f s past it)",
+					cores.Median, runs(cores), cores.Max, loss.Median, timeout.Median, past.Max), cores.Median < 0.5 && past.Max <= 2
+			}),
 	)
 	return rows
 }

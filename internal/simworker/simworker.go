@@ -183,10 +183,13 @@ func Start(opts Options) (*Fleet, error) {
 			return nil, err
 		}
 		f.workers = append(f.workers, w)
+		wctx, stop := context.WithCancel(ctx)
+		w.stop, w.stopped = stop, make(chan struct{})
 		f.wg.Add(1)
 		go func() {
 			defer f.wg.Done()
-			w.loop(ctx)
+			defer close(w.stopped)
+			w.loop(wctx)
 		}()
 	}
 	return f, nil
@@ -305,14 +308,26 @@ func (r report) ackID() ackID {
 	return ackID{r.key, string(r.state), r.runs}
 }
 
+// Stop stops worker i (0-based) alone, as a crash would: it sends nothing
+// more, its held heartbeat is cut off, and the leader declares it lost
+// after --worker-timeout. It returns once the worker has stopped; its
+// gossip member, if any, stays until Close.
+func (f *Fleet) Stop(i int) {
+	f.workers[i].stop()
+	<-f.workers[i].stopped
+}
+
 // worker is one simulated worker. Only its own goroutine (loop) touches its
-// fields after newWorker.
+// fields after newWorker, but for stop and stopped.
 type worker struct {
 	f        *Fleet
 	id       string
 	instance string
-	masters  *client.Client
-	pool     *gossip.Pool
+	// stop ends the worker's loop, which closes stopped when it returns.
+	stop    context.CancelFunc
+	stopped chan struct{}
+	masters *client.Client
+	pool    *gossip.Pool
 
 	// running is the set of units this worker "runs".
 	running map[unitKey]bool

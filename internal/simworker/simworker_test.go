@@ -31,8 +31,9 @@ type testMaster struct {
 }
 
 // oneMaster starts a real single-voter master in this process, on a random
-// 127.a.b.10 address; it is closed when the test ends.
-func oneMaster(t *testing.T) testMaster {
+// 127.a.b.10 address, with tune's changes to its configuration; it is
+// closed when the test ends.
+func oneMaster(t *testing.T, tune ...func(*master.Config)) testMaster {
 	t.Helper()
 	prefix := fmt.Sprintf("127.%d.%d", 1+rand.IntN(254), rand.IntN(255))
 	ip := prefix + ".10"
@@ -52,6 +53,9 @@ func oneMaster(t *testing.T) testMaster {
 	// come late, and a lost worker would fail the test for the wrong reason.
 	cfg.WorkerTimeout = 10 * time.Second
 	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	for _, f := range tune {
+		f(&cfg)
+	}
 	m, err := master.New(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -179,5 +183,55 @@ func TestDriversRunOnSimulatedWorkers(t *testing.T) {
 			t.Fatalf("observer saw %d of %d simulated workers in the gossip pool", seen, len(workers))
 		case <-time.After(50 * time.Millisecond):
 		}
+	}
+}
+
+// A worker stopped alone sends nothing more and is declared lost after
+// the worker timeout, while the others stay ALIVE.
+func TestStopStopsOneWorker(t *testing.T) {
+	m := oneMaster(t, func(cfg *master.Config) { cfg.RegisterWithoutGossip, cfg.WorkerTimeout = true, time.Second })
+	fleet, err := simworker.Start(simworker.Options{
+		Masters: []string{m.HTTPAddr()},
+		Count:   2,
+		BindIP:  func(i int) string { return fmt.Sprintf("%s.%d", m.net, 100+i) },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(fleet.Close)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := fleet.WaitRegistered(ctx); err != nil {
+		t.Fatal(err)
+	}
+	fleet.Stop(0)
+	cl, err := client.New([]string{m.HTTPAddr()}, client.Options{RequestTimeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := fleet.IDs()
+	for {
+		var st api.State
+		if err := cl.Do(ctx, "GET", "/v1/state", nil, &st); err != nil {
+			t.Fatal(err)
+		}
+		states := map[string]model.WorkerState{}
+		for _, w := range st.Workers {
+			states[w.ID] = w.State
+		}
+		if states[ids[0]] == model.WorkerDead {
+			if states[ids[1]] != model.WorkerAlive {
+				t.Fatalf("the worker left running is %s, want ALIVE", states[ids[1]])
+			}
+			break
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("the stopped worker is still %s", states[ids[0]])
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	if st := fleet.Stats(); st.Registered != 1 {
+		t.Fatalf("%d workers registered after one stopped, want 1", st.Registered)
 	}
 }
