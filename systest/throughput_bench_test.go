@@ -405,10 +405,13 @@ func BenchmarkSubmitLatencyAt2000(b *testing.B) {
 // tables: placed by the leader, reported by its worker, and that report
 // committed (the workers count the RUNNING reports the leader
 // acknowledged; a linearizable read of every driver confirms it after).
-// It also reports the leader's resident memory with the workers registered
-// and no driver, and with every driver running (each the low point over
-// two seconds; the per-driver figure means little below some 10,000
-// drivers, where garbage collection swings are as large).
+// It also reports the leader's CPU time per placement and the Raft
+// entries applied per driver over that time, which a loaded machine skews
+// far less than the rate, and the leader's resident memory with the
+// workers registered and no driver, and with every driver running (each
+// the low point over two seconds; the per-driver figure means little
+// below some 10,000 drivers, where garbage collection swings are as
+// large).
 //
 // Without DROVER_BENCH_GOSSIP=1 the simulated workers are not memberlist
 // members and the masters know them alive from their heartbeats alone, so
@@ -431,6 +434,8 @@ func BenchmarkPlacement(b *testing.B) {
 		b.ReportMetric(float64(r.rssFull)/1024, "rss_full_mib")
 		b.ReportMetric(float64(r.rssFull-r.rssEmpty)/float64(ndrivers), "rss_kib_per_driver")
 		b.ReportMetric(float64(ndrivers-r.placed), "unplaced")
+		b.ReportMetric(float64(r.leaderCPU.Milliseconds())/float64(max(r.placed, 1)), "leader_cpu_ms/placement")
+		b.ReportMetric(float64(r.entries)/float64(ndrivers), "entries/driver")
 	}
 	b.ReportMetric(0, "ns/op")
 }
@@ -440,6 +445,11 @@ type tputPlacement struct {
 	placed            int
 	submit, elapsed   time.Duration
 	rssEmpty, rssFull int64
+	// leaderCPU is the leader's CPU time from the first submission until
+	// every driver ran; entries the Raft entries applied meanwhile, of
+	// every kind (submissions, placements, reports).
+	leaderCPU time.Duration
+	entries   uint64
 }
 
 // tputPlace runs one placement measurement on a fresh cluster, which it
@@ -512,7 +522,8 @@ func tputPlace(b *testing.B, nworkers, ndrivers, clients, cores int, withGossip 
 		nworkers, tputRSSKiB(b, os.Getpid())/1024, runtime.NumGoroutine())
 
 	s := &tputSubmitter{cl: tputClient(b, c, true)}
-	start := time.Now()
+	index0 := tputAppliedIndex(b, leader)
+	start, cpu0 := time.Now(), tputCPU(pid)
 	s.closedLoop(clients, int64(ndrivers), nil)
 	r.submit = time.Since(start)
 	if s.errs.Load() > 0 {
@@ -529,6 +540,8 @@ func tputPlace(b *testing.B, nworkers, ndrivers, clients, cores int, withGossip 
 	mu.Lock()
 	r.placed, r.elapsed = len(running), lastRunning.Sub(start)
 	mu.Unlock()
+	r.leaderCPU = tputCPU(pid) - cpu0
+	r.entries = tputAppliedIndex(b, leader) - index0
 	if r.placed == 0 {
 		b.Fatalf("no driver reported RUNNING within %s; fleet %+v", timeout, fleet.Stats())
 	}
@@ -547,9 +560,20 @@ func tputPlace(b *testing.B, nworkers, ndrivers, clients, cores int, withGossip 
 		b.Logf("warning: the leader changed during the run; memory figures mix two processes")
 	}
 	st := fleet.Stats()
-	b.Logf("%d workers (%d cores each, gossip %v): %d drivers RUNNING %s after the first submission; %d heartbeats, %d failed calls; leader RSS %d MiB empty, %d MiB full",
-		nworkers, cores, withGossip, r.placed, r.elapsed.Round(time.Millisecond), st.Heartbeats, st.Failures, r.rssEmpty/1024, r.rssFull/1024)
+	b.Logf("%d workers (%d cores each, gossip %v): %d drivers RUNNING %s after the first submission; %d heartbeats, %d failed calls; leader RSS %d MiB empty, %d MiB full; leader CPU %s, %d Raft entries",
+		nworkers, cores, withGossip, r.placed, r.elapsed.Round(time.Millisecond), st.Heartbeats, st.Failures, r.rssEmpty/1024, r.rssFull/1024, r.leaderCPU, r.entries)
 	return r
+}
+
+// tputAppliedIndex is the Raft index the node has applied.
+func tputAppliedIndex(b *testing.B, n *testcluster.Node) uint64 {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	st, err := testcluster.State(ctx, n)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return st.AppliedIndex
 }
 
 // tputWaitAlive waits until the leader's workers table has n ALIVE workers.
