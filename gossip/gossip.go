@@ -196,9 +196,11 @@ func (p *Pool) joinLoop(ctx context.Context) {
 	wait := 200 * time.Millisecond
 	for {
 		targets := p.joinTargets(self)
+		// The delegate's copies, not memberlist's Members: those point
+		// into nodes memberlist goes on changing under its own lock.
 		alive := map[string]bool{}
-		for _, n := range p.ml.Members() {
-			alive[n.Address()] = true
+		for _, m := range p.Members() {
+			alive[m.Addr] = true
 		}
 		// Each in its own goroutine: an address that swallows packets
 		// holds up only its own join, for memberlist's TCP timeout.

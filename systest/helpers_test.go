@@ -35,7 +35,26 @@ type probe struct {
 	dir string
 }
 
-func newProbe(t *testing.T) *probe { return &probe{t: t, dir: t.TempDir()} }
+// newProbe makes the probe's directory. It is removed at the end of the
+// test, which comes before the cluster's end (cleanups run last first), so
+// a program still beating may add a file while the directory is removed:
+// the removal is tried again until the directory is gone, which stops the
+// program's writes.
+func newProbe(t *testing.T) *probe {
+	dir, err := os.MkdirTemp("", "drover-probe-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		for range 100 {
+			if os.RemoveAll(dir) == nil {
+				return
+			}
+		}
+		t.Errorf("probe directory %s not removed", dir)
+	})
+	return &probe{t: t, dir: dir}
+}
 
 // request returns a submission of the probe script running body.
 func (p *probe) request(body string, supervise bool) api.SubmitRequest {
