@@ -207,12 +207,10 @@ func waitDriver(b *testing.B, cl *client.Client, id string, cond func(*model.Dri
 // running a supervised driver (Nomad's issue 1747: the new leader has no
 // connection from the dead worker to go by) to the driver's next attempt
 // being RUNNING on the other worker. Both are restarted for the next trial.
-// The masters run Raft's default 1 s timeouts and the lan gossip profile.
-// Run with -benchtime=10x.
+// The masters run the default Raft timeouts (master.DefaultConfig) and
+// the lan gossip profile. Run with -benchtime=10x.
 func BenchmarkLeaderAndWorkerKillToRelaunch(b *testing.B) {
-	c := testcluster.New(b, testcluster.Options{Workers: 2, GossipProfile: "lan", MasterArgs: []string{
-		"--raft-heartbeat-timeout", "1s", "--raft-election-timeout", "1s", "--raft-leader-lease", "500ms",
-	}})
+	c := testcluster.New(b, testcluster.Options{Workers: 2, GossipProfile: "lan", MasterArgs: defaultTiming().args()})
 	cl := fastClient(b, c)
 	p := &probe{dir: b.TempDir()}
 	res, err := cl.Submit(context.Background(), p.request("sleep 600", true))
