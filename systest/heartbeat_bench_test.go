@@ -69,7 +69,7 @@ func hbRun(b *testing.B, nworkers int, dur, workerTimeout time.Duration) (float6
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	// A registration answered is a worker ALIVE in the leader's tables;
-	// /v1/state, which tputWaitAlive reads, is too large at 5,000
+	// /v1/state, which lists every worker, is too large at 5,000
 	// workers to poll on a loaded machine.
 	if err := fleet.WaitRegistered(ctx); err != nil {
 		b.Fatal(err)

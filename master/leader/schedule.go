@@ -2,7 +2,9 @@ package leader
 
 import (
 	"context"
+	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/drover-project/drover/fsm"
@@ -63,9 +65,31 @@ func (t *Term) schedule(ctx context.Context) {
 	}
 }
 
-// placeBatch bounds the placements of one PlaceDrivers entry, so an entry
-// stays small and workers hear of the first placements soon.
-const placeBatch = 2048
+// placeBatch and placeBytes bound one PlaceDrivers entry: its placements,
+// and an estimate of its encoded size in bytes (placementBytes), far below
+// fsm.MaxCommandSize, so an entry stays quick to replicate and workers hear
+// of the first placements soon. Each entry wakes the long-polled heartbeat
+// of every worker it places on, and a spread-out plan touches nearly all
+// of them, so a backlog costs the workers' heartbeats once per entry: a
+// batch as large as this places 100,000 drivers on 1,000 workers in seven
+// entries.
+const (
+	placeBatch = 16384
+	placeBytes = 2 << 20
+)
+
+// placementBytes estimates the JSON encoding of p in bytes: its IDs, its
+// addresses with their quotes and commas, and the keys around them.
+func placementBytes(p model.Placement) int {
+	n := 64 + len(p.DriverID) + len(p.WorkerID)
+	for name, addrs := range p.Resources {
+		n += len(name) + 5
+		for _, a := range addrs {
+			n += len(a) + 3
+		}
+	}
+	return n
+}
 
 // plan places waiting drivers in queue order, each on the ALIVE worker with
 // room (cores, memory and free addresses of every custom resource it asks
@@ -75,9 +99,10 @@ const placeBatch = 2048
 // than its Avoid worker when another has room. Each placement takes the
 // first free addresses of each resource, in the worker's order. A driver
 // that fits nowhere waits; those behind it may still be placed. It stops
-// at placeBatch placements, and at once when no worker has a free core, so
-// a long queue in front of a full cluster costs little. The workers are
-// the plan's own copies: it books what it places on them.
+// at placeBatch placements or placeBytes of them, and at once when no
+// worker has a free core, so a long queue in front of a full cluster costs
+// little. The workers are the plan's own copies: it books what it places
+// on them.
 func plan(waiting []fsm.Demand, workers []*model.Worker) []model.Placement {
 	var alive []*model.Worker
 	for _, w := range workers {
@@ -85,10 +110,14 @@ func plan(waiting []fsm.Demand, workers []*model.Worker) []model.Placement {
 			alive = append(alive, w)
 		}
 	}
+	// In ID order, the first of equally free workers is the one better
+	// picks, without comparing IDs for every driver and worker.
+	slices.SortFunc(alive, func(a, b *model.Worker) int { return strings.Compare(a.ID, b.ID) })
 	maxCores, maxMem := mostFree(alive)
 	var out []model.Placement
+	size := 0
 	for _, d := range waiting {
-		if maxCores <= 0 || len(out) == placeBatch {
+		if maxCores <= 0 || len(out) == placeBatch || size >= placeBytes {
 			break
 		}
 		if d.Cores > maxCores || d.MemoryMB > maxMem {
@@ -96,14 +125,16 @@ func plan(waiting []fsm.Demand, workers []*model.Worker) []model.Placement {
 		}
 		var best, avoided *model.Worker
 		for _, w := range alive {
-			if w.CoresFree() < d.Cores || w.MemoryFreeMB() < d.MemoryMB || !d.Resources.Fits(w.ResourcesFree().Counts()) {
+			// Most drivers ask for no custom resource; the free
+			// addresses are worked out only for those that do.
+			if w.CoresFree() < d.Cores || w.MemoryFreeMB() < d.MemoryMB || (len(d.Resources) > 0 && !d.Resources.Fits(w.ResourcesFree().Counts())) {
 				continue
 			}
 			if w.ID == d.Avoid {
 				avoided = w
 				continue
 			}
-			if best == nil || better(w, best) {
+			if best == nil || roomier(w, best) {
 				best = w
 			}
 		}
@@ -122,7 +153,9 @@ func plan(waiting []fsm.Demand, workers []*model.Worker) []model.Placement {
 		best.CoresUsed += d.Cores
 		best.MemoryUsedMB += d.MemoryMB
 		best.ResourcesUsed.Hold(held)
-		out = append(out, model.Placement{DriverID: d.DriverID, Attempt: d.Attempt, WorkerID: best.ID, Resources: held})
+		p := model.Placement{DriverID: d.DriverID, Attempt: d.Attempt, WorkerID: best.ID, Resources: held}
+		out = append(out, p)
+		size += placementBytes(p)
 		maxCores, maxMem = mostFree(alive)
 	}
 	return out
@@ -139,6 +172,17 @@ func mostFree(ws []*model.Worker) (int, int64) {
 	return cores, mem
 }
 
+// roomier reports whether a has more free cores than b, or as many and
+// more free memory: better without the ID order, for workers taken in it.
+func roomier(a, b *model.Worker) bool {
+	if a.CoresFree() != b.CoresFree() {
+		return a.CoresFree() > b.CoresFree()
+	}
+	return a.MemoryFreeMB() > b.MemoryFreeMB()
+}
+
+// better orders workers for placement: most free cores, then most free
+// memory, then ID.
 func better(a, b *model.Worker) bool {
 	if a.CoresFree() != b.CoresFree() {
 		return a.CoresFree() > b.CoresFree()

@@ -1,7 +1,9 @@
 package leader
 
 import (
+	"encoding/json"
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/drover-project/drover/fsm"
@@ -191,6 +193,51 @@ func TestPlanBatchesAndStopsWhenFull(t *testing.T) {
 	if ps := plan(demands(waiting("big", 8, 1), waiting("a", 1, 1), waiting("b", 2, 1), waiting("c", 1, 1)), small); len(ps) != 2 ||
 		ps[0].DriverID != "a" || ps[1].DriverID != "b" {
 		t.Errorf("placements %v: want a and b behind the unplaceable one, then full", ps)
+	}
+}
+
+// Of equally free workers, the one with the lowest ID takes a driver,
+// whatever order the workers come in.
+func TestPlanBreaksTiesByWorkerID(t *testing.T) {
+	ws := []*model.Worker{worker("w3", 4, 4096, model.WorkerAlive), worker("w1", 4, 4096, model.WorkerAlive), worker("w2", 4, 4096, model.WorkerAlive)}
+	ps := plan(demands(waiting("a", 1, 1), waiting("b", 1, 1), waiting("c", 1, 1), waiting("d", 1, 1)), ws)
+	var got []string
+	for _, p := range ps {
+		got = append(got, p.DriverID+"@"+p.WorkerID)
+	}
+	if want := "a@w1 b@w2 c@w3 d@w1"; strings.Join(got, " ") != want {
+		t.Errorf("placements %v, want %s", got, want)
+	}
+}
+
+// Placements holding many addresses end a batch by their size, long
+// before placeBatch, so an entry never nears fsm.MaxCommandSize.
+func TestPlanBoundsABatchByItsSize(t *testing.T) {
+	addrs := make([]string, model.MaxResourceAddresses)
+	for i := range addrs {
+		addrs[i] = fmt.Sprintf("%060d", i)
+	}
+	var ws []*model.Worker
+	var ds []fsm.Demand
+	for i := range 100 {
+		ws = append(ws, gpuWorker(fmt.Sprintf("w%03d", i), addrs...))
+		ds = append(ds, fsm.Demand{DriverID: fmt.Sprintf("d%03d", i), Attempt: 1, Cores: 1, MemoryMB: 128,
+			Resources: model.ResourceAmounts{"gpu": model.MaxResourceAddresses}})
+	}
+	ps := plan(ds, ws)
+	size := 0
+	for _, p := range ps {
+		size += placementBytes(p)
+	}
+	if len(ps) == 0 || len(ps) == len(ds) || size < placeBytes || size-placementBytes(ps[len(ps)-1]) >= placeBytes {
+		t.Fatalf("%d placements of %d bytes: want a batch cut by its first placement past %d bytes", len(ps), size, placeBytes)
+	}
+	enc, err := json.Marshal(model.PlaceDrivers{Placements: ps})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(enc) > size || len(enc) > fsm.MaxCommandSize/2 {
+		t.Errorf("the batch encodes to %d bytes: the estimate %d must not fall short, nor the entry near %d", len(enc), size, fsm.MaxCommandSize)
 	}
 }
 
