@@ -259,7 +259,7 @@ func TestRows(t *testing.T) {
 		"| commit | da5a3ee (dirty) |",
 		"| CPU | AMD EPYC, 2 cores |",
 		"| load average (1, 5, 15 min) | 3.10 2.50 1.20 at the start, 4.00 3.00 2.00 at the end |",
-		"| placements/s: SUBMITTED to RUNNING acknowledged by workers | 100,000 drivers, 1,000 simulated workers | >= 5,000/s (Nomad's C1M placed about 3,750/s) |  | BenchmarkPlacement failed: throughput_bench_test.go:120: placement stalled: 99900 drivers waiting | not measured |",
+		"| placements/s: SUBMITTED to RUNNING acknowledged by workers | 100,000 drivers waiting, 1,000 simulated workers started | >= 5,000/s (Nomad's C1M placed about 3,750/s) |  | BenchmarkPlacement failed: throughput_bench_test.go:120: placement stalled: 99900 drivers waiting | not measured |",
 		"| WorkerLost | 1,498,094 | 1,498,094 | 37 | 2,701 |",
 		"| no-runner | 1,400 | 1,300 | no runner |",
 		"| timing | elections under load | after a 200ms pause | after a 800ms pause |",

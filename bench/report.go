@@ -360,10 +360,10 @@ func targetRows(f *figures) []Row {
 				}
 				return text, p99.Median <= 20
 			}),
-		f.row(Row{Figure: "placements/s: SUBMITTED to RUNNING acknowledged by workers", How: "100,000 drivers, 1,000 simulated workers", Target: ">= 5,000/s (Nomad's C1M placed about 3,750/s)"},
+		f.row(Row{Figure: "placements/s: SUBMITTED to RUNNING acknowledged by workers", How: "100,000 drivers waiting, 1,000 simulated workers started", Target: ">= 5,000/s (Nomad's C1M placed about 3,750/s)"},
 			func(j *judgement) (string, bool) {
-				s := j.stat("BenchmarkPlacement", "placements/s")
-				return fmt.Sprintf("%s (%s, lowest %s)", rate(s.Median), runs(s), rate(s.Min)), s.Median >= 5_000
+				s, cpu := j.stat("BenchmarkPlacement", "placements/s"), j.stat("BenchmarkPlacement", "leader_cpu_ms/placement")
+				return fmt.Sprintf("%s (%s, lowest %s), leader CPU %.3f ms per placement", rate(s.Median), runs(s), rate(s.Min), cpu.Median), s.Median >= 5_000
 			}),
 	}
 	// failover adds a row per trial benchmark name, judged on the median
@@ -422,8 +422,9 @@ func targetRows(f *figures) []Row {
 			func(j *judgement) (string, bool) {
 				b := "BenchmarkPlacement"
 				per, empty, full := j.stat(b, "rss_kib_per_driver"), j.stat(b, "rss_empty_mib"), j.stat(b, "rss_full_mib")
-				return fmt.Sprintf("%.2f KiB per driver (%s, worst %.2f); RSS %.0f MiB empty, %.0f MiB full",
-					per.Median, runs(per), per.Max, empty.Median, full.Median), per.Median <= 2
+				heap := j.stat(b, "heap_kib_per_driver")
+				return fmt.Sprintf("%.2f KiB per driver (%s, worst %.2f); RSS %.0f MiB empty, %.0f MiB full; Go heap %.2f KiB per driver",
+					per.Median, runs(per), per.Max, empty.Median, full.Median, heap.Median), per.Median <= 2
 			}),
 		f.row(Row{Figure: "5,000 simulated workers heartbeating, nothing placed", How: "leader CPU seconds per wall second from /proc/PID/stat over 10 s; then one worker stopped until the leader shows it DEAD",
 			Target: "leader < 0.5 core; loss committed within the worker timeout + 2 s"},
@@ -761,8 +762,12 @@ func markdown(r *Report) string {
 	p("  but launches nothing: no runner or program, no work dir, record, lease or logs, no adoption or strict")
 	p("  fencing, no decommission. They are not memberlist members (1,000 members in one process do not fit")
 	p("  in this machine); the masters run with `--worker-timeout 30s`, and heartbeats keep them alive.")
-	p("- Memory is the leader's RSS from /proc, the lowest of several samples, with the workers registered")
-	p("  and no driver, then with every driver RUNNING.")
+	p("  The drivers are submitted first, with no worker registered, then the fleet starts: placement is")
+	p("  timed from the fleet's start (registrations included) to the last driver RUNNING, apart from the")
+	p("  submissions, whose rate is the submission rows' figure.")
+	p("- Memory is the leader's RSS from /proc and its Go heap (go_memstats_heap_alloc_bytes), each the")
+	p("  lowest of several samples, as an empty master, then with every driver RUNNING. Go's collector lets")
+	p("  the heap grow to twice what is live before it collects (GOGC=100), which the RSS carries.")
 	p("")
 	p("## FSM Apply, per command")
 	p("")
