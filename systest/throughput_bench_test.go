@@ -424,9 +424,9 @@ func BenchmarkSubmitLatencyAt2000(b *testing.B) {
 // master (before any worker or driver) and with every driver running
 // (each the low point over two seconds; the per-driver figure means
 // little below some 10,000 drivers, where garbage collection swings are
-// as large), with the live heap of both (Go's heap after the last
-// collection, from the go_memstats metrics), which the collector's
-// headroom does not inflate.
+// as large), and its Go heap at both points (allocated objects, from
+// go_memstats_heap_alloc_bytes, the low point too), which the collector's
+// headroom and the mapped Raft log inflate far less than the RSS.
 //
 // Without DROVER_BENCH_GOSSIP=1 the simulated workers are not memberlist
 // members and the masters know them alive from their heartbeats alone, so
