@@ -61,6 +61,16 @@ func refusal(status int, body []byte, msg string) *APIError {
 	return &APIError{Status: status, Code: e.Code, Message: msg, err: errors.Unwrap(e.Err(status))}
 }
 
+// DefaultHedgeAfter and DefaultMaxRetryInterval are Options.HedgeAfter
+// and Options.MaxRetryInterval when unset. Together they bound how long a
+// worker's sticky heartbeat, held at a leader that froze, takes to reach
+// the next one: the leader's liveness watch waits that long at the start
+// of a term.
+const (
+	DefaultHedgeAfter       = 3 * time.Second
+	DefaultMaxRetryInterval = time.Second
+)
+
 // Options tune a Client. The zero value is usable.
 type Options struct {
 	// BindIP is the source address of every connection ("" lets the
@@ -157,10 +167,10 @@ func New(masters []string, opts Options) (*Client, error) {
 		opts.RetryInterval = 100 * time.Millisecond
 	}
 	if opts.MaxRetryInterval < opts.RetryInterval {
-		opts.MaxRetryInterval = max(time.Second, opts.RetryInterval)
+		opts.MaxRetryInterval = max(DefaultMaxRetryInterval, opts.RetryInterval)
 	}
 	if opts.HedgeAfter <= 0 {
-		opts.HedgeAfter = 3 * time.Second
+		opts.HedgeAfter = DefaultHedgeAfter
 	}
 	if opts.MaxResponseBytes <= 0 {
 		opts.MaxResponseBytes = 64 << 20

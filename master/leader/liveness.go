@@ -5,6 +5,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/drover-project/drover/client"
 	"github.com/drover-project/drover/gossip"
 	"github.com/drover-project/drover/model"
 )
@@ -46,7 +47,8 @@ const tetheredSilence = 500 * time.Millisecond
 //
 // Either way a worker's clock starts no earlier than the moment this master
 // took over (or the worker registered), so a failover never triggers a mass
-// relaunch.
+// relaunch; in default mode a worker the new term has neither seen in the
+// pool nor heard from gets newTermGrace more (missingTooLong).
 func (t *Term) watchWorkers(ctx context.Context) {
 	lastSeen := map[string]time.Time{}
 	tick := time.NewTicker(livenessInterval)
@@ -93,12 +95,12 @@ func (t *Term) watchWorkers(ctx context.Context) {
 				}
 				continue
 			}
-			if s, ok := lastSeen[w.ID]; ok {
+			s, seen := lastSeen[w.ID]
+			if seen {
 				since = s
 			}
-			// A heartbeat inside the grace also proves the worker
-			// alive, whatever the pool says (it may be rejoining).
-			if at.Sub(since) < t.cfg.WorkerTimeout || at.Sub(contact) < t.cfg.WorkerTimeout {
+			heard := t.Workers.Get(w.ID).After(t.Since)
+			if !missingTooLong(at, t.Since, since, contact, seen || heard, t.cfg.WorkerTimeout) {
 				continue
 			}
 			t.lose(w.ID, "missing from the gossip pool", at.Sub(since))
@@ -113,6 +115,31 @@ func (t *Term) watchWorkers(ctx context.Context) {
 		case <-tick.C:
 		}
 	}
+}
+
+// newTermGrace is how long, beyond the worker timeout, a new leader waits
+// for a worker it has neither seen in its gossip pool nor heard from in
+// its term. Such a worker may be alive with its heartbeat held at the
+// previous leader, frozen rather than dead: its sticky client sends to the
+// other masters only after client.DefaultHedgeAfter, then retries them up
+// to client.DefaultMaxRetryInterval apart until one leads. A restarted
+// master's pool may lack live workers for a while (memberlist tells a new
+// member of the others only when one of them pushes its state to it), so
+// absence from the pool is no evidence until then.
+const newTermGrace = client.DefaultHedgeAfter + client.DefaultMaxRetryInterval
+
+// missingTooLong is default fencing's verdict on a worker missing from the
+// gossip pool at time at: missing since since and last heard from at
+// contact, both for the worker timeout, and, unless the term (begun at
+// termStart) has seen it in the pool or heard from it (known), for
+// newTermGrace more since the term began.
+func missingTooLong(at, termStart, since, contact time.Time, known bool, timeout time.Duration) bool {
+	// A heartbeat inside the timeout also proves the worker alive,
+	// whatever the pool says (it may be rejoining).
+	if at.Sub(since) < timeout || at.Sub(contact) < timeout {
+		return false
+	}
+	return known || at.Sub(termStart) >= timeout+newTermGrace
 }
 
 // silence is a worker not heard from for d.
