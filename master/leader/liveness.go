@@ -74,9 +74,10 @@ func (t *Term) watchWorkers(ctx context.Context) {
 			if reg := time.UnixMilli(w.UpdatedAt); reg.After(since) {
 				since = reg
 			}
+			heardAt := t.Workers.Get(w.ID)
 			contact := since
-			if c := t.Workers.Get(w.ID); c.After(contact) {
-				contact = c
+			if heardAt.After(contact) {
+				contact = heardAt
 			}
 			if t.cfg.Strict {
 				wait := t.cfg.Lease + t.cfg.FencingMargin
@@ -99,8 +100,7 @@ func (t *Term) watchWorkers(ctx context.Context) {
 			if seen {
 				since = s
 			}
-			heard := t.Workers.Get(w.ID).After(t.Since)
-			if !missingTooLong(at, t.Since, since, contact, seen || heard, t.cfg.WorkerTimeout) {
+			if !missingTooLong(at, t.Since, since, contact, seen || heardAt.After(t.Since), t.cfg.WorkerTimeout) {
 				continue
 			}
 			t.lose(w.ID, "missing from the gossip pool", at.Sub(since))
