@@ -584,7 +584,7 @@ func tputPlace(b *testing.B, nworkers, ndrivers, clients, cores int, withGossip 
 		}
 	}
 	if tputMetric(b, leader, "drover_raft_leader_changes_total") != elected {
-		b.Logf("warning: the leader changed during the run; memory figures mix two processes")
+		b.Logf("warning: the leader learned of an election during the run; the placement and memory figures may span two leaders")
 	}
 	st := fleet.Stats()
 	b.Logf("%d workers (%d cores each, gossip %v): %d drivers RUNNING %s after the fleet's start; %d heartbeats, %d failed calls; leader RSS %d MiB empty, %d MiB full, heap %d MiB empty, %d MiB full; leader CPU %s, %d Raft entries",
