@@ -440,3 +440,71 @@ func TestNewHolderWithoutDetachKillsProgram(t *testing.T) {
 		t.Fatalf("final = %+v, want KILLED with %q", e, runner.DaemonGoneReason(c.HolderPID))
 	}
 }
+
+// heldRelaunch starts a supervised program that fails its first run and
+// finishes its second, relaunched only after contact, with a lease file
+// whose last leader contact is an hour old; it returns once the runner
+// holds the relaunch.
+func heldRelaunch(t *testing.T) (*harness, string, runner.Event) {
+	t.Helper()
+	lease := newLeaseFile(t)
+	writeLease(t, lease, runner.LeaseContent{Renewed: time.Now().UnixMilli(), LeaderContact: time.Now().Add(-time.Hour).UnixMilli()})
+	h := startRunner(t, runner.Spec{
+		Argv:                 []string{"/bin/sh", "-c", `n=$(cat count 2>/dev/null || echo 0); n=$((n+1)); echo $n > count; [ $n -ge 2 ]`},
+		Supervise:            true,
+		BackoffBase:          10 * time.Millisecond,
+		LeaseFile:            lease,
+		Lease:                time.Minute,
+		RelaunchAfterContact: true,
+	})
+	h.next(runner.EventStarted)
+	h.next(runner.EventExited)
+	due := h.next(runner.EventRelaunchDue)
+	if due.Run != 1 {
+		t.Fatalf("relaunch due = %+v, want after run 1", due)
+	}
+	return h, lease, due
+}
+
+// TestRelaunchWaitsForLeaderContact: a supervised relaunch waits, past its
+// back-off, until the lease file shows a leader contact no earlier than
+// the back-off's end; an older contact, however recent the renewal, does
+// not release it.
+func TestRelaunchWaitsForLeaderContact(t *testing.T) {
+	h, lease, due := heldRelaunch(t)
+	st := waitStatus(t, h.dir, func(s runner.Status) bool { return strings.Contains(s.Reason, "waits for a leader") })
+	if st.State != model.DriverRunning || st.PID != 0 {
+		t.Fatalf("status while held = %+v, want RUNNING with no live run", st)
+	}
+	writeLease(t, lease, runner.LeaseContent{Renewed: time.Now().UnixMilli(), LeaderContact: due.Time.Add(-time.Second).UnixMilli()})
+	select {
+	case e := <-h.events:
+		t.Fatalf("event %+v with a leader contact from before the back-off ended", e)
+	case <-time.After(10 * leasePollFor(time.Minute)):
+	}
+	contact := time.Now()
+	writeLease(t, lease, runner.LeaseContent{Renewed: contact.UnixMilli(), LeaderContact: contact.UnixMilli()})
+	if s := h.next(runner.EventStarted); s.Run != 2 || s.Time.Before(contact) {
+		t.Fatalf("started = %+v, want run 2 after the contact at %v", s, contact)
+	}
+	h.next(runner.EventExited)
+	if e := h.final(); e.State != model.DriverFinished || e.Runs != 2 {
+		t.Fatalf("final = %+v, want FINISHED after 2 runs", e)
+	}
+}
+
+// TestStopEndsHeldRelaunch: a stop while the relaunch waits for contact
+// ends the attempt KILLED without another run.
+func TestStopEndsHeldRelaunch(t *testing.T) {
+	h, _, _ := heldRelaunch(t)
+	if err := h.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if e := h.final(); e.State != model.DriverKilled || e.Runs != 1 || e.Reason != runner.ReasonKilled {
+		t.Fatalf("final = %+v, want KILLED after 1 run", e)
+	}
+}
+
+// leasePollFor is the runner's poll of a lease file, for a test to wait a
+// few of them.
+func leasePollFor(lease time.Duration) time.Duration { return min(lease/10, 100*time.Millisecond) }

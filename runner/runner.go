@@ -222,7 +222,39 @@ func (r *runner) run() {
 			r.final(model.DriverKilled, nil, reason)
 			return
 		}
+		if reason, ok := r.awaitContact(n, failure); ok {
+			r.final(model.DriverKilled, nil, reason)
+			return
+		}
 		backoff = min(backoff*2, r.spec.BackoffMax)
+	}
+}
+
+// awaitContact holds the relaunch after run n, whose end failure
+// describes, until the lease file shows a leader contact since now
+// (Spec.RelaunchAfterContact), or returns early with the reason of a
+// stop. Contact is compared on the wall clock, the only one the worker
+// and the runner share: a step back of the clock while a relaunch waits
+// delays it by the step.
+func (r *runner) awaitContact(n int, failure string) (string, bool) {
+	if !r.spec.RelaunchAfterContact {
+		return "", false
+	}
+	due := time.Now().UnixMilli()
+	r.status.Reason = failure + "; relaunch waits for a leader to answer the worker"
+	r.writeStatus()
+	r.emit(Event{Event: EventRelaunchDue, Run: n})
+	tick := time.NewTicker(leasePoll(r.spec.Lease))
+	defer tick.Stop()
+	for {
+		select {
+		case <-tick.C:
+			if readLease(r.spec.LeaseFile).LeaderContact >= due {
+				return "", false
+			}
+		case reason := <-r.stop:
+			return reason, true
+		}
 	}
 }
 

@@ -466,10 +466,18 @@ func TestArgvIsLiteral(t *testing.T) {
 }
 
 func TestBadSpecIsError(t *testing.T) {
-	h := startRunner(t, runner.Spec{})
-	e := h.next(runner.EventFinal)
-	<-h.exited
-	if e.State != model.DriverError || !strings.Contains(e.Reason, "no program") {
-		t.Fatalf("final = %+v", e)
+	for _, c := range []struct {
+		spec runner.Spec
+		want string
+	}{
+		{runner.Spec{}, "no program"},
+		{runner.Spec{Argv: []string{"/bin/true"}, Supervise: true, RelaunchAfterContact: true}, "no lease file"},
+	} {
+		h := startRunner(t, c.spec)
+		e := h.next(runner.EventFinal)
+		<-h.exited
+		if e.State != model.DriverError || !strings.Contains(e.Reason, c.want) {
+			t.Fatalf("final = %+v, want ERROR saying %q", e, c.want)
+		}
 	}
 }

@@ -98,6 +98,17 @@ type Spec struct {
 	// Lease is how long the runner lets its program run without a renewal
 	// of LeaseFile (default DefaultLease).
 	Lease time.Duration `json:"lease,omitempty"`
+	// RelaunchAfterContact holds each supervised relaunch, once its
+	// back-off is over, until LeaseFile's LeaderContact is no earlier
+	// than the end of the back-off: a leader has answered a request the
+	// worker sent since, and the worker has acted on that answer (its
+	// kills are in the stop file the runner reads before every launch).
+	// A worker cut off from the leader cannot tell whether the leader
+	// has declared it lost and relaunched the driver as a new attempt
+	// elsewhere; relaunching then would run an old attempt after the new
+	// one began. The runner writes EventRelaunchDue when the hold begins,
+	// so that its worker asks a leader at once. Needs LeaseFile.
+	RelaunchAfterContact bool `json:"relaunch_after_contact,omitempty"`
 	// LogMaxFileSize (bytes) and LogMaxFiles bound each of the program's
 	// two streams: it is kept in files of at most LogMaxFileSize bytes,
 	// at most LogMaxFiles of them, the oldest deleted first (Nomad's logs
@@ -179,6 +190,9 @@ func (s *Spec) validate() error {
 	if s.LeaseFile != "" && !filepath.IsAbs(s.LeaseFile) {
 		return fmt.Errorf("spec lease file %q is not an absolute path", s.LeaseFile)
 	}
+	if s.RelaunchAfterContact && s.LeaseFile == "" {
+		return errors.New("spec relaunches after contact but names no lease file to read it from")
+	}
 	if s.Cgroup != nil {
 		if err := s.Cgroup.Check(); err != nil {
 			return fmt.Errorf("spec cgroup: %v", err)
@@ -251,6 +265,10 @@ const (
 	// Fetched of them were downloaded into the cache rather than found
 	// there.
 	EventStaged EventKind = "staged"
+	// EventRelaunchDue: the back-off after run Run is over, and the
+	// runner waits for a leader to answer its worker before the next run
+	// (Spec.RelaunchAfterContact).
+	EventRelaunchDue EventKind = "relaunch-due"
 )
 
 // Event is one line of the runner's stdout. Fields not meaningful for a kind

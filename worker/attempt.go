@@ -230,6 +230,9 @@ func (w *Worker) start(o order) *unit {
 		BackoffMax:  w.cfg.RestartBackoffMax,
 		LeaseFile:   w.leasePath,
 		Lease:       w.cfg.Lease,
+		// A relaunch waits for a leader's word: it may have moved the
+		// driver to another worker while this one was cut off.
+		RelaunchAfterContact: o.supervise,
 
 		LogMaxFileSize: w.cfg.LogMaxFileSize,
 		LogMaxFiles:    w.cfg.LogMaxFiles,
@@ -506,6 +509,8 @@ func (w *Worker) watch(u *unit, events io.Reader) {
 			if e.Code != nil {
 				w.log.Info("program exited", k.attrs("run", e.Run, "code", *e.Code)...)
 			}
+		case runner.EventRelaunchDue:
+			w.askForRelaunch()
 		case runner.EventStaged:
 			if e.Fetched > 0 {
 				w.trimCacheSoon()

@@ -46,9 +46,11 @@ func leasePoll(lease time.Duration) time.Duration {
 // touches the file instead: a touch needs no space, and a full disk must
 // not end every program.
 func (w *Worker) renewLease(detached bool) error {
+	w.leaseMu.Lock()
+	defer w.leaseMu.Unlock()
 	now := time.Now()
 	w.mu.Lock()
-	contact := w.lastContact
+	contact := w.leaseContact
 	w.mu.Unlock()
 	c := runner.LeaseContent{Renewed: now.UnixMilli(), HolderPID: w.holder.pid, HolderStart: w.holder.start, Detached: detached}
 	if !contact.IsZero() {

@@ -104,6 +104,19 @@ type Worker struct {
 	// (see previousContact), zero when unknown: strict fencing holds until
 	// a leader answers.
 	lastContact time.Time
+	// leaseContact is lastContact as the lease file reports it to the
+	// runners (runner.LeaseContent's LeaderContact): it moves only once
+	// the answer has been acted on, so a runner that sees it also finds
+	// the stop file of any kill the answer asked for.
+	leaseContact time.Time
+	// relaunchDue is when the first runner still waiting for a leader's
+	// answer before relaunching its program asked for one
+	// (runner.EventRelaunchDue), zero when none waits: until a request
+	// sent since then is answered, heartbeats do not long-poll.
+	relaunchDue time.Time
+	// leaseMu orders the lease file's rewrites, so that the last one
+	// carries the latest contact.
+	leaseMu sync.Mutex
 	// metrics is this worker's Prometheus registry (MetricsPath).
 	metrics *workerMetrics
 
@@ -250,6 +263,7 @@ func New(cfg Config) (*Worker, error) {
 	// Fence adopted attempts from the previous worker's last contact: the
 	// leader counts from then, not from this start.
 	w.lastContact = previousContact(w.leasePath, time.Now())
+	w.leaseContact = w.lastContact
 	w.metrics = newWorkerMetrics(w)
 	// Renew at once: runners left by a previous worker are counting down.
 	if err := w.renewLease(false); err != nil {
@@ -537,6 +551,37 @@ func (w *Worker) contacted(sent time.Time) {
 	}
 }
 
+// actedOn records that the answer to a request sent at sent has been
+// acted on, and tells the runners at once when one of them waits for it
+// (see relaunchDue); otherwise the next renewal tells them.
+func (w *Worker) actedOn(sent time.Time) {
+	w.mu.Lock()
+	if sent.After(w.leaseContact) {
+		w.leaseContact = sent
+	}
+	due := !w.relaunchDue.IsZero() && !sent.Before(w.relaunchDue)
+	if due {
+		w.relaunchDue = time.Time{}
+	}
+	w.mu.Unlock()
+	if due {
+		if err := w.renewLease(false); err != nil {
+			w.log.Warn("cannot renew the lease file for a relaunch; the next renewal tells it", "err", err)
+		}
+	}
+}
+
+// askForRelaunch records that a runner waits for a leader's answer before
+// relaunching its program, and has the heartbeat loop ask at once.
+func (w *Worker) askForRelaunch() {
+	w.mu.Lock()
+	if w.relaunchDue.IsZero() {
+		w.relaunchDue = time.Now()
+	}
+	w.mu.Unlock()
+	w.poke()
+}
+
 // fencedLocked reports, with w.mu held, whether strict fencing forbids
 // running supervised attempts and executors, and starting anything, at now.
 func (w *Worker) fencedLocked(now time.Time) bool {
@@ -608,6 +653,7 @@ func (w *Worker) loop(ctx context.Context) {
 		index = resp.Index
 		w.ack(resp)
 		w.reconcile(desired)
+		w.actedOn(sent)
 		if !resp.Registered {
 			w.log.Warn("the leader does not know this worker as alive; registering again")
 			registered = false
@@ -713,7 +759,8 @@ func (w *Worker) heartbeat(ctx context.Context, req api.HeartbeatRequest) (resp 
 // unit, adopted ones included, each in the fields of its kind. It
 // long-polls (WaitIndex) only when there is nothing to report, reports want
 // their acknowledgement at once, and never in strict fencing (see
-// longPolls).
+// longPolls) or while a runner waits for an answer to relaunch (see
+// relaunchDue).
 func (w *Worker) heartbeatRequest(index uint64) api.HeartbeatRequest {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -751,7 +798,7 @@ func (w *Worker) heartbeatRequest(index uint64) api.HeartbeatRequest {
 			req.Running = append(req.Running, api.AttemptRef{DriverID: k.id, Attempt: k.n})
 		}
 	}
-	if !hasReports(req) && w.longPolls() {
+	if !hasReports(req) && w.longPolls() && w.relaunchDue.IsZero() {
 		req.WaitIndex = index
 	}
 	return req

@@ -67,8 +67,9 @@ type fakeMaster struct {
 	heartbeats    []api.HeartbeatRequest
 	received      []time.Time // when each heartbeat arrived
 	// down makes register and heartbeat answer 503, as masters without a
-	// leader do.
-	down bool
+	// leader do; refused counts the heartbeats so answered.
+	down    bool
+	refused int
 	// noDecommission answers decommissions 404, as an older master does.
 	noDecommission bool
 	decommissions  []api.DecommissionWorkerRequest
@@ -115,7 +116,7 @@ func newFakeMaster(t *testing.T) *fakeMaster {
 			t.Errorf("heartbeat for worker %q", id)
 		}
 		fm.mu.Lock()
-		for fm.hold && req.WaitIndex > 0 && len(req.Reports)+len(req.ExecutorReports) == 0 &&
+		for fm.hold && !fm.down && req.WaitIndex > 0 && len(req.Reports)+len(req.ExecutorReports) == 0 &&
 			sameAttempts(fm.assignments, req.Running) && sameExecutors(fm.executors, req.RunningExecutors) {
 			assigned := fm.assigned
 			fm.mu.Unlock()
@@ -134,6 +135,7 @@ func newFakeMaster(t *testing.T) *fakeMaster {
 		}
 		defer fm.notify()
 		if fm.down {
+			fm.refused++
 			reply(w, http.StatusServiceUnavailable, api.Error{Error: "no leader"})
 			return
 		}
