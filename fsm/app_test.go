@@ -1124,16 +1124,8 @@ func appState(t *testing.T) *harness {
 
 func snapshotOf(t *testing.T, f *FSM) snapshotFile {
 	t.Helper()
-	snap, err := f.Snapshot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	sink := &memSink{}
-	if err := snap.Persist(sink); err != nil {
-		t.Fatal(err)
-	}
 	var s snapshotFile
-	if err := json.Unmarshal(sink.Bytes(), &s); err != nil {
+	if err := json.Unmarshal(marshalled(t, f), &s); err != nil {
 		t.Fatal(err)
 	}
 	return s

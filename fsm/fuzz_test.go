@@ -471,15 +471,35 @@ func TestWriteFuzzCorpus(t *testing.T) {
 	}
 	writeCorpus(t, "FuzzCommand", cmds)
 
-	snaps := map[string][]byte{"empty": snapshotBytes(t, New())}
-	for _, cut := range []int{4, 14, 20, len(entries)} {
-		snaps[fmt.Sprintf("base-after-%02d", cut)] = snapshotBytes(t, replay(t, entries[:cut]))
+	snaps := map[string][]byte{}
+	for name, f := range packedStates(t) {
+		snaps[name] = snapshotBytes(t, f)
 	}
-	sc := scenario(t)
-	snaps["scenario-drivers-only"] = snapshotBytes(t, replay(t, sc[:driverScenarioLen]))
-	snaps["scenario"] = snapshotBytes(t, replay(t, sc))
 	writeCorpus(t, "FuzzRestore", snaps)
 }
+
+// packedStates are the tables of the SnapshotVersion snapshots in
+// testdata/fuzz/FuzzRestore, by file name: fuzzLog's at several points,
+// and scenario's.
+func packedStates(t *testing.T) map[string]*FSM {
+	entries, _ := fuzzBase(t)
+	states := map[string]*FSM{packedPrefix + "empty": New()}
+	for _, cut := range []int{4, 14, 20, len(entries)} {
+		states[fmt.Sprintf("%sbase-after-%02d", packedPrefix, cut)] = replay(t, entries[:cut])
+	}
+	sc := scenario(t)
+	states[packedPrefix+"scenario-drivers-only"] = replay(t, sc[:driverScenarioLen])
+	states[packedPrefix+"scenario"] = replay(t, sc)
+	return states
+}
+
+// jsonSnapshots are the SnapshotVersionJSON snapshots in
+// testdata/fuzz/FuzzRestore that masters wrote before SnapshotVersion,
+// kept as they were.
+var jsonSnapshots = []string{"empty", "base-after-04", "base-after-14", "base-after-20", "base-after-32", "scenario", "scenario-drivers-only"}
+
+// packedPrefix begins the names of SnapshotVersion snapshots there.
+const packedPrefix = "packed-"
 
 // writeCorpus writes one file per seed into testdata/fuzz/name, in the
 // format of go test fuzz v1 for a func(*testing.T, []byte) target. Other

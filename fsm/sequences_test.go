@@ -13,36 +13,38 @@ func TestRaiseSequences(t *testing.T) {
 	for i, entry := range fuzzLog(t) {
 		f.ApplyCommand(uint64(i+1), entry)
 	}
-	var buf memSink
-	snap, err := f.Snapshot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := snap.Persist(&buf); err != nil {
-		t.Fatal(err)
-	}
 	driver, app := f.NextDriverSeq(), f.NextAppSeq()
-	for _, tc := range []struct{ d, a, wantD, wantA int }{
-		{driver + 50, app + 7, driver + 50, app + 7},
-		{0, 0, driver, app},
-		{driver + 1, 0, driver + 1, app},
-	} {
-		state, err := RaiseSequences(buf.Bytes(), tc.d, tc.a)
-		if err != nil {
-			t.Fatal(err)
-		}
-		g := New()
-		if err := g.Restore(io.NopCloser(bytes.NewReader(state))); err != nil {
-			t.Fatalf("restore of the raised state: %v", err)
-		}
-		if g.NextDriverSeq() != tc.wantD || g.NextAppSeq() != tc.wantA {
-			t.Errorf("raised to (%d, %d): next (%d, %d), want (%d, %d)", tc.d, tc.a, g.NextDriverSeq(), g.NextAppSeq(), tc.wantD, tc.wantA)
-		}
-		if len(g.Drivers()) != len(f.Drivers()) || len(g.Workers()) != len(f.Workers()) {
-			t.Errorf("the raised state lost rows")
+	for version, state := range map[string][]byte{"packed": snapshotBytes(t, f), "JSON": marshalled(t, f)} {
+		for _, tc := range []struct{ d, a, wantD, wantA int }{
+			{driver + 50, app + 7, driver + 50, app + 7},
+			{0, 0, driver, app},
+			{driver + 1, 0, driver + 1, app},
+		} {
+			raised, err := RaiseSequences(state, tc.d, tc.a)
+			if err != nil {
+				t.Fatalf("%s: %v", version, err)
+			}
+			if packed := bytes.HasPrefix(raised, []byte(`{"version":2`)); packed != (version == "packed") {
+				t.Errorf("%s: the raised state changed version", version)
+			}
+			g := New()
+			if err := g.Restore(io.NopCloser(bytes.NewReader(raised))); err != nil {
+				t.Fatalf("%s: restore of the raised state: %v", version, err)
+			}
+			if g.NextDriverSeq() != tc.wantD || g.NextAppSeq() != tc.wantA {
+				t.Errorf("%s: raised to (%d, %d): next (%d, %d), want (%d, %d)", version, tc.d, tc.a, g.NextDriverSeq(), g.NextAppSeq(), tc.wantD, tc.wantA)
+			}
+			if tc.wantD == driver && tc.wantA == app && hashOf(t, g) != hashOf(t, f) {
+				t.Errorf("%s: a raise to lower numbers changed the tables", version)
+			}
+			if len(g.Drivers()) != len(f.Drivers()) || len(g.Workers()) != len(f.Workers()) {
+				t.Errorf("%s: the raised state lost rows", version)
+			}
 		}
 	}
-	if _, err := RaiseSequences([]byte("not a snapshot"), 1, 1); err == nil {
-		t.Error("a state that is no snapshot was raised")
+	for _, bad := range []string{"not a snapshot", `{"version":2}`, "{\"version\":2}\n\x05ab"} {
+		if _, err := RaiseSequences([]byte(bad), 1, 1); err == nil {
+			t.Errorf("%q, no snapshot, was raised", bad)
+		}
 	}
 }

@@ -3,27 +3,42 @@ package fsm
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"maps"
+	"math"
+	"runtime"
 	"slices"
+	"sync"
 
+	"github.com/hashicorp/go-msgpack/v2/codec"
 	"github.com/hashicorp/raft"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/drover-project/drover/ids"
 	"github.com/drover-project/drover/model"
 )
 
-// SnapshotVersion is the version of the snapshot format. Restore refuses
-// others.
-const SnapshotVersion = 1
+// The snapshot formats. Persist writes SnapshotVersion; Restore reads it
+// and SnapshotVersionJSON, which older masters wrote and which stays
+// readable for as long as their snapshots may exist.
+const (
+	// SnapshotVersionJSON (1) is one JSON object, snapshotFile.
+	SnapshotVersionJSON = 1
+	// SnapshotVersion (2) is a JSON header line (packHeader) followed by
+	// Frames MessagePack frames (see writeSnapshot), which restore
+	// decodes on every core; JSON decoding was nine tenths of a restore.
+	SnapshotVersion = 2
+)
 
-// snapshotFile is the snapshot format: what Restore decodes, and what
-// writeSnapshot writes byte for byte as json.Marshal would.
+// snapshotFile is the format of SnapshotVersionJSON: what Restore decodes
+// of such a snapshot.
 type snapshotFile struct {
 	Version int `json:"version"`
 	// Index is the Raft index of the last entry applied to the tables,
@@ -107,22 +122,150 @@ func cloneDriver(d *model.Driver) *model.Driver {
 	return &c
 }
 
-// writeSnapshot writes the snapshot of t, at index, to w in the bytes
-// json.Marshal gives for snapshotFile{SnapshotVersion, index, *t},
-// encoding one row at a time, so that the encoding of 100,000 drivers is
-// never held whole in memory.
+// packHeader is the first line of a SnapshotVersion snapshot, in JSON so
+// that Restore tells the formats apart by the version, the first field of
+// both.
+type packHeader struct {
+	Version int `json:"version"`
+	// Index is snapshotFile's.
+	Index uint64 `json:"index,omitempty"`
+}
+
+// packHandle encodes the frames: MessagePack, with the json tags of the
+// rows (go-msgpack reads them), so a field keeps one name in log entries,
+// the API and snapshots, and unknown fields are ignored as in JSON. Map
+// keys are sorted, so the same tables always give the same bytes.
+var packHandle = newPackHandle(false)
+
+// newPackHandle returns packHandle's settings, also writing codec.Raw
+// values as they are when raw.
+func newPackHandle(raw bool) *codec.MsgpackHandle {
+	h := &codec.MsgpackHandle{WriteExt: true}
+	h.Canonical = true
+	h.Raw = raw
+	return h
+}
+
+// A frame of driver rows closes at packFrameRows rows or once it holds
+// packFrameBytes, so that snapshot and restore have frames to share among
+// their cores and never hold one much larger than a row.
+const (
+	packFrameRows  = 2048
+	packFrameBytes = 4 << 20
+)
+
+// writeSnapshot writes the snapshot of t, at index, to w as SnapshotVersion:
+// the header line, then frames, each a uvarint byte length and that many
+// bytes of MessagePack, and last an empty frame. The first frame holds
+// every table but the drivers (tables with Drivers nil); each of the
+// others holds driver rows back to back, in ID order. Frames of rows are
+// encoded on every core, a few at a time, and written in order, so that
+// the encoding of 100,000 drivers is never held whole in memory.
 func writeSnapshot(w io.Writer, index uint64, t *tables) error {
-	sw := newStreamWriter(w)
-	sw.raw(`{"version":`)
-	sw.value(SnapshotVersion)
-	if index != 0 {
-		sw.raw(`,"index":`)
-		sw.value(index)
+	head, err := json.Marshal(packHeader{Version: SnapshotVersion, Index: index})
+	if err != nil {
+		return err
 	}
-	sw.raw(`,"tables":`)
-	sw.tables(t)
-	sw.raw(`}`)
-	return sw.flush()
+	bw := bufio.NewWriterSize(w, 64<<10)
+	if _, err := bw.Write(append(head, '\n')); err != nil {
+		return err
+	}
+	rest := *t
+	rest.Drivers = nil
+	first, err := encodeFrames(func(add func(any) error) error { return add(&rest) })
+	if err != nil {
+		return err
+	}
+	if err := writeFrames(bw, first); err != nil {
+		return err
+	}
+	// Each batch of rows becomes one frame, or more when its rows are
+	// large; results come back in the order the batches went out.
+	ids := sortedKeys(t.Drivers)
+	workers := runtime.GOMAXPROCS(0)
+	results := make(chan chan framesOrError, workers)
+	go func() {
+		defer close(results)
+		for len(ids) > 0 {
+			batch := ids[:min(len(ids), packFrameRows)]
+			ids = ids[len(batch):]
+			res := make(chan framesOrError, 1)
+			results <- res
+			go func() {
+				frames, err := encodeFrames(func(add func(any) error) error {
+					for _, id := range batch {
+						if err := add(t.Drivers[id]); err != nil {
+							return err
+						}
+					}
+					return nil
+				})
+				res <- framesOrError{frames, err}
+			}()
+		}
+	}()
+	for res := range results {
+		r := <-res
+		if err == nil {
+			err = r.err
+		}
+		if err == nil {
+			err = writeFrames(bw, r.frames)
+		}
+		// On error the rest is drained, so no encoder is left blocked.
+	}
+	if err != nil {
+		return err
+	}
+	if err := writeFrames(bw, [][]byte{nil}); err != nil {
+		return err
+	}
+	return bw.Flush()
+}
+
+// framesOrError is what encodeFrames gives for one batch.
+type framesOrError struct {
+	frames [][]byte
+	err    error
+}
+
+// encodeFrames encodes what fill adds, value after value, into frames of
+// at most about packFrameBytes (a value is never split).
+func encodeFrames(fill func(add func(any) error) error) ([][]byte, error) {
+	var frames [][]byte
+	// Room for a frame of rows of the usual size, so that encoding does
+	// not copy the frame as it grows.
+	frame := make([]byte, 0, 2<<20)
+	enc := codec.NewEncoderBytes(&frame, packHandle)
+	err := fill(func(v any) error {
+		if err := enc.Encode(v); err != nil {
+			return err
+		}
+		if len(frame) >= packFrameBytes {
+			frames = append(frames, frame)
+			frame = make([]byte, 0, 2<<20)
+			enc.ResetBytes(&frame)
+		}
+		return nil
+	})
+	if len(frame) > 0 {
+		frames = append(frames, frame)
+	}
+	return frames, err
+}
+
+// writeFrames writes each frame with its length; an empty one ends the
+// snapshot.
+func writeFrames(w *bufio.Writer, frames [][]byte) error {
+	for _, f := range frames {
+		if _, err := w.Write(binary.AppendUvarint(nil, uint64(len(f)))); err != nil {
+			return err
+		}
+		if _, err := w.Write(f); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // streamWriter writes JSON piece by piece: raw text and values, each value
@@ -207,10 +350,11 @@ func writeRows[V any](sw *streamWriter, m map[string]V) {
 	sw.raw("}")
 }
 
-// decodeSnapshot parses and checks a snapshot: the version, and that every
-// cross-reference (queue entries, tokens, placements) points at a row, so a
-// corrupt snapshot is refused instead of installed. Derived columns (used
-// cores and memory) are recomputed, not trusted.
+// decodeSnapshot parses and checks a snapshot of either version: the
+// version, and that every cross-reference (queue entries, tokens,
+// placements) points at a row, so a corrupt snapshot is refused instead of
+// installed. Derived columns (used cores and memory) are recomputed, not
+// trusted.
 func decodeSnapshot(r io.Reader) (tables, uint64, error) {
 	t, index, err := decodeSnapshotFile(r)
 	if err != nil {
@@ -224,6 +368,47 @@ func decodeSnapshot(r io.Reader) (tables, uint64, error) {
 // master takes a snapshot a newer one sent it with fields it adds; data
 // after the snapshot is refused.
 func decodeSnapshotFile(r io.Reader) (tables, uint64, error) {
+	br := bufio.NewReaderSize(r, 64<<10)
+	var t tables
+	var index uint64
+	var err error
+	if packed(br) {
+		t, index, err = decodePacked(br)
+	} else {
+		t, index, err = decodeJSON(br)
+	}
+	if err != nil {
+		return tables{}, 0, err
+	}
+	if err := checkTables(&t); err != nil {
+		return tables{}, 0, err
+	}
+	return t, index, nil
+}
+
+// packed reports whether the snapshot br begins is a SnapshotVersion one:
+// a JSON object whose first field is "version" with that value. Anything
+// else is left to the JSON decoder, whose errors say what is wrong.
+func packed(br *bufio.Reader) bool {
+	start, _ := br.Peek(64)
+	dec := json.NewDecoder(bytes.NewReader(start))
+	var version int
+	for _, want := range []any{json.Delim('{'), "version", &version} {
+		if p, ok := want.(*int); ok {
+			if dec.Decode(p) != nil {
+				return false
+			}
+			continue
+		}
+		if tok, err := dec.Token(); err != nil || tok != want {
+			return false
+		}
+	}
+	return version == SnapshotVersion
+}
+
+// decodeJSON decodes a SnapshotVersionJSON snapshot.
+func decodeJSON(r io.Reader) (tables, uint64, error) {
 	var s snapshotFile
 	dec := json.NewDecoder(r)
 	if err := dec.Decode(&s); err != nil {
@@ -232,10 +417,148 @@ func decodeSnapshotFile(r io.Reader) (tables, uint64, error) {
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
 		return tables{}, 0, errors.New("invalid JSON: trailing data after the snapshot")
 	}
-	if s.Version != SnapshotVersion {
-		return tables{}, 0, fmt.Errorf("version %d, want %d", s.Version, SnapshotVersion)
+	if s.Version != SnapshotVersionJSON {
+		return tables{}, 0, fmt.Errorf("version %d, want %d or %d", s.Version, SnapshotVersionJSON, SnapshotVersion)
 	}
-	t := s.Tables
+	return s.Tables, s.Index, nil
+}
+
+// maxHeaderLine bounds the header line of a SnapshotVersion snapshot.
+const maxHeaderLine = 4 << 10
+
+// decodePacked decodes a SnapshotVersion snapshot (see writeSnapshot). The
+// frames of driver rows are decoded on every core while the next are read.
+func decodePacked(br *bufio.Reader) (tables, uint64, error) {
+	line, err := br.ReadSlice('\n')
+	if err != nil || len(line) > maxHeaderLine {
+		return tables{}, 0, errors.New("invalid header line")
+	}
+	var h packHeader
+	if err := json.Unmarshal(line, &h); err != nil {
+		return tables{}, 0, fmt.Errorf("invalid header line: %w", err)
+	}
+	first, err := readFrame(br)
+	if err != nil || len(first) == 0 {
+		return tables{}, 0, errors.New("invalid frames: the tables frame is missing")
+	}
+	var t tables
+	if err := decodeFrame(first, func(dec *codec.Decoder) error { return dec.Decode(&t) }); err != nil {
+		return tables{}, 0, err
+	}
+	if t.Drivers != nil {
+		return tables{}, 0, errors.New("invalid frames: driver rows in the tables frame")
+	}
+	t.Drivers = map[string]*model.Driver{}
+
+	frames := make(chan []byte, runtime.GOMAXPROCS(0))
+	decoded := make(chan []*model.Driver, runtime.GOMAXPROCS(0))
+	g, ctx := errgroup.WithContext(context.Background())
+	g.Go(func() error {
+		defer close(frames)
+		for {
+			f, err := readFrame(br)
+			if err != nil {
+				return err
+			}
+			if len(f) == 0 {
+				break
+			}
+			select {
+			case frames <- f:
+			case <-ctx.Done():
+				return nil
+			}
+		}
+		if _, err := br.ReadByte(); !errors.Is(err, io.EOF) {
+			return errors.New("invalid frames: trailing data after the snapshot")
+		}
+		return nil
+	})
+	var decoders sync.WaitGroup
+	for range runtime.GOMAXPROCS(0) {
+		decoders.Add(1)
+		g.Go(func() error {
+			defer decoders.Done()
+			for f := range frames {
+				var rows []*model.Driver
+				err := decodeFrame(f, func(dec *codec.Decoder) error {
+					var d *model.Driver
+					if err := dec.Decode(&d); err != nil {
+						return err
+					}
+					rows = append(rows, d)
+					return nil
+				})
+				if err != nil {
+					return err
+				}
+				select {
+				case decoded <- rows:
+				case <-ctx.Done():
+					return nil
+				}
+			}
+			return nil
+		})
+	}
+	go func() {
+		decoders.Wait()
+		close(decoded)
+	}()
+	var bad error
+	for rows := range decoded {
+		for _, d := range rows {
+			switch {
+			case bad != nil:
+			case d == nil:
+				bad = errors.New("invalid frames: a null driver row")
+			case t.Drivers[d.ID] != nil:
+				bad = fmt.Errorf("invalid frames: driver row %q appears twice", d.ID)
+			default:
+				t.Drivers[d.ID] = d
+			}
+		}
+	}
+	if err := g.Wait(); err != nil {
+		return tables{}, 0, err
+	}
+	if bad != nil {
+		return tables{}, 0, bad
+	}
+	return t, h.Index, nil
+}
+
+// readFrame reads one frame. The buffer grows as bytes arrive, so a
+// length that the data does not back allocates nothing like it.
+func readFrame(br *bufio.Reader) ([]byte, error) {
+	n, err := binary.ReadUvarint(br)
+	if err != nil {
+		return nil, errors.New("invalid frames: the snapshot ends before its last frame")
+	}
+	var buf bytes.Buffer
+	if m, err := io.CopyN(&buf, br, int64(min(n, math.MaxInt64))); err != nil || uint64(m) != n {
+		return nil, errors.New("invalid frames: the snapshot ends inside a frame")
+	}
+	return buf.Bytes(), nil
+}
+
+// decodeFrame calls one on a decoder of frame until it has used every
+// byte, and says what was wrong with the frame.
+func decodeFrame(frame []byte, one func(*codec.Decoder) error) error {
+	dec := codec.NewDecoderBytes(frame, packHandle)
+	for {
+		if err := one(dec); err != nil {
+			if errors.Is(err, io.EOF) {
+				return nil
+			}
+			return fmt.Errorf("invalid frame: %v", err)
+		}
+	}
+}
+
+// checkTables fills in the tables a snapshot left out and checks their
+// rows (see decodeSnapshot).
+func checkTables(t *tables) error {
 	t.on = map[string]*workerUnits{}
 	if t.Workers == nil {
 		t.Workers = map[string]*model.Worker{}
@@ -258,27 +581,27 @@ func decodeSnapshotFile(r io.Reader) (tables, uint64, error) {
 	}
 	for id, w := range t.Workers {
 		if w == nil || w.ID != id {
-			return tables{}, 0, fmt.Errorf("worker row %q is inconsistent", id)
+			return fmt.Errorf("worker row %q is inconsistent", id)
 		}
 		w.CoresUsed, w.MemoryUsedMB, w.ResourcesUsed = 0, 0, nil
 		if err := model.CheckResourceOffer(w.Resources); err != nil {
-			return tables{}, 0, fmt.Errorf("worker %s: %v", id, err)
+			return fmt.Errorf("worker %s: %v", id, err)
 		}
 	}
 	for id, d := range t.Drivers {
 		if d == nil || d.ID != id {
-			return tables{}, 0, fmt.Errorf("driver row %q is inconsistent", id)
+			return fmt.Errorf("driver row %q is inconsistent", id)
 		}
 		if d.WorkerID != "" && !d.State.Terminal() {
 			w, ok := t.Workers[d.WorkerID]
 			if !ok {
-				return tables{}, 0, fmt.Errorf("driver %s is placed on unknown worker %s", id, d.WorkerID)
+				return fmt.Errorf("driver %s is placed on unknown worker %s", id, d.WorkerID)
 			}
 			w.CoresUsed += d.Cores
 			w.MemoryUsedMB += d.MemoryMB
 			if rec := d.CurrentAttempt(); rec != nil {
 				if err := holdOnce(w, rec.Resources); err != nil {
-					return tables{}, 0, fmt.Errorf("driver %s: %v", id, err)
+					return fmt.Errorf("driver %s: %v", id, err)
 				}
 			}
 			t.units(w.ID).drivers[id] = struct{}{}
@@ -288,22 +611,22 @@ func decodeSnapshotFile(r io.Reader) (tables, uint64, error) {
 	for _, id := range t.WaitingDrivers {
 		d, ok := t.Drivers[id]
 		if !ok || seen[id] || d.WorkerID != "" || d.State.Terminal() {
-			return tables{}, 0, fmt.Errorf("waiting driver %q is inconsistent", id)
+			return fmt.Errorf("waiting driver %q is inconsistent", id)
 		}
 		seen[id] = true
 	}
 	for tok, id := range t.Tokens {
 		if _, ok := t.Drivers[id]; !ok {
-			return tables{}, 0, fmt.Errorf("token %q names unknown driver %s", tok, id)
+			return fmt.Errorf("token %q names unknown driver %s", tok, id)
 		}
 	}
-	if err := checkApps(&t); err != nil {
-		return tables{}, 0, fmt.Errorf("%w", err)
+	if err := checkApps(t); err != nil {
+		return err
 	}
-	if err := checkSequences(&t); err != nil {
-		return tables{}, 0, fmt.Errorf("%w", err)
+	if err := checkSequences(t); err != nil {
+		return err
 	}
-	return t, s.Index, nil
+	return nil
 }
 
 // checkSequences checks that the next driver and app sequence numbers lie

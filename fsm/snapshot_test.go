@@ -3,34 +3,42 @@ package fsm
 import (
 	"bytes"
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/hashicorp/go-msgpack/v2/codec"
+
+	"github.com/drover-project/drover/model"
 )
 
-// marshalled is the snapshot of f's tables as json.Marshal writes it, the
-// encoding snapshots had before Persist wrote them row by row.
+// marshalled is the snapshot of f's tables in SnapshotVersionJSON, as
+// older masters wrote it (json.Marshal's bytes).
 func marshalled(t *testing.T, f *FSM) []byte {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
-	b, err := json.Marshal(snapshotFile{Version: SnapshotVersion, Index: f.index, Tables: f.t})
+	b, err := json.Marshal(snapshotFile{Version: SnapshotVersionJSON, Index: f.index, Tables: f.t})
 	if err != nil {
 		t.Fatal(err)
 	}
 	return b
 }
 
-// Persist writes the bytes json.Marshal gives for the whole snapshot, and
-// StateHash digests the tables' part of them, on tables with rows of every
-// kind, on empty ones, and on ones restored from a snapshot whose rows have
-// no attempt history.
+// StateHash digests the tables' JSON, and both snapshot versions restore
+// to the same tables (the same hash, the same index), on tables with rows
+// of every kind, on empty ones, on ones restored from a snapshot whose rows
+// have no attempt history, and on ones with more drivers than one frame
+// holds. Persist writes the same bytes for the same tables.
 func TestSnapshotBytes(t *testing.T) {
 	entries, _ := fuzzBase(t)
 	sc := scenario(t)
@@ -43,27 +51,43 @@ func TestSnapshotBytes(t *testing.T) {
 	for name, f := range map[string]*FSM{
 		"empty": New(), "fuzzLog": replay(t, entries), "scenario": replay(t, sc),
 		"scenario, drivers only": replay(t, sc[:driverScenarioLen]), "no attempt history": noHistory,
+		"several frames": restoreBytes(t, baseOf(t, benchSizes{workers: 8, drivers: 3*packFrameRows + 5, waiting: 100, apps: 3}).data),
 	} {
-		want := marshalled(t, f)
-		if got := snapshotBytes(t, f); !bytes.Equal(got, want) {
-			t.Errorf("%s: Persist wrote\n%s\njson.Marshal gives\n%s", name, got, want)
-		}
 		f.mu.RLock()
 		tablesJSON, err := json.Marshal(f.t)
+		index := f.index
 		f.mu.RUnlock()
 		if err != nil {
 			t.Fatal(err)
 		}
-		if sum := sha256.Sum256(tablesJSON); hashOf(t, f) != hex.EncodeToString(sum[:]) {
+		h := hashOf(t, f)
+		if sum := sha256.Sum256(tablesJSON); h != hex.EncodeToString(sum[:]) {
 			t.Errorf("%s: StateHash is not the digest of the tables' JSON", name)
+		}
+		packed := snapshotBytes(t, f)
+		if again := snapshotBytes(t, f); !bytes.Equal(packed, again) {
+			t.Errorf("%s: two snapshots of the same tables differ", name)
+		}
+		for version, data := range map[string][]byte{"packed": packed, "JSON": marshalled(t, f)} {
+			g := restoreBytes(t, data)
+			if hashOf(t, g) != h || g.index != index {
+				t.Errorf("%s: the %s snapshot restores to other tables (index %d, want %d)", name, version, g.index, index)
+			}
+			checkWorkerIndex(t, g)
 		}
 	}
 }
 
 // The snapshots in testdata/fuzz/FuzzRestore that a master wrote (not the
-// hand-made ones) restore, and snapshot again to the same bytes.
+// hand-made ones) restore; the JSON ones (as masters wrote them before
+// SnapshotVersion) give the same JSON again, the packed ones the same
+// bytes.
 func TestCommittedSnapshotsRoundTrip(t *testing.T) {
-	for _, name := range []string{"empty", "base-after-04", "base-after-14", "base-after-20", "base-after-32", "scenario", "scenario-drivers-only"} {
+	names := slices.Clone(jsonSnapshots)
+	for name := range packedStates(t) {
+		names = append(names, name)
+	}
+	for _, name := range names {
 		file, err := os.ReadFile(filepath.Join("testdata", "fuzz", "FuzzRestore", name))
 		if err != nil {
 			t.Fatal(err)
@@ -80,7 +104,11 @@ func TestCommittedSnapshotsRoundTrip(t *testing.T) {
 		if err := f.Restore(io.NopCloser(strings.NewReader(data))); err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
-		if got := snapshotBytes(t, f); string(got) != data {
+		again := marshalled(t, f)
+		if strings.HasPrefix(name, packedPrefix) {
+			again = snapshotBytes(t, f)
+		}
+		if string(again) != data {
 			t.Errorf("%s: restored and snapshot again, the bytes differ", name)
 		}
 	}
@@ -95,7 +123,7 @@ func TestSnapshotIsolatedFromLaterApplies(t *testing.T) {
 	entries := scenario(t)
 	for _, cut := range []int{8, 21, 30} {
 		f := replay(t, entries[:cut])
-		want := marshalled(t, f)
+		want := snapshotBytes(t, f)
 
 		snap, err := f.Snapshot()
 		if err != nil {
@@ -174,5 +202,52 @@ func TestPersistCancelsOnWriteError(t *testing.T) {
 		if err := snap.Persist(sink); !errors.Is(err, errDiskFull) || !sink.canceled || sink.closed {
 			t.Fatalf("after %d bytes: Persist %v, canceled %v, closed %v; want the write error, canceled, not closed", n, err, sink.canceled, sink.closed)
 		}
+	}
+}
+
+// A packed snapshot that is cut short anywhere, has bytes after its end,
+// or frames that are not what writeSnapshot writes, is refused, and the
+// tables stay as they were.
+func TestPackedSnapshotRefusals(t *testing.T) {
+	f := replay(t, scenario(t)[:driverScenarioLen])
+	good := snapshotBytes(t, f)
+	nl := bytes.IndexByte(good, '\n')
+	frame := func(v ...any) []byte {
+		var b []byte
+		enc := codec.NewEncoderBytes(&b, packHandle)
+		for _, x := range v {
+			if err := enc.Encode(x); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return append(binary.AppendUvarint(nil, uint64(len(b))), b...)
+	}
+	head := good[:nl+1]
+	tablesFrame := frame(&tables{})
+	d := &model.Driver{ID: "driver-20261129120000-0000", Argv: []string{"x"}, Cores: 1, MemoryMB: 1, State: model.DriverFinished, Attempt: 1}
+	cases := map[string][]byte{
+		"trailing byte":            append(slices.Clone(good), 0),
+		"no tables frame":          append(slices.Clone(head), 0),
+		"drivers in tables frame":  slices.Concat(head, frame(&tables{Drivers: map[string]*model.Driver{d.ID: d}}), []byte{0}),
+		"driver row twice":         slices.Concat(head, tablesFrame, frame(d), frame(d), []byte{0}),
+		"null driver row":          slices.Concat(head, tablesFrame, frame(nil), []byte{0}),
+		"frame of garbage":         slices.Concat(head, tablesFrame, []byte{3, 0xc1, 0xc1, 0xc1}, []byte{0}),
+		"frame longer than data":   slices.Concat(head, tablesFrame, binary.AppendUvarint(nil, 1<<40), []byte{1, 2, 3}),
+		"header without a newline": []byte(`{"version":2,"index":3}`),
+	}
+	for cut := range len(good) {
+		cases[fmt.Sprintf("cut at %d", cut)] = good[:cut]
+	}
+	want := hashOf(t, f)
+	for name, data := range cases {
+		if err := f.Restore(io.NopCloser(bytes.NewReader(data))); err == nil {
+			t.Errorf("%s: restored", name)
+		}
+		if hashOf(t, f) != want {
+			t.Fatalf("%s: a refused snapshot changed the tables", name)
+		}
+	}
+	if err := f.Restore(io.NopCloser(bytes.NewReader(good))); err != nil {
+		t.Fatalf("the snapshot itself: %v", err)
 	}
 }
