@@ -442,8 +442,9 @@ func decodePacked(br *bufio.Reader) (tables, uint64, error) {
 		return tables{}, 0, errors.New("invalid frames: the tables frame is missing")
 	}
 	var t tables
-	if err := decodeFrame(first, func(dec *codec.Decoder) error { return dec.Decode(&t) }); err != nil {
-		return tables{}, 0, err
+	dec := codec.NewDecoderBytes(first, packHandle)
+	if err := dec.Decode(&t); err != nil || dec.NumBytesRead() != len(first) {
+		return tables{}, 0, errors.New("invalid frames: the tables frame is not one set of tables")
 	}
 	if t.Drivers != nil {
 		return tables{}, 0, errors.New("invalid frames: driver rows in the tables frame")
@@ -543,17 +544,17 @@ func readFrame(br *bufio.Reader) ([]byte, error) {
 }
 
 // decodeFrame calls one on a decoder of frame until it has used every
-// byte, and says what was wrong with the frame.
+// byte, and says what was wrong with the frame. The codec reports a value
+// cut short as io.EOF too, so the end is told by the bytes read, and any
+// error before it refuses the frame.
 func decodeFrame(frame []byte, one func(*codec.Decoder) error) error {
 	dec := codec.NewDecoderBytes(frame, packHandle)
-	for {
+	for dec.NumBytesRead() < len(frame) {
 		if err := one(dec); err != nil {
-			if errors.Is(err, io.EOF) {
-				return nil
-			}
 			return fmt.Errorf("invalid frame: %v", err)
 		}
 	}
+	return nil
 }
 
 // checkTables fills in the tables a snapshot left out and checks their

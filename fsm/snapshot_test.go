@@ -205,8 +205,9 @@ func TestPersistCancelsOnWriteError(t *testing.T) {
 	}
 }
 
-// A packed snapshot that is cut short anywhere, has bytes after its end,
-// or frames that are not what writeSnapshot writes, is refused, and the
+// A packed snapshot that is cut short anywhere (the whole file, or one
+// frame inside), has bytes after its end, or frames that are not what
+// writeSnapshot writes, is refused, and the
 // tables stay as they were.
 func TestPackedSnapshotRefusals(t *testing.T) {
 	f := replay(t, scenario(t)[:driverScenarioLen])
@@ -238,6 +239,26 @@ func TestPackedSnapshotRefusals(t *testing.T) {
 	for cut := range len(good) {
 		cases[fmt.Sprintf("cut at %d", cut)] = good[:cut]
 	}
+	// Frames cut short inside, with their lengths and the end marker kept
+	// right: the codec reports a value cut short as an end of input.
+	body := func(framed []byte) []byte {
+		_, k := binary.Uvarint(framed)
+		return framed[k:]
+	}
+	cutFrames := map[string][]byte{
+		"tables": body(frame(&tables{Workers: map[string]*model.Worker{"w1": {ID: "w1", Cores: 1, MemoryMB: 1, State: model.WorkerAlive}}})),
+		"row":    body(frame(d)),
+	}
+	for kind, whole := range cutFrames {
+		for cut := 1; cut < len(whole); cut++ {
+			framed := slices.Concat(binary.AppendUvarint(nil, uint64(cut)), whole[:cut])
+			if kind == "row" {
+				framed = slices.Concat(tablesFrame, framed)
+			}
+			cases[fmt.Sprintf("%s frame cut at %d", kind, cut)] = slices.Concat(head, framed, []byte{0})
+		}
+	}
+	cases["two sets of tables in one frame"] = slices.Concat(head, frame(&tables{}, &tables{}), []byte{0})
 	want := hashOf(t, f)
 	for name, data := range cases {
 		if err := f.Restore(io.NopCloser(bytes.NewReader(data))); err == nil {
