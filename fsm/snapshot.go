@@ -32,8 +32,8 @@ const (
 	// SnapshotVersionJSON (1) is one JSON object, snapshotFile.
 	SnapshotVersionJSON = 1
 	// SnapshotVersion (2) is a JSON header line (packHeader) followed by
-	// Frames MessagePack frames (see writeSnapshot), which restore
-	// decodes on every core; JSON decoding was nine tenths of a restore.
+	// MessagePack frames (see writeSnapshot), which restore decodes on
+	// every core; JSON decoding was nine tenths of a restore.
 	SnapshotVersion = 2
 )
 
@@ -481,15 +481,7 @@ func decodePacked(br *bufio.Reader) (tables, uint64, error) {
 		g.Go(func() error {
 			defer decoders.Done()
 			for f := range frames {
-				var rows []*model.Driver
-				err := decodeFrame(f, func(dec *codec.Decoder) error {
-					var d *model.Driver
-					if err := dec.Decode(&d); err != nil {
-						return err
-					}
-					rows = append(rows, d)
-					return nil
-				})
+				rows, err := decodeRows(f)
 				if err != nil {
 					return err
 				}
@@ -543,18 +535,20 @@ func readFrame(br *bufio.Reader) ([]byte, error) {
 	return buf.Bytes(), nil
 }
 
-// decodeFrame calls one on a decoder of frame until it has used every
-// byte, and says what was wrong with the frame. The codec reports a value
-// cut short as io.EOF too, so the end is told by the bytes read, and any
-// error before it refuses the frame.
-func decodeFrame(frame []byte, one func(*codec.Decoder) error) error {
+// decodeRows decodes a frame of driver rows. The codec reports a value cut
+// short as io.EOF too, so the frame's end is told by the bytes read, and
+// any error before it refuses the frame.
+func decodeRows(frame []byte) ([]*model.Driver, error) {
 	dec := codec.NewDecoderBytes(frame, packHandle)
+	var rows []*model.Driver
 	for dec.NumBytesRead() < len(frame) {
-		if err := one(dec); err != nil {
-			return fmt.Errorf("invalid frame: %v", err)
+		var d *model.Driver
+		if err := dec.Decode(&d); err != nil {
+			return nil, fmt.Errorf("invalid frame: %v", err)
 		}
+		rows = append(rows, d)
 	}
-	return nil
+	return rows, nil
 }
 
 // checkTables fills in the tables a snapshot left out and checks their
