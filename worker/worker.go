@@ -109,10 +109,12 @@ type Worker struct {
 	// the answer has been acted on, so a runner that sees it also finds
 	// the stop file of any kill the answer asked for.
 	leaseContact time.Time
-	// relaunchDue is when the first runner still waiting for a leader's
+	// relaunchDue is when the last runner still waiting for a leader's
 	// answer before relaunching its program asked for one
 	// (runner.EventRelaunchDue), zero when none waits: until a request
-	// sent since then is answered, heartbeats do not long-poll.
+	// sent since then is answered, heartbeats do not long-poll, and each
+	// answer is written to the lease file at once, for the runners that
+	// asked earlier.
 	relaunchDue time.Time
 	// leaseMu orders the lease file's rewrites, so that the last one
 	// carries the latest contact.
@@ -552,19 +554,19 @@ func (w *Worker) contacted(sent time.Time) {
 }
 
 // actedOn records that the answer to a request sent at sent has been
-// acted on, and tells the runners at once when one of them waits for it
-// (see relaunchDue); otherwise the next renewal tells them.
+// acted on, and tells the runners at once while one of them waits (see
+// relaunchDue); otherwise the next renewal tells them.
 func (w *Worker) actedOn(sent time.Time) {
 	w.mu.Lock()
 	if sent.After(w.leaseContact) {
 		w.leaseContact = sent
 	}
-	due := !w.relaunchDue.IsZero() && !sent.Before(w.relaunchDue)
-	if due {
+	waiting := !w.relaunchDue.IsZero()
+	if waiting && !sent.Before(w.relaunchDue) {
 		w.relaunchDue = time.Time{}
 	}
 	w.mu.Unlock()
-	if due {
+	if waiting {
 		if err := w.renewLease(false); err != nil {
 			w.log.Warn("cannot renew the lease file for a relaunch; the next renewal tells it", "err", err)
 		}
@@ -575,9 +577,7 @@ func (w *Worker) actedOn(sent time.Time) {
 // relaunching its program, and has the heartbeat loop ask at once.
 func (w *Worker) askForRelaunch() {
 	w.mu.Lock()
-	if w.relaunchDue.IsZero() {
-		w.relaunchDue = time.Now()
-	}
+	w.relaunchDue = time.Now()
 	w.mu.Unlock()
 	w.poke()
 }
