@@ -208,6 +208,11 @@ func New(cfg Config) (*Master, error) {
 	return m, nil
 }
 
+// raftLogCache is the number of the latest Raft entries a master keeps in
+// memory for replication: a few seconds of entries at a high write rate,
+// each entry a group of submissions or reports.
+const raftLogCache = 512
+
 func (m *Master) startRaft() error {
 	c := raft.DefaultConfig()
 	c.LocalID = raft.ServerID(m.cfg.ID)
@@ -231,6 +236,13 @@ func (m *Master) startRaft() error {
 			filepath.Join(m.cfg.DataDir, "raft.db"), err)
 	}
 	m.store = store
+	// The leader sends followers the entries it has just written: from
+	// memory, not read back and decoded from bbolt each time (Consul and
+	// Nomad keep the same cache).
+	logs, err := raft.NewLogCache(raftLogCache, store)
+	if err != nil {
+		return err
+	}
 	snaps, err := raft.NewFileSnapshotStoreWithLogger(m.cfg.DataDir, 2, c.Logger)
 	if err != nil {
 		return fmt.Errorf("snapshot store: %w", err)
@@ -267,7 +279,7 @@ func (m *Master) startRaft() error {
 		}
 		m.log.Info("bootstrapped new cluster", "peers", len(servers))
 	}
-	r, err := raft.NewRaft(c, m.fsm, store, store, snaps, trans)
+	r, err := raft.NewRaft(c, m.fsm, logs, store, snaps, trans)
 	if err != nil {
 		return fmt.Errorf("start raft: %w", err)
 	}
