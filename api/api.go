@@ -4,6 +4,7 @@
 // Endpoints (masters):
 //
 //	POST /v1/drivers                     SubmitRequest -> 200 SubmitResponse
+//	POST /v1/drivers/batch               SubmitBatchRequest -> 200 SubmitBatchResponse
 //	GET  /v1/drivers                     -> []model.Driver
 //	GET  /v1/drivers/{id}                ?index=N&wait=D (a blocking read) -> model.Driver, X-Drover-Index
 //	POST /v1/drivers/{id}/kill           -> 200 KillResponse
@@ -123,6 +124,39 @@ type SubmitResponse struct {
 	DriverID string `json:"driver_id"`
 	// Existing is true when the token was already known: no new driver.
 	Existing bool `json:"existing"`
+}
+
+// MaxBatchSubmissions bounds the submissions of one SubmitBatchRequest.
+const MaxBatchSubmissions = 1024
+
+// SubmitBatchRequest is several submissions in one request: each is
+// checked, committed and answered as a SubmitRequest of its own would be
+// (its own token, its own driver or refusal), but they share the request
+// and, on the leader, the Raft entries of the submissions committed with
+// them. An orchestrator with many drivers to submit, or a client with
+// many submissions in flight (the Go client gathers them), sends fewer
+// requests so. A batch that is empty, holds more than
+// MaxBatchSubmissions, or exceeds MaxBodyBytes is refused whole (400 or
+// 413), as is one sent to a master that is not the leader and cannot
+// reach it (503).
+type SubmitBatchRequest struct {
+	Submissions []SubmitRequest `json:"submissions"`
+}
+
+// SubmitBatchResponse answers a SubmitBatchRequest: one result for each
+// submission, in the order of the request.
+type SubmitBatchResponse struct {
+	Results []SubmitResult `json:"results"`
+}
+
+// SubmitResult is what became of one submission of a batch: the
+// SubmitResponse a request of its own would have had, or the Error it
+// would have been refused with. An Error with CodeUnavailable or
+// CodeTooManyRequests says the submission may or may not have been
+// committed, as a 503 or 429 would: retry it with the same token.
+type SubmitResult struct {
+	SubmitResponse
+	Error *Error `json:"error,omitempty"`
 }
 
 // KillResponse is the answer to a kill.

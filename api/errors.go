@@ -136,6 +136,24 @@ func CodeOf(err error) (Code, int) {
 	return CodeInternal, http.StatusInternalServerError
 }
 
+// Status returns the HTTP status of code c: the status a refusal with c
+// alone would have, and 500 for a code this version does not know.
+func (c Code) Status() int {
+	for _, k := range codes {
+		if k.code == c {
+			return k.status
+		}
+	}
+	return http.StatusInternalServerError
+}
+
+// ErrorOf returns the Error body that answers err: its message and the
+// code CodeOf finds, as a refusal of its own would carry them.
+func ErrorOf(err error) *Error {
+	code, _ := CodeOf(err)
+	return &Error{Error: err.Error(), Code: code}
+}
+
 // Err returns e as a Go error that wraps the sentinel of its code and
 // reads as e's message, so that errors.Is(err, model.ErrUnknownDriver)
 // holds on the far side of HTTP as it did on the master. An unknown or

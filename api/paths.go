@@ -12,6 +12,8 @@ import (
 const (
 	// PathDrivers is POST (submit) and GET (list).
 	PathDrivers = "/v1/drivers"
+	// PathSubmitBatch is POST of a SubmitBatchRequest.
+	PathSubmitBatch = "/v1/drivers/batch"
 	// PathKillAllDrivers kills every driver that has not ended.
 	PathKillAllDrivers = "/v1/drivers/kill-all"
 	// PathApps is POST (register) and GET (list).

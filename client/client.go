@@ -100,6 +100,10 @@ type Options struct {
 	TLS *tls.Config
 	// Token is sent as "Authorization: Bearer <Token>" when not "".
 	Token string
+	// NoBatching sends every Submit as a request of its own, instead of
+	// gathering the submissions made while others are out into batch
+	// requests.
+	NoBatching bool
 }
 
 // Environment variables that OptionsFromEnv reads; a driver's worker sets
@@ -154,6 +158,8 @@ type Client struct {
 
 	mu        sync.Mutex
 	preferred string
+
+	submits submitter
 }
 
 // New returns a client for the given masters, each host:port of a master's
@@ -194,7 +200,9 @@ func New(masters []string, opts Options) (*Client, error) {
 	if opts.TLS != nil {
 		scheme = "https://"
 	}
-	return &Client{masters: ms, opts: opts, scheme: scheme, http: transport.NewHTTPClient(opts.BindIP, 0, opts.TLS)}, nil
+	c := &Client{masters: ms, opts: opts, scheme: scheme, http: transport.NewHTTPClient(opts.BindIP, 0, opts.TLS)}
+	c.submits.c = c
+	return c, nil
 }
 
 // Response is a raw authoritative answer.

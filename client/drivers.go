@@ -24,12 +24,26 @@ func NewToken() string {
 // Submit asks for a new driver. A request without a token gets a fresh one,
 // and retries within Submit reuse it, so a timeout or a failover never
 // creates a second driver.
+//
+// Submissions made concurrently on one Client travel together: while
+// earlier ones are out, those that arrive are gathered into the next
+// batch request (POST /v1/drivers/batch, api.SubmitBatchRequest), each
+// still with its own token and its own answer. A lone submission goes at
+// once, on its own. Options.NoBatching sends each on its own always.
 func (c *Client) Submit(ctx context.Context, req api.SubmitRequest) (api.SubmitResponse, error) {
 	if req.Token == "" {
 		req.Token = NewToken()
 	}
+	if c.opts.NoBatching {
+		return c.submitOne(ctx, req)
+	}
+	return c.submits.submit(ctx, req)
+}
+
+// submitOne sends one submission as a request of its own.
+func (c *Client) submitOne(ctx context.Context, req api.SubmitRequest) (api.SubmitResponse, error) {
 	var out api.SubmitResponse
-	err := c.Do(ctx, http.MethodPost, "/v1/drivers", req, &out)
+	err := c.Do(ctx, http.MethodPost, api.PathDrivers, req, &out)
 	return out, err
 }
 

@@ -78,6 +78,7 @@ var fuzzEndpoints = []fuzzEndpoint{
 		func() any { return new(api.KillResponse) }},
 	{"kill-app", func(n int) string { return "/v1/apps/" + fuzzTarget(fuzzAppTargets, n) + "/kill" },
 		func() any { return new(api.AppStatus) }},
+	{"submit-batch", func(int) string { return api.PathSubmitBatch }, func() any { return new(api.SubmitBatchResponse) }},
 }
 
 // fuzzSel is the selector byte for an endpoint (by name) and target.
@@ -372,6 +373,11 @@ func fuzzHTTPSeeds(t testing.TB) []struct {
 		{fuzzSel(t, "kill-driver", 9), ``},
 		{fuzzSel(t, "kill-app", 4), ``},
 		{fuzzSel(t, "kill-app", 0), `x`},
+		{fuzzSel(t, "submit-batch", 0), `{"submissions":[]}`},
+		{fuzzSel(t, "submit-batch", 0), `{"submissions":[` + valid + `,{"token":"t"},` + valid + `]}`},
+		{fuzzSel(t, "submit-batch", 0), `{"submissions":[` + valid + `]}{}`},
+		{fuzzSel(t, "submit-batch", 0), `[` + valid + `]`},
+		{fuzzSel(t, "submit-batch", 0), `{"submissions":null}`},
 	}
 }
 
@@ -499,6 +505,12 @@ func httpSeeds() []httpSeed {
 		{"kill-app-running", "kill-app", 0, nil, 200},
 		{"kill-app-finished", "kill-app", 1, nil, 409},
 		{"kill-app-malformed", "kill-app", 5, nil, 400},
+		{"submit-batch", "submit-batch", 0, api.SubmitBatchRequest{Submissions: []api.SubmitRequest{
+			{Token: "5e4d3c2b1a09", Name: "etl-2026-12-01", Argv: []string{"/usr/local/bin/etl", "--day", "2026-12-01"}, Cores: 1, MemoryMB: 512},
+			{Token: "tok-3", Argv: []string{"/bin/sleep", "600"}, Cores: 64, MemoryMB: 128},
+			{Token: "5e4d3c2b1a0a", Argv: []string{"/usr/local/bin/etl"}, Cores: 0, MemoryMB: 512},
+		}}, 200},
+		{"submit-batch-empty", "submit-batch", 0, api.SubmitBatchRequest{}, 400},
 	}
 }
 

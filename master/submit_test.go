@@ -1,8 +1,10 @@
 package master_test
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"sync"
 	"testing"
 
@@ -98,4 +100,88 @@ func TestConcurrentSubmissionsShareEntries(t *testing.T) {
 		t.Errorf("%d submissions took %d entries, want at most %d", tokens, entries, tokens*3/4)
 	}
 	t.Logf("%d submissions (%d with their token twice) in %d entries", tokens, twice, entries)
+}
+
+// A batch is answered submission by submission, in order, each as a
+// request of its own would be: a new driver, the same driver for a token
+// sent twice or known already, and its own refusal for an invalid one,
+// which refuses no other. It takes no more entries than it has
+// submissions to commit, and a follower hands it to the leader whole. A
+// batch that is empty, too long or malformed is refused whole and
+// changes nothing.
+func TestSubmitBatch(t *testing.T) {
+	c := mastertest.Start(t, 3, nil)
+	leader, follower := c.Leader(), c.Followers()[0]
+	cl, ctx := c.Client(leader), c.Context()
+	applied := func() uint64 {
+		t.Helper()
+		s, err := cl.State(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s.AppliedIndex
+	}
+	knownReq := submitReq()
+	known, err := cl.Submit(ctx, knownReq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, b := submitReq(), submitReq()
+	invalid := submitReq()
+	invalid.Argv = nil
+	batch := api.SubmitBatchRequest{Submissions: []api.SubmitRequest{a, invalid, b, a, knownReq}}
+
+	for _, via := range []*mastertest.Node{leader, follower} {
+		before := applied()
+		status, _, body := post(t, via.HTTP(), api.PathSubmitBatch, batch, nil)
+		var res api.SubmitBatchResponse
+		if status != http.StatusOK || json.Unmarshal(body, &res) != nil || len(res.Results) != len(batch.Submissions) {
+			t.Fatalf("batch through %s: %d %s", via.ID, status, body)
+		}
+		r := res.Results
+		if r[0].Error != nil || r[2].Error != nil || r[0].DriverID == "" || r[2].DriverID == "" || r[0].DriverID == r[2].DriverID {
+			t.Errorf("through %s: two new submissions answered %+v and %+v", via.ID, r[0], r[2])
+		}
+		if r[1].Error == nil || r[1].Error.Code != api.CodeInvalidRequest || r[1].DriverID != "" {
+			t.Errorf("through %s: a submission without a program answered %+v, want invalid_request", via.ID, r[1])
+		}
+		if r[3].Error != nil || r[3].DriverID != r[0].DriverID {
+			t.Errorf("through %s: a token twice in one batch answered %+v, then %+v", via.ID, r[0], r[3])
+		}
+		if r[4].Error != nil || r[4].DriverID != known.DriverID || !r[4].Existing {
+			t.Errorf("through %s: a known token answered %+v, want %s, existing", via.ID, r[4], known.DriverID)
+		}
+		// The second time round every token is known: nothing to
+		// commit, and every driver is the first time's.
+		if entries := applied() - before; (via == leader && entries > 2) || (via == follower && entries != 0) {
+			t.Errorf("through %s: %d entries", via.ID, entries)
+		}
+		if via == follower && (!r[0].Existing || !r[2].Existing) {
+			t.Errorf("the same batch again: %+v, want every driver existing", r)
+		}
+	}
+	if all, err := cl.Drivers(ctx); err != nil || len(all) != 3 {
+		t.Fatalf("drivers after the batches: %d, %v; want 3", len(all), err)
+	}
+
+	before := applied()
+	tooMany := api.SubmitBatchRequest{Submissions: make([]api.SubmitRequest, api.MaxBatchSubmissions+1)}
+	for i := range tooMany.Submissions {
+		tooMany.Submissions[i] = submitReq()
+	}
+	for name, body := range map[string]any{
+		"empty":         api.SubmitBatchRequest{},
+		"too long":      tooMany,
+		"unknown field": map[string]any{"submissions": []any{}, "extra": 1},
+		"not a batch":   []api.SubmitRequest{submitReq()},
+	} {
+		status, _, out := post(t, follower.HTTP(), api.PathSubmitBatch, body, nil)
+		var e api.Error
+		if status != http.StatusBadRequest || json.Unmarshal(out, &e) != nil || e.Code != api.CodeInvalidRequest {
+			t.Errorf("%s batch: %d %s, want 400 invalid_request", name, status, out)
+		}
+	}
+	if entries := applied() - before; entries != 0 {
+		t.Errorf("refused batches made %d entries", entries)
+	}
 }

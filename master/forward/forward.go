@@ -76,6 +76,15 @@ func (f *Forwarder) SubmitDriver(ctx context.Context, c auth.Caller, req api.Sub
 		})
 }
 
+// SubmitDrivers implements service.Service: the local call on the leader,
+// the same batch sent to the leader on a follower.
+func (f *Forwarder) SubmitDrivers(ctx context.Context, c auth.Caller, req api.SubmitBatchRequest) (api.SubmitBatchResponse, error) {
+	return route(f, ctx, c, false, func() (api.SubmitBatchResponse, error) { return f.local.SubmitDrivers(ctx, c, req) },
+		func(cl *call) (out api.SubmitBatchResponse, err error) {
+			return out, cl.json(http.MethodPost, api.PathSubmitBatch, req, &out)
+		})
+}
+
 // KillDriver implements service.Service: the local call on the leader, the
 // same request sent to the leader on a follower.
 func (f *Forwarder) KillDriver(ctx context.Context, c auth.Caller, id string) (api.KillResponse, error) {

@@ -51,6 +51,7 @@ func Register(mux *http.ServeMux, cfg Config) {
 	h := &handlers{cfg}
 	s := cfg.Service
 	mux.HandleFunc("POST /v1/drivers", post(h, s.SubmitDriver))
+	mux.HandleFunc("POST "+api.PathSubmitBatch, post(h, s.SubmitDrivers))
 	mux.HandleFunc("GET /v1/drivers", get(h, func(ctx context.Context, c auth.Caller, r *http.Request) (any, error) {
 		return s.Drivers(ctx, c, read(r))
 	}))

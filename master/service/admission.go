@@ -67,6 +67,41 @@ func (a *admission) SubmitDriver(ctx context.Context, c auth.Caller, req api.Sub
 	return a.next.SubmitDriver(ctx, c, req)
 }
 
+// SubmitDrivers takes one of the client IP's slots for each submission of
+// the batch, as many as are free: the submissions beyond them are each
+// answered api.ErrTooManyRequests, to be retried, and the others go on
+// together. A batch that finds no slot free is refused whole, as a lone
+// submission would be.
+func (a *admission) SubmitDrivers(ctx context.Context, c auth.Caller, req api.SubmitBatchRequest) (api.SubmitBatchResponse, error) {
+	if err := a.guard.Check(c.Identity, auth.Submit); err != nil {
+		return api.SubmitBatchResponse{}, err
+	}
+	if err := checkBatch(len(req.Submissions)); err != nil {
+		return api.SubmitBatchResponse{}, err
+	}
+	if c.ForwardedBy != "" {
+		return a.next.SubmitDrivers(ctx, c, req)
+	}
+	n := len(req.Submissions)
+	k := a.submitting.acquireUpTo(c.IP, n)
+	if k == 0 {
+		return api.SubmitBatchResponse{}, api.Errorf(api.ErrTooManyRequests, "too many submissions in flight from this client; retry shortly")
+	}
+	defer a.submitting.releaseN(c.IP, k)
+	if k == n {
+		return a.next.SubmitDrivers(ctx, c, req)
+	}
+	out, err := a.next.SubmitDrivers(ctx, c, api.SubmitBatchRequest{Submissions: req.Submissions[:k]})
+	if err != nil {
+		return out, err
+	}
+	over := api.ErrorOf(api.Errorf(api.ErrTooManyRequests, "too many submissions in flight from this client; retry this one shortly"))
+	for range n - k {
+		out.Results = append(out.Results, api.SubmitResult{Error: over})
+	}
+	return out, nil
+}
+
 func (a *admission) KillDriver(ctx context.Context, c auth.Caller, id string) (api.KillResponse, error) {
 	return admitted(a, c, auth.Submit, func() (api.KillResponse, error) { return a.next.KillDriver(ctx, c, id) })
 }
@@ -227,13 +262,32 @@ func (l *inflight) acquire(key string) bool {
 	return true
 }
 
-func (l *inflight) release(key string) {
+func (l *inflight) release(key string) { l.releaseN(key, 1) }
+
+// acquireUpTo takes up to n slots of key, as many as are free, and
+// returns how many it took.
+func (l *inflight) acquireUpTo(key string, n int) int {
 	if l.max <= 0 {
+		return n
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	k := min(n, l.max-l.n[key])
+	if k <= 0 {
+		return 0
+	}
+	l.n[key] += k
+	return k
+}
+
+// releaseN gives back n slots of key.
+func (l *inflight) releaseN(key string, n int) {
+	if l.max <= 0 || n <= 0 {
 		return
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.n[key]--; l.n[key] <= 0 {
+	if l.n[key] -= n; l.n[key] <= 0 {
 		delete(l.n, key)
 	}
 }

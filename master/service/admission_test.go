@@ -87,3 +87,86 @@ func TestAdmitChecksAccessFirst(t *testing.T) {
 		t.Fatalf("submit token reading: %v", err)
 	}
 }
+
+// SubmitDrivers records the batches it gets and answers each submission
+// with a driver named by its token, after entered and release as
+// SubmitDriver does.
+func (b *blocking) SubmitDrivers(_ context.Context, _ auth.Caller, req api.SubmitBatchRequest) (api.SubmitBatchResponse, error) {
+	b.entered.Done()
+	<-b.release
+	var out api.SubmitBatchResponse
+	for _, r := range req.Submissions {
+		out.Results = append(out.Results, api.SubmitResult{SubmitResponse: api.SubmitResponse{DriverID: "d-" + r.Token}})
+	}
+	return out, nil
+}
+
+// A batch takes one of the client IP's slots per submission, as many as
+// are free: the submissions beyond them are each answered
+// too_many_requests, in their place, and only a batch that finds no slot
+// free is refused whole. A forwarded batch takes none.
+func TestAdmitBoundsBatchesPerSubmission(t *testing.T) {
+	g, err := auth.New(auth.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	next := &blocking{release: make(chan struct{})}
+	s := Admit(next, g, 4)
+	batch := func(tokens ...string) api.SubmitBatchRequest {
+		var req api.SubmitBatchRequest
+		for _, tok := range tokens {
+			req.Submissions = append(req.Submissions, api.SubmitRequest{Token: tok})
+		}
+		return req
+	}
+	type answer struct {
+		res api.SubmitBatchResponse
+		err error
+	}
+	send := func(forwardedBy string, req api.SubmitBatchRequest) chan answer {
+		out := make(chan answer, 1)
+		go func() {
+			res, err := s.SubmitDrivers(context.Background(), auth.Caller{IP: "10.0.0.1", ForwardedBy: forwardedBy}, req)
+			out <- answer{res, err}
+		}()
+		return out
+	}
+	next.entered.Add(1)
+	first := send("", batch("a", "b"))
+	next.entered.Wait()
+	next.entered.Add(2)
+	second := send("", batch("c", "d", "e", "f"))
+	forwarded := send("m2", batch("g", "h", "i", "j", "k"))
+	next.entered.Wait()
+	// Four slots, all taken: two by the first batch, two by the second.
+	if a := <-send("", batch("x")); !errors.Is(a.err, api.ErrTooManyRequests) {
+		t.Fatalf("a batch with no slot free: %+v, want ErrTooManyRequests", a)
+	}
+	close(next.release)
+	if a := <-first; a.err != nil || len(a.res.Results) != 2 || a.res.Results[1].DriverID != "d-b" {
+		t.Fatalf("first batch: %+v", a)
+	}
+	a := <-second
+	if a.err != nil || len(a.res.Results) != 4 {
+		t.Fatalf("second batch: %+v", a)
+	}
+	for i, r := range a.res.Results {
+		over := r.Error != nil && r.Error.Code == api.CodeTooManyRequests && r.DriverID == ""
+		if want := i >= 2; over != want || (!over && r.DriverID != "d-"+string(rune('c'+i))) {
+			t.Errorf("second batch, submission %d: %+v; want too_many_requests %v", i, r, want)
+		}
+	}
+	if a := <-forwarded; a.err != nil || len(a.res.Results) != 5 || a.res.Results[4].Error != nil {
+		t.Fatalf("forwarded batch: %+v", a)
+	}
+	// The slots came back.
+	next.entered.Add(1)
+	if a := <-send("", batch("l", "m", "n", "o")); a.err != nil || a.res.Results[3].Error != nil {
+		t.Fatalf("after the others ended: %+v", a)
+	}
+	for _, n := range []int{0, api.MaxBatchSubmissions + 1} {
+		if _, err := s.SubmitDrivers(context.Background(), auth.Caller{IP: "10.0.0.1"}, api.SubmitBatchRequest{Submissions: make([]api.SubmitRequest, n)}); !errors.Is(err, api.ErrInvalidRequest) {
+			t.Errorf("a batch of %d: %v, want ErrInvalidRequest", n, err)
+		}
+	}
+}

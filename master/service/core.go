@@ -92,12 +92,13 @@ type Core struct {
 	// with workers and apps) is read through it, so nothing of an old
 	// term serves a new one.
 	term atomic.Pointer[leader.Term]
-	// submits collapses concurrent submissions, app registrations and
-	// worker registrations with the same token or identity (a client
-	// sends each to every master, and followers forward them here) into
-	// one Raft entry.
+	// submits collapses concurrent app registrations and worker
+	// registrations with the same token or identity (a client sends
+	// each to every master, and followers forward them here) into one
+	// Raft entry.
 	submits singleflight.Group
-	// queue gathers concurrent submissions into shared entries.
+	// queue gathers concurrent submissions into shared entries, and
+	// collapses the copies of one submission as submits does.
 	queue submitQueue
 	// reports gathers concurrent heartbeats' reports into few entries.
 	reports reportBatcher

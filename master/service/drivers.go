@@ -4,58 +4,107 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/drover-project/drover/api"
 	"github.com/drover-project/drover/auth"
-	"github.com/drover-project/drover/fsm"
 	"github.com/drover-project/drover/ids"
 	"github.com/drover-project/drover/model"
 )
 
 // SubmitDriver implements DriverService: it checks the request on its own,
-// then commits a SubmitDriver with an ID from the term's maker. Copies of
-// one submission (the client sends it to every master) make one entry.
+// then commits a SubmitDriver with an ID from the term's maker, in the
+// next group of submissions (submitAll). Copies of one submission (the
+// client sends it to every master) make one entry.
 func (s *Core) SubmitDriver(_ context.Context, _ auth.Caller, req api.SubmitRequest) (api.SubmitResponse, error) {
 	t, err := s.leading()
 	if err != nil {
 		return api.SubmitResponse{}, err
 	}
-	if err := checkTokenAndName("submission", req.Token, req.Name); err != nil {
+	cmd, err := submission(req)
+	if err != nil {
 		return api.SubmitResponse{}, err
+	}
+	o := s.submitAll(t, []*model.SubmitDriver{cmd})[0]
+	if o.Err != nil {
+		return api.SubmitResponse{}, o.Err
+	}
+	return api.SubmitResponse{DriverID: o.DriverID, Existing: o.Existing}, nil
+}
+
+// SubmitDrivers implements DriverService: each submission is checked and
+// answered as SubmitDriver's own would be, and those that pass wait for
+// their entries together, so a batch costs the leader one request and
+// few Raft entries.
+func (s *Core) SubmitDrivers(_ context.Context, _ auth.Caller, req api.SubmitBatchRequest) (api.SubmitBatchResponse, error) {
+	t, err := s.leading()
+	if err != nil {
+		return api.SubmitBatchResponse{}, err
+	}
+	if err := checkBatch(len(req.Submissions)); err != nil {
+		return api.SubmitBatchResponse{}, err
+	}
+	results := make([]api.SubmitResult, len(req.Submissions))
+	cmds := make([]*model.SubmitDriver, 0, len(req.Submissions))
+	at := make([]int, 0, len(req.Submissions))
+	for i, r := range req.Submissions {
+		cmd, err := submission(r)
+		if err != nil {
+			results[i].Error = api.ErrorOf(err)
+			continue
+		}
+		cmds = append(cmds, cmd)
+		at = append(at, i)
+	}
+	for j, o := range s.submitAll(t, cmds) {
+		r := &results[at[j]]
+		if o.Err != nil {
+			r.Error = api.ErrorOf(o.Err)
+			continue
+		}
+		r.DriverID, r.Existing = o.DriverID, o.Existing
+	}
+	return api.SubmitBatchResponse{Results: results}, nil
+}
+
+// checkBatch refuses a batch of n submissions that is empty or larger
+// than api.MaxBatchSubmissions.
+func checkBatch(n int) error {
+	switch {
+	case n == 0:
+		return api.Errorf(api.ErrInvalidRequest, "a batch needs at least one submission")
+	case n > api.MaxBatchSubmissions:
+		return api.Errorf(api.ErrInvalidRequest, "a batch holds at most %d submissions, not %d", api.MaxBatchSubmissions, n)
+	}
+	return nil
+}
+
+// submission checks one submission on its own and returns the command
+// that commits it, without the ID and time the queue gives it.
+func submission(req api.SubmitRequest) (*model.SubmitDriver, error) {
+	if err := checkTokenAndName("submission", req.Token, req.Name); err != nil {
+		return nil, err
 	}
 	if err := model.CheckProgram(req.Argv, req.Env, req.Cores, req.MemoryMB); err != nil {
-		return api.SubmitResponse{}, invalidRequest(err)
+		return nil, invalidRequest(err)
 	}
 	if err := ownEnv(req.Env); err != nil {
-		return api.SubmitResponse{}, err
+		return nil, err
 	}
 	artifacts, err := normalizeArtifacts(req.Artifacts)
 	if err != nil {
-		return api.SubmitResponse{}, err
+		return nil, err
 	}
 	if err := model.CheckResourceAmounts(req.Resources); err != nil {
-		return api.SubmitResponse{}, invalidRequest(fmt.Errorf("driver resources: %v", err))
+		return nil, invalidRequest(fmt.Errorf("driver resources: %v", err))
 	}
 	if err := model.CheckSupervision(req.Supervise, req.MaxRestarts, req.RestartWindowMS, req.RescheduleAfter); err != nil {
-		return api.SubmitResponse{}, invalidRequest(err)
+		return nil, invalidRequest(err)
 	}
-	v, err, _ := s.submits.Do(req.Token, func() (any, error) {
-		if id, ok := s.FSM.DriverByToken(req.Token); ok {
-			return fsm.SubmitResult{DriverID: id, Existing: true}, nil
-		}
-		at := time.Now()
-		return s.submit(&model.SubmitDriver{
-			ID: t.IDs.Driver(at), Token: req.Token, Name: req.Name, Argv: req.Argv, Env: req.Env,
-			Cores: req.Cores, MemoryMB: req.MemoryMB, Supervise: req.Supervise, Artifacts: artifacts, Time: at.UnixMilli(),
-			Resources: req.Resources, MaxRestarts: req.MaxRestarts, RestartWindowMS: req.RestartWindowMS, RescheduleAfter: req.RescheduleAfter,
-		})
-	})
-	if err != nil {
-		return api.SubmitResponse{}, err
-	}
-	res := v.(fsm.SubmitResult)
-	return api.SubmitResponse{DriverID: res.DriverID, Existing: res.Existing}, nil
+	return &model.SubmitDriver{
+		Token: req.Token, Name: req.Name, Argv: req.Argv, Env: req.Env,
+		Cores: req.Cores, MemoryMB: req.MemoryMB, Supervise: req.Supervise, Artifacts: artifacts,
+		Resources: req.Resources, MaxRestarts: req.MaxRestarts, RestartWindowMS: req.RestartWindowMS, RescheduleAfter: req.RescheduleAfter,
+	}, nil
 }
 
 // KillDriver implements DriverService.

@@ -60,6 +60,11 @@ type DriverService interface {
 	// SubmitDriver adds a driver (Spark's RequestSubmitDriver). A
 	// request whose token is known yields the first driver, Existing.
 	SubmitDriver(ctx context.Context, c auth.Caller, req api.SubmitRequest) (api.SubmitResponse, error)
+	// SubmitDrivers adds several drivers (api.SubmitBatchRequest): each
+	// submission is answered in its own api.SubmitResult, as
+	// SubmitDriver would answer it alone; only a batch refused whole is
+	// an error.
+	SubmitDrivers(ctx context.Context, c auth.Caller, req api.SubmitBatchRequest) (api.SubmitBatchResponse, error)
 	// KillDriver kills a driver (Spark's RequestKillDriver); killing a
 	// KILLED one again succeeds.
 	KillDriver(ctx context.Context, c auth.Caller, id string) (api.KillResponse, error)

@@ -4,9 +4,11 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/drover-project/drover/fsm"
+	"github.com/drover-project/drover/master/leader"
 	"github.com/drover-project/drover/model"
 )
 
@@ -30,42 +32,97 @@ const (
 	maxSubmitGroup = 512
 )
 
-// submitQueue holds the submissions waiting for an entry. The zero value
-// is empty.
+// submitQueue holds the submissions waiting for an entry, and those
+// committing, by token. The zero value is empty.
 type submitQueue struct {
 	mu      sync.Mutex
 	waiting []*queuedSubmit
+	// byToken holds every submission queued or committing, so that a
+	// copy of one (a client sends each to every master, followers
+	// forward theirs here, and a client retries) waits for its outcome
+	// instead of making a second entry and ID.
+	byToken map[string]*queuedSubmit
 	// groups is the number of goroutines committing groups, at most
 	// submitGroups.
 	groups int
 }
 
-// queuedSubmit is one submission waiting in the queue, and where its
-// outcome goes.
+// queuedSubmit is one submission waiting in the queue, and the callers
+// its outcome goes to.
 type queuedSubmit struct {
-	cmd  *model.SubmitDriver
-	done chan fsm.SubmitOutcome
+	cmd     *model.SubmitDriver
+	waiters []submitWaiter
 }
 
-// submit commits cmd together with whatever other submissions wait with it
-// and returns its own outcome: the SubmitResult, Apply's refusal of this
-// submission alone, or an error wrapping api.ErrUnavailable when Raft did
-// not commit the entry (the outcome is then unknown, and a client retries
-// with the same token).
-func (s *Core) submit(cmd *model.SubmitDriver) (fsm.SubmitResult, error) {
-	q := &queuedSubmit{cmd: cmd, done: make(chan fsm.SubmitOutcome, 1)}
-	s.queue.mu.Lock()
-	s.queue.waiting = append(s.queue.waiting, q)
-	start := s.queue.groups < submitGroups
-	if start {
-		s.queue.groups++
+// submitWaiter is one place an outcome goes: item i of a call of
+// submitAll.
+type submitWaiter struct {
+	w *submitWait
+	i int
+}
+
+// submitWait is one call of submitAll: its outcomes, and how many are yet
+// to come.
+type submitWait struct {
+	outcomes []fsm.SubmitOutcome
+	left     atomic.Int32
+	done     chan struct{}
+}
+
+// deliver sets the outcome of item i and wakes the caller once all are in.
+func (w *submitWait) deliver(i int, o fsm.SubmitOutcome) {
+	w.outcomes[i] = o
+	if w.left.Add(-1) == 0 {
+		close(w.done)
 	}
-	s.queue.mu.Unlock()
+}
+
+// submitAll commits cmds, which passed their checks, with whatever other
+// submissions wait with them, and returns each one's outcome in order:
+// the SubmitResult, Apply's refusal of that submission alone, or an error
+// wrapping api.ErrUnavailable when Raft did not commit its entry (the
+// outcome is then unknown, and a client retries with the same token). A
+// submission whose token the tables know already yields that driver,
+// Existing, without an entry; one whose token is queued or committing
+// shares that submission's outcome. The others get their ID and time from
+// term t as they join the queue, all at once, so one call's submissions
+// go into the same entry when they fit.
+func (s *Core) submitAll(t *leader.Term, cmds []*model.SubmitDriver) []fsm.SubmitOutcome {
+	if len(cmds) == 0 {
+		return nil
+	}
+	w := &submitWait{outcomes: make([]fsm.SubmitOutcome, len(cmds)), done: make(chan struct{})}
+	w.left.Store(int32(len(cmds)))
+	q := &s.queue
+	q.mu.Lock()
+	if q.byToken == nil {
+		q.byToken = map[string]*queuedSubmit{}
+	}
+	for i, cmd := range cmds {
+		if qs, ok := q.byToken[cmd.Token]; ok {
+			qs.waiters = append(qs.waiters, submitWaiter{w, i})
+			continue
+		}
+		if id, ok := s.FSM.DriverByToken(cmd.Token); ok {
+			w.deliver(i, fsm.SubmitOutcome{SubmitResult: fsm.SubmitResult{DriverID: id, Existing: true}})
+			continue
+		}
+		at := time.Now()
+		cmd.ID, cmd.Time = t.IDs.Driver(at), at.UnixMilli()
+		qs := &queuedSubmit{cmd: cmd, waiters: []submitWaiter{{w, i}}}
+		q.byToken[cmd.Token] = qs
+		q.waiting = append(q.waiting, qs)
+	}
+	start := len(q.waiting) > 0 && q.groups < submitGroups
+	if start {
+		q.groups++
+	}
+	q.mu.Unlock()
 	if start {
 		go s.commitSubmits()
 	}
-	o := <-q.done
-	return o.SubmitResult, o.Err
+	<-w.done
+	return w.outcomes
 }
 
 // commitSubmits commits groups of waiting submissions, one after the
@@ -132,7 +189,16 @@ func (s *Core) commitGroup(group []*queuedSubmit) {
 			outcomes[i].Err = err
 		}
 	}
+	// The tables hold the committed tokens by now, so a copy that comes
+	// after a submission leaves the queue finds its driver there; one
+	// that came before is among its waiters, which cannot grow once the
+	// lock is held.
+	s.queue.mu.Lock()
+	defer s.queue.mu.Unlock()
 	for i, q := range group {
-		q.done <- outcomes[i]
+		delete(s.queue.byToken, q.cmd.Token)
+		for _, w := range q.waiters {
+			w.w.deliver(w.i, outcomes[i])
+		}
 	}
 }
