@@ -101,13 +101,15 @@ func tputCluster(b *testing.B, opts testcluster.Options) (*testcluster.Cluster, 
 
 // tputClient returns the client all submitting goroutines share. One shared
 // client is what one process submitting from many goroutines would use (it
-// is safe for concurrent use), and its transport keeps as many idle
-// connections per master as 256 goroutines need, so the number of
-// goroutines, not the number of clients, sets the number of connections.
-// Sticky (Options.Sticky: the leader, or the master that answered last,
-// first, every master after HedgeAfter) is how a client submitting at a
-// high rate should submit; without it, each request goes to every master,
-// as the CLI sends it, which triples the masters' HTTP work.
+// is safe for concurrent use, and gathers the submissions made while its
+// earlier requests are out into batch requests), and its transport keeps
+// as many idle connections per master as 256 goroutines need, so the
+// number of goroutines, not the number of clients, sets the number of
+// connections. Sticky (Options.Sticky: the leader, or the master that
+// answered last, first, every master after HedgeAfter) is how a client
+// submitting at a high rate should submit; without it, each request goes
+// to every master, as the CLI sends it, which triples the masters' HTTP
+// work.
 func tputClient(b *testing.B, c *testcluster.Cluster, sticky bool) *client.Client {
 	cl, err := client.New(strings.Split(c.MasterAddrs, ","), client.Options{RequestTimeout: 10 * time.Second, Sticky: sticky})
 	if err != nil {
@@ -228,16 +230,22 @@ func (s *tputSubmitter) closedLoop(n int, limit int64, stop <-chan struct{}) {
 }
 
 // tputShapes are the shapes of BenchmarkSubmitThroughput, one
-// sub-benchmark each: submissions in flight, and whether the shared client
-// is sticky or sends each request to every master as the CLI does.
+// sub-benchmark each: submissions in flight, whether the shared client is
+// sticky or sends each request to every master as the CLI does, and
+// whether it gathers concurrent submissions into batch requests, as the
+// Go client does by default, or sends each in a request of its own, as
+// separate CLI processes do.
 var tputShapes = []struct {
-	name    string
-	clients int
-	sticky  bool
+	name      string
+	clients   int
+	sticky    bool
+	unbatched bool
 }{
-	{"sticky-64", 64, true},
-	{"sticky-256", 256, true},
-	{"fanout-64", 64, false},
+	{"sticky-64", 64, true, false},
+	{"sticky-256", 256, true, false},
+	{"fanout-64", 64, false, false},
+	{"unbatched-sticky-64", 64, true, true},
+	{"unbatched-fanout-64", 64, false, true},
 }
 
 // BenchmarkSubmitThroughput measures acknowledged submissions per second
@@ -257,16 +265,20 @@ func BenchmarkSubmitThroughput(b *testing.B) {
 			if os.Getenv("DROVER_BENCH_CLIENTS") != "" {
 				clients = tputEnvInt(b, "DROVER_BENCH_CLIENTS", 0, 0)
 			}
-			tputThroughput(b, clients, shape.sticky)
+			tputThroughput(b, clients, shape.sticky, shape.unbatched)
 		})
 	}
 }
 
 // tputThroughput is one shape of BenchmarkSubmitThroughput.
-func tputThroughput(b *testing.B, clients int, sticky bool) {
+func tputThroughput(b *testing.B, clients int, sticky, unbatched bool) {
 	dur := tputEnvDuration(b, "DROVER_BENCH_DURATION", 10*time.Second, 2*time.Second)
 	c, leader := tputCluster(b, testcluster.Options{})
-	s := &tputSubmitter{cl: tputClient(b, c, sticky)}
+	cl, err := client.New(strings.Split(c.MasterAddrs, ","), client.Options{RequestTimeout: 10 * time.Second, Sticky: sticky, NoBatching: unbatched})
+	if err != nil {
+		b.Fatal(err)
+	}
+	s := &tputSubmitter{cl: cl}
 	pid := leader.PID()
 
 	type sample struct {
