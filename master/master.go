@@ -227,9 +227,17 @@ func (m *Master) startRaft() error {
 		DisableTime: true,
 	})
 
+	// The log's file keeps the pages of entries a snapshot compacted away
+	// as free pages, thousands of them. bbolt writes that list at every
+	// commit unless NoFreelistSync, and rebuilds it when it opens the file
+	// instead (16 ms for a 128 MB log here); the hash map finds free runs
+	// without scanning a sorted array. One 10 KB entry took 170 to 190 us
+	// of CPU to commit so, 220 to 310 us with the defaults. Consul and
+	// Nomad offer the same setting for their logs.
 	store, err := raftboltdb.New(raftboltdb.Options{
-		Path:        filepath.Join(m.cfg.DataDir, "raft.db"),
-		BoltOptions: &bbolt.Options{Timeout: time.Second},
+		Path: filepath.Join(m.cfg.DataDir, "raft.db"),
+		BoltOptions: &bbolt.Options{Timeout: time.Second, NoFreelistSync: true,
+			FreelistType: bbolt.FreelistMapType},
 	})
 	if err != nil {
 		return fmt.Errorf("open %s (is another master using this data dir?): %w",
