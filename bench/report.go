@@ -784,7 +784,7 @@ func markdown(r *Report) string {
 	p("")
 	p("## FSM Apply, per command")
 	p("")
-	p("`go test -bench BenchmarkApply ./fsm`: Apply of one command, decoding included, on tables of 10,000")
+	p("`go test -bench BenchmarkApply ./fsm`: Apply of one command, decoding included (entry format 2, MessagePack), on tables of 10,000")
 	p("drivers (1,000 of them waiting), 100 workers and 100 apps. Every command is new and takes effect.")
 	p("Median and slowest of the runs' ns/op; allocations per command.")
 	p("")

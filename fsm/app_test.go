@@ -1302,7 +1302,7 @@ func TestAppCommandsRoundTrip(t *testing.T) {
 	}
 	// A ReportAttempts entry written before executors existed decodes.
 	old := []byte(`{"worker_id":"w1","reports":[],"time":1}`)
-	if _, p, err := Decode(append([]byte{FormatVersion, byte(model.CmdReportAttempts)}, old...)); err != nil || p.(*model.ReportAttempts).Executors != nil {
+	if _, p, err := Decode(append([]byte{FormatJSON, byte(model.CmdReportAttempts)}, old...)); err != nil || p.(*model.ReportAttempts).Executors != nil {
 		t.Fatalf("old ReportAttempts: %+v %v", p, err)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"bytes"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -50,13 +51,18 @@ type benchFSM struct {
 	next    struct{ driver, app, worker, turn int }
 }
 
+// benchFormat is the format of the benchmarks' entries: FormatPack, which
+// a leader writes once every voter reads it ($DROVER_BENCH_FORMAT=json for
+// FormatJSON).
+var benchFormat = map[bool]byte{false: FormatPack, true: FormatJSON}[os.Getenv("DROVER_BENCH_FORMAT") == "json"]
+
 func benchDriverID(seq int) string { return fmt.Sprintf("driver-20261129120000-%06d", seq) }
 func benchAppID(seq int) string    { return fmt.Sprintf("app-20261129120000-%06d", seq) }
 
 func (s *benchFSM) tick() int64 { s.clock++; return benchEpoch + s.clock }
 
 func (s *benchFSM) encode(ct model.CommandType, payload any) []byte {
-	data, err := Encode(ct, payload)
+	data, err := EncodeAs(benchFormat, ct, payload)
 	if err != nil {
 		s.t.Fatalf("encode %s: %v", ct, err)
 	}

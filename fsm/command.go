@@ -5,13 +5,25 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/hashicorp/go-msgpack/v2/codec"
+
 	"github.com/drover-project/drover/model"
 )
 
-// FormatVersion is the version byte that starts every encoded command. A
-// master halts at an entry of a version it does not know rather than guess
-// what its bytes mean; see Decode and DESIGN.md.
-const FormatVersion byte = 1
+// The format versions, the byte that starts every entry. A master halts at
+// an entry of a version it does not know rather than guess what its bytes
+// mean; see Decode and DESIGN.md.
+const (
+	// FormatJSON entries hold their payload as JSON. Every version of
+	// the log reads them, so Encode writes them.
+	FormatJSON byte = 1
+	// FormatPack entries hold their payload as MessagePack (the codec and
+	// settings of snapshot frames, with the json tags as field names), which
+	// decodes in less than half the time of JSON. A master older than
+	// this format halts at them: a leader writes them only once every
+	// voter says it reads them (see EncodeAs).
+	FormatPack byte = 2
+)
 
 // IgnoreUnknownTypeFlag, set in an entry's type byte, lets a master that
 // does not know the type skip the entry instead of halting (Nomad's
@@ -28,12 +40,29 @@ const IgnoreUnknownTypeFlag model.CommandType = 0x80
 // limit.
 const MaxCommandSize = 8 << 20
 
-// Encode returns the log entry for a command: FormatVersion, the type byte
-// (t, with IgnoreUnknownTypeFlag if the caller set it), then the payload as
-// JSON. An entry over MaxCommandSize is an error wrapping
+// Encode returns the log entry for a command in FormatJSON: the format byte,
+// the type byte (t, with IgnoreUnknownTypeFlag if the caller set it), then
+// the payload as JSON. An entry over MaxCommandSize is an error wrapping
 // model.ErrInvalidCommand.
 func Encode(t model.CommandType, payload any) ([]byte, error) {
-	body, err := json.Marshal(payload)
+	return EncodeAs(FormatJSON, t, payload)
+}
+
+// EncodeAs is Encode in format version format, FormatJSON or FormatPack.
+// A writer chooses FormatPack only when every master that will apply the
+// entry reads it: one that does not halts there.
+func EncodeAs(format byte, t model.CommandType, payload any) ([]byte, error) {
+	var body []byte
+	var err error
+	switch format {
+	case FormatJSON:
+		body, err = json.Marshal(payload)
+	case FormatPack:
+		// The codec writes from the start of the slice it is given.
+		err = codec.NewEncoderBytes(&body, packHandle).Encode(payload)
+	default:
+		err = fmt.Errorf("unknown format version %d", format)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("encode %s: %w", t&^IgnoreUnknownTypeFlag, err)
 	}
@@ -43,23 +72,23 @@ func Encode(t model.CommandType, payload any) ([]byte, error) {
 		return nil, fmt.Errorf("%w: %s of %d bytes exceeds %d", model.ErrInvalidCommand, t&^IgnoreUnknownTypeFlag, len(body)+2, MaxCommandSize)
 	}
 	out := make([]byte, 0, len(body)+2)
-	out = append(out, FormatVersion, byte(t))
+	out = append(out, format, byte(t))
 	return append(out, body...), nil
 }
 
 // ErrMalformed wraps every decoding failure.
 var ErrMalformed = errors.New("malformed command")
 
-// Decode parses a log entry made by Encode into its type, with
+// Decode parses a log entry made by Encode or EncodeAs into its type, with
 // IgnoreUnknownTypeFlag cleared, and a pointer to its payload struct.
 //
 // Fields of the payload that this version does not know are ignored, so
 // that a field added by a newer master does not stop an older one during a
 // rolling upgrade. An entry of an unknown type flagged ignorable decodes
 // to its type and a nil payload: Apply skips it. An unknown version, an
-// unknown type without the flag, a payload that is not one JSON value of
-// the type's struct (trailing data included), and an entry over
-// MaxCommandSize are errors wrapping ErrMalformed.
+// unknown type without the flag, a payload that is not one value of the
+// type's struct in the entry's format (trailing data included), and an
+// entry over MaxCommandSize are errors wrapping ErrMalformed.
 func Decode(b []byte) (model.CommandType, any, error) {
 	if len(b) < 2 {
 		return 0, nil, fmt.Errorf("%w: %d bytes", ErrMalformed, len(b))
@@ -67,8 +96,8 @@ func Decode(b []byte) (model.CommandType, any, error) {
 	if len(b) > MaxCommandSize {
 		return 0, nil, fmt.Errorf("%w: %d bytes exceeds %d", ErrMalformed, len(b), MaxCommandSize)
 	}
-	if b[0] != FormatVersion {
-		return 0, nil, fmt.Errorf("%w: format version %d, want %d", ErrMalformed, b[0], FormatVersion)
+	if b[0] != FormatJSON && b[0] != FormatPack {
+		return 0, nil, fmt.Errorf("%w: format version %d, want %d or %d", ErrMalformed, b[0], FormatJSON, FormatPack)
 	}
 	t := model.CommandType(b[1]) &^ IgnoreUnknownTypeFlag
 	payload := newPayload(t)
@@ -78,9 +107,20 @@ func Decode(b []byte) (model.CommandType, any, error) {
 		}
 		return 0, nil, fmt.Errorf("%w: unknown type %d", ErrMalformed, b[1])
 	}
-	// json.Unmarshal, unlike strictjson, ignores unknown fields; like it,
-	// it refuses empty input and anything after the value.
-	if err := json.Unmarshal(b[2:], payload); err != nil {
+	var err error
+	if b[0] == FormatJSON {
+		// json.Unmarshal, unlike strictjson, ignores unknown fields;
+		// like it, it refuses empty input and anything after the value.
+		err = json.Unmarshal(b[2:], payload)
+	} else {
+		// The codec ignores unknown fields too; what follows the value
+		// is refused here.
+		dec := codec.NewDecoderBytes(b[2:], packHandle)
+		if err = dec.Decode(payload); err == nil && dec.NumBytesRead() != len(b)-2 {
+			err = fmt.Errorf("%d bytes after the payload", len(b)-2-dec.NumBytesRead())
+		}
+	}
+	if err != nil {
 		return 0, nil, fmt.Errorf("%w: %s: %v", ErrMalformed, t, err)
 	}
 	return t, payload, nil

@@ -14,13 +14,16 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/hashicorp/go-msgpack/v2/codec"
+
 	"github.com/drover-project/drover/model"
 )
 
-// withUnknownFields returns entry with a field no version knows added to
-// every JSON object of its payload that is a struct, at every depth, as a
-// newer master's entry would carry a field added after this version.
-func withUnknownFields(t *testing.T, entry []byte) []byte {
+// withUnknownFields returns entry, a FormatJSON entry, with a field no
+// version knows added to every JSON object of its payload that is a
+// struct, at every depth, as a newer master's entry would carry a field
+// added after this version; in FormatPack when pack.
+func withUnknownFields(t *testing.T, entry []byte, pack bool) []byte {
 	dec := json.NewDecoder(bytes.NewReader(entry[2:]))
 	dec.UseNumber() // keeps int64 times exact
 	var v any
@@ -45,6 +48,13 @@ func withUnknownFields(t *testing.T, entry []byte) []byte {
 		}
 	}
 	add(v)
+	if pack {
+		var body []byte
+		if err := codec.NewEncoderBytes(&body, packHandle).Encode(numbers(v)); err != nil {
+			t.Fatal(err)
+		}
+		return append([]byte{FormatPack, entry[1]}, body...)
+	}
 	body, err := json.Marshal(v)
 	if err != nil {
 		t.Fatal(err)
@@ -52,13 +62,93 @@ func withUnknownFields(t *testing.T, entry []byte) []byte {
 	return append(entry[:2:2], body...)
 }
 
+// numbers replaces the json.Numbers in v, a decoded JSON value, by the
+// int64 or float64 they hold, as MessagePack writes numbers.
+func numbers(v any) any {
+	switch v := v.(type) {
+	case map[string]any:
+		for k, c := range v {
+			v[k] = numbers(c)
+		}
+	case []any:
+		for i, c := range v {
+			v[i] = numbers(c)
+		}
+	case json.Number:
+		if n, err := v.Int64(); err == nil {
+			return n
+		}
+		f, _ := v.Float64()
+		return f
+	}
+	return v
+}
+
+// inPack returns the FormatJSON entries in FormatPack: the same type byte
+// and payload.
+func inPack(t *testing.T, entries [][]byte) [][]byte {
+	out := make([][]byte, len(entries))
+	for i, e := range entries {
+		ct, payload, err := Decode(e)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if out[i], err = EncodeAs(FormatPack, ct|model.CommandType(e[1])&IgnoreUnknownTypeFlag, payload); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return out
+}
+
+// A log in FormatPack applies exactly as the same log in FormatJSON: the
+// same result for every entry and the same tables, so masters may switch
+// formats anywhere in the log. The MessagePack entries are smaller.
+func TestPackEntriesApplyAsJSON(t *testing.T) {
+	entries := scenario(t)
+	packed := inPack(t, entries)
+	plain, other := New(), New()
+	var jsonBytes, packBytes int
+	for i := range entries {
+		want, got := plain.ApplyCommand(uint64(i+1), entries[i]), other.ApplyCommand(uint64(i+1), packed[i])
+		if resultText(got) != resultText(want) {
+			t.Fatalf("entry %d in MessagePack: %s, in JSON: %s", i+1, resultText(got), resultText(want))
+		}
+		jsonBytes, packBytes = jsonBytes+len(entries[i]), packBytes+len(packed[i])
+	}
+	if other.Err() != nil || hashOf(t, other) != hashOf(t, plain) {
+		t.Fatalf("the log in MessagePack left other tables (Err %v)", other.Err())
+	}
+	// The formats may alternate entry by entry.
+	mixed := New()
+	for i := range entries {
+		e := entries[i]
+		if i%2 == 1 {
+			e = packed[i]
+		}
+		mixed.ApplyCommand(uint64(i+1), e)
+	}
+	if mixed.Err() != nil || hashOf(t, mixed) != hashOf(t, plain) {
+		t.Fatalf("a log of both formats left other tables (Err %v)", mixed.Err())
+	}
+	if packBytes >= jsonBytes {
+		t.Errorf("%d bytes in MessagePack, %d in JSON", packBytes, jsonBytes)
+	}
+	t.Logf("%d entries: %d bytes in JSON, %d in MessagePack", len(entries), jsonBytes, packBytes)
+}
+
 // A log whose entries carry fields this version does not know applies
 // exactly as the same log without them: same results, same tables.
 func TestUnknownFieldsAreIgnored(t *testing.T) {
+	for _, pack := range []bool{false, true} {
+		t.Run(map[bool]string{false: "JSON", true: "MessagePack"}[pack], func(t *testing.T) { unknownFieldsAreIgnored(t, pack) })
+	}
+}
+
+func unknownFieldsAreIgnored(t *testing.T, pack bool) {
 	entries := scenario(t)
 	plain, extended := New(), New()
 	for i, e := range entries {
-		x := withUnknownFields(t, e)
+		x := withUnknownFields(t, e, pack)
 		if bytes.Equal(x, e) {
 			t.Fatalf("entry %d gained no field", i+1)
 		}
@@ -95,7 +185,7 @@ func TestIgnorableEntries(t *testing.T) {
 		plain.ApplyCommand(index, e)
 	}
 	want := hashOf(t, plain)
-	unknown := append([]byte{FormatVersion, byte(IgnoreUnknownTypeFlag | 99)}, `{"a field":"of a type from a later version"}`...)
+	unknown := append([]byte{FormatJSON, byte(IgnoreUnknownTypeFlag | 99)}, `{"a field":"of a type from a later version"}`...)
 
 	f := New()
 	for i, e := range entries[:mid] {
@@ -139,12 +229,16 @@ var haltCases = []struct {
 }{
 	{"unknown type", []byte("\x01\x63{}"), []string{"type byte 0x63 (unknown type)"}},
 	{"unknown type 0x7f", []byte("\x01\x7f{}"), []string{"type byte 0x7f (unknown type)"}},
-	{"unknown format version", []byte("\x02\x02{}"), []string{"type byte 0x02 (unknown format version)", "format version 2"}},
+	{"unknown format version", []byte("\x03\x02{}"), []string{"type byte 0x02 (unknown format version)", "format version 3"}},
+	{"MessagePack of the wrong shape", []byte("\x02\x05\x81\xa9driver_id\x01"), []string{"type byte 0x05 (KillDriver)"}},
+	{"MessagePack, trailing data", []byte("\x02\x05\x80\x80"), []string{"type byte 0x05 (KillDriver)", "1 bytes after the payload"}},
+	{"MessagePack, cut short", []byte("\x02\x05\x81\xa9driver_id"), []string{"type byte 0x05 (KillDriver)"}},
+	{"MessagePack, no payload", []byte{FormatPack, byte(model.CmdKillDriver)}, []string{"type byte 0x05 (KillDriver)"}},
 	{"payload of the wrong shape", []byte("\x01\x02{\"id\":1}"), []string{"type byte 0x02 (SubmitDriver)", "cannot unmarshal"}},
 	{"flagged, payload of the wrong shape", []byte("\x01\x82{\"id\":1}"), []string{"type byte 0x82 (SubmitDriver, flagged ignorable)"}},
 	{"trailing data", []byte("\x01\x0d{} {}"), []string{"type byte 0x0d (PruneCompleted)", "after top-level value"}},
-	{"no payload", []byte{FormatVersion, byte(model.CmdKillDriver)}, []string{"type byte 0x05 (KillDriver)"}},
-	{"no type byte", []byte{FormatVersion}, []string{"no type byte"}},
+	{"no payload", []byte{FormatJSON, byte(model.CmdKillDriver)}, []string{"type byte 0x05 (KillDriver)"}},
+	{"no type byte", []byte{FormatJSON}, []string{"no type byte"}},
 	{"empty", nil, []string{"no type byte"}},
 }
 

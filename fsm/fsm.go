@@ -213,7 +213,7 @@ func typeByte(b []byte) string {
 	s := fmt.Sprintf("type byte 0x%02x", b[1])
 	t := model.CommandType(b[1]) &^ IgnoreUnknownTypeFlag
 	switch {
-	case b[0] != FormatVersion:
+	case b[0] != FormatJSON && b[0] != FormatPack:
 		return s + " (unknown format version)"
 	case newPayload(t) == nil:
 		return s + " (unknown type)"

@@ -191,9 +191,12 @@ func fuzzCommandSeeds(t tb) [][]byte {
 		return data
 	}
 	seeds := [][]byte{
-		nil, {FormatVersion}, {FormatVersion, byte(model.CmdSubmitDriver)}, {2, 2, '{', '}'}, {1, 99, '{', '}'}, {1, 2, '{'},
+		nil, {FormatJSON}, {FormatJSON, byte(model.CmdSubmitDriver)}, {2, 2, '{', '}'}, {1, 99, '{', '}'}, {1, 2, '{'},
 		[]byte("\x01\x02{\"id\":1}"), []byte("\x01\x05{\"driver_id\":\"x\",\"bogus\":1}"), []byte("\x01\x0d{} {}"),
 		{1, 0x80 | 99, '{', '}'}, {1, 0x80, 'x'}, []byte("\x01\x85{\"driver_id\":\"" + driverID(4) + "\",\"added_later\":[1]}"),
+		{FormatPack}, {FormatPack, byte(model.CmdKillDriver)}, {FormatPack, byte(model.CmdKillDriver), 0xc0}, {FormatPack, 0x80 | 99, 0x80},
+		[]byte("\x02\x05\x81\xa9driver_id\x01"), []byte("\x02\x05\x80\x80"), []byte("\x02\x02\xdd\xff\xff\xff\xff"),
+		[]byte("\x02\x85\x82\xa9driver_id\xba" + driverID(4) + "\xabadded_later\x91\x01"),
 		enc(model.CmdReportAttempts, &model.ReportAttempts{WorkerID: "w1", Time: 9, Reports: []model.AttemptReport{
 			{DriverID: driverID(0), Attempt: 1, State: model.DriverKilled}, {DriverID: driverID(6), Attempt: 1, State: model.DriverRunning, Runs: 3}}}),
 		enc(model.CmdReportAttempts, &model.ReportAttempts{WorkerID: "w1", Time: 9, Executors: []model.ExecutorReport{
@@ -269,7 +272,7 @@ func FuzzCommand(f *testing.F) {
 			t.Fatalf("%s left different tables on two replicas", ct)
 		}
 
-		again, err := Encode(ct, payload)
+		again, err := EncodeAs(data[0], ct, payload)
 		if err != nil {
 			t.Fatalf("%s decoded but does not encode: %v", ct, err)
 		}
@@ -466,8 +469,13 @@ func TestWriteFuzzCorpus(t *testing.T) {
 		cmds[fmt.Sprintf("base-%02d-%s", i+1, ct)] = e
 	}
 	for i, e := range scenario(t) {
-		ct, _, _ := Decode(e)
+		ct, p, _ := Decode(e)
 		cmds[fmt.Sprintf("scenario-%02d-%s", i+1, ct)] = e
+		packed, err := EncodeAs(FormatPack, ct, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cmds[fmt.Sprintf("scenario-pack-%02d-%s", i+1, ct)] = packed
 	}
 	writeCorpus(t, "FuzzCommand", cmds)
 

@@ -36,6 +36,10 @@ type Meta struct {
 	// the daemon is gone may relaunch its drivers at once. A worker clears
 	// it before it detaches, when its programs outlive it for the lease.
 	Tethered bool `json:"tethered,omitempty"`
+	// LogFormat is, of a master, the newest format of Raft entries it
+	// reads (fsm.FormatPack); 0 from a master older than that field. A
+	// leader writes an entry format only once every voter reads it.
+	LogFormat byte `json:"log_format,omitempty"`
 }
 
 // NodeName is the memberlist name of a member: role/ID, unique in the pool.

@@ -21,7 +21,7 @@ func TestHaltsOnAnEntryItCannotApply(t *testing.T) {
 	before := m.fsm.Index()
 	// Type 0x7f is no command, and the high bit that would make it
 	// ignorable is not set.
-	f := m.raft.Apply([]byte{fsm.FormatVersion, 0x7f, '{', '}'}, 5*time.Second)
+	f := m.raft.Apply([]byte{fsm.FormatJSON, 0x7f, '{', '}'}, 5*time.Second)
 	if err := f.Error(); err != nil {
 		t.Fatalf("the entry was not committed: %v", err)
 	}

@@ -147,7 +147,7 @@ func New(cfg Config) (*Master, error) {
 	m.beats = watchHeartbeats(m.raft, m.stop, &m.loops)
 	m.finder = newFinder(m)
 	pool, err := gossip.Start(gossip.Config{
-		Meta:      gossip.Meta{Role: gossip.RoleMaster, ID: cfg.ID, HTTP: cfg.httpAddr()},
+		Meta:      gossip.Meta{Role: gossip.RoleMaster, ID: cfg.ID, HTTP: cfg.httpAddr(), LogFormat: fsm.FormatPack},
 		BindIP:    cfg.BindIP,
 		Port:      cfg.GossipPort,
 		Profile:   cfg.GossipProfile,
@@ -546,7 +546,7 @@ func (m *Master) establish(ctx context.Context) *leader.Term {
 		SpreadOutApps: m.cfg.SpreadOutApps, RetainedDrivers: m.cfg.RetainedDrivers, RetainedApps: m.cfg.RetainedApps,
 		AppTimeout: m.cfg.AppTimeout,
 	}, leader.Deps{
-		FSM: m.fsm, Apply: m.local.Apply, Pool: m.pool, GossipChanged: m.gossipChanged.Wait, Voters: m.voters,
+		FSM: m.fsm, Apply: m.local.Apply, Pool: m.pool, GossipChanged: m.gossipChanged.Wait, Voters: m.voters, Configuration: m.allVoters,
 		Refused: func(addr string) bool { return transport.Refused(m.cfg.BindIP, addr, workerProbeTimeout) },
 		Metrics: m.metrics, Log: m.log,
 	}, number)
@@ -597,6 +597,22 @@ func (m *Master) authorize(h http.Header) {
 	if m.tls.http == nil && m.cfg.OperatorToken != "" {
 		h.Set("Authorization", "Bearer "+m.cfg.OperatorToken)
 	}
+}
+
+// allVoters returns the IDs of every voter of the latest Raft
+// configuration, this master's included; nil when Raft cannot say.
+func (m *Master) allVoters() []string {
+	cf := m.raft.GetConfiguration()
+	if cf.Error() != nil {
+		return nil
+	}
+	var out []string
+	for _, s := range cf.Configuration().Servers {
+		if s.Suffrage == raft.Voter {
+			out = append(out, string(s.ID))
+		}
+	}
+	return out
 }
 
 // voters returns the IDs of the other voters of the latest Raft

@@ -15,6 +15,7 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/drover-project/drover/fsm"
@@ -51,6 +52,9 @@ type Deps struct {
 	// Voters returns the IDs of the other voters of the Raft
 	// configuration that this leader's Raft heartbeats reach.
 	Voters func() []string
+	// Configuration returns the IDs of every voter of the latest Raft
+	// configuration, this master's included; nil when Raft cannot say.
+	Configuration func() []string
 	// Refused reports whether the host of a worker's HTTP address
 	// (host:port) refuses a connection to it, promptly: nothing listens
 	// there any more (transport.Refused).
@@ -81,6 +85,8 @@ type Term struct {
 	Outsiders *Contacts
 
 	split splitState
+	// format is Format's fsm format byte.
+	format atomic.Uint32
 
 	cfg    Config
 	d      Deps
@@ -105,7 +111,8 @@ func Start(cfg Config, d Deps, number uint64) *Term {
 		cancel:    cancel,
 		done:      make(chan struct{}),
 	}
-	for _, duty := range []func(context.Context){t.schedule, t.watchWorkers, t.watchApps, t.watchPool} {
+	t.format.Store(uint32(fsm.FormatJSON))
+	for _, duty := range []func(context.Context){t.schedule, t.watchWorkers, t.watchApps, t.watchPool, t.watchFormat} {
 		t.wg.Add(1)
 		go func() {
 			defer t.wg.Done()

@@ -157,11 +157,22 @@ type pending struct {
 
 // enqueue encodes a command and hands it to Raft without waiting.
 func (s *Core) enqueue(t model.CommandType, payload any) pending {
-	data, err := fsm.Encode(t, payload)
+	data, err := s.encode(t, payload)
 	if err != nil {
 		return pending{err: err}
 	}
 	return pending{f: s.Raft.Apply(data, s.cfg.ApplyTimeout), start: time.Now()}
+}
+
+// encode encodes a command in the format the current term writes
+// (leader.Term.Format), or in fsm.FormatJSON, which every master reads,
+// when there is none.
+func (s *Core) encode(t model.CommandType, payload any) ([]byte, error) {
+	format := fsm.FormatJSON
+	if term := s.term.Load(); term != nil {
+		format = term.Format()
+	}
+	return fsm.EncodeAs(format, t, payload)
 }
 
 // wait waits for a pending command and returns Apply's result.

@@ -163,7 +163,7 @@ func (s *Core) commitGroup(group []*queuedSubmit) {
 		}
 		t, payload = model.CmdSubmitDrivers, c
 	}
-	data, err := fsm.Encode(t, payload)
+	data, err := s.encode(t, payload)
 	if errors.Is(err, model.ErrInvalidCommand) && len(group) > 1 {
 		half := len(group) / 2
 		s.commitGroup(group[:half])
