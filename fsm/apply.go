@@ -65,10 +65,10 @@ func (f *FSM) applySubmitDriver(c *model.SubmitDriver) any {
 	}
 	d := &model.Driver{
 		ID:        c.ID,
-		Name:      c.Name,
+		Name:      f.intern.str(c.Name),
 		Token:     c.Token,
-		Argv:      append([]string(nil), c.Argv...),
-		Env:       c.Env,
+		Argv:      f.intern.argv(c.Argv),
+		Env:       f.intern.env(c.Env),
 		Cores:     c.Cores,
 		MemoryMB:  c.MemoryMB,
 		Supervise: c.Supervise,
@@ -190,6 +190,10 @@ func (f *FSM) applyReportAttempts(c *model.ReportAttempts) any {
 		if !ok {
 			continue
 		}
+		// What the rows keep of the report: a state's constant rather
+		// than a decoded copy of its name, and reasons ("exit status 1")
+		// shared.
+		r.State, r.Reason = driverState(r.State), f.intern.str(r.Reason)
 		rec := d.AttemptRecord(r.Attempt)
 		if rec == nil || rec.WorkerID != c.WorkerID {
 			continue

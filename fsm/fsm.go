@@ -75,6 +75,9 @@ type FSM struct {
 	// the recent changes for subscribers.
 	touched map[rowKey]struct{}
 	events  *events.Buffer
+	// intern shares the strings, argvs and environments of the rows
+	// (see interner).
+	intern interner
 }
 
 // tables is everything a snapshot holds.
@@ -503,6 +506,8 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 		close(u.change)
 	}
 	f.t = t
+	// A fresh interner: the old one's values are the old tables'.
+	f.intern = interner{}
 	if index != 0 {
 		// Older snapshots do not say; the next Apply does.
 		f.index = index

@@ -383,6 +383,7 @@ func decodeSnapshotFile(r io.Reader) (tables, uint64, error) {
 	if err := checkTables(&t); err != nil {
 		return tables{}, 0, err
 	}
+	t.shareIDs()
 	return t, index, nil
 }
 
@@ -419,6 +420,12 @@ func decodeJSON(r io.Reader) (tables, uint64, error) {
 	}
 	if s.Version != SnapshotVersionJSON {
 		return tables{}, 0, fmt.Errorf("version %d, want %d or %d", s.Version, SnapshotVersionJSON, SnapshotVersion)
+	}
+	var in interner
+	for _, d := range s.Tables.Drivers {
+		if d != nil {
+			in.shareDriver(d, s.Tables.Workers)
+		}
 	}
 	return s.Tables, s.Index, nil
 }
@@ -480,10 +487,18 @@ func decodePacked(br *bufio.Reader) (tables, uint64, error) {
 		decoders.Add(1)
 		g.Go(func() error {
 			defer decoders.Done()
+			// Each decoder shares the strings of the rows it decodes
+			// through an interner of its own, on its own core.
+			var in interner
 			for f := range frames {
 				rows, err := decodeRows(f)
 				if err != nil {
 					return err
+				}
+				for _, d := range rows {
+					if d != nil {
+						in.shareDriver(d, t.Workers)
+					}
 				}
 				select {
 				case decoded <- rows:
