@@ -90,8 +90,9 @@ func (f *FSM) event(index uint64, k rowKey, stamp bool) api.Event {
 			if stamp {
 				w.ModifyIndex = index
 			}
-			c := *w
-			e.Worker = &c
+			// A deep copy: Apply changes the addresses the worker's
+			// units hold (ResourcesUsed) in place.
+			e.Worker = w.Clone()
 			return e
 		}
 	}
