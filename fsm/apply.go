@@ -85,6 +85,7 @@ func (f *FSM) applySubmitDriver(c *model.SubmitDriver) any {
 		Attempts:        []model.Attempt{},
 	}
 	f.t.Drivers[d.ID] = d
+	f.owned[d] = struct{}{}
 	f.changed(api.EventDriver, d.ID)
 	f.t.WaitingDrivers = append(f.t.WaitingDrivers, d.ID)
 	if c.Token != "" {
@@ -132,6 +133,7 @@ func (f *FSM) applyPlaceDrivers(c *model.PlaceDrivers) any {
 			continue
 		}
 		placed[d.ID] = true
+		d = f.ownDriver(d)
 		d.WorkerID = w.ID
 		f.t.units(w.ID).addDriver(d.ID)
 		d.UpdatedAt = c.Time
@@ -198,11 +200,18 @@ func (f *FSM) applyReportAttempts(c *model.ReportAttempts) any {
 		if rec == nil || rec.WorkerID != c.WorkerID {
 			continue
 		}
+		// A stale or late report changes the attempt's history only.
+		stale := r.Attempt != d.Attempt || d.WorkerID != c.WorkerID || d.State.Terminal()
+		if stale && rec.State.Terminal() {
+			// Nor that: an ended record stays as it ended.
+			continue
+		}
+		d = f.ownDriver(d)
+		rec = d.AttemptRecord(r.Attempt)
 		if updateRecord(rec, r, model.FailuresKept(d.MaxRestarts, d.RescheduleAfter), c.Time) {
 			f.changed(api.EventDriver, d.ID)
 		}
-		if r.Attempt != d.Attempt || d.WorkerID != c.WorkerID || d.State.Terminal() {
-			// A stale or late report: history only.
+		if stale {
 			continue
 		}
 		f.applyCurrentReport(d, r, c.Time)
@@ -328,6 +337,7 @@ func (f *FSM) applyKillDriver(c *model.KillDriver) any {
 	if d.WorkerID == "" {
 		f.dropWaiting(map[string]bool{d.ID: true})
 	}
+	d = f.ownDriver(d)
 	f.release(d)
 	d.State = model.DriverKilled
 	d.Message = c.Reason
@@ -387,7 +397,7 @@ func (f *FSM) applyWorkerLost(c *model.WorkerLost) any {
 	}
 	ids := sortedKeys(u.drivers)
 	for _, id := range ids {
-		d := f.t.Drivers[id]
+		d := f.ownDriver(f.t.Drivers[id])
 		if d.Supervise {
 			f.relaunch(d, now, reason)
 			continue

@@ -62,11 +62,12 @@ func (f *FSM) event(index uint64, k rowKey, stamp bool) api.Event {
 	case api.EventDriver:
 		if d, ok := f.t.Drivers[k.id]; ok {
 			if stamp {
+				d = f.ownDriver(d)
 				d.ModifyIndex = index
 			}
-			// The buffer holds some 65,000 events: each shares its
-			// row's program rather than copying it.
-			e.Driver = cloneDriver(d)
+			// The buffer holds some 65,000 events: each holds the
+			// row itself, which no later entry changes (ownDriver).
+			e.Driver = d
 			return e
 		}
 	case api.EventApp:

@@ -75,6 +75,9 @@ type FSM struct {
 	// the recent changes for subscribers.
 	touched map[rowKey]struct{}
 	events  *events.Buffer
+	// owned is the driver rows the entry being applied made or copied
+	// (see ownDriver): the only ones it may change in place.
+	owned map[*model.Driver]struct{}
 	// intern shares the strings, argvs and environments of the rows
 	// (see interner).
 	intern interner
@@ -167,7 +170,8 @@ func newTables() tables {
 
 // New returns an FSM with empty tables.
 func New() *FSM {
-	return &FSM{t: newTables(), change: make(chan struct{}), halted: make(chan struct{}), events: events.New(DefaultEventBuffer)}
+	return &FSM{t: newTables(), change: make(chan struct{}), halted: make(chan struct{}), events: events.New(DefaultEventBuffer),
+		owned: map[*model.Driver]struct{}{}}
 }
 
 // Apply implements raft.FSM. It returns a SubmitResult,
@@ -204,7 +208,27 @@ func (f *FSM) Apply(l *raft.Log) any {
 	}
 	res := f.apply(t, payload)
 	f.publish(l.Index)
+	clear(f.owned)
 	return res
+}
+
+// ownDriver returns a driver row that the entry being applied may change
+// in place: d itself if the entry made or copied it already, otherwise a
+// copy (cloneDriver) that replaces d in the drivers table. Once an entry
+// is applied its rows do not change any more: a later entry that changes
+// one changes a copy. So the events of an entry, and a snapshot, can hold
+// the rows themselves rather than copies of them: a row costs memory
+// twice only while an event holds a version of it that a later entry has
+// replaced. Every change to a driver row goes through it. Called with
+// f.mu held.
+func (f *FSM) ownDriver(d *model.Driver) *model.Driver {
+	if _, ok := f.owned[d]; ok {
+		return d
+	}
+	c := cloneDriver(d)
+	f.t.Drivers[c.ID] = c
+	f.owned[c] = struct{}{}
+	return c
 }
 
 // typeByte describes the type byte of an entry Decode refused, naming the
@@ -469,9 +493,11 @@ func (f *FSM) NextDriverSeq() int {
 
 // Snapshot implements raft.FSM. Raft calls it from the goroutine that calls
 // Apply, so no entry applies while it runs and the copy it returns is of
-// one point in the log. It only copies the rows (deep copies, sharing
-// nothing that Apply changes), under the read lock: Apply waits for the
-// copy, readers do not. The encoding and the write, the bulk of the cost,
+// one point in the log. It only copies the tables, under the read lock:
+// Apply waits for the copy, readers do not. Driver rows are shared, not
+// copied, since no entry changes a row that an earlier one made (see
+// ownDriver); the other rows are copied (deep copies, sharing nothing
+// that Apply changes). The encoding and the write, the bulk of the cost,
 // happen in Persist, which Raft runs in another goroutine while Apply goes
 // on; the copy's memory is held until then.
 //

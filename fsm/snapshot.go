@@ -48,8 +48,9 @@ type snapshotFile struct {
 	Tables tables `json:"tables"`
 }
 
-// snapshot is a copy of the tables taken by FSM.Snapshot. Nothing in it is
-// shared with the live tables, so Persist may read it while Apply goes on.
+// snapshot is a copy of the tables taken by FSM.Snapshot. What it shares
+// with the live tables (the driver rows) no entry changes, so Persist may
+// read it while Apply goes on.
 type snapshot struct {
 	t     tables
 	index uint64
@@ -69,13 +70,14 @@ func (s *snapshot) Persist(sink raft.SnapshotSink) error {
 // collector.
 func (s *snapshot) Release() {}
 
-// clone returns a deep copy of the tables without the derived per-worker
+// clone returns a copy of the tables without the derived per-worker
 // index, which snapshots do not hold. Strings are shared: they cannot
-// change.
+// change. So are the driver rows, which Apply never changes once their
+// entry is applied (FSM.ownDriver); the other rows are copied.
 func (t *tables) clone() tables {
 	return tables{
 		Workers:        cloneRows(t.Workers, (*model.Worker).Clone),
-		Drivers:        cloneRows(t.Drivers, cloneDriver),
+		Drivers:        maps.Clone(t.Drivers),
 		WaitingDrivers: slices.Clone(t.WaitingDrivers),
 		Tokens:         maps.Clone(t.Tokens),
 		NextDriverSeq:  t.NextDriverSeq,
@@ -103,8 +105,9 @@ func cloneRows[V any](m map[string]V, clone func(V) V) map[string]V {
 // state, times, attempt records with their exit codes and failures) and
 // shares what it never changes once the row exists: the program (Argv,
 // Env, Artifacts, Resources) and each attempt's addresses. It is the copy
-// a snapshot and an event hold of a row as of their index, at a fraction
-// of the cost and memory of Driver.Clone, whose copies callers may change.
+// an entry changes in place of a row an earlier entry made (FSM.ownDriver),
+// at a fraction of the cost and memory of Driver.Clone, whose copies
+// callers may change.
 // A nil attempt history (a row restored from a snapshot that had none)
 // stays nil, so the copy encodes as the row does and a snapshot restores
 // to tables of the same hash.
