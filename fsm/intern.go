@@ -1,7 +1,8 @@
 package fsm
 
 import (
-	"encoding/binary"
+	"hash/maphash"
+	"maps"
 	"slices"
 	"strings"
 
@@ -29,7 +30,10 @@ const (
 // value, only where it is kept: which values the caches hold and when
 // they forget them has no effect on the tables, so masters whose caches
 // differ (one restarted from a snapshot, one that applied the log) still
-// hold equal tables.
+// hold equal tables. For the same reason argvs and environments are
+// cached under a hash of their contents with a seed of this process's
+// own: a value found under its hash is compared with the one looked up,
+// and two that collide are simply not shared.
 //
 // Each cache is bounded: a generation that is full is set aside as the
 // old one, the older one dropped, and a value found in the old
@@ -38,44 +42,29 @@ const (
 // Not safe for concurrent use: Apply and Restore use it under the FSM's
 // write lock, or before the tables are installed.
 type interner struct {
-	strs  internCache[string]
-	argvs internCache[[]string]
-	envs  internCache[map[string]string]
-	// key and names are scratch space for the keys of argvs and
-	// environments.
-	key   []byte
-	names []string
+	seed   maphash.Seed
+	seeded bool
+	strs   internCache[string, string]
+	argvs  internCache[uint64, []string]
+	envs   internCache[uint64, map[string]string]
 }
 
 // internCache maps a key to the canonical value, in two generations.
-type internCache[V any] struct {
-	cur, old map[string]V
+type internCache[K comparable, V any] struct {
+	cur, old map[K]V
 	// bytes is roughly what the values of cur hold.
 	bytes int
 }
 
 // get returns the value cached under key, moving it to the current
-// generation when it was in the old one. (The conversions in the map
-// indexes do not allocate.)
-func (c *internCache[V]) get(key []byte) (V, bool) {
-	if v, ok := c.cur[string(key)]; ok {
-		return v, true
-	}
-	if v, ok := c.old[string(key)]; ok {
-		c.put(string(key), v, len(key))
-		return v, true
-	}
-	var zero V
-	return zero, false
-}
-
-// getString is get with a string key.
-func (c *internCache[V]) getString(key string) (V, bool) {
+// generation when it was in the old one; size is roughly what the value
+// holds, in bytes.
+func (c *internCache[K, V]) get(key K, size int) (V, bool) {
 	if v, ok := c.cur[key]; ok {
 		return v, true
 	}
 	if v, ok := c.old[key]; ok {
-		c.put(key, v, len(key))
+		c.put(key, v, size)
 		return v, true
 	}
 	var zero V
@@ -83,12 +72,20 @@ func (c *internCache[V]) getString(key string) (V, bool) {
 }
 
 // put caches v under key; size is roughly what v holds, in bytes.
-func (c *internCache[V]) put(key string, v V, size int) {
+func (c *internCache[K, V]) put(key K, v V, size int) {
 	if c.cur == nil || len(c.cur) >= internEntries || c.bytes+size > internBytes {
-		c.old, c.cur, c.bytes = c.cur, make(map[string]V), 0
+		c.old, c.cur, c.bytes = c.cur, make(map[K]V), 0
 	}
 	c.cur[key] = v
 	c.bytes += size
+}
+
+// hashSeed returns the seed of the hashes of argvs and environments.
+func (in *interner) hashSeed() maphash.Seed {
+	if !in.seeded {
+		in.seed, in.seeded = maphash.MakeSeed(), true
+	}
+	return in.seed
 }
 
 // str returns the canonical copy of s.
@@ -96,7 +93,7 @@ func (in *interner) str(s string) string {
 	if s == "" {
 		return ""
 	}
-	if v, ok := in.strs.getString(s); ok {
+	if v, ok := in.strs.get(s, len(s)); ok {
 		return v
 	}
 	// A copy of its own, so that a string cut from a larger buffer by a
@@ -115,18 +112,22 @@ func (in *interner) argv(argv []string) []string {
 	if len(argv) == 0 {
 		return argv
 	}
-	in.key = in.key[:0]
+	var h maphash.Hash
+	h.SetSeed(in.hashSeed())
+	size := 0
 	for _, s := range argv {
-		in.key = binary.AppendUvarint(in.key, uint64(len(s)))
-		in.key = append(in.key, s...)
+		h.WriteString(s)
+		h.WriteByte(0)
+		size += len(s)
 	}
-	if v, ok := in.argvs.get(in.key); ok {
+	key := h.Sum64()
+	if v, ok := in.argvs.get(key, size); ok && slices.Equal(v, argv) {
 		return v
 	}
 	for i, s := range argv {
 		argv[i] = in.str(s)
 	}
-	in.argvs.put(string(in.key), argv, len(in.key))
+	in.argvs.put(key, argv, size)
 	return argv
 }
 
@@ -136,28 +137,23 @@ func (in *interner) env(env map[string]string) map[string]string {
 	if len(env) == 0 {
 		return env
 	}
-	in.names = in.names[:0]
-	for k := range env {
-		in.names = append(in.names, k)
+	seed := in.hashSeed()
+	// A sum of the entries' hashes, which does not depend on the order
+	// the map yields them in.
+	var key uint64
+	size := 0
+	for k, v := range env {
+		key += maphash.String(seed, k)*31 + maphash.String(seed, v)
+		size += len(k) + len(v)
 	}
-	// Sorted, so that equal maps make the same key whatever their order.
-	slices.Sort(in.names)
-	in.key = in.key[:0]
-	for _, k := range in.names {
-		in.key = binary.AppendUvarint(in.key, uint64(len(k)))
-		in.key = append(in.key, k...)
-		in.key = binary.AppendUvarint(in.key, uint64(len(env[k])))
-		in.key = append(in.key, env[k]...)
-	}
-	clear(in.names)
-	if v, ok := in.envs.get(in.key); ok {
+	if v, ok := in.envs.get(key, size); ok && maps.Equal(v, env) {
 		return v
 	}
 	v := make(map[string]string, len(env))
 	for k, val := range env {
 		v[in.str(k)] = in.str(val)
 	}
-	in.envs.put(string(in.key), v, len(in.key))
+	in.envs.put(key, v, size)
 	return v
 }
 

@@ -167,3 +167,23 @@ func TestInternedEnvironmentsByContent(t *testing.T) {
 		t.Fatal("nil must stay nil")
 	}
 }
+
+// A value cached under the hash of another (two that collide) is never
+// handed out for it: the contents are compared.
+func TestInternedHashesAreChecked(t *testing.T) {
+	var in interner
+	argv := in.argv([]string{"spark-class", "job"})
+	env := in.env(map[string]string{"K": "1"})
+	for k := range in.argvs.cur {
+		in.argvs.cur[k] = []string{"other", "argv"}
+	}
+	for k := range in.envs.cur {
+		in.envs.cur[k] = map[string]string{"K": "2"}
+	}
+	if got := in.argv([]string{"spark-class", "job"}); got[0] != "spark-class" || got[1] != "job" || len(got) != 2 {
+		t.Fatalf("argv %q, want %q", got, argv)
+	}
+	if got := in.env(map[string]string{"K": "1"}); got["K"] != "1" || len(got) != 1 {
+		t.Fatalf("environment %v, want %v", got, env)
+	}
+}
