@@ -145,39 +145,50 @@ func tputCPU(pid int) time.Duration {
 	return time.Duration(utime+stime) * 10 * time.Millisecond
 }
 
+// tputMemory is a process's memory, KiB: its resident set size, the part
+// of it that is anonymous memory (the Go heap, goroutine stacks and the
+// runtime's own; the rest is mapped files: the binary and a master's
+// raft.db, which bbolt maps), and its Go heap (allocated objects, from
+// the go_memstats_heap_alloc_bytes metric).
+type tputMemory struct{ rss, anon, heap int64 }
+
 // tputSettledMemory returns the least of five samples over two seconds
-// of node n's resident set size and of its Go heap (allocated objects,
-// from the go_memstats_heap_alloc_bytes metric), both in KiB: a Go
-// process's memory swings with its garbage collections, and the low
-// point is the closest to its live memory.
-func tputSettledMemory(b *testing.B, n *testcluster.Node) (rss, heap int64) {
-	rss, heap = math.MaxInt64, math.MaxInt64
+// of each of node n's figures: a Go process's memory swings with its
+// garbage collections, and the low point is the closest to its live
+// memory.
+func tputSettledMemory(b *testing.B, n *testcluster.Node) tputMemory {
+	m := tputMemory{math.MaxInt64, math.MaxInt64, math.MaxInt64}
 	for i := range 5 {
 		if i > 0 {
 			time.Sleep(500 * time.Millisecond)
 		}
-		rss = min(rss, tputRSSKiB(b, n.PID()))
-		heap = min(heap, int64(tputMetric(b, n, "go_memstats_heap_alloc_bytes"))/1024)
+		m.rss = min(m.rss, tputStatusKiB(b, n.PID(), "VmRSS"))
+		m.anon = min(m.anon, tputStatusKiB(b, n.PID(), "RssAnon"))
+		m.heap = min(m.heap, int64(tputMetric(b, n, "go_memstats_heap_alloc_bytes"))/1024)
 	}
-	return rss, heap
+	return m
 }
 
 // tputRSSKiB returns the resident set size of process pid, in KiB.
-func tputRSSKiB(b *testing.B, pid int) int64 {
+func tputRSSKiB(b *testing.B, pid int) int64 { return tputStatusKiB(b, pid, "VmRSS") }
+
+// tputStatusKiB returns a figure in kB of /proc/PID/status, such as VmRSS
+// or RssAnon, in KiB.
+func tputStatusKiB(b *testing.B, pid int, field string) int64 {
 	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
 		b.Fatal(err)
 	}
 	for _, line := range strings.Split(string(data), "\n") {
-		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+		if rest, ok := strings.CutPrefix(line, field+":"); ok {
 			kib, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 10, 64)
 			if err != nil {
-				b.Fatalf("VmRSS of %d: %q", pid, line)
+				b.Fatalf("%s of %d: %q", field, pid, line)
 			}
 			return kib
 		}
 	}
-	b.Fatalf("no VmRSS in /proc/%d/status", pid)
+	b.Fatalf("no %s in /proc/%d/status", field, pid)
 	return 0
 }
 
@@ -436,9 +447,12 @@ func BenchmarkSubmitLatencyAt2000(b *testing.B) {
 // master (before any worker or driver) and with every driver running
 // (each the low point over two seconds; the per-driver figure means
 // little below some 10,000 drivers, where garbage collection swings are
-// as large), and its Go heap at both points (allocated objects, from
-// go_memstats_heap_alloc_bytes, the low point too), which the collector's
-// headroom and the mapped Raft log inflate far less than the RSS.
+// as large), the anonymous part of that memory (rss_anon_kib_per_driver:
+// without the pages of raft.db that bbolt maps, which the RSS counts once
+// touched and the kernel may reclaim), and its Go heap at both points
+// (allocated objects, from go_memstats_heap_alloc_bytes, the low point
+// too), which the collector's headroom and the mapped Raft log inflate
+// far less than the RSS.
 //
 // Without DROVER_BENCH_GOSSIP=1 the simulated workers are not memberlist
 // members and the masters know them alive from their heartbeats alone, so
@@ -460,6 +474,7 @@ func BenchmarkPlacement(b *testing.B) {
 		b.ReportMetric(float64(r.rssEmpty)/1024, "rss_empty_mib")
 		b.ReportMetric(float64(r.rssFull)/1024, "rss_full_mib")
 		b.ReportMetric(float64(r.rssFull-r.rssEmpty)/float64(ndrivers), "rss_kib_per_driver")
+		b.ReportMetric(float64(r.anonFull-r.anonEmpty)/float64(ndrivers), "rss_anon_kib_per_driver")
 		b.ReportMetric(float64(r.heapFull-r.heapEmpty)/float64(ndrivers), "heap_kib_per_driver")
 		b.ReportMetric(float64(ndrivers-r.placed), "unplaced")
 		b.ReportMetric(float64(r.leaderCPU.Milliseconds())/float64(max(r.placed, 1)), "leader_cpu_ms/placement")
@@ -473,8 +488,10 @@ type tputPlacement struct {
 	placed            int
 	submit, elapsed   time.Duration
 	rssEmpty, rssFull int64
-	// heapEmpty and heapFull are the leader's Go heap at the same
-	// points, KiB.
+	// anonEmpty and anonFull are the anonymous part of the RSS (without
+	// the mapped binary and raft.db), and heapEmpty and heapFull the
+	// leader's Go heap, at the same points, KiB.
+	anonEmpty, anonFull int64
 	heapEmpty, heapFull int64
 	// leaderCPU is the leader's CPU time from the fleet's start until
 	// every driver ran; entries the Raft entries applied meanwhile, of
@@ -537,7 +554,8 @@ func tputPlace(b *testing.B, nworkers, ndrivers, clients, cores int, withGossip 
 	}
 	pid := leader.PID()
 	var r tputPlacement
-	r.rssEmpty, r.heapEmpty = tputSettledMemory(b, leader)
+	empty := tputSettledMemory(b, leader)
+	r.rssEmpty, r.anonEmpty, r.heapEmpty = empty.rss, empty.anon, empty.heap
 	// Leader changes the leader learned of: c.Leader, which reads
 	// /v1/state, is too slow at 100,000 drivers to tell.
 	elected := tputMetric(b, leader, "drover_raft_leader_changes_total")
@@ -584,7 +602,8 @@ func tputPlace(b *testing.B, nworkers, ndrivers, clients, cores int, withGossip 
 		b.Logf("warning: only %d of %d drivers RUNNING after %s; figures are for those", r.placed, ndrivers, timeout)
 	}
 	// Memory before the read below, which builds every driver's reply.
-	r.rssFull, r.heapFull = tputSettledMemory(b, leader)
+	full := tputSettledMemory(b, leader)
+	r.rssFull, r.anonFull, r.heapFull = full.rss, full.anon, full.heap
 	if r.placed == ndrivers {
 		if end, reads, ok := tputConfirmRunning(b, c, ndrivers, start.Add(timeout)); ok && reads > 1 {
 			// Reports the workers saw acknowledged can have been
@@ -599,8 +618,9 @@ func tputPlace(b *testing.B, nworkers, ndrivers, clients, cores int, withGossip 
 		b.Logf("warning: the leader learned of an election during the run; the placement and memory figures may span two leaders")
 	}
 	st := fleet.Stats()
-	b.Logf("%d workers (%d cores each, gossip %v): %d drivers RUNNING %s after the fleet's start; %d heartbeats, %d failed calls; leader RSS %d MiB empty, %d MiB full, heap %d MiB empty, %d MiB full; leader CPU %s, %d Raft entries",
-		nworkers, cores, withGossip, r.placed, r.elapsed.Round(time.Millisecond), st.Heartbeats, st.Failures, r.rssEmpty/1024, r.rssFull/1024, r.heapEmpty/1024, r.heapFull/1024, r.leaderCPU, r.entries)
+	b.Logf("%d workers (%d cores each, gossip %v): %d drivers RUNNING %s after the fleet's start; %d heartbeats, %d failed calls; leader RSS %d MiB empty, %d MiB full (anonymous %d and %d, the rest mapped files), heap %d MiB empty, %d MiB full; leader CPU %s, %d Raft entries",
+		nworkers, cores, withGossip, r.placed, r.elapsed.Round(time.Millisecond), st.Heartbeats, st.Failures, r.rssEmpty/1024, r.rssFull/1024,
+		r.anonEmpty/1024, r.anonFull/1024, r.heapEmpty/1024, r.heapFull/1024, r.leaderCPU, r.entries)
 	return r
 }
 
