@@ -37,7 +37,7 @@ func TestMasterRefusesAnEntryItCannotDecode(t *testing.T) {
 	if err := store.GetLog(last, &prev); err != nil {
 		t.Fatal(err)
 	}
-	bad := raft.Log{Index: last + 1, Term: prev.Term, Type: raft.LogCommand, Data: []byte{fsm.FormatVersion, 0x7f, '{', '}'}}
+	bad := raft.Log{Index: last + 1, Term: prev.Term, Type: raft.LogCommand, Data: []byte{fsm.FormatJSON, 0x7f, '{', '}'}}
 	if err := store.StoreLog(&bad); err != nil {
 		t.Fatal(err)
 	}
