@@ -46,7 +46,12 @@
 // and a Code.
 package api
 
-import "github.com/drover-project/drover/model"
+import (
+	"bytes"
+	"encoding/json"
+
+	"github.com/drover-project/drover/model"
+)
 
 // MaxBodyBytes bounds every request body; larger ones get 413.
 const MaxBodyBytes = 1 << 20
@@ -569,3 +574,19 @@ const (
 	// CheckPool: every voter is in this master's gossip pool.
 	CheckPool = "pool"
 )
+
+// Marshal encodes a request body as JSON, as a client or a forwarding
+// master sends it: without encoding/json's escapes of <, > and &, which
+// are for JSON inside HTML. Bodies carry programs' arguments and
+// environments, where those characters are common, and a body escaped
+// sixfold on its way to the leader could exceed MaxBodyBytes there after
+// it fit the bound of the master it reached first.
+func Marshal(v any) ([]byte, error) {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
+}

@@ -2,7 +2,6 @@ package client
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -141,7 +140,7 @@ func (s *submitter) sendBatch(batch []*submission) {
 	for i, sub := range batch {
 		req.Submissions[i] = sub.req
 	}
-	body, err := json.Marshal(req)
+	body, err := api.Marshal(req)
 	if err != nil {
 		for _, sub := range batch {
 			sub.done <- submitted{err: fmt.Errorf("encode request: %w", err)}

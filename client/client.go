@@ -221,7 +221,7 @@ func (c *Client) Do(ctx context.Context, method, path string, in, out any) error
 	var body []byte
 	if in != nil {
 		var err error
-		if body, err = json.Marshal(in); err != nil {
+		if body, err = api.Marshal(in); err != nil {
 			return fmt.Errorf("encode request: %w", err)
 		}
 	}

@@ -4,7 +4,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
+	"strings"
 	"sync"
 	"testing"
 
@@ -183,5 +185,37 @@ func TestSubmitBatch(t *testing.T) {
 	}
 	if entries := applied() - before; entries != 0 {
 		t.Errorf("refused batches made %d entries", entries)
+	}
+}
+
+// A body that fits the bound reaches the leader through a follower, and
+// from the Go client, whatever characters it holds: neither the client nor
+// the follower escapes <, & and > sixfold (JSON for HTML), which made the
+// leader refuse as too large what the follower had taken.
+func TestBodiesThatFitReachTheLeader(t *testing.T) {
+	c := mastertest.Start(t, 3, nil)
+	follower := c.Followers()[0]
+	arg := strings.Repeat("<&>", 100_000) // 300 KB, 1.8 MB escaped
+	body := fmt.Sprintf(`{"token":%q,"argv":["/bin/echo",%q],"cores":1,"memory_mb":1}`, client.NewToken(), arg)
+	resp, err := http.Post("http://"+follower.HTTP()+api.PathDrivers, "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	var res api.SubmitResponse
+	if resp.StatusCode != http.StatusOK || json.Unmarshal(out, &res) != nil {
+		t.Fatalf("a %d-byte body through follower %s: %d %s", len(body), follower.ID, resp.StatusCode, out)
+	}
+	req := submitReq()
+	req.Argv = []string{"/bin/echo", arg}
+	viaClient, err := c.Client(follower).Submit(c.Context(), req)
+	if err != nil {
+		t.Fatalf("the Go client: %v", err)
+	}
+	for _, id := range []string{res.DriverID, viaClient.DriverID} {
+		if d, err := c.Client().Driver(c.Context(), id); err != nil || len(d.Argv) != 2 || d.Argv[1] != arg {
+			t.Fatalf("driver %s: %v", id, err)
+		}
 	}
 }

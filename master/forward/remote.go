@@ -116,7 +116,7 @@ func (cl *call) json(method, path string, in, out any) error {
 	var body io.Reader
 	var header http.Header
 	if in != nil {
-		b, err := json.Marshal(in)
+		b, err := api.Marshal(in)
 		if err != nil {
 			return err
 		}
