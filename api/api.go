@@ -49,6 +49,8 @@ package api
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
+	"strings"
 
 	"github.com/drover-project/drover/model"
 )
@@ -589,4 +591,53 @@ func Marshal(v any) ([]byte, error) {
 		return nil, err
 	}
 	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
+}
+
+// UnmarshalJSON decodes a batch as strictly as every body a master reads
+// (an unknown field is refused) and stops at the first submission past
+// MaxBatchSubmissions, so that a body of a million empty submissions
+// costs a master no more than a batch it would take.
+func (b *SubmitBatchRequest) UnmarshalJSON(data []byte) error {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if t, err := dec.Token(); err != nil || t == nil {
+		return err // null leaves b as it is, as encoding/json would
+	} else if t != json.Delim('{') {
+		return fmt.Errorf("a batch is an object, not %v", t)
+	}
+	for dec.More() {
+		key, err := dec.Token()
+		if err != nil {
+			return err
+		}
+		if k, _ := key.(string); !strings.EqualFold(k, "submissions") {
+			return fmt.Errorf("json: unknown field %q", key)
+		}
+		t, err := dec.Token()
+		if err != nil {
+			return err
+		}
+		b.Submissions = nil
+		if t == nil {
+			continue
+		}
+		if t != json.Delim('[') {
+			return fmt.Errorf("submissions is an array, not %v", t)
+		}
+		for dec.More() {
+			if len(b.Submissions) == MaxBatchSubmissions {
+				return fmt.Errorf("a batch holds at most %d submissions", MaxBatchSubmissions)
+			}
+			var r SubmitRequest
+			if err := dec.Decode(&r); err != nil {
+				return err
+			}
+			b.Submissions = append(b.Submissions, r)
+		}
+		if _, err := dec.Token(); err != nil {
+			return err
+		}
+	}
+	_, err := dec.Token()
+	return err
 }

@@ -408,6 +408,18 @@ func (g *Guard) Check(id Identity, a Access) error {
 	return api.Errorf(api.ErrForbidden, "%s access denied to %s", a, id)
 }
 
+// CheckCredential refuses, with an error wrapping api.ErrUnauthenticated,
+// a caller that brings no credential at all (no valid token, no
+// certificate) when the masters require one. Such a caller may read at
+// most, so a listener refuses its writes before it reads their bodies: a
+// body decoded for nobody is memory spent for nothing.
+func (g *Guard) CheckCredential(id Identity) error {
+	if g.Open() || id.Role != "" || id.Token != NoToken {
+		return nil
+	}
+	return api.Errorf(api.ErrUnauthenticated, "this request needs a token (Authorization: Bearer ...)%s", g.certHint(Node))
+}
+
 // Challenge sets the headers of a refusal: the Bearer challenge (RFC 6750)
 // when err wraps api.ErrUnauthenticated, and in any case Connection: close,
 // so that a refused caller keeps no idle connection to come back on:

@@ -400,6 +400,32 @@ func TestOpen(t *testing.T) {
 	}
 }
 
+// A caller without any credential is refused before its write is read
+// where the masters require one, and only there; a token (even one only
+// in a cookie, which Check then confines to reads) or a certificate is a
+// credential.
+func TestCheckCredential(t *testing.T) {
+	secured, tls, open := newGuard(t, auth.Config{SubmitToken: subTok, OpenReads: true}), newGuard(t, auth.Config{TLS: true}), newGuard(t, auth.Config{})
+	for _, tc := range []struct {
+		name string
+		g    *auth.Guard
+		id   auth.Identity
+		ok   bool
+	}{
+		{"nobody, tokens required", secured, auth.Identity{}, false},
+		{"nobody, certificates required", tls, auth.Identity{}, false},
+		{"nobody, open cluster", open, auth.Identity{}, true},
+		{"submit token", secured, auth.Identity{Token: auth.SubmitToken}, true},
+		{"token in a cookie", secured, auth.Identity{Token: auth.SubmitToken, Cookie: true}, true},
+		{"worker certificate", tls, auth.Identity{Role: pki.RoleWorker}, true},
+	} {
+		err := tc.g.CheckCredential(tc.id)
+		if (err == nil) != tc.ok || (err != nil && !errors.Is(err, api.ErrUnauthenticated)) {
+			t.Errorf("%s: %v, want allowed %v", tc.name, err, tc.ok)
+		}
+	}
+}
+
 // swapCase turns every letter of s into the other case.
 func swapCase(s string) string {
 	return strings.Map(func(r rune) rune {

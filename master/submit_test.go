@@ -1,6 +1,7 @@
 package master_test
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -9,9 +10,11 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/drover-project/drover/api"
 	"github.com/drover-project/drover/client"
+	"github.com/drover-project/drover/master"
 	"github.com/drover-project/drover/master/mastertest"
 )
 
@@ -217,5 +220,45 @@ func TestBodiesThatFitReachTheLeader(t *testing.T) {
 		if d, err := c.Client().Driver(c.Context(), id); err != nil || len(d.Argv) != 2 || d.Argv[1] != arg {
 			t.Fatalf("driver %s: %v", id, err)
 		}
+	}
+}
+
+// Where the masters require a credential, a write without any is refused
+// 401 before its body is read: a body that never ends gets its answer at
+// once, and nothing is decoded for nobody. A write with a credential is
+// read and answered as before.
+func TestAnonymousWritesAreRefusedBeforeTheirBody(t *testing.T) {
+	const submitToken = "SubmitTok-0123456789abcdef"
+	c := mastertest.Start(t, 1, func(cfg *master.Config) {
+		cfg.OperatorToken, cfg.SubmitToken = "OperatorTok-0123456789abcdef", submitToken
+	})
+	addr := c.Leader().HTTP()
+	for _, path := range []string{api.PathSubmitBatch, api.PathDrivers, api.PathRegisterWorker} {
+		body, open := io.Pipe()
+		go func() { _, _ = open.Write([]byte(`{"submissions":[`)) }() // and never more
+		// A master reading the body would wait for the rest of it, until
+		// this client gives up and ends the body.
+		ctx, cancel := context.WithTimeout(c.Context(), 5*time.Second)
+		context.AfterFunc(ctx, func() { open.CloseWithError(ctx.Err()) })
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+addr+path, body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		cancel()
+		if err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+		out, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		var e api.Error
+		if resp.StatusCode != http.StatusUnauthorized || json.Unmarshal(out, &e) != nil || e.Code != api.CodeUnauthenticated {
+			t.Errorf("%s without a token: %d %s, want 401 unauthenticated", path, resp.StatusCode, out)
+		}
+	}
+	status, _, out := post(t, addr, api.PathSubmitBatch, api.SubmitBatchRequest{Submissions: []api.SubmitRequest{submitReq()}},
+		http.Header{"Authorization": {"Bearer " + submitToken}})
+	if status != http.StatusOK {
+		t.Fatalf("a batch with the submit token: %d %s", status, out)
 	}
 }

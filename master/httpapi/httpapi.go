@@ -250,11 +250,17 @@ func (h *handlers) caller(w http.ResponseWriter, r *http.Request) (auth.Caller, 
 	return c, true
 }
 
-// post serves an endpoint whose body is a JSON In.
+// post serves an endpoint whose body is a JSON In. Every such endpoint
+// needs a credential where the masters require one, so a caller without
+// any is refused before its body is read.
 func post[In, Out any](h *handlers, f func(context.Context, auth.Caller, In) (Out, error)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		c, ok := h.caller(w, r)
 		if !ok {
+			return
+		}
+		if err := h.Guard.CheckCredential(c.Identity); err != nil {
+			h.writeError(w, err)
 			return
 		}
 		var in In
