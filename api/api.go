@@ -142,10 +142,20 @@ const MaxBatchSubmissions = 1024
 // and, on the leader, the Raft entries of the submissions committed with
 // them. An orchestrator with many drivers to submit, or a client with
 // many submissions in flight (the Go client gathers them), sends fewer
-// requests so. A batch that is empty, holds more than
-// MaxBatchSubmissions, or exceeds MaxBodyBytes is refused whole (400 or
-// 413), as is one sent to a master that is not the leader and cannot
-// reach it (503).
+// requests so. A token given twice names one submission, as it does
+// across requests: the second yields the first's driver, Existing, and
+// its program is not looked at.
+//
+// Each submission takes one of the client's slots of submissions in
+// flight on the master it reaches (--max-submits-per-client): those
+// beyond the free slots are answered CodeTooManyRequests in place. Send
+// again only the submissions answered so or CodeUnavailable: a batch
+// sent again whole finds its first submissions, committed already,
+// taking the slots again. A batch is refused whole when it is empty,
+// holds more than MaxBatchSubmissions or exceeds MaxBodyBytes (400, 413),
+// comes without a credential or the access to submit (401, 403), finds
+// no slot free (429), or reaches a master that is not the leader and
+// cannot reach it (503).
 type SubmitBatchRequest struct {
 	Submissions []SubmitRequest `json:"submissions"`
 }

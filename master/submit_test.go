@@ -150,8 +150,8 @@ func TestSubmitBatch(t *testing.T) {
 		if r[1].Error == nil || r[1].Error.Code != api.CodeInvalidRequest || r[1].DriverID != "" {
 			t.Errorf("through %s: a submission without a program answered %+v, want invalid_request", via.ID, r[1])
 		}
-		if r[3].Error != nil || r[3].DriverID != r[0].DriverID {
-			t.Errorf("through %s: a token twice in one batch answered %+v, then %+v", via.ID, r[0], r[3])
+		if r[3].Error != nil || r[3].DriverID != r[0].DriverID || !r[3].Existing {
+			t.Errorf("through %s: a token twice in one batch answered %+v, then %+v; want the same driver, existing the second time", via.ID, r[0], r[3])
 		}
 		if r[4].Error != nil || r[4].DriverID != known.DriverID || !r[4].Existing {
 			t.Errorf("through %s: a known token answered %+v, want %s, existing", via.ID, r[4], known.DriverID)

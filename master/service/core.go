@@ -191,9 +191,11 @@ func (p pending) wait(s *Core) (any, error) {
 	return p.f.Response(), nil
 }
 
-// unavailable wraps an error of Raft's in api.ErrUnavailable.
+// unavailable wraps an error of Raft's in api.ErrUnavailable. What was handed
+// to Raft may still be committed (a leader that lost its term after
+// appending the entry), so the message says the outcome is unknown.
 func unavailable(err error) error {
-	return fmt.Errorf("%w: not committed: %v", api.ErrUnavailable, err)
+	return fmt.Errorf("%w: commit not confirmed, it may or may not have happened: %v", api.ErrUnavailable, err)
 }
 
 // leading returns the current term, or an error wrapping

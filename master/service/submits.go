@@ -47,18 +47,22 @@ type submitQueue struct {
 	groups int
 }
 
-// queuedSubmit is one submission waiting in the queue, and the callers
-// its outcome goes to.
+// queuedSubmit is one submission waiting in the queue, the call of
+// submitAll that queued it, and the callers its outcome goes to.
 type queuedSubmit struct {
 	cmd     *model.SubmitDriver
+	call    *submitWait
 	waiters []submitWaiter
 }
 
 // submitWaiter is one place an outcome goes: item i of a call of
-// submitAll.
+// submitAll. again marks a token given twice in that call, whose second
+// submission yields the first's driver as Existing, as it would in one
+// SubmitDrivers entry.
 type submitWaiter struct {
-	w *submitWait
-	i int
+	w     *submitWait
+	i     int
+	again bool
 }
 
 // submitWait is one call of submitAll: its outcomes, and how many are yet
@@ -84,7 +88,8 @@ func (w *submitWait) deliver(i int, o fsm.SubmitOutcome) {
 // outcome is then unknown, and a client retries with the same token). A
 // submission whose token the tables know already yields that driver,
 // Existing, without an entry; one whose token is queued or committing
-// shares that submission's outcome. The others get their ID and time from
+// shares that submission's outcome (the copies of one submission a client
+// sent to every master), Existing when the token came earlier in cmds. The others get their ID and time from
 // term t as they join the queue, all at once, so one call's submissions
 // go into the same entry when they fit.
 func (s *Core) submitAll(t *leader.Term, cmds []*model.SubmitDriver) []fsm.SubmitOutcome {
@@ -100,7 +105,7 @@ func (s *Core) submitAll(t *leader.Term, cmds []*model.SubmitDriver) []fsm.Submi
 	}
 	for i, cmd := range cmds {
 		if qs, ok := q.byToken[cmd.Token]; ok {
-			qs.waiters = append(qs.waiters, submitWaiter{w, i})
+			qs.waiters = append(qs.waiters, submitWaiter{w, i, qs.call == w})
 			continue
 		}
 		if id, ok := s.FSM.DriverByToken(cmd.Token); ok {
@@ -109,7 +114,7 @@ func (s *Core) submitAll(t *leader.Term, cmds []*model.SubmitDriver) []fsm.Submi
 		}
 		at := time.Now()
 		cmd.ID, cmd.Time = t.IDs.Driver(at), at.UnixMilli()
-		qs := &queuedSubmit{cmd: cmd, waiters: []submitWaiter{{w, i}}}
+		qs := &queuedSubmit{cmd: cmd, call: w, waiters: []submitWaiter{{w: w, i: i}}}
 		q.byToken[cmd.Token] = qs
 		q.waiting = append(q.waiting, qs)
 	}
@@ -198,7 +203,11 @@ func (s *Core) commitGroup(group []*queuedSubmit) {
 	for i, q := range group {
 		delete(s.queue.byToken, q.cmd.Token)
 		for _, w := range q.waiters {
-			w.w.deliver(w.i, outcomes[i])
+			o := outcomes[i]
+			if w.again && o.Err == nil {
+				o.Existing = true
+			}
+			w.w.deliver(w.i, o)
 		}
 	}
 }
