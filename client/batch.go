@@ -28,6 +28,10 @@ const (
 	// whose body would exceed maxBatchBody bytes is sent in halves.
 	maxBatch     = 256
 	maxBatchBody = api.MaxBodyBytes / 2
+	// aloneFor is how long submissions go on their own after a master
+	// refused the batch endpoint as unknown (one of an older release),
+	// before batches are tried again: a rolling upgrade ends.
+	aloneFor = time.Minute
 )
 
 // submitter gathers a Client's concurrent submissions into batch requests.
@@ -38,9 +42,14 @@ type submitter struct {
 	// sending is the number of goroutines sending batches, at most
 	// batchesInFlight.
 	sending int
-	// alone is set once a master refused the batch endpoint as unknown
-	// (an older master): every submission is sent on its own from then on.
-	alone atomic.Bool
+	// size is the most submissions a batch takes now: maxBatch, or after
+	// a master admitted fewer (its bound on a client's submissions in
+	// flight, --max-submits-per-client), as many as it admitted, doubling
+	// back with each batch admitted whole.
+	size atomic.Int32
+	// aloneUntil (Unix ns) is set when a master refused the batch
+	// endpoint as unknown: until then every submission goes on its own.
+	aloneUntil atomic.Int64
 }
 
 // submission is one Submit waiting for its answer.
@@ -49,8 +58,10 @@ type submission struct {
 	req  api.SubmitRequest
 	done chan submitted
 	// wait is the pause before this submission is sent again after an
-	// answer that was not authoritative for it alone.
+	// answer that was not authoritative for it alone, and last that
+	// answer, for the error of a caller that gives up.
 	wait time.Duration
+	last atomic.Pointer[string]
 }
 
 // submitted is what became of a submission.
@@ -62,7 +73,7 @@ type submitted struct {
 // submit queues req (which carries its token) and waits for its answer or
 // for ctx to end.
 func (s *submitter) submit(ctx context.Context, req api.SubmitRequest) (api.SubmitResponse, error) {
-	if s.alone.Load() {
+	if s.alone() {
 		return s.c.submitOne(ctx, req)
 	}
 	sub := &submission{ctx: ctx, req: req, done: make(chan submitted, 1)}
@@ -72,10 +83,17 @@ func (s *submitter) submit(ctx context.Context, req api.SubmitRequest) (api.Subm
 		return r.res, r.err
 	case <-ctx.Done():
 		// A request of its own would end the same way: no master
-		// answered before ctx ended.
-		return api.SubmitResponse{}, fmt.Errorf("%w: %v", ErrUnavailable, context.Cause(ctx))
+		// answered for it before ctx ended.
+		err := fmt.Errorf("%w: %v", ErrUnavailable, context.Cause(ctx))
+		if last := sub.last.Load(); last != nil {
+			err = fmt.Errorf("%w; last answer: %s", err, *last)
+		}
+		return api.SubmitResponse{}, err
 	}
 }
+
+// alone reports whether submissions go on their own for now.
+func (s *submitter) alone() bool { return time.Now().UnixNano() < s.aloneUntil.Load() }
 
 // queue adds sub to the waiting submissions and starts a sender if fewer
 // than batchesInFlight are out.
@@ -98,7 +116,11 @@ func (s *submitter) send() {
 	for {
 		s.mu.Lock()
 		var batch []*submission
-		for len(s.waiting) > 0 && len(batch) < maxBatch {
+		size := int(s.size.Load())
+		if size == 0 {
+			size = maxBatch
+		}
+		for len(s.waiting) > 0 && len(batch) < size {
 			sub := s.waiting[0]
 			s.waiting[0] = nil
 			s.waiting = s.waiting[1:]
@@ -127,7 +149,7 @@ func (s *submitter) sendBatch(batch []*submission) {
 		batch[0].done <- submitted{res, err}
 		return
 	}
-	if s.alone.Load() {
+	if s.alone() {
 		for _, sub := range batch {
 			go func() {
 				res, err := s.c.submitOne(sub.ctx, sub.req)
@@ -165,11 +187,12 @@ func (s *submitter) sendBatch(batch []*submission) {
 	var refused *APIError
 	if errors.As(err, &refused) && refused.Code == api.CodeNotFound {
 		// A master that does not know the batch endpoint: send
-		// these, and every later submission, on their own.
-		s.alone.Store(true)
+		// these, and the submissions of the next minute, on their own.
+		s.aloneUntil.Store(time.Now().Add(aloneFor).UnixNano())
 		s.sendBatch(batch)
 		return
 	}
+	busy := 0
 	for i, sub := range batch {
 		if err != nil {
 			sub.done <- submitted{err: err}
@@ -179,12 +202,38 @@ func (s *submitter) sendBatch(batch []*submission) {
 		switch {
 		case r.Error == nil:
 			sub.done <- submitted{res: r.SubmitResponse}
-		case r.Error.Code == api.CodeUnavailable || r.Error.Code == api.CodeTooManyRequests:
+		case r.Error.Code == api.CodeTooManyRequests:
+			// The master admitted the others, and this answer gave
+			// their slots back: the next batch may take it at once.
+			busy++
+			sub.last.Store(&r.Error.Error)
+			s.queue(sub)
+		case r.Error.Code == api.CodeUnavailable:
+			sub.last.Store(&r.Error.Error)
 			s.later(sub)
 		default:
 			status := r.Error.Code.Status()
 			sub.done <- submitted{err: &APIError{Status: status, Code: r.Error.Code, Message: r.Error.Error, err: errors.Unwrap(r.Error.Err(status))}}
 		}
+	}
+	if err == nil {
+		s.resize(len(batch), busy)
+	}
+}
+
+// resize sets the size of the next batches after one of n submissions
+// of which busy were refused as over the master's bound: as many as it
+// admitted, or twice the size once a batch of the whole size is admitted.
+func (s *submitter) resize(n, busy int) {
+	size := int(s.size.Load())
+	if size == 0 {
+		size = maxBatch
+	}
+	switch {
+	case busy > 0:
+		s.size.Store(int32(max(n-busy, 1)))
+	case n >= size:
+		s.size.Store(int32(min(2*size, maxBatch)))
 	}
 }
 

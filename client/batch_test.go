@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -28,6 +29,14 @@ type fakeLeader struct {
 	noBatch bool
 	// arrived counts the requests that came, held or not.
 	arrived int
+	// bound, when set, is a master's bound on the submissions in flight
+	// (--max-submits-per-client): a batch takes the free slots for its
+	// first submissions while it is served (commit, the time it holds
+	// them), the others are refused too_many_requests in place, and a
+	// batch that finds none free is refused whole (429). refused counts
+	// the submissions refused so.
+	bound, inflight, refused int
+	commit                   time.Duration
 }
 
 func (f *fakeLeader) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -66,11 +75,26 @@ func (f *fakeLeader) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		f.record(len(req.Submissions))
+		admitted := f.admit(len(req.Submissions))
+		if admitted == 0 {
+			w.WriteHeader(http.StatusTooManyRequests)
+			_ = json.NewEncoder(w).Encode(api.Error{Error: "too many submissions in flight", Code: api.CodeTooManyRequests})
+			return
+		}
+		time.Sleep(f.commit)
+		f.mu.Lock()
+		if f.bound > 0 {
+			f.inflight -= admitted
+		}
+		f.mu.Unlock()
 		var out api.SubmitBatchResponse
-		for _, s := range req.Submissions {
+		for i, s := range req.Submissions {
 			var e *api.Error
 			if f.answer != nil {
 				e = f.answer(s)
+			}
+			if i >= admitted {
+				e = &api.Error{Error: "too many submissions in flight", Code: api.CodeTooManyRequests}
 			}
 			if e != nil {
 				out.Results = append(out.Results, api.SubmitResult{Error: e})
@@ -82,6 +106,20 @@ func (f *fakeLeader) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	default:
 		w.WriteHeader(http.StatusNotFound)
 	}
+}
+
+// admit takes up to n slots of the bound and returns how many, counting
+// the submissions refused.
+func (f *fakeLeader) admit(n int) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.bound == 0 {
+		return n
+	}
+	k := min(n, f.bound-f.inflight)
+	f.inflight += k
+	f.refused += n - k
+	return k
 }
 
 func (f *fakeLeader) record(n int) {
@@ -244,7 +282,8 @@ func TestBatchAnswersEachSubmission(t *testing.T) {
 }
 
 // Against a master that knows no batch endpoint, the submissions of the
-// refused batch, and every one after, go on their own.
+// refused batch, and those of the next minute, go on their own; then
+// batches are tried again.
 func TestSubmitsAloneWhereBatchesAreUnknown(t *testing.T) {
 	f := &fakeLeader{noBatch: true}
 	c := newClient(t, Options{}, server(t, f.ServeHTTP))
@@ -259,9 +298,58 @@ func TestSubmitsAloneWhereBatchesAreUnknown(t *testing.T) {
 		t.Fatalf("after the refusal: %v", errs)
 	}
 	f.mu.Lock()
-	defer f.mu.Unlock()
 	if len(f.requests) != 5 {
 		t.Errorf("requests of %v submissions, want 5 alone", f.requests)
+	}
+	// The minute passes, and the master has been upgraded.
+	f.noBatch, f.requests = false, nil
+	f.mu.Unlock()
+	c.submits.aloneUntil.Store(time.Now().Add(-time.Second).UnixNano())
+	if a := <-submitTogether(t, c, f, []string{"f", "g"}); a.err[0] != nil || a.err[1] != nil {
+		t.Fatalf("after the minute: %v", a.err)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(f.requests) != 1 || f.requests[0] != 2 {
+		t.Errorf("requests of %v submissions after the minute, want one batch of 2", f.requests)
+	}
+}
+
+// A caller that gives up while its submission is refused as over the
+// master's bound hears so: the last answer is in its error.
+func TestGivingUpSaysTheLastAnswer(t *testing.T) {
+	f := &fakeLeader{answer: func(req api.SubmitRequest) *api.Error {
+		if req.Token == "never" {
+			return &api.Error{Error: "too many submissions in flight from this client", Code: api.CodeTooManyRequests}
+		}
+		return nil
+	}}
+	c := newClient(t, Options{}, server(t, f.ServeHTTP))
+	ctx, cancel := context.WithCancel(context.Background())
+	c.submits.mu.Lock()
+	c.submits.sending = batchesInFlight
+	c.submits.mu.Unlock()
+	done := make(chan error, 2)
+	for _, tok := range []string{"never", "ok"} {
+		go func() {
+			_, err := c.Submit(map[string]context.Context{"never": ctx, "ok": context.Background()}[tok], api.SubmitRequest{Token: tok})
+			if tok == "never" {
+				done <- err
+			} else if err != nil {
+				t.Errorf("ok: %v", err)
+			}
+		}()
+	}
+	waitFor(t, c, f, "queued submissions", func() bool { return len(c.submits.waiting) == 2 })
+	c.submits.mu.Lock()
+	c.submits.sending = 1
+	c.submits.mu.Unlock()
+	go c.submits.send()
+	// The batch, then the refused one again, alone.
+	waitFor(t, c, f, "a refusal", func() bool { return f.arrived >= 3 })
+	cancel()
+	if err := <-done; !errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), "last answer: too many submissions in flight") {
+		t.Fatalf("giving up: %v", err)
 	}
 }
 
@@ -296,4 +384,35 @@ func TestGivenUpSubmissionIsNotSent(t *testing.T) {
 	if len(f.requests) != 1 {
 		t.Errorf("requests of %v submissions, want the next one alone", f.requests)
 	}
+}
+
+// Against a master that admits few submissions at once, the batches
+// shrink to what it admits, and those it refuses as over its bound go
+// again at once: every submission is made, without sending each refused
+// one dozens of times.
+func TestBatchesShrinkToTheMastersBound(t *testing.T) {
+	f := &fakeLeader{bound: 5, commit: 2 * time.Millisecond}
+	c := newClient(t, Options{}, server(t, f.ServeHTTP))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	const n = 300
+	var wg sync.WaitGroup
+	errs := make([]error, n)
+	for i := range n {
+		wg.Go(func() {
+			_, errs[i] = c.Submit(ctx, api.SubmitRequest{Token: NewToken()})
+		})
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("submission %d: %v", i, err)
+		}
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.refused > batchesInFlight*maxBatch+n {
+		t.Errorf("%d submissions refused as over the bound on the way to %d made", f.refused, n)
+	}
+	t.Logf("%d requests, %d submissions refused as over the bound", len(f.requests), f.refused)
 }
