@@ -1,6 +1,7 @@
 package systest
 
 import (
+	"context"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/drover-project/drover/fsm"
 	"github.com/drover-project/drover/internal/testcluster"
+	"github.com/drover-project/drover/model"
 )
 
 // A master whose log holds a committed entry it cannot decode (one a newer
@@ -62,5 +64,70 @@ func TestMasterRefusesAnEntryItCannotDecode(t *testing.T) {
 	want := "index " + strconv.FormatUint(bad.Index, 10)
 	if !strings.Contains(log, want) || !strings.Contains(log, "0x7f") || !strings.Contains(log, "unknown type") {
 		t.Fatalf("the log does not name the entry (%s, type byte 0x7f, unknown type):\n%s", want, log)
+	}
+}
+
+// Three masters of one release write their log in MessagePack (format 2)
+// once the leader sees every voter up and reading it, and every master
+// holds the same entries: a submission's entry is format 2 in each
+// master's raft.db.
+func TestMastersWriteTheirLogInMessagePack(t *testing.T) {
+	c := testcluster.Start(t, testcluster.Options{})
+	leader, err := c.Leader(30 * time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for !strings.Contains(leader.Log(), "Raft entries now in MessagePack") {
+		if time.Now().After(deadline) {
+			t.Fatalf("the leader never wrote MessagePack; its log:\n%s", leader.Log())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	id := submit(t, c, newProbe(t).request("exit 0", false))
+	// Every master applies the entry (a quorum held it when the
+	// submission was acknowledged) before any stops.
+	st, err := testcluster.State(context.Background(), leader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range c.Masters {
+		for {
+			s, err := testcluster.State(context.Background(), m)
+			if err == nil && s.AppliedIndex >= st.AppliedIndex {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s did not apply index %d: %v", m.ID, st.AppliedIndex, err)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	for _, m := range c.Masters {
+		m.Stop(10 * time.Second)
+		store, err := raftboltdb.NewBoltStore(filepath.Join(m.Dir, "raft.db"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		last, err := store.LastIndex()
+		if err != nil {
+			t.Fatal(err)
+		}
+		format := byte(0)
+		for i := last; i > 0 && format == 0; i-- {
+			var l raft.Log
+			if store.GetLog(i, &l) != nil || l.Type != raft.LogCommand {
+				continue
+			}
+			if _, p, err := fsm.Decode(l.Data); err == nil {
+				if s, ok := p.(*model.SubmitDriver); ok && s.ID == id {
+					format = l.Data[0]
+				}
+			}
+		}
+		store.Close()
+		if format != fsm.FormatPack {
+			t.Errorf("%s holds the entry of %s in format %d, want %d", m.ID, id, format, fsm.FormatPack)
+		}
 	}
 }

@@ -2,6 +2,7 @@ package leader
 
 import (
 	"context"
+	"slices"
 	"time"
 
 	"github.com/drover-project/drover/fsm"
@@ -9,10 +10,11 @@ import (
 )
 
 // Format returns the format of the Raft entries this term writes:
-// fsm.FormatPack once every voter of the Raft configuration is in the
-// leader's gossip pool saying it reads that format (gossip.Meta.LogFormat),
-// and fsm.FormatJSON, which every master reads, before that and while a
-// voter is missing or older (a rolling upgrade, a master down). A master
+// fsm.FormatPack once every other voter of the Raft configuration answers
+// the leader's Raft heartbeats and is in its gossip pool saying it reads
+// that format (gossip.Meta.LogFormat), and fsm.FormatJSON, which every
+// master reads, before that and while a voter is down or older (a rolling
+// upgrade, a master restarting, perhaps with another release). A master
 // that cannot read an entry halts at it (package fsm), so a quorum that
 // still holds an older master keeps the log in the format it reads, as
 // Nomad's leader waits for every server's version before it writes what
@@ -30,13 +32,13 @@ func (t *Term) watchFormat(ctx context.Context) {
 	last := fsm.FormatJSON
 	for {
 		changed := t.d.GossipChanged()
-		f := entryFormat(t.d.Configuration(), t.d.Pool.Lookup)
+		f := entryFormat(t.d.Configuration(), t.d.Voters(), t.d.Pool.Lookup)
 		t.format.Store(uint32(f))
 		if f != last {
 			if f == fsm.FormatPack {
-				t.d.Log.Info("Raft entries now in MessagePack: every voter reads them")
+				t.d.Log.Info("Raft entries now in MessagePack: every voter is up and reads them")
 			} else {
-				t.d.Log.Info("Raft entries in JSON again: a voter is missing from the gossip pool or does not read MessagePack")
+				t.d.Log.Info("Raft entries in JSON again: a voter is down or does not read MessagePack")
 			}
 			last = f
 		}
@@ -50,10 +52,23 @@ func (t *Term) watchFormat(ctx context.Context) {
 }
 
 // entryFormat is fsm.FormatPack when every one of voters is a master in the
-// pool (lookup, gossip.Pool.Lookup) with a LogFormat that reads it, and
-// fsm.FormatJSON otherwise, or when voters is empty (Raft could not say).
-func entryFormat(voters []string, lookup func(role, id string) (gossip.Meta, bool)) byte {
+// pool (lookup, gossip.Pool.Lookup) with a LogFormat that reads it and all
+// but one (this master) are among reached, the others the leader's Raft
+// heartbeats reach; fsm.FormatJSON otherwise, or when voters is empty
+// (Raft could not say). The pool alone would take a master killed a
+// moment ago for one that is up until gossip finds it gone, seconds
+// later, time enough for it to restart with an older release.
+func entryFormat(voters, reached []string, lookup func(role, id string) (gossip.Meta, bool)) byte {
 	if len(voters) == 0 {
+		return fsm.FormatJSON
+	}
+	unreached := 0
+	for _, id := range voters {
+		if !slices.Contains(reached, id) {
+			unreached++
+		}
+	}
+	if unreached > 1 {
 		return fsm.FormatJSON
 	}
 	for _, id := range voters {
