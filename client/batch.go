@@ -19,11 +19,15 @@ import (
 // sent at once, on its own, as POST /v1/drivers.
 const (
 	// batchesInFlight bounds the batch requests one Client has out at
-	// once: two let one batch be sent while the one before is
-	// committed, and leave each room to gather. With 64 submissions in
-	// flight on a 2-core machine, four made batches of about 16, and
-	// more requests for the same work.
-	batchesInFlight = 2
+	// once. One is enough: the leader commits the batches of many
+	// clients, and the entries of each, in a pipeline of its own, while
+	// everything submitted during one request's round trip goes in the
+	// next. On the 2-core machine of docs/benchmarks.md, with 64
+	// submissions in flight, one batch out at a time took 11,500 to
+	// 12,200 submissions/s, two 10,800 to 11,600 and three 9,500 to
+	// 10,500, as more requests carried the same submissions; at 2,000
+	// submissions/s offered its median latency was no longer.
+	batchesInFlight = 1
 	// maxBatch bounds the submissions of one batch request; a batch
 	// whose body would exceed maxBatchBody bytes is sent in halves.
 	maxBatch     = 256
