@@ -157,26 +157,14 @@ func (in *interner) env(env map[string]string) map[string]string {
 	return v
 }
 
+// driverStates are the known driver states, whose names rows share.
+var driverStates = model.DriverStates()
+
 // driverState returns the constant of a known driver state, so that rows
 // do not each hold a decoded copy of its name; an unknown one as it is.
 func driverState(s model.DriverState) model.DriverState {
-	switch s {
-	case model.DriverSubmitted:
-		return model.DriverSubmitted
-	case model.DriverRunning:
-		return model.DriverRunning
-	case model.DriverFinished:
-		return model.DriverFinished
-	case model.DriverRelaunching:
-		return model.DriverRelaunching
-	case model.DriverUnknown:
-		return model.DriverUnknown
-	case model.DriverKilled:
-		return model.DriverKilled
-	case model.DriverFailed:
-		return model.DriverFailed
-	case model.DriverError:
-		return model.DriverError
+	if i := slices.Index(driverStates, s); i >= 0 {
+		return driverStates[i]
 	}
 	return s
 }

@@ -626,14 +626,10 @@ func (m *Master) allVoters() []string {
 // voters returns the IDs of the other voters of the latest Raft
 // configuration that this leader's heartbeats reach.
 func (m *Master) voters() []string {
-	cf := m.raft.GetConfiguration()
-	if cf.Error() != nil {
-		return nil
-	}
 	var out []string
-	for _, s := range cf.Configuration().Servers {
-		if s.Suffrage == raft.Voter && string(s.ID) != m.cfg.ID && m.beats.reaches(string(s.ID)) {
-			out = append(out, string(s.ID))
+	for _, id := range m.allVoters() {
+		if id != m.cfg.ID && m.beats.reaches(id) {
+			out = append(out, id)
 		}
 	}
 	return out

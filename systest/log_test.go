@@ -27,14 +27,7 @@ func TestMasterRefusesAnEntryItCannotDecode(t *testing.T) {
 
 	// Append, in the master's own term, an entry of type 0x7f, which no
 	// version knows and whose writer did not flag it ignorable.
-	store, err := raftboltdb.NewBoltStore(filepath.Join(m.Dir, "raft.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	last, err := store.LastIndex()
-	if err != nil {
-		t.Fatal(err)
-	}
+	store, last := openLog(t, m)
 	var prev raft.Log
 	if err := store.GetLog(last, &prev); err != nil {
 		t.Fatal(err)
@@ -105,14 +98,7 @@ func TestMastersWriteTheirLogInMessagePack(t *testing.T) {
 	}
 	for _, m := range c.Masters {
 		m.Stop(10 * time.Second)
-		store, err := raftboltdb.NewBoltStore(filepath.Join(m.Dir, "raft.db"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		last, err := store.LastIndex()
-		if err != nil {
-			t.Fatal(err)
-		}
+		store, last := openLog(t, m)
 		format := byte(0)
 		for i := last; i > 0 && format == 0; i-- {
 			var l raft.Log
@@ -130,4 +116,19 @@ func TestMastersWriteTheirLogInMessagePack(t *testing.T) {
 			t.Errorf("%s holds the entry of %s in format %d, want %d", m.ID, id, format, fsm.FormatPack)
 		}
 	}
+}
+
+// openLog opens the Raft log of stopped master m and returns it with the
+// index of its last entry.
+func openLog(t *testing.T, m *testcluster.Node) (*raftboltdb.BoltStore, uint64) {
+	t.Helper()
+	store, err := raftboltdb.NewBoltStore(filepath.Join(m.Dir, "raft.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	last, err := store.LastIndex()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return store, last
 }
