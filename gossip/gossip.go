@@ -8,6 +8,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -270,10 +271,16 @@ func (p *Pool) joinTargets(self string) []string {
 	return out
 }
 
-// UpdateMeta replaces this member's metadata and tells the pool,
-// waiting up to timeout for the news to be sent (memberlist's UpdateNode).
-// Its Role and ID must stay those of Start's Config: they make the node's
-// name. An error says the news may not have gone out.
+// UpdateMeta replaces this member's metadata and tells the pool, waiting up
+// to timeout in all. memberlist's UpdateNode broadcast goes first, but it
+// reaches a few random members, and the rest hear it from them rounds
+// later: too late when the member stops gossiping at once (a worker that
+// detaches) and a leader acts on the old metadata meanwhile. So it then
+// exchanges its state with every alive master directly (memberlist's
+// push-pull, as a join does), all at once; each master merges the news
+// as it answers. Its Role and ID must stay those of Start's Config: they
+// make the node's name. An error says the news may not have reached every
+// master.
 func (p *Pool) UpdateMeta(m Meta, timeout time.Duration) error {
 	if m.Role != p.cfg.Meta.Role || m.ID != p.cfg.Meta.ID {
 		return fmt.Errorf("gossip metadata of %s cannot change to role %q, ID %q", NodeName(p.cfg.Meta.Role, p.cfg.Meta.ID), m.Role, m.ID)
@@ -285,10 +292,55 @@ func (p *Pool) UpdateMeta(m Meta, timeout time.Duration) error {
 	if len(b) > memberlist.MetaMaxSize {
 		return fmt.Errorf("gossip metadata is %d bytes, limit %d", len(b), memberlist.MetaMaxSize)
 	}
+	deadline := time.Now().Add(timeout)
 	p.d.mu.Lock()
 	p.d.meta = b
 	p.d.mu.Unlock()
-	return p.ml.UpdateNode(timeout)
+	if err := p.ml.UpdateNode(timeout); err != nil {
+		return err
+	}
+	return p.pushToMasters(time.Until(deadline))
+}
+
+// pushToMasters exchanges this member's state with every other alive
+// master over TCP, waiting up to timeout for all of them. An exchange
+// still under way then goes on in the background, bounded by memberlist's
+// TCPTimeout.
+func (p *Pool) pushToMasters(timeout time.Duration) error {
+	self := NodeName(p.cfg.Meta.Role, p.cfg.Meta.ID)
+	var masters []Member
+	for _, m := range p.Members() {
+		if m.Role == RoleMaster && NodeName(m.Role, m.ID) != self {
+			masters = append(masters, m)
+		}
+	}
+	// Buffered for every answer, so that exchanges still under way at the
+	// timeout end without a reader.
+	errs := make(chan error, len(masters))
+	for _, m := range masters {
+		go func() {
+			if _, err := p.ml.Join([]string{m.Addr}); err != nil {
+				errs <- fmt.Errorf("master %s at %s: %w", m.ID, m.Addr, err)
+				return
+			}
+			errs <- nil
+		}()
+	}
+	timer := time.NewTimer(timeout)
+	defer timer.Stop()
+	var failed []error
+	for answered := 0; answered < len(masters); answered++ {
+		select {
+		case err := <-errs:
+			if err != nil {
+				failed = append(failed, err)
+			}
+		case <-timer.C:
+			failed = append(failed, fmt.Errorf("%d of %d masters did not answer within %s", len(masters)-answered, len(masters), timeout))
+			return errors.Join(failed...)
+		}
+	}
+	return errors.Join(failed...)
 }
 
 // Addr is the host:port other members reach this one at.

@@ -441,3 +441,67 @@ func TestUpdateMetaReachesThePool(t *testing.T) {
 		t.Fatalf("the member's own view: %+v", m)
 	}
 }
+
+// A member that changes its metadata and stops gossiping at once (a worker
+// that detaches) has told every alive master by the time UpdateMeta
+// returns, give or take the masters' merge. Its broadcast alone stops
+// after a few sends to random members (two in the local profile, out of
+// three masters), and these masters, on the wan profile, relay news only
+// every 500 ms: one that hears it only from them is late.
+func TestUpdateMetaReachesEveryMasterBeforeItReturns(t *testing.T) {
+	const masters = 3
+	ports, err := freeport.Get("127.0.0.66", masters)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ms []*Pool
+	var join []string
+	for i := range masters {
+		m, err := Start(Config{Meta: Meta{Role: RoleMaster, ID: fmt.Sprint("m", i+1), HTTP: "x:1"}, BindIP: "127.0.0.66", Port: ports[i],
+			Profile: "wan", Join: join})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer m.Shutdown()
+		ms = append(ms, m)
+		join = append(join, fmt.Sprintf("127.0.0.66:%d", ports[i]))
+	}
+	for round := range 10 {
+		wp, err := freeport.Get("127.0.0.67", 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		id := fmt.Sprint("w", round)
+		w, err := Start(Config{Meta: Meta{Role: RoleWorker, ID: id, HTTP: "x:2", Tethered: true}, BindIP: "127.0.0.67", Port: wp[0],
+			Profile: "local", Join: join})
+		if err != nil {
+			t.Fatal(err)
+		}
+		waitUntil(t, "join", func() bool {
+			for _, m := range ms {
+				if mt, ok := m.Lookup(RoleWorker, id); !ok || !mt.Tethered {
+					return false
+				}
+			}
+			return true
+		})
+		if err := w.UpdateMeta(Meta{Role: RoleWorker, ID: id, HTTP: "x:2"}, 2*time.Second); err != nil {
+			t.Fatal(err)
+		}
+		_ = w.Shutdown()
+		// A master merges the state it was sent just after it answers.
+		deadline := time.Now().Add(250 * time.Millisecond)
+		for i, m := range ms {
+			for {
+				mt, ok := m.Lookup(RoleWorker, id)
+				if ok && !mt.Tethered {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("round %d: m%d sees %s as %+v (present %v) 250 ms after UpdateMeta returned", round, i+1, id, mt, ok)
+				}
+				time.Sleep(time.Millisecond)
+			}
+		}
+	}
+}
