@@ -31,16 +31,14 @@ func writes(driver string, attempt, n int) api.Assignment {
 		Argv: []string{"/usr/bin/head", "-c", strconv.Itoa(n), "/dev/zero"}}
 }
 
-// settled waits until the leader's acknowledgement of every report so far
-// has been applied and the desired set (emptied by the test) reconciled:
-// the worker does both before its next heartbeat.
-func (fm *fakeMaster) settled(t *testing.T) {
+// settled waits until the worker has acted on the answer to a heartbeat it
+// sent after this call: that answer holds every change the test made
+// before (assignments emptied, acknowledgements turned on or off), and the
+// worker has applied its acknowledgements and reconciled its units.
+func (fm *fakeMaster) settled(t *testing.T, w *worker.Worker) {
 	t.Helper()
-	var n int
-	fm.set(func() { n = len(fm.heartbeats) })
-	fm.waitFor(t, "a heartbeat after the acknowledgements", func() bool {
-		return len(fm.heartbeats) > n+1
-	})
+	since := time.Now()
+	fm.waitFor(t, "the answer to a later heartbeat acted on", func() bool { return worker.ActedOnSince(w, since) })
 }
 
 // age sets the modification times of a unit directory and its status file
@@ -84,7 +82,7 @@ func TestCleanupRemovesFinishedUnitsAfterTheTTL(t *testing.T) {
 	fm.waitExecReport(t, appA, 0, model.ExecExited)
 	fm.assign()
 	fm.assignExecutors()
-	fm.settled(t)
+	fm.settled(t, w)
 
 	dirA, dirB := attemptPath(cfg, driverA, 1, ""), attemptPath(cfg, driverB, 1, "")
 	dirE := executorPath(cfg, appA, 0, "")
@@ -232,7 +230,7 @@ func TestCleanupMakesRoomOnALowDisk(t *testing.T) {
 	live := sleeper(driverD, 1)
 	fm.assign(live)
 	programPID(t, cfg, driverD, 1)
-	fm.settled(t)
+	fm.settled(t, w)
 	dirs := map[string]string{}
 	for i, d := range []string{driverA, driverB, driverC} {
 		dirs[d] = attemptPath(cfg, d, 1, "")
@@ -299,7 +297,7 @@ func TestCleanupKeepsLiveAdoptedAndUnacknowledgedUnits(t *testing.T) {
 	w1, cfg := newWorker(t, fm, full)
 	fm.assign(waiter(driverA, 1))
 	programPID(t, cfg, driverA, 1)
-	fm.settled(t)
+	fm.settled(t, w1)
 	// Detached, the first worker's attempt runs on for the second to
 	// adopt.
 	if err := w1.Detach(); err != nil {
@@ -313,7 +311,7 @@ func TestCleanupKeepsLiveAdoptedAndUnacknowledgedUnits(t *testing.T) {
 	executorPID(t, cfg, appA, 0)
 	// B is no longer assigned, and its end is not acknowledged.
 	fm.assign(waiter(driverA, 1))
-	fm.settled(t)
+	fm.settled(t, w2)
 
 	adopted, unacked := attemptPath(cfg, driverA, 1, ""), attemptPath(cfg, driverB, 1, "")
 	live := executorPath(cfg, appA, 0, "")
@@ -328,7 +326,7 @@ func TestCleanupKeepsLiveAdoptedAndUnacknowledgedUnits(t *testing.T) {
 	}
 
 	fm.set(func() { fm.ack = true })
-	fm.settled(t)
+	fm.settled(t, w2)
 	worker.CleanNow(w2)
 	if exists(t, unacked) {
 		t.Error("the acknowledged attempt is still there")

@@ -1,7 +1,18 @@
 package worker
 
-import "context"
+import (
+	"context"
+	"time"
+)
 
 // CleanNow runs one work-dir cleanup pass, as the worker does every
 // cleanupInterval, and returns when it is done.
 func CleanNow(w *Worker) { w.clean(context.Background()) }
+
+// ActedOnSince says whether w has acted on the answer to a heartbeat it sent
+// after since: applied its acknowledgements and reconciled its units.
+func ActedOnSince(w *Worker, since time.Time) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.leaseContact.After(since)
+}
