@@ -63,9 +63,12 @@ func TestRejoinsAMasterThatCameBack(t *testing.T) {
 	m = start(t, RoleMaster, "m1", "127.0.0.61", mp[0])
 	defer m.Shutdown()
 	waitUntil(t, "restarted master sees the worker again", func() bool { _, ok := m.Lookup(RoleWorker, "w1"); return ok })
-	if meta, ok := w.Lookup(RoleMaster, "m1"); !ok || meta.HTTP != "x:1" {
-		t.Fatalf("worker's view of the master: %+v %v", meta, ok)
-	}
+	// The worker merges the master's state when the exchange that told
+	// the master of it ends, a moment after the master did.
+	waitUntil(t, "the worker sees the restarted master", func() bool {
+		meta, ok := w.Lookup(RoleMaster, "m1")
+		return ok && meta.HTTP == "x:1"
+	})
 }
 
 func TestUnknownProfile(t *testing.T) {
