@@ -148,10 +148,11 @@ const MaxBatchSubmissions = 1024
 //
 // Each submission takes one of the client's slots of submissions in
 // flight on the master it reaches (--max-submits-per-client): those
-// beyond the free slots are answered CodeTooManyRequests in place. Send
-// again only the submissions answered so or CodeUnavailable: a batch
-// sent again whole finds its first submissions, committed already,
-// taking the slots again. A batch is refused whole when it is empty,
+// beyond the free slots are answered CodeTooManyRequests in place, and
+// those and any answered CodeUnavailable are the ones to send again. A
+// batch sent again whole moves on too: when slots are short, a submission
+// whose token the master holds committed needs none, though a batch
+// always needs one. A batch is refused whole when it is empty,
 // holds more than MaxBatchSubmissions or exceeds MaxBodyBytes (400, 413),
 // comes without a credential or the access to submit (401, 403), finds
 // no slot free (429), or reaches a master that is not the leader and

@@ -181,7 +181,10 @@ func New(cfg Config) (*Master, error) {
 	})
 	m.metrics.Watch(metrics.Source{Raft: m.raft, FSM: m.fsm, Pool: pool, Ready: m.local.Ready, Split: m.local.Split, Blobs: store.Usage})
 	fwd := forward.New(m.local, m.local.Leadership, peerHTTP, m.scheme())
-	m.svc = service.Admit(fwd, guard, cfg.MaxSubmitsPerClient)
+	m.svc = service.Admit(fwd, guard, cfg.MaxSubmitsPerClient, func(token string) bool {
+		_, ok := m.fsm.DriverByToken(token)
+		return ok
+	})
 	conns := transport.NewConnLimit(cfg.MaxConnsPerClient, transport.DefaultMaxConns())
 	if err := m.startHTTP(guard, conns); err != nil {
 		_ = m.pool.Shutdown()

@@ -191,6 +191,43 @@ func TestSubmitBatch(t *testing.T) {
 	}
 }
 
+// A batch larger than the client's free slots, sent again whole each time
+// part of it comes back too_many_requests, is committed in full: the
+// submissions the master holds committed need no slot.
+func TestWholeBatchSentAgainMovesOn(t *testing.T) {
+	c := mastertest.Start(t, 1, func(cfg *master.Config) { cfg.MaxSubmitsPerClient = 2 })
+	leader := c.Leader()
+	batch := api.SubmitBatchRequest{Submissions: []api.SubmitRequest{submitReq(), submitReq(), submitReq(), submitReq(), submitReq()}}
+	ids := map[string]bool{}
+	for send := 1; ; send++ {
+		if send > 3 {
+			t.Fatalf("%d sends of a batch of 5 at 2 slots, and still not all committed", send-1)
+		}
+		status, _, body := post(t, leader.HTTP(), api.PathSubmitBatch, batch, nil)
+		var res api.SubmitBatchResponse
+		if status != http.StatusOK || json.Unmarshal(body, &res) != nil || len(res.Results) != len(batch.Submissions) {
+			t.Fatalf("send %d: %d %s", send, status, body)
+		}
+		refused := 0
+		for i, r := range res.Results {
+			switch {
+			case r.Error != nil && r.Error.Code == api.CodeTooManyRequests:
+				refused++
+			case r.Error != nil || r.DriverID == "":
+				t.Fatalf("send %d, submission %d: %+v", send, i, r)
+			default:
+				ids[r.DriverID] = true
+			}
+		}
+		if refused == 0 {
+			break
+		}
+	}
+	if len(ids) != 5 {
+		t.Fatalf("%d drivers, want 5", len(ids))
+	}
+}
+
 // A body that fits the bound reaches the leader through a follower, and
 // from the Go client, whatever characters it holds: neither the client nor
 // the follower escapes <, & and > sixfold (JSON for HTML), which made the

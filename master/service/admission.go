@@ -18,9 +18,11 @@ import (
 // reached first, in front of the forwarding to the leader, so a caller is
 // admitted before any master acts for it; the leader admits a forwarded
 // request again by the credential the forwarding master carried on, and
-// does not count it against the forwarding master's IP.
-func Admit(next Service, g *auth.Guard, maxSubmitsPerClient int) Service {
-	return &admission{next: next, guard: g, submitting: newInflight(maxSubmitsPerClient), streaming: newInflight(maxStreamsPerClient)}
+// does not count it against the forwarding master's IP. known says whether
+// a submission token is committed in this master's tables
+// (fsm.FSM.DriverByToken); nil knows none.
+func Admit(next Service, g *auth.Guard, maxSubmitsPerClient int, known func(token string) bool) Service {
+	return &admission{next: next, guard: g, known: known, submitting: newInflight(maxSubmitsPerClient), streaming: newInflight(maxStreamsPerClient)}
 }
 
 // maxStreamsPerClient bounds the event streams one client IP may hold
@@ -30,6 +32,7 @@ const maxStreamsPerClient = 16
 type admission struct {
 	next       Service
 	guard      *auth.Guard
+	known      func(token string) bool
 	submitting *inflight
 	streaming  *inflight
 }
@@ -68,10 +71,15 @@ func (a *admission) SubmitDriver(ctx context.Context, c auth.Caller, req api.Sub
 }
 
 // SubmitDrivers takes one of the client IP's slots for each submission of
-// the batch, as many as are free: the submissions beyond them are each
-// answered api.ErrTooManyRequests, to be retried, and the others go on
-// together. A batch that finds no slot free is refused whole, as a lone
-// submission would be.
+// the batch, as many as are free. When they are too few, a submission whose
+// token this master holds committed (known) needs none: it costs the leader
+// an answer, not an entry, so a client that sends a whole batch again after
+// part of it was refused moves on instead of spending its slots on what is
+// done. The batch keeps at least one slot, which bounds the batches a
+// client holds in flight. The submissions left without a slot are each
+// answered api.ErrTooManyRequests, in their place, to be retried, and the
+// others go on together. A batch that finds no slot free is refused whole,
+// as a lone submission would be.
 func (a *admission) SubmitDrivers(ctx context.Context, c auth.Caller, req api.SubmitBatchRequest) (api.SubmitBatchResponse, error) {
 	if err := a.guard.Check(c.Identity, auth.Submit); err != nil {
 		return api.SubmitBatchResponse{}, err
@@ -87,19 +95,55 @@ func (a *admission) SubmitDrivers(ctx context.Context, c auth.Caller, req api.Su
 	if k == 0 {
 		return api.SubmitBatchResponse{}, api.Errorf(api.ErrTooManyRequests, "too many submissions in flight from this client; retry shortly")
 	}
-	defer a.submitting.releaseN(c.IP, k)
 	if k == n {
+		defer a.submitting.releaseN(c.IP, k)
 		return a.next.SubmitDrivers(ctx, c, req)
 	}
-	out, err := a.next.SubmitDrivers(ctx, c, api.SubmitBatchRequest{Submissions: req.Submissions[:k]})
+	// Short of slots: only now is it worth looking the tokens up.
+	admit := make([]bool, n)
+	var fresh []int
+	for i, r := range req.Submissions {
+		if a.known != nil && r.Token != "" && a.known(r.Token) {
+			admit[i] = true
+		} else {
+			fresh = append(fresh, i)
+		}
+	}
+	if need := max(len(fresh), 1); k > need {
+		a.submitting.releaseN(c.IP, k-need)
+		k = need
+	}
+	defer a.submitting.releaseN(c.IP, k)
+	if k >= len(fresh) {
+		return a.next.SubmitDrivers(ctx, c, req)
+	}
+	for _, i := range fresh[:k] {
+		admit[i] = true
+	}
+	var part api.SubmitBatchRequest
+	for i, r := range req.Submissions {
+		if admit[i] {
+			part.Submissions = append(part.Submissions, r)
+		}
+	}
+	out, err := a.next.SubmitDrivers(ctx, c, part)
 	if err != nil {
 		return out, err
 	}
-	over := api.ErrorOf(api.Errorf(api.ErrTooManyRequests, "too many submissions in flight from this client; retry this one shortly"))
-	for range n - k {
-		out.Results = append(out.Results, api.SubmitResult{Error: over})
+	if len(out.Results) != len(part.Submissions) {
+		return api.SubmitBatchResponse{}, api.Errorf(api.ErrInternal, "%d answers to a batch of %d", len(out.Results), len(part.Submissions))
 	}
-	return out, nil
+	over := api.ErrorOf(api.Errorf(api.ErrTooManyRequests, "too many submissions in flight from this client; retry this one shortly"))
+	results := make([]api.SubmitResult, len(req.Submissions))
+	answered := out.Results
+	for i := range results {
+		if !admit[i] {
+			results[i].Error = over
+			continue
+		}
+		results[i], answered = answered[0], answered[1:]
+	}
+	return api.SubmitBatchResponse{Results: results}, nil
 }
 
 func (a *admission) KillDriver(ctx context.Context, c auth.Caller, id string) (api.KillResponse, error) {

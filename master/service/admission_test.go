@@ -33,7 +33,7 @@ func TestAdmitBoundsSubmissionsPerClient(t *testing.T) {
 		t.Fatal(err)
 	}
 	next := &blocking{release: make(chan struct{})}
-	s := Admit(next, g, 2)
+	s := Admit(next, g, 2, nil)
 	send := func(ip, forwardedBy string) chan error {
 		out := make(chan error, 1)
 		go func() {
@@ -67,7 +67,7 @@ func TestAdmitChecksAccessFirst(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := Admit(nil, g, 0)
+	s := Admit(nil, g, 0, nil)
 	ctx := context.Background()
 	anon := auth.Caller{}
 	if _, err := s.SubmitDriver(ctx, anon, api.SubmitRequest{}); !errors.Is(err, api.ErrUnauthenticated) {
@@ -111,7 +111,7 @@ func TestAdmitBoundsBatchesPerSubmission(t *testing.T) {
 		t.Fatal(err)
 	}
 	next := &blocking{release: make(chan struct{})}
-	s := Admit(next, g, 4)
+	s := Admit(next, g, 4, nil)
 	batch := func(tokens ...string) api.SubmitBatchRequest {
 		var req api.SubmitBatchRequest
 		for _, tok := range tokens {
@@ -168,5 +168,96 @@ func TestAdmitBoundsBatchesPerSubmission(t *testing.T) {
 		if _, err := s.SubmitDrivers(context.Background(), auth.Caller{IP: "10.0.0.1"}, api.SubmitBatchRequest{Submissions: make([]api.SubmitRequest, n)}); !errors.Is(err, api.ErrInvalidRequest) {
 			t.Errorf("a batch of %d: %v, want ErrInvalidRequest", n, err)
 		}
+	}
+}
+
+// committing is a Service that commits every submission it gets, with a
+// driver named by its token, and can hold a batch until released.
+type committing struct {
+	Service
+	mu        sync.Mutex
+	committed map[string]bool
+	// entered hears of each batch before hold holds it.
+	entered chan struct{}
+	hold    chan struct{}
+}
+
+func (c *committing) known(token string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.committed[token]
+}
+
+func (c *committing) SubmitDrivers(_ context.Context, _ auth.Caller, req api.SubmitBatchRequest) (api.SubmitBatchResponse, error) {
+	if c.hold != nil {
+		c.entered <- struct{}{}
+		<-c.hold
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out api.SubmitBatchResponse
+	for _, r := range req.Submissions {
+		out.Results = append(out.Results, api.SubmitResult{SubmitResponse: api.SubmitResponse{DriverID: "d-" + r.Token, Existing: c.committed[r.Token]}})
+		c.committed[r.Token] = true
+	}
+	return out, nil
+}
+
+// A client that sends its whole batch again after part of it was refused
+// moves on: the submissions already committed take no slot, and every
+// answer stays in its submission's place. A batch still needs one free
+// slot, even when all of it is committed.
+func TestAdmitLetsCommittedSubmissionsThrough(t *testing.T) {
+	g, err := auth.New(auth.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	next := &committing{committed: map[string]bool{}}
+	s := Admit(next, g, 4, next.known)
+	var req api.SubmitBatchRequest
+	for i := range 10 {
+		req.Submissions = append(req.Submissions, api.SubmitRequest{Token: string(rune('a' + i))})
+	}
+	caller := auth.Caller{IP: "10.0.0.1"}
+	var refused []int
+	for round := 1; ; round++ {
+		if round > 3 {
+			t.Fatalf("still %d refused after %d sends of the whole batch of 10 at 4 slots", len(refused), round-1)
+		}
+		out, err := s.SubmitDrivers(context.Background(), caller, req)
+		if err != nil || len(out.Results) != 10 {
+			t.Fatalf("round %d: %+v, %v", round, out, err)
+		}
+		refused = refused[:0]
+		for i, r := range out.Results {
+			switch {
+			case r.Error != nil && r.Error.Code == api.CodeTooManyRequests:
+				refused = append(refused, i)
+			case r.Error != nil || r.DriverID != "d-"+req.Submissions[i].Token:
+				t.Fatalf("round %d, submission %d: %+v", round, i, r)
+			}
+		}
+		// Four new ones a round, the first still waiting.
+		if want := max(10-4*round, 0); len(refused) != want || (want > 0 && refused[0] != 10-want) {
+			t.Fatalf("round %d: refused %v, want the last %d", round, refused, want)
+		}
+		if len(refused) == 0 {
+			break
+		}
+	}
+
+	next.entered, next.hold = make(chan struct{}, 1), make(chan struct{})
+	held := make(chan error, 1)
+	go func() {
+		_, err := s.SubmitDrivers(context.Background(), caller, api.SubmitBatchRequest{Submissions: []api.SubmitRequest{{Token: "w"}, {Token: "x"}, {Token: "y"}, {Token: "z"}}})
+		held <- err
+	}()
+	<-next.entered
+	if _, err := s.SubmitDrivers(context.Background(), caller, req); !errors.Is(err, api.ErrTooManyRequests) {
+		t.Fatalf("a committed batch with no slot free: %v, want ErrTooManyRequests", err)
+	}
+	close(next.hold)
+	if err := <-held; err != nil {
+		t.Fatal(err)
 	}
 }
