@@ -1197,6 +1197,7 @@ func TestRestoreRefusesCorruptAppRows(t *testing.T) {
 		"app under another key":              func(tb *tables) { tb.Apps[appID(5)] = tb.Apps[appID(1)] },
 		"nil app":                            func(tb *tables) { tb.Apps[appID(5)] = nil },
 		"token of an unknown app":            func(tb *tables) { tb.AppTokens["t"] = appID(9) },
+		"token its app does not name":        func(tb *tables) { tb.AppTokens["other"] = appID(0) },
 	}
 	before := hashOf(t, h.f)
 	for name, corrupt := range cases {

@@ -597,6 +597,9 @@ func TestRestoreRefusesCorruptSnapshot(t *testing.T) {
 		`{"version":1,"tables":{"drivers":{"x":{"id":"y"}}}}`,
 		`{"version":1,"tables":{"waiting_drivers":["ghost"]}}`,
 		`{"version":1,"tables":{"tokens":{"t":"ghost"}}}`,
+		// A token its driver's row does not name would outlive the
+		// driver's removal.
+		fmt.Sprintf(finishedDriverWithTokens, "b"),
 	} {
 		if err := f.Restore(io.NopCloser(bytes.NewReader([]byte(s)))); err == nil {
 			t.Errorf("snapshot %q was accepted", s)
@@ -605,7 +608,15 @@ func TestRestoreRefusesCorruptSnapshot(t *testing.T) {
 			t.Fatalf("refused snapshot %q changed the tables", s)
 		}
 	}
+	if err := New().Restore(io.NopCloser(bytes.NewReader([]byte(fmt.Sprintf(finishedDriverWithTokens, "a"))))); err != nil {
+		t.Fatalf("the consistent snapshot: %v", err)
+	}
 }
+
+// finishedDriverWithTokens is a snapshot of one finished driver whose row
+// names token "a", and a token index that names it under the token given.
+const finishedDriverWithTokens = `{"version":1,"tables":{"drivers":{"driver-20261129120000-0000":` +
+	`{"id":"driver-20261129120000-0000","state":"FINISHED","token":"a"}},"tokens":{%q:"driver-20261129120000-0000"},"next_driver_seq":1}}`
 
 // TestRandomLogsKeepInvariants applies random command sequences and checks,
 // after every entry: resources used equal the sum over placed unfinished

@@ -203,8 +203,6 @@ func (t *tables) shareIDs() {
 	for tok, id := range t.Tokens {
 		d := t.Drivers[id]
 		t.Tokens[tok] = d.ID
-		if d.Token == tok {
-			d.Token = tok
-		}
+		d.Token = tok // checkTables made them equal
 	}
 }

@@ -629,8 +629,14 @@ func checkTables(t *tables) error {
 		seen[id] = true
 	}
 	for tok, id := range t.Tokens {
-		if _, ok := t.Drivers[id]; !ok {
+		d, ok := t.Drivers[id]
+		if !ok {
 			return fmt.Errorf("token %q names unknown driver %s", tok, id)
+		}
+		// Removing a driver drops the token its row names: one the row
+		// does not name would outlive it.
+		if d.Token != tok {
+			return fmt.Errorf("token %q names driver %s, whose token is %q", tok, id, d.Token)
 		}
 	}
 	if err := checkApps(t); err != nil {
@@ -694,8 +700,12 @@ func checkApps(t *tables) error {
 		t.units(w.ID).executors[key] = struct{}{}
 	}
 	for tok, id := range t.AppTokens {
-		if _, ok := t.Apps[id]; !ok {
+		a, ok := t.Apps[id]
+		if !ok {
 			return fmt.Errorf("token %q names unknown app %s", tok, id)
+		}
+		if a.Token != tok {
+			return fmt.Errorf("token %q names app %s, whose token is %q", tok, id, a.Token)
 		}
 	}
 	return nil
