@@ -47,6 +47,19 @@ type LeaseContent struct {
 	// the work dir to adopt its attempts (Worker.Detach): its runners
 	// then keep their programs for the lease.
 	Detached bool `json:"detached,omitempty"`
+	// SucceedsPID and SucceedsStart name the holder this one took over
+	// from when that one's last renewal said Detached, and are absent
+	// otherwise. A runner that missed that renewal (the next daemon
+	// rewrote the file within a poll) learns from them that its daemon
+	// left on purpose and did not die.
+	SucceedsPID   int    `json:"succeeds_pid,omitempty"`
+	SucceedsStart uint64 `json:"succeeds_start,omitempty"`
+}
+
+// succeeds reports whether c's holder took over from prev's after prev's
+// detached.
+func (c LeaseContent) succeeds(prev LeaseContent) bool {
+	return prev.HolderPID > 0 && c.SucceedsPID == prev.HolderPID && c.SucceedsStart == prev.HolderStart
 }
 
 // tethered reports whether a runner must end its program as soon as the
@@ -109,7 +122,8 @@ func statLease(path string) leaseStamp {
 // noticed.
 //
 // A new holder that renews the file before this runner saw the old one
-// dead (a daemon restarted within a poll) does not save the attempt: the
+// dead (a daemon restarted within a poll) does not save the attempt unless
+// it succeeds a detached one (LeaseContent's SucceedsPID): otherwise the
 // old holder did not detach, so it died, and the leader may already be
 // relaunching its drivers.
 func watchLease(path string, lease time.Duration, stop chan<- string) {
@@ -124,7 +138,7 @@ func watchLease(path string, lease time.Duration, stop chan<- string) {
 		if s := statLease(path); s.exists && s != last {
 			last, renewed = s, time.Now()
 			next := readLease(path)
-			if holder.tethered() && (next.HolderPID != holder.HolderPID || next.HolderStart != holder.HolderStart) {
+			if holder.tethered() && (next.HolderPID != holder.HolderPID || next.HolderStart != holder.HolderStart) && !next.succeeds(holder) {
 				stop <- DaemonGoneReason(holder.HolderPID)
 				return
 			}

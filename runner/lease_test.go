@@ -397,25 +397,25 @@ func TestDetachedHolderLeavesTheLease(t *testing.T) {
 // TestRunnerFollowsTheAdoptingHolder: after a detach, the daemon that
 // renews the lease next (adopting the attempt) is the one the runner
 // follows: the detached one's death changes nothing, the new one's ends the
-// program.
+// program. The runner knows of the detach from the old daemon's last
+// renewal, or, when the new daemon rewrote the file before the runner
+// looked, from the new one's naming the detached daemon it succeeds.
 func TestRunnerFollowsTheAdoptingHolder(t *testing.T) {
-	lease := newLeaseFile(t)
-	old, c := startHolder(t)
-	c.Detached = true
-	writeLease(t, lease, c)
-	h := startRunner(t, runner.Spec{
-		Argv:      []string{"/bin/sh", "-c", `exec sleep 1000`},
-		LeaseFile: lease,
-		Lease:     time.Minute,
-	})
-	h.next(runner.EventStarted)
-	adopter, next := startHolder(t)
-	writeLease(t, lease, next)
-	killHolder(old)
-	killHolder(adopter)
-	h.next(runner.EventExited)
-	if e := h.final(); e.State != model.DriverKilled || e.Reason != runner.DaemonGoneReason(next.HolderPID) {
-		t.Fatalf("final = %+v, want KILLED with %q", e, runner.DaemonGoneReason(next.HolderPID))
+	for _, seen := range []bool{true, false} {
+		t.Run(fmt.Sprintf("detached-renewal-seen=%v", seen), func(t *testing.T) {
+			old, c := startHolder(t)
+			c.Detached = seen
+			h, lease := runFollowing(t, c)
+			adopter, next := startHolder(t)
+			next.SucceedsPID, next.SucceedsStart = c.HolderPID, c.HolderStart
+			writeLease(t, lease, next)
+			killHolder(old)
+			killHolder(adopter)
+			h.next(runner.EventExited)
+			if e := h.final(); e.State != model.DriverKilled || e.Reason != runner.DaemonGoneReason(next.HolderPID) {
+				t.Fatalf("final = %+v, want KILLED with %q", e, runner.DaemonGoneReason(next.HolderPID))
+			}
+		})
 	}
 }
 
@@ -424,8 +424,22 @@ func TestRunnerFollowsTheAdoptingHolder(t *testing.T) {
 // started within a poll): the attempt ends all the same, since the leader
 // may be relaunching it already.
 func TestNewHolderWithoutDetachKillsProgram(t *testing.T) {
-	lease := newLeaseFile(t)
 	_, c := startHolder(t)
+	h, lease := runFollowing(t, c)
+	_, next := startHolder(t)
+	writeLease(t, lease, next)
+	h.next(runner.EventExited)
+	if e := h.final(); e.State != model.DriverKilled || e.Reason != runner.DaemonGoneReason(c.HolderPID) {
+		t.Fatalf("final = %+v, want KILLED with %q", e, runner.DaemonGoneReason(c.HolderPID))
+	}
+}
+
+// runFollowing writes c to a new lease file and starts a runner of a long
+// program that follows it, with a minute's lease; it returns once the
+// program started, with the lease file's path.
+func runFollowing(t *testing.T, c runner.LeaseContent) (*harness, string) {
+	t.Helper()
+	lease := newLeaseFile(t)
 	writeLease(t, lease, c)
 	h := startRunner(t, runner.Spec{
 		Argv:      []string{"/bin/sh", "-c", `exec sleep 1000`},
@@ -433,12 +447,7 @@ func TestNewHolderWithoutDetachKillsProgram(t *testing.T) {
 		Lease:     time.Minute,
 	})
 	h.next(runner.EventStarted)
-	_, next := startHolder(t)
-	writeLease(t, lease, next)
-	h.next(runner.EventExited)
-	if e := h.final(); e.State != model.DriverKilled || e.Reason != runner.DaemonGoneReason(c.HolderPID) {
-		t.Fatalf("final = %+v, want KILLED with %q", e, runner.DaemonGoneReason(c.HolderPID))
-	}
+	return h, lease
 }
 
 // heldRelaunch starts a supervised program that fails its first run and

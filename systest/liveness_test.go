@@ -167,19 +167,27 @@ func TestWorkerPauseShorterThanTimeout(t *testing.T) {
 
 // TestWorkerRestartAdoptsDriver: a worker daemon detached (SIGUSR1, as for
 // an upgrade) and started again on the same work dir adopts the running
-// attempt: it is not restarted and finishes as attempt 1.
+// attempt: it is not restarted and finishes as attempt 1. Each new daemon
+// starts as soon as the old one has exited, three times over, so it
+// rewrites the lease file before the runner's next look at the old one's
+// last renewal, most times.
 func TestWorkerRestartAdoptsDriver(t *testing.T) {
 	// The lease must outlast the restart: a new worker process takes more
 	// than the default 3 s to start on a loaded machine.
 	c := testcluster.New(t, testcluster.Options{Workers: 2, WorkerArgs: []string{"--lease", "15s"}})
 	p := newProbe(t)
-	d, w := startedRunning(t, c, p, 8*time.Second)
-	if err := w.Signal(syscall.SIGUSR1); err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, 10*time.Second, "worker daemon exited", func() bool { return !w.Running() })
-	if err := w.Start(); err != nil {
-		t.Fatal(err)
+	d, w := startedRunning(t, c, p, 12*time.Second)
+	for i := 1; i <= 3; i++ {
+		if err := w.Signal(syscall.SIGUSR1); err != nil {
+			t.Fatal(err)
+		}
+		<-w.Exited()
+		if err := w.Start(); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, 30*time.Second, "the restarted worker to adopt the attempt", func() bool {
+			return strings.Count(w.Log(), "adopted attempt") == i
+		})
 	}
 	p.finishes(c, d.ID, 1, 40*time.Second)
 }

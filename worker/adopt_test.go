@@ -105,6 +105,29 @@ func TestLeaseNamesItsDaemon(t *testing.T) {
 	if d := readLease(t, cfg); d.HolderPID != c.HolderPID || d.HolderStart != c.HolderStart || !d.Detached {
 		t.Fatalf("lease after the detach %+v, want %d's and detached", d, c.HolderPID)
 	}
+	// The next daemon names the detached one it succeeds, for runners
+	// that missed the detached renewal; one that follows a daemon which
+	// died without detaching names nobody.
+	w2, _ := newWorker(t, fm, sameWorkDir(cfg))
+	if d := readLease(t, cfg); d.SucceedsPID != c.HolderPID || d.SucceedsStart != c.HolderStart || d.Detached {
+		t.Fatalf("lease of the next daemon %+v, want it to succeed %d", d, c.HolderPID)
+	}
+	if err := w2.Close(); err != nil {
+		t.Fatal(err)
+	}
+	crashed := c
+	crashed.Renewed = time.Now().UnixMilli()
+	b, err := json.Marshal(crashed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(cfg.WorkDir, worker.LeaseFile), b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	newWorker(t, fm, sameWorkDir(cfg))
+	if d := readLease(t, cfg); d.SucceedsPID != 0 || d.SucceedsStart != 0 {
+		t.Fatalf("lease after a daemon that did not detach %+v, want it to succeed nobody", d)
+	}
 }
 
 // A worker that adopts a runner which does not follow its daemon (an

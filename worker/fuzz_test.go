@@ -85,7 +85,7 @@ func FuzzWorkerRecord(f *testing.F) {
 			t.Fatal(err)
 		}
 		now := time.Now()
-		if c := previousContact(lease, now); c.After(now) {
+		if c := previousContact(previousLease(lease), now); c.After(now) {
 			t.Fatalf("lease %q: previous contact %s is after now %s", data, c, now)
 		}
 	})

@@ -52,7 +52,8 @@ func (w *Worker) renewLease(detached bool) error {
 	w.mu.Lock()
 	contact := w.leaseContact
 	w.mu.Unlock()
-	c := runner.LeaseContent{Renewed: now.UnixMilli(), HolderPID: w.holder.pid, HolderStart: w.holder.start, Detached: detached}
+	c := runner.LeaseContent{Renewed: now.UnixMilli(), HolderPID: w.holder.pid, HolderStart: w.holder.start, Detached: detached,
+		SucceedsPID: w.succeeds.pid, SucceedsStart: w.succeeds.start}
 	if !contact.IsZero() {
 		c.LeaderContact = contact.UnixMilli()
 	}
@@ -91,19 +92,36 @@ func replaceFile(path string, b []byte) error {
 	return err
 }
 
-// previousContact returns, on the monotonic clock of now, when the leader
-// last answered the worker that wrote the lease file at path: the zero time
-// when there is no file or it names no contact. A contact "in the future"
-// (the wall clock stepped back) counts as now.
-func previousContact(path string, now time.Time) time.Time {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return time.Time{}
-	}
+// previousLease is what the previous worker on this work dir left in the
+// lease file at path: the zero content when there is none or it does not
+// parse.
+func previousLease(path string) runner.LeaseContent {
 	var c runner.LeaseContent
-	if json.Unmarshal(b, &c) != nil || c.LeaderContact <= 0 {
+	if b, err := os.ReadFile(path); err != nil || json.Unmarshal(b, &c) != nil {
+		return runner.LeaseContent{}
+	}
+	return c
+}
+
+// previousContact returns, on the monotonic clock of now, when the leader
+// last answered the worker that wrote c: the zero time when c names no
+// contact. A contact "in the future" (the wall clock stepped back) counts
+// as now.
+func previousContact(c runner.LeaseContent, now time.Time) time.Time {
+	if c.LeaderContact <= 0 {
 		return time.Time{}
 	}
 	age := max(now.UnixMilli()-c.LeaderContact, 0)
 	return now.Add(-time.Duration(age) * time.Millisecond)
+}
+
+// predecessor is the holder c names when it detached, for this daemon's
+// renewals to name (runner.LeaseContent's SucceedsPID), and nobody
+// otherwise: a holder that died without detaching takes its runners'
+// programs with it.
+func predecessor(c runner.LeaseContent) holder {
+	if !c.Detached || c.HolderPID <= 0 {
+		return holder{}
+	}
+	return holder{pid: c.HolderPID, start: c.HolderStart}
 }

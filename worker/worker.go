@@ -79,6 +79,9 @@ type Worker struct {
 	leasePath string
 	// holder is this daemon, as its lease file names it.
 	holder holder
+	// succeeds, fixed by New, is the detached daemon this one took over
+	// the work dir from, or nobody (see predecessor).
+	succeeds holder
 	// untethered, fixed by New, says that a runner it adopted does not
 	// follow its daemon (runner.Status's Tethered): an older version's,
 	// left by the daemon this one upgraded.
@@ -264,7 +267,9 @@ func New(cfg Config) (*Worker, error) {
 	}
 	// Fence adopted attempts from the previous worker's last contact: the
 	// leader counts from then, not from this start.
-	w.lastContact = previousContact(w.leasePath, time.Now())
+	prev := previousLease(w.leasePath)
+	w.lastContact = previousContact(prev, time.Now())
+	w.succeeds = predecessor(prev)
 	w.leaseContact = w.lastContact
 	w.metrics = newWorkerMetrics(w)
 	// Renew at once: runners left by a previous worker are counting down.

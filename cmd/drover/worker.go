@@ -102,6 +102,11 @@ func runWorker(args []string) int {
 	if _, err := gossip.ProfileConfig(*profile); err != nil {
 		return fail(err)
 	}
+	// Before the worker starts: a signal during its start (an adopting
+	// worker's SIGUSR1 or SIGTERM, sent as soon as it logs the adoption)
+	// waits for stopWorker instead of being lost.
+	sig := make(chan os.Signal, 2)
+	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM, syscall.SIGUSR1)
 	w, err := worker.New(cfg)
 	if err != nil {
 		return fail(err)
@@ -121,8 +126,6 @@ func runWorker(args []string) int {
 		_ = w.Close()
 		return fail(err)
 	}
-	sig := make(chan os.Signal, 2)
-	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM, syscall.SIGUSR1)
 	return stopWorker(log, w, pool, meta, sig)
 }
 
