@@ -151,8 +151,9 @@ const MaxBatchSubmissions = 1024
 // beyond the free slots are answered CodeTooManyRequests in place, and
 // those and any answered CodeUnavailable are the ones to send again. A
 // batch sent again whole moves on too: when slots are short, a submission
-// whose token the master holds committed needs none, though a batch
-// always needs one. A batch is refused whole when it is empty,
+// that is refused on its own, whose token the master holds committed, or
+// whose token came earlier in the batch needs none, though a batch always
+// needs one. A batch is refused whole when it is empty,
 // holds more than MaxBatchSubmissions or exceeds MaxBodyBytes (400, 413),
 // comes without a credential or the access to submit (401, 403), finds
 // no slot free (429), or reaches a master that is not the leader and

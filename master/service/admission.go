@@ -71,9 +71,10 @@ func (a *admission) SubmitDriver(ctx context.Context, c auth.Caller, req api.Sub
 }
 
 // SubmitDrivers takes one of the client IP's slots for each submission of
-// the batch, as many as are free. When they are too few, a submission whose
-// token this master holds committed (known) needs none: it costs the leader
-// an answer, not an entry, so a client that sends a whole batch again after
+// the batch, as many as are free. When they are too few, a submission that
+// costs the leader an answer but no entry needs none (costsNoEntry: it is
+// invalid, its token is committed on this master already, or it came
+// earlier in the batch), so a client that sends a whole batch again after
 // part of it was refused moves on instead of spending its slots on what is
 // done. The batch keeps at least one slot, which bounds the batches a
 // client holds in flight. The submissions left without a slot are each
@@ -99,11 +100,13 @@ func (a *admission) SubmitDrivers(ctx context.Context, c auth.Caller, req api.Su
 		defer a.submitting.releaseN(c.IP, k)
 		return a.next.SubmitDrivers(ctx, c, req)
 	}
-	// Short of slots: only now is it worth looking the tokens up.
+	// Short of slots: only now is it worth sorting out the submissions
+	// that need none.
 	admit := make([]bool, n)
 	var fresh []int
+	first := map[string]bool{}
 	for i, r := range req.Submissions {
-		if a.known != nil && r.Token != "" && a.known(r.Token) {
+		if a.costsNoEntry(r, first) {
 			admit[i] = true
 		} else {
 			fresh = append(fresh, i)
@@ -144,6 +147,22 @@ func (a *admission) SubmitDrivers(ctx context.Context, c auth.Caller, req api.Su
 		results[i], answered = answered[0], answered[1:]
 	}
 	return api.SubmitBatchResponse{Results: results}, nil
+}
+
+// costsNoEntry says whether submission r of a batch will be answered
+// without a Raft entry of its own, and so needs no slot: it is refused
+// (the checks of a submission are local and cheap), its token is committed
+// already (known), or its token came earlier in the batch, whose driver it
+// yields (seen holds the batch's tokens so far, and r's is added).
+func (a *admission) costsNoEntry(r api.SubmitRequest, seen map[string]bool) bool {
+	if _, err := submission(r); err != nil {
+		return true
+	}
+	if seen[r.Token] || (a.known != nil && a.known(r.Token)) {
+		return true
+	}
+	seen[r.Token] = true
+	return false
 }
 
 func (a *admission) KillDriver(ctx context.Context, c auth.Caller, id string) (api.KillResponse, error) {

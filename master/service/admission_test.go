@@ -3,6 +3,7 @@ package service
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 
@@ -115,7 +116,7 @@ func TestAdmitBoundsBatchesPerSubmission(t *testing.T) {
 	batch := func(tokens ...string) api.SubmitBatchRequest {
 		var req api.SubmitBatchRequest
 		for _, tok := range tokens {
-			req.Submissions = append(req.Submissions, api.SubmitRequest{Token: tok})
+			req.Submissions = append(req.Submissions, valid(tok))
 		}
 		return req
 	}
@@ -203,6 +204,11 @@ func (c *committing) SubmitDrivers(_ context.Context, _ auth.Caller, req api.Sub
 	return out, nil
 }
 
+// valid is a submission that passes the checks, with token tok.
+func valid(tok string) api.SubmitRequest {
+	return api.SubmitRequest{Token: tok, Argv: []string{"/bin/true"}, Cores: 1, MemoryMB: 64}
+}
+
 // A client that sends its whole batch again after part of it was refused
 // moves on: the submissions already committed take no slot, and every
 // answer stays in its submission's place. A batch still needs one free
@@ -216,7 +222,7 @@ func TestAdmitLetsCommittedSubmissionsThrough(t *testing.T) {
 	s := Admit(next, g, 4, next.known)
 	var req api.SubmitBatchRequest
 	for i := range 10 {
-		req.Submissions = append(req.Submissions, api.SubmitRequest{Token: string(rune('a' + i))})
+		req.Submissions = append(req.Submissions, valid(string(rune('a'+i))))
 	}
 	caller := auth.Caller{IP: "10.0.0.1"}
 	var refused []int
@@ -243,6 +249,26 @@ func TestAdmitLetsCommittedSubmissionsThrough(t *testing.T) {
 		}
 		if len(refused) == 0 {
 			break
+		}
+	}
+
+	// Submissions refused on their own, and repeats of a token earlier
+	// in the batch, need no slot either: four of each and two new ones
+	// fit in four slots.
+	var mixed api.SubmitBatchRequest
+	for i := range 4 {
+		bad := valid(fmt.Sprint("bad", i))
+		bad.Argv = nil
+		mixed.Submissions = append(mixed.Submissions, bad, valid("new1"))
+	}
+	mixed.Submissions = append(mixed.Submissions, valid("new2"))
+	out, err := s.SubmitDrivers(context.Background(), caller, mixed)
+	if err != nil || len(out.Results) != len(mixed.Submissions) {
+		t.Fatalf("mixed batch: %+v, %v", out, err)
+	}
+	for i, r := range out.Results {
+		if r.Error != nil && r.Error.Code == api.CodeTooManyRequests {
+			t.Errorf("mixed batch, submission %d (%s) refused for want of a slot", i, mixed.Submissions[i].Token)
 		}
 	}
 
