@@ -120,10 +120,7 @@ func (s *submitter) send() {
 	for {
 		s.mu.Lock()
 		var batch []*submission
-		size := int(s.size.Load())
-		if size == 0 {
-			size = maxBatch
-		}
+		size := s.batchSize()
 		for len(s.waiting) > 0 && len(batch) < size {
 			sub := s.waiting[0]
 			s.waiting[0] = nil
@@ -225,14 +222,19 @@ func (s *submitter) sendBatch(batch []*submission) {
 	}
 }
 
+// batchSize is the most submissions the next batch takes (see size).
+func (s *submitter) batchSize() int {
+	if size := int(s.size.Load()); size > 0 {
+		return size
+	}
+	return maxBatch
+}
+
 // resize sets the size of the next batches after one of n submissions
 // of which busy were refused as over the master's bound: as many as it
 // admitted, or twice the size once a batch of the whole size is admitted.
 func (s *submitter) resize(n, busy int) {
-	size := int(s.size.Load())
-	if size == 0 {
-		size = maxBatch
-	}
+	size := s.batchSize()
 	switch {
 	case busy > 0:
 		s.size.Store(int32(max(n-busy, 1)))

@@ -66,9 +66,10 @@ func (c LeaseContent) succeeds(prev LeaseContent) bool {
 // holder of c is gone.
 func (c LeaseContent) tethered() bool { return c.HolderPID > 0 && c.HolderStart > 0 && !c.Detached }
 
-// readLease reads the lease file at path; a file that is missing or does
+// ReadLease reads the lease file at path, as a runner does and as the next
+// daemon on the work dir does at its start; a file that is missing or does
 // not parse reads as the zero content, which names no holder.
-func readLease(path string) LeaseContent {
+func ReadLease(path string) LeaseContent {
 	var c LeaseContent
 	if b, err := os.ReadFile(path); err == nil && json.Unmarshal(b, &c) != nil {
 		c = LeaseContent{}
@@ -128,7 +129,7 @@ func statLease(path string) leaseStamp {
 // relaunching its drivers.
 func watchLease(path string, lease time.Duration, stop chan<- string) {
 	last := statLease(path)
-	holder := readLease(path)
+	holder := ReadLease(path)
 	renewed := time.Now()
 	tick := time.NewTicker(leasePoll(lease))
 	defer tick.Stop()
@@ -137,7 +138,7 @@ func watchLease(path string, lease time.Duration, stop chan<- string) {
 		// work dir; it renews again by writing the file anew.
 		if s := statLease(path); s.exists && s != last {
 			last, renewed = s, time.Now()
-			next := readLease(path)
+			next := ReadLease(path)
 			if holder.tethered() && (next.HolderPID != holder.HolderPID || next.HolderStart != holder.HolderStart) && !next.succeeds(holder) {
 				stop <- DaemonGoneReason(holder.HolderPID)
 				return

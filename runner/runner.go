@@ -249,7 +249,7 @@ func (r *runner) awaitContact(n int, failure string) (string, bool) {
 	for {
 		select {
 		case <-tick.C:
-			if readLease(r.spec.LeaseFile).LeaderContact >= due {
+			if ReadLease(r.spec.LeaseFile).LeaderContact >= due {
 				return "", false
 			}
 		case reason := <-r.stop:

@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"go.etcd.io/bbolt"
+
+	"github.com/drover-project/drover/runner"
 )
 
 // FuzzWorkerRecord stores the bytes as a record and as the lease file.
@@ -85,7 +87,7 @@ func FuzzWorkerRecord(f *testing.F) {
 			t.Fatal(err)
 		}
 		now := time.Now()
-		if c := previousContact(previousLease(lease), now); c.After(now) {
+		if c := previousContact(runner.ReadLease(lease), now); c.After(now) {
 			t.Fatalf("lease %q: previous contact %s is after now %s", data, c, now)
 		}
 	})

@@ -92,17 +92,6 @@ func replaceFile(path string, b []byte) error {
 	return err
 }
 
-// previousLease is what the previous worker on this work dir left in the
-// lease file at path: the zero content when there is none or it does not
-// parse.
-func previousLease(path string) runner.LeaseContent {
-	var c runner.LeaseContent
-	if b, err := os.ReadFile(path); err != nil || json.Unmarshal(b, &c) != nil {
-		return runner.LeaseContent{}
-	}
-	return c
-}
-
 // previousContact returns, on the monotonic clock of now, when the leader
 // last answered the worker that wrote c: the zero time when c names no
 // contact. A contact "in the future" (the wall clock stepped back) counts

@@ -52,6 +52,7 @@ import (
 	"github.com/drover-project/drover/isolation"
 	"github.com/drover-project/drover/model"
 	"github.com/drover-project/drover/pki"
+	"github.com/drover-project/drover/runner"
 	"github.com/drover-project/drover/transport"
 )
 
@@ -267,7 +268,7 @@ func New(cfg Config) (*Worker, error) {
 	}
 	// Fence adopted attempts from the previous worker's last contact: the
 	// leader counts from then, not from this start.
-	prev := previousLease(w.leasePath)
+	prev := runner.ReadLease(w.leasePath)
 	w.lastContact = previousContact(prev, time.Now())
 	w.succeeds = predecessor(prev)
 	w.leaseContact = w.lastContact

@@ -47,22 +47,18 @@ type submitQueue struct {
 	groups int
 }
 
-// queuedSubmit is one submission waiting in the queue, the call of
-// submitAll that queued it, and the callers its outcome goes to.
+// queuedSubmit is one submission waiting in the queue, and the callers
+// its outcome goes to, the call of submitAll that queued it first.
 type queuedSubmit struct {
 	cmd     *model.SubmitDriver
-	call    *submitWait
 	waiters []submitWaiter
 }
 
 // submitWaiter is one place an outcome goes: item i of a call of
-// submitAll. again marks a token given twice in that call, whose second
-// submission yields the first's driver as Existing, as it would in one
-// SubmitDrivers entry.
+// submitAll.
 type submitWaiter struct {
-	w     *submitWait
-	i     int
-	again bool
+	w *submitWait
+	i int
 }
 
 // submitWait is one call of submitAll: its outcomes, and how many are yet
@@ -89,9 +85,9 @@ func (w *submitWait) deliver(i int, o fsm.SubmitOutcome) {
 // submission whose token the tables know already yields that driver,
 // Existing, without an entry; one whose token is queued or committing
 // shares that submission's outcome (the copies of one submission a client
-// sent to every master), Existing when the token came earlier in cmds. The others get their ID and time from
-// term t as they join the queue, all at once, so one call's submissions
-// go into the same entry when they fit.
+// sent to every master), Existing when the token came earlier in cmds.
+// The others get their ID and time from term t as they join the queue, all
+// at once, so one call's submissions go into the same entry when they fit.
 func (s *Core) submitAll(t *leader.Term, cmds []*model.SubmitDriver) []fsm.SubmitOutcome {
 	if len(cmds) == 0 {
 		return nil
@@ -105,7 +101,7 @@ func (s *Core) submitAll(t *leader.Term, cmds []*model.SubmitDriver) []fsm.Submi
 	}
 	for i, cmd := range cmds {
 		if qs, ok := q.byToken[cmd.Token]; ok {
-			qs.waiters = append(qs.waiters, submitWaiter{w, i, qs.call == w})
+			qs.waiters = append(qs.waiters, submitWaiter{w, i})
 			continue
 		}
 		if id, ok := s.FSM.DriverByToken(cmd.Token); ok {
@@ -114,7 +110,7 @@ func (s *Core) submitAll(t *leader.Term, cmds []*model.SubmitDriver) []fsm.Submi
 		}
 		at := time.Now()
 		cmd.ID, cmd.Time = t.IDs.Driver(at), at.UnixMilli()
-		qs := &queuedSubmit{cmd: cmd, call: w, waiters: []submitWaiter{{w: w, i: i}}}
+		qs := &queuedSubmit{cmd: cmd, waiters: []submitWaiter{{w, i}}}
 		q.byToken[cmd.Token] = qs
 		q.waiting = append(q.waiting, qs)
 	}
@@ -202,9 +198,12 @@ func (s *Core) commitGroup(group []*queuedSubmit) {
 	defer s.queue.mu.Unlock()
 	for i, q := range group {
 		delete(s.queue.byToken, q.cmd.Token)
-		for _, w := range q.waiters {
+		for j, w := range q.waiters {
 			o := outcomes[i]
-			if w.again && o.Err == nil {
+			// A later waiter from the call that queued it gave its token
+			// again, which yields the first's driver as Existing, as in
+			// one SubmitDrivers entry.
+			if j > 0 && w.w == q.waiters[0].w && o.Err == nil {
 				o.Existing = true
 			}
 			w.w.deliver(w.i, o)
