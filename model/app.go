@@ -114,6 +114,9 @@ type App struct {
 	// ResourcesPerExecutor are the custom resources each executor needs
 	// (Spark's spark.executor.resource.{name}.amount).
 	ResourcesPerExecutor ResourceAmounts `json:"resources_per_executor,omitempty"`
+	// User is the user each executor's program runs as (see CheckUser);
+	// "" leaves it to each worker (its --run-as).
+	User string `json:"user,omitempty"`
 	// MaxExecutorRetries is the leader's --max-executor-retries when the
 	// app registered (Spark's spark.deploy.maxExecutorRetries): the app
 	// FAILS when more executors than this fail in a row while none is

@@ -110,7 +110,11 @@ type SubmitDriver struct {
 	MaxRestarts     int             `json:"max_restarts,omitempty"`
 	RestartWindowMS int64           `json:"restart_window_ms,omitempty"`
 	RescheduleAfter int             `json:"reschedule_after,omitempty"`
-	Time            int64           `json:"time"`
+	// User is the user the driver's programs run as (CheckUser); absent
+	// in entries written before it existed, whose drivers run as their
+	// worker's default user, as "" still means.
+	User string `json:"user,omitempty"`
+	Time int64  `json:"time"`
 }
 
 // SubmitDrivers is a batch of submissions the leader received at about the
@@ -251,7 +255,12 @@ type RegisterApp struct {
 	// ResourcesPerExecutor are the custom resources each executor needs;
 	// absent in older entries, whose executors need none.
 	ResourcesPerExecutor ResourceAmounts `json:"resources_per_executor,omitempty"`
-	Time                 int64           `json:"time"`
+	// User is the user the app's executors run as (CheckUser), resolved
+	// by the leader before the entry is made (the registering driver's,
+	// unless the request named one); absent in older entries, whose
+	// executors run as their worker's default user, as "" still means.
+	User string `json:"user,omitempty"`
+	Time int64  `json:"time"`
 }
 
 // ExecutorPlacement puts executor ExecutorID of app AppID on worker

@@ -90,6 +90,9 @@ type Driver struct {
 	MaxRestarts     int   `json:"max_restarts,omitempty"`
 	RestartWindowMS int64 `json:"restart_window_ms,omitempty"`
 	RescheduleAfter int   `json:"reschedule_after,omitempty"`
+	// User is the user every attempt's program runs as (see CheckUser),
+	// kept across relaunches; "" leaves it to each worker (its --run-as).
+	User string `json:"user,omitempty"`
 
 	State DriverState `json:"state"`
 	// WorkerID is the worker of the current attempt; empty while the driver

@@ -65,6 +65,49 @@ func CheckProgram(argv []string, env map[string]string, cores int, memoryMB int6
 	return nil
 }
 
+// MaxUserLen bounds a user name, in bytes: useradd's own limit on Linux
+// (shadow-utils' USER_NAME_MAX_LENGTH), so that every name that passes
+// can exist on a worker.
+const MaxUserLen = 32
+
+// CheckUser checks the user a driver's, or an application's executors',
+// programs are to run as: "" for each worker's default (its --run-as),
+// or a portable user name as useradd accepts one, [a-z_][a-z0-9_-]*[$]?
+// of at most MaxUserLen bytes. A numeric uid is refused: the worker's
+// --allowed-users lists names, one uid is different people on different
+// workers, and useradd refuses all-digit names so that a name never
+// reads as a uid. This checks the form only: whether a worker may run a
+// program as the user is the worker's to decide when it starts one. The
+// error is one line and, as CheckProgram's, wraps no sentinel.
+func CheckUser(name string) error {
+	if len(name) > MaxUserLen {
+		return fmt.Errorf("user name exceeds %d bytes (it has %d)", MaxUserLen, len(name))
+	}
+	if name == "" || validUser(name) {
+		return nil
+	}
+	if strings.Trim(name, "0123456789") == "" {
+		return fmt.Errorf("user %q is a numeric uid: give a user name", name)
+	}
+	return fmt.Errorf("user %q is not a portable user name ([a-z_][a-z0-9_-]*[$]?)", name)
+}
+
+// validUser reports whether s, not empty, matches [a-z_][a-z0-9_-]*[$]?,
+// shadow-utils' is_valid_user_name without its relaxed mode.
+func validUser(s string) bool {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c >= 'a' && c <= 'z', c == '_':
+		case i > 0 && (c >= '0' && c <= '9' || c == '-'):
+		case i > 0 && c == '$' && i == len(s)-1:
+		default:
+			return false
+		}
+	}
+	return true
+}
+
 // invalidCommand wraps a check's error in ErrInvalidCommand ("invalid
 // command: ..."); nil stays nil.
 func invalidCommand(err error) error {
@@ -105,8 +148,8 @@ func ValidateRegisterApp(c *RegisterApp) error {
 
 // CheckRegisterApp checks a registration on its own, without the tables:
 // the executor program (see CheckProgram), a core cap that is 0 or holds
-// one executor, an executor limit of -1 or more, and max executor retries
-// of -1 or more. The error is one line and, as CheckProgram's, wraps no
+// one executor, an executor limit of -1 or more, max executor retries
+// of -1 or more, and the user (CheckUser). The error is one line and, as CheckProgram's, wraps no
 // sentinel.
 func CheckRegisterApp(c *RegisterApp) error {
 	if err := CheckProgram(c.Argv, c.Env, c.CoresPerExecutor, c.MemoryPerExecutorMB); err != nil {
@@ -128,6 +171,9 @@ func CheckRegisterApp(c *RegisterApp) error {
 	}
 	if err := CheckResourceAmounts(c.ResourcesPerExecutor); err != nil {
 		return fmt.Errorf("executor resources: %v", err)
+	}
+	if err := CheckUser(c.User); err != nil {
+		return err
 	}
 	return ValidateArtifacts(c.Artifacts)
 }
