@@ -115,6 +115,13 @@ type SubmitRequest struct {
 	MaxRestarts     int   `json:"max_restarts,omitempty"`
 	RestartWindowMS int64 `json:"restart_window_ms,omitempty"`
 	RescheduleAfter int   `json:"reschedule_after,omitempty"`
+	// User is the user every attempt's program runs as: a name of at
+	// most 32 bytes of [a-z_][a-z0-9_-]*[$]? (model.CheckUser), never a
+	// numeric uid; "" for each worker's default, its --run-as. A worker
+	// runs a program as a user its --allowed-users lists only. A retry
+	// with the same token yields the first submission's driver, whatever
+	// user it names, as it does whatever program it names.
+	User string `json:"user,omitempty"`
 }
 
 // ReasonUnplaceable starts the message of a waiting driver that no ALIVE
@@ -321,6 +328,9 @@ type Assignment struct {
 	RestartWindowMS int64   `json:"restart_window_ms,omitempty"`
 	RescheduleAfter int     `json:"reschedule_after,omitempty"`
 	Failures        []int64 `json:"failures,omitempty"`
+	// User is the driver's user (SubmitRequest's), the same for every
+	// attempt: "" runs the program as the worker's default user.
+	User string `json:"user,omitempty"`
 }
 
 // ExecutorAssignment is one executor a worker should run, with what it
@@ -337,6 +347,9 @@ type ExecutorAssignment struct {
 	Artifacts []model.Artifact `json:"artifacts,omitempty"`
 	// Resources are the worker's addresses the executor holds.
 	Resources model.Resources `json:"resources,omitempty"`
+	// User is the app's user (model.App's): "" runs the executor as the
+	// worker's default user.
+	User string `json:"user,omitempty"`
 }
 
 // RegisterAppRequest registers an application (Spark's
@@ -370,6 +383,13 @@ type RegisterAppRequest struct {
 	// name (Spark's spark.executor.resource.{name}.amount), placed as a
 	// driver's Resources are.
 	ExecutorResources model.ResourceAmounts `json:"executor_resources,omitempty"`
+	// User is the user the executors run as, of SubmitRequest.User's
+	// form. Left empty, an app tied to a driver (DriverID) takes that
+	// driver's user, and any other runs its executors as each worker's
+	// default user. A driver token may name only its own driver's user
+	// (403 otherwise): a driver cannot reach another user through its
+	// executors; a submit or operator token may name any.
+	User string `json:"user,omitempty"`
 }
 
 // RegisterAppResponse is the answer to a registration.

@@ -60,6 +60,9 @@ func (f *FSM) applySubmitDriver(c *model.SubmitDriver) any {
 	if err := model.CheckSupervision(c.Supervise, c.MaxRestarts, c.RestartWindowMS, c.RescheduleAfter); err != nil {
 		return fmt.Errorf("%w: %v", model.ErrInvalidCommand, err)
 	}
+	if err := model.CheckUser(c.User); err != nil {
+		return fmt.Errorf("%w: %v", model.ErrInvalidCommand, err)
+	}
 	if _, ok := f.t.Drivers[c.ID]; ok {
 		return fmt.Errorf("%w: driver %s", model.ErrDuplicateID, c.ID)
 	}
@@ -79,6 +82,7 @@ func (f *FSM) applySubmitDriver(c *model.SubmitDriver) any {
 		MaxRestarts:     c.MaxRestarts,
 		RestartWindowMS: c.RestartWindowMS,
 		RescheduleAfter: c.RescheduleAfter,
+		User:            f.intern.str(c.User),
 		Attempt:         1,
 		SubmittedAt:     c.Time,
 		UpdatedAt:       c.Time,

@@ -61,6 +61,7 @@ func (f *FSM) applyRegisterApp(c *model.RegisterApp) any {
 		Artifacts:           slices.Clone(c.Artifacts),
 
 		ResourcesPerExecutor: maps.Clone(c.ResourcesPerExecutor),
+		User:                 c.User,
 		State:                model.AppWaiting,
 		SubmittedAt:          c.Time,
 		UpdatedAt:            c.Time,

@@ -463,7 +463,7 @@ func (f *FSM) Assignments(workerID string, known []api.AttemptRef) (full []api.A
 				DriverID: d.ID, Attempt: d.Attempt, Argv: d.Argv, Env: d.Env,
 				Cores: d.Cores, MemoryMB: d.MemoryMB, Supervise: d.Supervise, Artifacts: d.Artifacts,
 				MaxRestarts: d.MaxRestarts, RestartWindowMS: d.RestartWindowMS, RescheduleAfter: d.RescheduleAfter,
-				Failures: d.FailuresBefore(d.Attempt),
+				Failures: d.FailuresBefore(d.Attempt), User: d.User,
 			}
 			if rec := d.CurrentAttempt(); rec != nil {
 				a.Resources = rec.Resources

@@ -179,8 +179,9 @@ func scenario(t tb) [][]byte {
 	// GPUs; w5's offer names one address twice and is refused.
 	b.add(model.CmdRegisterWorker, &model.RegisterWorker{ID: "w4", HTTPAddr: "127.0.0.1:5", Cores: 4, MemoryMB: 4096, Resources: model.Resources{"gpu": {"0", "1"}}, Time: 47})
 	b.add(model.CmdRegisterWorker, &model.RegisterWorker{ID: "w5", HTTPAddr: "127.0.0.1:6", Cores: 4, MemoryMB: 4096, Resources: model.Resources{"gpu": {"0", "0"}}, Time: 48})
+	// Driver 7 and app 5 run as a user of their own.
 	b.add(model.CmdSubmitDriver, &model.SubmitDriver{ID: driverID(7), Token: "t7", Argv: []string{"h"}, Cores: 1, MemoryMB: 512, Supervise: true,
-		Resources: model.ResourceAmounts{"gpu": 1}, MaxRestarts: 2, RestartWindowMS: 60_000, RescheduleAfter: 1, Time: 49})
+		Resources: model.ResourceAmounts{"gpu": 1}, MaxRestarts: 2, RestartWindowMS: 60_000, RescheduleAfter: 1, User: "etl", Time: 49})
 	b.add(model.CmdSubmitDriver, &model.SubmitDriver{ID: driverID(8), Token: "t8", Argv: []string{"i"}, Cores: 1, MemoryMB: 512, Resources: model.ResourceAmounts{"gpu": 2}, Time: 50})
 	// Bounds without supervise: refused.
 	b.add(model.CmdSubmitDriver, &model.SubmitDriver{ID: driverID(9), Token: "t9", Argv: []string{"j"}, Cores: 1, MemoryMB: 512, MaxRestarts: 2, Time: 51})
@@ -199,7 +200,7 @@ func scenario(t tb) [][]byte {
 		{DriverID: driverID(7), Attempt: 2, State: model.DriverRunning, Runs: 2, Failures: []int64{2000}},
 	}})
 	b.add(model.CmdRegisterApp, &model.RegisterApp{ID: appID(5), Token: "at5", CoresPerExecutor: 1, MemoryPerExecutorMB: 256, ExecutorLimit: 1, Argv: []string{"exec"},
-		ResourcesPerExecutor: model.ResourceAmounts{"gpu": 1}, Time: 56})
+		ResourcesPerExecutor: model.ResourceAmounts{"gpu": 1}, User: "etl", Time: 56})
 	b.add(model.CmdPlaceExecutors, &model.PlaceExecutors{Time: 57, Placements: []model.ExecutorPlacement{{AppID: appID(5), ExecutorID: 0, WorkerID: "w4", Resources: model.Resources{"gpu": {"0"}}}}})
 	// A group of submissions: two new ones, a token twice in the group,
 	// a token of an earlier entry, and one refused (no cores) between
@@ -323,8 +324,11 @@ func TestScenarioOutcome(t *testing.T) {
 	}
 	d7, _ := f.Driver(driverID(7))
 	if d7.State != model.DriverRunning || d7.Attempt != 2 || !d7.Attempts[0].Rescheduled || d7.Attempts[1].Resources.String() != "gpu=1" ||
-		!reflect.DeepEqual(d7.FailuresBefore(3), []int64{1000, 2000}) {
-		t.Fatalf("driver 7: %+v, want RUNNING attempt 2 holding gpu 1 after attempt 1 was rescheduled, failures 1000 and 2000", d7)
+		!reflect.DeepEqual(d7.FailuresBefore(3), []int64{1000, 2000}) || d7.User != "etl" {
+		t.Fatalf("driver 7: %+v, want RUNNING attempt 2 holding gpu 1 after attempt 1 was rescheduled, failures 1000 and 2000, user etl", d7)
+	}
+	if as, _ := f.Assignments("w4", nil); len(as) != 1 || as[0].DriverID != driverID(7) || as[0].User != "etl" {
+		t.Fatalf("w4's assignments %+v, want driver 7's attempt 2 as user etl", as)
 	}
 
 	// Applications.
@@ -361,6 +365,9 @@ func TestScenarioOutcome(t *testing.T) {
 	}
 	if e := f.executorClones(appID(5)); len(e) != 1 || e[0].Resources.String() != "gpu=0" {
 		t.Fatalf("app 5's executors %+v, want one holding gpu 0", e)
+	}
+	if _, apps := f.ExecutorsOn("w4"); len(apps) != 1 || apps[0].ID != appID(5) || apps[0].User != "etl" {
+		t.Fatalf("the apps of w4's executors %+v, want app 5 as user etl", apps)
 	}
 }
 
@@ -434,23 +441,25 @@ func TestReportBatchAppliesAsItsReports(t *testing.T) {
 	}
 }
 
+// A token already known yields its driver, unchanged, whatever program
+// and user the retry names.
 func TestRetriedTokenYieldsSameDriver(t *testing.T) {
 	f := New()
-	submit := func(id string) any {
-		data, _ := Encode(model.CmdSubmitDriver, &model.SubmitDriver{ID: id, Token: "tok", Argv: []string{"x"}, Cores: 1, MemoryMB: 1, Time: 1})
+	submit := func(id, arg, user string) any {
+		data, _ := Encode(model.CmdSubmitDriver, &model.SubmitDriver{ID: id, Token: "tok", Argv: []string{arg}, Cores: 1, MemoryMB: 1, User: user, Time: 1})
 		return f.ApplyCommand(1, data)
 	}
-	first := submit(driverID(7)).(SubmitResult)
+	first := submit(driverID(7), "x", "etl").(SubmitResult)
 	before := hashOf(t, f)
-	second := submit(driverID(8)).(SubmitResult)
+	second := submit(driverID(8), "y", "root").(SubmitResult)
 	if first.DriverID != driverID(7) || first.Existing {
 		t.Fatalf("first submit: %+v", first)
 	}
 	if second.DriverID != first.DriverID || !second.Existing {
 		t.Fatalf("retry: got %+v, want %s existing", second, first.DriverID)
 	}
-	if hashOf(t, f) != before {
-		t.Fatal("a retried token changed the tables")
+	if d, _ := f.Driver(first.DriverID); hashOf(t, f) != before || d.User != "etl" || d.Argv[0] != "x" {
+		t.Fatalf("a retried token changed the tables: %+v", d)
 	}
 }
 
@@ -544,6 +553,9 @@ func TestRefusedCommandsChangeNothing(t *testing.T) {
 			Artifacts: []model.Artifact{scenarioArtifacts[1], scenarioArtifacts[1]}}, model.ErrInvalidCommand},
 		{model.CmdRegisterApp, &model.RegisterApp{ID: appID(51), Token: "new2", CoresPerExecutor: 1, MemoryPerExecutorMB: 1, ExecutorLimit: -1, Argv: []string{"x"},
 			Artifacts: []model.Artifact{{URL: "https://h/a", Name: "a", Dest: "/abs"}}}, model.ErrInvalidCommand},
+		{model.CmdSubmitDriver, &model.SubmitDriver{ID: driverID(56), Token: "n9", Argv: []string{"x"}, Cores: 1, MemoryMB: 1, User: "Root"}, model.ErrInvalidCommand},
+		{model.CmdRegisterApp, &model.RegisterApp{ID: appID(52), Token: "new3", CoresPerExecutor: 1, MemoryPerExecutorMB: 1, ExecutorLimit: -1, Argv: []string{"x"},
+			User: "1000"}, model.ErrInvalidCommand},
 		{model.CmdKillDriver, &model.KillDriver{DriverID: "driver-20261129120000-9999"}, model.ErrUnknownDriver},
 		{model.CmdKillDriver, &model.KillDriver{DriverID: driverID(0)}, model.ErrDriverEnded},
 		{model.CmdWorkerLost, &model.WorkerLost{WorkerID: "nobody"}, model.ErrUnknownWorker},

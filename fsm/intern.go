@@ -180,6 +180,7 @@ func (in *interner) shareDriver(d *model.Driver, workers map[string]*model.Worke
 		return in.str(id)
 	}
 	d.Name = in.str(d.Name)
+	d.User = in.str(d.User)
 	d.Argv = in.argv(d.Argv)
 	d.Env = in.env(d.Env)
 	d.State = driverState(d.State)

@@ -88,18 +88,7 @@ func TestCommittedSnapshotsRoundTrip(t *testing.T) {
 		names = append(names, name)
 	}
 	for _, name := range names {
-		file, err := os.ReadFile(filepath.Join("testdata", "fuzz", "FuzzRestore", name))
-		if err != nil {
-			t.Fatal(err)
-		}
-		lit, ok := strings.CutPrefix(strings.TrimSpace(string(file)), "go test fuzz v1\n[]byte(")
-		if !ok {
-			t.Fatalf("%s is not a go test fuzz v1 file of one []byte", name)
-		}
-		data, err := strconv.Unquote(strings.TrimSuffix(lit, ")"))
-		if err != nil {
-			t.Fatalf("%s: %v", name, err)
-		}
+		data := string(committedSnapshot(t, name))
 		f := New()
 		if err := f.Restore(io.NopCloser(strings.NewReader(data))); err != nil {
 			t.Fatalf("%s: %v", name, err)
@@ -112,6 +101,23 @@ func TestCommittedSnapshotsRoundTrip(t *testing.T) {
 			t.Errorf("%s: restored and snapshot again, the bytes differ", name)
 		}
 	}
+}
+
+// committedSnapshot is the snapshot in testdata/fuzz/FuzzRestore/name.
+func committedSnapshot(t *testing.T, name string) []byte {
+	file, err := os.ReadFile(filepath.Join("testdata", "fuzz", "FuzzRestore", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lit, ok := strings.CutPrefix(strings.TrimSpace(string(file)), "go test fuzz v1\n[]byte(")
+	if !ok {
+		t.Fatalf("%s is not a go test fuzz v1 file of one []byte", name)
+	}
+	data, err := strconv.Unquote(strings.TrimSuffix(lit, ")"))
+	if err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+	return []byte(data)
 }
 
 // A snapshot holds the tables of the moment Snapshot returned, whatever is
