@@ -318,8 +318,27 @@ func TestCreateFromSparkSubmit(t *testing.T) {
 func sameSubmit(a, b api.SubmitRequest) bool {
 	return a.Token == b.Token && a.Name == b.Name && slices.Equal(a.Argv, b.Argv) && maps.Equal(a.Env, b.Env) &&
 		a.Cores == b.Cores && a.MemoryMB == b.MemoryMB && a.Supervise == b.Supervise && slices.Equal(a.Artifacts, b.Artifacts) &&
-		maps.Equal(a.Resources, b.Resources) &&
+		maps.Equal(a.Resources, b.Resources) && a.User == b.User &&
 		a.MaxRestarts == b.MaxRestarts && a.RestartWindowMS == b.RestartWindowMS && a.RescheduleAfter == b.RescheduleAfter
+}
+
+// spark.drover.user names the user the driver runs as, as it is: Drover's
+// API checks it. SPARK_USER, the submitting shell's user that Spark's
+// client passes on, names none: a submission asks for a user only on
+// purpose.
+func TestCreateNamesTheUser(t *testing.T) {
+	f := newFake()
+	h := newTestHandler(t, f)
+	body := strings.Replace(sparkSubmitJSON, `"sparkProperties" : {`, `"sparkProperties" : {
+    "`+UserProperty+`" : "etl",`, 1)
+	for _, b := range []string{body, sparkSubmitJSON} {
+		if a := do(t, h, http.MethodPost, "/v1/submissions/create", b); a.status != http.StatusOK {
+			t.Fatalf("create: %d %s", a.status, a.raw)
+		}
+	}
+	if f.submitted[0].User != "etl" || f.submitted[1].User != "" || f.submitted[1].Env["SPARK_USER"] != "etl" {
+		t.Fatalf("users %q and %q, want etl and none", f.submitted[0].User, f.submitted[1].User)
+	}
 }
 
 // spark.driver.resource.{name}.amount asks for custom resources, an amount

@@ -34,7 +34,8 @@ var droppedEnv = map[string]bool{
 // validation and StandaloneSubmitRequestServlet do, and makes the Drover
 // submission: the launcher's argv, spark.driver.cores, spark.driver.memory,
 // spark.driver.supervise, spark.driver.resource.{name}.amount,
-// spark.app.name and the environment, with a fresh token. Checks Drover's API makes itself (names, environment names) are
+// spark.app.name, Drover's own spark.drover.user (UserProperty) and the
+// environment, with a fresh token. Checks Drover's API makes itself (names, environment names) are
 // left to it, so that they are made in one place.
 func (h *Handler) translate(req CreateSubmissionRequest) (api.SubmitRequest, error) {
 	var out api.SubmitRequest
@@ -132,9 +133,16 @@ func (h *Handler) translate(req CreateSubmissionRequest) (api.SubmitRequest, err
 		Supervise: supervise,
 		Artifacts: artifacts,
 		Resources: custom,
+		User:      props[UserProperty],
 	}
 	return out, nil
 }
+
+// UserProperty is the Spark property that names the user a driver runs
+// as (api.SubmitRequest's User). Spark has none: its standalone worker
+// runs every driver as itself, and spark-submit's --proxy-user is for
+// YARN and Kubernetes. It is checked by Drover's API, as names are.
+const UserProperty = "spark.drover.user"
 
 // driverResourcePrefix begins Spark's driver resource properties,
 // spark.driver.resource.{name}.{amount,discoveryScript,vendor}.
