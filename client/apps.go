@@ -52,6 +52,10 @@ type AppSpec struct {
 	// supervised driver restarted in place ends the apps of its earlier
 	// runs.
 	DriverRun int
+	// User is the user the executors run as (api.RegisterAppRequest's):
+	// empty for the driver's own user, or each worker's default when no
+	// driver registers the app. A driver may name only its own user.
+	User string
 }
 
 // EventKind says what happened to an executor.
@@ -125,7 +129,7 @@ func (c *Client) RegisterApp(ctx context.Context, spec AppSpec) (*App, error) {
 		Token: NewToken(), Name: spec.Name, DriverID: spec.DriverID, DriverAttempt: spec.DriverAttempt, DriverRun: spec.DriverRun,
 		MaxCores: spec.MaxCores, CoresPerExecutor: spec.CoresPerExecutor, MemoryPerExecutorMB: spec.MemoryPerExecutorMB,
 		Executors: spec.Executors, Argv: spec.Argv, Env: spec.Env, Artifacts: spec.Artifacts, DriverArtifacts: spec.DriverArtifacts,
-		ExecutorResources: spec.ExecutorResources,
+		ExecutorResources: spec.ExecutorResources, User: spec.User,
 	}
 	var resp api.RegisterAppResponse
 	if err := c.Do(ctx, http.MethodPost, "/v1/apps", req, &resp); err != nil {

@@ -175,6 +175,10 @@ type order struct {
 	// cgroup's limits under isolation.
 	cores    int
 	memoryMB int64
+	// user is the user the submission (or the app) asks the program to
+	// run as, "" for the worker's default: a name of model.CheckUser's
+	// form, which the worker still has to resolve and allow.
+	user string
 }
 
 // bounds are the restart bounds of a supervised driver's attempt.
@@ -199,11 +203,11 @@ func orders(resp api.HeartbeatResponse) []order {
 		}
 		out = append(out, order{key: attemptKey(a.DriverID, a.Attempt), argv: a.Argv, env: a.Env, supervise: a.Supervise, vars: vars,
 			artifacts: a.Artifacts, resources: a.Resources, cores: a.Cores, memoryMB: a.MemoryMB, bounds: bounds{maxRestarts: a.MaxRestarts, rescheduleAfter: a.RescheduleAfter,
-				window: time.Duration(a.RestartWindowMS) * time.Millisecond, failures: a.Failures}})
+				window: time.Duration(a.RestartWindowMS) * time.Millisecond, failures: a.Failures}, user: a.User})
 	}
 	for _, e := range resp.Executors {
 		out = append(out, order{key: executorKey(e.AppID, e.ExecutorID), argv: e.Argv, env: e.Env, artifacts: e.Artifacts, resources: e.Resources,
-			cores: e.Cores, memoryMB: e.MemoryMB,
+			cores: e.Cores, memoryMB: e.MemoryMB, user: e.User,
 			vars: map[string]string{
 				"DROVER_APP_ID":             e.AppID,
 				"DROVER_EXECUTOR_ID":        strconv.Itoa(e.ExecutorID),

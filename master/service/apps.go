@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/drover-project/drover/api"
@@ -32,20 +33,16 @@ type Applications struct {
 const maxAppMessage = 1024
 
 // appArtifacts are what each executor of the app registered by req
-// stages: with req.DriverArtifacts, those of the registering driver (as
+// stages: with req.DriverArtifacts, those of the registering driver d (as
 // Spark's executors fetch the application's jars from its driver), then
 // req's own. They are resolved here, before Raft, so the log entry names
 // every artifact and replays without the driver's row.
-func (s *Applications) appArtifacts(req api.RegisterAppRequest) ([]model.Artifact, error) {
+func appArtifacts(req api.RegisterAppRequest, d *model.Driver) ([]model.Artifact, error) {
 	if !req.DriverArtifacts {
 		return normalizeArtifacts(req.Artifacts)
 	}
-	if req.DriverID == "" {
+	if d == nil {
 		return nil, api.Errorf(api.ErrInvalidRequest, "driver_artifacts needs the registering driver's ID")
-	}
-	d, err := s.driver(req.DriverID)
-	if err != nil {
-		return nil, err
 	}
 	own, err := model.NormalizeArtifacts(req.Artifacts)
 	if err != nil {
@@ -56,6 +53,34 @@ func (s *Applications) appArtifacts(req api.RegisterAppRequest) ([]model.Artifac
 		return nil, invalidRequest(err)
 	}
 	return all, nil
+}
+
+// appUser is the user the executors of the app registered by req run
+// as: the one req names, or else that of d, the registering driver (nil
+// when req names none), as YARN runs a job's containers as the user who
+// submitted it. It is resolved here, before Raft, as the artifacts are. A
+// driver token may name its own driver's user only: its program runs as
+// that user, and an executor run as another would give it that user's
+// rights.
+func appUser(c auth.Caller, req api.RegisterAppRequest, d *model.Driver) (string, error) {
+	if err := model.CheckUser(req.User); err != nil {
+		return "", invalidRequest(err)
+	}
+	own := ""
+	if d != nil {
+		own = d.User
+	}
+	switch {
+	case req.User == "":
+		return own, nil
+	case c.Token == auth.DriverToken && req.User != own:
+		ownText := strconv.Quote(own)
+		if own == "" {
+			ownText = "each worker's default"
+		}
+		return "", api.Errorf(api.ErrForbidden, "%s may run its executors only as its driver's user, %s, not %q", c.Identity, ownText, req.User)
+	}
+	return req.User, nil
 }
 
 // RegisterApp implements AppService. A driver token may register an app
@@ -71,9 +96,13 @@ func (s *Applications) RegisterApp(_ context.Context, c auth.Caller, req api.Reg
 	if !c.OwnsDriver(req.DriverID, req.DriverAttempt) {
 		return api.RegisterAppResponse{}, api.Errorf(api.ErrForbidden, "%s may register an app only for its own driver attempt", c.Identity)
 	}
+	// The registering driver's row, from which the app may take its
+	// artifacts and its user; a driver the tables do not hold is refused
+	// here, before Raft.
+	var d *model.Driver
 	if req.DriverID != "" {
-		if err := ids.CheckDriver(req.DriverID); err != nil {
-			return api.RegisterAppResponse{}, api.Errorf(api.ErrInvalidRequest, "%v", err)
+		if d, err = s.driver(req.DriverID); err != nil {
+			return api.RegisterAppResponse{}, err
 		}
 	}
 	if req.Executors < 0 {
@@ -83,7 +112,11 @@ func (s *Applications) RegisterApp(_ context.Context, c auth.Caller, req api.Reg
 	if limit == 0 {
 		limit = -1
 	}
-	artifacts, err := s.appArtifacts(req)
+	artifacts, err := appArtifacts(req, d)
+	if err != nil {
+		return api.RegisterAppResponse{}, err
+	}
+	user, err := appUser(c, req, d)
 	if err != nil {
 		return api.RegisterAppResponse{}, err
 	}
@@ -91,7 +124,7 @@ func (s *Applications) RegisterApp(_ context.Context, c auth.Caller, req api.Reg
 		Token: req.Token, Name: req.Name, DriverID: req.DriverID, DriverAttempt: req.DriverAttempt, DriverRun: req.DriverRun,
 		MaxCores: req.MaxCores, CoresPerExecutor: req.CoresPerExecutor, MemoryPerExecutorMB: req.MemoryPerExecutorMB,
 		ExecutorLimit: limit, Argv: req.Argv, Env: req.Env, MaxExecutorRetries: s.cfg.MaxExecutorRetries,
-		Artifacts: artifacts, ResourcesPerExecutor: req.ExecutorResources,
+		Artifacts: artifacts, ResourcesPerExecutor: req.ExecutorResources, User: user,
 	}
 	// Validated before an ID is taken, so a refused request burns no
 	// number.

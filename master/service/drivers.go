@@ -100,10 +100,14 @@ func submission(req api.SubmitRequest) (*model.SubmitDriver, error) {
 	if err := model.CheckSupervision(req.Supervise, req.MaxRestarts, req.RestartWindowMS, req.RescheduleAfter); err != nil {
 		return nil, invalidRequest(err)
 	}
+	if err := model.CheckUser(req.User); err != nil {
+		return nil, invalidRequest(err)
+	}
 	return &model.SubmitDriver{
 		Token: req.Token, Name: req.Name, Argv: req.Argv, Env: req.Env,
 		Cores: req.Cores, MemoryMB: req.MemoryMB, Supervise: req.Supervise, Artifacts: artifacts,
 		Resources: req.Resources, MaxRestarts: req.MaxRestarts, RestartWindowMS: req.RestartWindowMS, RescheduleAfter: req.RescheduleAfter,
+		User: req.User,
 	}, nil
 }
 

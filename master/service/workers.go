@@ -263,7 +263,7 @@ func executorAssignments(f *fsm.FSM, workerID string) []api.ExecutorAssignment {
 	for i, e := range es {
 		out[i] = api.ExecutorAssignment{
 			AppID: e.AppID, ExecutorID: e.ID, Argv: apps[i].Argv, Env: apps[i].Env,
-			Cores: e.Cores, MemoryMB: e.MemoryMB, Artifacts: apps[i].Artifacts, Resources: e.Resources,
+			Cores: e.Cores, MemoryMB: e.MemoryMB, Artifacts: apps[i].Artifacts, Resources: e.Resources, User: apps[i].User,
 		}
 	}
 	return out
