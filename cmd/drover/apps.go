@@ -93,6 +93,9 @@ func printApp(w io.Writer, a api.AppStatus) {
 	}
 	fmt.Fprintf(w, "cores:      %s granted, %d per executor\n", fmtCores(a), a.CoresPerExecutor)
 	fmt.Fprintf(w, "memory:     %d MiB per executor\n", a.MemoryPerExecutorMB)
+	if a.User != "" {
+		fmt.Fprintf(w, "user:       %s\n", a.User)
+	}
 	if a.ExecutorLimit >= 0 {
 		fmt.Fprintf(w, "executors:  %d live, limit %d\n", liveExecutors(a), a.ExecutorLimit)
 	} else {

@@ -31,7 +31,7 @@ const clientUsage = `usage: drover client [--masters a,b,c] [--timeout D] <comma
 commands:
   submit [--supervise [--max-restarts N [--restart-window D]] [--reschedule-after K]]
          [--name NAME] [--driver-cores N] [--driver-memory SIZE] [--driver-resource NAME=N]...
-         [--env K=V]... [--artifact URL]... [--upload FILE]... [--wait]
+         [--env K=V]... [--artifact URL]... [--upload FILE]... [--user NAME] [--wait]
          -- PROGRAM [ARGS...]
   status DRIVER_ID [--json]
   kill   DRIVER_ID
@@ -261,6 +261,7 @@ func (k *cli) submit(ctx context.Context, args []string) int {
 	maxRestarts := fs.Int("max-restarts", 0, "with --supervise: end the driver FAILED after more than N failed runs (within --restart-window); default unbounded")
 	window := fs.Duration("restart-window", 0, "with --max-restarts: count only the failed runs of the last D (at least 1s); default every one")
 	reschedule := fs.Int("reschedule-after", 0, "with --supervise: after K failed runs in a row on one worker, run the next attempt on another worker when one has room; default never")
+	user := fs.String("user", "", "the user the program runs as, a name ([a-z_][a-z0-9_-]*, at most 32 bytes), never a uid; a worker runs it so only when its --allowed-users lists the name (default: each worker's --run-as)")
 	if code, ok := k.parse(fs, args); !ok {
 		return code
 	}
@@ -271,6 +272,12 @@ func (k *cli) submit(ctx context.Context, args []string) int {
 	bounds, err := restartBounds(fs, *supervise, *maxRestarts, *window, *reschedule)
 	if err != nil {
 		fmt.Fprintf(k.stderr, "drover: %v\n", err)
+		return 1
+	}
+	// Checked here as the master checks it, so that a typo is refused
+	// before any file is uploaded.
+	if err := model.CheckUser(*user); err != nil {
+		fmt.Fprintf(k.stderr, "drover: --user: %v\n", err)
 		return 1
 	}
 	amounts := model.ResourceAmounts{}
@@ -293,6 +300,7 @@ func (k *cli) submit(ctx context.Context, args []string) int {
 		Token: client.NewToken(), Name: *name, Argv: fs.Args(), Env: env,
 		Cores: *cores, MemoryMB: mem.mb, Supervise: *supervise,
 		MaxRestarts: bounds.MaxRestarts, RestartWindowMS: bounds.RestartWindowMS, RescheduleAfter: bounds.RescheduleAfter,
+		User: *user,
 	}
 	if len(amounts) > 0 {
 		req.Resources = amounts
@@ -599,6 +607,9 @@ func printDriver(w io.Writer, d *model.Driver) {
 	fmt.Fprintf(w, "worker:     %s\n", worker)
 	fmt.Fprintf(w, "attempt:    %s\n", attempt)
 	fmt.Fprintf(w, "supervise:  %t\n", d.Supervise)
+	if d.User != "" {
+		fmt.Fprintf(w, "user:       %s\n", d.User)
+	}
 	fmt.Fprintf(w, "exit code:  %s\n", fmtExit(d.ExitCode))
 	fmt.Fprintf(w, "resources:  %d cores, %d MiB", d.Cores, d.MemoryMB)
 	if len(d.Resources) > 0 {
