@@ -12,7 +12,9 @@
 //
 // Where Drover has no counterpart of Spark's, the field holds what Spark
 // writes when it has nothing: custom resources (GPUs), which Drover does
-// not place yet, are empty objects and lists; an app's user is "".
+// not place yet, are empty objects and lists. An app's user is the user
+// its executors run as, as Spark's is its submitter, who its executors
+// run as under YARN; "" when each worker's default is.
 package sparkjson
 
 import (
@@ -218,7 +220,7 @@ func app(a *model.App, now time.Time) App {
 		end = a.EndedAt
 	}
 	return App{
-		ID: a.ID, StartTime: a.SubmittedAt, Name: a.Name, Cores: a.CoresGranted,
+		ID: a.ID, StartTime: a.SubmittedAt, Name: a.Name, Cores: a.CoresGranted, User: a.User,
 		MemoryPerExecutor: a.MemoryPerExecutorMB, MemoryPerSlave: a.MemoryPerExecutorMB,
 		ResourcesPerExecutor: []any{}, ResourcesPerSlave: []any{},
 		SubmitDate: javaDate(a.SubmittedAt), State: string(a.State), Duration: max(end-a.SubmittedAt, 0),

@@ -30,7 +30,7 @@ func testState() *api.State {
 		},
 		WaitingDrivers: []string{"driver-20260101000000-0001"},
 		Apps: []api.AppStatus{
-			{App: &model.App{ID: "app-20260101000000-0000", Name: "wordcount", CoresGranted: 2, MemoryPerExecutorMB: 512, State: model.AppRunning, SubmittedAt: t0}},
+			{App: &model.App{ID: "app-20260101000000-0000", Name: "wordcount", User: "etl", CoresGranted: 2, MemoryPerExecutorMB: 512, State: model.AppRunning, SubmittedAt: t0}},
 			{App: &model.App{ID: "app-20260101000000-0001", State: model.AppFinished, MemoryPerExecutorMB: 256, SubmittedAt: t0, EndedAt: t0 + 60000}},
 		},
 	}
@@ -139,8 +139,8 @@ func TestMapping(t *testing.T) {
 		t.Fatalf("finished driver %+v", done)
 	}
 	if len(m.ActiveApps) != 1 || len(m.CompletedApps) != 1 ||
-		m.ActiveApps[0].Duration != 90000 || m.ActiveApps[0].Cores != 2 || m.ActiveApps[0].MemoryPerSlave != 512 ||
-		m.CompletedApps[0].Duration != 60000 || m.CompletedApps[0].State != "FINISHED" {
+		m.ActiveApps[0].Duration != 90000 || m.ActiveApps[0].Cores != 2 || m.ActiveApps[0].MemoryPerSlave != 512 || m.ActiveApps[0].User != "etl" ||
+		m.CompletedApps[0].Duration != 60000 || m.CompletedApps[0].State != "FINISHED" || m.CompletedApps[0].User != "" {
 		t.Fatalf("apps %+v %+v", m.ActiveApps, m.CompletedApps)
 	}
 

@@ -43,7 +43,7 @@ func testState() *api.State {
 			{ID: "w2", HTTPAddr: "127.0.0.12:7402", Cores: 8, MemoryMB: 8192, State: model.WorkerDead, Message: "no heartbeat for 1s"},
 		},
 		Drivers: []*model.Driver{
-			{ID: dRunning, Name: "nightly", Argv: []string{"/bin/sh", "-c", "echo it's on"}, Cores: 1, MemoryMB: 1024,
+			{ID: dRunning, Name: "nightly", User: "etl", Argv: []string{"/bin/sh", "-c", "echo it's on"}, Cores: 1, MemoryMB: 1024,
 				State: model.DriverRunning, WorkerID: "w1", Attempt: 1, SubmittedAt: t0, UpdatedAt: t0 + 1000,
 				Env:      map[string]string{"DROVER_TOKEN": "drv.secret", "AWS_ACCESS_KEY": "AKIA", "MODE": "fast"},
 				Attempts: []model.Attempt{{Attempt: 1, WorkerID: "w1", State: model.DriverRunning, PlacedAt: t0, StartedAt: t0 + 500}}},
@@ -60,7 +60,7 @@ func testState() *api.State {
 		},
 		WaitingDrivers: []string{dWaiting},
 		Apps: []api.AppStatus{
-			{App: &model.App{ID: appLive, Name: "wordcount", DriverID: dRunning, DriverAttempt: 1, CoresPerExecutor: 1,
+			{App: &model.App{ID: appLive, Name: "wordcount", User: "etl", DriverID: dRunning, DriverAttempt: 1, CoresPerExecutor: 1,
 				MemoryPerExecutorMB: 512, ExecutorLimit: -1, MaxExecutorRetries: 10, State: model.AppRunning, CoresGranted: 1,
 				Argv: []string{"/bin/executor"}, SubmittedAt: t0 + 1000},
 				Executors: []*model.Executor{
@@ -310,10 +310,13 @@ func TestDriverPage(t *testing.T) {
 		t.Fatal("a secret environment value is shown")
 	}
 	contains(t, byID(t, n, "argv"), `/bin/sh -c 'echo it'\''s on'`)
+	contains(t, byID(t, n, "driver-user"), "etl")
 
 	// Not placed yet.
 	p, err = Driver(frame("/ui/drivers/"+dWaiting), s.Drivers[1], s.Apps)
-	contains(t, doc(t, p, err, http.StatusOK), "not placed on a worker yet", "requires more resources")
+	n = doc(t, p, err, http.StatusOK)
+	contains(t, n, "not placed on a worker yet", "requires more resources")
+	contains(t, byID(t, n, "driver-user"), "the worker's default")
 }
 
 func TestAppPage(t *testing.T) {
@@ -326,9 +329,12 @@ func TestAppPage(t *testing.T) {
 	hasLink(t, execs, "/ui/apps/"+appLive+"/executors/3/logs?stream=stdout")
 	hasLink(t, execs, "/ui/apps/"+appLive+"/executors/4/logs?stream=stderr")
 	hasLink(t, n, "/ui/drivers/"+dRunning)
+	contains(t, byID(t, n, "app-user"), "etl")
 
 	p, err = App(frame("/ui/apps/"+appEnded), s.Apps[1])
-	contains(t, doc(t, p, err, http.StatusOK), "no executor yet", "none (registered by a program outside the cluster)")
+	n = doc(t, p, err, http.StatusOK)
+	contains(t, n, "no executor yet", "none (registered by a program outside the cluster)")
+	contains(t, byID(t, n, "app-user"), "the worker's default")
 }
 
 func TestWorkerPage(t *testing.T) {
