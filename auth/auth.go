@@ -21,7 +21,6 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"os"
 	"strconv"
 	"strings"
 
@@ -208,27 +207,14 @@ func CheckToken(tok string) error {
 }
 
 // LoadToken reads a token from file (whitespace around it trimmed) or,
-// when file is "", from the environment variable env. "" with a nil error
-// means none was given. A token never comes from a flag's value, which any
-// user on the machine can read in ps.
+// when file is "", from the environment variable env (pki.ReadSecret). ""
+// with a nil error means none was given.
 func LoadToken(file, env string) (string, error) {
-	var tok, from string
-	if file != "" {
-		if err := pki.CheckPrivate(file); err != nil {
-			return "", fmt.Errorf("token file: %w", err)
-		}
-		b, err := os.ReadFile(file)
-		if err != nil {
-			return "", fmt.Errorf("token file: %w", err)
-		}
-		tok, from = strings.TrimSpace(string(b)), file
-	} else {
-		tok, from = strings.TrimSpace(os.Getenv(env)), "$"+env
+	tok, from, err := pki.ReadSecret(file, env)
+	if err != nil {
+		return "", fmt.Errorf("token file: %w", err)
 	}
 	if tok == "" {
-		if file != "" {
-			return "", fmt.Errorf("token file %s is empty", file)
-		}
 		return "", nil
 	}
 	if err := CheckToken(tok); err != nil {
