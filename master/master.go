@@ -264,7 +264,8 @@ func (m *Master) startRaft() error {
 	}
 	m.snaps = snaps
 	self := raftnet.Self{ID: m.cfg.ID, HTTP: m.cfg.httpAddr(), Gossip: m.cfg.gossipAddr()}
-	m.streams, err = raftnet.NewStreamLayer(m.cfg.raftAddr(), m.tls.raftServer, m.tls.peer, func() raftnet.Self { return self })
+	m.streams, err = raftnet.NewStreamLayer(m.cfg.raftAddr(), m.tls.raftServer, m.tls.peer, func() raftnet.Self { return self },
+		m.log.With("component", "raft-net"))
 	if err != nil {
 		return err
 	}

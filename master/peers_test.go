@@ -45,7 +45,8 @@ func (w *warnings) of(voter string) int {
 // with what self holds now; Raft's own connections are closed.
 func fakeVoter(t *testing.T, self *atomic.Pointer[raftnet.Self]) string {
 	t.Helper()
-	sl, err := raftnet.NewStreamLayer("127.0.0.1:0", nil, nil, func() raftnet.Self { return *self.Load() })
+	sl, err := raftnet.NewStreamLayer("127.0.0.1:0", nil, nil, func() raftnet.Self { return *self.Load() },
+		slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"sync"
 	"time"
@@ -20,7 +21,11 @@ import (
 )
 
 // StreamLayer is a raft.StreamLayer over TCP, or over mutual TLS, that
-// listens on one address and dials from the same IP. The same port also
+// listens on one address and dials from the same IP. Its TLS is either the
+// cluster CA's, with master certificates (package pki's Files), or that of
+// a raft key (pki.RaftKey.TLSConfigs) for masters without TLS elsewhere;
+// either way a peer that cannot prove it is a master is refused before
+// hashicorp/raft reads a byte of it. The same port also
 // answers a question Raft does not ask: who is this master (Self). A
 // connection whose first byte is selfQuery gets the master's Self as JSON;
 // every other connection is Raft's (its RPC types count from 0), so a
@@ -55,12 +60,16 @@ const HandshakeTimeout = 5 * time.Second
 
 // NewStreamLayer listens on bindAddr (host:port). The host is also the
 // source address of every outbound Raft connection. With server and client
-// TLS configs (package pki: both demand a master certificate), every
-// connection in either direction is mutual TLS; nil for both is plain TCP.
-// self says what to answer a selfQuery.
-func NewStreamLayer(bindAddr string, server, client *tls.Config, self func() Self) (*StreamLayer, error) {
+// TLS configs (package pki: both demand a master certificate, or both the
+// raft key's), every connection in either direction is mutual TLS; nil for
+// both is plain TCP. self says what to answer a selfQuery. A peer whose
+// TLS handshake fails is logged to log, once per address (see refusals).
+func NewStreamLayer(bindAddr string, server, client *tls.Config, self func() Self, log *slog.Logger) (*StreamLayer, error) {
 	if (server == nil) != (client == nil) {
 		return nil, errors.New("raft stream layer: TLS needs both a server and a client config")
+	}
+	if log == nil {
+		return nil, errors.New("raft stream layer: nil logger")
 	}
 	host, _, err := net.SplitHostPort(bindAddr)
 	if err != nil {
@@ -70,7 +79,8 @@ func NewStreamLayer(bindAddr string, server, client *tls.Config, self func() Sel
 	if err != nil {
 		return nil, fmt.Errorf("raft listen: %w", err)
 	}
-	return &StreamLayer{Listener: &acceptor{Listener: ln, config: server, self: self}, bindIP: host, advertise: ln.Addr(), client: client}, nil
+	a := &acceptor{Listener: ln, config: server, self: self, refused: refusals{log: log, seen: map[string]bool{}}}
+	return &StreamLayer{Listener: a, bindIP: host, advertise: ln.Addr(), client: client}, nil
 }
 
 // Dial implements raft.StreamLayer. Over TLS the handshake completes within
@@ -113,12 +123,13 @@ func (s *StreamLayer) Ask(addr string, timeout time.Duration) (Self, error) {
 // selfQuery is answered here and never reaches Raft.
 type acceptor struct {
 	net.Listener
-	config *tls.Config
-	self   func() Self
-	once   sync.Once
-	conns  chan net.Conn
-	done   chan struct{} // closed when the listener fails; err says why
-	err    error
+	config  *tls.Config
+	self    func() Self
+	refused refusals
+	once    sync.Once
+	conns   chan net.Conn
+	done    chan struct{} // closed when the listener fails; err says why
+	err     error
 }
 
 func (l *acceptor) start() {
@@ -142,9 +153,13 @@ func (l *acceptor) handle(raw net.Conn) {
 	if l.config != nil {
 		tc := tls.Server(raw, l.config)
 		if err := tc.Handshake(); err != nil {
+			// Logged before the close, so a peer that sees its
+			// connection closed finds the line written.
+			l.refused.add(raw.RemoteAddr(), err)
 			_ = raw.Close()
 			return
 		}
+		l.refused.forget(raw.RemoteAddr())
 		c = tc
 	}
 	var first [1]byte
@@ -174,6 +189,64 @@ func (l *acceptor) Accept() (net.Conn, error) {
 	case <-l.done:
 		return nil, l.err
 	}
+}
+
+// refusals logs the peers whose handshake failed, once per remote IP
+// rather than once per connection, so that a scanner or a misconfigured
+// master that retries for ever writes one line, not one a connection. An
+// address is forgotten once a handshake from it succeeds, so that it is
+// logged again should it fail later. At most maxRefusalsLogged addresses
+// are kept; past them one line says that further ones go unlogged, so a
+// scanner with many addresses can neither flood the log nor grow the set.
+type refusals struct {
+	log  *slog.Logger
+	mu   sync.Mutex
+	seen map[string]bool
+	// full is set once the line saying that no more addresses are
+	// logged was written.
+	full bool
+}
+
+// maxRefusalsLogged bounds the addresses refusals remembers.
+const maxRefusalsLogged = 1024
+
+// add logs a refused peer at addr, unless it was logged already.
+func (r *refusals) add(addr net.Addr, why error) {
+	ip := hostOf(addr)
+	r.mu.Lock()
+	logged, full := r.seen[ip], len(r.seen) >= maxRefusalsLogged
+	first := !logged && !full
+	if first {
+		r.seen[ip] = true
+	}
+	overflow := !logged && full && !r.full
+	if overflow {
+		r.full = true
+	}
+	r.mu.Unlock()
+	switch {
+	case first:
+		r.log.Warn("refused a Raft peer that did not prove it is a master of this cluster; later refusals from this address are not logged",
+			"remote", ip, "err", why)
+	case overflow:
+		r.log.Warn("refused Raft peers from more addresses than are logged; further ones are not logged", "limit", maxRefusalsLogged)
+	}
+}
+
+// forget drops addr, whose handshake succeeded.
+func (r *refusals) forget(addr net.Addr) {
+	ip := hostOf(addr)
+	r.mu.Lock()
+	delete(r.seen, ip)
+	r.mu.Unlock()
+}
+
+// hostOf is the IP of a TCP address, the whole address otherwise.
+func hostOf(addr net.Addr) string {
+	if host, _, err := net.SplitHostPort(addr.String()); err == nil {
+		return host
+	}
+	return addr.String()
 }
 
 // replayConn gives back the first byte the acceptor read before the rest.

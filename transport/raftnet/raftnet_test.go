@@ -2,12 +2,15 @@ package raftnet
 
 import (
 	"bytes"
+	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
 	"io"
+	"log/slog"
 	"net"
 	"os"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -97,12 +100,50 @@ func noSelf() Self { return Self{} }
 
 func newLayer(t *testing.T, server, client *tls.Config) *StreamLayer {
 	t.Helper()
-	sl, err := NewStreamLayer("127.0.0.1:0", server, client, noSelf)
+	sl, _ := newWatchedLayer(t, "127.0.0.1:0", server, client)
+	return sl
+}
+
+// newWatchedLayer is newLayer on bind, with the records the layer logs.
+func newWatchedLayer(t *testing.T, bind string, server, client *tls.Config) (*StreamLayer, *records) {
+	t.Helper()
+	log := &records{}
+	sl, err := NewStreamLayer(bind, server, client, noSelf, slog.New(log))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { sl.Close() })
-	return sl
+	return sl, log
+}
+
+// records is a slog.Handler that keeps every record's message and
+// attributes as one line each.
+type records struct {
+	mu    sync.Mutex
+	lines []string
+}
+
+func (r *records) Enabled(context.Context, slog.Level) bool { return true }
+func (r *records) WithAttrs([]slog.Attr) slog.Handler       { return r }
+func (r *records) WithGroup(string) slog.Handler            { return r }
+
+func (r *records) Handle(_ context.Context, rec slog.Record) error {
+	line := rec.Message
+	rec.Attrs(func(a slog.Attr) bool {
+		line += " " + a.String()
+		return true
+	})
+	r.mu.Lock()
+	r.lines = append(r.lines, line)
+	r.mu.Unlock()
+	return nil
+}
+
+// all returns the lines logged so far.
+func (r *records) all() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.lines)
 }
 
 type acceptResult struct {
@@ -227,7 +268,7 @@ func peerRole(t *testing.T, c net.Conn) pki.Role {
 func TestStreamLayerNeedsBothTLSConfigs(t *testing.T) {
 	n := newTLSNodes(t)
 	for _, c := range [][2]*tls.Config{{n.masterServer[0], nil}, {nil, n.masterClient[0]}} {
-		if sl, err := NewStreamLayer("127.0.0.1:0", c[0], c[1], noSelf); err == nil {
+		if sl, err := NewStreamLayer("127.0.0.1:0", c[0], c[1], noSelf, slog.New(slog.DiscardHandler)); err == nil {
 			sl.Close()
 			t.Errorf("NewStreamLayer with server %v, client %v: no error", c[0] != nil, c[1] != nil)
 		}
@@ -305,30 +346,69 @@ func TestStreamLayerTLSRefusesNonMasters(t *testing.T) {
 	sameConn(t, nextConn(t, accepted), d)
 }
 
-// layerWithSilentClient starts a TLS stream layer of a master, accepting
-// everything, and a plain TCP client connected to it that never speaks.
-func layerWithSilentClient(t *testing.T) (tlsNodes, *StreamLayer, <-chan acceptResult, net.Conn) {
-	t.Helper()
+// masters are the Raft TLS configs of two masters of one cluster.
+type masters struct{ server, client [2]*tls.Config }
+
+// caMasters are two masters with certificates of one CA.
+func caMasters(t *testing.T) masters {
 	n := newTLSNodes(t)
-	sl := newLayer(t, n.masterServer[0], n.masterClient[0])
+	return masters{n.masterServer, n.masterClient}
+}
+
+// keyMasters are two masters holding one raft key, each with the configs
+// it makes of it.
+func keyMasters(t *testing.T) masters {
+	key := pki.NewRaftKey()
+	var m masters
+	for i := range 2 {
+		var err error
+		if m.server[i], m.client[i], err = key.TLSConfigs(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return m
+}
+
+// clusterKinds are the two ways masters prove themselves on the Raft port.
+var clusterKinds = []struct {
+	name    string
+	masters func(*testing.T) masters
+}{{"CA certificates", caMasters}, {"raft key", keyMasters}}
+
+// layerWithSilentClient starts the stream layer of the first of ms,
+// accepting everything, and a plain TCP client connected to it that never
+// speaks; it returns the layer's log too.
+func layerWithSilentClient(t *testing.T, ms masters) (*StreamLayer, *records, <-chan acceptResult, net.Conn) {
+	t.Helper()
+	sl, log := newWatchedLayer(t, "127.0.0.1:0", ms.server[0], ms.client[0])
 	accepted := acceptAll(t, sl)
 	silent, err := net.DialTimeout("tcp", sl.Addr().String(), nettest.WaitBound)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { silent.Close() })
-	return n, sl, accepted, silent
+	return sl, log, accepted, silent
 }
 
 // A client that connects and never speaks is dropped after
-// HandshakeTimeout, and meanwhile others still get through.
+// HandshakeTimeout, and meanwhile others still get through; the drop is
+// logged.
 func TestStreamLayerTLSSilentClient(t *testing.T) {
 	t.Parallel()
-	n, sl, accepted, silent := layerWithSilentClient(t)
+	for _, kind := range clusterKinds {
+		t.Run(kind.name, func(t *testing.T) {
+			t.Parallel()
+			silentClientDropped(t, kind.masters(t))
+		})
+	}
+}
+
+func silentClientDropped(t *testing.T, ms masters) {
+	sl, log, accepted, silent := layerWithSilentClient(t, ms)
 	addr := sl.Addr().String()
 	start := time.Now()
 
-	m := newLayer(t, n.masterServer[1], n.masterClient[1])
+	m := newLayer(t, ms.server[1], ms.client[1])
 	d, err := dialRaft(t, m, addr)
 	if err != nil {
 		t.Fatalf("master dial beside a silent client: %v", err)
@@ -358,6 +438,7 @@ func TestStreamLayerTLSSilentClient(t *testing.T) {
 	if el := time.Since(start); el < HandshakeTimeout-time.Second {
 		t.Fatalf("silent client closed after %v, before the handshake timeout %v", el, HandshakeTimeout)
 	}
+	waitRefusals(t, log, 1)
 }
 
 // stalledConn lets a TLS client send its hello and read the server's
@@ -394,7 +475,8 @@ func (c *stalledConn) Write(p []byte) (int, error) {
 func TestStreamLayerTLSCloseWithHandshakesInFlight(t *testing.T) {
 	t.Parallel()
 	// A handshake that is only stuck in its first step.
-	n, sl, accepted, _ := layerWithSilentClient(t)
+	ms := caMasters(t)
+	sl, _, accepted, _ := layerWithSilentClient(t, ms)
 	addr := sl.Addr().String()
 
 	// A legitimate master's handshake that the server has started
@@ -405,7 +487,7 @@ func TestStreamLayerTLSCloseWithHandshakesInFlight(t *testing.T) {
 	}
 	t.Cleanup(func() { raw.Close() })
 	stalled := &stalledConn{Conn: raw, answered: make(chan struct{}), release: make(chan struct{})}
-	client := tls.Client(stalled, n.masterClient[1])
+	client := tls.Client(stalled, ms.client[1])
 	handshake := make(chan error, 1)
 	go func() { handshake <- client.Handshake() }()
 	select {
@@ -452,7 +534,7 @@ func TestStreamLayerAnswersSelf(t *testing.T) {
 	t.Parallel()
 	n := newTLSNodes(t)
 	want := Self{ID: "m1", HTTP: "127.0.0.1:7102", Gossip: "127.0.0.1:7103"}
-	sl, err := NewStreamLayer("127.0.0.1:0", n.masterServer[0], n.masterClient[0], func() Self { return want })
+	sl, err := NewStreamLayer("127.0.0.1:0", n.masterServer[0], n.masterClient[0], func() Self { return want }, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,7 @@
 package raftnet
 
 import (
+	"log/slog"
 	"testing"
 	"time"
 
@@ -13,7 +14,7 @@ import (
 func TestStreamLayerLeavesFromBindIP(t *testing.T) {
 	const bind = "127.0.0.77"
 	addr, seen := nettest.SourceIPs(t)
-	sl, err := NewStreamLayer(bind+":0", nil, nil, noSelf)
+	sl, err := NewStreamLayer(bind+":0", nil, nil, noSelf, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
