@@ -122,13 +122,21 @@ type Config struct {
 	// (package pki; the certificate must carry the master role). Set, the
 	// HTTP API serves HTTPS, Raft runs over mutual TLS with master
 	// certificates only, and every call to another node presents the
-	// certificate. Zero, all of it is plain text.
+	// certificate. Zero, HTTP is plain text, and Raft runs over the TLS
+	// of RaftKey when tokens are set, plain TCP when the master is open.
 	TLS pki.Files
 	// OperatorToken and SubmitToken are the API's bearer tokens (package
 	// auth); "" leaves one unset. OpenReads lets status reads through
 	// without a token or certificate.
 	OperatorToken, SubmitToken string
 	OpenReads                  bool
+	// RaftKey is the secret the masters of a cluster without TLS share
+	// (--raft-key-file; pki.RaftKey): their Raft ports admit only a peer
+	// that proves it holds the key, and over HTTP they recognise each
+	// other by its credential, as they would by master certificates with
+	// TLS. Masters with tokens and no TLS need one; with TLS, or with
+	// neither TLS nor tokens, one is refused (validate says why).
+	RaftKey *pki.RaftKey
 	// GossipKey encrypts and authenticates the gossip pool: 16, 24 or 32
 	// bytes for AES-128, -192 or -256 (memberlist's keyring). nil: plain.
 	GossipKey []byte
@@ -277,6 +285,9 @@ func (c *Config) validate() error {
 	if c.TLS.Enabled() && (c.TLS.CA == "" || c.TLS.Cert == "" || c.TLS.Key == "") {
 		errs = append(errs, errors.New("TLS needs all of --tls-ca, --tls-cert and --tls-key"))
 	}
+	if err := c.checkRaftKey(); err != nil {
+		errs = append(errs, err)
+	}
 	if c.MaxConnsPerClient < 0 || c.MaxSubmitsPerClient < 0 {
 		errs = append(errs, errors.New("--max-conns-per-client and --max-submits-per-client must not be negative"))
 	}
@@ -293,6 +304,25 @@ func (c *Config) validate() error {
 		errs = append(errs, errors.New("timeouts must be positive"))
 	}
 	return errors.Join(errs...)
+}
+
+// checkRaftKey asks for the raft key exactly where it is the masters'
+// proof to each other: with tokens and no TLS. With TLS, master
+// certificates prove a master on the Raft port and over HTTP, and a key
+// beside them would be a second secret on the same disk that stops nobody
+// the certificate does not; with neither TLS nor tokens, anyone may do
+// over the API what the key would guard on the Raft port.
+func (c *Config) checkRaftKey() error {
+	tokens := c.OperatorToken != "" || c.SubmitToken != ""
+	switch {
+	case c.RaftKey == nil && tokens && !c.TLS.Enabled():
+		return errors.New("tokens without TLS need --raft-key-file, the masters' proof to each other: without it anyone who reaches the Raft port could append entries, install a snapshot or raise the term; make one with drover keygen > raft.key (chmod 600) and give every master the same")
+	case c.RaftKey != nil && c.TLS.Enabled():
+		return errors.New("--raft-key-file is for masters without TLS: with TLS, master certificates already prove a master on the Raft port and over HTTP; drop the key")
+	case c.RaftKey != nil && !tokens:
+		return errors.New("--raft-key-file is for masters with tokens and no TLS: a master with neither lets anyone do over its API what the key guards; give tokens, or drop the key")
+	}
+	return nil
 }
 
 func (c *Config) strict() bool { return c.Fencing == FencingStrict }

@@ -116,7 +116,7 @@ func New(cfg Config) (*Master, error) {
 	if err != nil {
 		return nil, err
 	}
-	tc, err := newTLSConfigs(cfg.TLS)
+	tc, err := newTLSConfigs(cfg.TLS, cfg.RaftKey)
 	if err != nil {
 		return nil, err
 	}
@@ -264,7 +264,7 @@ func (m *Master) startRaft() error {
 	}
 	m.snaps = snaps
 	self := raftnet.Self{ID: m.cfg.ID, HTTP: m.cfg.httpAddr(), Gossip: m.cfg.gossipAddr()}
-	m.streams, err = raftnet.NewStreamLayer(m.cfg.raftAddr(), m.tls.raftServer, m.tls.peer, func() raftnet.Self { return self },
+	m.streams, err = raftnet.NewStreamLayer(m.cfg.raftAddr(), m.tls.raftServer, m.tls.raftClient, func() raftnet.Self { return self },
 		m.log.With("component", "raft-net"))
 	if err != nil {
 		return err

@@ -17,6 +17,7 @@ import (
 	"github.com/drover-project/drover/internal/freeport"
 	"github.com/drover-project/drover/internal/metricstest"
 	"github.com/drover-project/drover/model"
+	"github.com/drover-project/drover/pki"
 )
 
 // metricsFailSafe bounds every wait of the metrics tests, so that a broken
@@ -305,6 +306,7 @@ func TestMetricsFollowSchedulingAndLiveness(t *testing.T) {
 func TestMetricsNeedReadAccess(t *testing.T) {
 	cfg := singleConfig(t)
 	cfg.OperatorToken, cfg.SubmitToken = "operator-token-0123456789", "submit-token-0123456789"
+	cfg.RaftKey = pki.NewRaftKey()
 	m, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)

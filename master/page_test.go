@@ -12,6 +12,7 @@ import (
 
 	"github.com/drover-project/drover/api"
 	"github.com/drover-project/drover/auth"
+	"github.com/drover-project/drover/pki"
 )
 
 const (
@@ -23,7 +24,7 @@ const (
 // tokens and no TLS, and waits until it is the ready leader.
 func startUIMaster(t *testing.T) *Master {
 	cfg := singleConfig(t)
-	cfg.OperatorToken, cfg.SubmitToken = uiOperatorToken, uiSubmitToken
+	cfg.OperatorToken, cfg.SubmitToken, cfg.RaftKey = uiOperatorToken, uiSubmitToken, pki.NewRaftKey()
 	m, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)

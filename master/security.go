@@ -7,29 +7,35 @@ import (
 )
 
 // tlsConfigs are the TLS configs one master needs, all built from its
-// pki.Files; every field is nil when TLS is off.
+// pki.Files, or from its raft key when it runs without TLS; every field is
+// nil when it has neither.
 type tlsConfigs struct {
 	// http serves the API: a client certificate is checked when given
 	// (workers and masters present theirs) but not demanded, since
 	// operators and drivers may come with a token alone.
 	http *tls.Config
-	// raftServer admits master certificates only.
-	raftServer *tls.Config
-	// peer dials other masters (Raft, forwarding) and worker dials
+	// raftServer and raftClient admit master certificates only, or only
+	// the raft key's.
+	raftServer, raftClient *tls.Config
+	// peer dials other masters (forwarding, uploads) and worker dials
 	// workers; both present this master's certificate and verify the
 	// other side's role.
 	peer, worker *tls.Config
 }
 
-func newTLSConfigs(f pki.Files) (tlsConfigs, error) {
-	if !f.Enabled() {
-		return tlsConfigs{}, nil
-	}
+func newTLSConfigs(f pki.Files, key *pki.RaftKey) (tlsConfigs, error) {
 	var c tlsConfigs
+	var err error
+	if key != nil {
+		c.raftServer, c.raftClient, err = key.TLSConfigs()
+		return c, err
+	}
+	if !f.Enabled() {
+		return c, nil
+	}
 	if err := f.CheckRole(pki.RoleMaster); err != nil {
 		return c, err
 	}
-	var err error
 	if c.http, err = f.ServerConfig(tls.VerifyClientCertIfGiven); err != nil {
 		return c, err
 	}
@@ -39,6 +45,7 @@ func newTLSConfigs(f pki.Files) (tlsConfigs, error) {
 	if c.peer, err = f.ClientConfig(pki.RoleMaster); err != nil {
 		return c, err
 	}
+	c.raftClient = c.peer
 	c.worker, err = f.ClientConfig(pki.RoleWorker)
 	return c, err
 }

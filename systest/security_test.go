@@ -706,17 +706,8 @@ func TestSecuredClusterRunsDriversAndApps(t *testing.T) {
 // proxy logs from the worker with the operator token. With --open-reads,
 // reads need no token and writes still do.
 func TestTokensWithoutTLS(t *testing.T) {
-	dir := t.TempDir()
-	operator, submitTok := filepath.Join(dir, "operator.token"), filepath.Join(dir, "submit.token")
-	for _, f := range []string{operator, submitTok} {
-		if err := os.WriteFile(f, []byte(devsecrets.RandomKey()+"\n"), 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
-	c := testcluster.New(t, testcluster.Options{Workers: 1,
-		MasterArgs: []string{"--operator-token-file", operator, "--submit-token-file", submitTok, "--open-reads"},
-		WorkerArgs: []string{"--operator-token-file", operator}})
-	opts, err := client.SecureOptions("", "", "", submitTok)
+	c := testcluster.New(t, testcluster.Options{Workers: 1, TokensOnly: true, MasterArgs: []string{"--open-reads"}})
+	opts, err := client.SecureOptions("", "", "", c.Secrets.SubmitToken)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,7 +16,7 @@ commands:
   operator change the Raft quorum, hand over leadership, save and restore snapshots
   dev      run a whole local cluster (3 masters, 2 workers) in one command
   tls      make the cluster CA and role certificates for mutual TLS
-  keygen   print a random gossip encryption key (also fit as an API token)
+  keygen   print a random key: a gossip key, a raft key or an API token
 
 Run "drover <command> --help" for a command's flags.
 `

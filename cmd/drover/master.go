@@ -66,6 +66,7 @@ func runMaster(args []string) int {
 		return fail(err)
 	}
 	cfg.TLS, cfg.OperatorToken, cfg.SubmitToken, cfg.GossipKey, cfg.Insecure = sec.TLS, sec.OperatorToken, sec.SubmitToken, sec.GossipKey, sec.Insecure
+	cfg.RaftKey = sec.RaftKey
 	if cfg.Peers, err = master.ParsePeers(*peers); err != nil {
 		return fail(fmt.Errorf("--peers: %w", err))
 	}

@@ -14,13 +14,15 @@ import (
 )
 
 // nodeSecurity is what a master or worker needs to be closed to outsiders:
-// its TLS files, its tokens and the gossip key.
+// its TLS files, its tokens, the gossip key and, for a master without TLS,
+// the raft key.
 type nodeSecurity struct {
 	TLS pki.Files
 	// OperatorToken is on a worker too, used only when the masters have
 	// tokens but no TLS.
 	OperatorToken, SubmitToken string
 	GossipKey                  []byte
+	RaftKey                    *pki.RaftKey
 	Insecure                   bool
 }
 
@@ -38,9 +40,10 @@ func addSecurityFlags(fs *pflag.FlagSet, master bool) func() (nodeSecurity, erro
 	// when the masters use tokens without TLS. Both read it from the
 	// same flag and variables, never from the client's DROVER_TOKEN*.
 	operatorFile := fs.String("operator-token-file", "", "file holding the operator token, which may do everything; a worker needs it only when the masters use tokens without TLS [$DROVER_OPERATOR_TOKEN_FILE, or the token itself in $DROVER_OPERATOR_TOKEN]")
-	var submitFile *string
+	var submitFile, raftKeyFile *string
 	if master {
 		submitFile = fs.String("submit-token-file", "", "file holding the submit token, which may submit, kill and read [$DROVER_SUBMIT_TOKEN_FILE, or $DROVER_SUBMIT_TOKEN]")
+		raftKeyFile = fs.String("raft-key-file", "", "file holding the raft key (drover keygen), the same on every master, by which masters without TLS prove themselves to each other on the Raft port and over HTTP; required with tokens and no TLS, refused otherwise [$DROVER_RAFT_KEY_FILE, or the key itself in $DROVER_RAFT_KEY]")
 	}
 	keyFile := fs.String("gossip-key-file", "", "file holding the base64 gossip encryption key (drover keygen) [$DROVER_GOSSIP_KEY_FILE]")
 	key := fs.String("gossip-key", "", "the base64 gossip encryption key itself; shows in ps, so prefer --gossip-key-file or $DROVER_GOSSIP_KEY")
@@ -53,6 +56,9 @@ func addSecurityFlags(fs *pflag.FlagSet, master bool) func() (nodeSecurity, erro
 		if master {
 			if s.SubmitToken, err = auth.LoadToken(*submitFile, "DROVER_SUBMIT_TOKEN"); err != nil {
 				return s, fmt.Errorf("submit %w", err)
+			}
+			if s.RaftKey, err = pki.LoadRaftKey(*raftKeyFile, "DROVER_RAFT_KEY"); err != nil {
+				return s, err
 			}
 		}
 		s.GossipKey, err = loadGossipKey(*key, *keyFile)

@@ -186,7 +186,8 @@ func daysDuration(days int) (time.Duration, error) {
 func runKeygen(args []string, stdout, stderr io.Writer) int {
 	fs := subFlags("keygen", "",
 		"Prints 32 random bytes in standard base64: a gossip encryption key\n"+
-			"(AES-256; --gossip-key-file) that is also fit as an API token.", stdout)
+			"(AES-256; --gossip-key-file), a raft key (--raft-key-file) or an API\n"+
+			"token.", stdout)
 	if err := fs.Parse(args); err != nil {
 		return flagErrorTo(stderr, err)
 	}

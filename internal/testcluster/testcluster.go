@@ -127,6 +127,11 @@ type Options struct {
 	// with credentials from internal/devsecrets in DIR/secrets; Client
 	// and State then use the CA and the operator token.
 	Secure bool
+	// TokensOnly runs every node with tokens and gossip encryption but
+	// no TLS, the masters with a raft key, with credentials from
+	// internal/devsecrets in DIR/secrets; Client and State then use the
+	// operator token over plain HTTP.
+	TokensOnly bool
 }
 
 // Node is one drover process of the cluster.
@@ -161,7 +166,8 @@ type Cluster struct {
 	ip          func(int) string
 	// extra are nodes started beside Masters and Workers (impostors).
 	extra []*Node
-	// Secrets are the credentials of a Secure cluster, nil otherwise.
+	// Secrets are the credentials of a Secure or TokensOnly cluster, nil
+	// otherwise.
 	Secrets *devsecrets.Secrets
 	// hc reads node states (State), with the operator's credentials when
 	// Secure.
@@ -206,12 +212,17 @@ func Start(t TB, opts Options) *Cluster {
 	}
 	c := &Cluster{t: t, Dir: dir, opts: opts, hc: &http.Client{Timeout: 2 * time.Second}}
 	t.Cleanup(c.cleanup)
-	if opts.Secure {
+	if opts.Secure && opts.TokensOnly {
+		t.Fatal("testcluster: Secure and TokensOnly exclude each other")
+	}
+	if opts.Secure || opts.TokensOnly {
 		s, err := devsecrets.Make(filepath.Join(dir, "secrets"), "127.0.0.1")
 		if err != nil {
 			t.Fatal(err)
 		}
 		c.Secrets = &s
+	}
+	if opts.Secure {
 		o := c.ClientOptions()
 		c.hc.Transport = &http.Transport{TLSClientConfig: o.TLS}
 	}
@@ -262,8 +273,11 @@ func (c *Cluster) newWorker(id string, i int, dir string) *Node {
 		"--gossip-profile", c.opts.GossipProfile,
 	}, c.joinArgs()...)
 	n.args = append(n.args, c.opts.WorkerArgs...)
-	if c.Secrets != nil {
+	switch {
+	case c.opts.Secure:
 		n.args = append(n.args, c.Secrets.WorkerArgs()...)
+	case c.opts.TokensOnly:
+		n.args = append(n.args, c.Secrets.TokenWorkerArgs()...)
 	}
 	return n
 }
@@ -292,8 +306,11 @@ func (c *Cluster) setMasterArgs(n *Node, extra ...string) {
 	if c.opts.MasterExtraArgs != nil {
 		n.args = append(n.args, c.opts.MasterExtraArgs(n)...)
 	}
-	if c.Secrets != nil {
+	switch {
+	case c.opts.Secure:
 		n.args = append(n.args, c.Secrets.MasterArgs()...)
+	case c.opts.TokensOnly:
+		n.args = append(n.args, c.Secrets.TokenMasterArgs()...)
 	}
 }
 
@@ -556,12 +573,13 @@ func ProcessesUnder(dir string) []int {
 }
 
 // ClientOptions are client options for the cluster: a 3 s request timeout
-// and, when Secure, the CA and the operator token.
+// and, when Secure, the CA and the operator token; when TokensOnly, the
+// operator token.
 func (c *Cluster) ClientOptions() client.Options {
 	o := client.Options{RequestTimeout: 3 * time.Second}
 	if c.Secrets != nil {
 		var err error
-		if o, err = client.SecureOptions(c.Secrets.CA, "", "", c.Secrets.OperatorToken); err != nil {
+		if o, err = client.SecureOptions(c.ca(), "", "", c.Secrets.OperatorToken); err != nil {
 			c.t.Fatal(err)
 		}
 		o.RequestTimeout = 3 * time.Second
@@ -570,13 +588,25 @@ func (c *Cluster) ClientOptions() client.Options {
 }
 
 // ClientEnv is the environment that gives "drover client" the cluster's
-// masters and, when Secure, its CA and operator token.
+// masters and, when Secure, its CA and operator token; when TokensOnly,
+// the operator token.
 func (c *Cluster) ClientEnv() []string {
 	env := []string{"DROVER_MASTERS=" + c.MasterAddrs}
+	if c.opts.Secure {
+		env = append(env, client.EnvCACert+"="+c.Secrets.CA)
+	}
 	if c.Secrets != nil {
-		env = append(env, client.EnvCACert+"="+c.Secrets.CA, client.EnvTokenFile+"="+c.Secrets.OperatorToken)
+		env = append(env, client.EnvTokenFile+"="+c.Secrets.OperatorToken)
 	}
 	return env
+}
+
+// ca is the cluster CA's file when Secure, "" otherwise.
+func (c *Cluster) ca() string {
+	if c.opts.Secure {
+		return c.Secrets.CA
+	}
+	return ""
 }
 
 // Client returns a client for the cluster's masters.
@@ -590,7 +620,7 @@ func (c *Cluster) Client() *client.Client {
 
 // Scheme is "https" for a Secure cluster, else "http".
 func (c *Cluster) Scheme() string {
-	if c.Secrets != nil {
+	if c.opts.Secure {
 		return "https"
 	}
 	return "http"

@@ -22,6 +22,7 @@ import (
 	"github.com/drover-project/drover/client"
 	"github.com/drover-project/drover/internal/freeport"
 	"github.com/drover-project/drover/master"
+	"github.com/drover-project/drover/pki"
 )
 
 // failSafe bounds every wait, so that a broken cluster fails its test
@@ -58,14 +59,16 @@ type Cluster struct {
 
 // Start starts n masters m1..mN that bootstrap one cluster and waits until
 // one of them is the ready leader. configure, when not nil, changes each
-// master's Config before it starts. Every master is stopped when the test
-// ends.
+// master's Config before it starts. Masters that configure gives tokens
+// and no TLS get one raft key, as an operator must give them, unless
+// configure gave one. Every master is stopped when the test ends.
 func Start(t testing.TB, n int, configure func(*master.Config)) *Cluster {
 	t.Helper()
 	ports, err := freeport.Get("127.0.0.1", 3*n)
 	if err != nil {
 		t.Fatal(err)
 	}
+	key := pki.NewRaftKey()
 	c := &Cluster{t: t}
 	var peers []master.Peer
 	for i := range n {
@@ -88,6 +91,10 @@ func Start(t testing.TB, n int, configure func(*master.Config)) *Cluster {
 		}
 		if configure != nil {
 			configure(&nd.Config)
+		}
+		tokens := nd.Config.OperatorToken != "" || nd.Config.SubmitToken != ""
+		if tokens && !nd.Config.TLS.Enabled() && nd.Config.RaftKey == nil {
+			nd.Config.RaftKey = key
 		}
 	}
 	t.Cleanup(c.stopAll)

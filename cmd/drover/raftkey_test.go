@@ -1,0 +1,67 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/drover-project/drover/internal/devsecrets"
+)
+
+// A master takes a raft key only where it is the masters' proof to each
+// other, tokens without TLS, and there it cannot start without one: each
+// refusal is one line saying why and what to do, and leaves no data dir.
+func TestMasterRaftKeyRules(t *testing.T) {
+	dir := t.TempDir()
+	sec, err := devsecrets.Make(filepath.Join(dir, "secrets"), "127.0.0.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	openKey := filepath.Join(dir, "open.key")
+	if err := os.WriteFile(openKey, []byte(devsecrets.RandomKey()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tokens := []string{"--operator-token-file", sec.OperatorToken, "--submit-token-file", sec.SubmitToken}
+	tlsFiles := []string{"--tls-ca", sec.CA, "--tls-cert", sec.Master.Cert, "--tls-key", sec.Master.Key}
+	key := []string{"--raft-key-file", sec.RaftKey}
+	cat := func(parts ...[]string) []string {
+		var out []string
+		for _, p := range parts {
+			out = append(out, p...)
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		name string
+		args []string
+		env  string // $DROVER_RAFT_KEY
+		want []string
+	}{
+		{"tokens without TLS or key", tokens, "", []string{"tokens without TLS need --raft-key-file", "drover keygen > raft.key", "append entries"}},
+		{"key with TLS", cat(tokens, tlsFiles, key), "", []string{"--raft-key-file is for masters without TLS", "drop the key"}},
+		{"key from the environment with TLS", cat(tokens, tlsFiles), devsecrets.RandomKey(), []string{"--raft-key-file is for masters without TLS"}},
+		{"key without tokens", key, "", []string{"--raft-key-file is for masters with tokens and no TLS"}},
+		{"key open to others", cat(tokens, []string{"--raft-key-file", openKey}), "", []string{"raft key file", "chmod 600"}},
+		{"key that is no key", tokens, "c2hvcnQ=", []string{"$DROVER_RAFT_KEY", "raft key is 5 bytes, want 32"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Setenv("DROVER_RAFT_KEY", tc.env)
+			data := filepath.Join(t.TempDir(), "data")
+			out, code := withStderr(t, func() int {
+				return runMaster(append([]string{"--id", "m1", "--data-dir", data, "--bind", "127.0.0.1"}, tc.args...))
+			})
+			if code != 1 || strings.Count(out, "\n") != 1 || !strings.HasPrefix(out, "drover: ") {
+				t.Fatalf("exit %d, stderr %q; want exit 1 and one line", code, out)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(out, w) {
+					t.Errorf("stderr %q does not say %q", out, w)
+				}
+			}
+			if _, err := os.Stat(data); !os.IsNotExist(err) {
+				t.Errorf("the refused master made its data dir (%v)", err)
+			}
+		})
+	}
+}
