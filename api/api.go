@@ -64,10 +64,17 @@ const (
 	// master response.
 	HeaderLeader = "X-Drover-Leader"
 	// HeaderForwarded marks a request a follower forwarded to the leader, so
-	// it is never forwarded twice.
+	// it is never forwarded twice, and names that follower. It counts only
+	// from an authenticated master (auth.Guard.Caller).
 	HeaderForwarded = "X-Drover-Forwarded"
 	// HeaderServedBy names the master that produced the answer.
 	HeaderServedBy = "X-Drover-Served-By"
+	// HeaderMasterCredential carries the credential a master presents to
+	// the other masters when the cluster runs without TLS, derived from
+	// their shared raft key (pki.RaftKey.Credential). It proves a master
+	// as a master certificate does with TLS, beside the Authorization of
+	// the caller a forwarded request acts for.
+	HeaderMasterCredential = "X-Drover-Master-Credential"
 )
 
 // Error is the body of every error response: one line fit to show a user,

@@ -98,6 +98,11 @@ const (
 type Identity struct {
 	// Role is the role of the verified client certificate, "" for none.
 	Role pki.Role
+	// Master is set for a request from another master of this cluster:
+	// one with a master certificate (TLS), or with the master credential
+	// in api.HeaderMasterCredential (no TLS; Config.MasterCredential).
+	// It grants what a master certificate grants.
+	Master bool
 	// Token is the kind of valid bearer token presented.
 	Token Kind
 	// DriverID and Attempt name the attempt of a DriverToken.
@@ -132,6 +137,10 @@ type Config struct {
 	OpenReads bool
 	// TLS says the listener uses TLS, so certificate roles count.
 	TLS bool
+	// MasterCredential is what the masters of a cluster without TLS
+	// present to each other in api.HeaderMasterCredential
+	// (pki.RaftKey.Credential); "" for none.
+	MasterCredential string
 }
 
 // Guard enforces a Config. It is safe for concurrent use.
@@ -139,6 +148,7 @@ type Guard struct {
 	cfg       Config
 	operator  [32]byte
 	submit    [32]byte
+	master    [32]byte
 	driverKey []byte
 }
 
@@ -158,6 +168,7 @@ func New(cfg Config) (*Guard, error) {
 		}
 		*t.sum = sha256.Sum256([]byte(t.tok))
 	}
+	g.master = sha256.Sum256([]byte(cfg.MasterCredential))
 	if cfg.OperatorToken != "" && cfg.OperatorToken == cfg.SubmitToken {
 		return nil, errors.New("the operator and submit tokens must differ")
 	}
@@ -250,10 +261,23 @@ var ErrBadToken = fmt.Errorf("%w: invalid token", api.ErrForbidden)
 // instead, marked Identity.Cookie. A master without tokens ignores the
 // cookie: there is nothing it could prove, and a browser sends a cookie set
 // by another cluster on the same host too.
+//
+// Another master is recognised by its certificate or, without TLS, by the
+// master credential (Identity.Master); a wrong credential is an error
+// wrapping api.ErrForbidden (403). A master that has no credential
+// configured ignores the header.
 func (g *Guard) Identify(r *http.Request) (Identity, error) {
 	var id Identity
 	if g.cfg.TLS && r.TLS != nil {
 		id.Role, _ = pki.PeerRole(r.TLS)
+	}
+	id.Master = id.Role == pki.RoleMaster
+	if v := r.Header.Get(api.HeaderMasterCredential); v != "" && g.cfg.MasterCredential != "" {
+		sum := sha256.Sum256([]byte(v))
+		if subtle.ConstantTimeCompare(sum[:], g.master[:]) != 1 {
+			return id, fmt.Errorf("%w: invalid master credential in %s", api.ErrForbidden, api.HeaderMasterCredential)
+		}
+		id.Master = true
 	}
 	h := r.Header.Get("Authorization")
 	if h == "" {
@@ -265,7 +289,7 @@ func (g *Guard) Identify(r *http.Request) (Identity, error) {
 		if err != nil {
 			return id, fmt.Errorf("%w in the %s cookie: log in again at /ui/login", ErrBadToken, CookieName)
 		}
-		tid.Role, tid.Cookie, tid.token = id.Role, true, c.Value
+		tid.Role, tid.Master, tid.Cookie, tid.token = id.Role, id.Master, true, c.Value
 		return tid, nil
 	}
 	scheme, tok, ok := strings.Cut(h, " ")
@@ -276,7 +300,7 @@ func (g *Guard) Identify(r *http.Request) (Identity, error) {
 	if err != nil {
 		return id, err
 	}
-	tid.Role, tid.token = id.Role, tok
+	tid.Role, tid.Master, tid.token = id.Role, id.Master, tok
 	return tid, nil
 }
 
@@ -349,9 +373,9 @@ func (g *Guard) Allows(id Identity, a Access) bool {
 		// A master passes worker traffic on when it forwards it to the
 		// leader, having checked it first.
 		if g.cfg.TLS {
-			return id.Role == pki.RoleWorker || id.Role == pki.RoleMaster
+			return id.Role == pki.RoleWorker || id.Master
 		}
-		return id.Token == OperatorToken
+		return id.Token == OperatorToken || id.Master
 	}
 	if id.Token == DriverToken {
 		return a == App || a == AppRead
@@ -371,7 +395,7 @@ func (g *Guard) Allows(id Identity, a Access) bool {
 	// Without tokens, a CA-signed client or master certificate is the
 	// credential.
 	if !g.Tokens() {
-		return id.Role == pki.RoleClient || id.Role == pki.RoleMaster
+		return id.Role == pki.RoleClient || id.Master
 	}
 	return false
 }
@@ -400,7 +424,7 @@ func (g *Guard) Check(id Identity, a Access) error {
 // most, so a listener refuses its writes before it reads their bodies: a
 // body decoded for nobody is memory spent for nothing.
 func (g *Guard) CheckCredential(id Identity) error {
-	if g.Open() || id.Role != "" || id.Token != NoToken {
+	if g.Open() || id.Role != "" || id.Master || id.Token != NoToken {
 		return nil
 	}
 	return api.Errorf(api.ErrUnauthenticated, "this request needs a token (Authorization: Bearer ...)%s", g.certHint(Node))
@@ -437,26 +461,25 @@ type Caller struct {
 	IP string
 	// ForwardedBy is the ID of the master that forwarded the request
 	// (api.HeaderForwarded), "" for a request that came straight from
-	// its caller. Only a master may forward: with TLS, a master
-	// certificate.
+	// its caller. Only a master may forward (Identity.Master).
 	ForwardedBy string
 }
 
-// Caller establishes who r comes from (see Identify). A request that
-// carries api.HeaderForwarded without coming from a master is refused with
-// an error wrapping api.ErrForbidden, since forwarded requests are exempt
-// from the per-client bounds the forwarding master already applied.
+// Caller establishes who r comes from (see Identify). api.HeaderForwarded
+// counts only on a request from a master (Identity.Master), since a
+// forwarded request is exempt from the per-client bounds the forwarding
+// master already applied; from anyone else it is ignored, and the request
+// is an ordinary one of its caller, bounded as such. An open master (no
+// TLS, no tokens), which can tell no master from anyone, honours it from
+// anyone: it lets anyone do anything, operator requests included.
 func (g *Guard) Caller(r *http.Request) (Caller, error) {
 	id, err := g.Identify(r)
 	if err != nil {
 		return Caller{}, err
 	}
 	c := Caller{Identity: id, IP: remoteIP(r.RemoteAddr)}
-	if by := r.Header.Get(api.HeaderForwarded); by != "" {
-		if g.cfg.TLS && id.Role != pki.RoleMaster {
-			return Caller{}, api.Errorf(api.ErrForbidden, "%s may only come from a master certificate", api.HeaderForwarded)
-		}
-		c.ForwardedBy = by
+	if id.Master || g.Open() {
+		c.ForwardedBy = r.Header.Get(api.HeaderForwarded)
 	}
 	return c, nil
 }
@@ -488,6 +511,8 @@ func (id Identity) String() string {
 	var parts []string
 	if id.Role != "" {
 		parts = append(parts, string(id.Role)+" certificate")
+	} else if id.Master {
+		parts = append(parts, "master credential")
 	}
 	switch id.Token {
 	case OperatorToken:

@@ -22,6 +22,9 @@ import (
 const (
 	opTok  = "OperatorTok-0123456789abcdef"
 	subTok = "SubmitTok-abcdefghij0123456"
+	// masterCred stands for the credential masters derive from their
+	// raft key.
+	masterCred = "MasterCredential-0123456789abcdef"
 	// driverID has the shape masters give drivers.
 	driverID = "driver-20240101000000-7"
 )
@@ -106,12 +109,13 @@ func newGuard(t *testing.T, cfg auth.Config) *auth.Guard {
 	return g
 }
 
-// cred is what a request presents: a TLS state, an Authorization header
-// and a token in the auth.CookieName cookie.
+// cred is what a request presents: a TLS state, an Authorization header,
+// a token in the auth.CookieName cookie and a master credential.
 type cred struct {
 	tls    *tls.ConnectionState
 	header string
 	cookie string
+	master string
 }
 
 func (c cred) request() *http.Request {
@@ -119,6 +123,9 @@ func (c cred) request() *http.Request {
 	r.TLS = c.tls
 	if c.header != "" {
 		r.Header.Set("Authorization", c.header)
+	}
+	if c.master != "" {
+		r.Header.Set(api.HeaderMasterCredential, c.master)
 	}
 	if c.cookie != "" {
 		r.AddCookie(&http.Cookie{Name: auth.CookieName, Value: c.cookie})
@@ -187,7 +194,7 @@ func TestGuardPolicies(t *testing.T) {
 		t.Fatal("no driver token with tokens configured")
 	}
 	bearer := func(tok string) string { return "Bearer " + tok }
-	secrets := []string{opTok, subTok, driverTok}
+	secrets := []string{opTok, subTok, driverTok, masterCred}
 
 	var (
 		open         = auth.Config{}
@@ -195,6 +202,7 @@ func TestGuardPolicies(t *testing.T) {
 		tlsTokens    = auth.Config{TLS: true, OperatorToken: opTok, SubmitToken: subTok}
 		openReads    = auth.Config{OperatorToken: opTok, SubmitToken: subTok, OpenReads: true}
 		tlsOpenReads = auth.Config{TLS: true, OperatorToken: opTok, SubmitToken: subTok, OpenReads: true}
+		keyed        = auth.Config{OperatorToken: opTok, SubmitToken: subTok, MasterCredential: masterCred}
 	)
 	none := cred{}
 	unknownTok := bearer("NotAnyConfiguredToken-0123")
@@ -246,6 +254,16 @@ func TestGuardPolicies(t *testing.T) {
 		{"open reads/unknown token", openReads, cred{header: unknownTok}, all(denied)},
 		{"tls+open reads/anonymous", tlsOpenReads, none, statuses{pass, pass, noCred, noCred, noCred, noCred, noCred}},
 		{"tls+open reads/worker cert", tlsOpenReads, cred{tls: p.worker}, statuses{pass, pass, noCred, noCred, noCred, pass, pass}},
+
+		// Without TLS the master credential grants what a master
+		// certificate grants with it.
+		{"tokens+key/master credential", keyed, cred{master: masterCred}, statuses{noCred, noCred, noCred, noCred, noCred, pass, pass}},
+		{"tokens+key/master credential and submit", keyed, cred{master: masterCred, header: bearer(subTok)}, statuses{pass, pass, pass, pass, denied, pass, pass}},
+		{"tokens+key/operator", keyed, cred{header: bearer(opTok)}, all(pass)},
+		{"tokens+key/wrong master credential", keyed, cred{master: "NotTheMasterCredential-0123", header: bearer(opTok)}, all(denied)},
+		{"tokens+key/truncated master credential", keyed, cred{master: masterCred[:len(masterCred)-1]}, all(denied)},
+		{"tokens/master credential not configured", tokens, cred{master: masterCred}, all(noCred)},
+		{"tls+tokens/master credential ignored", tlsTokens, cred{tls: p.worker, master: masterCred}, statuses{noCred, noCred, noCred, noCred, noCred, pass, pass}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -328,34 +346,51 @@ func TestCookieGrantsReadsOnly(t *testing.T) {
 	}
 }
 
-// A forwarded request is accepted only from a master: with TLS, a master
-// certificate; the credential it carries on is the caller's own, in the
-// form it came.
+// A request counts as forwarded only from a master: with TLS, a master
+// certificate; without, the master credential. From anyone else the
+// header is ignored and the request is its caller's own, bounded as such;
+// an open master honours it from anyone. The credential a forwarded
+// request carries on is the caller's own, in the form it came.
 func TestCallerForwarded(t *testing.T) {
 	p := newPeers(t)
-	g := newGuard(t, auth.Config{TLS: true, OperatorToken: opTok, SubmitToken: subTok})
+	tlsTokens := newGuard(t, auth.Config{TLS: true, OperatorToken: opTok, SubmitToken: subTok})
+	keyed := newGuard(t, auth.Config{OperatorToken: opTok, SubmitToken: subTok, MasterCredential: masterCred})
+	open := newGuard(t, auth.Config{})
+	submit := "Bearer " + subTok
 	for _, tc := range []struct {
-		name string
-		tls  *tls.ConnectionState
-		ok   bool
-	}{{"master", p.master, true}, {"worker", p.worker, false}, {"client", p.client, false}, {"none", nil, false}} {
-		r := cred{tls: tc.tls, header: "Bearer " + subTok}.request()
+		name      string
+		g         *auth.Guard
+		cred      cred
+		forwarded bool
+	}{
+		{"TLS/master certificate", tlsTokens, cred{tls: p.master, header: submit}, true},
+		{"TLS/worker certificate", tlsTokens, cred{tls: p.worker, header: submit}, false},
+		{"TLS/client certificate", tlsTokens, cred{tls: p.client, header: submit}, false},
+		{"TLS/no certificate", tlsTokens, cred{header: submit}, false},
+		{"TLS/master credential without certificate", tlsTokens, cred{header: submit, master: masterCred}, false},
+		{"tokens/master credential", keyed, cred{header: submit, master: masterCred}, true},
+		{"tokens/master credential alone", keyed, cred{master: masterCred}, true},
+		{"tokens/submit token", keyed, cred{header: submit}, false},
+		{"tokens/operator token", keyed, cred{header: "Bearer " + opTok}, false},
+		{"open/anyone", open, cred{}, true},
+	} {
+		r := tc.cred.request()
 		r.Header.Set(api.HeaderForwarded, "m2")
-		c, err := g.Caller(r)
-		if tc.ok != (err == nil) || (err != nil && !errors.Is(err, api.ErrForbidden)) {
-			t.Fatalf("%s: Caller = %+v, %v", tc.name, c, err)
+		c, err := tc.g.Caller(r)
+		if err != nil {
+			t.Fatalf("%s: Caller: %v", tc.name, err)
 		}
-		if tc.ok && c.ForwardedBy != "m2" {
-			t.Fatalf("%s: ForwardedBy %q", tc.name, c.ForwardedBy)
+		if want := map[bool]string{true: "m2"}[tc.forwarded]; c.ForwardedBy != want {
+			t.Fatalf("%s: ForwardedBy %q, want %q", tc.name, c.ForwardedBy, want)
 		}
 	}
-	// Without TLS any caller may forward: there is nothing to check it by,
-	// and such a cluster is loopback-only or --insecure.
-	r := cred{}.request()
+	// A wrong master credential is refused, forwarded or not.
+	r := cred{header: submit, master: "NotTheMasterCredential-0123"}.request()
 	r.Header.Set(api.HeaderForwarded, "m2")
-	if c, err := newGuard(t, auth.Config{}).Caller(r); err != nil || c.ForwardedBy != "m2" {
-		t.Fatalf("plain: %+v, %v", c, err)
+	if c, err := keyed.Caller(r); !errors.Is(err, api.ErrForbidden) || strings.Contains(err.Error(), masterCred) {
+		t.Fatalf("wrong master credential: %+v, %v; want 403", c, err)
 	}
+	g := tlsTokens
 
 	for _, tc := range []struct {
 		name           string

@@ -325,6 +325,15 @@ func (c *Config) checkRaftKey() error {
 	return nil
 }
 
+// masterCredential is what the masters present to each other over HTTP
+// without TLS, "" with TLS (certificates do) or when open.
+func (c *Config) masterCredential() string {
+	if c.RaftKey == nil {
+		return ""
+	}
+	return c.RaftKey.Credential()
+}
+
 func (c *Config) strict() bool { return c.Fencing == FencingStrict }
 
 // heartbeatWait is how long the leader holds a worker's heartbeat when

@@ -107,7 +107,7 @@ func New(cfg Config) (*Master, error) {
 	}
 	guard, err := auth.New(auth.Config{
 		OperatorToken: cfg.OperatorToken, SubmitToken: cfg.SubmitToken,
-		OpenReads: cfg.OpenReads, TLS: cfg.TLS.Enabled(),
+		OpenReads: cfg.OpenReads, TLS: cfg.TLS.Enabled(), MasterCredential: cfg.masterCredential(),
 	})
 	if err != nil {
 		return nil, err
@@ -162,10 +162,10 @@ func New(cfg Config) (*Master, error) {
 		return nil, err
 	}
 	m.pool = pool
-	peerHTTP := transport.NewHTTPClient(cfg.BindIP, 0, tc.peer)
+	peerHTTP := peerClient(cfg.BindIP, tc, cfg.RaftKey)
 	m.replicas = blobsync.New(blobsync.Config{
 		Self: cfg.ID, Scheme: m.scheme(), Voters: m.blobVoters, Live: m.fsm.LiveUploads, Current: m.current,
-		Grace: cfg.UploadGrace, Interval: cfg.UploadSyncInterval, Authorize: m.authorize,
+		Grace: cfg.UploadGrace, Interval: cfg.UploadSyncInterval,
 	}, blobsync.Deps{Store: store, HTTP: peerHTTP, Metrics: m.metrics, Log: m.log})
 	m.local = service.New(service.Config{
 		ID: cfg.ID, HTTPAddr: cfg.httpAddr(), GossipAddr: cfg.gossipAddr(), Scheme: m.scheme(),
@@ -600,15 +600,6 @@ func (m *Master) current() bool {
 	_, leader := m.raft.LeaderWithID()
 	commit := m.raft.CommitIndex()
 	return leader != "" && commit > 0 && m.raft.AppliedIndex() >= commit
-}
-
-// authorize puts this master's own credential on a request to another
-// master's API: its certificate does with TLS; without, the operator
-// token, as to workers.
-func (m *Master) authorize(h http.Header) {
-	if m.tls.http == nil && m.cfg.OperatorToken != "" {
-		h.Set("Authorization", "Bearer "+m.cfg.OperatorToken)
-	}
 }
 
 // allVoters returns the IDs of every voter of the latest Raft

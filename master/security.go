@@ -2,8 +2,11 @@ package master
 
 import (
 	"crypto/tls"
+	"net/http"
 
+	"github.com/drover-project/drover/api"
 	"github.com/drover-project/drover/pki"
+	"github.com/drover-project/drover/transport"
 )
 
 // tlsConfigs are the TLS configs one master needs, all built from its
@@ -48,6 +51,32 @@ func newTLSConfigs(f pki.Files, key *pki.RaftKey) (tlsConfigs, error) {
 	c.raftClient = c.peer
 	c.worker, err = f.ClientConfig(pki.RoleWorker)
 	return c, err
+}
+
+// peerClient is the HTTP client this master calls other masters with
+// (forwarding, uploads' pushes and pulls). It proves this master to them
+// as auth.Guard recognises one: with TLS its certificate does, presented
+// in every handshake; without, key's credential, set on every request.
+func peerClient(bindIP string, tc tlsConfigs, key *pki.RaftKey) *http.Client {
+	hc := transport.NewHTTPClient(bindIP, 0, tc.peer)
+	if key != nil {
+		hc.Transport = presenting{next: hc.Transport, credential: key.Credential()}
+	}
+	return hc
+}
+
+// presenting sets api.HeaderMasterCredential on every request it carries.
+type presenting struct {
+	next       http.RoundTripper
+	credential string
+}
+
+// RoundTrip implements http.RoundTripper on a copy of r, which a
+// RoundTripper may not change.
+func (p presenting) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set(api.HeaderMasterCredential, p.credential)
+	return p.next.RoundTrip(r)
 }
 
 // scheme is the URL scheme of every node's HTTP listener: a cluster is

@@ -3,6 +3,7 @@ package systest
 import (
 	"context"
 	"crypto/tls"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -150,4 +151,75 @@ func TestRaftClosedWithoutTLS(t *testing.T) {
 	}
 	id = submit(t, c, api.SubmitRequest{Token: "after-failover", Argv: []string{"true"}, Cores: 1, MemoryMB: 64})
 	c.WaitDriver(id, 30*time.Second, "FINISHED", isState(model.DriverFinished))
+}
+
+// TestForgedForwardingIsBounded: a submission batch that carries
+// X-Drover-Forwarded but no master's proof is its caller's own, held to
+// the caller's --max-submits-per-client like any other (two submissions
+// past a bound of one: one is answered too_many_requests); the same batch
+// with a master's proof (its certificate with TLS, the raft key's
+// credential without) is exempt, as the forwarding master counted it.
+func TestForgedForwardingIsBounded(t *testing.T) {
+	for _, mode := range []struct {
+		name string
+		opts testcluster.Options
+	}{
+		{"TLS", testcluster.Options{Secure: true}},
+		{"tokens without TLS", testcluster.Options{TokensOnly: true}},
+	} {
+		t.Run(mode.name, func(t *testing.T) {
+			opts := mode.opts
+			opts.MasterArgs = []string{"--max-submits-per-client", "1"}
+			c := testcluster.New(t, opts)
+			leader, err := c.Leader(5 * time.Second)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var client, master *tls.Config
+			masterHeader := map[string]string{}
+			if mode.opts.Secure {
+				if client, err = (pki.Files{CA: c.Secrets.CA}).ClientConfig(pki.RoleMaster); err != nil {
+					t.Fatal(err)
+				}
+				if master, err = c.Secrets.Master.ClientConfig(pki.RoleMaster); err != nil {
+					t.Fatal(err)
+				}
+			} else {
+				key, err := pki.LoadRaftKey(c.Secrets.RaftKey, "")
+				if err != nil {
+					t.Fatal(err)
+				}
+				masterHeader[api.HeaderMasterCredential] = key.Credential()
+			}
+			submitTok := readToken(t, c.Secrets.SubmitToken)
+			batch := func(name string, cfg *tls.Config, header map[string]string) []api.SubmitResult {
+				t.Helper()
+				body := fmt.Sprintf(`{"submissions":[
+					{"token":"%[1]s-1","argv":["true"],"cores":1,"memory_mb":64},
+					{"token":"%[1]s-2","argv":["true"],"cores":1,"memory_mb":64}]}`, name)
+				h := map[string]string{"Content-Type": "application/json", api.HeaderForwarded: "m2"}
+				for k, v := range header {
+					h[k] = v
+				}
+				status, out, err := request(cfg, http.MethodPost, c.Scheme()+"://"+leader.HTTP+api.PathSubmitBatch, submitTok,
+					strings.NewReader(body), h)
+				var res api.SubmitBatchResponse
+				if err != nil || status != http.StatusOK || json.Unmarshal([]byte(out), &res) != nil || len(res.Results) != 2 {
+					t.Fatalf("%s: %d %s %v", name, status, out, err)
+				}
+				return res.Results
+			}
+
+			forged := batch("forged", client, nil)
+			if forged[0].Error != nil || forged[0].DriverID == "" || forged[1].Error == nil || forged[1].Error.Code != api.CodeTooManyRequests {
+				t.Fatalf("forged forwarding: %+v, %+v; want the first admitted and the second too_many_requests", forged[0], forged[1].Error)
+			}
+			proven := batch("master", master, masterHeader)
+			for i, r := range proven {
+				if r.Error != nil || r.DriverID == "" {
+					t.Fatalf("forwarding with a master's proof: submission %d answered %+v, want admitted", i+1, r.Error)
+				}
+			}
+		})
+	}
 }

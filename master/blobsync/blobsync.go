@@ -11,11 +11,12 @@
 // own tables, which the Raft log makes the same on all of them.
 //
 // Master-to-master traffic authenticates as forwarding does (package
-// forward): a push carries the uploader's credential, this master's
-// certificate and api.HeaderForwarded, so the peer admits it as it would
-// the uploader and stores it without pushing it on; a pull carries this
-// master's own credential (its certificate, or without TLS the operator
-// token), which grants auth.BlobRead.
+// forward): the HTTP client proves this master to its peers (its
+// certificate, or without TLS the credential of the raft key). A push
+// carries the uploader's credential too, and api.HeaderForwarded, so the
+// peer admits it as it would the uploader and stores it without pushing
+// it on; a pull carries this master's proof alone, which grants
+// auth.BlobRead.
 package blobsync
 
 import (
@@ -83,10 +84,6 @@ type Config struct {
 	// Interval is the time between two passes of anti-entropy and
 	// garbage collection.
 	Interval time.Duration
-	// Authorize puts this master's own credential on a pull: nothing
-	// with TLS, where the HTTP client presents the master's certificate;
-	// the operator token without.
-	Authorize func(http.Header)
 }
 
 // Counters is where the passes count what they do (package metrics).
@@ -98,8 +95,8 @@ type Counters interface {
 // Deps are the parts of the master the copies are kept with.
 type Deps struct {
 	Store *blobs.Store
-	// HTTP carries requests to other masters, presenting this master's
-	// certificate with TLS.
+	// HTTP carries requests to other masters, proving this master to
+	// them: its certificate with TLS, the raft key's credential without.
 	HTTP    *http.Client
 	Metrics Counters
 	Log     *slog.Logger
@@ -307,7 +304,6 @@ func (r *Replicas) fetch(p Peer, sum string) error {
 	if err != nil {
 		return err
 	}
-	r.cfg.Authorize(req.Header)
 	resp, err := r.do(ctx, req)
 	if err != nil {
 		return err

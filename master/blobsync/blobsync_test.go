@@ -47,7 +47,6 @@ func replicas(t *testing.T, dir string, cfg Config) (*Replicas, *counts) {
 	if cfg.Current == nil {
 		cfg.Current = func() bool { return true }
 	}
-	cfg.Authorize = func(http.Header) {}
 	c := &counts{}
 	r := New(cfg, Deps{Store: store, HTTP: &http.Client{}, Metrics: c, Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	t.Cleanup(r.Close)
