@@ -10,6 +10,7 @@ import (
 
 	"github.com/drover-project/drover/gossip"
 	"github.com/drover-project/drover/ids"
+	"github.com/drover-project/drover/model"
 	"github.com/drover-project/drover/pki"
 	"github.com/drover-project/drover/sparkrest"
 )
@@ -157,6 +158,13 @@ type Config struct {
 	// more are answered 429. 0 means no bound.
 	MaxConnsPerClient, MaxSubmitsPerClient int
 
+	// MaxProgramSize bounds the program of a submission (its name, user,
+	// argv, environment, artifacts and resource names:
+	// model.SubmitDriver's ProgramSize) and the executor program of an app registration, in
+	// bytes (--max-program-size); a larger one is refused with 413 before
+	// anything is committed.
+	MaxProgramSize int
+
 	// MaxUpload bounds one uploaded file, in bytes (--max-upload); a
 	// larger one is refused with 413, before its bytes are read when its
 	// Content-Length says so.
@@ -227,6 +235,7 @@ func DefaultConfig() Config {
 		AppTimeout:          30 * time.Second,
 		MaxConnsPerClient:   512,
 		MaxSubmitsPerClient: 128,
+		MaxProgramSize:      model.DefaultMaxProgramSize,
 		MaxUpload:           DefaultMaxUpload,
 		UploadGrace:         time.Hour,
 		UploadSyncInterval:  10 * time.Second,
@@ -296,6 +305,9 @@ func (c *Config) validate() error {
 	}
 	if _, err := sparkrest.NewLauncher(c.SparkLauncher); err != nil {
 		errs = append(errs, fmt.Errorf("--spark-launcher: %w", err))
+	}
+	if c.MaxProgramSize <= 0 {
+		errs = append(errs, fmt.Errorf("--max-program-size %d must be positive", c.MaxProgramSize))
 	}
 	if c.MaxUpload <= 0 || c.UploadGrace <= 0 || c.UploadSyncInterval <= 0 {
 		errs = append(errs, errors.New("--max-upload, --upload-grace and --upload-sync-interval must be positive"))

@@ -172,7 +172,7 @@ func New(cfg Config) (*Master, error) {
 		ApplyTimeout: cfg.ApplyTimeout, ElectionTimeout: cfg.ElectionTimeout,
 		HeartbeatWait: cfg.heartbeatWait(), LossDelay: cfg.lossDelay(), Strict: cfg.strict(),
 		RegisterWithoutGossip: cfg.RegisterWithoutGossip, MaxExecutorRetries: cfg.MaxExecutorRetries,
-		OperatorToken: cfg.OperatorToken,
+		OperatorToken: cfg.OperatorToken, MaxProgramSize: cfg.MaxProgramSize,
 	}, service.Deps{
 		Raft: m.raft, FSM: m.fsm, Snaps: m.snaps, Pool: pool, Guard: guard,
 		Workers: transport.NewHTTPClient(cfg.BindIP, 0, tc.worker),

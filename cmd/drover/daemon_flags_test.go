@@ -60,6 +60,7 @@ func TestDaemonDefaults(t *testing.T) {
 	}
 	for _, c := range []struct{ help, flag, want string }{
 		{master, "max-upload", "256m"},
+		{master, "max-program-size", "64k"},
 		{worker, "cleanup-ttl", "168h0m0s"},
 		{worker, "log-max-size", "10m"},
 		{worker, "log-max-files", "5"},

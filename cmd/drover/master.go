@@ -43,6 +43,8 @@ func runMaster(args []string) int {
 	fs.BoolVar(&cfg.OpenReads, "open-reads", false, "let status reads (drivers, apps, logs, state, the page) through without a token")
 	fs.IntVar(&cfg.MaxConnsPerClient, "max-conns-per-client", cfg.MaxConnsPerClient, "HTTP connections one client IP may hold open; 0 for no bound")
 	fs.IntVar(&cfg.MaxSubmitsPerClient, "max-submits-per-client", cfg.MaxSubmitsPerClient, "submissions and app registrations one client IP may have in flight here (429 beyond); 0 for no bound")
+	maxProgram := bytesFlag{b: int64(cfg.MaxProgramSize), min: 1}
+	fs.Var(&maxProgram, "max-program-size", "bound on a submission's program (name, user, argv, environment, artifacts, resource names) and an app's executor program, as 64k or 1m; larger ones are refused with 413")
 	maxUpload := sizeFlag{mb: cfg.MaxUpload >> 20}
 	fs.Var(&maxUpload, "max-upload", "bound on one uploaded file (drover client submit --upload), as 256m or 1g; larger ones are refused with 413")
 	fs.DurationVar(&cfg.UploadGrace, "upload-grace", cfg.UploadGrace, "how long an uploaded file that no live driver or app names is kept after it was stored or uploaded again")
@@ -61,6 +63,7 @@ func runMaster(args []string) int {
 	}
 	cfg.Logger = log
 	cfg.MaxUpload = maxUpload.mb << 20
+	cfg.MaxProgramSize = int(maxProgram.b)
 	sec, err := security()
 	if err != nil {
 		return fail(err)

@@ -54,6 +54,11 @@ type Config struct {
 	// OperatorToken is what this master presents to workers when it
 	// passes a log request on without TLS ("" for none).
 	OperatorToken string
+	// MaxProgramSize bounds the program of a submission and the executor
+	// program of an app registration (model.SubmitDriver.ProgramSize), in
+	// bytes; a larger one is refused with api.ErrTooLarge. 0 for no
+	// bound.
+	MaxProgramSize int
 }
 
 // Deps are the parts of a running master that Core works with.

@@ -20,7 +20,7 @@ func (s *Core) SubmitDriver(_ context.Context, _ auth.Caller, req api.SubmitRequ
 	if err != nil {
 		return api.SubmitResponse{}, err
 	}
-	cmd, err := submission(req)
+	cmd, err := s.submission(req)
 	if err != nil {
 		return api.SubmitResponse{}, err
 	}
@@ -47,7 +47,7 @@ func (s *Core) SubmitDrivers(_ context.Context, _ auth.Caller, req api.SubmitBat
 	cmds := make([]*model.SubmitDriver, 0, len(req.Submissions))
 	at := make([]int, 0, len(req.Submissions))
 	for i, r := range req.Submissions {
-		cmd, err := submission(r)
+		cmd, err := s.submission(r)
 		if err != nil {
 			results[i].Error = api.ErrorOf(err)
 			continue
@@ -78,8 +78,32 @@ func checkBatch(n int) error {
 	return nil
 }
 
+// submission is the free submission with this master's bound on the
+// size of a program (Config.MaxProgramSize) checked too.
+func (s *Core) submission(req api.SubmitRequest) (*model.SubmitDriver, error) {
+	cmd, err := submission(req)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.checkProgramSize("program", cmd.ProgramSize()); err != nil {
+		return nil, err
+	}
+	return cmd, nil
+}
+
+// checkProgramSize refuses a program (what names it) of size bytes over
+// Config.MaxProgramSize, naming the bound and the size.
+func (s *Core) checkProgramSize(what string, size int) error {
+	if limit := s.cfg.MaxProgramSize; limit > 0 && size > limit {
+		return api.Errorf(api.ErrTooLarge, "%s of %d bytes exceeds --max-program-size of %d bytes (its name, user, argv, environment, artifacts and resource names count)",
+			what, size, limit)
+	}
+	return nil
+}
+
 // submission checks one submission on its own and returns the command
-// that commits it, without the ID and time the queue gives it.
+// that commits it, without the ID and time the queue gives it. The size
+// of its program is Core.submission's to check, which knows the bound.
 func submission(req api.SubmitRequest) (*model.SubmitDriver, error) {
 	if err := checkTokenAndName("submission", req.Token, req.Name); err != nil {
 		return nil, err
