@@ -70,6 +70,7 @@ func (f *FSM) applySubmitDriver(c *model.SubmitDriver) any {
 		ID:        c.ID,
 		Name:      f.intern.str(c.Name),
 		Token:     c.Token,
+		Client:    f.intern.str(c.Client),
 		Argv:      f.intern.argv(c.Argv),
 		Env:       f.intern.env(c.Env),
 		Cores:     c.Cores,

@@ -105,6 +105,8 @@ type tables struct {
 	// what is on it rather than a walk of every row. Derived: kept by
 	// Apply, rebuilt on Restore, not in snapshots or the state hash.
 	on map[string]*workerUnits
+	// live is what has not ended (liveRows). Derived like on.
+	live liveRows
 }
 
 // workerUnits is what one worker should run.
@@ -165,6 +167,7 @@ func newTables() tables {
 		Executors: map[string]*model.Executor{},
 		AppTokens: map[string]string{},
 		on:        map[string]*workerUnits{},
+		live:      newLiveRows(),
 	}
 }
 
@@ -207,6 +210,7 @@ func (f *FSM) Apply(l *raft.Log) any {
 		return nil
 	}
 	res := f.apply(t, payload)
+	f.recount()
 	f.publish(l.Index)
 	clear(f.owned)
 	return res

@@ -91,7 +91,7 @@ func scenario(t tb) [][]byte {
 	b.add(model.CmdRegisterWorker, &model.RegisterWorker{ID: "w1", HTTPAddr: "127.0.0.1:1", Cores: 4, MemoryMB: 4096, Time: 1})
 	b.add(model.CmdRegisterWorker, &model.RegisterWorker{ID: "w2", HTTPAddr: "127.0.0.1:2", Cores: 2, MemoryMB: 2048, Time: 2})
 	b.add(model.CmdSubmitDriver, &model.SubmitDriver{ID: driverID(0), Token: "t0", Argv: []string{"a"}, Cores: 1, MemoryMB: 512, Supervise: true, Time: 3})
-	b.add(model.CmdSubmitDriver, &model.SubmitDriver{ID: driverID(1), Token: "t1", Argv: []string{"b"}, Cores: 1, MemoryMB: 512, Time: 4})
+	b.add(model.CmdSubmitDriver, &model.SubmitDriver{ID: driverID(1), Token: "t1", Argv: []string{"b"}, Cores: 1, MemoryMB: 512, Time: 4, Client: "10.0.0.1"})
 	b.add(model.CmdSubmitDriver, &model.SubmitDriver{ID: driverID(2), Token: "t2", Argv: []string{"c"}, Cores: 1, MemoryMB: 512, Time: 5})
 	b.add(model.CmdSubmitDriver, &model.SubmitDriver{ID: driverID(3), Token: "t0", Argv: []string{"dup"}, Cores: 1, MemoryMB: 512, Time: 6})
 	b.add(model.CmdPlaceDrivers, &model.PlaceDrivers{Time: 7, Placements: []model.Placement{
@@ -642,6 +642,9 @@ func TestRandomLogsKeepInvariants(t *testing.T) {
 	rapid.Check(t, func(rt *rapid.T) {
 		f := New()
 		workers := []string{"w1", "w2", "w3"}
+		// Submissions come from two clients, or from none, as entries
+		// written before SubmitDriver.Client say.
+		clients := []string{"", "10.0.0.1", "10.0.0.2"}
 		seq, appSeq := 0, 0
 		var ids, apps []string
 		// Start from three ALIVE workers, so that app commands have
@@ -686,7 +689,8 @@ func TestRandomLogsKeepInvariants(t *testing.T) {
 				seq++
 				ids = append(ids, id)
 				ct, payload = model.CmdSubmitDriver, &model.SubmitDriver{ID: id, Token: tok, Argv: []string{"p"},
-					Cores: rapid.IntRange(1, 3).Draw(rt, "dc"), MemoryMB: 512, Supervise: rapid.Bool().Draw(rt, "sup"), Time: int64(i)}
+					Cores: rapid.IntRange(1, 3).Draw(rt, "dc"), MemoryMB: 512, Supervise: rapid.Bool().Draw(rt, "sup"), Time: int64(i),
+					Client: rapid.SampledFrom(clients).Draw(rt, "client")}
 			case 2:
 				var ps []model.Placement
 				for j := rapid.IntRange(1, 4).Draw(rt, "np"); j > 0; j-- {
@@ -854,7 +858,7 @@ func TestRandomLogsKeepInvariants(t *testing.T) {
 					seq++
 					ids = append(ids, id)
 					c.Drivers = append(c.Drivers, model.SubmitDriver{ID: id, Token: tok, Argv: []string{"p"},
-						Cores: rapid.IntRange(0, 3).Draw(rt, "gc"), MemoryMB: 512, Time: int64(i)})
+						Cores: rapid.IntRange(0, 3).Draw(rt, "gc"), MemoryMB: 512, Time: int64(i), Client: rapid.SampledFrom(clients).Draw(rt, "gclient")})
 				}
 				ct, payload = model.CmdSubmitDrivers, &c
 			}
@@ -872,9 +876,11 @@ func TestRandomLogsKeepInvariants(t *testing.T) {
 				rt.Fatalf("%s made executors: %d live before, %d after", ct, before.live, after.live)
 			}
 			checkInvariants(rt, f)
-			if a, b := hashOf(rt, f), hashOf(rt, snapshotRestore(rt, f)); a != b {
+			restored := snapshotRestore(rt, f)
+			if a, b := hashOf(rt, f), hashOf(rt, restored); a != b {
 				rt.Fatalf("after %s: snapshot/restore changed the tables", ct)
 			}
+			checkLive(rt, restored)
 		}
 	})
 }
@@ -942,6 +948,7 @@ func checkPlacement(t tb, f *FSM, before, after counts, res any) {
 
 func checkInvariants(t tb, f *FSM) {
 	checkWorkerIndex(t, f)
+	checkLive(t, f)
 	cores := map[string]int{}
 	mem := map[string]int64{}
 	held := map[string]model.Resources{}
@@ -1071,6 +1078,34 @@ func holds(t tb, held map[string]model.Resources, worker string, rs model.Resour
 
 // checkWorkerIndex compares DriversOn and ExecutorsOn, which read the
 // per-worker index, with a walk of every row.
+// checkLive checks the counts of what has not ended (FSM.Live) against
+// the rows.
+func checkLive(t tb, f *FSM) {
+	var want Live
+	byClient := map[string]int{}
+	for _, d := range f.Drivers() {
+		if !d.State.Terminal() {
+			want.Drivers++
+			byClient[d.Client]++
+		}
+	}
+	apps, _ := f.Apps()
+	for _, a := range apps {
+		if !a.State.Terminal() {
+			want.Apps++
+		}
+	}
+	for _, client := range []string{"", "10.0.0.1", "10.0.0.2"} {
+		want.ClientDrivers = byClient[client]
+		if client == "" {
+			want.ClientDrivers = 0
+		}
+		if got := f.Live(client); got != want {
+			t.Fatalf("live rows of client %q: counted %+v, rows say %+v", client, got, want)
+		}
+	}
+}
+
 func checkWorkerIndex(t tb, f *FSM) {
 	for _, w := range f.Workers() {
 		var want []string

@@ -645,6 +645,7 @@ func checkTables(t *tables) error {
 	if err := checkSequences(t); err != nil {
 		return err
 	}
+	t.countLive()
 	return nil
 }
 

@@ -115,6 +115,13 @@ type SubmitDriver struct {
 	// worker's default user, as "" still means.
 	User string `json:"user,omitempty"`
 	Time int64  `json:"time"`
+	// Client is the IP address the submission came from, at the master
+	// it reached first (auth.Caller.Client): the key the leader's
+	// per-client bound on drivers not yet ended counts it under, which
+	// the row keeps so that every master, and so any later leader,
+	// counts alike. "" in entries written before it existed, which count
+	// under no client.
+	Client string `json:"client,omitempty"`
 }
 
 // SubmitDrivers is a batch of submissions the leader received at about the

@@ -70,9 +70,12 @@ const (
 // Driver is one row of the drivers table. Times are Unix milliseconds chosen
 // by the leader; memory is in MiB (Spark's driver memory is in MB, too).
 type Driver struct {
-	ID        string            `json:"id"`
-	Name      string            `json:"name,omitempty"`
-	Token     string            `json:"token,omitempty"`
+	ID    string `json:"id"`
+	Name  string `json:"name,omitempty"`
+	Token string `json:"token,omitempty"`
+	// Client is the IP address the driver was submitted from
+	// (SubmitDriver.Client), "" when its entry did not say.
+	Client    string            `json:"client,omitempty"`
 	Argv      []string          `json:"argv"`
 	Env       map[string]string `json:"env,omitempty"`
 	Cores     int               `json:"cores"`
