@@ -67,6 +67,11 @@ const (
 	// it is never forwarded twice, and names that follower. It counts only
 	// from an authenticated master (auth.Guard.Caller).
 	HeaderForwarded = "X-Drover-Forwarded"
+	// HeaderClient carries, on a forwarded request, the IP address of the
+	// client at the master its request reached first: the leader counts
+	// the client's drivers under it. It is honoured only beside
+	// HeaderForwarded, from a master.
+	HeaderClient = "X-Drover-Client"
 	// HeaderServedBy names the master that produced the answer.
 	HeaderServedBy = "X-Drover-Served-By"
 	// HeaderMasterCredential carries the credential a master presents to

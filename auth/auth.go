@@ -21,6 +21,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/netip"
 	"strconv"
 	"strings"
 
@@ -454,7 +455,7 @@ func (g *Guard) certHint(a Access) string {
 // Caller is who makes a request, as a listener establishes it before any
 // rule applies: the Identity its credentials prove, its IP address (for
 // per-client bounds) and, for a request another master forwarded to this
-// one, that master's ID.
+// one, that master's ID and the client's IP there.
 type Caller struct {
 	Identity
 	// IP is the remote address of the connection, without port.
@@ -463,6 +464,12 @@ type Caller struct {
 	// (api.HeaderForwarded), "" for a request that came straight from
 	// its caller. Only a master may forward (Identity.Master).
 	ForwardedBy string
+	// Client is the IP address of the client at the master its request
+	// reached first: IP for a request that came straight from it, the
+	// forwarding master's api.HeaderClient for a forwarded one, "" when
+	// a forwarding master did not say (one of a release before the
+	// header). The leader counts a client's drivers under it.
+	Client string
 }
 
 // Caller establishes who r comes from (see Identify). api.HeaderForwarded
@@ -472,14 +479,28 @@ type Caller struct {
 // is an ordinary one of its caller, bounded as such. An open master (no
 // TLS, no tokens), which can tell no master from anyone, honours it from
 // anyone: it lets anyone do anything, operator requests included.
+// api.HeaderClient, the client's IP at the forwarding master, counts
+// where api.HeaderForwarded does, and nowhere else: a caller cannot pass
+// for another client.
 func (g *Guard) Caller(r *http.Request) (Caller, error) {
 	id, err := g.Identify(r)
 	if err != nil {
 		return Caller{}, err
 	}
 	c := Caller{Identity: id, IP: remoteIP(r.RemoteAddr)}
+	c.Client = c.IP
 	if id.Master || g.Open() {
 		c.ForwardedBy = r.Header.Get(api.HeaderForwarded)
+	}
+	if c.ForwardedBy != "" {
+		c.Client = ""
+		if ip := r.Header.Get(api.HeaderClient); ip != "" {
+			a, err := netip.ParseAddr(ip)
+			if err != nil {
+				return Caller{}, api.Errorf(api.ErrInvalidRequest, "%s %q is not an IP address", api.HeaderClient, ip)
+			}
+			c.Client = a.String()
+		}
 	}
 	return c, nil
 }

@@ -417,6 +417,48 @@ func TestCallerForwarded(t *testing.T) {
 	}
 }
 
+// A caller's client is its own address, unless a master forwarded the
+// request: then it is the address the forwarding master names, none when
+// it names none. A caller that is not a master cannot name one: its
+// request is its own, from its own address.
+func TestCallerClient(t *testing.T) {
+	p := newPeers(t)
+	g := newGuard(t, auth.Config{TLS: true, OperatorToken: opTok, SubmitToken: subTok})
+	for _, tc := range []struct {
+		name               string
+		tls                *tls.ConnectionState
+		forwarded, client  string
+		want               string
+		invalid, forbidden bool
+	}{
+		{name: "straight", tls: p.client, want: "192.0.2.1"},
+		{name: "straight, naming another client", tls: p.client, client: "10.0.0.9", want: "192.0.2.1"},
+		{name: "forwarded", tls: p.master, forwarded: "m2", client: "10.0.0.9", want: "10.0.0.9"},
+		{name: "forwarded, IPv6", tls: p.master, forwarded: "m2", client: "2001:db8::1", want: "2001:db8::1"},
+		{name: "forwarded by an older master", tls: p.master, forwarded: "m2", want: ""},
+		{name: "forwarded, not an address", tls: p.master, forwarded: "m2", client: "10.0.0.9; drop", invalid: true},
+		{name: "forwarded by a worker", tls: p.worker, forwarded: "m2", client: "10.0.0.9", want: "192.0.2.1"},
+		{name: "forwarded by a client", tls: p.client, forwarded: "m2", client: "10.0.0.9", want: "192.0.2.1"},
+	} {
+		r := cred{tls: tc.tls, header: "Bearer " + subTok}.request()
+		if tc.forwarded != "" {
+			r.Header.Set(api.HeaderForwarded, tc.forwarded)
+		}
+		if tc.client != "" {
+			r.Header.Set(api.HeaderClient, tc.client)
+		}
+		c, err := g.Caller(r)
+		switch {
+		case tc.invalid:
+			if !errors.Is(err, api.ErrInvalidRequest) || !strings.Contains(err.Error(), api.HeaderClient) {
+				t.Errorf("%s: %+v, %v; want invalid request naming %s", tc.name, c, err, api.HeaderClient)
+			}
+		case err != nil || c.Client != tc.want:
+			t.Errorf("%s: client %q, %v; want %q", tc.name, c.Client, err, tc.want)
+		}
+	}
+}
+
 func TestOpen(t *testing.T) {
 	for _, tc := range []struct {
 		name string

@@ -90,6 +90,9 @@ func (cl *call) do(method, path string, query url.Values, body io.Reader, header
 		req.Header[k] = vs
 	}
 	req.Header.Set(api.HeaderForwarded, cl.self)
+	if cl.caller.Client != "" {
+		req.Header.Set(api.HeaderClient, cl.caller.Client)
+	}
 	cl.caller.SetCredential(req.Header)
 	resp, err := cl.f.http.Do(req)
 	if err != nil {
