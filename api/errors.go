@@ -60,6 +60,14 @@ const (
 	// CodeTooManyRequests: the caller has too many requests in flight;
 	// retry after the Retry-After header's seconds (429).
 	CodeTooManyRequests Code = "too_many_requests"
+	// CodeLimitReached: the cluster holds as many of something as a
+	// bound of the masters allows, for every client or for this one
+	// (drivers not yet ended, live apps); the message names the bound's
+	// flag. Nothing was done. Unlike CodeTooManyRequests it does not pass
+	// when the caller's own requests end, but when what the cluster
+	// holds does (429, with Retry-After): a client reports it rather than
+	// retrying at once.
+	CodeLimitReached Code = "limit_reached"
 	// CodeUnavailable: this master cannot answer with authority now: it
 	// is not the leader and cannot reach one, or the quorum did not
 	// commit in time. Another master, or a retry, may succeed (503).
@@ -85,6 +93,7 @@ var (
 	ErrUnknownBlob     = errors.New("unknown upload")
 	ErrTooLarge        = errors.New("request too large")
 	ErrTooManyRequests = errors.New("too many requests")
+	ErrLimitReached    = errors.New("limit reached")
 	ErrUnavailable     = errors.New("unavailable")
 	ErrBadGateway      = errors.New("worker unreachable")
 	ErrInternal        = errors.New("internal error")
@@ -109,6 +118,7 @@ var codes = []struct {
 	{CodeInvalidRequest, model.ErrInvalidCommand, http.StatusBadRequest},
 	{CodeNotInPool, ErrNotInPool, http.StatusConflict},
 	{CodeUnknownBlob, ErrUnknownBlob, http.StatusNotFound},
+	{CodeLimitReached, ErrLimitReached, http.StatusTooManyRequests},
 	{CodeInvalidRequest, ErrInvalidRequest, http.StatusBadRequest},
 	{CodeUnauthenticated, ErrUnauthenticated, http.StatusUnauthorized},
 	{CodeForbidden, ErrForbidden, http.StatusForbidden},
@@ -123,7 +133,7 @@ var codes = []struct {
 }
 
 // apiCodes is where the API's own sentinels start in codes.
-const apiCodes = 10
+const apiCodes = 11
 
 // CodeOf returns the code of err and its HTTP status: the code of the first
 // sentinel err wraps, CodeInternal (500) for an error that wraps none.

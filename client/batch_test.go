@@ -256,19 +256,27 @@ func TestBatchAnswersEachSubmission(t *testing.T) {
 			return &api.Error{Error: "not committed", Code: api.CodeUnavailable}
 		case req.Token == "busy" && tries[req.Token] < 2:
 			return &api.Error{Error: "too many", Code: api.CodeTooManyRequests}
+		case req.Token == "full":
+			return &api.Error{Error: "drivers that have not ended are at --max-live-drivers (4)", Code: api.CodeLimitReached}
 		}
 		return nil
 	}}
 	c := newClient(t, Options{RetryInterval: time.Millisecond, MaxRetryInterval: 5 * time.Millisecond}, server(t, f.ServeHTTP))
-	tokens := []string{"ok", "invalid", "lost", "busy"}
+	tokens := []string{"ok", "invalid", "lost", "busy", "full"}
 	a := <-submitTogether(t, c, f, tokens)
 	mu.Lock()
 	defer mu.Unlock()
 	for i, tok := range tokens {
-		if tok == "invalid" {
-			var refused *APIError
+		var refused *APIError
+		switch tok {
+		case "invalid":
 			if !errors.As(a.err[i], &refused) || refused.Status != http.StatusBadRequest || !errors.Is(a.err[i], api.ErrInvalidRequest) {
 				t.Errorf("the invalid submission: %v, want a 400 wrapping ErrInvalidRequest", a.err[i])
+			}
+			continue
+		case "full":
+			if !errors.As(a.err[i], &refused) || refused.Status != http.StatusTooManyRequests || !errors.Is(a.err[i], api.ErrLimitReached) {
+				t.Errorf("the submission past a bound: %v, want a 429 wrapping ErrLimitReached", a.err[i])
 			}
 			continue
 		}
@@ -276,7 +284,7 @@ func TestBatchAnswersEachSubmission(t *testing.T) {
 			t.Errorf("%s: %+v, %v", tok, a.res[i], a.err[i])
 		}
 	}
-	if tries["lost"] != 3 || tries["busy"] != 2 || tries["ok"] != 1 || tries["invalid"] != 1 {
+	if tries["lost"] != 3 || tries["busy"] != 2 || tries["ok"] != 1 || tries["invalid"] != 1 || tries["full"] != 1 {
 		t.Errorf("tries per token: %v", tries)
 	}
 }

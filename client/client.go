@@ -2,8 +2,9 @@
 // tryRegisterAllMasters, it sends each request to every master at once and
 // takes the first authoritative answer: a success, or a refusal that only the
 // leader could give. Answers that say "no leader here" (503) or "too busy"
-// (429) and connection failures are not authoritative; the client then
-// tries again in rounds until its context ends.
+// (429, but for api.CodeLimitReached) and connection failures are not
+// authoritative; the client then tries again in rounds until its context
+// ends.
 package client
 
 import (
@@ -34,8 +35,10 @@ import (
 // be reached, or none knew a leader.
 var ErrUnavailable = errors.New("no master answered with a leader")
 
-// APIError is an authoritative refusal: a 4xx other than 429, a 5xx other
-// than 503, or a TLS handshake that failed on a certificate (Status 0).
+// APIError is an authoritative refusal: a 4xx other than 429, a 429 that
+// says a bound of the cluster is reached (api.CodeLimitReached: retrying
+// at once cannot help), a 5xx other than 503, or a TLS handshake that
+// failed on a certificate (Status 0).
 // It wraps the sentinel error of its code, so a caller asks
 // errors.Is(err, model.ErrUnknownDriver) or errors.Is(err,
 // api.ErrForbidden) rather than look at the status.
@@ -407,7 +410,7 @@ func (c *Client) one(ctx context.Context, master, method, path string, body []by
 // send sends req, with the client's token, to master and reads the answer:
 // a 2xx is the Response, a 503 or 429 or a failure to connect a plain
 // error (not authoritative: another master, or a retry, may do), any other
-// answer an *APIError.
+// answer (and a 429 with api.CodeLimitReached) an *APIError.
 func (c *Client) send(master string, req *http.Request) (*Response, error) {
 	if c.opts.Token != "" {
 		req.Header.Set("Authorization", "Bearer "+c.opts.Token)
@@ -426,7 +429,7 @@ func (c *Client) send(master string, req *http.Request) (*Response, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: read answer: %v", master, err)
 	}
-	if hr.StatusCode == http.StatusServiceUnavailable || hr.StatusCode == http.StatusTooManyRequests {
+	if hr.StatusCode == http.StatusServiceUnavailable || hr.StatusCode == http.StatusTooManyRequests && !limitReached(b) {
 		return nil, fmt.Errorf("%s: %s", master, errorMessage(hr.StatusCode, b))
 	}
 	c.prefer(master, hr.Header.Get(api.HeaderLeader))
@@ -438,6 +441,13 @@ func (c *Client) send(master string, req *http.Request) (*Response, error) {
 		return nil, refusal(hr.StatusCode, b, msg)
 	}
 	return &Response{Status: hr.StatusCode, Header: hr.Header, Body: b, From: master}, nil
+}
+
+// limitReached reports whether an error answer's body has
+// api.CodeLimitReached.
+func limitReached(body []byte) bool {
+	var e api.Error
+	return json.Unmarshal(body, &e) == nil && e.Code == api.CodeLimitReached
 }
 
 func errorMessage(status int, body []byte) string {

@@ -84,6 +84,32 @@ func TestRefusalIsAuthoritative(t *testing.T) {
 	}
 }
 
+// A 429 that says a bound of the cluster is reached is the answer: it is
+// not sent again, as a 429 for requests in flight is.
+func TestLimitReachedIsAuthoritative(t *testing.T) {
+	var calls atomic.Int32
+	busy := server(t, func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusTooManyRequests)
+		if calls.Add(1) == 1 {
+			w.Write([]byte(`{"error":"too many submissions in flight","code":"too_many_requests"}`))
+			return
+		}
+		w.Write([]byte(`{"error":"drivers that have not ended are at --max-live-drivers (4)","code":"limit_reached"}`))
+	})
+	c := newClient(t, Options{RetryInterval: time.Millisecond}, busy)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	err := c.Do(ctx, "POST", "/v1/drivers", map[string]int{}, nil)
+	var apiErr *APIError
+	if !errors.As(err, &apiErr) || apiErr.Status != http.StatusTooManyRequests || apiErr.Code != api.CodeLimitReached ||
+		!errors.Is(err, api.ErrLimitReached) || !strings.Contains(err.Error(), "--max-live-drivers") {
+		t.Fatalf("got %v, want the 429 limit_reached with its message", err)
+	}
+	if n := calls.Load(); n != 2 {
+		t.Fatalf("%d calls, want 2: the busy answer sent again, the limit not", n)
+	}
+}
+
 func TestNoLeaderIsUnavailableAfterDeadline(t *testing.T) {
 	a := server(t, unavailable)
 	c := newClient(t, Options{RetryInterval: 5 * time.Millisecond}, a, "127.0.0.1:1")

@@ -1,6 +1,10 @@
 package fsm
 
-import "github.com/drover-project/drover/api"
+import (
+	"iter"
+
+	"github.com/drover-project/drover/api"
+)
 
 // liveRows is what has not ended, kept as Apply changes the rows so that
 // the leader's bounds on it (a master's --max-live-drivers, its per-client
@@ -95,12 +99,40 @@ type Live struct {
 
 // Live counts what has not ended, the drivers of client apart ("" counts
 // none apart): a lookup in counts Apply keeps, whatever the tables hold.
-func (f *FSM) Live(client string) Live {
+func (f *FSM) Live(client string) Live { return f.LiveWith(client, nil, nil) }
+
+// LiveWith is Live with what a leader has handed to Raft and not seen
+// applied counted too: each submission of submits (its token and client)
+// and each app registration of registrations (its token) whose token the
+// tables do not hold yet. It reads the tables once for all of it, so that
+// an entry that applies meanwhile is counted once, as a row or as in
+// flight, never twice and never not at all. It walks what is in flight:
+// a leader asks Live first, and LiveWith only when Live with everything
+// in flight added reaches a bound.
+func (f *FSM) LiveWith(client string, submits iter.Seq2[string, string], registrations iter.Seq[string]) Live {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
 	l := Live{Drivers: len(f.t.live.drivers), Apps: len(f.t.live.apps)}
 	if client != "" {
 		l.ClientDrivers = f.t.live.byClient[client]
+	}
+	if submits != nil {
+		for token, c := range submits {
+			if _, ok := f.t.Tokens[token]; ok {
+				continue
+			}
+			l.Drivers++
+			if c == client && client != "" {
+				l.ClientDrivers++
+			}
+		}
+	}
+	if registrations != nil {
+		for token := range registrations {
+			if _, ok := f.t.AppTokens[token]; !ok {
+				l.Apps++
+			}
+		}
 	}
 	return l
 }

@@ -10,7 +10,9 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/drover-project/drover/api"
 	"github.com/drover-project/drover/client"
@@ -143,4 +145,219 @@ func sparkCreateArg(t *testing.T, port int, arg string) (int, []byte) {
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
 	return resp.StatusCode, b
+}
+
+// clientFrom returns a client of the given masters whose connections leave
+// from ip, a client of its own to the per-client bounds.
+func clientFrom(t *testing.T, ip string, nodes ...*mastertest.Node) *client.Client {
+	t.Helper()
+	var addrs []string
+	for _, n := range nodes {
+		addrs = append(addrs, n.HTTP())
+	}
+	cl, err := client.New(addrs, client.Options{BindIP: ip, RequestTimeout: 5 * time.Second, RetryInterval: 20 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cl
+}
+
+// limitReached fails t unless err is the 429 limit_reached refusal that
+// names flag.
+func limitReached(t *testing.T, what string, err error, flag string) {
+	t.Helper()
+	var ae *client.APIError
+	if !errors.Is(err, api.ErrLimitReached) || !errors.As(err, &ae) || ae.Status != http.StatusTooManyRequests || !strings.Contains(err.Error(), flag) {
+		t.Fatalf("%s: %v, want 429 limit_reached naming %s", what, err, flag)
+	}
+}
+
+// The drivers that have not ended are bounded cluster-wide: at the bound
+// a submission is refused 429 naming --max-live-drivers, and nothing is
+// committed, through the leader, a follower and a batch; the repeat of
+// an acknowledged submission still gets its driver; a driver that ends
+// makes room for one more; and a new leader counts what the old one
+// committed and refuses as it did.
+func TestLiveDriversBound(t *testing.T) {
+	const limit = 4
+	c := mastertest.Start(t, 3, func(cfg *master.Config) { cfg.MaxLiveDrivers = limit })
+	ctx, leader := c.Context(), c.Leader()
+	follower := c.Followers()[0]
+	a, b := clientFrom(t, "127.0.0.2", leader), clientFrom(t, "127.0.0.3", follower)
+	var acked []api.SubmitRequest
+	var ids []string
+	for i := range limit {
+		cl := a
+		if i%2 == 1 {
+			cl = b
+		}
+		r := submitReq()
+		res, err := cl.Submit(ctx, r)
+		if err != nil {
+			t.Fatalf("submission %d of %d: %v", i+1, limit, err)
+		}
+		acked, ids = append(acked, r), append(ids, res.DriverID)
+	}
+	before, err := c.Client(leader).State(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = a.Submit(ctx, submitReq())
+	limitReached(t, "past the bound at the leader", err, "--max-live-drivers (4)")
+	_, err = b.Submit(ctx, submitReq())
+	limitReached(t, "past the bound at a follower", err, "--max-live-drivers (4)")
+	body, _ := json.Marshal(submitReq())
+	resp, err := http.Post("http://"+follower.HTTP()+api.PathDrivers, "application/json", bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusTooManyRequests || resp.Header.Get("Retry-After") == "" {
+		t.Fatalf("past the bound: %s with Retry-After %q, want 429 with one", resp.Status, resp.Header.Get("Retry-After"))
+	}
+	var out api.SubmitBatchResponse
+	if err := b.Do(ctx, http.MethodPost, api.PathSubmitBatch, api.SubmitBatchRequest{Submissions: []api.SubmitRequest{acked[0], submitReq()}}, &out); err != nil {
+		t.Fatal(err)
+	}
+	if len(out.Results) != 2 || out.Results[0].DriverID != ids[0] || !out.Results[0].Existing ||
+		out.Results[1].Error == nil || out.Results[1].Error.Code != api.CodeLimitReached {
+		t.Fatalf("a batch of an acknowledged submission and a new one at the bound: %+v", out.Results)
+	}
+	assertNothingCommitted(t, ctx, c.Client(leader), before)
+
+	// A driver that ends makes room for one.
+	if err := a.Kill(ctx, ids[0]); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Submit(ctx, submitReq()); err != nil {
+		t.Fatalf("a submission after a driver ended: %v", err)
+	}
+
+	c.Stop(leader)
+	next := c.Leader()
+	before, err = c.Client(next).State(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = clientFrom(t, "127.0.0.4", next).Submit(ctx, submitReq())
+	limitReached(t, "past the bound at the next leader", err, "--max-live-drivers (4)")
+	assertNothingCommitted(t, ctx, c.Client(next), before)
+}
+
+// The drivers one client has not seen end are bounded apart, under the
+// client's address at the master its submission reached first, whether
+// the leader took it or a follower passed it on; other clients still
+// submit; and a new leader counts each client as the old one did.
+func TestLiveDriversPerClientBound(t *testing.T) {
+	const limit = 2
+	c := mastertest.Start(t, 3, func(cfg *master.Config) { cfg.MaxLiveDriversPerClient = limit })
+	ctx, leader := c.Context(), c.Leader()
+	followers := c.Followers()
+	viaLeader, viaFollower := clientFrom(t, "127.0.0.2", leader), clientFrom(t, "127.0.0.2", followers[0])
+	for _, cl := range []*client.Client{viaFollower, viaLeader} {
+		if _, err := cl.Submit(ctx, submitReq()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	before, err := c.Client(leader).State(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = viaLeader.Submit(ctx, submitReq())
+	limitReached(t, "a third from one client at the leader", err, "drivers from 127.0.0.2 that have not ended are at --max-live-drivers-per-client (2)")
+	_, err = viaFollower.Submit(ctx, submitReq())
+	limitReached(t, "a third from one client at a follower", err, "--max-live-drivers-per-client (2)")
+	assertNothingCommitted(t, ctx, c.Client(leader), before)
+	if _, err := clientFrom(t, "127.0.0.3", followers[1]).Submit(ctx, submitReq()); err != nil {
+		t.Fatalf("another client at the bound of the first: %v", err)
+	}
+
+	c.Stop(leader)
+	next := c.Leader()
+	_, err = clientFrom(t, "127.0.0.2", next).Submit(ctx, submitReq())
+	limitReached(t, "a third from one client at the next leader", err, "--max-live-drivers-per-client (2)")
+	if _, err := clientFrom(t, "127.0.0.3", next).Submit(ctx, submitReq()); err != nil {
+		t.Fatalf("the second of another client at the next leader: %v", err)
+	}
+}
+
+// Submissions that reach the leader together are counted against the
+// bound while they commit, so however many arrive at once, exactly as
+// many as the bound allows are committed.
+func TestLiveDriversBoundCountsWhatCommits(t *testing.T) {
+	const limit, tries = 20, 80
+	c := mastertest.Start(t, 1, func(cfg *master.Config) { cfg.MaxLiveDrivers = limit })
+	ctx := c.Context()
+	cl, err := client.New([]string{c.Leader().HTTP()}, client.Options{NoBatching: true, RequestTimeout: 5 * time.Second, RetryInterval: 20 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	errs := make([]error, tries)
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for i := range tries {
+		wg.Go(func() {
+			<-start
+			_, errs[i] = cl.Submit(ctx, submitReq())
+		})
+	}
+	close(start)
+	wg.Wait()
+	ok := 0
+	for _, err := range errs {
+		switch {
+		case err == nil:
+			ok++
+		case !errors.Is(err, api.ErrLimitReached):
+			t.Fatalf("a submission: %v", err)
+		}
+	}
+	ds, err := c.Client().Drivers(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ok != limit || len(ds) != limit {
+		t.Fatalf("%d submissions at once with room for %d: %d acknowledged, %d drivers", tries, limit, ok, len(ds))
+	}
+}
+
+// The apps that have not ended are bounded: at the bound a registration
+// is refused 429 naming --max-live-apps and nothing is committed, an app
+// that ends makes room for one, and a new leader refuses as the old one
+// did.
+func TestLiveAppsBound(t *testing.T) {
+	const limit = 2
+	c := mastertest.Start(t, 3, func(cfg *master.Config) { cfg.MaxLiveApps = limit })
+	ctx, leader := c.Context(), c.Leader()
+	cl := c.Client()
+	register := func(cl *client.Client) (api.RegisterAppResponse, error) {
+		var out api.RegisterAppResponse
+		err := cl.Do(ctx, http.MethodPost, api.PathApps, api.RegisterAppRequest{Token: client.NewToken(), CoresPerExecutor: 1, MemoryPerExecutorMB: 64, Argv: []string{"/bin/true"}}, &out)
+		return out, err
+	}
+	var apps []string
+	for range limit {
+		res, err := register(cl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		apps = append(apps, res.AppID)
+	}
+	before, err := c.Client(leader).State(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = register(cl)
+	limitReached(t, "an app past the bound", err, "--max-live-apps (2)")
+	assertNothingCommitted(t, ctx, c.Client(leader), before)
+	if err := cl.KillApp(ctx, apps[0]); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := register(cl); err != nil {
+		t.Fatalf("an app after one ended: %v", err)
+	}
+	c.Stop(leader)
+	next := c.Leader()
+	_, err = register(c.Client(next))
+	limitReached(t, "an app past the bound at the next leader", err, "--max-live-apps (2)")
 }

@@ -164,6 +164,15 @@ type Config struct {
 	// bytes (--max-program-size); a larger one is refused with 413 before
 	// anything is committed.
 	MaxProgramSize int
+	// MaxLiveDrivers bounds the drivers that have not ended (SUBMITTED,
+	// RUNNING, RELAUNCHING, UNKNOWN), cluster-wide (--max-live-drivers),
+	// and MaxLiveDriversPerClient those submitted from one client IP, at
+	// the master the submission reached first
+	// (--max-live-drivers-per-client); MaxLiveApps bounds the apps that
+	// have not ended (--max-live-apps). The leader refuses a submission
+	// or registration past one with 429, before anything is committed.
+	// 0 means no bound.
+	MaxLiveDrivers, MaxLiveDriversPerClient, MaxLiveApps int
 
 	// MaxUpload bounds one uploaded file, in bytes (--max-upload); a
 	// larger one is refused with 413, before its bytes are read when its
@@ -236,9 +245,22 @@ func DefaultConfig() Config {
 		MaxConnsPerClient:   512,
 		MaxSubmitsPerClient: 128,
 		MaxProgramSize:      model.DefaultMaxProgramSize,
-		MaxUpload:           DefaultMaxUpload,
-		UploadGrace:         time.Hour,
-		UploadSyncInterval:  10 * time.Second,
+		// The load the placement benchmark holds on 1,000 workers (some
+		// 380 MiB on the leader, docs/deployment.md), and as many from one
+		// client: a client's key is its IP, which behind a gateway or NAT
+		// is every submitter's, so a smaller default would cap such a
+		// cluster below the bound its operator set (YARN's
+		// user-limit-factor 1 lets one user take a whole queue the same
+		// way). Set it lower where submitters have addresses of their own.
+		MaxLiveDrivers:          100_000,
+		MaxLiveDriversPerClient: 100_000,
+		// Each live app's client holds a watch open at the leader: at the
+		// 60 KiB a held request and its connection take, 10,000 cost it
+		// some 600 MiB, more than the drivers' bound does.
+		MaxLiveApps:        10_000,
+		MaxUpload:          DefaultMaxUpload,
+		UploadGrace:        time.Hour,
+		UploadSyncInterval: 10 * time.Second,
 	}
 }
 
@@ -299,6 +321,9 @@ func (c *Config) validate() error {
 	}
 	if c.MaxConnsPerClient < 0 || c.MaxSubmitsPerClient < 0 {
 		errs = append(errs, errors.New("--max-conns-per-client and --max-submits-per-client must not be negative"))
+	}
+	if c.MaxLiveDrivers < 0 || c.MaxLiveDriversPerClient < 0 || c.MaxLiveApps < 0 {
+		errs = append(errs, errors.New("--max-live-drivers, --max-live-drivers-per-client and --max-live-apps must not be negative"))
 	}
 	if c.SparkRESTPort < 0 || c.SparkRESTPort > 65535 {
 		errs = append(errs, fmt.Errorf("--spark-rest-port %d is not a port (0 for none)", c.SparkRESTPort))

@@ -173,6 +173,7 @@ func New(cfg Config) (*Master, error) {
 		HeartbeatWait: cfg.heartbeatWait(), LossDelay: cfg.lossDelay(), Strict: cfg.strict(),
 		RegisterWithoutGossip: cfg.RegisterWithoutGossip, MaxExecutorRetries: cfg.MaxExecutorRetries,
 		OperatorToken: cfg.OperatorToken, MaxProgramSize: cfg.MaxProgramSize,
+		MaxLiveDrivers: cfg.MaxLiveDrivers, MaxLiveDriversPerClient: cfg.MaxLiveDriversPerClient, MaxLiveApps: cfg.MaxLiveApps,
 	}, service.Deps{
 		Raft: m.raft, FSM: m.fsm, Snaps: m.snaps, Pool: pool, Guard: guard,
 		Workers: transport.NewHTTPClient(cfg.BindIP, 0, tc.worker),

@@ -369,7 +369,7 @@ func writeBackendError(w http.ResponseWriter, err error) {
 	switch code {
 	case api.CodeUnauthenticated, api.CodeForbidden:
 		auth.Challenge(w.Header(), err)
-	case api.CodeTooManyRequests:
+	case api.CodeTooManyRequests, api.CodeLimitReached:
 		w.Header().Set("Retry-After", "1")
 	}
 	writeError(w, status, err.Error())

@@ -61,6 +61,9 @@ func TestDaemonDefaults(t *testing.T) {
 	for _, c := range []struct{ help, flag, want string }{
 		{master, "max-upload", "256m"},
 		{master, "max-program-size", "64k"},
+		{master, "max-live-drivers", "100000"},
+		{master, "max-live-drivers-per-client", "100000"},
+		{master, "max-live-apps", "10000"},
 		{worker, "cleanup-ttl", "168h0m0s"},
 		{worker, "log-max-size", "10m"},
 		{worker, "log-max-files", "5"},

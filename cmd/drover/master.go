@@ -45,6 +45,9 @@ func runMaster(args []string) int {
 	fs.IntVar(&cfg.MaxSubmitsPerClient, "max-submits-per-client", cfg.MaxSubmitsPerClient, "submissions and app registrations one client IP may have in flight here (429 beyond); 0 for no bound")
 	maxProgram := bytesFlag{b: int64(cfg.MaxProgramSize), min: 1}
 	fs.Var(&maxProgram, "max-program-size", "bound on a submission's program (name, user, argv, environment, artifacts, resource names) and an app's executor program, as 64k or 1m; larger ones are refused with 413")
+	fs.IntVar(&cfg.MaxLiveDrivers, "max-live-drivers", cfg.MaxLiveDrivers, "drivers not ended (SUBMITTED, RUNNING, RELAUNCHING, UNKNOWN) the cluster holds; more submissions are refused with 429; 0 for no bound")
+	fs.IntVar(&cfg.MaxLiveDriversPerClient, "max-live-drivers-per-client", cfg.MaxLiveDriversPerClient, "drivers not ended submitted from one client IP (at the master it reached first); more are refused with 429; 0 for no bound")
+	fs.IntVar(&cfg.MaxLiveApps, "max-live-apps", cfg.MaxLiveApps, "apps not ended (WAITING, RUNNING, UNKNOWN) the cluster holds; more registrations are refused with 429; 0 for no bound")
 	maxUpload := sizeFlag{mb: cfg.MaxUpload >> 20}
 	fs.Var(&maxUpload, "max-upload", "bound on one uploaded file (drover client submit --upload), as 256m or 1g; larger ones are refused with 413")
 	fs.DurationVar(&cfg.UploadGrace, "upload-grace", cfg.UploadGrace, "how long an uploaded file that no live driver or app names is kept after it was stored or uploaded again")

@@ -345,7 +345,7 @@ func (h *handlers) writeError(w http.ResponseWriter, err error) {
 	if code == api.CodeUnauthenticated || code == api.CodeForbidden {
 		auth.Challenge(w.Header(), err)
 	}
-	if code == api.CodeTooManyRequests {
+	if status == http.StatusTooManyRequests {
 		w.Header().Set("Retry-After", "1")
 	}
 	e := api.Error{Error: err.Error(), Code: code}

@@ -141,6 +141,11 @@ func (s *Applications) RegisterApp(_ context.Context, c auth.Caller, req api.Reg
 		if id, ok := s.FSM.AppByToken(req.Token); ok {
 			return fsm.RegisterAppResult{AppID: id, Existing: true}, nil
 		}
+		done, err := s.admitApp(req.Token)
+		if err != nil {
+			return nil, err
+		}
+		defer done()
 		at := time.Now()
 		cmd.ID, cmd.Time = t.IDs.App(at), at.UnixMilli()
 		res, err := s.Apply(model.CmdRegisterApp, cmd)

@@ -59,6 +59,12 @@ type Config struct {
 	// bytes; a larger one is refused with api.ErrTooLarge. 0 for no
 	// bound.
 	MaxProgramSize int
+	// MaxLiveDrivers bounds the drivers that have not ended, cluster-wide,
+	// and MaxLiveDriversPerClient those submitted from one client
+	// (auth.Caller.Client); MaxLiveApps bounds the apps that have not
+	// ended. A submission or registration past one is refused with
+	// api.ErrLimitReached before anything is committed. 0 for no bound.
+	MaxLiveDrivers, MaxLiveDriversPerClient, MaxLiveApps int
 }
 
 // Deps are the parts of a running master that Core works with.
@@ -105,6 +111,9 @@ type Core struct {
 	// queue gathers concurrent submissions into shared entries, and
 	// collapses the copies of one submission as submits does.
 	queue submitQueue
+	// registering is the app registrations committing, which the bound
+	// on live apps counts beside the tables' (admitApp).
+	registering registrations
 	// reports gathers concurrent heartbeats' reports into few entries.
 	reports reportBatcher
 }

@@ -15,12 +15,12 @@ import (
 // then commits a SubmitDriver with an ID from the term's maker, in the
 // next group of submissions (submitAll). Copies of one submission (the
 // client sends it to every master) make one entry.
-func (s *Core) SubmitDriver(_ context.Context, _ auth.Caller, req api.SubmitRequest) (api.SubmitResponse, error) {
+func (s *Core) SubmitDriver(_ context.Context, c auth.Caller, req api.SubmitRequest) (api.SubmitResponse, error) {
 	t, err := s.leading()
 	if err != nil {
 		return api.SubmitResponse{}, err
 	}
-	cmd, err := s.submission(req)
+	cmd, err := s.submission(c, req)
 	if err != nil {
 		return api.SubmitResponse{}, err
 	}
@@ -35,7 +35,7 @@ func (s *Core) SubmitDriver(_ context.Context, _ auth.Caller, req api.SubmitRequ
 // answered as SubmitDriver's own would be, and those that pass wait for
 // their entries together, so a batch costs the leader one request and
 // few Raft entries.
-func (s *Core) SubmitDrivers(_ context.Context, _ auth.Caller, req api.SubmitBatchRequest) (api.SubmitBatchResponse, error) {
+func (s *Core) SubmitDrivers(_ context.Context, c auth.Caller, req api.SubmitBatchRequest) (api.SubmitBatchResponse, error) {
 	t, err := s.leading()
 	if err != nil {
 		return api.SubmitBatchResponse{}, err
@@ -47,7 +47,7 @@ func (s *Core) SubmitDrivers(_ context.Context, _ auth.Caller, req api.SubmitBat
 	cmds := make([]*model.SubmitDriver, 0, len(req.Submissions))
 	at := make([]int, 0, len(req.Submissions))
 	for i, r := range req.Submissions {
-		cmd, err := s.submission(r)
+		cmd, err := s.submission(c, r)
 		if err != nil {
 			results[i].Error = api.ErrorOf(err)
 			continue
@@ -78,9 +78,10 @@ func checkBatch(n int) error {
 	return nil
 }
 
-// submission is the free submission with this master's bound on the
-// size of a program (Config.MaxProgramSize) checked too.
-func (s *Core) submission(req api.SubmitRequest) (*model.SubmitDriver, error) {
+// submission is the free submission from caller c, with this master's
+// bound on the size of a program (Config.MaxProgramSize) checked too, and
+// the client the submission came from recorded in the command.
+func (s *Core) submission(c auth.Caller, req api.SubmitRequest) (*model.SubmitDriver, error) {
 	cmd, err := submission(req)
 	if err != nil {
 		return nil, err
@@ -88,6 +89,7 @@ func (s *Core) submission(req api.SubmitRequest) (*model.SubmitDriver, error) {
 	if err := s.checkProgramSize("program", cmd.ProgramSize()); err != nil {
 		return nil, err
 	}
+	cmd.Client = c.Client
 	return cmd, nil
 }
 

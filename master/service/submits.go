@@ -45,6 +45,9 @@ type submitQueue struct {
 	// groups is the number of goroutines committing groups, at most
 	// submitGroups.
 	groups int
+	// byClient counts the submissions of byToken by client ("" left
+	// out), for the bound on one client's drivers (Core.admitDriver).
+	byClient map[string]int
 }
 
 // queuedSubmit is one submission waiting in the queue, and the callers
@@ -86,8 +89,10 @@ func (w *submitWait) deliver(i int, o fsm.SubmitOutcome) {
 // Existing, without an entry; one whose token is queued or committing
 // shares that submission's outcome (the copies of one submission a client
 // sent to every master), Existing when the token came earlier in cmds.
-// The others get their ID and time from term t as they join the queue, all
-// at once, so one call's submissions go into the same entry when they fit.
+// One that would take the drivers not ended past a bound is refused
+// (Core.admitDriver). The others get their ID and time from term t as they
+// join the queue, all at once, so one call's submissions go into the same
+// entry when they fit.
 func (s *Core) submitAll(t *leader.Term, cmds []*model.SubmitDriver) []fsm.SubmitOutcome {
 	if len(cmds) == 0 {
 		return nil
@@ -96,9 +101,6 @@ func (s *Core) submitAll(t *leader.Term, cmds []*model.SubmitDriver) []fsm.Submi
 	w.left.Store(int32(len(cmds)))
 	q := &s.queue
 	q.mu.Lock()
-	if q.byToken == nil {
-		q.byToken = map[string]*queuedSubmit{}
-	}
 	for i, cmd := range cmds {
 		if qs, ok := q.byToken[cmd.Token]; ok {
 			qs.waiters = append(qs.waiters, submitWaiter{w, i})
@@ -108,10 +110,14 @@ func (s *Core) submitAll(t *leader.Term, cmds []*model.SubmitDriver) []fsm.Submi
 			w.deliver(i, fsm.SubmitOutcome{SubmitResult: fsm.SubmitResult{DriverID: id, Existing: true}})
 			continue
 		}
+		if err := s.admitDriver(cmd.Client); err != nil {
+			w.deliver(i, fsm.SubmitOutcome{Err: err})
+			continue
+		}
 		at := time.Now()
 		cmd.ID, cmd.Time = t.IDs.Driver(at), at.UnixMilli()
 		qs := &queuedSubmit{cmd: cmd, waiters: []submitWaiter{{w, i}}}
-		q.byToken[cmd.Token] = qs
+		q.queued(qs)
 		q.waiting = append(q.waiting, qs)
 	}
 	start := len(q.waiting) > 0 && q.groups < submitGroups
@@ -197,7 +203,7 @@ func (s *Core) commitGroup(group []*queuedSubmit) {
 	s.queue.mu.Lock()
 	defer s.queue.mu.Unlock()
 	for i, q := range group {
-		delete(s.queue.byToken, q.cmd.Token)
+		s.queue.done(q)
 		for j, w := range q.waiters {
 			o := outcomes[i]
 			// A later waiter from the call that queued it gave its token
