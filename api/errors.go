@@ -68,6 +68,11 @@ const (
 	// holds does (429, with Retry-After): a client reports it rather than
 	// retrying at once.
 	CodeLimitReached Code = "limit_reached"
+	// CodeInsufficientStorage: this master's store of uploads would pass
+	// its bound in bytes (--max-upload-store) with the file; nothing was
+	// stored (507, WebDAV's Insufficient Storage, RFC 4918). Another
+	// master's store may have room.
+	CodeInsufficientStorage Code = "insufficient_storage"
 	// CodeUnavailable: this master cannot answer with authority now: it
 	// is not the leader and cannot reach one, or the quorum did not
 	// commit in time. Another master, or a retry, may succeed (503).
@@ -94,6 +99,7 @@ var (
 	ErrTooLarge        = errors.New("request too large")
 	ErrTooManyRequests = errors.New("too many requests")
 	ErrLimitReached    = errors.New("limit reached")
+	ErrNoStorage       = errors.New("insufficient storage")
 	ErrUnavailable     = errors.New("unavailable")
 	ErrBadGateway      = errors.New("worker unreachable")
 	ErrInternal        = errors.New("internal error")
@@ -127,6 +133,7 @@ var codes = []struct {
 	{CodeGone, ErrGone, http.StatusGone},
 	{CodeTooLarge, ErrTooLarge, http.StatusRequestEntityTooLarge},
 	{CodeTooManyRequests, ErrTooManyRequests, http.StatusTooManyRequests},
+	{CodeInsufficientStorage, ErrNoStorage, http.StatusInsufficientStorage},
 	{CodeUnavailable, ErrUnavailable, http.StatusServiceUnavailable},
 	{CodeBadGateway, ErrBadGateway, http.StatusBadGateway},
 	{CodeInternal, ErrInternal, http.StatusInternalServerError},

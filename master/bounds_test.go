@@ -8,6 +8,8 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -360,4 +362,142 @@ func TestLiveAppsBound(t *testing.T) {
 	next := c.Leader()
 	_, err = register(c.Client(next))
 	limitReached(t, "an app past the bound at the next leader", err, "--max-live-apps (2)")
+}
+
+// A master's store of uploads holds at most --max-upload-store bytes: a
+// file that fills it exactly is taken, whether its length is declared or
+// not; one byte more is refused 507 naming the bound, before the body is
+// read when its Content-Length says so, and leaves nothing stored; the
+// files a live driver names are kept, and a deletion makes room.
+func TestUploadStoreBound(t *testing.T) {
+	const limit = 2048
+	c := mastertest.Start(t, 1, func(cfg *master.Config) {
+		fastUploads(cfg)
+		cfg.MaxUpload, cfg.MaxUploadStore, cfg.UploadGrace = limit, limit, time.Second
+	})
+	m1, cl, ctx := c.Nodes[0], c.Client(), c.Context()
+	dir := filepath.Join(m1.Config.DataDir, "blobs")
+	put := func(content string, declared bool) (int, api.Error) {
+		t.Helper()
+		r := &recordingReader{r: strings.NewReader(content)}
+		req, err := http.NewRequest(http.MethodPut, "http://"+m1.HTTP()+api.BlobPath(digestOf(content)), r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if declared {
+			req.ContentLength = int64(len(content))
+			req.Header.Set("Expect", "100-continue")
+		}
+		status, body := doExpecting(t, req)
+		var e api.Error
+		_ = json.Unmarshal(body, &e)
+		if declared && status == http.StatusInsufficientStorage && r.read.Load() {
+			t.Errorf("the master read a body its declared length put past the bound")
+		}
+		return status, e
+	}
+	full := func(what string, status int, e api.Error, used int64) {
+		t.Helper()
+		if status != http.StatusInsufficientStorage || e.Code != api.CodeInsufficientStorage || !strings.Contains(e.Error, "--max-upload-store of 2048 bytes") {
+			t.Fatalf("%s: %d %+v, want 507 insufficient_storage naming the bound", what, status, e)
+		}
+		st, err := cl.State(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Blobs.Bytes != used {
+			t.Fatalf("%s: the store holds %d bytes, want %d", what, st.Blobs.Bytes, used)
+		}
+		if es, _ := os.ReadDir(dir); int64(len(es)) != int64(st.Blobs.Files) {
+			t.Fatalf("%s: the store dir holds %d entries for %d files", what, len(es), st.Blobs.Files)
+		}
+	}
+	// The first file stays: a driver that has not ended names it.
+	named, namedSum := writeFile(t, "named.bin", strings.Repeat("n", 1024), 0o644)
+	a, err := cl.Upload(ctx, named)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := submitReq()
+	req.Artifacts = []model.Artifact{a}
+	if _, err := cl.Submit(ctx, req); err != nil {
+		t.Fatal(err)
+	}
+	before, err := cl.State(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	status, e := put(strings.Repeat("p", 1025), true)
+	full("a declared length one byte past the bound", status, e, 1024)
+	if status, e := put(strings.Repeat("d", 1024), true); status != http.StatusOK {
+		t.Fatalf("a declared length at the bound: %d %+v", status, e)
+	}
+	status, e = put("q", false)
+	full("a body without a length one byte past the bound", status, e, limit)
+	assertNothingCommitted(t, ctx, cl, before)
+
+	// The unnamed file goes after its grace; the named one stays.
+	awaitHolders(t, c, digestOf(strings.Repeat("d", 1024)), "the unnamed upload after its grace")
+	if !holds(t, m1, namedSum) {
+		t.Fatal("garbage collection deleted an upload a live driver names")
+	}
+	if status, e := put(strings.Repeat("c", 1024), false); status != http.StatusOK {
+		t.Fatalf("a body without a length at the bound: %d %+v", status, e)
+	}
+}
+
+// A client IP holds at most --max-uploads-per-client uploads in flight on
+// a master: at the bound the next is refused 429 naming it, with
+// Retry-After, and stores nothing; another client uploads meanwhile; and
+// an upload that ends gives its slot back.
+func TestUploadsPerClientBound(t *testing.T) {
+	c := mastertest.Start(t, 1, func(cfg *master.Config) { cfg.MaxUploadsPerClient = 2 })
+	m1, ctx := c.Nodes[0], c.Context()
+	dir := filepath.Join(m1.Config.DataDir, "blobs")
+	from := func(ip string) *net.Dialer { return &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(ip)}} }
+	// Two uploads from 127.0.0.2 that stall half-way hold both slots.
+	var held []net.Conn
+	for i := range 2 {
+		conn, err := from("127.0.0.2").Dial("tcp", m1.HTTP())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		body := strings.Repeat(strconv.Itoa(i), 1000)
+		fmt.Fprintf(conn, "PUT %s HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n%s", api.BlobPath(digestOf(body)), len(body), body[:500])
+		held = append(held, conn)
+		awaitEntries(t, c, dir, "an upload stalled half-way", i+1)
+	}
+	third := "third upload"
+	hc := &http.Client{Transport: &http.Transport{DialContext: from("127.0.0.2").DialContext}}
+	defer hc.CloseIdleConnections()
+	req, err := http.NewRequest(http.MethodPut, "http://"+m1.HTTP()+api.BlobPath(digestOf(third)), strings.NewReader(third))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var e api.Error
+	_ = json.NewDecoder(resp.Body).Decode(&e)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusTooManyRequests || e.Code != api.CodeTooManyRequests || resp.Header.Get("Retry-After") == "" ||
+		!strings.Contains(e.Error, "2 uploads in flight here, the bound of --max-uploads-per-client") {
+		t.Fatalf("a third upload in flight from one client: %s %+v, want 429 naming the bound with Retry-After", resp.Status, e)
+	}
+	if holds(t, m1, digestOf(third)) {
+		t.Fatal("the refused upload was stored")
+	}
+	other, _ := writeFile(t, "other.txt", "from another client", 0o644)
+	if _, err := clientFrom(t, "127.0.0.3", m1).Upload(ctx, other); err != nil {
+		t.Fatalf("an upload from another client: %v", err)
+	}
+	// The Go client sends a 429 again until it is taken: once one stalled
+	// upload is cut off, its slot is free.
+	held[0].Close()
+	mine, sum := writeFile(t, "mine.txt", third, 0o644)
+	if _, err := clientFrom(t, "127.0.0.2", m1).Upload(ctx, mine); err != nil || !holds(t, m1, sum) {
+		t.Fatalf("an upload once a slot was free: %v", err)
+	}
 }

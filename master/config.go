@@ -178,6 +178,16 @@ type Config struct {
 	// larger one is refused with 413, before its bytes are read when its
 	// Content-Length says so.
 	MaxUpload int64
+	// MaxUploadStore bounds the bytes of this master's store of uploads,
+	// the stored files and those being written together, in bytes
+	// (--max-upload-store); an upload or a pull that would pass it is
+	// refused with 507, before its bytes are read when its
+	// Content-Length says so. At least MaxUpload.
+	MaxUploadStore int64
+	// MaxUploadsPerClient bounds one client IP's uploads in flight on
+	// this master (--max-uploads-per-client): each holds a temp file and
+	// a push to every voter. More are answered 429; 0 means no bound.
+	MaxUploadsPerClient int
 	// UploadGrace is how long an uploaded file no live driver or app
 	// names is kept after it was stored or last uploaded again: it
 	// covers the time between an upload's acknowledgement and the
@@ -257,15 +267,26 @@ func DefaultConfig() Config {
 		// Each live app's client holds a watch open at the leader: at the
 		// 60 KiB a held request and its connection take, 10,000 cost it
 		// some 600 MiB, more than the drivers' bound does.
-		MaxLiveApps:        10_000,
-		MaxUpload:          DefaultMaxUpload,
-		UploadGrace:        time.Hour,
-		UploadSyncInterval: 10 * time.Second,
+		MaxLiveApps:    10_000,
+		MaxUpload:      DefaultMaxUpload,
+		MaxUploadStore: DefaultMaxUploadStore,
+		// Each upload in flight holds a temp file of up to --max-upload
+		// and a push to every voter: four are 1 GiB at the default bound,
+		// and a client uploads one file at a time (drover client submit
+		// --upload, client.Upload).
+		MaxUploadsPerClient: 4,
+		UploadGrace:         time.Hour,
+		UploadSyncInterval:  10 * time.Second,
 	}
 }
 
 // DefaultMaxUpload is the default bound on one uploaded file: 256 MiB.
 const DefaultMaxUpload = 256 << 20
+
+// DefaultMaxUploadStore is the default bound on the bytes of a master's
+// store of uploads: 10 GiB, forty files at the default bound on one, as
+// the workers' artifact cache is bounded by default (--cache-size).
+const DefaultMaxUploadStore = 10 << 30
 
 func (c *Config) validate() error {
 	var errs []error
@@ -336,6 +357,12 @@ func (c *Config) validate() error {
 	}
 	if c.MaxUpload <= 0 || c.UploadGrace <= 0 || c.UploadSyncInterval <= 0 {
 		errs = append(errs, errors.New("--max-upload, --upload-grace and --upload-sync-interval must be positive"))
+	}
+	if c.MaxUploadStore < c.MaxUpload {
+		errs = append(errs, fmt.Errorf("--max-upload-store (%d bytes) must be at least --max-upload (%d bytes), or no file of that size could be stored", c.MaxUploadStore, c.MaxUpload))
+	}
+	if c.MaxUploadsPerClient < 0 {
+		errs = append(errs, errors.New("--max-uploads-per-client must not be negative"))
 	}
 	if c.HeartbeatTimeout <= 0 || c.ElectionTimeout <= 0 || c.LeaderLeaseTimeout <= 0 || c.WorkerTimeout < 0 {
 		errs = append(errs, errors.New("timeouts must be positive"))

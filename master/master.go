@@ -135,7 +135,7 @@ func New(cfg Config) (*Master, error) {
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return nil, fmt.Errorf("data dir: %w", err)
 	}
-	store, err := blobs.Open(filepath.Join(cfg.DataDir, "blobs"), cfg.MaxUpload)
+	store, err := blobs.Open(filepath.Join(cfg.DataDir, "blobs"), cfg.MaxUpload, cfg.MaxUploadStore)
 	if err != nil {
 		return nil, err
 	}
@@ -182,7 +182,7 @@ func New(cfg Config) (*Master, error) {
 	})
 	m.metrics.Watch(metrics.Source{Raft: m.raft, FSM: m.fsm, Pool: pool, Ready: m.local.Ready, Split: m.local.Split, Blobs: store.Usage})
 	fwd := forward.New(m.local, m.local.Leadership, peerHTTP, m.scheme())
-	m.svc = service.Admit(fwd, guard, cfg.MaxSubmitsPerClient, func(token string) bool {
+	m.svc = service.Admit(fwd, guard, service.Bounds{Submits: cfg.MaxSubmitsPerClient, Uploads: cfg.MaxUploadsPerClient}, func(token string) bool {
 		_, ok := m.fsm.DriverByToken(token)
 		return ok
 	})

@@ -64,6 +64,8 @@ func TestDaemonDefaults(t *testing.T) {
 		{master, "max-live-drivers", "100000"},
 		{master, "max-live-drivers-per-client", "100000"},
 		{master, "max-live-apps", "10000"},
+		{master, "max-upload-store", "10g"},
+		{master, "max-uploads-per-client", "4"},
 		{worker, "cleanup-ttl", "168h0m0s"},
 		{worker, "log-max-size", "10m"},
 		{worker, "log-max-files", "5"},

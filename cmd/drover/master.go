@@ -50,6 +50,9 @@ func runMaster(args []string) int {
 	fs.IntVar(&cfg.MaxLiveApps, "max-live-apps", cfg.MaxLiveApps, "apps not ended (WAITING, RUNNING, UNKNOWN) the cluster holds; more registrations are refused with 429; 0 for no bound")
 	maxUpload := sizeFlag{mb: cfg.MaxUpload >> 20}
 	fs.Var(&maxUpload, "max-upload", "bound on one uploaded file (drover client submit --upload), as 256m or 1g; larger ones are refused with 413")
+	maxUploadStore := sizeFlag{mb: cfg.MaxUploadStore >> 20}
+	fs.Var(&maxUploadStore, "max-upload-store", "bound on this master's store of uploads (DATA_DIR/blobs), stored files and those being written together, as 10g; an upload or pull that would pass it is refused with 507")
+	fs.IntVar(&cfg.MaxUploadsPerClient, "max-uploads-per-client", cfg.MaxUploadsPerClient, "uploads one client IP may have in flight here (429 beyond); 0 for no bound")
 	fs.DurationVar(&cfg.UploadGrace, "upload-grace", cfg.UploadGrace, "how long an uploaded file that no live driver or app names is kept after it was stored or uploaded again")
 	fs.DurationVar(&cfg.UploadSyncInterval, "upload-sync-interval", cfg.UploadSyncInterval, "how often a master pulls the uploads live drivers and apps name that it lacks, and deletes those past --upload-grace that none names")
 	fs.IntVar(&cfg.SparkRESTPort, "spark-rest-port", 0, "port of a listener speaking Spark's REST submission protocol, for spark-submit --deploy-mode cluster --master spark://HOST:PORT (Spark uses 6066); same TLS and tokens as the API; 0 for none")
@@ -66,6 +69,7 @@ func runMaster(args []string) int {
 	}
 	cfg.Logger = log
 	cfg.MaxUpload = maxUpload.mb << 20
+	cfg.MaxUploadStore = maxUploadStore.mb << 20
 	cfg.MaxProgramSize = int(maxProgram.b)
 	sec, err := security()
 	if err != nil {

@@ -54,27 +54,37 @@ type Info struct {
 // several processes must not share one directory.
 type Store struct {
 	dir string
-	max int64
+	// max bounds one file, total the bytes of the stored files and those
+	// being written together.
+	max, total int64
 
 	// mu orders what changes which names exist (renames, deletions) with
 	// the refreshes of a stored file's time, so that a file uploaded again
-	// is never deleted for being old; and it guards files and bytes.
+	// is never deleted for being old; and it guards files, bytes and
+	// writing.
 	mu    sync.Mutex
 	files int
 	bytes int64
+	// writing is the bytes the writes in progress hold of total: each its
+	// declared length, or what it has written when it declared none.
+	writing int64
 }
 
 // Open opens the store in dir, creating it (mode 0700) when missing, and
 // removes the temp files an interrupted write left there. maxSize bounds
-// one file, in bytes (--max-upload); it must be positive.
-func Open(dir string, maxSize int64) (*Store, error) {
-	if maxSize <= 0 {
-		return nil, fmt.Errorf("upload store: the bound on a file's size must be positive, not %d", maxSize)
+// one file (--max-upload), maxTotal the bytes of the stored files and of
+// the files being written together (--max-upload-store), both in bytes;
+// both must be positive. A store that holds more than maxTotal already (a
+// bound lowered) opens, keeps its files, and takes no new one until
+// deletions make room.
+func Open(dir string, maxSize, maxTotal int64) (*Store, error) {
+	if maxSize <= 0 || maxTotal <= 0 {
+		return nil, fmt.Errorf("upload store: the bounds on a file's size and the store's must be positive, not %d and %d", maxSize, maxTotal)
 	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("upload store: %w", err)
 	}
-	s := &Store{dir: dir, max: maxSize}
+	s := &Store{dir: dir, max: maxSize, total: maxTotal}
 	entries, err := os.ReadDir(dir)
 	if err != nil {
 		return nil, fmt.Errorf("upload store: %w", err)
@@ -110,6 +120,8 @@ func (s *Store) Usage() (files int, bytes int64) {
 // Put stores the file r carries under its digest sum. size is the length
 // the sender declared (Content-Length), -1 when it declared none. It
 // returns the file's Info and whether the bytes were new to the store.
+// The bytes a write takes count against the store's bound while it runs:
+// its declared length from the start, or what it has written so far.
 //
 // A file the store holds already is not read again: its stored time is
 // refreshed, which restarts its grace period, and r is left unread, so a
@@ -120,9 +132,11 @@ func (s *Store) Usage() (files int, bytes int64) {
 // ErrInvalidRequest for a sum that is not 64 lowercase hex digits, a body
 // that hashes to another digest, is shorter or longer than size, or ends
 // in a read error (the sender went away); ErrTooLarge for a size, declared
-// or read, over Max (refused before reading when declared); ErrUnavailable
-// when this machine cannot write it (a full disk), which another master
-// may well do.
+// or read, over Max (refused before reading when declared); ErrNoStorage
+// for a file that would take the store past its bound (refused before
+// reading when its declared size says so, while reading otherwise);
+// ErrUnavailable when this machine cannot write it (a full disk), which
+// another master may well do.
 func (s *Store) Put(sum string, size int64, r io.Reader) (Info, bool, error) {
 	if err := checkSum(sum); err != nil {
 		return Info{}, false, err
@@ -133,12 +147,21 @@ func (s *Store) Put(sum string, size int64, r io.Reader) (Info, bool, error) {
 	if info, ok, err := s.refresh(sum, size); ok || err != nil {
 		return info, false, err
 	}
-	tmp, n, err := s.write(sum, size, r)
+	res := &reservation{s: s, sum: sum}
+	if size >= 0 {
+		if err := res.take(size); err != nil {
+			return Info{}, false, err
+		}
+	}
+	tmp, n, err := s.write(sum, size, r, res)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	// What the write held of the bound becomes the file's bytes below, in
+	// this one hold of the lock, or is free again.
+	s.writing -= res.held
 	if err != nil {
 		return Info{}, false, err
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	if info, ok, err := s.refreshLocked(sum, n); ok || err != nil {
 		// The same file arrived twice at once: the first rename won.
 		_ = os.Remove(tmp)
@@ -166,10 +189,11 @@ func (s *Store) Put(sum string, size int64, r io.Reader) (Info, bool, error) {
 	return Info{SHA256: sum, Size: n, Stored: fi.ModTime()}, true, nil
 }
 
-// write copies r into a new temp file while hashing it, syncs it, and
-// returns its name and length once its digest is sum; on any failure the
-// temp file is gone.
-func (s *Store) write(sum string, size int64, r io.Reader) (_ string, n int64, err error) {
+// write copies r into a new temp file while hashing it, each byte taken
+// from the store's bound (res) before it is written, syncs it, and returns
+// its name and length once its digest is sum; on any failure the temp file
+// is gone.
+func (s *Store) write(sum string, size int64, r io.Reader, res *reservation) (_ string, n int64, err error) {
 	f, err := os.CreateTemp(s.dir, tempPrefix+"*")
 	if err != nil {
 		return "", 0, unwritable(sum, err)
@@ -183,8 +207,10 @@ func (s *Store) write(sum string, size int64, r io.Reader) (_ string, n int64, e
 	}()
 	h := sha256.New()
 	body := &readErr{r: io.LimitReader(r, s.max+1)}
-	n, err = io.Copy(io.MultiWriter(f, h), body)
+	n, err = io.Copy(io.MultiWriter(res, f, h), body)
 	switch {
+	case errors.Is(err, api.ErrNoStorage):
+		return "", 0, err
 	case body.err != nil:
 		return "", 0, api.Errorf(api.ErrInvalidRequest, "upload %s interrupted after %d bytes: %v: nothing stored", sum, n, body.err)
 	case err != nil:
@@ -320,6 +346,46 @@ func (s *Store) Delete(sum string, storedBefore time.Time) (bool, error) {
 }
 
 func (s *Store) path(sum string) string { return filepath.Join(s.dir, sum) }
+
+// reservation is what one write in progress holds of the store's bound:
+// held bytes, of which it has written written. As an io.Writer it takes
+// more as bytes come that it does not hold yet, and refuses them when the
+// store has no room, before they reach the file.
+type reservation struct {
+	s             *Store
+	sum           string
+	held, written int64
+}
+
+// take holds n more bytes of the bound, or refuses them with an error
+// wrapping api.ErrNoStorage when the stored files with the writes in
+// progress would pass it.
+func (r *reservation) take(n int64) error {
+	s := r.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.bytes+s.writing+n > s.total {
+		what := fmt.Sprintf("upload %s of %d bytes", r.sum, n)
+		if r.held > 0 || r.written > 0 {
+			what = fmt.Sprintf("upload %s, past %d bytes,", r.sum, r.written)
+		}
+		return api.Errorf(api.ErrNoStorage, "%s would take this master's store past --max-upload-store of %d bytes (%d stored, %d being written): nothing stored",
+			what, s.total, s.bytes, s.writing)
+	}
+	s.writing += n
+	r.held += n
+	return nil
+}
+
+func (r *reservation) Write(p []byte) (int, error) {
+	if more := r.written + int64(len(p)) - r.held; more > 0 {
+		if err := r.take(more); err != nil {
+			return 0, err
+		}
+	}
+	r.written += int64(len(p))
+	return len(p), nil
+}
 
 func (s *Store) tooLarge(sum string) error {
 	return api.Errorf(api.ErrTooLarge, "upload %s exceeds this master's bound of %d bytes (--max-upload): nothing stored", sum, s.max)

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -20,9 +21,11 @@ func digest(b []byte) string {
 	return hex.EncodeToString(s[:])
 }
 
+// open opens the store in dir with a bound of max bytes on a file and of
+// 1 GiB on the store.
 func open(t *testing.T, dir string, max int64) *Store {
 	t.Helper()
-	s, err := Open(dir, max)
+	s, err := Open(dir, max, 1<<30)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -242,7 +245,93 @@ func TestPutEmpty(t *testing.T) {
 }
 
 func TestOpenRefusesNoBound(t *testing.T) {
-	if _, err := Open(t.TempDir(), 0); err == nil {
-		t.Fatal("Open with a bound of 0 succeeded")
+	if _, err := Open(t.TempDir(), 0, 1); err == nil {
+		t.Fatal("Open with a bound of 0 on a file succeeded")
 	}
+	if _, err := Open(t.TempDir(), 1, 0); err == nil {
+		t.Fatal("Open with a bound of 0 on the store succeeded")
+	}
+}
+
+// The store holds at most its bound in bytes, counting the writes in
+// progress: a file that would pass it is refused 507 naming the bound,
+// before its bytes are read when its declared size says so, while they
+// are read otherwise, and leaves no temp file; at the bound exactly it is
+// taken; a deletion makes room again.
+func TestPutBoundsTheStore(t *testing.T) {
+	dir := t.TempDir()
+	s, err := Open(dir, 100, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	put := func(body []byte, declared bool, r io.Reader) error {
+		size := int64(-1)
+		if declared {
+			size = int64(len(body))
+		}
+		if r == nil {
+			r = bytes.NewReader(body)
+		}
+		_, _, err := s.Put(digest(body), size, r)
+		return err
+	}
+	full := func(what string, err error) {
+		t.Helper()
+		if !errors.Is(err, api.ErrNoStorage) || !strings.Contains(err.Error(), "--max-upload-store of 100 bytes") || strings.Contains(err.Error(), "\n") {
+			t.Fatalf("%s: %v, want one line wrapping ErrNoStorage naming the bound", what, err)
+		}
+	}
+	a := bytes.Repeat([]byte("a"), 60)
+	if err := put(a, true, nil); err != nil {
+		t.Fatal(err)
+	}
+	// A write in progress holds its declared length.
+	b := bytes.Repeat([]byte("b"), 30)
+	pr, pw := io.Pipe()
+	done := make(chan error, 1)
+	go func() { done <- put(b, true, pr) }()
+	if _, err := pw.Write(b[:10]); err != nil {
+		t.Fatal(err)
+	}
+	c := bytes.Repeat([]byte("c"), 11)
+	err = put(c, true, errReader{})
+	full("a declared file past the bound while another is written", err)
+	if !strings.Contains(err.Error(), "(60 stored, 30 being written)") {
+		t.Fatalf("the refusal does not say what the store holds: %v", err)
+	}
+	full("a file without a length past the bound while another is written", put(c, false, nil))
+	if _, err := pw.Write(b[10:]); err != nil {
+		t.Fatal(err)
+	}
+	pw.Close()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	assertNothingKept(t, s, dir, sortedNames(digest(a), digest(b))...)
+
+	full("a declared file one byte past the bound", put(c, true, errReader{}))
+	full("a file without a length one byte past the bound", put(c, false, nil))
+	assertNothingKept(t, s, dir, sortedNames(digest(a), digest(b))...)
+	if _, n := s.Usage(); n != 90 {
+		t.Fatalf("Usage counts %d bytes after the refusals, want 90", n)
+	}
+	// A file held already needs no room.
+	if _, _, err := s.Put(digest(a), 60, errReader{}); err != nil {
+		t.Fatalf("a file held already, at the bound: %v", err)
+	}
+	if err := put(c[:10], false, nil); err != nil {
+		t.Fatalf("a file that fills the store to its bound: %v", err)
+	}
+	if ok, err := s.Delete(digest(a), time.Now().Add(time.Hour)); !ok || err != nil {
+		t.Fatalf("Delete = %v, %v", ok, err)
+	}
+	if err := put(c, true, nil); err != nil {
+		t.Fatalf("a file after a deletion made room: %v", err)
+	}
+}
+
+// sortedNames is names in the order a directory lists them.
+func sortedNames(names ...string) []string {
+	slices.Sort(names)
+	return names
 }

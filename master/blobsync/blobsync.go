@@ -112,9 +112,10 @@ type Replicas struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
-	// unfound holds the live uploads no peer had at the last pass, so a
-	// lost file is logged once, not at every pass.
-	unfound map[string]bool
+	// unfound holds the live uploads the last pass could not pull, with
+	// why (unfoundAnywhere or noRoom), so that each is logged once for
+	// each reason, not at every pass.
+	unfound map[string]string
 	// doomed holds the files the last pass found past their grace and
 	// named by no live row; a file is deleted at the second pass in a
 	// row that finds it so. Raft counts an entry applied once it is
@@ -128,7 +129,7 @@ type Replicas struct {
 // passes.
 func New(cfg Config, d Deps) *Replicas {
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Replicas{cfg: cfg, Deps: d, ctx: ctx, cancel: cancel, unfound: map[string]bool{}, doomed: map[string]bool{}}
+	return &Replicas{cfg: cfg, Deps: d, ctx: ctx, cancel: cancel, unfound: map[string]string{}, doomed: map[string]bool{}}
 }
 
 // Close stops the pushes and pulls under way and waits for them.
@@ -238,9 +239,17 @@ func (r *Replicas) Run(stop <-chan struct{}) {
 	}
 }
 
+// Why a live upload was not pulled, as catchUp logs it.
+const (
+	unfoundAnywhere = "no reachable master holds it"
+	noRoom          = "this master's store has no room for it"
+)
+
 // catchUp pulls the live uploads this master's store lacks from the other
 // voters, in a random order so that masters catching up at once spread
-// their load.
+// their load. One the store has no room for (--max-upload-store) is not
+// pulled, and is tried again at every pass: the store keeps every file a
+// live row names, and makes room only as the others are deleted.
 func (r *Replicas) catchUp() {
 	var missing []string
 	for _, sum := range r.cfg.Live() {
@@ -265,27 +274,35 @@ func (r *Replicas) catchUp() {
 	for _, sum := range missing {
 		rand.Shuffle(len(peers), func(i, j int) { peers[i], peers[j] = peers[j], peers[i] })
 		from, err := r.pull(sum, peers)
+		why := unfoundAnywhere
+		if errors.Is(err, api.ErrNoStorage) {
+			why = noRoom
+		}
 		switch {
 		case err == nil:
 			r.Metrics.BlobPulled()
 			r.Log.Info("pulled an upload a live driver or app names", "sha256", sum, "from", from)
 		case r.ctx.Err() != nil:
 			return
-		case !r.unfound[sum]:
-			r.unfound[sum] = true
-			r.Log.Warn("a live driver or app names an upload no reachable master holds; trying again every pass", "sha256", sum, "why", err)
+		case r.unfound[sum] != why:
+			r.unfound[sum] = why
+			r.Log.Warn("a live driver or app names an upload "+why+"; trying again every pass", "sha256", sum, "why", err)
 		}
 	}
 }
 
 // pull fetches sum from the first of peers that holds it and returns that
-// peer's ID.
+// peer's ID. A store with no room for the file (api.ErrNoStorage) ends it:
+// no other peer's copy would fit either.
 func (r *Replicas) pull(sum string, peers []Peer) (string, error) {
 	var why []string
 	for _, p := range peers {
 		err := r.fetch(p, sum)
 		if err == nil {
 			return p.ID, nil
+		}
+		if errors.Is(err, api.ErrNoStorage) {
+			return "", err
 		}
 		why = append(why, p.ID+": "+err.Error())
 	}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"io"
 	"log/slog"
 	"net/http"
@@ -30,7 +31,14 @@ func (c *counts) BlobDeleted() { c.deleted.Add(1) }
 // grace is cfg's (0: none).
 func replicas(t *testing.T, dir string, cfg Config) (*Replicas, *counts) {
 	t.Helper()
-	store, err := blobs.Open(dir, 1<<20)
+	return replicasLogging(t, dir, 1<<30, cfg, io.Discard)
+}
+
+// replicasLogging is replicas with a bound of storeMax bytes on the store
+// and the log going to log.
+func replicasLogging(t *testing.T, dir string, storeMax int64, cfg Config, log io.Writer) (*Replicas, *counts) {
+	t.Helper()
+	store, err := blobs.Open(dir, 1<<20, storeMax)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -48,7 +56,7 @@ func replicas(t *testing.T, dir string, cfg Config) (*Replicas, *counts) {
 		cfg.Current = func() bool { return true }
 	}
 	c := &counts{}
-	r := New(cfg, Deps{Store: store, HTTP: &http.Client{}, Metrics: c, Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	r := New(cfg, Deps{Store: store, HTTP: &http.Client{}, Metrics: c, Log: slog.New(slog.NewTextHandler(log, nil))})
 	t.Cleanup(r.Close)
 	return r, c
 }
@@ -143,3 +151,54 @@ func TestPushReturnsAtNeed(t *testing.T) {
 }
 
 func addr(s *httptest.Server) string { return strings.TrimPrefix(s.URL, "http://") }
+
+// A live upload the store has no room for is not pulled: nothing is
+// stored, no temp file is left, no other peer is asked, it is logged
+// once, and it is pulled at the first pass after a deletion made room.
+// What the store holds stays, live or not.
+func TestCatchUpKeepsTheStoreBound(t *testing.T) {
+	content := strings.Repeat("l", 60)
+	d := sha256.Sum256([]byte(content))
+	sum := hex.EncodeToString(d[:])
+	var asked atomic.Int32
+	serve := func(w http.ResponseWriter, req *http.Request) {
+		asked.Add(1)
+		w.Header().Set("Content-Length", "60")
+		w.Write([]byte(content))
+	}
+	a, b := httptest.NewServer(http.HandlerFunc(serve)), httptest.NewServer(http.HandlerFunc(serve))
+	defer a.Close()
+	defer b.Close()
+	var log bytes.Buffer
+	dir := t.TempDir()
+	r, c := replicasLogging(t, dir, 100, Config{
+		Voters: func() []Peer { return []Peer{{ID: "m1"}, {ID: "m2", HTTP: addr(a)}, {ID: "m3", HTTP: addr(b)}} },
+		Live:   func() []string { return []string{sum} },
+	}, &log)
+	other := put(t, r.Store, strings.Repeat("o", 41))
+	for range 2 {
+		r.catchUp()
+	}
+	if _, err := r.Store.Stat(sum); !errors.Is(err, api.ErrUnknownBlob) || c.pulled.Load() != 0 {
+		t.Fatalf("an upload past the bound was pulled: %v, %d pulls", err, c.pulled.Load())
+	}
+	if n := asked.Load(); n != 2 {
+		t.Fatalf("%d peers asked in two passes, want one a pass", n)
+	}
+	if n := strings.Count(log.String(), "has no room for it"); n != 1 {
+		t.Fatalf("logged %d times that the store has no room, want once:\n%s", n, log.String())
+	}
+	if files, held := r.Store.Usage(); files != 1 || held != 41 {
+		t.Fatalf("the store holds %d files, %d bytes; want the one of 41", files, held)
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 1 {
+		t.Fatalf("the store dir holds %d entries, want the one file", len(entries))
+	}
+	if ok, err := r.Store.Delete(other, time.Now().Add(time.Hour)); !ok || err != nil {
+		t.Fatal(ok, err)
+	}
+	r.catchUp()
+	if _, err := r.Store.Stat(sum); err != nil || c.pulled.Load() != 1 {
+		t.Fatalf("after a deletion made room: %v, %d pulls", err, c.pulled.Load())
+	}
+}

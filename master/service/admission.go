@@ -10,19 +10,31 @@ import (
 	"github.com/drover-project/drover/model"
 )
 
+// Bounds are the bounds Admit keeps per client IP on this master, each on
+// requests in flight; 0 is no bound. More are refused with
+// api.ErrTooManyRequests.
+type Bounds struct {
+	// Submits bounds submissions and app registrations
+	// (--max-submits-per-client).
+	Submits int
+	// Uploads bounds uploads (--max-uploads-per-client): each holds a
+	// temp file and a push to every voter.
+	Uploads int
+}
+
 // Admit returns next behind the access rules: each method first checks
 // that the caller has the auth.Access it needs (Guard.Check), and
-// submissions and app registrations are bounded per client IP
-// (maxSubmitsPerClient in flight on this master, 0 for no bound; more are
-// refused with api.ErrTooManyRequests). It runs on the master the request
-// reached first, in front of the forwarding to the leader, so a caller is
-// admitted before any master acts for it; the leader admits a forwarded
-// request again by the credential the forwarding master carried on, and
-// does not count it against the forwarding master's IP. known says whether
-// a submission token is committed in this master's tables
-// (fsm.FSM.DriverByToken); nil knows none.
-func Admit(next Service, g *auth.Guard, maxSubmitsPerClient int, known func(token string) bool) Service {
-	return &admission{next: next, guard: g, known: known, submitting: newInflight(maxSubmitsPerClient), streaming: newInflight(maxStreamsPerClient)}
+// submissions, app registrations and uploads are bounded per client IP
+// (b). It runs on the master the request reached first, in front of the
+// forwarding to the leader, so a caller is admitted before any master acts
+// for it; the leader admits a forwarded request again by the credential
+// the forwarding master carried on, and does not count it against the
+// forwarding master's IP. known says whether a submission token is
+// committed in this master's tables (fsm.FSM.DriverByToken); nil knows
+// none.
+func Admit(next Service, g *auth.Guard, b Bounds, known func(token string) bool) Service {
+	return &admission{next: next, guard: g, known: known, submitting: newInflight(b.Submits), uploading: newInflight(b.Uploads),
+		streaming: newInflight(maxStreamsPerClient)}
 }
 
 // maxStreamsPerClient bounds the event streams one client IP may hold
@@ -34,6 +46,7 @@ type admission struct {
 	guard      *auth.Guard
 	known      func(token string) bool
 	submitting *inflight
+	uploading  *inflight
 	streaming  *inflight
 }
 
@@ -49,16 +62,24 @@ func admitted[T any](a *admission, c auth.Caller, access auth.Access, f func() (
 // bounded admits c for a and takes one of its IP's submission slots; the
 // returned function gives the slot back.
 func (a *admission) bounded(c auth.Caller, access auth.Access) (func(), error) {
+	return a.slot(c, access, a.submitting, "too many submissions in flight from this client; retry shortly")
+}
+
+// slot admits c for a and takes one of its IP's slots of l, or refuses it
+// with api.ErrTooManyRequests and the message full; the returned function
+// gives the slot back. A forwarded request takes none: the master it
+// reached first took it.
+func (a *admission) slot(c auth.Caller, access auth.Access, l *inflight, full string) (func(), error) {
 	if err := a.guard.Check(c.Identity, access); err != nil {
 		return nil, err
 	}
 	if c.ForwardedBy != "" {
 		return func() {}, nil
 	}
-	if !a.submitting.acquire(c.IP) {
-		return nil, api.Errorf(api.ErrTooManyRequests, "too many submissions in flight from this client; retry shortly")
+	if !l.acquire(c.IP) {
+		return nil, api.Errorf(api.ErrTooManyRequests, "%s", full)
 	}
-	return func() { a.submitting.release(c.IP) }, nil
+	return func() { l.release(c.IP) }, nil
 }
 
 func (a *admission) SubmitDriver(ctx context.Context, c auth.Caller, req api.SubmitRequest) (api.SubmitResponse, error) {

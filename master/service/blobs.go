@@ -97,10 +97,11 @@ func (s *Core) Blob(_ context.Context, _ auth.Caller, sum string) (*Blob, error)
 	return &Blob{SHA256: sum, Size: info.Size, Body: f}, nil
 }
 
-// Upload takes one of the client IP's submission slots: each upload in
-// flight holds a temp file and pushes to every voter.
+// Upload takes one of the client IP's upload slots (Bounds.Uploads): each
+// upload in flight holds a temp file and pushes to every voter.
 func (a *admission) Upload(ctx context.Context, c auth.Caller, sum string, size int64, body io.Reader) (api.UploadResponse, error) {
-	release, err := a.bounded(c, auth.Submit)
+	release, err := a.slot(c, auth.Submit, a.uploading,
+		fmt.Sprintf("this client has %d uploads in flight here, the bound of --max-uploads-per-client; retry once one ends", a.uploading.max))
 	if err != nil {
 		return api.UploadResponse{}, err
 	}
