@@ -284,42 +284,48 @@ func TestLiveDriversPerClientBound(t *testing.T) {
 }
 
 // Submissions that reach the leader together are counted against the
-// bound while they commit, so however many arrive at once, exactly as
-// many as the bound allows are committed.
+// bound while they commit, and only until the tables count them, so
+// however many arrive at once, alone or in batches, exactly as many as
+// the bound allows are committed: none past it, and none refused short
+// of it.
 func TestLiveDriversBoundCountsWhatCommits(t *testing.T) {
 	const limit, tries = 20, 80
-	c := mastertest.Start(t, 1, func(cfg *master.Config) { cfg.MaxLiveDrivers = limit })
-	ctx := c.Context()
-	cl, err := client.New([]string{c.Leader().HTTP()}, client.Options{NoBatching: true, RequestTimeout: 5 * time.Second, RetryInterval: 20 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	errs := make([]error, tries)
-	start := make(chan struct{})
-	var wg sync.WaitGroup
-	for i := range tries {
-		wg.Go(func() {
-			<-start
-			_, errs[i] = cl.Submit(ctx, submitReq())
+	for _, alone := range []bool{true, false} {
+		t.Run(fmt.Sprintf("alone=%v", alone), func(t *testing.T) {
+			c := mastertest.Start(t, 1, func(cfg *master.Config) { cfg.MaxLiveDrivers = limit })
+			ctx := c.Context()
+			cl, err := client.New([]string{c.Leader().HTTP()}, client.Options{NoBatching: alone, RequestTimeout: 5 * time.Second, RetryInterval: 20 * time.Millisecond})
+			if err != nil {
+				t.Fatal(err)
+			}
+			errs := make([]error, tries)
+			start := make(chan struct{})
+			var wg sync.WaitGroup
+			for i := range tries {
+				wg.Go(func() {
+					<-start
+					_, errs[i] = cl.Submit(ctx, submitReq())
+				})
+			}
+			close(start)
+			wg.Wait()
+			ok := 0
+			for _, err := range errs {
+				switch {
+				case err == nil:
+					ok++
+				case !errors.Is(err, api.ErrLimitReached):
+					t.Fatalf("a submission: %v", err)
+				}
+			}
+			ds, err := c.Client().Drivers(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if ok != limit || len(ds) != limit {
+				t.Fatalf("%d submissions at once with room for %d: %d acknowledged, %d drivers", tries, limit, ok, len(ds))
+			}
 		})
-	}
-	close(start)
-	wg.Wait()
-	ok := 0
-	for _, err := range errs {
-		switch {
-		case err == nil:
-			ok++
-		case !errors.Is(err, api.ErrLimitReached):
-			t.Fatalf("a submission: %v", err)
-		}
-	}
-	ds, err := c.Client().Drivers(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if ok != limit || len(ds) != limit {
-		t.Fatalf("%d submissions at once with room for %d: %d acknowledged, %d drivers", tries, limit, ok, len(ds))
 	}
 }
 
