@@ -169,6 +169,9 @@ const MaxBatchSubmissions = 1024
 // flight on the master it reaches (--max-submits-per-client): those
 // beyond the free slots are answered CodeTooManyRequests in place, and
 // those and any answered CodeUnavailable are the ones to send again. A
+// program past --max-program-size is answered CodeTooLarge, and a
+// submission past --max-live-drivers or --max-live-drivers-per-client
+// CodeLimitReached, in place, each as it would be alone. A
 // batch sent again whole moves on too: when slots are short, a submission
 // that is refused on its own, whose token the master holds committed, or
 // whose token came earlier in the batch needs none, though a batch always

@@ -70,8 +70,9 @@ const (
 	CodeLimitReached Code = "limit_reached"
 	// CodeInsufficientStorage: this master's store of uploads would pass
 	// its bound in bytes (--max-upload-store) with the file; nothing was
-	// stored (507, WebDAV's Insufficient Storage, RFC 4918). Another
-	// master's store may have room.
+	// stored (507, WebDAV's Insufficient Storage, RFC 4918). The masters'
+	// stores hold the same files, so a client reports it rather than
+	// trying another.
 	CodeInsufficientStorage Code = "insufficient_storage"
 	// CodeUnavailable: this master cannot answer with authority now: it
 	// is not the leader and cannot reach one, or the quorum did not
