@@ -45,10 +45,12 @@ func helpDefault(help, name string) string {
 	return ""
 }
 
-// The bounds on disks, logs and units that docs/uploads.md, docs/logs.md
-// and docs/security.md promise are the daemons' defaults: uploads of 256
-// MiB, finished units kept 7 days, 10 MiB x 5 files of each stream, 4096
-// processes per unit.
+// The bounds on disks, logs, units and submitters that docs/uploads.md,
+// docs/logs.md and docs/security.md promise are the daemons' defaults:
+// uploads of 256 MiB in a store of 10 GiB, 4 in flight per client;
+// programs of 64 KiB; 100,000 drivers not ended, as many per client, and
+// 10,000 apps; finished units kept 7 days, 10 MiB x 5 files of each
+// stream, 4096 processes per unit.
 func TestDaemonDefaults(t *testing.T) {
 	worker, code := withStderr(t, func() int { return runWorker([]string{"--help"}) })
 	if code != 0 {
