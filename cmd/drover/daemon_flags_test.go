@@ -104,3 +104,28 @@ func TestWorkerRefusesANonPositivePidsLimit(t *testing.T) {
 		}
 	}
 }
+
+// A bound on submitters that makes no sense is refused in one line naming
+// it, before the master makes anything.
+func TestMasterRefusesBadBounds(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--max-program-size", "0"}, `drover: invalid argument "0" for "--max-program-size" flag: size "0" is below 1k`},
+		{[]string{"--max-live-drivers", "-1"}, "drover: --max-live-drivers, --max-live-drivers-per-client and --max-live-apps must not be negative"},
+		{[]string{"--max-live-apps", "-1"}, "drover: --max-live-drivers, --max-live-drivers-per-client and --max-live-apps must not be negative"},
+		{[]string{"--max-upload-store", "100m"}, "drover: --max-upload-store (104857600 bytes) must be at least --max-upload (268435456 bytes), or no file of that size could be stored"},
+		{[]string{"--max-uploads-per-client", "-1"}, "drover: --max-uploads-per-client must not be negative"},
+	} {
+		dir := filepath.Join(t.TempDir(), "data")
+		args := append([]string{"--id", "m1", "--data-dir", dir, "--bind", "127.0.0.1", "--peers", "m1=127.0.0.1:1"}, tc.args...)
+		out, code := withStderr(t, func() int { return runMaster(args) })
+		if code != 1 || !strings.Contains(out, tc.want) || strings.Count(strings.TrimSpace(out), "\n") > 1 {
+			t.Errorf("%v: exit %d, stderr %q; want exit 1 and %q", tc.args, code, out, tc.want)
+		}
+		if _, err := os.Stat(dir); !os.IsNotExist(err) {
+			t.Errorf("%v made the data dir %s (%v)", tc.args, dir, err)
+		}
+	}
+}

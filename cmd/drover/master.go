@@ -43,7 +43,7 @@ func runMaster(args []string) int {
 	fs.BoolVar(&cfg.OpenReads, "open-reads", false, "let status reads (drivers, apps, logs, state, the page) through without a token")
 	fs.IntVar(&cfg.MaxConnsPerClient, "max-conns-per-client", cfg.MaxConnsPerClient, "HTTP connections one client IP may hold open; 0 for no bound")
 	fs.IntVar(&cfg.MaxSubmitsPerClient, "max-submits-per-client", cfg.MaxSubmitsPerClient, "submissions and app registrations one client IP may have in flight here (429 beyond); 0 for no bound")
-	maxProgram := bytesFlag{b: int64(cfg.MaxProgramSize), min: 1}
+	maxProgram := bytesFlag{b: int64(cfg.MaxProgramSize), min: 1 << 10}
 	fs.Var(&maxProgram, "max-program-size", "bound on a submission's program (name, user, argv, environment, artifacts, resource names) and an app's executor program, as 64k or 1m; larger ones are refused with 413")
 	fs.IntVar(&cfg.MaxLiveDrivers, "max-live-drivers", cfg.MaxLiveDrivers, "drivers not ended (SUBMITTED, RUNNING, RELAUNCHING, UNKNOWN) the cluster holds; more submissions are refused with 429; 0 for no bound")
 	fs.IntVar(&cfg.MaxLiveDriversPerClient, "max-live-drivers-per-client", cfg.MaxLiveDriversPerClient, "drivers not ended submitted from one client IP (at the master it reached first); more are refused with 429; 0 for no bound")
