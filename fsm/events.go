@@ -92,8 +92,9 @@ func (f *FSM) event(index uint64, k rowKey, stamp bool) api.Event {
 				w.ModifyIndex = index
 			}
 			// A deep copy: Apply changes the addresses the worker's
-			// units hold (ResourcesUsed) in place.
-			e.Worker = w.Clone()
+			// units hold (ResourcesUsed) in place. Without the
+			// instance, which no read shows.
+			e.Worker = w.View()
 			return e
 		}
 	}

@@ -6,6 +6,7 @@
 package fsm
 
 import (
+	"crypto/subtle"
 	"fmt"
 	"io"
 	"maps"
@@ -407,16 +408,29 @@ func (f *FSM) Worker(id string) (*model.Worker, bool) {
 	if !ok {
 		return nil, false
 	}
-	return w.Clone(), true
+	return w.View(), true
 }
 
-// Workers returns copies of all workers, ordered by ID.
+// IsInstance reports whether worker id is registered by the process whose
+// instance (model.Worker.Instance) is instance: false for an unknown
+// worker. It is the one way out of the FSM for the instance, which no
+// copy of a row carries (model.Worker.View), and it compares in constant
+// time, as for any secret.
+func (f *FSM) IsInstance(id, instance string) bool {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	w, ok := f.t.Workers[id]
+	return ok && subtle.ConstantTimeCompare([]byte(w.Instance), []byte(instance)) == 1
+}
+
+// Workers returns copies of all workers, ordered by ID, without their
+// instances (model.Worker.View).
 func (f *FSM) Workers() []*model.Worker {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
 	out := make([]*model.Worker, 0, len(f.t.Workers))
 	for _, w := range f.t.Workers {
-		out = append(out, w.Clone())
+		out = append(out, w.View())
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
 	return out

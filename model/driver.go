@@ -148,7 +148,9 @@ type Attempt struct {
 type Worker struct {
 	ID string `json:"id"`
 	// Instance identifies the worker process's work dir; see
-	// api.RegisterWorkerRequest.
+	// api.RegisterWorkerRequest. It is the secret that ties a heartbeat
+	// to the process that registered, so it stays in the FSM (log entries
+	// and snapshots) and no read shows it: reads copy rows with View.
 	Instance string      `json:"instance,omitempty"`
 	HTTPAddr string      `json:"http_addr"`
 	Cores    int         `json:"cores"`
@@ -190,6 +192,14 @@ func (w *Worker) Clone() *Worker {
 	c.Resources = w.Resources.Clone()
 	c.ResourcesUsed = w.ResourcesUsed.Clone()
 	return &c
+}
+
+// View returns a deep copy of w without its Instance: the row as reads of
+// the tables (the API, events, the web UI, Spark's JSON) show it.
+func (w *Worker) View() *Worker {
+	c := w.Clone()
+	c.Instance = ""
+	return c
 }
 
 // Clone returns a deep copy of d: changing the copy changes nothing in d.

@@ -44,7 +44,7 @@ func (s *Core) RegisterWorker(ctx context.Context, _ auth.Caller, req api.Regist
 	if err := model.CheckResourceOffer(req.Resources); err != nil {
 		return api.RegisterWorkerResponse{}, invalidRequest(fmt.Errorf("worker resources: %v", err))
 	}
-	if old, ok := s.FSM.Worker(req.ID); ok && old.Instance != req.Instance && old.State != model.WorkerDead {
+	if old, ok := s.FSM.Worker(req.ID); ok && !s.FSM.IsInstance(req.ID, req.Instance) && old.State != model.WorkerDead {
 		heard := t.Workers.Get(req.ID)
 		if t.Since.After(heard) {
 			heard = t.Since
@@ -66,7 +66,7 @@ func (s *Core) RegisterWorker(ctx context.Context, _ auth.Caller, req api.Regist
 	// all. One that finds the worker already registered as it asks
 	// commits nothing.
 	_, err, _ = s.submits.Do("worker\x00"+req.ID+"\x00"+req.Instance, func() (any, error) {
-		if old, ok := s.FSM.Worker(req.ID); ok && old.State == model.WorkerAlive && old.Instance == req.Instance &&
+		if old, ok := s.FSM.Worker(req.ID); ok && old.State == model.WorkerAlive && s.FSM.IsInstance(req.ID, req.Instance) &&
 			old.HTTPAddr == req.HTTPAddr && old.Cores == req.Cores && old.MemoryMB == req.MemoryMB &&
 			reflect.DeepEqual(old.Resources, req.Resources) {
 			return nil, nil
@@ -114,7 +114,7 @@ func (s *Core) DecommissionWorker(_ context.Context, _ auth.Caller, id string, r
 	if err := checkReason("reason", req.Reason, maxReason); err != nil {
 		return api.RegisterWorkerResponse{}, err
 	}
-	if wk, ok := s.FSM.Worker(id); ok && wk.Instance != req.Instance {
+	if _, ok := s.FSM.Worker(id); ok && !s.FSM.IsInstance(id, req.Instance) {
 		return api.RegisterWorkerResponse{}, api.Errorf(api.ErrConflict, "worker ID %s is registered by another worker process", id)
 	}
 	if _, err := s.Apply(model.CmdDecommissionWorker, &model.DecommissionWorker{WorkerID: id, Reason: req.Reason, Time: now()}); err != nil {
@@ -135,7 +135,7 @@ func (s *Core) Heartbeat(ctx context.Context, _ auth.Caller, id string, req api.
 		return api.HeartbeatResponse{}, err
 	}
 	wk, ok := s.FSM.Worker(id)
-	if !ok || wk.Instance != req.Instance {
+	if !ok || !s.FSM.IsInstance(id, req.Instance) {
 		return api.HeartbeatResponse{Registered: false, Index: s.FSM.Index()}, nil
 	}
 	// A heartbeat held in a long poll counts as contact throughout.
