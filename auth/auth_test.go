@@ -44,9 +44,11 @@ const (
 func all(s int) statuses { return statuses{s, s, s, s, s, s, s} }
 
 // peers holds TLS connection states as crypto/tls leaves them after
-// verifying a client certificate of each role against one CA.
+// verifying a client certificate of each role against one CA: master m1,
+// worker w1, a worker certificate made before certificates named workers
+// (unbound), and a client.
 type peers struct {
-	client, master, worker *tls.ConnectionState
+	client, master, worker, unbound *tls.ConnectionState
 	// unverified carries a client certificate the handshake did not
 	// verify, as with tls.RequestClientCert.
 	unverified *tls.ConnectionState
@@ -61,8 +63,8 @@ func newPeers(t *testing.T) peers {
 	ca := parseCert(t, caPEM)
 	pool := x509.NewCertPool()
 	pool.AddCert(ca)
-	state := func(role pki.Role) *tls.ConnectionState {
-		certPEM, _, err := pki.Issue(caPEM, caKey, role, nil, time.Minute)
+	state := func(role pki.Role, id string) *tls.ConnectionState {
+		certPEM, _, err := pki.Issue(caPEM, caKey, role, id, nil, time.Minute)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -80,8 +82,9 @@ func newPeers(t *testing.T) peers {
 			VerifiedChains:    chains,
 		}
 	}
-	p := peers{client: state(pki.RoleClient), master: state(pki.RoleMaster), worker: state(pki.RoleWorker)}
-	u := *state(pki.RoleClient)
+	p := peers{client: state(pki.RoleClient, ""), master: state(pki.RoleMaster, "m1"), worker: state(pki.RoleWorker, "w1"),
+		unbound: state(pki.RoleWorker, "")}
+	u := *state(pki.RoleClient, "")
 	u.VerifiedChains = nil
 	p.unverified = &u
 	return p

@@ -116,7 +116,7 @@ func New(cfg Config) (*Master, error) {
 	if err != nil {
 		return nil, err
 	}
-	tc, err := newTLSConfigs(cfg.TLS, cfg.RaftKey)
+	tc, certWarning, err := newTLSConfigs(cfg.TLS, cfg.RaftKey, cfg.ID)
 	if err != nil {
 		return nil, err
 	}
@@ -129,8 +129,10 @@ func New(cfg Config) (*Master, error) {
 		halted:        make(chan struct{}),
 		stop:          make(chan struct{}),
 	}
-	if warning != "" {
-		m.log.Warn(warning)
+	for _, w := range []string{warning, certWarning} {
+		if w != "" {
+			m.log.Warn(w)
+		}
 	}
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return nil, fmt.Errorf("data dir: %w", err)

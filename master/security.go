@@ -2,6 +2,7 @@ package master
 
 import (
 	"crypto/tls"
+	"fmt"
 	"net/http"
 
 	"github.com/drover-project/drover/api"
@@ -22,35 +23,43 @@ type tlsConfigs struct {
 	raftServer, raftClient *tls.Config
 	// peer dials other masters (forwarding, uploads) and worker dials
 	// workers; both present this master's certificate and verify the
-	// other side's role.
+	// other side's role (a worker's ID is checked per request, against
+	// the worker meant: service's workerLog).
 	peer, worker *tls.Config
 }
 
-func newTLSConfigs(f pki.Files, key *pki.RaftKey) (tlsConfigs, error) {
-	var c tlsConfigs
-	var err error
+// newTLSConfigs builds the configs of master id from f, or, with a raft
+// key, the Raft port's from the key alone. The certificate must be a
+// master's, and when it names a master, id's; one that names none (made
+// before certificates named nodes) is used with warning, one line to log
+// saying how to reissue it.
+func newTLSConfigs(f pki.Files, key *pki.RaftKey, id string) (c tlsConfigs, warning string, err error) {
 	if key != nil {
 		c.raftServer, c.raftClient, err = key.TLSConfigs()
-		return c, err
+		return c, "", err
 	}
 	if !f.Enabled() {
-		return c, nil
+		return c, "", nil
 	}
-	if err := f.CheckRole(pki.RoleMaster); err != nil {
-		return c, err
+	bound, err := f.CheckNode(pki.RoleMaster, id)
+	if err != nil {
+		return c, "", err
+	}
+	if !bound {
+		warning = fmt.Sprintf("TLS certificate %s names no master; reissue it with drover tls cert --role master --name %s", f.Cert, id)
 	}
 	if c.http, err = f.ServerConfig(tls.VerifyClientCertIfGiven); err != nil {
-		return c, err
+		return c, "", err
 	}
 	if c.raftServer, err = f.ServerConfig(tls.RequireAndVerifyClientCert, pki.RoleMaster); err != nil {
-		return c, err
+		return c, "", err
 	}
 	if c.peer, err = f.ClientConfig(pki.RoleMaster); err != nil {
-		return c, err
+		return c, "", err
 	}
 	c.raftClient = c.peer
 	c.worker, err = f.ClientConfig(pki.RoleWorker)
-	return c, err
+	return c, warning, err
 }
 
 // peerClient is the HTTP client this master calls other masters with

@@ -4,7 +4,10 @@
 // "server.global.nomad"): a client that verifies a master by the name
 // "master.drover" refuses a worker's certificate even though the same CA
 // signed both, and a server reads the role of a verified client from the
-// same SAN.
+// same SAN. A master's or worker's certificate also names the node's ID, in
+// a URI SAN "drover://worker/w1" (SPIFFE's way of naming a workload in a
+// URI SAN), so that a worker's key lets its holder act as that one worker
+// only.
 package pki
 
 import (
@@ -21,11 +24,14 @@ import (
 	"io/fs"
 	"math/big"
 	"net"
+	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/drover-project/drover/ids"
 )
 
 // Role is what a certificate lets its holder be in the cluster.
@@ -112,27 +118,38 @@ func NewCA(commonName string, validity time.Duration) (certPEM, keyPEM []byte, e
 // now (less a minute for clock skew) for validity. Its subject is CN
 // role.ServerName(), OU role; its SANs are role.ServerName(), "localhost"
 // for masters and workers, and hosts (IP addresses become IP SANs, other
-// strings DNS SANs). Masters and workers get ExtKeyUsage ServerAuth and
-// ClientAuth, clients ClientAuth only. It returns the PEM-encoded
-// certificate and PKCS#8 key.
+// strings DNS SANs). A master or worker certificate given an id also holds
+// the URI SAN NodeURI(role, id), which binds it to that node (IDOf); "" binds
+// it to none, as certificates made before IDs were. Masters and workers get
+// ExtKeyUsage ServerAuth and ClientAuth, clients ClientAuth only. It
+// returns the PEM-encoded certificate and PKCS#8 key.
 //
-// It is an error when role is not a role, validity <= 0, the certificate
-// would outlive the CA, the key does not belong to the CA certificate, or
-// a host would let the certificate pass for another role (another role's
-// name, or a wildcard such as "*.drover" that matches one).
-func Issue(caCertPEM, caKeyPEM []byte, role Role, hosts []string, validity time.Duration) (certPEM, keyPEM []byte, err error) {
+// It is an error when role is not a role, id is given for a client or is
+// not a valid ID of its role (ids.CheckMaster, ids.CheckWorker), validity
+// <= 0, the certificate would outlive the CA, the key does not belong to
+// the CA certificate, or a host would let the certificate pass for another
+// role (another role's name, or a wildcard such as "*.drover" that matches
+// one).
+func Issue(caCertPEM, caKeyPEM []byte, role Role, id string, hosts []string, validity time.Duration) (certPEM, keyPEM []byte, err error) {
 	if validity <= 0 {
 		return nil, nil, fmt.Errorf("certificate validity %v is not positive", validity)
 	}
 	now := time.Now()
-	return issue(caCertPEM, caKeyPEM, role, hosts, now.Add(-clockSkew), now.Add(validity))
+	return issue(caCertPEM, caKeyPEM, role, id, hosts, now.Add(-clockSkew), now.Add(validity))
 }
 
 // issue is Issue with explicit validity bounds, so tests can make expired
 // certificates.
-func issue(caCertPEM, caKeyPEM []byte, role Role, hosts []string, notBefore, notAfter time.Time) (certPEM, keyPEM []byte, err error) {
+func issue(caCertPEM, caKeyPEM []byte, role Role, id string, hosts []string, notBefore, notAfter time.Time) (certPEM, keyPEM []byte, err error) {
 	if !role.valid() {
 		return nil, nil, fmt.Errorf("unknown role %q (want master, worker or client)", role)
+	}
+	var uris []*url.URL
+	if id != "" {
+		if err := checkID(role, id); err != nil {
+			return nil, nil, err
+		}
+		uris = []*url.URL{nodeURL(role, id)}
 	}
 	dnsNames, ips, err := sans(role, hosts)
 	if err != nil {
@@ -174,6 +191,7 @@ func issue(caCertPEM, caKeyPEM []byte, role Role, hosts []string, notBefore, not
 		BasicConstraintsValid: true,
 		DNSNames:              dnsNames,
 		IPAddresses:           ips,
+		URIs:                  uris,
 	}
 	return sign(tmpl, ca, key, caKey)
 }
@@ -348,10 +366,109 @@ func RoleOf(c *x509.Certificate) (Role, bool) {
 // for a nil state, no certificate, or one that was not verified (as with
 // tls.RequestClientCert).
 func PeerRole(cs *tls.ConnectionState) (Role, bool) {
+	return RoleOf(verifiedLeaf(cs))
+}
+
+// verifiedLeaf is the peer's leaf certificate when the handshake verified
+// it, else nil.
+func verifiedLeaf(cs *tls.ConnectionState) *x509.Certificate {
 	if cs == nil || len(cs.VerifiedChains) == 0 || len(cs.VerifiedChains[0]) == 0 {
-		return "", false
+		return nil
 	}
-	return RoleOf(cs.VerifiedChains[0][0])
+	return cs.VerifiedChains[0][0]
+}
+
+// uriScheme is the scheme of the URI SANs that name nodes.
+const uriScheme = "drover"
+
+// NodeURI is the name of node id of role, as a certificate's URI SAN and
+// a forwarded request's api.HeaderForwardedCert carry it:
+// "drover://worker/w1"; with id "" it names the role alone,
+// "drover://worker". IDs keep their letter case: w1 and W1 are two nodes.
+func NodeURI(role Role, id string) string { return nodeURL(role, id).String() }
+
+func nodeURL(role Role, id string) *url.URL {
+	u := &url.URL{Scheme: uriScheme, Host: string(role)}
+	if id != "" {
+		u.Path = "/" + id
+	}
+	return u
+}
+
+// ParseNodeURI returns the role and ID (or "") of s, which must be exactly
+// as NodeURI writes it: a valid role, in lower case, and an ID its role's
+// check in package ids accepts, without escapes, queries or anything else.
+// Any other string is an error saying what is wrong.
+func ParseNodeURI(s string) (Role, string, error) {
+	u, err := url.Parse(s)
+	if err != nil || u.Scheme != uriScheme {
+		return "", "", fmt.Errorf("%q is not a node name of the form %s://ROLE/ID", s, uriScheme)
+	}
+	role, id := Role(u.Host), strings.TrimPrefix(u.Path, "/")
+	if !role.valid() {
+		return "", "", fmt.Errorf("node name %q has unknown role %q (want master, worker or client)", s, u.Host)
+	}
+	if NodeURI(role, id) != s {
+		return "", "", fmt.Errorf("node name %q is not of the form %s://ROLE/ID", s, uriScheme)
+	}
+	if id != "" {
+		if err := checkID(role, id); err != nil {
+			return "", "", fmt.Errorf("node name %q: %w", s, err)
+		}
+	}
+	return role, id, nil
+}
+
+// checkID checks that id is a valid ID of a node of role: masters and
+// workers have one, clients none.
+func checkID(role Role, id string) error {
+	switch role {
+	case RoleMaster:
+		return ids.CheckMaster(id)
+	case RoleWorker:
+		return ids.CheckWorker(id)
+	}
+	return fmt.Errorf("a %s certificate names no node ID (only master and worker ones do)", role)
+}
+
+// IDOf returns the ID of the node c is bound to: the ID in its drover://
+// URI SAN (NodeURI), which must be of c's role (RoleOf). "" with a nil
+// error means that c names no node, as certificates made before IDs do.
+// It is an error for c to carry a drover:// URI that ParseNodeURI refuses,
+// one without an ID, one of another role than c's, or more than one; URIs
+// of other schemes are not Drover's and do not count. It trusts c: call
+// it on verified certificates only.
+func IDOf(c *x509.Certificate) (string, error) {
+	if c == nil {
+		return "", nil
+	}
+	role, _ := RoleOf(c)
+	var found string
+	for _, u := range c.URIs {
+		if u.Scheme != uriScheme {
+			continue
+		}
+		r, id, err := ParseNodeURI(u.String())
+		switch {
+		case err != nil:
+			return "", fmt.Errorf("certificate: %w", err)
+		case r != role:
+			return "", fmt.Errorf("certificate names %s but carries the role %q", u, role)
+		case id == "":
+			return "", fmt.Errorf("certificate names %s, a role without a node ID", u)
+		case found != "":
+			return "", fmt.Errorf("certificate names more than one node (%s and %s)", NodeURI(role, found), u)
+		}
+		found = id
+	}
+	return found, nil
+}
+
+// PeerID is IDOf of the peer's leaf certificate in a completed TLS
+// connection, when the handshake verified it; "" and a nil error without
+// a verified certificate.
+func PeerID(cs *tls.ConnectionState) (string, error) {
+	return IDOf(verifiedLeaf(cs))
 }
 
 // Files names the PEM files a node uses: the cluster CA certificate, and
@@ -529,24 +646,34 @@ func (f Files) load() (*x509.CertPool, *tls.Certificate, Role, error) {
 	if !ok {
 		return nil, nil, "", fmt.Errorf("TLS certificate %s carries no single drover role (a SAN master.drover, worker.drover or client.drover)", f.Cert)
 	}
+	if _, err := IDOf(cert.Leaf); err != nil {
+		return nil, nil, "", fmt.Errorf("TLS certificate %s: %w", f.Cert, err)
+	}
 	return pool, &cert, role, nil
 }
 
-// CheckRole loads the files and checks that the certificate carries role
-// want, so that a master started with a worker's certificate, say, fails at
-// start instead of at its peers' every handshake.
-func (f Files) CheckRole(want Role) error {
-	_, _, got, err := f.load()
+// CheckNode loads the files and checks that the certificate carries role
+// want and, when it names a node (IDOf), that it names id, so that a
+// master started with a worker's certificate, or a worker with another
+// worker's, fails at start instead of at its peers' every handshake or
+// request. bound reports whether the certificate names id; false means it
+// names no node, as certificates made before IDs do.
+func (f Files) CheckNode(want Role, id string) (bound bool, err error) {
+	_, cert, got, err := f.load()
 	if err != nil {
-		return err
+		return false, err
 	}
 	if f.Cert == "" {
-		return fmt.Errorf("TLS needs this node's certificate and key as well as the CA")
+		return false, fmt.Errorf("TLS needs this node's certificate and key as well as the CA")
 	}
 	if got != want {
-		return fmt.Errorf("TLS certificate %s is a %s certificate; this node needs a %s one (drover tls cert --role %s)", f.Cert, got, want, want)
+		return false, fmt.Errorf("TLS certificate %s is a %s certificate; this node needs a %s one (drover tls cert --role %s --name %s)", f.Cert, got, want, want, id)
 	}
-	return nil
+	named, _ := IDOf(cert.Leaf) // load refused a malformed one
+	if named != "" && named != id {
+		return false, fmt.Errorf("TLS certificate %s is %s %s's; this %s is %s (drover tls cert --role %s --name %s)", f.Cert, want, named, want, id, want, id)
+	}
+	return named != "", nil
 }
 
 // CheckPrivate refuses a secret file (a key or a token) that users other

@@ -49,7 +49,7 @@ func newCluster(t *testing.T, name string) *cluster {
 // holding it would use.
 func (c *cluster) node(name string, role Role, hosts ...string) Files {
 	c.t.Helper()
-	certPEM, keyPEM, err := Issue(c.caPEM, c.caKey, role, hosts, day)
+	certPEM, keyPEM, err := Issue(c.caPEM, c.caKey, role, "", hosts, day)
 	if err != nil {
 		c.t.Fatal(err)
 	}
@@ -184,12 +184,12 @@ func TestTLSHandshakes(t *testing.T) {
 	otherClient := other.node("other-client", RoleClient)
 
 	old := time.Now().Add(-10 * day)
-	expPEM, expKey, err := issue(ca.caPEM, ca.caKey, RoleWorker, nil, old, old.Add(day))
+	expPEM, expKey, err := issue(ca.caPEM, ca.caKey, RoleWorker, "", nil, old, old.Add(day))
 	if err != nil {
 		t.Fatal(err)
 	}
 	expiredWorker := ca.write("expired-worker", expPEM, expKey)
-	expPEM, expKey, err = issue(ca.caPEM, ca.caKey, RoleMaster, nil, old, old.Add(day))
+	expPEM, expKey, err = issue(ca.caPEM, ca.caKey, RoleMaster, "", nil, old, old.Add(day))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -524,7 +524,7 @@ func TestIssue(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(string(tc.role), func(t *testing.T) {
-			certPEM, keyPEM, err := Issue(caPEM, caKey, tc.role, tc.hosts, day)
+			certPEM, keyPEM, err := Issue(caPEM, caKey, tc.role, "", tc.hosts, day)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -570,7 +570,7 @@ func TestIssueRefuses(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	leafPEM, leafKey, err := Issue(caPEM, caKey, RoleMaster, nil, day)
+	leafPEM, leafKey, err := Issue(caPEM, caKey, RoleMaster, "", nil, day)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -600,7 +600,7 @@ func TestIssueRefuses(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			_, _, err := Issue(tc.caPEM, tc.caKey, tc.role, tc.hosts, tc.validity)
+			_, _, err := Issue(tc.caPEM, tc.caKey, tc.role, "", tc.hosts, tc.validity)
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("err = %v, want one containing %q", err, tc.want)
 			}
@@ -665,7 +665,7 @@ func TestServerConfig(t *testing.T) {
 	client := ca.node("client", RoleClient)
 	foreign := other.node("foreign", RoleMaster)
 	old := time.Now().Add(-10 * day)
-	expPEM, expKey, err := issue(ca.caPEM, ca.caKey, RoleMaster, nil, old, old.Add(day))
+	expPEM, expKey, err := issue(ca.caPEM, ca.caKey, RoleMaster, "", nil, old, old.Add(day))
 	if err != nil {
 		t.Fatal(err)
 	}

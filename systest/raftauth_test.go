@@ -181,7 +181,8 @@ func TestForgedForwardingIsBounded(t *testing.T) {
 				if client, err = (pki.Files{CA: c.Secrets.CA}).ClientConfig(pki.RoleMaster); err != nil {
 					t.Fatal(err)
 				}
-				if master, err = c.Secrets.Master.ClientConfig(pki.RoleMaster); err != nil {
+				// The certificate of the master the header names.
+				if master, err = nodeFiles(t, c.Secrets, pki.RoleMaster, "m2").ClientConfig(pki.RoleMaster); err != nil {
 					t.Fatal(err)
 				}
 			} else {

@@ -134,14 +134,15 @@ func TestAttacksOnSecuredCluster(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a := &attacker{t: t, c: c, leader: leader, ca: c.Secrets.CA, worker: c.Secrets.Worker, master: c.Secrets.Master,
+	a := &attacker{t: t, c: c, leader: leader, ca: c.Secrets.CA, worker: nodeFiles(t, c.Secrets, pki.RoleWorker, c.Workers[0].ID),
+		master: nodeFiles(t, c.Secrets, pki.RoleMaster, leader.ID),
 		submit: readToken(t, c.Secrets.SubmitToken), operate: readToken(t, c.Secrets.OperatorToken)}
 	rogueDir := t.TempDir()
 	rogue, err := devsecrets.Make(rogueDir, "127.0.0.1")
 	if err != nil {
 		t.Fatal(err)
 	}
-	a.rogue = rogue.Master
+	a.rogue = nodeFiles(t, &rogue, pki.RoleMaster, "m1")
 
 	var follower *testcluster.Node
 	for _, m := range c.Masters {
@@ -187,7 +188,7 @@ func TestAttacksOnSecuredCluster(t *testing.T) {
 			return wantHandshakeRefused(request(a.tlsConfig(a.rogue, true), "POST", base+"/v1/drivers", a.submit, strings.NewReader(valid), nil))
 		}},
 		{"API server checked against another CA", func() error {
-			cfg, err := rogue.Master.ClientConfig(pki.RoleMaster)
+			cfg, err := a.rogue.ClientConfig(pki.RoleMaster)
 			if err != nil {
 				return err
 			}
@@ -349,6 +350,17 @@ func TestAttacksOnSecuredCluster(t *testing.T) {
 			}
 		}
 	}
+}
+
+// nodeFiles are the TLS files of node id of role in a cluster's secrets,
+// issued on first use.
+func nodeFiles(t *testing.T, s *devsecrets.Secrets, role pki.Role, id string) pki.Files {
+	t.Helper()
+	f, err := s.Node(role, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f
 }
 
 // notLeaked adds to err when body holds a secret's bytes.

@@ -194,17 +194,19 @@ func New(cfg Config) (*Worker, error) {
 		return nil, fmt.Errorf("work dir: %w", err)
 	}
 	cfg.WorkDir = abs
-	if err := os.MkdirAll(cfg.WorkDir, 0o700); err != nil {
-		return nil, fmt.Errorf("work dir: %w", err)
-	}
 	warning, err := auth.CheckExposure(cfg.BindIP, cfg.TLS.Enabled(), cfg.Token != "", cfg.Insecure)
 	if err != nil {
 		return nil, err
 	}
 	var toMasters, serverTLS *tls.Config
+	var certWarning string
 	if cfg.TLS.Enabled() {
-		if err := cfg.TLS.CheckRole(pki.RoleWorker); err != nil {
+		bound, err := cfg.TLS.CheckNode(pki.RoleWorker, cfg.ID)
+		if err != nil {
 			return nil, err
+		}
+		if !bound {
+			certWarning = fmt.Sprintf("TLS certificate %s names no worker: masters refuse it unless they run with --allow-unbound-worker-certs; reissue it with drover tls cert --role worker --name %s", cfg.TLS.Cert, cfg.ID)
 		}
 		if toMasters, err = cfg.TLS.ClientConfig(pki.RoleMaster); err != nil {
 			return nil, err
@@ -218,6 +220,10 @@ func New(cfg Config) (*Worker, error) {
 				return nil, err
 			}
 		}
+	}
+	// After the refusals above: a refused worker makes nothing.
+	if err := os.MkdirAll(cfg.WorkDir, 0o700); err != nil {
+		return nil, fmt.Errorf("work dir: %w", err)
 	}
 	cache, err := artifact.OpenCache(filepath.Join(cfg.WorkDir, CacheDir))
 	if err != nil {
@@ -288,8 +294,10 @@ func New(cfg Config) (*Worker, error) {
 	if serverTLS != nil {
 		ln = tls.NewListener(ln, serverTLS)
 	}
-	if warning != "" {
-		w.log.Warn(warning)
+	for _, msg := range []string{warning, certWarning} {
+		if msg != "" {
+			w.log.Warn(msg)
+		}
 	}
 	if w.iso, err = openIsolation(cfg, instance, w.log); err != nil {
 		ln.Close()

@@ -18,6 +18,7 @@ import (
 	"github.com/drover-project/drover/internal/freeport"
 	"github.com/drover-project/drover/internal/wait"
 	"github.com/drover-project/drover/model"
+	"github.com/drover-project/drover/pki"
 )
 
 // restartStable and restartMax shape the back-off of --restart-after: a
@@ -164,9 +165,6 @@ func runDev(args []string) int {
 	}
 	for _, n := range nodes {
 		n.args = append(n.args, "--peers", strings.Join(peers, ","), "--join", strings.Join(gossipAddrs, ","))
-		if sec != nil {
-			n.args = append(n.args, sec.MasterArgs()...)
-		}
 	}
 	for i := 1; i <= *nWorkers; i++ {
 		id := fmt.Sprintf("w%d", i)
@@ -177,8 +175,15 @@ func runDev(args []string) int {
 			"--http-port", httpP, "--gossip-port", gossipP, "--join", strings.Join(gossipAddrs, ","),
 			"--gossip-profile", *profile,
 		}})
-		if sec != nil {
-			nodes[len(nodes)-1].args = append(nodes[len(nodes)-1].args, sec.WorkerArgs()...)
+	}
+	if sec != nil {
+		// Each node gets a certificate of its own, naming its ID.
+		for _, n := range nodes {
+			args, err := sec.Args(pki.Role(n.role), n.id, true)
+			if err != nil {
+				return fail(fmt.Errorf("dev credentials: %w", err))
+			}
+			n.args = append(n.args, args...)
 		}
 	}
 

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/drover-project/drover/internal/devsecrets"
+	"github.com/drover-project/drover/pki"
 )
 
 // A master takes a raft key only where it is the masters' proof to each
@@ -23,7 +24,11 @@ func TestMasterRaftKeyRules(t *testing.T) {
 		t.Fatal(err)
 	}
 	tokens := []string{"--operator-token-file", sec.OperatorToken, "--submit-token-file", sec.SubmitToken}
-	tlsFiles := []string{"--tls-ca", sec.CA, "--tls-cert", sec.Master.Cert, "--tls-key", sec.Master.Key}
+	m1, err := sec.Node(pki.RoleMaster, "m1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tlsFiles := []string{"--tls-ca", sec.CA, "--tls-cert", m1.Cert, "--tls-key", m1.Key}
 	key := []string{"--raft-key-file", sec.RaftKey}
 	cat := func(parts ...[]string) []string {
 		var out []string

@@ -26,11 +26,13 @@ master's although one CA signs both.
 commands:
   ca    [--dir DIR] [--days N] [--name CN]
         write a new CA to DIR/ca.pem and DIR/ca-key.pem
-  cert  --role master|worker|client [--host H]... [--ca ca.pem]
-        [--ca-key ca-key.pem] [--dir DIR] [--name NAME] [--days N]
+  cert  --role master|worker|client [--name ID] [--host H]... [--ca ca.pem]
+        [--ca-key ca-key.pem] [--dir DIR] [--days N]
         write a certificate signed by the CA (DIR/ca.pem and
         DIR/ca-key.pem unless --ca and --ca-key say otherwise) to
-        DIR/NAME.pem and DIR/NAME-key.pem (NAME defaults to drover-ROLE)
+        DIR/NAME.pem and DIR/NAME-key.pem; a master's or worker's names
+        its node's ID (--name, required), and masters let a worker
+        certificate act as that one worker only
 
 Both print the paths they wrote, one a line, write keys 0600 and never
 overwrite a file. Exit codes: 0 success, 1 failure or bad usage.
@@ -105,17 +107,25 @@ func tlsCA(args []string, stdout, stderr io.Writer) int {
 }
 
 func tlsCert(args []string, stdout, stderr io.Writer) int {
-	fs := subFlags("tls cert", "--role master|worker|client [--host H]... [--ca ca.pem]\n"+
-		"         [--ca-key ca-key.pem] [--dir DIR] [--name NAME] [--days N]",
+	fs := subFlags("tls cert", "--role master|worker|client [--name ID] [--host H]... [--ca ca.pem]\n"+
+		"         [--ca-key ca-key.pem] [--dir DIR] [--days N]",
 		"Writes a certificate of a role, signed by the CA, to DIR/NAME.pem and\n"+
 			"DIR/NAME-key.pem and prints their paths. Masters and workers need one\n"+
-			"each (their certificates both serve and dial); clients only dial.", stdout)
+			"each (their certificates both serve and dial); clients only dial.\n"+
+			"\n"+
+			"A master's or worker's certificate names the node's ID, its --id, as the\n"+
+			"URI drover://ROLE/ID: masters let a worker certificate register,\n"+
+			"heartbeat, report and decommission as that one worker only, and take\n"+
+			"its logs only from it. --name gives the ID and is required for them;\n"+
+			"a client's names only its files. Certificates made before IDs name\n"+
+			"none: issue each node a new one (masters refuse unbound worker\n"+
+			"certificates unless run with --allow-unbound-worker-certs).", stdout)
 	roleName := fs.String("role", "", "master, worker or client (required)")
 	hosts := fs.StringSlice("host", nil, "a DNS name or IP address the certificate is also valid for (repeatable, or comma-separated); master and worker certificates always hold localhost")
 	caFile := fs.String("ca", "", "the CA certificate (default DIR/ca.pem)")
 	caKeyFile := fs.String("ca-key", "", "the CA's private key (default DIR/ca-key.pem)")
 	dir := fs.String("dir", ".", "directory to write to, and to find the CA in (created 0700 if missing)")
-	name := fs.String("name", "", "file name without .pem (default drover-ROLE)")
+	name := fs.String("name", "", "a master's or worker's ID (its --id), which the certificate names and which also names the files; for a client, the file name without .pem (default drover-client)")
 	days := fs.Int("days", 365, "days the certificate is valid")
 	if err := fs.Parse(args); err != nil {
 		return flagErrorTo(stderr, err)
@@ -129,6 +139,15 @@ func tlsCert(args []string, stdout, stderr io.Writer) int {
 	role, err := pki.ParseRole(*roleName)
 	if err != nil {
 		return failTo(stderr, fmt.Errorf("--role: %w", err))
+	}
+	// A master's or worker's name is its ID, bound into the certificate;
+	// a client's only names the files.
+	id := *name
+	switch {
+	case role == pki.RoleClient:
+		id = ""
+	case *name == "":
+		return failTo(stderr, fmt.Errorf("tls cert: --name is required for a %s certificate: the %s's --id, which the certificate binds it to", role, role))
 	}
 	validity, err := daysDuration(*days)
 	if err != nil {
@@ -150,12 +169,12 @@ func tlsCert(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return failTo(stderr, fmt.Errorf("--ca-key: %w", err))
 	}
-	certPEM, keyPEM, err := pki.Issue(caPEM, caKey, role, *hosts, validity)
+	certPEM, keyPEM, err := pki.Issue(caPEM, caKey, role, id, *hosts, validity)
 	if err != nil {
 		return failTo(stderr, err)
 	}
 	if *name == "" {
-		*name = "drover-" + string(role)
+		*name = "drover-client"
 	}
 	return writePair(*dir, *name, certPEM, keyPEM, stdout, stderr)
 }

@@ -97,8 +97,8 @@ func TestTLSCommandsMakeAWorkingCluster(t *testing.T) {
 	}
 
 	caFlags := []string{"--ca", caPath, "--ca-key", caKeyPath, "--dir", dir}
-	master := runOK(t, tlsCmd, append([]string{"cert", "--role", "master", "--host", "10.0.0.1,m1.example.com", "--host", "m1", "--days", "5"}, caFlags...)...)
-	if want := []string{filepath.Join(dir, "drover-master.pem"), filepath.Join(dir, "drover-master-key.pem")}; !slices.Equal(master, want) {
+	master := runOK(t, tlsCmd, append([]string{"cert", "--role", "master", "--name", "m1", "--host", "10.0.0.1,m1.example.com", "--host", "m1", "--days", "5"}, caFlags...)...)
+	if want := []string{filepath.Join(dir, "m1.pem"), filepath.Join(dir, "m1-key.pem")}; !slices.Equal(master, want) {
 		t.Fatalf("tls cert printed %q, want %q", master, want)
 	}
 	mc := readCert(t, master[0])
@@ -115,10 +115,19 @@ func TestTLSCommandsMakeAWorkingCluster(t *testing.T) {
 	if worker[0] != filepath.Join(dir, "w1.pem") {
 		t.Fatalf("--name: %q", worker)
 	}
+	// --name is the node's ID, in the certificate.
+	for path, want := range map[string]string{master[0]: "m1", worker[0]: "w1"} {
+		if id, err := pki.IDOf(readCert(t, path)); err != nil || id != want {
+			t.Errorf("%s names %q (%v), want %q", path, id, err, want)
+		}
+	}
 	// The default validity outlives this 10-day CA, and Issue refuses a
 	// certificate that would: the CLI passes the error on.
 	runFail(t, tlsCmd, "after the CA", append([]string{"cert", "--role", "client"}, caFlags...)...)
 	client := runOK(t, tlsCmd, append([]string{"cert", "--role", "client", "--days", "1"}, caFlags...)...)
+	if id, err := pki.IDOf(readCert(t, client[0])); err != nil || id != "" {
+		t.Errorf("the client certificate names %q (%v)", id, err)
+	}
 
 	// The files are what pki loads: a master serving workers and clients,
 	// a worker and a client dialing it.
@@ -137,7 +146,7 @@ func TestTLSCommandsNeverOverwrite(t *testing.T) {
 	dir := t.TempDir()
 	ca := runOK(t, tlsCmd, "ca", "--dir", dir)
 	caFlags := []string{"--ca", ca[0], "--ca-key", ca[1], "--dir", dir}
-	cert := runOK(t, tlsCmd, append([]string{"cert", "--role", "worker"}, caFlags...)...)
+	cert := runOK(t, tlsCmd, append([]string{"cert", "--role", "worker", "--name", "w1"}, caFlags...)...)
 	before := map[string][]byte{}
 	for _, p := range append(ca, cert...) {
 		b, err := os.ReadFile(p)
@@ -147,7 +156,7 @@ func TestTLSCommandsNeverOverwrite(t *testing.T) {
 		before[p] = b
 	}
 	runFail(t, tlsCmd, "refusing to overwrite", "ca", "--dir", dir)
-	runFail(t, tlsCmd, "refusing to overwrite", append([]string{"cert", "--role", "worker"}, caFlags...)...)
+	runFail(t, tlsCmd, "refusing to overwrite", append([]string{"cert", "--role", "worker", "--name", "w1"}, caFlags...)...)
 	for p, b := range before {
 		if now, _ := os.ReadFile(p); !bytes.Equal(now, b) {
 			t.Fatalf("%s changed", p)
@@ -169,7 +178,7 @@ func TestTLSCertFindsTheCAInDir(t *testing.T) {
 	}
 	// An explicit --ca wins over the one in --dir.
 	other := t.TempDir()
-	runFail(t, tlsCmd, filepath.Join(other, "ca.pem"), "cert", "--dir", dir, "--role", "worker", "--ca", filepath.Join(other, "ca.pem"))
+	runFail(t, tlsCmd, filepath.Join(other, "ca.pem"), "cert", "--dir", dir, "--role", "worker", "--name", "w1", "--ca", filepath.Join(other, "ca.pem"))
 }
 
 // Without --dir, --ca and --ca-key everything happens in the working
@@ -210,12 +219,16 @@ func TestTLSCommandErrors(t *testing.T) {
 		{"days not a number", []string{"ca", "--days", "ten"}, "--days"},
 		{"no role", append([]string{"cert"}, caFlags...), "--role is required"},
 		{"unknown role", append([]string{"cert", "--role", "admin"}, caFlags...), "master, worker or client"},
-		{"missing CA", []string{"cert", "--role", "master", "--ca", missing, "--ca-key", ca[1], "--dir", dir}, missing},
-		{"missing CA key", []string{"cert", "--role", "master", "--ca", ca[0], "--ca-key", missing, "--dir", dir}, missing},
-		{"CA and key swapped", []string{"cert", "--role", "master", "--ca", ca[1], "--ca-key", ca[0], "--dir", dir}, "CERTIFICATE"},
-		{"a host that passes for another role", append([]string{"cert", "--role", "worker", "--host", "*.drover"}, caFlags...), "pass for a master"},
-		{"a host with a port", append([]string{"cert", "--role", "master", "--host", "m1:7102"}, caFlags...), "not a DNS name"},
-		{"a name that is a path", append([]string{"cert", "--role", "master", "--name", "../m1", "--days", "1"}, caFlags...), "plain name"},
+		{"missing CA", []string{"cert", "--role", "master", "--name", "m1", "--ca", missing, "--ca-key", ca[1], "--dir", dir}, missing},
+		{"missing CA key", []string{"cert", "--role", "master", "--name", "m1", "--ca", ca[0], "--ca-key", missing, "--dir", dir}, missing},
+		{"CA and key swapped", []string{"cert", "--role", "master", "--name", "m1", "--ca", ca[1], "--ca-key", ca[0], "--dir", dir}, "CERTIFICATE"},
+		{"a host that passes for another role", append([]string{"cert", "--role", "worker", "--name", "w1", "--host", "*.drover"}, caFlags...), "pass for a master"},
+		{"a host with a port", append([]string{"cert", "--role", "master", "--name", "m1", "--host", "m1:7102"}, caFlags...), "not a DNS name"},
+		{"a master without its ID", append([]string{"cert", "--role", "master", "--days", "1"}, caFlags...), "--name is required for a master certificate"},
+		{"a worker without its ID", append([]string{"cert", "--role", "worker", "--days", "1"}, caFlags...), "--name is required for a worker certificate"},
+		{"a name that is a path", append([]string{"cert", "--role", "master", "--name", "../m1", "--days", "1"}, caFlags...), "master ID"},
+		{"a worker name that is no worker ID", append([]string{"cert", "--role", "worker", "--name", "w 1", "--days", "1"}, caFlags...), "worker ID"},
+		{"a client name that is a path", append([]string{"cert", "--role", "client", "--name", "../c1", "--days", "1"}, caFlags...), "plain name"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -1,16 +1,20 @@
 // Package devsecrets makes the throwaway credentials of a development or
-// test cluster: a CA, a master and a worker certificate, a gossip key, the
-// operator and submit tokens and a raft key, each in a file of one 0700
-// directory, and the flags that hand them to nodes. Production clusters make theirs with
-// drover tls and drover keygen (docs/security.md).
+// test cluster: a CA, a gossip key, the operator and submit tokens and a
+// raft key, each in a file of one 0700 directory, and a certificate for
+// each master and worker, naming its ID, issued when the node is first
+// asked for; and the flags that hand them to nodes. Production clusters
+// make theirs with drover tls and drover keygen (docs/security.md).
 package devsecrets
 
 import (
 	"crypto/rand"
 	"encoding/base64"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 
 	"github.com/drover-project/drover/pki"
@@ -18,23 +22,26 @@ import (
 
 // Secrets are the paths of a cluster's credential files.
 type Secrets struct {
-	Dir                        string
-	CA                         string
-	Master, Worker             pki.Files
+	Dir string
+	// CA is the CA's certificate and CAKey its key, which issues the
+	// nodes' certificates (Node).
+	CA, CAKey                  string
 	GossipKey                  string
 	OperatorToken, SubmitToken string
-	// RaftKey is for masters run with tokens and no TLS (TokenMasterArgs).
+	// RaftKey is for masters run with tokens and no TLS (Args).
 	RaftKey string
+	// host is the address every node certificate is valid for.
+	host string
 }
 
 // Validity is how long the node certificates last; the CA a day longer.
 const Validity = 30 * 24 * time.Hour
 
-// Make creates dir (0700) and writes a fresh CA, master and worker
-// certificates valid for bindIP, a gossip key, two tokens and a raft key.
-// It refuses to replace files that exist.
+// Make creates dir (0700) and writes a fresh CA, a gossip key, two tokens
+// and a raft key; node certificates, valid for bindIP, come from Node. It
+// refuses to replace files that exist.
 func Make(dir, bindIP string) (Secrets, error) {
-	s := Secrets{Dir: dir}
+	s := Secrets{Dir: dir, host: bindIP}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return s, err
 	}
@@ -42,21 +49,8 @@ func Make(dir, bindIP string) (Secrets, error) {
 	if err != nil {
 		return s, err
 	}
-	if s.CA, _, err = pki.WriteFiles(dir, "ca", caCert, caKey); err != nil {
+	if s.CA, s.CAKey, err = pki.WriteFiles(dir, "ca", caCert, caKey); err != nil {
 		return s, err
-	}
-	for _, n := range []struct {
-		role pki.Role
-		f    *pki.Files
-	}{{pki.RoleMaster, &s.Master}, {pki.RoleWorker, &s.Worker}} {
-		cert, key, err := pki.Issue(caCert, caKey, n.role, []string{bindIP}, Validity)
-		if err != nil {
-			return s, err
-		}
-		n.f.CA = s.CA
-		if n.f.Cert, n.f.Key, err = pki.WriteFiles(dir, string(n.role), cert, key); err != nil {
-			return s, err
-		}
 	}
 	for _, v := range []struct {
 		name string
@@ -68,6 +62,42 @@ func Make(dir, bindIP string) (Secrets, error) {
 		}
 	}
 	return s, nil
+}
+
+// issuing serialises Node, so that two callers asking for one node's
+// certificate at once share one pair of files.
+var issuing sync.Mutex
+
+// Node returns the TLS files of node id of role (master or worker): the
+// CA, and the node's own certificate naming id (pki.Issue), valid for the
+// address Make was given, in DIR/ROLE-ID.pem and DIR/ROLE-ID-key.pem. The
+// first call for a node issues them; later calls return the same files.
+func (s Secrets) Node(role pki.Role, id string) (pki.Files, error) {
+	issuing.Lock()
+	defer issuing.Unlock()
+	name := string(role) + "-" + id
+	f := pki.Files{CA: s.CA, Cert: filepath.Join(s.Dir, name+".pem"), Key: filepath.Join(s.Dir, name+"-key.pem")}
+	if _, err := os.Stat(f.Key); err == nil {
+		return f, nil
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return f, err
+	}
+	caCert, err := os.ReadFile(s.CA)
+	if err != nil {
+		return f, err
+	}
+	caKey, err := os.ReadFile(s.CAKey)
+	if err != nil {
+		return f, err
+	}
+	cert, key, err := pki.Issue(caCert, caKey, role, id, []string{s.host}, Validity)
+	if err != nil {
+		return f, err
+	}
+	if f.Cert, f.Key, err = pki.WriteFiles(s.Dir, name, cert, key); err != nil {
+		return f, err
+	}
+	return f, nil
 }
 
 // RandomKey is 32 random bytes in base64: a gossip key (AES-256), a raft
@@ -91,33 +121,28 @@ func writeNew(path, content string) error {
 	return f.Close()
 }
 
-// MasterArgs are the drover master flags that hand a master its
-// credentials, TLS included.
-func (s Secrets) MasterArgs() []string {
-	return append([]string{"--tls-ca", s.CA, "--tls-cert", s.Master.Cert, "--tls-key", s.Master.Key}, s.tokenArgs()...)
-}
-
-// WorkerArgs are the drover worker flags that hand a worker its
-// credentials, TLS included.
-func (s Secrets) WorkerArgs() []string {
-	return []string{"--tls-ca", s.CA, "--tls-cert", s.Worker.Cert, "--tls-key", s.Worker.Key, "--gossip-key-file", s.GossipKey}
-}
-
-// TokenMasterArgs are the drover master flags of a cluster without TLS:
-// the tokens, the gossip key and the raft key the masters prove
-// themselves to each other with.
-func (s Secrets) TokenMasterArgs() []string {
-	return append(s.tokenArgs(), "--raft-key-file", s.RaftKey)
-}
-
-// TokenWorkerArgs are the drover worker flags of a cluster without TLS:
-// the operator token, which workers prove themselves with there, and the
-// gossip key.
-func (s Secrets) TokenWorkerArgs() []string {
-	return []string{"--operator-token-file", s.OperatorToken, "--gossip-key-file", s.GossipKey}
-}
-
-// tokenArgs hand a master its tokens and the gossip key.
-func (s Secrets) tokenArgs() []string {
-	return []string{"--operator-token-file", s.OperatorToken, "--submit-token-file", s.SubmitToken, "--gossip-key-file", s.GossipKey}
+// Args are the flags that hand node id of role (master or worker) its
+// credentials, and the gossip key. With tls: the CA and the node's own
+// certificate (Node). Without: a master's raft key, which masters prove
+// themselves to each other with there, and a worker's operator token,
+// which workers prove themselves with there. Masters get the operator and
+// submit tokens besides.
+func (s Secrets) Args(role pki.Role, id string, tls bool) ([]string, error) {
+	args := []string{"--gossip-key-file", s.GossipKey}
+	switch {
+	case tls:
+		f, err := s.Node(role, id)
+		if err != nil {
+			return nil, err
+		}
+		args = append(args, "--tls-ca", f.CA, "--tls-cert", f.Cert, "--tls-key", f.Key)
+	case role == pki.RoleMaster:
+		args = append(args, "--raft-key-file", s.RaftKey)
+	default:
+		args = append(args, "--operator-token-file", s.OperatorToken)
+	}
+	if role == pki.RoleMaster {
+		args = append(args, "--operator-token-file", s.OperatorToken, "--submit-token-file", s.SubmitToken)
+	}
+	return args, nil
 }

@@ -28,6 +28,7 @@ import (
 	"github.com/drover-project/drover/internal/freeport"
 	"github.com/drover-project/drover/isolation"
 	"github.com/drover-project/drover/model"
+	"github.com/drover-project/drover/pki"
 )
 
 // BinaryEnv names an already built drover binary: for a test re-run in a
@@ -124,8 +125,9 @@ type Options struct {
 	// --peers, workers from --masters.
 	NoJoin bool
 	// Secure runs every node with TLS, tokens and gossip encryption,
-	// with credentials from internal/devsecrets in DIR/secrets; Client
-	// and State then use the CA and the operator token.
+	// with credentials from internal/devsecrets in DIR/secrets (each
+	// node its own certificate, naming its ID); Client and State then
+	// use the CA and the operator token.
 	Secure bool
 	// TokensOnly runs every node with tokens and gossip encryption but
 	// no TLS, the masters with a raft key, with credentials from
@@ -273,13 +275,21 @@ func (c *Cluster) newWorker(id string, i int, dir string) *Node {
 		"--gossip-profile", c.opts.GossipProfile,
 	}, c.joinArgs()...)
 	n.args = append(n.args, c.opts.WorkerArgs...)
-	switch {
-	case c.opts.Secure:
-		n.args = append(n.args, c.Secrets.WorkerArgs()...)
-	case c.opts.TokensOnly:
-		n.args = append(n.args, c.Secrets.TokenWorkerArgs()...)
-	}
+	n.args = append(n.args, c.credentialArgs(n)...)
 	return n
+}
+
+// credentialArgs are the flags that hand node n its credentials in a
+// Secure or TokensOnly cluster (devsecrets.Secrets.Args), none otherwise.
+func (c *Cluster) credentialArgs(n *Node) []string {
+	if c.Secrets == nil {
+		return nil
+	}
+	args, err := c.Secrets.Args(pki.Role(n.Role), n.ID, c.opts.Secure)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	return args
 }
 
 // joinArgs is the --join of every node, none with NoJoin.
@@ -306,12 +316,7 @@ func (c *Cluster) setMasterArgs(n *Node, extra ...string) {
 	if c.opts.MasterExtraArgs != nil {
 		n.args = append(n.args, c.opts.MasterExtraArgs(n)...)
 	}
-	switch {
-	case c.opts.Secure:
-		n.args = append(n.args, c.Secrets.MasterArgs()...)
-	case c.opts.TokensOnly:
-		n.args = append(n.args, c.Secrets.TokenMasterArgs()...)
-	}
+	n.args = append(n.args, c.credentialArgs(n)...)
 }
 
 // AddMaster starts a master with the given ID, on an address of its own,

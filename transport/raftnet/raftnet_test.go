@@ -44,7 +44,7 @@ func newTLSNodes(t *testing.T) tlsNodes {
 		t.Fatal(err)
 	}
 	files := func(name string, caPEM, caKey []byte, role pki.Role) pki.Files {
-		certPEM, keyPEM, err := pki.Issue(caPEM, caKey, role, []string{"127.0.0.1"}, time.Minute)
+		certPEM, keyPEM, err := pki.Issue(caPEM, caKey, role, name, []string{"127.0.0.1"}, time.Minute)
 		if err != nil {
 			t.Fatal(err)
 		}
