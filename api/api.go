@@ -80,6 +80,15 @@ const (
 	// as a master certificate does with TLS, beside the Authorization of
 	// the caller a forwarded request acts for.
 	HeaderMasterCredential = "X-Drover-Master-Credential"
+	// HeaderForwardedCert names, on a forwarded request, the node the
+	// original caller's certificate named, as pki.NodeURI writes it
+	// ("drover://worker/w1", or "drover://worker" for a certificate that
+	// names no node), so that the leader holds a worker to its own ID
+	// however the request reached it. It is honoured only beside
+	// HeaderForwarded from a master certificate (TLS); a forwarded
+	// request without it is the forwarding master's own, as older
+	// masters forwarded.
+	HeaderForwardedCert = "X-Drover-Forwarded-Cert"
 )
 
 // Error is the body of every error response: one line fit to show a user,

@@ -6,9 +6,12 @@
 // operation, the Access level it needs (Guard.Check).
 //
 // The model follows Nomad and Consul: node identity comes from mutual TLS,
-// API access from tokens. With no tokens configured, a CA-signed client or
-// master certificate grants API access (Consul's verify_incoming without
-// ACLs); with neither TLS nor tokens, everything is open, which a node only
+// API access from tokens. A worker certificate names its worker, and acts
+// as that worker only (Guard.CheckWorker); without TLS, workers share the
+// node token, which grants worker traffic and upload reads and nothing
+// else. With no API tokens configured, a CA-signed client or master
+// certificate grants API access (Consul's verify_incoming without ACLs);
+// with neither TLS nor tokens, everything is open, which a node only
 // allows on loopback or with --insecure.
 package auth
 
@@ -50,7 +53,8 @@ const (
 	// Operator is everything an operator does beyond Submit.
 	Operator
 	// Node is a worker's own traffic: registration, heartbeats and
-	// decommission.
+	// decommission. Which worker a caller may act as is
+	// Guard.CheckWorker's to say.
 	Node
 	// BlobRead is reading a file of the masters' upload store: who has
 	// Node (workers fetch uploads for the attempts they stage, masters
@@ -93,6 +97,11 @@ const (
 	// handed to it by its worker (DROVER_TOKEN): it lets that attempt
 	// register and drive its own application, nothing else.
 	DriverToken
+	// NodeToken is the token masters and workers share when they run
+	// without TLS: worker traffic (Node) and upload reads (BlobRead),
+	// nothing else. With TLS the worker certificate is the credential
+	// and the node token grants nothing.
+	NodeToken
 )
 
 // Identity is who a request comes from.
@@ -104,6 +113,9 @@ type Identity struct {
 	// in api.HeaderMasterCredential (no TLS; Config.MasterCredential).
 	// It grants what a master certificate grants.
 	Master bool
+	// NodeID is the ID of the node the certificate names (pki.IDOf), ""
+	// for a certificate that names none or no certificate.
+	NodeID string
 	// Token is the kind of valid bearer token presented.
 	Token Kind
 	// DriverID and Attempt name the attempt of a DriverToken.
@@ -131,9 +143,15 @@ const MinTokenLen = 16
 
 // Config is the access policy of one master.
 type Config struct {
-	// OperatorToken and SubmitToken are the bearer tokens; "" disables one.
+	// OperatorToken, SubmitToken and NodeToken are the bearer tokens; ""
+	// disables one. The three must differ.
 	OperatorToken string
 	SubmitToken   string
+	NodeToken     string
+	// AllowUnboundWorkerCerts lets a worker certificate that names no
+	// worker (one made before certificates named them) act as any
+	// worker, for an upgrade; CheckWorker says so in a notice.
+	AllowUnboundWorkerCerts bool
 	// OpenReads lets Read paths answer without a token or certificate.
 	OpenReads bool
 	// TLS says the listener uses TLS, so certificate roles count.
@@ -150,6 +168,7 @@ type Guard struct {
 	operator  [32]byte
 	submit    [32]byte
 	master    [32]byte
+	node      [32]byte
 	driverKey []byte
 }
 
@@ -160,7 +179,7 @@ func New(cfg Config) (*Guard, error) {
 	for _, t := range []struct {
 		name, tok string
 		sum       *[32]byte
-	}{{"operator", cfg.OperatorToken, &g.operator}, {"submit", cfg.SubmitToken, &g.submit}} {
+	}{{"operator", cfg.OperatorToken, &g.operator}, {"submit", cfg.SubmitToken, &g.submit}, {"node", cfg.NodeToken, &g.node}} {
 		if t.tok == "" {
 			continue
 		}
@@ -172,6 +191,11 @@ func New(cfg Config) (*Guard, error) {
 	g.master = sha256.Sum256([]byte(cfg.MasterCredential))
 	if cfg.OperatorToken != "" && cfg.OperatorToken == cfg.SubmitToken {
 		return nil, errors.New("the operator and submit tokens must differ")
+	}
+	if cfg.NodeToken != "" && (cfg.NodeToken == cfg.OperatorToken || cfg.NodeToken == cfg.SubmitToken) {
+		// Workers hold the node token: were it an API token, every
+		// worker, and every program that reads one, would hold that too.
+		return nil, errors.New("the node token must differ from the operator and submit tokens (drover keygen makes one)")
 	}
 	// Every master derives the same key, so a driver token outlives a
 	// change of leader; the submit token is the secret the driver acts for.
@@ -192,10 +216,12 @@ func firstSet(a, b string) string {
 // Open reports whether the policy lets anyone do anything: no TLS and no
 // tokens.
 func (g *Guard) Open() bool {
-	return !g.cfg.TLS && g.cfg.OperatorToken == "" && g.cfg.SubmitToken == ""
+	return !g.cfg.TLS && !g.Tokens() && g.cfg.NodeToken == ""
 }
 
-// Tokens reports whether any token is configured.
+// Tokens reports whether an API token (operator or submit) is configured;
+// the node token is not one, since it grants nothing of the API beyond
+// workers' own traffic.
 func (g *Guard) Tokens() bool { return g.cfg.OperatorToken != "" || g.cfg.SubmitToken != "" }
 
 // CheckToken validates a token's form: at least MinTokenLen bytes of
@@ -267,10 +293,18 @@ var ErrBadToken = fmt.Errorf("%w: invalid token", api.ErrForbidden)
 // master credential (Identity.Master); a wrong credential is an error
 // wrapping api.ErrForbidden (403). A master that has no credential
 // configured ignores the header.
+// With TLS, the certificate's role and the node it names count; a
+// certificate whose node name is malformed (pki.PeerID) is refused with
+// api.ErrForbidden rather than taken for one that names no node, which
+// AllowUnboundWorkerCerts would let act as any worker.
 func (g *Guard) Identify(r *http.Request) (Identity, error) {
 	var id Identity
 	if g.cfg.TLS && r.TLS != nil {
 		id.Role, _ = pki.PeerRole(r.TLS)
+		var err error
+		if id.NodeID, err = pki.PeerID(r.TLS); err != nil {
+			return Identity{}, api.Errorf(api.ErrForbidden, "client %v", err)
+		}
 	}
 	id.Master = id.Role == pki.RoleMaster
 	if v := r.Header.Get(api.HeaderMasterCredential); v != "" && g.cfg.MasterCredential != "" {
@@ -290,7 +324,7 @@ func (g *Guard) Identify(r *http.Request) (Identity, error) {
 		if err != nil {
 			return id, fmt.Errorf("%w in the %s cookie: log in again at /ui/login", ErrBadToken, CookieName)
 		}
-		tid.Role, tid.Master, tid.Cookie, tid.token = id.Role, id.Master, true, c.Value
+		tid.Role, tid.NodeID, tid.Master, tid.Cookie, tid.token = id.Role, id.NodeID, id.Master, true, c.Value
 		return tid, nil
 	}
 	scheme, tok, ok := strings.Cut(h, " ")
@@ -301,7 +335,7 @@ func (g *Guard) Identify(r *http.Request) (Identity, error) {
 	if err != nil {
 		return id, err
 	}
-	tid.Role, tid.Master, tid.token = id.Role, id.Master, tok
+	tid.Role, tid.NodeID, tid.Master, tid.token = id.Role, id.NodeID, id.Master, tok
 	return tid, nil
 }
 
@@ -316,6 +350,8 @@ func (g *Guard) IdentifyToken(tok string) (Identity, error) {
 		id.Token = OperatorToken
 	case g.cfg.SubmitToken != "" && subtle.ConstantTimeCompare(sum[:], g.submit[:]) == 1:
 		id.Token = SubmitToken
+	case g.cfg.NodeToken != "" && subtle.ConstantTimeCompare(sum[:], g.node[:]) == 1:
+		id.Token = NodeToken
 	default:
 		d, n, ok := g.parseDriverToken(tok)
 		if !ok {
@@ -356,7 +392,9 @@ func (g *Guard) parseDriverToken(tok string) (string, int, bool) {
 
 // Allows reports whether id may do what needs a. A DriverToken passes App
 // and AppRead here; the service then confines it to its own application
-// (Identity.OwnsDriver).
+// (Identity.OwnsDriver). A NodeToken passes Node and BlobRead, and
+// elsewhere counts for no more than no token at all. Node says nothing of
+// which worker a caller may act as: CheckWorker does.
 func (g *Guard) Allows(id Identity, a Access) bool {
 	if g.Open() {
 		return true
@@ -376,7 +414,9 @@ func (g *Guard) Allows(id Identity, a Access) bool {
 		if g.cfg.TLS {
 			return id.Role == pki.RoleWorker || id.Master
 		}
-		return id.Token == OperatorToken || id.Master
+		// The operator token may do anything, and workers presented it
+		// before the node token existed (CheckWorker's notice).
+		return id.Token == NodeToken || id.Token == OperatorToken || id.Master
 	}
 	if id.Token == DriverToken {
 		return a == App || a == AppRead
@@ -431,6 +471,50 @@ func (g *Guard) CheckCredential(id Identity) error {
 	return api.Errorf(api.ErrUnauthenticated, "this request needs a token (Authorization: Bearer ...)%s", g.certHint(Node))
 }
 
+// CheckWorker decides whether id, which has Node access (Check), may act
+// as worker workerID: register as it, heartbeat as it (its reports
+// included) or decommission it. A refusal wraps api.ErrForbidden and says
+// in one line what would be accepted; notice, when not "", is one line
+// for the master to log (once per worker): the caller came in a way kept
+// only for upgrades.
+//
+//   - With TLS, a worker certificate acts only as the worker it names
+//     (pki.IDOf): "worker certificate of w1 may not act as w2". One that
+//     names none, made before certificates named workers, is refused
+//     unless AllowUnboundWorkerCerts, and then noticed.
+//   - A master (Identity.Master) acts for any worker: masters forward
+//     workers' traffic, having checked it first (with TLS a forwarded
+//     request names the worker's certificate in api.HeaderForwardedCert,
+//     which Caller takes as the identity, and older masters forward
+//     without naming it).
+//   - Without TLS, the node token names no worker: it acts as any, and
+//     the worker's instance secret, which no read shows, is what ties a
+//     heartbeat to the process that registered. The operator token acts
+//     as any worker too, as workers presented it before the node token
+//     existed; that is noticed.
+//   - With neither TLS nor tokens, anyone acts as any worker.
+func (g *Guard) CheckWorker(id Identity, workerID string) (notice string, err error) {
+	switch {
+	case g.Open():
+		return "", nil
+	case id.Master:
+		return "", nil
+	case g.cfg.TLS && id.Role == pki.RoleWorker && id.NodeID == workerID:
+		return "", nil
+	case g.cfg.TLS && id.Role == pki.RoleWorker && id.NodeID != "":
+		return "", api.Errorf(api.ErrForbidden, "worker certificate of %s may not act as %s", id.NodeID, workerID)
+	case g.cfg.TLS && id.Role == pki.RoleWorker && g.cfg.AllowUnboundWorkerCerts:
+		return fmt.Sprintf("a worker certificate that names no worker acts as %s (--allow-unbound-worker-certs); reissue it with drover tls cert --role worker --name %s", workerID, workerID), nil
+	case g.cfg.TLS && id.Role == pki.RoleWorker:
+		return "", api.Errorf(api.ErrForbidden, "worker certificate names no worker, so it may not act as %s: reissue it with drover tls cert --role worker --name %s (or run the masters with --allow-unbound-worker-certs for an upgrade)", workerID, workerID)
+	case !g.cfg.TLS && id.Token == NodeToken:
+		return "", nil
+	case !g.cfg.TLS && id.Token == OperatorToken:
+		return fmt.Sprintf("worker %s presents the operator token, which workers no longer hold; give it the node token instead (--node-token-file)", workerID), nil
+	}
+	return "", api.Errorf(api.ErrForbidden, "%s may not act as worker %s", id, workerID)
+}
+
 // Challenge sets the headers of a refusal: the Bearer challenge (RFC 6750)
 // when err wraps api.ErrUnauthenticated, and in any case Connection: close,
 // so that a refused caller keeps no idle connection to come back on:
@@ -445,6 +529,9 @@ func Challenge(h http.Header, err error) {
 func (g *Guard) certHint(a Access) string {
 	if (a == Node || a == BlobRead) && g.cfg.TLS {
 		return " or a worker certificate"
+	}
+	if a == Node {
+		return ": workers present the node token (--node-token-file)"
 	}
 	if !g.Tokens() && g.cfg.TLS {
 		return " or a client certificate"
@@ -482,6 +569,13 @@ type Caller struct {
 // api.HeaderClient, the client's IP at the forwarding master, counts
 // where api.HeaderForwarded does, and nowhere else: a caller cannot pass
 // for another client.
+//
+// With TLS, a master certificate that names another master than the
+// header is refused with api.ErrForbidden, and a forwarded request's
+// Role, NodeID and Master are those of the original caller's certificate
+// when the forwarding master names it (api.HeaderForwardedCert), so that
+// a worker's certificate binds it on the leader as on the master it
+// reached.
 func (g *Guard) Caller(r *http.Request) (Caller, error) {
 	id, err := g.Identify(r)
 	if err != nil {
@@ -489,20 +583,41 @@ func (g *Guard) Caller(r *http.Request) (Caller, error) {
 	}
 	c := Caller{Identity: id, IP: remoteIP(r.RemoteAddr)}
 	c.Client = c.IP
-	if id.Master || g.Open() {
-		c.ForwardedBy = r.Header.Get(api.HeaderForwarded)
+	by := r.Header.Get(api.HeaderForwarded)
+	if by == "" || !id.Master && !g.Open() {
+		return c, nil
 	}
-	if c.ForwardedBy != "" {
-		c.Client = ""
-		if ip := r.Header.Get(api.HeaderClient); ip != "" {
-			a, err := netip.ParseAddr(ip)
-			if err != nil {
-				return Caller{}, api.Errorf(api.ErrInvalidRequest, "%s %q is not an IP address", api.HeaderClient, ip)
-			}
-			c.Client = a.String()
+	if g.cfg.TLS && id.NodeID != "" && id.NodeID != by {
+		return Caller{}, api.Errorf(api.ErrForbidden, "master certificate of %s may not forward as %s", id.NodeID, by)
+	}
+	c.ForwardedBy, c.Client = by, ""
+	if ip := r.Header.Get(api.HeaderClient); ip != "" {
+		a, err := netip.ParseAddr(ip)
+		if err != nil {
+			return Caller{}, api.Errorf(api.ErrInvalidRequest, "%s %q is not an IP address", api.HeaderClient, ip)
 		}
+		c.Client = a.String()
+	}
+	if err := c.forwardedCert(g, r.Header.Get(api.HeaderForwardedCert)); err != nil {
+		return Caller{}, err
 	}
 	return c, nil
+}
+
+// forwardedCert takes the certificate a forwarding master names in
+// api.HeaderForwardedCert (v, "" for none) as the caller's own, so that
+// the rules hold the original caller, not the master, to its role and
+// node. Without TLS no certificate counts, and the header is ignored.
+func (c *Caller) forwardedCert(g *Guard, v string) error {
+	if v == "" || !g.cfg.TLS {
+		return nil
+	}
+	role, id, err := pki.ParseNodeURI(v)
+	if err != nil {
+		return api.Errorf(api.ErrForbidden, "%s: %v", api.HeaderForwardedCert, err)
+	}
+	c.Role, c.NodeID, c.Master = role, id, role == pki.RoleMaster
+	return nil
 }
 
 func remoteIP(addr string) string {
@@ -515,8 +630,12 @@ func remoteIP(addr string) string {
 // SetCredential puts the caller's token on h, a request this master sends
 // on the caller's behalf, in the form it came: an Authorization header, or
 // the CookieName cookie (which grants reads only wherever it arrives). The
-// certificate is the forwarding master's own.
+// certificate is the forwarding master's own; the caller's, when it had
+// one, is named in api.HeaderForwardedCert (pki.NodeURI).
 func (c Caller) SetCredential(h http.Header) {
+	if c.Role != "" {
+		h.Set(api.HeaderForwardedCert, pki.NodeURI(c.Role, c.NodeID))
+	}
 	switch {
 	case c.token == "":
 	case c.Cookie:
@@ -530,9 +649,12 @@ func (c Caller) SetCredential(h http.Header) {
 // token.
 func (id Identity) String() string {
 	var parts []string
-	if id.Role != "" {
+	switch {
+	case id.Role != "" && id.NodeID != "":
+		parts = append(parts, string(id.Role)+" certificate of "+id.NodeID)
+	case id.Role != "":
 		parts = append(parts, string(id.Role)+" certificate")
-	} else if id.Master {
+	case id.Master:
 		parts = append(parts, "master credential")
 	}
 	switch id.Token {
@@ -542,6 +664,8 @@ func (id Identity) String() string {
 		parts = append(parts, "submit token")
 	case DriverToken:
 		parts = append(parts, fmt.Sprintf("token of %s attempt %d", id.DriverID, id.Attempt))
+	case NodeToken:
+		parts = append(parts, "node token")
 	}
 	if id.Cookie && id.Token != NoToken {
 		// A cookie's token reads only; say where it came from, so a 403

@@ -20,8 +20,9 @@ import (
 )
 
 const (
-	opTok  = "OperatorTok-0123456789abcdef"
-	subTok = "SubmitTok-abcdefghij0123456"
+	opTok   = "OperatorTok-0123456789abcdef"
+	subTok  = "SubmitTok-abcdefghij0123456"
+	nodeTok = "NodeTok-0123456789ABCDEFGHIJ"
 	// masterCred stands for the credential masters derive from their
 	// raft key.
 	masterCred = "MasterCredential-0123456789abcdef"
@@ -197,7 +198,7 @@ func TestGuardPolicies(t *testing.T) {
 		t.Fatal("no driver token with tokens configured")
 	}
 	bearer := func(tok string) string { return "Bearer " + tok }
-	secrets := []string{opTok, subTok, driverTok, masterCred}
+	secrets := []string{opTok, subTok, nodeTok, driverTok, masterCred}
 
 	var (
 		open         = auth.Config{}
@@ -206,6 +207,10 @@ func TestGuardPolicies(t *testing.T) {
 		openReads    = auth.Config{OperatorToken: opTok, SubmitToken: subTok, OpenReads: true}
 		tlsOpenReads = auth.Config{TLS: true, OperatorToken: opTok, SubmitToken: subTok, OpenReads: true}
 		keyed        = auth.Config{OperatorToken: opTok, SubmitToken: subTok, MasterCredential: masterCred}
+		nodeTokens   = auth.Config{OperatorToken: opTok, SubmitToken: subTok, NodeToken: nodeTok}
+		nodeOnly     = auth.Config{NodeToken: nodeTok}
+		nodeReads    = auth.Config{OperatorToken: opTok, SubmitToken: subTok, NodeToken: nodeTok, OpenReads: true}
+		tlsNode      = auth.Config{TLS: true, OperatorToken: opTok, SubmitToken: subTok, NodeToken: nodeTok}
 	)
 	none := cred{}
 	unknownTok := bearer("NotAnyConfiguredToken-0123")
@@ -267,6 +272,21 @@ func TestGuardPolicies(t *testing.T) {
 		{"tokens+key/truncated master credential", keyed, cred{master: masterCred[:len(masterCred)-1]}, all(denied)},
 		{"tokens/master credential not configured", tokens, cred{master: masterCred}, all(noCred)},
 		{"tls+tokens/master credential ignored", tlsTokens, cred{tls: p.worker, master: masterCred}, statuses{noCred, noCred, noCred, noCred, noCred, pass, pass}},
+		// The node token is worker traffic and upload reads, nothing else;
+		// the operator token keeps worker traffic for older workers.
+		{"node token/node", nodeTokens, cred{header: bearer(nodeTok)}, statuses{denied, denied, denied, denied, denied, pass, pass}},
+		{"node token/operator", nodeTokens, cred{header: bearer(opTok)}, all(pass)},
+		{"node token/submit", nodeTokens, cred{header: bearer(subTok)}, statuses{pass, pass, pass, pass, denied, denied, pass}},
+		{"node token/anonymous", nodeTokens, none, all(noCred)},
+		{"node token alone/node", nodeOnly, cred{header: bearer(nodeTok)}, statuses{denied, denied, denied, denied, denied, pass, pass}},
+		{"node token alone/anonymous", nodeOnly, none, statuses{noCred, noCred, noCred, noCred, noCred, noCred, noCred}},
+		// With open reads it reads as anyone does, and no more.
+		{"node token+open reads/node", nodeReads, cred{header: bearer(nodeTok)}, statuses{pass, pass, denied, denied, denied, pass, pass}},
+		// Under TLS the worker certificate is the node credential.
+		{"tls+node token/node", tlsNode, cred{header: bearer(nodeTok)}, all(denied)},
+		{"tls+node token/worker cert", tlsNode, cred{tls: p.worker}, statuses{noCred, noCred, noCred, noCred, noCred, pass, pass}},
+		// Which worker a certificate may act as is CheckWorker's to say.
+		{"tls+tokens/unbound worker cert", tlsTokens, cred{tls: p.unbound}, statuses{noCred, noCred, noCred, noCred, noCred, pass, pass}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -377,13 +397,14 @@ func TestCallerForwarded(t *testing.T) {
 		{"tokens/operator token", keyed, cred{header: "Bearer " + opTok}, false},
 		{"open/anyone", open, cred{}, true},
 	} {
+		// m1: the master certificate is m1's.
 		r := tc.cred.request()
-		r.Header.Set(api.HeaderForwarded, "m2")
+		r.Header.Set(api.HeaderForwarded, "m1")
 		c, err := tc.g.Caller(r)
 		if err != nil {
 			t.Fatalf("%s: Caller: %v", tc.name, err)
 		}
-		if want := map[bool]string{true: "m2"}[tc.forwarded]; c.ForwardedBy != want {
+		if want := map[bool]string{true: "m1"}[tc.forwarded]; c.ForwardedBy != want {
 			t.Fatalf("%s: ForwardedBy %q, want %q", tc.name, c.ForwardedBy, want)
 		}
 	}
@@ -399,10 +420,13 @@ func TestCallerForwarded(t *testing.T) {
 		name           string
 		cred           cred
 		header, cookie string
+		cert           string
 	}{
-		{"header", cred{header: "Bearer " + subTok}, "Bearer " + subTok, ""},
-		{"cookie", cred{cookie: opTok}, "", opTok},
-		{"none", cred{tls: p.client}, "", ""},
+		{"header", cred{header: "Bearer " + subTok}, "Bearer " + subTok, "", ""},
+		{"cookie", cred{cookie: opTok}, "", opTok, ""},
+		{"none", cred{tls: p.client}, "", "", "drover://client"},
+		{"worker", cred{tls: p.worker}, "", "", "drover://worker/w1"},
+		{"unbound worker", cred{tls: p.unbound}, "", "", "drover://worker"},
 	} {
 		c, err := g.Caller(tc.cred.request())
 		if err != nil {
@@ -414,6 +438,9 @@ func TestCallerForwarded(t *testing.T) {
 		if out.Header.Get("Authorization") != tc.header || (got == nil) != (tc.cookie == "") || (got != nil && got.Value != tc.cookie) {
 			t.Fatalf("%s: forwarded Authorization %q, cookie %v", tc.name, out.Header.Get("Authorization"), got)
 		}
+		if cert := out.Header.Get(api.HeaderForwardedCert); cert != tc.cert {
+			t.Fatalf("%s: forwarded %s %q, want %q", tc.name, api.HeaderForwardedCert, cert, tc.cert)
+		}
 		if strings.Contains(c.String(), subTok) || strings.Contains(c.String(), opTok) {
 			t.Fatalf("%s: %s shows a token", tc.name, c)
 		}
@@ -421,8 +448,8 @@ func TestCallerForwarded(t *testing.T) {
 }
 
 // A caller's client is its own address, unless a master forwarded the
-// request: then it is the address the forwarding master names, none when
-// it names none. A caller that is not a master cannot name one: its
+// request (m1, whose certificate the master's is): then it is the address
+// the forwarding master names, none when it names none. A caller that is not a master cannot name one: its
 // request is its own, from its own address.
 func TestCallerClient(t *testing.T) {
 	p := newPeers(t)
@@ -436,12 +463,12 @@ func TestCallerClient(t *testing.T) {
 	}{
 		{name: "straight", tls: p.client, want: "192.0.2.1"},
 		{name: "straight, naming another client", tls: p.client, client: "10.0.0.9", want: "192.0.2.1"},
-		{name: "forwarded", tls: p.master, forwarded: "m2", client: "10.0.0.9", want: "10.0.0.9"},
-		{name: "forwarded, IPv6", tls: p.master, forwarded: "m2", client: "2001:db8::1", want: "2001:db8::1"},
-		{name: "forwarded by an older master", tls: p.master, forwarded: "m2", want: ""},
-		{name: "forwarded, not an address", tls: p.master, forwarded: "m2", client: "10.0.0.9; drop", invalid: true},
-		{name: "forwarded by a worker", tls: p.worker, forwarded: "m2", client: "10.0.0.9", want: "192.0.2.1"},
-		{name: "forwarded by a client", tls: p.client, forwarded: "m2", client: "10.0.0.9", want: "192.0.2.1"},
+		{name: "forwarded", tls: p.master, forwarded: "m1", client: "10.0.0.9", want: "10.0.0.9"},
+		{name: "forwarded, IPv6", tls: p.master, forwarded: "m1", client: "2001:db8::1", want: "2001:db8::1"},
+		{name: "forwarded by an older master", tls: p.master, forwarded: "m1", want: ""},
+		{name: "forwarded, not an address", tls: p.master, forwarded: "m1", client: "10.0.0.9; drop", invalid: true},
+		{name: "forwarded by a worker", tls: p.worker, forwarded: "m1", client: "10.0.0.9", want: "192.0.2.1"},
+		{name: "forwarded by a client", tls: p.client, forwarded: "m1", client: "10.0.0.9", want: "192.0.2.1"},
 	} {
 		r := cred{tls: tc.tls, header: "Bearer " + subTok}.request()
 		if tc.forwarded != "" {
@@ -473,6 +500,7 @@ func TestOpen(t *testing.T) {
 		{"TLS", auth.Config{TLS: true}, false},
 		{"operator token", auth.Config{OperatorToken: opTok}, false},
 		{"submit token", auth.Config{SubmitToken: subTok}, false},
+		{"node token", auth.Config{NodeToken: nodeTok}, false},
 	} {
 		if got := newGuard(t, tc.cfg).Open(); got != tc.want {
 			t.Errorf("%s: Open() = %v, want %v", tc.name, got, tc.want)
@@ -755,6 +783,10 @@ func TestNew(t *testing.T) {
 		{"no tokens", auth.Config{}, true},
 		{"both tokens", auth.Config{OperatorToken: opTok, SubmitToken: subTok}, true},
 		{"same token twice", auth.Config{OperatorToken: subTok, SubmitToken: subTok}, false},
+		{"all three tokens", auth.Config{OperatorToken: opTok, SubmitToken: subTok, NodeToken: nodeTok}, true},
+		{"node token as the operator's", auth.Config{OperatorToken: opTok, SubmitToken: subTok, NodeToken: opTok}, false},
+		{"node token as the submit token", auth.Config{OperatorToken: opTok, SubmitToken: subTok, NodeToken: subTok}, false},
+		{"short node token", auth.Config{NodeToken: "ShortNode"}, false},
 		{"short operator token", auth.Config{OperatorToken: "ShortOperator", SubmitToken: subTok}, false},
 		{"short submit token", auth.Config{OperatorToken: opTok, SubmitToken: "ShortSubmit"}, false},
 		{"bad character", auth.Config{SubmitToken: "Submit Token With Spaces"}, false},
@@ -770,7 +802,7 @@ func TestNew(t *testing.T) {
 			}
 			continue
 		}
-		for _, tok := range []string{tc.cfg.OperatorToken, tc.cfg.SubmitToken} {
+		for _, tok := range []string{tc.cfg.OperatorToken, tc.cfg.SubmitToken, tc.cfg.NodeToken} {
 			if tok != "" && strings.Contains(err.Error(), tok) {
 				t.Errorf("%s: error %q repeats a token", tc.name, err)
 			}
