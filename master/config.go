@@ -138,6 +138,16 @@ type Config struct {
 	// TLS. Masters with tokens and no TLS need one; with TLS, or with
 	// neither TLS nor tokens, one is refused (validate says why).
 	RaftKey *pki.RaftKey
+	// NodeToken is the token masters and workers share without TLS
+	// (--node-token-file): workers present it for their own traffic and
+	// upload reads, and masters present it to workers' HTTP (logs). It
+	// must differ from the API tokens. With TLS, certificates do its job.
+	NodeToken string
+	// AllowUnboundWorkerCerts lets worker certificates that name no
+	// worker (made before certificates named them) act as any worker,
+	// with a warning logged once per worker, and serve any worker's logs:
+	// for an upgrade, until every worker has a certificate naming it.
+	AllowUnboundWorkerCerts bool
 	// GossipKey encrypts and authenticates the gossip pool: 16, 24 or 32
 	// bytes for AES-128, -192 or -256 (memberlist's keyring). nil: plain.
 	GossipKey []byte
@@ -377,7 +387,9 @@ func (c *Config) validate() error {
 // the certificate does not; with neither TLS nor tokens, anyone may do
 // over the API what the key would guard on the Raft port.
 func (c *Config) checkRaftKey() error {
-	tokens := c.OperatorToken != "" || c.SubmitToken != ""
+	// The node token closes the API as the others do, so a master with
+	// it alone needs the key as much.
+	tokens := c.OperatorToken != "" || c.SubmitToken != "" || c.NodeToken != ""
 	switch {
 	case c.RaftKey == nil && tokens && !c.TLS.Enabled():
 		return errors.New("tokens without TLS need --raft-key-file, the masters' proof to each other: without it anyone who reaches the Raft port could append entries, install a snapshot or raise the term; make one with drover keygen > raft.key (chmod 600) and give every master the same")

@@ -13,6 +13,7 @@
 package master
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -106,13 +107,14 @@ func New(cfg Config) (*Master, error) {
 		cfg.Logger = slog.Default()
 	}
 	guard, err := auth.New(auth.Config{
-		OperatorToken: cfg.OperatorToken, SubmitToken: cfg.SubmitToken,
+		OperatorToken: cfg.OperatorToken, SubmitToken: cfg.SubmitToken, NodeToken: cfg.NodeToken,
 		OpenReads: cfg.OpenReads, TLS: cfg.TLS.Enabled(), MasterCredential: cfg.masterCredential(),
+		AllowUnboundWorkerCerts: cfg.AllowUnboundWorkerCerts,
 	})
 	if err != nil {
 		return nil, err
 	}
-	warning, err := auth.CheckExposure(cfg.BindIP, cfg.TLS.Enabled(), guard.Tokens(), cfg.Insecure)
+	warning, err := auth.CheckExposure(cfg.BindIP, cfg.TLS.Enabled(), guard.Tokens() || cfg.NodeToken != "", cfg.Insecure)
 	if err != nil {
 		return nil, err
 	}
@@ -174,8 +176,9 @@ func New(cfg Config) (*Master, error) {
 		ApplyTimeout: cfg.ApplyTimeout, ElectionTimeout: cfg.ElectionTimeout,
 		HeartbeatWait: cfg.heartbeatWait(), LossDelay: cfg.lossDelay(), Strict: cfg.strict(),
 		RegisterWithoutGossip: cfg.RegisterWithoutGossip, MaxExecutorRetries: cfg.MaxExecutorRetries,
-		OperatorToken: cfg.OperatorToken, MaxProgramSize: cfg.MaxProgramSize,
+		MaxProgramSize: cfg.MaxProgramSize,
 		MaxLiveDrivers: cfg.MaxLiveDrivers, MaxLiveDriversPerClient: cfg.MaxLiveDriversPerClient, MaxLiveApps: cfg.MaxLiveApps,
+		WorkerToken: cmp.Or(cfg.NodeToken, cfg.OperatorToken), AllowUnboundWorkerCerts: cfg.AllowUnboundWorkerCerts,
 	}, service.Deps{
 		Raft: m.raft, FSM: m.fsm, Snaps: m.snaps, Pool: pool, Guard: guard,
 		Workers: transport.NewHTTPClient(cfg.BindIP, 0, tc.worker),
@@ -184,7 +187,7 @@ func New(cfg Config) (*Master, error) {
 	})
 	m.metrics.Watch(metrics.Source{Raft: m.raft, FSM: m.fsm, Pool: pool, Ready: m.local.Ready, Split: m.local.Split, Blobs: store.Usage})
 	fwd := forward.New(m.local, m.local.Leadership, peerHTTP, m.scheme())
-	m.svc = service.Admit(fwd, guard, service.Bounds{Submits: cfg.MaxSubmitsPerClient, Uploads: cfg.MaxUploadsPerClient}, func(token string) bool {
+	m.svc = service.Admit(fwd, guard, m.log, service.Bounds{Submits: cfg.MaxSubmitsPerClient, Uploads: cfg.MaxUploadsPerClient}, func(token string) bool {
 		_, ok := m.fsm.DriverByToken(token)
 		return ok
 	})

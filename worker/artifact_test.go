@@ -120,15 +120,16 @@ func TestExecutorGetsAppArtifacts(t *testing.T) {
 	}
 }
 
-// An upload is read from the masters with the worker's token (masters with
-// tokens and no TLS), staged with the mode it was uploaded with, and run.
+// An upload is read from the masters with the worker's node token (masters
+// with tokens and no TLS), staged with the mode it was uploaded with, and
+// run.
 func TestUploadIsReadWithTheWorkersToken(t *testing.T) {
 	fm := newFakeMaster(t)
 	body := []byte(appScript)
 	s := sha256.Sum256(body)
 	sum := hex.EncodeToString(s[:])
 	fm.set(func() { fm.blobs = map[string][]byte{sum: body} })
-	_, cfg := newWorker(t, fm, func(c *worker.Config) { c.Token = "worker-secret-0123456789" })
+	_, cfg := newWorker(t, fm, func(c *worker.Config) { c.NodeToken = "worker-secret-0123456789" })
 	a, err := model.NormalizeArtifact(model.Artifact{Upload: sum, Name: "app.sh", Mode: 0o750})
 	if err != nil {
 		t.Fatal(err)
@@ -144,7 +145,7 @@ func TestUploadIsReadWithTheWorkersToken(t *testing.T) {
 	}
 	fm.set(func() {
 		if len(fm.blobAuth) != 1 || fm.blobAuth[0] != "Bearer worker-secret-0123456789" {
-			t.Fatalf("upload requests carried %q; want one with the worker's token", fm.blobAuth)
+			t.Fatalf("upload requests carried %q; want one with the worker's node token", fm.blobAuth)
 		}
 	})
 }

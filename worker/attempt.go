@@ -433,12 +433,12 @@ func (w *Worker) launch(u *unit) (io.ReadCloser, error) {
 
 // runnerEnv is the runner's own environment (the program's is the
 // spec's): the worker's, with $DROVER_TOKEN the token the runner reads
-// uploads from the masters with, the worker's own, or unset when the
-// worker has none.
+// uploads from the masters with, the worker's node token, or unset when
+// the worker presents none (mastersToken).
 func (w *Worker) runnerEnv() []string {
 	env := slices.DeleteFunc(os.Environ(), func(kv string) bool { return strings.HasPrefix(kv, client.EnvToken+"=") })
-	if w.cfg.Token != "" {
-		env = append(env, client.EnvToken+"="+w.cfg.Token)
+	if tok := w.cfg.mastersToken(); tok != "" {
+		env = append(env, client.EnvToken+"="+tok)
 	}
 	return env
 }

@@ -95,10 +95,12 @@ type Config struct {
 	// server admits master certificates only. Drivers and executors get
 	// the CA's path as DROVER_CACERT.
 	TLS pki.Files
-	// Token is the operator token, needed only when the masters use
-	// tokens without TLS: the worker then sends it to the masters and
-	// demands it of them on its own HTTP server.
-	Token string
+	// NodeToken is the node token the worker shares with the masters when
+	// they use tokens without TLS: it sends it to the masters (and its
+	// runners read uploads with it) and demands it of them on its own
+	// HTTP server. With TLS the certificate does that, and the node token
+	// is not used. A worker never holds the operator token.
+	NodeToken string
 	// Insecure lets a worker with neither TLS nor a token listen on an
 	// address other than loopback.
 	Insecure bool
@@ -207,6 +209,16 @@ func DefaultConfig() Config {
 // units' logs are not deleted while it is mostly empty, as a share of it
 // (Kubernetes evicts at 10%) would on a large one.
 const DefaultMinFreeDisk = 1 << 30
+
+// mastersToken is the token the worker and its runners present to the
+// masters: the node token without TLS, none with it (the certificate is
+// the credential, and masters without a node token would refuse one).
+func (c *Config) mastersToken() string {
+	if c.TLS.Enabled() {
+		return ""
+	}
+	return c.NodeToken
+}
 
 func (c *Config) validate() error {
 	var errs []error

@@ -35,7 +35,8 @@ const ExecutorLogsPath = "/v1/apps/{app}/executors/{id}/logs"
 //	GET /v1/health -> {"status":"ok","worker_id":ID}
 //
 // and Prometheus metrics at GET /metrics (MetricsPath). Every path admits
-// the same callers: anyone without TLS or a token, otherwise masters only.
+// the same callers: anyone without TLS or a token, otherwise masters only
+// (a master certificate, or without TLS the node token).
 //
 // Errors are an api.Error body: 400 for a malformed request, 404 for a
 // driver attempt or executor this worker has no directory for, 410 for
@@ -65,17 +66,18 @@ func (w *Worker) newServer() *http.Server {
 }
 
 // requireMaster admits only masters when the cluster uses tokens without
-// TLS: they present the operator token. With TLS the listener already
-// refused every certificate but a master's.
+// TLS: they present the node token. With TLS the listener already refused
+// every certificate but a master's.
 func (w *Worker) requireMaster(h http.Handler) http.Handler {
-	if w.cfg.Token == "" || w.cfg.TLS.Enabled() {
+	tok := w.cfg.mastersToken()
+	if tok == "" {
 		return h
 	}
-	want := sha256.Sum256([]byte("Bearer " + w.cfg.Token))
+	want := sha256.Sum256([]byte("Bearer " + tok))
 	return http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
 		got := sha256.Sum256([]byte(r.Header.Get("Authorization")))
 		if subtle.ConstantTimeCompare(got[:], want[:]) != 1 {
-			writeError(rw, http.StatusUnauthorized, "only masters may call a worker")
+			writeError(rw, http.StatusUnauthorized, "only masters may call a worker: they present the node token")
 			return
 		}
 		h.ServeHTTP(rw, r)

@@ -194,7 +194,7 @@ func New(cfg Config) (*Worker, error) {
 		return nil, fmt.Errorf("work dir: %w", err)
 	}
 	cfg.WorkDir = abs
-	warning, err := auth.CheckExposure(cfg.BindIP, cfg.TLS.Enabled(), cfg.Token != "", cfg.Insecure)
+	warning, err := auth.CheckExposure(cfg.BindIP, cfg.TLS.Enabled(), cfg.NodeToken != "", cfg.Insecure)
 	if err != nil {
 		return nil, err
 	}
@@ -234,7 +234,7 @@ func New(cfg Config) (*Worker, error) {
 		RequestTimeout: cfg.RequestTimeout,
 		Sticky:         true,
 		TLS:            toMasters,
-		Token:          cfg.Token,
+		Token:          cfg.mastersToken(),
 	})
 	if err != nil {
 		return nil, err

@@ -129,3 +129,58 @@ func TestMasterRefusesBadBounds(t *testing.T) {
 		}
 	}
 }
+
+// A worker never holds the operator token: given one by flag, variable or
+// file variable, it refuses in one line that names the node token, before
+// it reads the file or makes anything; its --help offers the node token
+// and not the operator token, which a master's still offers.
+func TestWorkerRefusesTheOperatorToken(t *testing.T) {
+	tok := filepath.Join(t.TempDir(), "operator.token")
+	if err := os.WriteFile(tok, []byte("OperatorTok-0123456789abcdef\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name     string
+		flags    []string
+		env, val string
+	}{
+		{"flag", []string{"--operator-token-file", tok}, "", ""},
+		{"a missing file", []string{"--operator-token-file", filepath.Join(t.TempDir(), "none")}, "", ""},
+		{"file variable", nil, "DROVER_OPERATOR_TOKEN_FILE", tok},
+		{"token variable", nil, "DROVER_OPERATOR_TOKEN", "OperatorTok-0123456789abcdef"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.env != "" {
+				t.Setenv(tc.env, tc.val)
+			}
+			dir := filepath.Join(t.TempDir(), "work")
+			out, code := withStderr(t, func() int {
+				return runWorker(append([]string{"--id", "w1", "--masters", "127.0.0.1:1", "--work-dir", dir, "--bind", "127.0.0.1",
+					"--http-port", "0", "--gossip-port", "0", "--cores", "1", "--memory", "1g"}, tc.flags...))
+			})
+			if code != 1 || strings.Count(out, "\n") != 1 || !strings.Contains(out, "workers no longer take the operator token") ||
+				!strings.Contains(out, "--node-token-file") {
+				t.Errorf("exit %d, stderr %q; want exit 1 and one line naming --node-token-file", code, out)
+			}
+			if strings.Contains(out, "OperatorTok-") {
+				t.Errorf("the refusal shows the token: %q", out)
+			}
+			if _, err := os.Stat(dir); !os.IsNotExist(err) {
+				t.Errorf("the refused worker made its work dir %s (%v)", dir, err)
+			}
+		})
+	}
+	worker, _ := withStderr(t, func() int { return runWorker([]string{"--help"}) })
+	master, _ := withStderr(t, func() int { return runMaster([]string{"--help"}) })
+	for _, c := range []struct {
+		help, flag string
+		want       bool
+	}{
+		{worker, "--node-token-file", true}, {worker, "--operator-token-file", false},
+		{master, "--node-token-file", true}, {master, "--operator-token-file", true}, {master, "--allow-unbound-worker-certs", true},
+	} {
+		if got := regexp.MustCompile(regexp.QuoteMeta(c.flag) + `[ [=]`).MatchString(c.help); got != c.want {
+			t.Errorf("--help lists %s: %v, want %v", c.flag, got, c.want)
+		}
+	}
+}

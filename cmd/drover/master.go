@@ -41,6 +41,7 @@ func runMaster(args []string) int {
 	fs.DurationVar(&cfg.AppTimeout, "app-timeout", cfg.AppTimeout, "how long an app's client may go silent before its app is ended FAILED")
 	fs.BoolVar(&cfg.RegisterWithoutGossip, "register-without-gossip", false, "let workers register before they join the gossip pool (simulated workers in benchmarks only: a worker the masters cannot watch would get work)")
 	fs.BoolVar(&cfg.OpenReads, "open-reads", false, "let status reads (drivers, apps, logs, state, the page) through without a token")
+	fs.BoolVar(&cfg.AllowUnboundWorkerCerts, "allow-unbound-worker-certs", false, "deprecated, for an upgrade only: let worker certificates that name no worker (made before drover tls cert --name put the ID in them) act as any worker, warning once per worker; reissue them and drop this")
 	fs.IntVar(&cfg.MaxConnsPerClient, "max-conns-per-client", cfg.MaxConnsPerClient, "HTTP connections one client IP may hold open; 0 for no bound")
 	fs.IntVar(&cfg.MaxSubmitsPerClient, "max-submits-per-client", cfg.MaxSubmitsPerClient, "submissions and app registrations one client IP may have in flight here (429 beyond); 0 for no bound")
 	maxProgram := bytesFlag{b: int64(cfg.MaxProgramSize), min: 1 << 10}
@@ -75,8 +76,8 @@ func runMaster(args []string) int {
 	if err != nil {
 		return fail(err)
 	}
-	cfg.TLS, cfg.OperatorToken, cfg.SubmitToken, cfg.GossipKey, cfg.Insecure = sec.TLS, sec.OperatorToken, sec.SubmitToken, sec.GossipKey, sec.Insecure
-	cfg.RaftKey = sec.RaftKey
+	cfg.TLS, cfg.OperatorToken, cfg.SubmitToken, cfg.NodeToken = sec.TLS, sec.OperatorToken, sec.SubmitToken, sec.NodeToken
+	cfg.GossipKey, cfg.Insecure, cfg.RaftKey = sec.GossipKey, sec.Insecure, sec.RaftKey
 	if cfg.Peers, err = master.ParsePeers(*peers); err != nil {
 		return fail(fmt.Errorf("--peers: %w", err))
 	}

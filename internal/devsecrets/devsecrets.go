@@ -1,6 +1,6 @@
 // Package devsecrets makes the throwaway credentials of a development or
-// test cluster: a CA, a gossip key, the operator and submit tokens and a
-// raft key, each in a file of one 0700 directory, and a certificate for
+// test cluster: a CA, a gossip key, the operator, submit and node tokens
+// and a raft key, each in a file of one 0700 directory, and a certificate for
 // each master and worker, naming its ID, issued when the node is first
 // asked for; and the flags that hand them to nodes. Production clusters
 // make theirs with drover tls and drover keygen (docs/security.md).
@@ -25,9 +25,10 @@ type Secrets struct {
 	Dir string
 	// CA is the CA's certificate and CAKey its key, which issues the
 	// nodes' certificates (Node).
-	CA, CAKey                  string
-	GossipKey                  string
-	OperatorToken, SubmitToken string
+	CA, CAKey string
+	GossipKey string
+	// OperatorToken, SubmitToken and NodeToken are the token files.
+	OperatorToken, SubmitToken, NodeToken string
 	// RaftKey is for masters run with tokens and no TLS (Args).
 	RaftKey string
 	// host is the address every node certificate is valid for.
@@ -37,9 +38,9 @@ type Secrets struct {
 // Validity is how long the node certificates last; the CA a day longer.
 const Validity = 30 * 24 * time.Hour
 
-// Make creates dir (0700) and writes a fresh CA, a gossip key, two tokens
-// and a raft key; node certificates, valid for bindIP, come from Node. It
-// refuses to replace files that exist.
+// Make creates dir (0700) and writes a fresh CA, a gossip key, three
+// tokens and a raft key; node certificates, valid for bindIP, come from
+// Node. It refuses to replace files that exist.
 func Make(dir, bindIP string) (Secrets, error) {
 	s := Secrets{Dir: dir, host: bindIP}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
@@ -55,7 +56,7 @@ func Make(dir, bindIP string) (Secrets, error) {
 	for _, v := range []struct {
 		name string
 		path *string
-	}{{"gossip.key", &s.GossipKey}, {"operator.token", &s.OperatorToken}, {"submit.token", &s.SubmitToken}, {"raft.key", &s.RaftKey}} {
+	}{{"gossip.key", &s.GossipKey}, {"operator.token", &s.OperatorToken}, {"submit.token", &s.SubmitToken}, {"node.token", &s.NodeToken}, {"raft.key", &s.RaftKey}} {
 		*v.path = filepath.Join(dir, v.name)
 		if err := writeNew(*v.path, RandomKey()); err != nil {
 			return s, err
@@ -123,10 +124,10 @@ func writeNew(path, content string) error {
 
 // Args are the flags that hand node id of role (master or worker) its
 // credentials, and the gossip key. With tls: the CA and the node's own
-// certificate (Node). Without: a master's raft key, which masters prove
-// themselves to each other with there, and a worker's operator token,
-// which workers prove themselves with there. Masters get the operator and
-// submit tokens besides.
+// certificate (Node). Without: the node token, and a master's raft key,
+// which masters prove themselves to each other with there. Masters get the
+// operator and submit tokens besides; a worker never gets the operator
+// token.
 func (s Secrets) Args(role pki.Role, id string, tls bool) ([]string, error) {
 	args := []string{"--gossip-key-file", s.GossipKey}
 	switch {
@@ -137,9 +138,9 @@ func (s Secrets) Args(role pki.Role, id string, tls bool) ([]string, error) {
 		}
 		args = append(args, "--tls-ca", f.CA, "--tls-cert", f.Cert, "--tls-key", f.Key)
 	case role == pki.RoleMaster:
-		args = append(args, "--raft-key-file", s.RaftKey)
+		args = append(args, "--node-token-file", s.NodeToken, "--raft-key-file", s.RaftKey)
 	default:
-		args = append(args, "--operator-token-file", s.OperatorToken)
+		args = append(args, "--node-token-file", s.NodeToken)
 	}
 	if role == pki.RoleMaster {
 		args = append(args, "--operator-token-file", s.OperatorToken, "--submit-token-file", s.SubmitToken)

@@ -130,9 +130,10 @@ type Options struct {
 	// use the CA and the operator token.
 	Secure bool
 	// TokensOnly runs every node with tokens and gossip encryption but
-	// no TLS, the masters with a raft key, with credentials from
-	// internal/devsecrets in DIR/secrets; Client and State then use the
-	// operator token over plain HTTP.
+	// no TLS, the masters with a raft key and the workers with the node
+	// token alone, with credentials from internal/devsecrets in
+	// DIR/secrets; Client and State then use the operator token over
+	// plain HTTP.
 	TokensOnly bool
 }
 

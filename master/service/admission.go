@@ -3,6 +3,7 @@ package service
 import (
 	"context"
 	"io"
+	"log/slog"
 	"sync"
 
 	"github.com/drover-project/drover/api"
@@ -23,18 +24,20 @@ type Bounds struct {
 }
 
 // Admit returns next behind the access rules: each method first checks
-// that the caller has the auth.Access it needs (Guard.Check), and
-// submissions, app registrations and uploads are bounded per client IP
-// (b). It runs on the master the request reached first, in front of the
-// forwarding to the leader, so a caller is admitted before any master acts
-// for it; the leader admits a forwarded request again by the credential
-// the forwarding master carried on, and does not count it against the
+// that the caller has the auth.Access it needs (Guard.Check), a worker's
+// own traffic that the caller may act as that worker (Guard.CheckWorker,
+// whose notices go to log once per worker), and submissions, app
+// registrations and uploads are bounded per client IP (b). It runs on the
+// master the request reached first, in front of the forwarding to the
+// leader, so a caller is admitted before any master acts for it; the
+// leader admits a forwarded request again by the credential the
+// forwarding master carried on, and does not count it against the
 // forwarding master's IP. known says whether a submission token is
 // committed in this master's tables (fsm.FSM.DriverByToken); nil knows
 // none.
-func Admit(next Service, g *auth.Guard, b Bounds, known func(token string) bool) Service {
-	return &admission{next: next, guard: g, known: known, submitting: newInflight(b.Submits), uploading: newInflight(b.Uploads),
-		streaming: newInflight(maxStreamsPerClient)}
+func Admit(next Service, g *auth.Guard, log *slog.Logger, b Bounds, known func(token string) bool) Service {
+	return &admission{next: next, guard: g, log: log, known: known, submitting: newInflight(b.Submits), uploading: newInflight(b.Uploads),
+		streaming: newInflight(maxStreamsPerClient), noticed: map[string]bool{}}
 }
 
 // maxStreamsPerClient bounds the event streams one client IP may hold
@@ -44,15 +47,61 @@ const maxStreamsPerClient = 16
 type admission struct {
 	next       Service
 	guard      *auth.Guard
+	log        *slog.Logger
 	known      func(token string) bool
 	submitting *inflight
 	uploading  *inflight
 	streaming  *inflight
+
+	// noticed holds the notices of Guard.CheckWorker logged already, each
+	// naming its worker, up to maxNoticed.
+	noticeMu sync.Mutex
+	noticed  map[string]bool
 }
+
+// maxNoticed bounds the notices remembered, so that callers naming ever
+// new worker IDs cannot grow the set without end; past it the set starts
+// over, and a notice may be logged again.
+const maxNoticed = 4096
 
 // admitted runs f when c has access, and returns its results.
 func admitted[T any](a *admission, c auth.Caller, access auth.Access, f func() (T, error)) (T, error) {
 	if err := a.guard.Check(c.Identity, access); err != nil {
+		var zero T
+		return zero, err
+	}
+	return f()
+}
+
+// worker admits c for the traffic of worker id: Node access, and the
+// right to act as that worker (Guard.CheckWorker), whose notice it logs
+// the first time it comes.
+func (a *admission) worker(c auth.Caller, id string) error {
+	if err := a.guard.Check(c.Identity, auth.Node); err != nil {
+		return err
+	}
+	notice, err := a.guard.CheckWorker(c.Identity, id)
+	if err != nil || notice == "" {
+		return err
+	}
+	a.noticeMu.Lock()
+	first := !a.noticed[notice]
+	if first {
+		if len(a.noticed) >= maxNoticed {
+			clear(a.noticed)
+		}
+		a.noticed[notice] = true
+	}
+	a.noticeMu.Unlock()
+	if first {
+		a.log.Warn(notice, "worker", id, "deprecated", true)
+	}
+	return nil
+}
+
+// workerAdmitted runs f when c may act as worker id (admission.worker).
+func workerAdmitted[T any](a *admission, c auth.Caller, id string, f func() (T, error)) (T, error) {
+	if err := a.worker(c, id); err != nil {
 		var zero T
 		return zero, err
 	}
@@ -207,15 +256,15 @@ func (a *admission) DriverLogs(ctx context.Context, c auth.Caller, id string, q 
 }
 
 func (a *admission) RegisterWorker(ctx context.Context, c auth.Caller, req api.RegisterWorkerRequest) (api.RegisterWorkerResponse, error) {
-	return admitted(a, c, auth.Node, func() (api.RegisterWorkerResponse, error) { return a.next.RegisterWorker(ctx, c, req) })
+	return workerAdmitted(a, c, req.ID, func() (api.RegisterWorkerResponse, error) { return a.next.RegisterWorker(ctx, c, req) })
 }
 
 func (a *admission) Heartbeat(ctx context.Context, c auth.Caller, id string, req api.HeartbeatRequest) (api.HeartbeatResponse, error) {
-	return admitted(a, c, auth.Node, func() (api.HeartbeatResponse, error) { return a.next.Heartbeat(ctx, c, id, req) })
+	return workerAdmitted(a, c, id, func() (api.HeartbeatResponse, error) { return a.next.Heartbeat(ctx, c, id, req) })
 }
 
 func (a *admission) DecommissionWorker(ctx context.Context, c auth.Caller, id string, req api.DecommissionWorkerRequest) (api.RegisterWorkerResponse, error) {
-	return admitted(a, c, auth.Node, func() (api.RegisterWorkerResponse, error) { return a.next.DecommissionWorker(ctx, c, id, req) })
+	return workerAdmitted(a, c, id, func() (api.RegisterWorkerResponse, error) { return a.next.DecommissionWorker(ctx, c, id, req) })
 }
 
 func (a *admission) Worker(ctx context.Context, c auth.Caller, id string, r Read) (*model.Worker, error) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
 	"testing"
 
@@ -34,7 +35,7 @@ func TestAdmitBoundsSubmissionsPerClient(t *testing.T) {
 		t.Fatal(err)
 	}
 	next := &blocking{release: make(chan struct{})}
-	s := Admit(next, g, Bounds{Submits: 2}, nil)
+	s := Admit(next, g, slog.Default(), Bounds{Submits: 2}, nil)
 	send := func(ip, forwardedBy string) chan error {
 		out := make(chan error, 1)
 		go func() {
@@ -68,7 +69,7 @@ func TestAdmitChecksAccessFirst(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := Admit(nil, g, Bounds{}, nil)
+	s := Admit(nil, g, slog.Default(), Bounds{}, nil)
 	ctx := context.Background()
 	anon := auth.Caller{}
 	if _, err := s.SubmitDriver(ctx, anon, api.SubmitRequest{}); !errors.Is(err, api.ErrUnauthenticated) {
@@ -112,7 +113,7 @@ func TestAdmitBoundsBatchesPerSubmission(t *testing.T) {
 		t.Fatal(err)
 	}
 	next := &blocking{release: make(chan struct{})}
-	s := Admit(next, g, Bounds{Submits: 4}, nil)
+	s := Admit(next, g, slog.Default(), Bounds{Submits: 4}, nil)
 	batch := func(tokens ...string) api.SubmitBatchRequest {
 		var req api.SubmitBatchRequest
 		for _, tok := range tokens {
@@ -219,7 +220,7 @@ func TestAdmitLetsCommittedSubmissionsThrough(t *testing.T) {
 		t.Fatal(err)
 	}
 	next := &committing{committed: map[string]bool{}}
-	s := Admit(next, g, Bounds{Submits: 4}, next.known)
+	s := Admit(next, g, slog.Default(), Bounds{Submits: 4}, next.known)
 	var req api.SubmitBatchRequest
 	for i := range 10 {
 		req.Submissions = append(req.Submissions, valid(string(rune('a'+i))))

@@ -51,9 +51,6 @@ type Config struct {
 	// MaxExecutorRetries goes into each app's registration (Spark's
 	// spark.deploy.maxExecutorRetries).
 	MaxExecutorRetries int
-	// OperatorToken is what this master presents to workers when it
-	// passes a log request on without TLS ("" for none).
-	OperatorToken string
 	// MaxProgramSize bounds the program of a submission and the executor
 	// program of an app registration (model.SubmitDriver.ProgramSize), in
 	// bytes; a larger one is refused with api.ErrTooLarge. 0 for no
@@ -65,6 +62,16 @@ type Config struct {
 	// ended. A submission or registration past one is refused with
 	// api.ErrLimitReached before anything is committed. 0 for no bound.
 	MaxLiveDrivers, MaxLiveDriversPerClient, MaxLiveApps int
+	// WorkerToken is what this master presents to workers when it passes
+	// a log request on without TLS ("" for none): the node token, or on
+	// a master without one the operator token, which workers older than
+	// the node token demand. A master that holds a node token never
+	// sends its operator token to a worker, whatever registered there.
+	WorkerToken string
+	// AllowUnboundWorkerCerts lets a worker answer for its logs with a
+	// certificate that names no worker (auth.Config's field of the same
+	// name).
+	AllowUnboundWorkerCerts bool
 }
 
 // Deps are the parts of a running master that Core works with.

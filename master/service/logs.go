@@ -10,6 +10,7 @@ import (
 
 	"github.com/drover-project/drover/api"
 	"github.com/drover-project/drover/model"
+	"github.com/drover-project/drover/pki"
 	"github.com/drover-project/drover/transport"
 )
 
@@ -31,10 +32,13 @@ type logUnit struct {
 // workerLog asks u's worker for its log with query q. The worker is called
 // with this master's credential, never the caller's: the caller's token is
 // for the masters, and a worker knows masters by their certificate, or
-// without TLS by the operator token. The log of a worker the masters no
-// longer know, or that is not ALIVE and does not answer, and that of an
-// ended unit whose directory its worker removed, is api.ErrGone, said in
-// one line; a worker ALIVE that does not answer is api.ErrBadGateway.
+// without TLS by the node token (Config.WorkerToken). With TLS the answer
+// counts only from the worker meant: its certificate must name it
+// (checkWorkerCert). The log of a worker the masters no longer know, or
+// that is not ALIVE and does not answer, and that of an ended unit whose
+// directory its worker removed, is api.ErrGone, said in one line; a worker
+// ALIVE that does not answer, or answers with another's certificate, is
+// api.ErrBadGateway.
 func (s *Core) workerLog(ctx context.Context, u logUnit, q LogQuery) (*Log, error) {
 	switch q.Stream {
 	case "", api.StreamStdout, api.StreamStderr:
@@ -53,8 +57,8 @@ func (s *Core) workerLog(ctx context.Context, u logUnit, q LogQuery) (*Log, erro
 	if err != nil {
 		return nil, err
 	}
-	if s.cfg.Scheme == "http" && s.cfg.OperatorToken != "" {
-		req.Header.Set("Authorization", "Bearer "+s.cfg.OperatorToken)
+	if s.cfg.Scheme == "http" && s.cfg.WorkerToken != "" {
+		req.Header.Set("Authorization", "Bearer "+s.cfg.WorkerToken)
 	}
 	resp, err := s.Workers.Do(req)
 	if err != nil {
@@ -64,6 +68,10 @@ func (s *Core) workerLog(ctx context.Context, u logUnit, q LogQuery) (*Log, erro
 				u.what, wk.ID, wk.State, cause)
 		}
 		return nil, api.Errorf(api.ErrBadGateway, "worker %s at %s, which keeps the logs of %s, does not answer: %v", wk.ID, wk.HTTPAddr, u.what, cause)
+	}
+	if err := s.checkWorkerCert(resp, wk); err != nil {
+		resp.Body.Close()
+		return nil, err
 	}
 	if resp.StatusCode != http.StatusOK {
 		defer resp.Body.Close()
@@ -82,4 +90,27 @@ func (s *Core) workerLog(ctx context.Context, u logUnit, q LogQuery) (*Log, erro
 	l := &Log{Body: resp.Body}
 	l.Start, l.Size = api.LogHeaders(resp.Header, q.Offset)
 	return l, nil
+}
+
+// checkWorkerCert refuses, with api.ErrBadGateway, an answer over TLS from
+// a worker whose certificate names another worker than wk, or, unless
+// Config.AllowUnboundWorkerCerts, none: whoever holds an address the
+// tables give for wk must not serve wk's logs. The request went out
+// before the check, since which worker answers is known only once it has;
+// it carries no secret over TLS, where this master's certificate is its
+// credential.
+func (s *Core) checkWorkerCert(resp *http.Response, wk *model.Worker) error {
+	if resp.TLS == nil {
+		return nil
+	}
+	id, err := pki.PeerID(resp.TLS)
+	switch {
+	case err != nil:
+		return api.Errorf(api.ErrBadGateway, "worker %s at %s: %v", wk.ID, wk.HTTPAddr, err)
+	case id == "" && !s.cfg.AllowUnboundWorkerCerts:
+		return api.Errorf(api.ErrBadGateway, "worker %s at %s answers with a certificate that names no worker: reissue it with drover tls cert --role worker --name %s", wk.ID, wk.HTTPAddr, wk.ID)
+	case id != "" && id != wk.ID:
+		return api.Errorf(api.ErrBadGateway, "the worker at %s answers with the certificate of %s, not %s's: its answer is not taken", wk.HTTPAddr, id, wk.ID)
+	}
+	return nil
 }

@@ -2,6 +2,7 @@ package service
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"io"
 	"net"
@@ -9,10 +10,12 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/drover-project/drover/api"
 	"github.com/drover-project/drover/fsm"
 	"github.com/drover-project/drover/model"
+	"github.com/drover-project/drover/pki"
 )
 
 // logFSM is a table with worker w1 at addr, made DEAD when dead.
@@ -36,8 +39,8 @@ func logFSM(t *testing.T, addr string, dead bool) *fsm.FSM {
 }
 
 // A log request passed on to a worker carries this master's credential
-// (without TLS, the operator token), never the caller's token or cookie,
-// and the worker's answer comes back with its size and where it starts.
+// (without TLS, the node token), never the caller's token or cookie, and
+// the worker's answer comes back with its size and where it starts.
 func TestWorkerLogCarriesTheMastersCredential(t *testing.T) {
 	var got http.Header
 	var query string
@@ -50,9 +53,9 @@ func TestWorkerLogCarriesTheMastersCredential(t *testing.T) {
 	defer wk.Close()
 	f := logFSM(t, strings.TrimPrefix(wk.URL, "http://"), false)
 	for _, tc := range []struct {
-		operatorToken, want string
-	}{{"OperatorTok-0123456789abcdef", "Bearer OperatorTok-0123456789abcdef"}, {"", ""}} {
-		s := &Core{cfg: Config{Scheme: "http", OperatorToken: tc.operatorToken}, Deps: Deps{FSM: f, Workers: wk.Client()}}
+		workerToken, want string
+	}{{"NodeTok-0123456789ABCDEFGHIJ", "Bearer NodeTok-0123456789ABCDEFGHIJ"}, {"", ""}} {
+		s := &Core{cfg: Config{Scheme: "http", WorkerToken: tc.workerToken}, Deps: Deps{FSM: f, Workers: wk.Client()}}
 		l, err := s.workerLog(context.Background(), logUnit{what: "d", workerID: "w1", path: "/v1/drivers/d/logs"}, LogQuery{Stream: "stderr", Offset: 7, Attempt: 2})
 		if err != nil {
 			t.Fatal(err)
@@ -63,7 +66,7 @@ func TestWorkerLogCarriesTheMastersCredential(t *testing.T) {
 			t.Fatalf("log %q size %d start %d query %q", b, l.Size, l.Start, query)
 		}
 		if got.Get("Authorization") != tc.want || got.Get("Cookie") != "" {
-			t.Fatalf("headers to the worker with operator token %q: %v", tc.operatorToken, got)
+			t.Fatalf("headers to the worker with token %q: %v", tc.workerToken, got)
 		}
 	}
 }
@@ -122,6 +125,88 @@ func TestWorkerLogSaysWhenTheLogIsGone(t *testing.T) {
 				if !strings.Contains(err.Error(), w) {
 					t.Fatalf("error %q does not say %q", err, w)
 				}
+			}
+		})
+	}
+}
+
+// TestWorkerLogOnlyFromTheWorkerMeant: over TLS a master takes a log only
+// from a worker whose certificate names the worker the tables place the
+// unit on; another worker's certificate at that address, or one naming no
+// worker (unless the masters allow those for an upgrade), gets 502 and
+// none of its bytes.
+func TestWorkerLogOnlyFromTheWorkerMeant(t *testing.T) {
+	dir := t.TempDir()
+	caPEM, caKey, err := pki.NewCA("logs test CA", time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	caPath, _, err := pki.WriteFiles(dir, "ca", caPEM, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	files := func(role pki.Role, id, name string) pki.Files {
+		certPEM, keyPEM, err := pki.Issue(caPEM, caKey, role, id, []string{"127.0.0.1"}, time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cert, key, err := pki.WriteFiles(dir, name, certPEM, keyPEM)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return pki.Files{CA: caPath, Cert: cert, Key: key}
+	}
+	toWorkers, err := files(pki.RoleMaster, "m1", "m1").ClientConfig(pki.RoleWorker)
+	if err != nil {
+		t.Fatal(err)
+	}
+	unit := logUnit{what: "attempt 1 of d", workerID: "w1", path: "/v1/drivers/d/logs"}
+	for _, tc := range []struct {
+		name     string
+		cert     pki.Files
+		upgrade  bool
+		want     string
+		wantLine string
+	}{
+		{"w1 itself", files(pki.RoleWorker, "w1", "w1"), false, "w1's log", ""},
+		{"w2 at w1's address", files(pki.RoleWorker, "w2", "w2"), false, "", "the certificate of w2, not w1's"},
+		{"an unbound certificate", files(pki.RoleWorker, "", "old"), false, "", "names no worker: reissue it with drover tls cert --role worker --name w1"},
+		{"an unbound certificate while upgrading", files(pki.RoleWorker, "", "old2"), true, "w1's log", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			serverTLS, err := tc.cert.ServerConfig(tls.RequireAndVerifyClientCert, pki.RoleMaster)
+			if err != nil {
+				t.Fatal(err)
+			}
+			wk := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				_, _ = io.WriteString(w, "w1's log")
+			}))
+			wk.TLS = serverTLS
+			wk.StartTLS()
+			defer wk.Close()
+			hc := &http.Client{Transport: &http.Transport{TLSClientConfig: toWorkers}}
+			defer hc.CloseIdleConnections()
+			s := &Core{cfg: Config{Scheme: "https", AllowUnboundWorkerCerts: tc.upgrade},
+				Deps: Deps{FSM: logFSM(t, strings.TrimPrefix(wk.URL, "https://"), false), Workers: hc}}
+			l, err := s.workerLog(context.Background(), unit, LogQuery{})
+			if tc.wantLine != "" {
+				if err == nil {
+					b, _ := io.ReadAll(l.Body)
+					l.Body.Close()
+					t.Fatalf("served %q", b)
+				}
+				if !errors.Is(err, api.ErrBadGateway) || !strings.Contains(err.Error(), tc.wantLine) {
+					t.Fatalf("error %q, want a 502 saying %q", err, tc.wantLine)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, _ := io.ReadAll(l.Body)
+			l.Body.Close()
+			if string(b) != tc.want {
+				t.Fatalf("log %q, want %q", b, tc.want)
 			}
 		})
 	}
