@@ -135,6 +135,14 @@ func TestMasterRefusesBadBounds(t *testing.T) {
 // it reads the file or makes anything; its --help offers the node token
 // and not the operator token, which a master's still offers.
 func TestWorkerRefusesTheOperatorToken(t *testing.T) {
+	// A gossip port in use: a worker that took the token would fail
+	// there, rather than run until a signal.
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	port := strconv.Itoa(taken.Addr().(*net.TCPAddr).Port)
 	tok := filepath.Join(t.TempDir(), "operator.token")
 	if err := os.WriteFile(tok, []byte("OperatorTok-0123456789abcdef\n"), 0o600); err != nil {
 		t.Fatal(err)
@@ -156,7 +164,7 @@ func TestWorkerRefusesTheOperatorToken(t *testing.T) {
 			dir := filepath.Join(t.TempDir(), "work")
 			out, code := withStderr(t, func() int {
 				return runWorker(append([]string{"--id", "w1", "--masters", "127.0.0.1:1", "--work-dir", dir, "--bind", "127.0.0.1",
-					"--http-port", "0", "--gossip-port", "0", "--cores", "1", "--memory", "1g"}, tc.flags...))
+					"--http-port", "0", "--gossip-port", port, "--cores", "1", "--memory", "1g"}, tc.flags...))
 			})
 			if code != 1 || strings.Count(out, "\n") != 1 || !strings.Contains(out, "workers no longer take the operator token") ||
 				!strings.Contains(out, "--node-token-file") {
