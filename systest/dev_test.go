@@ -197,10 +197,10 @@ func (d *devRun) stopAndCheck() {
 }
 
 // workerMetrics scrapes worker id's /metrics as a master does, with the
-// master certificate dev made.
+// certificate dev made for master m1.
 func (d *devRun) workerMetrics(id string) (*metricstest.Scrape, error) {
 	sec := filepath.Join(d.dir, "secrets")
-	cfg, err := pki.Files{CA: filepath.Join(sec, "ca.pem"), Cert: filepath.Join(sec, "master.pem"), Key: filepath.Join(sec, "master-key.pem")}.ClientConfig(pki.RoleWorker)
+	cfg, err := pki.Files{CA: filepath.Join(sec, "ca.pem"), Cert: filepath.Join(sec, "master-m1.pem"), Key: filepath.Join(sec, "master-m1-key.pem")}.ClientConfig(pki.RoleWorker)
 	if err != nil {
 		return nil, err
 	}

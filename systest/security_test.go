@@ -717,12 +717,15 @@ func TestSecuredClusterRunsDriversAndApps(t *testing.T) {
 	waitSameTables(t, c, c.Masters...)
 }
 
-// TestTokensWithoutTLS: masters with tokens and no TLS admit a worker that
-// presents the operator token, a submitter with the submit token, and
-// proxy logs from the worker with the operator token. With --open-reads,
-// reads need no token and writes still do.
+// TestTokensWithoutTLS: masters with tokens and no TLS run a worker that
+// holds the node token alone, take submissions with the submit token and
+// proxy logs from the worker with the node token. The node token may not
+// submit, read drivers or the state, or do an operator's calls (403); an
+// older worker's operator token still does worker traffic, with a line in
+// the leader's log once per worker; a worker given the operator token
+// refuses to start, naming the node token.
 func TestTokensWithoutTLS(t *testing.T) {
-	c := testcluster.New(t, testcluster.Options{Workers: 1, TokensOnly: true, MasterArgs: []string{"--open-reads"}})
+	c := testcluster.New(t, testcluster.Options{Workers: 1, TokensOnly: true})
 	opts, err := client.SecureOptions("", "", "", c.Secrets.SubmitToken)
 	if err != nil {
 		t.Fatal(err)
@@ -742,18 +745,71 @@ func TestTokensWithoutTLS(t *testing.T) {
 	if err != nil || string(out) != "hi\n" {
 		t.Fatalf("logs through the master: %q, %v", out, err)
 	}
-	// Reads are open, writes are not.
-	anon, err := client.New(strings.Split(c.MasterAddrs, ","), client.Options{RequestTimeout: 3 * time.Second})
+
+	leader, err := c.Leader(5 * time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := anon.Drivers(ctx); err != nil {
-		t.Fatalf("open read: %v", err)
+	node, operator := readToken(t, c.Secrets.NodeToken), readToken(t, c.Secrets.OperatorToken)
+	base := "http://" + leader.HTTP
+	before := stateHash(t, leader)
+	for _, call := range []struct{ method, path, body string }{
+		{http.MethodPost, api.PathDrivers, `{"token":"node-1","argv":["true"],"cores":1,"memory_mb":64}`},
+		{http.MethodGet, api.PathDrivers, ""},
+		{http.MethodGet, api.DriverPath(res.DriverID, ""), ""},
+		{http.MethodGet, api.DriverPath(res.DriverID, "/logs"), ""},
+		{http.MethodGet, api.PathState, ""},
+		{http.MethodGet, api.PathRaftPeers, ""},
+		{http.MethodPost, api.PathClearCompleted, ""},
+		{http.MethodGet, api.PathSnapshot, ""},
+	} {
+		s, b, err := request(nil, call.method, base+call.path, node, strings.NewReader(call.body), nil)
+		if err := wantStatus(s, b, err, http.StatusForbidden); err != nil {
+			t.Errorf("node token, %s %s: %v", call.method, call.path, err)
+		}
+	}
+	if after := stateHash(t, leader); after != before {
+		t.Fatal("the node token changed the tables")
+	}
+	anon, err := client.New(strings.Split(c.MasterAddrs, ","), client.Options{RequestTimeout: 3 * time.Second})
+	if err != nil {
+		t.Fatal(err)
 	}
 	var apiErr *client.APIError
 	if _, err := anon.Submit(ctx, api.SubmitRequest{Token: "t2", Argv: []string{"true"}, Cores: 1, MemoryMB: 64}); !errors.As(err, &apiErr) || apiErr.Status != http.StatusUnauthorized {
 		t.Fatalf("anonymous submit: %v, want 401", err)
 	}
+
+	// An older worker's operator token: heard, and noticed once.
+	for range 3 {
+		s, b, err := request(nil, http.MethodPost, base+api.WorkerPath("w-old", "/heartbeat"), operator, strings.NewReader(`{"instance":"x","running":[]}`), nil)
+		if err := wantStatus(s, b, err, http.StatusOK); err != nil {
+			t.Fatalf("an older worker's heartbeat with the operator token: %v", err)
+		}
+	}
+	if n := strings.Count(leader.Log(), "worker w-old presents the operator token"); n != 1 {
+		t.Errorf("the leader noticed the operator token %d times, want once", n)
+	}
+
+	// An address no interface has: a worker that took the token would
+	// fail to listen there rather than run.
+	_, stderr, code := runDrover(t, nil, "worker", "--id", "w9", "--masters", c.MasterAddrs, "--work-dir", filepath.Join(t.TempDir(), "w9"),
+		"--bind", "192.0.2.1", "--operator-token-file", c.Secrets.OperatorToken)
+	if lines := refusals(stderr); code != 1 || len(lines) != 1 || !strings.Contains(lines[0], "--node-token-file") {
+		t.Errorf("a worker given the operator token: exit %d, stderr %q; want exit 1 and one line naming --node-token-file", code, stderr)
+	}
+}
+
+// refusals are the lines of a command's stderr other than its warnings
+// (a variable of the test's environment that no flag reads, say).
+func refusals(stderr string) []string {
+	var out []string
+	for _, l := range strings.Split(strings.TrimSpace(stderr), "\n") {
+		if !strings.HasPrefix(l, "drover: warning: ") {
+			out = append(out, l)
+		}
+	}
+	return out
 }
 
 // TestWorkerWithWrongGossipKeyGetsNoWork: a worker with a valid worker
