@@ -366,7 +366,7 @@ func (m *Master) startSparkREST(guard *auth.Guard, conns *transport.ConnLimit) e
 	if err != nil {
 		return fmt.Errorf("spark REST listen: %w", err)
 	}
-	m.sparkServer = m.serve(ln, m.metrics.Instrument(sparkrest.NewHandler(m.svc, guard.Caller, launcher)), "spark REST")
+	m.sparkServer = m.serve(ln, m.metrics.Instrument(sparkrest.NewHandler(m.svc, guard, launcher)), "spark REST")
 	m.log.Info("serving Spark REST submissions", "addr", ln.Addr().String(), "tls", m.tls.http != nil,
 		"launcher", launcher.Argv())
 	return nil

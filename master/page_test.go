@@ -161,6 +161,7 @@ func TestUILoginCookie(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		hr.Header.Set("Content-Type", "application/json")
 		for k, v := range header {
 			hr.Header.Set(k, v)
 		}

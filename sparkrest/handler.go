@@ -34,19 +34,27 @@ type Backend interface {
 	Health(ctx context.Context) api.Health
 }
 
+// Guard is what the handler needs of auth.Guard, which implements it: the
+// caller of a request (a credential that proves nothing is an error), and
+// whether a caller brought any credential where the masters require one.
+type Guard interface {
+	Caller(*http.Request) (auth.Caller, error)
+	CheckCredential(auth.Identity) error
+}
+
 // Handler serves the protocol. Make one with NewHandler.
 type Handler struct {
 	backend  Backend
-	identify func(*http.Request) (auth.Caller, error)
+	guard    Guard
 	launcher Launcher
 	// newToken makes the submission token of each create request.
 	newToken func() string
 }
 
-// NewHandler returns a Handler that submits through launcher to backend;
-// identify establishes each request's caller (auth.Guard.Caller).
-func NewHandler(backend Backend, identify func(*http.Request) (auth.Caller, error), launcher Launcher) *Handler {
-	return &Handler{backend: backend, identify: identify, launcher: launcher, newToken: newToken}
+// NewHandler returns a Handler that submits through launcher to backend,
+// with guard establishing each request's caller.
+func NewHandler(backend Backend, guard Guard, launcher Launcher) *Handler {
+	return &Handler{backend: backend, guard: guard, launcher: launcher, newToken: newToken}
 }
 
 // newToken returns a fresh submission token. Spark's create is not
@@ -135,13 +143,19 @@ func segments(path string) []string {
 }
 
 // allowed answers 405 for another method, and establishes the caller,
-// answering a credential that proves nothing (a wrong token); both before
-// the body is read. What the caller may do is the backend's to decide.
+// answering a credential that proves nothing (a wrong token) and, for a
+// POST (create, kill, killall, clear: every one a write), the lack of any
+// credential where the masters require one; all before the body is read,
+// so that nobody without a credential makes a master read a body. What
+// the caller may do is the backend's to decide.
 func (h *Handler) allowed(w http.ResponseWriter, r *http.Request, method string) (auth.Caller, bool) {
 	if !methodIs(w, r, method) {
 		return auth.Caller{}, false
 	}
-	c, err := h.identify(r)
+	c, err := h.guard.Caller(r)
+	if err == nil && method == http.MethodPost {
+		err = h.guard.CheckCredential(c.Identity)
+	}
 	if err != nil {
 		writeBackendError(w, err)
 		return auth.Caller{}, false
@@ -203,6 +217,10 @@ func pathError(w http.ResponseWriter, parts []string) {
 }
 
 func (h *Handler) create(w http.ResponseWriter, r *http.Request, c auth.Caller) {
+	if err := api.CheckJSON(r.Header); err != nil {
+		writeBackendError(w, err)
+		return
+	}
 	body, err := io.ReadAll(r.Body)
 	if err != nil {
 		var mbe *http.MaxBytesError

@@ -74,7 +74,8 @@ func (a *attacker) tlsConfig(f pki.Files, skipVerify bool) *tls.Config {
 }
 
 // request sends one HTTP(S) request and returns its status and body, or
-// the transport error (a refused handshake).
+// the transport error (a refused handshake). A body goes as JSON unless
+// header says otherwise.
 func request(cfg *tls.Config, method, url, token string, body io.Reader, header map[string]string) (int, string, error) {
 	tr := &http.Transport{TLSClientConfig: cfg, DisableKeepAlives: true}
 	defer tr.CloseIdleConnections()
@@ -85,6 +86,9 @@ func request(cfg *tls.Config, method, url, token string, body io.Reader, header 
 	}
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
 	}
 	for k, v := range header {
 		req.Header.Set(k, v)

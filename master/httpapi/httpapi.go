@@ -252,7 +252,8 @@ func (h *handlers) caller(w http.ResponseWriter, r *http.Request) (auth.Caller, 
 
 // post serves an endpoint whose body is a JSON In. Every such endpoint
 // needs a credential where the masters require one, so a caller without
-// any is refused before its body is read.
+// any is refused before its body is read, as is a body not declared JSON
+// (api.CheckJSON: what a browser posts across sites is not).
 func post[In, Out any](h *handlers, f func(context.Context, auth.Caller, In) (Out, error)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		c, ok := h.caller(w, r)
@@ -260,6 +261,10 @@ func post[In, Out any](h *handlers, f func(context.Context, auth.Caller, In) (Ou
 			return
 		}
 		if err := h.Guard.CheckCredential(c.Identity); err != nil {
+			h.writeError(w, err)
+			return
+		}
+		if err := api.CheckJSON(r.Header); err != nil {
 			h.writeError(w, err)
 			return
 		}
