@@ -1,6 +1,7 @@
 package api
 
 import (
+	"fmt"
 	"mime"
 	"net/http"
 	"strings"
@@ -30,12 +31,18 @@ func CheckJSON(h http.Header) error {
 	if ct == "" {
 		return Errorf(ErrUnsupportedMediaType, "this request's body is JSON: send it with Content-Type: %s (it had none)", ContentTypeJSON)
 	}
-	if len(ct) > maxQuotedType {
-		ct = ct[:maxQuotedType] + "..."
-	}
-	return Errorf(ErrUnsupportedMediaType, "this request's body is JSON: send it with Content-Type: %s, not %q", ContentTypeJSON, ct)
+	return Errorf(ErrUnsupportedMediaType, "this request's body is JSON: send it with Content-Type: %s, not %s", ContentTypeJSON, QuoteHeader(ct))
 }
 
-// maxQuotedType is how much of a refused Content-Type the refusal repeats:
-// enough to recognise it, not the 64 KiB a header may hold.
-const maxQuotedType = 64
+// maxQuoted is how much of a header value a refusal repeats: enough to
+// recognise it, not the 64 KiB a header may hold.
+const maxQuoted = 100
+
+// QuoteHeader quotes a header value (Go syntax) for a refusal's message,
+// cut to its first 100 bytes.
+func QuoteHeader(v string) string {
+	if len(v) > maxQuoted {
+		return fmt.Sprintf("%q...", v[:maxQuoted])
+	}
+	return fmt.Sprintf("%q", v)
+}

@@ -195,6 +195,17 @@ func (g *Guard) Open() bool {
 	return !g.cfg.TLS && g.cfg.OperatorToken == "" && g.cfg.SubmitToken == ""
 }
 
+// AnswersAnyone reports whether a caller without any credential may do
+// more than ask for health through this policy's listeners: they have
+// no TLS, and no tokens or open reads. Such a listener checks the Host of
+// each request (transport.Gate): a page of another site that makes a
+// browser ask under the page's own name (DNS rebinding) could otherwise
+// read, or write, as anyone may. With TLS the browser refuses the node's
+// certificate for that name; with tokens it has none to send.
+func (g *Guard) AnswersAnyone() bool {
+	return g.Open() || !g.cfg.TLS && g.cfg.OpenReads
+}
+
 // Tokens reports whether any token is configured.
 func (g *Guard) Tokens() bool { return g.cfg.OperatorToken != "" || g.cfg.SubmitToken != "" }
 

@@ -801,3 +801,30 @@ func TestCheckExposure(t *testing.T) {
 		}
 	}
 }
+
+// A policy answers anyone, and its listeners check Host, when a caller
+// without a credential may do more than ask for health: no TLS, and no
+// tokens or open reads. TLS (a browser checks the certificate's names)
+// and tokens without open reads close that door.
+func TestAnswersAnyone(t *testing.T) {
+	const tok = "OperatorTok-0123456789abcdef"
+	for _, c := range []struct {
+		cfg  auth.Config
+		want bool
+	}{
+		{auth.Config{}, true},
+		{auth.Config{OperatorToken: tok, OpenReads: true}, true},
+		{auth.Config{OperatorToken: tok}, false},
+		{auth.Config{TLS: true}, false},
+		{auth.Config{TLS: true, OperatorToken: tok, OpenReads: true}, false},
+	} {
+		g, err := auth.New(c.cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := g.AnswersAnyone(); got != c.want {
+			t.Errorf("tls=%v tokens=%v open reads=%v: AnswersAnyone %v, want %v",
+				c.cfg.TLS, c.cfg.OperatorToken != "", c.cfg.OpenReads, got, c.want)
+		}
+	}
+}

@@ -157,7 +157,7 @@ func (h *Handler) allowed(w http.ResponseWriter, r *http.Request, method string)
 		err = h.guard.CheckCredential(c.Identity)
 	}
 	if err != nil {
-		writeBackendError(w, err)
+		WriteError(w, err)
 		return auth.Caller{}, false
 	}
 	return c, true
@@ -218,7 +218,7 @@ func pathError(w http.ResponseWriter, parts []string) {
 
 func (h *Handler) create(w http.ResponseWriter, r *http.Request, c auth.Caller) {
 	if err := api.CheckJSON(r.Header); err != nil {
-		writeBackendError(w, err)
+		WriteError(w, err)
 		return
 	}
 	body, err := io.ReadAll(r.Body)
@@ -252,7 +252,7 @@ func (h *Handler) create(w http.ResponseWriter, r *http.Request, c auth.Caller) 
 			writeJSON(w, http.StatusOK, out)
 			return
 		}
-		writeBackendError(w, err)
+		WriteError(w, err)
 		return
 	}
 	out.Success = true
@@ -272,7 +272,7 @@ func (h *Handler) status(w http.ResponseWriter, r *http.Request, c auth.Caller, 
 			writeJSON(w, http.StatusOK, out)
 			return
 		}
-		writeBackendError(w, err)
+		WriteError(w, err)
 		return
 	}
 	out.Success = true
@@ -322,7 +322,7 @@ func (h *Handler) kill(w http.ResponseWriter, r *http.Request, c auth.Caller, id
 		writeJSON(w, http.StatusOK, out)
 		return
 	}
-	writeBackendError(w, err)
+	WriteError(w, err)
 }
 
 // act answers a request on the whole cluster (killall, clear) as a
@@ -337,7 +337,7 @@ func (h *Handler) act(w http.ResponseWriter, action string, do func() (string, e
 	case errors.Is(err, api.ErrUnavailable):
 		out.Message = backupPrefix + ": " + err.Error()
 	case err != nil:
-		writeBackendError(w, err)
+		WriteError(w, err)
 		return
 	default:
 		out.Success, out.Message = true, msg
@@ -379,10 +379,11 @@ func notFound(err error) (string, bool) {
 	return "", false
 }
 
-// writeBackendError answers an error of the backend with its code's status
-// as an ErrorResponse, with the challenge of a refused credential and the
+// WriteError answers an error of the backend, or a refusal made in front
+// of the Handler (transport.Gate), with its code's status (api.CodeOf) as
+// an ErrorResponse, with the challenge of a refused credential and the
 // Retry-After of a bounded client.
-func writeBackendError(w http.ResponseWriter, err error) {
+func WriteError(w http.ResponseWriter, err error) {
 	code, status := api.CodeOf(err)
 	switch code {
 	case api.CodeUnauthenticated, api.CodeForbidden:

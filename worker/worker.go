@@ -201,6 +201,12 @@ func New(cfg Config) (*Worker, error) {
 	if err != nil {
 		return nil, err
 	}
+	// Without TLS or a token, anyone may read the logs, so a page under
+	// another name must not (DNS rebinding).
+	gate, err := transport.NewGate(transport.GateConfig{CheckHost: !cfg.TLS.Enabled() && cfg.Token == "", BindIP: cfg.BindIP, AllowedHosts: cfg.AllowedHosts})
+	if err != nil {
+		return nil, err
+	}
 	var toMasters, serverTLS *tls.Config
 	if cfg.TLS.Enabled() {
 		if err := cfg.TLS.CheckRole(pki.RoleWorker); err != nil {
@@ -303,7 +309,7 @@ func New(cfg Config) (*Worker, error) {
 	}
 	w.sweepCgroups()
 	w.httpAddr = net.JoinHostPort(cfg.BindIP, strconv.Itoa(port))
-	w.server = w.newServer()
+	w.server = w.newServer(gate)
 	go func() {
 		defer close(w.serveDone)
 		if err := w.server.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {

@@ -77,6 +77,7 @@ func runMaster(args []string) int {
 	}
 	cfg.TLS, cfg.OperatorToken, cfg.SubmitToken, cfg.GossipKey, cfg.Insecure = sec.TLS, sec.OperatorToken, sec.SubmitToken, sec.GossipKey, sec.Insecure
 	cfg.RaftKey = sec.RaftKey
+	cfg.AllowedHosts = sec.AllowedHosts
 	if cfg.Peers, err = master.ParsePeers(*peers); err != nil {
 		return fail(fmt.Errorf("--peers: %w", err))
 	}

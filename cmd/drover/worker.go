@@ -79,7 +79,7 @@ func runWorker(args []string) int {
 	if err != nil {
 		return fail(err)
 	}
-	cfg.TLS, cfg.Token, cfg.Insecure = sec.TLS, sec.OperatorToken, sec.Insecure
+	cfg.TLS, cfg.Token, cfg.Insecure, cfg.AllowedHosts = sec.TLS, sec.OperatorToken, sec.Insecure, sec.AllowedHosts
 	cfg.MemoryMB = mem.mb
 	cfg.LogMaxFileSize = logMaxSize.b
 	cfg.MinFreeDisk = minFree.b
