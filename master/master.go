@@ -588,7 +588,7 @@ func (m *Master) blobVoters() []blobsync.Peer {
 			continue
 		}
 		p := blobsync.Peer{ID: string(s.ID)}
-		if meta, ok := m.pool.Lookup(gossip.RoleMaster, p.ID); p.ID == m.cfg.ID {
+		if meta, ok := m.pool.LookupAt(gossip.RoleMaster, p.ID, string(s.Address)); p.ID == m.cfg.ID {
 			p.HTTP = m.cfg.httpAddr()
 		} else if ok && meta.HTTP != "" {
 			p.HTTP = meta.HTTP

@@ -67,7 +67,13 @@ func gossipWorker(t *testing.T, m *Master, id string) *gossip.Pool {
 // gossipMember is gossipWorker with the member's metadata given whole.
 func gossipMember(t *testing.T, m *Master, meta gossip.Meta) *gossip.Pool {
 	t.Helper()
-	ports, err := freeport.Get("127.0.0.1", 1)
+	return gossipMemberAt(t, m, "127.0.0.1", meta)
+}
+
+// gossipMemberAt is gossipMember gossiping from ip.
+func gossipMemberAt(t *testing.T, m *Master, ip string, meta gossip.Meta) *gossip.Pool {
+	t.Helper()
+	ports, err := freeport.Get(ip, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,7 +81,7 @@ func gossipMember(t *testing.T, m *Master, meta gossip.Meta) *gossip.Pool {
 	var p *gossip.Pool
 	p, err = gossip.Start(gossip.Config{
 		Meta:    meta,
-		BindIP:  "127.0.0.1",
+		BindIP:  ip,
 		Port:    ports[0],
 		Profile: "local",
 		Join:    []string{net.JoinHostPort("127.0.0.1", strconv.Itoa(m.cfg.GossipPort))},
