@@ -828,3 +828,34 @@ func TestAnswersAnyone(t *testing.T) {
 		}
 	}
 }
+
+// With TLS or tokens, a node without a gossip key is refused in one line
+// that says how to make one; --insecure waives it on loopback only, with
+// a warning. Without TLS and tokens, or with a key, there is nothing to
+// say.
+func TestCheckGossipKey(t *testing.T) {
+	for _, c := range []struct{ tls, tokens bool }{{true, false}, {false, true}, {true, true}} {
+		for _, ip := range []string{"127.0.0.1", "127.3.4.5", "::1", "10.0.0.1", "0.0.0.0", ""} {
+			loopback := strings.HasPrefix(ip, "127.") || ip == "::1"
+			for _, insecure := range []bool{false, true} {
+				warn, err := auth.CheckGossipKey(ip, c.tls, c.tokens, false, insecure)
+				switch {
+				case loopback && insecure:
+					if err != nil || !strings.Contains(warn, "no gossip key") {
+						t.Errorf("%s tls=%v tokens=%v --insecure: warning %q, error %v; want a warning", ip, c.tls, c.tokens, warn, err)
+					}
+				case err == nil || warn != "" || !strings.Contains(err.Error(), "drover keygen > gossip.key") ||
+					!strings.Contains(err.Error(), "--gossip-key-file") || strings.Contains(err.Error(), "--insecure") != loopback:
+					t.Errorf("%s tls=%v tokens=%v insecure=%v: warning %q, error %v; want a refusal offering --insecure only on loopback",
+						ip, c.tls, c.tokens, insecure, warn, err)
+				}
+			}
+			if warn, err := auth.CheckGossipKey(ip, c.tls, c.tokens, true, false); warn != "" || err != nil {
+				t.Errorf("%s with a key: warning %q, error %v", ip, warn, err)
+			}
+		}
+	}
+	if warn, err := auth.CheckGossipKey("10.0.0.1", false, false, false, true); warn != "" || err != nil {
+		t.Errorf("an open node: warning %q, error %v", warn, err)
+	}
+}

@@ -116,6 +116,10 @@ func New(cfg Config) (*Master, error) {
 	if err != nil {
 		return nil, err
 	}
+	keyWarning, err := auth.CheckGossipKey(cfg.BindIP, cfg.TLS.Enabled(), guard.Tokens(), cfg.GossipKey != nil, cfg.Insecure)
+	if err != nil {
+		return nil, err
+	}
 	gate, err := transport.NewGate(transport.GateConfig{CheckHost: guard.AnswersAnyone(), BindIP: cfg.BindIP, AllowedHosts: cfg.AllowedHosts})
 	if err != nil {
 		return nil, err
@@ -133,8 +137,10 @@ func New(cfg Config) (*Master, error) {
 		halted:        make(chan struct{}),
 		stop:          make(chan struct{}),
 	}
-	if warning != "" {
-		m.log.Warn(warning)
+	for _, w := range []string{warning, keyWarning} {
+		if w != "" {
+			m.log.Warn(w)
+		}
 	}
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return nil, fmt.Errorf("data dir: %w", err)

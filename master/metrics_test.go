@@ -80,11 +80,12 @@ func gossipMemberAt(t *testing.T, m *Master, ip string, meta gossip.Meta) *gossi
 	joined := make(chan struct{}, 1)
 	var p *gossip.Pool
 	p, err = gossip.Start(gossip.Config{
-		Meta:    meta,
-		BindIP:  ip,
-		Port:    ports[0],
-		Profile: "local",
-		Join:    []string{net.JoinHostPort("127.0.0.1", strconv.Itoa(m.cfg.GossipPort))},
+		Meta:      meta,
+		BindIP:    ip,
+		SecretKey: m.cfg.GossipKey,
+		Port:      ports[0],
+		Profile:   "local",
+		Join:      []string{net.JoinHostPort("127.0.0.1", strconv.Itoa(m.cfg.GossipPort))},
 		OnChange: func() {
 			select {
 			case joined <- struct{}{}:
@@ -311,7 +312,7 @@ func TestMetricsFollowSchedulingAndLiveness(t *testing.T) {
 // like any other status read, and the submit token is enough.
 func TestMetricsNeedReadAccess(t *testing.T) {
 	cfg := singleConfig(t)
-	cfg.OperatorToken, cfg.SubmitToken = "operator-token-0123456789", "submit-token-0123456789"
+	cfg.OperatorToken, cfg.SubmitToken, cfg.GossipKey = "operator-token-0123456789", "submit-token-0123456789", testGossipKey
 	cfg.RaftKey = pki.NewRaftKey()
 	m, err := New(cfg)
 	if err != nil {

@@ -24,7 +24,7 @@ const (
 // tokens and no TLS, and waits until it is the ready leader.
 func startUIMaster(t *testing.T) *Master {
 	cfg := singleConfig(t)
-	cfg.OperatorToken, cfg.SubmitToken, cfg.RaftKey = uiOperatorToken, uiSubmitToken, pki.NewRaftKey()
+	cfg.OperatorToken, cfg.SubmitToken, cfg.RaftKey, cfg.GossipKey = uiOperatorToken, uiSubmitToken, pki.NewRaftKey(), testGossipKey
 	m, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)

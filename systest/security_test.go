@@ -640,6 +640,66 @@ func TestClosedByDefault(t *testing.T) {
 	}
 }
 
+// TestSecuredNodesNeedAGossipKey: a master or a worker with tokens or TLS
+// and no gossip key refuses to start, exit 1, in one line that says how to
+// make one, before it writes anything; --insecure does not waive it off
+// loopback. On a loopback address --insecure does, and the node says so.
+func TestSecuredNodesNeedAGossipKey(t *testing.T) {
+	dir := t.TempDir()
+	sec, err := devsecrets.Make(filepath.Join(dir, "secrets"), "127.0.0.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	token := []string{"--operator-token-file", sec.OperatorToken}
+	// Masters with tokens and no TLS also need their raft key.
+	masterToken := append(token, "--raft-key-file", sec.RaftKey)
+	tlsFiles := func(f pki.Files) []string {
+		return []string{"--tls-ca", sec.CA, "--tls-cert", f.Cert, "--tls-key", f.Key}
+	}
+	masterAt := func(bind string, extra ...string) []string {
+		return append([]string{"master", "--id", "m1", "--data-dir", filepath.Join(dir, "m"), "--bind", bind, "--peers", "m1=" + bind + ":7101"}, extra...)
+	}
+	workerAt := func(bind string, extra ...string) []string {
+		return append([]string{"worker", "--id", "w1", "--work-dir", filepath.Join(dir, "w"), "--bind", bind, "--masters", "127.0.0.1:1"}, extra...)
+	}
+	for _, c := range []struct {
+		name     string
+		args     []string
+		loopback bool
+	}{
+		{"master with tokens", masterAt("127.0.0.1", masterToken...), true},
+		{"master with TLS", masterAt("127.0.0.1", tlsFiles(sec.Master)...), true},
+		{"worker with the operator token", workerAt("127.0.0.1", token...), true},
+		{"worker with TLS", workerAt("127.0.0.1", tlsFiles(sec.Worker)...), true},
+		{"master with tokens and --insecure off loopback", masterAt("192.0.2.1", append(masterToken, "--insecure")...), false},
+		{"worker with the operator token and --insecure off loopback", workerAt("192.0.2.1", append(token, "--insecure")...), false},
+	} {
+		_, stderr, code := runDrover(t, nil, c.args...)
+		line := strings.TrimSpace(stderr)
+		if code != 1 || strings.Contains(line, "\n") || !strings.Contains(line, "no gossip key") ||
+			!strings.Contains(line, "drover keygen > gossip.key") || !strings.Contains(line, "--gossip-key-file") ||
+			strings.Contains(line, "--insecure") != c.loopback {
+			t.Errorf("%s: exit %d, stderr %q; want exit 1 and one line on the gossip key (offering --insecure: %v)", c.name, code, stderr, c.loopback)
+		}
+		for _, f := range []string{filepath.Join(dir, "m", "raft.db"), filepath.Join(dir, "w")} {
+			if _, err := os.Stat(f); err == nil {
+				t.Fatalf("%s: a refused node created %s", c.name, f)
+			}
+		}
+	}
+
+	// On loopback, --insecure lets a cluster with tokens run without a
+	// key, and each node says what that opens.
+	cl := testcluster.New(t, testcluster.Options{Masters: 1, Workers: 1,
+		MasterArgs: append(masterToken, "--submit-token-file", sec.SubmitToken, "--open-reads", "--insecure"),
+		WorkerArgs: append(token, "--insecure")})
+	for _, n := range []*testcluster.Node{cl.Masters[0], cl.Workers[0]} {
+		if !strings.Contains(n.Log(), "no gossip key on a loopback address") {
+			t.Errorf("%s ran without a gossip key and did not say so", n.ID)
+		}
+	}
+}
+
 // TestSecuredClusterRunsDriversAndApps: on a secured cluster the CLI with
 // the CA and the submit token submits and reads logs; the CLI without the
 // CA or the token is refused with one line, exit 1. After the leader is
