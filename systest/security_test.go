@@ -21,14 +21,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hashicorp/memberlist"
-
 	"github.com/drover-project/drover/api"
 	"github.com/drover-project/drover/auth"
 	"github.com/drover-project/drover/client"
 	"github.com/drover-project/drover/gossip"
 	"github.com/drover-project/drover/internal/devsecrets"
-	"github.com/drover-project/drover/internal/freeport"
 	"github.com/drover-project/drover/internal/testcluster"
 	"github.com/drover-project/drover/model"
 	"github.com/drover-project/drover/pki"
@@ -435,17 +432,7 @@ func hugeBody(url string, cfg *tls.Config, token string) error {
 // announces that it leaves. The join must fail; the worker must stay ALIVE
 // for the masters through their worker timeout, checked by the caller.
 func rogueGossip(c *testcluster.Cluster, leader *testcluster.Node, key []byte) error {
-	ip := "127.0.0.3"
-	ports, err := freeport.Get(ip, 1)
-	if err != nil {
-		return err
-	}
-	mc := memberlist.DefaultLocalConfig()
-	mc.Name = gossip.NodeName(gossip.RoleWorker, c.Workers[0].ID)
-	mc.BindAddr, mc.BindPort, mc.AdvertisePort = ip, ports[0], ports[0]
-	mc.SecretKey = key
-	mc.LogOutput = io.Discard
-	ml, err := memberlist.Create(mc)
+	ml, err := c.GossipMember(gossip.NodeName(gossip.RoleWorker, c.Workers[0].ID), nil, key)
 	if err != nil {
 		return err
 	}
