@@ -57,6 +57,12 @@ const (
 	CodeGone Code = "gone"
 	// CodeTooLarge: the body exceeds its bound (413).
 	CodeTooLarge Code = "too_large"
+	// CodeUnsupportedMediaType: a body of JSON sent without
+	// Content-Type: application/json (415; see CheckJSON).
+	CodeUnsupportedMediaType Code = "unsupported_media_type"
+	// CodeMisdirected: an open node asked under a host name that is not
+	// its own (421; DNS rebinding, see package transport's Gate).
+	CodeMisdirected Code = "misdirected_request"
 	// CodeTooManyRequests: the caller has too many requests in flight;
 	// retry after the Retry-After header's seconds (429).
 	CodeTooManyRequests Code = "too_many_requests"
@@ -89,21 +95,23 @@ const (
 // are model's: model.ErrUnknownDriver and the like). Every error a master
 // returns wraps exactly one sentinel; CodeOf finds its code.
 var (
-	ErrInvalidRequest  = errors.New("invalid request")
-	ErrUnauthenticated = errors.New("unauthenticated")
-	ErrForbidden       = errors.New("forbidden")
-	ErrNotFound        = errors.New("not found")
-	ErrConflict        = errors.New("conflict")
-	ErrGone            = errors.New("gone")
-	ErrNotInPool       = errors.New("not in the gossip pool")
-	ErrUnknownBlob     = errors.New("unknown upload")
-	ErrTooLarge        = errors.New("request too large")
-	ErrTooManyRequests = errors.New("too many requests")
-	ErrLimitReached    = errors.New("limit reached")
-	ErrNoStorage       = errors.New("insufficient storage")
-	ErrUnavailable     = errors.New("unavailable")
-	ErrBadGateway      = errors.New("worker unreachable")
-	ErrInternal        = errors.New("internal error")
+	ErrInvalidRequest       = errors.New("invalid request")
+	ErrUnauthenticated      = errors.New("unauthenticated")
+	ErrForbidden            = errors.New("forbidden")
+	ErrNotFound             = errors.New("not found")
+	ErrConflict             = errors.New("conflict")
+	ErrGone                 = errors.New("gone")
+	ErrNotInPool            = errors.New("not in the gossip pool")
+	ErrUnknownBlob          = errors.New("unknown upload")
+	ErrTooLarge             = errors.New("request too large")
+	ErrUnsupportedMediaType = errors.New("unsupported media type")
+	ErrMisdirected          = errors.New("misdirected request")
+	ErrTooManyRequests      = errors.New("too many requests")
+	ErrLimitReached         = errors.New("limit reached")
+	ErrNoStorage            = errors.New("insufficient storage")
+	ErrUnavailable          = errors.New("unavailable")
+	ErrBadGateway           = errors.New("worker unreachable")
+	ErrInternal             = errors.New("internal error")
 )
 
 // codes lists each code with its sentinel and HTTP status, in the order
@@ -133,6 +141,8 @@ var codes = []struct {
 	{CodeConflict, ErrConflict, http.StatusConflict},
 	{CodeGone, ErrGone, http.StatusGone},
 	{CodeTooLarge, ErrTooLarge, http.StatusRequestEntityTooLarge},
+	{CodeUnsupportedMediaType, ErrUnsupportedMediaType, http.StatusUnsupportedMediaType},
+	{CodeMisdirected, ErrMisdirected, http.StatusMisdirectedRequest},
 	{CodeTooManyRequests, ErrTooManyRequests, http.StatusTooManyRequests},
 	{CodeInsufficientStorage, ErrNoStorage, http.StatusInsufficientStorage},
 	{CodeUnavailable, ErrUnavailable, http.StatusServiceUnavailable},

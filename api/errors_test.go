@@ -13,7 +13,7 @@ import (
 func TestCodesRoundTrip(t *testing.T) {
 	// The general sentinels: each stands for its status alone.
 	own := map[error]bool{ErrInvalidRequest: true, ErrUnauthenticated: true, ErrForbidden: true, ErrNotFound: true, ErrConflict: true, ErrGone: true,
-		ErrTooLarge: true, ErrTooManyRequests: true, ErrNoStorage: true, ErrUnavailable: true, ErrBadGateway: true, ErrInternal: true}
+		ErrTooLarge: true, ErrUnsupportedMediaType: true, ErrMisdirected: true, ErrTooManyRequests: true, ErrNoStorage: true, ErrUnavailable: true, ErrBadGateway: true, ErrInternal: true}
 	for i, c := range codes {
 		if (i < apiCodes) == own[c.err] {
 			t.Errorf("codes[%d] (%s) is on the wrong side of apiCodes", i, c.code)

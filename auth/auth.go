@@ -219,6 +219,17 @@ func (g *Guard) Open() bool {
 	return !g.cfg.TLS && !g.Tokens() && g.cfg.NodeToken == ""
 }
 
+// AnswersAnyone reports whether a caller without any credential may do
+// more than ask for health through this policy's listeners: they have
+// no TLS, and no tokens or open reads. Such a listener checks the Host of
+// each request (transport.Gate): a page of another site that makes a
+// browser ask under the page's own name (DNS rebinding) could otherwise
+// read, or write, as anyone may. With TLS the browser refuses the node's
+// certificate for that name; with tokens it has none to send.
+func (g *Guard) AnswersAnyone() bool {
+	return g.Open() || !g.cfg.TLS && g.cfg.OpenReads
+}
+
 // Tokens reports whether an API token (operator or submit) is configured;
 // the node token is not one, since it grants nothing of the API beyond
 // workers' own traffic.
@@ -701,4 +712,29 @@ func CheckExposure(bindIP string, tls, tokens, insecure bool) (warning string, e
 		return fmt.Sprintf("--insecure: listening on %s with no TLS and no tokens; anyone who reaches this address can run programs on the workers", bindIP), nil
 	}
 	return "", fmt.Errorf("refusing to listen on %s with no TLS and no tokens: anyone who reached it could run programs on the workers; give --tls-ca, --tls-cert and --tls-key and/or tokens (docs/security.md), or --insecure to run open anyway", bindIP)
+}
+
+// CheckGossipKey applies the rule that a secured node encrypts its gossip:
+// with TLS or tokens (tls, tokens), a node without a gossip key (key
+// false) refuses to start, in one line that says how to make one. Without
+// the key anyone who reaches the gossip port joins the pool and speaks for
+// workers and masters, what TLS and tokens close on every other port (as
+// Consul pairs ACLs with gossip encryption). On a loopback bindIP,
+// insecure waives it with a warning to log: only users of the machine
+// reach the port there, the same exposure --insecure accepts for an open
+// node; off loopback nothing does.
+func CheckGossipKey(bindIP string, tls, tokens, key, insecure bool) (warning string, err error) {
+	if key || !tls && !tokens {
+		return "", nil
+	}
+	ip := net.ParseIP(bindIP)
+	loopback := ip != nil && ip.IsLoopback()
+	if loopback && insecure {
+		return "--insecure: TLS or tokens but no gossip key on a loopback address; any user of this machine can join the gossip pool and speak for workers and masters", nil
+	}
+	waiver := ""
+	if loopback {
+		waiver = ", or --insecure on this loopback address to run without"
+	}
+	return "", fmt.Errorf("refusing to start with TLS or tokens but no gossip key: anyone who reached the gossip port could join the pool and speak for workers and masters; make one with `drover keygen > gossip.key` (chmod 600) and give every master and worker --gossip-key-file gossip.key%s (docs/security.md)", waiver)
 }

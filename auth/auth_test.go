@@ -836,3 +836,61 @@ func TestCheckExposure(t *testing.T) {
 		}
 	}
 }
+
+// A policy answers anyone, and its listeners check Host, when a caller
+// without a credential may do more than ask for health: no TLS, and no
+// tokens or open reads. TLS (a browser checks the certificate's names)
+// and tokens without open reads close that door.
+func TestAnswersAnyone(t *testing.T) {
+	const tok = "OperatorTok-0123456789abcdef"
+	for _, c := range []struct {
+		cfg  auth.Config
+		want bool
+	}{
+		{auth.Config{}, true},
+		{auth.Config{OperatorToken: tok, OpenReads: true}, true},
+		{auth.Config{OperatorToken: tok}, false},
+		{auth.Config{TLS: true}, false},
+		{auth.Config{TLS: true, OperatorToken: tok, OpenReads: true}, false},
+	} {
+		g, err := auth.New(c.cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := g.AnswersAnyone(); got != c.want {
+			t.Errorf("tls=%v tokens=%v open reads=%v: AnswersAnyone %v, want %v",
+				c.cfg.TLS, c.cfg.OperatorToken != "", c.cfg.OpenReads, got, c.want)
+		}
+	}
+}
+
+// With TLS or tokens, a node without a gossip key is refused in one line
+// that says how to make one; --insecure waives it on loopback only, with
+// a warning. Without TLS and tokens, or with a key, there is nothing to
+// say.
+func TestCheckGossipKey(t *testing.T) {
+	for _, c := range []struct{ tls, tokens bool }{{true, false}, {false, true}, {true, true}} {
+		for _, ip := range []string{"127.0.0.1", "127.3.4.5", "::1", "10.0.0.1", "0.0.0.0", ""} {
+			loopback := strings.HasPrefix(ip, "127.") || ip == "::1"
+			for _, insecure := range []bool{false, true} {
+				warn, err := auth.CheckGossipKey(ip, c.tls, c.tokens, false, insecure)
+				switch {
+				case loopback && insecure:
+					if err != nil || !strings.Contains(warn, "no gossip key") {
+						t.Errorf("%s tls=%v tokens=%v --insecure: warning %q, error %v; want a warning", ip, c.tls, c.tokens, warn, err)
+					}
+				case err == nil || warn != "" || !strings.Contains(err.Error(), "drover keygen > gossip.key") ||
+					!strings.Contains(err.Error(), "--gossip-key-file") || strings.Contains(err.Error(), "--insecure") != loopback:
+					t.Errorf("%s tls=%v tokens=%v insecure=%v: warning %q, error %v; want a refusal offering --insecure only on loopback",
+						ip, c.tls, c.tokens, insecure, warn, err)
+				}
+			}
+			if warn, err := auth.CheckGossipKey(ip, c.tls, c.tokens, true, false); warn != "" || err != nil {
+				t.Errorf("%s with a key: warning %q, error %v", ip, warn, err)
+			}
+		}
+	}
+	if warn, err := auth.CheckGossipKey("10.0.0.1", false, false, false, true); warn != "" || err != nil {
+		t.Errorf("an open node: warning %q, error %v", warn, err)
+	}
+}

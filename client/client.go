@@ -386,7 +386,7 @@ func isAPIError(err error) bool {
 }
 
 // one sends the request to one master, within RequestTimeout or timeout,
-// whichever is longer.
+// whichever is longer. A body goes as JSON unless header says otherwise.
 func (c *Client) one(ctx context.Context, master, method, path string, body []byte, header http.Header, timeout time.Duration) (*Response, error) {
 	ctx, cancel := context.WithTimeout(ctx, max(c.opts.RequestTimeout, timeout))
 	defer cancel()
@@ -398,11 +398,11 @@ func (c *Client) one(ctx context.Context, master, method, path string, body []by
 	if err != nil {
 		return nil, &APIError{Status: 0, Message: err.Error()}
 	}
+	if body != nil {
+		req.Header.Set("Content-Type", api.ContentTypeJSON)
+	}
 	for k, vs := range header {
 		req.Header[k] = vs
-	}
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
 	}
 	return c.send(master, req)
 }

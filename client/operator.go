@@ -58,7 +58,7 @@ func (c *Client) TransferLeadership(ctx context.Context, id string) (string, err
 // SnapshotSave returns a fresh snapshot archive from the leader. The
 // client's MaxResponseBytes must exceed its size.
 func (c *Client) SnapshotSave(ctx context.Context) ([]byte, error) {
-	resp, err := c.toLeader(ctx, http.MethodGet, "/v1/operator/snapshot", nil)
+	resp, err := c.toLeader(ctx, http.MethodGet, "/v1/operator/snapshot", nil, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -70,7 +70,7 @@ func (c *Client) SnapshotSave(ctx context.Context) ([]byte, error) {
 // is sent once, to the leader: a restore is no write to retry, and a copy
 // arriving later would wipe whatever was committed in between.
 func (c *Client) SnapshotRestore(ctx context.Context, archive []byte) (*api.RaftPeers, error) {
-	resp, err := c.toLeader(ctx, http.MethodPost, "/v1/operator/snapshot", archive)
+	resp, err := c.toLeader(ctx, http.MethodPost, "/v1/operator/snapshot", archive, http.Header{"Content-Type": {"application/x-tar"}})
 	if err != nil {
 		return nil, err
 	}
@@ -80,15 +80,15 @@ func (c *Client) SnapshotRestore(ctx context.Context, archive []byte) (*api.Raft
 
 // toLeader sends one request, once, to the master the configuration names
 // leader (which forwards it, once, should it have just lost leadership),
-// instead of to every master as Do does.
-func (c *Client) toLeader(ctx context.Context, method, path string, body []byte) (*Response, error) {
+// instead of to every master as Do does; header is added to the request.
+func (c *Client) toLeader(ctx context.Context, method, path string, body []byte, header http.Header) (*Response, error) {
 	p, err := c.RaftPeers(ctx, false)
 	if err != nil {
 		return nil, err
 	}
 	for _, s := range p.Peers {
 		if s.Leader && s.HTTPAddr != "" {
-			return c.one(ctx, s.HTTPAddr, method, path, body, nil, 0)
+			return c.one(ctx, s.HTTPAddr, method, path, body, header, 0)
 		}
 	}
 	return nil, fmt.Errorf("%w: the configuration names no leader with an HTTP address", ErrUnavailable)

@@ -2,6 +2,14 @@
 // (SWIM with Lifeguard's refinements) and tells its owner who is alive. Each
 // member carries its role, ID and HTTP address in its node metadata, so a
 // follower can find the leader's HTTP address from the leader's Raft ID.
+//
+// A member is who its name says, and no one else: the pool takes a member
+// only under the name its metadata makes (NodeName of its role and ID), and
+// memberlist refuses a second member under a name a live member holds, or
+// a dead one holds until memberlist forgets it (its alive message from
+// another address is a conflict). What memberlist cannot tell, a member
+// that took the name of one that left or was forgotten, LookupAt can: its
+// owner names the address the member must gossip from.
 package gossip
 
 import (
@@ -12,6 +20,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"strings"
 	"sync"
 	"time"
@@ -170,9 +179,11 @@ func Start(cfg Config) (*Pool, error) {
 	mc.Transport = tr
 	mc.Logger = stdLog
 	d := &delegate{meta: meta, onChange: cfg.OnChange, members: map[string]Member{},
-		gone: map[string]time.Time{}, forget: mc.GossipToTheDeadTime}
+		gone: map[string]time.Time{}, forget: mc.GossipToTheDeadTime, log: logger, warned: map[string]bool{}}
 	mc.Delegate = d
 	mc.Events = d
+	mc.Alive = d
+	mc.Conflict = d
 	ml, err := memberlist.Create(mc)
 	if err != nil {
 		_ = tr.Shutdown()
@@ -364,25 +375,49 @@ type Member struct {
 	Addr string
 }
 
-// Alive returns the metadata of every member memberlist currently considers
-// alive or suspect (not dead, not left), this one included.
-func (p *Pool) Alive() []Meta {
-	p.d.mu.Lock()
-	defer p.d.mu.Unlock()
-	out := make([]Meta, 0, len(p.d.members))
-	for _, m := range p.d.members {
-		out = append(out, m.Meta)
+// From reports whether the member gossips from the host of addr
+// (host:port); always, when that host is a name rather than an address
+// (see LookupAt).
+func (m Member) From(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
 	}
-	return out
+	want := net.ParseIP(host)
+	if want == nil {
+		return true
+	}
+	mine, _, err := net.SplitHostPort(m.Addr)
+	return err == nil && want.Equal(net.ParseIP(mine))
 }
 
-// Lookup returns the metadata of the alive member with this role and ID. It
-// is a map read: masters call it on every request to find the leader.
+// Lookup returns the metadata of the alive member with this role and ID,
+// wherever it gossips from: for reports of who is in the pool. A decision
+// that trusts the member (its liveness, its HTTP address) takes LookupAt.
 func (p *Pool) Lookup(role, id string) (Meta, bool) {
 	p.d.mu.Lock()
 	defer p.d.mu.Unlock()
 	m, ok := p.d.members[NodeName(role, id)]
 	return m.Meta, ok
+}
+
+// LookupAt returns the metadata of the alive member with this role and ID
+// when it gossips from the host of addr (host:port, the address the owner
+// knows the node by: a worker's registered HTTP address, a master's Raft
+// address), which every node binds its gossip, HTTP and Raft listeners
+// to. A member of that name elsewhere is not that node: one that took the
+// name once the node left or memberlist forgot it, to keep a dead worker
+// alive or pass for the leader. A host name in addr is not resolved (a
+// lookup is a map read, made on every request): the member then counts
+// wherever it is.
+func (p *Pool) LookupAt(role, id, addr string) (Meta, bool) {
+	p.d.mu.Lock()
+	m, ok := p.d.members[NodeName(role, id)]
+	p.d.mu.Unlock()
+	if !ok || !m.From(addr) {
+		return Meta{}, false
+	}
+	return m.Meta, true
 }
 
 // MemberCounts returns how many members are alive, this one included, and
@@ -440,6 +475,7 @@ func (p *Pool) Shutdown() error {
 // decode nothing.
 type delegate struct {
 	onChange func()
+	log      *slog.Logger
 
 	mu sync.Mutex
 	// meta is this member's encoded Meta (UpdateMeta replaces it).
@@ -451,6 +487,60 @@ type delegate struct {
 	// counted, for metrics.
 	gone   map[string]time.Time
 	forget time.Duration
+	// warned holds what warnOnce has logged, up to maxWarned entries.
+	warned map[string]bool
+}
+
+// maxWarned bounds delegate.warned: a member holding the key could send
+// a new name with every message. Past the bound the set starts again, so
+// a name may be logged again, but memory stays bounded.
+const maxWarned = 1024
+
+// errNameNotMeta refuses an alive message whose node name is not the one
+// its metadata makes.
+var errNameNotMeta = errors.New("the node name is not the role/ID its metadata claims")
+
+// NotifyAlive implements memberlist.AliveDelegate: memberlist takes a member
+// (and passes it on to others) only under the name its metadata makes,
+// NodeName(role, ID). Names are what memberlist keeps unique; a member
+// named one thing that claimed in its metadata to be worker w1 would pass
+// for w1 beside the real one, and keep it alive once it died. It is
+// logged once per name.
+func (d *delegate) NotifyAlive(n *memberlist.Node) error {
+	var m Meta
+	if err := json.Unmarshal(n.Meta, &m); err != nil || NodeName(m.Role, m.ID) != n.Name {
+		d.warnOnce("alive\x00"+n.Name, "gossip member ignored: its name is not the role/ID its metadata claims",
+			"name", n.Name, "addr", n.Address(), "claims", NodeName(m.Role, m.ID))
+		return errNameNotMeta
+	}
+	return nil
+}
+
+// NotifyConflict implements memberlist.ConflictDelegate: memberlist has
+// refused a member that claims the name of one it holds, from another
+// address (it takes the name over only from a member that left). It is
+// logged once per name and address: a worker that restarts on a new
+// address after a crash is refused so until memberlist forgets the dead
+// one, an impostor for as long as it tries.
+func (d *delegate) NotifyConflict(existing, other *memberlist.Node) {
+	d.warnOnce("conflict\x00"+other.Name+"\x00"+other.Address(), "gossip member refused: another member holds its name",
+		"name", other.Name, "addr", other.Address(), "holder", existing.Address())
+}
+
+// warnOnce logs msg with args at warning level the first time it sees key.
+func (d *delegate) warnOnce(key, msg string, args ...any) {
+	d.mu.Lock()
+	seen := d.warned[key]
+	if !seen {
+		if len(d.warned) >= maxWarned {
+			clear(d.warned)
+		}
+		d.warned[key] = true
+	}
+	d.mu.Unlock()
+	if !seen {
+		d.log.Warn(msg, args...)
+	}
 }
 
 func (d *delegate) NodeMeta(limit int) []byte {

@@ -6,12 +6,16 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
+	"io"
 	"log/slog"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/hashicorp/memberlist"
 
 	"github.com/drover-project/drover/internal/freeport"
 )
@@ -77,8 +81,8 @@ func TestUnknownProfile(t *testing.T) {
 	}
 }
 
-// Lookup and Alive follow memberlist's view: a member that leaves is gone
-// from both.
+// Lookup and Members follow memberlist's view: a member that leaves is
+// gone from both.
 func TestLookupFollowsLeave(t *testing.T) {
 	ports, err := freeport.Get("127.0.0.63", 2)
 	if err != nil {
@@ -88,15 +92,15 @@ func TestLookupFollowsLeave(t *testing.T) {
 	defer a.Shutdown()
 	b := start(t, RoleWorker, "w1", "127.0.0.63", ports[1], fmt.Sprintf("127.0.0.63:%d", ports[0]))
 	waitUntil(t, "join", func() bool { _, ok := a.Lookup(RoleWorker, "w1"); return ok })
-	if _, ok := a.Lookup(RoleMaster, "m1"); !ok || len(a.Alive()) != 2 {
-		t.Fatalf("alive = %v, want itself and w1", a.Alive())
+	if _, ok := a.Lookup(RoleMaster, "m1"); !ok || len(a.Members()) != 2 {
+		t.Fatalf("members = %v, want itself and w1", a.Members())
 	}
 	if err := b.Leave(time.Second); err != nil {
 		t.Fatal(err)
 	}
 	waitUntil(t, "leave", func() bool { _, ok := a.Lookup(RoleWorker, "w1"); return !ok })
-	if len(a.Alive()) != 1 {
-		t.Fatalf("alive after leave = %v", a.Alive())
+	if len(a.Members()) != 1 {
+		t.Fatalf("members after leave = %v", a.Members())
 	}
 }
 
@@ -301,7 +305,7 @@ func TestGossipKeyMismatchIsRefused(t *testing.T) {
 					}
 				}
 			}
-			if got := x.p.Alive(); len(got) != 1 {
+			if got := x.p.Members(); len(got) != 1 {
 				t.Fatalf("intruder sees %v", got)
 			}
 			for _, k := range [][]byte{tc.poolKey, tc.intruder} {
@@ -505,6 +509,138 @@ func TestUpdateMetaReachesEveryMasterBeforeItReturns(t *testing.T) {
 				}
 				time.Sleep(time.Millisecond)
 			}
+		}
+	}
+}
+
+// metaOnly is the delegate of a bare memberlist member: it gossips meta
+// and nothing else.
+type metaOnly []byte
+
+func (m metaOnly) NodeMeta(int) []byte                  { return m }
+func (metaOnly) NotifyMsg([]byte)                       {}
+func (metaOnly) GetBroadcasts(int, int) [][]byte        { return nil }
+func (metaOnly) LocalState(bool) []byte                 { return nil }
+func (metaOnly) MergeRemoteState(buf []byte, join bool) {}
+
+// impostor starts a bare memberlist member on ip named name, gossiping
+// meta, as someone who holds the pool's key (none here) but runs no
+// Drover node would.
+func impostor(t *testing.T, ip, name string, meta []byte) *memberlist.Memberlist {
+	t.Helper()
+	ports, err := freeport.Get(ip, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mc := memberlist.DefaultLocalConfig()
+	mc.Name = name
+	mc.BindAddr, mc.BindPort, mc.AdvertisePort = ip, ports[0], ports[0]
+	mc.Delegate = metaOnly(meta)
+	mc.LogOutput = io.Discard
+	ml, err := memberlist.Create(mc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ml.Shutdown() })
+	return ml
+}
+
+// holds reports whether n's memberlist keeps a member named name, and at
+// which address.
+func (n *node) holds(name string) (string, bool) {
+	for _, m := range n.p.ml.Members() {
+		if m.Name == name {
+			return m.Address(), true
+		}
+	}
+	return "", false
+}
+
+// A member whose node name is not the one its metadata makes (worker/x
+// claiming to be w1, or metadata that is no member's) is ignored: not
+// listed, not kept by memberlist, so never passed on; each name is logged
+// once however often it comes. Its own join still reaches the pool.
+func TestMemberNamedOtherThanItsMetadataIsIgnored(t *testing.T) {
+	m := startNode(t, RoleMaster, "m1", "127.0.0.90", nil)
+	w := startNode(t, RoleWorker, "w1", "127.0.0.91", nil, m.addr)
+	waitUntil(t, "pool forms", func() bool { return m.sees(RoleWorker, "w1") })
+	claim, _ := json.Marshal(Meta{Role: RoleWorker, ID: "w1", HTTP: "127.0.0.92:1"})
+	for _, x := range []struct{ name, meta string }{{NodeName(RoleWorker, "x"), string(claim)}, {"worker/y", "not a member's metadata"}} {
+		imp := impostor(t, "127.0.0.92", x.name, []byte(x.meta))
+		for range 3 {
+			if n, err := imp.Join([]string{m.addr}); err != nil || n != 1 {
+				t.Fatalf("%s's join: %d, %v", x.name, n, err)
+			}
+		}
+		if n := strings.Count(m.log.text(), "gossip member ignored: its name is not the role/ID its metadata claims name="+x.name+" "); n != 1 {
+			t.Fatalf("%s logged %d times, want once:\n%s", x.name, n, m.log.text())
+		}
+		for _, n := range []*node{m, w} {
+			if addr, ok := n.holds(x.name); ok {
+				t.Fatalf("%s's memberlist holds %s at %s", n.addr, x.name, addr)
+			}
+			for _, mem := range n.p.Members() {
+				if strings.HasPrefix(mem.Addr, "127.0.0.92:") {
+					t.Fatalf("%s lists %+v", n.addr, mem)
+				}
+			}
+		}
+	}
+	if meta, ok := m.p.Lookup(RoleWorker, "w1"); !ok || meta.HTTP != "x:1" {
+		t.Fatalf("w1 is %+v, %v", meta, ok)
+	}
+}
+
+// A second member under the name of a live one, from another address, is
+// refused by memberlist (a conflict), which the pool logs once per name
+// and address: the live member keeps its name, address and metadata. Once
+// the live member has left, memberlist hands its name to the next that
+// claims it, from anywhere; LookupAt, given where the node is known to
+// be, does not take that one for it.
+func TestSecondMemberUnderALiveNameIsRefused(t *testing.T) {
+	m := startNode(t, RoleMaster, "m1", "127.0.0.93", nil)
+	w := startNode(t, RoleWorker, "w1", "127.0.0.94", nil, m.addr)
+	waitUntil(t, "pool forms", func() bool { return m.sees(RoleWorker, "w1") })
+	registered := "127.0.0.94:7402" // where w1 is known to be: its HTTP address
+	claim, _ := json.Marshal(Meta{Role: RoleWorker, ID: "w1", HTTP: "127.0.0.95:1", Tethered: true})
+	imp := impostor(t, "127.0.0.95", NodeName(RoleWorker, "w1"), claim)
+	for range 3 {
+		_, _ = imp.Join([]string{m.addr})
+	}
+	want := "gossip member refused: another member holds its name name=worker/w1 addr=" + imp.LocalNode().Address() + " holder=" + w.addr
+	if n := strings.Count(m.log.text(), want); n != 1 {
+		t.Fatalf("conflict logged %d times, want once (%q):\n%s", n, want, m.log.text())
+	}
+	if addr, _ := m.holds(NodeName(RoleWorker, "w1")); addr != w.addr {
+		t.Fatalf("memberlist holds w1 at %s, want %s", addr, w.addr)
+	}
+	if meta, ok := m.p.LookupAt(RoleWorker, "w1", registered); !ok || meta.HTTP != "x:1" || meta.Tethered {
+		t.Fatalf("w1 is %+v, %v", meta, ok)
+	}
+
+	if err := w.p.Leave(time.Second); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, "the impostor takes the name of the member that left", func() bool {
+		_, _ = imp.Join([]string{m.addr})
+		meta, ok := m.p.Lookup(RoleWorker, "w1")
+		return ok && meta.HTTP == "127.0.0.95:1"
+	})
+	if meta, ok := m.p.LookupAt(RoleWorker, "w1", registered); ok {
+		t.Fatalf("LookupAt takes the member at %s for w1: %+v", imp.LocalNode().Address(), meta)
+	}
+}
+
+// A member is from an address when it gossips from its host; a host name
+// is not resolved and matches any member.
+func TestMemberFrom(t *testing.T) {
+	m := Member{Addr: "127.0.0.5:7403"}
+	for addr, want := range map[string]bool{
+		"127.0.0.5:7402": true, "127.0.0.5:1": true, "127.0.0.6:7402": false, "[::1]:7402": false,
+		"worker1.example:7402": true, "127.0.0.5": false, "": false,
+	} {
+		if got := m.From(addr); got != want {
+			t.Errorf("From(%q) = %v, want %v", addr, got, want)
 		}
 	}
 }

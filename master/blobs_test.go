@@ -294,7 +294,7 @@ func TestUploadRefusals(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		fmt.Fprintf(conn, "PUT %s HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n%s", api.BlobPath(goodSum), len(good), good[:len(good)/2])
+		fmt.Fprintf(conn, "PUT %s HTTP/1.1\r\nHost: %s\r\nContent-Length: %d\r\n\r\n%s", api.BlobPath(goodSum), m1.HTTP(), len(good), good[:len(good)/2])
 		dir := filepath.Join(m1.Config.DataDir, "blobs")
 		awaitEntries(t, c, dir, "the half-sent body being written", 1)
 		conn.Close()

@@ -470,7 +470,7 @@ func TestUploadsPerClientBound(t *testing.T) {
 		}
 		defer conn.Close()
 		body := strings.Repeat(strconv.Itoa(i), 1000)
-		fmt.Fprintf(conn, "PUT %s HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n%s", api.BlobPath(digestOf(body)), len(body), body[:500])
+		fmt.Fprintf(conn, "PUT %s HTTP/1.1\r\nHost: %s\r\nContent-Length: %d\r\n\r\n%s", api.BlobPath(digestOf(body)), m1.HTTP(), len(body), body[:500])
 		held = append(held, conn)
 		awaitEntries(t, c, dir, "an upload stalled half-way", i+1)
 	}

@@ -38,6 +38,7 @@ func post(t *testing.T, addr, path string, body any, header http.Header) (int, s
 	if err != nil {
 		t.Fatal(err)
 	}
+	req.Header.Set("Content-Type", "application/json")
 	for k, vs := range header {
 		req.Header[k] = vs
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/drover-project/drover/model"
 	"github.com/drover-project/drover/pki"
 	"github.com/drover-project/drover/sparkrest"
+	"github.com/drover-project/drover/transport"
 )
 
 // Peer is one voter of the initial Raft configuration.
@@ -154,6 +155,11 @@ type Config struct {
 	// Insecure lets a master with neither TLS nor tokens listen on an
 	// address other than loopback.
 	Insecure bool
+	// AllowedHosts are the names, beside BindIP, localhost, 127.0.0.1
+	// and ::1, that a master answering without a credential (no TLS,
+	// and no tokens or open reads; auth.Guard.AnswersAnyone) answers to
+	// on its listeners (transport.Gate); others are refused 421.
+	AllowedHosts []string
 	// RegisterWithoutGossip lets a worker register before it is a member
 	// of the gossip pool. By default the leader waits a moment for the
 	// member to appear and refuses the registration otherwise, so that a
@@ -327,6 +333,9 @@ func (c *Config) validate() error {
 		errs = append(errs, fmt.Errorf("--peers must include this master (%s)", c.ID))
 	}
 	if _, err := gossip.ProfileConfig(c.GossipProfile); err != nil {
+		errs = append(errs, err)
+	}
+	if err := transport.CheckAllowedHosts(c.AllowedHosts); err != nil {
 		errs = append(errs, err)
 	}
 	if c.Fencing != FencingDefault && c.Fencing != FencingStrict {

@@ -259,6 +259,8 @@ func (fx *httpFixture) serve(t testing.TB, path string, body []byte) *httptest.R
 	defer cancel()
 	req := httptest.NewRequestWithContext(ctx, http.MethodPost, path, bytes.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
+	// An open master answers to its own address only.
+	req.Host = fx.m.cfg.httpAddr()
 	rec := httptest.NewRecorder()
 	done := make(chan struct{})
 	go func() {

@@ -18,6 +18,7 @@ import (
 // listener at its HTTP address, and a loop of long-poll heartbeats.
 type fakeWorker struct {
 	id   string
+	pool *gossip.Pool
 	ln   net.Listener
 	cl   *client.Client
 	stop context.CancelFunc
@@ -33,7 +34,7 @@ func startFakeWorker(t *testing.T, m *Master, id string, tethered bool) *fakeWor
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = ln.Close() })
-	gossipMember(t, m, gossip.Meta{Role: gossip.RoleWorker, ID: id, HTTP: ln.Addr().String(), Tethered: tethered})
+	pool := gossipMember(t, m, gossip.Meta{Role: gossip.RoleWorker, ID: id, HTTP: ln.Addr().String(), Tethered: tethered})
 	cl, err := client.New([]string{m.HTTPAddr()}, client.Options{RequestTimeout: 10 * time.Second})
 	if err != nil {
 		t.Fatal(err)
@@ -45,7 +46,7 @@ func startFakeWorker(t *testing.T, m *Master, id string, tethered bool) *fakeWor
 	}, nil); err != nil {
 		t.Fatal(err)
 	}
-	w := &fakeWorker{id: id, ln: ln, cl: cl}
+	w := &fakeWorker{id: id, pool: pool, ln: ln, cl: cl}
 	w.beat(t)
 	return w
 }
@@ -125,5 +126,75 @@ func TestTetheredWorkerLostOnceItsDaemonIsGone(t *testing.T) {
 	}
 	if w, _ := m.fsm.Worker("w9"); !strings.Contains(w.Message, "daemon is gone") {
 		t.Errorf("w9's loss says %q", w.Message)
+	}
+}
+
+// A member that gossips under a worker's name from elsewhere than the
+// worker registered from is not the worker: once w1's own member has left
+// the pool (memberlist then hands the name to the next that claims it,
+// from anywhere) and w1 has gone silent, a member named worker/w1 on
+// another address, claiming w1's HTTP address, keeps nothing alive: w1 is
+// lost after the worker timeout, as if nobody held its name.
+func TestWorkerAliveOnlyFromWhereItRegistered(t *testing.T) {
+	m := metricsMaster(t, time.Second)
+	waitReady(t, m)
+	w := startFakeWorker(t, m, "w1", false)
+	w.silence()
+	_ = w.ln.Close()
+	if err := w.pool.Leave(time.Second); err != nil {
+		t.Fatal(err)
+	}
+	imp := gossipMemberAt(t, m, "127.0.0.2", gossip.Meta{Role: gossip.RoleWorker, ID: "w1", HTTP: w.ln.Addr().String()})
+	left := time.Now()
+	waitTables(t, m, "w1 lost", func() bool {
+		wk, _ := m.fsm.Worker("w1")
+		return wk.State == model.WorkerDead
+	})
+	t.Logf("w1 lost %s after it left, with %s holding its name", time.Since(left).Round(time.Millisecond), imp.Addr())
+	if meta, ok := m.pool.Lookup(gossip.RoleWorker, "w1"); !ok || meta.HTTP != w.ln.Addr().String() {
+		t.Fatalf("the impostor was not in the master's pool under w1's name (%+v, %v): the test proves nothing", meta, ok)
+	}
+}
+
+// A worker that comes back on another address registers from there, and
+// the leader watches it there: once it has registered anew, its member at
+// the new address keeps it ALIVE through several worker timeouts without
+// a heartbeat, as any member at its registered address does.
+func TestLivenessFollowsAWorkerThatMoved(t *testing.T) {
+	m := metricsMaster(t, time.Second)
+	waitReady(t, m)
+	w := startFakeWorker(t, m, "w1", false)
+	w.silence()
+	_ = w.ln.Close()
+	if err := w.pool.Leave(time.Second); err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.2:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	moved := ln.Addr().String()
+	gossipMemberAt(t, m, "127.0.0.2", gossip.Meta{Role: gossip.RoleWorker, ID: "w1", HTTP: moved})
+	ctx, cancel := context.WithTimeout(context.Background(), metricsFailSafe)
+	defer cancel()
+	if err := w.cl.Do(ctx, http.MethodPost, "/v1/workers/register", api.RegisterWorkerRequest{
+		ID: "w1", Instance: "i-w1", HTTPAddr: moved, Cores: 1, MemoryMB: 64,
+	}, nil); err != nil {
+		t.Fatal(err)
+	}
+	registered := time.Now()
+	timer := time.NewTimer(3 * m.cfg.WorkerTimeout)
+	defer timer.Stop()
+	for {
+		changed := m.fsm.Changed()
+		if wk, _ := m.fsm.Worker("w1"); wk.State != model.WorkerAlive || wk.HTTPAddr != moved {
+			t.Fatalf("%s after it registered at %s, w1 is %s at %s (%s)", time.Since(registered).Round(time.Millisecond), moved, wk.State, wk.HTTPAddr, wk.Message)
+		}
+		select {
+		case <-changed:
+		case <-timer.C:
+			return
+		}
 	}
 }

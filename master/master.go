@@ -118,6 +118,14 @@ func New(cfg Config) (*Master, error) {
 	if err != nil {
 		return nil, err
 	}
+	keyWarning, err := auth.CheckGossipKey(cfg.BindIP, cfg.TLS.Enabled(), guard.Tokens() || cfg.NodeToken != "", cfg.GossipKey != nil, cfg.Insecure)
+	if err != nil {
+		return nil, err
+	}
+	gate, err := transport.NewGate(transport.GateConfig{CheckHost: guard.AnswersAnyone(), BindIP: cfg.BindIP, AllowedHosts: cfg.AllowedHosts})
+	if err != nil {
+		return nil, err
+	}
 	tc, certWarning, err := newTLSConfigs(cfg.TLS, cfg.RaftKey, cfg.ID)
 	if err != nil {
 		return nil, err
@@ -131,7 +139,7 @@ func New(cfg Config) (*Master, error) {
 		halted:        make(chan struct{}),
 		stop:          make(chan struct{}),
 	}
-	for _, w := range []string{warning, certWarning} {
+	for _, w := range []string{warning, certWarning, keyWarning} {
 		if w != "" {
 			m.log.Warn(w)
 		}
@@ -192,12 +200,12 @@ func New(cfg Config) (*Master, error) {
 		return ok
 	})
 	conns := transport.NewConnLimit(cfg.MaxConnsPerClient, transport.DefaultMaxConns())
-	if err := m.startHTTP(guard, conns); err != nil {
+	if err := m.startHTTP(guard, gate, conns); err != nil {
 		_ = m.pool.Shutdown()
 		m.closeRaft()
 		return nil, err
 	}
-	if err := m.startSparkREST(guard, conns); err != nil {
+	if err := m.startSparkREST(guard, gate, conns); err != nil {
 		_ = m.server.Close()
 		_ = m.pool.Shutdown()
 		m.closeRaft()
@@ -327,11 +335,12 @@ func (m *Master) closeRaft() {
 	}
 }
 
-// startHTTP serves the /v1 API, the web UI and /metrics on one listener.
-func (m *Master) startHTTP(guard *auth.Guard, conns *transport.ConnLimit) error {
+// startHTTP serves the /v1 API, the web UI and /metrics on one listener,
+// behind gate.
+func (m *Master) startHTTP(guard *auth.Guard, gate *transport.Gate, conns *transport.ConnLimit) error {
 	mux := http.NewServeMux()
 	api := httpapi.Config{Service: m.svc, Guard: guard, Leadership: m.local.Leadership, Metrics: m.metrics, Log: m.log,
-		Spark: sparkjson.Site{URL: m.sparkURL(), Scheme: m.scheme()}}
+		Spark: sparkjson.Site{URL: m.sparkURL(), Scheme: m.scheme()}, Gate: gate}
 	httpapi.Register(mux, api)
 	webui.Register(mux, webui.Config{Service: m.svc, Guard: guard, Leadership: m.local.Leadership, Scheme: m.scheme(), Log: m.log})
 	ln, err := m.listen(m.cfg.HTTPPort, conns)
@@ -358,8 +367,9 @@ func (m *Master) sparkURL() string {
 // same door: it binds the same address, holds each client IP to the same
 // connection bound, serves TLS with the API's config, and calls the same
 // service, so tokens, certificate roles, validation, the per-client
-// submission bound and forwarding to the leader are the API's.
-func (m *Master) startSparkREST(guard *auth.Guard, conns *transport.ConnLimit) error {
+// submission bound and forwarding to the leader are the API's; and it
+// stands behind the API's gate.
+func (m *Master) startSparkREST(guard *auth.Guard, gate *transport.Gate, conns *transport.ConnLimit) error {
 	if m.cfg.SparkRESTPort == 0 {
 		return nil
 	}
@@ -371,7 +381,7 @@ func (m *Master) startSparkREST(guard *auth.Guard, conns *transport.ConnLimit) e
 	if err != nil {
 		return fmt.Errorf("spark REST listen: %w", err)
 	}
-	m.sparkServer = m.serve(ln, m.metrics.Instrument(sparkrest.NewHandler(m.svc, guard.Caller, launcher)), "spark REST")
+	m.sparkServer = m.serve(ln, m.metrics.Instrument(gate.Wrap(sparkrest.NewHandler(m.svc, guard, launcher), sparkrest.WriteError)), "spark REST")
 	m.log.Info("serving Spark REST submissions", "addr", ln.Addr().String(), "tls", m.tls.http != nil,
 		"launcher", launcher.Argv())
 	return nil
@@ -587,7 +597,7 @@ func (m *Master) blobVoters() []blobsync.Peer {
 			continue
 		}
 		p := blobsync.Peer{ID: string(s.ID)}
-		if meta, ok := m.pool.Lookup(gossip.RoleMaster, p.ID); p.ID == m.cfg.ID {
+		if meta, ok := m.pool.LookupAt(gossip.RoleMaster, p.ID, string(s.Address)); p.ID == m.cfg.ID {
 			p.HTTP = m.cfg.httpAddr()
 		} else if ok && meta.HTTP != "" {
 			p.HTTP = meta.HTTP

@@ -67,18 +67,25 @@ func gossipWorker(t *testing.T, m *Master, id string) *gossip.Pool {
 // gossipMember is gossipWorker with the member's metadata given whole.
 func gossipMember(t *testing.T, m *Master, meta gossip.Meta) *gossip.Pool {
 	t.Helper()
-	ports, err := freeport.Get("127.0.0.1", 1)
+	return gossipMemberAt(t, m, "127.0.0.1", meta)
+}
+
+// gossipMemberAt is gossipMember gossiping from ip.
+func gossipMemberAt(t *testing.T, m *Master, ip string, meta gossip.Meta) *gossip.Pool {
+	t.Helper()
+	ports, err := freeport.Get(ip, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
 	joined := make(chan struct{}, 1)
 	var p *gossip.Pool
 	p, err = gossip.Start(gossip.Config{
-		Meta:    meta,
-		BindIP:  "127.0.0.1",
-		Port:    ports[0],
-		Profile: "local",
-		Join:    []string{net.JoinHostPort("127.0.0.1", strconv.Itoa(m.cfg.GossipPort))},
+		Meta:      meta,
+		BindIP:    ip,
+		SecretKey: m.cfg.GossipKey,
+		Port:      ports[0],
+		Profile:   "local",
+		Join:      []string{net.JoinHostPort("127.0.0.1", strconv.Itoa(m.cfg.GossipPort))},
 		OnChange: func() {
 			select {
 			case joined <- struct{}{}:
@@ -305,7 +312,7 @@ func TestMetricsFollowSchedulingAndLiveness(t *testing.T) {
 // like any other status read, and the submit token is enough.
 func TestMetricsNeedReadAccess(t *testing.T) {
 	cfg := singleConfig(t)
-	cfg.OperatorToken, cfg.SubmitToken = "operator-token-0123456789", "submit-token-0123456789"
+	cfg.OperatorToken, cfg.SubmitToken, cfg.GossipKey = "operator-token-0123456789", "submit-token-0123456789", testGossipKey
 	cfg.RaftKey = pki.NewRaftKey()
 	m, err := New(cfg)
 	if err != nil {

@@ -24,7 +24,7 @@ const (
 // tokens and no TLS, and waits until it is the ready leader.
 func startUIMaster(t *testing.T) *Master {
 	cfg := singleConfig(t)
-	cfg.OperatorToken, cfg.SubmitToken, cfg.RaftKey = uiOperatorToken, uiSubmitToken, pki.NewRaftKey()
+	cfg.OperatorToken, cfg.SubmitToken, cfg.RaftKey, cfg.GossipKey = uiOperatorToken, uiSubmitToken, pki.NewRaftKey(), testGossipKey
 	m, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -118,9 +118,10 @@ func TestUILoginCookie(t *testing.T) {
 			t.Fatalf("refused login of %q set a cookie or repeats the token", tc.token)
 		}
 	}
-	// Another site cannot log a visitor in.
+	// Another site cannot log a visitor in: the listener refuses the post
+	// before the page sees it.
 	r := uiDo(t, m, "POST", "/ui/login", url.Values{"token": {uiSubmitToken}}, map[string]string{"Sec-Fetch-Site": "cross-site"})
-	r.check(t, http.StatusForbidden, html)
+	r.check(t, http.StatusForbidden, "application/json", "cross-origin POST refused")
 	if r.header.Get("Set-Cookie") != "" {
 		t.Fatal("a cross-site login set the cookie")
 	}
@@ -161,6 +162,7 @@ func TestUILoginCookie(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		hr.Header.Set("Content-Type", "application/json")
 		for k, v := range header {
 			hr.Header.Set(k, v)
 		}

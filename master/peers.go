@@ -94,7 +94,7 @@ func (f *finder) find() {
 		if id == f.m.cfg.ID {
 			continue
 		}
-		if _, ok := f.m.pool.Lookup(gossip.RoleMaster, id); ok && f.HTTP(id) != "" {
+		if _, ok := f.m.pool.LookupAt(gossip.RoleMaster, id, string(srv.Address)); ok && f.HTTP(id) != "" {
 			continue
 		}
 		wg.Go(func() { f.ask(id, srv.Address) })

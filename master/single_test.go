@@ -11,6 +11,10 @@ import (
 	"github.com/drover-project/drover/internal/freeport"
 )
 
+// testGossipKey is the gossip key (AES-128) of a test master that runs
+// tokens, which refuses to start without one.
+var testGossipKey = []byte("0123456789abcdef")
+
 // singleConfig is the Config of a master that is the only voter, on
 // 127.0.0.1 with free ports, fast Raft timeouts and no log output.
 func singleConfig(tb testing.TB) Config {

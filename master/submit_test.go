@@ -301,3 +301,35 @@ func TestAnonymousWritesAreRefusedBeforeTheirBody(t *testing.T) {
 		t.Fatalf("a batch with the submit token: %d %s", status, out)
 	}
 }
+
+// A write whose body is JSON must say so (Content-Type: application/json,
+// parameters allowed): one that says text/plain, a form or nothing, as a
+// page of another site can make a browser post, is 415 before its body is
+// read, and nothing is committed. The same submission with
+// application/json;charset=UTF-8 is taken.
+func TestJSONWritesNeedTheirContentType(t *testing.T) {
+	c := mastertest.Start(t, 1, nil)
+	addr := c.Leader().HTTP()
+	for _, path := range []string{api.PathDrivers, api.PathSubmitBatch, api.PathRegisterWorker, api.PathApps} {
+		for _, ct := range []string{"", "text/plain", "application/x-www-form-urlencoded", "multipart/form-data; boundary=x"} {
+			body := `{"token":"` + client.NewToken() + `","argv":["/bin/true"],"cores":1,"memory_mb":64}`
+			status, _, out := post(t, addr, path, json.RawMessage(body), http.Header{"Content-Type": {ct}})
+			var e api.Error
+			if status != http.StatusUnsupportedMediaType || json.Unmarshal(out, &e) != nil || e.Code != api.CodeUnsupportedMediaType ||
+				!strings.Contains(e.Error, "Content-Type: application/json") {
+				t.Errorf("%s with Content-Type %q: %d %s, want 415 unsupported_media_type", path, ct, status, out)
+			}
+		}
+	}
+	st, err := c.Client().State(c.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(st.Drivers) != 0 || len(st.Workers) != 0 || len(st.Apps) != 0 {
+		t.Fatalf("refused writes changed the tables: %d drivers, %d workers, %d apps", len(st.Drivers), len(st.Workers), len(st.Apps))
+	}
+	status, _, out := post(t, addr, api.PathDrivers, submitReq(), http.Header{"Content-Type": {"application/json;charset=UTF-8"}})
+	if status != http.StatusOK {
+		t.Fatalf("a submission with application/json;charset=UTF-8: %d %s", status, out)
+	}
+}

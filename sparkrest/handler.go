@@ -34,19 +34,27 @@ type Backend interface {
 	Health(ctx context.Context) api.Health
 }
 
+// Guard is what the handler needs of auth.Guard, which implements it: the
+// caller of a request (a credential that proves nothing is an error), and
+// whether a caller brought any credential where the masters require one.
+type Guard interface {
+	Caller(*http.Request) (auth.Caller, error)
+	CheckCredential(auth.Identity) error
+}
+
 // Handler serves the protocol. Make one with NewHandler.
 type Handler struct {
 	backend  Backend
-	identify func(*http.Request) (auth.Caller, error)
+	guard    Guard
 	launcher Launcher
 	// newToken makes the submission token of each create request.
 	newToken func() string
 }
 
-// NewHandler returns a Handler that submits through launcher to backend;
-// identify establishes each request's caller (auth.Guard.Caller).
-func NewHandler(backend Backend, identify func(*http.Request) (auth.Caller, error), launcher Launcher) *Handler {
-	return &Handler{backend: backend, identify: identify, launcher: launcher, newToken: newToken}
+// NewHandler returns a Handler that submits through launcher to backend,
+// with guard establishing each request's caller.
+func NewHandler(backend Backend, guard Guard, launcher Launcher) *Handler {
+	return &Handler{backend: backend, guard: guard, launcher: launcher, newToken: newToken}
 }
 
 // newToken returns a fresh submission token. Spark's create is not
@@ -135,15 +143,21 @@ func segments(path string) []string {
 }
 
 // allowed answers 405 for another method, and establishes the caller,
-// answering a credential that proves nothing (a wrong token); both before
-// the body is read. What the caller may do is the backend's to decide.
+// answering a credential that proves nothing (a wrong token) and, for a
+// POST (create, kill, killall, clear: every one a write), the lack of any
+// credential where the masters require one; all before the body is read,
+// so that nobody without a credential makes a master read a body. What
+// the caller may do is the backend's to decide.
 func (h *Handler) allowed(w http.ResponseWriter, r *http.Request, method string) (auth.Caller, bool) {
 	if !methodIs(w, r, method) {
 		return auth.Caller{}, false
 	}
-	c, err := h.identify(r)
+	c, err := h.guard.Caller(r)
+	if err == nil && method == http.MethodPost {
+		err = h.guard.CheckCredential(c.Identity)
+	}
 	if err != nil {
-		writeBackendError(w, err)
+		WriteError(w, err)
 		return auth.Caller{}, false
 	}
 	return c, true
@@ -203,6 +217,10 @@ func pathError(w http.ResponseWriter, parts []string) {
 }
 
 func (h *Handler) create(w http.ResponseWriter, r *http.Request, c auth.Caller) {
+	if err := api.CheckJSON(r.Header); err != nil {
+		WriteError(w, err)
+		return
+	}
 	body, err := io.ReadAll(r.Body)
 	if err != nil {
 		var mbe *http.MaxBytesError
@@ -234,7 +252,7 @@ func (h *Handler) create(w http.ResponseWriter, r *http.Request, c auth.Caller) 
 			writeJSON(w, http.StatusOK, out)
 			return
 		}
-		writeBackendError(w, err)
+		WriteError(w, err)
 		return
 	}
 	out.Success = true
@@ -254,7 +272,7 @@ func (h *Handler) status(w http.ResponseWriter, r *http.Request, c auth.Caller, 
 			writeJSON(w, http.StatusOK, out)
 			return
 		}
-		writeBackendError(w, err)
+		WriteError(w, err)
 		return
 	}
 	out.Success = true
@@ -304,7 +322,7 @@ func (h *Handler) kill(w http.ResponseWriter, r *http.Request, c auth.Caller, id
 		writeJSON(w, http.StatusOK, out)
 		return
 	}
-	writeBackendError(w, err)
+	WriteError(w, err)
 }
 
 // act answers a request on the whole cluster (killall, clear) as a
@@ -319,7 +337,7 @@ func (h *Handler) act(w http.ResponseWriter, action string, do func() (string, e
 	case errors.Is(err, api.ErrUnavailable):
 		out.Message = backupPrefix + ": " + err.Error()
 	case err != nil:
-		writeBackendError(w, err)
+		WriteError(w, err)
 		return
 	default:
 		out.Success, out.Message = true, msg
@@ -361,10 +379,11 @@ func notFound(err error) (string, bool) {
 	return "", false
 }
 
-// writeBackendError answers an error of the backend with its code's status
-// as an ErrorResponse, with the challenge of a refused credential and the
+// WriteError answers an error of the backend, or a refusal made in front
+// of the Handler (transport.Gate), with its code's status (api.CodeOf) as
+// an ErrorResponse, with the challenge of a refused credential and the
 // Retry-After of a bounded client.
-func writeBackendError(w http.ResponseWriter, err error) {
+func WriteError(w http.ResponseWriter, err error) {
 	code, status := api.CodeOf(err)
 	switch code {
 	case api.CodeUnauthenticated, api.CodeForbidden:

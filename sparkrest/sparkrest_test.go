@@ -216,8 +216,29 @@ func (f *fakeBackend) callCount() int {
 	return f.calls
 }
 
-// anyone is a listener's view of every caller: nobody in particular.
-func anyone(*http.Request) (auth.Caller, error) { return auth.Caller{}, nil }
+// fakeGuard answers every request's caller with caller (nobody in
+// particular, or the error) and every check of a credential with
+// credential.
+type fakeGuard struct{ caller, credential error }
+
+func (g fakeGuard) Caller(*http.Request) (auth.Caller, error) { return auth.Caller{}, g.caller }
+func (g fakeGuard) CheckCredential(auth.Identity) error       { return g.credential }
+
+// anyone is a listener's view of every caller: nobody in particular, and
+// enough.
+var anyone = fakeGuard{}
+
+// sparkRequest is a request as Spark's RestSubmissionClient sends it: a
+// create goes with Content-Type application/json and the charset in a
+// header of its own (postJson); the other actions carry no body.
+func sparkRequest(method, path string, body io.Reader) *http.Request {
+	req := httptest.NewRequest(method, path, body)
+	if strings.HasSuffix(path, "/create") {
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("charset", "utf-8")
+	}
+	return req
+}
 
 func newTestHandler(t *testing.T, f *fakeBackend, template ...string) *Handler {
 	t.Helper()
@@ -244,9 +265,8 @@ func do(t *testing.T, h http.Handler, method, path, body string) answer {
 	if body != "" {
 		rd = strings.NewReader(body)
 	}
-	req := httptest.NewRequest(method, path, rd)
 	rec := httptest.NewRecorder()
-	h.ServeHTTP(rec, req)
+	h.ServeHTTP(rec, sparkRequest(method, path, rd))
 	a := answer{status: rec.Code, header: rec.Header(), raw: rec.Body.String()}
 	if ct := rec.Header().Get("Content-Type"); !strings.HasPrefix(ct, "application/json") {
 		t.Fatalf("%s %s: Content-Type %q, want application/json (Spark's client reads error bodies only then)", method, path, ct)
@@ -660,7 +680,7 @@ func TestReadyz(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := NewHandler(f, func(*http.Request) (auth.Caller, error) { return auth.Caller{}, auth.ErrBadToken }, l)
+	h := NewHandler(f, fakeGuard{caller: auth.ErrBadToken}, l)
 	a := do(t, h, http.MethodGet, "/v1/submissions/readyz", "")
 	if a.status != http.StatusOK || a.str("action") != ActionReadyzResponse || a.fields["success"] != true ||
 		a.str("message") != "Master m2 is ready: leader m1." {
@@ -723,9 +743,8 @@ func TestRefusedAccess(t *testing.T) {
 	f := newFake()
 	f.deny = api.Errorf(api.ErrUnauthenticated, "submit access needs a token")
 	h := newTestHandler(t, f)
-	req := httptest.NewRequest(http.MethodPost, "/v1/submissions/create", strings.NewReader(sparkSubmitJSON))
 	rec := httptest.NewRecorder()
-	h.ServeHTTP(rec, req)
+	h.ServeHTTP(rec, sparkRequest(http.MethodPost, "/v1/submissions/create", strings.NewReader(sparkSubmitJSON)))
 	var e ErrorResponse
 	if rec.Code != http.StatusUnauthorized || json.Unmarshal(rec.Body.Bytes(), &e) != nil || e.Action != ActionErrorResponse ||
 		rec.Header().Get("WWW-Authenticate") == "" || rec.Header().Get("Connection") != "close" {
@@ -742,14 +761,14 @@ func TestRefusedAccess(t *testing.T) {
 		do(t, h, m, p, "").isError(t, http.StatusUnauthorized)
 	}
 
-	badToken := func(*http.Request) (auth.Caller, error) { return auth.Caller{}, auth.ErrBadToken }
+	badToken := fakeGuard{caller: auth.ErrBadToken}
 	l, err := NewLauncher(DefaultLauncher)
 	if err != nil {
 		t.Fatal(err)
 	}
 	body := &countingReader{r: strings.NewReader(sparkSubmitJSON)}
 	rec = httptest.NewRecorder()
-	NewHandler(newFake(), badToken, l).ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/v1/submissions/create", body))
+	NewHandler(newFake(), badToken, l).ServeHTTP(rec, sparkRequest(http.MethodPost, "/v1/submissions/create", body))
 	if rec.Code != http.StatusForbidden || body.n != 0 {
 		t.Fatalf("a wrong token: %d after reading %d bytes, want 403 before the body", rec.Code, body.n)
 	}
@@ -764,6 +783,83 @@ func (c *countingReader) Read(p []byte) (int, error) {
 	n, err := c.r.Read(p)
 	c.n += n
 	return n, err
+}
+
+// endless is a body that never ends: '{' for ever.
+type endless struct{}
+
+func (endless) Read(p []byte) (int, error) {
+	for i := range p {
+		p[i] = '{'
+	}
+	return len(p), nil
+}
+
+// TestWriteWithoutCredentialRefusedBeforeBody: on masters with tokens, a
+// create, kill, killall or clear that brings no credential at all is 401
+// with the challenge, in Spark's shape, before a byte of its body is read:
+// a body that never ends is answered at once. A status read without one
+// goes on to the service, which decides on reads (--open-reads).
+func TestWriteWithoutCredentialRefusedBeforeBody(t *testing.T) {
+	g, err := auth.New(auth.Config{OperatorToken: "OperatorTok-0123456789abcdef", SubmitToken: "SubmitTok-0123456789abcdef"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := NewLauncher(DefaultLauncher)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := newFake()
+	h := NewHandler(f, g, l)
+	for _, p := range []string{"/v1/submissions/create", "/v1/submissions/kill/driver-20260101000000-0000",
+		"/v1/submissions/killall", "/v1/submissions/clear"} {
+		body := &countingReader{r: endless{}}
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, sparkRequest(http.MethodPost, p, body))
+		var e ErrorResponse
+		if rec.Code != http.StatusUnauthorized || json.Unmarshal(rec.Body.Bytes(), &e) != nil || e.Action != ActionErrorResponse ||
+			!strings.HasPrefix(rec.Header().Get("WWW-Authenticate"), "Bearer") || body.n != 0 {
+			t.Fatalf("%s without a credential: %d %s after reading %d bytes, want 401 with a challenge before the body",
+				p, rec.Code, rec.Body, body.n)
+		}
+	}
+	do(t, h, http.MethodGet, "/v1/submissions/status/driver-20260101000000-0000", "")
+	if f.callCount() != 1 {
+		t.Fatalf("the backend was called %d times, want once (the status read)", f.callCount())
+	}
+}
+
+// TestCreateNeedsJSONContentType: a create whose Content-Type is not
+// application/json (parameters allowed, case ignored) is 415 before its
+// body is read: text/plain, a form and multipart are what a page of
+// another site can make a browser post without asking first.
+func TestCreateNeedsJSONContentType(t *testing.T) {
+	for _, ct := range []string{"", "text/plain", "text/plain;charset=UTF-8", "application/x-www-form-urlencoded",
+		"multipart/form-data; boundary=x", "application/jsonx", "application/json-seq", "not a type"} {
+		f := newFake()
+		body := &countingReader{r: strings.NewReader(sparkSubmitJSON)}
+		req := httptest.NewRequest(http.MethodPost, "/v1/submissions/create", body)
+		if ct != "" {
+			req.Header.Set("Content-Type", ct)
+		}
+		rec := httptest.NewRecorder()
+		newTestHandler(t, f).ServeHTTP(rec, req)
+		var e ErrorResponse
+		if rec.Code != http.StatusUnsupportedMediaType || json.Unmarshal(rec.Body.Bytes(), &e) != nil ||
+			!strings.Contains(e.Message, "Content-Type: application/json") || body.n != 0 || f.callCount() != 0 {
+			t.Fatalf("Content-Type %q: %d %s after reading %d bytes, want 415 before the body", ct, rec.Code, rec.Body, body.n)
+		}
+	}
+	for _, ct := range []string{"application/json", "application/json;charset=UTF-8", "Application/JSON; charset=utf-8"} {
+		f := newFake()
+		req := httptest.NewRequest(http.MethodPost, "/v1/submissions/create", strings.NewReader(sparkSubmitJSON))
+		req.Header.Set("Content-Type", ct)
+		rec := httptest.NewRecorder()
+		newTestHandler(t, f).ServeHTTP(rec, req)
+		if rec.Code != http.StatusOK || len(f.submitted) != 1 {
+			t.Fatalf("Content-Type %q: %d %s", ct, rec.Code, rec.Body)
+		}
+	}
 }
 
 // TestBackendRefusalsPassThrough: the service's other refusals keep their
@@ -867,7 +963,7 @@ func FuzzCreate(f *testing.F) {
 		}
 		h := NewHandler(fb, anyone, l)
 		rec := httptest.NewRecorder()
-		h.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/v1/submissions/create", strings.NewReader(string(body))))
+		h.ServeHTTP(rec, sparkRequest(http.MethodPost, "/v1/submissions/create", strings.NewReader(string(body))))
 		var m map[string]any
 		if err := json.Unmarshal(rec.Body.Bytes(), &m); err != nil {
 			t.Fatalf("answer is not JSON: %v\n%s", err, rec.Body)

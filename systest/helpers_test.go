@@ -132,12 +132,19 @@ func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool)
 	}
 }
 
+// runDroverLimit bounds a command runDrover runs: one that should have
+// refused to start and did not is killed (exit code -1) rather than
+// holding the test until its own deadline.
+const runDroverLimit = 2 * time.Minute
+
 // runDrover runs the drover binary with args, as a user would, with env
 // added to this process's environment (where a name is given twice, the
 // later entry wins), and returns what it printed and its exit code.
 func runDrover(t *testing.T, env []string, args ...string) (stdout, stderr string, code int) {
 	t.Helper()
-	cmd := exec.Command(testcluster.Binary(t), args...)
+	ctx, cancel := context.WithTimeout(context.Background(), runDroverLimit)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, testcluster.Binary(t), args...)
 	cmd.Env = append(os.Environ(), env...)
 	var out, errOut bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errOut

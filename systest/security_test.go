@@ -21,14 +21,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hashicorp/memberlist"
-
 	"github.com/drover-project/drover/api"
 	"github.com/drover-project/drover/auth"
 	"github.com/drover-project/drover/client"
 	"github.com/drover-project/drover/gossip"
 	"github.com/drover-project/drover/internal/devsecrets"
-	"github.com/drover-project/drover/internal/freeport"
 	"github.com/drover-project/drover/internal/testcluster"
 	"github.com/drover-project/drover/model"
 	"github.com/drover-project/drover/pki"
@@ -74,7 +71,8 @@ func (a *attacker) tlsConfig(f pki.Files, skipVerify bool) *tls.Config {
 }
 
 // request sends one HTTP(S) request and returns its status and body, or
-// the transport error (a refused handshake).
+// the transport error (a refused handshake). A body goes as JSON unless
+// header says otherwise.
 func request(cfg *tls.Config, method, url, token string, body io.Reader, header map[string]string) (int, string, error) {
 	tr := &http.Transport{TLSClientConfig: cfg, DisableKeepAlives: true}
 	defer tr.CloseIdleConnections()
@@ -85,6 +83,9 @@ func request(cfg *tls.Config, method, url, token string, body io.Reader, header 
 	}
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
 	}
 	for k, v := range header {
 		req.Header.Set(k, v)
@@ -443,17 +444,7 @@ func hugeBody(url string, cfg *tls.Config, token string) error {
 // announces that it leaves. The join must fail; the worker must stay ALIVE
 // for the masters through their worker timeout, checked by the caller.
 func rogueGossip(c *testcluster.Cluster, leader *testcluster.Node, key []byte) error {
-	ip := "127.0.0.3"
-	ports, err := freeport.Get(ip, 1)
-	if err != nil {
-		return err
-	}
-	mc := memberlist.DefaultLocalConfig()
-	mc.Name = gossip.NodeName(gossip.RoleWorker, c.Workers[0].ID)
-	mc.BindAddr, mc.BindPort, mc.AdvertisePort = ip, ports[0], ports[0]
-	mc.SecretKey = key
-	mc.LogOutput = io.Discard
-	ml, err := memberlist.Create(mc)
+	ml, err := c.GossipMember(gossip.NodeName(gossip.RoleWorker, c.Workers[0].ID), nil, key)
 	if err != nil {
 		return err
 	}
@@ -644,6 +635,66 @@ func TestClosedByDefault(t *testing.T) {
 		}
 		if !bytes.Contains(b, []byte("no TLS and no tokens")) {
 			t.Errorf("%s on loopback did not warn that it runs open", n.ID)
+		}
+	}
+}
+
+// TestSecuredNodesNeedAGossipKey: a master or a worker with tokens or TLS
+// and no gossip key refuses to start, exit 1, in one line that says how to
+// make one, before it writes anything; --insecure does not waive it off
+// loopback. On a loopback address --insecure does, and the node says so.
+func TestSecuredNodesNeedAGossipKey(t *testing.T) {
+	dir := t.TempDir()
+	sec, err := devsecrets.Make(filepath.Join(dir, "secrets"), "127.0.0.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	token := []string{"--operator-token-file", sec.OperatorToken}
+	// Masters with tokens and no TLS also need their raft key.
+	masterToken := append(token, "--raft-key-file", sec.RaftKey)
+	tlsFiles := func(f pki.Files) []string {
+		return []string{"--tls-ca", sec.CA, "--tls-cert", f.Cert, "--tls-key", f.Key}
+	}
+	masterAt := func(bind string, extra ...string) []string {
+		return append([]string{"master", "--id", "m1", "--data-dir", filepath.Join(dir, "m"), "--bind", bind, "--peers", "m1=" + bind + ":7101"}, extra...)
+	}
+	workerAt := func(bind string, extra ...string) []string {
+		return append([]string{"worker", "--id", "w1", "--work-dir", filepath.Join(dir, "w"), "--bind", bind, "--masters", "127.0.0.1:1"}, extra...)
+	}
+	for _, c := range []struct {
+		name     string
+		args     []string
+		loopback bool
+	}{
+		{"master with tokens", masterAt("127.0.0.1", masterToken...), true},
+		{"master with TLS", masterAt("127.0.0.1", tlsFiles(sec.Master)...), true},
+		{"worker with the operator token", workerAt("127.0.0.1", token...), true},
+		{"worker with TLS", workerAt("127.0.0.1", tlsFiles(sec.Worker)...), true},
+		{"master with tokens and --insecure off loopback", masterAt("192.0.2.1", append(masterToken, "--insecure")...), false},
+		{"worker with the operator token and --insecure off loopback", workerAt("192.0.2.1", append(token, "--insecure")...), false},
+	} {
+		_, stderr, code := runDrover(t, nil, c.args...)
+		line := strings.TrimSpace(stderr)
+		if code != 1 || strings.Contains(line, "\n") || !strings.Contains(line, "no gossip key") ||
+			!strings.Contains(line, "drover keygen > gossip.key") || !strings.Contains(line, "--gossip-key-file") ||
+			strings.Contains(line, "--insecure") != c.loopback {
+			t.Errorf("%s: exit %d, stderr %q; want exit 1 and one line on the gossip key (offering --insecure: %v)", c.name, code, stderr, c.loopback)
+		}
+		for _, f := range []string{filepath.Join(dir, "m", "raft.db"), filepath.Join(dir, "w")} {
+			if _, err := os.Stat(f); err == nil {
+				t.Fatalf("%s: a refused node created %s", c.name, f)
+			}
+		}
+	}
+
+	// On loopback, --insecure lets a cluster with tokens run without a
+	// key, and each node says what that opens.
+	cl := testcluster.New(t, testcluster.Options{Masters: 1, Workers: 1,
+		MasterArgs: append(masterToken, "--submit-token-file", sec.SubmitToken, "--open-reads", "--insecure"),
+		WorkerArgs: append(token, "--insecure")})
+	for _, n := range []*testcluster.Node{cl.Masters[0], cl.Workers[0]} {
+		if !strings.Contains(n.Log(), "no gossip key on a loopback address") {
+			t.Errorf("%s ran without a gossip key and did not say so", n.ID)
 		}
 	}
 }

@@ -354,8 +354,9 @@ func TestSparkRESTSubmitStatusKill(t *testing.T) {
 
 // TestSparkRESTSecured: on a cluster with TLS and tokens the REST listener
 // speaks only TLS, and takes the API's tokens: none is 401 with a
-// challenge, a wrong one 403, both before anything changes; the submit
-// token submits, reads and kills.
+// challenge, a wrong one 403, both before anything changes, and a create
+// without any is refused before its body is read; the submit token
+// submits, reads and kills.
 func TestSparkRESTSecured(t *testing.T) {
 	c, rest := sparkRESTCluster(t, testcluster.Options{Masters: 1, Workers: 1, Secure: true}, "/bin/echo {{mainClass}} {{appArgs}}")
 	m := c.Masters[0]
@@ -387,6 +388,15 @@ func TestSparkRESTSecured(t *testing.T) {
 			t.Fatalf("%s: no Bearer challenge: %v", r.path, a.header)
 		}
 		sparkCall(t, hc, base+r.path, r.method, "WrongTokenWrongTokenWrongToken00", r.body).isSparkError(t, http.StatusForbidden)
+	}
+	// A create without any credential is refused before its body is
+	// read: one that never ends is answered at once.
+	endless := &countingReader{n: 1 << 50}
+	start := time.Now()
+	status, body, err := request(tlsCfg, http.MethodPost, base+"/v1/submissions/create", "", endless, nil)
+	if took := time.Since(start); err != nil || status != http.StatusUnauthorized || took > 10*time.Second || endless.read.Load() > 16<<20 {
+		t.Fatalf("a create without a token and a body that never ends: %d %s %v after %s, %d bytes sent; want 401 at once",
+			status, body, err, took, endless.read.Load())
 	}
 	if after := stateHash(t, m); after != before {
 		t.Fatalf("refused requests changed the tables: %s -> %s", before, after)

@@ -13,6 +13,7 @@ import (
 	"github.com/drover-project/drover/model"
 	"github.com/drover-project/drover/pki"
 	"github.com/drover-project/drover/runner"
+	"github.com/drover-project/drover/transport"
 )
 
 // Config is everything a worker needs. Sizes are MiB, durations wall-clock.
@@ -104,6 +105,10 @@ type Config struct {
 	// Insecure lets a worker with neither TLS nor a token listen on an
 	// address other than loopback.
 	Insecure bool
+	// AllowedHosts are the names, beside BindIP, localhost, 127.0.0.1
+	// and ::1, that a worker with neither TLS nor a token answers to on
+	// its HTTP server (transport.Gate); others are refused 421.
+	AllowedHosts []string
 	// MaxConnsPerClient bounds the HTTP connections one client IP may
 	// hold open at once (0: no bound).
 	MaxConnsPerClient int
@@ -248,6 +253,9 @@ func (c *Config) validate() error {
 	}
 	if c.HTTPPort < 0 || c.HTTPPort > 65535 {
 		errs = append(errs, fmt.Errorf("--http-port %d is not a port", c.HTTPPort))
+	}
+	if err := transport.CheckAllowedHosts(c.AllowedHosts); err != nil {
+		errs = append(errs, err)
 	}
 	for _, d := range []struct {
 		name string

@@ -18,6 +18,7 @@ import (
 	"github.com/drover-project/drover/api"
 	"github.com/drover-project/drover/ids"
 	"github.com/drover-project/drover/runner"
+	"github.com/drover-project/drover/transport"
 )
 
 // ExecutorLogsPath is the path pattern (net/http.ServeMux syntax) of an
@@ -36,12 +37,13 @@ const ExecutorLogsPath = "/v1/apps/{app}/executors/{id}/logs"
 //
 // and Prometheus metrics at GET /metrics (MetricsPath). Every path admits
 // the same callers: anyone without TLS or a token, otherwise masters only
-// (a master certificate, or without TLS the node token).
+// (a master certificate, or without TLS the node token); gate stands in
+// front of them all.
 //
 // Errors are an api.Error body: 400 for a malformed request, 404 for a
 // driver attempt or executor this worker has no directory for, 410 for
 // one whose directory its cleanup removed (for a day after; 404 later).
-func (w *Worker) newServer() *http.Server {
+func (w *Worker) newServer(gate *transport.Gate) *http.Server {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /v1/drivers/{id}/logs", w.handleDriverLogs)
 	mux.HandleFunc("GET "+ExecutorLogsPath, w.handleExecutorLogs)
@@ -51,7 +53,7 @@ func (w *Worker) newServer() *http.Server {
 		writeError(rw, http.StatusNotFound, fmt.Sprintf("no such endpoint: %s %s", r.Method, r.URL.Path))
 	})
 	return &http.Server{
-		Handler:           w.requireMaster(mux),
+		Handler:           gate.Wrap(w.requireMaster(mux), writeRefusal),
 		ReadHeaderTimeout: 5 * time.Second,
 		ReadTimeout:       30 * time.Second,
 		// Long enough to send a large log over a slow link; a follower
@@ -237,4 +239,10 @@ func writeJSON(rw http.ResponseWriter, status int, v any) {
 
 func writeError(rw http.ResponseWriter, status int, msg string) {
 	writeJSON(rw, status, api.Error{Error: msg})
+}
+
+// writeRefusal answers a refusal of the gate with its code and status.
+func writeRefusal(rw http.ResponseWriter, err error) {
+	_, status := api.CodeOf(err)
+	writeJSON(rw, status, api.ErrorOf(err))
 }

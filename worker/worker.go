@@ -198,6 +198,12 @@ func New(cfg Config) (*Worker, error) {
 	if err != nil {
 		return nil, err
 	}
+	// Without TLS or a token, anyone may read the logs, so a page under
+	// another name must not (DNS rebinding).
+	gate, err := transport.NewGate(transport.GateConfig{CheckHost: !cfg.TLS.Enabled() && cfg.NodeToken == "", BindIP: cfg.BindIP, AllowedHosts: cfg.AllowedHosts})
+	if err != nil {
+		return nil, err
+	}
 	var toMasters, serverTLS *tls.Config
 	var certWarning string
 	if cfg.TLS.Enabled() {
@@ -311,7 +317,7 @@ func New(cfg Config) (*Worker, error) {
 	}
 	w.sweepCgroups()
 	w.httpAddr = net.JoinHostPort(cfg.BindIP, strconv.Itoa(port))
-	w.server = w.newServer()
+	w.server = w.newServer(gate)
 	go func() {
 		defer close(w.serveDone)
 		if err := w.server.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {

@@ -78,6 +78,7 @@ func runMaster(args []string) int {
 	}
 	cfg.TLS, cfg.OperatorToken, cfg.SubmitToken, cfg.NodeToken = sec.TLS, sec.OperatorToken, sec.SubmitToken, sec.NodeToken
 	cfg.GossipKey, cfg.Insecure, cfg.RaftKey = sec.GossipKey, sec.Insecure, sec.RaftKey
+	cfg.AllowedHosts = sec.AllowedHosts
 	if cfg.Peers, err = master.ParsePeers(*peers); err != nil {
 		return fail(fmt.Errorf("--peers: %w", err))
 	}

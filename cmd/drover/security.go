@@ -25,6 +25,9 @@ type nodeSecurity struct {
 	GossipKey                             []byte
 	RaftKey                               *pki.RaftKey
 	Insecure                              bool
+	// AllowedHosts are the names an open node answers to beside its
+	// own address and loopback's (transport.Gate).
+	AllowedHosts []string
 }
 
 // errWorkerOperatorToken refuses a worker given the operator token: a
@@ -58,6 +61,7 @@ func addSecurityFlags(fs *pflag.FlagSet, master bool) func() (nodeSecurity, erro
 	keyFile := fs.String("gossip-key-file", "", "file holding the base64 gossip encryption key (drover keygen) [$DROVER_GOSSIP_KEY_FILE]")
 	key := fs.String("gossip-key", "", "the base64 gossip encryption key itself; shows in ps, so prefer --gossip-key-file or $DROVER_GOSSIP_KEY")
 	fs.BoolVar(&s.Insecure, "insecure", false, "allow listening on an address other than loopback with neither TLS nor tokens")
+	fs.StringSliceVar(&s.AllowedHosts, "allowed-hosts", nil, "comma-separated host names (no port) this node answers to beside its --bind address, localhost, 127.0.0.1 and [::1] while it needs no credential (no TLS, and no tokens or, on a master, --open-reads); other Host headers get 421 (DNS rebinding; docs/security.md)")
 	return func() (nodeSecurity, error) {
 		var err error
 		if master {

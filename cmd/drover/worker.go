@@ -12,6 +12,7 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/drover-project/drover/auth"
 	"github.com/drover-project/drover/gossip"
 	"github.com/drover-project/drover/isolation"
 	"github.com/drover-project/drover/model"
@@ -79,7 +80,7 @@ func runWorker(args []string) int {
 	if err != nil {
 		return fail(err)
 	}
-	cfg.TLS, cfg.NodeToken, cfg.Insecure = sec.TLS, sec.NodeToken, sec.Insecure
+	cfg.TLS, cfg.NodeToken, cfg.Insecure, cfg.AllowedHosts = sec.TLS, sec.NodeToken, sec.Insecure, sec.AllowedHosts
 	cfg.MemoryMB = mem.mb
 	cfg.LogMaxFileSize = logMaxSize.b
 	cfg.MinFreeDisk = minFree.b
@@ -101,6 +102,15 @@ func runWorker(args []string) int {
 	}
 	if _, err := gossip.ProfileConfig(*profile); err != nil {
 		return fail(err)
+	}
+	// The worker's gossip member is made here, so its key is checked
+	// here, before anything starts.
+	keyWarning, err := auth.CheckGossipKey(cfg.BindIP, cfg.TLS.Enabled(), cfg.NodeToken != "", sec.GossipKey != nil, cfg.Insecure)
+	if err != nil {
+		return fail(err)
+	}
+	if keyWarning != "" {
+		log.Warn(keyWarning)
 	}
 	// Before the worker starts: a signal during its start (an adopting
 	// worker's SIGUSR1 or SIGTERM, sent as soon as it logs the adoption)

@@ -27,6 +27,9 @@
 //     itself; use it with the masters' default fencing);
 //   - no logs: one HTTP server per fleet stands for every worker's and
 //     answers every request 404, so `drover client logs` fails cleanly;
+//     it listens on worker 0's address, and on each gossiping worker's
+//     own, which the worker registers, since a leader takes a member
+//     for a worker only from where the worker registered;
 //   - no decommission: Close stops the workers as a crash would, and the
 //     leader finds them lost after --worker-timeout;
 //   - no supervision restarts: a RUNNING attempt stays at run 1.
@@ -113,6 +116,9 @@ type Fleet struct {
 	workers  []*worker
 	logs     *http.Server
 	httpAddr string
+	// logAddrs holds the log stand-in's address on each bind IP it
+	// listens on.
+	logAddrs map[string]string
 	cancel   context.CancelFunc
 	wg       sync.WaitGroup
 
@@ -170,8 +176,16 @@ func Start(opts Options) (*Fleet, error) {
 	if opts.BindIP == nil {
 		opts.BindIP = func(int) string { return "" }
 	}
-	f := &Fleet{opts: opts}
-	if err := f.serveLogs(); err != nil {
+	f := &Fleet{opts: opts, logAddrs: map[string]string{}, logs: &http.Server{
+		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusNotFound)
+			_, _ = io.WriteString(w, `{"error":"simulated workers keep no logs"}`+"\n")
+		}),
+		ReadHeaderTimeout: 5 * time.Second,
+	}}
+	var err error
+	if f.httpAddr, err = f.serveLogs(opts.BindIP(0)); err != nil {
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -195,31 +209,29 @@ func Start(opts Options) (*Fleet, error) {
 	return f, nil
 }
 
-// serveLogs starts the one HTTP server that stands for every worker's (the
-// address they register), answering 404: simulated workers keep no logs.
-func (f *Fleet) serveLogs() error {
-	ip := f.opts.BindIP(0)
+// serveLogs has the one HTTP server that stands for every worker's,
+// answering 404 (simulated workers keep no logs), listen on ip (""
+// for 127.0.0.1) unless it does already, and returns its address there.
+// Workers are made one at a time, so it needs no lock.
+func (f *Fleet) serveLogs(ip string) (string, error) {
 	if ip == "" {
 		ip = "127.0.0.1"
 	}
+	if addr, ok := f.logAddrs[ip]; ok {
+		return addr, nil
+	}
 	ln, err := net.Listen("tcp", net.JoinHostPort(ip, "0"))
 	if err != nil {
-		return fmt.Errorf("simworker: http listen: %w", err)
+		return "", fmt.Errorf("simworker: http listen: %w", err)
 	}
-	f.httpAddr = ln.Addr().String()
-	f.logs = &http.Server{
-		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			w.Header().Set("Content-Type", "application/json")
-			w.WriteHeader(http.StatusNotFound)
-			_, _ = io.WriteString(w, `{"error":"simulated workers keep no logs"}`+"\n")
-		}),
-		ReadHeaderTimeout: 5 * time.Second,
-	}
+	f.logAddrs[ip] = ln.Addr().String()
 	go func() { _ = f.logs.Serve(ln) }()
-	return nil
+	return f.logAddrs[ip], nil
 }
 
-// HTTPAddr is the address every worker of the fleet registers as its own.
+// HTTPAddr is the address every worker of the fleet that does not gossip
+// registers as its own; a gossiping worker registers the same server's
+// address on its own bind IP.
 func (f *Fleet) HTTPAddr() string { return f.httpAddr }
 
 // IDs returns the workers' IDs in order.
@@ -328,6 +340,8 @@ type worker struct {
 	stopped chan struct{}
 	masters *client.Client
 	pool    *gossip.Pool
+	// httpAddr is the address the worker registers and gossips.
+	httpAddr string
 
 	// running is the set of units this worker "runs".
 	running map[unitKey]bool
@@ -359,14 +373,18 @@ func (f *Fleet) newWorker(i int) (*worker, error) {
 		instance: newInstance(),
 		masters:  masters,
 		running:  map[unitKey]bool{},
+		httpAddr: f.httpAddr,
 	}
 	if len(f.opts.GossipJoin) > 0 {
 		ip := bind
 		if ip == "" {
 			ip = "127.0.0.1"
 		}
+		if w.httpAddr, err = f.serveLogs(ip); err != nil {
+			return nil, err
+		}
 		w.pool, err = gossip.Start(gossip.Config{
-			Meta:    gossip.Meta{Role: gossip.RoleWorker, ID: w.id, HTTP: f.httpAddr},
+			Meta:    gossip.Meta{Role: gossip.RoleWorker, ID: w.id, HTTP: w.httpAddr},
 			BindIP:  ip,
 			Port:    0,
 			Profile: f.opts.GossipProfile,
@@ -459,7 +477,7 @@ func hasReports(req api.HeartbeatRequest) bool {
 // register retries the registration until it succeeds; false means ctx
 // ended first.
 func (w *worker) register(ctx context.Context) bool {
-	req := api.RegisterWorkerRequest{ID: w.id, Instance: w.instance, HTTPAddr: w.f.httpAddr,
+	req := api.RegisterWorkerRequest{ID: w.id, Instance: w.instance, HTTPAddr: w.httpAddr,
 		Cores: w.f.opts.Cores, MemoryMB: w.f.opts.MemoryMB}
 	for {
 		cctx, cancel := context.WithTimeout(ctx, w.f.opts.RequestTimeout)

@@ -158,8 +158,9 @@ func TestDriversRunOnSimulatedWorkers(t *testing.T) {
 		return d.State == model.DriverKilled && len(d.Attempts) == 1 && d.Attempts[0].State == model.DriverKilled
 	})
 
-	// Every worker is a memberlist member with a worker's metadata: an
-	// observer joined to the master sees them all.
+	// Every worker is a memberlist member with a worker's metadata,
+	// gossiping from the address it registers: an observer joined to the
+	// master sees them all.
 	obs, err := gossip.Start(gossip.Config{
 		Meta: gossip.Meta{Role: "observer", ID: "o1"}, BindIP: m.net + ".99", Port: 0,
 		Profile: "local", Join: []string{m.gossip},
@@ -170,8 +171,8 @@ func TestDriversRunOnSimulatedWorkers(t *testing.T) {
 	defer obs.Shutdown()
 	for {
 		seen := 0
-		for _, meta := range obs.Alive() {
-			if meta.Role == gossip.RoleWorker && workers[meta.ID] && meta.HTTP == fleet.HTTPAddr() {
+		for _, m := range obs.Members() {
+			if m.Role == gossip.RoleWorker && workers[m.ID] && m.From(m.HTTP) {
 				seen++
 			}
 		}

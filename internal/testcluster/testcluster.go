@@ -169,6 +169,9 @@ type Cluster struct {
 	ip          func(int) string
 	// extra are nodes started beside Masters and Workers (impostors).
 	extra []*Node
+	// gossipMembers counts the bare gossip members started (GossipMember),
+	// each on an address of its own.
+	gossipMembers int
 	// Secrets are the credentials of a Secure or TokensOnly cluster, nil
 	// otherwise.
 	Secrets *devsecrets.Secrets

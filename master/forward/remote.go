@@ -123,7 +123,7 @@ func (cl *call) json(method, path string, in, out any) error {
 		if err != nil {
 			return err
 		}
-		body, header = bytes.NewReader(b), http.Header{"Content-Type": {"application/json"}}
+		body, header = bytes.NewReader(b), http.Header{"Content-Type": {api.ContentTypeJSON}}
 	}
 	resp, err := cl.do(method, path, nil, body, header)
 	if err != nil {

@@ -24,6 +24,7 @@ import (
 	"github.com/drover-project/drover/master/metrics"
 	"github.com/drover-project/drover/master/service"
 	"github.com/drover-project/drover/sparkjson"
+	"github.com/drover-project/drover/transport"
 )
 
 // snapshotTimeout bounds a snapshot's upload or download, which is as
@@ -41,6 +42,11 @@ type Config struct {
 	Log        *slog.Logger
 	// Spark is what /json says of this master.
 	Spark sparkjson.Site
+	// Gate refuses, before any handler, a request under a Host this
+	// master does not answer to and a write another site sent
+	// (transport.Gate): for the web UI's pages too, which share the
+	// listener.
+	Gate *transport.Gate
 }
 
 // handlers are the listener's endpoints.
@@ -155,10 +161,11 @@ func Register(mux *http.ServeMux, cfg Config) {
 // Wrap puts what every answer of a master's listener shares around mux:
 // the X-Drover-Served-By and X-Drover-Leader headers, the bound on request
 // bodies (api.MaxBodyBytes; a snapshot upload api.MaxSnapshotBytes, with
-// more time; an uploaded file the store's own, --max-upload), and the
-// count of requests in the metrics.
+// more time; an uploaded file the store's own, --max-upload), the count
+// of requests in the metrics, and the Gate in front of them all.
 func Wrap(mux http.Handler, cfg Config) http.Handler {
-	return cfg.Metrics.Instrument(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	h := &handlers{cfg}
+	return cfg.Metrics.Instrument(cfg.Gate.Wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		l := cfg.Leadership()
 		w.Header().Set(api.HeaderServedBy, l.Self)
 		if l.LeaderHTTP != "" {
@@ -178,7 +185,7 @@ func Wrap(mux http.Handler, cfg Config) http.Handler {
 			r.Body = http.MaxBytesReader(w, r.Body, limit)
 		}
 		mux.ServeHTTP(w, r)
-	}))
+	}), h.writeError))
 }
 
 // read is the consistency a read asks for: stale=true lets any master
@@ -252,7 +259,8 @@ func (h *handlers) caller(w http.ResponseWriter, r *http.Request) (auth.Caller, 
 
 // post serves an endpoint whose body is a JSON In. Every such endpoint
 // needs a credential where the masters require one, so a caller without
-// any is refused before its body is read.
+// any is refused before its body is read, as is a body not declared JSON
+// (api.CheckJSON: what a browser posts across sites is not).
 func post[In, Out any](h *handlers, f func(context.Context, auth.Caller, In) (Out, error)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		c, ok := h.caller(w, r)
@@ -260,6 +268,10 @@ func post[In, Out any](h *handlers, f func(context.Context, auth.Caller, In) (Ou
 			return
 		}
 		if err := h.Guard.CheckCredential(c.Identity); err != nil {
+			h.writeError(w, err)
+			return
+		}
+		if err := api.CheckJSON(r.Header); err != nil {
 			h.writeError(w, err)
 			return
 		}

@@ -29,7 +29,10 @@ const tetheredSilence = 500 * time.Millisecond
 //
 // Default mode: memberlist's dead or left verdict is a hint; a worker is
 // declared lost once it has been missing from the pool for WorkerTimeout
-// and has not sent a heartbeat for as long. A tethered worker is declared
+// and has not sent a heartbeat for as long. A member counts as the worker
+// only when it gossips from the address the worker registered from
+// (gossip.Pool.LookupAt); a worker that restarts elsewhere registers
+// again, and its new address with it. A tethered worker is declared
 // lost sooner, once it has been silent for tetheredSilence and its host
 // refuses a connection to its HTTP address: its daemon is gone, and with
 // it the programs of its runners. That is what a killed or crashed daemon
@@ -55,12 +58,6 @@ func (t *Term) watchWorkers(ctx context.Context) {
 	defer tick.Stop()
 	for {
 		changed := t.d.GossipChanged()
-		present := map[string]gossip.Meta{}
-		for _, meta := range t.d.Pool.Alive() {
-			if meta.Role == gossip.RoleWorker {
-				present[meta.ID] = meta
-			}
-		}
 		at := time.Now()
 		var silent []silence
 		for _, w := range t.d.FSM.Workers() {
@@ -89,7 +86,10 @@ func (t *Term) watchWorkers(ctx context.Context) {
 				}
 				continue
 			}
-			if meta, ok := present[w.ID]; ok {
+			// Only a member that gossips from where the worker
+			// registered is the worker: one that took its name
+			// elsewhere keeps nothing alive.
+			if meta, ok := t.d.Pool.LookupAt(gossip.RoleWorker, w.ID, w.HTTPAddr); ok {
 				lastSeen[w.ID] = at
 				if meta.Tethered && at.Sub(contact) >= tetheredSilence {
 					silent = append(silent, silence{w, at.Sub(contact)})

@@ -57,11 +57,16 @@ type Cluster struct {
 	Nodes []*Node
 }
 
+// gossipKey is the gossip key (AES-128) Start gives masters that run
+// tokens or TLS, which refuse to start without one.
+var gossipKey = []byte("0123456789abcdef")
+
 // Start starts n masters m1..mN that bootstrap one cluster and waits until
 // one of them is the ready leader. configure, when not nil, changes each
 // master's Config before it starts. Masters that configure gives tokens
-// and no TLS get one raft key, as an operator must give them, unless
-// configure gave one. Every master is stopped when the test ends.
+// and no TLS get one raft key, and masters it gives tokens or TLS one
+// gossip key, as an operator must give them, unless configure gave one.
+// Every master is stopped when the test ends.
 func Start(t testing.TB, n int, configure func(*master.Config)) *Cluster {
 	t.Helper()
 	ports, err := freeport.Get("127.0.0.1", 3*n)
@@ -95,6 +100,9 @@ func Start(t testing.TB, n int, configure func(*master.Config)) *Cluster {
 		tokens := nd.Config.OperatorToken != "" || nd.Config.SubmitToken != ""
 		if tokens && !nd.Config.TLS.Enabled() && nd.Config.RaftKey == nil {
 			nd.Config.RaftKey = key
+		}
+		if (tokens || nd.Config.TLS.Enabled()) && nd.Config.GossipKey == nil {
+			nd.Config.GossipKey = gossipKey
 		}
 	}
 	t.Cleanup(c.stopAll)

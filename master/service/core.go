@@ -251,14 +251,16 @@ func (s *Core) readable(r Read) error {
 // Leadership is what this master knows of the leader now.
 func (s *Core) Leadership() Leadership {
 	l := Leadership{Self: s.cfg.ID, HTTP: s.cfg.HTTPAddr, Role: s.Raft.State().String(), Ready: s.Ready()}
-	_, id := s.Raft.LeaderWithID()
+	addr, id := s.Raft.LeaderWithID()
 	l.LeaderID = string(id)
 	switch {
 	case l.LeaderID == "":
 	case l.LeaderID == s.cfg.ID:
 		l.LeaderHTTP = s.cfg.HTTPAddr
 	default:
-		if meta, ok := s.Pool.Lookup(gossip.RoleMaster, l.LeaderID); ok {
+		// The member of the leader's name that gossips from the
+		// leader's Raft address, never one elsewhere that took it.
+		if meta, ok := s.Pool.LookupAt(gossip.RoleMaster, l.LeaderID, string(addr)); ok {
 			l.LeaderHTTP = meta.HTTP
 		}
 	}

@@ -68,7 +68,7 @@ func (s *Core) peers() (api.RaftPeers, error) {
 		ms := api.Master{ID: string(srv.ID), RaftAddr: string(srv.Address), Suffrage: srv.Suffrage.String(), Leader: srv.ID == leaderID}
 		if string(srv.ID) == s.cfg.ID {
 			ms.HTTPAddr = s.cfg.HTTPAddr
-		} else if meta, ok := s.Pool.Lookup(gossip.RoleMaster, string(srv.ID)); ok {
+		} else if meta, ok := s.Pool.LookupAt(gossip.RoleMaster, string(srv.ID), string(srv.Address)); ok {
 			ms.HTTPAddr = meta.HTTP
 		}
 		out.Peers = append(out.Peers, ms)

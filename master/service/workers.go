@@ -88,14 +88,16 @@ func (s *Core) RegisterWorker(ctx context.Context, _ auth.Caller, req api.Regist
 }
 
 // awaitMember reports whether the worker id, with this HTTP address, is an
-// alive gossip member, waiting up to memberWait for it.
+// alive gossip member gossiping from that address's host, waiting up to
+// memberWait for it: the leader will watch the worker there
+// (gossip.Pool.LookupAt).
 func awaitMember(ctx context.Context, pool *gossip.Pool, id, httpAddr string) bool {
 	ctx, cancel := context.WithTimeout(ctx, memberWait)
 	defer cancel()
 	tick := time.NewTicker(20 * time.Millisecond)
 	defer tick.Stop()
 	for {
-		if meta, ok := pool.Lookup(gossip.RoleWorker, id); ok && meta.HTTP == httpAddr {
+		if meta, ok := pool.LookupAt(gossip.RoleWorker, id, httpAddr); ok && meta.HTTP == httpAddr {
 			return true
 		}
 		select {

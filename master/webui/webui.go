@@ -3,7 +3,10 @@
 // its view and links to the leader), through the same service as the API,
 // so a page shows what the API would and needs the access it would. A
 // browser that cannot send a bearer token logs in at /ui/login, which keeps
-// the token in a cookie that grants reads only (package auth).
+// the token in a cookie that grants reads only (package auth). The
+// master's listener refuses a form post that another site sent before it
+// reaches a page (transport.Gate), so no site can log a visitor in with
+// its own token or out.
 //
 //	GET  /                                      overview
 //	GET  /ui/drivers/{id}                       a driver and its attempts
@@ -40,11 +43,6 @@ const logTailBytes = 64 << 10
 
 // logFetchTimeout bounds a log page's two requests for a log.
 const logFetchTimeout = 10 * time.Second
-
-// crossOrigin refuses the UI's form posts (log in, log out) when a browser
-// says another site sent them (Sec-Fetch-Site, Origin), so no site can
-// log a visitor in with its own token or out.
-var crossOrigin = http.NewCrossOriginProtection()
 
 // stale is how every page reads.
 var stale = service.Read{Stale: true}
@@ -305,12 +303,9 @@ func (p *pages) loginPage(w http.ResponseWriter, r *http.Request) {
 
 // login checks the token a person pasted and keeps it in the browser:
 // HttpOnly (no script reads it), SameSite=Strict (no other site's request
-// carries it), Secure over TLS; and in any case it only reads.
+// carries it), Secure over TLS; and in any case it only reads. A login
+// that another site posts never gets here (transport.Gate).
 func (p *pages) login(w http.ResponseWriter, r *http.Request) {
-	if err := crossOrigin.Check(r); err != nil {
-		ui.Error(p.frame(r), http.StatusForbidden, "a login must come from this master's own page").ServeHTTP(w, r)
-		return
-	}
 	next := safeNext(r.PostFormValue("next"))
 	form := ui.LoginForm{Next: next, NoTokens: p.noTokens()}
 	status := http.StatusOK
@@ -336,10 +331,6 @@ func (p *pages) login(w http.ResponseWriter, r *http.Request) {
 }
 
 func (p *pages) logout(w http.ResponseWriter, r *http.Request) {
-	if err := crossOrigin.Check(r); err != nil {
-		ui.Error(p.frame(r), http.StatusForbidden, "a logout must come from this master's own page").ServeHTTP(w, r)
-		return
-	}
 	c := loginCookie(r, "")
 	c.MaxAge = -1
 	http.SetCookie(w, c)

@@ -1,0 +1,48 @@
+package api
+
+import (
+	"fmt"
+	"mime"
+	"net/http"
+	"strings"
+)
+
+// ContentTypeJSON is the media type of every JSON request body, which
+// every JSON writer (the Go client, a forwarding master) declares.
+const ContentTypeJSON = "application/json"
+
+// CheckJSON refuses, with an error wrapping ErrUnsupportedMediaType (415),
+// a request whose body is JSON to its endpoint but whose Content-Type does
+// not say application/json. Parameters are allowed
+// (application/json;charset=UTF-8, as many Java clients send; Spark's
+// RestSubmissionClient sends application/json and the charset in a header
+// of its own). The type is what makes a cross-site write
+// impossible from a browser without asking the node first: a page of
+// another site may make a browser post text/plain, a form or multipart
+// without a CORS preflight, never application/json (the Fetch standard's
+// CORS-safelisted request headers). A listener calls it before it reads
+// the body.
+func CheckJSON(h http.Header) error {
+	ct := h.Get("Content-Type")
+	mt, _, err := mime.ParseMediaType(ct)
+	if (err == nil || err == mime.ErrInvalidMediaParameter) && strings.EqualFold(mt, ContentTypeJSON) {
+		return nil
+	}
+	if ct == "" {
+		return Errorf(ErrUnsupportedMediaType, "this request's body is JSON: send it with Content-Type: %s (it had none)", ContentTypeJSON)
+	}
+	return Errorf(ErrUnsupportedMediaType, "this request's body is JSON: send it with Content-Type: %s, not %s", ContentTypeJSON, QuoteHeader(ct))
+}
+
+// maxQuoted is how much of a header value a refusal repeats: enough to
+// recognise it, not the 64 KiB a header may hold.
+const maxQuoted = 100
+
+// QuoteHeader quotes a header value (Go syntax) for a refusal's message,
+// cut to its first 100 bytes.
+func QuoteHeader(v string) string {
+	if len(v) > maxQuoted {
+		return fmt.Sprintf("%q...", v[:maxQuoted])
+	}
+	return fmt.Sprintf("%q", v)
+}
