@@ -97,8 +97,10 @@ func TestGossipWorkerImpostorsChangeNoLiveness(t *testing.T) {
 // the cluster's master certificate.
 func gossipPeers(t *testing.T, c *testcluster.Cluster, n *testcluster.Node) map[string]string {
 	t.Helper()
-	f := c.Secrets.Master
-	f.CA = c.Secrets.CA
+	f, err := c.Secrets.Node(pki.RoleMaster, n.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
 	cfg, err := f.ClientConfig(pki.RoleMaster)
 	if err != nil {
 		t.Fatal(err)

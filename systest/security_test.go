@@ -649,10 +649,14 @@ func TestSecuredNodesNeedAGossipKey(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	token := []string{"--operator-token-file", sec.OperatorToken}
+	token := []string{"--node-token-file", sec.NodeToken}
 	// Masters with tokens and no TLS also need their raft key.
-	masterToken := append(token, "--raft-key-file", sec.RaftKey)
-	tlsFiles := func(f pki.Files) []string {
+	masterToken := []string{"--operator-token-file", sec.OperatorToken, "--node-token-file", sec.NodeToken, "--raft-key-file", sec.RaftKey}
+	tlsFiles := func(role pki.Role, id string) []string {
+		f, err := sec.Node(role, id)
+		if err != nil {
+			t.Fatal(err)
+		}
 		return []string{"--tls-ca", sec.CA, "--tls-cert", f.Cert, "--tls-key", f.Key}
 	}
 	masterAt := func(bind string, extra ...string) []string {
@@ -667,11 +671,11 @@ func TestSecuredNodesNeedAGossipKey(t *testing.T) {
 		loopback bool
 	}{
 		{"master with tokens", masterAt("127.0.0.1", masterToken...), true},
-		{"master with TLS", masterAt("127.0.0.1", tlsFiles(sec.Master)...), true},
-		{"worker with the operator token", workerAt("127.0.0.1", token...), true},
-		{"worker with TLS", workerAt("127.0.0.1", tlsFiles(sec.Worker)...), true},
+		{"master with TLS", masterAt("127.0.0.1", tlsFiles(pki.RoleMaster, "m1")...), true},
+		{"worker with the node token", workerAt("127.0.0.1", token...), true},
+		{"worker with TLS", workerAt("127.0.0.1", tlsFiles(pki.RoleWorker, "w1")...), true},
 		{"master with tokens and --insecure off loopback", masterAt("192.0.2.1", append(masterToken, "--insecure")...), false},
-		{"worker with the operator token and --insecure off loopback", workerAt("192.0.2.1", append(token, "--insecure")...), false},
+		{"worker with the node token and --insecure off loopback", workerAt("192.0.2.1", append(token, "--insecure")...), false},
 	} {
 		_, stderr, code := runDrover(t, nil, c.args...)
 		line := strings.TrimSpace(stderr)
