@@ -10,7 +10,13 @@ import (
 
 // DefaultEventBuffer is how many events an FSM holds for subscribers that
 // resume: at the rates of a busy cluster, a minute or more.
-const DefaultEventBuffer = 65536
+// DefaultEventBufferBytes bounds their estimated size (events.Size): at
+// some 1 KiB an event, what drivers of a few environment variables take,
+// the two bounds meet; events of larger programs are held for less long.
+const (
+	DefaultEventBuffer      = 65536
+	DefaultEventBufferBytes = 64 << 20
+)
 
 // rowKey names one row: its kind and ID (an executor's is APP_ID/N).
 type rowKey struct {

@@ -176,9 +176,16 @@ func newTables() tables {
 	}
 }
 
-// New returns an FSM with empty tables.
+// New returns an FSM with empty tables that holds DefaultEventBuffer
+// events of at most DefaultEventBufferBytes.
 func New() *FSM {
-	return &FSM{t: newTables(), change: make(chan struct{}), halted: make(chan struct{}), events: events.New(DefaultEventBuffer),
+	return NewBuffered(events.Bounds{Events: DefaultEventBuffer, Bytes: DefaultEventBufferBytes})
+}
+
+// NewBuffered returns an FSM with empty tables whose buffer of recent
+// events for subscribers holds what b allows.
+func NewBuffered(b events.Bounds) *FSM {
+	return &FSM{t: newTables(), change: make(chan struct{}), halted: make(chan struct{}), events: events.New(b),
 		owned: map[*model.Driver]struct{}{}, ownedApps: map[*model.App]struct{}{}}
 }
 

@@ -194,3 +194,33 @@ func TestReadsShareRows(t *testing.T) {
 		}
 	}
 }
+
+// The events an FSM holds are bounded in bytes as well as in number: the
+// changes of an app whose environment is large push the oldest out long
+// before the count would, and a reader resuming from before them starts
+// again from the tables, with a reset.
+func TestEventBufferBoundedInBytes(t *testing.T) {
+	b := &logBuilder{t: t}
+	b.add(model.CmdRegisterApp, &model.RegisterApp{ID: appID(1), Token: "app", Argv: []string{"executor"},
+		Env: map[string]string{"DATA": strings.Repeat("x", 200<<10)}, CoresPerExecutor: 1, MemoryPerExecutorMB: 64, ExecutorLimit: -1, Time: 1})
+	for i := range 10 {
+		b.add(model.CmdRequestExecutors, &model.RequestExecutors{AppID: appID(1), Total: i, Time: int64(2 + i)})
+	}
+	for _, c := range []struct {
+		bytes  int64
+		resync bool
+	}{{64 << 20, false}, {1 << 20, true}} {
+		f := NewBuffered(events.Bounds{Events: 1000, Bytes: c.bytes})
+		for i, e := range b.entries {
+			f.ApplyCommand(uint64(i+1), e)
+		}
+		sub, first := f.Subscribe(1, events.Filter{}, 1000)
+		sub.Close()
+		if resync := len(first) > 0; resync != c.resync {
+			t.Fatalf("11 events of a 200 KiB environment in %d bytes: resuming from index 1 starts again: %v, want %v", c.bytes, resync, c.resync)
+		}
+		if c.resync && (first[0].Op != api.OpReset || len(first) != 2 || first[1].App == nil || first[1].App.ExecutorLimit != 9) {
+			t.Fatalf("the restart: %+v", first)
+		}
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/drover-project/drover/fsm"
 	"github.com/drover-project/drover/gossip"
 	"github.com/drover-project/drover/ids"
 	"github.com/drover-project/drover/model"
@@ -157,6 +158,13 @@ type Config struct {
 	// IP's submissions and app registrations in flight on this master;
 	// more are answered 429. 0 means no bound.
 	MaxConnsPerClient, MaxSubmitsPerClient int
+	// EventBufferBytes bounds the recent events a master holds for
+	// streams and blocking reads that resume, in bytes of their
+	// estimated size (events.Size), beside fsm.DefaultEventBuffer
+	// events: the oldest go first, and a reader resuming from before
+	// them starts again from the tables. A stream that falls this far
+	// behind is closed, and resumes.
+	EventBufferBytes int64
 
 	// MaxProgramSize bounds the program of a submission (its name, user,
 	// argv, environment, artifacts and resource names:
@@ -254,6 +262,7 @@ func DefaultConfig() Config {
 		AppTimeout:          30 * time.Second,
 		MaxConnsPerClient:   512,
 		MaxSubmitsPerClient: 128,
+		EventBufferBytes:    fsm.DefaultEventBufferBytes,
 		MaxProgramSize:      model.DefaultMaxProgramSize,
 		// The load the placement benchmark holds on 1,000 workers (some
 		// 380 MiB on the leader, docs/deployment.md), and as many from one
@@ -287,6 +296,11 @@ const DefaultMaxUpload = 256 << 20
 // store of uploads: 10 GiB, forty files at the default bound on one, as
 // the workers' artifact cache is bounded by default (--cache-size).
 const DefaultMaxUploadStore = 10 << 30
+
+// MinEventBufferBytes is the least EventBufferBytes, 1 MiB: the events of
+// one entry of a large program (a request holds at most
+// api.MaxBodyBytes) may take about that much.
+const MinEventBufferBytes = 1 << 20
 
 func (c *Config) validate() error {
 	var errs []error
@@ -345,6 +359,9 @@ func (c *Config) validate() error {
 	}
 	if c.MaxLiveDrivers < 0 || c.MaxLiveDriversPerClient < 0 || c.MaxLiveApps < 0 {
 		errs = append(errs, errors.New("--max-live-drivers, --max-live-drivers-per-client and --max-live-apps must not be negative"))
+	}
+	if c.EventBufferBytes < MinEventBufferBytes {
+		errs = append(errs, fmt.Errorf("--event-buffer-size %d bytes is below 1m", c.EventBufferBytes))
 	}
 	if c.SparkRESTPort < 0 || c.SparkRESTPort > 65535 {
 		errs = append(errs, fmt.Errorf("--spark-rest-port %d is not a port (0 for none)", c.SparkRESTPort))

@@ -32,6 +32,7 @@ import (
 	"go.etcd.io/bbolt"
 
 	"github.com/drover-project/drover/auth"
+	"github.com/drover-project/drover/events"
 	"github.com/drover-project/drover/fsm"
 	"github.com/drover-project/drover/gossip"
 	"github.com/drover-project/drover/master/blobs"
@@ -123,7 +124,7 @@ func New(cfg Config) (*Master, error) {
 	m := &Master{
 		cfg:           cfg,
 		log:           cfg.Logger.With("master", cfg.ID),
-		fsm:           fsm.New(),
+		fsm:           fsm.NewBuffered(events.Bounds{Events: fsm.DefaultEventBuffer, Bytes: cfg.EventBufferBytes}),
 		tls:           tc,
 		gossipChanged: newBroadcast(),
 		halted:        make(chan struct{}),

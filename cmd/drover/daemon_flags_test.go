@@ -45,12 +45,13 @@ func helpDefault(help, name string) string {
 	return ""
 }
 
-// The bounds on disks, logs, units and submitters that docs/uploads.md,
-// docs/logs.md and docs/security.md promise are the daemons' defaults:
-// uploads of 256 MiB in a store of 10 GiB, 4 in flight per client;
-// programs of 64 KiB; 100,000 drivers not ended, as many per client, and
-// 10,000 apps; finished units kept 7 days, 10 MiB x 5 files of each
-// stream, 4096 processes per unit.
+// The bounds on disks, logs, units, submitters and events that
+// docs/uploads.md, docs/logs.md, docs/security.md and docs/deployment.md
+// promise are the daemons' defaults: uploads of 256 MiB in a store of 10
+// GiB, 4 in flight per client; programs of 64 KiB; 100,000 drivers not
+// ended, as many per client, and 10,000 apps; 64 MiB of events held;
+// finished units kept 7 days, 10 MiB x 5 files of each stream, 4096
+// processes per unit.
 func TestDaemonDefaults(t *testing.T) {
 	worker, code := withStderr(t, func() int { return runWorker([]string{"--help"}) })
 	if code != 0 {
@@ -68,6 +69,7 @@ func TestDaemonDefaults(t *testing.T) {
 		{master, "max-live-apps", "10000"},
 		{master, "max-upload-store", "10g"},
 		{master, "max-uploads-per-client", "4"},
+		{master, "event-buffer-size", "64m"},
 		{worker, "cleanup-ttl", "168h0m0s"},
 		{worker, "log-max-size", "10m"},
 		{worker, "log-max-files", "5"},
@@ -105,8 +107,8 @@ func TestWorkerRefusesANonPositivePidsLimit(t *testing.T) {
 	}
 }
 
-// A bound on submitters that makes no sense is refused in one line naming
-// it, before the master makes anything.
+// A bound on submitters or events that makes no sense is refused in one
+// line naming it, before the master makes anything.
 func TestMasterRefusesBadBounds(t *testing.T) {
 	for _, tc := range []struct {
 		args []string
@@ -117,6 +119,7 @@ func TestMasterRefusesBadBounds(t *testing.T) {
 		{[]string{"--max-live-apps", "-1"}, "drover: --max-live-drivers, --max-live-drivers-per-client and --max-live-apps must not be negative"},
 		{[]string{"--max-upload-store", "100m"}, "drover: --max-upload-store (104857600 bytes) must be at least --max-upload (268435456 bytes), or no file of that size could be stored"},
 		{[]string{"--max-uploads-per-client", "-1"}, "drover: --max-uploads-per-client must not be negative"},
+		{[]string{"--event-buffer-size", "1023k"}, `drover: invalid argument "1023k" for "--event-buffer-size" flag: size "1023k" is below 1m`},
 	} {
 		dir := filepath.Join(t.TempDir(), "data")
 		args := append([]string{"--id", "m1", "--data-dir", dir, "--bind", "127.0.0.1", "--peers", "m1=127.0.0.1:1"}, tc.args...)
@@ -127,5 +130,17 @@ func TestMasterRefusesBadBounds(t *testing.T) {
 		if _, err := os.Stat(dir); !os.IsNotExist(err) {
 			t.Errorf("%v made the data dir %s (%v)", tc.args, dir, err)
 		}
+	}
+}
+
+// The bounds on events are taken at their limits: an event buffer of 1m.
+// (The master then stops at a port of 0, the one error left.)
+func TestMasterTakesEventBoundsAtTheirLimits(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "data")
+	out, code := withStderr(t, func() int {
+		return runMaster([]string{"--id", "m1", "--data-dir", dir, "--raft-port", "0", "--event-buffer-size", "1m"})
+	})
+	if want := "drover: --raft-port 0 is not a port\n"; code != 1 || out != want {
+		t.Errorf("every bound at its limit: exit %d, stderr %q; want exit 1 and %q", code, out, want)
 	}
 }
