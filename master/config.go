@@ -11,6 +11,7 @@ import (
 	"github.com/drover-project/drover/fsm"
 	"github.com/drover-project/drover/gossip"
 	"github.com/drover-project/drover/ids"
+	"github.com/drover-project/drover/master/service"
 	"github.com/drover-project/drover/model"
 	"github.com/drover-project/drover/pki"
 	"github.com/drover-project/drover/sparkrest"
@@ -158,6 +159,10 @@ type Config struct {
 	// IP's submissions and app registrations in flight on this master;
 	// more are answered 429. 0 means no bound.
 	MaxConnsPerClient, MaxSubmitsPerClient int
+	// MaxEventStreamsPerClient bounds one client IP's event streams open
+	// on this master, MaxBlockingReadsPerClient its blocking reads
+	// waiting for a change; more are answered 429. 0 means no bound.
+	MaxEventStreamsPerClient, MaxBlockingReadsPerClient int
 	// EventBufferBytes bounds the recent events a master holds for
 	// streams and blocking reads that resume, in bytes of their
 	// estimated size (events.Size), beside fsm.DefaultEventBuffer
@@ -264,6 +269,10 @@ func DefaultConfig() Config {
 		MaxSubmitsPerClient: 128,
 		EventBufferBytes:    fsm.DefaultEventBufferBytes,
 		MaxProgramSize:      model.DefaultMaxProgramSize,
+		// One client's streams and blocking reads each hold a goroutine,
+		// a connection and a subscription: 80 of them some 5 MiB.
+		MaxEventStreamsPerClient:  service.DefaultMaxEventStreamsPerClient,
+		MaxBlockingReadsPerClient: service.DefaultMaxBlockingReadsPerClient,
 		// The load the placement benchmark holds on 1,000 workers (some
 		// 380 MiB on the leader, docs/deployment.md), and as many from one
 		// client: a client's key is its IP, which behind a gateway or NAT
@@ -354,8 +363,8 @@ func (c *Config) validate() error {
 	if err := c.checkRaftKey(); err != nil {
 		errs = append(errs, err)
 	}
-	if c.MaxConnsPerClient < 0 || c.MaxSubmitsPerClient < 0 {
-		errs = append(errs, errors.New("--max-conns-per-client and --max-submits-per-client must not be negative"))
+	if c.MaxConnsPerClient < 0 || c.MaxSubmitsPerClient < 0 || c.MaxEventStreamsPerClient < 0 || c.MaxBlockingReadsPerClient < 0 {
+		errs = append(errs, errors.New("--max-conns-per-client, --max-submits-per-client, --max-event-streams-per-client and --max-blocking-reads-per-client must not be negative"))
 	}
 	if c.MaxLiveDrivers < 0 || c.MaxLiveDriversPerClient < 0 || c.MaxLiveApps < 0 {
 		errs = append(errs, errors.New("--max-live-drivers, --max-live-drivers-per-client and --max-live-apps must not be negative"))

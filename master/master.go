@@ -183,7 +183,9 @@ func New(cfg Config) (*Master, error) {
 	})
 	m.metrics.Watch(metrics.Source{Raft: m.raft, FSM: m.fsm, Pool: pool, Ready: m.local.Ready, Split: m.local.Split, Blobs: store.Usage})
 	fwd := forward.New(m.local, m.local.Leadership, peerHTTP, m.scheme())
-	m.svc = service.Admit(fwd, guard, service.Bounds{Submits: cfg.MaxSubmitsPerClient, Uploads: cfg.MaxUploadsPerClient}, func(token string) bool {
+	bounds := service.Bounds{Submits: cfg.MaxSubmitsPerClient, Uploads: cfg.MaxUploadsPerClient,
+		EventStreams: cfg.MaxEventStreamsPerClient, BlockingReads: cfg.MaxBlockingReadsPerClient}
+	m.svc = service.Admit(fwd, guard, bounds, func(token string) bool {
 		_, ok := m.fsm.DriverByToken(token)
 		return ok
 	})
