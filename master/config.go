@@ -170,6 +170,11 @@ type Config struct {
 	// them starts again from the tables. A stream that falls this far
 	// behind is closed, and resumes.
 	EventBufferBytes int64
+	// EventWriteTimeout is how long a write to an event stream may wait
+	// for its reader; the deadline moves ahead at each write, so a
+	// reader that stops reading is cut off within it, and its stream's
+	// slot (MaxEventStreamsPerClient) is free again.
+	EventWriteTimeout time.Duration
 
 	// MaxProgramSize bounds the program of a submission (its name, user,
 	// argv, environment, artifacts and resource names:
@@ -273,6 +278,7 @@ func DefaultConfig() Config {
 		// a connection and a subscription: 80 of them some 5 MiB.
 		MaxEventStreamsPerClient:  service.DefaultMaxEventStreamsPerClient,
 		MaxBlockingReadsPerClient: service.DefaultMaxBlockingReadsPerClient,
+		EventWriteTimeout:         30 * time.Second,
 		// The load the placement benchmark holds on 1,000 workers (some
 		// 380 MiB on the leader, docs/deployment.md), and as many from one
 		// client: a client's key is its IP, which behind a gateway or NAT
@@ -371,6 +377,9 @@ func (c *Config) validate() error {
 	}
 	if c.EventBufferBytes < MinEventBufferBytes {
 		errs = append(errs, fmt.Errorf("--event-buffer-size %d bytes is below 1m", c.EventBufferBytes))
+	}
+	if c.EventWriteTimeout <= 0 {
+		errs = append(errs, errors.New("--event-write-timeout must be positive"))
 	}
 	if c.SparkRESTPort < 0 || c.SparkRESTPort > 65535 {
 		errs = append(errs, fmt.Errorf("--spark-rest-port %d is not a port (0 for none)", c.SparkRESTPort))

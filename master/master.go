@@ -329,7 +329,7 @@ func (m *Master) closeRaft() {
 func (m *Master) startHTTP(guard *auth.Guard, conns *transport.ConnLimit) error {
 	mux := http.NewServeMux()
 	api := httpapi.Config{Service: m.svc, Guard: guard, Leadership: m.local.Leadership, Metrics: m.metrics, Log: m.log,
-		Spark: sparkjson.Site{URL: m.sparkURL(), Scheme: m.scheme()}}
+		Spark: sparkjson.Site{URL: m.sparkURL(), Scheme: m.scheme()}, EventWriteTimeout: m.cfg.EventWriteTimeout}
 	httpapi.Register(mux, api)
 	webui.Register(mux, webui.Config{Service: m.svc, Guard: guard, Leadership: m.local.Leadership, Scheme: m.scheme(), Log: m.log})
 	ln, err := m.listen(m.cfg.HTTPPort, conns)

@@ -1,11 +1,15 @@
 package master_test
 
 import (
+	"bufio"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -52,6 +56,95 @@ func TestEventStreamsPerClientAreBounded(t *testing.T) {
 		e.Code != api.CodeTooManyRequests || !strings.Contains(e.Error, "3 event streams open here, the bound of --max-event-streams-per-client") {
 		t.Fatalf("a fourth stream: %d %s (Retry-After %q), want 429 naming the bound", status, body, header.Get("Retry-After"))
 	}
+}
+
+// A reader of the event stream that stops reading is cut off within
+// --event-write-timeout of the write that waits for it, and its slot is
+// free again: on the leader, and on a follower, which serves the stream
+// from its own events. Resuming from index 0, the reader is sent every
+// change of an app whose environment is 0.9 MB, some 9 MB in all, far
+// more than its connection's buffers hold.
+func TestStalledEventReaderIsCutOff(t *testing.T) {
+	c := mastertest.Start(t, 3, func(cfg *master.Config) {
+		cfg.EventWriteTimeout = time.Second
+		cfg.MaxEventStreamsPerClient = 1
+		cfg.AppTimeout = time.Hour
+		cfg.MaxProgramSize = 1 << 20
+		// Entries of a megabyte, replicated under the race detector:
+		// the leader must stay, on a loaded machine too.
+		cfg.HeartbeatTimeout, cfg.ElectionTimeout, cfg.LeaderLeaseTimeout = time.Second, time.Second, time.Second
+	})
+	leader, follower := c.Leader(), c.Followers()[0]
+	cl, ctx := c.Client(), c.Context()
+	env := map[string]string{}
+	for i := range 14000 {
+		env[fmt.Sprintf("V%05d", i)] = strings.Repeat("x", 56)
+	}
+	var reg api.RegisterAppResponse
+	if err := cl.Do(ctx, http.MethodPost, api.PathApps, api.RegisterAppRequest{
+		Token: "large", CoresPerExecutor: 1, MemoryPerExecutorMB: 64, Argv: []string{"/bin/true"}, Env: env,
+	}, &reg); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 8 {
+		if err := cl.Do(ctx, http.MethodPost, api.AppPath(reg.AppID, "/executors"), api.RequestExecutorsRequest{Total: i}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, n := range []*mastertest.Node{leader, follower} {
+		conn := stallStream(t, n.HTTP())
+		if status, body, _ := openStream(t, n.HTTP()); status != http.StatusTooManyRequests {
+			t.Fatalf("%s: a second stream while the stalled one holds the only slot: %d %s", n.ID, status, body)
+		}
+		freed := time.Now().Add(15 * time.Second)
+		for {
+			status, body, _ := openStream(t, n.HTTP())
+			if status == http.StatusOK {
+				break
+			}
+			if status != http.StatusTooManyRequests || time.Now().After(freed) {
+				t.Fatalf("%s: the stalled stream still holds its slot (%d %s)", n.ID, status, body)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		// The master closed the connection: what it sent before ends.
+		_ = conn.SetReadDeadline(time.Now().Add(15 * time.Second))
+		if _, err := io.Copy(io.Discard, conn); err != nil && !errors.Is(err, syscall.ECONNRESET) {
+			t.Fatalf("%s: the stalled stream's connection is still open: %v", n.ID, err)
+		}
+	}
+}
+
+// stallStream opens GET /v1/events?index=0 on addr from 127.0.0.1 with a
+// receive buffer as small as the kernel allows, reads the status line to
+// know the stream holds its slot, and reads no more.
+func stallStream(t *testing.T, addr string) net.Conn {
+	t.Helper()
+	d := net.Dialer{
+		LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1)},
+		Control: func(_, _ string, rc syscall.RawConn) error {
+			var err error
+			if cerr := rc.Control(func(fd uintptr) {
+				err = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 4096)
+			}); cerr != nil {
+				return cerr
+			}
+			return err
+		},
+	}
+	conn, err := d.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	if _, err := fmt.Fprintf(conn, "GET /v1/events?index=0 HTTP/1.1\r\nHost: %s\r\n\r\n", addr); err != nil {
+		t.Fatal(err)
+	}
+	status, err := bufio.NewReaderSize(conn, 16).ReadString('\n')
+	if err != nil || !strings.HasPrefix(status, "HTTP/1.1 200") {
+		t.Fatalf("the stream to stall: %q, %v", status, err)
+	}
+	return conn
 }
 
 // A blocking read takes one of its client's --max-blocking-reads-per-client

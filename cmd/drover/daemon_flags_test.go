@@ -49,9 +49,10 @@ func helpDefault(help, name string) string {
 // docs/uploads.md, docs/logs.md, docs/security.md and docs/deployment.md
 // promise are the daemons' defaults: uploads of 256 MiB in a store of 10
 // GiB, 4 in flight per client; programs of 64 KiB; 100,000 drivers not
-// ended, as many per client, and 10,000 apps; 64 MiB of events held, 16
-// event streams and 64 blocking reads per client; finished units kept 7
-// days, 10 MiB x 5 files of each stream, 4096 processes per unit.
+// ended, as many per client, and 10,000 apps; 64 MiB of events held, a
+// stalled event stream cut off after 30 s, 16 event streams and 64
+// blocking reads per client; finished units kept 7 days, 10 MiB x 5 files
+// of each stream, 4096 processes per unit.
 func TestDaemonDefaults(t *testing.T) {
 	worker, code := withStderr(t, func() int { return runWorker([]string{"--help"}) })
 	if code != 0 {
@@ -70,6 +71,7 @@ func TestDaemonDefaults(t *testing.T) {
 		{master, "max-upload-store", "10g"},
 		{master, "max-uploads-per-client", "4"},
 		{master, "event-buffer-size", "64m"},
+		{master, "event-write-timeout", "30s"},
 		{master, "max-event-streams-per-client", "16"},
 		{master, "max-blocking-reads-per-client", "64"},
 		{worker, "cleanup-ttl", "168h0m0s"},
@@ -124,6 +126,7 @@ func TestMasterRefusesBadBounds(t *testing.T) {
 		{[]string{"--event-buffer-size", "1023k"}, `drover: invalid argument "1023k" for "--event-buffer-size" flag: size "1023k" is below 1m`},
 		{[]string{"--max-event-streams-per-client", "-1"}, "--max-event-streams-per-client and --max-blocking-reads-per-client must not be negative"},
 		{[]string{"--max-blocking-reads-per-client", "-1"}, "--max-event-streams-per-client and --max-blocking-reads-per-client must not be negative"},
+		{[]string{"--event-write-timeout", "0s"}, "drover: --event-write-timeout must be positive"},
 	} {
 		dir := filepath.Join(t.TempDir(), "data")
 		args := append([]string{"--id", "m1", "--data-dir", dir, "--bind", "127.0.0.1", "--peers", "m1=127.0.0.1:1"}, tc.args...)
@@ -138,13 +141,13 @@ func TestMasterRefusesBadBounds(t *testing.T) {
 }
 
 // The bounds on events and clients are taken at their limits: an event
-// buffer of 1m, no bound on streams and blocking reads. (The master then
-// stops at a port of 0, the one error left.)
+// buffer of 1m, a write timeout of 1ns, no bound on streams and blocking
+// reads. (The master then stops at a port of 0, the one error left.)
 func TestMasterTakesEventBoundsAtTheirLimits(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "data")
 	out, code := withStderr(t, func() int {
 		return runMaster([]string{"--id", "m1", "--data-dir", dir, "--raft-port", "0", "--event-buffer-size", "1m",
-			"--max-event-streams-per-client", "0", "--max-blocking-reads-per-client", "0"})
+			"--event-write-timeout", "1ns", "--max-event-streams-per-client", "0", "--max-blocking-reads-per-client", "0"})
 	})
 	if want := "drover: --raft-port 0 is not a port\n"; code != 1 || out != want {
 		t.Errorf("every bound at its limit: exit %d, stderr %q; want exit 1 and %q", code, out, want)

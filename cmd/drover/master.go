@@ -52,6 +52,7 @@ func runMaster(args []string) int {
 	fs.IntVar(&cfg.MaxBlockingReadsPerClient, "max-blocking-reads-per-client", cfg.MaxBlockingReadsPerClient, "blocking reads (?index=) one client IP may have waiting here (429 beyond); 0 for no bound")
 	eventBuffer := bytesFlag{b: cfg.EventBufferBytes, min: master.MinEventBufferBytes}
 	fs.Var(&eventBuffer, "event-buffer-size", "bound on the recent events a master holds for streams that resume, by their estimated size, as 64m or 1g (at least 1m); the oldest go first")
+	fs.DurationVar(&cfg.EventWriteTimeout, "event-write-timeout", cfg.EventWriteTimeout, "how long a write to an event stream may wait for its reader before the stream is closed")
 	maxUpload := sizeFlag{mb: cfg.MaxUpload >> 20}
 	fs.Var(&maxUpload, "max-upload", "bound on one uploaded file (drover client submit --upload), as 256m or 1g; larger ones are refused with 413")
 	maxUploadStore := sizeFlag{mb: cfg.MaxUploadStore >> 20}

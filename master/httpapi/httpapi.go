@@ -43,6 +43,9 @@ type Config struct {
 	Log        *slog.Logger
 	// Spark is what /json says of this master.
 	Spark sparkjson.Site
+	// EventWriteTimeout is how long a write to an event stream may wait
+	// for its reader (master.Config.EventWriteTimeout).
+	EventWriteTimeout time.Duration
 }
 
 // handlers are the listener's endpoints.
