@@ -255,3 +255,29 @@ func TestLateAnswersKeepTheirConnections(t *testing.T) {
 		t.Fatalf("%d requests to two masters dialed %d connections", requests, n)
 	}
 }
+
+// A blocking read refused for the client's bound on blocking reads (429,
+// Retry-After) is sent again, and answers once a slot is free.
+func TestBlockingReadIsRetriedAfterTooManyRequests(t *testing.T) {
+	var calls atomic.Int32
+	m := server(t, func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Query().Get("index") != "7" {
+			t.Errorf("read %s: not the blocking read asked for", r.URL)
+		}
+		if calls.Add(1) == 1 {
+			w.Header().Set("Retry-After", "1")
+			w.WriteHeader(http.StatusTooManyRequests)
+			w.Write([]byte(`{"error":"this client has as many blocking reads waiting on this master as it may (--max-blocking-reads-per-client 64); retry shortly","code":"too_many_requests"}`))
+			return
+		}
+		w.Header().Set(api.HeaderIndex, "9")
+		w.Write([]byte(`{"id":"driver-20261129120000-0000","state":"RUNNING"}`))
+	})
+	c := newClient(t, Options{RetryInterval: 10 * time.Millisecond}, m)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	d, index, err := c.WaitDriver(ctx, "driver-20261129120000-0000", 7, time.Second)
+	if err != nil || d.State != model.DriverRunning || index != 9 || calls.Load() != 2 {
+		t.Fatalf("WaitDriver = %+v, %d, %v after %d calls; want the driver at 9 after 2", d, index, err, calls.Load())
+	}
+}

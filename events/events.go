@@ -4,10 +4,13 @@
 // so every master holds the same events under the same Raft indexes, and a
 // subscriber that loses one master resumes from its last index on another.
 //
-// A Buffer holds a bounded number of events. Publishing never waits for a
-// subscriber: each one queues what it has not read, up to its own bound,
-// and is closed with ErrTooSlow beyond it, so a slow reader can hold up
-// neither Raft's apply nor other readers.
+// A Buffer holds a bounded number of events, and a bounded number of
+// bytes of them by their estimated size (Size). Publishing never waits
+// for a subscriber: each one queues what it has not read, up to its own
+// bound in events and the buffer's in bytes, and is closed with
+// ErrTooSlow beyond either, so a slow reader can hold up neither Raft's
+// apply nor other readers, nor keep more of the rows alive than the
+// buffer would.
 package events
 
 import (
@@ -22,6 +25,8 @@ import (
 type Batch struct {
 	Index  uint64
 	Events []api.Event
+	// bytes is the sum of the events' Size, set by Publish.
+	bytes int64
 }
 
 // Filter picks events by kind and ID; an empty set picks all.
@@ -47,22 +52,37 @@ var (
 // ErrClosed is the error of a subscriber its owner closed.
 var ErrClosed = errors.New("subscription closed")
 
+// Bounds bound what a Buffer holds: at most Events events, and events
+// of at most Bytes bytes in all by their Size (0: no bound in bytes).
+// Beyond either the oldest batches go first; the latest batch is always
+// held, whatever its size.
+type Bounds struct {
+	Events int
+	Bytes  int64
+}
+
 // Buffer is the held events and the subscribers. Make one with New.
 type Buffer struct {
 	mu      sync.Mutex
 	batches []Batch
-	held    int // events in batches
-	max     int
+	held    int   // events in batches
+	bytes   int64 // their Size
+	bounds  Bounds
 	// floor is the index past which every event is held: a subscriber
 	// resuming from an index below it has missed some.
 	floor uint64
 	subs  map[*Sub]struct{}
 }
 
-// New returns an empty Buffer that holds up to max events (at least the
+// New returns an empty Buffer that holds what b allows (at least the
 // last batch, whatever its size).
-func New(max int) *Buffer {
-	return &Buffer{max: max, subs: map[*Sub]struct{}{}}
+func New(b Bounds) *Buffer {
+	return &Buffer{bounds: b, subs: map[*Sub]struct{}{}}
+}
+
+// over reports whether held events and bytes exceed the bounds.
+func (b Bounds) over(events int, bytes int64) bool {
+	return events > b.Events || (b.Bytes > 0 && bytes > b.Bytes)
 }
 
 // Publish adds the events of the entry at index, which must be past every
@@ -71,13 +91,18 @@ func (b *Buffer) Publish(index uint64, evs []api.Event) {
 	if len(evs) == 0 {
 		return
 	}
+	batch := Batch{Index: index, Events: evs}
+	for _, e := range evs {
+		batch.bytes += Size(e)
+	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	batch := Batch{Index: index, Events: evs}
 	b.batches = append(b.batches, batch)
 	b.held += len(evs)
-	for b.held > b.max && len(b.batches) > 1 {
+	b.bytes += batch.bytes
+	for b.bounds.over(b.held, b.bytes) && len(b.batches) > 1 {
 		b.held -= len(b.batches[0].Events)
+		b.bytes -= b.batches[0].bytes
 		b.floor = b.batches[0].Index
 		b.batches[0] = Batch{}
 		b.batches = b.batches[1:]
@@ -95,7 +120,7 @@ func (b *Buffer) Publish(index uint64, evs []api.Event) {
 func (b *Buffer) Reset(index uint64) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	b.batches, b.held, b.floor = nil, 0, index
+	b.batches, b.held, b.bytes, b.floor = nil, 0, 0, index
 	for s := range b.subs {
 		s.close(ErrReset)
 		delete(b.subs, s)
@@ -104,18 +129,17 @@ func (b *Buffer) Reset(index uint64) {
 
 // Subscribe returns a subscriber that gets, first, every held batch past
 // index after, then every batch published from now on, each filtered by f;
-// it is closed with ErrTooSlow once more than maxPending events wait
-// unread. complete is false when events past after are no longer held
+// it is closed with ErrTooSlow once more than maxPending events, or more
+// bytes of them than the buffer holds (Bounds.Bytes), wait unread. complete is false when events past after are no longer held
 // (after is older than the buffer): the subscriber then starts at the
 // oldest held event, and its owner has to say so to its reader.
 func (b *Buffer) Subscribe(after uint64, f Filter, maxPending int) (s *Sub, complete bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	s = &Sub{b: b, filter: f, max: maxPending, after: after, ready: make(chan struct{}, 1)}
+	s = &Sub{b: b, filter: f, max: Bounds{Events: maxPending, Bytes: b.bounds.Bytes}, after: after, ready: make(chan struct{}, 1)}
 	for _, batch := range b.batches {
 		if batch.Index > after {
-			s.pending = append(s.pending, batch)
-			s.queued += len(batch.Events)
+			s.queue(batch)
 		}
 	}
 	if len(s.pending) > 0 {
@@ -129,7 +153,7 @@ func (b *Buffer) Subscribe(after uint64, f Filter, maxPending int) (s *Sub, comp
 type Sub struct {
 	b      *Buffer
 	filter Filter
-	max    int
+	max    Bounds
 	// after is the index the subscriber resumes from: a master that has
 	// an entry in its log but has not applied it yet publishes it after
 	// the subscription, and its reader had it already.
@@ -137,9 +161,23 @@ type Sub struct {
 
 	mu      sync.Mutex
 	pending []Batch
-	queued  int
+	queued  int   // events in pending
+	bytes   int64 // their Size
 	err     error
 	ready   chan struct{}
+}
+
+// queue appends a batch to pending. Called with s.mu held, or before s is
+// shared.
+func (s *Sub) queue(b Batch) {
+	s.pending = append(s.pending, b)
+	s.queued += len(b.Events)
+	s.bytes += b.bytes
+}
+
+// drop empties pending. Called with s.mu held.
+func (s *Sub) drop() {
+	s.pending, s.queued, s.bytes = nil, 0, 0
 }
 
 // push queues a batch, or closes the subscriber when it is too far behind;
@@ -153,14 +191,13 @@ func (s *Sub) push(b Batch) bool {
 	if b.Index <= s.after {
 		return true
 	}
-	if s.queued+len(b.Events) > s.max && s.queued > 0 {
+	if s.max.over(s.queued+len(b.Events), s.bytes+b.bytes) && s.queued > 0 {
 		s.err = ErrTooSlow
-		s.pending, s.queued = nil, 0
+		s.drop()
 		s.signal()
 		return false
 	}
-	s.pending = append(s.pending, b)
-	s.queued += len(b.Events)
+	s.queue(b)
 	s.signal()
 	return true
 }
@@ -170,7 +207,7 @@ func (s *Sub) close(err error) {
 	defer s.mu.Unlock()
 	if s.err == nil {
 		s.err = err
-		s.pending, s.queued = nil, 0
+		s.drop()
 	}
 	s.signal()
 }
@@ -193,7 +230,7 @@ func (s *Sub) Ready() <-chan struct{} { return s.ready }
 func (s *Sub) Take() ([]Batch, error) {
 	s.mu.Lock()
 	pending := s.pending
-	s.pending, s.queued = nil, 0
+	s.drop()
 	err := s.err
 	s.mu.Unlock()
 	if len(pending) == 0 && err != nil {

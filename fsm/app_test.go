@@ -277,10 +277,15 @@ func TestRegisterApp(t *testing.T) {
 	if h.f.NextAppSeq() != 6 {
 		t.Fatalf("NextAppSeq = %d, want 6", h.f.NextAppSeq())
 	}
-	// Readers hand out copies.
-	a.Argv[0], a.Env["SPARK_HOME"] = "changed", "changed"
+	// Readers get the row itself, which no later entry changes: a copy
+	// of it shares nothing the copy's owner could change.
+	if b, _ := h.app(appID(5)); b != a {
+		t.Fatal("two reads of an unchanged app got two copies of its row")
+	}
+	cp := a.Clone()
+	cp.Argv[0], cp.Env["SPARK_HOME"] = "changed", "changed"
 	if b, _ := h.app(appID(5)); b.Argv[0] != "executor" || b.Env["SPARK_HOME"] != "/opt/spark" {
-		t.Fatal("changing App's copy changed the table")
+		t.Fatal("changing a copy of App's row changed the table")
 	}
 
 	// A retried registration (same token, a fresh ID from a new leader)

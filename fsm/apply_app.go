@@ -67,6 +67,7 @@ func (f *FSM) applyRegisterApp(c *model.RegisterApp) any {
 		UpdatedAt:            c.Time,
 	}
 	f.t.Apps[a.ID] = a
+	f.ownedApps[a] = struct{}{}
 	f.changed(api.EventApp, a.ID)
 	if c.Token != "" {
 		f.t.AppTokens[c.Token] = a.ID
@@ -123,6 +124,7 @@ func (f *FSM) applyPlaceExecutors(c *model.PlaceExecutors) any {
 		}
 		f.t.Executors[model.ExecutorKey(a.ID, e.ID)] = e
 		f.t.units(w.ID).addExecutor(model.ExecutorKey(a.ID, e.ID))
+		a = f.ownApp(a.ID)
 		a.NextExecutorID++
 		a.CoresGranted += e.Cores
 		a.UpdatedAt = c.Time
@@ -195,7 +197,8 @@ func (f *FSM) endExecutor(e *model.Executor, state model.ExecutorState, exit *in
 		f.changed(api.EventWorker, w.ID)
 	}
 	f.t.units(e.WorkerID).removeExecutor(model.ExecutorKey(e.AppID, e.ID))
-	if a, ok := f.t.Apps[e.AppID]; ok {
+	if _, ok := f.t.Apps[e.AppID]; ok {
+		a := f.ownApp(e.AppID)
 		a.CoresGranted -= e.Cores
 		a.UpdatedAt = now
 		f.changed(api.EventApp, a.ID)
@@ -204,7 +207,8 @@ func (f *FSM) endExecutor(e *model.Executor, state model.ExecutorState, exit *in
 }
 
 // dropOldExecutors keeps the newest RetainedExecutors finished executors
-// of an app and drops the older rows.
+// of an app and drops the older rows; a is the app's row, owned by the
+// entry (ownApp).
 func (f *FSM) dropOldExecutors(a *model.App) {
 	es := f.executorsOf(a.ID)
 	finished := 0
@@ -248,16 +252,19 @@ func (f *FSM) applyExecutorReports(workerID string, reports []model.ExecutorRepo
 			if e.State == model.ExecLaunching {
 				e.State = model.ExecRunning
 				e.StartedAt = now
+				a = f.ownApp(a.ID)
 				a.UpdatedAt = now
 				f.changed(api.EventExecutor, model.ExecutorKey(e.AppID, e.ID))
 				f.changed(api.EventApp, a.ID)
 			}
 			if a.State == model.AppWaiting {
+				a = f.ownApp(a.ID)
 				a.State = model.AppRunning
 				f.changed(api.EventApp, a.ID)
 			}
 		case model.ExecExited:
 			f.endExecutor(e, model.ExecExited, r.ExitCode, r.Reason, now)
+			a = f.ownApp(a.ID)
 			a.RetryCount = 0
 			f.changed(api.EventApp, a.ID)
 		case model.ExecKilled:
@@ -267,6 +274,7 @@ func (f *FSM) applyExecutorReports(workerID string, reports []model.ExecutorRepo
 			f.endExecutor(e, model.ExecKilled, r.ExitCode, r.Reason, now)
 		case model.ExecFailed:
 			f.endExecutor(e, model.ExecFailed, r.ExitCode, r.Reason, now)
+			a = f.ownApp(a.ID)
 			a.RetryCount++
 			f.changed(api.EventApp, a.ID)
 			if a.MaxExecutorRetries >= 0 && a.RetryCount > a.MaxExecutorRetries && !f.anyRunning(a.ID) {
@@ -307,6 +315,7 @@ func (f *FSM) endApp(a *model.App, state model.ApplicationState, reason string, 
 	for _, e := range f.executorsOf(a.ID) {
 		f.endExecutor(e, model.ExecKilled, nil, "application "+string(state), now)
 	}
+	a = f.ownApp(a.ID)
 	a.State = state
 	a.Message = reason
 	a.EndedAt = now
@@ -370,6 +379,7 @@ func (f *FSM) applyRequestExecutors(c *model.RequestExecutors) any {
 	if c.Total < 0 {
 		return fmt.Errorf("%w: executor total must not be negative, got %d", model.ErrInvalidCommand, c.Total)
 	}
+	a = f.ownApp(a.ID)
 	a.ExecutorLimit = c.Total
 	a.UpdatedAt = c.Time
 	f.changed(api.EventApp, a.ID)
@@ -397,6 +407,7 @@ func (f *FSM) applyKillExecutors(c *model.KillExecutors) any {
 			killed++
 		}
 	}
+	a = f.ownApp(a.ID)
 	// Spark's killExecutors adjusts the target, so the scheduler does not
 	// bring the killed executors straight back.
 	if killed > 0 {

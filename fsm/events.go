@@ -10,7 +10,13 @@ import (
 
 // DefaultEventBuffer is how many events an FSM holds for subscribers that
 // resume: at the rates of a busy cluster, a minute or more.
-const DefaultEventBuffer = 65536
+// DefaultEventBufferBytes bounds their estimated size (events.Size): at
+// some 1 KiB an event, what drivers of a few environment variables take,
+// the two bounds meet; events of larger programs are held for less long.
+const (
+	DefaultEventBuffer      = 65536
+	DefaultEventBufferBytes = 64 << 20
+)
 
 // rowKey names one row: its kind and ID (an executor's is APP_ID/N).
 type rowKey struct {
@@ -53,8 +59,9 @@ func (f *FSM) publish(index uint64) {
 	f.events.Publish(index, evs)
 }
 
-// event is the event of row k at index: an upsert carrying a copy of the
-// row, or a delete when the row is gone. stamp sets the row's ModifyIndex
+// event is the event of row k at index: an upsert carrying the row (a
+// driver's or app's own, a copy of a worker's or executor's), or a delete
+// when the row is gone. stamp sets the row's ModifyIndex
 // to index first.
 func (f *FSM) event(index uint64, k rowKey, stamp bool) api.Event {
 	e := api.Event{Index: index, Kind: k.kind, ID: k.id, Op: api.OpUpsert}
@@ -73,9 +80,12 @@ func (f *FSM) event(index uint64, k rowKey, stamp bool) api.Event {
 	case api.EventApp:
 		if a, ok := f.t.Apps[k.id]; ok {
 			if stamp {
+				a = f.ownApp(k.id)
 				a.ModifyIndex = index
 			}
-			e.App = a.Clone()
+			// The row itself, as for drivers (ownApp): an event
+			// of an app holds no copy of its environment.
+			e.App = a
 			return e
 		}
 	case api.EventExecutor:

@@ -62,7 +62,10 @@ type PlaceExecutorsResult struct {
 }
 
 // FSM is the replicated state machine. The zero value is not usable; use New.
-// All methods are safe for concurrent use; readers get copies.
+// All methods are safe for concurrent use. Readers get the driver and app
+// rows themselves, which no entry changes once applied (ownDriver, ownApp),
+// and must not change them; worker and executor rows, which Apply changes
+// in place, they get copies of.
 type FSM struct {
 	mu     sync.RWMutex
 	t      tables
@@ -76,9 +79,11 @@ type FSM struct {
 	// the recent changes for subscribers.
 	touched map[rowKey]struct{}
 	events  *events.Buffer
-	// owned is the driver rows the entry being applied made or copied
-	// (see ownDriver): the only ones it may change in place.
-	owned map[*model.Driver]struct{}
+	// owned and ownedApps are the driver and app rows the entry being
+	// applied made or copied (see ownDriver, ownApp): the only ones it
+	// may change in place.
+	owned     map[*model.Driver]struct{}
+	ownedApps map[*model.App]struct{}
 	// intern shares the strings, argvs and environments of the rows
 	// (see interner).
 	intern interner
@@ -172,10 +177,17 @@ func newTables() tables {
 	}
 }
 
-// New returns an FSM with empty tables.
+// New returns an FSM with empty tables that holds DefaultEventBuffer
+// events of at most DefaultEventBufferBytes.
 func New() *FSM {
-	return &FSM{t: newTables(), change: make(chan struct{}), halted: make(chan struct{}), events: events.New(DefaultEventBuffer),
-		owned: map[*model.Driver]struct{}{}}
+	return NewBuffered(events.Bounds{Events: DefaultEventBuffer, Bytes: DefaultEventBufferBytes})
+}
+
+// NewBuffered returns an FSM with empty tables whose buffer of recent
+// events for subscribers holds what b allows.
+func NewBuffered(b events.Bounds) *FSM {
+	return &FSM{t: newTables(), change: make(chan struct{}), halted: make(chan struct{}), events: events.New(b),
+		owned: map[*model.Driver]struct{}{}, ownedApps: map[*model.App]struct{}{}}
 }
 
 // Apply implements raft.FSM. It returns a SubmitResult,
@@ -214,25 +226,47 @@ func (f *FSM) Apply(l *raft.Log) any {
 	f.recount()
 	f.publish(l.Index)
 	clear(f.owned)
+	clear(f.ownedApps)
 	return res
 }
 
 // ownDriver returns a driver row that the entry being applied may change
-// in place: d itself if the entry made or copied it already, otherwise a
-// copy (cloneDriver) that replaces d in the drivers table. Once an entry
-// is applied its rows do not change any more: a later entry that changes
-// one changes a copy. So the events of an entry, and a snapshot, can hold
-// the rows themselves rather than copies of them: a row costs memory
-// twice only while an event holds a version of it that a later entry has
-// replaced. Every change to a driver row goes through it. Called with
-// f.mu held.
+// in place: the row of d's ID if the entry made or copied it already,
+// otherwise a copy (cloneDriver) that replaces it in the drivers table.
+// Once an entry is applied its rows do not change any more: a later entry
+// that changes one changes a copy. So the events of an entry, a snapshot
+// and readers can hold the rows themselves rather than copies of them: a
+// row costs memory twice only while an event holds a version of it that a
+// later entry has replaced. Every change to a driver row goes through it.
+// Called with f.mu held.
 func (f *FSM) ownDriver(d *model.Driver) *model.Driver {
-	if _, ok := f.owned[d]; ok {
-		return d
+	return own(f.t.Drivers, f.owned, d.ID, cloneDriver)
+}
+
+// ownApp is ownDriver for the app with ID id, which must exist. Every
+// change to an app row goes through it, and the app's program (argv,
+// environment, artifacts, resources per executor) is never changed in
+// place, so the copy shares it. Called with f.mu held.
+func (f *FSM) ownApp(id string) *model.App {
+	return own(f.t.Apps, f.ownedApps, id, func(a *model.App) *model.App {
+		c := *a
+		return &c
+	})
+}
+
+// own returns the row of table under id that the entry being applied may
+// change in place: the row itself when owned holds it, otherwise a copy
+// made by clone, which replaces it in table and joins owned. The ID, not
+// a row, names it, so a caller holding a row that an earlier change in
+// the same entry replaced gets the copy that change made.
+func own[R any](table map[string]*R, owned map[*R]struct{}, id string, clone func(*R) *R) *R {
+	r := table[id]
+	if _, ok := owned[r]; ok {
+		return r
 	}
-	c := cloneDriver(d)
-	f.t.Drivers[c.ID] = c
-	f.owned[c] = struct{}{}
+	c := clone(r)
+	table[id] = c
+	owned[c] = struct{}{}
 	return c
 }
 
@@ -334,38 +368,39 @@ func (f *FSM) Index() uint64 {
 	return f.index
 }
 
-// Driver returns a copy of one driver, or false if it is unknown.
+// Driver returns one driver's row, or false if it is unknown. The row is
+// the table's own, which no entry changes (ownDriver): the caller must not
+// change it either, and copies it (Driver.Clone) to make a changed one.
 func (f *FSM) Driver(id string) (*model.Driver, bool) {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
 	d, ok := f.t.Drivers[id]
-	if !ok {
-		return nil, false
-	}
-	return d.Clone(), true
+	return d, ok
 }
 
-// Drivers returns copies of all drivers, ordered by ID (which orders them by
-// submission time, then sequence).
+// Drivers returns every driver's row, ordered by ID (which orders them by
+// submission time, then sequence). The rows are the table's own, as
+// Driver's are: a read of the table costs a slice, not a copy of every
+// program.
 func (f *FSM) Drivers() []*model.Driver {
 	f.mu.RLock()
-	defer f.mu.RUnlock()
 	out := make([]*model.Driver, 0, len(f.t.Drivers))
 	for _, d := range f.t.Drivers {
-		out = append(out, d.Clone())
+		out = append(out, d)
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	f.mu.RUnlock()
+	slices.SortFunc(out, func(a, b *model.Driver) int { return strings.Compare(a.ID, b.ID) })
 	return out
 }
 
-// WaitingDrivers returns copies of the drivers in waitingDrivers, in queue
-// order.
+// WaitingDrivers returns the rows of the drivers in waitingDrivers, in
+// queue order; the table's own, as Driver's are.
 func (f *FSM) WaitingDrivers() []*model.Driver {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
 	out := make([]*model.Driver, 0, len(f.t.WaitingDrivers))
 	for _, id := range f.t.WaitingDrivers {
-		out = append(out, f.t.Drivers[id].Clone())
+		out = append(out, f.t.Drivers[id])
 	}
 	return out
 }
@@ -512,10 +547,10 @@ func (f *FSM) NextDriverSeq() int {
 // Snapshot implements raft.FSM. Raft calls it from the goroutine that calls
 // Apply, so no entry applies while it runs and the copy it returns is of
 // one point in the log. It only copies the tables, under the read lock:
-// Apply waits for the copy, readers do not. Driver rows are shared, not
-// copied, since no entry changes a row that an earlier one made (see
-// ownDriver); the other rows are copied (deep copies, sharing nothing
-// that Apply changes). The encoding and the write, the bulk of the cost,
+// Apply waits for the copy, readers do not. Driver and app rows are
+// shared, not copied, since no entry changes a row that an earlier one
+// made (see ownDriver, ownApp); worker and executor rows are copied (deep
+// copies, sharing nothing that Apply changes). The encoding and the write, the bulk of the cost,
 // happen in Persist, which Raft runs in another goroutine while Apply goes
 // on; the copy's memory is held until then.
 //
@@ -571,8 +606,9 @@ func (f *FSM) StateHash() (string, error) {
 	return hashTables(&f.t)
 }
 
-// App returns a copy of one app with copies of its executors in ID order,
-// or false if the app is unknown.
+// App returns one app's row with copies of its executors in ID order, or
+// false if the app is unknown. The app's row is the table's own, which no
+// entry changes (ownApp): the caller must not change it either.
 func (f *FSM) App(id string) (*model.App, []*model.Executor, bool) {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
@@ -580,7 +616,7 @@ func (f *FSM) App(id string) (*model.App, []*model.Executor, bool) {
 	if !ok {
 		return nil, nil, false
 	}
-	return a.Clone(), f.executorClones(id), true
+	return a, f.executorClones(id), true
 }
 
 func (f *FSM) executorClones(appID string) []*model.Executor {
@@ -592,9 +628,9 @@ func (f *FSM) executorClones(appID string) []*model.Executor {
 	return out
 }
 
-// Apps returns copies of all apps ordered by ID (so by registration time,
+// Apps returns every app's row ordered by ID (so by registration time,
 // then sequence: the order Spark's waitingApps keeps), each with copies of
-// its executors.
+// its executors. The rows are the table's own, as App's are.
 func (f *FSM) Apps() ([]*model.App, [][]*model.Executor) { return f.apps(false) }
 
 // LiveApps is Apps without the finished ones: what the scheduler and the
@@ -609,7 +645,7 @@ func (f *FSM) apps(liveOnly bool) ([]*model.App, [][]*model.Executor) {
 	var execs [][]*model.Executor
 	for _, id := range f.appIDs() {
 		if a := f.t.Apps[id]; !liveOnly || !a.State.Terminal() {
-			apps = append(apps, a.Clone())
+			apps = append(apps, a)
 			execs = append(execs, f.executorClones(id))
 		}
 	}
@@ -617,7 +653,8 @@ func (f *FSM) apps(liveOnly bool) ([]*model.App, [][]*model.Executor) {
 }
 
 // ExecutorsOn returns copies of the live executors placed on the worker,
-// each with a copy of its app: the set the worker should be running.
+// each with its app's row (the table's own, as App's is): the set the
+// worker should be running.
 func (f *FSM) ExecutorsOn(workerID string) ([]*model.Executor, []*model.App) {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
@@ -635,7 +672,7 @@ func (f *FSM) ExecutorsOn(workerID string) ([]*model.Executor, []*model.App) {
 	})
 	apps := make([]*model.App, len(es))
 	for i, e := range es {
-		apps[i] = f.t.Apps[e.AppID].Clone()
+		apps[i] = f.t.Apps[e.AppID]
 	}
 	return es, apps
 }

@@ -25,8 +25,8 @@ const (
 // alone some 330 bytes a row).
 //
 // Sharing is safe because Apply never changes a row's program in place
-// (see cloneDriver), and what callers get is a copy (Driver.Clone) or is
-// documented as not to be changed (Assignments). Interning changes no
+// (see cloneDriver), and what callers get is documented as not to be
+// changed (the FSM's readers, Assignments). Interning changes no
 // value, only where it is kept: which values the caches hold and when
 // they forget them has no effect on the tables, so masters whose caches
 // differ (one restarted from a snapshot, one that applied the log) still

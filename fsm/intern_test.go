@@ -80,7 +80,7 @@ func checkSharing(t *testing.T, f *FSM) {
 
 // Rows share the programs, names, worker IDs and states they have in
 // common, whether Apply made them or a snapshot restored them, and a copy
-// a reader gets shares nothing it could change.
+// of a row a reader gets (Driver.Clone) shares nothing it could change.
 func TestRowsShareWhatTheyHaveInCommon(t *testing.T) {
 	f := replay(t, sharingLog(t))
 	checkSharing(t, f)
@@ -98,10 +98,11 @@ func TestRowsShareWhatTheyHaveInCommon(t *testing.T) {
 	}
 	g.mu.RUnlock()
 
-	c, _ := f.Driver(driverID(1))
+	d1, _ := f.Driver(driverID(1))
+	c := d1.Clone()
 	c.Argv[0], c.Env["RUN"] = "changed", "changed"
 	if d, _ := f.Driver(driverID(2)); d.Argv[0] != "/opt/spark/bin/spark-class" || d.Env["RUN"] != "1" {
-		t.Fatalf("changing a reader's copy changed another row: %+v", d)
+		t.Fatalf("changing a copy of a row changed another row: %+v", d)
 	}
 }
 

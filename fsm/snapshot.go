@@ -49,8 +49,8 @@ type snapshotFile struct {
 }
 
 // snapshot is a copy of the tables taken by FSM.Snapshot. What it shares
-// with the live tables (the driver rows) no entry changes, so Persist may
-// read it while Apply goes on.
+// with the live tables (the driver and app rows) no entry changes, so
+// Persist may read it while Apply goes on.
 type snapshot struct {
 	t     tables
 	index uint64
@@ -72,8 +72,9 @@ func (s *snapshot) Release() {}
 
 // clone returns a copy of the tables without the derived per-worker
 // index, which snapshots do not hold. Strings are shared: they cannot
-// change. So are the driver rows, which Apply never changes once their
-// entry is applied (FSM.ownDriver); the other rows are copied.
+// change. So are the driver and app rows, which Apply never changes once
+// their entry is applied (FSM.ownDriver, FSM.ownApp); worker and executor
+// rows are copied.
 func (t *tables) clone() tables {
 	return tables{
 		Workers:        cloneRows(t.Workers, (*model.Worker).Clone),
@@ -81,7 +82,7 @@ func (t *tables) clone() tables {
 		WaitingDrivers: slices.Clone(t.WaitingDrivers),
 		Tokens:         maps.Clone(t.Tokens),
 		NextDriverSeq:  t.NextDriverSeq,
-		Apps:           cloneRows(t.Apps, (*model.App).Clone),
+		Apps:           maps.Clone(t.Apps),
 		Executors:      cloneRows(t.Executors, (*model.Executor).Clone),
 		AppTokens:      maps.Clone(t.AppTokens),
 		NextAppSeq:     t.NextAppSeq,

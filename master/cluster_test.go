@@ -772,32 +772,3 @@ func TestBlockingRead(t *testing.T) {
 		t.Fatal("the blocking read did not answer the change")
 	}
 }
-
-// A client holds a bounded number of event streams on one master.
-func TestEventStreamsPerClientAreBounded(t *testing.T) {
-	c := mastertest.Start(t, 1, nil)
-	addr := c.Leader().HTTP()
-	var open []*http.Response
-	defer func() {
-		for _, r := range open {
-			r.Body.Close()
-		}
-	}()
-	for i := 0; ; i++ {
-		resp, err := http.Get("http://" + addr + "/v1/events")
-		if err != nil {
-			t.Fatal(err)
-		}
-		if resp.StatusCode == http.StatusTooManyRequests {
-			resp.Body.Close()
-			if i != 16 {
-				t.Fatalf("stream %d refused, want the 17th", i+1)
-			}
-			return
-		}
-		if resp.StatusCode != http.StatusOK || i > 16 {
-			t.Fatalf("stream %d: %s", i+1, resp.Status)
-		}
-		open = append(open, resp)
-	}
-}

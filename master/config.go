@@ -8,8 +8,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/drover-project/drover/fsm"
 	"github.com/drover-project/drover/gossip"
 	"github.com/drover-project/drover/ids"
+	"github.com/drover-project/drover/master/service"
 	"github.com/drover-project/drover/model"
 	"github.com/drover-project/drover/pki"
 	"github.com/drover-project/drover/sparkrest"
@@ -173,6 +175,22 @@ type Config struct {
 	// IP's submissions and app registrations in flight on this master;
 	// more are answered 429. 0 means no bound.
 	MaxConnsPerClient, MaxSubmitsPerClient int
+	// MaxEventStreamsPerClient bounds one client IP's event streams open
+	// on this master, MaxBlockingReadsPerClient its blocking reads
+	// waiting for a change; more are answered 429. 0 means no bound.
+	MaxEventStreamsPerClient, MaxBlockingReadsPerClient int
+	// EventBufferBytes bounds the recent events a master holds for
+	// streams and blocking reads that resume, in bytes of their
+	// estimated size (events.Size), beside fsm.DefaultEventBuffer
+	// events: the oldest go first, and a reader resuming from before
+	// them starts again from the tables. A stream that falls this far
+	// behind is closed, and resumes.
+	EventBufferBytes int64
+	// EventWriteTimeout is how long a write to an event stream may wait
+	// for its reader; the deadline moves ahead at each write, so a
+	// reader that stops reading is cut off within it, and its stream's
+	// slot (MaxEventStreamsPerClient) is free again.
+	EventWriteTimeout time.Duration
 
 	// MaxProgramSize bounds the program of a submission (its name, user,
 	// argv, environment, artifacts and resource names:
@@ -270,7 +288,13 @@ func DefaultConfig() Config {
 		AppTimeout:          30 * time.Second,
 		MaxConnsPerClient:   512,
 		MaxSubmitsPerClient: 128,
+		EventBufferBytes:    fsm.DefaultEventBufferBytes,
 		MaxProgramSize:      model.DefaultMaxProgramSize,
+		// One client's streams and blocking reads each hold a goroutine,
+		// a connection and a subscription: 80 of them some 5 MiB.
+		MaxEventStreamsPerClient:  service.DefaultMaxEventStreamsPerClient,
+		MaxBlockingReadsPerClient: service.DefaultMaxBlockingReadsPerClient,
+		EventWriteTimeout:         30 * time.Second,
 		// The load the placement benchmark holds on 1,000 workers (some
 		// 380 MiB on the leader, docs/deployment.md), and as many from one
 		// client: a client's key is its IP, which behind a gateway or NAT
@@ -303,6 +327,11 @@ const DefaultMaxUpload = 256 << 20
 // store of uploads: 10 GiB, forty files at the default bound on one, as
 // the workers' artifact cache is bounded by default (--cache-size).
 const DefaultMaxUploadStore = 10 << 30
+
+// MinEventBufferBytes is the least EventBufferBytes, 1 MiB: the events of
+// one entry of a large program (a request holds at most
+// api.MaxBodyBytes) may take about that much.
+const MinEventBufferBytes = 1 << 20
 
 func (c *Config) validate() error {
 	var errs []error
@@ -359,11 +388,17 @@ func (c *Config) validate() error {
 	if err := c.checkRaftKey(); err != nil {
 		errs = append(errs, err)
 	}
-	if c.MaxConnsPerClient < 0 || c.MaxSubmitsPerClient < 0 {
-		errs = append(errs, errors.New("--max-conns-per-client and --max-submits-per-client must not be negative"))
+	if c.MaxConnsPerClient < 0 || c.MaxSubmitsPerClient < 0 || c.MaxEventStreamsPerClient < 0 || c.MaxBlockingReadsPerClient < 0 {
+		errs = append(errs, errors.New("--max-conns-per-client, --max-submits-per-client, --max-event-streams-per-client and --max-blocking-reads-per-client must not be negative"))
 	}
 	if c.MaxLiveDrivers < 0 || c.MaxLiveDriversPerClient < 0 || c.MaxLiveApps < 0 {
 		errs = append(errs, errors.New("--max-live-drivers, --max-live-drivers-per-client and --max-live-apps must not be negative"))
+	}
+	if c.EventBufferBytes < MinEventBufferBytes {
+		errs = append(errs, fmt.Errorf("--event-buffer-size %d bytes is below 1m", c.EventBufferBytes))
+	}
+	if c.EventWriteTimeout <= 0 {
+		errs = append(errs, errors.New("--event-write-timeout must be positive"))
 	}
 	if c.SparkRESTPort < 0 || c.SparkRESTPort > 65535 {
 		errs = append(errs, fmt.Errorf("--spark-rest-port %d is not a port (0 for none)", c.SparkRESTPort))

@@ -33,6 +33,7 @@ import (
 	"go.etcd.io/bbolt"
 
 	"github.com/drover-project/drover/auth"
+	"github.com/drover-project/drover/events"
 	"github.com/drover-project/drover/fsm"
 	"github.com/drover-project/drover/gossip"
 	"github.com/drover-project/drover/master/blobs"
@@ -133,7 +134,7 @@ func New(cfg Config) (*Master, error) {
 	m := &Master{
 		cfg:           cfg,
 		log:           cfg.Logger.With("master", cfg.ID),
-		fsm:           fsm.New(),
+		fsm:           fsm.NewBuffered(events.Bounds{Events: fsm.DefaultEventBuffer, Bytes: cfg.EventBufferBytes}),
 		tls:           tc,
 		gossipChanged: newBroadcast(),
 		halted:        make(chan struct{}),
@@ -195,7 +196,9 @@ func New(cfg Config) (*Master, error) {
 	})
 	m.metrics.Watch(metrics.Source{Raft: m.raft, FSM: m.fsm, Pool: pool, Ready: m.local.Ready, Split: m.local.Split, Blobs: store.Usage})
 	fwd := forward.New(m.local, m.local.Leadership, peerHTTP, m.scheme())
-	m.svc = service.Admit(fwd, guard, m.log, service.Bounds{Submits: cfg.MaxSubmitsPerClient, Uploads: cfg.MaxUploadsPerClient}, func(token string) bool {
+	bounds := service.Bounds{Submits: cfg.MaxSubmitsPerClient, Uploads: cfg.MaxUploadsPerClient,
+		EventStreams: cfg.MaxEventStreamsPerClient, BlockingReads: cfg.MaxBlockingReadsPerClient}
+	m.svc = service.Admit(fwd, guard, m.log, bounds, func(token string) bool {
 		_, ok := m.fsm.DriverByToken(token)
 		return ok
 	})
@@ -340,7 +343,7 @@ func (m *Master) closeRaft() {
 func (m *Master) startHTTP(guard *auth.Guard, gate *transport.Gate, conns *transport.ConnLimit) error {
 	mux := http.NewServeMux()
 	api := httpapi.Config{Service: m.svc, Guard: guard, Leadership: m.local.Leadership, Metrics: m.metrics, Log: m.log,
-		Spark: sparkjson.Site{URL: m.sparkURL(), Scheme: m.scheme()}, Gate: gate}
+		Spark: sparkjson.Site{URL: m.sparkURL(), Scheme: m.scheme()}, Gate: gate, EventWriteTimeout: m.cfg.EventWriteTimeout}
 	httpapi.Register(mux, api)
 	webui.Register(mux, webui.Config{Service: m.svc, Guard: guard, Leadership: m.local.Leadership, Scheme: m.scheme(), Log: m.log})
 	ln, err := m.listen(m.cfg.HTTPPort, conns)

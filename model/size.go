@@ -30,6 +30,19 @@ func (c *RegisterApp) ProgramSize() int {
 	return len(c.Name) + len(c.User) + programSize(c.Argv, c.Env, c.Artifacts, c.ResourcesPerExecutor)
 }
 
+// ProgramSize is the size of the program of a driver's row, as
+// SubmitDriver.ProgramSize counts the submission that made it: the row
+// keeps the same strings.
+func (d *Driver) ProgramSize() int {
+	return len(d.Name) + len(d.User) + programSize(d.Argv, d.Env, d.Artifacts, d.Resources)
+}
+
+// ProgramSize is the size of the executor program of an app's row, as
+// RegisterApp.ProgramSize counts the registration that made it.
+func (a *App) ProgramSize() int {
+	return len(a.Name) + len(a.User) + programSize(a.Argv, a.Env, a.Artifacts, a.ResourcesPerExecutor)
+}
+
 // programSize adds up the bytes of the strings of a program.
 func programSize(argv []string, env map[string]string, artifacts []Artifact, resources ResourceAmounts) int {
 	n := 0

@@ -51,3 +51,19 @@ func TestProgramSizeCountsEveryField(t *testing.T) {
 		t.Errorf("ProgramSize = %d, want %d", got, want)
 	}
 }
+
+// A driver's and an app's row count the program of the submission or
+// registration that made them, the same strings.
+func TestRowsProgramSizeIsTheirCommands(t *testing.T) {
+	arts := []Artifact{{URL: "https://example.com/job.jar", SHA256: "ab", Name: "job.jar"}}
+	c := SubmitDriver{Name: "n", User: "etl", Argv: []string{"sleep", "10"}, Env: map[string]string{"A": "bc"}, Artifacts: arts, Resources: ResourceAmounts{"gpu": 2}}
+	d := Driver{ID: "driver-20261129120000-0000", Token: "t", Name: c.Name, User: c.User, Argv: c.Argv, Env: c.Env, Artifacts: c.Artifacts, Resources: c.Resources, Message: "m"}
+	if d.ProgramSize() != c.ProgramSize() {
+		t.Errorf("a driver row counts %d bytes, its submission %d", d.ProgramSize(), c.ProgramSize())
+	}
+	r := RegisterApp{Name: "n", User: "etl", Argv: c.Argv, Env: c.Env, Artifacts: arts, ResourcesPerExecutor: c.Resources}
+	a := App{ID: "app-20261129120000-0000", Token: "t", Name: r.Name, User: r.User, Argv: r.Argv, Env: r.Env, Artifacts: r.Artifacts, ResourcesPerExecutor: r.ResourcesPerExecutor}
+	if a.ProgramSize() != r.ProgramSize() {
+		t.Errorf("an app row counts %d bytes, its registration %d", a.ProgramSize(), r.ProgramSize())
+	}
+}

@@ -156,7 +156,7 @@ type tputMemory struct{ rss, anon, heap int64 }
 // of each of node n's figures: a Go process's memory swings with its
 // garbage collections, and the low point is the closest to its live
 // memory.
-func tputSettledMemory(b *testing.B, n *testcluster.Node) tputMemory {
+func tputSettledMemory(b testing.TB, n *testcluster.Node) tputMemory {
 	m := tputMemory{math.MaxInt64, math.MaxInt64, math.MaxInt64}
 	for i := range 5 {
 		if i > 0 {
@@ -174,7 +174,7 @@ func tputRSSKiB(b *testing.B, pid int) int64 { return tputStatusKiB(b, pid, "VmR
 
 // tputStatusKiB returns a figure in kB of /proc/PID/status, such as VmRSS
 // or RssAnon, in KiB.
-func tputStatusKiB(b *testing.B, pid int, field string) int64 {
+func tputStatusKiB(b testing.TB, pid int, field string) int64 {
 	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
 		b.Fatal(err)
@@ -633,7 +633,7 @@ func tputAppliedIndex(b *testing.B, n *testcluster.Node) uint64 {
 
 // tputMetric reads the value of an unlabelled metric from node n's
 // /metrics.
-func tputMetric(b *testing.B, n *testcluster.Node, name string) float64 {
+func tputMetric(b testing.TB, n *testcluster.Node, name string) float64 {
 	hc := &http.Client{Timeout: time.Minute}
 	resp, err := hc.Get("http://" + n.HTTP + "/metrics")
 	if err != nil {

@@ -45,12 +45,14 @@ func helpDefault(help, name string) string {
 	return ""
 }
 
-// The bounds on disks, logs, units and submitters that docs/uploads.md,
-// docs/logs.md and docs/security.md promise are the daemons' defaults:
-// uploads of 256 MiB in a store of 10 GiB, 4 in flight per client;
-// programs of 64 KiB; 100,000 drivers not ended, as many per client, and
-// 10,000 apps; finished units kept 7 days, 10 MiB x 5 files of each
-// stream, 4096 processes per unit.
+// The bounds on disks, logs, units, submitters, events and clients that
+// docs/uploads.md, docs/logs.md, docs/security.md and docs/deployment.md
+// promise are the daemons' defaults: uploads of 256 MiB in a store of 10
+// GiB, 4 in flight per client; programs of 64 KiB; 100,000 drivers not
+// ended, as many per client, and 10,000 apps; 64 MiB of events held, a
+// stalled event stream cut off after 30 s, 16 event streams and 64
+// blocking reads per client; finished units kept 7 days, 10 MiB x 5 files
+// of each stream, 4096 processes per unit.
 func TestDaemonDefaults(t *testing.T) {
 	worker, code := withStderr(t, func() int { return runWorker([]string{"--help"}) })
 	if code != 0 {
@@ -68,6 +70,10 @@ func TestDaemonDefaults(t *testing.T) {
 		{master, "max-live-apps", "10000"},
 		{master, "max-upload-store", "10g"},
 		{master, "max-uploads-per-client", "4"},
+		{master, "event-buffer-size", "64m"},
+		{master, "event-write-timeout", "30s"},
+		{master, "max-event-streams-per-client", "16"},
+		{master, "max-blocking-reads-per-client", "64"},
 		{worker, "cleanup-ttl", "168h0m0s"},
 		{worker, "log-max-size", "10m"},
 		{worker, "log-max-files", "5"},
@@ -105,8 +111,8 @@ func TestWorkerRefusesANonPositivePidsLimit(t *testing.T) {
 	}
 }
 
-// A bound on submitters that makes no sense is refused in one line naming
-// it, before the master makes anything.
+// A bound on submitters or events that makes no sense is refused in one
+// line naming it, before the master makes anything.
 func TestMasterRefusesBadBounds(t *testing.T) {
 	for _, tc := range []struct {
 		args []string
@@ -117,6 +123,10 @@ func TestMasterRefusesBadBounds(t *testing.T) {
 		{[]string{"--max-live-apps", "-1"}, "drover: --max-live-drivers, --max-live-drivers-per-client and --max-live-apps must not be negative"},
 		{[]string{"--max-upload-store", "100m"}, "drover: --max-upload-store (104857600 bytes) must be at least --max-upload (268435456 bytes), or no file of that size could be stored"},
 		{[]string{"--max-uploads-per-client", "-1"}, "drover: --max-uploads-per-client must not be negative"},
+		{[]string{"--event-buffer-size", "1023k"}, `drover: invalid argument "1023k" for "--event-buffer-size" flag: size "1023k" is below 1m`},
+		{[]string{"--max-event-streams-per-client", "-1"}, "--max-event-streams-per-client and --max-blocking-reads-per-client must not be negative"},
+		{[]string{"--max-blocking-reads-per-client", "-1"}, "--max-event-streams-per-client and --max-blocking-reads-per-client must not be negative"},
+		{[]string{"--event-write-timeout", "0s"}, "drover: --event-write-timeout must be positive"},
 	} {
 		dir := filepath.Join(t.TempDir(), "data")
 		args := append([]string{"--id", "m1", "--data-dir", dir, "--bind", "127.0.0.1", "--peers", "m1=127.0.0.1:1"}, tc.args...)
@@ -190,5 +200,19 @@ func TestWorkerRefusesTheOperatorToken(t *testing.T) {
 		if got := regexp.MustCompile(regexp.QuoteMeta(c.flag) + `[ [=]`).MatchString(c.help); got != c.want {
 			t.Errorf("--help lists %s: %v, want %v", c.flag, got, c.want)
 		}
+	}
+}
+
+// The bounds on events and clients are taken at their limits: an event
+// buffer of 1m, a write timeout of 1ns, no bound on streams and blocking
+// reads. (The master then stops at a port of 0, the one error left.)
+func TestMasterTakesEventBoundsAtTheirLimits(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "data")
+	out, code := withStderr(t, func() int {
+		return runMaster([]string{"--id", "m1", "--data-dir", dir, "--raft-port", "0", "--event-buffer-size", "1m",
+			"--event-write-timeout", "1ns", "--max-event-streams-per-client", "0", "--max-blocking-reads-per-client", "0"})
+	})
+	if want := "drover: --raft-port 0 is not a port\n"; code != 1 || out != want {
+		t.Errorf("every bound at its limit: exit %d, stderr %q; want exit 1 and %q", code, out, want)
 	}
 }

@@ -49,6 +49,11 @@ func runMaster(args []string) int {
 	fs.IntVar(&cfg.MaxLiveDrivers, "max-live-drivers", cfg.MaxLiveDrivers, "drivers not ended (SUBMITTED, RUNNING, RELAUNCHING, UNKNOWN) the cluster holds; more submissions are refused with 429; 0 for no bound")
 	fs.IntVar(&cfg.MaxLiveDriversPerClient, "max-live-drivers-per-client", cfg.MaxLiveDriversPerClient, "drivers not ended submitted from one client IP (at the master it reached first); more are refused with 429; 0 for no bound")
 	fs.IntVar(&cfg.MaxLiveApps, "max-live-apps", cfg.MaxLiveApps, "apps not ended (WAITING, RUNNING, UNKNOWN) the cluster holds; more registrations are refused with 429; 0 for no bound")
+	fs.IntVar(&cfg.MaxEventStreamsPerClient, "max-event-streams-per-client", cfg.MaxEventStreamsPerClient, "event streams (GET /v1/events) one client IP may hold open here (429 beyond); 0 for no bound")
+	fs.IntVar(&cfg.MaxBlockingReadsPerClient, "max-blocking-reads-per-client", cfg.MaxBlockingReadsPerClient, "blocking reads (?index=) one client IP may have waiting here (429 beyond); 0 for no bound")
+	eventBuffer := bytesFlag{b: cfg.EventBufferBytes, min: master.MinEventBufferBytes}
+	fs.Var(&eventBuffer, "event-buffer-size", "bound on the recent events a master holds for streams that resume, by their estimated size, as 64m or 1g (at least 1m); the oldest go first")
+	fs.DurationVar(&cfg.EventWriteTimeout, "event-write-timeout", cfg.EventWriteTimeout, "how long a write to an event stream may wait for its reader before the stream is closed")
 	maxUpload := sizeFlag{mb: cfg.MaxUpload >> 20}
 	fs.Var(&maxUpload, "max-upload", "bound on one uploaded file (drover client submit --upload), as 256m or 1g; larger ones are refused with 413")
 	maxUploadStore := sizeFlag{mb: cfg.MaxUploadStore >> 20}
@@ -72,6 +77,7 @@ func runMaster(args []string) int {
 	cfg.MaxUpload = maxUpload.mb << 20
 	cfg.MaxUploadStore = maxUploadStore.mb << 20
 	cfg.MaxProgramSize = int(maxProgram.b)
+	cfg.EventBufferBytes = eventBuffer.b
 	sec, err := security()
 	if err != nil {
 		return fail(err)

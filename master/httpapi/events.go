@@ -39,17 +39,21 @@ func (h *handlers) events(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer st.Close()
-	rc := http.NewResponseController(w)
-	// A stream lasts as long as its reader reads. The read deadline goes
-	// too: net/http ends the request's context when it passes.
-	_ = rc.SetWriteDeadline(time.Time{})
-	_ = rc.SetReadDeadline(time.Time{})
+	// A stream lasts as long as its reader reads: the server's write
+	// deadline gives way to one pushed ahead at each write. The read
+	// deadline goes too: net/http ends the request's context when it
+	// passes.
+	sw := &streamWriter{w: w, rc: http.NewResponseController(w), timeout: h.EventWriteTimeout}
+	_ = sw.rc.SetReadDeadline(time.Time{})
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("Cache-Control", "no-cache")
 	w.Header().Set("X-Accel-Buffering", "no")
+	if err := sw.push(); err != nil {
+		return
+	}
 	w.WriteHeader(http.StatusOK)
-	bw := bufio.NewWriter(w)
-	flush := func() bool { return bw.Flush() == nil && rc.Flush() == nil }
+	bw := bufio.NewWriter(sw)
+	flush := func() bool { return bw.Flush() == nil && sw.flush() == nil }
 	last := q.After
 	if len(st.First) > 0 {
 		writeBatch(bw, st.First)
@@ -86,6 +90,40 @@ func (h *handlers) events(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+}
+
+// streamWriter writes an event stream to its connection, moving the
+// connection's write deadline timeout ahead before each write and flush.
+// A reader that stops reading fills its connection's buffers, and the
+// write that then waits fails within timeout, which ends the stream and
+// gives back its slot; a reader that keeps reading is never cut off,
+// however long the stream lasts. The writes it sees are a bufio.Writer's
+// (some 4 KiB each) and net/http's, whose own buffer writes to the
+// connection only within them.
+type streamWriter struct {
+	w       http.ResponseWriter
+	rc      *http.ResponseController
+	timeout time.Duration
+}
+
+// push moves the write deadline to timeout from now.
+func (s *streamWriter) push() error {
+	return s.rc.SetWriteDeadline(time.Now().Add(s.timeout))
+}
+
+func (s *streamWriter) Write(p []byte) (int, error) {
+	if err := s.push(); err != nil {
+		return 0, err
+	}
+	return s.w.Write(p)
+}
+
+// flush sends what net/http holds of the answer to the connection.
+func (s *streamWriter) flush() error {
+	if err := s.push(); err != nil {
+		return err
+	}
+	return s.rc.Flush()
 }
 
 // writeBatch writes the events of one entry, the last with the entry's

@@ -7,6 +7,7 @@
 package httpapi
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -23,6 +24,7 @@ import (
 	"github.com/drover-project/drover/internal/strictjson"
 	"github.com/drover-project/drover/master/metrics"
 	"github.com/drover-project/drover/master/service"
+	"github.com/drover-project/drover/model"
 	"github.com/drover-project/drover/sparkjson"
 	"github.com/drover-project/drover/transport"
 )
@@ -47,6 +49,9 @@ type Config struct {
 	// (transport.Gate): for the web UI's pages too, which share the
 	// listener.
 	Gate *transport.Gate
+	// EventWriteTimeout is how long a write to an event stream may wait
+	// for its reader (master.Config.EventWriteTimeout).
+	EventWriteTimeout time.Duration
 }
 
 // handlers are the listener's endpoints.
@@ -59,7 +64,8 @@ func Register(mux *http.ServeMux, cfg Config) {
 	mux.HandleFunc("POST /v1/drivers", post(h, s.SubmitDriver))
 	mux.HandleFunc("POST "+api.PathSubmitBatch, post(h, s.SubmitDrivers))
 	mux.HandleFunc("GET /v1/drivers", get(h, func(ctx context.Context, c auth.Caller, r *http.Request) (any, error) {
-		return s.Drivers(ctx, c, read(r))
+		ds, err := s.Drivers(ctx, c, read(r))
+		return rowList[*model.Driver](ds), err
 	}))
 	mux.HandleFunc("GET /v1/drivers/{id}", blocking(h, func(ctx context.Context, c auth.Caller, r *http.Request, rd service.Read) (any, uint64, error) {
 		d, err := s.Driver(ctx, c, r.PathValue("id"), rd)
@@ -80,7 +86,8 @@ func Register(mux *http.ServeMux, cfg Config) {
 	mux.HandleFunc("POST /v1/workers/{id}/decommission", postID(h, s.DecommissionWorker))
 	mux.HandleFunc("POST /v1/apps", post(h, s.RegisterApp))
 	mux.HandleFunc("GET /v1/apps", get(h, func(ctx context.Context, c auth.Caller, r *http.Request) (any, error) {
-		return s.Apps(ctx, c, read(r))
+		as, err := s.Apps(ctx, c, read(r))
+		return rowList[api.AppStatus](as), err
 	}))
 	mux.HandleFunc("GET /v1/apps/{id}", blocking(h, func(ctx context.Context, c auth.Caller, r *http.Request, rd service.Read) (any, uint64, error) {
 		a, err := s.App(ctx, c, r.PathValue("id"), rd)
@@ -306,6 +313,46 @@ func get(h *handlers, f func(context.Context, auth.Caller, *http.Request) (any, 
 	}
 }
 
+// rowList is an answer that lists rows of the tables, which reply writes a
+// row at a time (writeList).
+type rowList[T any] []T
+
+func (l rowList[T]) write(w http.ResponseWriter, log *slog.Logger) { writeList(w, log, []T(l)) }
+
+// writeList writes rows as a JSON array with 200, the same bytes as
+// writeJSON, but encoding one row at a time: the rows are the tables' own
+// (fsm.FSM.Drivers), so a read of a table whose programs are large costs
+// the encoding of one row, not a buffer of the whole answer (which
+// encoding/json fills before it writes, and keeps in its pool). A row that
+// cannot be encoded cuts the answer short, which its reader cannot
+// decode, and is logged.
+func writeList[T any](w http.ResponseWriter, log *slog.Logger, rows []T) {
+	if rows == nil {
+		// As writeJSON writes a nil slice.
+		writeJSON(w, http.StatusOK, rows)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusOK)
+	bw := bufio.NewWriter(w)
+	_ = bw.WriteByte('[')
+	for i, row := range rows {
+		if i > 0 {
+			_ = bw.WriteByte(',')
+		}
+		b, err := json.Marshal(row)
+		if err != nil {
+			log.Warn("answer cut short: a row cannot be encoded", "err", err)
+			return
+		}
+		if _, err := bw.Write(b); err != nil {
+			return
+		}
+	}
+	_, _ = bw.WriteString("]\n")
+	_ = bw.Flush()
+}
+
 // action is get for a POST that must come without a body.
 func action(h *handlers, f func(context.Context, auth.Caller, *http.Request) (any, error)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
@@ -322,6 +369,12 @@ func action(h *handlers, f func(context.Context, auth.Caller, *http.Request) (an
 func (h *handlers) reply(w http.ResponseWriter, out any, err error) {
 	if err != nil {
 		h.writeError(w, err)
+		return
+	}
+	if l, ok := out.(interface {
+		write(http.ResponseWriter, *slog.Logger)
+	}); ok {
+		l.write(w, h.Log)
 		return
 	}
 	writeJSON(w, http.StatusOK, out)

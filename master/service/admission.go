@@ -2,6 +2,7 @@ package service
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"sync"
@@ -13,7 +14,9 @@ import (
 
 // Bounds are the bounds Admit keeps per client IP on this master, each on
 // requests in flight; 0 is no bound. More are refused with
-// api.ErrTooManyRequests.
+// api.ErrTooManyRequests. As Consul's http_max_conns_per_client counts
+// connections, they count the requests that hold a master's resources
+// for long.
 type Bounds struct {
 	// Submits bounds submissions and app registrations
 	// (--max-submits-per-client).
@@ -21,28 +24,38 @@ type Bounds struct {
 	// Uploads bounds uploads (--max-uploads-per-client): each holds a
 	// temp file and a push to every voter.
 	Uploads int
+	// EventStreams bounds event streams open
+	// (--max-event-streams-per-client): each holds a goroutine, a
+	// connection and a queue of events for as long as its reader reads.
+	EventStreams int
+	// BlockingReads bounds blocking reads waiting for a change
+	// (--max-blocking-reads-per-client): each holds a goroutine, a
+	// connection and a subscription for up to its wait.
+	BlockingReads int
 }
+
+// Defaults of Bounds' event streams and blocking reads.
+const (
+	DefaultMaxEventStreamsPerClient  = 16
+	DefaultMaxBlockingReadsPerClient = 64
+)
 
 // Admit returns next behind the access rules: each method first checks
 // that the caller has the auth.Access it needs (Guard.Check), a worker's
 // own traffic that the caller may act as that worker (Guard.CheckWorker,
 // whose notices go to log once per worker), and submissions, app
-// registrations and uploads are bounded per client IP (b). It runs on the
-// master the request reached first, in front of the forwarding to the
-// leader, so a caller is admitted before any master acts for it; the
-// leader admits a forwarded request again by the credential the
-// forwarding master carried on, and does not count it against the
-// forwarding master's IP. known says whether a submission token is
-// committed in this master's tables (fsm.FSM.DriverByToken); nil knows
-// none.
+// registrations, uploads, event streams and blocking reads are bounded per
+// client IP (b). It runs on the master the request reached first, in front
+// of the forwarding to the leader, so a caller is admitted before any
+// master acts for it; the leader admits a forwarded request again by the
+// credential the forwarding master carried on, and does not count it
+// against the forwarding master's IP. known says whether a submission
+// token is committed in this master's tables (fsm.FSM.DriverByToken); nil
+// knows none.
 func Admit(next Service, g *auth.Guard, log *slog.Logger, b Bounds, known func(token string) bool) Service {
 	return &admission{next: next, guard: g, log: log, known: known, submitting: newInflight(b.Submits), uploading: newInflight(b.Uploads),
-		streaming: newInflight(maxStreamsPerClient), noticed: map[string]bool{}}
+		streaming: newInflight(b.EventStreams), blocking: newInflight(b.BlockingReads), noticed: map[string]bool{}}
 }
-
-// maxStreamsPerClient bounds the event streams one client IP may hold
-// open on a master: each holds a goroutine and a queue.
-const maxStreamsPerClient = 16
 
 type admission struct {
 	next       Service
@@ -52,6 +65,7 @@ type admission struct {
 	submitting *inflight
 	uploading  *inflight
 	streaming  *inflight
+	blocking   *inflight
 
 	// noticed holds the notices of Guard.CheckWorker logged already, each
 	// naming its worker, up to maxNoticed.
@@ -129,6 +143,16 @@ func (a *admission) slot(c auth.Caller, access auth.Access, l *inflight, full st
 		return nil, api.Errorf(api.ErrTooManyRequests, "%s", full)
 	}
 	return func() { l.release(c.IP) }, nil
+}
+
+// read admits c for a read with access, taking one of its IP's blocking
+// read slots when r blocks (r.Index set).
+func (a *admission) read(c auth.Caller, access auth.Access, r Read) (func(), error) {
+	if r.Index == 0 {
+		return func() {}, a.guard.Check(c.Identity, access)
+	}
+	return a.slot(c, access, a.blocking,
+		fmt.Sprintf("this client has %d blocking reads waiting here, the bound of --max-blocking-reads-per-client; retry once one answers", a.blocking.max))
 }
 
 func (a *admission) SubmitDriver(ctx context.Context, c auth.Caller, req api.SubmitRequest) (api.SubmitResponse, error) {
@@ -243,8 +267,14 @@ func (a *admission) KillAllDrivers(ctx context.Context, c auth.Caller) (api.Kill
 	return admitted(a, c, auth.Submit, func() (api.KillAllResponse, error) { return a.next.KillAllDrivers(ctx, c) })
 }
 
+// Driver takes a blocking read slot when r blocks.
 func (a *admission) Driver(ctx context.Context, c auth.Caller, id string, r Read) (*model.Driver, error) {
-	return admitted(a, c, auth.Read, func() (*model.Driver, error) { return a.next.Driver(ctx, c, id, r) })
+	release, err := a.read(c, auth.Read, r)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
+	return a.next.Driver(ctx, c, id, r)
 }
 
 func (a *admission) Drivers(ctx context.Context, c auth.Caller, r Read) ([]*model.Driver, error) {
@@ -284,8 +314,14 @@ func (a *admission) Apps(ctx context.Context, c auth.Caller, r Read) ([]api.AppS
 	return admitted(a, c, auth.Read, func() ([]api.AppStatus, error) { return a.next.Apps(ctx, c, r) })
 }
 
+// App takes a blocking read slot when r blocks.
 func (a *admission) App(ctx context.Context, c auth.Caller, id string, r Read) (api.AppStatus, error) {
-	return admitted(a, c, auth.AppRead, func() (api.AppStatus, error) { return a.next.App(ctx, c, id, r) })
+	release, err := a.read(c, auth.AppRead, r)
+	if err != nil {
+		return api.AppStatus{}, err
+	}
+	defer release()
+	return a.next.App(ctx, c, id, r)
 }
 
 func (a *admission) WatchApp(ctx context.Context, c auth.Caller, id, etag string) (AppWatch, error) {
@@ -323,18 +359,17 @@ func (a *admission) GossipPeers(ctx context.Context, c auth.Caller) (api.GossipP
 // Events takes one of the client IP's stream slots, given back when the
 // stream is closed.
 func (a *admission) Events(ctx context.Context, c auth.Caller, q EventQuery) (*EventStream, error) {
-	if err := a.guard.Check(c.Identity, auth.Read); err != nil {
+	release, err := a.slot(c, auth.Read, a.streaming,
+		fmt.Sprintf("this client holds %d event streams open here, the bound of --max-event-streams-per-client; retry once one ends", a.streaming.max))
+	if err != nil {
 		return nil, err
-	}
-	if !a.streaming.acquire(c.IP) {
-		return nil, api.Errorf(api.ErrTooManyRequests, "this client holds %d event streams open already", maxStreamsPerClient)
 	}
 	st, err := a.next.Events(ctx, c, q)
 	if err != nil {
-		a.streaming.release(c.IP)
+		release()
 		return nil, err
 	}
-	st.release = func() { a.streaming.release(c.IP) }
+	st.release = release
 	return st, nil
 }
 

@@ -5,11 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"testing"
 
 	"github.com/drover-project/drover/api"
 	"github.com/drover-project/drover/auth"
+	"github.com/drover-project/drover/events"
+	"github.com/drover-project/drover/model"
 )
 
 // blocking is a Service whose submissions wait for release; every other
@@ -286,5 +289,124 @@ func TestAdmitLetsCommittedSubmissionsThrough(t *testing.T) {
 	close(next.hold)
 	if err := <-held; err != nil {
 		t.Fatal(err)
+	}
+}
+
+// Driver and App wait for release, as SubmitDriver does: a blocking read
+// held by the leader.
+func (b *blocking) Driver(context.Context, auth.Caller, string, Read) (*model.Driver, error) {
+	b.entered.Done()
+	<-b.release
+	return &model.Driver{}, nil
+}
+
+func (b *blocking) App(context.Context, auth.Caller, string, Read) (api.AppStatus, error) {
+	b.entered.Done()
+	<-b.release
+	return api.AppStatus{}, nil
+}
+
+// Events answers at once with a stream of a buffer of its own.
+func (b *blocking) Events(context.Context, auth.Caller, EventQuery) (*EventStream, error) {
+	sub, _ := events.New(events.Bounds{Events: 1}).Subscribe(0, events.Filter{}, 1)
+	return &EventStream{Sub: sub}, nil
+}
+
+// A client IP gets at most BlockingReads blocking reads of drivers and
+// apps together in flight; the next is refused with ErrTooManyRequests
+// naming the bound, while reads that do not block, other IPs and reads a
+// master forwarded are not held back, and the slots come back as the
+// reads answer.
+func TestAdmitBoundsBlockingReadsPerClient(t *testing.T) {
+	g, err := auth.New(auth.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	next := &blocking{release: make(chan struct{})}
+	s := Admit(next, g, slog.Default(), Bounds{BlockingReads: 2}, nil)
+	ctx := context.Background()
+	wait := Read{Index: 5}
+	answers := make(chan error, 10)
+	read := func(ip, forwardedBy string, app bool, r Read) {
+		go func() {
+			c := auth.Caller{IP: ip, ForwardedBy: forwardedBy}
+			var err error
+			if app {
+				_, err = s.App(ctx, c, "app-20261129120000-0000", r)
+			} else {
+				_, err = s.Driver(ctx, c, "driver-20261129120000-0000", r)
+			}
+			answers <- err
+		}()
+	}
+	next.entered.Add(6)
+	read("10.0.0.1", "", false, wait)
+	read("10.0.0.1", "", true, wait)
+	read("10.0.0.2", "", false, wait)
+	read("10.0.0.1", "m2", false, wait)
+	read("10.0.0.1", "", false, Read{})
+	read("10.0.0.1", "", true, Read{Stale: true})
+	entered := make(chan struct{})
+	go func() {
+		next.entered.Wait()
+		close(entered)
+	}()
+	select {
+	case err := <-answers:
+		t.Fatalf("a read within the bounds answered before its release: %v", err)
+	case <-entered:
+	}
+	for _, app := range []bool{false, true} {
+		read("10.0.0.1", "", app, wait)
+		if err := <-answers; !errors.Is(err, api.ErrTooManyRequests) || !strings.Contains(err.Error(), "2 blocking reads waiting here, the bound of --max-blocking-reads-per-client") {
+			t.Fatalf("a third blocking read from one IP (app %v): %v, want ErrTooManyRequests naming the bound", app, err)
+		}
+	}
+	close(next.release)
+	for range 6 {
+		if err := <-answers; err != nil {
+			t.Fatalf("held read: %v", err)
+		}
+	}
+	next.entered.Add(2)
+	read("10.0.0.1", "", false, wait)
+	read("10.0.0.1", "", true, wait)
+	for range 2 {
+		if err := <-answers; err != nil {
+			t.Fatalf("after the others answered: %v", err)
+		}
+	}
+}
+
+// A client IP holds at most EventStreams streams open; the next is
+// refused naming the bound, and closing one gives its slot back.
+func TestAdmitBoundsEventStreamsPerClient(t *testing.T) {
+	g, err := auth.New(auth.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := Admit(&blocking{}, g, slog.Default(), Bounds{EventStreams: 2}, nil)
+	ctx := context.Background()
+	open := func(ip string) (*EventStream, error) { return s.Events(ctx, auth.Caller{IP: ip}, EventQuery{}) }
+	var streams []*EventStream
+	for _, ip := range []string{"10.0.0.1", "10.0.0.1", "10.0.0.2"} {
+		st, err := open(ip)
+		if err != nil {
+			t.Fatalf("stream from %s: %v", ip, err)
+		}
+		streams = append(streams, st)
+	}
+	_, err = open("10.0.0.1")
+	if !errors.Is(err, api.ErrTooManyRequests) || !strings.Contains(err.Error(), "2 event streams open here, the bound of --max-event-streams-per-client") {
+		t.Fatalf("a third stream from one IP: %v, want ErrTooManyRequests naming the bound", err)
+	}
+	streams[0].Close()
+	st, err := open("10.0.0.1")
+	if err != nil {
+		t.Fatalf("after one was closed: %v", err)
+	}
+	st.Close()
+	for _, st := range streams[1:] {
+		st.Close()
 	}
 }

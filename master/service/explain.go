@@ -8,9 +8,12 @@ import (
 )
 
 // explainWaiting sets the message of each waiting driver to why it waits;
-// the tables hold no such reason, since it changes with every worker.
+// the tables hold no such reason, since it changes with every worker. The
+// rows are the tables' own (fsm.FSM.Drivers), which must not change: a
+// waiting driver's is replaced in ds by a copy with the message, which
+// shares the rest of the row, its program included.
 func explainWaiting(ds []*model.Driver, ws []*model.Worker) []*model.Driver {
-	for _, d := range ds {
+	for i, d := range ds {
 		if d.WorkerID != "" || d.State.Terminal() {
 			continue
 		}
@@ -18,7 +21,9 @@ func explainWaiting(ds []*model.Driver, ws []*model.Worker) []*model.Driver {
 		// A relaunching driver keeps saying why it was relaunched while
 		// there is room for it somewhere.
 		if d.Message == "" || (reason != waitReasonFree && reason != waitReasonQueued) {
-			d.Message = reason
+			c := *d
+			c.Message = reason
+			ds[i] = &c
 		}
 	}
 	return ds
@@ -26,7 +31,8 @@ func explainWaiting(ds []*model.Driver, ws []*model.Worker) []*model.Driver {
 
 // explainApp sets the message of an app that wants executors and has none
 // to why it waits (Spark's "requires more resources than any of our
-// workers have"); like explainWaiting, it is computed on read.
+// workers have"); like explainWaiting, it is computed on read, on a copy
+// of the app's row.
 func explainApp(s api.AppStatus, ws []*model.Worker) api.AppStatus {
 	a := s.App
 	if a.State.Terminal() || a.CoresLeft() == 0 || a.ExecutorLimit == 0 {
@@ -37,7 +43,9 @@ func explainApp(s api.AppStatus, ws []*model.Worker) api.AppStatus {
 			return s
 		}
 	}
-	a.Message = waitReason(ws, a.CoresPerExecutor, a.MemoryPerExecutorMB, a.ResourcesPerExecutor, " per executor")
+	c := *a
+	c.Message = waitReason(ws, a.CoresPerExecutor, a.MemoryPerExecutorMB, a.ResourcesPerExecutor, " per executor")
+	s.App = &c
 	return s
 }
 

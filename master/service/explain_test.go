@@ -61,3 +61,21 @@ func TestExplainWaitingForResources(t *testing.T) {
 		t.Errorf("gpu=1 with both held: %q, want %q", m, waitReasonFree)
 	}
 }
+
+// The reasons are the answer's, never the tables': the rows a read is
+// given are the tables' own (fsm.FSM.Drivers, App), so a waiting driver
+// or app gets a copy with its message, which shares the program, and the
+// row it came from keeps its own message.
+func TestExplainLeavesTheRowsAlone(t *testing.T) {
+	d := waiting("d", 100, 1)
+	d.Env = map[string]string{"K": "v"}
+	ds := explainWaiting([]*model.Driver{d}, []*model.Worker{alive("w1", 4, 4096)})
+	if d.Message != "" || ds[0] == d || ds[0].Message == "" || ds[0].Env["K"] != "v" {
+		t.Fatalf("explaining a waiting driver: row message %q, answer %+v", d.Message, ds[0])
+	}
+	a := &model.App{ID: "app-20261129120000-0000", CoresPerExecutor: 100, MemoryPerExecutorMB: 1, ExecutorLimit: -1, State: model.AppWaiting}
+	s := explainApp(api.AppStatus{App: a}, []*model.Worker{alive("w1", 4, 4096)})
+	if a.Message != "" || s.App == a || s.Message == "" {
+		t.Fatalf("explaining a waiting app: row message %q, answer %+v", a.Message, s.App)
+	}
+}
