@@ -21,7 +21,7 @@ import (
 func TestNoReadShowsTheWorkerInstance(t *testing.T) {
 	const instance = "instance-Secret-0123456789abcdef"
 	cfg := singleConfig(t)
-	cfg.OperatorToken, cfg.SubmitToken, cfg.RaftKey = uiOperatorToken, uiSubmitToken, pki.NewRaftKey()
+	cfg.OperatorToken, cfg.SubmitToken, cfg.RaftKey, cfg.GossipKey = uiOperatorToken, uiSubmitToken, pki.NewRaftKey(), testGossipKey
 	cfg.RegisterWithoutGossip = true
 	m, err := New(cfg)
 	if err != nil {
