@@ -299,6 +299,7 @@ func TestAppBadInput(t *testing.T) {
 		{"POST", "/v1/drivers", `{"token":"t2","name":"two\nlines","cores":1,"memory_mb":256,"argv":["/bin/true"]}`, 400},
 	} {
 		req, _ := http.NewRequest(tc.method, "http://"+leader.HTTP+tc.path, bytes.NewReader([]byte(tc.body)))
+		req.Header.Set("Content-Type", "application/json")
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			t.Fatal(err)

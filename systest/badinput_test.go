@@ -65,6 +65,7 @@ func TestBadInputChangesNothing(t *testing.T) {
 	for _, target := range []*testcluster.Node{leader, follower} {
 		for _, tc := range cases {
 			req, _ := http.NewRequest(tc.method, "http://"+target.HTTP+tc.path, strings.NewReader(tc.body))
+			req.Header.Set("Content-Type", "application/json")
 			resp, err := hc.Do(req)
 			if err != nil {
 				t.Fatalf("%s via %s: %v", tc.name, target.ID, err)
