@@ -167,7 +167,8 @@ func (st *Staged) Release() {
 }
 
 // Stage makes as present in dir, the unit's directory: it finds each
-// artifact in the cache or fetches it (at most fetchParallel at once, each
+// artifact in the cache (its bytes verified again) or fetches it (at most
+// fetchParallel at once, each
 // within Limits.Timeout), then copies or unpacks them all into a
 // temporary directory in dir and moves what they make into dir, each
 // under its Dest. It either stages every artifact or leaves dir as it
@@ -229,6 +230,9 @@ func (s *Stager) get(ctx context.Context, a model.Artifact, lim Limits) (*entry,
 	}
 	if err != nil {
 		return nil, err
+	}
+	if e.replaced {
+		s.log().Warn("the cache's entry of the artifact no longer matched its digest; removed and fetched again", "artifact", a.String(), "sha256", e.sum)
 	}
 	if e.fetched {
 		s.log().Info("artifact fetched", "artifact", a.String(), "sha256", e.sum, "bytes", e.size, "took", time.Since(start))

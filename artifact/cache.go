@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -40,8 +41,9 @@ const staleLock = 24 * time.Hour
 // of the worker. An entry is the bytes of one artifact as fetched (an
 // archive before unpacking), named by their SHA-256, and appears only
 // once written whole, synced and verified (temp file, fsync, rename), so
-// nothing half-written is ever an entry. Staging copies entries out and
-// never hands one to a program.
+// nothing half-written is ever an entry; and each use verifies the bytes
+// again, so an entry changed on disk since is fetched anew rather than
+// staged. Staging copies entries out and never hands one to a program.
 //
 // Processes coordinate through flock(2) alone, so a runner killed at any
 // point leaves nothing locked: a download holds the exclusive lock of its
@@ -84,37 +86,55 @@ type entry struct {
 	path string
 	sum  string
 	size int64
-	// fetched says this process downloaded it rather than found it.
-	fetched bool
+	// fetched says this process downloaded it rather than found it;
+	// replaced, that it found an entry of the same digest whose bytes no
+	// longer matched it, and removed it first.
+	fetched, replaced bool
 }
 
-// open returns the entry of sum pinned (its shared lock taken) and marked
-// used, or false when the cache holds none.
-func (c *Cache) open(sum string) (*entry, bool, error) {
+// open returns the entry of sum pinned (its shared lock taken), its
+// bytes verified against sum, and marked used; or false when the cache
+// holds none. An entry whose bytes no longer have its digest (changed on
+// disk by whoever could write the cache, or by the disk) is removed and
+// reported as none, with corrupt set, so that it is fetched again rather
+// than staged: the cache is trusted for speed, never for content.
+func (c *Cache) open(sum string) (e *entry, ok, corrupt bool, err error) {
 	path := c.entryPath(sum)
 	f, err := os.Open(path)
 	if errors.Is(err, fs.ErrNotExist) {
-		return nil, false, nil
+		return nil, false, false, nil
 	}
 	if err != nil {
-		return nil, false, err
+		return nil, false, false, err
 	}
 	if err := flockShared(f); err != nil {
 		f.Close()
-		return nil, false, err
+		return nil, false, false, err
 	}
 	// Trim may have evicted it between the open and the lock.
 	fi, err := f.Stat()
 	if err != nil || !sameFile(f, path) {
 		f.Close()
-		return nil, false, err
+		return nil, false, false, err
+	}
+	h := sha256.New()
+	if _, err := io.Copy(h, io.NewSectionReader(f, 0, fi.Size())); err != nil {
+		f.Close()
+		return nil, false, false, err
+	}
+	if hex.EncodeToString(h.Sum(nil)) != sum {
+		f.Close()
+		if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return nil, false, true, err
+		}
+		return nil, false, true, nil
 	}
 	now := time.Now()
 	if err := os.Chtimes(path, now, now); err != nil {
 		f.Close()
-		return nil, false, err
+		return nil, false, false, err
 	}
-	return &entry{f: f, path: path, sum: sum, size: fi.Size()}, true, nil
+	return &entry{f: f, path: path, sum: sum, size: fi.Size()}, true, false, nil
 }
 
 // fetchFunc writes an artifact's bytes to w from its start (it may be
@@ -129,10 +149,13 @@ type fetchFunc func(ctx context.Context, w *os.File) (string, error)
 // for another's download of the same URL takes that download's entry.
 func (c *Cache) get(ctx context.Context, a model.Artifact, fetch fetchFunc, onWait func()) (*entry, error) {
 	key := "sha256-" + a.SHA256
+	replaced := false
 	if a.SHA256 != "" {
-		if e, ok, err := c.open(a.SHA256); ok || err != nil {
+		e, ok, corrupt, err := c.open(a.SHA256)
+		if ok || err != nil {
 			return e, err
 		}
+		replaced = corrupt
 	} else {
 		k := sha256.Sum256([]byte(a.URL))
 		key = "url-" + hex.EncodeToString(k[:])
@@ -142,25 +165,24 @@ func (c *Cache) get(ctx context.Context, a model.Artifact, fetch fetchFunc, onWa
 		return nil, err
 	}
 	defer lock.unlock()
-	switch {
-	case a.SHA256 != "":
-		if e, ok, err := c.open(a.SHA256); ok || err != nil {
+	sum := a.SHA256
+	if sum == "" && lock.waited {
+		if now := lock.content(); now != lock.before {
+			sum, _, _ = strings.Cut(now, " ")
+		}
+	}
+	if model.IsSHA256(sum) {
+		e, ok, corrupt, err := c.open(sum)
+		if ok || err != nil {
 			return e, err
 		}
-	case lock.waited:
-		if now := lock.content(); now != lock.before {
-			sum, _, _ := strings.Cut(now, " ")
-			if model.IsSHA256(sum) {
-				if e, ok, err := c.open(sum); ok || err != nil {
-					return e, err
-				}
-			}
-		}
+		replaced = replaced || corrupt
 	}
 	e, err := c.fetch(ctx, key, a.SHA256, fetch)
 	if err != nil {
 		return nil, err
 	}
+	e.replaced = replaced
 	if a.SHA256 == "" {
 		// A nonce: two downloads of the same bytes must still read as
 		// two results to a process comparing what the file held.

@@ -296,3 +296,33 @@ func TestTrimSweepsLeftovers(t *testing.T) {
 		}
 	}
 }
+
+// A cache entry whose bytes were changed on disk is not staged: its digest
+// is checked again at each use, and a mismatch removes it and fetches the
+// artifact anew. The same holds for a URL without a checksum that another
+// process's download put in the cache.
+func TestTamperedEntryIsFetchedAgain(t *testing.T) {
+	srv := newServer(t)
+	url := srv.serve("/app.sh", []byte(script))
+	s := newStager(t, nil)
+	a := normalized(t, url+"?checksum=sha256:"+sum([]byte(script)))
+	mustStage(t, s, a)
+	entry := s.Cache.entryPath(sum([]byte(script)))
+	tampered := strings.Replace(script, "hello", "pwned", 1)
+	if err := os.Chmod(entry, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(entry, []byte(tampered), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	dir, st := mustStage(t, s, a)
+	if b, _ := os.ReadFile(filepath.Join(dir, "app.sh")); string(b) != script {
+		t.Fatalf("staged %q from a tampered entry; want the artifact's own bytes", b)
+	}
+	if n := srv.count("/app.sh"); n != 2 || st.Fetched != 1 {
+		t.Fatalf("requests %d, fetched %d; want the tampered entry fetched again (2 requests, 1 fetched)", n, st.Fetched)
+	}
+	if b, _ := os.ReadFile(entry); string(b) != script {
+		t.Fatalf("cache entry holds %q after the refetch", b)
+	}
+}
