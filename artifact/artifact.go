@@ -109,10 +109,19 @@ type Stager struct {
 	HTTP *http.Client
 	// Blobs reads uploads; nil refuses them.
 	Blobs BlobSource
-	// Reserved says whether a name in the unit's directory belongs to the
-	// runner (runner.Reserved); nothing is staged under such a name. Nil
-	// reserves none.
-	Reserved func(name string) bool
+	// Scratch is the directory each staging assembles its tree in
+	// before moving it into the unit's directory: on the same file
+	// system, and writable by this process alone. A staging that runs
+	// with more privilege than the program (as root, for a program run
+	// as another user) must not build in a directory the program's user
+	// can write, where a link or a renamed directory planted meanwhile
+	// would take its writes elsewhere. Empty means the unit's directory
+	// itself.
+	Scratch string
+	// Owner, when set, is given every file and directory staged (the
+	// program's user), before they are moved into the unit's directory;
+	// nil leaves them this process's.
+	Owner *Owner
 	// RetryBase is the first pause before a download is tried again
 	// (default DefaultRetryBase).
 	RetryBase time.Duration
@@ -145,6 +154,11 @@ func (s *Stager) log() *slog.Logger {
 	return slog.New(slog.DiscardHandler)
 }
 
+// Owner is a numeric user and group, as chown(2) takes them.
+type Owner struct {
+	UID, GID int
+}
+
 // Staged is the outcome of a staging: it pins the cache entries the unit
 // used until Release (or the process's exit), so the worker does not
 // evict what a live unit uses.
@@ -168,15 +182,15 @@ func (st *Staged) Release() {
 
 // Stage makes as present in dir, the unit's directory: it finds each
 // artifact in the cache (its bytes verified again) or fetches it (at most
-// fetchParallel at once, each
-// within Limits.Timeout), then copies or unpacks them all into a
-// temporary directory in dir and moves what they make into dir, each
-// under its Dest. It either stages every artifact or leaves dir as it
-// was, and returns the first failure as one line naming the artifact:
-// "fetch URL: CAUSE" (ErrTooLarge, ErrTimedOut, ErrChecksum, an HTTP
-// status, ...) or "stage URL: CAUSE" (an archive entry that leaves the
-// directory, a name two artifacts or the runner use, ...). Cancelling ctx
-// (a stop) ends it at once with ctx's cause.
+// fetchParallel at once, each within Limits.Timeout), then copies or
+// unpacks them all into a temporary directory in Scratch, gives them to
+// Owner, and moves what they make into dir, each under its Dest. It
+// either stages every artifact or leaves dir as it was, and returns the
+// first failure as one line naming the artifact: "fetch URL: CAUSE"
+// (ErrTooLarge, ErrTimedOut, ErrChecksum, an HTTP status, ...) or "stage
+// URL: CAUSE" (an archive entry that leaves the directory, a name two
+// artifacts use or dir holds already, ...). Cancelling ctx (a stop) ends
+// it at once with ctx's cause.
 func (s *Stager) Stage(ctx context.Context, dir string, as []model.Artifact) (*Staged, error) {
 	lim := s.Limits.WithDefaults()
 	entries := make([]*entry, len(as))
@@ -203,7 +217,11 @@ func (s *Stager) Stage(ctx context.Context, dir string, as []model.Artifact) (*S
 		}
 	}
 	if err == nil {
-		err = place(dir, as, entries, lim, s.Reserved)
+		scratch := s.Scratch
+		if scratch == "" {
+			scratch = dir
+		}
+		err = place(dir, scratch, as, entries, lim, s.Owner)
 	}
 	if err != nil {
 		st.Release()

@@ -1,6 +1,7 @@
 package artifact
 
 import (
+	"archive/tar"
 	"bytes"
 	"context"
 	"crypto/tls"
@@ -17,6 +18,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -420,5 +422,40 @@ func TestRetryPauseDoublesToItsCap(t *testing.T) {
 	want := []time.Duration{time.Second, 2 * time.Second, 4 * time.Second, 8 * time.Second, 16 * time.Second, 30 * time.Second, 30 * time.Second, 30 * time.Second}
 	if !slices.Equal(got, want) {
 		t.Fatalf("pauses %v, want %v", got, want)
+	}
+}
+
+// With Scratch and Owner, as a root runner stages for a program run as
+// another user: the tree is built in the scratch directory, never in the
+// unit's, and every staged entry (files, directories, an archive's
+// symlink) belongs to the owner when it appears in the unit's directory.
+func TestStagesAsTheOwnerThroughScratch(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("giving files to another user needs root")
+	}
+	srv := newServer(t)
+	file := srv.serve("/app.sh", []byte(script))
+	arch := srv.serve("/lib.tgz", tarGz(t, tarEntry{name: "lib/a.jar", body: "a"}, tarEntry{name: "lib/current", kind: tar.TypeSymlink, linkname: "a.jar"}))
+	scratch := t.TempDir()
+	owner := Owner{UID: 65534, GID: 65533}
+	s := newStager(t, func(s *Stager) { s.Scratch, s.Owner = scratch, &owner })
+	dir, _ := mustStage(t, s, normalized(t, file), normalized(t, arch))
+	if got, want := listing(t, dir), []string{"app.sh -rwxr-xr-x", "lib/", "lib/a.jar -rw-r--r--", "lib/current@a.jar", "spec.json -rw-------"}; !slices.Equal(got, want) {
+		t.Fatalf("staged %v, want %v", got, want)
+	}
+	for _, rel := range []string{"app.sh", "lib", "lib/a.jar", "lib/current"} {
+		fi, err := os.Lstat(filepath.Join(dir, rel))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st := fi.Sys().(*syscall.Stat_t); int(st.Uid) != owner.UID || int(st.Gid) != owner.GID {
+			t.Errorf("%s is owned by %d:%d, want %d:%d", rel, st.Uid, st.Gid, owner.UID, owner.GID)
+		}
+	}
+	if fi, _ := os.Lstat(filepath.Join(dir, "spec.json")); fi.Sys().(*syscall.Stat_t).Uid != 0 {
+		t.Errorf("the staging gave away a file it did not stage")
+	}
+	if des, _ := os.ReadDir(scratch); len(des) != 0 {
+		t.Fatalf("the staging left %s in its scratch directory", des[0].Name())
 	}
 }

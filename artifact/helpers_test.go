@@ -34,11 +34,6 @@ func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)
 }
 
-// reserved stands for runner.Reserved, which this package cannot import.
-func reserved(name string) bool {
-	return slices.Contains([]string{"spec.json", "status.json", "stdout", "stderr", "runner.log", "stop"}, name)
-}
-
 // newStager returns a stager on a fresh cache with test timings; tune,
 // when not nil, adjusts it.
 func newStager(t *testing.T, tune func(*Stager)) *Stager {
@@ -51,7 +46,6 @@ func newStager(t *testing.T, tune func(*Stager)) *Stager {
 		Cache:     c,
 		Limits:    Limits{Timeout: 10 * time.Second, StallTimeout: 5 * time.Second},
 		RetryBase: 10 * time.Millisecond,
-		Reserved:  reserved,
 		Log:       slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
 	}
 	if tune != nil {

@@ -20,16 +20,17 @@ import (
 const stagingPrefix = ".drover-staging-"
 
 // place copies or unpacks every artifact into a tree in a temporary
-// directory of dir, then moves the tree's top-level entries into dir. A
-// failure removes what it had moved.
-func place(dir string, as []model.Artifact, es []*entry, lim Limits, reserved func(string) bool) error {
+// directory of scratch, gives it to owner (nil: left as made), then moves
+// the tree's top-level entries into dir. A failure removes what it had
+// moved.
+func place(dir, scratch string, as []model.Artifact, es []*entry, lim Limits, owner *Owner) error {
 	// A runner that died while staging left its temporary directory.
-	if old, err := filepath.Glob(filepath.Join(dir, stagingPrefix+"*")); err == nil {
+	if old, err := filepath.Glob(filepath.Join(scratch, stagingPrefix+"*")); err == nil {
 		for _, o := range old {
 			os.RemoveAll(o)
 		}
 	}
-	tmp, err := os.MkdirTemp(dir, stagingPrefix+"*")
+	tmp, err := os.MkdirTemp(scratch, stagingPrefix+"*")
 	if err != nil {
 		return fmt.Errorf("stage: %w", err)
 	}
@@ -49,7 +50,12 @@ func place(dir string, as []model.Artifact, es []*entry, lim Limits, reserved fu
 			return fmt.Errorf("stage %s: %w", label(a), err)
 		}
 	}
-	return t.moveInto(dir, reserved)
+	if owner != nil {
+		if err := t.chown(*owner); err != nil {
+			return fmt.Errorf("stage: %w", err)
+		}
+	}
+	return t.moveInto(dir)
 }
 
 // tree is the staged files being assembled under root. owners maps each
@@ -189,21 +195,29 @@ func (t *tree) collision(rel string) error {
 	return fmt.Errorf("%s is staged twice", rel)
 }
 
+// chown gives every entry of the tree to o. Lchown, and a walk that
+// follows no link: an archive's symlinks are the tree's own, changed
+// themselves, never their targets.
+func (t *tree) chown(o Owner) error {
+	return filepath.WalkDir(t.root, func(p string, _ fs.DirEntry, err error) error {
+		if err != nil || p == t.root {
+			return err
+		}
+		return os.Lchown(p, o.UID, o.GID)
+	})
+}
+
 // moveInto renames the tree's top-level entries into dir, refusing names
-// the runner uses and names already in dir.
-func (t *tree) moveInto(dir string, reserved func(string) bool) error {
+// already in dir.
+func (t *tree) moveInto(dir string) error {
 	des, err := os.ReadDir(t.root)
 	if err != nil {
 		return err
 	}
 	for _, de := range des {
 		name := de.Name()
-		owner := label(t.as[t.owners[name]])
-		if reserved != nil && reserved(name) {
-			return fmt.Errorf("stage %s: %s is a name the runner uses", owner, name)
-		}
 		if _, err := os.Lstat(filepath.Join(dir, name)); err == nil {
-			return fmt.Errorf("stage %s: %s already exists in the directory", owner, name)
+			return fmt.Errorf("stage %s: %s already exists in the directory", label(t.as[t.owners[name]]), name)
 		}
 	}
 	var moved []string

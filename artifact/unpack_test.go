@@ -152,7 +152,7 @@ func TestUnpackLimits(t *testing.T) {
 	mustStage(t, s, normalized(t, many))
 }
 
-// Artifacts must not stage the same path, nor a name of the runner's.
+// Artifacts must not stage the same path, nor one the directory holds.
 func TestCollisions(t *testing.T) {
 	srv := newServer(t)
 	file := srv.serve("/app.sh", []byte(script))
@@ -162,13 +162,13 @@ func TestCollisions(t *testing.T) {
 	lib3 := srv.serve("/lib3.tgz", tarGz(t, tarEntry{name: "lib/c.jar", body: "c"}))
 	asFile := srv.serve("/lib", []byte("a file"))
 	fileInArchive := srv.serve("/libfile.zip", zipOf(t, zipEntry{name: "lib", body: "a file"}))
-	logs := srv.serve("/logs.zip", zipOf(t, zipEntry{name: "stdout", body: "x"}))
+	spec := srv.serve("/spec.zip", zipOf(t, zipEntry{name: "spec.json", body: "x"}))
 	s := newStager(t, nil)
 	assertFails(t, s, "stage "+arch+": app.sh is staged by "+file+" too", normalized(t, file), normalized(t, arch))
 	assertFails(t, s, "stage "+lib2+": lib/a.jar is staged by "+lib+" too", normalized(t, lib), normalized(t, lib2))
 	assertFails(t, s, "stage "+asFile+": lib is staged by "+lib+" too", normalized(t, lib), normalized(t, asFile))
 	assertFails(t, s, "stage "+fileInArchive+": lib is staged by "+lib+" too", normalized(t, lib), normalized(t, fileInArchive))
-	assertFails(t, s, "stage "+logs+": stdout is a name the runner uses", normalized(t, logs))
+	assertFails(t, s, "stage "+spec+": spec.json already exists in the directory", normalized(t, spec))
 	// Directories merge.
 	dir, _ := mustStage(t, s, normalized(t, lib), normalized(t, lib3))
 	if got, want := listing(t, dir), []string{"lib/", "lib/a.jar -rw-r--r--", "lib/c.jar -rw-r--r--", "spec.json -rw-------"}; !slices.Equal(got, want) {

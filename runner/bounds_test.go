@@ -86,7 +86,7 @@ func TestRestartWindowForgets(t *testing.T) {
 		h.next(runner.EventExited)
 	}
 	_ = h.cmd.Process.Signal(syscall.SIGTERM)
-	if e := h.stopped(); e.State != model.DriverKilled {
+	if e := h.ended(); e.State != model.DriverKilled {
 		t.Fatalf("final %+v, want KILLED by the stop: no two failures fell in one second", e)
 	}
 }
@@ -114,7 +114,7 @@ func TestUnboundedKeepsNoFailures(t *testing.T) {
 		h.next(runner.EventExited)
 	}
 	_ = h.cmd.Process.Signal(syscall.SIGTERM)
-	if e := h.stopped(); e.State != model.DriverKilled || e.Failures != nil {
+	if e := h.ended(); e.State != model.DriverKilled || e.Failures != nil {
 		t.Fatalf("final %+v", e)
 	}
 }

@@ -70,7 +70,7 @@ func FuzzRunnerFiles(f *testing.F) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if err := writeFileAtomic(dir, StatusFile, b); err != nil {
+			if err := writeFileAtomic(dir, StatusFile, b, private); err != nil {
 				t.Fatal(err)
 			}
 			again, err := ReadStatus(dir)

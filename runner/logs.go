@@ -44,30 +44,6 @@ func logFileStart(stream, name string) (int64, bool) {
 	return n, err == nil
 }
 
-// Reserved reports whether name, an entry at the top of a unit directory,
-// is one the worker or the runner writes there: SpecFile, StatusFile,
-// StopFile, LogFile, the log files of both streams (LogFileName's, and
-// the single StdoutFile and StderrFile of runners before rotation), and
-// the temporary files of their atomic replacement. Whatever else is staged
-// into the directory (artifacts) must avoid these names.
-func Reserved(name string) bool {
-	switch name {
-	case SpecFile, StatusFile, StopFile, LogFile, StdoutFile, StderrFile, ResourcesFile:
-		return true
-	}
-	for _, s := range []string{StdoutFile, StderrFile} {
-		if _, ok := logFileStart(s, name); ok {
-			return true
-		}
-	}
-	for _, f := range []string{SpecFile, StatusFile, StopFile, ResourcesFile} {
-		if strings.HasPrefix(name, tempPrefix(f)) {
-			return true
-		}
-	}
-	return false
-}
-
 // rotator writes one stream into its log files. Only the runner's copy of
 // the stream writes, one goroutine per stream, so it needs no lock.
 type rotator struct {

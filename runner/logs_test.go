@@ -264,20 +264,6 @@ func TestOpenLogRefusesALink(t *testing.T) {
 	}
 }
 
-func TestReserved(t *testing.T) {
-	for _, name := range []string{"spec.json", "status.json", "stop", "runner.log", "stdout", "stderr",
-		"stdout.00000000000000000000", runner.LogFileName(runner.StderrFile, 10<<20), "stdout.5", ".status.json.tmp-123", ".spec.json.tmp-x"} {
-		if !runner.Reserved(name) {
-			t.Errorf("%q is not reserved", name)
-		}
-	}
-	for _, name := range []string{"app.jar", "stdout.txt", "stdout.", "stdout.-1", "stdouts", "status.json.bak", "lib"} {
-		if runner.Reserved(name) {
-			t.Errorf("%q is reserved", name)
-		}
-	}
-}
-
 // A process that leaves the program's group keeps its output pipe open;
 // the runner ends the run anyway, within its drain bound, with what the
 // program wrote.

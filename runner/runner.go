@@ -11,9 +11,15 @@
 // killed at its memory limit leaves the runner to report it.
 //
 // Before the first run the runner stages the spec's artifacts into the
-// attempt directory (package artifact, through the worker's cache), as
-// DriverRunner downloads the user's jar; status.json says Staging
-// meanwhile, and a stop cancels the staging at once.
+// program's working directory, ProgramDir in the attempt directory
+// (package artifact, through the worker's cache), as DriverRunner
+// downloads the user's jar; status.json says Staging meanwhile, and a stop
+// cancels the staging at once.
+//
+// The program runs as the user the spec names (Spec.RunAs), owner of its
+// working directory and of nothing else in the attempt directory: the
+// runner's files there (the spec, the status, the logs) stay the runner's,
+// written where the program cannot plant a link.
 //
 // The worker talks to a runner through the attempt directory (SpecFile in,
 // StatusFile and the program's output out), through the runner's stdout (a
@@ -111,6 +117,7 @@ func Main(args []string) int {
 
 	r := &runner{
 		dir:    abs,
+		work:   filepath.Join(abs, ProgramDir),
 		events: json.NewEncoder(os.Stdout),
 		log:    slog.New(slog.NewTextHandler(os.Stderr, nil)).With("dir", abs),
 		stop:   stop,
@@ -130,6 +137,10 @@ func Main(args []string) int {
 			return 1
 		}
 	}
+	if err := makeProgramDir(r.work, spec.RunAs); err != nil {
+		r.final(model.DriverError, nil, "cannot make the program's directory: "+oneLine(err))
+		return 1
+	}
 	if spec.LeaseFile != "" {
 		go watchLease(spec.LeaseFile, spec.Lease, stop)
 	}
@@ -139,10 +150,11 @@ func Main(args []string) int {
 }
 
 type runner struct {
-	dir    string
-	spec   Spec
-	events *json.Encoder
-	log    *slog.Logger
+	// dir is the attempt directory, work the program's (ProgramDir).
+	dir, work string
+	spec      Spec
+	events    *json.Encoder
+	log       *slog.Logger
 	// stop yields the reason to kill the attempt; the first value wins.
 	stop   <-chan string
 	status Status
@@ -316,7 +328,21 @@ func (r *runner) pause(d time.Duration) (string, bool) {
 	}
 }
 
-// stage stages the spec's artifacts into the attempt directory, and
+// makeProgramDir makes dir, the program's working directory, 0700 and,
+// with id, owned by that user. Its parent is the attempt directory, which
+// only the worker's user may write, so nothing can stand at dir but what
+// this makes.
+func makeProgramDir(dir string, id *Identity) error {
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		return err
+	}
+	if id == nil {
+		return nil
+	}
+	return os.Lchown(dir, int(id.UID), int(id.GID))
+}
+
+// stage stages the spec's artifacts into the program's directory, and
 // reports whether the program may start; when not, the final state is
 // recorded: FAILED with the staging's one-line reason, or KILLED when a
 // stop came (which cancels a staging at once). A supervised attempt
@@ -382,7 +408,7 @@ func (r *runner) stageOnce(s *artifact.Stager) (*artifact.Staged, string, error)
 	}
 	done := make(chan result, 1)
 	go func() {
-		st, err := s.Stage(ctx, r.dir, r.spec.Artifacts)
+		st, err := s.Stage(ctx, r.work, r.spec.Artifacts)
 		done <- result{st, err}
 	}()
 	select {
@@ -399,7 +425,9 @@ func (r *runner) stageOnce(s *artifact.Stager) (*artifact.Staged, string, error)
 
 // stager is the Stager of the spec's Staging: the worker's cache, and,
 // for uploads, a client of the masters with the worker's TLS files and
-// the token in the runner's environment.
+// the token in the runner's environment. The tree is built in the attempt
+// directory, which the program's user cannot write, and given to that
+// user.
 func (r *runner) stager() (*artifact.Stager, error) {
 	st := r.spec.Staging
 	cache, err := artifact.OpenCache(st.CacheDir)
@@ -407,11 +435,14 @@ func (r *runner) stager() (*artifact.Stager, error) {
 		return nil, err
 	}
 	s := &artifact.Stager{
-		Cache:    cache,
-		Limits:   st.Limits,
-		HTTP:     artifact.NewHTTPClient(st.BindIP),
-		Reserved: Reserved,
-		Log:      r.log,
+		Cache:   cache,
+		Limits:  st.Limits,
+		HTTP:    artifact.NewHTTPClient(st.BindIP),
+		Scratch: r.dir,
+		Log:     r.log,
+	}
+	if id := r.spec.RunAs; id != nil {
+		s.Owner = &artifact.Owner{UID: int(id.UID), GID: int(id.GID)}
 	}
 	if len(st.Masters) > 0 {
 		opts, err := client.SecureOptions(st.TLSCA, st.TLSCert, st.TLSKey, "")
@@ -473,13 +504,13 @@ func (r *runner) start(n int) (*proc, error) {
 		// program is restarted in place, the master ends the apps of
 		// the runs before.
 		Env:    append(append([]string(nil), r.spec.Env...), "DROVER_RUN="+strconv.Itoa(n)),
-		Dir:    r.dir,
+		Dir:    r.work,
 		Stdout: outW,
 		Stderr: errW,
 		// Its own group, so a kill reaches everything it spawned and
 		// nothing else; with isolation its cgroup also reaches what
-		// left the group.
-		SysProcAttr: &syscall.SysProcAttr{Setpgid: true},
+		// left the group. Its user's credentials, set after the fork.
+		SysProcAttr: &syscall.SysProcAttr{Setpgid: true, Credential: r.spec.RunAs.credential()},
 	}
 	var oomKills uint64
 	if r.cg != nil {
@@ -512,7 +543,7 @@ func (r *runner) start(n int) (*proc, error) {
 	r.status.Reason = ""
 	r.writeStatus()
 	r.emit(Event{Event: EventStarted, PID: p.pgid, Run: n, Failures: r.status.Failures})
-	r.log.Info("program started", "run", n, "pid", p.pgid, "argv", r.spec.Argv)
+	r.log.Info("program started", "run", n, "pid", p.pgid, "argv", r.spec.Argv, "user", r.spec.RunAs.name())
 	return p, nil
 }
 
@@ -624,12 +655,12 @@ func (p *proc) describeExit() string {
 }
 
 // lookPath resolves the program with exec.LookPath: a bare name in the PATH
-// of the program's own environment, a relative path against the attempt
-// directory (the program's working directory, not necessarily the runner's).
+// of the program's own environment, a relative path against the program's
+// working directory (not the runner's).
 func (r *runner) lookPath(name string) (string, error) {
 	if strings.Contains(name, "/") {
 		if !filepath.IsAbs(name) {
-			name = filepath.Join(r.dir, name)
+			name = filepath.Join(r.work, name)
 		}
 		return exec.LookPath(name)
 	}
@@ -695,7 +726,7 @@ func (r *runner) writeStatus() {
 	r.status.UpdatedAt = time.Now().UnixMilli()
 	b, err := json.Marshal(r.status)
 	if err == nil {
-		err = writeFileAtomic(r.dir, StatusFile, b)
+		err = writeFileAtomic(r.dir, StatusFile, b, private)
 	}
 	if err != nil {
 		r.log.Error("cannot write status", "err", err)

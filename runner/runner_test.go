@@ -63,16 +63,14 @@ func startRunner(t *testing.T, spec runner.Spec) *harness {
 	return startRunnerAfter(t, spec, nil)
 }
 
-// startRunnerAfter is startRunner with before run on the attempt
-// directory once the spec is in it and before the runner starts.
-func startRunnerAfter(t *testing.T, spec runner.Spec, before func(dir string)) *harness {
+// startRunnerAfter is startRunner with before run once the spec is in
+// the attempt directory (h.dir) and the runner's command (h.cmd) is made,
+// before it starts.
+func startRunnerAfter(t *testing.T, spec runner.Spec, before func(h *harness)) *harness {
 	t.Helper()
 	h := &harness{t: t, dir: t.TempDir(), events: make(chan runner.Event, 64), exited: make(chan struct{})}
 	if err := runner.WriteSpec(h.dir, spec); err != nil {
 		t.Fatal(err)
-	}
-	if before != nil {
-		before(h.dir)
 	}
 	self, err := os.Executable()
 	if err != nil {
@@ -80,6 +78,9 @@ func startRunnerAfter(t *testing.T, spec runner.Spec, before func(dir string)) *
 	}
 	h.cmd = exec.Command(self, "runner", "--dir", h.dir)
 	h.cmd.Stderr = &h.stderr
+	if before != nil {
+		before(h)
+	}
 	out, err := h.cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -141,13 +142,14 @@ func (h *harness) final() runner.Event {
 	return h.check(h.next(runner.EventFinal))
 }
 
-// stopped is final for a stop sent to a program that fails over and over:
-// on a loaded machine the stop can land after the back-off has started
-// another run, whose started and exited events then come first.
-func (h *harness) stopped() runner.Event {
+// ended is final after whatever staged, started and exited events come
+// first: for a stop sent to a program that fails over and over (on a
+// loaded machine the stop can land after the back-off has started another
+// run), and for tests that judge an attempt by its end alone.
+func (h *harness) ended() runner.Event {
 	h.t.Helper()
 	for {
-		e := h.next(runner.EventFinal, runner.EventStarted, runner.EventExited)
+		e := h.next(runner.EventFinal, runner.EventStaged, runner.EventStarted, runner.EventExited)
 		if e.Event == runner.EventFinal {
 			return h.check(e)
 		}
@@ -179,9 +181,13 @@ func (h *harness) check(e runner.Event) runner.Event {
 	return e
 }
 
+// work is the path of name in the program's working directory.
+func (h *harness) work(name string) string { return filepath.Join(h.dir, runner.ProgramDir, name) }
+
+// file returns what the program wrote in name, in its directory.
 func (h *harness) file(name string) string {
 	h.t.Helper()
-	b, err := os.ReadFile(filepath.Join(h.dir, name))
+	b, err := os.ReadFile(h.work(name))
 	if err != nil {
 		h.t.Fatal(err)
 	}
@@ -220,7 +226,7 @@ func (h *harness) waitFile(name string) string {
 	h.t.Helper()
 	deadline := time.Now().Add(failSafe)
 	for time.Now().Before(deadline) {
-		if b, err := os.ReadFile(filepath.Join(h.dir, name)); err == nil && bytes.HasSuffix(b, []byte("\n")) {
+		if b, err := os.ReadFile(h.work(name)); err == nil && bytes.HasSuffix(b, []byte("\n")) {
 			return strings.TrimSpace(string(b))
 		}
 		time.Sleep(5 * time.Millisecond)
@@ -259,7 +265,7 @@ func TestExitZeroFinishes(t *testing.T) {
 	if e.State != model.DriverFinished || exitCode(e) != 0 || e.Runs != 1 {
 		t.Fatalf("final = %+v", e)
 	}
-	dir, _ := filepath.EvalSymlinks(h.dir)
+	dir, _ := filepath.EvalSymlinks(h.work(""))
 	if got, want := h.stream(runner.StdoutFile), "hello run 1\n"+dir+"\n"; got != want {
 		t.Fatalf("stdout = %q, want %q", got, want)
 	}
@@ -392,8 +398,8 @@ func TestStopRequestedBeforeStartRunsNothing(t *testing.T) {
 		t.Run(fmt.Sprintf("fenced=%v", fenced), func(t *testing.T) {
 			h := startRunnerAfter(t, runner.Spec{
 				Argv: []string{"/bin/sh", "-c", "echo ran > ran"},
-			}, func(dir string) {
-				if err := runner.RequestStop(dir, fenced); err != nil {
+			}, func(h *harness) {
+				if err := runner.RequestStop(h.dir, fenced); err != nil {
 					t.Fatal(err)
 				}
 			})
@@ -405,7 +411,7 @@ func TestStopRequestedBeforeStartRunsNothing(t *testing.T) {
 			if e.State != model.DriverKilled || e.Runs != 0 || e.Reason != want {
 				t.Fatalf("final = %+v, want KILLED after 0 runs, reason %q", e, want)
 			}
-			if _, err := os.Stat(filepath.Join(h.dir, "ran")); !errors.Is(err, os.ErrNotExist) {
+			if _, err := os.Stat(h.work("ran")); !errors.Is(err, os.ErrNotExist) {
 				t.Fatalf("the program ran after the stop: %v", err)
 			}
 		})
@@ -425,7 +431,7 @@ func TestStopFileEndsBackoffRelaunch(t *testing.T) {
 	if err := runner.RequestStop(h.dir, true); err != nil {
 		t.Fatal(err)
 	}
-	e := h.stopped()
+	e := h.ended()
 	if e.State != model.DriverKilled || e.Reason != runner.ReasonFenced {
 		t.Fatalf("final = %+v", e)
 	}
@@ -460,7 +466,7 @@ func TestArgvIsLiteral(t *testing.T) {
 	if got, want := h.stream(runner.StdoutFile), strings.Join(args, "|\n")+"|\n"; got != want {
 		t.Fatalf("stdout = %q, want %q", got, want)
 	}
-	if _, err := os.Stat(filepath.Join(h.dir, "pwned")); !errors.Is(err, os.ErrNotExist) {
+	if _, err := os.Stat(h.work("pwned")); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("a shell ran the arguments: %v", err)
 	}
 }

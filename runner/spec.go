@@ -4,9 +4,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/drover-project/drover/artifact"
@@ -31,8 +33,16 @@ const (
 	LogFile = "runner.log"
 	// ResourcesFile lists the custom resources' addresses the unit holds,
 	// in Spark's resources file format (package sparkres), written by the
-	// worker for the program ($DROVER_RESOURCES_FILE).
+	// worker for the program ($DROVER_RESOURCES_FILE), readable by it.
 	ResourcesFile = "resources.json"
+	// ProgramDir is the program's working directory, made by the runner
+	// and owned by the program's user (Spec.RunAs): the artifacts are
+	// staged into it and a relative Argv[0] is found in it. Everything
+	// else in the attempt directory is the runner's and the worker's,
+	// which the program may read where it needs to (ResourcesFile) but
+	// not change: the attempt directory is its owner's alone to write.
+	// Runners before it ran the program in the attempt directory itself.
+	ProgramDir = "work"
 )
 
 // Defaults applied to zero Spec durations. The back-off values are Spark's
@@ -146,6 +156,44 @@ type Spec struct {
 	// fails with isolation.OOMReason. The runner itself stays outside.
 	// Nil runs without isolation: a kill reaches the process group.
 	Cgroup *isolation.Ref `json:"cgroup,omitempty"`
+	// RunAs is the user the program runs as, and the owner of its
+	// ProgramDir and of the files staged there; nil runs it as the
+	// runner's own user (a worker not run as root runs programs as
+	// itself). The runner itself, and every file it writes outside
+	// ProgramDir, stay its own.
+	RunAs *Identity `json:"run_as,omitempty"`
+}
+
+// Identity is a user a program runs as, as its worker resolved the name
+// when it launched the unit (os/user): the program gets the user's ID, its
+// primary group and its supplementary groups, set in the child between
+// the fork and the exec (setgroups, setgid, setuid), as Nomad's exec
+// driver and YARN's container executor start tasks as their user.
+type Identity struct {
+	// Name is the user's name, for the runner's log.
+	Name string `json:"name"`
+	// UID and GID are the user's ID and primary group ID.
+	UID uint32 `json:"uid"`
+	GID uint32 `json:"gid"`
+	// Groups are the user's supplementary group IDs; empty gives the
+	// program none.
+	Groups []uint32 `json:"groups,omitempty"`
+}
+
+// name is id's name, "" for the runner's own user.
+func (id *Identity) name() string {
+	if id == nil {
+		return ""
+	}
+	return id.Name
+}
+
+// credential is id as the child's credentials, nil for the runner's own.
+func (id *Identity) credential() *syscall.Credential {
+	if id == nil {
+		return nil
+	}
+	return &syscall.Credential{Uid: id.UID, Gid: id.GID, Groups: id.Groups}
 }
 
 // Staging is what the runner needs to stage a Spec's artifacts. The
@@ -197,6 +245,9 @@ func (s *Spec) validate() error {
 		if err := s.Cgroup.Check(); err != nil {
 			return fmt.Errorf("spec cgroup: %v", err)
 		}
+	}
+	if s.RunAs != nil && s.RunAs.Name == "" {
+		return errors.New("spec runs the program as a user without a name")
 	}
 	if len(s.Artifacts) == 0 {
 		return nil
@@ -344,18 +395,21 @@ type Status struct {
 }
 
 // WriteSpec writes spec into dir/SpecFile, readable by its owner only (the
-// environment may hold secrets).
+// environment holds the driver's token).
 func WriteSpec(dir string, spec Spec) error {
 	b, err := json.MarshalIndent(spec, "", "  ")
 	if err != nil {
 		return fmt.Errorf("encode spec: %w", err)
 	}
-	return writeFileAtomic(dir, SpecFile, b)
+	return writeFileAtomic(dir, SpecFile, b, private)
 }
 
 // WriteResources writes b, a resources file, into dir/ResourcesFile,
-// readable by its owner only, whole or not at all.
-func WriteResources(dir string, b []byte) error { return writeFileAtomic(dir, ResourcesFile, b) }
+// whole or not at all, readable by everyone (0644): the program reads it,
+// as whatever user it runs as, and it names addresses only.
+func WriteResources(dir string, b []byte) error {
+	return writeFileAtomic(dir, ResourcesFile, b, 0o644)
+}
 
 // ReadSpec returns the Spec in dir/SpecFile, checked but without defaults
 // applied: what the worker wrote. A worker that adopts an attempt after a
@@ -392,15 +446,24 @@ func ReadStatus(dir string) (Status, error) {
 // name.
 func tempPrefix(name string) string { return "." + name + ".tmp-" }
 
-// writeFileAtomic replaces dir/name with b so that a reader sees either the
-// old or the new content, never a torn write, even across a crash.
-func writeFileAtomic(dir, name string, b []byte) error {
+// private is the mode of the attempt directory's files that only their
+// owner reads: the spec, the status, the stop file and the logs.
+const private fs.FileMode = 0o600
+
+// writeFileAtomic replaces dir/name with b, of the given mode, so that a
+// reader sees either the old or the new content, never a torn write, even
+// across a crash.
+func writeFileAtomic(dir, name string, b []byte, mode fs.FileMode) error {
 	f, err := os.CreateTemp(dir, tempPrefix(name)+"*")
 	if err != nil {
 		return err
 	}
 	tmp := f.Name()
 	_, err = f.Write(b)
+	if err == nil && mode != private {
+		// CreateTemp makes it 0600; a chmod is not narrowed by the umask.
+		err = f.Chmod(mode)
+	}
 	if err == nil {
 		err = f.Sync()
 	}

@@ -84,7 +84,7 @@ func TestStagesArtifactsBeforeFirstRun(t *testing.T) {
 	if e := h.final(); e.State != model.DriverFinished || e.Runs != 1 {
 		t.Fatalf("final = %+v", e)
 	}
-	if got, want := h.stream(runner.StdoutFile), "staged app ran in "+filepath.Base(h.dir)+"\n"; got != want {
+	if got, want := h.stream(runner.StdoutFile), "staged app ran in "+runner.ProgramDir+"\n"; got != want {
 		t.Fatalf("stdout = %q, want %q", got, want)
 	}
 }
@@ -174,7 +174,7 @@ func TestStopDuringStagingKills(t *testing.T) {
 			if e := h.final(); e.State != model.DriverKilled || e.Reason != c.reason || e.Runs != 0 {
 				t.Fatalf("final = %+v, want KILLED (%s) after 0 runs", e, c.reason)
 			}
-			if _, err := os.Stat(filepath.Join(h.dir, "app.sh")); err == nil {
+			if _, err := os.Stat(h.work("app.sh")); err == nil {
 				t.Fatal("a cancelled staging left app.sh")
 			}
 		})

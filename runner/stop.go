@@ -21,7 +21,7 @@ func RequestStop(dir string, fenced bool) error {
 	if fenced {
 		reason = ReasonFenced
 	}
-	return writeFileAtomic(dir, StopFile, []byte(reason))
+	return writeFileAtomic(dir, StopFile, []byte(reason), private)
 }
 
 // stopRequested returns the reason in dir's StopFile, if there is one.

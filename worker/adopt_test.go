@@ -161,7 +161,7 @@ func TestAdoptingAnUntetheredRunnerUntethers(t *testing.T) {
 	if w2, _ := newWorker(t, fm, sameWorkDir(cfg)); w2.Tethered() {
 		t.Fatal("a worker that adopted an untethered runner says it is tethered")
 	}
-	if err := os.WriteFile(attemptPath(cfg, driverA, 1, "stop"), nil, 0o600); err != nil {
+	if err := os.WriteFile(attemptPath(cfg, driverA, 1, runner.ProgramDir+"/stop"), nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
 	fm.waitReport(t, driverA, 1, model.DriverFinished)
@@ -193,7 +193,7 @@ func TestDetachedAttemptIsAdoptedNotRestarted(t *testing.T) {
 	if err := syscall.Kill(pid, 0); err != nil {
 		t.Fatalf("adopted program gone: %v", err)
 	}
-	if err := os.WriteFile(attemptPath(cfg, driverA, 1, "stop"), nil, 0o600); err != nil {
+	if err := os.WriteFile(attemptPath(cfg, driverA, 1, runner.ProgramDir+"/stop"), nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
 	finished, _ := fm.waitReport(t, driverA, 1, model.DriverFinished)
@@ -230,7 +230,7 @@ func TestAttemptEndedWhileWorkerDownIsReportedNotRerun(t *testing.T) {
 			runnerPID := readStatus(t, cfg, driverA, 1).RunnerPID
 			w1.Detach()
 			if c.state == model.DriverFinished {
-				if err := os.WriteFile(attemptPath(cfg, driverA, 1, "stop"), nil, 0o600); err != nil {
+				if err := os.WriteFile(attemptPath(cfg, driverA, 1, runner.ProgramDir+"/stop"), nil, 0o600); err != nil {
 					t.Fatal(err)
 				}
 				waitUntil(t, "the final status", func() bool {

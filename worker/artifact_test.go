@@ -115,7 +115,7 @@ func TestExecutorGetsAppArtifacts(t *testing.T) {
 	if b := readStream(t, dir, runner.StdoutFile); b != "shard 3\n" {
 		t.Fatalf("stdout = %q", b)
 	}
-	if fi, err := os.Stat(filepath.Join(dir, "run.sh")); err != nil || fi.Mode().Perm() != 0o755 {
+	if fi, err := os.Stat(filepath.Join(dir, runner.ProgramDir, "run.sh")); err != nil || fi.Mode().Perm() != 0o755 {
 		t.Fatalf("run.sh: %v, %v; want a 0755 file", fi, err)
 	}
 }
@@ -140,7 +140,7 @@ func TestUploadIsReadWithTheWorkersToken(t *testing.T) {
 	if b := readStream(t, dir, runner.StdoutFile); b != "staged w1\n" {
 		t.Fatalf("stdout = %q", b)
 	}
-	if fi, err := os.Stat(filepath.Join(dir, "app.sh")); err != nil || fi.Mode().Perm() != 0o750 {
+	if fi, err := os.Stat(filepath.Join(dir, runner.ProgramDir, "app.sh")); err != nil || fi.Mode().Perm() != 0o750 {
 		t.Fatalf("app.sh: %v, %v; want mode 0750", fi, err)
 	}
 	fm.set(func() {
@@ -198,7 +198,7 @@ func TestAdoptedStagingRunnerIsFollowed(t *testing.T) {
 	newWorker(t, fm, sameWorkDir(cfg))
 	close(release)
 	_, ri := fm.waitReport(t, driverA, 1, model.DriverRunning)
-	if err := os.WriteFile(attemptPath(cfg, driverA, 1, "done"), nil, 0o600); err != nil {
+	if err := os.WriteFile(attemptPath(cfg, driverA, 1, runner.ProgramDir+"/done"), nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
 	finished, fi := fm.waitReport(t, driverA, 1, model.DriverFinished)

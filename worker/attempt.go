@@ -596,7 +596,8 @@ func waitErrText(err error) string {
 // killed by SIGPIPE at its next write into the output pipe its runner no
 // longer reads; it leads its own process group, recorded in status.json,
 // and is taken for this unit's program only while its working directory
-// is still the unit's directory, so a reused PID is never killed.
+// is still the unit's (runner.ProgramDir, or for a runner of an older
+// version the unit's directory itself), so a reused PID is never killed.
 func (w *Worker) killOrphan(u *unit) bool {
 	st, err := runner.ReadStatus(u.dir)
 	live := err == nil && st.PID > 0
@@ -606,7 +607,7 @@ func (w *Worker) killOrphan(u *unit) bool {
 	case !live:
 		return false
 	default:
-		if cwd, err := os.Readlink(fmt.Sprintf("/proc/%d/cwd", st.PID)); err != nil || cwd != u.dir {
+		if cwd, err := os.Readlink(fmt.Sprintf("/proc/%d/cwd", st.PID)); err != nil || (cwd != u.dir && cwd != filepath.Join(u.dir, runner.ProgramDir)) {
 			return true
 		}
 		_ = syscall.Kill(-st.PID, syscall.SIGKILL)

@@ -334,7 +334,7 @@ func TestCleanupKeepsLiveAdoptedAndUnacknowledgedUnits(t *testing.T) {
 	if !exists(t, adopted) || !exists(t, live) {
 		t.Error("a live unit was removed")
 	}
-	if err := os.WriteFile(filepath.Join(adopted, "stop"), nil, 0o600); err != nil {
+	if err := os.WriteFile(filepath.Join(adopted, runner.ProgramDir, "stop"), nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
 	fm.waitReport(t, driverA, 1, model.DriverFinished)

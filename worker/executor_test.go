@@ -178,7 +178,7 @@ func TestDetachedExecutorIsAdoptedNotRestarted(t *testing.T) {
 			return slices.Equal(hb.RunningExecutors, []api.ExecutorRef{{AppID: appA, ExecutorID: 2}})
 		})
 	})
-	if err := os.WriteFile(executorPath(cfg, appA, 2, "stop"), nil, 0o600); err != nil {
+	if err := os.WriteFile(executorPath(cfg, appA, 2, runner.ProgramDir+"/stop"), nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
 	exited, _ := fm.waitExecReport(t, appA, 2, model.ExecExited)

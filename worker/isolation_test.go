@@ -322,7 +322,7 @@ func TestExecutorRunsInItsCgroup(t *testing.T) {
 	pid := executorPID(t, cfg, appA, 0)
 	var escaped int
 	waitUntil(t, "the setsid grandchild's PID", func() bool {
-		b, err := os.ReadFile(executorPath(cfg, appA, 0, "escaped"))
+		b, err := os.ReadFile(executorPath(cfg, appA, 0, runner.ProgramDir+"/escaped"))
 		escaped, _ = strconv.Atoi(strings.TrimSpace(string(b)))
 		return err == nil
 	})

@@ -31,7 +31,7 @@ func failWhileCutOff(t *testing.T, fm *fakeMaster, cfg worker.Config) {
 	fm.waitReport(t, driverA, 1, model.DriverRunning)
 	fm.set(func() { fm.down = true })
 	dir := filepath.Dir(attemptPath(cfg, driverA, 1, runner.StatusFile))
-	if err := os.WriteFile(filepath.Join(dir, "release"), nil, 0o600); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, runner.ProgramDir, "release"), nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
 	waitUntil(t, "the relaunch to be held", func() bool {
