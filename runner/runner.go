@@ -19,7 +19,10 @@
 // The program runs as the user the spec names (Spec.RunAs), owner of its
 // working directory and of nothing else in the attempt directory: the
 // runner's files there (the spec, the status, the logs) stay the runner's,
-// written where the program cannot plant a link.
+// written where the program cannot plant a link. The runner makes itself
+// non-dumpable first, so that no process of its user reads its memory,
+// environment or descriptors, and takes the worker's credential from an
+// inherited descriptor (Staging.CredentialFD), never from its environment.
 //
 // The worker talks to a runner through the attempt directory (SpecFile in,
 // StatusFile and the program's output out), through the runner's stdout (a
@@ -40,6 +43,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -53,6 +57,7 @@ import (
 	"time"
 
 	"github.com/spf13/pflag"
+	"golang.org/x/sys/unix"
 
 	"github.com/drover-project/drover/artifact"
 	"github.com/drover-project/drover/client"
@@ -123,6 +128,15 @@ func Main(args []string) int {
 		stop:   stop,
 	}
 	r.status.RunnerPID = os.Getpid()
+	// Before the runner holds anything of its worker's: a dumpable
+	// process's /proc/PID/environ, mem and fd, and ptrace, are open to
+	// every process of its user, the program's included when the worker
+	// runs programs as itself. Not dumpable, they are root's. The program
+	// is dumpable again once it execs, as any program of its user is.
+	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
+		r.final(model.DriverError, nil, "cannot make the runner non-dumpable: "+oneLine(err))
+		return 1
+	}
 	spec, err := ReadSpec(abs)
 	if err != nil {
 		r.final(model.DriverError, nil, "cannot read attempt spec: "+oneLine(err))
@@ -130,6 +144,12 @@ func Main(args []string) int {
 	}
 	spec.applyDefaults()
 	r.spec = spec
+	if st := spec.Staging; st != nil && st.CredentialFD > 0 {
+		if r.credential, err = readCredential(st.CredentialFD); err != nil {
+			r.final(model.DriverError, nil, "cannot read the worker's credential: "+oneLine(err))
+			return 1
+		}
+	}
 	r.status.Tethered = spec.LeaseFile != ""
 	if spec.Cgroup != nil {
 		if r.cg, err = isolation.Open(*spec.Cgroup); err != nil {
@@ -153,8 +173,11 @@ type runner struct {
 	// dir is the attempt directory, work the program's (ProgramDir).
 	dir, work string
 	spec      Spec
-	events    *json.Encoder
-	log       *slog.Logger
+	// credential is the worker's token for the masters
+	// (Staging.CredentialFD), "" without one.
+	credential string
+	events     *json.Encoder
+	log        *slog.Logger
 	// stop yields the reason to kill the attempt; the first value wins.
 	stop   <-chan string
 	status Status
@@ -328,6 +351,24 @@ func (r *runner) pause(d time.Duration) (string, bool) {
 	}
 }
 
+// readCredential reads the credential from the inherited descriptor fd,
+// up to MaxCredential bytes, and closes it.
+func readCredential(fd int) (string, error) {
+	f := os.NewFile(uintptr(fd), "credential")
+	if f == nil {
+		return "", fmt.Errorf("descriptor %d is not open", fd)
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, MaxCredential+1))
+	switch {
+	case err != nil:
+		return "", err
+	case len(b) > MaxCredential:
+		return "", fmt.Errorf("longer than %d bytes", MaxCredential)
+	}
+	return strings.TrimSpace(string(b)), nil
+}
+
 // makeProgramDir makes dir, the program's working directory, 0700 and,
 // with id, owned by that user. Its parent is the attempt directory, which
 // only the worker's user may write, so nothing can stand at dir but what
@@ -425,9 +466,8 @@ func (r *runner) stageOnce(s *artifact.Stager) (*artifact.Staged, string, error)
 
 // stager is the Stager of the spec's Staging: the worker's cache, and,
 // for uploads, a client of the masters with the worker's TLS files and
-// the token in the runner's environment. The tree is built in the attempt
-// directory, which the program's user cannot write, and given to that
-// user.
+// its credential. The tree is built in the attempt directory, which the
+// program's user cannot write, and given to that user.
 func (r *runner) stager() (*artifact.Stager, error) {
 	st := r.spec.Staging
 	cache, err := artifact.OpenCache(st.CacheDir)
@@ -449,6 +489,8 @@ func (r *runner) stager() (*artifact.Stager, error) {
 		if err != nil {
 			return nil, err
 		}
+		// The worker's, whatever the runner's environment says.
+		opts.Token = r.credential
 		opts.BindIP = st.BindIP
 		c, err := client.New(st.Masters, opts)
 		if err != nil {

@@ -197,9 +197,9 @@ func (id *Identity) credential() *syscall.Credential {
 }
 
 // Staging is what the runner needs to stage a Spec's artifacts. The
-// token for the masters, when they use tokens, comes from the runner's
-// own environment ($DROVER_TOKEN, client.EnvToken), which the worker sets:
-// unlike this file, it is not in the program's working directory.
+// worker's credential for the masters, when they use tokens, comes
+// through an inherited descriptor (CredentialFD), never through this file
+// or the runner's environment, which a process could read.
 type Staging struct {
 	// CacheDir is the absolute path of the worker's artifact cache
 	// (artifact.Cache), shared with the worker's other runners.
@@ -216,7 +216,16 @@ type Staging struct {
 	TLSCA   string `json:"tls_ca,omitempty"`
 	TLSCert string `json:"tls_cert,omitempty"`
 	TLSKey  string `json:"tls_key,omitempty"`
+	// CredentialFD is the descriptor, inherited from the worker, of a
+	// pipe holding the worker's token for the masters (at most
+	// MaxCredential bytes); 0 for none. The runner reads and closes it
+	// before anything else, so that no program inherits it.
+	CredentialFD int `json:"credential_fd,omitempty"`
 }
+
+// MaxCredential bounds the credential read from Staging.CredentialFD, in
+// bytes: tokens are tens of bytes, and a runner must not read without end.
+const MaxCredential = 4 << 10
 
 func (s *Spec) validate() error {
 	if len(s.Argv) == 0 || s.Argv[0] == "" {
@@ -248,6 +257,9 @@ func (s *Spec) validate() error {
 	}
 	if s.RunAs != nil && s.RunAs.Name == "" {
 		return errors.New("spec runs the program as a user without a name")
+	}
+	if s.Staging != nil && s.Staging.CredentialFD < 0 {
+		return fmt.Errorf("spec credential descriptor %d is negative", s.Staging.CredentialFD)
 	}
 	if len(s.Artifacts) == 0 {
 		return nil

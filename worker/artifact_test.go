@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -146,6 +147,45 @@ func TestUploadIsReadWithTheWorkersToken(t *testing.T) {
 	fm.set(func() {
 		if len(fm.blobAuth) != 1 || fm.blobAuth[0] != "Bearer worker-secret-0123456789" {
 			t.Fatalf("upload requests carried %q; want one with the worker's node token", fm.blobAuth)
+		}
+	})
+}
+
+// A runner holds no secret of its worker in its environment, which a
+// process of the runner's user could read in /proc/PID/environ: not the
+// worker's token, with which it reads uploads (it comes through a pipe),
+// nor any DROVER_ variable of the worker's own environment.
+func TestRunnerEnvironmentHoldsNoSecret(t *testing.T) {
+	const token = "worker-secret-0123456789"
+	t.Setenv("DROVER_GOSSIP_KEY", "gossip-secret-0123456789")
+	fm := newFakeMaster(t)
+	body := []byte(appScript + "while [ ! -e done ]; do sleep 0.02; done\n")
+	s := sha256.Sum256(body)
+	sum := hex.EncodeToString(s[:])
+	fm.set(func() { fm.blobs = map[string][]byte{sum: body} })
+	_, cfg := newWorker(t, fm, func(c *worker.Config) { c.NodeToken = token })
+	a, err := model.NormalizeArtifact(model.Artifact{Upload: sum, Name: "app.sh"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fm.assign(api.Assignment{DriverID: driverA, Attempt: 1, Argv: []string{"./app.sh"}, Artifacts: []model.Artifact{a}})
+	fm.waitReport(t, driverA, 1, model.DriverRunning)
+	env, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", readStatus(t, cfg, driverA, 1).RunnerPID))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, secret := range []string{token, "DROVER_TOKEN=", "gossip-secret", "DROVER_GOSSIP_KEY="} {
+		if bytes.Contains(env, []byte(secret)) {
+			t.Errorf("the runner's environment holds %q", secret)
+		}
+	}
+	if err := os.WriteFile(attemptPath(cfg, driverA, 1, runner.ProgramDir+"/done"), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	fm.waitReport(t, driverA, 1, model.DriverFinished)
+	fm.set(func() {
+		if len(fm.blobAuth) != 1 || fm.blobAuth[0] != "Bearer "+token {
+			t.Errorf("upload requests carried %q; want one with the worker's token", fm.blobAuth)
 		}
 	})
 }

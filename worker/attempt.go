@@ -252,8 +252,12 @@ func (w *Worker) start(o order) *unit {
 			return failed(fmt.Sprintf("cannot write %s resources file: %v", k.kind.info().noun, err))
 		}
 	}
+	credential := ""
 	if len(o.artifacts) > 0 {
 		spec.Artifacts, spec.Staging = o.artifacts, w.staging()
+		if tok := w.cfg.mastersToken(); tok != "" {
+			spec.Staging.CredentialFD, credential = credentialFD, tok
+		}
 	}
 	if w.iso != nil {
 		ref, err := w.iso.Create(k.cgroup(), isolation.Limits{MemoryMB: o.memoryMB, Cores: o.cores, Pids: w.cfg.PidsLimit})
@@ -266,7 +270,7 @@ func (w *Worker) start(o order) *unit {
 		w.removeCgroup(u)
 		return failed(fmt.Sprintf("cannot write %s spec: %v", k.kind.info().noun, err))
 	}
-	events, err := w.launch(u)
+	events, err := w.launch(u, credential)
 	if err != nil {
 		w.removeCgroup(u)
 		return failed("cannot start runner: " + err.Error())
@@ -404,9 +408,17 @@ func (w *Worker) follow(u *unit) {
 	}
 }
 
+// credentialFD is the descriptor the runner inherits the worker's
+// credential on (runner.Staging.CredentialFD): the first after stdin,
+// stdout and stderr, as exec.Cmd.ExtraFiles numbers them.
+const credentialFD = 3
+
 // launch starts the runner of u and returns its event stream. The runner
 // gets no stdin: it learns that its worker lives from the lease file alone.
-func (w *Worker) launch(u *unit) (io.ReadCloser, error) {
+// A credential ("" for none) goes to it through a pipe, never through its
+// environment or a file: a pipe's bytes are gone once read, and the
+// runner reads them before it starts anything.
+func (w *Worker) launch(u *unit, credential string) (io.ReadCloser, error) {
 	logFile, err := os.OpenFile(filepath.Join(u.dir, runner.LogFile), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
 	if err != nil {
 		return nil, err
@@ -414,8 +426,16 @@ func (w *Worker) launch(u *unit) (io.ReadCloser, error) {
 	defer logFile.Close()
 	cmd := exec.Command(w.cfg.RunnerCommand, runnerSubcommand, "--dir", u.dir)
 	cmd.Dir = u.dir
-	cmd.Env = w.runnerEnv()
+	cmd.Env = runnerEnv()
 	cmd.Stderr = logFile
+	if credential != "" {
+		r, err := credentialPipe(credential)
+		if err != nil {
+			return nil, err
+		}
+		defer r.Close()
+		cmd.ExtraFiles = []*os.File{r}
+	}
 	// Its own session: neither a Ctrl-C meant for the daemon nor the
 	// hang-up of the daemon's terminal reaches the runners, which must
 	// outlive the daemon and which the daemon stops itself.
@@ -431,16 +451,32 @@ func (w *Worker) launch(u *unit) (io.ReadCloser, error) {
 	return events, nil
 }
 
-// runnerEnv is the runner's own environment (the program's is the
-// spec's): the worker's, with $DROVER_TOKEN the token the runner reads
-// uploads from the masters with, the worker's node token, or unset when
-// the worker presents none (mastersToken).
-func (w *Worker) runnerEnv() []string {
-	env := slices.DeleteFunc(os.Environ(), func(kv string) bool { return strings.HasPrefix(kv, client.EnvToken+"=") })
-	if tok := w.cfg.mastersToken(); tok != "" {
-		env = append(env, client.EnvToken+"="+tok)
+// credentialPipe returns the read end of a pipe that holds credential
+// and then ends. A credential is at most runner.MaxCredential bytes
+// (Config.validate), well within a pipe's buffer, so the write never
+// waits for the reader.
+func credentialPipe(credential string) (*os.File, error) {
+	r, wr, err := os.Pipe()
+	if err != nil {
+		return nil, err
 	}
-	return env
+	_, err = wr.WriteString(credential)
+	if cerr := wr.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		r.Close()
+		return nil, err
+	}
+	return r, nil
+}
+
+// runnerEnv is the runner's own environment (the program's is the
+// spec's): the worker's without its DROVER_ variables, which may hold
+// the worker's secrets (DROVER_OPERATOR_TOKEN, DROVER_GOSSIP_KEY, ...)
+// and of which the runner needs none.
+func runnerEnv() []string {
+	return slices.DeleteFunc(os.Environ(), func(kv string) bool { return strings.HasPrefix(kv, "DROVER_") })
 }
 
 // EnvResourcesFile names the variable that gives a program holding custom

@@ -248,6 +248,9 @@ func (c *Config) validate() error {
 	if ip := net.ParseIP(c.BindIP); ip == nil || ip.IsUnspecified() {
 		errs = append(errs, fmt.Errorf("--bind %q must be a specific IP address: masters reach the worker there", c.BindIP))
 	}
+	if len(c.NodeToken) > runner.MaxCredential {
+		errs = append(errs, fmt.Errorf("the node token is %d bytes, more than the %d a runner takes", len(c.NodeToken), runner.MaxCredential))
+	}
 	if c.TLS.Enabled() && (c.TLS.CA == "" || c.TLS.Cert == "" || c.TLS.Key == "") {
 		errs = append(errs, errors.New("TLS needs all of --tls-ca, --tls-cert and --tls-key"))
 	}

@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"golang.org/x/sys/unix"
 )
 
 // withStderr runs cmd with os.Stderr, where the daemons' commands print
@@ -214,5 +216,18 @@ func TestMasterTakesEventBoundsAtTheirLimits(t *testing.T) {
 	})
 	if want := "drover: --raft-port 0 is not a port\n"; code != 1 || out != want {
 		t.Errorf("every bound at its limit: exit %d, stderr %q; want exit 1 and %q", code, out, want)
+	}
+}
+
+// The worker daemon makes itself non-dumpable before it reads any secret,
+// so that no process of its user (programs it runs as itself included)
+// reads its keys and tokens through /proc/PID or ptrace.
+func TestWorkerIsNotDumpable(t *testing.T) {
+	t.Cleanup(func() { _ = unix.Prctl(unix.PR_SET_DUMPABLE, 1, 0, 0, 0) })
+	if _, code := withStderr(t, func() int { return runWorker([]string{"--help"}) }); code != 0 {
+		t.Fatalf("worker --help: exit %d", code)
+	}
+	if d, err := unix.PrctlRetInt(unix.PR_GET_DUMPABLE, 0, 0, 0, 0); err != nil || d != 0 {
+		t.Fatalf("the worker's process is dumpable (%d, %v)", d, err)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/spf13/pflag"
+	"golang.org/x/sys/unix"
 
 	"github.com/drover-project/drover/auth"
 	"github.com/drover-project/drover/gossip"
@@ -28,6 +29,13 @@ const runnerCommand = "runner"
 func runRunner(args []string) int { return runner.Main(args) }
 
 func runWorker(args []string) int {
+	// Before it reads a secret: a dumpable process's memory, environment
+	// and descriptors (/proc/PID/mem, environ, fd, ptrace) are open to
+	// every process of its user, and a worker not run as root runs
+	// programs as itself. Not dumpable, they are root's alone.
+	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
+		return fail(fmt.Errorf("cannot make the worker non-dumpable: %w", err))
+	}
 	cfg := worker.DefaultConfig()
 	fs := pflag.NewFlagSet("drover worker", pflag.ContinueOnError)
 	fs.StringVar(&cfg.ID, "id", "", "this worker's ID; keep it across restarts")
