@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,7 +15,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/drover-project/drover/client"
 	"github.com/drover-project/drover/internal/procid"
 	"github.com/drover-project/drover/isolation"
 	"github.com/drover-project/drover/model"
@@ -202,16 +200,28 @@ func (w *Worker) start(o order) *unit {
 		// Its directory, which would stop the rerun, was cleaned up.
 		return end(report{key: k, state: model.DriverKilled, reason: reasonCleanedUp})
 	}
+	acct, refused := w.users.forUnit(o.user, w.cfg.ID)
+	if refused != "" {
+		// FAILED, with nothing made: the same unit would be refused
+		// the same way after any restart (see the docs' Isolation).
+		return end(report{key: k, state: model.DriverFailed, reason: refused})
+	}
 	u.dir = k.dir(w.cfg.WorkDir)
-	if err := os.MkdirAll(filepath.Dir(u.dir), 0o700); err != nil {
+	// Made by earlier workers with other modes, or under a umask, the
+	// directories get theirs explicitly.
+	mode := w.users.dirMode()
+	if err := makeDirs(filepath.Dir(u.dir), mode); err != nil {
 		return failed(fmt.Sprintf("cannot create %s directory: %v", k.kind.info().idAttr, err))
 	}
-	if err := os.Mkdir(u.dir, 0o700); err != nil {
+	if err := os.Mkdir(u.dir, mode); err != nil {
 		if errors.Is(err, fs.ErrExist) {
 			// A unit runs at most once: its directory is left by an
 			// earlier run of this worker, with no record to adopt.
 			return end(reportFromDisk(k, u.dir, reasonLeftBehind))
 		}
+		return failed(fmt.Sprintf("cannot create %s directory: %v", k.kind.info().noun, err))
+	}
+	if err := os.Chmod(u.dir, mode); err != nil {
 		return failed(fmt.Sprintf("cannot create %s directory: %v", k.kind.info().noun, err))
 	}
 	u.supervise = o.supervise
@@ -223,7 +233,8 @@ func (w *Worker) start(o order) *unit {
 	}
 	spec := runner.Spec{
 		Argv:        o.argv,
-		Env:         w.programEnv(o),
+		Env:         w.programEnv(o, acct),
+		RunAs:       w.users.identity(acct),
 		Supervise:   o.supervise,
 		KillTimeout: w.cfg.KillTimeout,
 		BackoffBase: w.cfg.RestartBackoff,
@@ -477,46 +488,6 @@ func credentialPipe(credential string) (*os.File, error) {
 // and of which the runner needs none.
 func runnerEnv() []string {
 	return slices.DeleteFunc(os.Environ(), func(kv string) bool { return strings.HasPrefix(kv, "DROVER_") })
-}
-
-// EnvResourcesFile names the variable that gives a program holding custom
-// resources the path of its resources file, in Spark's format (package
-// sparkres), for spark.driver.resourcesFile or an executor's
-// --resourcesFile.
-const EnvResourcesFile = "DROVER_RESOURCES_FILE"
-
-// programEnv is the program's whole environment: the worker's own (as
-// Spark's CommandUtils passes the worker's environment on) without its
-// DROVER_ variables, which may hold the worker's own credentials, the
-// submission's or app's on top, and the DROVER_ variables, which neither can
-// override, last.
-func (w *Worker) programEnv(o order) []string {
-	env := map[string]string{}
-	for _, kv := range os.Environ() {
-		if k, v, ok := strings.Cut(kv, "="); ok && !strings.HasPrefix(k, "DROVER_") {
-			env[k] = v
-		}
-	}
-	maps.Copy(env, o.env)
-	maps.Copy(env, o.vars)
-	// As Spark hands a driver or an executor its addresses: one list per
-	// resource, and the resources file (spark.driver.resourcesFile).
-	for name, addrs := range o.resources {
-		env[model.ResourceEnv(name)] = strings.Join(addrs, ",")
-	}
-	if len(o.resources) > 0 {
-		env[EnvResourcesFile] = filepath.Join(o.key.dir(w.cfg.WorkDir), runner.ResourcesFile)
-	}
-	env["DROVER_WORKER_ID"] = w.cfg.ID
-	env["DROVER_MASTERS"] = strings.Join(w.cfg.Masters, ",")
-	if w.cfg.TLS.CA != "" {
-		env[client.EnvCACert] = w.cfg.TLS.CA
-	}
-	out := make([]string, 0, len(env))
-	for _, k := range slices.Sorted(maps.Keys(env)) {
-		out = append(out, k+"="+env[k])
-	}
-	return out
 }
 
 // watch follows the events of a runner this worker started until it exits,

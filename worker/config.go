@@ -26,13 +26,17 @@ type Config struct {
 	Masters []string
 	// WorkDir holds one directory per driver, with one attempt-N directory
 	// per attempt (spec, status, the program's stdout and stderr, the
-	// runner's log), one directory per application, with one directory
-	// per executor named by its ID (the same files), the worker's record
-	// of its attempts and executors (DBFile), its lease file (LeaseFile),
-	// the artifact cache (CacheDir) and the directories its cleanup is
-	// deleting (.trash; see CleanupTTL). Created 0700. One worker at a
-	// time: a second one on the same work dir fails to start. A relative path is made
-	// absolute at start.
+	// runner's log, and the program's own directory, runner.ProgramDir),
+	// one directory per application, with one directory per executor
+	// named by its ID (the same files), the worker's record of its
+	// attempts and executors (DBFile), its lease file (LeaseFile), the
+	// artifact cache (CacheDir), a copy of the cluster CA for programs
+	// (CAFile) and the directories its cleanup is deleting (.trash; see
+	// CleanupTTL). It and the directories of units are 0711 where
+	// programs run as another user (they pass through, but cannot list
+	// or write), 0700 otherwise. One worker at a time: a second one on the
+	// same work dir fails to start. A relative path is made absolute at
+	// start.
 	WorkDir string
 	// Cores and MemoryMB are what the worker offers to drivers.
 	Cores    int
@@ -109,6 +113,27 @@ type Config struct {
 	// and ::1, that a worker with neither TLS nor a token answers to on
 	// its HTTP server (transport.Gate); others are refused 421.
 	AllowedHosts []string
+	// RunAs is the user a worker run as root runs programs as when their
+	// unit names none (DefaultRunAs, "nobody", when empty), as Nomad's
+	// exec driver does. A worker run as another user runs every program
+	// as itself, as Spark's worker does, and refuses a RunAs or
+	// AllowedUsers naming anyone else.
+	RunAs string
+	// AllowedUsers are the users besides RunAs a unit may ask its program
+	// to run as (a submission's user), as YARN's LinuxContainerExecutor
+	// runs a container as its submitter. A unit asking for a user not
+	// listed ends FAILED, saying so, and is not restarted.
+	AllowedUsers []string
+	// AllowRoot lets RunAs and AllowedUsers name root (any user of uid
+	// 0), and units ask for it: without it, a worker refuses to start
+	// naming root, and a unit asking for root ends FAILED.
+	AllowRoot bool
+	// EnvAllow names the variables of the worker's own environment that
+	// a program gets, each a name or a prefix ending in '*' ("*" alone
+	// for all), as YARN's yarn.nodemanager.env-whitelist does; the
+	// worker's DROVER_ variables never pass, whatever it says. Nil means
+	// none. DefaultConfig sets DefaultEnvAllow.
+	EnvAllow []string
 	// MaxConnsPerClient bounds the HTTP connections one client IP may
 	// hold open at once (0: no bound).
 	MaxConnsPerClient int
@@ -205,8 +230,15 @@ func DefaultConfig() Config {
 		ArtifactStallTimeout: artifact.DefaultStallTimeout,
 		Isolation:            isolation.ModeAuto,
 		PidsLimit:            isolation.DefaultPidsLimit,
+		EnvAllow:             DefaultEnvAllow(),
 	}
 }
+
+// DefaultEnvAllow is the default of Config.EnvAllow: what a program
+// needs of its worker's environment to find programs, name its home and
+// speak the machine's locale and time zone, and nothing that may carry a
+// credential.
+func DefaultEnvAllow() []string { return []string{"PATH", "HOME", "LANG", "LC_*", "TZ", "TMPDIR"} }
 
 // DefaultMinFreeDisk is MinFreeDisk's default, 1 GiB: room for ten units'
 // logs at the default bound (2 streams of 5 files of 10 MiB) to grow in
@@ -247,6 +279,11 @@ func (c *Config) validate() error {
 	}
 	if ip := net.ParseIP(c.BindIP); ip == nil || ip.IsUnspecified() {
 		errs = append(errs, fmt.Errorf("--bind %q must be a specific IP address: masters reach the worker there", c.BindIP))
+	}
+	for _, p := range c.EnvAllow {
+		if !envPattern.MatchString(p) {
+			errs = append(errs, fmt.Errorf("--env-allow %q: want a variable name, or a prefix of one ending in *", p))
+		}
 	}
 	if len(c.NodeToken) > runner.MaxCredential {
 		errs = append(errs, fmt.Errorf("the node token is %d bytes, more than the %d a runner takes", len(c.NodeToken), runner.MaxCredential))

@@ -74,8 +74,8 @@ func TestRunsExecutorsWithEnvAndServesLogs(t *testing.T) {
 	}
 	dir := executorPath(cfg, appA, 0, "")
 	for _, d := range []string{dir, filepath.Dir(dir)} {
-		if st, err := os.Stat(d); err != nil || st.Mode().Perm() != 0o700 {
-			t.Fatalf("%s: %v %v, want a 0700 directory", d, st.Mode(), err)
+		if st, err := os.Stat(d); err != nil || st.Mode().Perm() != unitDirMode() {
+			t.Fatalf("%s: %v %v, want a %04o directory", d, st.Mode(), err, unitDirMode())
 		}
 	}
 	stdout := fmt.Sprintf("%s 0 2 512 w1 %s x none\n", appA, fm.addr())

@@ -35,7 +35,7 @@ func loadInstance(dir string) (string, error) {
 		return "", err
 	}
 	s := hex.EncodeToString(id[:])
-	if err := replaceFile(path, []byte(s+"\n")); err != nil {
+	if err := replaceFile(path, []byte(s+"\n"), 0o600); err != nil {
 		return "", fmt.Errorf("write %s: %w", path, err)
 	}
 	return s, nil

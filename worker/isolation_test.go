@@ -75,7 +75,7 @@ func TestIsolationAutoWithoutCgroupsWarnsAndRuns(t *testing.T) {
 	}
 
 	cfg2 := cfg
-	cfg2.WorkDir = filepath.Join(t.TempDir(), "work")
+	cfg2.WorkDir = newWorkDir(t)
 	cfg2.HTTPPort = 0
 	cfg2.Isolation = isolation.ModeCgroups
 	if w, err := worker.New(cfg2); err == nil {

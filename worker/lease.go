@@ -2,6 +2,7 @@ package worker
 
 import (
 	"encoding/json"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"time"
@@ -59,7 +60,7 @@ func (w *Worker) renewLease(detached bool) error {
 	}
 	b, err := json.Marshal(c)
 	if err == nil {
-		err = replaceFile(w.leasePath, b)
+		err = replaceFile(w.leasePath, b, 0o600)
 	}
 	if err != nil {
 		if terr := os.Chtimes(w.leasePath, now, now); terr != nil {
@@ -70,16 +71,21 @@ func (w *Worker) renewLease(detached bool) error {
 	return nil
 }
 
-// replaceFile replaces path with b atomically, so a reader never sees a
-// partial file. It does not sync: the lease only matters while this machine
-// runs, and a sync every Lease/4 would cost more than it protects.
-func replaceFile(path string, b []byte) error {
+// replaceFile replaces path with b, of the given mode, atomically, so a
+// reader never sees a partial file. It does not sync: the lease only
+// matters while this machine runs, and a sync every Lease/4 would cost
+// more than it protects.
+func replaceFile(path string, b []byte, mode fs.FileMode) error {
 	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
 	if err != nil {
 		return err
 	}
 	tmp := f.Name()
 	_, err = f.Write(b)
+	if err == nil && mode != 0o600 {
+		// CreateTemp makes it 0600; a chmod is not narrowed by the umask.
+		err = f.Chmod(mode)
+	}
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}

@@ -91,6 +91,8 @@ type Worker struct {
 	instance string
 	// iso makes the units' cgroups; nil without isolation.
 	iso *isolation.Manager
+	// users says who programs run as.
+	users *users
 
 	mu    sync.Mutex
 	units map[unitKey]*unit
@@ -227,9 +229,18 @@ func New(cfg Config) (*Worker, error) {
 			}
 		}
 	}
+	us, err := newUsers(cfg, os.Geteuid())
+	if err != nil {
+		return nil, err
+	}
 	// After the refusals above: a refused worker makes nothing.
-	if err := os.MkdirAll(cfg.WorkDir, 0o700); err != nil {
+	if err := makeDirs(cfg.WorkDir, us.dirMode()); err != nil {
 		return nil, fmt.Errorf("work dir: %w", err)
+	}
+	if cfg.TLS.Enabled() {
+		if err := copyCA(cfg.WorkDir, cfg.TLS.CA); err != nil {
+			return nil, fmt.Errorf("copy the CA for programs: %w", err)
+		}
 	}
 	cache, err := artifact.OpenCache(filepath.Join(cfg.WorkDir, CacheDir))
 	if err != nil {
@@ -256,6 +267,7 @@ func New(cfg Config) (*Worker, error) {
 	}
 	w := &Worker{
 		instance:  instance,
+		users:     us,
 		cfg:       cfg,
 		log:       cfg.Logger.With("worker", cfg.ID),
 		masters:   masters,

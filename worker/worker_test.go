@@ -354,7 +354,7 @@ func newWorkerAt(t *testing.T, addr string, tune func(*worker.Config)) (*worker.
 	cfg := worker.DefaultConfig()
 	cfg.ID = "w1"
 	cfg.Masters = []string{addr}
-	cfg.WorkDir = filepath.Join(t.TempDir(), "work")
+	cfg.WorkDir = newWorkDir(t)
 	cfg.Cores = 4
 	cfg.MemoryMB = 1024
 	cfg.RunnerCommand = self
@@ -372,6 +372,31 @@ func newWorkerAt(t *testing.T, addr string, tune func(*worker.Config)) (*worker.
 	}
 	t.Cleanup(func() { w.Close() })
 	return w, cfg
+}
+
+// newWorkDir is a work dir to be made in a new temporary directory, which
+// like every directory above it lets every user through (0711): a worker
+// run as root (as in CI) runs programs as nobody, who must reach their
+// working directories below it.
+func newWorkDir(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	for d := dir; strings.HasPrefix(d, os.TempDir()+"/"); d = filepath.Dir(d) {
+		if err := os.Chmod(d, 0o711); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return filepath.Join(dir, "work")
+}
+
+// unitDirMode is the mode of the directories a worker makes for units:
+// 0711 where it runs as root, and so runs programs as another user who
+// must pass through them, 0700 otherwise.
+func unitDirMode() os.FileMode {
+	if os.Geteuid() == 0 {
+		return 0o711
+	}
+	return 0o700
 }
 
 const (
@@ -474,8 +499,8 @@ func TestRunsAssignmentWithEnvAndServesLogs(t *testing.T) {
 	}
 	dir := filepath.Join(cfg.WorkDir, driverA, "attempt-1")
 	for _, d := range []string{dir, filepath.Dir(dir)} {
-		if st, err := os.Stat(d); err != nil || st.Mode().Perm() != 0o700 {
-			t.Fatalf("%s: %v %v, want a 0700 directory", d, st.Mode(), err)
+		if st, err := os.Stat(d); err != nil || st.Mode().Perm() != unitDirMode() {
+			t.Fatalf("%s: %v %v, want a %04o directory", d, st.Mode(), err, unitDirMode())
 		}
 	}
 	stdout := driverA + " 1 w1 " + fm.addr() + " x\n"

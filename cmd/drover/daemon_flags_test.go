@@ -54,7 +54,8 @@ func helpDefault(help, name string) string {
 // ended, as many per client, and 10,000 apps; 64 MiB of events held, a
 // stalled event stream cut off after 30 s, 16 event streams and 64
 // blocking reads per client; finished units kept 7 days, 10 MiB x 5 files
-// of each stream, 4096 processes per unit.
+// of each stream, 4096 processes per unit; and programs run as nobody with
+// PATH, HOME, LANG, LC_*, TZ and TMPDIR of the worker's environment.
 func TestDaemonDefaults(t *testing.T) {
 	worker, code := withStderr(t, func() int { return runWorker([]string{"--help"}) })
 	if code != 0 {
@@ -80,6 +81,8 @@ func TestDaemonDefaults(t *testing.T) {
 		{worker, "log-max-size", "10m"},
 		{worker, "log-max-files", "5"},
 		{worker, "pids-limit", "4096"},
+		{worker, "run-as", `"nobody"`},
+		{worker, "env-allow", "[PATH,HOME,LANG,LC_*,TZ,TMPDIR]"},
 	} {
 		if got := helpDefault(c.help, c.flag); got != c.want {
 			t.Errorf("--%s defaults to %q, want %q", c.flag, got, c.want)

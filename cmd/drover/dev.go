@@ -105,11 +105,17 @@ func runDev(args []string) int {
 	if err != nil {
 		return fail(err)
 	}
+	// 0711: a worker run as root runs programs as nobody, who must pass
+	// through to their working directories; the secrets and the masters'
+	// data are in directories of their own, 0700.
 	if *dir == "" {
-		if *dir, err = os.MkdirTemp("", "drover-dev-"); err != nil {
+		if *dir, err = os.MkdirTemp("", "drover-dev-"); err == nil {
+			err = os.Chmod(*dir, 0o711)
+		}
+		if err != nil {
 			return fail(err)
 		}
-	} else if err := os.MkdirAll(*dir, 0o700); err != nil {
+	} else if err := os.MkdirAll(*dir, 0o711); err != nil {
 		return fail(err)
 	}
 	// Secured like production, with throwaway credentials, so that what

@@ -40,7 +40,7 @@ func runWorker(args []string) int {
 	fs := pflag.NewFlagSet("drover worker", pflag.ContinueOnError)
 	fs.StringVar(&cfg.ID, "id", "", "this worker's ID; keep it across restarts")
 	masters := fs.String("masters", "", "comma-separated HTTP addresses host:port of every master")
-	fs.StringVar(&cfg.WorkDir, "work-dir", "", "directory for drivers' attempt dirs and logs (created 0700)")
+	fs.StringVar(&cfg.WorkDir, "work-dir", "", "directory for drivers' attempt dirs and logs (0711 when programs run as another user, else 0700)")
 	fs.IntVar(&cfg.Cores, "cores", runtime.NumCPU(), "cores offered to drivers")
 	mem := sizeFlag{mb: defaultWorkerMemoryMB()}
 	fs.Var(&mem, "memory", "memory offered to drivers (512m, 4g); default: total memory minus 1 GiB, as Spark's worker")
@@ -73,6 +73,10 @@ func runWorker(args []string) int {
 	resourcesFile := fs.String("resources-file", "", "file of custom resources offered, in Spark's resourcesFile format: [{\"id\":{\"componentName\":\"spark.worker\",\"resourceName\":\"gpu\"},\"addresses\":[\"0\",\"1\"]}]")
 	isolationMode := fs.String("isolation", string(cfg.Isolation), "auto: run each driver and executor in a cgroup of its own (memory limit, CPU quota, pids limit, whole-tree kill) when the machine allows, else warn once and run without; cgroups: refuse to start without them; none: never")
 	fs.Int64Var(&cfg.PidsLimit, "pids-limit", cfg.PidsLimit, "processes and threads each driver or executor may have at once under isolation")
+	fs.StringVar(&cfg.RunAs, "run-as", worker.DefaultRunAs, "user a worker run as root runs drivers and executors as when their submission names none; a worker run as another user runs them as itself and takes no other name")
+	fs.StringSliceVar(&cfg.AllowedUsers, "allowed-users", nil, "comma-separated users, besides --run-as, a submission may ask its programs to run as (--user); others end FAILED")
+	fs.BoolVar(&cfg.AllowRoot, "allow-root", false, "let --run-as, --allowed-users and submissions name root (uid 0)")
+	fs.StringSliceVar(&cfg.EnvAllow, "env-allow", cfg.EnvAllow, "comma-separated variables of the worker's environment that programs get, NAME or PREFIX*; the worker's DROVER_* variables never pass")
 	security := addSecurityFlags(fs, false)
 	logger := addLogFlags(fs)
 	config := addConfigFlag(fs)
@@ -89,6 +93,11 @@ func runWorker(args []string) int {
 		return fail(err)
 	}
 	cfg.TLS, cfg.NodeToken, cfg.Insecure, cfg.AllowedHosts = sec.TLS, sec.NodeToken, sec.Insecure, sec.AllowedHosts
+	if !fs.Changed("run-as") {
+		// The default names nobody only for a worker run as root; one run
+		// as another user runs programs as itself.
+		cfg.RunAs = ""
+	}
 	cfg.MemoryMB = mem.mb
 	cfg.LogMaxFileSize = logMaxSize.b
 	cfg.MinFreeDisk = minFree.b
