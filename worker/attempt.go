@@ -180,7 +180,8 @@ func (u *unit) signal(sig syscall.Signal) {
 }
 
 // start launches o's runner, with w.mu held. A unit that cannot be launched
-// comes back ended, its ERROR report (FAILED for an executor) queued.
+// comes back ended, its ERROR report (FAILED for an executor) queued; one
+// whose user this worker does not run programs as, FAILED.
 func (w *Worker) start(o order) *unit {
 	k := o.key
 	u := &unit{key: k}
@@ -202,8 +203,9 @@ func (w *Worker) start(o order) *unit {
 	}
 	acct, refused := w.users.forUnit(o.user, w.cfg.ID)
 	if refused != "" {
-		// FAILED, with nothing made: the same unit would be refused
-		// the same way after any restart (see the docs' Isolation).
+		// FAILED without a reschedule, nothing made: any run of it here
+		// would be refused alike, and the leader cannot tell which
+		// worker would not (docs/security.md, Users).
 		return end(report{key: k, state: model.DriverFailed, reason: refused})
 	}
 	u.dir = k.dir(w.cfg.WorkDir)

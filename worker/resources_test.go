@@ -16,7 +16,8 @@ import (
 
 // A worker registers the resources it offers; a unit holding some finds
 // its addresses in DROVER_RESOURCE_<NAME> and in a Spark resources file
-// named by DROVER_RESOURCES_FILE, of its own component.
+// named by DROVER_RESOURCES_FILE, of its own component, which it can read
+// as whatever user it runs as.
 func TestUnitsLearnTheirAddresses(t *testing.T) {
 	fm := newFakeMaster(t)
 	offer := model.Resources{"gpu": {"0", "1", "2"}, "fpga": {"f"}}
@@ -27,7 +28,8 @@ func TestUnitsLearnTheirAddresses(t *testing.T) {
 			t.Fatalf("registered %v, want %v", got, offer)
 		}
 	})
-	show := []string{"/bin/sh", "-c", `echo "$DROVER_RESOURCE_GPU|$DROVER_RESOURCE_FPGA|$DROVER_RESOURCES_FILE"`}
+	show := []string{"/bin/sh", "-c", `echo "$DROVER_RESOURCE_GPU|$DROVER_RESOURCE_FPGA|$DROVER_RESOURCES_FILE"
+if [ -n "$DROVER_RESOURCES_FILE" ] && grep -q resourceName "$DROVER_RESOURCES_FILE"; then echo readable; fi`}
 	fm.assign(api.Assignment{DriverID: driverA, Attempt: 1, Argv: show, Cores: 1, MemoryMB: 64, Resources: model.Resources{"gpu": {"2", "0"}}},
 		api.Assignment{DriverID: driverB, Attempt: 1, Argv: show, Cores: 1, MemoryMB: 64})
 	fm.assignExecutors(api.ExecutorAssignment{AppID: appA, ExecutorID: 0, Argv: show, Cores: 1, MemoryMB: 64, Resources: model.Resources{"fpga": {"f"}}})
@@ -37,7 +39,7 @@ func TestUnitsLearnTheirAddresses(t *testing.T) {
 
 	dir := filepath.Join(cfg.WorkDir, driverA, "attempt-1")
 	file := filepath.Join(dir, runner.ResourcesFile)
-	if got, want := readStream(t, dir, runner.StdoutFile), "2,0||"+file+"\n"; got != want {
+	if got, want := readStream(t, dir, runner.StdoutFile), "2,0||"+file+"\nreadable\n"; got != want {
 		t.Fatalf("driver A printed %q, want %q", got, want)
 	}
 	b, err := os.ReadFile(file)

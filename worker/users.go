@@ -72,8 +72,8 @@ func accountOf(u *user.User) (account, error) {
 type users struct {
 	// root says the worker runs as root.
 	root bool
-	// self is the worker's own account; its name alone when the user
-	// databases do not know the worker's uid.
+	// self is the account of a worker not run as root; its uid alone,
+	// as its name, when the user databases do not know it.
 	self account
 	// runAs is the account of Config.RunAs.
 	runAs account
@@ -89,20 +89,16 @@ type users struct {
 // but itself. Each user must be able to reach the work dir.
 func newUsers(cfg Config, euid int) (*users, error) {
 	us := &users{root: euid == 0, allowRoot: cfg.AllowRoot}
-	self, err := user.LookupId(strconv.Itoa(euid))
-	switch {
-	case err == nil:
-		if us.self, err = accountOf(self); err != nil {
-			return nil, err
-		}
-	case us.root:
-		return nil, fmt.Errorf("the worker's own user (uid 0): %w", err)
-	default:
-		// A uid without a passwd entry (a container's) runs programs
-		// as itself all the same.
-		us.self = account{Identity: runner.Identity{Name: strconv.Itoa(euid), UID: uint32(euid)}}
-	}
 	if !us.root {
+		if self, err := user.LookupId(strconv.Itoa(euid)); err == nil {
+			if us.self, err = accountOf(self); err != nil {
+				return nil, err
+			}
+		} else {
+			// A uid without a passwd entry (a container's) runs
+			// programs as itself all the same.
+			us.self = account{Identity: runner.Identity{Name: strconv.Itoa(euid), UID: uint32(euid)}}
+		}
 		for _, n := range append([]string{cfg.RunAs}, cfg.AllowedUsers...) {
 			if n != "" && n != us.self.Name {
 				return nil, fmt.Errorf("--run-as and --allowed-users name %s, but the worker runs as %s (uid %d): only a worker run as root runs programs as another user",
@@ -116,6 +112,7 @@ func newUsers(cfg Config, euid int) (*users, error) {
 	if name == "" {
 		name = DefaultRunAs
 	}
+	var err error
 	if us.runAs, err = us.check("--run-as", name); err != nil {
 		return nil, err
 	}
