@@ -8,6 +8,8 @@ set -euo pipefail
 
 bin=${BIN:-bin}
 dir=$(mktemp -d "${TMPDIR:-/tmp}/drover-demo-XXXXXX")
+# Workers run as root run the job as nobody, who must pass through to it.
+chmod 711 "$dir"
 input=${INPUT:-$(go env GOROOT)/src}
 say() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
 

@@ -40,6 +40,11 @@ type devRun struct {
 func startDev(t *testing.T, args ...string) *devRun {
 	t.Helper()
 	base, err := os.MkdirTemp("", "drover-devtest-")
+	if err == nil {
+		// Its workers, run as root, run programs as nobody, who must
+		// pass through to the cluster's directory.
+		err = os.Chmod(base, 0o711)
+	}
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -35,13 +35,17 @@ type probe struct {
 	dir string
 }
 
-// newProbe makes the probe's directory. It is removed at the end of the
+// newProbe makes the probe's directory, which every user may write, as
+// /tmp (programs run as nobody). It is removed at the end of the
 // test, which comes before the cluster's end (cleanups run last first), so
 // a program still beating may add a file while the directory is removed:
 // the removal is tried again until the directory is gone, which stops the
 // program's writes.
 func newProbe(t *testing.T) *probe {
 	dir, err := os.MkdirTemp("", "drover-probe-")
+	if err == nil {
+		err = os.Chmod(dir, os.ModeSticky|0o777)
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -202,11 +206,28 @@ func readToken(t *testing.T, path string) string {
 // buildWordcount builds examples/wordcount into the test's temp dir.
 func buildWordcount(t *testing.T) string {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "wordcount")
+	bin := filepath.Join(sharedDir(t), "wordcount")
 	if out, err := exec.Command("go", "build", "-o", bin, "github.com/drover-project/drover/examples/wordcount").CombinedOutput(); err != nil {
 		t.Fatalf("build wordcount: %v\n%s", err, out)
 	}
 	return bin
+}
+
+// sharedDir is a new temporary directory that every user may read and
+// pass through (0755, and 0711 the test's directories above it), for what
+// programs, run as nobody by a worker run as root, read or run.
+func sharedDir(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for d := filepath.Dir(dir); strings.HasPrefix(d, os.TempDir()+"/"); d = filepath.Dir(d) {
+		if err := os.Chmod(d, 0o711); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
 }
 
 func registerApp(t *testing.T, c *testcluster.Cluster, spec client.AppSpec) *client.App {

@@ -105,7 +105,7 @@ func TestSetsidGrandchildDiesWithItsDriver(t *testing.T) {
 	for _, how := range []string{"kill", "kill after adoption", "worker SIGKILL", "decommission"} {
 		t.Run(strings.ReplaceAll(how, " ", "-"), func(t *testing.T) {
 			c, w := isolatedCluster(t)
-			probe := t.TempDir()
+			probe := newProbe(t).dir
 			id := submit(t, c, api.SubmitRequest{Argv: []string{"/bin/sh", "-c", grandchildScript},
 				Env: map[string]string{"PROBE": probe}, Cores: 1, MemoryMB: 64})
 			c.WaitDriver(id, 30*time.Second, "RUNNING", isState(model.DriverRunning))

@@ -748,7 +748,7 @@ func TestSecuredClusterRunsDriversAndApps(t *testing.T) {
 
 	// The word count registers an app with its driver token.
 	wc := buildWordcount(t)
-	input := t.TempDir()
+	input := sharedDir(t)
 	for i := range 8 {
 		if err := os.WriteFile(filepath.Join(input, fmt.Sprintf("f%d.txt", i)), []byte(strings.Repeat("alpha beta gamma beta\n", 50+i)), 0o644); err != nil {
 			t.Fatal(err)

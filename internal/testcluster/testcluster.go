@@ -213,6 +213,11 @@ func Start(t TB, opts Options) *Cluster {
 		opts.WorkerTimeout = time.Second
 	}
 	dir, err := os.MkdirTemp("", "drover-test-")
+	if err == nil {
+		// A worker run as root runs programs as nobody, who must pass
+		// through to their working directories in the workers' dirs.
+		err = os.Chmod(dir, 0o711)
+	}
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -143,6 +143,22 @@ func Run(ctx context.Context, cfg Config) (out *Outcome, err error) {
 	if err := os.MkdirAll(probes, 0o755); err != nil {
 		return nil, err
 	}
+	// Workers run as root run the probes as nobody, as they would any
+	// job's program: the probes must reach their program and write their
+	// traces, as a job's user reaches what it runs and writes where it
+	// may. The run folder lets them pass, the probes' folder is open to
+	// all as /tmp is, and the program is a copy inside the run folder
+	// (this process's own may sit in a build directory only its user
+	// can enter).
+	if err := os.Chmod(dir, 0o711); err != nil {
+		return nil, err
+	}
+	if err := os.Chmod(probes, os.ModeSticky|0o777); err != nil {
+		return nil, err
+	}
+	if cfg.Program, err = install(cfg.Program, filepath.Join(dir, "probe-program")); err != nil {
+		return nil, fmt.Errorf("probe program: %w", err)
+	}
 	if err := writeJSON(filepath.Join(dir, "schedule.json"), steps); err != nil {
 		return nil, err
 	}
@@ -352,6 +368,15 @@ func finalViews(c *testcluster.Cluster) ([]checker.MasterView, int) {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
+}
+
+// install copies the executable at from to to, mode 0755, and returns to.
+func install(from, to string) (string, error) {
+	b, err := os.ReadFile(from)
+	if err != nil {
+		return "", err
+	}
+	return to, os.WriteFile(to, b, 0o755)
 }
 
 func copyLogs(from, to string) {

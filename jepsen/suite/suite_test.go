@@ -26,6 +26,10 @@ func runSchedule(t *testing.T, cfg Config) *Outcome {
 	t.Setenv(NetnsEnv, "1")
 	// Kept when the test fails, for its history, probes and node logs.
 	dir, err := os.MkdirTemp("", "drover-jepsen-")
+	if err == nil {
+		// The run's probes, run as nobody, pass through it.
+		err = os.Chmod(dir, 0o711)
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
