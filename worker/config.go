@@ -101,10 +101,12 @@ type Config struct {
 	// the CA's path as DROVER_CACERT.
 	TLS pki.Files
 	// NodeToken is the node token the worker shares with the masters when
-	// they use tokens without TLS: it sends it to the masters (and its
-	// runners read uploads with it) and demands it of them on its own
-	// HTTP server. With TLS the certificate does that, and the node token
-	// is not used. A worker never holds the operator token.
+	// they use tokens without TLS: it sends it to the masters, hands it to
+	// the runners that read uploads through a pipe (runner.Staging's
+	// CredentialFD), never their environment, and demands it of the
+	// masters on its own HTTP server. With TLS the certificate does that,
+	// and the node token is not used. A worker never holds the operator
+	// token. At most runner.MaxCredential bytes.
 	NodeToken string
 	// Insecure lets a worker with neither TLS nor a token listen on an
 	// address other than loopback.
