@@ -43,7 +43,7 @@ func TestLeaderKillDoesNotDisturbRunningDriver(t *testing.T) {
 	id2 := submit(t, c, p.request("true", false))
 	t.Logf("leader %s killed; %s leads; next submission %s accepted after %s", old.ID, next.ID, id2, time.Since(killed).Round(time.Millisecond))
 
-	if d := p.finishes(c, id, 1, 30*time.Second); len(d.Attempts) != 1 {
+	if d := p.finishes(c, id, 1); len(d.Attempts) != 1 {
 		t.Fatalf("%d attempt records, want 1", len(d.Attempts))
 	}
 	c.WaitDriver(id2, 30*time.Second, "FINISHED", isState(model.DriverFinished))
@@ -70,7 +70,7 @@ func TestWorkerKillRelaunchesSupervisedDriver(t *testing.T) {
 	if d.WorkerID == first {
 		t.Fatalf("attempt 2 placed on the dead worker %s", first)
 	}
-	d = p.finishes(c, id, 2, 30*time.Second)
+	d = p.finishes(c, id, 2)
 	starts := p.starts(id)
 	if len(starts) != 2 || starts[0][1] != "1" || starts[0][2] != first || starts[1][1] != "2" || starts[1][2] != d.WorkerID {
 		t.Fatalf("starts = %v, want attempt 1 on %s then attempt 2 on %s", starts, first, d.WorkerID)

@@ -97,12 +97,19 @@ func (p *probe) starts(id string) [][]string {
 	return out
 }
 
+// finishTimeout bounds the wait for a driver to end. The programs run
+// for 20 s at most; on a loaded 2-core machine, where the race detector
+// slows every process and a relaunch waits for a lease, they took up to
+// a minute more. The bound tells a driver that ends from one that never
+// does, not how fast it ends.
+const finishTimeout = 3 * time.Minute
+
 // finishes waits for driver id to end and fails the test unless it ended
 // FINISHED in the given attempt, its probe having started exactly once per
 // attempt: a relaunch never ran an attempt twice or skipped a number.
-func (p *probe) finishes(c *testcluster.Cluster, id string, attempt int, timeout time.Duration) *model.Driver {
+func (p *probe) finishes(c *testcluster.Cluster, id string, attempt int) *model.Driver {
 	p.t.Helper()
-	d := c.WaitDriver(id, timeout, "ended", func(d *model.Driver) bool { return d.State.Terminal() })
+	d := c.WaitDriver(id, finishTimeout, "ended", func(d *model.Driver) bool { return d.State.Terminal() })
 	if starts := p.starts(id); d.State != model.DriverFinished || d.Attempt != attempt || len(starts) != attempt {
 		p.t.Fatalf("driver ended %s at attempt %d after %d starts %v; want FINISHED at attempt %d after %d",
 			d.State, d.Attempt, len(starts), starts, attempt, attempt)

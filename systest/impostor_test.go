@@ -90,7 +90,7 @@ func TestGossipWorkerImpostorsChangeNoLiveness(t *testing.T) {
 	if s := workerState(st, w.ID); s != model.WorkerDead {
 		t.Fatalf("%s is %s, want DEAD", w.ID, s)
 	}
-	p.finishes(c, d.ID, 2, 60*time.Second)
+	p.finishes(c, d.ID, 2)
 }
 
 // gossipPeers reads GET /v1/gossip from master n, as a worker does, with

@@ -90,7 +90,7 @@ func TestWorkerDaemonKillOnly(t *testing.T) {
 	p := newProbe(t)
 	d, w := startedRunning(t, c, p, 20*time.Second)
 	w.Kill()
-	d = p.finishes(c, d.ID, 2, 60*time.Second)
+	d = p.finishes(c, d.ID, 2)
 	if o := p.overlap(d.ID); o > 0 {
 		t.Fatalf("attempts overlapped for %.2fs", o)
 	}
@@ -143,7 +143,7 @@ func TestWorkerPauseLongerThanTimeout(t *testing.T) {
 	}
 	// Attempt 2 runs its whole 15 s of beats, each a fork of date(1): on
 	// a loaded 2-core machine that takes up to twice as long.
-	d = p.finishes(c, d.ID, 2, 60*time.Second)
+	d = p.finishes(c, d.ID, 2)
 	if d.Attempts[0].State == model.DriverFinished {
 		t.Fatal("the zombie attempt was recorded FINISHED")
 	}
@@ -162,7 +162,7 @@ func TestWorkerPauseShorterThanTimeout(t *testing.T) {
 	if err := w.Signal(syscall.SIGCONT); err != nil {
 		t.Fatal(err)
 	}
-	p.finishes(c, d.ID, 1, 40*time.Second)
+	p.finishes(c, d.ID, 1)
 }
 
 // TestWorkerRestartAdoptsDriver: a worker daemon detached (SIGUSR1, as for
@@ -189,7 +189,7 @@ func TestWorkerRestartAdoptsDriver(t *testing.T) {
 			return strings.Count(w.Log(), "adopted attempt") == i
 		})
 	}
-	p.finishes(c, d.ID, 1, 40*time.Second)
+	p.finishes(c, d.ID, 1)
 }
 
 // TestLeaderAndWorkerKilledTogether: the driver is relaunched exactly once.
@@ -207,7 +207,7 @@ func TestLeaderAndWorkerKilledTogether(t *testing.T) {
 	if err := leader.Start(); err != nil {
 		t.Fatal(err)
 	}
-	p.finishes(c, d.ID, 2, 60*time.Second)
+	p.finishes(c, d.ID, 2)
 }
 
 // TestStaleFailedReportChangesNothing replays, from the first worker, a
@@ -325,7 +325,7 @@ func TestStrictFencingIsolatedWorker(t *testing.T) {
 	for _, h := range heals {
 		h()
 	}
-	d = p.finishes(c, d.ID, 2, 60*time.Second)
+	d = p.finishes(c, d.ID, 2)
 	spans := p.liveSpans(d.ID)
 	if o := p.overlap(d.ID); o > 0 {
 		t.Fatalf("attempts overlapped for %.2fs in strict mode: %v", o, spans)
@@ -358,7 +358,7 @@ func TestDefaultFencingIsolatedWorker(t *testing.T) {
 	if end.Sub(healed) > 8*time.Second {
 		t.Fatalf("old attempt ran %s after the partition healed", end.Sub(healed))
 	}
-	d = p.finishes(c, d.ID, 2, 60*time.Second)
+	d = p.finishes(c, d.ID, 2)
 }
 
 // TestDuplicateWorkerIDRefused: a second worker process claiming a live
@@ -373,7 +373,7 @@ func TestDuplicateWorkerIDRefused(t *testing.T) {
 		b, _ := os.ReadFile(filepath.Join(c.Dir, w.ID+"-impostor.log"))
 		return strings.Contains(string(b), "in use by another worker process")
 	})
-	p.finishes(c, d.ID, 1, 30*time.Second)
+	p.finishes(c, d.ID, 1)
 	st, err := testcluster.State(context.Background(), c.Masters[0])
 	if err != nil {
 		t.Fatal(err)

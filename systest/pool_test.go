@@ -27,14 +27,14 @@ func TestClusterFormsWithoutJoin(t *testing.T) {
 			t.Fatal(err)
 		}
 		id := submit(t, c, p.request("exit 0", false))
-		p.finishes(c, id, 1, 60*time.Second)
+		p.finishes(c, id, 1)
 		leader.Kill()
 		next, err := c.Leader(30 * time.Second)
 		if err != nil {
 			t.Fatalf("round %d: %v", round, err)
 		}
 		id = submit(t, c, p.request("exit 0", false))
-		d := p.finishes(c, id, 1, 60*time.Second)
+		d := p.finishes(c, id, 1)
 		if d.State != model.DriverFinished {
 			t.Fatalf("round %d, led by %s: %s is %s", round, next.ID, id, d.State)
 		}
@@ -102,7 +102,7 @@ func TestDesignCommandLines(t *testing.T) {
 	p := newProbe(t)
 	for range 2 {
 		id := submit(t, c, p.request("exit 0", false))
-		if d := p.finishes(c, id, 1, 90*time.Second); d.State != model.DriverFinished {
+		if d := p.finishes(c, id, 1); d.State != model.DriverFinished {
 			t.Fatalf("led by %s with m1 killed: %s is %s", next.ID, id, d.State)
 		}
 	}
