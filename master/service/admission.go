@@ -9,6 +9,7 @@ import (
 
 	"github.com/drover-project/drover/api"
 	"github.com/drover-project/drover/auth"
+	"github.com/drover-project/drover/ids"
 	"github.com/drover-project/drover/model"
 )
 
@@ -87,12 +88,18 @@ func admitted[T any](a *admission, c auth.Caller, access auth.Access, f func() (
 	return f()
 }
 
-// worker admits c for the traffic of worker id: Node access, and the
-// right to act as that worker (Guard.CheckWorker), whose notice it logs
-// the first time it comes.
+// worker admits c for the traffic of worker id: Node access, a valid
+// worker ID (ids.CheckWorker, else api.ErrInvalidRequest), and the right
+// to act as that worker (Guard.CheckWorker), whose notice it logs the
+// first time it comes. The ID is checked before CheckWorker quotes it in
+// a notice or a refusal, so neither carries more than a worker ID's 64
+// characters whatever the path or body held.
 func (a *admission) worker(c auth.Caller, id string) error {
 	if err := a.guard.Check(c.Identity, auth.Node); err != nil {
 		return err
+	}
+	if err := ids.CheckWorker(id); err != nil {
+		return api.Errorf(api.ErrInvalidRequest, "%v", err)
 	}
 	notice, err := a.guard.CheckWorker(c.Identity, id)
 	if err != nil || notice == "" {
