@@ -57,8 +57,9 @@ const (
 	CodeGone Code = "gone"
 	// CodeTooLarge: the body exceeds its bound (413).
 	CodeTooLarge Code = "too_large"
-	// CodeUnsupportedMediaType: a body of JSON sent without
-	// Content-Type: application/json (415; see CheckJSON).
+	// CodeUnsupportedMediaType: a body sent without the Content-Type
+	// of what it is: application/json for JSON (415; see CheckJSON),
+	// application/x-tar for a snapshot archive (CheckArchive).
 	CodeUnsupportedMediaType Code = "unsupported_media_type"
 	// CodeMisdirected: an open node asked under a host name that is not
 	// its own (421; DNS rebinding, see package transport's Gate).

@@ -405,7 +405,10 @@ func (g *Guard) parseDriverToken(tok string) (string, int, bool) {
 // and AppRead here; the service then confines it to its own application
 // (Identity.OwnsDriver). A NodeToken passes Node and BlobRead, and
 // elsewhere counts for no more than no token at all. Node says nothing of
-// which worker a caller may act as: CheckWorker does.
+// which worker a caller may act as: CheckWorker does. Without API tokens,
+// a client or master certificate grants the API (TLS only); the master
+// credential of a master without TLS grants Node and BlobRead, as the
+// node token does, and nothing of the API.
 func (g *Guard) Allows(id Identity, a Access) bool {
 	if g.Open() {
 		return true
@@ -445,8 +448,10 @@ func (g *Guard) Allows(id Identity, a Access) bool {
 		return true
 	}
 	// Without tokens, a CA-signed client or master certificate is the
-	// credential.
-	if !g.Tokens() {
+	// credential, with TLS alone: without it, Master is the raft key's
+	// credential, which crosses the network in plain text on every
+	// forwarded request and proves no operator.
+	if !g.Tokens() && g.cfg.TLS {
 		return id.Role == pki.RoleClient || id.Master
 	}
 	return false

@@ -209,6 +209,7 @@ func TestGuardPolicies(t *testing.T) {
 		keyed        = auth.Config{OperatorToken: opTok, SubmitToken: subTok, MasterCredential: masterCred}
 		nodeTokens   = auth.Config{OperatorToken: opTok, SubmitToken: subTok, NodeToken: nodeTok}
 		nodeOnly     = auth.Config{NodeToken: nodeTok}
+		nodeKeyed    = auth.Config{NodeToken: nodeTok, MasterCredential: masterCred}
 		nodeReads    = auth.Config{OperatorToken: opTok, SubmitToken: subTok, NodeToken: nodeTok, OpenReads: true}
 		tlsNode      = auth.Config{TLS: true, OperatorToken: opTok, SubmitToken: subTok, NodeToken: nodeTok}
 	)
@@ -280,6 +281,10 @@ func TestGuardPolicies(t *testing.T) {
 		{"node token/anonymous", nodeTokens, none, all(noCred)},
 		{"node token alone/node", nodeOnly, cred{header: bearer(nodeTok)}, statuses{denied, denied, denied, denied, denied, pass, pass}},
 		{"node token alone/anonymous", nodeOnly, none, statuses{noCred, noCred, noCred, noCred, noCred, noCred, noCred}},
+		// Without TLS the master credential crosses the network on every
+		// forwarded request: it proves a master, never an operator, even
+		// where no API token is configured to prove one.
+		{"node token+key/master credential", nodeKeyed, cred{master: masterCred}, statuses{noCred, noCred, noCred, noCred, noCred, pass, pass}},
 		// With open reads it reads as anyone does, and no more.
 		{"node token+open reads/node", nodeReads, cred{header: bearer(nodeTok)}, statuses{pass, pass, denied, denied, denied, pass, pass}},
 		// Under TLS the worker certificate is the node credential.

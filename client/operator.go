@@ -70,7 +70,7 @@ func (c *Client) SnapshotSave(ctx context.Context) ([]byte, error) {
 // is sent once, to the leader: a restore is no write to retry, and a copy
 // arriving later would wipe whatever was committed in between.
 func (c *Client) SnapshotRestore(ctx context.Context, archive []byte) (*api.RaftPeers, error) {
-	resp, err := c.toLeader(ctx, http.MethodPost, "/v1/operator/snapshot", archive, http.Header{"Content-Type": {"application/x-tar"}})
+	resp, err := c.toLeader(ctx, http.MethodPost, "/v1/operator/snapshot", archive, http.Header{"Content-Type": {api.ContentTypeTar}})
 	if err != nil {
 		return nil, err
 	}

@@ -32,7 +32,7 @@ func Size(e api.Event) int64 {
 		n += rowBytes + len(e.Executor.Message) + resourcesSize(e.Executor.Resources)
 	case e.Worker != nil:
 		w := e.Worker
-		n += rowBytes + len(w.Instance) + len(w.HTTPAddr) + len(w.Message) + resourcesSize(w.Resources) + resourcesSize(w.ResourcesUsed)
+		n += rowBytes + len(w.HTTPAddr) + len(w.Message) + resourcesSize(w.Resources) + resourcesSize(w.ResourcesUsed)
 	}
 	return int64(n)
 }

@@ -51,15 +51,15 @@ func Format(k Kind, t time.Time, seq int) string {
 }
 
 // Seq returns the sequence number of an ID of kind k. An ID of another
-// form is an error wrapping ErrInvalid that quotes the ID and names the
-// form.
+// form is an error wrapping ErrInvalid that quotes the ID (its first
+// maxQuoted bytes) and names the form.
 func Seq(k Kind, id string) (int, error) {
 	p := driverPattern
 	if k == App {
 		p = appPattern
 	}
 	if !p.MatchString(id) {
-		return 0, fmt.Errorf("%w: %q is not %s ID (%s-<yyyyMMddHHmmss>-<seq>)", ErrInvalid, id, article(k), k)
+		return 0, fmt.Errorf("%w: %s is not %s ID (%s-<yyyyMMddHHmmss>-<seq>)", ErrInvalid, quote(id), article(k), k)
 	}
 	seq, _ := strconv.Atoi(id[strings.LastIndexByte(id, '-')+1:])
 	return seq, nil
@@ -89,9 +89,23 @@ func CheckMaster(id string) error { return checkName("master", id) }
 
 func checkName(what, id string) error {
 	if !namePattern.MatchString(id) {
-		return fmt.Errorf("%w: %s ID %q must match %s", ErrInvalid, what, id, namePattern)
+		return fmt.Errorf("%w: %s ID %s must match %s", ErrInvalid, what, quote(id), namePattern)
 	}
 	return nil
+}
+
+// maxQuoted bounds the bytes of a refused ID that its error quotes: an ID
+// comes from a path or a body of up to a MiB, and the refusal goes back
+// to the caller and at times to a log.
+const maxQuoted = 64
+
+// quote is id quoted, cut to maxQuoted bytes and followed by its length
+// when longer.
+func quote(id string) string {
+	if len(id) <= maxQuoted {
+		return strconv.Quote(id)
+	}
+	return fmt.Sprintf("%q... (%d bytes)", id[:maxQuoted], len(id))
 }
 
 // Maker makes driver and app IDs for one term of leadership. Each sequence

@@ -2,6 +2,7 @@ package ids
 
 import (
 	"errors"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -66,6 +67,28 @@ func TestNames(t *testing.T) {
 	for _, bad := range []string{"", "-w", ".w", "w/1", "w 1", "../w", "wé", "a2345678901234567890123456789012345678901234567890123456789012345"} {
 		if err := CheckWorker(bad); !errors.Is(err, ErrInvalid) {
 			t.Errorf("CheckWorker(%q) = %v, want ErrInvalid", bad, err)
+		}
+	}
+}
+
+// A refused ID is quoted whole up to maxQuoted bytes, and past them cut
+// there and followed by its length, so a megabyte ID makes a short error.
+func TestRefusalsQuoteAShortID(t *testing.T) {
+	const bound = 64 // maxQuoted
+	atBound := "-" + strings.Repeat("w", bound-1)
+	past := atBound + "w"
+	huge := strings.Repeat("w", 1<<20)
+	for _, c := range []struct {
+		err  error
+		want string
+	}{
+		{CheckWorker(atBound), `worker ID "` + atBound + `" must match`},
+		{CheckWorker(past), `worker ID "` + atBound + `"... (65 bytes) must match`},
+		{CheckMaster(huge), `master ID "` + huge[:bound] + `"... (1048576 bytes) must match`},
+		{CheckDriver(huge), `"` + huge[:bound] + `"... (1048576 bytes) is not a driver ID`},
+	} {
+		if !errors.Is(c.err, ErrInvalid) || !strings.Contains(c.err.Error(), c.want) || len(c.err.Error()) > 200 {
+			t.Errorf("refusal %.300q, want ErrInvalid containing %q in at most 200 bytes", c.err, c.want)
 		}
 	}
 }

@@ -414,6 +414,63 @@ func TestLeaderChangeKeepsSubmissionsAndIDs(t *testing.T) {
 	}
 }
 
+// A snapshot restore must say its body is an archive (application/x-tar
+// or application/octet-stream): the operator's own archive sent as
+// text/plain, a form, multipart or with no type, as a page of another
+// site can make a browser post, is 415 before its body is read, and the
+// tables keep the driver submitted after the snapshot; sent as
+// application/octet-stream it is restored.
+func TestRestoreNeedsItsContentType(t *testing.T) {
+	const opTok = "OperatorTok-0123456789abcdef"
+	c := mastertest.Start(t, 1, func(cfg *master.Config) { cfg.OperatorToken = opTok })
+	ctx := c.Context()
+	op := c.Client()
+	if _, err := op.Submit(ctx, submitReq()); err != nil {
+		t.Fatal(err)
+	}
+	archive, err := op.SnapshotSave(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := op.Submit(ctx, submitReq()); err != nil {
+		t.Fatal(err)
+	}
+	restore := func(ct string) (int, []byte) {
+		req, err := http.NewRequest(http.MethodPost, "http://"+c.Leader().HTTP()+api.PathSnapshot, bytes.NewReader(archive))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Authorization", "Bearer "+opTok)
+		if ct != "" {
+			req.Header.Set("Content-Type", ct)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		out, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, out
+	}
+	for _, ct := range []string{"", "text/plain", "application/x-www-form-urlencoded", "multipart/form-data; boundary=x", "application/json"} {
+		status, out := restore(ct)
+		var e api.Error
+		if status != http.StatusUnsupportedMediaType || json.Unmarshal(out, &e) != nil || e.Code != api.CodeUnsupportedMediaType ||
+			!strings.Contains(e.Error, "Content-Type: application/x-tar or application/octet-stream") {
+			t.Errorf("a restore with Content-Type %q: %d %s, want 415 unsupported_media_type", ct, status, out)
+		}
+	}
+	if ds, err := op.Drivers(ctx); err != nil || len(ds) != 2 {
+		t.Fatalf("after refused restores: %d drivers (%v), want the 2 submitted", len(ds), err)
+	}
+	if status, out := restore("application/octet-stream"); status != http.StatusOK {
+		t.Fatalf("a restore as application/octet-stream: %d %s", status, out)
+	}
+	if ds, err := op.Drivers(ctx); err != nil || len(ds) != 1 {
+		t.Fatalf("after the restore: %d drivers (%v), want the snapshot's 1", len(ds), err)
+	}
+}
+
 // An operator's restore rolls the tables back, but not the sequence of
 // IDs: a driver made after the restore never takes the ID of one that a
 // client was given before it, on this leader or the next.

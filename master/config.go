@@ -144,7 +144,9 @@ type Config struct {
 	// NodeToken is the token masters and workers share without TLS
 	// (--node-token-file): workers present it for their own traffic and
 	// upload reads, and masters present it to workers' HTTP (logs). It
-	// must differ from the API tokens. With TLS, certificates do its job.
+	// must differ from the API tokens, and without TLS it needs one of
+	// them beside it (validate), or nobody could use the API. With TLS,
+	// certificates do its job.
 	NodeToken string
 	// AllowUnboundWorkerCerts lets worker certificates that name no
 	// worker (made before certificates named them) act as any worker,
@@ -385,7 +387,9 @@ func (c *Config) validate() error {
 	if c.TLS.Enabled() && (c.TLS.CA == "" || c.TLS.Cert == "" || c.TLS.Key == "") {
 		errs = append(errs, errors.New("TLS needs all of --tls-ca, --tls-cert and --tls-key"))
 	}
-	if err := c.checkRaftKey(); err != nil {
+	if err := c.checkNodeTokenAlone(); err != nil {
+		errs = append(errs, err)
+	} else if err := c.checkRaftKey(); err != nil {
 		errs = append(errs, err)
 	}
 	if c.MaxConnsPerClient < 0 || c.MaxSubmitsPerClient < 0 || c.MaxEventStreamsPerClient < 0 || c.MaxBlockingReadsPerClient < 0 {
@@ -422,6 +426,19 @@ func (c *Config) validate() error {
 		errs = append(errs, errors.New("timeouts must be positive"))
 	}
 	return errors.Join(errs...)
+}
+
+// checkNodeTokenAlone refuses a master with a node token but neither TLS
+// nor an API token. The node token and the masters' credential (the raft
+// key's) grant workers' traffic and upload reads alone, and the credential
+// crosses the network in plain text with every forwarded request, so it
+// must never stand for an operator: such a master's API would serve
+// nobody but its workers.
+func (c *Config) checkNodeTokenAlone() error {
+	if c.NodeToken == "" || c.TLS.Enabled() || c.OperatorToken != "" || c.SubmitToken != "" {
+		return nil
+	}
+	return errors.New("a node token without TLS needs --operator-token-file or --submit-token-file beside it: the node token and the raft key grant workers' traffic alone, so nobody could submit to this master or operate it; give it the operator token (drover keygen > operator.token), or use TLS")
 }
 
 // checkRaftKey asks for the raft key exactly where it is the masters'

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/drover-project/drover/artifact"
+	"github.com/drover-project/drover/internal/atomicfile"
 	"github.com/drover-project/drover/internal/strictjson"
 	"github.com/drover-project/drover/isolation"
 	"github.com/drover-project/drover/model"
@@ -454,10 +455,6 @@ func ReadStatus(dir string) (Status, error) {
 	return st, nil
 }
 
-// tempPrefix begins the names of writeFileAtomic's temporary files for
-// name.
-func tempPrefix(name string) string { return "." + name + ".tmp-" }
-
 // private is the mode of the attempt directory's files that only their
 // owner reads: the spec, the status, the stop file and the logs.
 const private fs.FileMode = 0o600
@@ -466,27 +463,5 @@ const private fs.FileMode = 0o600
 // reader sees either the old or the new content, never a torn write, even
 // across a crash.
 func writeFileAtomic(dir, name string, b []byte, mode fs.FileMode) error {
-	f, err := os.CreateTemp(dir, tempPrefix(name)+"*")
-	if err != nil {
-		return err
-	}
-	tmp := f.Name()
-	_, err = f.Write(b)
-	if err == nil && mode != private {
-		// CreateTemp makes it 0600; a chmod is not narrowed by the umask.
-		err = f.Chmod(mode)
-	}
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, filepath.Join(dir, name))
-	}
-	if err != nil {
-		os.Remove(tmp)
-	}
-	return err
+	return atomicfile.Replace(filepath.Join(dir, name), b, mode, true)
 }

@@ -16,8 +16,11 @@ import (
 	"github.com/drover-project/drover/pki"
 )
 
-// stays fails the test unless cond holds of n's tables at every change
-// for d.
+// stays fails the test unless cond holds of n's tables each time it
+// reads them, every 100 ms for d. It samples, so it sees no change that
+// is undone within 100 ms: enough for a worker's liveness, which changes
+// after a gossip verdict and a timeout of seconds and stays changed until
+// the worker registers again.
 func stays(t *testing.T, n *testcluster.Node, d time.Duration, what string, cond func(*api.State) bool) {
 	t.Helper()
 	deadline := time.Now().Add(d)

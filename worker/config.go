@@ -127,8 +127,13 @@ type Config struct {
 	// listed ends FAILED, saying so, and is not restarted.
 	AllowedUsers []string
 	// AllowRoot lets RunAs and AllowedUsers name root (any user of uid
-	// 0), and units ask for it: without it, a worker refuses to start
-	// naming root, and a unit asking for root ends FAILED.
+	// 0, by the uid the name resolves to): a unit then runs as root only
+	// under a name they list, so AllowRoot is no grant to every
+	// submitter, and an alias of root (another name of uid 0) is refused
+	// unless listed itself. Without it, a worker refuses to start naming
+	// root, and a unit asking for root ends FAILED; with it, a worker
+	// whose RunAs and AllowedUsers name no user of uid 0 refuses to start,
+	// since it would allow nothing.
 	AllowRoot bool
 	// EnvAllow names the variables of the worker's own environment that
 	// a program gets, each a name or a prefix ending in '*' ("*" alone

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/drover-project/drover/client"
+	"github.com/drover-project/drover/internal/atomicfile"
 	"github.com/drover-project/drover/model"
 	"github.com/drover-project/drover/runner"
 )
@@ -87,5 +88,5 @@ func copyCA(workDir, path string) error {
 	if err != nil {
 		return err
 	}
-	return replaceFile(filepath.Join(workDir, CAFile), b, 0o644)
+	return atomicfile.Replace(filepath.Join(workDir, CAFile), b, 0o644, false)
 }

@@ -9,6 +9,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/drover-project/drover/internal/atomicfile"
 )
 
 // InstanceFile is the name, in the work dir, of the file holding the
@@ -35,7 +37,7 @@ func loadInstance(dir string) (string, error) {
 		return "", err
 	}
 	s := hex.EncodeToString(id[:])
-	if err := replaceFile(path, []byte(s+"\n"), 0o600); err != nil {
+	if err := atomicfile.Replace(path, []byte(s+"\n"), 0o600, false); err != nil {
 		return "", fmt.Errorf("write %s: %w", path, err)
 	}
 	return s, nil

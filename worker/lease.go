@@ -2,11 +2,10 @@ package worker
 
 import (
 	"encoding/json"
-	"io/fs"
 	"os"
-	"path/filepath"
 	"time"
 
+	"github.com/drover-project/drover/internal/atomicfile"
 	"github.com/drover-project/drover/internal/procid"
 	"github.com/drover-project/drover/runner"
 )
@@ -60,7 +59,9 @@ func (w *Worker) renewLease(detached bool) error {
 	}
 	b, err := json.Marshal(c)
 	if err == nil {
-		err = replaceFile(w.leasePath, b, 0o600)
+		// Not synced: the lease only matters while this machine runs,
+		// and a sync every Lease/4 would cost more than it protects.
+		err = atomicfile.Replace(w.leasePath, b, 0o600, false)
 	}
 	if err != nil {
 		if terr := os.Chtimes(w.leasePath, now, now); terr != nil {
@@ -69,33 +70,6 @@ func (w *Worker) renewLease(detached bool) error {
 		w.log.Warn("cannot rewrite the lease file; touched it instead", "err", err)
 	}
 	return nil
-}
-
-// replaceFile replaces path with b, of the given mode, atomically, so a
-// reader never sees a partial file. It does not sync: the lease only
-// matters while this machine runs, and a sync every Lease/4 would cost
-// more than it protects.
-func replaceFile(path string, b []byte, mode fs.FileMode) error {
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
-	if err != nil {
-		return err
-	}
-	tmp := f.Name()
-	_, err = f.Write(b)
-	if err == nil && mode != 0o600 {
-		// CreateTemp makes it 0600; a chmod is not narrowed by the umask.
-		err = f.Chmod(mode)
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, path)
-	}
-	if err != nil {
-		os.Remove(tmp)
-	}
-	return err
 }
 
 // previousContact returns, on the monotonic clock of now, when the leader

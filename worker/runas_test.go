@@ -131,24 +131,35 @@ func TestProgramsRunAsAllowedUsersOnly(t *testing.T) {
 	})
 }
 
-// With --allow-root a unit may ask for root; without it the worker runs
-// its default user's programs only.
+// With --allow-root, and root named in --allowed-users, a unit may ask
+// for root; a unit naming no user still runs as --run-as. Neither alone
+// lets it: --allow-root naming no user of uid 0 refuses to start
+// (TestWorkerRefusesUsersItCannotRunAs), root named without it too, and
+// a unit asking for a name of uid 0 that is not named is refused
+// (TestRootNeedsAllowRootAndItsName).
 func TestAllowRootLetsUnitsRunAsRoot(t *testing.T) {
-	us := needRoot(t, "root")
+	us := needRoot(t, "root", "nobody")
 	fm := newFakeMaster(t)
-	_, cfg := newWorker(t, fm, func(c *worker.Config) { c.AllowRoot = true })
-	fm.assign(api.Assignment{DriverID: driverA, Attempt: 1, Argv: idProgram, User: "root"})
-	fm.waitReport(t, driverA, 1, model.DriverFinished)
-	dir := attemptPath(cfg, driverA, 1, "")
-	if got, want := readStream(t, dir, runner.StdoutFile), ranAs(us["root"], dir); got != want {
-		t.Fatalf("printed %q, want %q", got, want)
+	_, cfg := newWorker(t, fm, func(c *worker.Config) { c.AllowRoot, c.AllowedUsers = true, []string{"root"} })
+	fm.assign(api.Assignment{DriverID: driverA, Attempt: 1, Argv: idProgram, User: "root"},
+		api.Assignment{DriverID: driverB, Attempt: 1, Argv: idProgram})
+	for _, c := range []struct {
+		driver string
+		as     *user.User
+	}{{driverA, us["root"]}, {driverB, us["nobody"]}} {
+		fm.waitReport(t, c.driver, 1, model.DriverFinished)
+		dir := attemptPath(cfg, c.driver, 1, "")
+		if got, want := readStream(t, dir, runner.StdoutFile), ranAs(c.as, dir); got != want {
+			t.Errorf("%s printed %q, want %q", c.driver, got, want)
+		}
 	}
 }
 
 // A worker run as root refuses to start, in one line naming the flag and
 // before it makes its work dir, when --run-as or --allowed-users names a
 // user the machine does not know, or root without --allow-root, or a user
-// who could not reach the work dir.
+// who could not reach the work dir, and when --allow-root is given but
+// neither names root, which would allow nothing.
 func TestWorkerRefusesUsersItCannotRunAs(t *testing.T) {
 	needRoot(t, "nobody")
 	closed := filepath.Join(filepath.Dir(newWorkDir(t)), "closed")
@@ -165,6 +176,8 @@ func TestWorkerRefusesUsersItCannotRunAs(t *testing.T) {
 		{"unknown allowed", func(c *worker.Config) { c.AllowedUsers = []string{"daemon", "no-such-user"} }, "", "--allowed-users no-such-user: user: unknown user no-such-user"},
 		{"root run-as", func(c *worker.Config) { c.RunAs = "root" }, "", "--run-as root: root is root (uid 0); programs run as root only with --allow-root"},
 		{"root allowed", func(c *worker.Config) { c.AllowedUsers = []string{"root"} }, "", "--allowed-users root: root is root (uid 0); programs run as root only with --allow-root"},
+		{"allow-root naming no root", func(c *worker.Config) { c.AllowRoot, c.AllowedUsers = true, []string{"daemon"} }, "",
+			"--allow-root: neither --run-as nobody nor --allowed-users names a user of uid 0, so it would let no program run as root; name root in --allowed-users (or --run-as), or drop --allow-root"},
 		{"unreachable", nil, filepath.Join(closed, "work"), "--run-as nobody cannot reach the work dir " + filepath.Join(closed, "work") + ": " + closed +
 			" is mode 0700, owned by 0:0; let every user through it (chmod o+x) or choose another work dir"},
 	} {

@@ -77,18 +77,23 @@ type users struct {
 	self account
 	// runAs is the account of Config.RunAs.
 	runAs account
-	// allowed are the names of Config.AllowedUsers, and allowRoot is
-	// Config.AllowRoot: a unit may ask for these users besides runAs.
+	// allowed are the names of Config.AllowedUsers: a unit may ask for
+	// these users besides runAs. allowRoot is Config.AllowRoot, without
+	// which none of them may be of uid 0.
 	allowed   []string
 	allowRoot bool
+	// lookup resolves a user's name to its account: lookupAccount, the
+	// machine's user databases.
+	lookup func(name string) (account, error)
 }
 
 // newUsers resolves the users of cfg for a worker whose process has uid
 // euid, and refuses, naming the flag, a user the machine does not know,
-// root without --allow-root, and for a worker not run as root any user
+// root without --allow-root, --allow-root when no user of uid 0 is named
+// (it would allow nothing), and for a worker not run as root any user
 // but itself. Each user must be able to reach the work dir.
 func newUsers(cfg Config, euid int) (*users, error) {
-	us := &users{root: euid == 0, allowRoot: cfg.AllowRoot}
+	us := &users{root: euid == 0, allowRoot: cfg.AllowRoot, lookup: lookupAccount}
 	if !us.root {
 		if self, err := user.LookupId(strconv.Itoa(euid)); err == nil {
 			if us.self, err = accountOf(self); err != nil {
@@ -119,6 +124,7 @@ func newUsers(cfg Config, euid int) (*users, error) {
 	if err := us.reaches("--run-as", us.runAs, cfg.WorkDir); err != nil {
 		return nil, err
 	}
+	rootNamed := us.runAs.UID == 0
 	for _, n := range cfg.AllowedUsers {
 		a, err := us.check("--allowed-users", n)
 		if err == nil {
@@ -128,6 +134,10 @@ func newUsers(cfg Config, euid int) (*users, error) {
 			return nil, err
 		}
 		us.allowed = append(us.allowed, n)
+		rootNamed = rootNamed || a.UID == 0
+	}
+	if us.allowRoot && !rootNamed {
+		return nil, fmt.Errorf("--allow-root: neither --run-as %s nor --allowed-users names a user of uid 0, so it would let no program run as root; name root in --allowed-users (or --run-as), or drop --allow-root", name)
 	}
 	return us, nil
 }
@@ -135,7 +145,7 @@ func newUsers(cfg Config, euid int) (*users, error) {
 // check resolves name, given by flag, for a worker run as root: the user
 // must exist, and be root only with --allow-root.
 func (us *users) check(flag, name string) (account, error) {
-	a, err := lookupAccount(name)
+	a, err := us.lookup(name)
 	if err != nil {
 		return a, fmt.Errorf("%s %s: %w", flag, name, err)
 	}
@@ -147,9 +157,13 @@ func (us *users) check(flag, name string) (account, error) {
 
 // forUnit is the account a unit's program runs as, for a unit that asks
 // for name ("" for the worker's default), on worker id; or, when the
-// worker does not run it as that user, the one-line reason. The name is
-// resolved again now: the user databases may have changed since the
-// worker started.
+// worker does not run it as that user, the one-line reason. A name is
+// allowed when it is runAs's or in allowed, itself: another name of the
+// same uid is not, so an alias of root (a second passwd entry of uid 0)
+// is refused unless named as root is. Whether the account is root is
+// its resolved uid's to say, whatever its name, and root needs
+// --allow-root besides being named. The name is resolved again now: the
+// user databases may have changed since the worker started.
 func (us *users) forUnit(name, id string) (account, string) {
 	switch {
 	case !us.root && (name == "" || name == us.self.Name):
@@ -159,13 +173,16 @@ func (us *users) forUnit(name, id string) (account, string) {
 	case name == "":
 		name = us.runAs.Name
 	}
-	a, err := lookupAccount(name)
+	a, err := us.lookup(name)
+	named := name == us.runAs.Name || slices.Contains(us.allowed, name)
 	switch {
 	case err != nil:
 		return a, fmt.Sprintf("user %s is unknown on worker %s: %v", name, id, err)
 	case a.UID == 0 && !us.allowRoot:
 		return a, fmt.Sprintf("user %s is root (uid 0), which worker %s runs programs as only with --allow-root", name, id)
-	case name != us.runAs.Name && !slices.Contains(us.allowed, name) && a.UID != 0:
+	case a.UID == 0 && !named:
+		return a, fmt.Sprintf("user %s is root (uid 0), which worker %s runs programs as only when --run-as or --allowed-users names %s", name, id, name)
+	case !named:
 		return a, fmt.Sprintf("user %s is not in worker %s's --allowed-users", name, id)
 	}
 	return a, ""

@@ -1,8 +1,11 @@
 package worker
 
 import (
+	"cmp"
 	"os/user"
 	"testing"
+
+	"github.com/drover-project/drover/runner"
 )
 
 // A worker not run as root (here one of uid 1) runs every program as
@@ -45,5 +48,61 @@ func TestWorkerNotRunAsRootRunsProgramsAsItself(t *testing.T) {
 	}
 	if us.dirMode() != 0o700 {
 		t.Errorf("a worker not run as root makes directories %04o, want 0700", us.dirMode())
+	}
+}
+
+// A worker run as root runs a unit as a user of uid 0 only with
+// --allow-root and when that very name is --run-as or in
+// --allowed-users: --allow-root alone grants no submitter root, and a
+// second name of uid 0 (toor here, an alias of root in a made-up user
+// database) is refused unless it is named itself, whichever other name
+// of uid 0 is.
+func TestRootNeedsAllowRootAndItsName(t *testing.T) {
+	db := map[string]account{}
+	for _, a := range []account{{Identity: runner.Identity{Name: "root"}}, {Identity: runner.Identity{Name: "toor"}},
+		{Identity: runner.Identity{Name: "nobody", UID: 65534, GID: 65534}}, {Identity: runner.Identity{Name: "alice", UID: 1000, GID: 1000}}} {
+		db[a.Name] = a
+	}
+	lookup := func(name string) (account, error) {
+		if a, ok := db[name]; ok {
+			return a, nil
+		}
+		return account{}, user.UnknownUserError(name)
+	}
+	notNamed := func(n string) string {
+		return "user " + n + " is root (uid 0), which worker w1 runs programs as only when --run-as or --allowed-users names " + n
+	}
+	for _, c := range []struct {
+		name      string
+		runAs     string
+		allowed   []string
+		allowRoot bool
+		// want is the reason a unit asking for each name is refused,
+		// "" for one it runs as.
+		want map[string]string
+	}{
+		{"allow-root, root not named", "nobody", []string{"alice"}, true, map[string]string{
+			"": "", "nobody": "", "alice": "", "root": notNamed("root"), "toor": notNamed("toor")}},
+		{"root allowed", "nobody", []string{"root"}, true, map[string]string{
+			"": "", "root": "", "toor": notNamed("toor"), "alice": "user alice is not in worker w1's --allowed-users"}},
+		{"alias allowed", "nobody", []string{"toor"}, true, map[string]string{"toor": "", "root": notNamed("root")}},
+		{"run as root", "root", nil, true, map[string]string{"": "", "root": "", "toor": notNamed("toor"),
+			"nobody": "user nobody is not in worker w1's --allowed-users"}},
+		{"root named without allow-root", "nobody", []string{"root", "alice"}, false, map[string]string{
+			"alice": "", "root": "user root is root (uid 0), which worker w1 runs programs as only with --allow-root",
+			"toor": "user toor is root (uid 0), which worker w1 runs programs as only with --allow-root"}},
+	} {
+		us := &users{root: true, runAs: db[c.runAs], allowed: c.allowed, allowRoot: c.allowRoot, lookup: lookup}
+		for name, want := range c.want {
+			a, refused := us.forUnit(name, "w1")
+			if refused != want {
+				t.Errorf("%s: a unit asking for %q: refused %q, want %q", c.name, name, refused, want)
+				continue
+			}
+			wantName := cmp.Or(name, c.runAs)
+			if want == "" && (a.Name != wantName || a.UID != db[wantName].UID) {
+				t.Errorf("%s: a unit asking for %q runs as %+v, want %s", c.name, name, a, wantName)
+			}
+		}
 	}
 }

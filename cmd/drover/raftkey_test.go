@@ -11,9 +11,11 @@ import (
 )
 
 // A master takes a raft key only where it is the masters' proof to each
-// other, tokens without TLS, and there it cannot start without one: each
-// refusal is one line saying why and what to do, and leaves no data dir.
-func TestMasterRaftKeyRules(t *testing.T) {
+// other, tokens without TLS, and there it cannot start without one; a node
+// token without TLS needs an API token beside it, since the node token and
+// the raft key open the API to nobody. Each refusal is one line saying why
+// and what to do, and leaves no data dir.
+func TestMasterCredentialRules(t *testing.T) {
 	dir := t.TempDir()
 	sec, err := devsecrets.Make(filepath.Join(dir, "secrets"), "127.0.0.1")
 	if err != nil {
@@ -30,6 +32,9 @@ func TestMasterRaftKeyRules(t *testing.T) {
 	}
 	tlsFiles := []string{"--tls-ca", sec.CA, "--tls-cert", m1.Cert, "--tls-key", m1.Key}
 	key := []string{"--raft-key-file", sec.RaftKey}
+	// With the gossip key, which such a master needs too, so that the
+	// node token is all it lacks.
+	node := []string{"--node-token-file", sec.NodeToken, "--gossip-key-file", sec.GossipKey}
 	cat := func(parts ...[]string) []string {
 		var out []string
 		for _, p := range parts {
@@ -49,6 +54,9 @@ func TestMasterRaftKeyRules(t *testing.T) {
 		{"key without tokens", key, "", []string{"--raft-key-file is for masters with tokens and no TLS"}},
 		{"key open to others", cat(tokens, []string{"--raft-key-file", openKey}), "", []string{"raft key file", "chmod 600"}},
 		{"key that is no key", tokens, "c2hvcnQ=", []string{"$DROVER_RAFT_KEY", "raft key is 5 bytes, want 32"}},
+		{"node token and key alone", cat(node, key), "", []string{"a node token without TLS needs --operator-token-file or --submit-token-file", "nobody could submit"}},
+		{"node token alone", node, "", []string{"a node token without TLS needs --operator-token-file or --submit-token-file"}},
+		{"node token and key with open reads", cat(node, key, []string{"--open-reads"}), "", []string{"a node token without TLS needs"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Setenv("DROVER_RAFT_KEY", tc.env)

@@ -57,7 +57,7 @@ func addSecurityFlags(fs *pflag.FlagSet, master bool) func() (nodeSecurity, erro
 	} else {
 		_ = fs.MarkHidden("operator-token-file")
 	}
-	nodeFile := fs.String("node-token-file", "", "file holding the node token, shared by masters and workers when they use tokens without TLS: workers present it for their own traffic and upload reads, masters to workers' logs; it grants nothing else (drover keygen) [$DROVER_NODE_TOKEN_FILE, or $DROVER_NODE_TOKEN]")
+	nodeFile := fs.String("node-token-file", "", "file holding the node token, shared by masters and workers when they use tokens without TLS: workers present it for their own traffic and upload reads, masters to workers' logs; it grants nothing else, so a master without TLS needs the operator or submit token beside it (drover keygen) [$DROVER_NODE_TOKEN_FILE, or $DROVER_NODE_TOKEN]")
 	keyFile := fs.String("gossip-key-file", "", "file holding the base64 gossip encryption key (drover keygen) [$DROVER_GOSSIP_KEY_FILE]")
 	key := fs.String("gossip-key", "", "the base64 gossip encryption key itself; shows in ps, so prefer --gossip-key-file or $DROVER_GOSSIP_KEY")
 	fs.BoolVar(&s.Insecure, "insecure", false, "allow listening on an address other than loopback with neither TLS nor tokens")

@@ -75,7 +75,7 @@ func runWorker(args []string) int {
 	fs.Int64Var(&cfg.PidsLimit, "pids-limit", cfg.PidsLimit, "processes and threads each driver or executor may have at once under isolation")
 	fs.StringVar(&cfg.RunAs, "run-as", worker.DefaultRunAs, "user a worker run as root runs drivers and executors as when their submission names none; a worker run as another user runs them as itself and takes no other name")
 	fs.StringSliceVar(&cfg.AllowedUsers, "allowed-users", nil, "comma-separated users, besides --run-as, a submission may ask its programs to run as (--user); others end FAILED")
-	fs.BoolVar(&cfg.AllowRoot, "allow-root", false, "let --run-as, --allowed-users and submissions name root (uid 0)")
+	fs.BoolVar(&cfg.AllowRoot, "allow-root", false, "let --run-as and --allowed-users name root (any user of uid 0); a submission runs as root only under a name they list, and the worker refuses to start when they name none")
 	fs.StringSliceVar(&cfg.EnvAllow, "env-allow", cfg.EnvAllow, "comma-separated variables of the worker's environment that programs get, NAME or PREFIX*; the worker's DROVER_* variables never pass")
 	security := addSecurityFlags(fs, false)
 	logger := addLogFlags(fs)

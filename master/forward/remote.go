@@ -206,7 +206,7 @@ func (cl *call) snapshot() (*service.Snapshot, error) {
 
 // restore sends a snapshot archive to the leader.
 func (cl *call) restore(archive io.Reader, out any) error {
-	resp, err := cl.do(http.MethodPost, api.PathSnapshot, nil, archive, http.Header{"Content-Type": {"application/x-tar"}})
+	resp, err := cl.do(http.MethodPost, api.PathSnapshot, nil, archive, http.Header{"Content-Type": {api.ContentTypeTar}})
 	if err != nil {
 		return err
 	}

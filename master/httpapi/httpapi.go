@@ -522,15 +522,25 @@ func (h *handlers) saveSnapshot(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer snap.Body.Close()
-	w.Header().Set("Content-Type", "application/x-tar")
+	w.Header().Set("Content-Type", api.ContentTypeTar)
 	w.Header().Set("Content-Disposition", fmt.Sprintf("attachment; filename=%q", snap.Name))
 	w.WriteHeader(http.StatusOK)
 	_, _ = io.Copy(w, snap.Body)
 }
 
+// restoreSnapshot refuses a caller without a credential and a body not
+// declared an archive (api.CheckArchive) before it reads the body.
 func (h *handlers) restoreSnapshot(w http.ResponseWriter, r *http.Request) {
 	c, ok := h.caller(w, r)
 	if !ok {
+		return
+	}
+	if err := h.Guard.CheckCredential(c.Identity); err != nil {
+		h.writeError(w, err)
+		return
+	}
+	if err := api.CheckArchive(r.Header); err != nil {
+		h.writeError(w, err)
 		return
 	}
 	peers, err := h.Service.RestoreSnapshot(r.Context(), c, r.Body)

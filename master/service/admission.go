@@ -9,6 +9,8 @@ import (
 
 	"github.com/drover-project/drover/api"
 	"github.com/drover-project/drover/auth"
+	"github.com/drover-project/drover/ids"
+	"github.com/drover-project/drover/internal/warnonce"
 	"github.com/drover-project/drover/model"
 )
 
@@ -53,29 +55,28 @@ const (
 // token is committed in this master's tables (fsm.FSM.DriverByToken); nil
 // knows none.
 func Admit(next Service, g *auth.Guard, log *slog.Logger, b Bounds, known func(token string) bool) Service {
-	return &admission{next: next, guard: g, log: log, known: known, submitting: newInflight(b.Submits), uploading: newInflight(b.Uploads),
-		streaming: newInflight(b.EventStreams), blocking: newInflight(b.BlockingReads), noticed: map[string]bool{}}
+	return &admission{next: next, guard: g, known: known, submitting: newInflight(b.Submits), uploading: newInflight(b.Uploads),
+		streaming: newInflight(b.EventStreams), blocking: newInflight(b.BlockingReads),
+		noticed: warnonce.New(log, maxNoticed, "worker credentials' notices came for more workers than are logged; further ones are not logged")}
 }
 
 type admission struct {
 	next       Service
 	guard      *auth.Guard
-	log        *slog.Logger
 	known      func(token string) bool
 	submitting *inflight
 	uploading  *inflight
 	streaming  *inflight
 	blocking   *inflight
 
-	// noticed holds the notices of Guard.CheckWorker logged already, each
-	// naming its worker, up to maxNoticed.
-	noticeMu sync.Mutex
-	noticed  map[string]bool
+	// noticed logs each notice of Guard.CheckWorker once, keyed by the
+	// notice, which names its (checked) worker.
+	noticed *warnonce.Set
 }
 
 // maxNoticed bounds the notices remembered, so that callers naming ever
-// new worker IDs cannot grow the set without end; past it the set starts
-// over, and a notice may be logged again.
+// new worker IDs can neither grow the set without end nor flood the log:
+// past it, one line says further notices go unlogged.
 const maxNoticed = 4096
 
 // admitted runs f when c has access, and returns its results.
@@ -87,30 +88,24 @@ func admitted[T any](a *admission, c auth.Caller, access auth.Access, f func() (
 	return f()
 }
 
-// worker admits c for the traffic of worker id: Node access, and the
-// right to act as that worker (Guard.CheckWorker), whose notice it logs
-// the first time it comes.
+// worker admits c for the traffic of worker id: Node access, a valid
+// worker ID (ids.CheckWorker, else api.ErrInvalidRequest), and the right
+// to act as that worker (Guard.CheckWorker), whose notice it logs the
+// first time it comes. The ID is checked before CheckWorker quotes it in
+// a notice or a refusal, so neither carries more than a worker ID's 64
+// characters whatever the path or body held.
 func (a *admission) worker(c auth.Caller, id string) error {
 	if err := a.guard.Check(c.Identity, auth.Node); err != nil {
 		return err
 	}
+	if err := ids.CheckWorker(id); err != nil {
+		return api.Errorf(api.ErrInvalidRequest, "%v", err)
+	}
 	notice, err := a.guard.CheckWorker(c.Identity, id)
-	if err != nil || notice == "" {
-		return err
+	if err == nil && notice != "" {
+		a.noticed.Warn(notice, notice, "worker", id, "deprecated", true)
 	}
-	a.noticeMu.Lock()
-	first := !a.noticed[notice]
-	if first {
-		if len(a.noticed) >= maxNoticed {
-			clear(a.noticed)
-		}
-		a.noticed[notice] = true
-	}
-	a.noticeMu.Unlock()
-	if first {
-		a.log.Warn(notice, "worker", id, "deprecated", true)
-	}
-	return nil
+	return err
 }
 
 // workerAdmitted runs f when c may act as worker id (admission.worker).

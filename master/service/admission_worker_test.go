@@ -91,3 +91,56 @@ func TestAdmitHoldsWorkersToTheirID(t *testing.T) {
 		t.Fatalf("logged %q: want the operator token's notice once, and nothing for the node token", logged.String())
 	}
 }
+
+// A worker ID that is no worker ID is refused 400 before the guard
+// quotes it: an unbound worker certificate (with
+// --allow-unbound-worker-certs) or the operator token naming a megabyte
+// ID by path or body logs no notice and gets a refusal that quotes a
+// short prefix of it, and nothing goes further.
+func TestAdmitChecksTheWorkerIDFirst(t *testing.T) {
+	ctx := context.Background()
+	huge := strings.Repeat("w", 1<<20)
+	for _, c := range []struct {
+		name   string
+		cfg    auth.Config
+		caller auth.Identity
+	}{
+		{"unbound certificate", auth.Config{TLS: true, OperatorToken: "OperatorTok-0123456789abcdef", AllowUnboundWorkerCerts: true}, auth.Identity{Role: pki.RoleWorker}},
+		{"operator token", auth.Config{OperatorToken: "OperatorTok-0123456789abcdef", NodeToken: "NodeTok-0123456789ABCDEFGHIJ"}, auth.Identity{Token: auth.OperatorToken}},
+	} {
+		g, err := auth.New(c.cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var logged bytes.Buffer
+		next := &workerCalls{}
+		s := Admit(next, g, slog.New(slog.NewTextHandler(&logged, nil)), Bounds{}, nil)
+		caller := auth.Caller{Identity: c.caller}
+		for _, id := range []string{huge, "../w1", "w" + strings.Repeat("1", 64)} {
+			for what, err := range map[string]error{
+				"register":  func() error { _, err := s.RegisterWorker(ctx, caller, api.RegisterWorkerRequest{ID: id}); return err }(),
+				"heartbeat": func() error { _, err := s.Heartbeat(ctx, caller, id, api.HeartbeatRequest{}); return err }(),
+				"decommission": func() error {
+					_, err := s.DecommissionWorker(ctx, caller, id, api.DecommissionWorkerRequest{})
+					return err
+				}(),
+			} {
+				if !errors.Is(err, api.ErrInvalidRequest) || len(err.Error()) > 200 {
+					t.Errorf("%s: %s as %.20q...: %.300v, want a short 400", c.name, what, id, err)
+				}
+			}
+		}
+		if next.n != 0 || logged.Len() != 0 {
+			t.Errorf("%s: %d calls went past admission and it logged %.300q, want none", c.name, next.n, logged.String())
+		}
+		// A valid ID still passes, its notice logged once.
+		for range 2 {
+			if _, err := s.Heartbeat(ctx, caller, "w1", api.HeartbeatRequest{}); err != nil {
+				t.Fatalf("%s: heartbeat as w1: %v", c.name, err)
+			}
+		}
+		if strings.Count(logged.String(), "\n") != 1 || !strings.Contains(logged.String(), "w1") {
+			t.Errorf("%s: logged %q, want one notice naming w1", c.name, logged.String())
+		}
+	}
+}

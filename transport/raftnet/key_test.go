@@ -281,7 +281,7 @@ func TestStreamLayerRaftKeyRefuses(t *testing.T) {
 // saying so once.
 func TestRefusalsLoggedOncePerAddress(t *testing.T) {
 	log := &records{}
-	r := refusals{log: slog.New(log), seen: map[string]bool{}}
+	r := newRefusals(slog.New(log))
 	addr := func(i int) net.Addr {
 		return &net.TCPAddr{IP: net.IPv4(10, byte(i>>16), byte(i>>8), byte(i)), Port: 40000 + i%1000}
 	}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/hashicorp/raft"
 
+	"github.com/drover-project/drover/internal/warnonce"
 	"github.com/drover-project/drover/transport"
 )
 
@@ -79,7 +80,7 @@ func NewStreamLayer(bindAddr string, server, client *tls.Config, self func() Sel
 	if err != nil {
 		return nil, fmt.Errorf("raft listen: %w", err)
 	}
-	a := &acceptor{Listener: ln, config: server, self: self, refused: refusals{log: log, seen: map[string]bool{}}}
+	a := &acceptor{Listener: ln, config: server, self: self, refused: newRefusals(log)}
 	return &StreamLayer{Listener: a, bindIP: host, advertise: ln.Addr(), client: client}, nil
 }
 
@@ -198,48 +199,24 @@ func (l *acceptor) Accept() (net.Conn, error) {
 // logged again should it fail later. At most maxRefusalsLogged addresses
 // are kept; past them one line says that further ones go unlogged, so a
 // scanner with many addresses can neither flood the log nor grow the set.
-type refusals struct {
-	log  *slog.Logger
-	mu   sync.Mutex
-	seen map[string]bool
-	// full is set once the line saying that no more addresses are
-	// logged was written.
-	full bool
-}
+type refusals struct{ set *warnonce.Set }
 
 // maxRefusalsLogged bounds the addresses refusals remembers.
 const maxRefusalsLogged = 1024
 
+func newRefusals(log *slog.Logger) refusals {
+	return refusals{warnonce.New(log, maxRefusalsLogged, "refused Raft peers from more addresses than are logged; further ones are not logged")}
+}
+
 // add logs a refused peer at addr, unless it was logged already.
-func (r *refusals) add(addr net.Addr, why error) {
+func (r refusals) add(addr net.Addr, why error) {
 	ip := hostOf(addr)
-	r.mu.Lock()
-	logged, full := r.seen[ip], len(r.seen) >= maxRefusalsLogged
-	first := !logged && !full
-	if first {
-		r.seen[ip] = true
-	}
-	overflow := !logged && full && !r.full
-	if overflow {
-		r.full = true
-	}
-	r.mu.Unlock()
-	switch {
-	case first:
-		r.log.Warn("refused a Raft peer that did not prove it is a master of this cluster; later refusals from this address are not logged",
-			"remote", ip, "err", why)
-	case overflow:
-		r.log.Warn("refused Raft peers from more addresses than are logged; further ones are not logged", "limit", maxRefusalsLogged)
-	}
+	r.set.Warn(ip, "refused a Raft peer that did not prove it is a master of this cluster; later refusals from this address are not logged",
+		"remote", ip, "err", why)
 }
 
 // forget drops addr, whose handshake succeeded.
-func (r *refusals) forget(addr net.Addr) {
-	ip := hostOf(addr)
-	r.mu.Lock()
-	delete(r.seen, ip)
-	r.mu.Unlock()
-}
+func (r refusals) forget(addr net.Addr) { r.set.Forget(hostOf(addr)) }
 
 // hostOf is the IP of a TCP address, the whole address otherwise.
 func hostOf(addr net.Addr) string {
