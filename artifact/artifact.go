@@ -25,6 +25,8 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"path/filepath"
+	"strconv"
 	"sync"
 	"time"
 
@@ -118,9 +120,13 @@ type Stager struct {
 	// would take its writes elsewhere. Empty means the unit's directory
 	// itself.
 	Scratch string
-	// Owner, when set, is given every file and directory staged (the
-	// program's user), before they are moved into the unit's directory;
-	// nil leaves them this process's.
+	// Owner, when set, is the program's user: every file and directory
+	// staged is given to it before they are moved into the unit's
+	// directory, and, when it is another user than this process's, a
+	// file:// artifact is opened with its rights, so that a staging run
+	// as root reads no file the program could not (see openAs). Nil
+	// leaves the files this process's and opens file:// artifacts with
+	// its own rights, which are then the program's.
 	Owner *Owner
 	// RetryBase is the first pause before a download is tried again
 	// (default DefaultRetryBase).
@@ -154,9 +160,24 @@ func (s *Stager) log() *slog.Logger {
 	return slog.New(slog.DiscardHandler)
 }
 
-// Owner is a numeric user and group, as chown(2) takes them.
+// Owner is a program's user: its numeric user and primary group, as
+// chown(2) takes them, and its supplementary groups, which decide with
+// them what it may read.
 type Owner struct {
+	// Name names the user in refusals ("user nobody may not read it");
+	// empty names it by its uid.
+	Name     string
 	UID, GID int
+	// Groups are the supplementary group IDs; empty is none.
+	Groups []int
+}
+
+// name is o's name, or its uid when it has none.
+func (o Owner) name() string {
+	if o.Name != "" {
+		return o.Name
+	}
+	return "uid " + strconv.Itoa(o.UID)
 }
 
 // Staged is the outcome of a staging: it pins the cache entries the unit
@@ -164,8 +185,9 @@ type Owner struct {
 // evict what a live unit uses.
 type Staged struct {
 	pins []*os.File
-	// Fetched counts the artifacts downloaded rather than found in the
-	// cache.
+	// Fetched counts the artifacts downloaded into the cache rather than
+	// found there; file:// artifacts, copied and never cached, are not
+	// counted.
 	Fetched int
 }
 
@@ -182,23 +204,34 @@ func (st *Staged) Release() {
 
 // Stage makes as present in dir, the unit's directory: it finds each
 // artifact in the cache (its bytes verified again) or fetches it (at most
-// fetchParallel at once, each within Limits.Timeout), then copies or
-// unpacks them all into a temporary directory in Scratch, gives them to
+// fetchParallel at once, each within Limits.Timeout), or copies a file://
+// artifact with Owner's rights into a temporary directory in Scratch,
+// then copies or unpacks them all into that directory, gives them to
 // Owner, and moves what they make into dir, each under its Dest. It
 // either stages every artifact or leaves dir as it was, and returns the
 // first failure as one line naming the artifact: "fetch URL: CAUSE"
-// (ErrTooLarge, ErrTimedOut, ErrChecksum, an HTTP status, ...) or "stage
-// URL: CAUSE" (an archive entry that leaves the directory, a name two
-// artifacts use or dir holds already, ...). Cancelling ctx (a stop) ends
-// it at once with ctx's cause.
+// (ErrTooLarge, ErrTimedOut, ErrChecksum, an HTTP status, "user nobody
+// may not read it: permission denied", ...) or "stage URL: CAUSE" (an
+// archive entry that leaves the directory, a name two artifacts use or
+// dir holds already, ...). Cancelling ctx (a stop) ends it at once with
+// ctx's cause.
 func (s *Stager) Stage(ctx context.Context, dir string, as []model.Artifact) (*Staged, error) {
 	lim := s.Limits.WithDefaults()
+	scratch := s.Scratch
+	if scratch == "" {
+		scratch = dir
+	}
+	tmp, err := makeScratch(scratch)
+	if err != nil {
+		return nil, fmt.Errorf("stage: %w", err)
+	}
+	defer os.RemoveAll(tmp)
 	entries := make([]*entry, len(as))
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(fetchParallel)
 	for i, a := range as {
 		g.Go(func() error {
-			e, err := s.get(gctx, a, lim)
+			e, err := s.get(gctx, a, lim, filepath.Join(tmp, localPrefix+strconv.Itoa(i)))
 			if err != nil {
 				return fmt.Errorf("fetch %s: %w", label(a), err)
 			}
@@ -206,22 +239,22 @@ func (s *Stager) Stage(ctx context.Context, dir string, as []model.Artifact) (*S
 			return nil
 		})
 	}
-	err := g.Wait()
+	if err = g.Wait(); err == nil {
+		err = place(dir, tmp, as, entries, lim, s.Owner)
+	}
 	st := &Staged{}
 	for _, e := range entries {
-		if e != nil {
+		switch {
+		case e == nil:
+		case e.local:
+			// A copy of its own, removed with tmp: nothing to pin.
+			e.f.Close()
+		default:
 			st.pins = append(st.pins, e.f)
 			if e.fetched {
 				st.Fetched++
 			}
 		}
-	}
-	if err == nil {
-		scratch := s.Scratch
-		if scratch == "" {
-			scratch = dir
-		}
-		err = place(dir, scratch, as, entries, lim, s.Owner)
 	}
 	if err != nil {
 		st.Release()
@@ -233,12 +266,21 @@ func (s *Stager) Stage(ctx context.Context, dir string, as []model.Artifact) (*S
 	return st, nil
 }
 
-// get returns a's cache entry, pinned, within a's deadline.
-func (s *Stager) get(ctx context.Context, a model.Artifact, lim Limits) (*entry, error) {
+// get returns a's entry within a's deadline: a file:// artifact copied
+// to local, any other from the cache, pinned.
+func (s *Stager) get(ctx context.Context, a model.Artifact, lim Limits, local string) (*entry, error) {
 	ctx, cancel := context.WithTimeoutCause(ctx, lim.Timeout, errDeadline)
 	defer cancel()
 	start := time.Now()
 	f := &fetcher{s: s, a: a, lim: lim}
+	if path, ok := localPath(a); ok {
+		e, err := f.copyLocal(ctx, path, local)
+		if err != nil {
+			return nil, err
+		}
+		s.log().Info("artifact copied", "artifact", a.String(), "sha256", e.sum, "bytes", e.size, "took", time.Since(start))
+		return e, nil
+	}
 	e, err := s.Cache.get(ctx, a, f.fetch, func() {
 		s.log().Info("waiting for another process's download of the artifact", "artifact", a.String())
 	})

@@ -88,8 +88,10 @@ type entry struct {
 	size int64
 	// fetched says this process downloaded it rather than found it;
 	// replaced, that it found an entry of the same digest whose bytes no
-	// longer matched it, and removed it first.
-	fetched, replaced bool
+	// longer matched it, and removed it first; local, that it is no
+	// cache entry but a staging's own copy of a file:// artifact
+	// (fetcher.copyLocal), removed with the staging's directory.
+	fetched, replaced, local bool
 }
 
 // open returns the entry of sum pinned (its shared lock taken), its
@@ -216,8 +218,8 @@ func (c *Cache) fetch(ctx context.Context, key, want string, fetch fetchFunc) (*
 	if err != nil {
 		return nil, err
 	}
-	if want != "" && sum != want {
-		return nil, fmt.Errorf("checksum mismatch: got %s", sum)
+	if err := checkSum(want, sum); err != nil {
+		return nil, err
 	}
 	fi, err := f.Stat()
 	if err != nil {

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"hash"
 	"io"
+	"io/fs"
 	"net/http"
 	"net/url"
 	"os"
@@ -78,15 +79,6 @@ type fetcher struct {
 // maxRetryPause, until ctx's deadline; other refusals, a checksum
 // mismatch and ErrTooLarge end the fetch at once.
 func (f *fetcher) fetch(ctx context.Context, w *os.File) (string, error) {
-	if f.a.Upload == "" {
-		u, err := url.Parse(f.a.URL)
-		if err != nil {
-			return "", err
-		}
-		if u.Scheme == "file" {
-			return f.copyFile(ctx, u.Path, w)
-		}
-	}
 	pause := f.s.retryBase()
 	// failed is the cause of the last try that failed before the
 	// deadline: a try the deadline cuts short says nothing of the server.
@@ -217,34 +209,100 @@ func (f *fetcher) open(ctx context.Context) (body io.ReadCloser, size int64, ret
 	return resp.Body, resp.ContentLength, false, nil
 }
 
-// copyFile copies a local file (a file:// URL). Nothing is retried: the
-// worker's own disk gives the same answer twice.
-func (f *fetcher) copyFile(ctx context.Context, path string, w *os.File) (string, error) {
-	src, err := os.Open(path)
+// localPrefix names the copy of a file:// artifact in a staging's
+// temporary directory, followed by the artifact's index.
+const localPrefix = "local-"
+
+// localPath is the path a file:// artifact names, and false for any other.
+func localPath(a model.Artifact) (string, bool) {
+	if a.Upload != "" {
+		return "", false
+	}
+	u, err := url.Parse(a.URL)
+	if err != nil || u.Scheme != "file" {
+		return "", false
+	}
+	return u.Path, true
+}
+
+// copyLocal copies the file at path (a file:// URL) to a new file at
+// local and returns it as an entry of its own, never the cache's: the
+// cache would hand the bytes to a later staging without the open that
+// decides who may read them, and a local file gains nothing from it
+// but one copy less. The file is opened with the program's rights
+// (Stager.openLocal). Its bytes must have the artifact's checksum, when
+// it names one. Nothing is retried: the worker's own disk gives the
+// same answer twice.
+func (f *fetcher) copyLocal(ctx context.Context, path, local string) (*entry, error) {
+	src, err := f.s.openLocal(ctx, path)
 	if err != nil {
-		return "", transport.RootCause(err)
+		if ctx.Err() != nil {
+			return nil, f.ended(ctx, 1, err)
+		}
+		return nil, err
 	}
 	defer src.Close()
 	fi, err := src.Stat()
 	switch {
 	case err != nil:
-		return "", err
+		return nil, err
 	case !fi.Mode().IsRegular():
-		return "", errors.New("not a regular file")
+		return nil, errors.New("not a regular file")
 	case fi.Size() > f.lim.MaxSize:
-		return "", f.tooLarge()
+		return nil, f.tooLarge()
+	}
+	out, err := os.OpenFile(local, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return nil, err
 	}
 	h := sha256.New()
-	n, err := io.Copy(io.MultiWriter(w, h), &ctxReader{ctx: ctx, r: io.LimitReader(src, f.lim.MaxSize+1)})
+	n, err := io.Copy(io.MultiWriter(out, h), &ctxReader{ctx: ctx, r: io.LimitReader(src, f.lim.MaxSize+1)})
 	switch {
 	case err != nil && ctx.Err() != nil:
-		return "", f.ended(ctx, 1, err)
-	case err != nil:
-		return "", err
-	case n > f.lim.MaxSize:
-		return "", f.tooLarge()
+		err = f.ended(ctx, 1, err)
+	case err == nil && n > f.lim.MaxSize:
+		err = f.tooLarge()
+	case err == nil:
+		err = checkSum(f.a.SHA256, hexSum(h))
 	}
-	return hexSum(h), nil
+	if err != nil {
+		out.Close()
+		return nil, err
+	}
+	return &entry{f: out, path: local, sum: hexSum(h), size: n, local: true}, nil
+}
+
+// openLocal opens path for reading with the program's rights: as Owner
+// (openAs) when the program runs as another user than this process, as
+// this process otherwise, which is then the program's user. The kernel's
+// refusal of Owner reads "user NAME may not read it: permission denied".
+func (s *Stager) openLocal(ctx context.Context, path string) (*os.File, error) {
+	o := s.Owner
+	if o == nil || o.UID == os.Geteuid() {
+		f, err := os.Open(path)
+		if err != nil {
+			return nil, transport.RootCause(err)
+		}
+		return f, nil
+	}
+	f, err := openAs(ctx, path, *o)
+	var open *os.PathError
+	switch {
+	case errors.As(err, &open) && errors.Is(open.Err, fs.ErrPermission):
+		return nil, fmt.Errorf("user %s may not read it: %w", o.name(), open.Err)
+	case errors.As(err, &open):
+		return nil, open.Err
+	}
+	return f, err
+}
+
+// checkSum refuses bytes whose SHA-256 is got when the artifact names
+// want; an empty want accepts any.
+func checkSum(want, got string) error {
+	if want != "" && got != want {
+		return fmt.Errorf("%w: got %s", ErrChecksum, got)
+	}
+	return nil
 }
 
 func (f *fetcher) tooLarge() error {

@@ -249,6 +249,8 @@ func TestFileURL(t *testing.T) {
 	if got, want := listing(t, dir), []string{"app.sh -rwxr-xr-x", "spec.json -rw-------"}; !slices.Equal(got, want) {
 		t.Fatalf("staged %v, want %v", got, want)
 	}
+	other := "file://" + src + "?checksum=sha256:" + sum([]byte("x"))
+	assertFails(t, s, "fetch file://"+src+": checksum mismatch: got "+sum([]byte(script)), normalized(t, other))
 	assertFails(t, s, "fetch file:///nonexistent/app.sh: no such file or directory", normalized(t, "file:///nonexistent/app.sh"))
 	assertFails(t, s, "fetch file://"+filepath.Dir(src)+"/: not a regular file",
 		normalized(t, "file://"+filepath.Dir(src)+"/?archive=tar"))

@@ -19,22 +19,23 @@ import (
 // contents into place is a rename.
 const stagingPrefix = ".drover-staging-"
 
-// place copies or unpacks every artifact into a tree in a temporary
-// directory of scratch, gives it to owner (nil: left as made), then moves
-// the tree's top-level entries into dir. A failure removes what it had
-// moved.
-func place(dir, scratch string, as []model.Artifact, es []*entry, lim Limits, owner *Owner) error {
-	// A runner that died while staging left its temporary directory.
+// makeScratch makes the temporary directory a staging works in, in
+// scratch, after removing those a runner that died while staging left
+// there.
+func makeScratch(scratch string) (string, error) {
 	if old, err := filepath.Glob(filepath.Join(scratch, stagingPrefix+"*")); err == nil {
 		for _, o := range old {
 			os.RemoveAll(o)
 		}
 	}
-	tmp, err := os.MkdirTemp(scratch, stagingPrefix+"*")
-	if err != nil {
-		return fmt.Errorf("stage: %w", err)
-	}
-	defer os.RemoveAll(tmp)
+	return os.MkdirTemp(scratch, stagingPrefix+"*")
+}
+
+// place copies or unpacks every artifact into a tree in tmp, the
+// staging's temporary directory (makeScratch), gives it to owner (nil:
+// left as made), then moves the tree's top-level entries into dir. A
+// failure removes what it had moved.
+func place(dir, tmp string, as []model.Artifact, es []*entry, lim Limits, owner *Owner) error {
 	t := &tree{root: filepath.Join(tmp, "tree"), as: as, owners: map[string]int{}}
 	if err := os.Mkdir(t.root, 0o700); err != nil {
 		return fmt.Errorf("stage: %w", err)

@@ -226,3 +226,62 @@ func TestCredentialBound(t *testing.T) {
 		})
 	}
 }
+
+// A file:// artifact of a program run as another user is read with that
+// user's rights, not the root runner's: a root file of mode 0600, a file
+// in a root directory of mode 0700 and the runner's own environment
+// (/proc/self/environ, self being the runner) end the attempt FAILED
+// before any run, naming the artifact and the user, with nothing staged;
+// a file every user may read stages, as the program's.
+func TestProgramCannotStageWhatItsUserMayNotRead(t *testing.T) {
+	id := nobody(t)
+	base := t.TempDir()
+	reachable(t, base)
+	write := func(path string, mode os.FileMode) string {
+		if err := os.WriteFile(path, []byte(appScript), mode); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	open := write(filepath.Join(base, "app.sh"), 0o755)
+	secret := write(filepath.Join(base, "secret"), 0o600)
+	if err := os.Mkdir(filepath.Join(base, "private"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	hidden := write(filepath.Join(base, "private", "app.sh"), 0o755)
+	run := func(t *testing.T, path string) *harness {
+		a, err := model.NormalizeArtifact(model.Artifact{Source: "file://" + path})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return startRunnerAfter(t, runner.Spec{
+			Argv:      []string{"./" + a.Name},
+			Env:       []string{"PATH=/usr/bin:/bin"},
+			Artifacts: []model.Artifact{a},
+			Staging:   &runner.Staging{CacheDir: filepath.Join(t.TempDir(), "cache")},
+			RunAs:     &id,
+		}, func(h *harness) { reachable(t, h.dir) })
+	}
+	for name, path := range map[string]string{"0600": secret, "under0700": hidden, "environ": "/proc/self/environ"} {
+		t.Run(name, func(t *testing.T) {
+			h := run(t, path)
+			e := h.ended()
+			if want := "fetch file://" + path + ": user nobody may not read it: permission denied"; e.State != model.DriverFailed || e.Runs != 0 || e.Reason != want {
+				t.Fatalf("final = %+v\nwant FAILED before any run: %s", e, want)
+			}
+			if des, err := os.ReadDir(h.work("")); err != nil || len(des) != 0 {
+				t.Fatalf("the program's directory holds %v (%v), want nothing", des, err)
+			}
+		})
+	}
+	h := run(t, open)
+	if e := h.ended(); e.State != model.DriverFinished {
+		t.Fatalf("final = %+v\nstderr: %s", e, h.stream(runner.StderrFile))
+	}
+	if got, want := h.stream(runner.StdoutFile), "staged app ran in "+runner.ProgramDir+"\n"; got != want {
+		t.Fatalf("stdout = %q, want %q", got, want)
+	}
+	if u := owner(t, h.work("app.sh")); u != id.UID {
+		t.Fatalf("app.sh is owned by %d, want the program's user %d", u, id.UID)
+	}
+}

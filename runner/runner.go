@@ -467,7 +467,8 @@ func (r *runner) stageOnce(s *artifact.Stager) (*artifact.Staged, string, error)
 // stager is the Stager of the spec's Staging: the worker's cache, and,
 // for uploads, a client of the masters with the worker's TLS files and
 // its credential. The tree is built in the attempt directory, which the
-// program's user cannot write, and given to that user.
+// program's user cannot write, and given to that user, whose rights
+// open file:// artifacts.
 func (r *runner) stager() (*artifact.Stager, error) {
 	st := r.spec.Staging
 	cache, err := artifact.OpenCache(st.CacheDir)
@@ -482,7 +483,10 @@ func (r *runner) stager() (*artifact.Stager, error) {
 		Log:     r.log,
 	}
 	if id := r.spec.RunAs; id != nil {
-		s.Owner = &artifact.Owner{UID: int(id.UID), GID: int(id.GID)}
+		s.Owner = &artifact.Owner{Name: id.Name, UID: int(id.UID), GID: int(id.GID)}
+		for _, g := range id.Groups {
+			s.Owner.Groups = append(s.Owner.Groups, int(g))
+		}
 	}
 	if len(st.Masters) > 0 {
 		opts, err := client.SecureOptions(st.TLSCA, st.TLSCert, st.TLSKey, "")

@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/user"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -45,7 +46,9 @@ env
 // or log files, nor another attempt's directory; its environment holds no
 // secret of the worker's. It still stages an uploaded artifact (as its
 // own), writes its directory, reads the CA (with TLS), and its output
-// reaches drover client logs.
+// reaches drover client logs. A driver that names the node token or the
+// worker's TLS key as a file:// artifact ends FAILED, saying that nobody
+// may not read it, having staged and shown nothing.
 func TestProgramsSeeNoSecretOfTheirWorker(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("a worker runs programs as another user only when it runs as root")
@@ -136,5 +139,28 @@ func snoop(t *testing.T, c *testcluster.Cluster, nobody *user.User) {
 	}
 	if b, err := os.ReadFile(filepath.Join(victimDir, runner.StatusFile)); err != nil || strings.Contains(string(b), "planted") {
 		t.Errorf("the other attempt's status: %v %q", err, b)
+	}
+
+	// Nor through a file:// artifact, which the root runner stages: the
+	// node token, and the worker's TLS key when it has one.
+	stolen := append(keys[:0:0], s.NodeToken)
+	if k := filepath.Join(s.Dir, "worker-"+w.ID+"-key.pem"); slices.Contains(keys, k) {
+		stolen = append(stolen, k)
+	}
+	for _, f := range stolen {
+		id := submit(t, c, api.SubmitRequest{Argv: []string{"/bin/cat", filepath.Base(f)}, Cores: 1, MemoryMB: 64,
+			Artifacts: []model.Artifact{{Source: "file://" + f}}})
+		d := c.WaitDriver(id, 30*time.Second, "ended", func(d *model.Driver) bool { return d.State.Terminal() })
+		if want := "fetch file://" + f + ": user nobody may not read it: permission denied"; d.State != model.DriverFailed || d.Message != want {
+			t.Errorf("a driver staging %s ended %s (%s), want FAILED: %s", f, d.State, d.Message, want)
+		}
+		work := filepath.Join(w.Dir, id, "attempt-1", runner.ProgramDir)
+		if des, err := os.ReadDir(work); err != nil || len(des) != 0 {
+			t.Errorf("the program's directory of a driver staging %s holds %v (%v), want nothing", f, des, err)
+		}
+		out, _, _ := runDrover(t, c.ClientEnv(), "client", "logs", id)
+		if b, err := os.ReadFile(f); err != nil || strings.Contains(out, strings.TrimSpace(string(b))) {
+			t.Errorf("the output of a driver staging %s shows it (%v)", f, err)
+		}
 	}
 }
