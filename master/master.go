@@ -573,7 +573,7 @@ func (m *Master) establish(ctx context.Context) *leader.Term {
 	}
 	number, _ := strconv.ParseUint(m.raft.Stats()["term"], 10, 64)
 	t := leader.Start(leader.Config{
-		WorkerTimeout: m.cfg.WorkerTimeout, Strict: m.cfg.strict(), Lease: m.cfg.Lease, FencingMargin: m.cfg.FencingMargin,
+		WorkerTimeout: m.cfg.WorkerTimeout, WorkerHeartbeatTimeout: m.cfg.WorkerHeartbeatTimeout, Strict: m.cfg.strict(), Lease: m.cfg.Lease, FencingMargin: m.cfg.FencingMargin,
 		SpreadOutApps: m.cfg.SpreadOutApps, RetainedDrivers: m.cfg.RetainedDrivers, RetainedApps: m.cfg.RetainedApps,
 		AppTimeout: m.cfg.AppTimeout,
 	}, leader.Deps{
