@@ -1,7 +1,6 @@
 // Package gossip puts masters and workers into one hashicorp/memberlist pool
 // (SWIM with Lifeguard's refinements) and tells its owner who is alive. Each
-// member carries its role, ID and HTTP address in its node metadata, so a
-// follower can find the leader's HTTP address from the leader's Raft ID.
+// member carries its role, ID and HTTP address in its node metadata.
 //
 // A member is who its name says, and no one else: the pool takes a member
 // only under the name its metadata makes (NodeName of its role and ID), and
@@ -9,7 +8,10 @@
 // a dead one holds until memberlist forgets it (its alive message from
 // another address is a conflict). What memberlist cannot tell, a member
 // that took the name of one that left or was forgotten, LookupAt can: its
-// owner names the address the member must gossip from.
+// owner names the address the member must gossip from and claim. What a
+// member says of itself, its address included, is still only its word
+// (see LookupAt): the pool is a hint of who is alive, never the source of
+// an address to send credentials to.
 package gossip
 
 import (
@@ -40,6 +42,9 @@ const (
 type Meta struct {
 	Role string `json:"role"`
 	ID   string `json:"id"`
+	// HTTP is the host:port of the member's HTTP listener, as the member
+	// says: LookupAt holds it against the address its owner knows the
+	// node by, and nothing is sent to it.
 	HTTP string `json:"http"`
 	// Tethered says, of a worker, that its runners end their programs as
 	// soon as its daemon dies (runner.LeaseContent): a leader that knows
@@ -393,7 +398,8 @@ func (m Member) From(addr string) bool {
 
 // Lookup returns the metadata of the alive member with this role and ID,
 // wherever it gossips from: for reports of who is in the pool. A decision
-// that trusts the member (its liveness, its HTTP address) takes LookupAt.
+// that trusts the member (its liveness) takes LookupAt, and never its
+// metadata's HTTP address.
 func (p *Pool) Lookup(role, id string) (Meta, bool) {
 	p.d.mu.Lock()
 	defer p.d.mu.Unlock()
@@ -402,19 +408,31 @@ func (p *Pool) Lookup(role, id string) (Meta, bool) {
 }
 
 // LookupAt returns the metadata of the alive member with this role and ID
-// when it gossips from the host of addr (host:port, the address the owner
-// knows the node by: a worker's registered HTTP address, a master's Raft
-// address), which every node binds its gossip, HTTP and Raft listeners
-// to. A member of that name elsewhere is not that node: one that took the
-// name once the node left or memberlist forgot it, to keep a dead worker
-// alive or pass for the leader. A host name in addr is not resolved (a
-// lookup is a map read, made on every request): the member then counts
-// wherever it is.
+// when it stands for the node its owner knows at addr (host:port): a
+// worker's registered HTTP address, or the HTTP address a master gave on
+// its Raft port, where masters prove who they are. The member must gossip
+// from addr's host, which every node binds its gossip, HTTP and Raft
+// listeners to, and its metadata must name addr itself as its HTTP
+// address, so that what a member says of its HTTP address is never taken
+// in place of the one the owner knows: callers use addr, never Meta.HTTP.
+//
+// Neither check proves that the member is that node. memberlist takes the
+// address an alive message gives without comparing it with where the
+// message came from (its aliveNode), and metadata is what a member says,
+// so a member holding the pool's key can advertise a departed node's
+// address and metadata, and win them with a higher incarnation. What the
+// checks stop is a member that took the node's name elsewhere, honestly
+// addressed, once the node left or memberlist forgot it. Decisions that a
+// lie would turn against the cluster rest on more than this: a worker's
+// liveness also on its authenticated heartbeats, a master's HTTP address
+// on its Raft port. A host name in addr is not resolved (a lookup is a map
+// read, made on every request): a member then passes the host check from
+// any address.
 func (p *Pool) LookupAt(role, id, addr string) (Meta, bool) {
 	p.d.mu.Lock()
 	m, ok := p.d.members[NodeName(role, id)]
 	p.d.mu.Unlock()
-	if !ok || !m.From(addr) {
+	if !ok || m.HTTP != addr || !m.From(addr) {
 		return Meta{}, false
 	}
 	return m.Meta, true

@@ -204,13 +204,19 @@ type node struct {
 
 func startNode(t *testing.T, role, id, ip string, key []byte, join ...string) *node {
 	t.Helper()
+	return startNodeWithHTTP(t, role, id, ip, "x:1", key, join...)
+}
+
+// startNodeWithHTTP is startNode with the HTTP address of its metadata.
+func startNodeWithHTTP(t *testing.T, role, id, ip, http string, key []byte, join ...string) *node {
+	t.Helper()
 	ports, err := freeport.Get(ip, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
 	w := newLogWatch()
 	p, err := Start(Config{
-		Meta: Meta{Role: role, ID: id, HTTP: "x:1"}, BindIP: ip, Port: ports[0], Profile: "local",
+		Meta: Meta{Role: role, ID: id, HTTP: http}, BindIP: ip, Port: ports[0], Profile: "local",
 		Join: join, SecretKey: key, Logger: slog.New(w),
 	})
 	if err != nil {
@@ -596,13 +602,14 @@ func TestMemberNamedOtherThanItsMetadataIsIgnored(t *testing.T) {
 // and address: the live member keeps its name, address and metadata. Once
 // the live member has left, memberlist hands its name to the next that
 // claims it, from anywhere; LookupAt, given where the node is known to
-// be, does not take that one for it.
+// be, does not take that one for it, though it claims the node's own HTTP
+// address.
 func TestSecondMemberUnderALiveNameIsRefused(t *testing.T) {
 	m := startNode(t, RoleMaster, "m1", "127.0.0.93", nil)
-	w := startNode(t, RoleWorker, "w1", "127.0.0.94", nil, m.addr)
-	waitUntil(t, "pool forms", func() bool { return m.sees(RoleWorker, "w1") })
 	registered := "127.0.0.94:7402" // where w1 is known to be: its HTTP address
-	claim, _ := json.Marshal(Meta{Role: RoleWorker, ID: "w1", HTTP: "127.0.0.95:1", Tethered: true})
+	w := startNodeWithHTTP(t, RoleWorker, "w1", "127.0.0.94", registered, nil, m.addr)
+	waitUntil(t, "pool forms", func() bool { return m.sees(RoleWorker, "w1") })
+	claim, _ := json.Marshal(Meta{Role: RoleWorker, ID: "w1", HTTP: registered, Tethered: true})
 	imp := impostor(t, "127.0.0.95", NodeName(RoleWorker, "w1"), claim)
 	for range 3 {
 		_, _ = imp.Join([]string{m.addr})
@@ -614,7 +621,7 @@ func TestSecondMemberUnderALiveNameIsRefused(t *testing.T) {
 	if addr, _ := m.holds(NodeName(RoleWorker, "w1")); addr != w.addr {
 		t.Fatalf("memberlist holds w1 at %s, want %s", addr, w.addr)
 	}
-	if meta, ok := m.p.LookupAt(RoleWorker, "w1", registered); !ok || meta.HTTP != "x:1" || meta.Tethered {
+	if meta, ok := m.p.LookupAt(RoleWorker, "w1", registered); !ok || meta.HTTP != registered || meta.Tethered {
 		t.Fatalf("w1 is %+v, %v", meta, ok)
 	}
 
@@ -624,10 +631,42 @@ func TestSecondMemberUnderALiveNameIsRefused(t *testing.T) {
 	waitUntil(t, "the impostor takes the name of the member that left", func() bool {
 		_, _ = imp.Join([]string{m.addr})
 		meta, ok := m.p.Lookup(RoleWorker, "w1")
-		return ok && meta.HTTP == "127.0.0.95:1"
+		return ok && meta.Tethered
 	})
 	if meta, ok := m.p.LookupAt(RoleWorker, "w1", registered); ok {
 		t.Fatalf("LookupAt takes the member at %s for w1: %+v", imp.LocalNode().Address(), meta)
+	}
+}
+
+// LookupAt takes a member for the node known at an address only when its
+// metadata names that very address as its HTTP address: a member at the
+// right host that says its HTTP listener is elsewhere (a port of its
+// choosing, another host) is not taken, so no caller ever finds in the
+// pool an HTTP address other than the one it knows.
+func TestLookupAtTakesOnlyTheKnownHTTPAddress(t *testing.T) {
+	m := startNode(t, RoleMaster, "m1", "127.0.0.96", nil)
+	known := "127.0.0.97:7402"
+	w := startNodeWithHTTP(t, RoleWorker, "w1", "127.0.0.97", known, nil, m.addr)
+	waitUntil(t, "pool forms", func() bool { return m.sees(RoleWorker, "w1") })
+	if meta, ok := m.p.LookupAt(RoleWorker, "w1", known); !ok || meta.HTTP != known {
+		t.Fatalf("LookupAt(%s) = %+v, %v; want w1", known, meta, ok)
+	}
+	for _, says := range []string{"127.0.0.97:7999", "127.0.0.98:7402", "w1.example:7402", ""} {
+		if err := w.p.UpdateMeta(Meta{Role: RoleWorker, ID: "w1", HTTP: says}, 5*time.Second); err != nil {
+			t.Fatal(err)
+		}
+		waitUntil(t, "the master hears w1 say "+says, func() bool {
+			meta, ok := m.p.Lookup(RoleWorker, "w1")
+			return ok && meta.HTTP == says
+		})
+		if meta, ok := m.p.LookupAt(RoleWorker, "w1", known); ok {
+			t.Fatalf("w1 says its HTTP address is %q, and LookupAt(%s) takes it: %+v", says, known, meta)
+		}
+		if says != "" {
+			if _, ok := m.p.LookupAt(RoleWorker, "w1", says); ok != (says == "127.0.0.97:7999" || says == "w1.example:7402") {
+				t.Fatalf("LookupAt(%s) = %v for a member at 127.0.0.97 saying so", says, ok)
+			}
+		}
 	}
 }
 

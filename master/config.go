@@ -11,6 +11,7 @@ import (
 	"github.com/drover-project/drover/fsm"
 	"github.com/drover-project/drover/gossip"
 	"github.com/drover-project/drover/ids"
+	"github.com/drover-project/drover/master/leader"
 	"github.com/drover-project/drover/master/service"
 	"github.com/drover-project/drover/model"
 	"github.com/drover-project/drover/pki"
@@ -92,6 +93,15 @@ type Config struct {
 	// the gossip pool before the leader commits its loss. A new leader
 	// gives every worker this long to be seen first.
 	WorkerTimeout time.Duration
+	// WorkerHeartbeatTimeout is how long, in default fencing, a
+	// registered worker may go without a heartbeat reaching the leader
+	// before the leader commits its loss, whatever the gossip pool says
+	// of it: a gossip member is only what it claims, and a heartbeat is
+	// the worker's own. At least leader.MinWorkerHeartbeatTimeout (6 s
+	// with the 2 s long poll); a longer WorkerTimeout stands in for it.
+	// Strict fencing loses a worker after Lease+FencingMargin without a
+	// heartbeat already.
+	WorkerHeartbeatTimeout time.Duration
 	// Fencing is FencingDefault or FencingStrict. In strict mode a worker
 	// stops its supervised attempts once it has not heard from a leader
 	// for Lease, and the leader declares a worker lost only after
@@ -297,6 +307,9 @@ func DefaultConfig() Config {
 		MaxEventStreamsPerClient:  service.DefaultMaxEventStreamsPerClient,
 		MaxBlockingReadsPerClient: service.DefaultMaxBlockingReadsPerClient,
 		EventWriteTimeout:         30 * time.Second,
+		// Well above a live worker's longest silence (6 s), as Nomad's
+		// heartbeat grace is above its TTL.
+		WorkerHeartbeatTimeout: 15 * time.Second,
 		// The load the placement benchmark holds on 1,000 workers (some
 		// 380 MiB on the leader, docs/deployment.md), and as many from one
 		// client: a client's key is its IP, which behind a gateway or NAT
@@ -424,6 +437,9 @@ func (c *Config) validate() error {
 	}
 	if c.HeartbeatTimeout <= 0 || c.ElectionTimeout <= 0 || c.LeaderLeaseTimeout <= 0 || c.WorkerTimeout < 0 {
 		errs = append(errs, errors.New("timeouts must be positive"))
+	}
+	if least := leader.MinWorkerHeartbeatTimeout(c.heartbeatWait()); c.WorkerHeartbeatTimeout < least {
+		errs = append(errs, fmt.Errorf("--worker-heartbeat-timeout %s is below %s: a live worker's heartbeats may pause that long when the leader changes", c.WorkerHeartbeatTimeout, least))
 	}
 	return errors.Join(errs...)
 }

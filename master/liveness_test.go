@@ -11,6 +11,7 @@ import (
 	"github.com/drover-project/drover/api"
 	"github.com/drover-project/drover/client"
 	"github.com/drover-project/drover/gossip"
+	"github.com/drover-project/drover/master/leader"
 	"github.com/drover-project/drover/model"
 )
 
@@ -196,5 +197,44 @@ func TestLivenessFollowsAWorkerThatMoved(t *testing.T) {
 		case <-timer.C:
 			return
 		}
+	}
+}
+
+// A worker that stops heartbeating is lost after the worker heartbeat
+// timeout, though a member at its registered address, with its HTTP
+// address, stays alive in the pool: what any holder of the gossip key can
+// run in its place, advertising its address. A worker whose heartbeats
+// go on stays ALIVE meanwhile, beyond the timeout.
+func TestGossipAloneKeepsNoSilentWorkerAlive(t *testing.T) {
+	cfg := singleConfig(t)
+	cfg.WorkerTimeout = time.Second // gossip's own verdict would come soon after the member left
+	cfg.WorkerHeartbeatTimeout = leader.MinWorkerHeartbeatTimeout(cfg.heartbeatWait())
+	m, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = m.Close() })
+	waitReady(t, m)
+	live := startFakeWorker(t, m, "w1", true)
+	silent := startFakeWorker(t, m, "w2", true)
+	silent.silence()
+	silenced := time.Now()
+	waitTables(t, m, "w2 lost", func() bool {
+		w, _ := m.fsm.Worker("w2")
+		return w.State == model.WorkerDead
+	})
+	took := time.Since(silenced)
+	t.Logf("w2 lost %s after its heartbeats stopped", took.Round(time.Millisecond))
+	if took < cfg.WorkerHeartbeatTimeout-time.Second {
+		t.Fatalf("w2 lost %s after its heartbeats stopped, before the timeout %s", took, cfg.WorkerHeartbeatTimeout)
+	}
+	if w, _ := m.fsm.Worker("w2"); !strings.Contains(w.Message, "no heartbeat") {
+		t.Errorf("w2's loss says %q", w.Message)
+	}
+	if _, ok := m.pool.LookupAt(gossip.RoleWorker, "w2", silent.ln.Addr().String()); !ok {
+		t.Fatal("w2's member left the pool: the test proves nothing")
+	}
+	if w, _ := m.fsm.Worker(live.id); w.State != model.WorkerAlive {
+		t.Fatalf("%s, heartbeating all along, is %s (%s)", live.id, w.State, w.Message)
 	}
 }

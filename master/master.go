@@ -191,7 +191,7 @@ func New(cfg Config) (*Master, error) {
 	}, service.Deps{
 		Raft: m.raft, FSM: m.fsm, Snaps: m.snaps, Pool: pool, Guard: guard,
 		Workers: transport.NewHTTPClient(cfg.BindIP, 0, tc.worker),
-		Metrics: m.metrics, Log: m.log, KnownMasters: m.finder.Known,
+		Metrics: m.metrics, Log: m.log, KnownMasters: m.finder.Known, MasterHTTP: m.finder.HTTP,
 		Blobs: store, Replicas: m.replicas,
 	})
 	m.metrics.Watch(metrics.Source{Raft: m.raft, FSM: m.fsm, Pool: pool, Ready: m.local.Ready, Split: m.local.Split, Blobs: store.Usage})
@@ -573,7 +573,7 @@ func (m *Master) establish(ctx context.Context) *leader.Term {
 	}
 	number, _ := strconv.ParseUint(m.raft.Stats()["term"], 10, 64)
 	t := leader.Start(leader.Config{
-		WorkerTimeout: m.cfg.WorkerTimeout, Strict: m.cfg.strict(), Lease: m.cfg.Lease, FencingMargin: m.cfg.FencingMargin,
+		WorkerTimeout: m.cfg.WorkerTimeout, WorkerHeartbeatTimeout: m.cfg.WorkerHeartbeatTimeout, Strict: m.cfg.strict(), Lease: m.cfg.Lease, FencingMargin: m.cfg.FencingMargin,
 		SpreadOutApps: m.cfg.SpreadOutApps, RetainedDrivers: m.cfg.RetainedDrivers, RetainedApps: m.cfg.RetainedApps,
 		AppTimeout: m.cfg.AppTimeout,
 	}, leader.Deps{
@@ -587,8 +587,8 @@ func (m *Master) establish(ctx context.Context) *leader.Term {
 }
 
 // blobVoters returns the voters of the latest Raft configuration with
-// their HTTP addresses, this master included when it is one: as the gossip
-// pool has them, else as the finder learned them.
+// their HTTP addresses, this master included when it is one: as each gave
+// it on its Raft port (finder), "" for one that has not yet.
 func (m *Master) blobVoters() []blobsync.Peer {
 	cf := m.raft.GetConfiguration()
 	if cf.Error() != nil {
@@ -600,12 +600,10 @@ func (m *Master) blobVoters() []blobsync.Peer {
 			continue
 		}
 		p := blobsync.Peer{ID: string(s.ID)}
-		if meta, ok := m.pool.LookupAt(gossip.RoleMaster, p.ID, string(s.Address)); p.ID == m.cfg.ID {
+		if p.ID == m.cfg.ID {
 			p.HTTP = m.cfg.httpAddr()
-		} else if ok && meta.HTTP != "" {
-			p.HTTP = meta.HTTP
 		} else {
-			p.HTTP = m.finder.HTTP(p.ID)
+			p.HTTP = m.finder.HTTP(p.ID, string(s.Address))
 		}
 		out = append(out, p)
 	}

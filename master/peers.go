@@ -8,6 +8,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/drover-project/drover/gossip"
+	"github.com/drover-project/drover/transport/raftnet"
 )
 
 // askTimeout bounds one question to a peer's Raft port.
@@ -17,41 +18,69 @@ const askTimeout = 2 * time.Second
 // pool.
 const findInterval = 2 * time.Second
 
-// finder learns the gossip and HTTP addresses of the voters by asking each
-// on the Raft address the Raft configuration names
-// (raftnet.StreamLayer.Ask): those this master does not see in its gossip
-// pool, so that a master started with --peers alone, or restarted from its
-// data dir, joins its peers' pool (the join loop joins what Addrs
-// returns); and those whose HTTP address it has not learned, which uploads
-// are pushed to. A peer that answers with an address that is not host:port
-// is logged once and skipped.
+// askGap is the shortest time between two rounds of the finder when an
+// HTTP address is asked for before it is known: a new leader's, or one
+// that changed, is learned within about a round trip of the first request
+// that needs it, and requests that keep asking cost a round every askGap.
+const askGap = 200 * time.Millisecond
+
+// finder learns what each voter says of itself (raftnet.Self) on the Raft
+// address the Raft configuration names (raftnet.StreamLayer.Ask), where a
+// master proves it is one (mutual TLS, or the raft key's TLS) before it
+// answers. Its gossip address lets a master started with --peers alone,
+// or restarted from its data dir, join its peers' pool (the join loop
+// joins what Addrs returns). Its HTTP address is the only one this
+// master sends requests for a master to (forwarding, which carries the
+// caller's credentials and the master credential; uploads; the leader
+// address it tells clients and workers): a gossip member's metadata is
+// what any holder of the gossip key says it is, and memberlist takes even
+// its address on its word.
+//
+// A voter is asked again while it is missing from the pool or the pool
+// does not show it at the HTTP address it proved (gossip.Pool.LookupAt):
+// a master restarted with another HTTP port gossips the new one, and is
+// asked within a round. A peer that answers with an address that is not
+// host:port, or another master's ID, is logged once and skipped.
 type finder struct {
 	m *Master
+	// kick asks for a round before the next tick (HTTP found nothing).
+	kick chan struct{}
 
-	mu    sync.Mutex
-	addrs map[string]string // master ID -> gossip address
-	https map[string]string // master ID -> HTTP address
-	bad   map[string]string // master ID -> the bad answer logged
+	mu     sync.Mutex
+	selves map[string]proof  // master ID -> what it said of itself
+	bad    map[string]string // master ID -> the bad answer logged
+}
+
+// proof is what a voter said of itself on its Raft port at raft.
+type proof struct {
+	raft string
+	raftnet.Self
 }
 
 func newFinder(m *Master) *finder {
-	return &finder{m: m, addrs: map[string]string{}, https: map[string]string{}, bad: map[string]string{}}
+	return &finder{m: m, kick: make(chan struct{}, 1), selves: map[string]proof{}, bad: map[string]string{}}
 }
 
-// HTTP returns the HTTP address a voter last gave, "" before one did.
-func (f *finder) HTTP(id string) string {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.https[id]
+// HTTP returns the HTTP address voter id last gave on its Raft port at
+// raftAddr, "" before it did there; a miss asks the finder for a round.
+func (f *finder) HTTP(id, raftAddr string) string {
+	http := f.learned(id, raftAddr)
+	if http == "" {
+		select {
+		case f.kick <- struct{}{}:
+		default:
+		}
+	}
+	return http
 }
 
 // Known returns a copy of the gossip addresses learned, by master ID.
 func (f *finder) Known() map[string]string {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	out := make(map[string]string, len(f.addrs))
-	for id, a := range f.addrs {
-		out[id] = a
+	out := make(map[string]string, len(f.selves))
+	for id, p := range f.selves {
+		out[id] = p.Gossip
 	}
 	return out
 }
@@ -61,24 +90,32 @@ func (f *finder) Known() map[string]string {
 func (f *finder) Addrs() []string {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	out := make([]string, 0, len(f.addrs))
-	for _, a := range f.addrs {
-		out = append(out, a)
+	out := make([]string, 0, len(f.selves))
+	for _, p := range f.selves {
+		out = append(out, p.Gossip)
 	}
 	return out
 }
 
-// run asks, every findInterval until stop, each voter missing from the pool
-// or whose HTTP address is not known for its addresses.
+// run asks, every findInterval until stop, and at most every askGap when
+// an HTTP address was missed, each voter not yet learned or not in the
+// pool as it said.
 func (f *finder) run(stop <-chan struct{}) {
 	tick := time.NewTicker(findInterval)
 	defer tick.Stop()
 	for {
 		f.find()
+		gap := time.After(askGap)
 		select {
 		case <-stop:
 			return
 		case <-tick.C:
+		case <-f.kick:
+			select {
+			case <-stop:
+				return
+			case <-gap:
+			}
 		}
 	}
 }
@@ -94,12 +131,24 @@ func (f *finder) find() {
 		if id == f.m.cfg.ID {
 			continue
 		}
-		if _, ok := f.m.pool.LookupAt(gossip.RoleMaster, id, string(srv.Address)); ok && f.HTTP(id) != "" {
-			continue
+		if http := f.learned(id, string(srv.Address)); http != "" {
+			if _, ok := f.m.pool.LookupAt(gossip.RoleMaster, id, http); ok {
+				continue
+			}
 		}
 		wg.Go(func() { f.ask(id, srv.Address) })
 	}
 	wg.Wait()
+}
+
+// learned is HTTP without the kick: the finder's own look.
+func (f *finder) learned(id, raftAddr string) string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if p, ok := f.selves[id]; ok && p.raft == raftAddr {
+		return p.HTTP
+	}
+	return ""
 }
 
 func (f *finder) ask(id string, addr raft.ServerAddress) {
@@ -122,8 +171,10 @@ func (f *finder) ask(id string, addr raft.ServerAddress) {
 		return
 	}
 	delete(f.bad, id)
-	f.addrs[id] = self.Gossip
-	f.https[id] = self.HTTP
+	if old := f.selves[id]; old.HTTP != "" && old.HTTP != self.HTTP {
+		f.m.log.Info("a voter's HTTP address changed", "voter", id, "raft", addr, "was", old.HTTP, "now", self.HTTP)
+	}
+	f.selves[id] = proof{raft: string(addr), Self: self}
 }
 
 // broadcast wakes everyone waiting for the next change of something.

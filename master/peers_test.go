@@ -9,7 +9,9 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
+	"github.com/drover-project/drover/gossip"
 	"github.com/drover-project/drover/internal/freeport"
 	"github.com/drover-project/drover/transport/raftnet"
 )
@@ -42,11 +44,10 @@ func (w *warnings) of(voter string) int {
 }
 
 // fakeVoter listens as a master's Raft port does and answers who it is
-// with what self holds now; Raft's own connections are closed.
-func fakeVoter(t *testing.T, self *atomic.Pointer[raftnet.Self]) string {
+// with what self returns then; Raft's own connections are closed.
+func fakeVoter(t *testing.T, self func() raftnet.Self) string {
 	t.Helper()
-	sl, err := raftnet.NewStreamLayer("127.0.0.1:0", nil, nil, func() raftnet.Self { return *self.Load() },
-		slog.New(slog.DiscardHandler))
+	sl, err := raftnet.NewStreamLayer("127.0.0.1:0", nil, nil, self, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -89,7 +90,7 @@ func TestFinderSkipsBogusAnswers(t *testing.T) {
 	cfg.RaftPort, cfg.HTTPPort, cfg.GossipPort = ports[0], ports[1], ports[2]
 	cfg.Peers = []Peer{{ID: "m1", RaftAddr: net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[0]))}}
 	for _, id := range []string{"m2", "m3", "m4"} {
-		cfg.Peers = append(cfg.Peers, Peer{ID: id, RaftAddr: fakeVoter(t, answers[id])})
+		cfg.Peers = append(cfg.Peers, Peer{ID: id, RaftAddr: fakeVoter(t, func() raftnet.Self { return *answers[id].Load() })})
 	}
 	logged := &warnings{counts: map[string]int{}}
 	cfg.Logger = slog.New(logged)
@@ -108,8 +109,16 @@ func TestFinderSkipsBogusAnswers(t *testing.T) {
 	if addrs := m.finder.Addrs(); len(addrs) != 1 || addrs[0] != "127.0.0.1:7203" {
 		t.Fatalf("addresses to join %v, want m2's alone", addrs)
 	}
-	if m.finder.HTTP("m2") != "127.0.0.1:7202" || m.finder.HTTP("m3") != "" || m.finder.HTTP("m4") != "" {
-		t.Fatalf("HTTP addresses m2 %q, m3 %q, m4 %q; want m2's alone", m.finder.HTTP("m2"), m.finder.HTTP("m3"), m.finder.HTTP("m4"))
+	raftOf := map[string]string{}
+	for _, p := range cfg.Peers {
+		raftOf[p.ID] = p.RaftAddr
+	}
+	http := func(id string) string { return m.finder.HTTP(id, raftOf[id]) }
+	if http("m2") != "127.0.0.1:7202" || http("m3") != "" || http("m4") != "" {
+		t.Fatalf("HTTP addresses m2 %q, m3 %q, m4 %q; want m2's alone", http("m2"), http("m3"), http("m4"))
+	}
+	if got := m.finder.HTTP("m2", raftOf["m4"]); got != "" {
+		t.Fatalf("m2's HTTP address at m4's Raft address is %q, want none: it was not asked there", got)
 	}
 	if logged.of("m3") != 1 || logged.of("m4") != 1 || logged.of("m2") != 0 {
 		t.Fatalf("warnings for m2 %d, m3 %d, m4 %d after 3 rounds; want none, one, one", logged.of("m2"), logged.of("m3"), logged.of("m4"))
@@ -132,5 +141,94 @@ func TestFinderSkipsBogusAnswers(t *testing.T) {
 	if got := m.finder.Known(); !maps.Equal(got, want) || said < 2 || logged.of("m3") != said || logged.of("m4") != 1 {
 		t.Fatalf("after the answers changed: known %v, want %v; warnings for m3 %d then %d, want 2 or more and no more; for m4 %d, want 1",
 			got, want, said, logged.of("m3"), logged.of("m4"))
+	}
+}
+
+// The finder takes a voter's HTTP address from its Raft port alone, and
+// asks again whenever the pool does not show the voter there: a gossip
+// member of the voter's name that says its HTTP address is elsewhere
+// (what any holder of the gossip key can say) makes the finder ask, and
+// the answer keeps the proved address; a voter restarted with another
+// HTTP port, which it gossips and gives on its Raft port, is learned at
+// the next round. While the pool shows the voter where it said, nothing
+// is asked.
+func TestFinderTakesHTTPAddressesFromRaftPortsOnly(t *testing.T) {
+	ports, err := freeport.Get("127.0.0.1", 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hp := func(i int) string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[i])) }
+	said := &atomic.Pointer[raftnet.Self]{}
+	first := raftnet.Self{ID: "m2", HTTP: "127.0.0.1:7202", Gossip: hp(3)}
+	said.Store(&first)
+	var asked atomic.Int32
+	voter := fakeVoter(t, func() raftnet.Self {
+		asked.Add(1)
+		return *said.Load()
+	})
+
+	cfg := DefaultConfig()
+	cfg.ID, cfg.DataDir, cfg.GossipProfile = "m1", t.TempDir(), "local"
+	cfg.RaftPort, cfg.HTTPPort, cfg.GossipPort = ports[0], ports[1], ports[2]
+	cfg.Peers = []Peer{{ID: "m1", RaftAddr: hp(0)}, {ID: "m2", RaftAddr: voter}}
+	cfg.Logger = slog.New(slog.DiscardHandler)
+	m, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = m.Close() })
+	m2, err := gossip.Start(gossip.Config{
+		Meta: gossip.Meta{Role: gossip.RoleMaster, ID: "m2", HTTP: first.HTTP}, BindIP: "127.0.0.1", Port: ports[3],
+		Profile: "local", Join: []string{hp(2)}, Logger: slog.New(slog.DiscardHandler),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = m2.Shutdown() })
+
+	// says sets what m2 gossips, and waits until m1's pool has it.
+	says := func(http string) {
+		t.Helper()
+		if err := m2.UpdateMeta(gossip.Meta{Role: gossip.RoleMaster, ID: "m2", HTTP: http}, 5*time.Second); err != nil {
+			t.Fatal(err)
+		}
+		deadline := time.Now().Add(10 * time.Second)
+		for meta, ok := m.pool.Lookup(gossip.RoleMaster, "m2"); !ok || meta.HTTP != http; meta, ok = m.pool.Lookup(gossip.RoleMaster, "m2") {
+			if time.Now().After(deadline) {
+				t.Fatalf("m1's pool never heard m2 say %s", http)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	says(first.HTTP)
+	// Rounds until the finder has asked at least once and then finds m2
+	// in the pool where it said: the finder's own loop runs meanwhile.
+	for range 3 {
+		m.finder.find()
+	}
+	if got := m.finder.HTTP("m2", voter); got != first.HTTP {
+		t.Fatalf("m2's HTTP address is %q, want %s", got, first.HTTP)
+	}
+	n := asked.Load()
+	m.finder.find()
+	if asked.Load() != n {
+		t.Fatalf("the finder asked m2 again though the pool shows it at the address it gave")
+	}
+
+	says("127.0.0.1:9")
+	m.finder.find()
+	if asked.Load() == n {
+		t.Fatalf("the finder did not ask m2 once its gossip named another HTTP address")
+	}
+	if got := m.finder.HTTP("m2", voter); got != first.HTTP {
+		t.Fatalf("m2's HTTP address is %q once its gossip says 127.0.0.1:9, want %s, what its Raft port says", got, first.HTTP)
+	}
+
+	restarted := raftnet.Self{ID: "m2", HTTP: "127.0.0.1:7212", Gossip: first.Gossip}
+	said.Store(&restarted)
+	says(restarted.HTTP)
+	m.finder.find()
+	if got := m.finder.HTTP("m2", voter); got != restarted.HTTP {
+		t.Fatalf("m2's HTTP address is %q after it restarted on %s", got, restarted.HTTP)
 	}
 }

@@ -3,14 +3,18 @@ package systest
 import (
 	"context"
 	"encoding/json"
+	"net"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/drover-project/drover/api"
+	"github.com/drover-project/drover/client"
 	"github.com/drover-project/drover/gossip"
+	"github.com/drover-project/drover/internal/metricstest"
 	"github.com/drover-project/drover/internal/testcluster"
 	"github.com/drover-project/drover/model"
 	"github.com/drover-project/drover/pki"
@@ -187,4 +191,152 @@ func TestGossipMasterImpostorsAreNotTheLeader(t *testing.T) {
 	stays(t, o, 3*time.Second, o.ID+" never takes the impostor for the leader", func(st *api.State) bool {
 		return st.LeaderHTTP != evil
 	})
+}
+
+// gossipAlive is the number of alive members in master n's gossip pool,
+// from its metrics.
+func gossipAlive(t *testing.T, c *testcluster.Cluster, n *testcluster.Node) float64 {
+	t.Helper()
+	o := c.ClientOptions()
+	s, err := metricstest.Get(&http.Client{Transport: &http.Transport{TLSClientConfig: o.TLS}, Timeout: 10 * time.Second},
+		"https://"+n.HTTP+"/metrics", o.Token)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, ok := s.Value("drover_gossip_members", "state", "alive")
+	if !ok {
+		t.Fatalf("%s has no drover_gossip_members{state=alive}", n.ID)
+	}
+	return v
+}
+
+// TestGossipImpostorAtAWorkersAddressKeepsNoWorkerAlive: on a secured
+// cluster, a member that holds the gossip key and gossips from an address
+// of its own, but advertises the gossip address of worker w under w's
+// name, HTTP address and metadata, keeps w in the leader's pool once w
+// freezes (SIGSTOP: its host refuses nothing), for memberlist takes the
+// address an alive message gives on its word and the member refutes every
+// suspicion. The leader still declares w lost once no heartbeat has
+// reached it for --worker-heartbeat-timeout, and its supervised driver is
+// relaunched on the other worker, where it finishes. On today's main w
+// stayed ALIVE for ever.
+func TestGossipImpostorAtAWorkersAddressKeepsNoWorkerAlive(t *testing.T) {
+	const heartbeatTimeout = 6 * time.Second
+	c := testcluster.New(t, testcluster.Options{Workers: 2, Secure: true,
+		MasterArgs: []string{"--worker-heartbeat-timeout", heartbeatTimeout.String()}})
+	p := newProbe(t)
+	d, w := startedRunning(t, c, p, 20*time.Second)
+	leader, err := c.Leader(5 * time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	members := gossipAlive(t, c, leader)
+
+	if err := w.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	frozen := time.Now()
+	// Thawed and killed last: its runner then ends attempt 1, whose lease
+	// ran out long before.
+	t.Cleanup(func() { _ = w.Signal(syscall.SIGCONT); w.KillGroup() })
+	c.StartGossipImpostorAt(gossip.NodeName(gossip.RoleWorker, w.ID), gossip.Meta{Role: gossip.RoleWorker, ID: w.ID, HTTP: w.HTTP}, w.Gossip)
+	c.WaitDriver(d.ID, 40*time.Second, "relaunched RUNNING", runningAttempt(2))
+	t.Logf("%s lost and its driver relaunched %s after it froze", w.ID, time.Since(frozen).Round(time.Millisecond))
+	st, err := testcluster.State(context.Background(), leader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, wk := range st.Workers {
+		if wk.ID == w.ID && (wk.State != model.WorkerDead || !strings.Contains(wk.Message, "no heartbeat")) {
+			t.Fatalf("%s is %s (%s), want DEAD for want of heartbeats", w.ID, wk.State, wk.Message)
+		}
+	}
+	if alive := gossipAlive(t, c, leader); alive != members {
+		t.Fatalf("the leader's pool has %v alive members, %v before %s froze: the impostor did not hold its place, and the test proves nothing", alive, members, w.ID)
+	}
+	p.finishes(c, d.ID, 2, 60*time.Second)
+}
+
+// TestGossipImpostorAtTheLeadersAddressGetsNoForwardedRequest: on a
+// cluster with tokens and no TLS, where a follower forwards callers'
+// tokens in plain text, a member that holds the gossip key and advertises
+// the leader's gossip address under the leader's name, with an HTTP
+// address of its own, wins the leader's entry in the followers' pools
+// from time to time with a higher incarnation (the leader refutes it, and
+// it refutes back). A follower's forwarded writes all still reach the
+// real leader, its idea of the leader's HTTP address never becomes the
+// impostor's, and the impostor's listener is never connected to. On
+// today's main the follower forwarded there whenever the impostor held
+// the entry.
+func TestGossipImpostorAtTheLeadersAddressGetsNoForwardedRequest(t *testing.T) {
+	c := testcluster.New(t, testcluster.Options{TokensOnly: true})
+	leader, err := c.Leader(5 * time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := c.Masters[0]
+	if f == leader {
+		f = c.Masters[1]
+	}
+	evil, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer evil.Close()
+	var reached atomic.Int32
+	go func() {
+		for {
+			conn, err := evil.Accept()
+			if err != nil {
+				return
+			}
+			reached.Add(1)
+			_ = conn.Close()
+		}
+	}()
+	c.StartGossipImpostorAt(gossip.NodeName(gossip.RoleMaster, leader.ID),
+		gossip.Meta{Role: gossip.RoleMaster, ID: leader.ID, HTTP: evil.Addr().String()}, leader.Gossip)
+	cl, err := client.New([]string{f.HTTP}, c.ClientOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The impostor holds the leader's entry in f's pool when f's health
+	// finds the leader missing there: f sees the leader at an HTTP
+	// address other than the one it proved.
+	held := 0
+	for deadline := time.Now().Add(20 * time.Second); held < 3 && time.Now().Before(deadline); {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		res, err := cl.Submit(ctx, api.SubmitRequest{Argv: []string{"/bin/true"}, Cores: 1, MemoryMB: 64})
+		if err != nil {
+			cancel()
+			t.Fatalf("a write through %s failed: %v", f.ID, err)
+		}
+		if _, err := c.Client().Driver(ctx, res.DriverID); err != nil {
+			cancel()
+			t.Fatalf("the leader has no %s, written through %s: %v", res.DriverID, f.ID, err)
+		}
+		h, err := cl.Health(ctx, f.HTTP)
+		cancel()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, ch := range h.Checks {
+			if ch.Name == api.CheckPool && !ch.OK {
+				held++
+			}
+		}
+		st, err := testcluster.State(context.Background(), f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.LeaderHTTP != leader.HTTP {
+			t.Fatalf("%s takes %q for the leader's HTTP address, want %s", f.ID, st.LeaderHTTP, leader.HTTP)
+		}
+		if n := reached.Load(); n > 0 {
+			t.Fatalf("the impostor's listener was connected to %d times", n)
+		}
+	}
+	if held < 3 {
+		t.Fatalf("the impostor held the leader's entry in %s's pool only %d times in 20 s: the test proves nothing", f.ID, held)
+	}
 }

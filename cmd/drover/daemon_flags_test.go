@@ -53,7 +53,8 @@ func helpDefault(help, name string) string {
 // GiB, 4 in flight per client; programs of 64 KiB; 100,000 drivers not
 // ended, as many per client, and 10,000 apps; 64 MiB of events held, a
 // stalled event stream cut off after 30 s, 16 event streams and 64
-// blocking reads per client; finished units kept 7 days, 10 MiB x 5 files
+// blocking reads per client; a worker lost after 15 s without a
+// heartbeat; finished units kept 7 days, 10 MiB x 5 files
 // of each stream, 4096 processes per unit; and programs run as nobody with
 // PATH, HOME, LANG, LC_*, TZ and TMPDIR of the worker's environment.
 func TestDaemonDefaults(t *testing.T) {
@@ -75,6 +76,7 @@ func TestDaemonDefaults(t *testing.T) {
 		{master, "max-uploads-per-client", "4"},
 		{master, "event-buffer-size", "64m"},
 		{master, "event-write-timeout", "30s"},
+		{master, "worker-heartbeat-timeout", "15s"},
 		{master, "max-event-streams-per-client", "16"},
 		{master, "max-blocking-reads-per-client", "64"},
 		{worker, "cleanup-ttl", "168h0m0s"},
@@ -132,6 +134,7 @@ func TestMasterRefusesBadBounds(t *testing.T) {
 		{[]string{"--max-event-streams-per-client", "-1"}, "--max-event-streams-per-client and --max-blocking-reads-per-client must not be negative"},
 		{[]string{"--max-blocking-reads-per-client", "-1"}, "--max-event-streams-per-client and --max-blocking-reads-per-client must not be negative"},
 		{[]string{"--event-write-timeout", "0s"}, "drover: --event-write-timeout must be positive"},
+		{[]string{"--worker-heartbeat-timeout", "5999ms"}, "drover: --worker-heartbeat-timeout 5.999s is below 6s: a live worker's heartbeats may pause that long when the leader changes"},
 	} {
 		dir := filepath.Join(t.TempDir(), "data")
 		args := append([]string{"--id", "m1", "--data-dir", dir, "--bind", "127.0.0.1", "--peers", "m1=127.0.0.1:1"}, tc.args...)
@@ -208,14 +211,16 @@ func TestWorkerRefusesTheOperatorToken(t *testing.T) {
 	}
 }
 
-// The bounds on events and clients are taken at their limits: an event
-// buffer of 1m, a write timeout of 1ns, no bound on streams and blocking
-// reads. (The master then stops at a port of 0, the one error left.)
-func TestMasterTakesEventBoundsAtTheirLimits(t *testing.T) {
+// The bounds on events, clients and worker heartbeats are taken at their
+// limits: an event buffer of 1m, a write timeout of 1ns, no bound on
+// streams and blocking reads, a worker heartbeat timeout of 6s. (The
+// master then stops at a port of 0, the one error left.)
+func TestMasterTakesBoundsAtTheirLimits(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "data")
 	out, code := withStderr(t, func() int {
 		return runMaster([]string{"--id", "m1", "--data-dir", dir, "--raft-port", "0", "--event-buffer-size", "1m",
-			"--event-write-timeout", "1ns", "--max-event-streams-per-client", "0", "--max-blocking-reads-per-client", "0"})
+			"--event-write-timeout", "1ns", "--max-event-streams-per-client", "0", "--max-blocking-reads-per-client", "0",
+			"--worker-heartbeat-timeout", "6s"})
 	})
 	if want := "drover: --raft-port 0 is not a port\n"; code != 1 || out != want {
 		t.Errorf("every bound at its limit: exit %d, stderr %q; want exit 1 and %q", code, out, want)

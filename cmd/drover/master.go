@@ -31,6 +31,7 @@ func runMaster(args []string) int {
 	fs.Uint64Var(&cfg.SnapshotThreshold, "snapshot-threshold", cfg.SnapshotThreshold, "Raft log entries between snapshots")
 	fs.DurationVar(&cfg.SnapshotInterval, "snapshot-interval", cfg.SnapshotInterval, "how often Raft checks whether to snapshot")
 	fs.DurationVar(&cfg.WorkerTimeout, "worker-timeout", cfg.WorkerTimeout, "how long a worker may be missing from the gossip pool before it is declared lost")
+	fs.DurationVar(&cfg.WorkerHeartbeatTimeout, "worker-heartbeat-timeout", cfg.WorkerHeartbeatTimeout, "default fencing: how long a worker may go without a heartbeat reaching the leader before it is declared lost, whatever gossip says; at least 6s, and never shorter than --worker-timeout")
 	fs.StringVar(&cfg.Fencing, "fencing", cfg.Fencing, "default (drivers keep running while their worker is cut off) or strict (at most one live attempt; must match the workers)")
 	fs.DurationVar(&cfg.Lease, "lease", cfg.Lease, "strict fencing: how long a worker runs supervised drivers without a leader; must equal the workers' --lease")
 	fs.DurationVar(&cfg.FencingMargin, "fencing-margin", cfg.FencingMargin, "strict fencing: extra wait after the lease before a worker's drivers are relaunched")

@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"net"
 	"os"
+	"strconv"
 	"sync"
 	"time"
 
@@ -29,6 +31,14 @@ func (metaOnly) MergeRemoteState([]byte, bool)   {}
 // and encrypting with key (nil for none). It is what anyone who reaches
 // the gossip ports can run, holding the key or not. Cleanup shuts it down.
 func (c *Cluster) GossipMember(name string, meta, key []byte) (*memberlist.Memberlist, error) {
+	return c.gossipMember(name, meta, key, "")
+}
+
+// gossipMember is GossipMember advertising the address advertise
+// (host:port) in its alive messages instead of its own, "" for its own:
+// memberlist takes the address an alive message gives on its word, so a
+// member can claim to gossip from anywhere.
+func (c *Cluster) gossipMember(name string, meta, key []byte, advertise string) (*memberlist.Memberlist, error) {
 	c.gossipMembers++
 	ip := c.ip(200 + c.gossipMembers)
 	ports, err := freeport.Get(ip, 1)
@@ -38,6 +48,16 @@ func (c *Cluster) GossipMember(name string, meta, key []byte) (*memberlist.Membe
 	mc := memberlist.DefaultLocalConfig()
 	mc.Name = name
 	mc.BindAddr, mc.BindPort, mc.AdvertisePort = ip, ports[0], ports[0]
+	if advertise != "" {
+		host, port, err := net.SplitHostPort(advertise)
+		if err != nil {
+			return nil, err
+		}
+		if mc.AdvertisePort, err = strconv.Atoi(port); err != nil {
+			return nil, err
+		}
+		mc.AdvertiseAddr = host
+	}
 	mc.SecretKey = key
 	mc.Delegate = metaOnly(meta)
 	mc.LogOutput = io.Discard
@@ -58,6 +78,15 @@ func (c *Cluster) GossipMember(name string, meta, key []byte) (*memberlist.Membe
 // holder left or was forgotten). It returns the member's gossip address.
 func (c *Cluster) StartGossipImpostor(name string, meta gossip.Meta) string {
 	c.t.Helper()
+	return c.StartGossipImpostorAt(name, meta, "")
+}
+
+// StartGossipImpostorAt is StartGossipImpostor with a member that gossips
+// from an address of its own but advertises advertise (host:port), say
+// the gossip address of the node it passes for; "" for its own. It
+// returns the address it advertises.
+func (c *Cluster) StartGossipImpostorAt(name string, meta gossip.Meta, advertise string) string {
+	c.t.Helper()
 	b, err := json.Marshal(meta)
 	if err != nil {
 		c.t.Fatal(err)
@@ -72,7 +101,7 @@ func (c *Cluster) StartGossipImpostor(name string, meta gossip.Meta) string {
 			c.t.Fatal(err)
 		}
 	}
-	ml, err := c.GossipMember(name, b, key)
+	ml, err := c.gossipMember(name, b, key, advertise)
 	if err != nil {
 		c.t.Fatal(err)
 	}

@@ -32,7 +32,17 @@ const tetheredSilence = 500 * time.Millisecond
 // and has not sent a heartbeat for as long. A member counts as the worker
 // only when it gossips from the address the worker registered from
 // (gossip.Pool.LookupAt); a worker that restarts elsewhere registers
-// again, and its new address with it. A tethered worker is declared
+// again, and its new address with it. Gossip alone keeps no worker alive
+// for longer than WorkerHeartbeatTimeout (or WorkerTimeout, if longer)
+// without a heartbeat: memberlist
+// takes a member's address on its word, so any holder of the gossip key
+// can pass for a dead worker at its own address, and a heartbeat is what
+// the worker proves with its credential and instance (Nomad's heartbeat
+// TTL). A live worker's heartbeats never pause that long: each is held
+// at most a long poll and the next follows at once, and across a leader
+// change the new term counts from its start and the worker finds it
+// within newTermGrace. A worker cut off from the leader but not from the
+// pool is lost so too. A tethered worker is declared
 // lost sooner, once it has been silent for tetheredSilence and its host
 // refuses a connection to its HTTP address: its daemon is gone, and with
 // it the programs of its runners. That is what a killed or crashed daemon
@@ -86,6 +96,10 @@ func (t *Term) watchWorkers(ctx context.Context) {
 				}
 				continue
 			}
+			if silent := at.Sub(contact); silent >= max(t.cfg.WorkerHeartbeatTimeout, t.cfg.WorkerTimeout) {
+				t.lose(w.ID, "no heartbeat for longer than the worker heartbeat timeout, whatever gossip says", silent)
+				continue
+			}
 			// Only a member that gossips from where the worker
 			// registered is the worker: one that took its name
 			// elsewhere keeps nothing alive.
@@ -127,6 +141,15 @@ func (t *Term) watchWorkers(ctx context.Context) {
 // member of the others only when one of them pushes its state to it), so
 // absence from the pool is no evidence until then.
 const newTermGrace = client.DefaultHedgeAfter + client.DefaultMaxRetryInterval
+
+// MinWorkerHeartbeatTimeout is the shortest WorkerHeartbeatTimeout that
+// never loses a live worker whose heartbeats reach the leader, for a
+// leader that holds a heartbeat up to heartbeatWait: newTermGrace, within
+// which a worker finds a new leader after the previous one froze, and
+// one held heartbeat more.
+func MinWorkerHeartbeatTimeout(heartbeatWait time.Duration) time.Duration {
+	return newTermGrace + heartbeatWait
+}
 
 // missingTooLong is default fencing's verdict on a worker missing from the
 // gossip pool at time at: missing since since and last heard from at

@@ -29,6 +29,11 @@ import (
 // configuration; see master.Config for each field's meaning.
 type Config struct {
 	WorkerTimeout time.Duration
+	// WorkerHeartbeatTimeout is, in default fencing, how long a worker
+	// may go without a heartbeat before it is lost, whatever gossip says
+	// (watchWorkers), or WorkerTimeout if that is longer; at least
+	// MinWorkerHeartbeatTimeout.
+	WorkerHeartbeatTimeout time.Duration
 	// Strict is strict fencing: a worker is lost after Lease+FencingMargin
 	// without a heartbeat, whatever gossip says.
 	Strict               bool

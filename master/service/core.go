@@ -90,6 +90,11 @@ type Deps struct {
 	// KnownMasters returns the gossip addresses, by master ID, that this
 	// master learned from its Raft peers.
 	KnownMasters func() map[string]string
+	// MasterHTTP returns the HTTP address (host:port) master id gave of
+	// itself on its Raft port at raftAddr, where masters prove who they
+	// are; "" before it did. It is the only source of another master's
+	// HTTP address: requests sent there carry callers' credentials.
+	MasterHTTP func(id, raftAddr string) string
 	// Blobs is this master's store of uploaded files, and Replicas keeps
 	// their copies on the other voters.
 	Blobs    *blobs.Store
@@ -258,11 +263,9 @@ func (s *Core) Leadership() Leadership {
 	case l.LeaderID == s.cfg.ID:
 		l.LeaderHTTP = s.cfg.HTTPAddr
 	default:
-		// The member of the leader's name that gossips from the
-		// leader's Raft address, never one elsewhere that took it.
-		if meta, ok := s.Pool.LookupAt(gossip.RoleMaster, l.LeaderID, string(addr)); ok {
-			l.LeaderHTTP = meta.HTTP
-		}
+		// What the leader said on its Raft port, never what a gossip
+		// member of its name says.
+		l.LeaderHTTP = s.MasterHTTP(l.LeaderID, string(addr))
 	}
 	return l
 }

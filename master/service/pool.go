@@ -108,7 +108,7 @@ func (s *Core) Health(context.Context) api.Health {
 	case l.LeaderID == "":
 		check(api.CheckPool, true, "no leader to look for in the gossip pool")
 	default:
-		if l.LeaderHTTP == "" {
+		if _, ok := s.Pool.LookupAt(gossip.RoleMaster, l.LeaderID, l.LeaderHTTP); !ok || l.LeaderHTTP == "" {
 			check(api.CheckPool, false, "the leader, "+l.LeaderID+", is missing from this master's gossip pool")
 		} else {
 			check(api.CheckPool, true, "the leader is in this master's gossip pool")

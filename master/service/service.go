@@ -257,6 +257,7 @@ type Leadership struct {
 	// of earlier terms: only then does it decide anything.
 	Ready bool
 	// LeaderID and LeaderHTTP name the leader, "" when none is known (or
-	// its HTTP address is not).
+	// its HTTP address is not). LeaderHTTP is what the leader said on its
+	// Raft port (Deps.MasterHTTP), never its gossip metadata.
 	LeaderID, LeaderHTTP string
 }

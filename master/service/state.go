@@ -7,7 +7,6 @@ import (
 
 	"github.com/drover-project/drover/api"
 	"github.com/drover-project/drover/auth"
-	"github.com/drover-project/drover/gossip"
 )
 
 // State implements Service: this master's own view, whatever its role, so
@@ -54,9 +53,10 @@ func (s *Core) appStatuses() []api.AppStatus {
 	return out
 }
 
-// peers is the Raft configuration with each master's HTTP address from
-// gossip and the leader marked: the State's masters, and what Operator's
-// reads and membership changes answer with.
+// peers is the Raft configuration with each master's HTTP address, as it
+// gave it on its Raft port (Deps.MasterHTTP), and the leader marked: the
+// State's masters, and what Operator's reads and membership changes
+// answer with.
 func (s *Core) peers() (api.RaftPeers, error) {
 	cf := s.Raft.GetConfiguration()
 	if err := cf.Error(); err != nil {
@@ -68,8 +68,8 @@ func (s *Core) peers() (api.RaftPeers, error) {
 		ms := api.Master{ID: string(srv.ID), RaftAddr: string(srv.Address), Suffrage: srv.Suffrage.String(), Leader: srv.ID == leaderID}
 		if string(srv.ID) == s.cfg.ID {
 			ms.HTTPAddr = s.cfg.HTTPAddr
-		} else if meta, ok := s.Pool.LookupAt(gossip.RoleMaster, string(srv.ID), string(srv.Address)); ok {
-			ms.HTTPAddr = meta.HTTP
+		} else {
+			ms.HTTPAddr = s.MasterHTTP(string(srv.ID), string(srv.Address))
 		}
 		out.Peers = append(out.Peers, ms)
 	}

@@ -87,9 +87,9 @@ func (s *Core) RegisterWorker(ctx context.Context, _ auth.Caller, req api.Regist
 	return api.RegisterWorkerResponse{WorkerID: req.ID}, nil
 }
 
-// awaitMember reports whether the worker id, with this HTTP address, is an
-// alive gossip member gossiping from that address's host, waiting up to
-// memberWait for it: the leader will watch the worker there
+// awaitMember reports whether the worker id is an alive gossip member
+// gossiping from the host of this HTTP address and naming it as its own,
+// waiting up to memberWait for it: the leader will watch the worker there
 // (gossip.Pool.LookupAt).
 func awaitMember(ctx context.Context, pool *gossip.Pool, id, httpAddr string) bool {
 	ctx, cancel := context.WithTimeout(ctx, memberWait)
@@ -97,7 +97,7 @@ func awaitMember(ctx context.Context, pool *gossip.Pool, id, httpAddr string) bo
 	tick := time.NewTicker(20 * time.Millisecond)
 	defer tick.Stop()
 	for {
-		if meta, ok := pool.LookupAt(gossip.RoleWorker, id, httpAddr); ok && meta.HTTP == httpAddr {
+		if _, ok := pool.LookupAt(gossip.RoleWorker, id, httpAddr); ok {
 			return true
 		}
 		select {
