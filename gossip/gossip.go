@@ -27,6 +27,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/drover-project/drover/internal/warnonce"
 	"github.com/hashicorp/memberlist"
 )
 
@@ -184,7 +185,8 @@ func Start(cfg Config) (*Pool, error) {
 	mc.Transport = tr
 	mc.Logger = stdLog
 	d := &delegate{meta: meta, onChange: cfg.OnChange, members: map[string]Member{},
-		gone: map[string]time.Time{}, forget: mc.GossipToTheDeadTime, log: logger, warned: map[string]bool{}}
+		gone: map[string]time.Time{}, forget: mc.GossipToTheDeadTime, log: logger,
+		warned: warnonce.New(logger, maxWarned, "gossip members refused under more names than are logged; further ones are not logged")}
 	mc.Delegate = d
 	mc.Events = d
 	mc.Alive = d
@@ -505,13 +507,12 @@ type delegate struct {
 	// counted, for metrics.
 	gone   map[string]time.Time
 	forget time.Duration
-	// warned holds what warnOnce has logged, up to maxWarned entries.
-	warned map[string]bool
+	// warned logs each refused name (and address) once.
+	warned *warnonce.Set
 }
 
 // maxWarned bounds delegate.warned: a member holding the key could send
-// a new name with every message. Past the bound the set starts again, so
-// a name may be logged again, but memory stays bounded.
+// a new name with every message.
 const maxWarned = 1024
 
 // errNameNotMeta refuses an alive message whose node name is not the one
@@ -527,7 +528,7 @@ var errNameNotMeta = errors.New("the node name is not the role/ID its metadata c
 func (d *delegate) NotifyAlive(n *memberlist.Node) error {
 	var m Meta
 	if err := json.Unmarshal(n.Meta, &m); err != nil || NodeName(m.Role, m.ID) != n.Name {
-		d.warnOnce("alive\x00"+n.Name, "gossip member ignored: its name is not the role/ID its metadata claims",
+		d.warned.Warn("alive\x00"+n.Name, "gossip member ignored: its name is not the role/ID its metadata claims",
 			"name", n.Name, "addr", n.Address(), "claims", NodeName(m.Role, m.ID))
 		return errNameNotMeta
 	}
@@ -541,24 +542,8 @@ func (d *delegate) NotifyAlive(n *memberlist.Node) error {
 // address after a crash is refused so until memberlist forgets the dead
 // one, an impostor for as long as it tries.
 func (d *delegate) NotifyConflict(existing, other *memberlist.Node) {
-	d.warnOnce("conflict\x00"+other.Name+"\x00"+other.Address(), "gossip member refused: another member holds its name",
+	d.warned.Warn("conflict\x00"+other.Name+"\x00"+other.Address(), "gossip member refused: another member holds its name",
 		"name", other.Name, "addr", other.Address(), "holder", existing.Address())
-}
-
-// warnOnce logs msg with args at warning level the first time it sees key.
-func (d *delegate) warnOnce(key, msg string, args ...any) {
-	d.mu.Lock()
-	seen := d.warned[key]
-	if !seen {
-		if len(d.warned) >= maxWarned {
-			clear(d.warned)
-		}
-		d.warned[key] = true
-	}
-	d.mu.Unlock()
-	if !seen {
-		d.log.Warn(msg, args...)
-	}
 }
 
 func (d *delegate) NodeMeta(limit int) []byte {

@@ -254,7 +254,7 @@ func TestGossipImpostorAtAWorkersAddressKeepsNoWorkerAlive(t *testing.T) {
 	if alive := gossipAlive(t, c, leader); alive != members {
 		t.Fatalf("the leader's pool has %v alive members, %v before %s froze: the impostor did not hold its place, and the test proves nothing", alive, members, w.ID)
 	}
-	p.finishes(c, d.ID, 2, 60*time.Second)
+	p.finishes(c, d.ID, 2)
 }
 
 // TestGossipImpostorAtTheLeadersAddressGetsNoForwardedRequest: on a
