@@ -1,8 +1,11 @@
 package master_test
 
 import (
+	"archive/tar"
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -11,6 +14,7 @@ import (
 	"net/http"
 	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -469,6 +473,108 @@ func TestRestoreNeedsItsContentType(t *testing.T) {
 	if ds, err := op.Drivers(ctx); err != nil || len(ds) != 1 {
 		t.Fatalf("after the restore: %d drivers (%v), want the snapshot's 1", len(ds), err)
 	}
+}
+
+// A restore whose meta.json names a Raft snapshot version this release
+// does not know, or an index near the log's end, is refused 400 before
+// Raft sees it, checksums recomputed or not: the tables keep the driver
+// submitted after the snapshot and the log's index does not jump.
+// Before, the version came back as 503 "may or may not have happened",
+// which a client retries for ever, and the index moved the log there.
+func TestRestoreRefusesAMetaRaftCannotTake(t *testing.T) {
+	const opTok = "OperatorTok-0123456789abcdef"
+	c := mastertest.Start(t, 1, func(cfg *master.Config) { cfg.OperatorToken = opTok })
+	ctx := c.Context()
+	op := c.Client()
+	if _, err := op.Submit(ctx, submitReq()); err != nil {
+		t.Fatal(err)
+	}
+	archive, err := op.SnapshotSave(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := op.Submit(ctx, submitReq()); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		field string
+		value uint64
+		want  string
+	}{
+		{"Version", 1<<63 - 1, "Raft snapshot version 9223372036854775807: this release restores versions"},
+		{"Index", 1<<64 - 1, "index 18446744073709551615 is past 4611686018427387904"},
+		{"Index", 1<<62 + 1, "index 4611686018427387905 is past 4611686018427387904"},
+	} {
+		_, err := op.SnapshotRestore(ctx, withMeta(t, archive, tc.field, tc.value))
+		var ae *client.APIError
+		if !errors.As(err, &ae) || ae.Status != http.StatusBadRequest || !strings.Contains(ae.Message, tc.want) {
+			t.Errorf("a restore with %s %d: %v, want 400 with %q", tc.field, tc.value, err, tc.want)
+		}
+	}
+	if ds, err := op.Drivers(ctx); err != nil || len(ds) != 2 {
+		t.Fatalf("after refused restores: %d drivers (%v), want the 2 submitted", len(ds), err)
+	}
+	if st, err := op.State(ctx); err != nil || st.AppliedIndex > 1000 {
+		t.Fatalf("after refused restores the applied index is %v (%v)", st, err)
+	}
+	// At the bound, the archive is restored.
+	if _, err := op.SnapshotRestore(ctx, withMeta(t, archive, "Index", 1<<62)); err != nil {
+		t.Fatalf("a restore at index 2^62: %v", err)
+	}
+}
+
+// withMeta rewrites one numeric field of a snapshot archive's meta.json
+// and its checksum, as a hand-edited archive would.
+func withMeta(t *testing.T, archive []byte, field string, value uint64) []byte {
+	t.Helper()
+	files := map[string][]byte{}
+	var names []string
+	tr := tar.NewReader(bytes.NewReader(archive))
+	for {
+		hdr, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := io.ReadAll(tr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		files[hdr.Name] = b
+		names = append(names, hdr.Name)
+	}
+	var meta map[string]json.RawMessage
+	if err := json.Unmarshal(files["meta.json"], &meta); err != nil {
+		t.Fatal(err)
+	}
+	meta[field] = json.RawMessage(strconv.FormatUint(value, 10))
+	b, err := json.Marshal(meta)
+	if err != nil {
+		t.Fatal(err)
+	}
+	files["meta.json"] = b
+	var sums strings.Builder
+	for _, name := range []string{"meta.json", "state.bin"} {
+		sum := sha256.Sum256(files[name])
+		fmt.Fprintf(&sums, "%s  %s\n", hex.EncodeToString(sum[:]), name)
+	}
+	files["SHA256SUMS"] = []byte(sums.String())
+	var out bytes.Buffer
+	tw := tar.NewWriter(&out)
+	for _, name := range names {
+		if err := tw.WriteHeader(&tar.Header{Name: name, Mode: 0o600, Size: int64(len(files[name]))}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tw.Write(files[name]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := tw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return out.Bytes()
 }
 
 // An operator's restore rolls the tables back, but not the sequence of

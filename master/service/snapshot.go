@@ -189,5 +189,28 @@ func readSnapshotArchive(rd io.Reader) (*raft.SnapshotMeta, []byte, error) {
 	if err := json.Unmarshal(files[snapshotMetaFile], &meta); err != nil {
 		return nil, nil, fmt.Errorf("%s: %w", snapshotMetaFile, err)
 	}
+	if err := checkSnapshotMeta(&meta); err != nil {
+		return nil, nil, fmt.Errorf("%s: %w", snapshotMetaFile, err)
+	}
 	return &meta, files[snapshotStateFile], nil
+}
+
+// maxRestoreIndex bounds the Raft index a restored snapshot may name:
+// raft.Restore moves the log past it, and an index near 2^64 would wrap.
+// A cluster committing a million entries a second reaches it in some
+// 146,000 years.
+const maxRestoreIndex = 1 << 62
+
+// checkSnapshotMeta refuses what raft.Restore would refuse only after
+// the archive was accepted (a snapshot version it does not know, which
+// the caller would get as an unavailable master) or would take to its
+// harm (an index that moves the log to near its end).
+func checkSnapshotMeta(m *raft.SnapshotMeta) error {
+	if m.Version < raft.SnapshotVersionMin || m.Version > raft.SnapshotVersionMax {
+		return fmt.Errorf("Raft snapshot version %d: this release restores versions %d to %d", m.Version, raft.SnapshotVersionMin, raft.SnapshotVersionMax)
+	}
+	if m.Index > maxRestoreIndex {
+		return fmt.Errorf("index %d is past %d, which no cluster reaches", m.Index, uint64(maxRestoreIndex))
+	}
+	return nil
 }
