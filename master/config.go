@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/drover-project/drover/api"
 	"github.com/drover-project/drover/fsm"
 	"github.com/drover-project/drover/gossip"
 	"github.com/drover-project/drover/ids"
@@ -423,8 +424,13 @@ func (c *Config) validate() error {
 	if _, err := sparkrest.NewLauncher(c.SparkLauncher); err != nil {
 		errs = append(errs, fmt.Errorf("--spark-launcher: %w", err))
 	}
-	if c.MaxProgramSize <= 0 {
+	switch {
+	case c.MaxProgramSize <= 0:
 		errs = append(errs, fmt.Errorf("--max-program-size %d must be positive", c.MaxProgramSize))
+	case c.MaxProgramSize > api.MaxBodyBytes:
+		// A program travels in a request body: a larger bound would
+		// never be reached, and would look like a bound that is.
+		errs = append(errs, fmt.Errorf("--max-program-size (%d bytes) is above the bound on a request's body (%d bytes), which it could never reach; a bare number is MiB, write 64k for 64 KiB", c.MaxProgramSize, api.MaxBodyBytes))
 	}
 	if c.MaxUpload <= 0 || c.UploadGrace <= 0 || c.UploadSyncInterval <= 0 {
 		errs = append(errs, errors.New("--max-upload, --upload-grace and --upload-sync-interval must be positive"))

@@ -126,6 +126,7 @@ func TestMasterRefusesBadBounds(t *testing.T) {
 		want string
 	}{
 		{[]string{"--max-program-size", "0"}, `drover: invalid argument "0" for "--max-program-size" flag: size "0" is below 1k`},
+		{[]string{"--max-program-size", "65536"}, "drover: --max-program-size (68719476736 bytes) is above the bound on a request's body (1048576 bytes), which it could never reach; a bare number is MiB, write 64k for 64 KiB"},
 		{[]string{"--max-live-drivers", "-1"}, "drover: --max-live-drivers, --max-live-drivers-per-client and --max-live-apps must not be negative"},
 		{[]string{"--max-live-apps", "-1"}, "drover: --max-live-drivers, --max-live-drivers-per-client and --max-live-apps must not be negative"},
 		{[]string{"--max-upload-store", "100m"}, "drover: --max-upload-store (104857600 bytes) must be at least --max-upload (268435456 bytes), or no file of that size could be stored"},
@@ -218,7 +219,7 @@ func TestWorkerRefusesTheOperatorToken(t *testing.T) {
 func TestMasterTakesBoundsAtTheirLimits(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "data")
 	out, code := withStderr(t, func() int {
-		return runMaster([]string{"--id", "m1", "--data-dir", dir, "--raft-port", "0", "--event-buffer-size", "1m",
+		return runMaster([]string{"--id", "m1", "--data-dir", dir, "--raft-port", "0", "--event-buffer-size", "1m", "--max-program-size", "1m",
 			"--event-write-timeout", "1ns", "--max-event-streams-per-client", "0", "--max-blocking-reads-per-client", "0",
 			"--worker-heartbeat-timeout", "6s"})
 	})

@@ -46,14 +46,14 @@ func runMaster(args []string) int {
 	fs.IntVar(&cfg.MaxConnsPerClient, "max-conns-per-client", cfg.MaxConnsPerClient, "HTTP connections one client IP may hold open; 0 for no bound")
 	fs.IntVar(&cfg.MaxSubmitsPerClient, "max-submits-per-client", cfg.MaxSubmitsPerClient, "submissions and app registrations one client IP may have in flight here (429 beyond); 0 for no bound")
 	maxProgram := bytesFlag{b: int64(cfg.MaxProgramSize), min: 1 << 10}
-	fs.Var(&maxProgram, "max-program-size", "bound on a submission's program (name, user, argv, environment, artifacts, resource names) and an app's executor program, as 64k or 1m; larger ones are refused with 413")
+	fs.Var(&maxProgram, "max-program-size", "bound on a submission's program (name, user, argv, environment, artifacts, resource names) and an app's executor program, as 64k or 1m (a bare number is MiB; at most 1m, a request body's bound); larger ones are refused with 413")
 	fs.IntVar(&cfg.MaxLiveDrivers, "max-live-drivers", cfg.MaxLiveDrivers, "drivers not ended (SUBMITTED, RUNNING, RELAUNCHING, UNKNOWN) the cluster holds; more submissions are refused with 429; 0 for no bound")
 	fs.IntVar(&cfg.MaxLiveDriversPerClient, "max-live-drivers-per-client", cfg.MaxLiveDriversPerClient, "drivers not ended submitted from one client IP (at the master it reached first); more are refused with 429; 0 for no bound")
 	fs.IntVar(&cfg.MaxLiveApps, "max-live-apps", cfg.MaxLiveApps, "apps not ended (WAITING, RUNNING, UNKNOWN) the cluster holds; more registrations are refused with 429; 0 for no bound")
 	fs.IntVar(&cfg.MaxEventStreamsPerClient, "max-event-streams-per-client", cfg.MaxEventStreamsPerClient, "event streams (GET /v1/events) one client IP may hold open here (429 beyond); 0 for no bound")
 	fs.IntVar(&cfg.MaxBlockingReadsPerClient, "max-blocking-reads-per-client", cfg.MaxBlockingReadsPerClient, "blocking reads (?index=) one client IP may have waiting here (429 beyond); 0 for no bound")
 	eventBuffer := bytesFlag{b: cfg.EventBufferBytes, min: master.MinEventBufferBytes}
-	fs.Var(&eventBuffer, "event-buffer-size", "bound on the recent events a master holds for streams that resume, by their estimated size, as 64m or 1g (at least 1m); the oldest go first")
+	fs.Var(&eventBuffer, "event-buffer-size", "bound on the recent events a master holds for streams that resume, by their estimated size, as 64m or 1g (a bare number is MiB; at least 1m); the oldest go first")
 	fs.DurationVar(&cfg.EventWriteTimeout, "event-write-timeout", cfg.EventWriteTimeout, "how long a write to an event stream may wait for its reader before the stream is closed")
 	maxUpload := sizeFlag{mb: cfg.MaxUpload >> 20}
 	fs.Var(&maxUpload, "max-upload", "bound on one uploaded file (drover client submit --upload), as 256m or 1g; larger ones are refused with 413")
