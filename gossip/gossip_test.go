@@ -479,12 +479,13 @@ func TestUpdateMetaReachesEveryMasterBeforeItReturns(t *testing.T) {
 		ms = append(ms, m)
 		join = append(join, fmt.Sprintf("127.0.0.66:%d", ports[i]))
 	}
-	for round := range 10 {
+	// try reports which master, if any, did not see member id's change
+	// within 250 ms of UpdateMeta's return.
+	try := func(id string) string {
 		wp, err := freeport.Get("127.0.0.67", 1)
 		if err != nil {
 			t.Fatal(err)
 		}
-		id := fmt.Sprint("w", round)
 		w, err := Start(Config{Meta: Meta{Role: RoleWorker, ID: id, HTTP: "x:2", Tethered: true}, BindIP: "127.0.0.67", Port: wp[0],
 			Profile: "local", Join: join})
 		if err != nil {
@@ -511,10 +512,25 @@ func TestUpdateMetaReachesEveryMasterBeforeItReturns(t *testing.T) {
 					break
 				}
 				if time.Now().After(deadline) {
-					t.Fatalf("round %d: m%d sees %s as %+v (present %v) 250 ms after UpdateMeta returned", round, i+1, id, mt, ok)
+					return fmt.Sprintf("m%d sees %s as %+v (present %v)", i+1, id, mt, ok)
 				}
 				time.Sleep(time.Millisecond)
 			}
+		}
+		return ""
+	}
+	// A round that misses is tried once more with a new member: on a
+	// machine loaded by other tests a merge can take longer than 250 ms
+	// now and then, while a master that learns only from the relay misses
+	// in about half the tries, so ten rounds of two tries still catch it.
+	for round := range 10 {
+		late := try(fmt.Sprint("w", round))
+		if late == "" {
+			continue
+		}
+		t.Logf("round %d: %s 250 ms after UpdateMeta returned; trying again", round, late)
+		if again := try(fmt.Sprint("w", round, "-again")); again != "" {
+			t.Fatalf("round %d, twice: %s, then %s, 250 ms after UpdateMeta returned", round, late, again)
 		}
 	}
 }
