@@ -501,7 +501,7 @@ func TestRestoreRefusesAMetaRaftCannotTake(t *testing.T) {
 		value uint64
 		want  string
 	}{
-		{"Version", 1<<63 - 1, "Raft snapshot version 9223372036854775807: this release restores versions"},
+		{"Version", 1<<63 - 1, "snapshot version 9223372036854775807 of Raft: this release restores versions"},
 		{"Index", 1<<64 - 1, "index 18446744073709551615 is past 4611686018427387904"},
 		{"Index", 1<<62 + 1, "index 4611686018427387905 is past 4611686018427387904"},
 	} {

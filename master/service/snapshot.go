@@ -207,7 +207,7 @@ const maxRestoreIndex = 1 << 62
 // harm (an index that moves the log to near its end).
 func checkSnapshotMeta(m *raft.SnapshotMeta) error {
 	if m.Version < raft.SnapshotVersionMin || m.Version > raft.SnapshotVersionMax {
-		return fmt.Errorf("Raft snapshot version %d: this release restores versions %d to %d", m.Version, raft.SnapshotVersionMin, raft.SnapshotVersionMax)
+		return fmt.Errorf("snapshot version %d of Raft: this release restores versions %d to %d", m.Version, raft.SnapshotVersionMin, raft.SnapshotVersionMax)
 	}
 	if m.Index > maxRestoreIndex {
 		return fmt.Errorf("index %d is past %d, which no cluster reaches", m.Index, uint64(maxRestoreIndex))
