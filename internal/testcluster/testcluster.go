@@ -39,6 +39,8 @@ var (
 	buildOnce sync.Once
 	binPath   string
 	buildErr  error
+	// built says binPath is Build's, in a directory of its own.
+	built bool
 )
 
 // TB is what a cluster needs from its owner: testing.TB's methods for
@@ -65,11 +67,22 @@ func Binary(t TB) string {
 			return
 		}
 		binPath, buildErr = Build("")
+		built = buildErr == nil
 	})
 	if buildErr != nil {
 		t.Fatal(buildErr)
 	}
 	return binPath
+}
+
+// RemoveBuilt removes the binary Binary built, if it built one (not one
+// $DROVER_TEST_BINARY named). The binary serves every test of a package,
+// so no test's cleanup can remove it: a package's TestMain calls this
+// after m.Run.
+func RemoveBuilt() {
+	if built {
+		_ = os.RemoveAll(filepath.Dir(binPath))
+	}
 }
 
 // Build builds the drover command into a new temporary directory, with the

@@ -18,7 +18,9 @@ func TestMain(m *testing.M) {
 	if len(os.Args) > 1 && os.Args[1] == "probe" {
 		os.Exit(probe.Main(os.Args[2:]))
 	}
-	os.Exit(m.Run())
+	code := m.Run()
+	testcluster.RemoveBuilt()
+	os.Exit(code)
 }
 
 func runSchedule(t *testing.T, cfg Config) *Outcome {
