@@ -73,6 +73,10 @@ type Outcome struct {
 	Seed    uint64
 	Valid   bool
 	Results []checker.Result
+	// ClusterDir is the cluster's directory (data, work dirs, logs),
+	// kept when the run is not valid and removed otherwise; its logs are
+	// also copied to Dir/logs.
+	ClusterDir string
 }
 
 // Timing of the drivers relative to the fault detectors: the probe's kill
@@ -245,7 +249,7 @@ func Run(ctx context.Context, cfg Config) (out *Outcome, err error) {
 	}
 
 	results := append(checker.Check(in), partitionsEffective(env))
-	out = &Outcome{Dir: dir, Seed: cfg.Seed, Valid: true, Results: results}
+	out = &Outcome{Dir: dir, Seed: cfg.Seed, Valid: true, Results: results, ClusterDir: c.Dir}
 	for _, r := range results {
 		out.Valid = out.Valid && r.Valid
 	}

@@ -48,6 +48,13 @@ func runSchedule(t *testing.T, cfg Config) *Outcome {
 	if err != nil {
 		t.Fatalf("run: %v", err)
 	}
+	// An invalid run keeps its cluster's directory, which a test that
+	// expects one (the injected bug) has no use for once it passed.
+	t.Cleanup(func() {
+		if !t.Failed() {
+			_ = os.RemoveAll(out.ClusterDir)
+		}
+	})
 	for _, r := range out.Results {
 		t.Log(r.Line())
 	}
