@@ -264,22 +264,33 @@ func (h *handlers) caller(w http.ResponseWriter, r *http.Request) (auth.Caller, 
 	return c, true
 }
 
+// bodyCaller is caller for a request with a body: it also refuses, before
+// the body is read, a caller without any credential where the masters
+// require one, and a body whose declared type checkType refuses.
+func (h *handlers) bodyCaller(w http.ResponseWriter, r *http.Request, checkType func(http.Header) error) (auth.Caller, bool) {
+	c, ok := h.caller(w, r)
+	if !ok {
+		return auth.Caller{}, false
+	}
+	if err := h.Guard.CheckCredential(c.Identity); err != nil {
+		h.writeError(w, err)
+		return auth.Caller{}, false
+	}
+	if err := checkType(r.Header); err != nil {
+		h.writeError(w, err)
+		return auth.Caller{}, false
+	}
+	return c, true
+}
+
 // post serves an endpoint whose body is a JSON In. Every such endpoint
 // needs a credential where the masters require one, so a caller without
 // any is refused before its body is read, as is a body not declared JSON
 // (api.CheckJSON: what a browser posts across sites is not).
 func post[In, Out any](h *handlers, f func(context.Context, auth.Caller, In) (Out, error)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		c, ok := h.caller(w, r)
+		c, ok := h.bodyCaller(w, r, api.CheckJSON)
 		if !ok {
-			return
-		}
-		if err := h.Guard.CheckCredential(c.Identity); err != nil {
-			h.writeError(w, err)
-			return
-		}
-		if err := api.CheckJSON(r.Header); err != nil {
-			h.writeError(w, err)
 			return
 		}
 		var in In
@@ -531,16 +542,8 @@ func (h *handlers) saveSnapshot(w http.ResponseWriter, r *http.Request) {
 // restoreSnapshot refuses a caller without a credential and a body not
 // declared an archive (api.CheckArchive) before it reads the body.
 func (h *handlers) restoreSnapshot(w http.ResponseWriter, r *http.Request) {
-	c, ok := h.caller(w, r)
+	c, ok := h.bodyCaller(w, r, api.CheckArchive)
 	if !ok {
-		return
-	}
-	if err := h.Guard.CheckCredential(c.Identity); err != nil {
-		h.writeError(w, err)
-		return
-	}
-	if err := api.CheckArchive(r.Header); err != nil {
-		h.writeError(w, err)
 		return
 	}
 	peers, err := h.Service.RestoreSnapshot(r.Context(), c, r.Body)
