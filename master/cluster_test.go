@@ -418,15 +418,15 @@ func TestLeaderChangeKeepsSubmissionsAndIDs(t *testing.T) {
 	}
 }
 
-// A snapshot restore must say its body is an archive (application/x-tar
-// or application/octet-stream): the operator's own archive sent as
-// text/plain, a form, multipart or with no type, as a page of another
-// site can make a browser post, is 415 before its body is read, and the
-// tables keep the driver submitted after the snapshot; sent as
-// application/octet-stream it is restored.
-func TestRestoreNeedsItsContentType(t *testing.T) {
-	const opTok = "OperatorTok-0123456789abcdef"
-	c := mastertest.Start(t, 1, func(cfg *master.Config) { cfg.OperatorToken = opTok })
+// restoreToken is the operator token of the restore tests' master.
+const restoreToken = "OperatorTok-0123456789abcdef"
+
+// snapshotBeforeOneOfTwo starts one master with restoreToken, submits a
+// driver, saves a snapshot and submits a second driver: a restore that
+// takes leaves one driver, one refused leaves two.
+func snapshotBeforeOneOfTwo(t *testing.T) (*mastertest.Cluster, []byte) {
+	t.Helper()
+	c := mastertest.Start(t, 1, func(cfg *master.Config) { cfg.OperatorToken = restoreToken })
 	ctx := c.Context()
 	op := c.Client()
 	if _, err := op.Submit(ctx, submitReq()); err != nil {
@@ -439,12 +439,24 @@ func TestRestoreNeedsItsContentType(t *testing.T) {
 	if _, err := op.Submit(ctx, submitReq()); err != nil {
 		t.Fatal(err)
 	}
+	return c, archive
+}
+
+// A snapshot restore must say its body is an archive (application/x-tar
+// or application/octet-stream): the operator's own archive sent as
+// text/plain, a form, multipart or with no type, as a page of another
+// site can make a browser post, is 415 before its body is read, and the
+// tables keep the driver submitted after the snapshot; sent as
+// application/octet-stream it is restored.
+func TestRestoreNeedsItsContentType(t *testing.T) {
+	c, archive := snapshotBeforeOneOfTwo(t)
+	ctx, op := c.Context(), c.Client()
 	restore := func(ct string) (int, []byte) {
 		req, err := http.NewRequest(http.MethodPost, "http://"+c.Leader().HTTP()+api.PathSnapshot, bytes.NewReader(archive))
 		if err != nil {
 			t.Fatal(err)
 		}
-		req.Header.Set("Authorization", "Bearer "+opTok)
+		req.Header.Set("Authorization", "Bearer "+restoreToken)
 		if ct != "" {
 			req.Header.Set("Content-Type", ct)
 		}
@@ -482,20 +494,8 @@ func TestRestoreNeedsItsContentType(t *testing.T) {
 // Before, the version came back as 503 "may or may not have happened",
 // which a client retries for ever, and the index moved the log there.
 func TestRestoreRefusesAMetaRaftCannotTake(t *testing.T) {
-	const opTok = "OperatorTok-0123456789abcdef"
-	c := mastertest.Start(t, 1, func(cfg *master.Config) { cfg.OperatorToken = opTok })
-	ctx := c.Context()
-	op := c.Client()
-	if _, err := op.Submit(ctx, submitReq()); err != nil {
-		t.Fatal(err)
-	}
-	archive, err := op.SnapshotSave(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := op.Submit(ctx, submitReq()); err != nil {
-		t.Fatal(err)
-	}
+	c, archive := snapshotBeforeOneOfTwo(t)
+	ctx, op := c.Context(), c.Client()
 	for _, tc := range []struct {
 		field string
 		value uint64

@@ -130,13 +130,12 @@ func TestTetheredWorkerLostOnceItsDaemonIsGone(t *testing.T) {
 	}
 }
 
-// A member that gossips under a worker's name from elsewhere than the
-// worker registered from is not the worker: once w1's own member has left
-// the pool (memberlist then hands the name to the next that claims it,
-// from anywhere) and w1 has gone silent, a member named worker/w1 on
-// another address, claiming w1's HTTP address, keeps nothing alive: w1 is
-// lost after the worker timeout, as if nobody held its name.
-func TestWorkerAliveOnlyFromWhereItRegistered(t *testing.T) {
+// goneWorker starts a master with a 1 s worker timeout and a fake worker
+// w1 that registers, then goes silent, closes its HTTP listener and
+// leaves the gossip pool: its name is free for the next member that
+// claims it.
+func goneWorker(t *testing.T) (*Master, *fakeWorker) {
+	t.Helper()
 	m := metricsMaster(t, time.Second)
 	waitReady(t, m)
 	w := startFakeWorker(t, m, "w1", false)
@@ -145,6 +144,17 @@ func TestWorkerAliveOnlyFromWhereItRegistered(t *testing.T) {
 	if err := w.pool.Leave(time.Second); err != nil {
 		t.Fatal(err)
 	}
+	return m, w
+}
+
+// A member that gossips under a worker's name from elsewhere than the
+// worker registered from is not the worker: once w1's own member has left
+// the pool (memberlist then hands the name to the next that claims it,
+// from anywhere) and w1 has gone silent, a member named worker/w1 on
+// another address, claiming w1's HTTP address, keeps nothing alive: w1 is
+// lost after the worker timeout, as if nobody held its name.
+func TestWorkerAliveOnlyFromWhereItRegistered(t *testing.T) {
+	m, w := goneWorker(t)
 	imp := gossipMemberAt(t, m, "127.0.0.2", gossip.Meta{Role: gossip.RoleWorker, ID: "w1", HTTP: w.ln.Addr().String()})
 	left := time.Now()
 	waitTables(t, m, "w1 lost", func() bool {
@@ -162,14 +172,7 @@ func TestWorkerAliveOnlyFromWhereItRegistered(t *testing.T) {
 // the new address keeps it ALIVE through several worker timeouts without
 // a heartbeat, as any member at its registered address does.
 func TestLivenessFollowsAWorkerThatMoved(t *testing.T) {
-	m := metricsMaster(t, time.Second)
-	waitReady(t, m)
-	w := startFakeWorker(t, m, "w1", false)
-	w.silence()
-	_ = w.ln.Close()
-	if err := w.pool.Leave(time.Second); err != nil {
-		t.Fatal(err)
-	}
+	m, w := goneWorker(t)
 	ln, err := net.Listen("tcp", "127.0.0.2:0")
 	if err != nil {
 		t.Fatal(err)

@@ -27,12 +27,7 @@ func TestBadInputChangesNothing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var follower *testcluster.Node
-	for _, m := range c.Masters {
-		if m != leader {
-			follower = m
-		}
-	}
+	follower := c.Follower(leader)
 	valid := `{"token":"t","argv":["true"],"cores":1,"memory_mb":64}`
 	cases := []struct {
 		name, method, path, body string

@@ -332,12 +332,7 @@ func BenchmarkEventDelivery(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	var follower *testcluster.Node
-	for _, m := range c.Masters {
-		if m != leader {
-			follower = m
-		}
-	}
+	follower := c.Follower(leader)
 	// One master takes the load, as a sticky client's would: the CLI's
 	// fan-out to every master would triple the requests a 2-core machine
 	// serves beside the stream.

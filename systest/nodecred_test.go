@@ -57,12 +57,7 @@ func TestWorkerCertificateActsAsItsWorkerOnly(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var follower *testcluster.Node
-	for _, m := range c.Masters {
-		if m != leader {
-			follower = m
-		}
-	}
+	follower := c.Follower(leader)
 	// What a rogue w1 might have found out about w2.
 	w2 := c.Worker("w2")
 	instance := readToken(t, filepath.Join(w2.Dir, droverworker.InstanceFile))

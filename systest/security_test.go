@@ -145,12 +145,7 @@ func TestAttacksOnSecuredCluster(t *testing.T) {
 	}
 	a.rogue = nodeFiles(t, &rogue, pki.RoleMaster, "m1")
 
-	var follower *testcluster.Node
-	for _, m := range c.Masters {
-		if m != leader {
-			follower = m
-		}
-	}
+	follower := c.Follower(leader)
 	base := "https://" + leader.HTTP
 	wk := c.Workers[0]
 	valid := `{"token":"attack-1","argv":["true"],"cores":1,"memory_mb":64}`

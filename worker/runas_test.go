@@ -62,6 +62,18 @@ func ranAs(u *user.User, dir string) string {
 	return strings.Join([]string{u.Uid, u.Gid, u.Gid, u.HomeDir, u.Username, u.Username, filepath.Join(dir, runner.ProgramDir)}, " ") + "\n"
 }
 
+// finishedAs waits for attempt 1 of driver to finish and checks that it
+// ran as u (what idProgram printed); it returns the attempt's directory.
+func finishedAs(t *testing.T, fm *fakeMaster, cfg worker.Config, driver string, u *user.User) string {
+	t.Helper()
+	fm.waitReport(t, driver, 1, model.DriverFinished)
+	dir := attemptPath(cfg, driver, 1, "")
+	if got, want := readStream(t, dir, runner.StdoutFile), ranAs(u, dir); got != want {
+		t.Errorf("%s printed %q, want %q", driver, got, want)
+	}
+	return dir
+}
+
 // A worker run as root runs a unit's program as --run-as (nobody by
 // default) when the unit names no user, as a user of --allowed-users
 // when it names one, and as root only with --allow-root; the program's
@@ -86,11 +98,7 @@ func TestProgramsRunAsAllowedUsersOnly(t *testing.T) {
 		driver string
 		as     *user.User
 	}{{driverA, us["nobody"]}, {driverB, us["daemon"]}} {
-		fm.waitReport(t, c.driver, 1, model.DriverFinished)
-		dir := attemptPath(cfg, c.driver, 1, "")
-		if got, want := readStream(t, dir, runner.StdoutFile), ranAs(c.as, dir); got != want {
-			t.Errorf("%s printed %q, want %q", c.driver, got, want)
-		}
+		dir := finishedAs(t, fm, cfg, c.driver, c.as)
 		for _, f := range []struct {
 			name string
 			uid  string
@@ -147,11 +155,7 @@ func TestAllowRootLetsUnitsRunAsRoot(t *testing.T) {
 		driver string
 		as     *user.User
 	}{{driverA, us["root"]}, {driverB, us["nobody"]}} {
-		fm.waitReport(t, c.driver, 1, model.DriverFinished)
-		dir := attemptPath(cfg, c.driver, 1, "")
-		if got, want := readStream(t, dir, runner.StdoutFile), ranAs(c.as, dir); got != want {
-			t.Errorf("%s printed %q, want %q", c.driver, got, want)
-		}
+		finishedAs(t, fm, cfg, c.driver, c.as)
 	}
 }
 

@@ -678,6 +678,17 @@ func State(ctx context.Context, n *Node) (*api.State, error) {
 	return &st, nil
 }
 
+// Follower returns a master other than leader (nil for a one-master
+// cluster), whichever it is: for requests that must cross a forward.
+func (c *Cluster) Follower(leader *Node) *Node {
+	for _, m := range c.Masters {
+		if m != leader {
+			return m
+		}
+	}
+	return nil
+}
+
 // Leader returns the running master that reports itself leader, polling
 // until timeout.
 func (c *Cluster) Leader(timeout time.Duration) (*Node, error) {
