@@ -335,3 +335,33 @@ func sortedNames(names ...string) []string {
 	slices.Sort(names)
 	return names
 }
+
+// A master restarted counts the files its store holds against the bound
+// again: after a reopen, a store filled to 100 bytes by files kept from
+// before refuses one byte more and takes a file once one is deleted.
+func TestReopenedStoreKeepsItsBound(t *testing.T) {
+	dir := t.TempDir()
+	s, err := Open(dir, 100, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, b := bytes.Repeat([]byte("a"), 60), bytes.Repeat([]byte("b"), 40)
+	for _, body := range [][]byte{a, b} {
+		if _, _, err := s.Put(digest(body), int64(len(body)), bytes.NewReader(body)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if s, err = Open(dir, 100, 100); err != nil {
+		t.Fatal(err)
+	}
+	c := []byte("c")
+	if _, _, err := s.Put(digest(c), 1, bytes.NewReader(c)); !errors.Is(err, api.ErrNoStorage) {
+		t.Fatalf("one byte past the bound after a reopen: %v, want ErrNoStorage", err)
+	}
+	if ok, err := s.Delete(digest(b), time.Now().Add(time.Minute)); err != nil || !ok {
+		t.Fatalf("delete: %v, %v", ok, err)
+	}
+	if _, _, err := s.Put(digest(c), 1, bytes.NewReader(c)); err != nil {
+		t.Fatalf("after a deletion: %v", err)
+	}
+}
