@@ -689,8 +689,9 @@ func (c *Cluster) Follower(leader *Node) *Node {
 	return nil
 }
 
-// Leader returns the running master that reports itself leader, polling
-// until timeout.
+// Leader returns the running master that reports itself the ready leader
+// (LeadingSince set: elected, and every earlier entry applied), polling
+// until timeout. A master just elected answers writes 503 until then.
 func (c *Cluster) Leader(timeout time.Duration) (*Node, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
@@ -699,7 +700,7 @@ func (c *Cluster) Leader(timeout time.Duration) (*Node, error) {
 			if !n.Running() {
 				continue
 			}
-			if st, err := State(ctx, n); err == nil && st.Role == "Leader" && st.Leader == n.ID {
+			if st, err := State(ctx, n); err == nil && st.Role == "Leader" && st.Leader == n.ID && st.LeadingSince != 0 {
 				return n, nil
 			}
 		}
