@@ -12,6 +12,7 @@ import (
 	"github.com/drover-project/drover/fsm"
 	"github.com/drover-project/drover/gossip"
 	"github.com/drover-project/drover/ids"
+	"github.com/drover-project/drover/master/forward"
 	"github.com/drover-project/drover/master/leader"
 	"github.com/drover-project/drover/master/service"
 	"github.com/drover-project/drover/model"
@@ -256,6 +257,13 @@ type Config struct {
 	// driver program through (sparkrest.Launcher: placeholders such as
 	// {{mainClass}} and {{appArgs}}); nil for sparkrest.DefaultLauncher.
 	SparkLauncher []string
+	// SparkRESTLeaderWait is how long a Spark REST request that reaches
+	// this master while no leader can answer waits for one
+	// (forward.WithLeaderWait) before it answers success=false: Spark's
+	// RestSubmissionClient tries each master once, so without the wait a
+	// submission made in the second after a leader's loss fails. 0 does
+	// not wait; at most forward.MaxLeaderWait.
+	SparkRESTLeaderWait time.Duration
 
 	Logger *slog.Logger
 }
@@ -323,9 +331,14 @@ func DefaultConfig() Config {
 		// Each live app's client holds a watch open at the leader: at the
 		// 60 KiB a held request and its connection take, 10,000 cost it
 		// some 600 MiB, more than the drivers' bound does.
-		MaxLiveApps:    10_000,
-		MaxUpload:      DefaultMaxUpload,
-		MaxUploadStore: DefaultMaxUploadStore,
+		MaxLiveApps: 10_000,
+		// Spark's client gives up on an answer after 10 s (its
+		// RestSubmissionClient.readResponse) and posts to the next
+		// master, which would submit again: the wait ends early enough
+		// for the leader found at its end to commit and answer first.
+		SparkRESTLeaderWait: DefaultSparkRESTLeaderWait,
+		MaxUpload:           DefaultMaxUpload,
+		MaxUploadStore:      DefaultMaxUploadStore,
 		// Each upload in flight holds a temp file of up to --max-upload
 		// and a push to every voter: four are 1 GiB at the default bound,
 		// and a client uploads one file at a time (drover client submit
@@ -335,6 +348,10 @@ func DefaultConfig() Config {
 		UploadSyncInterval:  10 * time.Second,
 	}
 }
+
+// DefaultSparkRESTLeaderWait is the default of Config.SparkRESTLeaderWait:
+// 8 s, two seconds short of the 10 s Spark's client waits for an answer.
+const DefaultSparkRESTLeaderWait = 8 * time.Second
 
 // DefaultMaxUpload is the default bound on one uploaded file: 256 MiB.
 const DefaultMaxUpload = 256 << 20
@@ -423,6 +440,9 @@ func (c *Config) validate() error {
 	}
 	if _, err := sparkrest.NewLauncher(c.SparkLauncher); err != nil {
 		errs = append(errs, fmt.Errorf("--spark-launcher: %w", err))
+	}
+	if c.SparkRESTLeaderWait < 0 || c.SparkRESTLeaderWait > forward.MaxLeaderWait {
+		errs = append(errs, fmt.Errorf("--spark-rest-leader-wait %s is outside 0 to %s (0 does not wait)", c.SparkRESTLeaderWait, forward.MaxLeaderWait))
 	}
 	switch {
 	case c.MaxProgramSize <= 0:

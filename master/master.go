@@ -384,7 +384,13 @@ func (m *Master) startSparkREST(guard *auth.Guard, gate *transport.Gate, conns *
 	if err != nil {
 		return fmt.Errorf("spark REST listen: %w", err)
 	}
-	m.sparkServer = m.serve(ln, m.metrics.Instrument(gate.Wrap(sparkrest.NewHandler(m.svc, guard, launcher), sparkrest.WriteError)), "spark REST")
+	h := sparkrest.NewHandler(m.svc, guard, launcher)
+	// Spark's client tries each master once: its requests wait for a
+	// leader where the API's, whose client retries, do not.
+	wait := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h.ServeHTTP(w, r.WithContext(forward.WithLeaderWait(r.Context(), m.cfg.SparkRESTLeaderWait)))
+	})
+	m.sparkServer = m.serve(ln, m.metrics.Instrument(gate.Wrap(wait, sparkrest.WriteError)), "spark REST")
 	m.log.Info("serving Spark REST submissions", "addr", ln.Addr().String(), "tls", m.tls.http != nil,
 		"launcher", launcher.Argv())
 	return nil

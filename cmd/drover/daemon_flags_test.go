@@ -135,6 +135,8 @@ func TestMasterRefusesBadBounds(t *testing.T) {
 		{[]string{"--max-event-streams-per-client", "-1"}, "--max-event-streams-per-client and --max-blocking-reads-per-client must not be negative"},
 		{[]string{"--max-blocking-reads-per-client", "-1"}, "--max-event-streams-per-client and --max-blocking-reads-per-client must not be negative"},
 		{[]string{"--event-write-timeout", "0s"}, "drover: --event-write-timeout must be positive"},
+		{[]string{"--spark-rest-leader-wait", "60001ms"}, "drover: --spark-rest-leader-wait 1m0.001s is outside 0 to 1m0s (0 does not wait)"},
+		{[]string{"--spark-rest-leader-wait", "-1ms"}, "drover: --spark-rest-leader-wait -1ms is outside 0 to 1m0s (0 does not wait)"},
 		{[]string{"--worker-heartbeat-timeout", "5999ms"}, "drover: --worker-heartbeat-timeout 5.999s is below 6s: a live worker's heartbeats may pause that long when the leader changes"},
 	} {
 		dir := filepath.Join(t.TempDir(), "data")

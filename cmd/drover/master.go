@@ -64,6 +64,7 @@ func runMaster(args []string) int {
 	fs.DurationVar(&cfg.UploadSyncInterval, "upload-sync-interval", cfg.UploadSyncInterval, "how often a master pulls the uploads live drivers and apps name that it lacks, and deletes those past --upload-grace that none names")
 	fs.IntVar(&cfg.SparkRESTPort, "spark-rest-port", 0, "port of a listener speaking Spark's REST submission protocol, for spark-submit --deploy-mode cluster --master spark://HOST:PORT (Spark uses 6066); same TLS and tokens as the API; 0 for none")
 	launcher := fs.String("spark-launcher", strings.Join(sparkrest.DefaultLauncher, " "), "argv template of the driver a Spark REST submission runs: words, or a JSON array of strings; never a shell line. Placeholders {{appResource}} {{mainClass}} {{appName}} {{driverCores}} {{driverMemory}}, and as whole words {{appArgs}} {{sparkConf}} (docs/spark-rest.md)")
+	fs.DurationVar(&cfg.SparkRESTLeaderWait, "spark-rest-leader-wait", cfg.SparkRESTLeaderWait, "how long a Spark REST request (create, status, kill, killall, clear) that finds no leader (none elected, or the one known just died) waits for one before it answers success=false; at most 1m, 0 does not wait; keep it below the 10s spark-submit waits for an answer")
 	security := addSecurityFlags(fs, true)
 	logger := addLogFlags(fs)
 	config := addConfigFlag(fs)

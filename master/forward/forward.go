@@ -9,6 +9,7 @@ package forward
 
 import (
 	"context"
+	"errors"
 	"io"
 	"net/http"
 	"time"
@@ -52,8 +53,35 @@ func here(l service.Leadership, stale bool) bool {
 }
 
 // route runs local when this master answers itself, and remote against
-// the leader otherwise.
+// the leader otherwise. A request whose context carries a leader wait
+// (WithLeaderWait) and that finds no leader to answer it (api.ErrUnavailable:
+// none known, the one known unreachable or deposed, or one elected a moment
+// ago and still catching up) is tried again every leaderRetry until one
+// answers or the wait ends; the last refusal is returned then. Trying again
+// is safe for every request that waits: a submission carries its token, so
+// the leader that committed it the first time answers the same driver; a
+// kill of a killed driver succeeds; a read changes nothing.
 func route[T any](f *Forwarder, ctx context.Context, c auth.Caller, stale bool, local func() (T, error), remote func(*call) (T, error)) (T, error) {
+	deadline, waits := leaderDeadline(ctx)
+	for {
+		out, err := routeOnce(f, ctx, c, stale, local, remote)
+		if !waits || !errors.Is(err, api.ErrUnavailable) || c.ForwardedBy != "" {
+			return out, err
+		}
+		wait := min(leaderRetry, time.Until(deadline))
+		if wait <= 0 {
+			return out, err
+		}
+		select {
+		case <-ctx.Done():
+			return out, err
+		case <-time.After(wait):
+		}
+	}
+}
+
+// routeOnce is one try of route.
+func routeOnce[T any](f *Forwarder, ctx context.Context, c auth.Caller, stale bool, local func() (T, error), remote func(*call) (T, error)) (T, error) {
 	l := f.lead()
 	if here(l, stale) {
 		return local()
@@ -65,6 +93,40 @@ func route[T any](f *Forwarder, ctx context.Context, c auth.Caller, stale bool, 
 	}
 	defer cl.done()
 	return remote(cl)
+}
+
+// leaderRetry is how often a request that waits for a leader tries again.
+// A new leader is ready an election and a Barrier after the old one's
+// loss (some 1.2 s with the default Raft timeouts); 50 ms answers within
+// a twentieth of a second of it, and each try against a dead leader costs
+// one refused dial.
+const leaderRetry = 50 * time.Millisecond
+
+// MaxLeaderWait bounds WithLeaderWait (and the master's
+// --spark-rest-leader-wait): a request holds its connection and its
+// client's submission slot while it waits.
+const MaxLeaderWait = time.Minute
+
+type leaderWaitKey struct{}
+
+// WithLeaderWait returns ctx marked so that a request made with it that
+// finds no leader to answer waits up to d (at most MaxLeaderWait) for one
+// instead of failing at once; d <= 0 returns ctx unchanged. It is for
+// clients that try each master once and give up, as Spark's
+// RestSubmissionClient does: the master's Spark REST listener uses it, the
+// /v1 API does not, since Drover's client retries itself.
+func WithLeaderWait(ctx context.Context, d time.Duration) context.Context {
+	if d <= 0 {
+		return ctx
+	}
+	return context.WithValue(ctx, leaderWaitKey{}, time.Now().Add(min(d, MaxLeaderWait)))
+}
+
+// leaderDeadline is when a request made with ctx stops waiting for a
+// leader, and whether it waits at all.
+func leaderDeadline(ctx context.Context) (time.Time, bool) {
+	d, ok := ctx.Value(leaderWaitKey{}).(time.Time)
+	return d, ok
 }
 
 // SubmitDriver implements service.Service: the local call on the leader, the

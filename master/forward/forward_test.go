@@ -1,0 +1,207 @@
+package forward
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/drover-project/drover/api"
+	"github.com/drover-project/drover/auth"
+	"github.com/drover-project/drover/master/service"
+	"github.com/drover-project/drover/model"
+)
+
+// leaderSwitch is what a master knows of the leader, which a test sets.
+// Each look is counted, so a test knows a request is waiting before it
+// elects a leader.
+type leaderSwitch struct {
+	mu    sync.Mutex
+	l     service.Leadership
+	looks chan struct{}
+}
+
+func newLeaderSwitch(none service.Leadership) *leaderSwitch {
+	return &leaderSwitch{l: none, looks: make(chan struct{}, 1024)}
+}
+
+func (s *leaderSwitch) lead() service.Leadership {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	select {
+	case s.looks <- struct{}{}:
+	default:
+	}
+	return s.l
+}
+
+func (s *leaderSwitch) set(l service.Leadership) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.l = l
+}
+
+// looked waits until the forwarder has looked n more times.
+func (s *leaderSwitch) looked(t *testing.T, n int) {
+	t.Helper()
+	for range n {
+		select {
+		case <-s.looks:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("the forwarder did not look for a leader %d times", n)
+		}
+	}
+}
+
+// fakeCore is this master's own service: it submits and kills, counting
+// the tokens it sees.
+type fakeCore struct {
+	service.Service
+	mu     sync.Mutex
+	tokens []string
+}
+
+func (c *fakeCore) SubmitDriver(_ context.Context, _ auth.Caller, req api.SubmitRequest) (api.SubmitResponse, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.tokens = append(c.tokens, req.Token)
+	return api.SubmitResponse{DriverID: "driver-20260101000000-0000"}, nil
+}
+
+func (c *fakeCore) KillDriver(context.Context, auth.Caller, string) (api.KillResponse, error) {
+	return api.KillResponse{}, nil
+}
+
+func (c *fakeCore) Driver(_ context.Context, _ auth.Caller, id string, _ service.Read) (*model.Driver, error) {
+	return &model.Driver{ID: id}, nil
+}
+
+var noLeader = service.Leadership{Self: "m1", Role: raft.Follower.String()}
+
+var readyLeader = service.Leadership{Self: "m1", Role: raft.Leader.String(), Ready: true, LeaderID: "m1"}
+
+// A create, a kill and a status that reach a master with no leader wait
+// for one and are answered by it once it is elected.
+func TestLeaderWaitAnswersOnceALeaderIsElected(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		do   func(f *Forwarder, ctx context.Context) error
+	}{
+		{"create", func(f *Forwarder, ctx context.Context) error {
+			_, err := f.SubmitDriver(ctx, auth.Caller{}, api.SubmitRequest{Token: "t1"})
+			return err
+		}},
+		{"kill", func(f *Forwarder, ctx context.Context) error {
+			_, err := f.KillDriver(ctx, auth.Caller{}, "driver-20260101000000-0000")
+			return err
+		}},
+		{"status", func(f *Forwarder, ctx context.Context) error {
+			_, err := f.Driver(ctx, auth.Caller{}, "driver-20260101000000-0000", service.Read{})
+			return err
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			sw := newLeaderSwitch(noLeader)
+			f := New(&fakeCore{}, sw.lead, http.DefaultClient, "http")
+			done := make(chan error, 1)
+			go func() { done <- tc.do(f, WithLeaderWait(context.Background(), 30*time.Second)) }()
+			sw.looked(t, 3) // refused twice, and waiting
+			select {
+			case err := <-done:
+				t.Fatalf("answered without a leader: %v", err)
+			default:
+			}
+			sw.set(readyLeader)
+			select {
+			case err := <-done:
+				if err != nil {
+					t.Fatalf("after the election: %v", err)
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatal("no answer 10 s after the election")
+			}
+		})
+	}
+}
+
+// Without a wait, and past it, the refusal is the one a master without a
+// leader gives: api.ErrUnavailable naming it.
+func TestLeaderWaitEndsWithTheRefusal(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		ctx  func() context.Context
+		min  time.Duration
+	}{
+		{"no wait", context.Background, 0},
+		{"zero wait", func() context.Context { return WithLeaderWait(context.Background(), 0) }, 0},
+		{"past the wait", func() context.Context { return WithLeaderWait(context.Background(), 300*time.Millisecond) }, 300 * time.Millisecond},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			core := &fakeCore{}
+			f := New(core, newLeaderSwitch(noLeader).lead, http.DefaultClient, "http")
+			start := time.Now()
+			_, err := f.SubmitDriver(tc.ctx(), auth.Caller{}, api.SubmitRequest{Token: "t1"})
+			if !errors.Is(err, api.ErrUnavailable) || !strings.Contains(err.Error(), "master m1 knows no leader") {
+				t.Fatalf("err = %v, want ErrUnavailable: master m1 knows no leader", err)
+			}
+			if took := time.Since(start); took < tc.min || took > tc.min+5*time.Second {
+				t.Fatalf("refused after %s, want %s", took, tc.min)
+			}
+			if len(core.tokens) != 0 {
+				t.Fatalf("submitted %v without a leader", core.tokens)
+			}
+		})
+	}
+}
+
+// A create forwarded to a leader that is not yet ready (503) is sent
+// again with the same submission token, so the leader that commits it
+// makes one driver whatever answer was lost; a refusal that is not a
+// leader's absence (400) is answered at once.
+func TestLeaderWaitResendsTheSameToken(t *testing.T) {
+	var mu sync.Mutex
+	var tokens []string
+	leader := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var req api.SubmitRequest
+		_ = json.NewDecoder(r.Body).Decode(&req)
+		mu.Lock()
+		tokens = append(tokens, req.Token)
+		n := len(tokens)
+		mu.Unlock()
+		w.Header().Set("Content-Type", api.ContentTypeJSON)
+		switch {
+		case req.Token == "bad":
+			w.WriteHeader(http.StatusBadRequest)
+			_ = json.NewEncoder(w).Encode(api.Error{Error: "argv is empty", Code: api.CodeInvalidRequest})
+		case n < 3:
+			w.WriteHeader(http.StatusServiceUnavailable)
+			_ = json.NewEncoder(w).Encode(api.Error{Error: "master m3 was just elected and is catching up", Code: api.CodeUnavailable})
+		default:
+			_ = json.NewEncoder(w).Encode(api.SubmitResponse{DriverID: "driver-20260101000000-0001"})
+		}
+	}))
+	defer leader.Close()
+	follower := service.Leadership{Self: "m1", Role: raft.Follower.String(), LeaderID: "m3", LeaderHTTP: strings.TrimPrefix(leader.URL, "http://")}
+	f := New(&fakeCore{}, newLeaderSwitch(follower).lead, leader.Client(), "http")
+	ctx := WithLeaderWait(context.Background(), 30*time.Second)
+	res, err := f.SubmitDriver(ctx, auth.Caller{}, api.SubmitRequest{Token: "t1"})
+	if err != nil || res.DriverID != "driver-20260101000000-0001" {
+		t.Fatalf("submit = %+v, %v", res, err)
+	}
+	if len(tokens) != 3 || tokens[0] != "t1" || tokens[1] != "t1" || tokens[2] != "t1" {
+		t.Fatalf("the leader saw tokens %v, want t1 three times", tokens)
+	}
+	if _, err := f.SubmitDriver(ctx, auth.Caller{}, api.SubmitRequest{Token: "bad"}); err == nil || errors.Is(err, api.ErrUnavailable) {
+		t.Fatalf("bad submit: %v, want the leader's 400", err)
+	}
+	if len(tokens) != 4 {
+		t.Fatalf("the leader saw %d requests, want the bad one once", len(tokens)-3)
+	}
+}
