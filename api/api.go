@@ -564,8 +564,12 @@ type PoolMember struct {
 // Status is "ok" (HTTP 200) when every check passes, "degraded" (503)
 // otherwise.
 type Health struct {
-	ID     string  `json:"id"`
-	Status string  `json:"status"`
+	ID     string `json:"id"`
+	Status string `json:"status"`
+	// Leader is the leader this master's Raft names, live or not ("" for
+	// none): its own ID on the leader, so that a client told of a
+	// leader by a follower can ask that master to confirm it.
+	Leader string  `json:"leader,omitempty"`
 	Checks []Check `json:"checks"`
 }
 
@@ -622,8 +626,10 @@ const HeaderIndex = "X-Drover-Index"
 
 // The checks of a Health answer.
 const (
-	// CheckLeader: a leader is known, and ready if it is this master, so
-	// this master can answer (itself or through the leader).
+	// CheckLeader: a live leader is known, so this master can answer
+	// (itself or through the leader): this master as the ready leader,
+	// or one a follower heard from within three quarters of Raft's
+	// heartbeat timeout.
 	CheckLeader = "leader"
 	// CheckQuorum: this master hears from a quorum: as leader, a quorum
 	// confirms it; as follower, the leader spoke within an election

@@ -182,7 +182,7 @@ func New(cfg Config) (*Master, error) {
 	}, blobsync.Deps{Store: store, HTTP: peerHTTP, Metrics: m.metrics, Log: m.log})
 	m.local = service.New(service.Config{
 		ID: cfg.ID, HTTPAddr: cfg.httpAddr(), GossipAddr: cfg.gossipAddr(), Scheme: m.scheme(),
-		ApplyTimeout: cfg.ApplyTimeout, ElectionTimeout: cfg.ElectionTimeout,
+		ApplyTimeout: cfg.ApplyTimeout, ElectionTimeout: cfg.ElectionTimeout, HeartbeatTimeout: cfg.HeartbeatTimeout,
 		HeartbeatWait: cfg.heartbeatWait(), LossDelay: cfg.lossDelay(), Strict: cfg.strict(),
 		RegisterWithoutGossip: cfg.RegisterWithoutGossip, MaxExecutorRetries: cfg.MaxExecutorRetries,
 		MaxProgramSize: cfg.MaxProgramSize,

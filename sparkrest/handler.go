@@ -346,8 +346,8 @@ func (h *Handler) act(w http.ResponseWriter, action string, do func() (string, e
 }
 
 // readyz answers Spark 4's readiness probe: ready (200, a ReadyzResponse)
-// when this master can answer, that is when it knows a leader that is
-// ready (api.CheckLeader); any master can, since followers forward. Not
+// when this master can answer, that is when it knows a live leader that
+// is ready (api.CheckLeader); any master can, since followers forward. Not
 // ready is 503 with an ErrorResponse, as Spark's ReadyzRequestServlet
 // answers, saying why.
 func (h *Handler) readyz(w http.ResponseWriter, r *http.Request) {

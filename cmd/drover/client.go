@@ -961,14 +961,38 @@ func (k *cli) leader(ctx context.Context, args []string) int {
 		if err != nil {
 			return k.exitFor(err)
 		}
+		why := fmt.Sprintf("master %s knows no leader", st.ID)
 		if st.Leader != "" {
-			fmt.Fprintln(k.stdout, st.Leader)
-			return 0
+			if why = k.unconfirmed(ctx, st); why == "" {
+				fmt.Fprintln(k.stdout, st.Leader)
+				return 0
+			}
 		}
 		select {
 		case <-ctx.Done():
-			return k.exitFor(fmt.Errorf("%w: master %s knows no leader", client.ErrUnavailable, st.ID))
+			return k.exitFor(fmt.Errorf("%w: %s", client.ErrUnavailable, why))
 		case <-time.After(pollInterval):
 		}
 	}
+}
+
+// unconfirmed asks the leader st names whether it leads, and says why not,
+// "" when it does: its own health must name itself the leader with the
+// leader check passing, which only the ready leader's does. The first
+// master to answer may be a follower that has not yet noticed its
+// leader's death, and would name the dead master for up to an election.
+func (k *cli) unconfirmed(ctx context.Context, st *api.State) string {
+	if st.LeaderHTTP == "" {
+		return fmt.Sprintf("master %s names leader %s without its address", st.ID, st.Leader)
+	}
+	h, err := k.c.Health(ctx, st.LeaderHTTP)
+	if err != nil {
+		return fmt.Sprintf("master %s names leader %s, which does not answer: %v", st.ID, st.Leader, err)
+	}
+	for _, c := range h.Checks {
+		if c.Name == api.CheckLeader && c.OK && h.ID == st.Leader && h.Leader == h.ID {
+			return ""
+		}
+	}
+	return fmt.Sprintf("master %s names leader %s, which does not confirm it (it names %q)", st.ID, st.Leader, h.Leader)
 }

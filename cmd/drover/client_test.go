@@ -83,7 +83,7 @@ func newFakeMaster(t *testing.T, drivers ...*model.Driver) *fakeMaster {
 		logs(w, r)
 	})
 	mux.HandleFunc("GET /v1/state", func(w http.ResponseWriter, r *http.Request) {
-		reply(w, api.State{ID: "m1", Role: "Leader", Leader: "m1", AppliedIndex: 7})
+		reply(w, api.State{ID: "m1", Role: "Leader", Leader: "m1", LeaderHTTP: f.addr(), AppliedIndex: 7})
 	})
 	mux.HandleFunc("GET /v1/events", func(w http.ResponseWriter, r *http.Request) {
 		f.mu.Lock()
@@ -114,7 +114,7 @@ func newFakeMaster(t *testing.T, drivers ...*model.Driver) *fakeMaster {
 	})
 	mux.HandleFunc("GET /v1/health", func(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusServiceUnavailable)
-		reply(w, api.Health{ID: "m1", Status: "degraded", Checks: []api.Check{{Name: api.CheckPool, Message: "voters missing"}}})
+		reply(w, api.Health{ID: "m1", Status: "degraded", Leader: "m1", Checks: []api.Check{{Name: api.CheckLeader, OK: true, Message: "leader m1"}, {Name: api.CheckPool, Message: "voters missing"}}})
 	})
 	f.Server = httptest.NewServer(mux)
 	t.Cleanup(f.Close)

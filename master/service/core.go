@@ -35,6 +35,10 @@ type Config struct {
 	// ElectionTimeout is Raft's; a leadership transfer waits up to twice
 	// it for the new leader to speak.
 	ElectionTimeout time.Duration
+	// HeartbeatTimeout is Raft's: a follower stands for election once
+	// its leader has been silent that long. Health stops counting a
+	// leader live a little before (leaderSilence).
+	HeartbeatTimeout time.Duration
 	// HeartbeatWait is how long a worker's heartbeat (and an app's
 	// watch) is held while nothing changes for it.
 	HeartbeatWait time.Duration

@@ -62,8 +62,21 @@ func (s *Core) poolView() string {
 // timeouts, past which Raft would have held an election.
 func (s *Core) quorumSilence() time.Duration { return 2 * s.cfg.ElectionTimeout }
 
-// Health implements Service: whether this master sees a leader, a quorum,
-// and in its gossip pool the members it hears from.
+// leaderSilence is how long a follower's leader may go without a word
+// (Raft's last contact: an AppendEntries or a heartbeat, which a leader
+// sends every tenth to fifth of the heartbeat timeout) before health
+// counts it gone: three quarters of the heartbeat timeout, so at least
+// three heartbeats missed, and before Raft itself gives up on it (at its
+// first timer tick a whole timeout past the last contact, up to three
+// timeouts), while Raft still names the dead leader. The gossip pool's
+// verdict on the leader comes later (its suspicion takes seconds on a
+// LAN) and a leader missing from the pool still answers forwarded
+// requests, so it is the pool check's, not this one's. 0 when Raft's
+// heartbeat timeout is not configured: no silence counts.
+func (s *Core) leaderSilence() time.Duration { return s.cfg.HeartbeatTimeout * 3 / 4 }
+
+// Health implements Service: whether this master sees a live leader, a
+// quorum, and in its gossip pool the members it hears from.
 func (s *Core) Health(context.Context) api.Health {
 	h := api.Health{ID: s.cfg.ID, Status: "ok"}
 	check := func(name string, ok bool, msg string) {
@@ -73,11 +86,16 @@ func (s *Core) Health(context.Context) api.Health {
 		}
 	}
 	l := s.Leadership()
+	h.Leader = l.LeaderID
+	quiet := time.Since(s.Raft.LastContact())
 	switch {
 	case l.LeaderID == "":
 		check(api.CheckLeader, false, "no leader known")
 	case l.LeaderID == s.cfg.ID && !l.Ready:
 		check(api.CheckLeader, false, "this master was just elected and is catching up")
+	case l.LeaderID != s.cfg.ID && s.leaderSilence() > 0 && quiet > s.leaderSilence():
+		check(api.CheckLeader, false, fmt.Sprintf("leader %s last spoke %s ago, past %s: it may be gone, and no other leader is known yet",
+			l.LeaderID, quiet.Round(time.Millisecond), s.leaderSilence()))
 	default:
 		check(api.CheckLeader, true, "leader "+l.LeaderID)
 	}
@@ -88,7 +106,6 @@ func (s *Core) Health(context.Context) api.Health {
 			check(api.CheckQuorum, true, "a quorum follows this leader")
 		}
 	} else {
-		quiet := time.Since(s.Raft.LastContact())
 		ok := !s.Raft.LastContact().IsZero() && quiet < s.quorumSilence()
 		check(api.CheckQuorum, ok, fmt.Sprintf("the leader last spoke %s ago", quiet.Round(time.Millisecond)))
 	}
