@@ -51,8 +51,12 @@ type Launcher struct{ argv []string }
 // workers do not have. spark-submit in client mode runs the same main class
 // of the same jar with the same properties and heap in the driver's own
 // process, which is what the driver of a cluster-mode submission is.
+//
+// The driver runs with a local master of as many threads as the cores it
+// was given (its cgroup holds it to them): local[*] would start a thread
+// per core of the worker and share the driver's few among them.
 var DefaultLauncher = []string{
-	"spark-submit", "--deploy-mode", "client", "--class", "{{mainClass}}",
+	"spark-submit", "--deploy-mode", "client", "--master", "local[{{driverCores}}]", "--class", "{{mainClass}}",
 	"--driver-memory", "{{driverMemory}}", "{{sparkConf}}", "{{appResource}}", "{{appArgs}}",
 }
 

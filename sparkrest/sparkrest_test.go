@@ -316,9 +316,10 @@ func TestCreateFromSparkSubmit(t *testing.T) {
 		Argv: []string{"/opt/spark/bin/spark-submit", "--class", "com.example.WordCount",
 			"hdfs://nn/jobs/wordcount.jar", "hdfs://nn/in", "hdfs://nn/out"},
 		// SPARK_LOCAL_IP names the submitting machine: dropped.
-		Env:       map[string]string{"SPARK_USER": "etl", "SPARK_SCALA_VERSION": "2.12"},
-		Cores:     2,
-		MemoryMB:  2048,
+		Env:   map[string]string{"SPARK_USER": "etl", "SPARK_SCALA_VERSION": "2.12"},
+		Cores: 2,
+		// 2g of heap and Spark's least overhead, 384 MiB (10 % is 204).
+		MemoryMB:  2048 + 384,
 		Supervise: true,
 	}
 	if !sameSubmit(got, want) || !strings.HasPrefix(got.Token, "spark-rest-") || len(got.Token) > api.MaxTokenLen {
@@ -425,11 +426,11 @@ func TestCreateDefaultsAndFilteredEnvironment(t *testing.T) {
 		t.Fatalf("create: %d %s", a.status, a.raw)
 	}
 	got := f.submitted[0]
-	// Spark's defaults: 1 core, 1024 MiB, not supervised; no appArgs; and
+	// Spark's defaults: 1 core, 1024 MiB and 384 of overhead, not supervised; no appArgs; and
 	// SPARK_ENV_LOADED and SPARK_HOME dropped, leaving no environment.
 	// The file: jar is staged into the driver's directory.
 	want := api.SubmitRequest{Token: got.Token, Name: "pi", Argv: []string{"/opt/spark/bin/spark-submit", "--class", "Pi", "./pi.jar"},
-		Cores: DefaultDriverCores, MemoryMB: DefaultDriverMemoryMB,
+		Cores: DefaultDriverCores, MemoryMB: DefaultDriverMemoryMB + DefaultMinOverheadMB,
 		Artifacts: []model.Artifact{{Source: "file:/jobs/pi.jar?archive=false"}}}
 	if !sameSubmit(got, want) || got.Env != nil {
 		t.Fatalf("submitted %+v, want %+v", got, want)
@@ -440,13 +441,55 @@ func TestDefaultLauncherExpansion(t *testing.T) {
 	f := newFake()
 	h := newTestHandler(t, f, DefaultLauncher...)
 	do(t, h, http.MethodPost, "/v1/submissions/create", sparkSubmitJSON)
-	want := []string{"spark-submit", "--deploy-mode", "client", "--class", "com.example.WordCount", "--driver-memory", "2048m",
+	want := []string{"spark-submit", "--deploy-mode", "client", "--master", "local[2]", "--class", "com.example.WordCount", "--driver-memory", "2048m",
 		"--conf", "spark.app.name=wordcount", "--conf", "spark.app.submitTime=1767225600000",
 		"--conf", "spark.driver.cores=2", "--conf", "spark.driver.memory=2g", "--conf", "spark.driver.supervise=true",
 		"--conf", "spark.jars=hdfs://nn/jobs/wordcount.jar", "--conf", "spark.submit.pyFiles=",
 		"hdfs://nn/jobs/wordcount.jar", "hdfs://nn/in", "hdfs://nn/out"}
 	if got := f.submitted[0].Argv; !slices.Equal(got, want) {
 		t.Fatalf("argv\n%q\nwant\n%q", got, want)
+	}
+}
+
+// A driver's memory, which it is placed by and held to, is its heap
+// (spark.driver.memory, what --driver-memory gets) plus the overhead Spark
+// adds on YARN and Kubernetes: spark.driver.memoryOverhead when given
+// (MiB for a bare number), else the larger of
+// spark.driver.memoryOverheadFactor (0.10) of the heap and
+// spark.driver.minMemoryOverhead (384m).
+func TestCreateAddsTheMemoryOverhead(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		props      string
+		heap, want int64
+	}{
+		{"default 384 MiB least", `"spark.driver.memory" : "2g"`, 2048, 2048 + 384},
+		{"default 10 %", `"spark.driver.memory" : "8g"`, 8192, 8192 + 819},
+		{"overhead given", `"spark.driver.memory" : "2g", "spark.driver.memoryOverhead" : "1g"`, 2048, 2048 + 1024},
+		{"overhead as bare MiB", `"spark.driver.memory" : "2g", "spark.driver.memoryOverhead" : "100"`, 2048, 2048 + 100},
+		{"overhead 0", `"spark.driver.memory" : "2g", "spark.driver.memoryOverhead" : "0"`, 2048, 2048},
+		{"overhead wins over factor", `"spark.driver.memory" : "2g", "spark.driver.memoryOverhead" : "1m", "spark.driver.memoryOverheadFactor" : "0.5"`, 2048, 2048 + 1},
+		{"factor", `"spark.driver.memory" : "10g", "spark.driver.memoryOverheadFactor" : "0.25"`, 10240, 10240 + 2560},
+		{"factor under the least", `"spark.driver.memory" : "1g", "spark.driver.memoryOverheadFactor" : "0.25"`, 1024, 1024 + 384},
+		{"factor above 1, as Spark allows", `"spark.driver.memory" : "1g", "spark.driver.memoryOverheadFactor" : "1.5"`, 1024, 1024 + 1536},
+		{"least lowered", `"spark.driver.memory" : "1g", "spark.driver.minMemoryOverhead" : "0"`, 1024, 1024 + 102},
+		{"least raised", `"spark.driver.memory" : "1g", "spark.driver.minMemoryOverhead" : "1g"`, 1024, 1024 + 1024},
+		{"least in bytes", `"spark.driver.memory" : "1g", "spark.driver.minMemoryOverhead" : "2097152b"`, 1024, 1024 + 102},
+		{"default heap", `"spark.driver.cores" : "1"`, DefaultDriverMemoryMB, DefaultDriverMemoryMB + DefaultMinOverheadMB},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFake()
+			h := newTestHandler(t, f, DefaultLauncher...)
+			body := strings.Replace(minimalJSON, `"spark.app.name" : "pi"`, `"spark.app.name" : "pi", `+tc.props, 1)
+			if a := do(t, h, http.MethodPost, "/v1/submissions/create", body); a.fields["success"] != true {
+				t.Fatalf("create: %d %s", a.status, a.raw)
+			}
+			got := f.submitted[0]
+			i := slices.Index(got.Argv, "--driver-memory")
+			if got.MemoryMB != tc.want || i < 0 || got.Argv[i+1] != fmt.Sprintf("%dm", tc.heap) {
+				t.Fatalf("memory_mb %d, argv %q; want %d and --driver-memory %dm, the heap alone", got.MemoryMB, got.Argv, tc.want, tc.heap)
+			}
+		})
 	}
 }
 
@@ -513,6 +556,18 @@ func TestCreateRefusals(t *testing.T) {
 		{"resource amount not numeric", prop("spark.driver.resource.gpu.amount", "two")},
 		{"resource name Drover cannot offer", prop("spark.driver.resource.GPU.amount", "1")},
 		{"resource property without a field", prop("spark.driver.resource.gpu", "1")},
+		{"overhead negative", prop("spark.driver.memoryOverhead", "-1g")},
+		{"overhead not a size", prop("spark.driver.memoryOverhead", "some")},
+		{"overhead fractional", prop("spark.driver.memoryOverhead", "0.5g")},
+		{"overhead factor not a number", prop("spark.driver.memoryOverheadFactor", "a tenth")},
+		{"overhead factor zero", prop("spark.driver.memoryOverheadFactor", "0")},
+		{"overhead factor negative", prop("spark.driver.memoryOverheadFactor", "-0.1")},
+		{"overhead factor NaN", prop("spark.driver.memoryOverheadFactor", "NaN")},
+		{"overhead factor infinite", prop("spark.driver.memoryOverheadFactor", "Inf")},
+		{"overhead factor past the memory bound", prop("spark.driver.memoryOverheadFactor", "1e9")},
+		{"least overhead negative", prop("spark.driver.minMemoryOverhead", "-384m")},
+		{"least overhead not a size", prop("spark.driver.minMemoryOverhead", "a bit")},
+		{"memory and overhead past the bound", prop("spark.driver.memoryOverhead", "2147483647m")},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

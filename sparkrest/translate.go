@@ -32,8 +32,9 @@ var droppedEnv = map[string]bool{
 
 // translate checks a create request as Spark's CreateSubmissionRequest
 // validation and StandaloneSubmitRequestServlet do, and makes the Drover
-// submission: the launcher's argv, spark.driver.cores, spark.driver.memory,
-// spark.driver.supervise, spark.driver.resource.{name}.amount,
+// submission: the launcher's argv, spark.driver.cores, spark.driver.memory
+// (the heap, in the argv) plus its overhead (driverOverheadMB: the
+// memory the driver is placed by and held to), spark.driver.supervise, spark.driver.resource.{name}.amount,
 // spark.app.name, Drover's own spark.drover.user (UserProperty) and the
 // environment, with a fresh token. Checks Drover's API makes itself (names, environment names) are
 // left to it, so that they are made in one place.
@@ -95,6 +96,13 @@ func (h *Handler) translate(req CreateSubmissionRequest) (api.SubmitRequest, err
 		}
 		memory = mb
 	}
+	overhead, err := driverOverheadMB(props, memory)
+	if err != nil {
+		return out, err
+	}
+	if memory+overhead > math.MaxInt32 {
+		return out, fmt.Errorf("spark.driver.memory (%d MiB) plus its overhead (%d MiB) is too large", memory, overhead)
+	}
 	if req.MainClass == nil {
 		return out, errors.New("field mainClass is missing")
 	}
@@ -129,7 +137,7 @@ func (h *Handler) translate(req CreateSubmissionRequest) (api.SubmitRequest, err
 		}),
 		Env:       env,
 		Cores:     cores,
-		MemoryMB:  memory,
+		MemoryMB:  memory + overhead,
 		Supervise: supervise,
 		Artifacts: artifacts,
 		Resources: custom,
@@ -296,12 +304,74 @@ var memoryUnits = map[string]int64{
 	"p": 1 << 50, "pb": 1 << 50,
 }
 
+// The properties of a driver's memory overhead, and Spark's defaults for
+// them (config.DRIVER_MEMORY_OVERHEAD_FACTOR, DRIVER_MIN_MEMORY_OVERHEAD).
+const (
+	overheadProperty       = "spark.driver.memoryOverhead"
+	overheadFactorProperty = "spark.driver.memoryOverheadFactor"
+	minOverheadProperty    = "spark.driver.minMemoryOverhead"
+	// DefaultOverheadFactor is the fraction of a driver's heap its
+	// overhead is by default.
+	DefaultOverheadFactor = 0.10
+	// DefaultMinOverheadMB is the least overhead a driver gets by
+	// default, in MiB.
+	DefaultMinOverheadMB = 384
+)
+
+// driverOverheadMB is the memory a driver of memoryMB MiB of heap needs
+// beside its heap (the JVM's metaspace, thread stacks, direct buffers, a
+// Python process), in MiB, by Spark 4's rule for a cluster-mode driver on
+// YARN and Kubernetes (YARN's Client, Kubernetes' BasicDriverFeatureStep):
+// spark.driver.memoryOverhead when set, else
+// max(spark.driver.memoryOverheadFactor x memoryMB, rounded down,
+// spark.driver.minMemoryOverhead), defaults 0.10 and 384 MiB. Overhead
+// sizes are Spark's sizes with MiB for a bare number (bytesConf(MiB)), so
+// "384" is 384 MiB; a negative or non-size one is an error, as is a factor
+// that is not a number above 0 (Spark's check; it sets no upper bound).
+// Spark's standalone master has no overhead: its worker holds a driver to
+// nothing, where Drover's cgroup holds it to its memory.
+func driverOverheadMB(props map[string]string, memoryMB int64) (int64, error) {
+	if v, ok := props[overheadProperty]; ok {
+		mb, err := sizeMB(v, 1<<20)
+		if err != nil {
+			return 0, fmt.Errorf("property %s: %v", overheadProperty, err)
+		}
+		return mb, nil
+	}
+	factor := DefaultOverheadFactor
+	if v, ok := props[overheadFactorProperty]; ok {
+		f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+		if err != nil || !(f > 0) || math.IsInf(f, 1) {
+			return 0, fmt.Errorf("property %s %q is not a number above 0", overheadFactorProperty, v)
+		}
+		factor = f
+	}
+	least := int64(DefaultMinOverheadMB)
+	if v, ok := props[minOverheadProperty]; ok {
+		mb, err := sizeMB(v, 1<<20)
+		if err != nil {
+			return 0, fmt.Errorf("property %s: %v", minOverheadProperty, err)
+		}
+		least = mb
+	}
+	byFactor := factor * float64(memoryMB)
+	if byFactor > math.MaxInt32 {
+		return 0, fmt.Errorf("property %s %v times spark.driver.memory (%d MiB) is too large", overheadFactorProperty, factor, memoryMB)
+	}
+	return max(int64(byFactor), least), nil
+}
+
 // MemoryMB parses a Spark size (spark.driver.memory) into MiB as Spark's
 // Utils.memoryStringToMb does: a whole number with an optional unit b, k,
 // m, g, t or p (or kb ... pb), any case; a number without a unit is bytes;
 // the bytes are rounded down to MiB, so "1024k" is 1 and "4096" is 0.
 // Fractions ("1.5g") are errors, as in Spark.
-func MemoryMB(s string) (int64, error) {
+func MemoryMB(s string) (int64, error) { return sizeMB(s, 1) }
+
+// sizeMB parses a Spark size into MiB, a number without a unit counting
+// bare bytes: 1 for spark.driver.memory as the REST server reads it, 1<<20
+// for the properties Spark declares bytesConf(ByteUnit.MiB).
+func sizeMB(s string, bare int64) (int64, error) {
 	t := strings.ToLower(strings.TrimSpace(s))
 	i := 0
 	for i < len(t) && t[i] >= '0' && t[i] <= '9' {
@@ -309,6 +379,9 @@ func MemoryMB(s string) (int64, error) {
 	}
 	digits, unit := t[:i], t[i:]
 	mult, ok := memoryUnits[unit]
+	if unit == "" {
+		mult = bare
+	}
 	if digits == "" || !ok {
 		return 0, fmt.Errorf("%q is not a size like 512m or 2g", s)
 	}

@@ -243,9 +243,9 @@ func TestSparkRESTSubmitStatusKill(t *testing.T) {
 		t.Fatal(err)
 	}
 	wantArgv := []string{"/usr/bin/env", "SPARK_APP_RESOURCE=hdfs://nn/jobs/probe.jar", "printf", "[%s]", "two slices", "a hint of cinnamon"}
-	if !slices.Equal(d.Argv, wantArgv) || d.Name != "probe-printf" || d.Cores != 1 || d.MemoryMB != 256 || d.Supervise ||
+	if !slices.Equal(d.Argv, wantArgv) || d.Name != "probe-printf" || d.Cores != 1 || d.MemoryMB != 256+384 || d.Supervise ||
 		len(d.Env) != 1 || d.Env["SPARK_USER"] != "etl" {
-		t.Fatalf("driver row %+v; want argv %q, 1 core, 256 MiB, unsupervised, env SPARK_USER only", d, wantArgv)
+		t.Fatalf("driver row %+v; want argv %q, 1 core, 256 MiB and 384 of overhead, unsupervised, env SPARK_USER only", d, wantArgv)
 	}
 	out, _, err := c.Client().Logs(ctx, id, false, 0, 0)
 	if err != nil || string(out) != "[two slices][a hint of cinnamon]" {
