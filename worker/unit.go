@@ -201,6 +201,7 @@ func orders(resp api.HeartbeatResponse) []order {
 		if a.Token != "" {
 			vars[client.EnvToken] = a.Token
 		}
+		setSize(vars, "DRIVER", a.Cores, a.MemoryMB)
 		out = append(out, order{key: attemptKey(a.DriverID, a.Attempt), argv: a.Argv, env: a.Env, supervise: a.Supervise, vars: vars,
 			artifacts: a.Artifacts, resources: a.Resources, cores: a.Cores, memoryMB: a.MemoryMB, bounds: bounds{maxRestarts: a.MaxRestarts, rescheduleAfter: a.RescheduleAfter,
 				window: time.Duration(a.RestartWindowMS) * time.Millisecond, failures: a.Failures}, user: a.User})
@@ -209,13 +210,22 @@ func orders(resp api.HeartbeatResponse) []order {
 		out = append(out, order{key: executorKey(e.AppID, e.ExecutorID), argv: e.Argv, env: e.Env, artifacts: e.Artifacts, resources: e.Resources,
 			cores: e.Cores, memoryMB: e.MemoryMB, user: e.User,
 			vars: map[string]string{
-				"DROVER_APP_ID":             e.AppID,
-				"DROVER_EXECUTOR_ID":        strconv.Itoa(e.ExecutorID),
-				"DROVER_EXECUTOR_CORES":     strconv.Itoa(e.Cores),
-				"DROVER_EXECUTOR_MEMORY_MB": strconv.FormatInt(e.MemoryMB, 10),
+				"DROVER_APP_ID":      e.AppID,
+				"DROVER_EXECUTOR_ID": strconv.Itoa(e.ExecutorID),
 			}})
+		setSize(out[len(out)-1].vars, "EXECUTOR", e.Cores, e.MemoryMB)
 	}
 	return out
+}
+
+// setSize tells a program the cores and memory (MiB) it was placed with
+// and is held to, as DROVER_<KIND>_CORES and DROVER_<KIND>_MEMORY_MB (kind
+// DRIVER or EXECUTOR), as Spark's worker tells an executor through
+// --cores and SPARK_EXECUTOR_MEMORY: a program sizes its thread pools and
+// heap by them rather than by the machine's.
+func setSize(vars map[string]string, kind string, cores int, memoryMB int64) {
+	vars["DROVER_"+kind+"_CORES"] = strconv.Itoa(cores)
+	vars["DROVER_"+kind+"_MEMORY_MB"] = strconv.FormatInt(memoryMB, 10)
 }
 
 // report is a state change of a unit, queued until the leader acknowledges

@@ -488,9 +488,12 @@ func TestRunsAssignmentWithEnvAndServesLogs(t *testing.T) {
 	fm := newFakeMaster(t)
 	w, cfg := newWorker(t, fm, nil)
 	fm.assign(api.Assignment{
-		DriverID: driverA, Attempt: 1,
-		Argv: []string{"/bin/sh", "-c", `echo "$DROVER_DRIVER_ID $DROVER_ATTEMPT $DROVER_WORKER_ID $DROVER_MASTERS $EXTRA"; echo problem >&2`},
-		Env:  map[string]string{"EXTRA": "x", "DROVER_WORKER_ID": "spoofed"},
+		DriverID: driverA, Attempt: 1, Cores: 3, MemoryMB: 768,
+		Argv: []string{"/bin/sh", "-c", `echo "$DROVER_DRIVER_ID $DROVER_ATTEMPT $DROVER_WORKER_ID $DROVER_MASTERS $EXTRA ` +
+			`$DROVER_DRIVER_CORES $DROVER_DRIVER_MEMORY_MB"; echo problem >&2`},
+		// An old submission may name the variables the worker sets now:
+		// the worker's win.
+		Env: map[string]string{"EXTRA": "x", "DROVER_WORKER_ID": "spoofed", "DROVER_DRIVER_CORES": "64"},
 	})
 	running, ri := fm.waitReport(t, driverA, 1, model.DriverRunning)
 	finished, fi := fm.waitReport(t, driverA, 1, model.DriverFinished)
@@ -503,7 +506,7 @@ func TestRunsAssignmentWithEnvAndServesLogs(t *testing.T) {
 			t.Fatalf("%s: %v %v, want a %04o directory", d, st.Mode(), err, unitDirMode())
 		}
 	}
-	stdout := driverA + " 1 w1 " + fm.addr() + " x\n"
+	stdout := driverA + " 1 w1 " + fm.addr() + " x 3 768\n"
 	if b := readStream(t, dir, runner.StdoutFile); b != stdout {
 		t.Fatalf("stdout = %q, want %q", b, stdout)
 	}
