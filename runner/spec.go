@@ -77,7 +77,8 @@ type Spec struct {
 	Argv []string `json:"argv"`
 	// Env is the program's whole environment as KEY=VALUE entries,
 	// DROVER_RUN (added by the runner: 1 for the first run, counting
-	// restarts) and DROVER_DRIVER_ID, DROVER_ATTEMPT, DROVER_WORKER_ID and DROVER_MASTERS
+	// restarts) and DROVER_DRIVER_ID, DROVER_ATTEMPT, DROVER_DRIVER_CORES,
+	// DROVER_DRIVER_MEMORY_MB, DROVER_WORKER_ID and DROVER_MASTERS
 	// included: the runner adds nothing.
 	Env []string `json:"env"`
 	// Supervise restarts the program within the attempt when it exits
