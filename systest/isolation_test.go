@@ -28,6 +28,17 @@ const isolationKillTimeout = 2 * time.Second
 // root or usable cgroups the test skips, saying why.
 func isolatedCluster(t *testing.T) (*testcluster.Cluster, *testcluster.Node) {
 	t.Helper()
+	needCgroups(t)
+	// The lease outlasts a detached worker's restart on a loaded machine.
+	c := testcluster.New(t, testcluster.Options{Workers: 1, WorkerArgs: []string{
+		"--isolation", "cgroups", "--kill-timeout", isolationKillTimeout.String(), "--lease", "15s"}})
+	return c, c.Workers[0]
+}
+
+// needCgroups skips the test, saying why, unless this process may make
+// cgroups, as a worker with --isolation cgroups does.
+func needCgroups(t *testing.T) {
+	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Skip("skipped: cgroups need root (CI runs as root)")
 	}
@@ -36,10 +47,6 @@ func isolatedCluster(t *testing.T) (*testcluster.Cluster, *testcluster.Node) {
 		t.Skipf("skipped: no usable cgroups here: %v", err)
 	}
 	_ = probe.Remove()
-	// The lease outlasts a detached worker's restart on a loaded machine.
-	c := testcluster.New(t, testcluster.Options{Workers: 1, WorkerArgs: []string{
-		"--isolation", "cgroups", "--kill-timeout", isolationKillTimeout.String(), "--lease", "15s"}})
-	return c, c.Workers[0]
 }
 
 // attemptCgroup opens the cgroup of attempt n of driver id on worker w,

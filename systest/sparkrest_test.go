@@ -8,6 +8,8 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
@@ -16,9 +18,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/drover-project/drover/internal/cgrouptest"
 	"github.com/drover-project/drover/internal/freeport"
 	"github.com/drover-project/drover/internal/testcluster"
 	"github.com/drover-project/drover/model"
+	"github.com/drover-project/drover/runner"
 	"github.com/drover-project/drover/sparkrest"
 )
 
@@ -428,5 +432,44 @@ func TestSparkRESTSecured(t *testing.T) {
 	sparkCall(t, hc, base+"/v1/submissions/clear", http.MethodPost, submitToken, "").isSparkError(t, http.StatusForbidden)
 	if cl := sparkCall(t, hc, base+"/v1/submissions/clear", http.MethodPost, readToken(t, c.Secrets.OperatorToken), ""); cl.fields["success"] != true {
 		t.Fatalf("clear with the operator token: %d %s", cl.status, cl.raw)
+	}
+}
+
+// TestSparkRESTDriverCgroupHoldsHeapAndOverhead: the cgroup of a driver
+// submitted through Spark REST holds it to spark.driver.memory plus the
+// overhead, Spark's default (384 MiB for a small heap) or
+// spark.driver.memoryOverhead, and the driver is told that total and its
+// cores.
+func TestSparkRESTDriverCgroupHoldsHeapAndOverhead(t *testing.T) {
+	needCgroups(t)
+	c, rest := sparkRESTCluster(t, testcluster.Options{Workers: 1, WorkerArgs: []string{"--isolation", "cgroups"}},
+		`/bin/sh -c {{appArgs}}`)
+	w := c.Worker("w1")
+	hc := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
+	// The driver says what it was told, then waits to be looked at.
+	script := `echo "$DROVER_DRIVER_CORES $DROVER_DRIVER_MEMORY_MB"; exec sleep 1000`
+	for _, tc := range []struct {
+		name, overhead string
+		want           int
+	}{
+		{"default overhead", "", 256 + 384},
+		{"overhead given", `"spark.driver.memoryOverhead" : "100m",`, 256 + 100},
+	} {
+		t.Run(strings.ReplaceAll(tc.name, " ", "-"), func(t *testing.T) {
+			body := strings.Replace(createJSON("probe", script), `"spark.driver.memory" : "256m",`, `"spark.driver.memory" : "256m", `+tc.overhead, 1)
+			a := sparkCall(t, hc, "http://"+rest[c.Masters[0].ID]+"/v1/submissions/create", http.MethodPost, "", body)
+			id := a.str("submissionId")
+			if a.fields["success"] != true {
+				t.Fatalf("create: %d %s", a.status, a.raw)
+			}
+			c.WaitDriver(id, 30*time.Second, "RUNNING", isState(model.DriverRunning))
+			cgrouptest.AssertMemoryLimit(t, attemptCgroup(t, w, id, 1).Ref(), tc.want)
+			dir := filepath.Join(w.Dir, id, "attempt-1")
+			want := fmt.Sprintf("1 %d\n", tc.want)
+			waitFor(t, 10*time.Second, "the driver's output", func() bool {
+				b, _ := os.ReadFile(filepath.Join(dir, runner.LogFileName(runner.StdoutFile, 0)))
+				return string(b) == want
+			})
+		})
 	}
 }

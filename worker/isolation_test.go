@@ -17,6 +17,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/drover-project/drover/api"
+	"github.com/drover-project/drover/internal/cgrouptest"
 	"github.com/drover-project/drover/isolation"
 	"github.com/drover-project/drover/model"
 	"github.com/drover-project/drover/runner"
@@ -175,8 +176,8 @@ func TestAttemptRunsInItsCgroup(t *testing.T) {
 	if len(pids) != 1 || pids[0] != pid {
 		t.Fatalf("cgroup %s holds %v, want the program %d alone (not its runner)", ref, pids, pid)
 	}
-	dir := cgroupDir(ref, "memory")
-	assertMemoryLimit(t, ref, 64)
+	dir := cgrouptest.Dir(ref, "memory")
+	cgrouptest.AssertMemoryLimit(t, ref, 64)
 	fm.assign()
 	fm.waitReport(t, driverA, 1, model.DriverKilled)
 	waitUntil(t, "the attempt's cgroup to be removed", func() bool {
@@ -237,39 +238,6 @@ func TestGoneUnitsCgroupsAreRemovedAtStart(t *testing.T) {
 	}
 }
 
-// cgroupDir is the directory of ref's cgroup in the hierarchy of
-// controller (memory, cpu, pids) on v1, its only directory on v2.
-func cgroupDir(ref isolation.Ref, controller string) string {
-	if ref.Version == 2 {
-		return filepath.Join(ref.Root, ref.Path)
-	}
-	return filepath.Join(ref.Root, controller, ref.Paths[controller])
-}
-
-// readCgroupFile returns the trimmed content of the file name in ref's
-// cgroup of controller.
-func readCgroupFile(t *testing.T, ref isolation.Ref, controller, name string) string {
-	t.Helper()
-	b, err := os.ReadFile(filepath.Join(cgroupDir(ref, controller), name))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return strings.TrimSpace(string(b))
-}
-
-// assertMemoryLimit checks that ref's cgroup has a hard memory limit of mb
-// MiB.
-func assertMemoryLimit(t *testing.T, ref isolation.Ref, mb int) {
-	t.Helper()
-	name := "memory.limit_in_bytes"
-	if ref.Version == 2 {
-		name = "memory.max"
-	}
-	if got := readCgroupFile(t, ref, "memory", name); got != strconv.Itoa(mb<<20) {
-		t.Fatalf("%s = %q, want the unit's %d MiB", name, got, mb)
-	}
-}
-
 // TestPidsLimitBoundsTheUnit: the worker's pids limit is each unit's
 // pids.max, and a program that forks beyond it sees the fork fail inside
 // its unit, while the worker goes on launching other units.
@@ -292,10 +260,10 @@ func TestPidsLimitBoundsTheUnit(t *testing.T) {
 		t.Fatalf("stderr %q does not say a fork failed", errOut)
 	}
 	ref := m.Ref(isolation.UnitName(driverA, 1))
-	if got := readCgroupFile(t, ref, "pids", "pids.max"); got != "8" {
+	if got := cgrouptest.ReadFile(t, ref, "pids", "pids.max"); got != "8" {
 		t.Fatalf("pids.max = %q, want the worker's --pids-limit 8", got)
 	}
-	if events := readCgroupFile(t, ref, "pids", "pids.events"); events == "max 0" || !strings.HasPrefix(events, "max ") {
+	if events := cgrouptest.ReadFile(t, ref, "pids", "pids.events"); events == "max 0" || !strings.HasPrefix(events, "max ") {
 		t.Fatalf("pids.events = %q, want forks refused at the limit counted", events)
 	}
 	fm.assign(bomb, sleeper(driverB, 1))
@@ -344,12 +312,12 @@ func TestExecutorRunsInItsCgroup(t *testing.T) {
 		slices.Sort(pids)
 		return slices.Equal(pids, want)
 	})
-	assertMemoryLimit(t, ref, 64)
+	cgrouptest.AssertMemoryLimit(t, ref, 64)
 	quota, name, want1 := "cpu.cfs_quota_us", "cpu.cfs_quota_us", "100000"
 	if ref.Version == 2 {
 		quota, name, want1 = "cpu.max", "cpu.max", "100000 100000"
 	}
-	if got := readCgroupFile(t, ref, "cpu", quota); got != want1 {
+	if got := cgrouptest.ReadFile(t, ref, "cpu", quota); got != want1 {
 		t.Fatalf("%s = %q, want one core's %s", name, got, want1)
 	}
 	fm.assignExecutors()
