@@ -133,6 +133,11 @@ type Stager struct {
 	RetryBase time.Duration
 	// Log receives a line per fetch and retry; nil discards them.
 	Log *slog.Logger
+	// OnRetry, when set, is told of each failed try of a download that
+	// will be tried again, before the pause: the runner makes it the
+	// attempt's staging progress. It is called from the fetches'
+	// goroutines, up to fetchParallel at once, and must not block.
+	OnRetry func(Retry)
 
 	defaultHTTP sync.Once
 	http        *http.Client
@@ -158,6 +163,27 @@ func (s *Stager) log() *slog.Logger {
 		return s.Log
 	}
 	return slog.New(slog.DiscardHandler)
+}
+
+// Retry is a failed try of an artifact's download that is tried again
+// (Stager.OnRetry).
+type Retry struct {
+	// Artifact names it as failures do: its URL, or upload:HEX (NAME).
+	Artifact string
+	// Try counts the tries of this fetch, from 1.
+	Try int
+	// Err is the try's cause: a connection's error, an HTTP status, a
+	// stall.
+	Err error
+	// Pause is the wait before the next try: RetryBase, doubling up to
+	// 30 s.
+	Pause time.Duration
+}
+
+// String says the retry in one line: "fetching URL: 503 Service
+// Unavailable, try 3, next in 4s".
+func (r Retry) String() string {
+	return fmt.Sprintf("fetching %s: %v, try %d, next in %s", r.Artifact, r.Err, r.Try, r.Pause)
 }
 
 // Owner is a program's user: its numeric user and primary group, as

@@ -33,10 +33,13 @@ var (
 )
 
 // errStalled cancels a request that received nothing for the stall
-// timeout; errDeadline ends an artifact's fetch at its deadline.
+// timeout; errDeadline ends an artifact's fetch at its deadline;
+// errScheme refuses a redirection to a scheme other than http and https,
+// which no try would fetch.
 var (
 	errStalled  = errors.New("stalled")
 	errDeadline = errors.New("deadline")
+	errScheme   = errors.New("redirected to a scheme other than http and https")
 )
 
 // maxRetryPause caps the back-off between two tries of a download.
@@ -62,7 +65,25 @@ type BlobSource interface {
 func NewHTTPClient(bindIP string) *http.Client {
 	c := transport.NewHTTPClient(bindIP, 0, nil)
 	c.Transport.(*http.Transport).Proxy = http.ProxyFromEnvironment
+	c.CheckRedirect = checkRedirect
 	return c
+}
+
+// maxRedirects is how many redirections a fetch follows, as net/http's
+// default policy does.
+const maxRedirects = 10
+
+// checkRedirect is net/http's default redirect policy, plus a refusal of
+// any scheme but http and https (errScheme), which would otherwise be
+// retried as a failed connection until the artifact's deadline.
+func checkRedirect(req *http.Request, via []*http.Request) error {
+	if req.URL.Scheme != "http" && req.URL.Scheme != "https" {
+		return fmt.Errorf("%w: %s", errScheme, req.URL.Redacted())
+	}
+	if len(via) >= maxRedirects {
+		return fmt.Errorf("stopped after %d redirects", maxRedirects)
+	}
+	return nil
 }
 
 // fetcher fetches one artifact's bytes, retrying what may pass.
@@ -75,9 +96,10 @@ type fetcher struct {
 
 // fetch writes the artifact's bytes to w and returns their SHA-256.
 // HTTP and uploads are retried after connection errors, stalls, cut-off
-// bodies, 5xx and 429 answers, pausing RetryBase and doubling up to
-// maxRetryPause, until ctx's deadline; other refusals, a checksum
-// mismatch and ErrTooLarge end the fetch at once.
+// bodies, 5xx, 408 and 429 answers, pausing RetryBase and doubling up to
+// maxRetryPause, until ctx's deadline, and each such failure is told to
+// Stager.OnRetry; other refusals (retryStatus), a checksum mismatch,
+// ErrTooLarge and a redirection to another scheme end the fetch at once.
 func (f *fetcher) fetch(ctx context.Context, w *os.File) (string, error) {
 	pause := f.s.retryBase()
 	// failed is the cause of the last try that failed before the
@@ -98,6 +120,9 @@ func (f *fetcher) fetch(ctx context.Context, w *os.File) (string, error) {
 		}
 		failed = err
 		f.s.log().Warn("artifact fetch failed, retrying", "artifact", f.a.String(), "try", tries, "err", err, "pause", pause)
+		if f.s.OnRetry != nil {
+			f.s.OnRetry(Retry{Artifact: label(f.a), Try: tries, Err: err, Pause: pause})
+		}
 		t := time.NewTimer(pause)
 		select {
 		case <-t.C:
@@ -198,15 +223,31 @@ func (f *fetcher) open(ctx context.Context) (body io.ReadCloser, size int64, ret
 		}
 		// A certificate the worker does not trust stays untrusted:
 		// trying again for the whole deadline would only hide why.
+		// Nor does a redirection to a scheme this fetcher refuses.
 		var cert *tls.CertificateVerificationError
+		if errors.Is(err, errScheme) {
+			var ue *url.Error
+			if errors.As(err, &ue) {
+				err = ue.Err
+			}
+			return nil, 0, false, err
+		}
 		return nil, 0, !errors.As(err, &cert), transport.RootCause(err)
 	}
 	if resp.StatusCode != http.StatusOK {
 		resp.Body.Close()
-		retry := resp.StatusCode >= 500 || resp.StatusCode == http.StatusTooManyRequests
-		return nil, 0, retry, errors.New(resp.Status)
+		return nil, 0, retryStatus(resp.StatusCode), errors.New(resp.Status)
 	}
 	return resp.Body, resp.ContentLength, false, nil
+}
+
+// retryStatus says whether an HTTP answer other than 200 may pass when
+// tried again: a server error (5xx), 408 Request Timeout and 429 Too Many
+// Requests, which RFC 9110 and RFC 6585 make transient. Any other
+// status (404, 403, 410, a 3xx the client did not follow) would come back
+// the same, and ends the fetch at once.
+func retryStatus(code int) bool {
+	return code >= 500 || code == http.StatusRequestTimeout || code == http.StatusTooManyRequests
 }
 
 // localPrefix names the copy of a file:// artifact in a staging's
@@ -300,7 +341,7 @@ func (s *Stager) openLocal(ctx context.Context, path string) (*os.File, error) {
 // want; an empty want accepts any.
 func checkSum(want, got string) error {
 	if want != "" && got != want {
-		return fmt.Errorf("%w: got %s", ErrChecksum, got)
+		return fmt.Errorf("%w: want %s, got %s", ErrChecksum, want, got)
 	}
 	return nil
 }

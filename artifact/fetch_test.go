@@ -81,7 +81,7 @@ func TestChecksumMismatch(t *testing.T) {
 	url := srv.serve("/app.sh", []byte(script))
 	s := newStager(t, nil)
 	wrong := sum([]byte("something else"))
-	assertFails(t, s, "fetch "+url+": checksum mismatch: got "+sum([]byte(script)),
+	assertFails(t, s, "fetch "+url+": checksum mismatch: want "+wrong+", got "+sum([]byte(script)),
 		normalized(t, url+"?checksum=sha256:"+wrong))
 	assertNoEntry(t, s.Cache)
 	if n := srv.count("/app.sh"); n != 1 {
@@ -89,9 +89,11 @@ func TestChecksumMismatch(t *testing.T) {
 	}
 }
 
+// 5xx, 408 and 429 are tried again, each failed try told to OnRetry
+// with its pause; any other status ends the fetch at its first answer.
 func TestRetriesServerErrorsOnly(t *testing.T) {
 	srv := newServer(t)
-	statuses := []int{http.StatusInternalServerError, http.StatusServiceUnavailable, http.StatusTooManyRequests}
+	statuses := []int{http.StatusInternalServerError, http.StatusServiceUnavailable, http.StatusTooManyRequests, http.StatusRequestTimeout}
 	url := srv.on("/app.sh", func(w http.ResponseWriter, r *http.Request) {
 		if n := srv.count("/app.sh"); n <= len(statuses) {
 			w.WriteHeader(statuses[n-1])
@@ -100,26 +102,63 @@ func TestRetriesServerErrorsOnly(t *testing.T) {
 		w.Write([]byte(script))
 	})
 	var logged pauses
-	s := newStager(t, func(s *Stager) { s.Log = slog.New(&logged) })
+	var mu sync.Mutex
+	var told []string
+	s := newStager(t, func(s *Stager) {
+		s.Log = slog.New(&logged)
+		s.OnRetry = func(r Retry) {
+			mu.Lock()
+			defer mu.Unlock()
+			told = append(told, r.String())
+		}
+	})
 	dir, _ := mustStage(t, s, normalized(t, url))
 	if b, _ := os.ReadFile(filepath.Join(dir, "app.sh")); string(b) != script {
 		t.Fatalf("app.sh = %q", b)
 	}
-	if n := srv.count("/app.sh"); n != 4 {
-		t.Fatalf("%d requests, want 4", n)
+	if n := srv.count("/app.sh"); n != 5 {
+		t.Fatalf("%d requests, want 5", n)
 	}
 	// The pause before each retry doubles from RetryBase (10 ms).
-	if got, want := logged.all(), []time.Duration{10 * time.Millisecond, 20 * time.Millisecond, 40 * time.Millisecond}; !slices.Equal(got, want) {
+	if got, want := logged.all(), []time.Duration{10 * time.Millisecond, 20 * time.Millisecond, 40 * time.Millisecond, 80 * time.Millisecond}; !slices.Equal(got, want) {
 		t.Fatalf("paused %v before the retries, want %v", got, want)
 	}
+	want := []string{
+		"fetching " + url + ": 500 Internal Server Error, try 1, next in 10ms",
+		"fetching " + url + ": 503 Service Unavailable, try 2, next in 20ms",
+		"fetching " + url + ": 429 Too Many Requests, try 3, next in 40ms",
+		"fetching " + url + ": 408 Request Timeout, try 4, next in 80ms",
+	}
+	if !slices.Equal(told, want) {
+		t.Fatalf("OnRetry was told\n%s\nwant\n%s", strings.Join(told, "\n"), strings.Join(want, "\n"))
+	}
 
-	for _, status := range []int{http.StatusNotFound, http.StatusForbidden} {
+	told = nil
+	for _, status := range []int{http.StatusNotFound, http.StatusForbidden, http.StatusGone, http.StatusBadRequest, http.StatusUnauthorized} {
 		p := "/" + strconv.Itoa(status)
 		url := srv.on(p, func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(status) })
 		assertFails(t, s, fmt.Sprintf("fetch %s: %d %s", url, status, http.StatusText(status)), normalized(t, url))
 		if n := srv.count(p); n != 1 {
 			t.Fatalf("%d: %d requests, want 1 (no retry)", status, n)
 		}
+	}
+	if len(told) != 0 {
+		t.Fatalf("OnRetry told of a failure that is not retried: %q", told)
+	}
+}
+
+// A redirection to a scheme other than http and https ends the fetch at
+// once, naming it, rather than being retried as a failed connection
+// until the deadline.
+func TestRedirectToAnotherSchemeIsNotRetried(t *testing.T) {
+	srv := newServer(t)
+	url := srv.on("/app.sh", func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, "ftp://files.example/app.sh", http.StatusFound)
+	})
+	s := newStager(t, func(s *Stager) { s.Limits.Timeout = 5 * time.Second })
+	assertFails(t, s, "fetch "+url+": redirected to a scheme other than http and https: ftp://files.example/app.sh", normalized(t, url))
+	if n := srv.count("/app.sh"); n != 1 {
+		t.Fatalf("%d requests, want 1 (no retry)", n)
 	}
 }
 
@@ -250,7 +289,7 @@ func TestFileURL(t *testing.T) {
 		t.Fatalf("staged %v, want %v", got, want)
 	}
 	other := "file://" + src + "?checksum=sha256:" + sum([]byte("x"))
-	assertFails(t, s, "fetch file://"+src+": checksum mismatch: got "+sum([]byte(script)), normalized(t, other))
+	assertFails(t, s, "fetch file://"+src+": checksum mismatch: want "+sum([]byte("x"))+", got "+sum([]byte(script)), normalized(t, other))
 	assertFails(t, s, "fetch file:///nonexistent/app.sh: no such file or directory", normalized(t, "file:///nonexistent/app.sh"))
 	assertFails(t, s, "fetch file://"+filepath.Dir(src)+"/: not a regular file",
 		normalized(t, "file://"+filepath.Dir(src)+"/?archive=tar"))
@@ -298,7 +337,7 @@ func TestUploads(t *testing.T) {
 	other := sum([]byte("other"))
 	assertFails(t, s, "fetch upload:"+other+" (app.sh): no master holds it", up(other))
 	// A master that serves other bytes than it was asked for.
-	assertFails(t, s, "fetch upload:"+sum([]byte("x"))+" (app.sh): checksum mismatch: got "+sum(good), up(sum([]byte("x"))))
+	assertFails(t, s, "fetch upload:"+sum([]byte("x"))+" (app.sh): checksum mismatch: want "+sum([]byte("x"))+", got "+sum(good), up(sum([]byte("x"))))
 }
 
 // A stop (ctx cancelled) ends a staging at once, whatever it waits for.
