@@ -177,6 +177,8 @@ func (f *FSM) dropWaiting(ids map[string]bool) {
 // release returns a placed driver's resources, and the addresses its
 // current attempt holds, to its worker and unplaces it.
 func (f *FSM) release(d *model.Driver) {
+	// Every caller sets the message of the attempt's end.
+	d.Staging = false
 	if d.WorkerID == "" {
 		return
 	}
@@ -207,6 +209,14 @@ func (f *FSM) applyReportAttempts(c *model.ReportAttempts) any {
 		}
 		// A stale or late report changes the attempt's history only.
 		stale := r.Attempt != d.Attempt || d.WorkerID != c.WorkerID || d.State.Terminal()
+		if r.Staging {
+			// Only the current attempt's staging speaks for the driver;
+			// the history keeps no such line.
+			if !stale {
+				f.applyStaging(d, r, c.Time)
+			}
+			continue
+		}
 		if stale && rec.State.Terminal() {
 			// Nor that: an ended record stays as it ended.
 			continue
@@ -270,11 +280,30 @@ func updateRecord(rec *model.Attempt, r model.AttemptReport, kept int, now int64
 		rec.EndedAt != before.EndedAt || rec.Reason != before.Reason || rec.ExitCode != before.ExitCode
 }
 
+// applyStaging makes what the current attempt's staging says (a Staging
+// report) the driver's message, until its program starts. A report that
+// says what the row says already, or comes once the program started,
+// changes nothing, not even UpdatedAt, so that no event follows it.
+func (f *FSM) applyStaging(d *model.Driver, r model.AttemptReport, now int64) {
+	if rec := d.CurrentAttempt(); rec == nil || rec.State != model.DriverSubmitted || (d.Staging && d.Message == r.Reason) {
+		return
+	}
+	d = f.ownDriver(d)
+	d.Message, d.Staging, d.UpdatedAt = r.Reason, true, now
+	f.changed(api.EventDriver, d.ID)
+}
+
 func (f *FSM) applyCurrentReport(d *model.Driver, r model.AttemptReport, now int64) {
 	d.UpdatedAt = now
 	f.changed(api.EventDriver, d.ID)
 	switch r.State {
 	case model.DriverRunning:
+		if d.Staging {
+			// The program started: its staging has nothing more to say.
+			// Rows of older entries never have Staging set, so their
+			// RUNNING reports keep their meaning.
+			d.Message, d.Staging = "", false
+		}
 		d.State = model.DriverRunning
 		f.driverRestarted(d, r.Runs, now)
 	case model.DriverFailed:

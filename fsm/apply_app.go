@@ -187,7 +187,7 @@ func (f *FSM) endExecutor(e *model.Executor, state model.ExecutorState, exit *in
 	}
 	e.State = state
 	e.ExitCode = model.CloneExitCode(exit)
-	e.Message = reason
+	e.Message, e.Staging = reason, false
 	e.EndedAt = now
 	f.changed(api.EventExecutor, model.ExecutorKey(e.AppID, e.ID))
 	if w, ok := f.t.Workers[e.WorkerID]; ok {
@@ -246,10 +246,18 @@ func (f *FSM) applyExecutorReports(workerID string, reports []model.ExecutorRepo
 		if !ok || e.WorkerID != workerID || e.State.Terminal() {
 			continue
 		}
+		if r.Staging {
+			f.applyExecutorStaging(e, r)
+			continue
+		}
 		a := f.t.Apps[e.AppID]
 		switch r.State {
 		case model.ExecRunning:
 			if e.State == model.ExecLaunching {
+				// Rows of older entries never have Staging set.
+				if e.Staging {
+					e.Message, e.Staging = "", false
+				}
 				e.State = model.ExecRunning
 				e.StartedAt = now
 				a = f.ownApp(a.ID)
@@ -283,6 +291,17 @@ func (f *FSM) applyExecutorReports(workerID string, reports []model.ExecutorRepo
 			}
 		}
 	}
+}
+
+// applyExecutorStaging makes what a LAUNCHING executor's staging says
+// (a Staging report) its message, as applyStaging does for a driver: a
+// report that changes nothing sends no event.
+func (f *FSM) applyExecutorStaging(e *model.Executor, r model.ExecutorReport) {
+	if r.State != model.ExecLaunching || e.State != model.ExecLaunching || (e.Staging && e.Message == r.Reason) {
+		return
+	}
+	e.Message, e.Staging = f.intern.str(r.Reason), true
+	f.changed(api.EventExecutor, model.ExecutorKey(e.AppID, e.ID))
 }
 
 func (f *FSM) anyRunning(appID string) bool {

@@ -168,13 +168,17 @@ type Executor struct {
 	MemoryMB int64  `json:"memory_mb"`
 	// Resources are the worker's addresses the executor holds while it
 	// lives.
-	Resources  Resources     `json:"resources,omitempty"`
-	State      ExecutorState `json:"state"`
-	ExitCode   *int          `json:"exit_code"`
-	Message    string        `json:"message,omitempty"`
-	LaunchedAt int64         `json:"launched_at"`
-	StartedAt  int64         `json:"started_at,omitempty"`
-	EndedAt    int64         `json:"ended_at,omitempty"`
+	Resources Resources     `json:"resources,omitempty"`
+	State     ExecutorState `json:"state"`
+	ExitCode  *int          `json:"exit_code"`
+	Message   string        `json:"message,omitempty"`
+	// Staging says that Message is what the executor's staging of its
+	// artifacts said last (ExecutorReport.Staging), while it is
+	// LAUNCHING; both are cleared when it runs.
+	Staging    bool  `json:"staging,omitempty"`
+	LaunchedAt int64 `json:"launched_at"`
+	StartedAt  int64 `json:"started_at,omitempty"`
+	EndedAt    int64 `json:"ended_at,omitempty"`
 	// ModifyIndex is as Driver's.
 	ModifyIndex uint64 `json:"modify_index,omitempty"`
 }

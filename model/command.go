@@ -173,7 +173,19 @@ type AttemptReport struct {
 	// has room, rather than ended. False keeps a FAILED report's old
 	// meaning: the driver ends FAILED.
 	Reschedule bool `json:"reschedule,omitempty"`
+	// Staging, on a SUBMITTED report, says the attempt's program has not
+	// started because its artifacts are being staged, and Reason is what
+	// the staging says now: "fetch URL: 503 Service Unavailable, try 3,
+	// next in 4s". Workers send one per change, and the leader commits
+	// one only when it changes the driver's message. False keeps a
+	// report's old meaning: older entries have none.
+	Staging bool `json:"staging,omitempty"`
 }
+
+// MaxStagingReason bounds the Reason of a Staging report, in bytes: a
+// URL and a one-line cause fit. The runner cuts a longer line; the leader
+// refuses a heartbeat that carries one.
+const MaxStagingReason = 1024
 
 // ExecutorReport is what a worker says about one executor it runs (Spark's
 // ExecutorStateChanged): RUNNING, EXITED (exit 0), FAILED (non-zero, or
@@ -184,6 +196,9 @@ type ExecutorReport struct {
 	State      ExecutorState `json:"state"`
 	ExitCode   *int          `json:"exit_code,omitempty"`
 	Reason     string        `json:"reason,omitempty"`
+	// Staging, on a LAUNCHING report, is AttemptReport.Staging for an
+	// executor: Reason is what its staging says now.
+	Staging bool `json:"staging,omitempty"`
 }
 
 // ReportAttempts commits a batch of reports from one worker about its

@@ -108,7 +108,13 @@ type Driver struct {
 	// ExitCode is the exit code of the attempt that ended the driver, if any.
 	ExitCode *int `json:"exit_code"`
 	// Message says why the driver ended, or why it still waits.
-	Message     string    `json:"message,omitempty"`
+	Message string `json:"message,omitempty"`
+	// Staging says that Message is what the current attempt's staging of
+	// its artifacts said last (AttemptReport.Staging): the driver is
+	// SUBMITTED or RELAUNCHING on its worker, its program not started.
+	// Both are cleared when the program starts; the attempt's end sets
+	// its own message.
+	Staging     bool      `json:"staging,omitempty"`
 	SubmittedAt int64     `json:"submitted_at"`
 	UpdatedAt   int64     `json:"updated_at"`
 	Attempts    []Attempt `json:"attempts"`
