@@ -190,6 +190,9 @@ type runner struct {
 	staged *artifact.Staged
 	// cg is the unit's cgroup (Spec.Cgroup), nil without isolation.
 	cg *isolation.Cgroup
+	// progressMu serializes the staging's progress (progress), which the
+	// artifacts' fetches report from their goroutines.
+	progressMu sync.Mutex
 }
 
 // drainGrace bounds how long a run's output is still copied once its
@@ -427,8 +430,7 @@ func (r *runner) stage() bool {
 			r.final(model.DriverFailed, nil, reason)
 			return false
 		}
-		r.status.Reason = oneLine(err) + "; staging again in " + backoff.String()
-		r.writeStatus()
+		r.progress(oneLine(err) + "; staging again in " + backoff.String())
 		r.log.Warn("staging failed, trying again", "try", try, "err", err, "backoff", backoff)
 		if reason, ok := r.pause(backoff); ok {
 			r.final(model.DriverKilled, nil, reason)
@@ -436,6 +438,27 @@ func (r *runner) stage() bool {
 		}
 		backoff = min(backoff*2, r.spec.BackoffMax)
 	}
+}
+
+// progress makes detail what the staging says now: the status's reason,
+// and an EventStaging, which the worker passes on to the leader. Only a
+// change is written and told, so a worker's reports, and the leader's
+// entries, follow the changes: each failed try of a download, at least
+// the fetch's retry pause apart (1 s doubling to 30 s), and each failed
+// staging of a supervised attempt, at least its back-off apart. A line
+// longer than model.MaxStagingReason is cut to it.
+func (r *runner) progress(detail string) {
+	if len(detail) > model.MaxStagingReason {
+		detail = strings.ToValidUTF8(detail[:model.MaxStagingReason-len("...")], "") + "..."
+	}
+	r.progressMu.Lock()
+	defer r.progressMu.Unlock()
+	if detail == r.status.Reason {
+		return
+	}
+	r.status.Reason = detail
+	r.writeStatus()
+	r.emit(Event{Event: EventStaging, Reason: detail})
 }
 
 // stageOnce runs one staging, cancelled by a stop, whose reason it then
@@ -481,6 +504,7 @@ func (r *runner) stager() (*artifact.Stager, error) {
 		HTTP:    artifact.NewHTTPClient(st.BindIP),
 		Scratch: r.dir,
 		Log:     r.log,
+		OnRetry: func(rt artifact.Retry) { r.progress(rt.String()) },
 	}
 	if id := r.spec.RunAs; id != nil {
 		s.Owner = &artifact.Owner{Name: id.Name, UID: int(id.UID), GID: int(id.GID)}

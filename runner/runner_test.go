@@ -142,14 +142,14 @@ func (h *harness) final() runner.Event {
 	return h.check(h.next(runner.EventFinal))
 }
 
-// ended is final after whatever staged, started and exited events come
+// ended is final after whatever staging, staged, started and exited events come
 // first: for a stop sent to a program that fails over and over (on a
 // loaded machine the stop can land after the back-off has started another
 // run), and for tests that judge an attempt by its end alone.
 func (h *harness) ended() runner.Event {
 	h.t.Helper()
 	for {
-		e := h.next(runner.EventFinal, runner.EventStaged, runner.EventStarted, runner.EventExited)
+		e := h.next(runner.EventFinal, runner.EventStaging, runner.EventStaged, runner.EventStarted, runner.EventExited)
 		if e.Event == runner.EventFinal {
 			return h.check(e)
 		}

@@ -330,6 +330,12 @@ const (
 	// Fetched of them were downloaded into the cache rather than found
 	// there.
 	EventStaged EventKind = "staged"
+	// EventStaging: what the staging of the artifacts says changed, to
+	// Reason: a failed try of a download that is tried again
+	// (artifact.Retry), or a failed staging and the pause before the
+	// next (a supervised attempt). One per change; the program has not
+	// started.
+	EventStaging EventKind = "staging"
 	// EventRelaunchDue: the back-off after run Run is over, and the
 	// runner waits for a leader to answer its worker before the next run
 	// (Spec.RelaunchAfterContact).

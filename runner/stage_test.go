@@ -18,12 +18,14 @@ import (
 const appScript = "#!/bin/sh\necho \"staged app ran in $(basename \"$PWD\")\"\n"
 
 // artifactServer serves appScript at /app.sh while ok says so, and 404
-// otherwise; arrived receives every request.
+// otherwise, after answering 503 to the first unavailable requests;
+// arrived receives every request.
 type artifactServer struct {
 	*httptest.Server
-	ok      atomic.Bool
-	hang    atomic.Bool
-	arrived chan struct{}
+	ok          atomic.Bool
+	hang        atomic.Bool
+	unavailable atomic.Int32
+	arrived     chan struct{}
 }
 
 func newArtifactServer(t *testing.T) *artifactServer {
@@ -34,6 +36,8 @@ func newArtifactServer(t *testing.T) *artifactServer {
 		switch {
 		case s.hang.Load():
 			<-r.Context().Done()
+		case s.unavailable.Add(-1) >= 0:
+			w.WriteHeader(http.StatusServiceUnavailable)
 		case s.ok.Load():
 			w.Write([]byte(appScript))
 		default:
@@ -118,8 +122,17 @@ func TestSupervisedStagingRetriesUntilServerAnswers(t *testing.T) {
 	if want := "fetch " + srv.URL + "/app.sh: 404 Not Found; staging again in "; !st.Staging || st.State != model.DriverSubmitted || !strings.HasPrefix(st.Reason, want) || st.Runs != 0 {
 		t.Fatalf("status = %+v, want staging, SUBMITTED, reason %q...", st, want)
 	}
-	<-srv.arrived
-	<-srv.arrived
+	// Each change is told once: the third failure says what the second
+	// did (the back-off is at its cap), and so says nothing.
+	url := srv.URL + "/app.sh"
+	for _, want := range []string{"fetch " + url + ": 404 Not Found; staging again in 20ms", "fetch " + url + ": 404 Not Found; staging again in 40ms"} {
+		if e := h.next(runner.EventStaging); e.Reason != want {
+			t.Fatalf("staging event %+v, want %q", e, want)
+		}
+	}
+	for range 4 {
+		<-srv.arrived
+	}
 	srv.ok.Store(true)
 	h.next(runner.EventStaged)
 	h.next(runner.EventStarted)
@@ -139,12 +152,41 @@ func TestStagingFailuresCountAgainstRestartBounds(t *testing.T) {
 	spec.Supervise, spec.MaxRestarts = true, 2
 	spec.BackoffBase, spec.BackoffMax = 10*time.Millisecond, 20*time.Millisecond
 	h := startRunner(t, spec)
-	e := h.final()
+	e := h.ended()
 	if e.State != model.DriverFailed || !strings.Contains(e.Reason, "3 runs failed") || !strings.Contains(e.Reason, "404 Not Found") || e.Runs != 0 {
 		t.Fatalf("final = %+v, want FAILED after 3 failed stagings naming the 404", e)
 	}
 	if n := len(srv.arrived); n != 3 {
 		t.Fatalf("%d fetches, want 3", n)
+	}
+}
+
+// Each failed try of a download that is tried again is told as it
+// happens, in the status and as a staging event, with the try and the
+// pause before the next; the program starts once the server answers.
+func TestStagingProgressTellsEachRetry(t *testing.T) {
+	srv := newArtifactServer(t)
+	srv.unavailable.Store(2)
+	h := startRunner(t, stagingSpec(t, srv))
+	url := srv.URL + "/app.sh"
+	for _, want := range []string{
+		"fetching " + url + ": 503 Service Unavailable, try 1, next in 1s",
+		"fetching " + url + ": 503 Service Unavailable, try 2, next in 2s",
+	} {
+		e := h.next(runner.EventStaging)
+		if e.Reason != want {
+			t.Fatalf("staging event %+v, want %q", e, want)
+		}
+		// The status is written before the event.
+		if st, err := runner.ReadStatus(h.dir); err != nil || !st.Staging || st.State != model.DriverSubmitted || st.Reason != want {
+			t.Fatalf("status = %+v (%v), want staging, SUBMITTED, %q", st, err, want)
+		}
+	}
+	h.next(runner.EventStaged)
+	h.next(runner.EventStarted)
+	h.next(runner.EventExited)
+	if e := h.final(); e.State != model.DriverFinished || e.Reason != "" {
+		t.Fatalf("final = %+v", e)
 	}
 }
 
