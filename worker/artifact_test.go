@@ -26,18 +26,24 @@ import (
 const appScript = "#!/bin/sh\necho \"staged $DROVER_WORKER_ID\"\n"
 
 // files serves artifacts by path; a path in hold hangs until released.
+// The first unavailable requests are answered 503.
 type files struct {
 	*httptest.Server
-	mu      sync.Mutex
-	bodies  map[string][]byte
-	hold    map[string]chan struct{}
-	arrived chan string
+	mu          sync.Mutex
+	bodies      map[string][]byte
+	hold        map[string]chan struct{}
+	unavailable atomic.Int32
+	arrived     chan string
 }
 
 func newFiles(t *testing.T) *files {
 	f := &files{bodies: map[string][]byte{}, hold: map[string]chan struct{}{}, arrived: make(chan string, 100)}
 	f.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		f.arrived <- r.URL.Path
+		if f.unavailable.Add(-1) >= 0 {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			return
+		}
 		f.mu.Lock()
 		body, ok := f.bodies[r.URL.Path]
 		hold := f.hold[r.URL.Path]
@@ -215,6 +221,45 @@ func TestHangingArtifactFailsAttempt(t *testing.T) {
 			}
 		}
 	})
+}
+
+// Each change of a staging's progress reaches the leader as it happens:
+// a SUBMITTED report with Staging and the runner's line for a driver, a
+// LAUNCHING one for an executor, each sent until acknowledged and then
+// never again, before the RUNNING report of the program's start.
+func TestStagingProgressIsReported(t *testing.T) {
+	fm := newFakeMaster(t)
+	newWorker(t, fm, nil)
+	srv := newFiles(t)
+	srv.unavailable.Store(1)
+	a := srv.serve(t, "/app.sh", []byte(appScript), false)
+	fm.assign(api.Assignment{DriverID: driverA, Attempt: 1, Argv: []string{"./app.sh"}, Artifacts: []model.Artifact{a}})
+	want := "fetching " + a.URL + ": 503 Service Unavailable, try 1, next in 1s"
+	r, i := fm.waitReport(t, driverA, 1, model.DriverSubmitted)
+	if !r.Staging || r.Reason != want {
+		t.Fatalf("staging report %+v, want %q", r, want)
+	}
+	_, j := fm.waitReport(t, driverA, 1, model.DriverRunning)
+	fm.set(func() {
+		n := 0
+		for _, r := range fm.reports() {
+			if r.Staging {
+				n++
+			}
+		}
+		if n != 1 || j < i {
+			t.Fatalf("%d staging reports, RUNNING at %d after staging at %d; want one, before RUNNING", n, j, i)
+		}
+	})
+
+	srv.unavailable.Store(1)
+	e := srv.serve(t, "/run.sh", []byte(appScript), false)
+	fm.assignExecutors(api.ExecutorAssignment{AppID: appA, ExecutorID: 0, Argv: []string{"./run.sh"}, Artifacts: []model.Artifact{e}})
+	er, _ := fm.waitExecReport(t, appA, 0, model.ExecLaunching)
+	if want := "fetching " + e.URL + ": 503 Service Unavailable, try 1, next in 1s"; !er.Staging || er.Reason != want {
+		t.Fatalf("executor staging report %+v, want %q", er, want)
+	}
+	fm.waitExecReport(t, appA, 0, model.ExecRunning)
 }
 
 // A worker restarted while a runner stages adopts it as it is: the new

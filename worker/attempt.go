@@ -381,15 +381,17 @@ func (w *Worker) adopt() error {
 	return nil
 }
 
-// follow watches an adopted runner through its status file and its process,
-// reporting RUNNING for each launch it had not reported and the final state,
-// until the runner is gone or the worker lets go of it (quit).
+// follow watches an adopted runner through its status file and its
+// process, reporting each change of its staging's progress, RUNNING for
+// each launch it had not reported and the final state, until the runner
+// is gone or the worker lets go of it (quit).
 func (w *Worker) follow(u *unit) {
 	defer w.runners.Done()
 	k := u.key
 	tick := time.NewTicker(adoptPoll)
 	defer tick.Stop()
 	reported := 0
+	staging := ""
 	for {
 		st, err := runner.ReadStatus(u.dir)
 		switch {
@@ -397,6 +399,9 @@ func (w *Worker) follow(u *unit) {
 			// Written once the program's group is gone.
 			w.finish(u, statusReport(st), false)
 			return
+		case err == nil && st.Staging && st.Reason != "" && st.Reason != staging:
+			staging = st.Reason
+			w.report(report{key: k, state: model.DriverSubmitted, reason: st.Reason, staging: true})
 		case err == nil && st.State == model.DriverRunning && st.Runs > reported:
 			reported = st.Runs
 			w.log.Info(k.kind.info().noun+" running", k.attrs("run", st.Runs, "pid", st.PID)...)
@@ -492,10 +497,11 @@ func runnerEnv() []string {
 	return slices.DeleteFunc(os.Environ(), func(kv string) bool { return strings.HasPrefix(kv, "DROVER_") })
 }
 
-// watch follows the events of a runner this worker started until it exits,
-// reporting RUNNING on each launch and the final state once the runner is
-// gone. When the worker lets go of the runner (Detach) it returns at the end
-// of the events without waiting: the runner lives on.
+// watch follows the events of a runner this worker started until it
+// exits, reporting each change of its staging's progress, RUNNING on each
+// launch and the final state once the runner is gone. When the worker
+// lets go of the runner (Detach) it returns at the end of the events
+// without waiting: the runner lives on.
 func (w *Worker) watch(u *unit, events io.Reader) {
 	defer w.runners.Done()
 	k := u.key
@@ -518,6 +524,9 @@ func (w *Worker) watch(u *unit, events io.Reader) {
 			if e.Code != nil {
 				w.log.Info("program exited", k.attrs("run", e.Run, "code", *e.Code)...)
 			}
+		case runner.EventStaging:
+			w.log.Info(k.kind.info().noun+" staging", k.attrs("progress", e.Reason)...)
+			w.report(report{key: k, state: model.DriverSubmitted, reason: e.Reason, staging: true})
 		case runner.EventRelaunchDue:
 			w.askForRelaunch()
 		case runner.EventStaged:

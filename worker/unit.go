@@ -240,32 +240,57 @@ type report struct {
 	// failures and reschedule are the runner's (runner.Status).
 	failures   []int64
 	reschedule bool
+	// staging says reason is what the unit's staging says now
+	// (runner.EventStaging); state is then SUBMITTED.
+	staging bool
 }
 
 func (r report) attemptReport() model.AttemptReport {
 	return model.AttemptReport{DriverID: r.key.id, Attempt: r.key.n, State: r.state, ExitCode: r.exitCode, Runs: r.runs, Reason: r.reason,
-		Failures: r.failures, Reschedule: r.reschedule}
+		Failures: r.failures, Reschedule: r.reschedule, Staging: r.staging}
 }
 
 func (r report) executorReport() model.ExecutorReport {
-	return model.ExecutorReport{AppID: r.key.id, ExecutorID: r.key.n, State: model.ExecutorStateOf(r.state), ExitCode: r.exitCode, Reason: r.reason}
+	return model.ExecutorReport{AppID: r.key.id, ExecutorID: r.key.n, State: r.executorState(), ExitCode: r.exitCode, Reason: r.reason, Staging: r.staging}
+}
+
+// executorState is r's state in executor terms: a staging executor is
+// LAUNCHING.
+func (r report) executorState() model.ExecutorState {
+	if r.staging {
+		return model.ExecLaunching
+	}
+	return model.ExecutorStateOf(r.state)
 }
 
 // ackID is what a report and the leader's echo of it share: the unit, the
 // state as sent and, for attempts, the run count, so that a newer RUNNING
-// report of a supervised attempt is not taken as acknowledged. Executor
-// reports carry no run count: an executor runs once.
+// report of a supervised attempt is not taken as acknowledged; for a
+// staging report its line, so that the acknowledgement of one does not
+// drop a newer one queued meanwhile. Executor reports carry no run
+// count: an executor runs once.
 type ackID struct {
-	key   unitKey
-	state string
-	runs  int
+	key     unitKey
+	state   string
+	runs    int
+	staging string
 }
 
 func (r report) ackID() ackID {
+	staging := stagingLine(r.staging, r.reason)
 	if r.key.kind == kindExecutor {
-		return ackID{r.key, string(model.ExecutorStateOf(r.state)), 0}
+		return ackID{r.key, string(r.executorState()), 0, staging}
 	}
-	return ackID{r.key, string(r.state), r.runs}
+	return ackID{r.key, string(r.state), r.runs, staging}
+}
+
+// stagingLine is the staging field of the ackID of a report with these
+// fields.
+func stagingLine(staging bool, reason string) string {
+	if staging {
+		return reason
+	}
+	return ""
 }
 
 // acked lists what resp acknowledges, and the units whose final report it
@@ -274,14 +299,14 @@ func acked(resp api.HeartbeatResponse) (ids map[ackID]bool, done []unitKey) {
 	ids = map[ackID]bool{}
 	for _, a := range resp.Acked {
 		k := attemptKey(a.DriverID, a.Attempt)
-		ids[ackID{k, string(a.State), a.Runs}] = true
+		ids[ackID{k, string(a.State), a.Runs, stagingLine(a.Staging, a.Reason)}] = true
 		if a.State.Terminal() {
 			done = append(done, k)
 		}
 	}
 	for _, e := range resp.AckedExecutors {
 		k := executorKey(e.AppID, e.ExecutorID)
-		ids[ackID{k, string(e.State), 0}] = true
+		ids[ackID{k, string(e.State), 0, stagingLine(e.Staging, e.Reason)}] = true
 		if e.State.Terminal() {
 			done = append(done, k)
 		}

@@ -870,12 +870,12 @@ func (w *Worker) report(r report) {
 // queue is report with w.mu held. A RUNNING report replaces an
 // unacknowledged one of the same unit, so a supervised program that keeps
 // failing while the masters are away does not pile up one report per run.
+// A staging report replaces the unit's unacknowledged staging report, and
+// any later report drops it: only the latest word on a staging matters.
 func (w *Worker) queue(r report) {
-	if r.state == model.DriverRunning {
-		w.unacked = slices.DeleteFunc(w.unacked, func(u report) bool {
-			return u.state == model.DriverRunning && u.key == r.key
-		})
-	}
+	w.unacked = slices.DeleteFunc(w.unacked, func(u report) bool {
+		return u.key == r.key && (u.staging || (u.state == model.DriverRunning && r.state == model.DriverRunning && !r.staging))
+	})
 	w.unacked = append(w.unacked, r)
 	w.poke()
 }
