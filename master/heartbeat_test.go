@@ -2,9 +2,11 @@ package master_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"reflect"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -120,5 +122,51 @@ func TestConcurrentReportsAreEachAcknowledged(t *testing.T) {
 		if err != nil || d.State != model.DriverRunning || d.WorkerID != fmt.Sprintf("w%d", i) {
 			t.Fatalf("driver of w%d: %+v, %v; want RUNNING there", i, d, err)
 		}
+	}
+}
+
+// A staging report is committed once per change: the driver says its
+// line at once, a resend of the same line (its acknowledgement lost) is
+// acknowledged without a Raft entry, a line past model.MaxStagingReason
+// is refused, naming the bound, with nothing committed, and the start of
+// the program clears the line.
+func TestStagingReportsCommitOncePerChange(t *testing.T) {
+	c := mastertest.Start(t, 1, func(cfg *master.Config) { cfg.RegisterWithoutGossip = true })
+	cl, ctx := c.Client(), c.Context()
+	reg := api.RegisterWorkerRequest{ID: "w1", Instance: "i1", HTTPAddr: "127.0.0.1:1", Cores: 4, MemoryMB: 1024}
+	if err := cl.Do(ctx, http.MethodPost, api.PathRegisterWorker, reg, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cl.Submit(ctx, submitReq()); err != nil {
+		t.Fatal(err)
+	}
+	a := awaitAssigned(t, ctx, cl, "w1", "i1", 1)[0]
+	line := "fetching http://127.0.0.1:1/app.jar: connection refused, try 3, next in 4s"
+	staging := model.AttemptReport{DriverID: a.DriverID, Attempt: a.Attempt, State: model.DriverSubmitted, Reason: line, Staging: true}
+	first := heartbeat(t, ctx, cl, "w1", api.HeartbeatRequest{Instance: "i1", Reports: []model.AttemptReport{staging}})
+	d, err := cl.Driver(ctx, a.DriverID)
+	if err != nil || d.State != model.DriverSubmitted || d.Message != line || !d.Staging {
+		t.Fatalf("driver %+v, %v; want SUBMITTED saying %q", d, err, line)
+	}
+	again := heartbeat(t, ctx, cl, "w1", api.HeartbeatRequest{Instance: "i1", Reports: []model.AttemptReport{staging}})
+	if !reflect.DeepEqual(again.Acked, []model.AttemptReport{staging}) || again.Index != first.Index {
+		t.Fatalf("resent line: acknowledged %+v at index %d, want it acknowledged with no entry past %d", again.Acked, again.Index, first.Index)
+	}
+	long := staging
+	long.Reason = strings.Repeat("x", model.MaxStagingReason+1)
+	var resp api.HeartbeatResponse
+	err = cl.Do(ctx, http.MethodPost, api.WorkerPath("w1", "/heartbeat"), api.HeartbeatRequest{Instance: "i1", Reports: []model.AttemptReport{long}}, &resp)
+	if want := fmt.Sprintf("staging reason of %s exceeds %d bytes", a.DriverID, model.MaxStagingReason); !errors.Is(err, api.ErrInvalidRequest) || !strings.Contains(err.Error(), want) {
+		t.Fatalf("a line of %d bytes: %v, want a refusal saying %q", len(long.Reason), err, want)
+	}
+	atLimit := staging
+	atLimit.Reason = strings.Repeat("x", model.MaxStagingReason)
+	heartbeat(t, ctx, cl, "w1", api.HeartbeatRequest{Instance: "i1", Reports: []model.AttemptReport{atLimit}})
+	if d, err := cl.Driver(ctx, a.DriverID); err != nil || d.Message != atLimit.Reason {
+		t.Fatalf("driver %+v, %v; want the line of %d bytes", d, err, model.MaxStagingReason)
+	}
+	heartbeat(t, ctx, cl, "w1", api.HeartbeatRequest{Instance: "i1", Reports: []model.AttemptReport{{DriverID: a.DriverID, Attempt: a.Attempt, State: model.DriverRunning, Runs: 1}}})
+	if d, err := cl.Driver(ctx, a.DriverID); err != nil || d.State != model.DriverRunning || d.Message != "" || d.Staging {
+		t.Fatalf("driver %+v, %v; want RUNNING without the line", d, err)
 	}
 }

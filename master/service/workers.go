@@ -136,6 +136,9 @@ func (s *Core) Heartbeat(ctx context.Context, _ auth.Caller, id string, req api.
 	if err != nil {
 		return api.HeartbeatResponse{}, err
 	}
+	if err := checkStagingReports(req); err != nil {
+		return api.HeartbeatResponse{}, err
+	}
 	wk, ok := s.FSM.Worker(id)
 	if !ok || !s.FSM.IsInstance(id, req.Instance) {
 		return api.HeartbeatResponse{Registered: false, Index: s.FSM.Index()}, nil
@@ -146,10 +149,13 @@ func (s *Core) Heartbeat(ctx context.Context, _ auth.Caller, id string, req api.
 	var acked []model.AttemptReport
 	var ackedExecs []model.ExecutorReport
 	if len(req.Reports) > 0 || len(req.ExecutorReports) > 0 {
-		if err := s.reports.commit(model.ReportAttempts{
-			WorkerID: id, Reports: req.Reports, Executors: req.ExecutorReports, Time: now(),
-		}); err != nil {
-			return api.HeartbeatResponse{}, err
+		reports := s.stagingNews(id, req.Reports)
+		if len(reports) > 0 || len(req.ExecutorReports) > 0 {
+			if err := s.reports.commit(model.ReportAttempts{
+				WorkerID: id, Reports: reports, Executors: req.ExecutorReports, Time: now(),
+			}); err != nil {
+				return api.HeartbeatResponse{}, err
+			}
 		}
 		acked, ackedExecs = req.Reports, req.ExecutorReports
 	}
@@ -189,6 +195,40 @@ func (s *Core) Heartbeat(ctx context.Context, _ auth.Caller, id string, req api.
 		AckedExecutors: ackedExecs,
 		Index:          s.FSM.Index(),
 	}, nil
+}
+
+// checkStagingReports refuses a heartbeat carrying a staging report whose
+// line exceeds model.MaxStagingReason, which a worker's runner cuts to it.
+func checkStagingReports(req api.HeartbeatRequest) error {
+	for _, r := range req.Reports {
+		if r.Staging {
+			if err := checkReason("staging reason of "+r.DriverID, r.Reason, model.MaxStagingReason); err != nil {
+				return err
+			}
+		}
+	}
+	for _, r := range req.ExecutorReports {
+		if r.Staging {
+			if err := checkReason("staging reason of "+model.ExecutorKey(r.AppID, r.ExecutorID), r.Reason, model.MaxStagingReason); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// stagingNews drops from a worker's reports the staging reports its
+// driver's row says already (a resend whose acknowledgement was lost), so
+// that they cost no Raft entry; Apply would ignore them too. They are
+// acknowledged all the same.
+func (s *Core) stagingNews(workerID string, rs []model.AttemptReport) []model.AttemptReport {
+	return slices.DeleteFunc(slices.Clone(rs), func(r model.AttemptReport) bool {
+		if !r.Staging {
+			return false
+		}
+		d, ok := s.FSM.Driver(r.DriverID)
+		return ok && d.Staging && d.Message == r.Reason && d.Attempt == r.Attempt && d.WorkerID == workerID
+	})
 }
 
 // briefExecutors splits a worker's desired executors into those known
