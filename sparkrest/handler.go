@@ -291,8 +291,10 @@ func (h *Handler) status(w http.ResponseWriter, r *http.Request, c auth.Caller, 
 		}
 	}
 	// Spark's client logs any message as an error, and Spark sets one only
-	// when something went wrong: so only for drivers that ended badly.
-	if d.State.Terminal() && d.State != model.DriverFinished {
+	// when something went wrong: so only for drivers that ended badly, and
+	// for those whose staging is failing ("fetching URL: connection
+	// refused, try 3, next in 4s").
+	if (d.State.Terminal() && d.State != model.DriverFinished) || d.Staging {
 		out.Message = d.Message
 	}
 	writeJSON(w, http.StatusOK, out)

@@ -494,8 +494,9 @@ func (k *cli) watch(ctx context.Context, id string, done func(*model.Driver) boo
 
 // progressLine describes a driver's progress in one line: its state, the
 // attempt once it is placed, the worker, the runs of a supervised attempt
-// restarted in place, the exit code once it ended, and why it waits or
-// ended.
+// restarted in place, the exit code once it ended, and why it waits
+// (for a worker, or for its staging: "fetching URL: connection refused,
+// try 3, next in 4s") or ended.
 func progressLine(d *model.Driver) string {
 	line := fmt.Sprintf("%s %s", d.ID, d.State)
 	if cur := d.CurrentAttempt(); cur != nil {
@@ -510,7 +511,7 @@ func progressLine(d *model.Driver) string {
 	if d.State.Terminal() && d.ExitCode != nil {
 		line += fmt.Sprintf(", exit %d", *d.ExitCode)
 	}
-	if d.Message != "" && (d.State.Terminal() || d.WorkerID == "") {
+	if d.Message != "" && (d.State.Terminal() || d.WorkerID == "" || d.Staging) {
 		line += ": " + d.Message
 	}
 	return line
@@ -720,11 +721,11 @@ func (k *cli) list(ctx context.Context, args []string) int {
 		return k.printJSON(out)
 	}
 	tw := tabwriter.NewWriter(k.stdout, 2, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tNAME\tSTATE\tWORKER\tATTEMPT\tSUPERVISE\tEXIT\tSUBMITTED")
+	fmt.Fprintln(tw, "ID\tNAME\tSTATE\tWORKER\tATTEMPT\tSUPERVISE\tEXIT\tSUBMITTED\tMESSAGE")
 	for _, d := range ds {
 		worker, attempt := placement(d)
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%t\t%s\t%s\n", d.ID, d.Name, d.State, worker,
-			attempt, d.Supervise, fmtExit(d.ExitCode), fmtTime(d.SubmittedAt))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%t\t%s\t%s\t%s\n", d.ID, d.Name, d.State, worker,
+			attempt, d.Supervise, fmtExit(d.ExitCode), fmtTime(d.SubmittedAt), d.Message)
 	}
 	tw.Flush()
 	return 0

@@ -190,8 +190,10 @@ func listed(t *testing.T, stdout string) [][]string {
 		t.Fatalf("no header: %q", stdout)
 	}
 	var rows [][]string
+	// MESSAGE, the last column, is free text: cut at its header.
+	msg := strings.Index(lines[0], "MESSAGE")
 	for _, l := range lines[1:] {
-		f := strings.Fields(l)
+		f := strings.Fields(l[:min(msg, len(l))])
 		// ID, NAME (may be empty), STATE, WORKER, ATTEMPT, ...: count
 		// from the end, which has SUPERVISE, EXIT and SUBMITTED.
 		rows = append(rows, []string{f[0], f[len(f)-5], f[len(f)-4]})
