@@ -55,7 +55,8 @@ func helpDefault(help, name string) string {
 // stalled event stream cut off after 30 s, 16 event streams and 64
 // blocking reads per client; a worker lost after 15 s without a
 // heartbeat; finished units kept 7 days, 10 MiB x 5 files
-// of each stream, 4096 processes per unit; and programs run as nobody with
+// of each stream, 4096 processes per unit, restarts and stagings again
+// after 1 s doubling to 1 min; and programs run as nobody with
 // PATH, HOME, LANG, LC_*, TZ and TMPDIR of the worker's environment.
 func TestDaemonDefaults(t *testing.T) {
 	worker, code := withStderr(t, func() int { return runWorker([]string{"--help"}) })
@@ -83,6 +84,10 @@ func TestDaemonDefaults(t *testing.T) {
 		{worker, "log-max-size", "10m"},
 		{worker, "log-max-files", "5"},
 		{worker, "pids-limit", "4096"},
+		// A supervised driver without restart bounds whose staging keeps
+		// failing (a 404) stages again at most once a minute.
+		{worker, "restart-backoff", "1s"},
+		{worker, "restart-backoff-max", "1m0s"},
 		{worker, "run-as", `"nobody"`},
 		{worker, "env-allow", "[PATH,HOME,LANG,LC_*,TZ,TMPDIR]"},
 	} {
