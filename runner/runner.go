@@ -13,8 +13,10 @@
 // Before the first run the runner stages the spec's artifacts into the
 // program's working directory, ProgramDir in the attempt directory
 // (package artifact, through the worker's cache), as DriverRunner
-// downloads the user's jar; status.json says Staging meanwhile, and a stop
-// cancels the staging at once.
+// downloads the user's jar; status.json says Staging meanwhile, each
+// change of a failing staging (a download's failed try, a failed staging
+// and its back-off) is its reason and an EventStaging, and a stop cancels
+// the staging at once.
 //
 // The program runs as the user the spec names (Spec.RunAs), owner of its
 // working directory and of nothing else in the attempt directory: the
