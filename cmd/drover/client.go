@@ -126,7 +126,7 @@ func newCLI(fs *pflag.FlagSet, base client.Options, stdout, stderr io.Writer) *c
 // flags returns the flag set of one command, with the connect flags.
 func (k *cli) flags(name string) *pflag.FlagSet {
 	fs := pflag.NewFlagSet(k.command+" "+name, pflag.ContinueOnError)
-	fs.SetOutput(k.stderr)
+	fs.SetOutput(k.stdout)
 	k.connect.add(fs)
 	return fs
 }
@@ -180,13 +180,16 @@ const (
 func runClient(args []string, stdout, stderr io.Writer) int {
 	fs := pflag.NewFlagSet("drover client", pflag.ContinueOnError)
 	fs.SetInterspersed(false)
-	fs.SetOutput(stderr)
-	fs.Usage = func() { fmt.Fprintf(stderr, clientUsage, defaultTimeout) }
+	// --help is asked for and goes to stdout; without a command the same
+	// text is a usage error, on stderr.
+	fs.SetOutput(stdout)
+	fs.Usage = func() { fmt.Fprintf(fs.Output(), clientUsage, defaultTimeout) }
 	k := newCLI(fs, client.Options{}, stdout, stderr)
 	if err := fs.Parse(args); err != nil {
 		return flagErrorTo(stderr, err)
 	}
 	if fs.NArg() == 0 {
+		fs.SetOutput(stderr)
 		fs.Usage()
 		return 1
 	}

@@ -13,24 +13,42 @@ import (
 )
 
 // withStderr runs cmd with os.Stderr, where the daemons' commands print
-// their usage and refusals, going to a file, and returns what it printed
-// and its exit code.
+// their refusals, going to a file, and returns what it printed and its
+// exit code.
 func withStderr(t *testing.T, cmd func() int) (string, int) {
 	t.Helper()
-	f, err := os.CreateTemp(t.TempDir(), "stderr")
+	_, stderr, code := withOutput(t, cmd)
+	return stderr, code
+}
+
+// withOutput runs cmd with os.Stdout and os.Stderr going to files, and
+// returns what it printed on each and its exit code.
+func withOutput(t *testing.T, cmd func() int) (stdout, stderr string, code int) {
+	t.Helper()
+	dir := t.TempDir()
+	out, err := os.Create(filepath.Join(dir, "stdout"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
-	saved := os.Stderr
-	os.Stderr = f
-	code := cmd()
-	os.Stderr = saved
-	b, err := os.ReadFile(f.Name())
+	defer out.Close()
+	errf, err := os.Create(filepath.Join(dir, "stderr"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	return string(b), code
+	defer errf.Close()
+	savedOut, savedErr := os.Stdout, os.Stderr
+	os.Stdout, os.Stderr = out, errf
+	code = cmd()
+	os.Stdout, os.Stderr = savedOut, savedErr
+	o, err := os.ReadFile(out.Name())
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := os.ReadFile(errf.Name())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(o), string(e), code
 }
 
 // helpDefault is the default that usage text gives for flag name, "" when
@@ -59,11 +77,11 @@ func helpDefault(help, name string) string {
 // after 1 s doubling to 1 min; and programs run as nobody with
 // PATH, HOME, LANG, LC_*, TZ and TMPDIR of the worker's environment.
 func TestDaemonDefaults(t *testing.T) {
-	worker, code := withStderr(t, func() int { return runWorker([]string{"--help"}) })
+	worker, _, code := withOutput(t, func() int { return runWorker([]string{"--help"}) })
 	if code != 0 {
 		t.Fatalf("worker --help: exit %d\n%s", code, worker)
 	}
-	master, code := withStderr(t, func() int { return runMaster([]string{"--help"}) })
+	master, _, code := withOutput(t, func() int { return runMaster([]string{"--help"}) })
 	if code != 0 {
 		t.Fatalf("master --help: exit %d\n%s", code, master)
 	}
@@ -204,8 +222,8 @@ func TestWorkerRefusesTheOperatorToken(t *testing.T) {
 			}
 		})
 	}
-	worker, _ := withStderr(t, func() int { return runWorker([]string{"--help"}) })
-	master, _ := withStderr(t, func() int { return runMaster([]string{"--help"}) })
+	worker, _, _ := withOutput(t, func() int { return runWorker([]string{"--help"}) })
+	master, _, _ := withOutput(t, func() int { return runMaster([]string{"--help"}) })
 	for _, c := range []struct {
 		help, flag string
 		want       bool

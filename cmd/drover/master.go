@@ -16,6 +16,9 @@ import (
 func runMaster(args []string) int {
 	cfg := master.DefaultConfig()
 	fs := pflag.NewFlagSet("drover master", pflag.ContinueOnError)
+	// --help is asked for, so it goes to stdout; refusals go to stderr
+	// through fail.
+	fs.SetOutput(os.Stdout)
 	fs.StringVar(&cfg.ID, "id", "", "this master's ID; must appear in --peers when --peers is given")
 	fs.StringVar(&cfg.DataDir, "data-dir", "", "directory for the Raft log, stable store and snapshots (created 0700)")
 	fs.StringVar(&cfg.BindIP, "bind", cfg.BindIP, "IP address to listen on and dial from")

@@ -47,14 +47,16 @@ Exit codes: 0 success, 1 refused or bad usage, 2 no leader within --timeout.
 func runOperator(args []string, stdout, stderr io.Writer) int {
 	fs := pflag.NewFlagSet("drover operator", pflag.ContinueOnError)
 	fs.SetInterspersed(false)
-	fs.SetOutput(stderr)
-	fs.Usage = func() { fmt.Fprintf(stderr, operatorUsage, defaultTimeout) }
+	// As drover client's: --help on stdout, a missing command on stderr.
+	fs.SetOutput(stdout)
+	fs.Usage = func() { fmt.Fprintf(fs.Output(), operatorUsage, defaultTimeout) }
 	// A snapshot can be as large as the tables and take a while to cut.
 	k := newCLI(fs, client.Options{RequestTimeout: 5 * time.Minute, MaxResponseBytes: api.MaxSnapshotBytes}, stdout, stderr)
 	if err := fs.Parse(args); err != nil {
 		return flagErrorTo(stderr, err)
 	}
 	if fs.NArg() < 2 {
+		fs.SetOutput(stderr)
 		fs.Usage()
 		return 1
 	}

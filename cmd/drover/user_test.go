@@ -50,7 +50,7 @@ func TestSubmitUserFlag(t *testing.T) {
 		one["user"] != "etl" || len(all) != 1 || all[0]["user"] != "etl" {
 		t.Fatalf("status --json: exit %d %s; list --json: exit %d %s", code, status, code2, list)
 	}
-	if _, help, _ := drover("client", "submit", "--help"); !strings.Contains(help, "--user string") || !strings.Contains(help, "--allowed-users") {
+	if help, _, _ := drover("client", "submit", "--help"); !strings.Contains(help, "--user string") || !strings.Contains(help, "--allowed-users") {
 		t.Fatalf("submit --help does not describe --user:\n%s", help)
 	}
 }

@@ -38,6 +38,8 @@ func runWorker(args []string) int {
 	}
 	cfg := worker.DefaultConfig()
 	fs := pflag.NewFlagSet("drover worker", pflag.ContinueOnError)
+	// --help is asked for, so it goes to stdout, as drover master's.
+	fs.SetOutput(os.Stdout)
 	fs.StringVar(&cfg.ID, "id", "", "this worker's ID; keep it across restarts")
 	masters := fs.String("masters", "", "comma-separated HTTP addresses host:port of every master")
 	fs.StringVar(&cfg.WorkDir, "work-dir", "", "directory for drivers' attempt dirs and logs (0711 when programs run as another user, else 0700)")
