@@ -31,7 +31,6 @@ done
 cat "$dir/dev.out"
 # shellcheck disable=SC1091
 . "$dir/cluster.env"
-export DROVER_MASTERS DROVER_CACERT DROVER_TOKEN_FILE
 client() { "$bin/drover" client "$@"; }
 
 say "uploading $bin/wordcount and submitting it, supervised, over $input, with 2 executors"

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -39,6 +40,13 @@ type devRun struct {
 // process under its directory, and keeps the directory if the test failed.
 func startDev(t *testing.T, args ...string) *devRun {
 	t.Helper()
+	return startDevIn(t, true, args...)
+}
+
+// startDevIn is startDev; without withDir dev gets no --dir but d.dir as
+// its $TMPDIR, so that the directory it makes is under d.dir.
+func startDevIn(t *testing.T, withDir bool, args ...string) *devRun {
+	t.Helper()
 	base, err := os.MkdirTemp("", "drover-devtest-")
 	if err == nil {
 		// Its workers, run as root, run programs as nobody, who must
@@ -55,7 +63,17 @@ func startDev(t *testing.T, args ...string) *devRun {
 		t.Fatal(err)
 	}
 	defer outf.Close()
-	d.cmd = exec.Command(testcluster.Binary(t), append([]string{"dev", "--dir", d.dir, "--env-file", d.envFile}, args...)...)
+	args = append([]string{"dev", "--env-file", d.envFile}, args...)
+	if withDir {
+		args = append(args, "--dir", d.dir)
+	}
+	d.cmd = exec.Command(testcluster.Binary(t), args...)
+	if !withDir {
+		if err := os.Mkdir(d.dir, 0o711); err != nil {
+			t.Fatal(err)
+		}
+		d.cmd.Env = append(os.Environ(), "TMPDIR="+d.dir)
+	}
 	d.cmd.Stdout, d.cmd.Stderr = outf, outf
 	// Killed with the test process should it die first; dev's own nodes
 	// die with dev.
@@ -101,12 +119,12 @@ func (d *devRun) output() string {
 	return string(b)
 }
 
-// env is dev's env file as a map.
+// env is what a shell that sources dev's env file holds, as a map.
 func (d *devRun) env() map[string]string {
 	d.t.Helper()
-	b, err := os.ReadFile(d.envFile)
+	b, err := exec.Command("env", "-i", "/bin/sh", "-c", `set -a && . "$1" && env`, "sh", d.envFile).CombinedOutput()
 	if err != nil {
-		d.t.Fatal(err)
+		d.t.Fatalf("sourcing %s: %v\n%s", d.envFile, err, b)
 	}
 	env := map[string]string{}
 	for _, l := range strings.Split(strings.TrimSpace(string(b)), "\n") {
@@ -291,6 +309,33 @@ func TestDevRestartsKilledNodes(t *testing.T) {
 	d.stopAndCheck()
 }
 
+// TestDevRemovesItsDirectoryOnCtrlC stops a drover dev given no --dir
+// with SIGINT: its nodes stop and the temporary directory it made is gone;
+// with --keep the directory stays.
+func TestDevRemovesItsDirectoryOnCtrlC(t *testing.T) {
+	for _, keep := range []bool{false, true} {
+		args := []string{"--insecure", "--masters", "1", "--workers", "0"}
+		if keep {
+			args = append(args, "--keep")
+		}
+		d := startDevIn(t, false, args...)
+		made := d.env()["DROVER_DEV_DIR"]
+		if filepath.Dir(made) != d.dir {
+			t.Fatalf("dev made %q, not a directory of its $TMPDIR %s", made, d.dir)
+		}
+		d.stopAndCheck()
+		_, err := os.Stat(made)
+		switch {
+		case !keep && !os.IsNotExist(err):
+			t.Errorf("dev left %s after SIGINT (%v); it printed:\n%s", made, err, d.output())
+		case keep && err != nil:
+			t.Errorf("dev --keep removed %s: %v", made, err)
+		case !keep && !strings.Contains(d.output(), "removed "+made):
+			t.Errorf("dev did not say it removed %s; it printed:\n%s", made, d.output())
+		}
+	}
+}
+
 // TestDevRestartAfterZero SIGKILLs a worker of a drover dev run with
 // --restart-after 0: dev says it leaves it dead, and it stays dead until
 // the leader declares it lost and after; stopping dev stops the rest.
@@ -344,8 +389,8 @@ func consecutiveFreePorts(t *testing.T, ip string, n int) int {
 
 // TestDevSparkRESTPorts runs drover dev with --spark-rest-port P: master
 // mN serves Spark's REST protocol on P+N-1, dev prints and exports the
-// spark:// URL of all three, and a submission through one port is seen
-// through the others. With one of the ports taken, dev refuses to start
+// spark:// URL of all three, and a submission through one port runs
+// dev's --spark-launcher and is seen through the others. With one of the ports taken, dev refuses to start
 // and names it.
 func TestDevSparkRESTPorts(t *testing.T) {
 	const ip = "127.0.0.1"
@@ -361,7 +406,8 @@ func TestDevSparkRESTPorts(t *testing.T) {
 	}
 
 	// --insecure: Spark's own client speaks plain HTTP without a token.
-	d := startDev(t, "--insecure", "--workers", "1", "--spark-rest-port", strconv.Itoa(p))
+	d := startDev(t, "--insecure", "--workers", "1", "--spark-rest-port", strconv.Itoa(p),
+		"--spark-launcher", `["/bin/echo", "class {{mainClass}}"]`)
 	addrs := []string{net.JoinHostPort(ip, strconv.Itoa(p)), net.JoinHostPort(ip, strconv.Itoa(p+1)), net.JoinHostPort(ip, strconv.Itoa(p+2))}
 	url := "spark://" + strings.Join(addrs, ",")
 	if !strings.Contains(d.output(), "  spark:   "+url+"\n") || !strings.Contains(d.output(), "export SPARK_MASTER_URL="+url+"\n") {
@@ -375,6 +421,16 @@ func TestDevSparkRESTPorts(t *testing.T) {
 	id := a.str("submissionId")
 	if a.status != http.StatusOK || a.fields["success"] != true || !sparkDriverID.MatchString(id) {
 		t.Fatalf("create through %s: %d %s", addrs[1], a.status, a.raw)
+	}
+	// dev handed --spark-launcher to the masters.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	drv, err := d.client().Driver(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"/bin/echo", "class org.example.Probe"}; !slices.Equal(drv.Argv, want) {
+		t.Errorf("driver %s from Spark REST runs %q, want %q: the --spark-launcher given to dev", id, drv.Argv, want)
 	}
 	for _, addr := range addrs {
 		s := sparkCall(t, hc, "http://"+addr+"/v1/submissions/status/"+id, http.MethodGet, "", "")
