@@ -271,7 +271,11 @@ func updateRecord(rec *model.Attempt, r model.AttemptReport, kept int, now int64
 		rec.State = r.State
 		rec.EndedAt = now
 		rec.ExitCode = model.CloneExitCode(r.ExitCode)
-		if r.Reason != "" {
+		// A record not ended has a reason only from a KillDriver with
+		// AttemptReason, the master's word on who ended it, which the
+		// worker's report does not replace. Before that field no such
+		// record existed, so entries of older logs apply as they did.
+		if r.Reason != "" && rec.Reason == "" {
 			rec.Reason = r.Reason
 		}
 		rec.Rescheduled = r.State == model.DriverFailed && r.Reschedule
@@ -377,6 +381,9 @@ func (f *FSM) applyKillDriver(c *model.KillDriver) any {
 	d.Message = c.Reason
 	if d.Message == "" {
 		d.Message = "killed on request"
+	}
+	if rec := d.CurrentAttempt(); c.AttemptReason && rec != nil && !rec.State.Terminal() {
+		rec.Reason = d.Message
 	}
 	d.UpdatedAt = c.Time
 	f.changed(api.EventDriver, d.ID)

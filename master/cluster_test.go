@@ -26,6 +26,7 @@ import (
 	"github.com/drover-project/drover/master"
 	"github.com/drover-project/drover/master/leader"
 	"github.com/drover-project/drover/master/mastertest"
+	"github.com/drover-project/drover/master/service"
 	"github.com/drover-project/drover/model"
 )
 
@@ -325,10 +326,17 @@ func TestKillAllAndClearCompleted(t *testing.T) {
 		slices.ContainsFunc(killed.DriverIDs, func(id string) bool { return !slices.Contains(ids[:2], id) }) {
 		t.Fatalf("kill-all: %+v, %v; want some of %v", killed, err, ids[:2])
 	}
-	for _, id := range ids {
+	for i, id := range ids {
 		d, err := sub.Driver(ctx, id)
 		if err != nil || d.State != model.DriverKilled {
 			t.Fatalf("%s after kill-all: %+v, %v", id, d, err)
+		}
+		want := service.KilledByKillAll
+		if i == 2 {
+			want = service.KilledByClient
+		}
+		if d.Message != want {
+			t.Errorf("%s after kill-all says %q, want %q", id, d.Message, want)
 		}
 	}
 	if err := sub.Do(ctx, http.MethodPost, api.PathKillAllDrivers, nil, &killed); err != nil || len(killed.DriverIDs) != 0 {

@@ -229,6 +229,13 @@ type KillDriver struct {
 	DriverID string `json:"driver_id"`
 	Reason   string `json:"reason,omitempty"`
 	Time     int64  `json:"time"`
+	// AttemptReason says Reason is also the reason of the driver's current
+	// attempt, which its worker's final report (KILLED, "no longer
+	// assigned to worker w1") then ends without replacing: who asked for
+	// the kill is the master's to say, the worker knows only that the
+	// attempt was taken from it. False, as in entries written before the
+	// field, leaves the attempt's reason to that report.
+	AttemptReason bool `json:"attempt_reason,omitempty"`
 }
 
 // WorkerLost marks a worker DEAD (Spark's Master.removeWorker): supervised

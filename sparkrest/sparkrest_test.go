@@ -150,7 +150,7 @@ func (f *fakeBackend) KillDriver(_ context.Context, _ auth.Caller, id string) (a
 	case d.State.Terminal():
 		return api.KillResponse{}, api.Errorf(model.ErrDriverEnded, "driver already ended: %s is %s", id, d.State)
 	default:
-		d.State, d.Message = model.DriverKilled, "killed on request"
+		d.State, d.Message = model.DriverKilled, "killed by a client request"
 	}
 	return api.KillResponse{DriverID: id}, nil
 }
@@ -167,7 +167,7 @@ func (f *fakeBackend) KillAllDrivers(_ context.Context, _ auth.Caller) (api.Kill
 	out := api.KillAllResponse{DriverIDs: []string{}}
 	for _, id := range slices.Sorted(maps.Keys(f.drivers)) {
 		if d := f.drivers[id]; !d.State.Terminal() {
-			d.State, d.Message = model.DriverKilled, "killed with every other driver on request"
+			d.State, d.Message = model.DriverKilled, "killed by kill-all"
 			out.DriverIDs = append(out.DriverIDs, id)
 		}
 	}

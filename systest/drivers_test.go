@@ -110,7 +110,8 @@ func TestSupervisedDriverRestartsWithBackoff(t *testing.T) {
 }
 
 // TestKillRunningDriver: a kill of a running driver ends it KILLED and
-// leaves nothing of its process group, children included.
+// leaves nothing of its process group, children included; the driver and
+// its attempt say a client killed it, not that its worker lost it.
 func TestKillRunningDriver(t *testing.T) {
 	c := testcluster.New(t, testcluster.Options{Workers: 2})
 	p := newProbe(t)
@@ -131,6 +132,10 @@ func TestKillRunningDriver(t *testing.T) {
 	})
 	if d.Attempt != 1 {
 		t.Fatalf("attempt %d after kill, want 1 (a killed supervised driver is not relaunched)", d.Attempt)
+	}
+	const want = "killed by a client request"
+	if d.Message != want || d.Attempts[0].Reason != want {
+		t.Errorf("killed driver says %q, its attempt %q; want %q for both", d.Message, d.Attempts[0].Reason, want)
 	}
 	waitFor(t, 15*time.Second, "process group gone", func() bool { return groupGone(pgid) })
 }

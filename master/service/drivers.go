@@ -137,6 +137,18 @@ func submission(req api.SubmitRequest) (*model.SubmitDriver, error) {
 	}, nil
 }
 
+// KilledByClient and KilledByKillAll are the reasons a killed driver and
+// its attempt show: who asked, since the worker that ends the attempt
+// knows only that it was taken away.
+const (
+	// KilledByClient ends a driver killed alone (drover client kill,
+	// POST /v1/drivers/ID/kill, Spark REST's kill).
+	KilledByClient = "killed by a client request"
+	// KilledByKillAll ends each driver of a kill of every driver (POST
+	// /v1/drivers/killall, Spark REST's killall).
+	KilledByKillAll = "killed by kill-all"
+)
+
 // KillDriver implements DriverService.
 func (s *Core) KillDriver(_ context.Context, _ auth.Caller, id string) (api.KillResponse, error) {
 	if _, err := s.leading(); err != nil {
@@ -146,7 +158,7 @@ func (s *Core) KillDriver(_ context.Context, _ auth.Caller, id string) (api.Kill
 	if err != nil {
 		return api.KillResponse{}, err
 	}
-	if _, err := s.Apply(model.CmdKillDriver, &model.KillDriver{DriverID: d.ID, Time: now()}); err != nil {
+	if _, err := s.Apply(model.CmdKillDriver, &model.KillDriver{DriverID: d.ID, Reason: KilledByClient, AttemptReason: true, Time: now()}); err != nil {
 		return api.KillResponse{}, err
 	}
 	return api.KillResponse{DriverID: d.ID}, nil
@@ -167,7 +179,7 @@ func (s *Core) KillAllDrivers(context.Context, auth.Caller) (api.KillAllResponse
 	for _, d := range s.FSM.Drivers() {
 		if !d.State.Terminal() {
 			live = append(live, d.ID)
-			kills = append(kills, &model.KillDriver{DriverID: d.ID, Reason: "killed with every other driver on request", Time: at})
+			kills = append(kills, &model.KillDriver{DriverID: d.ID, Reason: KilledByKillAll, AttemptReason: true, Time: at})
 		}
 	}
 	out := api.KillAllResponse{DriverIDs: []string{}}
