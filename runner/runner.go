@@ -46,6 +46,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -551,7 +552,7 @@ type proc struct {
 func (r *runner) start(n int) (*proc, error) {
 	path, err := r.lookPath(r.spec.Argv[0])
 	if err != nil {
-		return nil, fmt.Errorf("cannot start %q: %v", r.spec.Argv[0], rootCause(err))
+		return nil, r.notStarted(err)
 	}
 	if err := r.openOutput(); err != nil {
 		return nil, err
@@ -724,6 +725,19 @@ func (p *proc) describeExit() string {
 		return "killed by signal " + ws.Signal().String()
 	}
 	return fmt.Sprintf("exited with code %d", p.cmd.ProcessState.ExitCode())
+}
+
+// notStarted is the one line that says why lookPath found no program. A
+// relative path that is not there says where it was looked for, which a
+// submitter who tried it in their own directory does not expect, and how
+// a file gets there.
+func (r *runner) notStarted(err error) error {
+	name := r.spec.Argv[0]
+	if strings.Contains(name, "/") && !filepath.IsAbs(name) && errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("cannot start %q: no such file in %s, the working directory a relative program is looked for in; "+
+			"stage it there with submit --upload FILE or --artifact URL", name, r.work)
+	}
+	return fmt.Errorf("cannot start %q: %v", name, rootCause(err))
 }
 
 // lookPath resolves the program with exec.LookPath: a bare name in the PATH

@@ -440,13 +440,23 @@ func TestStopFileEndsBackoffRelaunch(t *testing.T) {
 	}
 }
 
+// A program that is not there ends the attempt ERROR without a run, in
+// one line naming it; a relative path also says the directory it was
+// looked for in, the attempt's working directory, and how to put a file
+// there.
 func TestMissingProgramIsError(t *testing.T) {
-	for _, prog := range []string{"/nonexistent/drover-test-program", "drover-test-no-such-program", "./missing"} {
+	for _, prog := range []string{"/nonexistent/drover-test-program", "drover-test-no-such-program", "./missing", "jobs/run.sh"} {
 		t.Run(prog, func(t *testing.T) {
 			h := startRunner(t, runner.Spec{Argv: []string{prog}, Env: []string{"PATH=/usr/bin:/bin"}})
 			e := h.final()
 			if e.State != model.DriverError || e.Runs != 0 || !strings.Contains(e.Reason, prog) || strings.Contains(e.Reason, "\n") {
 				t.Fatalf("final = %+v", e)
+			}
+			relative := strings.Contains(prog, "/") && !filepath.IsAbs(prog)
+			for _, want := range []string{h.work(""), "--upload", "--artifact"} {
+				if strings.Contains(e.Reason, want) != relative {
+					t.Errorf("reason %q: naming %q is %t, want %t", e.Reason, want, !relative, relative)
+				}
 			}
 		})
 	}
