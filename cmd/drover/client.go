@@ -578,8 +578,12 @@ type driverJSON struct {
 
 func driverJSONOf(d *model.Driver) driverJSON { return driverJSON{Driver: d, SubmissionToken: d.Token} }
 
+// printJSON prints v as indented JSON for a terminal or a pipe, without
+// encoding/json's escapes of <, > and &, which are for JSON inside HTML
+// and would print an argv's 2>&1 as 2\u003e\u00261.
 func (k *cli) printJSON(v any) int {
 	enc := json.NewEncoder(k.stdout)
+	enc.SetEscapeHTML(false)
 	enc.SetIndent("", "  ")
 	if err := enc.Encode(v); err != nil {
 		return k.exitFor(err)

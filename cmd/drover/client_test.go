@@ -98,7 +98,7 @@ func newFakeMaster(t *testing.T, drivers ...*model.Driver) *fakeMaster {
 		}
 		after, _ := strconv.ParseUint(r.URL.Query().Get("index"), 10, 64)
 		e := api.Event{Index: after + 1, Kind: api.EventDriver, ID: "driver-20260101000000-0001", Op: api.OpUpsert,
-			Driver: &model.Driver{ID: "driver-20260101000000-0001", State: model.DriverSubmitted, ModifyIndex: after + 1}}
+			Driver: &model.Driver{ID: "driver-20260101000000-0001", State: model.DriverSubmitted, ModifyIndex: after + 1, Argv: shellArgv}}
 		b, _ := json.Marshal(e)
 		w.Header().Set("Content-Type", "text/event-stream")
 		fmt.Fprintf(w, "event: driver\nid: %d\ndata: %s\n\n", e.Index, b)
@@ -351,6 +351,26 @@ func TestJSONNamesTheSubmissionToken(t *testing.T) {
 			if _, ok := obj[k]; !ok {
 				t.Fatalf("%s missing from %v", k, obj)
 			}
+		}
+	}
+}
+
+// shellArgv is a program whose arguments hold the characters
+// encoding/json escapes for HTML by default.
+var shellArgv = []string{"/bin/sh", "-c", "run <in >out 2>&1"}
+
+// The client's JSON (status, list, watch) is for terminals and scripts,
+// not HTML: an argv's <, > and & print as themselves, not as \u003c,
+// \u003e and \u0026.
+func TestJSONOutputIsNotHTMLEscaped(t *testing.T) {
+	const id = "driver-20260101000000-0001"
+	f := newFakeMaster(t, &model.Driver{ID: id, State: model.DriverRunning, WorkerID: "w1", Attempt: 1, Argv: shellArgv})
+	for _, args := range [][]string{
+		{"client", "status", id, "--json"}, {"client", "list", "--json"}, {"client", "watch", "--json", "--index", "1"},
+	} {
+		stdout, stderr, _ := drover(append(args, "--masters", f.addr())...)
+		if !strings.Contains(stdout, `"run <in >out 2>&1"`) || strings.Contains(stdout, `\u00`) {
+			t.Errorf("drover %s printed %q (stderr %q); want the argv as it is", strings.Join(args, " "), stdout, stderr)
 		}
 	}
 }

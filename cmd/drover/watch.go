@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"strconv"
 	"strings"
@@ -112,7 +111,8 @@ func exitOf(d *model.Driver) int {
 // printEvent prints one event: INDEX KIND ID STATE and what changed.
 func (k *cli) printEvent(e api.Event, asJSON bool) {
 	if asJSON {
-		b, _ := json.Marshal(e)
+		// One line each, without HTML's escapes, as printJSON prints.
+		b, _ := api.Marshal(e)
 		fmt.Fprintln(k.stdout, string(b))
 		return
 	}
