@@ -29,12 +29,22 @@ vet:
 lint: vet
 	$(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2 $(PKGS)
 
+# gotestsum reads go test -json as the tests run and prints a line for
+# each package as it ends, a failed test's output, and at the end the
+# tests that skipped with the reason each gave (chromium, prometheus or
+# root missing, say). go test's own output prints the packages in the
+# order given, so with ./systest first nothing showed for nine minutes.
+# Its exit code is non-zero when a test fails or go test does.
+GOTESTSUM := $(GO) run gotest.tools/gotestsum@v1.13.0 --format pkgname-and-test-fails --format-icons text --format-hide-empty-pkg
+
 # Unit, process-level (systest/) and failover tests, with the race
 # detector. Tests that need root skip with a message when not run as root.
+# The fuzz smoke runs first, so that the list of skipped tests ends the
+# run; the chaos suite runs after the rest, alone, in the same report.
 test: vet
-	$(GO) test -race -count=1 -timeout 25m $(LONG_TESTS) $(addprefix ./,$(UNIT_PKGS))
-	$(GO) test -race -count=1 -timeout 15m $(CHAOS_TESTS)
 	$(MAKE) fuzz-smoke
+	$(GOTESTSUM) --raw-command -- sh -c '$(GO) test -json -race -count=1 -timeout 25m $(LONG_TESTS) $(addprefix ./,$(UNIT_PKGS)) && \
+		$(GO) test -json -race -count=1 -timeout 15m $(CHAOS_TESTS)'
 
 # Fuzz targets of the decoders of untrusted bytes (their seeds in
 # */testdata/fuzz/ also run in every go test). go test -fuzz takes one
