@@ -92,7 +92,9 @@ func startDevIn(t *testing.T, withDir bool, args ...string) *devRun {
 			t.Logf("drover dev's output, logs and data kept in %s; it printed:\n%s", base, d.output())
 			return
 		}
-		_ = os.RemoveAll(base)
+		if err := testcluster.RemoveDir(base); err != nil {
+			t.Errorf("drover dev's directory not removed: %v", err)
+		}
 	})
 	waitFor(t, 90*time.Second, "drover dev is up", func() bool {
 		if !d.running() {

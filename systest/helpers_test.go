@@ -50,12 +50,9 @@ func newProbe(t *testing.T) *probe {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		for range 100 {
-			if os.RemoveAll(dir) == nil {
-				return
-			}
+		if err := testcluster.RemoveDir(dir); err != nil {
+			t.Errorf("probe directory not removed: %v", err)
 		}
-		t.Errorf("probe directory %s not removed", dir)
 	})
 	return &probe{t: t, dir: dir}
 }

@@ -533,7 +533,26 @@ func (c *Cluster) cleanup() {
 		c.t.Logf("cluster logs kept in %s", c.Dir)
 		return
 	}
-	_ = os.RemoveAll(c.Dir)
+	if err := RemoveDir(c.Dir); err != nil {
+		c.t.Logf("cluster directory left behind: %v", err)
+	}
+}
+
+// RemoveDir removes dir and everything in it, as os.RemoveAll does, and
+// tries again when that fails: a program the test ended may still add a
+// file while the directory is walked (RemoveAll then fails with
+// "directory not empty"), and a directory left so, by a test that
+// passed, stays in /tmp for ever. It returns the last error after 100
+// tries.
+func RemoveDir(dir string) error {
+	var err error
+	for range 100 {
+		if err = os.RemoveAll(dir); err == nil {
+			return nil
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return err
 }
 
 // removeCgroups kills and removes what worker n left in its cgroups

@@ -40,7 +40,9 @@ func runSchedule(t *testing.T, cfg Config) *Outcome {
 			t.Logf("run kept in %s", dir)
 			return
 		}
-		_ = os.RemoveAll(dir)
+		if err := testcluster.RemoveDir(dir); err != nil {
+			t.Errorf("run directory not removed: %v", err)
+		}
 	})
 	cfg.Out = dir
 	cfg.Logf = t.Logf
@@ -51,8 +53,11 @@ func runSchedule(t *testing.T, cfg Config) *Outcome {
 	// An invalid run keeps its cluster's directory, which a test that
 	// expects one (the injected bug) has no use for once it passed.
 	t.Cleanup(func() {
-		if !t.Failed() {
-			_ = os.RemoveAll(out.ClusterDir)
+		if t.Failed() {
+			return
+		}
+		if err := testcluster.RemoveDir(out.ClusterDir); err != nil {
+			t.Errorf("cluster directory not removed: %v", err)
 		}
 	})
 	for _, r := range out.Results {
