@@ -106,7 +106,7 @@ func fuzzLog(t tb) [][]byte {
 	b.add(model.CmdEndApp, &model.EndApp{AppID: appID(1), State: model.AppFinished, Time: tick()})
 	b.add(model.CmdRequestExecutors, &model.RequestExecutors{AppID: appID(0), Total: 2, Time: tick()})
 	submit(8, 1, 64, false)
-	b.add(model.CmdKillDriver, &model.KillDriver{DriverID: driverID(8), Reason: "operator", Time: tick()})
+	b.add(model.CmdKillDriver, &model.KillDriver{DriverID: driverID(8), Reason: "operator", AttemptReason: true, Time: tick()})
 	b.add(model.CmdPruneCompleted, &model.PruneCompleted{DriverIDs: []string{driverID(8)}})
 	b.add(model.CmdReportBatch, &model.ReportBatch{Reports: []model.ReportAttempts{
 		{WorkerID: "w1", Time: tick(), Reports: []model.AttemptReport{{DriverID: driverID(0), Attempt: 1, State: model.DriverRunning, Runs: 1}}},
@@ -209,6 +209,7 @@ func fuzzCommandSeeds(t tb) [][]byte {
 		enc(model.CmdKillExecutors, &model.KillExecutors{AppID: appID(0), ExecutorIDs: []int{1, 0}, Time: 9}),
 		enc(model.CmdEndApp, &model.EndApp{AppID: appID(3), State: model.AppKilled, Time: 9}),
 		enc(model.CmdKillDriver, &model.KillDriver{DriverID: driverID(4), Time: 9}),
+		enc(model.CmdKillDriver, &model.KillDriver{DriverID: driverID(0), Reason: "killed by a client request", AttemptReason: true, Time: 9}),
 		enc(model.CmdRegisterApp, &model.RegisterApp{ID: appID(9), Token: "at9", DriverID: driverID(6), DriverAttempt: 1, DriverRun: 1,
 			CoresPerExecutor: 1, MemoryPerExecutorMB: 1, ExecutorLimit: -1, Argv: []string{"x"}, Time: 9}),
 		enc(model.CmdPruneCompleted, &model.PruneCompleted{DriverIDs: []string{driverID(1), driverID(2), driverID(0)}, AppIDs: []string{appID(1), appID(0)}}),
