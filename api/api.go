@@ -5,7 +5,8 @@
 //
 //	POST /v1/drivers                     SubmitRequest -> 200 SubmitResponse
 //	POST /v1/drivers/batch               SubmitBatchRequest -> 200 SubmitBatchResponse
-//	GET  /v1/drivers                     -> []model.Driver
+//	GET  /v1/drivers                     ?state=S,..&name=GLOB&worker=W -> []model.Driver;
+//	                                     with limit=N or cursor=C -> DriverPage (ListQuery)
 //	GET  /v1/drivers/{id}                ?index=N&wait=D (a blocking read) -> model.Driver, X-Drover-Index
 //	POST /v1/drivers/{id}/kill           -> 200 KillResponse
 //	POST /v1/drivers/kill-all            -> 200 KillAllResponse (no body)
@@ -14,7 +15,8 @@
 //	POST /v1/workers/{id}/heartbeat      HeartbeatRequest -> HeartbeatResponse
 //	POST /v1/workers/{id}/decommission   DecommissionWorkerRequest -> RegisterWorkerResponse
 //	POST /v1/apps                        RegisterAppRequest -> 200 RegisterAppResponse
-//	GET  /v1/apps                        -> []AppStatus
+//	GET  /v1/apps                        ?state=S,..&name=GLOB&worker=W -> []AppStatus;
+//	                                     with limit=N or cursor=C -> AppPage (ListQuery)
 //	GET  /v1/apps/{id}                   ?index=N&wait=D -> AppStatus, X-Drover-Index
 //	GET  /v1/apps/{id}/watch             If-None-Match: ETAG -> AppStatus with ETag, held while unchanged
 //	POST /v1/apps/{id}/executors         RequestExecutorsRequest -> AppStatus
@@ -454,6 +456,10 @@ type Master struct {
 	HTTPAddr string `json:"http_addr,omitempty"`
 	Suffrage string `json:"suffrage"`
 	Leader   bool   `json:"leader"`
+	// Alive is true when the master that answers sees this one in its
+	// gossip pool, which drops a master that stopped answering within a
+	// second or so (itself is always alive).
+	Alive bool `json:"alive"`
 }
 
 // State is the JSON view of the cluster that /v1/state serves.

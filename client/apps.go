@@ -321,11 +321,20 @@ func (a *App) deliver() {
 }
 
 // Apps returns every app in the tables with its executors (linearizable
-// read).
+// reads, a page at a time: ListApps).
 func (c *Client) Apps(ctx context.Context) ([]api.AppStatus, error) {
-	var out []api.AppStatus
-	err := c.Do(ctx, http.MethodGet, "/v1/apps", nil, &out)
+	out := []api.AppStatus{}
+	err := c.ListApps(ctx, api.ListQuery{}, func(page []api.AppStatus) error {
+		out = append(out, page...)
+		return nil
+	})
 	return out, err
+}
+
+// ListApps is ListDrivers for apps: each gets the apps q keeps, with
+// their executors, a page at a time.
+func (c *Client) ListApps(ctx context.Context, q api.ListQuery, each func([]api.AppStatus) error) error {
+	return listPages(ctx, c, api.PathApps, q, func(p api.AppPage) ([]api.AppStatus, string) { return p.Apps, p.Next }, each)
 }
 
 // AppStatus returns one app with its executors (linearizable read).

@@ -74,6 +74,9 @@ const (
 	DefaultMaxRetryInterval = time.Second
 )
 
+// DefaultMaxResponseBytes is Options.MaxResponseBytes when unset: 64 MiB.
+const DefaultMaxResponseBytes = 64 << 20
+
 // Options tune a Client. The zero value is usable.
 type Options struct {
 	// BindIP is the source address of every connection ("" lets the
@@ -95,7 +98,10 @@ type Options struct {
 	// master before it is also sent to the others (default 3s: longer than
 	// a master holds a heartbeat long poll).
 	HedgeAfter time.Duration
-	// MaxResponseBytes bounds a response body (default 64 MiB).
+	// MaxResponseBytes bounds a response body (default
+	// DefaultMaxResponseBytes): a longer one is an *APIError wrapping
+	// api.ErrTooLarge that names the bound, never an answer cut short.
+	// Lists come in pages (ListDrivers), each its own answer.
 	MaxResponseBytes int64
 	// TLS, when set, makes every request HTTPS with this config (package
 	// pki's Files.ClientConfig(pki.RoleMaster) trusts only the cluster CA
@@ -182,7 +188,7 @@ func New(masters []string, opts Options) (*Client, error) {
 		opts.HedgeAfter = DefaultHedgeAfter
 	}
 	if opts.MaxResponseBytes <= 0 {
-		opts.MaxResponseBytes = 64 << 20
+		opts.MaxResponseBytes = DefaultMaxResponseBytes
 	}
 	var ms []string
 	for _, m := range masters {
@@ -425,7 +431,13 @@ func (c *Client) send(master string, req *http.Request) (*Response, error) {
 		return nil, fmt.Errorf("%s: %v", master, transport.RootCause(err))
 	}
 	defer hr.Body.Close()
-	b, err := io.ReadAll(io.LimitReader(hr.Body, c.opts.MaxResponseBytes))
+	tooLarge := api.TooLarge("the answer of "+master, c.opts.MaxResponseBytes, "the client's bound on an answer: drover client --max-response-size, Options.MaxResponseBytes")
+	b, err := io.ReadAll(api.Bounded(hr.Body, c.opts.MaxResponseBytes, tooLarge))
+	if errors.Is(err, api.ErrTooLarge) {
+		// Every master would send the same answer: asking another
+		// cannot help.
+		return nil, &APIError{Status: 0, Code: api.CodeTooLarge, Message: err.Error(), err: api.ErrTooLarge}
+	}
 	if err != nil {
 		return nil, fmt.Errorf("%s: read answer: %v", master, err)
 	}

@@ -56,11 +56,50 @@ func (c *Client) Driver(ctx context.Context, id string) (*model.Driver, error) {
 	return &d, nil
 }
 
-// Drivers returns every driver's row (linearizable read).
+// Drivers returns every driver's row (linearizable reads, a page at a
+// time: ListDrivers).
 func (c *Client) Drivers(ctx context.Context) ([]*model.Driver, error) {
-	var ds []*model.Driver
-	err := c.Do(ctx, http.MethodGet, "/v1/drivers", nil, &ds)
+	ds := []*model.Driver{}
+	err := c.ListDrivers(ctx, api.ListQuery{}, func(page []*model.Driver) error {
+		ds = append(ds, page...)
+		return nil
+	})
 	return ds, err
+}
+
+// ListDrivers hands each the drivers q keeps (api.ListQuery: states, a
+// name glob, a worker), a page at a time in ID order, as the masters
+// filter and page them: q.Limit rows a page, api.DefaultListLimit when
+// 0. Each page is a linearizable read that any master may answer and
+// starts after the last driver of the page before, so a list rides
+// through a failover without a row twice or missed; a driver submitted
+// meanwhile shows when its ID sorts after the pages read. An error from
+// each ends the list with it.
+func (c *Client) ListDrivers(ctx context.Context, q api.ListQuery, each func([]*model.Driver) error) error {
+	return listPages(ctx, c, api.PathDrivers, q, func(p api.DriverPage) ([]*model.Driver, string) { return p.Drivers, p.Next }, each)
+}
+
+// listPages reads the pages of the list at path one after another, from
+// q.Cursor on, handing each page's rows (rows takes them and the next
+// cursor out of a page P) to each.
+func listPages[P, T any](ctx context.Context, c *Client, path string, q api.ListQuery, rows func(P) ([]T, string), each func([]T) error) error {
+	if q.Limit == 0 {
+		q.Limit = api.DefaultListLimit
+	}
+	for {
+		var p P
+		if err := c.Do(ctx, http.MethodGet, path+"?"+q.Values().Encode(), nil, &p); err != nil {
+			return err
+		}
+		page, next := rows(p)
+		if err := each(page); err != nil {
+			return err
+		}
+		if next == "" {
+			return nil
+		}
+		q.Cursor = next
+	}
 }
 
 // Kill kills a driver. Killing a driver that is already KILLED succeeds; one

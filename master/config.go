@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"regexp"
 	"strings"
 	"time"
 
@@ -19,6 +20,7 @@ import (
 	"github.com/drover-project/drover/pki"
 	"github.com/drover-project/drover/sparkrest"
 	"github.com/drover-project/drover/transport"
+	"github.com/drover-project/drover/ui"
 )
 
 // Peer is one voter of the initial Raft configuration.
@@ -221,6 +223,17 @@ type Config struct {
 	// or registration past one with 429, before anything is committed.
 	// 0 means no bound.
 	MaxLiveDrivers, MaxLiveDriversPerClient, MaxLiveApps int
+	// MaxListLimit bounds the page a list of drivers or apps asks for,
+	// in rows (--max-list-page): a larger limit is refused with 400, so
+	// that no one answer holds more than that many rows, whatever the
+	// tables hold.
+	MaxListLimit int
+	// RedactRegex is the pattern of the environment variable names
+	// whose values the web UI hides (--redact-regex, Spark's
+	// spark.redaction.regex); the JSON API keeps them whole for those
+	// who may read it. A pattern that does not compile stops the master
+	// from starting.
+	RedactRegex string
 
 	// MaxUpload bounds one uploaded file, in bytes (--max-upload); a
 	// larger one is refused with 413, before its bytes are read when its
@@ -337,6 +350,8 @@ func DefaultConfig() Config {
 		// master, which would submit again: the wait ends early enough
 		// for the leader found at its end to commit and answer first.
 		SparkRESTLeaderWait: DefaultSparkRESTLeaderWait,
+		MaxListLimit:        api.DefaultMaxListLimit,
+		RedactRegex:         ui.DefaultRedactRegex,
 		MaxUpload:           DefaultMaxUpload,
 		MaxUploadStore:      DefaultMaxUploadStore,
 		// Each upload in flight holds a temp file of up to --max-upload
@@ -428,6 +443,12 @@ func (c *Config) validate() error {
 	}
 	if c.MaxLiveDrivers < 0 || c.MaxLiveDriversPerClient < 0 || c.MaxLiveApps < 0 {
 		errs = append(errs, errors.New("--max-live-drivers, --max-live-drivers-per-client and --max-live-apps must not be negative"))
+	}
+	if c.MaxListLimit < 1 {
+		errs = append(errs, fmt.Errorf("--max-list-page %d must be at least 1", c.MaxListLimit))
+	}
+	if _, err := regexp.Compile(c.RedactRegex); err != nil {
+		errs = append(errs, fmt.Errorf("--redact-regex %q does not compile: %v", c.RedactRegex, err))
 	}
 	if c.EventBufferBytes < MinEventBufferBytes {
 		errs = append(errs, fmt.Errorf("--event-buffer-size %d bytes is below 1m", c.EventBufferBytes))

@@ -23,6 +23,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"sync"
 	"time"
@@ -187,7 +188,8 @@ func New(cfg Config) (*Master, error) {
 		RegisterWithoutGossip: cfg.RegisterWithoutGossip, MaxExecutorRetries: cfg.MaxExecutorRetries,
 		MaxProgramSize: cfg.MaxProgramSize,
 		MaxLiveDrivers: cfg.MaxLiveDrivers, MaxLiveDriversPerClient: cfg.MaxLiveDriversPerClient, MaxLiveApps: cfg.MaxLiveApps,
-		WorkerToken: cmp.Or(cfg.NodeToken, cfg.OperatorToken), AllowUnboundWorkerCerts: cfg.AllowUnboundWorkerCerts,
+		MaxListLimit: cfg.MaxListLimit,
+		WorkerToken:  cmp.Or(cfg.NodeToken, cfg.OperatorToken), AllowUnboundWorkerCerts: cfg.AllowUnboundWorkerCerts,
 	}, service.Deps{
 		Raft: m.raft, FSM: m.fsm, Snaps: m.snaps, Pool: pool, Guard: guard,
 		Workers: transport.NewHTTPClient(cfg.BindIP, 0, tc.worker),
@@ -345,7 +347,8 @@ func (m *Master) startHTTP(guard *auth.Guard, gate *transport.Gate, conns *trans
 	api := httpapi.Config{Service: m.svc, Guard: guard, Leadership: m.local.Leadership, Metrics: m.metrics, Log: m.log,
 		Spark: sparkjson.Site{URL: m.sparkURL(), Scheme: m.scheme()}, Gate: gate, EventWriteTimeout: m.cfg.EventWriteTimeout}
 	httpapi.Register(mux, api)
-	webui.Register(mux, webui.Config{Service: m.svc, Guard: guard, Leadership: m.local.Leadership, Scheme: m.scheme(), Log: m.log})
+	webui.Register(mux, webui.Config{Service: m.svc, Guard: guard, Leadership: m.local.Leadership, Scheme: m.scheme(), Log: m.log,
+		Redact: regexp.MustCompile(m.cfg.RedactRegex)})
 	ln, err := m.listen(m.cfg.HTTPPort, conns)
 	if err != nil {
 		return fmt.Errorf("http listen: %w", err)

@@ -37,6 +37,11 @@ func (s ApplicationState) Terminal() bool {
 	return false
 }
 
+// ApplicationStates returns every ApplicationState, in Spark's order.
+func ApplicationStates() []ApplicationState {
+	return []ApplicationState{AppWaiting, AppRunning, AppFinished, AppFailed, AppKilled, AppUnknown}
+}
+
 // ExecutorState is the state of one executor, with the names of Spark's
 // org.apache.spark.deploy.ExecutorState.
 type ExecutorState string

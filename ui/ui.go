@@ -18,6 +18,7 @@ import (
 	"html/template"
 	"net/http"
 	"net/url"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -57,6 +58,10 @@ type Frame struct {
 	// Now is when the page is made: the durations of things still
 	// running end there.
 	Now time.Time
+	// Redact hides the values of the environment variables whose names
+	// it matches (the master's --redact-regex); nil for
+	// DefaultRedactRegex.
+	Redact *regexp.Regexp
 
 	// path and query are the request's, for the pause and resume links.
 	path  string
@@ -175,7 +180,7 @@ func (p Page) ServeHTTP(w http.ResponseWriter, _ *http.Request) {
 }
 
 // pages holds one template per page, each the layout with its content.
-var pages = parsePages("overview", "driver", "app", "worker", "log", "login", "error")
+var pages = parsePages("overview", "drivers", "driver", "app", "worker", "log", "login", "error")
 
 func parsePages(names ...string) map[string]*template.Template {
 	base := template.Must(template.New("layout").Funcs(funcs).ParseFS(files, "templates/layout.html", "templates/parts.html"))

@@ -34,8 +34,8 @@ func testState() *api.State {
 		ID: "m2", Role: "Follower", Leader: "m1", LeaderHTTP: "127.0.0.1:7102",
 		Term: 7, CommitIndex: 420, AppliedIndex: 419,
 		Masters: []api.Master{
-			{ID: "m1", RaftAddr: "127.0.0.1:7101", HTTPAddr: "127.0.0.1:7102", Suffrage: "Voter", Leader: true},
-			{ID: "m2", RaftAddr: "127.0.0.2:7101", HTTPAddr: "127.0.0.2:7102", Suffrage: "Voter"},
+			{ID: "m1", RaftAddr: "127.0.0.1:7101", HTTPAddr: "127.0.0.1:7102", Suffrage: "Voter", Leader: true, Alive: true},
+			{ID: "m2", RaftAddr: "127.0.0.2:7101", HTTPAddr: "127.0.0.2:7102", Suffrage: "Voter", Alive: true},
 			{ID: "m3", RaftAddr: "127.0.0.3:7101", Suffrage: "Voter"},
 		},
 		Workers: []*model.Worker{
@@ -203,8 +203,13 @@ func TestOverviewOnFollower(t *testing.T) {
 	contains(t, byID(t, n, "app-counts"), "1 RUNNING", "1 FINISHED", "1 live executors")
 
 	masters := byID(t, n, "masters")
-	contains(t, masters, "m1", "127.0.0.1:7101", "leader", "m2 (this master)", "unknown")
+	contains(t, masters, "m1", "127.0.0.1:7101", "leader", "m2 (this master)")
 	hasLink(t, masters, "http://127.0.0.2:7102/")
+	// m3 is out of the gossip pool: it does not answer, and says so
+	// rather than that its address is unknown.
+	if got := text(masters); !strings.Contains(got, "m1 up") || !strings.Contains(got, "m3 down") || strings.Contains(got, "unknown") {
+		t.Fatalf("masters table %q: want m1 up and m3 down", got)
+	}
 
 	workers := byID(t, n, "workers")
 	contains(t, workers, "w1", "ALIVE", "2 / 4", "1.5 GiB / 4.0 GiB", "w2", "DEAD", "no heartbeat for 1s")

@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/drover-project/drover/api"
 	"github.com/drover-project/drover/model"
@@ -21,28 +22,50 @@ import (
 // (a master keeps up to 200 of each); their counts cover all of them.
 const recentFinished = 25
 
-// redactPattern is Spark's default spark.redaction.regex, with "_" beside
-// "." since environment names use it: values whose names match it are not
-// shown.
-var redactPattern = regexp.MustCompile(`(?i)secret|password|token|access[._]?key`)
+// DefaultRedactRegex is the default of a master's --redact-regex: Spark's
+// default spark.redaction.regex, with "_" beside "." since environment
+// names use it. A page shows no value of an environment variable whose
+// name matches the master's pattern.
+const DefaultRedactRegex = `(?i)secret|password|token|access[._]?key`
+
+var defaultRedact = regexp.MustCompile(DefaultRedactRegex)
+
+// previewBytes is how much of an environment value or an argv element a
+// page shows; the rest is said by its length, and the JSON API keeps the
+// whole. A driver's environment may hold a megabyte, which would make a
+// page of a megabyte.
+const previewBytes = 256
+
+// programPreview is how many characters of a program the drivers
+// tables show, in one line, and argPreview how many of each of its
+// arguments.
+const (
+	programPreview = 120
+	argPreview     = 48
+)
 
 // redacted replaces a hidden value, as Spark's UI writes it.
 const redacted = "*********(redacted)"
 
 var funcs = template.FuncMap{
-	"time":         formatTime,
-	"dur":          duration,
-	"exit":         exitCode,
-	"mib":          mib,
-	"pct":          percent,
-	"rows":         func(p framer, ds []*model.Driver) any { return struct{ P, Ds any }{p, ds} },
-	"appRows":      func(p framer, as []api.AppStatus) any { return struct{ P, As any }{p, as} },
-	"attemptRows":  func(p framer, rs []placedAttempt) any { return struct{ P, Rows any }{p, rs} },
-	"execRows":     func(p framer, es []*model.Executor) any { return struct{ P, Rows any }{p, es} },
-	"cls":          stateClass,
-	"since":        workerSince,
-	"argv":         shellWords,
-	"env":          envRows,
+	"time":        formatTime,
+	"dur":         duration,
+	"exit":        exitCode,
+	"mib":         mib,
+	"pct":         percent,
+	"rows":        func(p framer, ds []*model.Driver) any { return struct{ P, Ds any }{p, ds} },
+	"appRows":     func(p framer, as []api.AppStatus) any { return struct{ P, As any }{p, as} },
+	"attemptRows": func(p framer, rs []placedAttempt) any { return struct{ P, Rows any }{p, rs} },
+	"execRows":    func(p framer, es []*model.Executor) any { return struct{ P, Rows any }{p, es} },
+	"cls":         stateClass,
+	"since":       workerSince,
+	"argv":        func(argv []string) string { return shellWords(argv, previewBytes) },
+	"program":     program,
+	"env":         envRows,
+	"cursorURL":   cursorURL,
+	"listURL": func(p framer, states ...string) template.URL {
+		return cursorURL(p, api.ListQuery{States: states}, "")
+	},
 	"lower":        strings.ToLower,
 	"driverURL":    func(p framer, id string) template.URL { return p.frame().ui(nil, "drivers", id) },
 	"appURL":       func(p framer, id string) template.URL { return p.frame().ui(nil, "apps", id) },
@@ -189,30 +212,72 @@ func stateClass(s any) string {
 }
 
 // shellWords shows an argv as a shell would take it: words with anything
-// but safe characters single-quoted. It is for reading; the program never
+// but safe characters single-quoted, each cut to its first n bytes with
+// its whole length said after it. It is for reading; the program never
 // goes through a shell.
-func shellWords(argv []string) string {
+func shellWords(argv []string, n int) string {
 	out := make([]string, len(argv))
 	for i, a := range argv {
-		if a != "" && strings.Trim(a, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_=+./:,@%") == "" {
-			out[i] = a
-			continue
+		head, cut := preview(a, n)
+		if a != "" && strings.Trim(head, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_=+./:,@%") == "" {
+			out[i] = head
+		} else {
+			out[i] = "'" + strings.ReplaceAll(head, "'", `'\''`) + "'"
 		}
-		out[i] = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
+		if cut {
+			out[i] += fmt.Sprintf("…(%d bytes)", len(a))
+		}
 	}
 	return strings.Join(out, " ")
 }
 
-type envRow struct{ Name, Value string }
+// program is an argv in one short line, for a column of the drivers
+// tables: its words cut to argPreview bytes, the whole to programPreview
+// characters.
+func program(argv []string) string {
+	s, cut := preview(shellWords(argv, argPreview), programPreview)
+	if cut {
+		s += "…"
+	}
+	return s
+}
 
-// envRows is an environment sorted by name, with Spark's redaction.
-func envRows(env map[string]string) []envRow {
+// preview is the first n bytes of s, cut back to a whole character, and
+// whether anything was cut.
+func preview(s string, n int) (string, bool) {
+	if len(s) <= n {
+		return s, false
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n], true
+}
+
+// envRow is one variable of an environment as a page shows it: its value
+// cut to previewBytes, Size its whole length when it was cut (0
+// otherwise).
+type envRow struct {
+	Name, Value string
+	Size        int
+}
+
+// envRows is an environment sorted by name, with the values whose names
+// the page's redaction pattern matches hidden (Spark's
+// spark.redaction.regex) and long ones cut.
+func envRows(p framer, env map[string]string) []envRow {
+	redact := cmp.Or(p.frame().Redact, defaultRedact)
 	out := make([]envRow, 0, len(env))
 	for k, v := range env {
-		if redactPattern.MatchString(k) {
-			v = redacted
+		r := envRow{Name: k}
+		if redact.MatchString(k) {
+			r.Value = redacted
+		} else if head, cut := preview(v, previewBytes); cut {
+			r.Value, r.Size = head, len(v)
+		} else {
+			r.Value = v
 		}
-		out = append(out, envRow{k, v})
+		out = append(out, r)
 	}
 	slices.SortFunc(out, func(a, b envRow) int { return strings.Compare(a.Name, b.Name) })
 	return out
@@ -259,13 +324,14 @@ type overview struct {
 	S *api.State
 	// Alive counts ALIVE workers; Cores, Memory and their Used sums are
 	// over them, as Spark's summary counts.
-	Alive, Cores, CoresUsed   int
-	MemoryMB, MemoryUsedMB    int64
-	DriverCounts, AppCounts   []count
-	Running, Waiting, Ended   []*model.Driver
-	EndedTotal                int
-	ActiveApps, EndedApps     []api.AppStatus
-	EndedAppsTotal, Executors int
+	Alive, Cores, CoresUsed    int
+	MemoryMB, MemoryUsedMB     int64
+	DriverCounts, AppCounts    []count
+	Running, Waiting, Ended    []*model.Driver
+	RunningTotal, WaitingTotal int
+	EndedTotal                 int
+	ActiveApps, EndedApps      []api.AppStatus
+	EndedAppsTotal, Executors  int
 }
 
 // Overview renders the cluster overview from a master's State.
@@ -301,7 +367,12 @@ func Overview(f Frame, s *api.State) (Page, error) {
 	// newest first, as Spark lists completed drivers.
 	slices.SortStableFunc(v.Waiting, func(a, b *model.Driver) int { return queueOrder(queue[a.ID], queue[b.ID]) })
 	slices.SortStableFunc(v.Ended, func(a, b *model.Driver) int { return cmp.Compare(b.UpdatedAt, a.UpdatedAt) })
-	v.EndedTotal = len(v.Ended)
+	// Each list shows its first recentFinished rows and links to the
+	// drivers list, which pages: a table of a hundred thousand running
+	// drivers is not one page.
+	v.RunningTotal, v.WaitingTotal, v.EndedTotal = len(v.Running), len(v.Waiting), len(v.Ended)
+	v.Running = v.Running[:min(len(v.Running), recentFinished)]
+	v.Waiting = v.Waiting[:min(len(v.Waiting), recentFinished)]
 	v.Ended = v.Ended[:min(len(v.Ended), recentFinished)]
 
 	states = states[:0]
@@ -337,6 +408,45 @@ func queueOrder(a, b int) int {
 		return -1
 	}
 	return a - b
+}
+
+// DriverPageSize is how many rows a page of the drivers list shows
+// unless its URL says limit=N (within the master's --max-list-page).
+const DriverPageSize = 100
+
+// stateOption is one choice of the drivers list's state filter.
+type stateOption struct {
+	Name     string
+	Selected bool
+}
+
+// Drivers renders one page of the drivers list: the page p the master
+// chose by query q (api.ListQuery: states, a name glob, a worker, a
+// limit and a cursor), with a form to change the filter and links to the
+// first and the next page. The master filters and pages, so a page of a
+// table of a million drivers costs its rows only.
+func Drivers(f Frame, q api.ListQuery, p api.DriverPage) (Page, error) {
+	v := struct {
+		Frame
+		Q      api.ListQuery
+		Rows   []*model.Driver
+		Next   string
+		States []stateOption
+	}{Frame: f, Q: q, Rows: p.Drivers, Next: p.Next}
+	for _, st := range model.DriverStates() {
+		v.States = append(v.States, stateOption{string(st), len(q.States) == 1 && q.States[0] == string(st)})
+	}
+	if len(q.States) > 1 {
+		v.States = append(v.States, stateOption{strings.Join(q.States, ","), true})
+	}
+	return render("drivers", http.StatusOK, v)
+}
+
+// cursorURL is the drivers list of query q from cursor on ("" for the
+// first page).
+func cursorURL(p framer, q api.ListQuery, cursor string) template.URL {
+	q.Cursor = cursor
+	return p.frame().link("/ui/drivers", q.Values())
 }
 
 // Driver renders the page of driver d; apps are all apps, of which the

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -35,7 +37,8 @@ commands:
          -- PROGRAM [ARGS...]
   status DRIVER_ID [--json]
   kill   DRIVER_ID
-  list   [--state S]... [--name GLOB] [--worker W] [--json]
+  list   [--state S]... [--name GLOB] [--worker W] [--page-size N] [--json]
+                         the masters filter; pages print as they come
   logs   DRIVER_ID [--attempt N] [--stderr] [--follow]
   logs   APP_ID --executor N [--stderr] [--follow]
   leader                 print the leader master's ID
@@ -51,6 +54,8 @@ The flags below go before the command or after it (drover client list
   --masters a,b,c  master HTTP addresses (default $DROVER_MASTERS)
   --timeout D      how long to keep trying the masters, positive (default %s)
   --ca-cert F, --token-file F, --client-cert F, --client-key F, --bind IP
+  --max-response-size SIZE  bound on one answer (default 64m); past it the
+                   command fails naming it, never printing a cut answer
 
 A secured cluster takes the CA from --ca-cert or $DROVER_CACERT and a token
 from --token-file, $DROVER_TOKEN_FILE or $DROVER_TOKEN (drover dev prints
@@ -77,6 +82,8 @@ const defaultTimeout = 30 * time.Second
 type connectFlags struct {
 	masters, bind, caCert, clientCert, clientKey, tokenFile string
 	timeout                                                 time.Duration
+	// maxResponse bounds one answer (client.Options.MaxResponseBytes).
+	maxResponse bytesFlag
 }
 
 // newConnectFlags returns the flags' defaults, from the environment.
@@ -96,6 +103,7 @@ func (f *connectFlags) add(fs *pflag.FlagSet) {
 	fs.StringVar(&f.clientCert, "client-cert", f.clientCert, "PEM file of a client certificate, for masters that take certificates instead of tokens")
 	fs.StringVar(&f.clientKey, "client-key", f.clientKey, "PEM file of the client certificate's key")
 	fs.StringVar(&f.tokenFile, "token-file", f.tokenFile, "file holding the API token (else $DROVER_TOKEN)")
+	fs.Var(&f.maxResponse, "max-response-size", "bound on one answer of a master, as 64m; a larger answer is an error naming this bound, never cut short (lists come in pages: list --page-size)")
 }
 
 // pollInterval is how often submit and logs re-read a driver while waiting.
@@ -119,6 +127,7 @@ type cli struct {
 // base, and adds the connect flags to fs, the flag set before the command.
 func newCLI(fs *pflag.FlagSet, base client.Options, stdout, stderr io.Writer) *cli {
 	k := &cli{command: fs.Name(), connect: newConnectFlags(), base: base, stdout: stdout, stderr: stderr}
+	k.connect.maxResponse = bytesFlag{b: cmp.Or(base.MaxResponseBytes, client.DefaultMaxResponseBytes), min: 64 << 10}
 	k.connect.add(fs)
 	return k
 }
@@ -156,7 +165,7 @@ func (k *cli) dial() error {
 		return err
 	}
 	opts.BindIP = f.bind
-	opts.RequestTimeout, opts.MaxResponseBytes = k.base.RequestTimeout, k.base.MaxResponseBytes
+	opts.RequestTimeout, opts.MaxResponseBytes = k.base.RequestTimeout, f.maxResponse.b
 	// A person waits on the command: after a leader's loss the next
 	// leader answers within cliMaxRetry of its election, instead of the
 	// library's one second meant for many workers at once.
@@ -578,17 +587,24 @@ type driverJSON struct {
 
 func driverJSONOf(d *model.Driver) driverJSON { return driverJSON{Driver: d, SubmissionToken: d.Token} }
 
-// printJSON prints v as indented JSON for a terminal or a pipe, without
-// encoding/json's escapes of <, > and &, which are for JSON inside HTML
-// and would print an argv's 2>&1 as 2\u003e\u00261.
+// printJSON prints v as indented JSON for a terminal or a pipe
+// (jsonEncoder).
 func (k *cli) printJSON(v any) int {
-	enc := json.NewEncoder(k.stdout)
-	enc.SetEscapeHTML(false)
-	enc.SetIndent("", "  ")
-	if err := enc.Encode(v); err != nil {
+	if err := jsonEncoder(k.stdout, "").Encode(v); err != nil {
 		return k.exitFor(err)
 	}
 	return 0
+}
+
+// jsonEncoder is how the client prints JSON: indented by two spaces,
+// each line after the first starting with prefix, and without
+// encoding/json's escapes of <, > and &, which are for JSON inside HTML
+// and would print an argv's 2>&1 as 2\u003e\u00261.
+func jsonEncoder(w io.Writer, prefix string) *json.Encoder {
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent(prefix, "  ")
+	return enc
 }
 
 func fmtTime(ms int64) string {
@@ -697,95 +713,127 @@ func (k *cli) list(ctx context.Context, args []string) int {
 	states := fs.StringArray("state", nil, "show only drivers in state S (SUBMITTED, RUNNING, ..., in any case); repeat it or give a comma list")
 	name := fs.String("name", "", "show only drivers whose name matches GLOB (path.Match: *, ?, [a-z], \\ quotes)")
 	worker := fs.String("worker", "", "show only drivers whose current attempt, or last one if they ended, is on worker W")
+	pageSize := fs.Int("page-size", api.DefaultListLimit, "drivers a request asks the masters for; each page is printed as it comes (at most the masters' --max-list-page)")
 	if code, ok := k.parse(fs, args); !ok {
 		return code
 	}
 	if fs.NArg() != 0 {
 		return k.exitFor(fmt.Errorf("list takes no arguments, got %q", fs.Args()))
 	}
-	keep, err := newDriverFilter(*states, *name, *worker)
+	q, err := listQuery(*states, *name, *worker, *pageSize)
 	if err != nil {
 		return k.exitFor(err)
 	}
-	var all []*model.Driver
-	if err := k.call(ctx, func(ctx context.Context) (err error) {
-		all, err = k.c.Drivers(ctx)
-		return err
-	}); err != nil {
+	// The masters filter and page; each page is printed before the next
+	// is asked for, so the client holds one page, whatever the tables
+	// hold, and --timeout bounds the wait for each page.
+	var print func([]*model.Driver) error
+	var end func() error
+	if *asJSON {
+		a := &jsonArray{w: k.stdout}
+		print = func(ds []*model.Driver) error {
+			for _, d := range ds {
+				if err := a.add(driverJSONOf(d)); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
+		end = a.end
+	} else {
+		tw := tabwriter.NewWriter(k.stdout, 2, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "ID\tNAME\tSTATE\tWORKER\tATTEMPT\tSUPERVISE\tEXIT\tSUBMITTED\tMESSAGE")
+		print = func(ds []*model.Driver) error {
+			for _, d := range ds {
+				worker, attempt := placement(d)
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%t\t%s\t%s\t%s\n", d.ID, d.Name, d.State, worker,
+					attempt, d.Supervise, fmtExit(d.ExitCode), fmtTime(d.SubmittedAt), d.Message)
+			}
+			return tw.Flush()
+		}
+		end = func() error { return tw.Flush() }
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	pageTimeout := time.AfterFunc(k.timeout, cancel)
+	defer pageTimeout.Stop()
+	err = k.c.ListDrivers(ctx, q, func(ds []*model.Driver) error {
+		pageTimeout.Stop()
+		defer pageTimeout.Reset(k.timeout)
+		return print(ds)
+	})
+	if err == nil {
+		err = end()
+	}
+	if err != nil {
 		return k.exitFor(err)
 	}
-	ds := []*model.Driver{}
-	for _, d := range all {
-		if keep.match(d) {
-			ds = append(ds, d)
-		}
-	}
-	if *asJSON {
-		out := make([]driverJSON, len(ds))
-		for i, d := range ds {
-			out[i] = driverJSONOf(d)
-		}
-		return k.printJSON(out)
-	}
-	tw := tabwriter.NewWriter(k.stdout, 2, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tNAME\tSTATE\tWORKER\tATTEMPT\tSUPERVISE\tEXIT\tSUBMITTED\tMESSAGE")
-	for _, d := range ds {
-		worker, attempt := placement(d)
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%t\t%s\t%s\t%s\n", d.ID, d.Name, d.State, worker,
-			attempt, d.Supervise, fmtExit(d.ExitCode), fmtTime(d.SubmittedAt), d.Message)
-	}
-	tw.Flush()
 	return 0
 }
 
-// driverFilter is what list's --state, --name and --worker keep of the
-// drivers; the zero value keeps every one.
-type driverFilter struct {
-	// states holds the states kept; none means any.
-	states map[model.DriverState]bool
-	// name is a path.Match pattern; "" means any.
-	name   string
-	worker string
-}
-
-// newDriverFilter checks list's filters: states, each --state a comma
-// list of DriverState names in any case, a well-formed glob, a
-// well-formed worker ID.
-func newDriverFilter(states []string, name, worker string) (driverFilter, error) {
-	f := driverFilter{name: name, worker: worker}
+// listQuery checks list's filters and makes the query the masters
+// filter by: states, each --state a comma list of DriverState names in
+// any case, a well-formed glob, a well-formed worker ID and a page size
+// of at least one. The masters check them again; checked here, a typo
+// is refused naming its flag before any request.
+func listQuery(states []string, name, worker string, pageSize int) (api.ListQuery, error) {
+	q := api.ListQuery{Name: name, Worker: worker, Limit: pageSize}
 	for _, list := range states {
 		for _, s := range strings.Split(list, ",") {
 			st := model.DriverState(strings.ToUpper(strings.TrimSpace(s)))
 			if !slices.Contains(model.DriverStates(), st) {
-				return f, fmt.Errorf("--state %q is not a driver state; want one of %v", s, model.DriverStates())
+				return q, fmt.Errorf("--state %q is not a driver state; want one of %v", s, model.DriverStates())
 			}
-			if f.states == nil {
-				f.states = map[model.DriverState]bool{}
+			if !slices.Contains(q.States, string(st)) {
+				q.States = append(q.States, string(st))
 			}
-			f.states[st] = true
 		}
 	}
 	if _, err := path.Match(name, ""); err != nil {
-		return f, fmt.Errorf("--name %q is not a glob (path.Match syntax): %v", name, err)
+		return q, fmt.Errorf("--name %q is not a glob (path.Match syntax): %v", name, err)
 	}
 	if worker != "" {
 		if err := ids.CheckWorker(worker); err != nil {
-			return f, fmt.Errorf("--worker: %v", err)
+			return q, fmt.Errorf("--worker: %v", err)
 		}
 	}
-	return f, nil
+	if pageSize < 1 {
+		return q, fmt.Errorf("--page-size %d must be at least 1", pageSize)
+	}
+	return q, nil
 }
 
-// match reports whether f keeps d.
-func (f driverFilter) match(d *model.Driver) bool {
-	if f.states != nil && !f.states[d.State] {
-		return false
+// jsonArray writes a JSON array a row at a time, the bytes printJSON
+// writes for the whole array, so a list of any length is printed
+// without being held.
+type jsonArray struct {
+	w io.Writer
+	n int
+}
+
+// add writes one row.
+func (a *jsonArray) add(v any) error {
+	var b bytes.Buffer
+	if err := jsonEncoder(&b, "  ").Encode(v); err != nil {
+		return err
 	}
-	if f.worker != "" && d.WorkerID != f.worker {
-		return false
+	sep := ",\n  "
+	if a.n == 0 {
+		sep = "[\n  "
 	}
-	ok, _ := path.Match(f.name, d.Name)
-	return f.name == "" || ok
+	a.n++
+	_, err := io.WriteString(a.w, sep+strings.TrimSuffix(b.String(), "\n"))
+	return err
+}
+
+// end closes the array.
+func (a *jsonArray) end() error {
+	closing := "\n]\n"
+	if a.n == 0 {
+		closing = "[]\n"
+	}
+	_, err := io.WriteString(a.w, closing)
+	return err
 }
 
 // placement is where a driver's current attempt is, as list and status

@@ -33,6 +33,9 @@ type fakeMaster struct {
 	// events are the queries of GET /v1/events: the first gets one
 	// driver event past its index, the others a refusal.
 	events []url.Values
+	// lists are the queries of GET /v1/drivers, which gets every driver
+	// whatever it asks: the masters' filters are theirs to test.
+	lists []url.Values
 }
 
 func newFakeMaster(t *testing.T, drivers ...*model.Driver) *fakeMaster {
@@ -48,6 +51,11 @@ func newFakeMaster(t *testing.T, drivers ...*model.Driver) *fakeMaster {
 	mux.HandleFunc("GET /v1/drivers", func(w http.ResponseWriter, r *http.Request) {
 		f.mu.Lock()
 		defer f.mu.Unlock()
+		f.lists = append(f.lists, r.URL.Query())
+		if r.URL.Query().Has(api.QueryLimit) {
+			reply(w, api.DriverPage{Drivers: f.drivers})
+			return
+		}
 		reply(w, f.drivers)
 	})
 	mux.HandleFunc("POST /v1/drivers", func(w http.ResponseWriter, r *http.Request) {
@@ -203,9 +211,9 @@ func listed(t *testing.T, stdout string) [][]string {
 	return rows
 }
 
-// list keeps the drivers its filters name, shows a driver that waits for a
-// worker as waiting, and refuses a filter that can match nothing before it
-// asks the masters.
+// list passes its filters to the masters, prints what they answer,
+// shows a driver that waits for a worker as waiting, and refuses a
+// filter that can match nothing before it asks the masters.
 func TestListFilters(t *testing.T) {
 	one := 1
 	f := newFakeMaster(t,
@@ -219,6 +227,11 @@ func TestListFilters(t *testing.T) {
 	list := func(args ...string) (string, string, int) {
 		return drover(append([]string{"client", "list", "--masters", f.addr()}, args...)...)
 	}
+	lastQuery := func() url.Values {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		return f.lists[len(f.lists)-1]
+	}
 	stdout, _, code := list()
 	rows := listed(t, stdout)
 	if code != 0 || len(rows) != 4 || !slices.Equal(rows[0], []string{"driver-20260101000000-0001", "w1", "1"}) ||
@@ -226,35 +239,30 @@ func TestListFilters(t *testing.T) {
 		!slices.Equal(rows[3], []string{"driver-20260101000000-0004", "-", "-"}) {
 		t.Fatalf("list: exit %d\n%s", code, stdout)
 	}
+	if q := lastQuery(); q.Encode() != "limit=1000" {
+		t.Fatalf("list asked %q, want a page of 1000 and no filter", q.Encode())
+	}
 	for _, c := range []struct {
 		args []string
-		want []string
+		want string
 	}{
-		{[]string{"--state", "running"}, []string{"0001"}},
-		{[]string{"--state", "RUNNING,submitted"}, []string{"0001", "0002"}},
-		{[]string{"--state", "running", "--state", "Finished"}, []string{"0001", "0003"}},
-		{[]string{"--name", "etl-*"}, []string{"0001", "0002"}},
-		{[]string{"--name", "etl-*", "--state", "SUBMITTED"}, []string{"0002"}},
-		{[]string{"--worker", "w2"}, []string{"0003"}},
-		{[]string{"--state", "ERROR"}, nil},
+		{[]string{"--state", "running"}, "limit=1000&state=RUNNING"},
+		{[]string{"--state", "RUNNING,submitted"}, "limit=1000&state=RUNNING%2CSUBMITTED"},
+		{[]string{"--state", "running", "--state", "Finished", "--state", "RUNNING"}, "limit=1000&state=RUNNING%2CFINISHED"},
+		{[]string{"--name", "etl-*"}, "limit=1000&name=etl-%2A"},
+		{[]string{"--name", "etl-*", "--state", "SUBMITTED", "--page-size", "7"}, "limit=7&name=etl-%2A&state=SUBMITTED"},
+		{[]string{"--worker", "w2"}, "limit=1000&worker=w2"},
 	} {
-		stdout, stderr, code := list(c.args...)
-		var got []string
-		for _, r := range listed(t, stdout) {
-			got = append(got, strings.TrimPrefix(r[0], "driver-20260101000000-"))
-		}
-		if code != 0 || !slices.Equal(got, c.want) {
-			t.Errorf("list %v: exit %d, %v (%s); want %v", c.args, code, got, stderr, c.want)
+		if _, stderr, code := list(c.args...); code != 0 || lastQuery().Encode() != c.want {
+			t.Errorf("list %v: exit %d (%s), asked %q; want %q", c.args, code, stderr, lastQuery().Encode(), c.want)
 		}
 	}
 	stdout, _, code = list("--json", "--state", "finished", "--name", "rep*")
 	var ds []model.Driver
-	if err := json.Unmarshal([]byte(stdout), &ds); code != 0 || err != nil || len(ds) != 1 || ds[0].ID != "driver-20260101000000-0003" {
-		t.Fatalf("list --json with filters: exit %d, %v: %s", code, err, stdout)
+	if err := json.Unmarshal([]byte(stdout), &ds); code != 0 || err != nil || len(ds) != 4 || ds[2].ID != "driver-20260101000000-0003" {
+		t.Fatalf("list --json: exit %d, %v: %s", code, err, stdout)
 	}
-	if stdout, _, code := list("--json", "--worker", "w9"); code != 0 || strings.TrimSpace(stdout) != "[]" {
-		t.Fatalf("list --json matching nothing: exit %d, %q; want []", code, stdout)
-	}
+	asked := len(f.lists)
 	for _, c := range []struct {
 		args []string
 		err  string
@@ -263,10 +271,14 @@ func TestListFilters(t *testing.T) {
 		{[]string{"--state", ""}, "is not a driver state"},
 		{[]string{"--name", "etl-["}, "is not a glob"},
 		{[]string{"--worker", "../w1"}, "--worker"},
+		{[]string{"--page-size", "0"}, "--page-size 0 must be at least 1"},
 	} {
 		if stdout, stderr, code := list(c.args...); code != 1 || stdout != "" || !strings.Contains(stderr, c.err) || strings.Count(stderr, "\n") != 1 {
 			t.Errorf("list %v: exit %d, stdout %q, stderr %q; want exit 1 and one line with %q", c.args, code, stdout, stderr, c.err)
 		}
+	}
+	if len(f.lists) != asked {
+		t.Fatal("a refused filter reached the masters")
 	}
 }
 

@@ -176,10 +176,10 @@ func (f *Forwarder) Driver(ctx context.Context, c auth.Caller, id string, r serv
 
 // Drivers implements service.Service: the local call on the leader, the
 // same request sent to the leader on a follower.
-func (f *Forwarder) Drivers(ctx context.Context, c auth.Caller, r service.Read) ([]*model.Driver, error) {
-	return route(f, ctx, c, r.Stale, func() ([]*model.Driver, error) { return f.local.Drivers(ctx, c, r) },
-		func(cl *call) (out []*model.Driver, err error) {
-			return out, cl.json(http.MethodGet, api.PathDrivers, nil, &out)
+func (f *Forwarder) Drivers(ctx context.Context, c auth.Caller, q api.ListQuery, r service.Read) (api.DriverPage, error) {
+	return route(f, ctx, c, r.Stale, func() (api.DriverPage, error) { return f.local.Drivers(ctx, c, q, r) },
+		func(cl *call) (out api.DriverPage, err error) {
+			return out, cl.list(api.PathDrivers, q, &out, &out.Drivers)
 		})
 }
 
@@ -233,10 +233,10 @@ func (f *Forwarder) RegisterApp(ctx context.Context, c auth.Caller, req api.Regi
 
 // Apps implements service.Service: the local call on the leader, the
 // same request sent to the leader on a follower.
-func (f *Forwarder) Apps(ctx context.Context, c auth.Caller, r service.Read) ([]api.AppStatus, error) {
-	return route(f, ctx, c, r.Stale, func() ([]api.AppStatus, error) { return f.local.Apps(ctx, c, r) },
-		func(cl *call) (out []api.AppStatus, err error) {
-			return out, cl.json(http.MethodGet, api.PathApps, nil, &out)
+func (f *Forwarder) Apps(ctx context.Context, c auth.Caller, q api.ListQuery, r service.Read) (api.AppPage, error) {
+	return route(f, ctx, c, r.Stale, func() (api.AppPage, error) { return f.local.Apps(ctx, c, q, r) },
+		func(cl *call) (out api.AppPage, err error) {
+			return out, cl.list(api.PathApps, q, &out, &out.Apps)
 		})
 }
 

@@ -19,7 +19,8 @@ import (
 )
 
 // maxAnswer bounds a JSON answer from the leader; the largest, a list of
-// every driver, stays far below it with the tables' retention.
+// every driver asked for without a page, stays far below it with the
+// tables' retention. An answer past it is refused naming it, never cut.
 const maxAnswer = 256 << 20
 
 // call is one request forwarded to the leader: its context ends when the
@@ -133,6 +134,20 @@ func (cl *call) json(method, path string, in, out any) error {
 	return cl.decode(resp, out)
 }
 
+// list sends a list's query and decodes the answer: into page when the
+// query asks for one, else into rows, the whole list.
+func (cl *call) list(path string, q api.ListQuery, page, rows any) error {
+	resp, err := cl.do(http.MethodGet, path, q.Values(), nil, nil)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if q.Paged() {
+		return cl.decode(resp, page)
+	}
+	return cl.decode(resp, rows)
+}
+
 // read sends a read of one row, a blocking one when r says so.
 func (cl *call) read(path string, r service.Read, out any) error {
 	resp, err := cl.do(http.MethodGet, path, r.Values(), nil, nil)
@@ -144,7 +159,11 @@ func (cl *call) read(path string, r service.Read, out any) error {
 }
 
 func (cl *call) decode(resp *http.Response, out any) error {
-	if err := json.NewDecoder(io.LimitReader(resp.Body, maxAnswer)).Decode(out); err != nil {
+	tooLarge := api.TooLarge("the answer of leader "+cl.leader, maxAnswer, "the bound on an answer a master forwards; ask for a page")
+	if err := json.NewDecoder(api.Bounded(resp.Body, maxAnswer, tooLarge)).Decode(out); err != nil {
+		if errors.Is(err, api.ErrTooLarge) {
+			return err
+		}
 		return fmt.Errorf("%w: answer of leader %s: %v", api.ErrUnavailable, cl.leader, err)
 	}
 	return nil

@@ -63,9 +63,8 @@ func Register(mux *http.ServeMux, cfg Config) {
 	s := cfg.Service
 	mux.HandleFunc("POST /v1/drivers", post(h, s.SubmitDriver))
 	mux.HandleFunc("POST "+api.PathSubmitBatch, post(h, s.SubmitDrivers))
-	mux.HandleFunc("GET /v1/drivers", get(h, func(ctx context.Context, c auth.Caller, r *http.Request) (any, error) {
-		ds, err := s.Drivers(ctx, c, read(r))
-		return rowList[*model.Driver](ds), err
+	mux.HandleFunc("GET /v1/drivers", list(h, s.Drivers, func(p api.DriverPage) page[*model.Driver] {
+		return page[*model.Driver]{name: "drivers", rows: p.Drivers, next: p.Next}
 	}))
 	mux.HandleFunc("GET /v1/drivers/{id}", blocking(h, func(ctx context.Context, c auth.Caller, r *http.Request, rd service.Read) (any, uint64, error) {
 		d, err := s.Driver(ctx, c, r.PathValue("id"), rd)
@@ -85,9 +84,8 @@ func Register(mux *http.ServeMux, cfg Config) {
 	mux.HandleFunc("POST /v1/workers/{id}/heartbeat", postID(h, s.Heartbeat))
 	mux.HandleFunc("POST /v1/workers/{id}/decommission", postID(h, s.DecommissionWorker))
 	mux.HandleFunc("POST /v1/apps", post(h, s.RegisterApp))
-	mux.HandleFunc("GET /v1/apps", get(h, func(ctx context.Context, c auth.Caller, r *http.Request) (any, error) {
-		as, err := s.Apps(ctx, c, read(r))
-		return rowList[api.AppStatus](as), err
+	mux.HandleFunc("GET /v1/apps", list(h, s.Apps, func(p api.AppPage) page[api.AppStatus] {
+		return page[api.AppStatus]{name: "apps", rows: p.Apps, next: p.Next}
 	}))
 	mux.HandleFunc("GET /v1/apps/{id}", blocking(h, func(ctx context.Context, c auth.Caller, r *http.Request, rd service.Read) (any, uint64, error) {
 		a, err := s.App(ctx, c, r.PathValue("id"), rd)
@@ -324,11 +322,59 @@ func get(h *handlers, f func(context.Context, auth.Caller, *http.Request) (any, 
 	}
 }
 
-// rowList is an answer that lists rows of the tables, which reply writes a
-// row at a time (writeList).
-type rowList[T any] []T
+// list serves a list of rows (api.ListQuery): the whole list as a JSON
+// array when the query asks for no page, which is what clients that
+// predate paging read, and otherwise the page as an object naming its
+// rows and the next cursor (api.DriverPage, api.AppPage).
+func list[P any, T any](h *handlers, f func(context.Context, auth.Caller, api.ListQuery, service.Read) (P, error), rows func(P) page[T]) http.HandlerFunc {
+	return get(h, func(ctx context.Context, c auth.Caller, r *http.Request) (any, error) {
+		q, err := api.ParseListQuery(r.URL.Query())
+		if err != nil {
+			return nil, err
+		}
+		p, err := f(ctx, c, q, read(r))
+		if err != nil {
+			return nil, err
+		}
+		out := rows(p)
+		out.paged = q.Paged()
+		return out, nil
+	})
+}
 
-func (l rowList[T]) write(w http.ResponseWriter, log *slog.Logger) { writeList(w, log, []T(l)) }
+// page is an answer that lists rows of the tables, which reply writes a
+// row at a time (writeList): alone as an array, or when paged in the
+// object {"NAME": [rows], "next": cursor}.
+type page[T any] struct {
+	name  string
+	rows  []T
+	next  string
+	paged bool
+}
+
+func (p page[T]) write(w http.ResponseWriter, log *slog.Logger) {
+	if !p.paged {
+		writeList(w, log, p.rows)
+		return
+	}
+	if p.rows == nil {
+		p.rows = []T{}
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusOK)
+	bw := bufio.NewWriter(w)
+	name, _ := json.Marshal(p.name)
+	_, _ = bw.WriteString("{" + string(name) + ":")
+	if !writeRows(bw, log, p.rows) {
+		return
+	}
+	if p.next != "" {
+		next, _ := json.Marshal(p.next)
+		_, _ = bw.WriteString(`,"next":` + string(next))
+	}
+	_, _ = bw.WriteString("}\n")
+	_ = bw.Flush()
+}
 
 // writeList writes rows as a JSON array with 200, the same bytes as
 // writeJSON, but encoding one row at a time: the rows are the tables' own
@@ -346,6 +392,15 @@ func writeList[T any](w http.ResponseWriter, log *slog.Logger, rows []T) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(http.StatusOK)
 	bw := bufio.NewWriter(w)
+	if writeRows(bw, log, rows) {
+		_ = bw.WriteByte('\n')
+		_ = bw.Flush()
+	}
+}
+
+// writeRows writes rows as a JSON array, a row at a time, reporting
+// whether it wrote them all.
+func writeRows[T any](bw *bufio.Writer, log *slog.Logger, rows []T) bool {
 	_ = bw.WriteByte('[')
 	for i, row := range rows {
 		if i > 0 {
@@ -354,14 +409,14 @@ func writeList[T any](w http.ResponseWriter, log *slog.Logger, rows []T) {
 		b, err := json.Marshal(row)
 		if err != nil {
 			log.Warn("answer cut short: a row cannot be encoded", "err", err)
-			return
+			return false
 		}
 		if _, err := bw.Write(b); err != nil {
-			return
+			return false
 		}
 	}
-	_, _ = bw.WriteString("]\n")
-	_ = bw.Flush()
+	_, err := bw.WriteString("]")
+	return err == nil
 }
 
 // action is get for a POST that must come without a body.

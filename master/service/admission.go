@@ -272,8 +272,8 @@ func (a *admission) Driver(ctx context.Context, c auth.Caller, id string, r Read
 	return a.next.Driver(ctx, c, id, r)
 }
 
-func (a *admission) Drivers(ctx context.Context, c auth.Caller, r Read) ([]*model.Driver, error) {
-	return admitted(a, c, auth.Read, func() ([]*model.Driver, error) { return a.next.Drivers(ctx, c, r) })
+func (a *admission) Drivers(ctx context.Context, c auth.Caller, q api.ListQuery, r Read) (api.DriverPage, error) {
+	return admitted(a, c, auth.Read, func() (api.DriverPage, error) { return a.next.Drivers(ctx, c, q, r) })
 }
 
 func (a *admission) DriverLogs(ctx context.Context, c auth.Caller, id string, q LogQuery, r Read) (*Log, error) {
@@ -305,8 +305,8 @@ func (a *admission) RegisterApp(ctx context.Context, c auth.Caller, req api.Regi
 	return a.next.RegisterApp(ctx, c, req)
 }
 
-func (a *admission) Apps(ctx context.Context, c auth.Caller, r Read) ([]api.AppStatus, error) {
-	return admitted(a, c, auth.Read, func() ([]api.AppStatus, error) { return a.next.Apps(ctx, c, r) })
+func (a *admission) Apps(ctx context.Context, c auth.Caller, q api.ListQuery, r Read) (api.AppPage, error) {
+	return admitted(a, c, auth.Read, func() (api.AppPage, error) { return a.next.Apps(ctx, c, q, r) })
 }
 
 // App takes a blocking read slot when r blocks.

@@ -163,14 +163,6 @@ func (s *Applications) RegisterApp(_ context.Context, c auth.Caller, req api.Reg
 	return api.RegisterAppResponse{AppID: res.AppID, Existing: res.Existing}, nil
 }
 
-// Apps implements AppService.
-func (s *Applications) Apps(_ context.Context, _ auth.Caller, r Read) ([]api.AppStatus, error) {
-	if err := s.readable(r); err != nil {
-		return nil, err
-	}
-	return s.appStatuses(), nil
-}
-
 // App implements AppService; with r.Index it is a blocking read. A driver
 // token reads only its own attempt's app.
 func (s *Applications) App(ctx context.Context, c auth.Caller, id string, r Read) (api.AppStatus, error) {

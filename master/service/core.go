@@ -66,6 +66,10 @@ type Config struct {
 	// ended. A submission or registration past one is refused with
 	// api.ErrLimitReached before anything is committed. 0 for no bound.
 	MaxLiveDrivers, MaxLiveDriversPerClient, MaxLiveApps int
+	// MaxListLimit bounds the page a list of drivers or apps asks for
+	// (api.ListQuery.Limit), in rows; a larger limit is refused with
+	// api.ErrInvalidRequest. 0 for no bound.
+	MaxListLimit int
 	// WorkerToken is what this master presents to workers when it passes
 	// a log request on without TLS ("" for none): the node token, or on
 	// a master without one the operator token, which workers older than

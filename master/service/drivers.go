@@ -216,14 +216,6 @@ func (s *Core) Driver(ctx context.Context, _ auth.Caller, id string, r Read) (*m
 	return explainWaiting([]*model.Driver{d}, s.FSM.Workers())[0], nil
 }
 
-// Drivers implements DriverService.
-func (s *Core) Drivers(_ context.Context, _ auth.Caller, r Read) ([]*model.Driver, error) {
-	if err := s.readable(r); err != nil {
-		return nil, err
-	}
-	return explainWaiting(s.FSM.Drivers(), s.FSM.Workers()), nil
-}
-
 // DriverLogs implements DriverService: the log is the worker's that ran
 // the attempt, which keeps the files (Spark's UI links to the worker the
 // same way).

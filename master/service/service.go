@@ -73,8 +73,9 @@ type DriverService interface {
 	KillAllDrivers(ctx context.Context, c auth.Caller) (api.KillAllResponse, error)
 	// Driver returns one driver, a waiting one with why it waits.
 	Driver(ctx context.Context, c auth.Caller, id string, r Read) (*model.Driver, error)
-	// Drivers returns every driver, ordered by ID.
-	Drivers(ctx context.Context, c auth.Caller, r Read) ([]*model.Driver, error)
+	// Drivers returns the drivers q keeps, ordered by ID: all of them,
+	// or a page when q asks for one (api.ListQuery).
+	Drivers(ctx context.Context, c auth.Caller, q api.ListQuery, r Read) (api.DriverPage, error)
 	// DriverLogs streams a log of one of the driver's attempts from the
 	// worker that ran it.
 	DriverLogs(ctx context.Context, c auth.Caller, id string, q LogQuery, r Read) (*Log, error)
@@ -104,8 +105,9 @@ type WorkerService interface {
 // UnregisterApplication).
 type AppService interface {
 	RegisterApp(ctx context.Context, c auth.Caller, req api.RegisterAppRequest) (api.RegisterAppResponse, error)
-	// Apps returns every app with its executors.
-	Apps(ctx context.Context, c auth.Caller, r Read) ([]api.AppStatus, error)
+	// Apps returns the apps q keeps with their executors, ordered by
+	// ID: all of them, or a page when q asks for one (api.ListQuery).
+	Apps(ctx context.Context, c auth.Caller, q api.ListQuery, r Read) (api.AppPage, error)
 	// App returns one app with its executors.
 	App(ctx context.Context, c auth.Caller, id string, r Read) (api.AppStatus, error)
 	// WatchApp is an app client's long poll and sign of life: it answers

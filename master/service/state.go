@@ -7,6 +7,7 @@ import (
 
 	"github.com/drover-project/drover/api"
 	"github.com/drover-project/drover/auth"
+	"github.com/drover-project/drover/gossip"
 )
 
 // State implements Service: this master's own view, whatever its role, so
@@ -54,7 +55,8 @@ func (s *Core) appStatuses() []api.AppStatus {
 }
 
 // peers is the Raft configuration with each master's HTTP address, as it
-// gave it on its Raft port (Deps.MasterHTTP), and the leader marked: the
+// gave it on its Raft port (Deps.MasterHTTP), the leader marked, and
+// those this master sees in its gossip pool alive: the
 // State's masters, and what Operator's reads and membership changes
 // answer with.
 func (s *Core) peers() (api.RaftPeers, error) {
@@ -63,9 +65,16 @@ func (s *Core) peers() (api.RaftPeers, error) {
 		return api.RaftPeers{}, fmt.Errorf("%w: raft configuration: %v", api.ErrUnavailable, err)
 	}
 	_, leaderID := s.Raft.LeaderWithID()
+	alive := map[string]bool{s.cfg.ID: true}
+	for _, m := range s.Pool.Members() {
+		if m.Role == gossip.RoleMaster {
+			alive[m.ID] = true
+		}
+	}
 	out := api.RaftPeers{Index: cf.Index(), Peers: []api.Master{}}
 	for _, srv := range cf.Configuration().Servers {
-		ms := api.Master{ID: string(srv.ID), RaftAddr: string(srv.Address), Suffrage: srv.Suffrage.String(), Leader: srv.ID == leaderID}
+		ms := api.Master{ID: string(srv.ID), RaftAddr: string(srv.Address), Suffrage: srv.Suffrage.String(), Leader: srv.ID == leaderID,
+			Alive: alive[string(srv.ID)]}
 		if string(srv.ID) == s.cfg.ID {
 			ms.HTTPAddr = s.cfg.HTTPAddr
 		} else {

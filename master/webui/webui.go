@@ -9,6 +9,7 @@
 // its own token or out.
 //
 //	GET  /                                      overview
+//	GET  /ui/drivers                            ?state=S,..&name=GLOB&worker=W&limit=N&cursor=C: a page of the drivers
 //	GET  /ui/drivers/{id}                       a driver and its attempts
 //	GET  /ui/drivers/{id}/logs                  ?stream=stdout|stderr&attempt=N: a log's tail
 //	GET  /ui/apps/{id}                          an application and its executors
@@ -26,6 +27,7 @@ import (
 	"math"
 	"net/http"
 	"net/url"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -57,6 +59,9 @@ type Config struct {
 	Leadership func() service.Leadership
 	Scheme     string
 	Log        *slog.Logger
+	// Redact hides the environment values whose names it matches
+	// (--redact-regex); nil for ui.DefaultRedactRegex.
+	Redact *regexp.Regexp
 }
 
 type pages struct{ Config }
@@ -65,6 +70,7 @@ type pages struct{ Config }
 func Register(mux *http.ServeMux, cfg Config) {
 	p := &pages{cfg}
 	mux.HandleFunc("GET /{$}", p.page(p.overview))
+	mux.HandleFunc("GET /ui/drivers", p.page(p.drivers))
 	mux.HandleFunc("GET /ui/drivers/{id}", p.page(p.driver))
 	mux.HandleFunc("GET /ui/drivers/{id}/logs", p.page(p.driverLog))
 	mux.HandleFunc("GET /ui/apps/{id}", p.page(p.app))
@@ -102,7 +108,7 @@ func (p *pages) page(h render) http.HandlerFunc {
 func (p *pages) frame(r *http.Request) ui.Frame {
 	l := p.Leadership()
 	f := ui.NewFrame(r)
-	f.MasterID, f.Role, f.Scheme, f.Leader = l.Self, l.Role, p.Scheme, l.LeaderID
+	f.MasterID, f.Role, f.Scheme, f.Leader, f.Redact = l.Self, l.Role, p.Scheme, l.LeaderID, p.Redact
 	if l.LeaderID != "" && l.LeaderID != l.Self && l.LeaderHTTP != "" {
 		f.LeaderURL = p.Scheme + "://" + l.LeaderHTTP + r.URL.RequestURI()
 	}
@@ -153,10 +159,30 @@ func (p *pages) overview(r *http.Request, c auth.Caller, f ui.Frame) (ui.Page, e
 		return ui.Page{}, err
 	}
 	// The overview explains waiting drivers as a driver's status does.
-	if st.Drivers, err = p.Service.Drivers(r.Context(), c, stale); err != nil {
+	ds, err := p.Service.Drivers(r.Context(), c, api.ListQuery{}, stale)
+	if err != nil {
 		return ui.Page{}, err
 	}
+	st.Drivers = ds.Drivers
 	return ui.Overview(f, &st)
+}
+
+// drivers is a page of the drivers list, filtered and paged by the
+// service as GET /v1/drivers is (api.ListQuery), ui.DriverPageSize rows
+// unless the URL gives a limit.
+func (p *pages) drivers(r *http.Request, c auth.Caller, f ui.Frame) (ui.Page, error) {
+	q, err := api.ParseListQuery(r.URL.Query())
+	if err != nil {
+		return ui.Page{}, err
+	}
+	if q.Limit == 0 {
+		q.Limit = ui.DriverPageSize
+	}
+	pg, err := p.Service.Drivers(r.Context(), c, q, stale)
+	if err != nil {
+		return ui.Page{}, err
+	}
+	return ui.Drivers(f, q, pg)
 }
 
 func (p *pages) driver(r *http.Request, c auth.Caller, f ui.Frame) (ui.Page, error) {
@@ -164,11 +190,11 @@ func (p *pages) driver(r *http.Request, c auth.Caller, f ui.Frame) (ui.Page, err
 	if err != nil {
 		return ui.Page{}, err
 	}
-	apps, err := p.Service.Apps(r.Context(), c, stale)
+	apps, err := p.Service.Apps(r.Context(), c, api.ListQuery{}, stale)
 	if err != nil {
 		return ui.Page{}, err
 	}
-	return ui.Driver(f, d, apps)
+	return ui.Driver(f, d, apps.Apps)
 }
 
 // stream returns the stream the query names (stdout by default).
@@ -258,15 +284,15 @@ func (p *pages) worker(r *http.Request, c auth.Caller, f ui.Frame) (ui.Page, err
 	if err != nil {
 		return ui.Page{}, err
 	}
-	ds, err := p.Service.Drivers(r.Context(), c, stale)
+	ds, err := p.Service.Drivers(r.Context(), c, api.ListQuery{}, stale)
 	if err != nil {
 		return ui.Page{}, err
 	}
-	apps, err := p.Service.Apps(r.Context(), c, stale)
+	apps, err := p.Service.Apps(r.Context(), c, api.ListQuery{}, stale)
 	if err != nil {
 		return ui.Page{}, err
 	}
-	return ui.Worker(f, wk, ds, apps)
+	return ui.Worker(f, wk, ds.Drivers, apps.Apps)
 }
 
 // tail fills in the last logTailBytes of a log, or why it could not. It

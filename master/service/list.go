@@ -1,0 +1,131 @@
+package service
+
+import (
+	"context"
+	"path"
+	"slices"
+
+	"github.com/drover-project/drover/api"
+	"github.com/drover-project/drover/auth"
+	"github.com/drover-project/drover/ids"
+	"github.com/drover-project/drover/model"
+)
+
+// listFilter is a checked api.ListQuery: what a list keeps of the rows
+// and how many it returns (0: all).
+type listFilter struct {
+	states map[string]bool
+	name   string
+	worker string
+	limit  int
+	after  string
+}
+
+// listFilterOf checks q for a list of rows whose states are among known
+// and whose IDs checkID accepts: known states, a well-formed glob of at
+// most api.MaxNameFilter bytes, a worker ID, a limit within
+// Config.MaxListLimit and a cursor that is an ID. Any other query is
+// refused with api.ErrInvalidRequest naming what is wrong, before a row
+// is read.
+func listFilterOf[S ~string](cfg Config, q api.ListQuery, known []S, checkID func(string) error) (listFilter, error) {
+	f := listFilter{name: q.Name, worker: q.Worker, after: q.Cursor}
+	for _, st := range q.States {
+		if !slices.Contains(known, S(st)) {
+			return f, api.Errorf(api.ErrInvalidRequest, "state %q is not one of %v", st, known)
+		}
+		if f.states == nil {
+			f.states = map[string]bool{}
+		}
+		f.states[st] = true
+	}
+	if len(q.Name) > api.MaxNameFilter {
+		return f, api.Errorf(api.ErrInvalidRequest, "name filter of %d bytes exceeds %d bytes", len(q.Name), api.MaxNameFilter)
+	}
+	if _, err := path.Match(q.Name, ""); err != nil {
+		return f, api.Errorf(api.ErrInvalidRequest, "name filter %q is not a glob (path.Match syntax): %v", q.Name, err)
+	}
+	if q.Worker != "" {
+		if err := ids.CheckWorker(q.Worker); err != nil {
+			return f, api.Errorf(api.ErrInvalidRequest, "worker filter: %v", err)
+		}
+	}
+	if q.Cursor != "" {
+		if err := checkID(q.Cursor); err != nil {
+			return f, api.Errorf(api.ErrInvalidRequest, "cursor %q is not the ID of a row of this list: %v", q.Cursor, err)
+		}
+	}
+	switch limit := cfg.MaxListLimit; {
+	case q.Limit < 0:
+		return f, api.Errorf(api.ErrInvalidRequest, "limit %d must be at least 1", q.Limit)
+	case limit > 0 && q.Limit > limit:
+		return f, api.Errorf(api.ErrInvalidRequest, "limit %d exceeds --max-list-page of %d rows", q.Limit, limit)
+	case q.Limit > 0:
+		f.limit = q.Limit
+	case q.Cursor != "":
+		f.limit = api.DefaultListLimit
+		if limit > 0 {
+			f.limit = min(f.limit, limit)
+		}
+	}
+	return f, nil
+}
+
+// keeps reports whether f keeps a row in state st named name.
+func (f listFilter) keeps(st, name string) bool {
+	if f.states != nil && !f.states[st] {
+		return false
+	}
+	ok, _ := path.Match(f.name, name)
+	return f.name == "" || ok
+}
+
+// next is the cursor after a page whose last row has ID last: "" when
+// no more rows follow.
+func next(more bool, last func() string) string {
+	if !more {
+		return ""
+	}
+	return last()
+}
+
+// Drivers implements DriverService: the rows q keeps, a page of them when
+// q asks for one, waiting ones explained.
+func (s *Core) Drivers(_ context.Context, _ auth.Caller, q api.ListQuery, r Read) (api.DriverPage, error) {
+	f, err := listFilterOf(s.cfg, q, model.DriverStates(), ids.CheckDriver)
+	if err != nil {
+		return api.DriverPage{}, err
+	}
+	if err := s.readable(r); err != nil {
+		return api.DriverPage{}, err
+	}
+	ds, more := s.FSM.DriverPage(f.after, f.limit, func(d *model.Driver) bool {
+		return (f.worker == "" || d.WorkerID == f.worker) && f.keeps(string(d.State), d.Name)
+	})
+	return api.DriverPage{
+		Drivers: explainWaiting(ds, s.FSM.Workers()),
+		Next:    next(more, func() string { return ds[len(ds)-1].ID }),
+	}, nil
+}
+
+// Apps implements AppService: the apps q keeps, with their executors and
+// waiting ones explained, a page of them when q asks for one.
+func (s *Applications) Apps(_ context.Context, _ auth.Caller, q api.ListQuery, r Read) (api.AppPage, error) {
+	f, err := listFilterOf(s.cfg, q, model.ApplicationStates(), ids.CheckApp)
+	if err != nil {
+		return api.AppPage{}, err
+	}
+	if err := s.readable(r); err != nil {
+		return api.AppPage{}, err
+	}
+	apps, execs, more := s.FSM.AppPage(f.after, f.limit, func(a *model.App, es []*model.Executor) bool {
+		return (f.worker == "" || slices.ContainsFunc(es, func(e *model.Executor) bool { return e.WorkerID == f.worker })) &&
+			f.keeps(string(a.State), a.Name)
+	})
+	ws := s.FSM.Workers()
+	out := api.AppPage{Apps: make([]api.AppStatus, len(apps))}
+	for i, a := range apps {
+		out.Apps[i] = explainApp(api.AppStatus{App: a, Executors: execs[i]}, ws)
+	}
+	out.Next = next(more, func() string { return apps[len(apps)-1].ID })
+	return out, nil
+}
