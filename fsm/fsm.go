@@ -113,6 +113,10 @@ type tables struct {
 	on map[string]*workerUnits
 	// live is what has not ended (liveRows). Derived like on.
 	live liveRows
+	// driverIDs is every driver's ID, sorted, so that a page of drivers
+	// (DriverPage) starts at its cursor with a binary search and reads
+	// only the rows it returns or passes over. Derived like on.
+	driverIDs []string
 }
 
 // workerUnits is what one worker should run.

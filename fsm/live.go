@@ -2,6 +2,7 @@ package fsm
 
 import (
 	"iter"
+	"slices"
 
 	"github.com/drover-project/drover/api"
 )
@@ -56,9 +57,10 @@ func (l *liveRows) app(id string, live bool) {
 	}
 }
 
-// recount brings t.live up to date with the driver and app rows the entry
-// being applied touched (every change of a row is recorded there, for its
-// event), before publish clears them. Called with f.mu held.
+// recount brings t.live, and the order of driver IDs, up to date with the
+// driver and app rows the entry being applied touched (every change of a
+// row is recorded there, for its event), before publish clears them.
+// Called with f.mu held.
 func (f *FSM) recount() {
 	for k := range f.touched {
 		switch k.kind {
@@ -69,6 +71,7 @@ func (f *FSM) recount() {
 				client = d.Client
 			}
 			f.t.live.driver(k.id, client, ok && !d.State.Terminal())
+			f.t.orderDriver(k.id, ok)
 		case api.EventApp:
 			a, ok := f.t.Apps[k.id]
 			f.t.live.app(k.id, ok && !a.State.Terminal())
@@ -76,12 +79,16 @@ func (f *FSM) recount() {
 	}
 }
 
-// countLive fills in t.live from the rows, for tables a snapshot restored.
+// countLive fills in t.live and the order of driver IDs from the rows,
+// for tables a snapshot restored.
 func (t *tables) countLive() {
 	t.live = newLiveRows()
+	t.driverIDs = make([]string, 0, len(t.Drivers))
 	for id, d := range t.Drivers {
 		t.live.driver(id, d.Client, !d.State.Terminal())
+		t.driverIDs = append(t.driverIDs, id)
 	}
+	slices.Sort(t.driverIDs)
 	for id, a := range t.Apps {
 		t.live.app(id, !a.State.Terminal())
 	}

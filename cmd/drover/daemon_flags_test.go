@@ -71,10 +71,12 @@ func helpDefault(help, name string) string {
 // GiB, 4 in flight per client; programs of 64 KiB; 100,000 drivers not
 // ended, as many per client, and 10,000 apps; 64 MiB of events held, a
 // stalled event stream cut off after 30 s, 16 event streams and 64
-// blocking reads per client; a worker lost after 15 s without a
-// heartbeat; finished units kept 7 days, 10 MiB x 5 files
-// of each stream, 4096 processes per unit, restarts and stagings again
-// after 1 s doubling to 1 min; and programs run as nobody with
+// blocking reads per client; pages of at most 10,000 rows; environment
+// values hidden in the UI under Spark's default redaction pattern; a
+// worker lost after 15 s without a heartbeat; finished units kept 7
+// days, 10 MiB x 5 files of each stream, 4096 processes per unit,
+// restarts and stagings again after 1 s doubling to 1 min; and programs
+// run as nobody with
 // PATH, HOME, LANG, LC_*, TZ and TMPDIR of the worker's environment.
 func TestDaemonDefaults(t *testing.T) {
 	worker, _, code := withOutput(t, func() int { return runWorker([]string{"--help"}) })
@@ -98,6 +100,8 @@ func TestDaemonDefaults(t *testing.T) {
 		{master, "worker-heartbeat-timeout", "15s"},
 		{master, "max-event-streams-per-client", "16"},
 		{master, "max-blocking-reads-per-client", "64"},
+		{master, "max-list-page", "10000"},
+		{master, "redact-regex", `"(?i)secret|password|token|access[._]?key"`},
 		{worker, "cleanup-ttl", "168h0m0s"},
 		{worker, "log-max-size", "10m"},
 		{worker, "log-max-files", "5"},
@@ -160,6 +164,8 @@ func TestMasterRefusesBadBounds(t *testing.T) {
 		{[]string{"--event-write-timeout", "0s"}, "drover: --event-write-timeout must be positive"},
 		{[]string{"--spark-rest-leader-wait", "60001ms"}, "drover: --spark-rest-leader-wait 1m0.001s is outside 0 to 1m0s (0 does not wait)"},
 		{[]string{"--spark-rest-leader-wait", "-1ms"}, "drover: --spark-rest-leader-wait -1ms is outside 0 to 1m0s (0 does not wait)"},
+		{[]string{"--max-list-page", "0"}, "drover: --max-list-page 0 must be at least 1"},
+		{[]string{"--redact-regex", "(?i)secret|(token"}, `drover: --redact-regex "(?i)secret|(token" does not compile: error parsing regexp: missing closing )`},
 		{[]string{"--worker-heartbeat-timeout", "5999ms"}, "drover: --worker-heartbeat-timeout 5.999s is below 6s: a live worker's heartbeats may pause that long when the leader changes"},
 	} {
 		dir := filepath.Join(t.TempDir(), "data")
@@ -246,7 +252,7 @@ func TestMasterTakesBoundsAtTheirLimits(t *testing.T) {
 	out, code := withStderr(t, func() int {
 		return runMaster([]string{"--id", "m1", "--data-dir", dir, "--raft-port", "0", "--event-buffer-size", "1m", "--max-program-size", "1m",
 			"--event-write-timeout", "1ns", "--max-event-streams-per-client", "0", "--max-blocking-reads-per-client", "0",
-			"--worker-heartbeat-timeout", "6s"})
+			"--worker-heartbeat-timeout", "6s", "--max-list-page", "1", "--redact-regex", "^$"})
 	})
 	if want := "drover: --raft-port 0 is not a port\n"; code != 1 || out != want {
 		t.Errorf("every bound at its limit: exit %d, stderr %q; want exit 1 and %q", code, out, want)

@@ -13,15 +13,20 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/http"
 	"strconv"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/hashicorp/raft"
+
 	"github.com/drover-project/drover/api"
 	"github.com/drover-project/drover/client"
+	"github.com/drover-project/drover/fsm"
 	"github.com/drover-project/drover/internal/freeport"
 	"github.com/drover-project/drover/master"
+	"github.com/drover-project/drover/model"
 	"github.com/drover-project/drover/pki"
 )
 
@@ -200,13 +205,15 @@ func (c *Cluster) Followers() []*Node {
 	return out
 }
 
-// state is one master's own view (/v1/state?stale=true).
+// state is one master's own view (/v1/state?stale=true): all its tables,
+// which SeedTables may have made large.
 func (c *Cluster) state(n *Node) (*api.State, error) {
-	cl, err := client.New([]string{n.HTTP()}, client.Options{RequestTimeout: time.Second, Token: n.Config.OperatorToken})
+	cl, err := client.New([]string{n.HTTP()}, client.Options{RequestTimeout: 10 * time.Second, Token: n.Config.OperatorToken,
+		MaxResponseBytes: 1 << 30})
 	if err != nil {
 		return nil, err
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	return cl.State(ctx)
 }
@@ -219,11 +226,16 @@ func (c *Cluster) Client(nodes ...*Node) *client.Client {
 	if len(nodes) == 0 {
 		nodes = c.Nodes
 	}
+	return c.client(nodes, 5*time.Second)
+}
+
+// client is a client of nodes whose requests each wait up to timeout.
+func (c *Cluster) client(nodes []*Node, timeout time.Duration) *client.Client {
 	var addrs []string
 	for _, n := range nodes {
 		addrs = append(addrs, n.HTTP())
 	}
-	cl, err := client.New(addrs, client.Options{RequestTimeout: 5 * time.Second, RetryInterval: 20 * time.Millisecond,
+	cl, err := client.New(addrs, client.Options{RequestTimeout: timeout, RetryInterval: 20 * time.Millisecond,
 		Token: c.Nodes[0].Config.OperatorToken, MaxResponseBytes: 1 << 30})
 	if err != nil {
 		c.t.Fatal(err)
@@ -236,4 +248,122 @@ func (c *Cluster) Context() context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), failSafe)
 	c.t.Cleanup(cancel)
 	return ctx
+}
+
+// Submit submits n drivers, the submission of driver i made by mk, in
+// batches of api.MaxBatchSubmissions (four in flight), and returns their
+// IDs in the order of i: the quick way to a table of a hundred thousand
+// drivers. mk must give each submission a token of its own; the masters
+// must take four batches at once from one client
+// (Config.MaxSubmitsPerClient 0) and hold n drivers not ended
+// (Config.MaxLiveDrivers and MaxLiveDriversPerClient).
+func (c *Cluster) Submit(n int, mk func(i int) api.SubmitRequest) []string {
+	c.t.Helper()
+	// A batch of a thousand takes seconds under the race detector on a
+	// busy machine; the fail-safe bounds each batch, not all of them.
+	cl := c.client(c.Nodes, failSafe)
+	out := make([]string, n)
+	var wg sync.WaitGroup
+	var failed sync.Once
+	var firstErr error
+	slots := make(chan struct{}, 4)
+	for from := 0; from < n; from += api.MaxBatchSubmissions {
+		to := min(from+api.MaxBatchSubmissions, n)
+		slots <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-slots }()
+			req := api.SubmitBatchRequest{Submissions: make([]api.SubmitRequest, 0, to-from)}
+			for i := from; i < to; i++ {
+				req.Submissions = append(req.Submissions, mk(i))
+			}
+			var resp api.SubmitBatchResponse
+			ctx, cancel := context.WithTimeout(context.Background(), failSafe)
+			defer cancel()
+			err := cl.Do(ctx, http.MethodPost, api.PathSubmitBatch, req, &resp)
+			for j, r := range resp.Results {
+				if r.Error != nil && err == nil {
+					err = fmt.Errorf("submission %d: %s", from+j, r.Error.Error)
+				}
+				out[from+j] = r.DriverID
+			}
+			if err != nil {
+				failed.Do(func() { firstErr = err })
+			}
+		})
+	}
+	wg.Wait()
+	if firstErr != nil {
+		c.t.Fatal(firstErr)
+	}
+	return out
+}
+
+// Seed restarts node n, the only master of its cluster, on the tables
+// fill makes, as a Raft snapshot in its data dir past every entry of its
+// log: the quick way to hundreds of thousands of rows, one FSM apply a
+// command instead of a request, a Raft entry and a disk write each. fill
+// applies each command with apply, encoded as an entry carries it; one
+// the FSM refuses fails the test. It returns without waiting for the
+// master to lead again (Leader reads every table to see that, which
+// takes long when they are large): a client's request waits for it. The
+// rows' times are fill's to give; a worker it registers is one no
+// process runs, which the master declares lost after its worker
+// timeouts.
+func (c *Cluster) Seed(n *Node, fill func(apply func(model.CommandType, any))) {
+	c.t.Helper()
+	c.Stop(n)
+	// The tables made here are garbage once written: the master
+	// restores its own from the file, in the memory they leave.
+	c.writeSnapshot(n, fill)
+	c.Restart(n)
+}
+
+// writeSnapshot writes the tables fill makes (see Seed) to n's data dir
+// as a snapshot past every entry of its log, whose configuration is n
+// alone.
+func (c *Cluster) writeSnapshot(n *Node, fill func(apply func(model.CommandType, any))) {
+	t := c.t
+	t.Helper()
+	f := fsm.New()
+	// Past the entries the master wrote before it stopped.
+	index := uint64(1 << 30)
+	fill(func(ct model.CommandType, payload any) {
+		t.Helper()
+		data, err := fsm.Encode(ct, payload)
+		if err != nil {
+			t.Fatal(err)
+		}
+		index++
+		res := f.Apply(&raft.Log{Index: index, Term: 1, Type: raft.LogCommand, Data: data})
+		if r, ok := res.(fsm.SubmitDriversResult); ok {
+			for _, o := range r.Outcomes {
+				if o.Err != nil {
+					res = o.Err
+				}
+			}
+		}
+		if err, ok := res.(error); ok {
+			t.Fatalf("seed %s: %v", ct, err)
+		}
+	})
+	snaps, err := raft.NewFileSnapshotStore(n.Config.DataDir, 2, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	self := raft.Server{ID: raft.ServerID(n.ID), Address: raft.ServerAddress(net.JoinHostPort(n.Config.BindIP, strconv.Itoa(n.Config.RaftPort)))}
+	// The store writes the configuration's peers in the form of
+	// snapshots before version 1 too, which takes a transport; any will do.
+	_, trans := raft.NewInmemTransport("")
+	sink, err := snaps.Create(raft.SnapshotVersionMax, index, 1, raft.Configuration{Servers: []raft.Server{self}}, 1, trans)
+	if err != nil {
+		t.Fatal(err)
+	}
+	snap, err := f.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer snap.Release()
+	if err := snap.Persist(sink); err != nil {
+		t.Fatal(err)
+	}
 }
