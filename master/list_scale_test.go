@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/drover-project/drover/api"
 	"github.com/drover-project/drover/master"
 	"github.com/drover-project/drover/master/mastertest"
 	"github.com/drover-project/drover/ui"
@@ -77,5 +76,4 @@ func TestUIWith100kDrivers(t *testing.T) {
 	if !strings.Contains(body, ">job-1-") || strings.Contains(body, ">job-0-") || strings.Contains(body, ">job-2-") {
 		t.Fatal("the name filter kept other names")
 	}
-	var _ = api.PathDrivers
 }

@@ -91,7 +91,7 @@ func seedScale(apply func(model.CommandType, any)) {
 	apply(model.CmdReportAttempts, report)
 	// A floor: the row of a waiting driver also says why it waits.
 	row, _ := json.Marshal(&model.Driver{ID: scaleID(scaleDrivers - 1), Token: "scale-299999", Name: "nightly-299999",
-		Argv: []string{"/opt/spark/bin/spark-submit", "--class", "com.example.Nightly", "/jobs/nightly.jar", "299999"},
+		Argv:  []string{"/opt/spark/bin/spark-submit", "--class", "com.example.Nightly", "/jobs/nightly.jar", "299999"},
 		Cores: 1, MemoryMB: 1024, State: model.DriverSubmitted, Attempt: 1, Attempts: []model.Attempt{}, SubmittedAt: at, UpdatedAt: at})
 	scaleJSONBytes = len(row) * scaleDrivers
 }
