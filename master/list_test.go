@@ -127,6 +127,9 @@ func TestListFiltersOnTheMaster(t *testing.T) {
 	if err := json.Unmarshal([]byte(body), &all); status != http.StatusOK || err != nil || len(all) != 8 {
 		t.Fatalf("unpaged SUBMITTED or RUNNING: %d %v, %d drivers", status, err, len(all))
 	}
+	if status, body := getList(t, n, api.PathDrivers, url.Values{"state": {"FAILED"}}); status != http.StatusOK || body != "[]\n" {
+		t.Fatalf("unpaged, none FAILED: %d %q; want the empty array", status, body)
+	}
 	status, body = getList(t, n, api.PathApps, url.Values{"limit": {"5"}})
 	if status != http.StatusOK || strings.TrimSpace(body) != `{"apps":[]}` {
 		t.Fatalf("a page of no apps: %d %s", status, body)

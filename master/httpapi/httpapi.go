@@ -353,12 +353,13 @@ type page[T any] struct {
 }
 
 func (p page[T]) write(w http.ResponseWriter, log *slog.Logger) {
+	if p.rows == nil {
+		// No rows are an empty list, never null.
+		p.rows = []T{}
+	}
 	if !p.paged {
 		writeList(w, log, p.rows)
 		return
-	}
-	if p.rows == nil {
-		p.rows = []T{}
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(http.StatusOK)
