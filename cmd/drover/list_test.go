@@ -126,7 +126,7 @@ func TestListPrintsEveryPage(t *testing.T) {
 	c := mastertest.Start(t, 1, nil)
 	ids := c.Submit(60, func(i int) api.SubmitRequest {
 		return api.SubmitRequest{Token: fmt.Sprintf("page-%d", i), Name: fmt.Sprintf("job-%d", i),
-			Argv: []string{"/bin/echo", strings.Repeat("<&>", 100)}, Cores: 1, MemoryMB: 64}
+			Argv: []string{"/bin/echo", strings.Repeat("<&>", 400)}, Cores: 1, MemoryMB: 64}
 	})
 	addr := c.Nodes[0].HTTP()
 	stdout, stderr, code := drover("client", "list", "--masters", addr, "--json", "--page-size", "7", "--max-response-size", "64k")
