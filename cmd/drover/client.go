@@ -9,13 +9,11 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
 	"path"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 	"text/tabwriter"
 	"time"
 
@@ -66,9 +64,10 @@ $DROVER_CLIENT_KEY. --bind sets the source address.
 Exit codes: 0 success (submit: the driver is RUNNING, or with --wait
 FINISHED); 1 refused, failed or bad usage; 2 no master reachable or no
 leader known within --timeout; 3 submit: no worker can hold the driver;
-4 submit without --wait: accepted, but not RUNNING within --timeout. After
-3 and 4 the driver stays queued and its ID is the last line of stdout, as
-after 0.
+4 submit without --wait: accepted, but not RUNNING within --timeout;
+130 interrupted by Ctrl-C (SIGINT; 143 for SIGTERM): a submitted driver is
+not killed, and stderr says how to follow or kill it. After 3, 4 and 130
+the driver stays queued and its ID is the last line of stdout, as after 0.
 `
 
 // defaultTimeout is how long a command keeps trying the masters.
@@ -121,6 +120,9 @@ type cli struct {
 	timeout time.Duration
 	stdout  io.Writer
 	stderr  io.Writer
+	// signals is the context SIGINT or SIGTERM ends (interruptContext),
+	// nil when none does; an error after it ended is the interruption's.
+	signals context.Context
 }
 
 // newCLI returns the cli of command (named by fs) whose client starts from
@@ -202,8 +204,9 @@ func runClient(args []string, stdout, stderr io.Writer) int {
 		fs.Usage()
 		return 1
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	ctx, stop := interruptContext(context.Background())
 	defer stop()
+	k.signals = ctx
 	sub, rest := fs.Arg(0), fs.Args()[1:]
 	switch sub {
 	case "submit":
@@ -248,14 +251,38 @@ func (k *cli) driver(ctx context.Context, id string) (*model.Driver, error) {
 	return d, err
 }
 
-// exitFor prints err as one line and maps it to the exit code: 2 when no
-// master gave an authoritative answer, 1 otherwise.
+// exitFor prints err as one line and maps it to the exit code: 128 plus
+// the signal's number once SIGINT or SIGTERM ended the command (whatever
+// err says then is the interruption's doing: "context canceled"), 2
+// when no master gave an authoritative answer, 1 otherwise.
 func (k *cli) exitFor(err error) int {
+	if code, ok := k.interrupted(""); ok {
+		return code
+	}
 	fmt.Fprintln(k.stderr, "drover:", strings.ReplaceAll(err.Error(), "\n", "; "))
 	if errors.Is(err, client.ErrUnavailable) {
 		return 2
 	}
 	return 1
+}
+
+// interrupted reports whether a signal ended the command; if so it
+// prints "drover: interrupted (SIGINT)" and then what, if not "", on
+// one line, and returns the exit code (interrupted.exitCode).
+func (k *cli) interrupted(what string) (int, bool) {
+	if k.signals == nil {
+		return 0, false
+	}
+	i, ok := interruption(k.signals)
+	if !ok {
+		return 0, false
+	}
+	line := "drover: " + i.Error()
+	if what != "" {
+		line += ": " + what
+	}
+	fmt.Fprintln(k.stderr, line)
+	return i.exitCode(), true
 }
 
 func (k *cli) submit(ctx context.Context, args []string) int {
@@ -268,7 +295,7 @@ func (k *cli) submit(ctx context.Context, args []string) int {
 	envs := fs.StringArray("env", nil, "K=V to set in the driver's environment (repeatable)")
 	artifacts := fs.StringArray("artifact", nil, "URL (http://, https://, file:///) of a file to stage in the driver's directory before it starts; ?checksum=sha256:HEX verifies it, archives (.tar, .tar.gz, .tgz, .tar.bz2, .tar.xz, .zip) are unpacked unless ?archive=false (repeatable)")
 	uploads := fs.StringArray("upload", nil, "a local file to store on the masters and stage in the driver's directory under its base name, with its permission bits (repeatable)")
-	wait := fs.Bool("wait", false, "wait until the driver ends; exit 0 for FINISHED, 1 otherwise (without it, submit returns once the driver runs, or after --timeout with exit 4)")
+	wait := fs.Bool("wait", false, "wait until the driver ends; exit 0 for FINISHED, 1 otherwise, 130 on Ctrl-C, which leaves the driver running (without it, submit returns once the driver runs, or after --timeout with exit 4)")
 	resources := fs.StringArray("driver-resource", nil, "NAME=N: N addresses of the custom resource NAME (gpu=1), which the driver finds in $DROVER_RESOURCE_<NAME> and $DROVER_RESOURCES_FILE (Spark's spark.driver.resource.NAME.amount; repeatable)")
 	maxRestarts := fs.Int("max-restarts", 0, "with --supervise: end the driver FAILED after more than N failed runs (within --restart-window); default unbounded")
 	window := fs.Duration("restart-window", 0, "with --max-restarts: count only the failed runs of the last D (at least 1s); default every one")
@@ -327,6 +354,9 @@ func (k *cli) submit(ctx context.Context, args []string) int {
 		return 1
 	}
 	uploaded, code := k.upload(ctx, *uploads, req.Artifacts)
+	if code, ok := k.interrupted("nothing was submitted"); ok {
+		return code
+	}
 	if code != 0 {
 		return code
 	}
@@ -344,6 +374,11 @@ func (k *cli) submit(ctx context.Context, args []string) int {
 		res, err = k.c.Submit(ctx, req)
 		return err
 	}); err != nil {
+		// The request may have reached the leader before the signal:
+		// its token is not kept, so a retry would make a second driver.
+		if code, ok := k.interrupted("no master confirmed the submission before it; it may have been accepted: drover client list shows it"); ok {
+			return code
+		}
 		return k.exitFor(err)
 	}
 	fmt.Fprintf(k.stderr, "submitted %s\n", res.DriverID)
@@ -351,6 +386,9 @@ func (k *cli) submit(ctx context.Context, args []string) int {
 		return d.State.Terminal() || (!*wait && d.State == model.DriverRunning) || unplaceable(d)
 	})
 	fmt.Fprintln(k.stdout, res.DriverID)
+	if code, ok := k.interrupted(stillThere(res.DriverID, d)); ok {
+		return code
+	}
 	switch {
 	case err != nil && ctx.Err() == nil && errors.Is(deadline.Err(), context.DeadlineExceeded):
 		where := "its state is unknown: no master answered"
@@ -370,6 +408,21 @@ func (k *cli) submit(ctx context.Context, args []string) int {
 		return 0
 	}
 	return 1
+}
+
+// stillThere says that the driver id, last read as d (nil if it never
+// was), goes on after the client stops watching it, and how to follow or
+// kill it.
+func stillThere(id string, d *model.Driver) string {
+	state := "accepted"
+	switch {
+	case d != nil && d.State.Terminal():
+		return fmt.Sprintf("%s is %s", id, d.State)
+	case d != nil:
+		state = "still " + string(d.State)
+	}
+	return fmt.Sprintf("%s is %s and was not killed: drover client status %s or drover client watch %s follows it, drover client kill %s kills it",
+		id, state, id, id, id)
 }
 
 // uploadRate is the slowest transfer, in bytes a second, that an upload

@@ -36,6 +36,9 @@ type fakeMaster struct {
 	// lists are the queries of GET /v1/drivers, which gets every driver
 	// whatever it asks: the masters' filters are theirs to test.
 	lists []url.Values
+	// holdEvents keeps each event stream open after its event, as a
+	// master does, until the client goes.
+	holdEvents bool
 }
 
 func newFakeMaster(t *testing.T, drivers ...*model.Driver) *fakeMaster {
@@ -110,6 +113,13 @@ func newFakeMaster(t *testing.T, drivers ...*model.Driver) *fakeMaster {
 		b, _ := json.Marshal(e)
 		w.Header().Set("Content-Type", "text/event-stream")
 		fmt.Fprintf(w, "event: driver\nid: %d\ndata: %s\n\n", e.Index, b)
+		f.mu.Lock()
+		hold := f.holdEvents
+		f.mu.Unlock()
+		if hold {
+			w.(http.Flusher).Flush()
+			<-r.Context().Done()
+		}
 	})
 	// m1 is this fake, m2 an address where nothing listens, m3 a voter
 	// whose HTTP address no master knows.

@@ -6,9 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
 	"sync"
-	"syscall"
 	"text/tabwriter"
 	"time"
 
@@ -60,8 +58,9 @@ func runOperator(args []string, stdout, stderr io.Writer) int {
 		fs.Usage()
 		return 1
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	ctx, stop := interruptContext(context.Background())
 	defer stop()
+	k.signals = ctx
 	group, sub, rest := fs.Arg(0), fs.Arg(1), fs.Args()[2:]
 	switch group + " " + sub {
 	case "raft list-peers":

@@ -16,7 +16,9 @@ import (
 // picks, one line each (or the api.Event JSON with --json), resuming on
 // another master when one goes away. Given one driver ID it follows that
 // driver and exits when it ends, as submit --wait does: 0 for FINISHED, 1
-// otherwise. Without, it runs until interrupted.
+// otherwise, and 130 (143) when SIGINT (SIGTERM) ends the watch first,
+// saying that the driver goes on. Without, it runs until interrupted and
+// exits 0.
 func (k *cli) watchEvents(ctx context.Context, args []string) int {
 	fs := k.flags("watch")
 	kinds := fs.StringSlice("kind", nil, "driver, app, executor or worker (repeatable or comma-separated); default all")
@@ -51,6 +53,8 @@ func (k *cli) watchEvents(ctx context.Context, args []string) int {
 		}
 		q.After = st.AppliedIndex
 	}
+	// last is the followed driver as last seen.
+	var last *model.Driver
 	if follow != "" {
 		d, err := k.driver(ctx, follow)
 		if err != nil {
@@ -60,15 +64,27 @@ func (k *cli) watchEvents(ctx context.Context, args []string) int {
 		if d.State.Terminal() {
 			return exitOf(d)
 		}
+		last = d
 	}
 	s := k.c.Events(ctx, q)
 	for e := range s.C() {
 		k.printEvent(e, *asJSON)
-		if follow != "" && e.Driver != nil && e.Driver.State.Terminal() {
-			return exitOf(e.Driver)
+		if follow != "" && e.Driver != nil {
+			if e.Driver.State.Terminal() {
+				return exitOf(e.Driver)
+			}
+			last = e.Driver
 		}
 		if follow != "" && e.Op == api.OpDelete {
 			return 1
+		}
+	}
+	// Following a driver, an interruption is not its end: exit 0 or 1
+	// would read as FINISHED or FAILED. The whole stream has no end but
+	// this one, so for it the interruption is a normal end.
+	if follow != "" {
+		if code, ok := k.interrupted(stillThere(follow, last)); ok {
+			return code
 		}
 	}
 	if err := s.Err(); err != nil && ctx.Err() == nil {
