@@ -36,6 +36,12 @@ const (
 	PathClearCompleted = "/v1/operator/clear-completed"
 )
 
+// MaxHeaderBytes bounds a request's line and headers on every listener
+// of a master (http.Server.MaxHeaderBytes): 64 KiB. A longer request is
+// answered 431, or its connection reset before the answer is read, so
+// the client refuses one before sending it.
+const MaxHeaderBytes = 64 << 10
+
 // BlobPath is /v1/blobs/SHA256: PUT stores an uploaded file (the body,
 // which must hash to SHA256), GET and HEAD read it.
 func BlobPath(sha256 string) string { return PathBlobs + "/" + url.PathEscape(sha256) }

@@ -337,15 +337,26 @@ func (c *Client) ListApps(ctx context.Context, q api.ListQuery, each func([]api.
 	return listPages(ctx, c, api.PathApps, q, func(p api.AppPage) ([]api.AppStatus, string) { return p.Apps, p.Next }, each)
 }
 
-// AppStatus returns one app with its executors (linearizable read).
+// AppStatus returns one app with its executors (linearizable read). An
+// id that is not an app ID is an error wrapping ids.ErrInvalid, and no
+// request is made.
 func (c *Client) AppStatus(ctx context.Context, id string) (api.AppStatus, error) {
 	var out api.AppStatus
-	err := c.Do(ctx, http.MethodGet, "/v1/apps/"+url.PathEscape(id), nil, &out)
+	p, err := appPath(id, "")
+	if err != nil {
+		return out, err
+	}
+	err = c.Do(ctx, http.MethodGet, p, nil, &out)
 	return out, err
 }
 
 // KillApp ends an app KILLED and kills its executors; killing a killed app
-// again succeeds.
+// again succeeds. An id that is not an app ID is refused as AppStatus
+// refuses it.
 func (c *Client) KillApp(ctx context.Context, id string) error {
-	return c.Do(ctx, http.MethodPost, "/v1/apps/"+url.PathEscape(id)+"/kill", nil, nil)
+	p, err := appPath(id, "/kill")
+	if err != nil {
+		return err
+	}
+	return c.Do(ctx, http.MethodPost, p, nil, nil)
 }

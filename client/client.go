@@ -35,10 +35,13 @@ import (
 // be reached, or none knew a leader.
 var ErrUnavailable = errors.New("no master answered with a leader")
 
-// APIError is an authoritative refusal: a 4xx other than 429, a 429 that
-// says a bound of the cluster is reached (api.CodeLimitReached: retrying
-// at once cannot help), a 5xx other than 503, or a TLS handshake that
-// failed on a certificate (Status 0).
+// APIError is an authoritative refusal: a 4xx other than 429 (400, 413
+// and 431 among them: every master would refuse the request alike), a
+// 429 that says a bound of the cluster is reached (api.CodeLimitReached:
+// retrying at once cannot help), a 5xx other than 503, or, with Status
+// 0, a TLS handshake that failed on a certificate, an answer past
+// Options.MaxResponseBytes or a request past api.MaxHeaderBytes, which
+// is never sent.
 // It wraps the sentinel error of its code, so a caller asks
 // errors.Is(err, model.ErrUnknownDriver) or errors.Is(err,
 // api.ErrForbidden) rather than look at the status.
@@ -268,6 +271,13 @@ func (c *Client) DoRaw(ctx context.Context, method, path string, body []byte) (*
 // bounded by timeout rather than RequestTimeout when it is longer (a
 // blocking read).
 func (c *Client) do(ctx context.Context, method, path string, body []byte, header http.Header, timeout time.Duration) (*Response, error) {
+	// Every master would refuse it alike, and may reset the connection
+	// instead of answering 431, which would read as no leader until
+	// ctx ends.
+	if len(path) > api.MaxHeaderBytes {
+		return nil, &APIError{Code: api.CodeTooLarge, err: api.ErrTooLarge,
+			Message: fmt.Sprintf("request URL of %d bytes exceeds the masters' bound of %d bytes on a request's header", len(path), api.MaxHeaderBytes)}
+	}
 	begun := time.Now()
 	// The requests end when ctx does, or a while after the first answer
 	// (below): not at once when the caller, given its answer, ends ctx.

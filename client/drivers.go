@@ -9,6 +9,7 @@ import (
 	"strconv"
 
 	"github.com/drover-project/drover/api"
+	"github.com/drover-project/drover/ids"
 	"github.com/drover-project/drover/model"
 )
 
@@ -47,10 +48,36 @@ func (c *Client) submitOne(ctx context.Context, req api.SubmitRequest) (api.Subm
 	return out, err
 }
 
-// Driver returns one driver's row (linearizable read).
+// driverPath is api.DriverPath of id, once id is a driver ID: an ID of
+// another form, or of 100 KB, is refused here in one line wrapping
+// ids.ErrInvalid, as the masters would refuse it, before any request
+// (one past the masters' bound on a request's header is not even
+// answered reliably: its connection may be reset instead).
+func driverPath(id, suffix string) (string, error) {
+	if err := ids.CheckDriver(id); err != nil {
+		return "", err
+	}
+	return api.DriverPath(id, suffix), nil
+}
+
+// appPath is driverPath for an app ID (api.AppPath).
+func appPath(id, suffix string) (string, error) {
+	if err := ids.CheckApp(id); err != nil {
+		return "", err
+	}
+	return api.AppPath(id, suffix), nil
+}
+
+// Driver returns one driver's row (linearizable read). An id that is
+// not a driver ID is an error wrapping ids.ErrInvalid, and no request
+// is made.
 func (c *Client) Driver(ctx context.Context, id string) (*model.Driver, error) {
+	p, err := driverPath(id, "")
+	if err != nil {
+		return nil, err
+	}
 	var d model.Driver
-	if err := c.Do(ctx, http.MethodGet, "/v1/drivers/"+url.PathEscape(id), nil, &d); err != nil {
+	if err := c.Do(ctx, http.MethodGet, p, nil, &d); err != nil {
 		return nil, err
 	}
 	return &d, nil
@@ -103,9 +130,14 @@ func listPages[P, T any](ctx context.Context, c *Client, path string, q api.List
 }
 
 // Kill kills a driver. Killing a driver that is already KILLED succeeds; one
-// that ended otherwise is an *APIError wrapping model.ErrDriverEnded.
+// that ended otherwise is an *APIError wrapping model.ErrDriverEnded. An
+// id that is not a driver ID is refused as Driver refuses it.
 func (c *Client) Kill(ctx context.Context, id string) error {
-	return c.Do(ctx, http.MethodPost, "/v1/drivers/"+url.PathEscape(id)+"/kill", nil, nil)
+	p, err := driverPath(id, "/kill")
+	if err != nil {
+		return err
+	}
+	return c.Do(ctx, http.MethodPost, p, nil, nil)
 }
 
 // LogInfo says where a part of a log sits in its stream, which counts
@@ -124,18 +156,28 @@ type LogInfo struct {
 // the worker of the given attempt (0: the latest) holds them, and where
 // they sit in the stream. A log the cluster can no longer serve (the
 // worker is gone, or removed the ended attempt's directory) is an error
-// wrapping api.ErrGone.
+// wrapping api.ErrGone. An id that is not a driver ID is refused as
+// Driver refuses it.
 func (c *Client) Logs(ctx context.Context, id string, stderr bool, offset int64, attempt int) ([]byte, LogInfo, error) {
+	p, err := driverPath(id, "/logs")
+	if err != nil {
+		return nil, LogInfo{}, err
+	}
 	q := logQuery(stderr, offset)
 	if attempt > 0 {
 		q.Set("attempt", strconv.Itoa(attempt))
 	}
-	return c.logs(ctx, "/v1/drivers/"+url.PathEscape(id)+"/logs?"+q.Encode(), offset)
+	return c.logs(ctx, p+"?"+q.Encode(), offset)
 }
 
-// ExecutorLogs is Logs for executor executor of app appID.
+// ExecutorLogs is Logs for executor executor of app appID; an appID that
+// is not an app ID is refused before any request.
 func (c *Client) ExecutorLogs(ctx context.Context, appID string, executor int, stderr bool, offset int64) ([]byte, LogInfo, error) {
-	return c.logs(ctx, "/v1/apps/"+url.PathEscape(appID)+"/executors/"+strconv.Itoa(executor)+"/logs?"+logQuery(stderr, offset).Encode(), offset)
+	p, err := appPath(appID, "/executors/"+strconv.Itoa(executor)+"/logs")
+	if err != nil {
+		return nil, LogInfo{}, err
+	}
+	return c.logs(ctx, p+"?"+logQuery(stderr, offset).Encode(), offset)
 }
 
 func logQuery(stderr bool, offset int64) url.Values {

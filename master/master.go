@@ -33,6 +33,7 @@ import (
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 	"go.etcd.io/bbolt"
 
+	"github.com/drover-project/drover/api"
 	"github.com/drover-project/drover/auth"
 	"github.com/drover-project/drover/events"
 	"github.com/drover-project/drover/fsm"
@@ -423,7 +424,7 @@ func (m *Master) serve(ln net.Listener, h http.Handler, what string) *http.Serve
 		ReadTimeout:       30 * time.Second,
 		WriteTimeout:      60 * time.Second,
 		IdleTimeout:       120 * time.Second,
-		MaxHeaderBytes:    64 << 10,
+		MaxHeaderBytes:    api.MaxHeaderBytes,
 		// Handshake failures and the like are what any client can cause,
 		// as often as it likes: debug, not info.
 		ErrorLog: slog.NewLogLogger(m.log.With("component", what).Handler(), slog.LevelDebug),

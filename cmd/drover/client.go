@@ -826,7 +826,8 @@ func (k *cli) list(ctx context.Context, args []string) int {
 
 // listQuery checks list's filters and makes the query the masters
 // filter by: states, each --state a comma list of DriverState names in
-// any case, a well-formed glob, a well-formed worker ID and a page size
+// any case, a well-formed glob of at most api.MaxNameFilter bytes, a
+// well-formed worker ID and a page size
 // of at least one. The masters check them again; checked here, a typo
 // is refused naming its flag before any request.
 func listQuery(states []string, name, worker string, pageSize int) (api.ListQuery, error) {
@@ -841,6 +842,9 @@ func listQuery(states []string, name, worker string, pageSize int) (api.ListQuer
 				q.States = append(q.States, string(st))
 			}
 		}
+	}
+	if len(name) > api.MaxNameFilter {
+		return q, fmt.Errorf("--name of %d bytes exceeds %d bytes", len(name), api.MaxNameFilter)
 	}
 	if _, err := path.Match(name, ""); err != nil {
 		return q, fmt.Errorf("--name %q is not a glob (path.Match syntax): %v", name, err)

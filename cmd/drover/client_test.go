@@ -262,6 +262,7 @@ func TestListFilters(t *testing.T) {
 		{[]string{"--name", "etl-*"}, "limit=1000&name=etl-%2A"},
 		{[]string{"--name", "etl-*", "--state", "SUBMITTED", "--page-size", "7"}, "limit=7&name=etl-%2A&state=SUBMITTED"},
 		{[]string{"--worker", "w2"}, "limit=1000&worker=w2"},
+		{[]string{"--name", strings.Repeat("a", api.MaxNameFilter)}, "limit=1000&name=" + strings.Repeat("a", api.MaxNameFilter)},
 	} {
 		if _, stderr, code := list(c.args...); code != 0 || lastQuery().Encode() != c.want {
 			t.Errorf("list %v: exit %d (%s), asked %q; want %q", c.args, code, stderr, lastQuery().Encode(), c.want)
@@ -282,6 +283,7 @@ func TestListFilters(t *testing.T) {
 		{[]string{"--name", "etl-["}, "is not a glob"},
 		{[]string{"--worker", "../w1"}, "--worker"},
 		{[]string{"--page-size", "0"}, "--page-size 0 must be at least 1"},
+		{[]string{"--name", strings.Repeat("a", api.MaxNameFilter+1)}, "--name of 257 bytes exceeds 256 bytes"},
 	} {
 		if stdout, stderr, code := list(c.args...); code != 1 || stdout != "" || !strings.Contains(stderr, c.err) || strings.Count(stderr, "\n") != 1 {
 			t.Errorf("list %v: exit %d, stdout %q, stderr %q; want exit 1 and one line with %q", c.args, code, stdout, stderr, c.err)
@@ -432,6 +434,27 @@ func TestWatchRefusesMalformedIDs(t *testing.T) {
 		if code != 1 || !strings.HasPrefix(stderr, "drover: watch: invalid ID") || strings.Count(stderr, "\n") != 1 {
 			t.Errorf("watch %s: exit %d, stderr %q; want 1 and one line", id, code, stderr)
 		}
+	}
+}
+
+// status, kill, logs, app and kill-app refuse an ID of the wrong form or
+// length at once, in one line naming the form, before any request.
+func TestCommandsRefuseMalformedIDs(t *testing.T) {
+	f := newFakeMaster(t)
+	long := "driver-" + strings.Repeat("a", 100_000)
+	for _, args := range [][]string{
+		{"status", long}, {"kill", long}, {"logs", "driver-1"}, {"app", "driver-20260101000000-0001"}, {"kill-app", "app-x"},
+	} {
+		_, stderr, code := drover(append([]string{"client", "--masters", f.addr()}, args...)...)
+		if code != 1 || !strings.HasPrefix(stderr, "drover: invalid ID: ") || !strings.Contains(stderr, "<yyyyMMddHHmmss>-<seq>") ||
+			strings.Count(stderr, "\n") != 1 || len(stderr) > 200 {
+			t.Errorf("%s: exit %d, stderr %.300q; want 1 and one short line naming the form", args[0], code, stderr)
+		}
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(f.drivers)+len(f.lists) != 0 {
+		t.Fatal("a malformed ID reached the master")
 	}
 }
 
