@@ -153,6 +153,12 @@ type SubmitRequest struct {
 // worker registers; `submit` reports it and exits 3.
 const ReasonUnplaceable = "requires more resources than any worker has"
 
+// Unplaceable reports whether d, as a master answers it (its message set
+// on read), waits for a worker larger than any ALIVE one.
+func Unplaceable(d *model.Driver) bool {
+	return d.WorkerID == "" && !d.State.Terminal() && strings.Contains(d.Message, ReasonUnplaceable)
+}
+
 // MaxTokenLen bounds a submission token, in bytes.
 const MaxTokenLen = 128
 

@@ -65,6 +65,33 @@ func CheckProgram(argv []string, env map[string]string, cores int, memoryMB int6
 	return nil
 }
 
+// Bounds on what one driver, or one executor, asks for at submission
+// (CheckAsked). No worker offers more, and the placement arithmetic, the
+// UI's float64 GiB and Spark's own fields stay exact below them.
+const (
+	// MaxCores is 65,536 cores (2^16): more than any one machine has.
+	MaxCores = 1 << 16
+	// MaxMemoryMB is 2^31-1 MiB, about 2 PiB: Spark keeps a driver's
+	// and an executor's memory in an Int of MiB
+	// (Utils.memoryStringToMb).
+	MaxMemoryMB = 1<<31 - 1
+)
+
+// CheckAsked refuses cores above MaxCores or memory above MaxMemoryMB;
+// what names the asker ("driver", "executor"). Such a request could only
+// wait for ever. A master checks it before it commits a submission, and
+// the CLI before it sends one; the tables never do (ValidateProgram),
+// so entries committed before the bounds apply as they did.
+func CheckAsked(what string, cores int, memoryMB int64) error {
+	switch {
+	case cores > MaxCores:
+		return fmt.Errorf("%s cores %d exceed %d, more than any worker offers", what, cores, MaxCores)
+	case memoryMB > MaxMemoryMB:
+		return fmt.Errorf("%s memory %d MiB exceeds %d MiB (Spark's largest, an Int of MiB)", what, memoryMB, MaxMemoryMB)
+	}
+	return nil
+}
+
 // MaxUserLen bounds a user name, in bytes: useradd's own limit on Linux
 // (shadow-utils' USER_NAME_MAX_LENGTH), so that every name that passes
 // can exist on a worker.

@@ -291,10 +291,11 @@ func (h *Handler) status(w http.ResponseWriter, r *http.Request, c auth.Caller, 
 		}
 	}
 	// Spark's client logs any message as an error, and Spark sets one only
-	// when something went wrong: so only for drivers that ended badly, and
+	// when something went wrong: so only for drivers that ended badly,
 	// for those whose staging is failing ("fetching URL: connection
-	// refused, try 3, next in 4s").
-	if (d.State.Terminal() && d.State != model.DriverFinished) || d.Staging {
+	// refused, try 3, next in 4s"), and for those no ALIVE worker could
+	// ever hold (the service says so on read: api.Unplaceable).
+	if (d.State.Terminal() && d.State != model.DriverFinished) || d.Staging || api.Unplaceable(d) {
 		out.Message = d.Message
 	}
 	writeJSON(w, http.StatusOK, out)

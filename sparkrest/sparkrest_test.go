@@ -642,6 +642,14 @@ func TestStatus(t *testing.T) {
 	if c.str("driverState") != "SUBMITTED" || !slices.Equal(c.keys(), []string{"action", "driverState", "serverSparkVersion", "submissionId", "success"}) {
 		t.Fatalf("waiting: %s", c.raw)
 	}
+	// A driver that no ALIVE worker could ever hold says so: it would
+	// wait for ever in silence, and Spark's client logs the message.
+	unplaceable := "waiting: " + api.ReasonUnplaceable + " (asks 100 cores, 1024 MiB; the largest worker offers 4 cores, 4096 MiB)"
+	f.drivers["driver-20260101000000-0010"] = &model.Driver{ID: "driver-20260101000000-0010", State: model.DriverSubmitted, Attempt: 1,
+		Message: unplaceable, Attempts: []model.Attempt{}}
+	if e := do(t, h, http.MethodGet, "/v1/submissions/status/driver-20260101000000-0010", ""); e.str("driverState") != "SUBMITTED" || e.str("message") != unplaceable {
+		t.Fatalf("unplaceable: %s", e.raw)
+	}
 	// An unknown ID is success=false with 200, as in Spark.
 	d := do(t, h, http.MethodGet, "/v1/submissions/status/does-not-exist", "")
 	if d.status != http.StatusOK || d.fields["success"] != false || d.str("submissionId") != "does-not-exist" || d.str("driverState") != "" {

@@ -289,9 +289,9 @@ func (k *cli) submit(ctx context.Context, args []string) int {
 	fs := k.flags("submit")
 	supervise := fs.Bool("supervise", false, "relaunch the driver when it exits non-zero or its worker is lost")
 	name := fs.String("name", "", "a name to show in status and list")
-	cores := fs.Int("driver-cores", 1, "cores the driver needs")
-	mem := sizeFlag{mb: 1024}
-	fs.Var(&mem, "driver-memory", "memory the driver needs (512m, 4g)")
+	cores := fs.Int("driver-cores", 1, fmt.Sprintf("cores the driver needs, from 1 to %d", model.MaxCores))
+	mem := sizeFlag{mb: 1024, max: model.MaxMemoryMB}
+	fs.Var(&mem, "driver-memory", fmt.Sprintf("memory the driver needs (512m, 4g; a bare number is MiB, where Spark REST's spark.driver.memory takes bytes), at most %dm", model.MaxMemoryMB))
 	envs := fs.StringArray("env", nil, "K=V to set in the driver's environment (repeatable)")
 	artifacts := fs.StringArray("artifact", nil, "URL (http://, https://, file:///) of a file to stage in the driver's directory before it starts; ?checksum=sha256:HEX verifies it, archives (.tar, .tar.gz, .tgz, .tar.bz2, .tar.xz, .zip) are unpacked unless ?archive=false (repeatable)")
 	uploads := fs.StringArray("upload", nil, "a local file to store on the masters and stage in the driver's directory under its base name, with its permission bits (repeatable)")
@@ -306,6 +306,10 @@ func (k *cli) submit(ctx context.Context, args []string) int {
 	}
 	if fs.NArg() == 0 {
 		fmt.Fprintln(k.stderr, "drover: submit needs a program: drover client submit [flags] -- PROGRAM [ARGS...]")
+		return 1
+	}
+	if *cores < 1 || *cores > model.MaxCores {
+		fmt.Fprintf(k.stderr, "drover: --driver-cores %d must be from 1 to %d\n", *cores, model.MaxCores)
 		return 1
 	}
 	bounds, err := restartBounds(fs, *supervise, *maxRestarts, *window, *reschedule)
@@ -383,7 +387,7 @@ func (k *cli) submit(ctx context.Context, args []string) int {
 	}
 	fmt.Fprintf(k.stderr, "submitted %s\n", res.DriverID)
 	d, err := k.watch(deadline, res.DriverID, func(d *model.Driver) bool {
-		return d.State.Terminal() || (!*wait && d.State == model.DriverRunning) || unplaceable(d)
+		return d.State.Terminal() || (!*wait && d.State == model.DriverRunning) || api.Unplaceable(d)
 	})
 	fmt.Fprintln(k.stdout, res.DriverID)
 	if code, ok := k.interrupted(stillThere(res.DriverID, d)); ok {
@@ -400,7 +404,7 @@ func (k *cli) submit(ctx context.Context, args []string) int {
 		return exitNotRunning
 	case err != nil:
 		return k.exitFor(err)
-	case unplaceable(d):
+	case api.Unplaceable(d):
 		fmt.Fprintf(k.stderr, "drover: %s cannot be placed (%s); it stays queued until a worker that fits registers: drover client kill %s drops it\n",
 			d.ID, d.Message, d.ID)
 		return exitUnplaceable
@@ -516,12 +520,6 @@ const (
 	// --timeout (it waits for room, or its worker has not started it yet).
 	exitNotRunning = 4
 )
-
-// unplaceable reports whether a driver waits for a worker larger than any
-// the cluster has.
-func unplaceable(d *model.Driver) bool {
-	return d.WorkerID == "" && !d.State.Terminal() && strings.Contains(d.Message, api.ReasonUnplaceable)
-}
 
 // watch polls a driver until done says so, printing each change of state,
 // attempt, worker, run count or message on stderr; on a terminal each line

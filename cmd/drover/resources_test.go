@@ -45,6 +45,14 @@ func TestSubmitResourceAndRestartFlags(t *testing.T) {
 		{[]string{"--driver-resource", "gpu"}, "NAME=AMOUNT"},
 		{[]string{"--driver-resource", "gpu=1", "--driver-resource", "gpu=2"}, "asked for twice"},
 		{[]string{"--driver-resource", "GPU=1"}, "resource name"},
+		{[]string{"--driver-cores", "65537"}, "--driver-cores 65537 must be from 1 to 65536"},
+		{[]string{"--driver-cores", "2147483648"}, "--driver-cores 2147483648 must be from 1 to 65536"},
+		{[]string{"--driver-cores", "0"}, "--driver-cores 0 must be from 1 to 65536"},
+		{[]string{"--driver-memory", "2147483648"}, `size "2147483648" is too large: at most 2147483647m`},
+		{[]string{"--driver-memory", "99999999999999t"}, `size "99999999999999t" is too large: at most 2147483647m`},
+		{[]string{"--driver-memory", "1e400"}, `size "1e400" is too large`},
+		{[]string{"--driver-memory", "lots"}, `size "lots" is not a size like 512m`},
+		{[]string{"--driver-memory", "inf"}, `size "inf" is not a size like 512m`},
 	} {
 		args := append(append([]string{"client", "--masters", f.addr(), "submit"}, bad.args...), "--", "/bin/true")
 		stdout, stderr, code := drover(args...)
@@ -52,10 +60,14 @@ func TestSubmitResourceAndRestartFlags(t *testing.T) {
 			t.Errorf("%v: exit %d, stdout %q, stderr %q; want exit 1 with one line naming %q", bad.args, code, stdout, stderr, bad.want)
 		}
 	}
+	// At the bounds the submission goes; a bare number is MiB.
+	if _, stderr, code := drover("client", "--masters", f.addr(), "submit", "--driver-cores", "65536", "--driver-memory", "2147483647", "--", "/bin/true"); code != 0 {
+		t.Fatalf("submit at the bounds: exit %d: %s", code, stderr)
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if len(f.submitted) != 1 {
-		t.Fatalf("%d submissions sent, want only the good one", len(f.submitted))
+	if len(f.submitted) != 2 || f.submitted[1].Cores != 65536 || f.submitted[1].MemoryMB != 2147483647 {
+		t.Fatalf("%d submissions sent, want only the two good ones", len(f.submitted))
 	}
 }
 

@@ -1,16 +1,25 @@
 package main
 
 import (
+	"errors"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 
 	"github.com/spf13/pflag"
 )
 
+// maxSize bounds every size a flag takes, in bytes: 1 EiB (1048576t),
+// well inside an int64.
+const maxSize = 1 << 60
+
+// errTooLarge is wrapped by the error of a size past its bound.
+var errTooLarge = errors.New("too large")
+
 // parseSize parses a size as Spark writes them ("512m", "4g", "64k", "2t";
 // a bare number is MiB) into bytes. Negative or malformed sizes are
-// errors.
+// errors; one past maxSize is an error wrapping errTooLarge.
 func parseSize(s string) (int64, error) {
 	t := strings.ToLower(strings.TrimSpace(s))
 	t = strings.TrimSuffix(t, "b")
@@ -24,7 +33,11 @@ func parseSize(s string) (int64, error) {
 		t = t[:len(t)-1]
 	}
 	n, err := strconv.ParseFloat(t, 64)
-	if err != nil || !(n >= 0 && n < 1e12) { // also refuses NaN and Inf
+	// A number too large for a float64 is a size still, and too large.
+	if errors.Is(err, strconv.ErrRange) && n > 0 || err == nil && n*f > maxSize && !math.IsInf(n, 1) {
+		return 0, fmt.Errorf("size %q is %w: at most %s", s, errTooLarge, formatSize(maxSize))
+	}
+	if err != nil || !(n >= 0) || math.IsInf(n, 1) { // also refuses NaN
 		return 0, fmt.Errorf("size %q is not a size like 512m or 4g", s)
 	}
 	return int64(n * f), nil
@@ -57,8 +70,9 @@ func formatSize(b int64) string {
 	return strconv.FormatFloat(float64(b)/(1<<10), 'f', -1, 64) + "k"
 }
 
-// sizeFlag is a pflag.Value holding a size in MiB.
-type sizeFlag struct{ mb int64 }
+// sizeFlag is a pflag.Value holding a size in MiB, at most max MiB when
+// max is not 0.
+type sizeFlag struct{ mb, max int64 }
 
 func (s *sizeFlag) String() string {
 	if s.mb == 0 {
@@ -69,6 +83,9 @@ func (s *sizeFlag) String() string {
 
 func (s *sizeFlag) Set(v string) error {
 	mb, err := parseSizeMB(v)
+	if s.max > 0 && (errors.Is(err, errTooLarge) || err == nil && mb > s.max) {
+		return fmt.Errorf("size %q is too large: at most %dm", v, s.max)
+	}
 	if err != nil {
 		return err
 	}

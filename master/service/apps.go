@@ -131,6 +131,9 @@ func (s *Applications) RegisterApp(_ context.Context, c auth.Caller, req api.Reg
 	if err := model.CheckRegisterApp(cmd); err != nil {
 		return api.RegisterAppResponse{}, invalidRequest(err)
 	}
+	if err := model.CheckAsked("executor", cmd.CoresPerExecutor, cmd.MemoryPerExecutorMB); err != nil {
+		return api.RegisterAppResponse{}, invalidRequest(err)
+	}
 	if err := s.checkProgramSize("executor program", cmd.ProgramSize()); err != nil {
 		return api.RegisterAppResponse{}, err
 	}

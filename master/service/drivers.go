@@ -113,6 +113,9 @@ func submission(req api.SubmitRequest) (*model.SubmitDriver, error) {
 	if err := model.CheckProgram(req.Argv, req.Env, req.Cores, req.MemoryMB); err != nil {
 		return nil, invalidRequest(err)
 	}
+	if err := model.CheckAsked("driver", req.Cores, req.MemoryMB); err != nil {
+		return nil, invalidRequest(err)
+	}
 	if err := ownEnv(req.Env); err != nil {
 		return nil, err
 	}
