@@ -230,6 +230,28 @@ func TestOverviewOnFollower(t *testing.T) {
 
 // Names, arguments and messages come from users; the page shows them as
 // text, never as markup.
+// A driver placed on a worker that is still staging its artifacts has
+// not started: it is listed with the waiting drivers, saying "staging"
+// and its worker's last line, not with the running ones.
+func TestStagingDriversWait(t *testing.T) {
+	const staged, placed = "driver-20240101000000-5", "driver-20240101000000-6"
+	s := testState()
+	s.Drivers = append(s.Drivers,
+		&model.Driver{ID: staged, Argv: []string{"/bin/true"}, Cores: 1, MemoryMB: 512, State: model.DriverSubmitted, WorkerID: "w1", Attempt: 1,
+			Staging: true, Message: "fetching http://127.0.0.9/app.jar: connection refused, try 3, next in 8s", SubmittedAt: t0,
+			Attempts: []model.Attempt{{Attempt: 1, WorkerID: "w1", State: model.DriverSubmitted, PlacedAt: t0}}},
+		&model.Driver{ID: placed, Argv: []string{"/bin/true"}, Cores: 1, MemoryMB: 512, State: model.DriverSubmitted, WorkerID: "w1", Attempt: 1,
+			SubmittedAt: t0, Attempts: []model.Attempt{{Attempt: 1, WorkerID: "w1", State: model.DriverSubmitted, PlacedAt: t0}}})
+	p, err := Overview(frame("/"), s)
+	n := doc(t, p, err, http.StatusOK)
+	if running := text(byID(t, n, "running-drivers")); strings.Contains(running, staged) || strings.Contains(running, placed) || !strings.Contains(running, dRunning) {
+		t.Fatalf("running drivers %q: want %s alone", running, dRunning)
+	}
+	contains(t, byID(t, n, "waiting-drivers"), dWaiting, staged, "staging on w1: fetching http://127.0.0.9/app.jar: connection refused, try 3, next in 8s",
+		placed, "staging on w1")
+	hasLink(t, byID(t, n, "running-drivers").Parent, "/ui/drivers?state=RUNNING")
+}
+
 func TestEscapesEverything(t *testing.T) {
 	s := testState()
 	ov, err := Overview(frame("/"), s)

@@ -61,6 +61,7 @@ var funcs = template.FuncMap{
 	"since":       workerSince,
 	"argv":        func(argv []string) string { return shellWords(argv, previewBytes) },
 	"program":     program,
+	"staging":     staging,
 	"env":         envRows,
 	"cursorURL":   cursorURL,
 	"listURL": func(p framer, states ...string) template.URL {
@@ -356,9 +357,11 @@ func Overview(f Frame, s *api.State) (Page, error) {
 		switch {
 		case d.State.Terminal():
 			v.Ended = append(v.Ended, d)
-		case d.WorkerID != "":
+		case d.State == model.DriverRunning:
 			v.Running = append(v.Running, d)
 		default:
+			// Queued, or placed and staging its artifacts on its
+			// worker: its program has not started.
 			v.Waiting = append(v.Waiting, d)
 		}
 	}
@@ -394,6 +397,13 @@ func Overview(f Frame, s *api.State) (Page, error) {
 	v.EndedAppsTotal = len(v.EndedApps)
 	v.EndedApps = v.EndedApps[:min(len(v.EndedApps), recentFinished)]
 	return render("overview", http.StatusOK, v)
+}
+
+// staging reports whether d is placed on a worker that has not yet
+// started its program: the worker is fetching its artifacts (its
+// message, when set, is how the last try went) or about to launch it.
+func staging(d *model.Driver) bool {
+	return d.WorkerID != "" && !d.State.Terminal() && d.State != model.DriverRunning
 }
 
 // queueOrder puts queued positions (1, 2, ...) first, in order, and
