@@ -28,7 +28,7 @@ import (
 // clientUsage is drover client's help; %s is the default --timeout.
 const clientUsage = `usage: drover client [--masters a,b,c] [--timeout D] <command> [flags]
 
-commands:
+commands (drover client help COMMAND, or COMMAND --help, for one's usage):
   submit [--supervise [--max-restarts N [--restart-window D]] [--reschedule-after K]]
          [--name NAME] [--driver-cores N] [--driver-memory SIZE] [--driver-resource NAME=N]...
          [--env K=V]... [--artifact URL]... [--upload FILE]... [--user NAME] [--wait]
@@ -46,6 +46,7 @@ commands:
   watch  [ID...] [--kind K] [--index N] [--json]
                          print every change as it commits (the event stream);
                          with one driver ID, follow it and exit as --wait does
+  help   [COMMAND]       print this, or COMMAND's synopsis and flags
 
 The flags below go before the command or after it (drover client list
 --masters a,b,c); given twice, the later wins.
@@ -120,6 +121,8 @@ type cli struct {
 	timeout time.Duration
 	stdout  io.Writer
 	stderr  io.Writer
+	// commands are the commands of command, whose --help flags shows.
+	commands []command
 	// signals is the context SIGINT or SIGTERM ends (interruptContext),
 	// nil when none does; an error after it ended is the interruption's.
 	signals context.Context
@@ -134,10 +137,14 @@ func newCLI(fs *pflag.FlagSet, base client.Options, stdout, stderr io.Writer) *c
 	return k
 }
 
-// flags returns the flag set of one command, with the connect flags.
+// flags returns the flag set of one command, with the connect flags;
+// its --help gives the command's synopsis and sentence (command).
 func (k *cli) flags(name string) *pflag.FlagSet {
 	fs := pflag.NewFlagSet(k.command+" "+name, pflag.ContinueOnError)
 	fs.SetOutput(k.stdout)
+	if c, ok := findCommand(k.commands, name); ok {
+		fs.Usage = func() { usageOf(fs.Output(), k.command, c, fs) }
+	}
 	k.connect.add(fs)
 	return fs
 }
@@ -207,28 +214,13 @@ func runClient(args []string, stdout, stderr io.Writer) int {
 	ctx, stop := interruptContext(context.Background())
 	defer stop()
 	k.signals = ctx
+	k.commands = clientCommands
 	sub, rest := fs.Arg(0), fs.Args()[1:]
-	switch sub {
-	case "submit":
-		return k.submit(ctx, rest)
-	case "status":
-		return k.status(ctx, rest)
-	case "kill":
-		return k.kill(ctx, rest)
-	case "list":
-		return k.list(ctx, rest)
-	case "logs":
-		return k.logs(ctx, rest)
-	case "leader":
-		return k.leader(ctx, rest)
-	case "apps":
-		return k.apps(ctx, rest)
-	case "app":
-		return k.app(ctx, rest)
-	case "kill-app":
-		return k.killApp(ctx, rest)
-	case "watch":
-		return k.watchEvents(ctx, rest)
+	if sub == helpCommand {
+		return k.help(ctx, rest, fs.Usage)
+	}
+	if c, ok := findCommand(k.commands, sub); ok {
+		return c.run(k, ctx, rest)
 	}
 	fmt.Fprintf(stderr, "drover client: unknown command %q (see drover client --help)\n", sub)
 	return 1

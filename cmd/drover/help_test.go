@@ -34,3 +34,41 @@ func TestHelpGoesToStdout(t *testing.T) {
 		}
 	}
 }
+
+// Every client and operator command's --help starts with a synopsis of
+// its arguments and a sentence saying what it does, and "help COMMAND"
+// prints the same on stdout with exit 0; "help" alone is the parent's
+// usage, and help of an unknown command is one line on stderr, exit 1.
+func TestEveryCommandHasASynopsisAndHelp(t *testing.T) {
+	for parent, cs := range map[string][]command{"client": clientCommands, "operator": operatorCommands} {
+		names := map[string]bool{}
+		for _, c := range cs {
+			names[c.name] = true
+			if c.about == "" || !strings.HasSuffix(c.about, ".") {
+				t.Errorf("%s %s: no sentence", parent, c.name)
+			}
+			args := append([]string{parent}, strings.Fields(c.name)...)
+			help, stderr, code := withOutput(t, func() int { return run(append(args, "--help")) })
+			want := strings.TrimSpace("usage: drover " + parent + " " + c.name + " " + c.synopsis)
+			if code != 0 || stderr != "" || !strings.HasPrefix(help, want+"\n\n"+c.about+"\n") || !strings.Contains(help, "--masters") {
+				t.Errorf("drover %s --help: exit %d, stdout %q; want it to start %q and the sentence", strings.Join(args, " "), code, help, want)
+			}
+			viaHelp, stderr, code := withOutput(t, func() int { return run(append([]string{parent, "help"}, strings.Fields(c.name)...)) })
+			if code != 0 || stderr != "" || viaHelp != help {
+				t.Errorf("drover %s help %s: exit %d, stdout %q; want %s --help's", parent, c.name, code, viaHelp, c.name)
+			}
+		}
+		top, _, _ := withOutput(t, func() int { return run([]string{parent, "--help"}) })
+		viaHelp, stderr, code := withOutput(t, func() int { return run([]string{parent, "help"}) })
+		if code != 0 || stderr != "" || viaHelp != top {
+			t.Errorf("drover %s help: exit %d, stdout %q; want %s --help's", parent, code, viaHelp, parent)
+		}
+		stdout, stderr, code := withOutput(t, func() int { return run([]string{parent, "help", "bogus"}) })
+		if code != 1 || stdout != "" || !strings.Contains(stderr, `unknown command "bogus"`) || strings.Count(stderr, "\n") != 1 {
+			t.Errorf("drover %s help bogus: exit %d, stdout %q, stderr %q; want 1 and one line", parent, code, stdout, stderr)
+		}
+		if len(names) != len(cs) {
+			t.Errorf("drover %s lists a command twice", parent)
+		}
+	}
+}

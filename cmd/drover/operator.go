@@ -19,7 +19,8 @@ import (
 // operatorUsage is drover operator's help; %s is the default --timeout.
 const operatorUsage = `usage: drover operator [--masters a,b,c] [--timeout D] <command> [flags]
 
-commands (operator token):
+commands (operator token; drover operator help COMMAND, or COMMAND
+--help, for one's usage):
   raft list-peers [--stale]            the Raft voters, their addresses, the
                                        leader, and whether each answers
   raft add-voter --id ID --address HOST:RAFT_PORT
@@ -30,6 +31,7 @@ commands (operator token):
   snapshot save FILE                   write a snapshot of the cluster's tables
   snapshot restore FILE                replace the tables with FILE's (disaster
                                        recovery: every write since FILE is lost)
+  help [COMMAND]                       print this, or COMMAND's usage
 
 The flags below go before the command or after it (drover operator raft
 list-peers --masters a,b,c); given twice, the later wins.
@@ -39,7 +41,8 @@ list-peers --masters a,b,c); given twice, the later wins.
   $DROVER_CACERT, $DROVER_TOKEN_FILE, $DROVER_TOKEN), --client-cert,
   --client-key; --bind IP
 
-Exit codes: 0 success, 1 refused or bad usage, 2 no leader within --timeout.
+Exit codes: 0 success, 1 refused or bad usage, 2 no leader within --timeout,
+130 interrupted by Ctrl-C (SIGINT; 143 for SIGTERM).
 `
 
 func runOperator(args []string, stdout, stderr io.Writer) int {
@@ -53,7 +56,7 @@ func runOperator(args []string, stdout, stderr io.Writer) int {
 	if err := fs.Parse(args); err != nil {
 		return flagErrorTo(stderr, err)
 	}
-	if fs.NArg() < 2 {
+	if fs.NArg() == 0 {
 		fs.SetOutput(stderr)
 		fs.Usage()
 		return 1
@@ -61,22 +64,20 @@ func runOperator(args []string, stdout, stderr io.Writer) int {
 	ctx, stop := interruptContext(context.Background())
 	defer stop()
 	k.signals = ctx
-	group, sub, rest := fs.Arg(0), fs.Arg(1), fs.Args()[2:]
-	switch group + " " + sub {
-	case "raft list-peers":
-		return k.listPeers(ctx, rest)
-	case "raft add-voter":
-		return k.addVoter(ctx, rest)
-	case "raft remove-peer":
-		return k.removePeer(ctx, rest)
-	case "raft transfer-leadership":
-		return k.transferLeadership(ctx, rest)
-	case "snapshot save":
-		return k.snapshotSave(ctx, rest)
-	case "snapshot restore":
-		return k.snapshotRestore(ctx, rest)
+	k.commands = operatorCommands
+	if fs.Arg(0) == helpCommand {
+		return k.help(ctx, fs.Args()[1:], fs.Usage)
 	}
-	fmt.Fprintf(stderr, "drover operator: unknown command %q (see drover operator --help)\n", group+" "+sub)
+	if fs.NArg() < 2 {
+		fs.SetOutput(stderr)
+		fs.Usage()
+		return 1
+	}
+	name, rest := fs.Arg(0)+" "+fs.Arg(1), fs.Args()[2:]
+	if c, ok := findCommand(k.commands, name); ok {
+		return c.run(k, ctx, rest)
+	}
+	fmt.Fprintf(stderr, "drover operator: unknown command %q (see drover operator --help)\n", name)
 	return 1
 }
 

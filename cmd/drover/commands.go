@@ -1,0 +1,87 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/spf13/pflag"
+)
+
+// command is one command of drover client or drover operator: its name
+// ("status", "raft list-peers"), a one-line synopsis of its arguments,
+// a sentence saying what it does, and the method that runs it. Each
+// command is listed once, and its dispatch, its --help and help COMMAND
+// come from the one entry.
+type command struct {
+	name, synopsis, about string
+	run                   func(k *cli, ctx context.Context, args []string) int
+}
+
+// clientCommands are drover client's commands, in the order of its usage.
+var clientCommands = []command{
+	{"submit", "[--supervise] [--name NAME] [--driver-cores N] [--driver-memory SIZE] [--env K=V]... [--wait] [flags] -- PROGRAM [ARGS...]",
+		"Submit a driver that runs PROGRAM with ARGS on a worker, as an argv (never through a shell); the driver ID is the last line of stdout.",
+		(*cli).submit},
+	{"status", "DRIVER_ID [--json]", "Print a driver's state, where it runs, what it asks for and a line for each of its attempts.", (*cli).status},
+	{"kill", "DRIVER_ID", "Kill a driver: its attempt is stopped wherever it runs and the driver ends KILLED.", (*cli).kill},
+	{"list", "[--state S]... [--name GLOB] [--worker W] [--page-size N] [--json]",
+		"List drivers, filtered by the masters and printed a page at a time.", (*cli).list},
+	{"logs", "DRIVER_ID [--attempt N] [--stderr] [--follow] | APP_ID --executor N [--stderr] [--follow]",
+		"Print a driver's, or an executor's, stdout (or stderr) as its worker keeps it.", (*cli).logs},
+	{"leader", "", "Print the leader master's ID, once that master confirms it leads.", (*cli).leader},
+	{"apps", "[--json]", "List applications with their cores and live executors.", (*cli).apps},
+	{"app", "APP_ID [--json]", "Print an application and its executors.", (*cli).app},
+	{"kill-app", "APP_ID", "Kill an application and its executors.", (*cli).killApp},
+	{"watch", "[ID...] [--kind K]... [--index N] [--json]",
+		"Print every change of the cluster's rows as it commits; with one driver ID, follow that driver and exit as submit --wait does.",
+		(*cli).watchEvents},
+}
+
+// operatorCommands are drover operator's commands, named by group and
+// verb.
+var operatorCommands = []command{
+	{"raft list-peers", "[--stale]", "List the Raft voters, their addresses, the leader, and whether each answers.", (*cli).listPeers},
+	{"raft add-voter", "--id ID --address HOST:RAFT_PORT", "Add a master started without --peers to the Raft voters.", (*cli).addVoter},
+	{"raft remove-peer", "--id ID", "Remove a master from the Raft voters, alive or dead.", (*cli).removePeer},
+	{"raft transfer-leadership", "[--id ID]", "Hand leadership to voter ID, or to the most up-to-date voter.", (*cli).transferLeadership},
+	{"snapshot save", "FILE", "Write a snapshot of the cluster's tables to FILE (written aside and renamed, never half a file).", (*cli).snapshotSave},
+	{"snapshot restore", "FILE", "Replace the cluster's tables with FILE's: disaster recovery, every write since FILE is lost.", (*cli).snapshotRestore},
+}
+
+// helpCommand is the help command of drover client and operator.
+const helpCommand = "help"
+
+// findCommand returns the command of cs named name.
+func findCommand(cs []command, name string) (command, bool) {
+	for _, c := range cs {
+		if c.name == name {
+			return c, true
+		}
+	}
+	return command{}, false
+}
+
+// usageOf is the --help of command c of parent ("drover client"): its
+// synopsis, its sentence and fs's flags.
+func usageOf(w io.Writer, parent string, c command, fs *pflag.FlagSet) {
+	fmt.Fprintf(w, "usage: %s\n\n%s\n\nflags:\n%s", strings.TrimSpace(parent+" "+c.name+" "+c.synopsis), c.about, fs.FlagUsages())
+}
+
+// help runs "help [COMMAND]": without a command it prints top, the
+// parent's usage, with one it runs that command with --help; both on
+// stdout with exit 0. An unknown command is exit 1 on stderr.
+func (k *cli) help(ctx context.Context, args []string, top func()) int {
+	if len(args) == 0 {
+		top()
+		return 0
+	}
+	name := strings.Join(args, " ")
+	c, ok := findCommand(k.commands, name)
+	if !ok {
+		fmt.Fprintf(k.stderr, "%s help: unknown command %q (see %s --help)\n", k.command, name, k.command)
+		return 1
+	}
+	return c.run(k, ctx, []string{"--help"})
+}
