@@ -541,6 +541,7 @@ func TestCreateRefusals(t *testing.T) {
 		{"cores not numeric", set(`"spark.driver.cores" : "2"`, `"spark.driver.cores" : "one hundred feet"`)},
 		{"cores fractional", set(`"spark.driver.cores" : "2"`, `"spark.driver.cores" : "1.5"`)},
 		{"cores zero", set(`"spark.driver.cores" : "2"`, `"spark.driver.cores" : "0"`)},
+		{"cores past the bound", set(`"spark.driver.cores" : "2"`, `"spark.driver.cores" : "65537"`)},
 		{"memory not a size", set(`"spark.driver.memory" : "2g"`, `"spark.driver.memory" : "lots"`)},
 		{"memory fractional", set(`"spark.driver.memory" : "2g"`, `"spark.driver.memory" : "1.5g"`)},
 		{"memory in bytes under 1 MiB", set(`"spark.driver.memory" : "2g"`, `"spark.driver.memory" : "4096"`)},
@@ -578,6 +579,16 @@ func TestCreateRefusals(t *testing.T) {
 				t.Fatalf("the backend was called %d times", n)
 			}
 		})
+	}
+}
+
+// spark.driver.cores at model.MaxCores passes; one more is a refusal
+// (TestCreateRefusals).
+func TestCreateTakesCoresAtTheBound(t *testing.T) {
+	f := newFake()
+	body := strings.Replace(sparkSubmitJSON, `"spark.driver.cores" : "2"`, `"spark.driver.cores" : "65536"`, 1)
+	if a := do(t, newTestHandler(t, f), http.MethodPost, "/v1/submissions/create", body); a.status != http.StatusOK || f.submitted[0].Cores != model.MaxCores {
+		t.Fatalf("create with 65536 cores: %d %s", a.status, a.raw)
 	}
 }
 

@@ -71,6 +71,9 @@ func (h *Handler) translate(req CreateSubmissionRequest) (api.SubmitRequest, err
 		if err != nil || n <= 0 {
 			return out, fmt.Errorf("property spark.driver.cores %q is not a positive whole number", v)
 		}
+		if n > model.MaxCores {
+			return out, fmt.Errorf("property spark.driver.cores %d exceeds %d, more than any worker offers", n, model.MaxCores)
+		}
 		cores = n
 	}
 	// Checked as Spark checks them, though Drover has no use for them:
@@ -100,8 +103,8 @@ func (h *Handler) translate(req CreateSubmissionRequest) (api.SubmitRequest, err
 	if err != nil {
 		return out, err
 	}
-	if memory+overhead > math.MaxInt32 {
-		return out, fmt.Errorf("spark.driver.memory (%d MiB) plus its overhead (%d MiB) is too large", memory, overhead)
+	if memory+overhead > model.MaxMemoryMB {
+		return out, fmt.Errorf("spark.driver.memory (%d MiB) plus its overhead (%d MiB) is too large: at most %d MiB", memory, overhead, model.MaxMemoryMB)
 	}
 	if req.MainClass == nil {
 		return out, errors.New("field mainClass is missing")
