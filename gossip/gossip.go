@@ -23,6 +23,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -162,7 +163,7 @@ func Start(cfg Config) (*Pool, error) {
 	stdLog := slog.NewLogLogger(logger.With("component", "gossip").Handler(), slog.LevelDebug)
 	tr, err := newNetTransport(cfg.BindIP, cfg.Port, &memberlist.NetTransportConfig{Logger: stdLog})
 	if err != nil {
-		return nil, fmt.Errorf("gossip listen on %s:%d: %w", cfg.BindIP, cfg.Port, err)
+		return nil, fmt.Errorf("gossip listen on %s: %w", net.JoinHostPort(cfg.BindIP, strconv.Itoa(cfg.Port)), err)
 	}
 	if cfg.SecretKey != nil {
 		// A copy, so a caller that zeroes or reuses its slice does not
@@ -214,7 +215,8 @@ const rejoinInterval = 2 * time.Second
 // address that does not answer is logged once, until it answers.
 func (p *Pool) joinLoop(ctx context.Context) {
 	defer close(p.done)
-	self := fmt.Sprintf("%s:%d", p.cfg.BindIP, p.cfg.Port)
+	// In memberlist's form (Node.Address), which brackets an IPv6 address.
+	self := net.JoinHostPort(p.cfg.BindIP, strconv.Itoa(p.cfg.Port))
 	failing := map[string]bool{}
 	wait := 200 * time.Millisecond
 	for {

@@ -10,6 +10,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -223,7 +225,7 @@ func startNodeWithHTTP(t *testing.T, role, id, ip, http string, key []byte, join
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { p.Shutdown() })
-	return &node{p: p, log: w, addr: fmt.Sprintf("%s:%d", ip, ports[0])}
+	return &node{p: p, log: w, addr: net.JoinHostPort(ip, strconv.Itoa(ports[0]))}
 }
 
 func (n *node) sees(role, id string) bool { _, ok := n.p.Lookup(role, id); return ok }
