@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -14,6 +15,7 @@ import (
 	"time"
 
 	"github.com/drover-project/drover/client"
+	"github.com/drover-project/drover/gossip"
 	"github.com/drover-project/drover/internal/devsecrets"
 	"github.com/drover-project/drover/internal/freeport"
 	"github.com/drover-project/drover/internal/wait"
@@ -34,10 +36,13 @@ const devAbout = `Runs a whole local cluster, masters and workers as separate pr
 this binary, secured with throwaway credentials in DIR/secrets, and prints
 the addresses, PIDs and the exports a shell needs. Ctrl-C stops it: workers
 first, then masters; then it removes the temporary directory it made,
-unless --keep (a --dir is always kept).
+unless --keep (a --dir, new or empty, is always kept). A start that fails
+removes it too: a node that exits before the cluster is up ends dev, with
+the last lines of its log.
 
-A node that dies (kill -9 the leader to watch a failover) is restarted with
-the same flags and data after --restart-after. The default, 10s, outlasts
+A node that dies later (kill -9 the leader to watch a failover) is
+restarted with the same flags and data after --restart-after, and dev
+prints the last lines of its log. The default, 10s, outlasts
 what the cluster does about a death here: a new leader within about a
 second; a killed worker's drivers stopped by their runners as soon as they
 see it gone, and the worker declared lost, its supervised drivers queued
@@ -70,7 +75,7 @@ type devNode struct {
 
 func runDev(args []string) int {
 	fs := subFlags("dev", "[flags]", devAbout, os.Stdout)
-	dir := fs.String("dir", "", "directory for data, work dirs and logs (default: a new temporary directory)")
+	dir := fs.String("dir", "", "new or empty directory for data, work dirs and logs, kept when dev stops (default: a new temporary directory)")
 	bind := fs.String("bind", "127.0.0.1", "IP address every node binds")
 	nMasters := fs.Int("masters", 3, "number of masters (3 or 5 for a quorum that survives a loss)")
 	nWorkers := fs.Int("workers", 2, "number of workers")
@@ -117,29 +122,78 @@ func runDev(args []string) int {
 			return fail(fmt.Errorf("--spark-launcher: %w", err))
 		}
 	}
+	// The flags dev hands every node, checked as the nodes check them:
+	// otherwise each node dies at start, its reason in its log only.
+	if net.ParseIP(*bind) == nil {
+		return fail(fmt.Errorf("--bind %q is not an IP address", *bind))
+	}
+	if _, err := gossip.ProfileConfig(*profile); err != nil {
+		return fail(fmt.Errorf("--gossip-profile: %w", err))
+	}
+	if *envFile != "" {
+		if err := checkEnvFile(*envFile); err != nil {
+			return fail(err)
+		}
+	}
+	if *dir != "" {
+		if err := checkNewDir(*dir); err != nil {
+			return fail(err)
+		}
+	}
 	self, err := os.Executable()
 	if err != nil {
 		return fail(err)
 	}
+	// The Spark ports are held while the other ports are picked, so that
+	// none of those lands on one of them; both before any file is made,
+	// as an address this machine does not have fails here.
+	held, err := holdPorts(*bind, *sparkPort, *nMasters)
+	if err != nil {
+		return fail(fmt.Errorf("--spark-rest-port: %w", err))
+	}
+	// Until the masters start; then held is nil.
+	defer func() {
+		for _, l := range held {
+			l.Close()
+		}
+	}()
+	ports, err := freeport.Get(*bind, 3**nMasters+2**nWorkers)
+	if err != nil {
+		return fail(fmt.Errorf("--bind: %w", err))
+	}
 	// 0711: a worker run as root runs programs as nobody, who must pass
 	// through to their working directories; the secrets and the masters'
 	// data are in directories of their own, 0700.
-	// removeDir says dev made the directory and, once its nodes have
-	// stopped at the user's signal, deletes it: a temporary directory
-	// left by every Ctrl-C would fill /tmp with the masters' logs and
-	// snapshots.
+	// removeDir says dev made the directory and deletes it once its
+	// nodes have stopped, whatever stopped them: a temporary directory
+	// left by every Ctrl-C or failed start would fill /tmp with the
+	// masters' logs and snapshots, and a CA key.
 	removeDir := false
 	if *dir == "" {
 		if *dir, err = os.MkdirTemp("", "drover-dev-"); err == nil {
 			err = os.Chmod(*dir, 0o711)
 		}
-		if err != nil {
-			return fail(err)
-		}
 		removeDir = !*keep
-	} else if err := os.MkdirAll(*dir, 0o711); err != nil {
+	} else {
+		err = os.MkdirAll(*dir, 0o711)
+	}
+	if err != nil {
 		return fail(err)
 	}
+	var nodes []*devNode
+	defer func() {
+		// After stopNodes, deferred below: no node writes there any more.
+		if !removeDir {
+			fmt.Printf("kept %s (a new drover dev needs a new or empty --dir)\n", *dir)
+			return
+		}
+		if err := os.RemoveAll(*dir); err != nil {
+			fmt.Fprintf(os.Stderr, "drover dev: %v\n", err)
+			return
+		}
+		fmt.Printf("removed %s (--keep keeps it)\n", *dir)
+	}()
+	defer func() { stopNodes(nodes) }()
 	// Secured like production, with throwaway credentials, so that what
 	// works here works there.
 	var sec *devsecrets.Secrets
@@ -150,20 +204,9 @@ func runDev(args []string) int {
 		}
 		sec = &s
 	}
-	// The Spark ports are held while the other ports are picked, so that
-	// none of those lands on one of them.
-	held, err := holdPorts(*bind, *sparkPort, *nMasters)
-	if err != nil {
-		return fail(fmt.Errorf("--spark-rest-port: %w", err))
-	}
-	ports, err := freeport.Get(*bind, 3**nMasters+2**nWorkers)
-	if err != nil {
-		return fail(err)
-	}
 	next := func() string { p := ports[0]; ports = ports[1:]; return fmt.Sprint(p) }
 	hostPort := func(p string) string { return net.JoinHostPort(*bind, p) }
 
-	var nodes []*devNode
 	var peers, httpAddrs, gossipAddrs, sparkAddrs []string
 	for i := 1; i <= *nMasters; i++ {
 		id := fmt.Sprintf("m%d", i)
@@ -218,22 +261,10 @@ func runDev(args []string) int {
 		}
 	}
 
-	stopped := false
-	defer func() {
-		// After stopNodes, deferred below: no node writes there any more.
-		if !stopped || !removeDir {
-			return
-		}
-		if err := os.RemoveAll(*dir); err != nil {
-			fmt.Fprintf(os.Stderr, "drover dev: %v\n", err)
-			return
-		}
-		fmt.Printf("removed %s (--keep keeps it)\n", *dir)
-	}()
-	defer stopNodes(nodes)
 	for _, l := range held {
 		l.Close()
 	}
+	held = nil
 	for _, n := range nodes {
 		if err := n.start(self, *dir); err != nil {
 			return fail(err)
@@ -265,35 +296,49 @@ func runDev(args []string) int {
 		select {
 		case <-ctx.Done():
 			fmt.Println("\nstopping the dev cluster")
-			stopped = true
 			return 0
 		case err := <-ready:
 			if ctx.Err() != nil {
 				continue
 			}
 			if err != nil {
-				return fail(fmt.Errorf("cluster did not come up (logs in %s): %w", *dir, err))
+				for _, n := range nodes {
+					printLogTail(*dir, n, 1)
+				}
+				return fail(fmt.Errorf("cluster did not come up within 60s: %w", err))
 			}
-			up = true
-			printDev(self, *dir, masters, sparkURL, env, nodes, sec)
+			// Before the banner: a cluster is announced only once its
+			// env file, which scripts wait for, is written.
 			if *envFile != "" {
 				if err := writeEnvFile(*envFile, *dir, env, nodes); err != nil {
 					return fail(err)
 				}
 			}
+			up = true
+			printDev(self, *dir, masters, sparkURL, env, nodes, sec)
 		case n := <-exited:
 			// select picks at random among ready channels: a node that
 			// dies as dev stops must not come back.
 			if ctx.Err() != nil {
 				continue
 			}
+			if !up {
+				// Before the cluster is up no one uses it, and a node
+				// that could not start (a port taken since dev picked
+				// it, a bad flag) would fail the same way again with
+				// the same flags: a restart would loop.
+				printLogTail(*dir, n, logTailLines)
+				return fail(fmt.Errorf("%s %s (pid %d) exited before the cluster was up: %s", n.role, n.id, n.cmd.Process.Pid, n.cmd.ProcessState))
+			}
 			fmt.Printf("%s %s (pid %d) exited: %s", n.role, n.id, n.cmd.Process.Pid, n.cmd.ProcessState)
 			if *restartAfter == 0 {
 				fmt.Println("; not restarted (--restart-after 0)")
+				printLogTail(*dir, n, logTailLines)
 				continue
 			}
 			n.pause = restartPause(*restartAfter, n.pause, time.Since(n.started))
 			fmt.Printf("; restarting it in %s\n", n.pause)
+			printLogTail(*dir, n, logTailLines)
 			restartLater(n)
 		case n := <-due:
 			if ctx.Err() != nil {
@@ -355,6 +400,94 @@ func printDev(self, dir, masters, sparkURL string, env []string, nodes []*devNod
 			"  (spark-submit reaches only masters without TLS and tokens: --insecure)\n", sec.CA, sec.SubmitToken, nodes[0].spark)
 	}
 	fmt.Printf("\nPress Ctrl-C to stop the cluster.\n")
+}
+
+// logTailLines is how many lines of a node's log dev prints when the node
+// exits: the last is its reason, the ones before what led to it.
+const logTailLines = 3
+
+// logTailBytes bounds what dev reads of a log's end, and so the lines it
+// prints: a node's log may be large, and its lines long.
+const logTailBytes = 4 << 10
+
+// printLogTail prints the last n lines of node's log in dir, each
+// indented and named by the log, since the cause of an exit is in the log
+// alone. A log it cannot read is said in one line.
+func printLogTail(dir string, node *devNode, n int) {
+	path := filepath.Join(dir, node.id+".log")
+	lines, err := logTail(path, n)
+	if err != nil {
+		fmt.Printf("  %s: %v\n", filepath.Base(path), err)
+		return
+	}
+	for _, l := range lines {
+		fmt.Printf("  %s: %s\n", filepath.Base(path), l)
+	}
+}
+
+// logTail returns the last n non-empty lines of the file at path, read
+// from at most its last logTailBytes; a line cut by that bound is dropped,
+// unless it is the only one, and invalid UTF-8 is replaced.
+func logTail(path string, n int) ([]string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	off := max(fi.Size()-logTailBytes, 0)
+	b := make([]byte, fi.Size()-off)
+	if _, err := f.ReadAt(b, off); err != nil && !errors.Is(err, io.EOF) {
+		return nil, err
+	}
+	var lines []string
+	for _, l := range strings.Split(strings.ToValidUTF8(string(b), "\uFFFD"), "\n") {
+		if l = strings.TrimSpace(l); l != "" {
+			lines = append(lines, l)
+		}
+	}
+	if off > 0 && len(lines) > 1 {
+		lines = lines[1:]
+	}
+	return lines[max(len(lines)-n, 0):], nil
+}
+
+// checkEnvFile refuses an --env-file that could not be written, before
+// dev starts anything: the file is written only once the cluster is up.
+// Its directory must exist; a file is made there and removed.
+func checkEnvFile(path string) error {
+	if fi, err := os.Stat(filepath.Dir(path)); err != nil {
+		return fmt.Errorf("--env-file %s: %w", path, err)
+	} else if !fi.IsDir() {
+		return fmt.Errorf("--env-file %s: %s is not a directory", path, filepath.Dir(path))
+	}
+	tmp := path + ".tmp"
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE, 0o600)
+	if err != nil {
+		return fmt.Errorf("--env-file %s: %w", path, err)
+	}
+	f.Close()
+	return os.Remove(tmp)
+}
+
+// checkNewDir refuses a --dir that holds anything: dev would mix a new
+// cluster's credentials, Raft stores and ports with an earlier one's, and
+// it does not resume a cluster (its masters' Raft configurations name the
+// ports of their first run, which dev picks anew).
+func checkNewDir(dir string) error {
+	entries, err := os.ReadDir(dir)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return nil
+	case err != nil:
+		return fmt.Errorf("--dir: %w", err)
+	case len(entries) > 0:
+		return fmt.Errorf("--dir %s is not empty (an earlier drover dev's?): dev starts a new cluster in a new or empty directory and does not resume one; remove it or give another --dir", dir)
+	}
+	return nil
 }
 
 // watch sends n on exited once its current process has exited, unless ctx
