@@ -313,7 +313,7 @@ func TestDevRestartsKilledNodes(t *testing.T) {
 
 // TestDevRemovesItsDirectoryOnCtrlC stops a drover dev given no --dir
 // with SIGINT: its nodes stop and the temporary directory it made is gone;
-// with --keep the directory stays.
+// with --keep the directory stays, and dev says where it is.
 func TestDevRemovesItsDirectoryOnCtrlC(t *testing.T) {
 	for _, keep := range []bool{false, true} {
 		args := []string{"--insecure", "--masters", "1", "--workers", "0"}
@@ -332,6 +332,8 @@ func TestDevRemovesItsDirectoryOnCtrlC(t *testing.T) {
 			t.Errorf("dev left %s after SIGINT (%v); it printed:\n%s", made, err, d.output())
 		case keep && err != nil:
 			t.Errorf("dev --keep removed %s: %v", made, err)
+		case keep && !strings.Contains(d.output(), "kept "+made+" "):
+			t.Errorf("dev --keep did not say it kept %s; it printed:\n%s", made, d.output())
 		case !keep && !strings.Contains(d.output(), "removed "+made):
 			t.Errorf("dev did not say it removed %s; it printed:\n%s", made, d.output())
 		}
