@@ -338,7 +338,7 @@ func (c *Client) ListApps(ctx context.Context, q api.ListQuery, each func([]api.
 }
 
 // AppStatus returns one app with its executors (linearizable read). An
-// id that is not an app ID is an error wrapping ids.ErrInvalid, and no
+// id that is not an app ID is an error wrapping api.ErrInvalidRequest, and no
 // request is made.
 func (c *Client) AppStatus(ctx context.Context, id string) (api.AppStatus, error) {
 	var out api.AppStatus

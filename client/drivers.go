@@ -49,13 +49,14 @@ func (c *Client) submitOne(ctx context.Context, req api.SubmitRequest) (api.Subm
 }
 
 // driverPath is api.DriverPath of id, once id is a driver ID: an ID of
-// another form, or of 100 KB, is refused here in one line wrapping
-// ids.ErrInvalid, as the masters would refuse it, before any request
+// another form, or of 100 KB, is refused here with the error a master's
+// refusal decodes to (api.ErrInvalidRequest, reading as the ids
+// package's one line), before any request
 // (one past the masters' bound on a request's header is not even
 // answered reliably: its connection may be reset instead).
 func driverPath(id, suffix string) (string, error) {
 	if err := ids.CheckDriver(id); err != nil {
-		return "", err
+		return "", api.Errorf(api.ErrInvalidRequest, "%v", err)
 	}
 	return api.DriverPath(id, suffix), nil
 }
@@ -63,13 +64,13 @@ func driverPath(id, suffix string) (string, error) {
 // appPath is driverPath for an app ID (api.AppPath).
 func appPath(id, suffix string) (string, error) {
 	if err := ids.CheckApp(id); err != nil {
-		return "", err
+		return "", api.Errorf(api.ErrInvalidRequest, "%v", err)
 	}
 	return api.AppPath(id, suffix), nil
 }
 
 // Driver returns one driver's row (linearizable read). An id that is
-// not a driver ID is an error wrapping ids.ErrInvalid, and no request
+// not a driver ID is an error wrapping api.ErrInvalidRequest, and no request
 // is made.
 func (c *Client) Driver(ctx context.Context, id string) (*model.Driver, error) {
 	p, err := driverPath(id, "")

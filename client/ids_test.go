@@ -10,12 +10,12 @@ import (
 	"time"
 
 	"github.com/drover-project/drover/api"
-	"github.com/drover-project/drover/ids"
 	"github.com/drover-project/drover/model"
 )
 
 // An ID of the wrong form or of 100 KB is refused before any request,
-// in one line wrapping ids.ErrInvalid, and a request past the masters'
+// in one line wrapping api.ErrInvalidRequest, as a master's refusal
+// would, and a request past the masters'
 // bound on a header (api.MaxHeaderBytes) is refused unsent: a master
 // answers such a request 431 or resets its connection, and a reset read
 // as "no leader" until --timeout ran out.
@@ -38,8 +38,8 @@ func TestMalformedIDsAndLongURLsAreNotSent(t *testing.T) {
 		"ExecutorLogs":  func() error { _, _, err := c.ExecutorLogs(ctx, "app/../x", 0, false, 0); return err },
 	} {
 		err := call()
-		if !errors.Is(err, ids.ErrInvalid) || strings.Contains(err.Error(), "\n") || len(err.Error()) > 200 {
-			t.Errorf("%s: %v; want one short line wrapping ids.ErrInvalid", name, err)
+		if !errors.Is(err, api.ErrInvalidRequest) || !strings.HasPrefix(err.Error(), "invalid ID: ") || strings.Contains(err.Error(), "\n") || len(err.Error()) > 200 {
+			t.Errorf("%s: %v; want one short line wrapping api.ErrInvalidRequest", name, err)
 		}
 	}
 	err := c.ListDrivers(ctx, api.ListQuery{Name: strings.Repeat("*", api.MaxHeaderBytes)}, func(p []*model.Driver) error { return nil })

@@ -109,7 +109,7 @@ func TestCLIAsPeopleTypeIt(t *testing.T) {
 		code int
 		want string
 	}{
-		{[]string{"submit", "--driver-cores", "0", "--", "/bin/true"}, 1, "invalid request: cores must be positive"},
+		{[]string{"submit", "--driver-cores", "0", "--", "/bin/true"}, 1, "--driver-cores 0 must be from 1 to 65536"},
 		{[]string{"list", "--timeout", "0"}, 1, "--timeout must be positive"},
 		{[]string{"--timeout", "-1s", "list"}, 1, "--timeout must be positive"},
 		{[]string{"list", "--state", "DONE"}, 1, "is not a driver state"},
