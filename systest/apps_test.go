@@ -149,6 +149,13 @@ func TestAppEndsWithItsDriver(t *testing.T) {
 			spec.DriverID, spec.DriverAttempt = id, 1
 			a := registerApp(t, c, spec)
 			execs := running(t, a, 2)
+			// RUNNING means the program started; its first line, with the
+			// pid checked below, follows, and an end before it would
+			// leave no line to read.
+			for eid := range execs {
+				name := a.ID() + "-" + strconv.Itoa(eid)
+				waitFor(t, 10*time.Second, "executor "+strconv.Itoa(eid)+" records its start", func() bool { return len(p.lines(name)) > 0 })
+			}
 			tc.end(id)
 			select {
 			case <-a.Done():
