@@ -2,7 +2,6 @@ package fsm
 
 import (
 	"iter"
-	"slices"
 
 	"github.com/drover-project/drover/api"
 )
@@ -83,12 +82,11 @@ func (f *FSM) recount() {
 // for tables a snapshot restored.
 func (t *tables) countLive() {
 	t.live = newLiveRows()
-	t.driverIDs = make([]string, 0, len(t.Drivers))
+	t.driverIDs = newDriverIDs()
 	for id, d := range t.Drivers {
 		t.live.driver(id, d.Client, !d.State.Terminal())
-		t.driverIDs = append(t.driverIDs, id)
+		t.driverIDs.ReplaceOrInsert(id)
 	}
-	slices.Sort(t.driverIDs)
 	for id, a := range t.Apps {
 		t.live.app(id, !a.State.Terminal())
 	}
