@@ -15,7 +15,6 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/google/btree"
 	"github.com/hashicorp/raft"
 
 	"github.com/drover-project/drover/api"
@@ -115,9 +114,9 @@ type tables struct {
 	// live is what has not ended (liveRows). Derived like on.
 	live liveRows
 	// driverIDs is every driver's ID, sorted, so that a page of drivers
-	// (DriverPage) starts at its cursor in O(log n) and reads only the
-	// rows it returns or passes over. Derived like on.
-	driverIDs *btree.BTreeG[string]
+	// (DriverPage) starts at its cursor with a binary search and reads
+	// only the rows it returns or passes over. Derived like on.
+	driverIDs []string
 }
 
 // workerUnits is what one worker should run.
@@ -179,7 +178,6 @@ func newTables() tables {
 		AppTokens: map[string]string{},
 		on:        map[string]*workerUnits{},
 		live:      newLiveRows(),
-		driverIDs: newDriverIDs(),
 	}
 }
 

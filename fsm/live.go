@@ -2,6 +2,7 @@ package fsm
 
 import (
 	"iter"
+	"slices"
 
 	"github.com/drover-project/drover/api"
 )
@@ -82,11 +83,12 @@ func (f *FSM) recount() {
 // for tables a snapshot restored.
 func (t *tables) countLive() {
 	t.live = newLiveRows()
-	t.driverIDs = newDriverIDs()
+	t.driverIDs = make([]string, 0, len(t.Drivers))
 	for id, d := range t.Drivers {
 		t.live.driver(id, d.Client, !d.State.Terminal())
-		t.driverIDs.ReplaceOrInsert(id)
+		t.driverIDs = append(t.driverIDs, id)
 	}
+	slices.Sort(t.driverIDs)
 	for id, a := range t.Apps {
 		t.live.app(id, !a.State.Terminal())
 	}
