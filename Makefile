@@ -6,7 +6,7 @@ PKGS    := ./...
 # The process-level tests, named before the others so that go test starts
 # them at once and runs the unit packages beside them; in import-path
 # order they would start after most of the rest.
-LONG_TESTS := ./systest
+LONG_TESTS := ./tests/systest
 # The chaos suite runs alone, after the rest: its checkers give a SIGTERM
 # 5 s to stop a probe and a worker seconds to learn of a kill, which a
 # 2-core machine also running the process-level tests, every process
@@ -33,11 +33,11 @@ lint: vet
 # each package as it ends, a failed test's output, and at the end the
 # tests that skipped with the reason each gave (chromium, prometheus or
 # root missing, say). go test's own output prints the packages in the
-# order given, so with ./systest first nothing showed for nine minutes.
+# order given, so with ./tests/systest first nothing showed for nine minutes.
 # Its exit code is non-zero when a test fails or go test does.
 GOTESTSUM := $(GO) run gotest.tools/gotestsum@v1.13.0 --format pkgname-and-test-fails --format-icons text --format-hide-empty-pkg
 
-# Unit, process-level (systest/) and failover tests, with the race
+# Unit, process-level (tests/systest/) and failover tests, with the race
 # detector. Tests that need root skip with a message when not run as root.
 # The fuzz smoke runs first, so that the list of skipped tests ends the
 # run; the chaos suite runs after the rest, alone, in the same report.
@@ -57,8 +57,8 @@ define run-fuzz
 	$(GO) test -run='^$$' -fuzz='^FuzzCommand$$' -fuzztime=$(FUZZTIME) $(FUZZFLAGS) ./fsm
 	$(GO) test -run='^$$' -fuzz='^FuzzRestore$$' -fuzztime=$(FUZZTIME) $(FUZZFLAGS) ./fsm
 	$(GO) test -run='^$$' -fuzz='^FuzzHTTPBodies$$' -fuzztime=$(FUZZTIME) $(FUZZFLAGS) ./master
-	$(GO) test -run='^$$' -fuzz='^FuzzCreate$$' -fuzztime=$(FUZZTIME) $(FUZZFLAGS) ./sparkrest
-	$(GO) test -run='^$$' -fuzz='^FuzzRunnerFiles$$' -fuzztime=$(FUZZTIME) $(FUZZFLAGS) ./runner
+	$(GO) test -run='^$$' -fuzz='^FuzzCreate$$' -fuzztime=$(FUZZTIME) $(FUZZFLAGS) ./master/spark/restsubmit
+	$(GO) test -run='^$$' -fuzz='^FuzzRunnerFiles$$' -fuzztime=$(FUZZTIME) $(FUZZFLAGS) ./worker/runner
 	$(GO) test -run='^$$' -fuzz='^FuzzWorkerRecord$$' -fuzztime=$(FUZZTIME) $(FUZZFLAGS) ./worker
 endef
 

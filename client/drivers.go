@@ -9,8 +9,8 @@ import (
 	"strconv"
 
 	"github.com/drover-project/drover/api"
-	"github.com/drover-project/drover/ids"
 	"github.com/drover-project/drover/model"
+	"github.com/drover-project/drover/model/ids"
 )
 
 // NewToken returns a fresh random submission token (128 bits, hex).

@@ -6,8 +6,8 @@ import (
 	"slices"
 
 	"github.com/drover-project/drover/api"
-	"github.com/drover-project/drover/ids"
 	"github.com/drover-project/drover/model"
+	"github.com/drover-project/drover/model/ids"
 )
 
 // One apply function per command type. Each validates first and changes the

@@ -8,8 +8,8 @@ import (
 	"strconv"
 
 	"github.com/drover-project/drover/api"
-	"github.com/drover-project/drover/ids"
 	"github.com/drover-project/drover/model"
+	"github.com/drover-project/drover/model/ids"
 )
 
 // Apply functions for applications and executors, following Spark's

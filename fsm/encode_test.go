@@ -6,8 +6,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/drover-project/drover/ids"
 	"github.com/drover-project/drover/model"
+	"github.com/drover-project/drover/model/ids"
 )
 
 // An entry larger than Decode accepts is refused when encoded, so Raft

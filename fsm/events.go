@@ -5,7 +5,7 @@ import (
 	"slices"
 
 	"github.com/drover-project/drover/api"
-	"github.com/drover-project/drover/events"
+	"github.com/drover-project/drover/master/events"
 )
 
 // DefaultEventBuffer is how many events an FSM holds for subscribers that

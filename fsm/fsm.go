@@ -18,7 +18,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/drover-project/drover/api"
-	"github.com/drover-project/drover/events"
+	"github.com/drover-project/drover/master/events"
 	"github.com/drover-project/drover/model"
 )
 

@@ -15,9 +15,9 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/drover-project/drover/api"
-	"github.com/drover-project/drover/events"
-	"github.com/drover-project/drover/ids"
+	"github.com/drover-project/drover/master/events"
 	"github.com/drover-project/drover/model"
+	"github.com/drover-project/drover/model/ids"
 )
 
 // tb is what both *testing.T and *rapid.T offer.

@@ -21,8 +21,8 @@ import (
 	"github.com/hashicorp/raft"
 	"golang.org/x/sync/errgroup"
 
-	"github.com/drover-project/drover/ids"
 	"github.com/drover-project/drover/model"
+	"github.com/drover-project/drover/model/ids"
 )
 
 // The snapshot formats. Persist writes SnapshotVersion; Restore reads it

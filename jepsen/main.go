@@ -27,10 +27,10 @@ import (
 
 	"github.com/spf13/pflag"
 
-	"github.com/drover-project/drover/internal/testcluster"
 	"github.com/drover-project/drover/jepsen/nemesis"
 	"github.com/drover-project/drover/jepsen/probe"
 	"github.com/drover-project/drover/jepsen/suite"
+	"github.com/drover-project/drover/tests/testcluster"
 )
 
 func main() {

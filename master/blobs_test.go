@@ -19,10 +19,10 @@ import (
 
 	"github.com/drover-project/drover/api"
 	"github.com/drover-project/drover/client"
-	"github.com/drover-project/drover/internal/metricstest"
 	"github.com/drover-project/drover/master"
 	"github.com/drover-project/drover/master/mastertest"
 	"github.com/drover-project/drover/model"
+	"github.com/drover-project/drover/tests/metricstest"
 )
 
 // fastUploads has masters make their anti-entropy and garbage collection

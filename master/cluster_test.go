@@ -22,12 +22,12 @@ import (
 
 	"github.com/drover-project/drover/api"
 	"github.com/drover-project/drover/client"
-	"github.com/drover-project/drover/ids"
 	"github.com/drover-project/drover/master"
 	"github.com/drover-project/drover/master/leader"
 	"github.com/drover-project/drover/master/mastertest"
 	"github.com/drover-project/drover/master/service"
 	"github.com/drover-project/drover/model"
+	"github.com/drover-project/drover/model/ids"
 )
 
 func submitReq() api.SubmitRequest {

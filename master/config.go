@@ -11,16 +11,16 @@ import (
 
 	"github.com/drover-project/drover/api"
 	"github.com/drover-project/drover/fsm"
-	"github.com/drover-project/drover/gossip"
-	"github.com/drover-project/drover/ids"
 	"github.com/drover-project/drover/master/forward"
 	"github.com/drover-project/drover/master/leader"
 	"github.com/drover-project/drover/master/service"
+	"github.com/drover-project/drover/master/spark/restsubmit"
+	"github.com/drover-project/drover/master/ui"
 	"github.com/drover-project/drover/model"
-	"github.com/drover-project/drover/pki"
-	"github.com/drover-project/drover/sparkrest"
+	"github.com/drover-project/drover/model/ids"
+	"github.com/drover-project/drover/security/pki"
 	"github.com/drover-project/drover/transport"
-	"github.com/drover-project/drover/ui"
+	"github.com/drover-project/drover/transport/gossip"
 )
 
 // Peer is one voter of the initial Raft configuration.
@@ -263,12 +263,12 @@ type Config struct {
 	// Spark standalone's REST submission protocol (Spark's
 	// StandaloneRestServer, port 6066 in Spark), so that spark-submit
 	// --deploy-mode cluster --master spark://HOST:PORT can submit, query
-	// and kill drivers (package sparkrest). It has the API's TLS, tokens and
+	// and kill drivers (package restsubmit). It has the API's TLS, tokens and
 	// bounds.
 	SparkRESTPort int
 	// SparkLauncher is the argv template a Spark submission becomes a
-	// driver program through (sparkrest.Launcher: placeholders such as
-	// {{mainClass}} and {{appArgs}}); nil for sparkrest.DefaultLauncher.
+	// driver program through (restsubmit.Launcher: placeholders such as
+	// {{mainClass}} and {{appArgs}}); nil for restsubmit.DefaultLauncher.
 	SparkLauncher []string
 	// SparkRESTLeaderWait is how long a Spark REST request that reaches
 	// this master while no leader can answer waits for one
@@ -459,7 +459,7 @@ func (c *Config) validate() error {
 	if c.SparkRESTPort < 0 || c.SparkRESTPort > 65535 {
 		errs = append(errs, fmt.Errorf("--spark-rest-port %d is not a port (0 for none)", c.SparkRESTPort))
 	}
-	if _, err := sparkrest.NewLauncher(c.SparkLauncher); err != nil {
+	if _, err := restsubmit.NewLauncher(c.SparkLauncher); err != nil {
 		errs = append(errs, fmt.Errorf("--spark-launcher: %w", err))
 	}
 	if c.SparkRESTLeaderWait < 0 || c.SparkRESTLeaderWait > forward.MaxLeaderWait {

@@ -9,10 +9,10 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/drover-project/drover/api"
-	"github.com/drover-project/drover/auth"
 	"github.com/drover-project/drover/fsm"
-	"github.com/drover-project/drover/gossip"
 	"github.com/drover-project/drover/model"
+	"github.com/drover-project/drover/security/auth"
+	"github.com/drover-project/drover/transport/gossip"
 )
 
 // The leader writes its entries in MessagePack while every voter says in

@@ -322,7 +322,7 @@ func (fx *httpFixture) committedBetween(t *testing.T, from, to uint64) []model.C
 }
 
 // fuzzHTTPSeeds are hand-made inputs: the bad requests of
-// systest/badinput_test.go and a few more, beside the well-formed bodies
+// tests/systest/badinput_test.go and a few more, beside the well-formed bodies
 // in testdata/fuzz/FuzzHTTPBodies.
 func fuzzHTTPSeeds(t testing.TB) []struct {
 	sel  byte

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/drover-project/drover/api"
-	"github.com/drover-project/drover/pki"
+	"github.com/drover-project/drover/security/pki"
 )
 
 // TestNoReadShowsTheWorkerInstance: the instance a worker registers with

@@ -12,7 +12,7 @@ import (
 
 	"github.com/drover-project/drover/master"
 	"github.com/drover-project/drover/master/mastertest"
-	"github.com/drover-project/drover/ui"
+	"github.com/drover-project/drover/master/ui"
 )
 
 // uiDrivers is the number of drivers of TestUIWith100kDrivers.

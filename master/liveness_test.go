@@ -10,9 +10,9 @@ import (
 
 	"github.com/drover-project/drover/api"
 	"github.com/drover-project/drover/client"
-	"github.com/drover-project/drover/gossip"
 	"github.com/drover-project/drover/master/leader"
 	"github.com/drover-project/drover/model"
+	"github.com/drover-project/drover/transport/gossip"
 )
 
 // fakeWorker is a worker as the leader sees it: a gossip member, a

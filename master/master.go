@@ -2,7 +2,7 @@
 // tables, a member of the gossip pool, and its listeners. It only wires the
 // parts together; each part is a package of its own:
 //
-//	httpapi, webui, sparkrest   listeners: decode, call the service, encode
+//	httpapi, webui, restsubmit   listeners: decode, call the service, encode
 //	service                     the rules, and the only writer to Raft (Admit in front)
 //	forward                     hands what only the leader may answer to the leader
 //	leader                      what a master owns for one term of leadership
@@ -34,21 +34,21 @@ import (
 	"go.etcd.io/bbolt"
 
 	"github.com/drover-project/drover/api"
-	"github.com/drover-project/drover/auth"
-	"github.com/drover-project/drover/events"
 	"github.com/drover-project/drover/fsm"
-	"github.com/drover-project/drover/gossip"
 	"github.com/drover-project/drover/master/blobs"
 	"github.com/drover-project/drover/master/blobsync"
+	"github.com/drover-project/drover/master/events"
 	"github.com/drover-project/drover/master/forward"
 	"github.com/drover-project/drover/master/httpapi"
 	"github.com/drover-project/drover/master/leader"
 	"github.com/drover-project/drover/master/metrics"
 	"github.com/drover-project/drover/master/service"
+	"github.com/drover-project/drover/master/spark/masterjson"
+	"github.com/drover-project/drover/master/spark/restsubmit"
 	"github.com/drover-project/drover/master/webui"
-	"github.com/drover-project/drover/sparkjson"
-	"github.com/drover-project/drover/sparkrest"
+	"github.com/drover-project/drover/security/auth"
 	"github.com/drover-project/drover/transport"
+	"github.com/drover-project/drover/transport/gossip"
 	"github.com/drover-project/drover/transport/raftnet"
 )
 
@@ -346,7 +346,7 @@ func (m *Master) closeRaft() {
 func (m *Master) startHTTP(guard *auth.Guard, gate *transport.Gate, conns *transport.ConnLimit) error {
 	mux := http.NewServeMux()
 	api := httpapi.Config{Service: m.svc, Guard: guard, Leadership: m.local.Leadership, Metrics: m.metrics, Log: m.log,
-		Spark: sparkjson.Site{URL: m.sparkURL(), Scheme: m.scheme()}, Gate: gate, EventWriteTimeout: m.cfg.EventWriteTimeout}
+		Spark: masterjson.Site{URL: m.sparkURL(), Scheme: m.scheme()}, Gate: gate, EventWriteTimeout: m.cfg.EventWriteTimeout}
 	httpapi.Register(mux, api)
 	webui.Register(mux, webui.Config{Service: m.svc, Guard: guard, Leadership: m.local.Leadership, Scheme: m.scheme(), Log: m.log,
 		Redact: regexp.MustCompile(m.cfg.RedactRegex)})
@@ -380,7 +380,7 @@ func (m *Master) startSparkREST(guard *auth.Guard, gate *transport.Gate, conns *
 	if m.cfg.SparkRESTPort == 0 {
 		return nil
 	}
-	launcher, err := sparkrest.NewLauncher(m.cfg.SparkLauncher)
+	launcher, err := restsubmit.NewLauncher(m.cfg.SparkLauncher)
 	if err != nil {
 		return fmt.Errorf("--spark-launcher: %w", err)
 	}
@@ -388,13 +388,13 @@ func (m *Master) startSparkREST(guard *auth.Guard, gate *transport.Gate, conns *
 	if err != nil {
 		return fmt.Errorf("spark REST listen: %w", err)
 	}
-	h := sparkrest.NewHandler(m.svc, guard, launcher)
+	h := restsubmit.NewHandler(m.svc, guard, launcher)
 	// Spark's client tries each master once: its requests wait for a
 	// leader where the API's, whose client retries, do not.
 	wait := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		h.ServeHTTP(w, r.WithContext(forward.WithLeaderWait(r.Context(), m.cfg.SparkRESTLeaderWait)))
 	})
-	m.sparkServer = m.serve(ln, m.metrics.Instrument(gate.Wrap(wait, sparkrest.WriteError)), "spark REST")
+	m.sparkServer = m.serve(ln, m.metrics.Instrument(gate.Wrap(wait, restsubmit.WriteError)), "spark REST")
 	m.log.Info("serving Spark REST submissions", "addr", ln.Addr().String(), "tls", m.tls.http != nil,
 		"launcher", launcher.Argv())
 	return nil

@@ -13,11 +13,11 @@ import (
 
 	"github.com/drover-project/drover/api"
 	"github.com/drover-project/drover/client"
-	"github.com/drover-project/drover/gossip"
 	"github.com/drover-project/drover/internal/freeport"
-	"github.com/drover-project/drover/internal/metricstest"
 	"github.com/drover-project/drover/model"
-	"github.com/drover-project/drover/pki"
+	"github.com/drover-project/drover/security/pki"
+	"github.com/drover-project/drover/tests/metricstest"
+	"github.com/drover-project/drover/transport/gossip"
 )
 
 // metricsFailSafe bounds every wait of the metrics tests, so that a broken

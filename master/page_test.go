@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/drover-project/drover/api"
-	"github.com/drover-project/drover/auth"
-	"github.com/drover-project/drover/pki"
+	"github.com/drover-project/drover/security/auth"
+	"github.com/drover-project/drover/security/pki"
 )
 
 const (

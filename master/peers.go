@@ -7,7 +7,7 @@ import (
 
 	"github.com/hashicorp/raft"
 
-	"github.com/drover-project/drover/gossip"
+	"github.com/drover-project/drover/transport/gossip"
 	"github.com/drover-project/drover/transport/raftnet"
 )
 

@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/drover-project/drover/gossip"
 	"github.com/drover-project/drover/internal/freeport"
+	"github.com/drover-project/drover/transport/gossip"
 	"github.com/drover-project/drover/transport/raftnet"
 )
 

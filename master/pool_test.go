@@ -14,10 +14,10 @@ import (
 	"time"
 
 	"github.com/drover-project/drover/api"
-	"github.com/drover-project/drover/gossip"
 	"github.com/drover-project/drover/internal/freeport"
 	"github.com/drover-project/drover/master"
 	"github.com/drover-project/drover/master/mastertest"
+	"github.com/drover-project/drover/transport/gossip"
 )
 
 // gossipAddr is the gossip address a node's master listens on.

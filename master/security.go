@@ -6,7 +6,7 @@ import (
 	"net/http"
 
 	"github.com/drover-project/drover/api"
-	"github.com/drover-project/drover/pki"
+	"github.com/drover-project/drover/security/pki"
 	"github.com/drover-project/drover/transport"
 )
 

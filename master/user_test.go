@@ -16,8 +16,8 @@ import (
 	"github.com/drover-project/drover/internal/freeport"
 	"github.com/drover-project/drover/master"
 	"github.com/drover-project/drover/master/mastertest"
+	"github.com/drover-project/drover/master/spark/restsubmit"
 	"github.com/drover-project/drover/model"
-	"github.com/drover-project/drover/sparkrest"
 )
 
 // registerWorkers registers workers with 4 cores and 4 GiB each, worker ID
@@ -235,7 +235,7 @@ func TestUserNamesAreChecked(t *testing.T) {
 func sparkCreate(t *testing.T, c *mastertest.Cluster, user string) (int, string) {
 	t.Helper()
 	body := fmt.Sprintf(`{"action":"CreateSubmissionRequest","appResource":"local:/jobs/pi.jar","clientSparkVersion":"3.5.1","mainClass":"Pi",
-		"sparkProperties":{"spark.app.name":"pi","%s":%q}}`, sparkrest.UserProperty, user)
+		"sparkProperties":{"spark.app.name":"pi","%s":%q}}`, restsubmit.UserProperty, user)
 	url := fmt.Sprintf("http://127.0.0.1:%d/v1/submissions/create", c.Nodes[0].Config.SparkRESTPort)
 	resp, err := http.Post(url, "application/json", bytes.NewReader([]byte(body)))
 	if err != nil {

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/drover-project/drover/internal/nettest"
+	"github.com/drover-project/drover/tests/nettest"
 )
 
 // acceptLoop accepts on ln until it is closed and hands every connection

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/drover-project/drover/internal/nettest"
+	"github.com/drover-project/drover/tests/nettest"
 )
 
 // The HTTP client's connections leave from the node's bind address, so a

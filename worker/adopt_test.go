@@ -15,8 +15,8 @@ import (
 
 	"github.com/drover-project/drover/api"
 	"github.com/drover-project/drover/model"
-	"github.com/drover-project/drover/runner"
 	"github.com/drover-project/drover/worker"
+	"github.com/drover-project/drover/worker/runner"
 )
 
 // waiter runs until the test creates the file "stop" in its attempt

@@ -19,8 +19,8 @@ import (
 
 	"github.com/drover-project/drover/api"
 	"github.com/drover-project/drover/model"
-	"github.com/drover-project/drover/runner"
 	"github.com/drover-project/drover/worker"
+	"github.com/drover-project/drover/worker/runner"
 )
 
 const appScript = "#!/bin/sh\necho \"staged $DROVER_WORKER_ID\"\n"

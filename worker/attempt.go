@@ -16,10 +16,10 @@ import (
 	"time"
 
 	"github.com/drover-project/drover/internal/procid"
-	"github.com/drover-project/drover/isolation"
 	"github.com/drover-project/drover/model"
-	"github.com/drover-project/drover/runner"
-	"github.com/drover-project/drover/sparkres"
+	"github.com/drover-project/drover/worker/isolation"
+	"github.com/drover-project/drover/worker/runner"
+	"github.com/drover-project/drover/worker/spark/resourcesfile"
 )
 
 // runnerSubcommand is the hidden drover subcommand that runs runner.Main.
@@ -257,7 +257,7 @@ func (w *Worker) start(o order) *unit {
 		Resources:       o.resources,
 	}
 	if len(o.resources) > 0 {
-		b, err := sparkres.Encode(k.component(), o.resources)
+		b, err := resourcesfile.Encode(k.component(), o.resources)
 		if err == nil {
 			err = runner.WriteResources(u.dir, b)
 		}

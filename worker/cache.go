@@ -4,8 +4,8 @@ import (
 	"context"
 	"time"
 
-	"github.com/drover-project/drover/artifact"
-	"github.com/drover-project/drover/runner"
+	"github.com/drover-project/drover/worker/artifact"
+	"github.com/drover-project/drover/worker/runner"
 )
 
 // CacheDir, in the work dir, is the artifact cache (artifact.Cache) the

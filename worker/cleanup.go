@@ -10,7 +10,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/drover-project/drover/runner"
+	"github.com/drover-project/drover/worker/runner"
 )
 
 // The work-dir cleanup is Spark's spark.worker.cleanup.*, on by default:

@@ -16,10 +16,10 @@ import (
 	"time"
 
 	"github.com/drover-project/drover/api"
-	"github.com/drover-project/drover/internal/metricstest"
 	"github.com/drover-project/drover/model"
-	"github.com/drover-project/drover/runner"
+	"github.com/drover-project/drover/tests/metricstest"
 	"github.com/drover-project/drover/worker"
+	"github.com/drover-project/drover/worker/runner"
 )
 
 // plenty is a free-space function of a disk that never runs low.

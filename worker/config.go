@@ -7,13 +7,13 @@ import (
 	"net"
 	"time"
 
-	"github.com/drover-project/drover/artifact"
-	"github.com/drover-project/drover/ids"
-	"github.com/drover-project/drover/isolation"
 	"github.com/drover-project/drover/model"
-	"github.com/drover-project/drover/pki"
-	"github.com/drover-project/drover/runner"
+	"github.com/drover-project/drover/model/ids"
+	"github.com/drover-project/drover/security/pki"
 	"github.com/drover-project/drover/transport"
+	"github.com/drover-project/drover/worker/artifact"
+	"github.com/drover-project/drover/worker/isolation"
+	"github.com/drover-project/drover/worker/runner"
 )
 
 // Config is everything a worker needs. Sizes are MiB, durations wall-clock.

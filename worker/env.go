@@ -11,12 +11,12 @@ import (
 	"github.com/drover-project/drover/client"
 	"github.com/drover-project/drover/internal/atomicfile"
 	"github.com/drover-project/drover/model"
-	"github.com/drover-project/drover/runner"
+	"github.com/drover-project/drover/worker/runner"
 )
 
 // EnvResourcesFile names the variable that gives a program holding custom
 // resources the path of its resources file, in Spark's format (package
-// sparkres), for spark.driver.resourcesFile or an executor's
+// resourcesfile), for spark.driver.resourcesFile or an executor's
 // --resourcesFile.
 const EnvResourcesFile = "DROVER_RESOURCES_FILE"
 

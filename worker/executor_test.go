@@ -13,8 +13,8 @@ import (
 
 	"github.com/drover-project/drover/api"
 	"github.com/drover-project/drover/model"
-	"github.com/drover-project/drover/runner"
 	"github.com/drover-project/drover/worker"
+	"github.com/drover-project/drover/worker/runner"
 )
 
 const appA = "app-20260101000000-0001"

@@ -16,7 +16,7 @@ import (
 
 	"go.etcd.io/bbolt"
 
-	"github.com/drover-project/drover/runner"
+	"github.com/drover-project/drover/worker/runner"
 )
 
 // FuzzWorkerRecord stores the bytes as a record and as the lease file.

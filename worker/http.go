@@ -16,9 +16,9 @@ import (
 	"time"
 
 	"github.com/drover-project/drover/api"
-	"github.com/drover-project/drover/ids"
-	"github.com/drover-project/drover/runner"
+	"github.com/drover-project/drover/model/ids"
 	"github.com/drover-project/drover/transport"
+	"github.com/drover-project/drover/worker/runner"
 )
 
 // ExecutorLogsPath is the path pattern (net/http.ServeMux syntax) of an

@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/drover-project/drover/internal/devsecrets"
-	"github.com/drover-project/drover/pki"
+	"github.com/drover-project/drover/security/pki"
 	"github.com/drover-project/drover/worker"
 )
 

@@ -17,11 +17,11 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/drover-project/drover/api"
-	"github.com/drover-project/drover/internal/cgrouptest"
-	"github.com/drover-project/drover/isolation"
 	"github.com/drover-project/drover/model"
-	"github.com/drover-project/drover/runner"
+	"github.com/drover-project/drover/tests/cgrouptest"
 	"github.com/drover-project/drover/worker"
+	"github.com/drover-project/drover/worker/isolation"
+	"github.com/drover-project/drover/worker/runner"
 )
 
 // lockedBuffer is a log destination the worker and the test share.

@@ -7,7 +7,7 @@ import (
 
 	"github.com/drover-project/drover/internal/atomicfile"
 	"github.com/drover-project/drover/internal/procid"
-	"github.com/drover-project/drover/runner"
+	"github.com/drover-project/drover/worker/runner"
 )
 
 // holder names this daemon's process in its lease file (see procid): its

@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/drover-project/drover/api"
-	"github.com/drover-project/drover/internal/metricstest"
 	"github.com/drover-project/drover/model"
+	"github.com/drover-project/drover/tests/metricstest"
 	"github.com/drover-project/drover/worker"
 )
 

@@ -8,8 +8,8 @@ import (
 
 	"github.com/drover-project/drover/api"
 	"github.com/drover-project/drover/model"
-	"github.com/drover-project/drover/runner"
 	"github.com/drover-project/drover/worker"
+	"github.com/drover-project/drover/worker/runner"
 )
 
 // failsOnceOnCue is a supervised assignment whose first run exits 1 once

@@ -9,9 +9,9 @@ import (
 
 	"github.com/drover-project/drover/api"
 	"github.com/drover-project/drover/model"
-	"github.com/drover-project/drover/runner"
-	"github.com/drover-project/drover/sparkres"
 	"github.com/drover-project/drover/worker"
+	"github.com/drover-project/drover/worker/runner"
+	"github.com/drover-project/drover/worker/spark/resourcesfile"
 )
 
 // A worker registers the resources it offers; a unit holding some finds
@@ -46,7 +46,7 @@ if [ -n "$DROVER_RESOURCES_FILE" ] && grep -q resourceName "$DROVER_RESOURCES_FI
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, err := sparkres.Parse(b, sparkres.Driver); err != nil || got.String() != "gpu=2,0" {
+	if got, err := resourcesfile.Parse(b, resourcesfile.Driver); err != nil || got.String() != "gpu=2,0" {
 		t.Fatalf("resources file %s: %v %v", b, got, err)
 	}
 	if got := readStream(t, filepath.Join(cfg.WorkDir, driverB, "attempt-1"), runner.StdoutFile); got != "||\n" {
@@ -56,8 +56,8 @@ if [ -n "$DROVER_RESOURCES_FILE" ] && grep -q resourceName "$DROVER_RESOURCES_FI
 	if got := readStream(t, edir, runner.StdoutFile); !strings.HasPrefix(got, "|f|") {
 		t.Fatalf("executor printed %q", got)
 	}
-	if b, err := os.ReadFile(filepath.Join(edir, runner.ResourcesFile)); err != nil || !strings.Contains(string(b), sparkres.Executor) {
-		t.Fatalf("executor's resources file %s %v, want the %s component", b, err, sparkres.Executor)
+	if b, err := os.ReadFile(filepath.Join(edir, runner.ResourcesFile)); err != nil || !strings.Contains(string(b), resourcesfile.Executor) {
+		t.Fatalf("executor's resources file %s %v, want the %s component", b, err, resourcesfile.Executor)
 	}
 }
 

@@ -9,10 +9,10 @@ import (
 
 	"github.com/drover-project/drover/api"
 	"github.com/drover-project/drover/client"
-	"github.com/drover-project/drover/ids"
-	"github.com/drover-project/drover/isolation"
 	"github.com/drover-project/drover/model"
-	"github.com/drover-project/drover/sparkres"
+	"github.com/drover-project/drover/model/ids"
+	"github.com/drover-project/drover/worker/isolation"
+	"github.com/drover-project/drover/worker/spark/resourcesfile"
 )
 
 // A unit is one program the worker runs under a runner of its own: a driver
@@ -52,7 +52,7 @@ type kindInfo struct {
 	// is empty, as in the records written before workers ran executors.
 	record string
 	// component names the unit in its resources file, as Spark's
-	// ResourceID does (package sparkres).
+	// ResourceID does (package resourcesfile).
 	component string
 	// alwaysFenced: strict fencing kills the unit even when it is not
 	// supervised. The leader declares a lost worker's executors LOST and
@@ -64,9 +64,9 @@ type kindInfo struct {
 
 var kinds = [...]kindInfo{
 	kindAttempt: {noun: "attempt", idAttr: "driver", nAttr: "attempt", checkID: ids.CheckDriver,
-		minN: 1, dirPrefix: "attempt-", component: sparkres.Driver},
+		minN: 1, dirPrefix: "attempt-", component: resourcesfile.Driver},
 	kindExecutor: {noun: "executor", idAttr: "app", nAttr: "executor", checkID: ids.CheckApp,
-		minN: 0, record: "executor", alwaysFenced: true, component: sparkres.Executor},
+		minN: 0, record: "executor", alwaysFenced: true, component: resourcesfile.Executor},
 }
 
 func (k unitKind) info() kindInfo { return kinds[k] }

@@ -11,7 +11,7 @@ import (
 	"strconv"
 	"syscall"
 
-	"github.com/drover-project/drover/runner"
+	"github.com/drover-project/drover/worker/runner"
 )
 
 // DefaultRunAs is the user a worker run as root runs programs as when

@@ -5,7 +5,7 @@ import (
 	"os/user"
 	"testing"
 
-	"github.com/drover-project/drover/runner"
+	"github.com/drover-project/drover/worker/runner"
 )
 
 // A worker not run as root (here one of uid 1) runs every program as

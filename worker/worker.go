@@ -45,15 +45,15 @@ import (
 	"time"
 
 	"github.com/drover-project/drover/api"
-	"github.com/drover-project/drover/artifact"
-	"github.com/drover-project/drover/auth"
 	"github.com/drover-project/drover/client"
 	"github.com/drover-project/drover/internal/wait"
-	"github.com/drover-project/drover/isolation"
 	"github.com/drover-project/drover/model"
-	"github.com/drover-project/drover/pki"
-	"github.com/drover-project/drover/runner"
+	"github.com/drover-project/drover/security/auth"
+	"github.com/drover-project/drover/security/pki"
 	"github.com/drover-project/drover/transport"
+	"github.com/drover-project/drover/worker/artifact"
+	"github.com/drover-project/drover/worker/isolation"
+	"github.com/drover-project/drover/worker/runner"
 )
 
 // shutdownTimeout bounds the HTTP server's graceful stop in Close.

@@ -22,8 +22,8 @@ import (
 
 	"github.com/drover-project/drover/api"
 	"github.com/drover-project/drover/model"
-	"github.com/drover-project/drover/runner"
 	"github.com/drover-project/drover/worker"
+	"github.com/drover-project/drover/worker/runner"
 )
 
 // TestMain lets the test binary stand in for "drover runner", which the

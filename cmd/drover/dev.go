@@ -15,13 +15,13 @@ import (
 	"time"
 
 	"github.com/drover-project/drover/client"
-	"github.com/drover-project/drover/gossip"
 	"github.com/drover-project/drover/internal/devsecrets"
 	"github.com/drover-project/drover/internal/freeport"
 	"github.com/drover-project/drover/internal/wait"
+	"github.com/drover-project/drover/master/spark/restsubmit"
 	"github.com/drover-project/drover/model"
-	"github.com/drover-project/drover/pki"
-	"github.com/drover-project/drover/sparkrest"
+	"github.com/drover-project/drover/security/pki"
+	"github.com/drover-project/drover/transport/gossip"
 )
 
 // restartStable and restartMax shape the back-off of --restart-after: a
@@ -87,7 +87,7 @@ func runDev(args []string) int {
 	insecure := fs.Bool("insecure", false, "run without TLS, tokens and gossip encryption (plain text; loopback experiments only)")
 	restartAfter := fs.Duration("restart-after", 10*time.Second, "restart a master or worker that died after this long (doubling while it keeps dying, up to 1m); 0 never")
 	sparkPort := fs.Int("spark-rest-port", 0, "serve Spark's REST submission protocol on this port of m1, the next port of m2 and so on, for spark-submit --master spark://...; 0 for none")
-	launcher := fs.String("spark-launcher", strings.Join(sparkrest.DefaultLauncher, " "), "with --spark-rest-port: the masters' --spark-launcher, the argv template of the driver a Spark REST submission runs (docs/spark-rest.md)")
+	launcher := fs.String("spark-launcher", strings.Join(restsubmit.DefaultLauncher, " "), "with --spark-rest-port: the masters' --spark-launcher, the argv template of the driver a Spark REST submission runs (docs/spark-rest.md)")
 	keep := fs.Bool("keep", false, "keep the temporary directory dev made (without --dir) when it stops; a --dir is always kept")
 	if err := fs.Parse(args); err != nil {
 		return flagError(err)
@@ -118,7 +118,7 @@ func runDev(args []string) int {
 		if *sparkPort == 0 {
 			return fail(errors.New("--spark-launcher needs --spark-rest-port: without it no master serves Spark's REST protocol"))
 		}
-		if _, err := sparkrest.SplitLauncher(*launcher); err != nil {
+		if _, err := restsubmit.SplitLauncher(*launcher); err != nil {
 			return fail(fmt.Errorf("--spark-launcher: %w", err))
 		}
 	}

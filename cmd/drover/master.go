@@ -10,7 +10,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/drover-project/drover/master"
-	"github.com/drover-project/drover/sparkrest"
+	"github.com/drover-project/drover/master/spark/restsubmit"
 )
 
 func runMaster(args []string) int {
@@ -68,7 +68,7 @@ func runMaster(args []string) int {
 	fs.DurationVar(&cfg.UploadGrace, "upload-grace", cfg.UploadGrace, "how long an uploaded file that no live driver or app names is kept after it was stored or uploaded again")
 	fs.DurationVar(&cfg.UploadSyncInterval, "upload-sync-interval", cfg.UploadSyncInterval, "how often a master pulls the uploads live drivers and apps name that it lacks, and deletes those past --upload-grace that none names")
 	fs.IntVar(&cfg.SparkRESTPort, "spark-rest-port", 0, "port of a listener speaking Spark's REST submission protocol, for spark-submit --deploy-mode cluster --master spark://HOST:PORT (Spark uses 6066); same TLS and tokens as the API; 0 for none")
-	launcher := fs.String("spark-launcher", strings.Join(sparkrest.DefaultLauncher, " "), "argv template of the driver a Spark REST submission runs: words, or a JSON array of strings; never a shell line. Placeholders {{appResource}} {{mainClass}} {{appName}} {{driverCores}} {{driverMemory}}, and as whole words {{appArgs}} {{sparkConf}} (docs/spark-rest.md)")
+	launcher := fs.String("spark-launcher", strings.Join(restsubmit.DefaultLauncher, " "), "argv template of the driver a Spark REST submission runs: words, or a JSON array of strings; never a shell line. Placeholders {{appResource}} {{mainClass}} {{appName}} {{driverCores}} {{driverMemory}}, and as whole words {{appArgs}} {{sparkConf}} (docs/spark-rest.md)")
 	fs.DurationVar(&cfg.SparkRESTLeaderWait, "spark-rest-leader-wait", cfg.SparkRESTLeaderWait, "how long a Spark REST request (create, status, kill, killall, clear) that finds no leader (none elected, or the one known just died) waits for one before it answers success=false; at most 1m, 0 does not wait; keep it below the 10s spark-submit waits for an answer")
 	security := addSecurityFlags(fs, true)
 	logger := addLogFlags(fs)
@@ -96,7 +96,7 @@ func runMaster(args []string) int {
 		return fail(fmt.Errorf("--peers: %w", err))
 	}
 	cfg.Join = *join
-	if cfg.SparkLauncher, err = sparkrest.SplitLauncher(*launcher); err != nil {
+	if cfg.SparkLauncher, err = restsubmit.SplitLauncher(*launcher); err != nil {
 		return fail(fmt.Errorf("--spark-launcher: %w", err))
 	}
 	m, err := master.New(cfg)

@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/drover-project/drover/internal/devsecrets"
-	"github.com/drover-project/drover/pki"
+	"github.com/drover-project/drover/security/pki"
 )
 
 // A master takes a raft key only where it is the masters' proof to each

@@ -8,9 +8,9 @@ import (
 
 	"github.com/spf13/pflag"
 
-	"github.com/drover-project/drover/auth"
-	"github.com/drover-project/drover/gossip"
-	"github.com/drover-project/drover/pki"
+	"github.com/drover-project/drover/security/auth"
+	"github.com/drover-project/drover/security/pki"
+	"github.com/drover-project/drover/transport/gossip"
 )
 
 // nodeSecurity is what a master or worker needs to be closed to outsiders:

@@ -13,7 +13,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/drover-project/drover/internal/devsecrets"
-	"github.com/drover-project/drover/pki"
+	"github.com/drover-project/drover/security/pki"
 )
 
 const tlsUsage = `usage: drover tls <command> [flags]

@@ -13,9 +13,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/drover-project/drover/auth"
-	"github.com/drover-project/drover/gossip"
-	"github.com/drover-project/drover/pki"
+	"github.com/drover-project/drover/security/auth"
+	"github.com/drover-project/drover/security/pki"
+	"github.com/drover-project/drover/transport/gossip"
 )
 
 // cmdFunc is runTLS or runKeygen.

@@ -8,8 +8,8 @@ import (
 
 	"github.com/drover-project/drover/api"
 	"github.com/drover-project/drover/client"
-	"github.com/drover-project/drover/ids"
 	"github.com/drover-project/drover/model"
+	"github.com/drover-project/drover/model/ids"
 )
 
 // watchEvents prints the cluster's event stream: every change of the rows it

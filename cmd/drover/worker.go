@@ -13,13 +13,13 @@ import (
 	"github.com/spf13/pflag"
 	"golang.org/x/sys/unix"
 
-	"github.com/drover-project/drover/auth"
-	"github.com/drover-project/drover/gossip"
-	"github.com/drover-project/drover/isolation"
 	"github.com/drover-project/drover/model"
-	"github.com/drover-project/drover/runner"
-	"github.com/drover-project/drover/sparkres"
+	"github.com/drover-project/drover/security/auth"
+	"github.com/drover-project/drover/transport/gossip"
 	"github.com/drover-project/drover/worker"
+	"github.com/drover-project/drover/worker/isolation"
+	"github.com/drover-project/drover/worker/runner"
+	"github.com/drover-project/drover/worker/spark/resourcesfile"
 )
 
 // runnerCommand is the hidden subcommand a worker starts for each attempt:
@@ -226,7 +226,7 @@ func offeredResources(flags []string, file string) (model.Resources, error) {
 		if err != nil {
 			return nil, fmt.Errorf("--resources-file: %w", err)
 		}
-		if out, err = sparkres.Parse(b, sparkres.Worker); err != nil {
+		if out, err = resourcesfile.Parse(b, resourcesfile.Worker); err != nil {
 			return nil, fmt.Errorf("--resources-file %s: %w", file, err)
 		}
 	}

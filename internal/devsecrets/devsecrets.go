@@ -17,7 +17,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/drover-project/drover/pki"
+	"github.com/drover-project/drover/security/pki"
 )
 
 // Secrets are the paths of a cluster's credential files.

@@ -17,9 +17,9 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/drover-project/drover/internal/testcluster"
 	"github.com/drover-project/drover/internal/wait"
 	"github.com/drover-project/drover/jepsen/history"
+	"github.com/drover-project/drover/tests/testcluster"
 )
 
 // Env is what faults act on.

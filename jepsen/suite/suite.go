@@ -18,7 +18,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/drover-project/drover/internal/testcluster"
 	"github.com/drover-project/drover/jepsen/checker"
 	"github.com/drover-project/drover/jepsen/history"
 	"github.com/drover-project/drover/jepsen/nemesis"
@@ -26,6 +25,7 @@ import (
 	"github.com/drover-project/drover/jepsen/report"
 	"github.com/drover-project/drover/jepsen/workload"
 	"github.com/drover-project/drover/model"
+	"github.com/drover-project/drover/tests/testcluster"
 )
 
 // Config is one run's shape. Zero values take the defaults noted.

@@ -7,9 +7,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/drover-project/drover/internal/testcluster"
 	"github.com/drover-project/drover/jepsen/checker"
 	"github.com/drover-project/drover/jepsen/probe"
+	"github.com/drover-project/drover/tests/testcluster"
 )
 
 // TestMain lets the test binary serve as the probe program: workers run

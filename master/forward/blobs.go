@@ -5,8 +5,8 @@ import (
 	"io"
 
 	"github.com/drover-project/drover/api"
-	"github.com/drover-project/drover/auth"
 	"github.com/drover-project/drover/master/service"
+	"github.com/drover-project/drover/security/auth"
 )
 
 // Upload is this master's own: every master keeps a store, and the one an

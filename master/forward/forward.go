@@ -17,9 +17,9 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/drover-project/drover/api"
-	"github.com/drover-project/drover/auth"
 	"github.com/drover-project/drover/master/service"
 	"github.com/drover-project/drover/model"
+	"github.com/drover-project/drover/security/auth"
 )
 
 // leaderPoll is how often a forwarded request checks that the master it

@@ -14,9 +14,9 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/drover-project/drover/api"
-	"github.com/drover-project/drover/auth"
 	"github.com/drover-project/drover/master/service"
 	"github.com/drover-project/drover/model"
+	"github.com/drover-project/drover/security/auth"
 )
 
 // leaderSwitch is what a master knows of the leader, which a test sets.

@@ -14,8 +14,8 @@ import (
 	"time"
 
 	"github.com/drover-project/drover/api"
-	"github.com/drover-project/drover/auth"
 	"github.com/drover-project/drover/master/service"
+	"github.com/drover-project/drover/security/auth"
 )
 
 // maxAnswer bounds a JSON answer from the leader; the largest, a list of

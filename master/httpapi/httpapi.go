@@ -3,7 +3,7 @@
 // encodes the answer. It decides nothing itself; every rule, forwarding to
 // the leader included, is the service's (package service). The endpoints
 // are listed in package api; beside them it serves /metrics and Spark's
-// master JSON at /json (package sparkjson).
+// master JSON at /json (package masterjson).
 package httpapi
 
 import (
@@ -20,12 +20,12 @@ import (
 	"time"
 
 	"github.com/drover-project/drover/api"
-	"github.com/drover-project/drover/auth"
 	"github.com/drover-project/drover/internal/strictjson"
 	"github.com/drover-project/drover/master/metrics"
 	"github.com/drover-project/drover/master/service"
+	"github.com/drover-project/drover/master/spark/masterjson"
 	"github.com/drover-project/drover/model"
-	"github.com/drover-project/drover/sparkjson"
+	"github.com/drover-project/drover/security/auth"
 	"github.com/drover-project/drover/transport"
 )
 
@@ -43,7 +43,7 @@ type Config struct {
 	Metrics    *metrics.Metrics
 	Log        *slog.Logger
 	// Spark is what /json says of this master.
-	Spark sparkjson.Site
+	Spark masterjson.Site
 	// Gate refuses, before any handler, a request under a Host this
 	// master does not answer to and a write another site sent
 	// (transport.Gate): for the web UI's pages too, which share the

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/drover-project/drover/fsm"
-	"github.com/drover-project/drover/gossip"
+	"github.com/drover-project/drover/transport/gossip"
 )
 
 // Format returns the format of the Raft entries this term writes:

@@ -4,7 +4,7 @@ import (
 	"testing"
 
 	"github.com/drover-project/drover/fsm"
-	"github.com/drover-project/drover/gossip"
+	"github.com/drover-project/drover/transport/gossip"
 )
 
 // Entries are in MessagePack only when every other voter answers the

@@ -6,8 +6,8 @@ import (
 	"time"
 
 	"github.com/drover-project/drover/client"
-	"github.com/drover-project/drover/gossip"
 	"github.com/drover-project/drover/model"
+	"github.com/drover-project/drover/transport/gossip"
 )
 
 // livenessInterval is how often the leader compares the workers table with

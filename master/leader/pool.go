@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/drover-project/drover/api"
-	"github.com/drover-project/drover/gossip"
 	"github.com/drover-project/drover/model"
+	"github.com/drover-project/drover/transport/gossip"
 )
 
 // Split returns the members the leader hears from but does not see in its

@@ -19,10 +19,10 @@ import (
 	"time"
 
 	"github.com/drover-project/drover/fsm"
-	"github.com/drover-project/drover/gossip"
-	"github.com/drover-project/drover/ids"
 	"github.com/drover-project/drover/master/metrics"
 	"github.com/drover-project/drover/model"
+	"github.com/drover-project/drover/model/ids"
+	"github.com/drover-project/drover/transport/gossip"
 )
 
 // Config is what a term's duties depend on, from the master's

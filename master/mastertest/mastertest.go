@@ -27,7 +27,7 @@ import (
 	"github.com/drover-project/drover/internal/freeport"
 	"github.com/drover-project/drover/master"
 	"github.com/drover-project/drover/model"
-	"github.com/drover-project/drover/pki"
+	"github.com/drover-project/drover/security/pki"
 )
 
 // failSafe bounds every wait, so that a broken cluster fails its test

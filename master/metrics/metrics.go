@@ -17,8 +17,8 @@ import (
 
 	"github.com/drover-project/drover/api"
 	"github.com/drover-project/drover/fsm"
-	"github.com/drover-project/drover/gossip"
 	"github.com/drover-project/drover/model"
+	"github.com/drover-project/drover/transport/gossip"
 )
 
 // Label values of the states in the tables, in the order Spark lists them;

@@ -8,10 +8,10 @@ import (
 	"sync"
 
 	"github.com/drover-project/drover/api"
-	"github.com/drover-project/drover/auth"
-	"github.com/drover-project/drover/ids"
 	"github.com/drover-project/drover/internal/warnonce"
 	"github.com/drover-project/drover/model"
+	"github.com/drover-project/drover/model/ids"
+	"github.com/drover-project/drover/security/auth"
 )
 
 // Bounds are the bounds Admit keeps per client IP on this master, each on

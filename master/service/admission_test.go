@@ -10,9 +10,9 @@ import (
 	"testing"
 
 	"github.com/drover-project/drover/api"
-	"github.com/drover-project/drover/auth"
-	"github.com/drover-project/drover/events"
+	"github.com/drover-project/drover/master/events"
 	"github.com/drover-project/drover/model"
+	"github.com/drover-project/drover/security/auth"
 )
 
 // blocking is a Service whose submissions wait for release; every other

@@ -9,8 +9,8 @@ import (
 	"testing"
 
 	"github.com/drover-project/drover/api"
-	"github.com/drover-project/drover/auth"
-	"github.com/drover-project/drover/pki"
+	"github.com/drover-project/drover/security/auth"
+	"github.com/drover-project/drover/security/pki"
 )
 
 // workerCalls is a Service that counts the worker traffic that reaches it;

@@ -6,8 +6,8 @@ import (
 	"testing"
 
 	"github.com/drover-project/drover/api"
-	"github.com/drover-project/drover/auth"
 	"github.com/drover-project/drover/model"
+	"github.com/drover-project/drover/security/auth"
 )
 
 // An app's executors run as the user it names or else its driver's; a

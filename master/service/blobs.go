@@ -9,8 +9,8 @@ import (
 	"strings"
 
 	"github.com/drover-project/drover/api"
-	"github.com/drover-project/drover/auth"
 	"github.com/drover-project/drover/master/blobsync"
+	"github.com/drover-project/drover/security/auth"
 )
 
 // BlobService is the masters' store of uploaded files (client.Upload, a

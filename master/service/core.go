@@ -12,14 +12,14 @@ import (
 	"golang.org/x/sync/singleflight"
 
 	"github.com/drover-project/drover/api"
-	"github.com/drover-project/drover/auth"
 	"github.com/drover-project/drover/fsm"
-	"github.com/drover-project/drover/gossip"
 	"github.com/drover-project/drover/master/blobs"
 	"github.com/drover-project/drover/master/blobsync"
 	"github.com/drover-project/drover/master/leader"
 	"github.com/drover-project/drover/master/metrics"
 	"github.com/drover-project/drover/model"
+	"github.com/drover-project/drover/security/auth"
+	"github.com/drover-project/drover/transport/gossip"
 )
 
 // Config is what the rules depend on, from the master's configuration.

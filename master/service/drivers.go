@@ -6,9 +6,9 @@ import (
 	"fmt"
 
 	"github.com/drover-project/drover/api"
-	"github.com/drover-project/drover/auth"
-	"github.com/drover-project/drover/ids"
 	"github.com/drover-project/drover/model"
+	"github.com/drover-project/drover/model/ids"
+	"github.com/drover-project/drover/security/auth"
 )
 
 // SubmitDriver implements DriverService: it checks the request on its own,

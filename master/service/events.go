@@ -5,8 +5,8 @@ import (
 	"time"
 
 	"github.com/drover-project/drover/api"
-	"github.com/drover-project/drover/auth"
-	"github.com/drover-project/drover/events"
+	"github.com/drover-project/drover/master/events"
+	"github.com/drover-project/drover/security/auth"
 )
 
 // maxPendingEvents bounds what one event stream may fall behind, in events,

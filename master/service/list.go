@@ -6,9 +6,9 @@ import (
 	"slices"
 
 	"github.com/drover-project/drover/api"
-	"github.com/drover-project/drover/auth"
-	"github.com/drover-project/drover/ids"
 	"github.com/drover-project/drover/model"
+	"github.com/drover-project/drover/model/ids"
+	"github.com/drover-project/drover/security/auth"
 )
 
 // listFilter is a checked api.ListQuery: what a list keeps of the rows

@@ -10,7 +10,7 @@ import (
 
 	"github.com/drover-project/drover/api"
 	"github.com/drover-project/drover/model"
-	"github.com/drover-project/drover/pki"
+	"github.com/drover-project/drover/security/pki"
 	"github.com/drover-project/drover/transport"
 )
 

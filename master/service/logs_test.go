@@ -15,7 +15,7 @@ import (
 	"github.com/drover-project/drover/api"
 	"github.com/drover-project/drover/fsm"
 	"github.com/drover-project/drover/model"
-	"github.com/drover-project/drover/pki"
+	"github.com/drover-project/drover/security/pki"
 )
 
 // logFSM is a table with worker w1 at addr, made DEAD when dead.

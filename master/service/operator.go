@@ -8,10 +8,10 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/drover-project/drover/api"
-	"github.com/drover-project/drover/auth"
-	"github.com/drover-project/drover/ids"
 	"github.com/drover-project/drover/master/leader"
 	"github.com/drover-project/drover/model"
+	"github.com/drover-project/drover/model/ids"
+	"github.com/drover-project/drover/security/auth"
 )
 
 // Operator is the quorum's operations and snapshots (OperatorService): Raft

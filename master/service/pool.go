@@ -10,9 +10,9 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/drover-project/drover/api"
-	"github.com/drover-project/drover/auth"
-	"github.com/drover-project/drover/gossip"
 	"github.com/drover-project/drover/master/leader"
+	"github.com/drover-project/drover/security/auth"
+	"github.com/drover-project/drover/transport/gossip"
 )
 
 // GossipPeers implements WorkerService: this master's own address, then

@@ -25,9 +25,9 @@ import (
 	"time"
 
 	"github.com/drover-project/drover/api"
-	"github.com/drover-project/drover/auth"
-	"github.com/drover-project/drover/events"
+	"github.com/drover-project/drover/master/events"
 	"github.com/drover-project/drover/model"
+	"github.com/drover-project/drover/security/auth"
 )
 
 // Service is everything a caller can ask of a master. Every method takes

@@ -17,9 +17,9 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/drover-project/drover/api"
-	"github.com/drover-project/drover/auth"
 	"github.com/drover-project/drover/fsm"
 	"github.com/drover-project/drover/model"
+	"github.com/drover-project/drover/security/auth"
 )
 
 // A snapshot archive is a tar of three files: meta.json (raft.SnapshotMeta),

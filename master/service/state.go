@@ -6,8 +6,8 @@ import (
 	"strconv"
 
 	"github.com/drover-project/drover/api"
-	"github.com/drover-project/drover/auth"
-	"github.com/drover-project/drover/gossip"
+	"github.com/drover-project/drover/security/auth"
+	"github.com/drover-project/drover/transport/gossip"
 )
 
 // State implements Service: this master's own view, whatever its role, so

@@ -9,12 +9,12 @@ import (
 	"time"
 
 	"github.com/drover-project/drover/api"
-	"github.com/drover-project/drover/auth"
 	"github.com/drover-project/drover/fsm"
-	"github.com/drover-project/drover/gossip"
-	"github.com/drover-project/drover/ids"
 	"github.com/drover-project/drover/master/leader"
 	"github.com/drover-project/drover/model"
+	"github.com/drover-project/drover/model/ids"
+	"github.com/drover-project/drover/security/auth"
+	"github.com/drover-project/drover/transport/gossip"
 )
 
 // memberWait is how long a registration waits for its worker to appear in

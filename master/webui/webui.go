@@ -33,10 +33,10 @@ import (
 	"time"
 
 	"github.com/drover-project/drover/api"
-	"github.com/drover-project/drover/auth"
 	"github.com/drover-project/drover/master/service"
+	"github.com/drover-project/drover/master/ui"
 	"github.com/drover-project/drover/model"
-	"github.com/drover-project/drover/ui"
+	"github.com/drover-project/drover/security/auth"
 )
 
 // logTailBytes is how much of the end of a log a log page shows; the

@@ -15,9 +15,9 @@ import (
 
 	"github.com/hashicorp/raft"
 
-	"github.com/drover-project/drover/internal/nettest"
-	"github.com/drover-project/drover/internal/rogueraft"
-	"github.com/drover-project/drover/pki"
+	"github.com/drover-project/drover/security/pki"
+	"github.com/drover-project/drover/tests/nettest"
+	"github.com/drover-project/drover/tests/rogueraft"
 )
 
 // refusalLines returns the lines of log about a refused peer.

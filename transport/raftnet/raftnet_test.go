@@ -17,8 +17,8 @@ import (
 
 	"github.com/hashicorp/raft"
 
-	"github.com/drover-project/drover/internal/nettest"
-	"github.com/drover-project/drover/pki"
+	"github.com/drover-project/drover/security/pki"
+	"github.com/drover-project/drover/tests/nettest"
 )
 
 // tlsNodes holds the TLS configurations of a cluster CA's nodes, built the

@@ -7,7 +7,7 @@ import (
 
 	"github.com/hashicorp/raft"
 
-	"github.com/drover-project/drover/internal/nettest"
+	"github.com/drover-project/drover/tests/nettest"
 )
 
 // Raft's outbound connections leave from the master's bind address.
