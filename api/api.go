@@ -108,43 +108,11 @@ type Error struct {
 // SubmitRequest asks for a new driver. Token is the client's submission token:
 // a retry with the same token yields the same driver, never a second one.
 type SubmitRequest struct {
-	Token     string            `json:"token"`
-	Name      string            `json:"name,omitempty"`
-	Argv      []string          `json:"argv"`
-	Env       map[string]string `json:"env,omitempty"`
-	Cores     int               `json:"cores"`
-	MemoryMB  int64             `json:"memory_mb"`
-	Supervise bool              `json:"supervise"`
-	// Artifacts are staged into each attempt's directory before the
-	// program starts: each names a Source URL (go-getter's options), or
-	// an Upload (the digest client.Upload returned) with its Name and
-	// Mode; a Dest puts it in a subdirectory. See model.Artifact.
-	Artifacts []model.Artifact `json:"artifacts,omitempty"`
-	// Resources are the custom resources each attempt needs, by name
-	// ({"gpu": 1}; Spark's spark.driver.resource.{name}.amount): the
-	// attempt is placed only on a worker with that many free addresses,
-	// and its program finds the ones it holds in DROVER_RESOURCE_GPU and
-	// DROVER_RESOURCES_FILE. A request no worker offers waits, reported
-	// as ReasonUnplaceable.
-	Resources model.ResourceAmounts `json:"resources,omitempty"`
-	// MaxRestarts, with Supervise, ends the driver FAILED after more than
-	// this many failed runs within RestartWindowMS (milliseconds, at
-	// least 1000; 0 counts every failed run), as YARN's maxAppAttempts
-	// within attemptFailuresValidityInterval. RescheduleAfter, with
-	// Supervise, moves the next attempt to another worker, when one has
-	// room, after this many failed runs in a row on one worker (Nomad's
-	// restart, then reschedule). 0 leaves each unbounded, as Spark's
-	// --supervise is; negative values are refused.
-	MaxRestarts     int   `json:"max_restarts,omitempty"`
-	RestartWindowMS int64 `json:"restart_window_ms,omitempty"`
-	RescheduleAfter int   `json:"reschedule_after,omitempty"`
-	// User is the user every attempt's program runs as: a name of at
-	// most 32 bytes of [a-z_][a-z0-9_-]*[$]? (model.CheckUser), never a
-	// numeric uid; "" for each worker's default, its --run-as. A worker
-	// runs a program as a user its --allowed-users lists only. A retry
-	// with the same token yields the first submission's driver, whatever
-	// user it names, as it does whatever program it names.
-	User string `json:"user,omitempty"`
+	Token string `json:"token"`
+	Name  string `json:"name,omitempty"`
+	// DriverSpec is the program and what each attempt of it needs; see
+	// model.DriverSpec for each field.
+	model.DriverSpec
 }
 
 // ReasonUnplaceable starts the message of a waiting driver that no ALIVE

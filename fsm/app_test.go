@@ -220,8 +220,8 @@ func (h *harness) wantAppState(app string, want model.ApplicationState) *model.A
 func (h *harness) submitDriver(seq int, supervise bool, workerID string) string {
 	h.t.Helper()
 	id := driverID(seq)
-	h.ok(model.CmdSubmitDriver, &model.SubmitDriver{ID: id, Token: fmt.Sprint("driver-token-", seq), Argv: []string{"driver"},
-		Cores: 1, MemoryMB: 256, Supervise: supervise, Time: h.tick()})
+	h.ok(model.CmdSubmitDriver, &model.SubmitDriver{ID: id, Token: fmt.Sprint("driver-token-", seq), DriverSpec: model.DriverSpec{Argv: []string{"driver"}, Cores: 1, MemoryMB: 256, Supervise: supervise},
+		Time: h.tick()})
 	if workerID != "" {
 		h.placeDriver(id, 1, workerID)
 	}
@@ -264,8 +264,15 @@ func TestRegisterApp(t *testing.T) {
 	h.register(c)
 	a, es := h.app(appID(5))
 	want := &model.App{
-		ID: appID(5), Name: "app5", Token: "app-token-5", MaxCores: 4, CoresPerExecutor: 2, MemoryPerExecutorMB: 1024,
-		ExecutorLimit: 3, Argv: []string{"executor", "--flag"}, Env: c.Env, MaxExecutorRetries: 7,
+		ID: appID(5), Name: "app5", Token: "app-token-5", ExecutorSpec: model.ExecutorSpec{
+			MaxCores:            4,
+			CoresPerExecutor:    2,
+			MemoryPerExecutorMB: 1024,
+			ExecutorLimit:       3,
+			Argv:                []string{"executor", "--flag"},
+			Env:                 c.Env,
+			MaxExecutorRetries:  7,
+		},
 		State: model.AppWaiting, SubmittedAt: c.Time, UpdatedAt: c.Time, ModifyIndex: h.f.Index(),
 	}
 	if !reflect.DeepEqual(a, want) || len(es) != 0 {

@@ -48,46 +48,35 @@ func (f *FSM) applySubmitDriver(c *model.SubmitDriver) any {
 	if err != nil {
 		return err
 	}
-	if err := model.ValidateProgram(c.Argv, c.Env, c.Cores, c.MemoryMB); err != nil {
-		return err
-	}
-	if err := model.ValidateArtifacts(c.Artifacts); err != nil {
-		return err
-	}
-	if err := model.CheckResourceAmounts(c.Resources); err != nil {
-		return fmt.Errorf("%w: driver resources: %v", model.ErrInvalidCommand, err)
-	}
-	if err := model.CheckSupervision(c.Supervise, c.MaxRestarts, c.RestartWindowMS, c.RescheduleAfter); err != nil {
-		return fmt.Errorf("%w: %v", model.ErrInvalidCommand, err)
-	}
-	if err := model.CheckUser(c.User); err != nil {
+	if err := c.DriverSpec.Validate(); err != nil {
 		return fmt.Errorf("%w: %v", model.ErrInvalidCommand, err)
 	}
 	if _, ok := f.t.Drivers[c.ID]; ok {
 		return fmt.Errorf("%w: driver %s", model.ErrDuplicateID, c.ID)
 	}
 	d := &model.Driver{
-		ID:        c.ID,
-		Name:      f.intern.str(c.Name),
-		Token:     c.Token,
-		Client:    f.intern.str(c.Client),
-		Argv:      f.intern.argv(c.Argv),
-		Env:       f.intern.env(c.Env),
-		Cores:     c.Cores,
-		MemoryMB:  c.MemoryMB,
-		Supervise: c.Supervise,
-		Artifacts: slices.Clone(c.Artifacts),
-		Resources: maps.Clone(c.Resources),
-		State:     model.DriverSubmitted,
-
-		MaxRestarts:     c.MaxRestarts,
-		RestartWindowMS: c.RestartWindowMS,
-		RescheduleAfter: c.RescheduleAfter,
-		User:            f.intern.str(c.User),
-		Attempt:         1,
-		SubmittedAt:     c.Time,
-		UpdatedAt:       c.Time,
-		Attempts:        []model.Attempt{},
+		ID:     c.ID,
+		Name:   f.intern.str(c.Name),
+		Token:  c.Token,
+		Client: f.intern.str(c.Client),
+		DriverSpec: model.DriverSpec{
+			Argv:            f.intern.argv(c.Argv),
+			Env:             f.intern.env(c.Env),
+			Cores:           c.Cores,
+			MemoryMB:        c.MemoryMB,
+			Supervise:       c.Supervise,
+			Artifacts:       slices.Clone(c.Artifacts),
+			Resources:       maps.Clone(c.Resources),
+			MaxRestarts:     c.MaxRestarts,
+			RestartWindowMS: c.RestartWindowMS,
+			RescheduleAfter: c.RescheduleAfter,
+			User:            f.intern.str(c.User),
+		},
+		State:       model.DriverSubmitted,
+		Attempt:     1,
+		SubmittedAt: c.Time,
+		UpdatedAt:   c.Time,
+		Attempts:    []model.Attempt{},
 	}
 	f.t.Drivers[d.ID] = d
 	f.owned[d] = struct{}{}

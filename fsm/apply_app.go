@@ -2,8 +2,6 @@ package fsm
 
 import (
 	"fmt"
-	"maps"
-	"slices"
 	"sort"
 	"strconv"
 
@@ -25,8 +23,8 @@ func (f *FSM) applyRegisterApp(c *model.RegisterApp) any {
 	if err != nil {
 		return err
 	}
-	if err := model.ValidateRegisterApp(c); err != nil {
-		return err
+	if err := c.Validate(); err != nil {
+		return fmt.Errorf("%w: %v", model.ErrInvalidCommand, err)
 	}
 	if _, ok := f.t.Apps[c.ID]; ok {
 		return fmt.Errorf("%w: app %s", model.ErrDuplicateID, c.ID)
@@ -45,26 +43,16 @@ func (f *FSM) applyRegisterApp(c *model.RegisterApp) any {
 		}
 	}
 	a := &model.App{
-		ID:                  c.ID,
-		Name:                c.Name,
-		Token:               c.Token,
-		DriverID:            c.DriverID,
-		DriverAttempt:       c.DriverAttempt,
-		DriverRun:           c.DriverRun,
-		MaxCores:            c.MaxCores,
-		CoresPerExecutor:    c.CoresPerExecutor,
-		MemoryPerExecutorMB: c.MemoryPerExecutorMB,
-		ExecutorLimit:       c.ExecutorLimit,
-		Argv:                append([]string(nil), c.Argv...),
-		Env:                 maps.Clone(c.Env),
-		MaxExecutorRetries:  c.MaxExecutorRetries,
-		Artifacts:           slices.Clone(c.Artifacts),
-
-		ResourcesPerExecutor: maps.Clone(c.ResourcesPerExecutor),
-		User:                 c.User,
-		State:                model.AppWaiting,
-		SubmittedAt:          c.Time,
-		UpdatedAt:            c.Time,
+		ID:            c.ID,
+		Name:          c.Name,
+		Token:         c.Token,
+		DriverID:      c.DriverID,
+		DriverAttempt: c.DriverAttempt,
+		DriverRun:     c.DriverRun,
+		ExecutorSpec:  c.Spec().Clone(),
+		State:         model.AppWaiting,
+		SubmittedAt:   c.Time,
+		UpdatedAt:     c.Time,
 	}
 	f.t.Apps[a.ID] = a
 	f.ownedApps[a] = struct{}{}

@@ -143,10 +143,15 @@ func (s *benchFSM) submitCommand() *model.SubmitDriver {
 	s.next.driver++
 	return &model.SubmitDriver{
 		ID: benchDriverID(seq), Token: fmt.Sprintf("token-%06d", seq), Name: fmt.Sprintf("etl-%d", seq%97),
-		Argv: []string{"/opt/spark/bin/spark-class", "org.apache.spark.deploy.worker.DriverWrapper",
-			"--class", "com.example.Etl", "/jobs/etl.jar", fmt.Sprint(seq)},
-		Env:   map[string]string{"SPARK_HOME": "/opt/spark", "JAVA_OPTS": "-Xmx1g"},
-		Cores: 1, MemoryMB: 1024, Supervise: true, Time: s.tick(),
+		DriverSpec: model.DriverSpec{
+			Argv: []string{"/opt/spark/bin/spark-class", "org.apache.spark.deploy.worker.DriverWrapper",
+				"--class", "com.example.Etl", "/jobs/etl.jar", fmt.Sprint(seq)},
+			Env:       map[string]string{"SPARK_HOME": "/opt/spark", "JAVA_OPTS": "-Xmx1g"},
+			Cores:     1,
+			MemoryMB:  1024,
+			Supervise: true,
+		},
+		Time: s.tick(),
 	}
 }
 

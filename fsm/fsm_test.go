@@ -90,10 +90,10 @@ func scenario(t tb) [][]byte {
 	b := &logBuilder{t: t}
 	b.add(model.CmdRegisterWorker, &model.RegisterWorker{ID: "w1", HTTPAddr: "127.0.0.1:1", Cores: 4, MemoryMB: 4096, Time: 1})
 	b.add(model.CmdRegisterWorker, &model.RegisterWorker{ID: "w2", HTTPAddr: "127.0.0.1:2", Cores: 2, MemoryMB: 2048, Time: 2})
-	b.add(model.CmdSubmitDriver, &model.SubmitDriver{ID: driverID(0), Token: "t0", Argv: []string{"a"}, Cores: 1, MemoryMB: 512, Supervise: true, Time: 3})
-	b.add(model.CmdSubmitDriver, &model.SubmitDriver{ID: driverID(1), Token: "t1", Argv: []string{"b"}, Cores: 1, MemoryMB: 512, Time: 4, Client: "10.0.0.1"})
-	b.add(model.CmdSubmitDriver, &model.SubmitDriver{ID: driverID(2), Token: "t2", Argv: []string{"c"}, Cores: 1, MemoryMB: 512, Time: 5})
-	b.add(model.CmdSubmitDriver, &model.SubmitDriver{ID: driverID(3), Token: "t0", Argv: []string{"dup"}, Cores: 1, MemoryMB: 512, Time: 6})
+	b.add(model.CmdSubmitDriver, &model.SubmitDriver{ID: driverID(0), Token: "t0", DriverSpec: model.DriverSpec{Argv: []string{"a"}, Cores: 1, MemoryMB: 512, Supervise: true}, Time: 3})
+	b.add(model.CmdSubmitDriver, &model.SubmitDriver{ID: driverID(1), Token: "t1", DriverSpec: model.DriverSpec{Argv: []string{"b"}, Cores: 1, MemoryMB: 512}, Time: 4, Client: "10.0.0.1"})
+	b.add(model.CmdSubmitDriver, &model.SubmitDriver{ID: driverID(2), Token: "t2", DriverSpec: model.DriverSpec{Argv: []string{"c"}, Cores: 1, MemoryMB: 512}, Time: 5})
+	b.add(model.CmdSubmitDriver, &model.SubmitDriver{ID: driverID(3), Token: "t0", DriverSpec: model.DriverSpec{Argv: []string{"dup"}, Cores: 1, MemoryMB: 512}, Time: 6})
 	b.add(model.CmdPlaceDrivers, &model.PlaceDrivers{Time: 7, Placements: []model.Placement{
 		{DriverID: driverID(0), Attempt: 1, WorkerID: "w1"},
 		{DriverID: driverID(1), Attempt: 1, WorkerID: "w1"},
@@ -115,9 +115,8 @@ func scenario(t tb) [][]byte {
 		{DriverID: driverID(0), Attempt: 2, State: model.DriverFinished, ExitCode: intp(0), Runs: 1},
 	}})
 	b.add(model.CmdRegisterWorker, &model.RegisterWorker{ID: "w1", HTTPAddr: "127.0.0.1:3", Cores: 4, MemoryMB: 4096, Time: 15})
-	b.add(model.CmdSubmitDriver, &model.SubmitDriver{ID: driverID(4), Token: "t4", Argv: []string{"e"}, Cores: 1, MemoryMB: 512, Supervise: true, Time: 16,
-		Artifacts: scenarioArtifacts})
-	b.add(model.CmdSubmitDriver, &model.SubmitDriver{ID: driverID(5), Token: "t5", Argv: []string{"f"}, Cores: 1, MemoryMB: 512, Time: 17})
+	b.add(model.CmdSubmitDriver, &model.SubmitDriver{ID: driverID(4), Token: "t4", DriverSpec: model.DriverSpec{Argv: []string{"e"}, Cores: 1, MemoryMB: 512, Supervise: true, Artifacts: scenarioArtifacts}, Time: 16})
+	b.add(model.CmdSubmitDriver, &model.SubmitDriver{ID: driverID(5), Token: "t5", DriverSpec: model.DriverSpec{Argv: []string{"f"}, Cores: 1, MemoryMB: 512}, Time: 17})
 	b.add(model.CmdPlaceDrivers, &model.PlaceDrivers{Time: 18, Placements: []model.Placement{
 		{DriverID: driverID(4), Attempt: 1, WorkerID: "w2"},
 		{DriverID: driverID(5), Attempt: 1, WorkerID: "w2"},
@@ -136,7 +135,7 @@ func scenario(t tb) [][]byte {
 	// A retried registration, and a refused one.
 	b.add(model.CmdRegisterApp, &model.RegisterApp{ID: appID(1), Token: "at0", CoresPerExecutor: 1, MemoryPerExecutorMB: 256, ExecutorLimit: -1, Argv: []string{"exec"}, Time: 22})
 	b.add(model.CmdRegisterApp, &model.RegisterApp{ID: appID(2), Token: "at2", CoresPerExecutor: 0, MemoryPerExecutorMB: 256, ExecutorLimit: -1, Argv: []string{"exec"}, Time: 23})
-	b.add(model.CmdSubmitDriver, &model.SubmitDriver{ID: driverID(6), Token: "t6", Argv: []string{"g"}, Cores: 1, MemoryMB: 512, Time: 24})
+	b.add(model.CmdSubmitDriver, &model.SubmitDriver{ID: driverID(6), Token: "t6", DriverSpec: model.DriverSpec{Argv: []string{"g"}, Cores: 1, MemoryMB: 512}, Time: 24})
 	b.add(model.CmdPlaceDrivers, &model.PlaceDrivers{Time: 25, Placements: []model.Placement{{DriverID: driverID(6), Attempt: 1, WorkerID: "w1"}}})
 	b.add(model.CmdReportAttempts, &model.ReportAttempts{WorkerID: "w1", Time: 26, Reports: []model.AttemptReport{{DriverID: driverID(6), Attempt: 1, State: model.DriverRunning, Runs: 1}}})
 	// An app of driver 6's attempt 1.
@@ -180,11 +179,11 @@ func scenario(t tb) [][]byte {
 	b.add(model.CmdRegisterWorker, &model.RegisterWorker{ID: "w4", HTTPAddr: "127.0.0.1:5", Cores: 4, MemoryMB: 4096, Resources: model.Resources{"gpu": {"0", "1"}}, Time: 47})
 	b.add(model.CmdRegisterWorker, &model.RegisterWorker{ID: "w5", HTTPAddr: "127.0.0.1:6", Cores: 4, MemoryMB: 4096, Resources: model.Resources{"gpu": {"0", "0"}}, Time: 48})
 	// Driver 7 and app 5 run as a user of their own.
-	b.add(model.CmdSubmitDriver, &model.SubmitDriver{ID: driverID(7), Token: "t7", Argv: []string{"h"}, Cores: 1, MemoryMB: 512, Supervise: true,
-		Resources: model.ResourceAmounts{"gpu": 1}, MaxRestarts: 2, RestartWindowMS: 60_000, RescheduleAfter: 1, User: "etl", Time: 49})
-	b.add(model.CmdSubmitDriver, &model.SubmitDriver{ID: driverID(8), Token: "t8", Argv: []string{"i"}, Cores: 1, MemoryMB: 512, Resources: model.ResourceAmounts{"gpu": 2}, Time: 50})
+	b.add(model.CmdSubmitDriver, &model.SubmitDriver{ID: driverID(7), Token: "t7", DriverSpec: model.DriverSpec{Argv: []string{"h"}, Cores: 1, MemoryMB: 512, Supervise: true, Resources: model.ResourceAmounts{"gpu": 1}, MaxRestarts: 2, RestartWindowMS: 60_000, RescheduleAfter: 1, User: "etl"},
+		Time: 49})
+	b.add(model.CmdSubmitDriver, &model.SubmitDriver{ID: driverID(8), Token: "t8", DriverSpec: model.DriverSpec{Argv: []string{"i"}, Cores: 1, MemoryMB: 512, Resources: model.ResourceAmounts{"gpu": 2}}, Time: 50})
 	// Bounds without supervise: refused.
-	b.add(model.CmdSubmitDriver, &model.SubmitDriver{ID: driverID(9), Token: "t9", Argv: []string{"j"}, Cores: 1, MemoryMB: 512, MaxRestarts: 2, Time: 51})
+	b.add(model.CmdSubmitDriver, &model.SubmitDriver{ID: driverID(9), Token: "t9", DriverSpec: model.DriverSpec{Argv: []string{"j"}, Cores: 1, MemoryMB: 512, MaxRestarts: 2}, Time: 51})
 	// Driver 8 asks for an address driver 7 takes in the same batch: skipped.
 	b.add(model.CmdPlaceDrivers, &model.PlaceDrivers{Time: 52, Placements: []model.Placement{
 		{DriverID: driverID(7), Attempt: 1, WorkerID: "w4", Resources: model.Resources{"gpu": {"0"}}},
@@ -206,11 +205,11 @@ func scenario(t tb) [][]byte {
 	// a token of an earlier entry, and one refused (no cores) between
 	// them, which the others outlive.
 	b.add(model.CmdSubmitDrivers, &model.SubmitDrivers{Drivers: []model.SubmitDriver{
-		{ID: driverID(10), Token: "t10", Argv: []string{"k"}, Cores: 1, MemoryMB: 512, Time: 58},
-		{ID: driverID(11), Token: "t10", Argv: []string{"k"}, Cores: 1, MemoryMB: 512, Time: 58},
-		{ID: driverID(12), Token: "t1", Argv: []string{"b"}, Cores: 1, MemoryMB: 512, Time: 58},
-		{ID: driverID(13), Token: "t13", Argv: []string{"l"}, Cores: 0, MemoryMB: 512, Time: 58},
-		{ID: driverID(14), Token: "t14", Argv: []string{"m"}, Cores: 1, MemoryMB: 512, Supervise: true, Artifacts: scenarioArtifacts, Time: 58},
+		{ID: driverID(10), Token: "t10", DriverSpec: model.DriverSpec{Argv: []string{"k"}, Cores: 1, MemoryMB: 512}, Time: 58},
+		{ID: driverID(11), Token: "t10", DriverSpec: model.DriverSpec{Argv: []string{"k"}, Cores: 1, MemoryMB: 512}, Time: 58},
+		{ID: driverID(12), Token: "t1", DriverSpec: model.DriverSpec{Argv: []string{"b"}, Cores: 1, MemoryMB: 512}, Time: 58},
+		{ID: driverID(13), Token: "t13", DriverSpec: model.DriverSpec{Argv: []string{"l"}, Cores: 0, MemoryMB: 512}, Time: 58},
+		{ID: driverID(14), Token: "t14", DriverSpec: model.DriverSpec{Argv: []string{"m"}, Cores: 1, MemoryMB: 512, Supervise: true, Artifacts: scenarioArtifacts}, Time: 58},
 	}})
 	// Two workers' heartbeats in one entry; w1's report names an attempt
 	// on w4 and only w4's count.
@@ -446,7 +445,7 @@ func TestReportBatchAppliesAsItsReports(t *testing.T) {
 func TestRetriedTokenYieldsSameDriver(t *testing.T) {
 	f := New()
 	submit := func(id, arg, user string) any {
-		data, _ := Encode(model.CmdSubmitDriver, &model.SubmitDriver{ID: id, Token: "tok", Argv: []string{arg}, Cores: 1, MemoryMB: 1, User: user, Time: 1})
+		data, _ := Encode(model.CmdSubmitDriver, &model.SubmitDriver{ID: id, Token: "tok", DriverSpec: model.DriverSpec{Argv: []string{arg}, Cores: 1, MemoryMB: 1, User: user}, Time: 1})
 		return f.ApplyCommand(1, data)
 	}
 	first := submit(driverID(7), "x", "etl").(SubmitResult)
@@ -469,7 +468,7 @@ func TestRetriedTokenYieldsSameDriver(t *testing.T) {
 // and leaves no trace, and the others apply.
 func TestSubmitDriversAppliesEachOnItsOwn(t *testing.T) {
 	sub := func(seq int, tok string, cores int) model.SubmitDriver {
-		return model.SubmitDriver{ID: driverID(seq), Token: tok, Argv: []string{"x"}, Cores: cores, MemoryMB: 1, Time: int64(seq)}
+		return model.SubmitDriver{ID: driverID(seq), Token: tok, DriverSpec: model.DriverSpec{Argv: []string{"x"}, Cores: cores, MemoryMB: 1}, Time: int64(seq)}
 	}
 	batched, alone := New(), New()
 	first := []model.SubmitDriver{sub(1, "a", 1)}
@@ -541,19 +540,17 @@ func TestRefusedCommandsChangeNothing(t *testing.T) {
 		payload any
 		want    error
 	}{
-		{model.CmdSubmitDriver, &model.SubmitDriver{ID: driverID(50), Token: "n1", Argv: nil, Cores: 1, MemoryMB: 1}, model.ErrInvalidCommand},
-		{model.CmdSubmitDriver, &model.SubmitDriver{ID: driverID(51), Token: "n2", Argv: []string{"x"}, Cores: 0, MemoryMB: 1}, model.ErrInvalidCommand},
-		{model.CmdSubmitDriver, &model.SubmitDriver{ID: driverID(52), Token: "n3", Argv: []string{"x"}, Cores: 1, MemoryMB: -5}, model.ErrInvalidCommand},
-		{model.CmdSubmitDriver, &model.SubmitDriver{ID: "driver-x", Token: "n4", Argv: []string{"x"}, Cores: 1, MemoryMB: 1}, model.ErrInvalidCommand},
-		{model.CmdSubmitDriver, &model.SubmitDriver{ID: driverID(53), Token: "n5", Argv: []string{"x"}, Env: map[string]string{"A=B": "1"}, Cores: 1, MemoryMB: 1}, model.ErrInvalidCommand},
-		{model.CmdSubmitDriver, &model.SubmitDriver{ID: driverID(0), Token: "n6", Argv: []string{"x"}, Cores: 1, MemoryMB: 1}, model.ErrDuplicateID},
-		{model.CmdSubmitDriver, &model.SubmitDriver{ID: driverID(54), Token: "n7", Argv: []string{"x"}, Cores: 1, MemoryMB: 1,
-			Artifacts: []model.Artifact{{Source: "https://h/a"}}}, model.ErrInvalidCommand},
-		{model.CmdSubmitDriver, &model.SubmitDriver{ID: driverID(55), Token: "n8", Argv: []string{"x"}, Cores: 1, MemoryMB: 1,
-			Artifacts: []model.Artifact{scenarioArtifacts[1], scenarioArtifacts[1]}}, model.ErrInvalidCommand},
+		{model.CmdSubmitDriver, &model.SubmitDriver{ID: driverID(50), Token: "n1", DriverSpec: model.DriverSpec{Argv: nil, Cores: 1, MemoryMB: 1}}, model.ErrInvalidCommand},
+		{model.CmdSubmitDriver, &model.SubmitDriver{ID: driverID(51), Token: "n2", DriverSpec: model.DriverSpec{Argv: []string{"x"}, Cores: 0, MemoryMB: 1}}, model.ErrInvalidCommand},
+		{model.CmdSubmitDriver, &model.SubmitDriver{ID: driverID(52), Token: "n3", DriverSpec: model.DriverSpec{Argv: []string{"x"}, Cores: 1, MemoryMB: -5}}, model.ErrInvalidCommand},
+		{model.CmdSubmitDriver, &model.SubmitDriver{ID: "driver-x", Token: "n4", DriverSpec: model.DriverSpec{Argv: []string{"x"}, Cores: 1, MemoryMB: 1}}, model.ErrInvalidCommand},
+		{model.CmdSubmitDriver, &model.SubmitDriver{ID: driverID(53), Token: "n5", DriverSpec: model.DriverSpec{Argv: []string{"x"}, Env: map[string]string{"A=B": "1"}, Cores: 1, MemoryMB: 1}}, model.ErrInvalidCommand},
+		{model.CmdSubmitDriver, &model.SubmitDriver{ID: driverID(0), Token: "n6", DriverSpec: model.DriverSpec{Argv: []string{"x"}, Cores: 1, MemoryMB: 1}}, model.ErrDuplicateID},
+		{model.CmdSubmitDriver, &model.SubmitDriver{ID: driverID(54), Token: "n7", DriverSpec: model.DriverSpec{Argv: []string{"x"}, Cores: 1, MemoryMB: 1, Artifacts: []model.Artifact{{Source: "https://h/a"}}}}, model.ErrInvalidCommand},
+		{model.CmdSubmitDriver, &model.SubmitDriver{ID: driverID(55), Token: "n8", DriverSpec: model.DriverSpec{Argv: []string{"x"}, Cores: 1, MemoryMB: 1, Artifacts: []model.Artifact{scenarioArtifacts[1], scenarioArtifacts[1]}}}, model.ErrInvalidCommand},
 		{model.CmdRegisterApp, &model.RegisterApp{ID: appID(51), Token: "new2", CoresPerExecutor: 1, MemoryPerExecutorMB: 1, ExecutorLimit: -1, Argv: []string{"x"},
 			Artifacts: []model.Artifact{{URL: "https://h/a", Name: "a", Dest: "/abs"}}}, model.ErrInvalidCommand},
-		{model.CmdSubmitDriver, &model.SubmitDriver{ID: driverID(56), Token: "n9", Argv: []string{"x"}, Cores: 1, MemoryMB: 1, User: "Root"}, model.ErrInvalidCommand},
+		{model.CmdSubmitDriver, &model.SubmitDriver{ID: driverID(56), Token: "n9", DriverSpec: model.DriverSpec{Argv: []string{"x"}, Cores: 1, MemoryMB: 1, User: "Root"}}, model.ErrInvalidCommand},
 		{model.CmdRegisterApp, &model.RegisterApp{ID: appID(52), Token: "new3", CoresPerExecutor: 1, MemoryPerExecutorMB: 1, ExecutorLimit: -1, Argv: []string{"x"},
 			User: "1000"}, model.ErrInvalidCommand},
 		{model.CmdKillDriver, &model.KillDriver{DriverID: "driver-20261129120000-9999"}, model.ErrUnknownDriver},
@@ -589,7 +586,7 @@ func TestRefusedCommandsChangeNothing(t *testing.T) {
 
 func TestKillIsIdempotent(t *testing.T) {
 	b := &logBuilder{t: t}
-	b.add(model.CmdSubmitDriver, &model.SubmitDriver{ID: driverID(0), Token: "t", Argv: []string{"x"}, Cores: 1, MemoryMB: 1, Time: 1})
+	b.add(model.CmdSubmitDriver, &model.SubmitDriver{ID: driverID(0), Token: "t", DriverSpec: model.DriverSpec{Argv: []string{"x"}, Cores: 1, MemoryMB: 1}, Time: 1})
 	kill := b.add(model.CmdKillDriver, &model.KillDriver{DriverID: driverID(0), Time: 2})
 	f := replay(t, b.entries)
 	before := hashOf(t, f)
@@ -688,8 +685,8 @@ func TestRandomLogsKeepInvariants(t *testing.T) {
 				}
 				seq++
 				ids = append(ids, id)
-				ct, payload = model.CmdSubmitDriver, &model.SubmitDriver{ID: id, Token: tok, Argv: []string{"p"},
-					Cores: rapid.IntRange(1, 3).Draw(rt, "dc"), MemoryMB: 512, Supervise: rapid.Bool().Draw(rt, "sup"), Time: int64(i),
+				ct, payload = model.CmdSubmitDriver, &model.SubmitDriver{ID: id, Token: tok, DriverSpec: model.DriverSpec{Argv: []string{"p"}, Cores: rapid.IntRange(1, 3).Draw(rt, "dc"), MemoryMB: 512, Supervise: rapid.Bool().Draw(rt, "sup")},
+					Time:   int64(i),
 					Client: rapid.SampledFrom(clients).Draw(rt, "client")}
 			case 2:
 				var ps []model.Placement
@@ -857,8 +854,8 @@ func TestRandomLogsKeepInvariants(t *testing.T) {
 					}
 					seq++
 					ids = append(ids, id)
-					c.Drivers = append(c.Drivers, model.SubmitDriver{ID: id, Token: tok, Argv: []string{"p"},
-						Cores: rapid.IntRange(0, 3).Draw(rt, "gc"), MemoryMB: 512, Time: int64(i), Client: rapid.SampledFrom(clients).Draw(rt, "gclient")})
+					c.Drivers = append(c.Drivers, model.SubmitDriver{ID: id, Token: tok, DriverSpec: model.DriverSpec{Argv: []string{"p"}, Cores: rapid.IntRange(0, 3).Draw(rt, "gc"), MemoryMB: 512},
+						Time: int64(i), Client: rapid.SampledFrom(clients).Draw(rt, "gclient")})
 				}
 				ct, payload = model.CmdSubmitDrivers, &c
 			}

@@ -52,8 +52,14 @@ func fuzzLog(t tb) [][]byte {
 	}
 	submit := func(seq, cores int, mem int64, supervise bool) {
 		b.add(model.CmdSubmitDriver, &model.SubmitDriver{ID: driverID(seq), Token: fmt.Sprint("t", seq), Name: fmt.Sprint("driver ", seq),
-			Argv: []string{"/bin/prog", fmt.Sprint("--n=", seq)}, Env: map[string]string{"K": "v"},
-			Cores: cores, MemoryMB: mem, Supervise: supervise, Time: tick()})
+			DriverSpec: model.DriverSpec{
+				Argv:      []string{"/bin/prog", fmt.Sprint("--n=", seq)},
+				Env:       map[string]string{"K": "v"},
+				Cores:     cores,
+				MemoryMB:  mem,
+				Supervise: supervise,
+			},
+			Time: tick()})
 	}
 	submit(0, 1, 256, true)
 	submit(1, 1, 256, false)
@@ -214,9 +220,9 @@ func fuzzCommandSeeds(t tb) [][]byte {
 			CoresPerExecutor: 1, MemoryPerExecutorMB: 1, ExecutorLimit: -1, Argv: []string{"x"}, Time: 9}),
 		enc(model.CmdPruneCompleted, &model.PruneCompleted{DriverIDs: []string{driverID(1), driverID(2), driverID(0)}, AppIDs: []string{appID(1), appID(0)}}),
 		enc(model.CmdSubmitDrivers, &model.SubmitDrivers{Drivers: []model.SubmitDriver{
-			{ID: driverID(9), Token: "t9", Argv: []string{"x"}, Cores: 1, MemoryMB: 1, Time: 9},
-			{ID: driverID(10), Token: "t9", Argv: []string{"x"}, Cores: 1, MemoryMB: 1, Time: 9},
-			{ID: driverID(0), Token: "t11", Argv: []string{"x"}, Cores: 1, MemoryMB: 1, Time: 9}}}),
+			{ID: driverID(9), Token: "t9", DriverSpec: model.DriverSpec{Argv: []string{"x"}, Cores: 1, MemoryMB: 1}, Time: 9},
+			{ID: driverID(10), Token: "t9", DriverSpec: model.DriverSpec{Argv: []string{"x"}, Cores: 1, MemoryMB: 1}, Time: 9},
+			{ID: driverID(0), Token: "t11", DriverSpec: model.DriverSpec{Argv: []string{"x"}, Cores: 1, MemoryMB: 1}, Time: 9}}}),
 	}
 	return seeds
 }

@@ -33,8 +33,13 @@ func sharingLog(t *testing.T) [][]byte {
 			a = []string{argv[0], argv[1], argv[2], "2026-12-02"}
 		}
 		b.add(model.CmdSubmitDriver, &model.SubmitDriver{
-			ID: driverID(i + 1), Token: fmt.Sprint("token-", i), Name: "etl", Argv: a,
-			Env: map[string]string{"SPARK_HOME": "/opt/spark", "RUN": "1"}, Cores: 1, MemoryMB: 1, Time: 10,
+			ID: driverID(i + 1), Token: fmt.Sprint("token-", i), Name: "etl", DriverSpec: model.DriverSpec{
+				Argv:     a,
+				Env:      map[string]string{"SPARK_HOME": "/opt/spark", "RUN": "1"},
+				Cores:    1,
+				MemoryMB: 1,
+			},
+			Time: 10,
 		})
 	}
 	var ps []model.Placement

@@ -38,11 +38,11 @@ func TestLiveCounts(t *testing.T) {
 	}
 	check(f, "", Live{Drivers: 1})
 	apply(model.CmdSubmitDrivers, &model.SubmitDrivers{Drivers: []model.SubmitDriver{
-		{ID: driverID(1), Token: "t1", Argv: []string{"a"}, Cores: 1, MemoryMB: 64, Client: "10.0.0.1"},
-		{ID: driverID(2), Token: "t2", Argv: []string{"a"}, Cores: 1, MemoryMB: 64, Client: "10.0.0.1"},
+		{ID: driverID(1), Token: "t1", DriverSpec: model.DriverSpec{Argv: []string{"a"}, Cores: 1, MemoryMB: 64}, Client: "10.0.0.1"},
+		{ID: driverID(2), Token: "t2", DriverSpec: model.DriverSpec{Argv: []string{"a"}, Cores: 1, MemoryMB: 64}, Client: "10.0.0.1"},
 		// The same token again makes no driver, and counts nothing.
-		{ID: driverID(3), Token: "t2", Argv: []string{"a"}, Cores: 1, MemoryMB: 64, Client: "10.0.0.1"},
-		{ID: driverID(4), Token: "t4", Argv: []string{"a"}, Cores: 1, MemoryMB: 64, Client: "10.0.0.2"},
+		{ID: driverID(3), Token: "t2", DriverSpec: model.DriverSpec{Argv: []string{"a"}, Cores: 1, MemoryMB: 64}, Client: "10.0.0.1"},
+		{ID: driverID(4), Token: "t4", DriverSpec: model.DriverSpec{Argv: []string{"a"}, Cores: 1, MemoryMB: 64}, Client: "10.0.0.2"},
 	}})
 	check(f, "10.0.0.1", Live{Drivers: 4, ClientDrivers: 2})
 	check(f, "10.0.0.2", Live{Drivers: 4, ClientDrivers: 1})

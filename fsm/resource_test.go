@@ -20,8 +20,8 @@ func (h *harness) gpuWorker(id string, gpus ...string) {
 func (h *harness) gpuDriver(seq, n int, supervise bool) string {
 	h.t.Helper()
 	id := driverID(seq)
-	h.ok(model.CmdSubmitDriver, &model.SubmitDriver{ID: id, Token: fmt.Sprint("gpu-", seq), Argv: []string{"d"}, Cores: 1, MemoryMB: 256,
-		Supervise: supervise, Resources: model.ResourceAmounts{"gpu": n}, Time: h.tick()})
+	h.ok(model.CmdSubmitDriver, &model.SubmitDriver{ID: id, Token: fmt.Sprint("gpu-", seq), DriverSpec: model.DriverSpec{Argv: []string{"d"}, Cores: 1, MemoryMB: 256, Supervise: supervise, Resources: model.ResourceAmounts{"gpu": n}},
+		Time: h.tick()})
 	return id
 }
 
@@ -142,13 +142,13 @@ func TestRegisterWorkerRefusesBadOffers(t *testing.T) {
 func TestSubmitDriverRefusesBadBounds(t *testing.T) {
 	h := newHarness(t)
 	for i, c := range []model.SubmitDriver{
-		{Resources: model.ResourceAmounts{"gpu": 0}, Supervise: true},
-		{Resources: model.ResourceAmounts{"Gpu": 1}},
-		{MaxRestarts: 2},
-		{Supervise: true, MaxRestarts: -1},
-		{Supervise: true, MaxRestarts: 1, RestartWindowMS: 500},
-		{Supervise: true, RestartWindowMS: 5000},
-		{RescheduleAfter: 2},
+		{DriverSpec: model.DriverSpec{Resources: model.ResourceAmounts{"gpu": 0}, Supervise: true}},
+		{DriverSpec: model.DriverSpec{Resources: model.ResourceAmounts{"Gpu": 1}}},
+		{DriverSpec: model.DriverSpec{MaxRestarts: 2}},
+		{DriverSpec: model.DriverSpec{Supervise: true, MaxRestarts: -1}},
+		{DriverSpec: model.DriverSpec{Supervise: true, MaxRestarts: 1, RestartWindowMS: 500}},
+		{DriverSpec: model.DriverSpec{Supervise: true, RestartWindowMS: 5000}},
+		{DriverSpec: model.DriverSpec{RescheduleAfter: 2}},
 	} {
 		c.ID, c.Token, c.Argv, c.Cores, c.MemoryMB, c.Time = driverID(i), fmt.Sprint("bad-", i), []string{"x"}, 1, 1, h.tick()
 		h.refused(model.CmdSubmitDriver, &c, model.ErrInvalidCommand)
@@ -167,8 +167,8 @@ func TestRescheduleRelaunchesAwayFromWorker(t *testing.T) {
 	h.worker("w1", 4, 4096)
 	h.worker("w2", 4, 4096)
 	id := driverID(0)
-	h.ok(model.CmdSubmitDriver, &model.SubmitDriver{ID: id, Token: "s", Argv: []string{"d"}, Cores: 1, MemoryMB: 256, Supervise: true,
-		MaxRestarts: 1, RescheduleAfter: 2, Time: h.tick()})
+	h.ok(model.CmdSubmitDriver, &model.SubmitDriver{ID: id, Token: "s", DriverSpec: model.DriverSpec{Argv: []string{"d"}, Cores: 1, MemoryMB: 256, Supervise: true, MaxRestarts: 1, RescheduleAfter: 2},
+		Time: h.tick()})
 	h.placeDriver(id, 1, "w1")
 	report := func(r model.AttemptReport) {
 		h.ok(model.CmdReportAttempts, &model.ReportAttempts{WorkerID: "w1", Reports: []model.AttemptReport{r}, Time: h.tick()})
@@ -224,8 +224,8 @@ func TestWorkerLossIsNoFailedRun(t *testing.T) {
 	h := newHarness(t)
 	h.worker("w1", 4, 4096)
 	id := driverID(0)
-	h.ok(model.CmdSubmitDriver, &model.SubmitDriver{ID: id, Token: "s", Argv: []string{"d"}, Cores: 1, MemoryMB: 256, Supervise: true,
-		MaxRestarts: 2, RescheduleAfter: 2, Time: h.tick()})
+	h.ok(model.CmdSubmitDriver, &model.SubmitDriver{ID: id, Token: "s", DriverSpec: model.DriverSpec{Argv: []string{"d"}, Cores: 1, MemoryMB: 256, Supervise: true, MaxRestarts: 2, RescheduleAfter: 2},
+		Time: h.tick()})
 	h.placeDriver(id, 1, "w1")
 	h.ok(model.CmdReportAttempts, &model.ReportAttempts{WorkerID: "w1", Time: h.tick(), Reports: []model.AttemptReport{
 		{DriverID: id, Attempt: 1, State: model.DriverRunning, Runs: 2, Failures: []int64{10}}}})

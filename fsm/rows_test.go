@@ -166,7 +166,7 @@ func checkRowsShared[R any](t *testing.T, entries [][]byte, kind api.EventKind, 
 func TestReadsShareRows(t *testing.T) {
 	b := &logBuilder{t: t}
 	b.entries = append(sharingLog(t), appLog(t)[1:]...)
-	b.add(model.CmdSubmitDriver, &model.SubmitDriver{ID: driverID(9), Token: "waits", Argv: []string{"x"}, Cores: 1, MemoryMB: 1, Time: 20})
+	b.add(model.CmdSubmitDriver, &model.SubmitDriver{ID: driverID(9), Token: "waits", DriverSpec: model.DriverSpec{Argv: []string{"x"}, Cores: 1, MemoryMB: 1}, Time: 20})
 	b.add(model.CmdRegisterApp, &model.RegisterApp{ID: appID(2), Token: "live", Argv: []string{"executor"},
 		CoresPerExecutor: 1, MemoryPerExecutorMB: 64, ExecutorLimit: -1, Time: 21})
 	b.add(model.CmdPlaceExecutors, &model.PlaceExecutors{Placements: []model.ExecutorPlacement{ep(appID(2), 0, "w1")}, Time: 22})

@@ -231,7 +231,7 @@ func TestPackedSnapshotRefusals(t *testing.T) {
 	}
 	head := good[:nl+1]
 	tablesFrame := frame(&tables{})
-	d := &model.Driver{ID: "driver-20261129120000-0000", Argv: []string{"x"}, Cores: 1, MemoryMB: 1, State: model.DriverFinished, Attempt: 1}
+	d := &model.Driver{ID: "driver-20261129120000-0000", DriverSpec: model.DriverSpec{Argv: []string{"x"}, Cores: 1, MemoryMB: 1}, State: model.DriverFinished, Attempt: 1}
 	cases := map[string][]byte{
 		"trailing byte":            append(slices.Clone(good), 0),
 		"no tables frame":          append(slices.Clone(head), 0),

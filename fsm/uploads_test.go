@@ -20,10 +20,8 @@ func TestLiveUploads(t *testing.T) {
 		return a
 	}
 	b := &logBuilder{t: t}
-	b.add(model.CmdSubmitDriver, &model.SubmitDriver{ID: driverID(1), Argv: []string{"x"}, Cores: 1, MemoryMB: 1, Time: 1000,
-		Artifacts: []model.Artifact{up("a", "a.sh"), up("b", "b.sh"), {Source: "https://h/c.sh", URL: "https://h/c.sh", Name: "c.sh"}}})
-	b.add(model.CmdSubmitDriver, &model.SubmitDriver{ID: driverID(2), Argv: []string{"x"}, Cores: 1, MemoryMB: 1, Time: 1001,
-		Artifacts: []model.Artifact{up("b", "b.sh")}})
+	b.add(model.CmdSubmitDriver, &model.SubmitDriver{ID: driverID(1), DriverSpec: model.DriverSpec{Argv: []string{"x"}, Cores: 1, MemoryMB: 1, Artifacts: []model.Artifact{up("a", "a.sh"), up("b", "b.sh"), {Source: "https://h/c.sh", URL: "https://h/c.sh", Name: "c.sh"}}}, Time: 1000})
+	b.add(model.CmdSubmitDriver, &model.SubmitDriver{ID: driverID(2), DriverSpec: model.DriverSpec{Argv: []string{"x"}, Cores: 1, MemoryMB: 1, Artifacts: []model.Artifact{up("b", "b.sh")}}, Time: 1001})
 	app := appSpec(1)
 	app.Artifacts = []model.Artifact{up("c", "c.jar")}
 	app.Time = 1002

@@ -84,8 +84,8 @@ func TestUserIsKeptEverywhere(t *testing.T) {
 	b.add(model.CmdRegisterWorker, &model.RegisterWorker{ID: "w1", HTTPAddr: "127.0.0.1:1", Cores: 4, MemoryMB: 4096, Time: 1})
 	b.add(model.CmdRegisterWorker, &model.RegisterWorker{ID: "w2", HTTPAddr: "127.0.0.1:2", Cores: 4, MemoryMB: 4096, Time: 2})
 	b.add(model.CmdSubmitDrivers, &model.SubmitDrivers{Drivers: []model.SubmitDriver{
-		{ID: driverID(0), Token: "t0", Argv: []string{"a"}, Cores: 1, MemoryMB: 64, Supervise: true, User: "etl", Time: 3},
-		{ID: driverID(1), Token: "t1", Argv: []string{"b"}, Cores: 1, MemoryMB: 64, Time: 3},
+		{ID: driverID(0), Token: "t0", DriverSpec: model.DriverSpec{Argv: []string{"a"}, Cores: 1, MemoryMB: 64, Supervise: true, User: "etl"}, Time: 3},
+		{ID: driverID(1), Token: "t1", DriverSpec: model.DriverSpec{Argv: []string{"b"}, Cores: 1, MemoryMB: 64}, Time: 3},
 	}})
 	b.add(model.CmdPlaceDrivers, &model.PlaceDrivers{Time: 4, Placements: []model.Placement{
 		{DriverID: driverID(0), Attempt: 1, WorkerID: "w1"}, {DriverID: driverID(1), Attempt: 1, WorkerID: "w1"}}})

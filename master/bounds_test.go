@@ -67,7 +67,7 @@ func TestProgramSizeBound(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rest := limit - 6 - (&model.SubmitDriver{Artifacts: []model.Artifact{norm}}).ProgramSize()
+	rest := limit - 6 - (&model.SubmitDriver{DriverSpec: model.DriverSpec{Artifacts: []model.Artifact{norm}}}).ProgramSize()
 	mixed.Argv = program(rest)
 	if _, err := cl.Submit(ctx, mixed); err != nil {
 		t.Fatalf("a named program with a user, environment and artifact at the bound: %v", err)
@@ -84,7 +84,7 @@ func TestProgramSizeBound(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	spark := limit - (&model.SubmitDriver{Name: d.Name, Argv: d.Argv, Env: d.Env, Artifacts: d.Artifacts, Resources: d.Resources}).ProgramSize()
+	spark := limit - (&model.SubmitDriver{Name: d.Name, DriverSpec: model.DriverSpec{Argv: d.Argv, Env: d.Env, Artifacts: d.Artifacts, Resources: d.Resources}}).ProgramSize()
 	if status, body := sparkCreateArg(t, ports[0], "x"+strings.Repeat("y", spark)); status != http.StatusOK || !bytes.Contains(body, []byte(`"success": true`)) {
 		t.Fatalf("Spark REST create at the bound: %d %s", status, body)
 	}

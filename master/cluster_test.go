@@ -31,7 +31,7 @@ import (
 )
 
 func submitReq() api.SubmitRequest {
-	return api.SubmitRequest{Token: client.NewToken(), Argv: []string{"/bin/true"}, Cores: 1, MemoryMB: 64}
+	return api.SubmitRequest{Token: client.NewToken(), DriverSpec: model.DriverSpec{Argv: []string{"/bin/true"}, Cores: 1, MemoryMB: 64}}
 }
 
 // post sends one request to one master, as a program other than the client
@@ -123,16 +123,13 @@ func TestSubmitAndKillRules(t *testing.T) {
 		req  api.SubmitRequest
 		want error
 	}{
-		{"no token", api.SubmitRequest{Argv: []string{"x"}, Cores: 1, MemoryMB: 1}, api.ErrInvalidRequest},
-		{"no program", api.SubmitRequest{Token: "t1", Cores: 1, MemoryMB: 1}, api.ErrInvalidRequest},
-		{"reserved variable", api.SubmitRequest{Token: "t2", Argv: []string{"x"}, Cores: 1, MemoryMB: 1, Env: map[string]string{"DROVER_X": "1"}}, api.ErrInvalidRequest},
-		{"control character in the name", api.SubmitRequest{Token: "t3", Name: "a\x1bb", Argv: []string{"x"}, Cores: 1, MemoryMB: 1}, api.ErrInvalidRequest},
-		{"artifact of an unknown scheme", api.SubmitRequest{Token: "t4", Argv: []string{"x"}, Cores: 1, MemoryMB: 1,
-			Artifacts: []model.Artifact{{Source: "ftp://h/a.jar"}}}, api.ErrInvalidRequest},
-		{"artifact with a malformed checksum", api.SubmitRequest{Token: "t5", Argv: []string{"x"}, Cores: 1, MemoryMB: 1,
-			Artifacts: []model.Artifact{{Source: "https://h/a.jar?checksum=sha256:zz"}}}, api.ErrInvalidRequest},
-		{"two artifacts of one name", api.SubmitRequest{Token: "t6", Argv: []string{"x"}, Cores: 1, MemoryMB: 1,
-			Artifacts: []model.Artifact{{Source: "https://h/a.jar"}, {Source: "https://g/a.jar"}}}, api.ErrInvalidRequest},
+		{"no token", api.SubmitRequest{DriverSpec: model.DriverSpec{Argv: []string{"x"}, Cores: 1, MemoryMB: 1}}, api.ErrInvalidRequest},
+		{"no program", api.SubmitRequest{Token: "t1", DriverSpec: model.DriverSpec{Cores: 1, MemoryMB: 1}}, api.ErrInvalidRequest},
+		{"reserved variable", api.SubmitRequest{Token: "t2", DriverSpec: model.DriverSpec{Argv: []string{"x"}, Cores: 1, MemoryMB: 1, Env: map[string]string{"DROVER_X": "1"}}}, api.ErrInvalidRequest},
+		{"control character in the name", api.SubmitRequest{Token: "t3", Name: "a\x1bb", DriverSpec: model.DriverSpec{Argv: []string{"x"}, Cores: 1, MemoryMB: 1}}, api.ErrInvalidRequest},
+		{"artifact of an unknown scheme", api.SubmitRequest{Token: "t4", DriverSpec: model.DriverSpec{Argv: []string{"x"}, Cores: 1, MemoryMB: 1, Artifacts: []model.Artifact{{Source: "ftp://h/a.jar"}}}}, api.ErrInvalidRequest},
+		{"artifact with a malformed checksum", api.SubmitRequest{Token: "t5", DriverSpec: model.DriverSpec{Argv: []string{"x"}, Cores: 1, MemoryMB: 1, Artifacts: []model.Artifact{{Source: "https://h/a.jar?checksum=sha256:zz"}}}}, api.ErrInvalidRequest},
+		{"two artifacts of one name", api.SubmitRequest{Token: "t6", DriverSpec: model.DriverSpec{Argv: []string{"x"}, Cores: 1, MemoryMB: 1, Artifacts: []model.Artifact{{Source: "https://h/a.jar"}, {Source: "https://g/a.jar"}}}}, api.ErrInvalidRequest},
 	} {
 		if err := cl.Do(ctx, http.MethodPost, api.PathDrivers, tc.req, nil); !errors.Is(err, tc.want) {
 			t.Errorf("%s: %v, want %v", tc.name, err, tc.want)
@@ -246,9 +243,8 @@ func TestRefusedRequestsReadAsRequests(t *testing.T) {
 		body       any
 		want       string
 	}{
-		{"zero cores", api.PathDrivers, api.SubmitRequest{Token: "t1", Argv: []string{"x"}, MemoryMB: 1}, "cores must be positive"},
-		{"a variable the worker sets", api.PathDrivers, api.SubmitRequest{Token: "t2", Argv: []string{"x"}, Cores: 1, MemoryMB: 1,
-			Env: map[string]string{"DROVER_ATTEMPT": "9"}}, "set by Drover itself"},
+		{"zero cores", api.PathDrivers, api.SubmitRequest{Token: "t1", DriverSpec: model.DriverSpec{Argv: []string{"x"}, MemoryMB: 1}}, "cores must be positive"},
+		{"a variable the worker sets", api.PathDrivers, api.SubmitRequest{Token: "t2", DriverSpec: model.DriverSpec{Argv: []string{"x"}, Cores: 1, MemoryMB: 1, Env: map[string]string{"DROVER_ATTEMPT": "9"}}}, "set by Drover itself"},
 		{"an app's negative core cap", api.PathApps, api.RegisterAppRequest{Token: "t3", MaxCores: -1, CoresPerExecutor: 1,
 			MemoryPerExecutorMB: 1, Argv: []string{"x"}}, "max cores must not be negative"},
 		{"a negative executor total", api.AppPath(app.AppID, "/executors"), api.RequestExecutorsRequest{Total: -1}, "executor total must not be negative"},

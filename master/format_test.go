@@ -30,7 +30,7 @@ func TestLeaderWritesTheFormatEveryVoterReads(t *testing.T) {
 	submitted := func() byte {
 		t.Helper()
 		n++
-		req := api.SubmitRequest{Token: fmt.Sprint("format-", n), Argv: []string{"/bin/true"}, Cores: 1, MemoryMB: 1}
+		req := api.SubmitRequest{Token: fmt.Sprint("format-", n), DriverSpec: model.DriverSpec{Argv: []string{"/bin/true"}, Cores: 1, MemoryMB: 1}}
 		res, err := m.local.SubmitDriver(context.Background(), auth.Caller{}, req)
 		if err != nil {
 			t.Fatal(err)

@@ -136,7 +136,13 @@ func fuzzTables(t testing.TB) ([]byte, string) {
 		supervise bool
 	}{{1, true}, {1, false}, {1, false}, {64, false}, {2, false}, {2, true}, {1, true}, {1, false}} {
 		apply(model.CmdSubmitDriver, &model.SubmitDriver{ID: fuzzDriverID(seq), Token: fmt.Sprint("tok-", seq), Name: fmt.Sprint("driver ", seq),
-			Argv: []string{"/bin/sleep", "600"}, Env: map[string]string{"K": "v"}, Cores: d.cores, MemoryMB: 128, Supervise: d.supervise, Time: now})
+			DriverSpec: model.DriverSpec{
+				Argv:      []string{"/bin/sleep", "600"},
+				Env:       map[string]string{"K": "v"},
+				Cores:     d.cores,
+				MemoryMB:  128,
+				Supervise: d.supervise,
+			}, Time: now})
 	}
 	apply(model.CmdPlaceDrivers, &model.PlaceDrivers{Time: now, Placements: []model.Placement{
 		{DriverID: fuzzDriverID(0), Attempt: 1, WorkerID: "w1"}, {DriverID: fuzzDriverID(1), Attempt: 1, WorkerID: "w1"},
@@ -467,9 +473,8 @@ func (s httpSeed) encode(t testing.TB) (byte, []byte) {
 func httpSeeds() []httpSeed {
 	exit0, exit1 := 0, 1
 	return []httpSeed{
-		{"submit", "submit", 0, api.SubmitRequest{Token: "6f1c2a9e0b7d4c3a", Name: "wordcount", Argv: []string{"/usr/local/bin/wordcount", "--shards", "2"},
-			Env: map[string]string{"LANG": "C"}, Cores: 1, MemoryMB: 512, Supervise: true}, 200},
-		{"submit-retry", "submit", 0, api.SubmitRequest{Token: "tok-3", Argv: []string{"/bin/sleep", "600"}, Cores: 64, MemoryMB: 128}, 200},
+		{"submit", "submit", 0, api.SubmitRequest{Token: "6f1c2a9e0b7d4c3a", Name: "wordcount", DriverSpec: model.DriverSpec{Argv: []string{"/usr/local/bin/wordcount", "--shards", "2"}, Env: map[string]string{"LANG": "C"}, Cores: 1, MemoryMB: 512, Supervise: true}}, 200},
+		{"submit-retry", "submit", 0, api.SubmitRequest{Token: "tok-3", DriverSpec: model.DriverSpec{Argv: []string{"/bin/sleep", "600"}, Cores: 64, MemoryMB: 128}}, 200},
 		{"register-worker-new", "register-worker", 0, api.RegisterWorkerRequest{ID: "w4", Instance: "inst-w4", HTTPAddr: "127.0.0.1:17404", Cores: 8, MemoryMB: 8192}, 200},
 		{"register-worker-same", "register-worker", 0, api.RegisterWorkerRequest{ID: "w1", Instance: "inst-w1", HTTPAddr: "127.0.0.1:17401", Cores: 4, MemoryMB: 4096}, 200},
 		{"register-worker-taken", "register-worker", 0, api.RegisterWorkerRequest{ID: "w1", Instance: "inst-other", HTTPAddr: "127.0.0.1:17405", Cores: 4, MemoryMB: 4096}, 409},
@@ -508,9 +513,9 @@ func httpSeeds() []httpSeed {
 		{"kill-app-finished", "kill-app", 1, nil, 409},
 		{"kill-app-malformed", "kill-app", 5, nil, 400},
 		{"submit-batch", "submit-batch", 0, api.SubmitBatchRequest{Submissions: []api.SubmitRequest{
-			{Token: "5e4d3c2b1a09", Name: "etl-2026-12-01", Argv: []string{"/usr/local/bin/etl", "--day", "2026-12-01"}, Cores: 1, MemoryMB: 512},
-			{Token: "tok-3", Argv: []string{"/bin/sleep", "600"}, Cores: 64, MemoryMB: 128},
-			{Token: "5e4d3c2b1a0a", Argv: []string{"/usr/local/bin/etl"}, Cores: 0, MemoryMB: 512},
+			{Token: "5e4d3c2b1a09", Name: "etl-2026-12-01", DriverSpec: model.DriverSpec{Argv: []string{"/usr/local/bin/etl", "--day", "2026-12-01"}, Cores: 1, MemoryMB: 512}},
+			{Token: "tok-3", DriverSpec: model.DriverSpec{Argv: []string{"/bin/sleep", "600"}, Cores: 64, MemoryMB: 128}},
+			{Token: "5e4d3c2b1a0a", DriverSpec: model.DriverSpec{Argv: []string{"/usr/local/bin/etl"}, Cores: 0, MemoryMB: 512}},
 		}}, 200},
 		{"submit-batch-empty", "submit-batch", 0, api.SubmitBatchRequest{}, 400},
 	}

@@ -20,7 +20,11 @@ import (
 // keeps a third of them.
 func listSubmission(i int) api.SubmitRequest {
 	return api.SubmitRequest{Token: fmt.Sprintf("list-%d", i), Name: fmt.Sprintf("job-%d-%d", i%3, i),
-		Argv: []string{"/bin/true"}, Cores: 1, MemoryMB: 64}
+		DriverSpec: model.DriverSpec{
+			Argv:     []string{"/bin/true"},
+			Cores:    1,
+			MemoryMB: 64,
+		}}
 }
 
 // getList asks master n for path?query and returns the status and body.
@@ -192,8 +196,7 @@ func TestListQueriesAreBounded(t *testing.T) {
 func TestRedactRegexIsTheMasters(t *testing.T) {
 	c := mastertest.Start(t, 1, func(cfg *master.Config) { cfg.RedactRegex = `^NIGHTLY_` })
 	id := c.Submit(1, func(int) api.SubmitRequest {
-		return api.SubmitRequest{Token: "redact", Argv: []string{"/bin/true"}, Cores: 1, MemoryMB: 64,
-			Env: map[string]string{"NIGHTLY_DSN": "dsn-value", "AWS_SECRET_ACCESS_KEY": "aws-value"}}
+		return api.SubmitRequest{Token: "redact", DriverSpec: model.DriverSpec{Argv: []string{"/bin/true"}, Cores: 1, MemoryMB: 64, Env: map[string]string{"NIGHTLY_DSN": "dsn-value", "AWS_SECRET_ACCESS_KEY": "aws-value"}}}
 	})[0]
 	n := c.Leader()
 	status, page := getList(t, n, "/ui/drivers/"+id, nil)

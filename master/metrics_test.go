@@ -188,7 +188,7 @@ func TestMetricsFollowSchedulingAndLiveness(t *testing.T) {
 
 	// Submitted before any worker registers, so it waits: the first
 	// registration places it there and then.
-	sub, err := cl.Submit(ctx, api.SubmitRequest{Token: client.NewToken(), Argv: []string{"/bin/true"}, Cores: 1, MemoryMB: 256, Supervise: true})
+	sub, err := cl.Submit(ctx, api.SubmitRequest{Token: client.NewToken(), DriverSpec: model.DriverSpec{Argv: []string{"/bin/true"}, Cores: 1, MemoryMB: 256, Supervise: true}})
 	if err != nil {
 		t.Fatal(err)
 	}

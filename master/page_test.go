@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/drover-project/drover/api"
+	"github.com/drover-project/drover/model"
 	"github.com/drover-project/drover/security/auth"
 	"github.com/drover-project/drover/security/pki"
 )
@@ -155,7 +156,7 @@ func TestUILoginCookie(t *testing.T) {
 	uiDo(t, m, "GET", "/v1/state", nil, cookie).check(t, http.StatusOK, "application/json")
 
 	// It never writes, even holding the operator token.
-	sub, _ := json.Marshal(api.SubmitRequest{Token: "ui-test-submission-1", Argv: []string{"/bin/true"}, Cores: 1, MemoryMB: 64})
+	sub, _ := json.Marshal(api.SubmitRequest{Token: "ui-test-submission-1", DriverSpec: model.DriverSpec{Argv: []string{"/bin/true"}, Cores: 1, MemoryMB: 64}})
 	before := m.fsm.Index()
 	req := func(header map[string]string) uiResponse {
 		hr, err := http.NewRequest("POST", "http://"+m.cfg.httpAddr()+"/v1/drivers", bytes.NewReader(sub))

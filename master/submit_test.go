@@ -16,6 +16,7 @@ import (
 	"github.com/drover-project/drover/client"
 	"github.com/drover-project/drover/master"
 	"github.com/drover-project/drover/master/mastertest"
+	"github.com/drover-project/drover/model"
 )
 
 // Submissions that reach the leader together are committed together, in
@@ -46,7 +47,7 @@ func TestConcurrentSubmissionsShareEntries(t *testing.T) {
 		}
 	}
 	for range invalid {
-		reqs = append(reqs, api.SubmitRequest{Token: client.NewToken(), Cores: 1, MemoryMB: 64})
+		reqs = append(reqs, api.SubmitRequest{Token: client.NewToken(), DriverSpec: model.DriverSpec{Cores: 1, MemoryMB: 64}})
 	}
 	before := state()
 	res := make([]api.SubmitResponse, len(reqs))

@@ -1,8 +1,6 @@
 package model
 
 import (
-	"maps"
-	"slices"
 	"strconv"
 	"strings"
 )
@@ -103,30 +101,9 @@ type App struct {
 	// supervised driver restarted in place is a new run, and the apps of
 	// earlier runs end.
 	DriverRun int `json:"driver_run,omitempty"`
-	// MaxCores caps the cores of all live executors together (Spark's
-	// spark.cores.max); 0 means no cap.
-	MaxCores            int   `json:"max_cores"`
-	CoresPerExecutor    int   `json:"cores_per_executor"`
-	MemoryPerExecutorMB int64 `json:"memory_per_executor_mb"`
-	// ExecutorLimit caps the number of live executors (Spark's
-	// executorLimit, set by requestTotalExecutors); -1 means no cap.
-	ExecutorLimit int               `json:"executor_limit"`
-	Argv          []string          `json:"argv"`
-	Env           map[string]string `json:"env,omitempty"`
-	// Artifacts are staged into each executor's directory before it
-	// starts (normalized, see NormalizeArtifact).
-	Artifacts []Artifact `json:"artifacts,omitempty"`
-	// ResourcesPerExecutor are the custom resources each executor needs
-	// (Spark's spark.executor.resource.{name}.amount).
-	ResourcesPerExecutor ResourceAmounts `json:"resources_per_executor,omitempty"`
-	// User is the user each executor's program runs as (see CheckUser);
-	// "" leaves it to each worker (its --run-as).
-	User string `json:"user,omitempty"`
-	// MaxExecutorRetries is the leader's --max-executor-retries when the
-	// app registered (Spark's spark.deploy.maxExecutorRetries): the app
-	// FAILS when more executors than this fail in a row while none is
-	// RUNNING; -1 means never.
-	MaxExecutorRetries int `json:"max_executor_retries"`
+	// ExecutorSpec is what each executor runs and how many may run; of
+	// its fields, RequestExecutors and KillExecutors change ExecutorLimit.
+	ExecutorSpec
 
 	State ApplicationState `json:"state"`
 	// RetryCount counts executor failures since the last executor that
@@ -209,10 +186,7 @@ func ParseExecutorKey(s string) (appID string, id int, ok bool) {
 // Clone returns a deep copy of a.
 func (a *App) Clone() *App {
 	c := *a
-	c.Argv = slices.Clone(a.Argv)
-	c.Env = maps.Clone(a.Env)
-	c.Artifacts = slices.Clone(a.Artifacts)
-	c.ResourcesPerExecutor = maps.Clone(a.ResourcesPerExecutor)
+	c.ExecutorSpec = a.ExecutorSpec.Clone()
 	return &c
 }
 

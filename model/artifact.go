@@ -211,38 +211,39 @@ func NormalizeArtifacts(as []Artifact) ([]Artifact, error) {
 // bits only, and no two staging the same path. The error wraps
 // ErrInvalidCommand.
 func ValidateArtifacts(as []Artifact) error {
-	bad := func(format string, args ...any) error {
-		return fmt.Errorf("%w: %s", ErrInvalidCommand, fmt.Sprintf(format, args...))
-	}
+	return invalidCommand(checkArtifacts(as))
+}
+
+// checkArtifacts is ValidateArtifacts' check; its error is one line that
+// wraps no sentinel but, for two artifacts staging one path,
+// ErrInvalidArtifact.
+func checkArtifacts(as []Artifact) error {
 	if len(as) > MaxArtifacts {
-		return bad("%d artifacts, at most %d", len(as), MaxArtifacts)
+		return fmt.Errorf("%d artifacts, at most %d", len(as), MaxArtifacts)
 	}
 	for _, a := range as {
 		switch {
 		case (a.URL == "") == (a.Upload == ""):
-			return bad("artifact %s needs exactly one of a URL and an upload", a)
+			return fmt.Errorf("artifact %s needs exactly one of a URL and an upload", a)
 		case a.Upload != "" && a.SHA256 != a.Upload:
-			return bad("upload %s has digest %q", a.Upload, a.SHA256)
+			return fmt.Errorf("upload %s has digest %q", a.Upload, a.SHA256)
 		case a.SHA256 != "" && !IsSHA256(a.SHA256):
-			return bad("artifact %s: digest %q is not lowercase hex SHA-256", a, a.SHA256)
+			return fmt.Errorf("artifact %s: digest %q is not lowercase hex SHA-256", a, a.SHA256)
 		case a.Archive != "" && (!validArchive(a.Archive) || a.Archive == "tgz"):
-			return bad("artifact %s: unknown archive type %q", a, a.Archive)
+			return fmt.Errorf("artifact %s: unknown archive type %q", a, a.Archive)
 		case a.Mode > 0o777:
-			return bad("artifact %s: mode %#o", a, a.Mode)
+			return fmt.Errorf("artifact %s: mode %#o", a, a.Mode)
 		}
 		if a.Archive == "" {
 			if err := checkName(a.Name); err != nil {
-				return bad("artifact %s: %v", a, err)
+				return fmt.Errorf("artifact %s: %v", a, err)
 			}
 		}
 		if err := checkDest(a.Dest); err != nil {
-			return bad("artifact %s: %v", a, err)
+			return fmt.Errorf("artifact %s: %v", a, err)
 		}
 	}
-	if err := checkCollisions(as); err != nil {
-		return fmt.Errorf("%w: %v", ErrInvalidCommand, err)
-	}
-	return nil
+	return checkCollisions(as)
 }
 
 // String names a for people: its Source, or "upload:HEX (NAME)".

@@ -92,29 +92,16 @@ type RegisterWorker struct {
 // token: a second command with a known token changes nothing and yields the
 // first driver's ID.
 type SubmitDriver struct {
-	ID        string            `json:"id"`
-	Token     string            `json:"token"`
-	Name      string            `json:"name,omitempty"`
-	Argv      []string          `json:"argv"`
-	Env       map[string]string `json:"env,omitempty"`
-	Cores     int               `json:"cores"`
-	MemoryMB  int64             `json:"memory_mb"`
-	Supervise bool              `json:"supervise"`
-	// Artifacts are normalized (NormalizeArtifact); absent in entries
-	// written before artifacts existed, which stage nothing.
-	Artifacts []Artifact `json:"artifacts,omitempty"`
-	// Resources are the custom resources each attempt needs; the restart
-	// bounds are Driver's. All are absent in older entries: no resources,
-	// unbounded supervision.
-	Resources       ResourceAmounts `json:"resources,omitempty"`
-	MaxRestarts     int             `json:"max_restarts,omitempty"`
-	RestartWindowMS int64           `json:"restart_window_ms,omitempty"`
-	RescheduleAfter int             `json:"reschedule_after,omitempty"`
-	// User is the user the driver's programs run as (CheckUser); absent
-	// in entries written before it existed, whose drivers run as their
-	// worker's default user, as "" still means.
-	User string `json:"user,omitempty"`
-	Time int64  `json:"time"`
+	ID    string `json:"id"`
+	Token string `json:"token"`
+	Name  string `json:"name,omitempty"`
+	// DriverSpec is the program; the fields it gained after the first
+	// release (artifacts, resources, restart bounds, user) are absent in
+	// entries written before them, and their zero values mean what those
+	// entries meant: nothing staged, no resources, unbounded supervision,
+	// the worker's default user.
+	DriverSpec
+	Time int64 `json:"time"`
 	// Client is the IP address the submission came from, at the master
 	// it reached first (auth.Caller.Client): the key the leader's
 	// per-client bound on drivers not yet ended counts it under, which

@@ -8,7 +8,6 @@
 package model
 
 import (
-	"maps"
 	"slices"
 )
 
@@ -75,27 +74,8 @@ type Driver struct {
 	Token string `json:"token,omitempty"`
 	// Client is the IP address the driver was submitted from
 	// (SubmitDriver.Client), "" when its entry did not say.
-	Client    string            `json:"client,omitempty"`
-	Argv      []string          `json:"argv"`
-	Env       map[string]string `json:"env,omitempty"`
-	Cores     int               `json:"cores"`
-	MemoryMB  int64             `json:"memory_mb"`
-	Supervise bool              `json:"supervise"`
-	// Artifacts are staged into each attempt's directory before its
-	// program starts (normalized, see NormalizeArtifact).
-	Artifacts []Artifact `json:"artifacts,omitempty"`
-	// Resources are the custom resources each attempt needs (Spark's
-	// spark.driver.resource.{name}.amount); the addresses an attempt
-	// holds are in its Attempt record.
-	Resources ResourceAmounts `json:"resources,omitempty"`
-	// MaxRestarts, RestartWindowMS and RescheduleAfter bound a supervised
-	// driver's restarts (see CheckSupervision); 0 is unbounded.
-	MaxRestarts     int   `json:"max_restarts,omitempty"`
-	RestartWindowMS int64 `json:"restart_window_ms,omitempty"`
-	RescheduleAfter int   `json:"reschedule_after,omitempty"`
-	// User is the user every attempt's program runs as (see CheckUser),
-	// kept across relaunches; "" leaves it to each worker (its --run-as).
-	User string `json:"user,omitempty"`
+	Client string `json:"client,omitempty"`
+	DriverSpec
 
 	State DriverState `json:"state"`
 	// WorkerID is the worker of the current attempt; empty while the driver
@@ -211,10 +191,7 @@ func (w *Worker) View() *Worker {
 // Clone returns a deep copy of d: changing the copy changes nothing in d.
 func (d *Driver) Clone() *Driver {
 	c := *d
-	c.Argv = slices.Clone(d.Argv)
-	c.Env = maps.Clone(d.Env)
-	c.Artifacts = slices.Clone(d.Artifacts)
-	c.Resources = maps.Clone(d.Resources)
+	c.DriverSpec = d.DriverSpec.Clone()
 	c.ExitCode = CloneExitCode(d.ExitCode)
 	c.Attempts = make([]Attempt, len(d.Attempts))
 	for i, a := range d.Attempts {

@@ -18,7 +18,7 @@ const DefaultMaxProgramSize = 64 << 10
 // token and client are not its program: the leader makes the first and
 // bounds the others apart.
 func (c *SubmitDriver) ProgramSize() int {
-	return len(c.Name) + len(c.User) + programSize(c.Argv, c.Env, c.Artifacts, c.Resources)
+	return len(c.Name) + c.DriverSpec.programSize()
 }
 
 // ProgramSize is the size of the executor program of an app registration,
@@ -27,20 +27,21 @@ func (c *SubmitDriver) ProgramSize() int {
 // included: every executor stages them) and resource names. The
 // registering driver's ID and the token are not counted.
 func (c *RegisterApp) ProgramSize() int {
-	return len(c.Name) + len(c.User) + programSize(c.Argv, c.Env, c.Artifacts, c.ResourcesPerExecutor)
+	spec := c.Spec()
+	return len(c.Name) + spec.programSize()
 }
 
 // ProgramSize is the size of the program of a driver's row, as
 // SubmitDriver.ProgramSize counts the submission that made it: the row
 // keeps the same strings.
 func (d *Driver) ProgramSize() int {
-	return len(d.Name) + len(d.User) + programSize(d.Argv, d.Env, d.Artifacts, d.Resources)
+	return len(d.Name) + d.DriverSpec.programSize()
 }
 
 // ProgramSize is the size of the executor program of an app's row, as
 // RegisterApp.ProgramSize counts the registration that made it.
 func (a *App) ProgramSize() int {
-	return len(a.Name) + len(a.User) + programSize(a.Argv, a.Env, a.Artifacts, a.ResourcesPerExecutor)
+	return len(a.Name) + a.ExecutorSpec.programSize()
 }
 
 // programSize adds up the bytes of the strings of a program.

@@ -13,8 +13,11 @@ func TestProgramSizeCountsEveryField(t *testing.T) {
 	notProgram := map[string]bool{"ID": true, "Token": true, "Client": true, "DriverID": true}
 	for _, cmd := range []interface{ ProgramSize() int }{&SubmitDriver{}, &RegisterApp{}} {
 		v := reflect.ValueOf(cmd).Elem()
-		for i := range v.NumField() {
-			f, sf := v.Field(i), v.Type().Field(i)
+		for _, sf := range reflect.VisibleFields(v.Type()) {
+			if sf.Anonymous {
+				continue // its fields are visited on their own
+			}
+			f := v.FieldByIndex(sf.Index)
 			before := cmd.ProgramSize()
 			var long reflect.Value
 			switch x := f.Interface().(type) {
@@ -42,11 +45,11 @@ func TestProgramSizeCountsEveryField(t *testing.T) {
 		}
 	}
 	// Each artifact's every string counts, byte for byte.
-	a := SubmitDriver{Artifacts: []Artifact{{Source: "ab", URL: "ab", Upload: "ab", SHA256: "ab", Archive: "ab", Name: "ab", Dest: "ab", Mode: 0o755}}}
+	a := SubmitDriver{DriverSpec: DriverSpec{Artifacts: []Artifact{{Source: "ab", URL: "ab", Upload: "ab", SHA256: "ab", Archive: "ab", Name: "ab", Dest: "ab", Mode: 0o755}}}}
 	if got := a.ProgramSize(); got != 14 {
 		t.Errorf("an artifact of seven 2-byte strings counts %d bytes, want 14", got)
 	}
-	d := SubmitDriver{Name: "n", Argv: []string{"sleep", "10"}, Env: map[string]string{"A": "bc"}, Resources: ResourceAmounts{"gpu": 2}}
+	d := SubmitDriver{Name: "n", DriverSpec: DriverSpec{Argv: []string{"sleep", "10"}, Env: map[string]string{"A": "bc"}, Resources: ResourceAmounts{"gpu": 2}}}
 	if got, want := d.ProgramSize(), 1+5+2+1+2+3; got != want {
 		t.Errorf("ProgramSize = %d, want %d", got, want)
 	}
@@ -56,13 +59,13 @@ func TestProgramSizeCountsEveryField(t *testing.T) {
 // registration that made them, the same strings.
 func TestRowsProgramSizeIsTheirCommands(t *testing.T) {
 	arts := []Artifact{{URL: "https://example.com/job.jar", SHA256: "ab", Name: "job.jar"}}
-	c := SubmitDriver{Name: "n", User: "etl", Argv: []string{"sleep", "10"}, Env: map[string]string{"A": "bc"}, Artifacts: arts, Resources: ResourceAmounts{"gpu": 2}}
-	d := Driver{ID: "driver-20261129120000-0000", Token: "t", Name: c.Name, User: c.User, Argv: c.Argv, Env: c.Env, Artifacts: c.Artifacts, Resources: c.Resources, Message: "m"}
+	c := SubmitDriver{Name: "n", DriverSpec: DriverSpec{User: "etl", Argv: []string{"sleep", "10"}, Env: map[string]string{"A": "bc"}, Artifacts: arts, Resources: ResourceAmounts{"gpu": 2}}}
+	d := Driver{ID: "driver-20261129120000-0000", Token: "t", Name: c.Name, DriverSpec: DriverSpec{User: c.User, Argv: c.Argv, Env: c.Env, Artifacts: c.Artifacts, Resources: c.Resources}, Message: "m"}
 	if d.ProgramSize() != c.ProgramSize() {
 		t.Errorf("a driver row counts %d bytes, its submission %d", d.ProgramSize(), c.ProgramSize())
 	}
 	r := RegisterApp{Name: "n", User: "etl", Argv: c.Argv, Env: c.Env, Artifacts: arts, ResourcesPerExecutor: c.Resources}
-	a := App{ID: "app-20261129120000-0000", Token: "t", Name: r.Name, User: r.User, Argv: r.Argv, Env: r.Env, Artifacts: r.Artifacts, ResourcesPerExecutor: r.ResourcesPerExecutor}
+	a := App{ID: "app-20261129120000-0000", Token: "t", Name: r.Name, ExecutorSpec: ExecutorSpec{User: r.User, Argv: r.Argv, Env: r.Env, Artifacts: r.Artifacts, ResourcesPerExecutor: r.ResourcesPerExecutor}}
 	if a.ProgramSize() != r.ProgramSize() {
 		t.Errorf("an app row counts %d bytes, its registration %d", a.ProgramSize(), r.ProgramSize())
 	}

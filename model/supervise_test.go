@@ -55,7 +55,7 @@ func TestFailuresInWindow(t *testing.T) {
 	if n := FailuresKept(1, 4); n != 4 {
 		t.Fatal(n)
 	}
-	d := &Driver{MaxRestarts: 1, Attempts: []Attempt{{Attempt: 1, Failures: []int64{0, 1, 2}}, {Attempt: 2, Failures: []int64{3}}}}
+	d := &Driver{DriverSpec: DriverSpec{MaxRestarts: 1}, Attempts: []Attempt{{Attempt: 1, Failures: []int64{0, 1, 2}}, {Attempt: 2, Failures: []int64{3}}}}
 	if got := d.FailuresBefore(3); len(got) != 2 || got[0] != 2 || got[1] != 3 {
 		t.Fatalf("failures %v, want the last two", got)
 	}

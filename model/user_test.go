@@ -35,7 +35,7 @@ func TestCheckUser(t *testing.T) {
 			t.Errorf("%q: %v, want one line with %q", bad.user, err, bad.want)
 		}
 	}
-	if err := CheckRegisterApp(&RegisterApp{CoresPerExecutor: 1, MemoryPerExecutorMB: 1, ExecutorLimit: -1, Argv: []string{"x"}, User: "Root"}); err == nil {
+	if err := (&RegisterApp{CoresPerExecutor: 1, MemoryPerExecutorMB: 1, ExecutorLimit: -1, Argv: []string{"x"}, User: "Root"}).Validate(); err == nil {
 		t.Error("a registration naming user Root passed")
 	}
 }

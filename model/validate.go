@@ -23,21 +23,12 @@ var (
 	ErrStaleAttempt = errors.New("not the running attempt")
 )
 
-// ValidateProgram checks what a driver, or each executor of an application,
-// asks for, as CheckProgram does; the error wraps ErrInvalidCommand, since
-// this is the check the tables make of a command in the log.
-func ValidateProgram(argv []string, env map[string]string, cores int, memoryMB int64) error {
-	return invalidCommand(CheckProgram(argv, env, cores, memoryMB))
-}
-
-// CheckProgram checks what a driver, or each executor of an application,
-// asks for: a non-empty argv whose program name is not empty, environment
-// names that are valid POSIX names and not set by Drover itself, and
-// positive cores and memory (MiB). The error is one line saying what is
-// wrong and wraps no sentinel: a master refusing a request wraps it in its
-// own (api.ErrInvalidRequest), the tables in ErrInvalidCommand
-// (ValidateProgram).
-func CheckProgram(argv []string, env map[string]string, cores int, memoryMB int64) error {
+// checkProgram checks the program of a spec, a driver's or each of an
+// application's executors': a non-empty argv whose program name is not
+// empty, environment names that are valid POSIX names and not set by
+// Drover itself, and positive cores and memory (MiB). The error is one
+// line saying what is wrong and wraps no sentinel, as the specs' Validate.
+func checkProgram(argv []string, env map[string]string, cores int, memoryMB int64) error {
 	switch {
 	case len(argv) == 0 || argv[0] == "":
 		return errors.New("the program is empty")
@@ -80,7 +71,7 @@ const (
 // CheckAsked refuses cores above MaxCores or memory above MaxMemoryMB;
 // what names the asker ("driver", "executor"). Such a request could only
 // wait for ever. A master checks it before it commits a submission, and
-// the CLI before it sends one; the tables never do (ValidateProgram),
+// the CLI before it sends one; the tables never do (DriverSpec.Validate),
 // so entries committed before the bounds apply as they did.
 func CheckAsked(what string, cores int, memoryMB int64) error {
 	switch {
@@ -105,7 +96,7 @@ const MaxUserLen = 32
 // workers, and useradd refuses all-digit names so that a name never
 // reads as a uid. This checks the form only: whether a worker may run a
 // program as the user is the worker's to decide when it starts one. The
-// error is one line and, as CheckProgram's, wraps no sentinel.
+// error is one line and, as DriverSpec.Validate's, wraps no sentinel.
 func CheckUser(name string) error {
 	if len(name) > MaxUserLen {
 		return fmt.Errorf("user name exceeds %d bytes (it has %d)", MaxUserLen, len(name))
@@ -164,43 +155,4 @@ func validEnvName(s string) bool {
 		}
 	}
 	return true
-}
-
-// ValidateRegisterApp checks a registration as CheckRegisterApp does; the
-// error wraps ErrInvalidCommand, since this is the check the tables make
-// of a command in the log.
-func ValidateRegisterApp(c *RegisterApp) error {
-	return invalidCommand(CheckRegisterApp(c))
-}
-
-// CheckRegisterApp checks a registration on its own, without the tables:
-// the executor program (see CheckProgram), a core cap that is 0 or holds
-// one executor, an executor limit of -1 or more, max executor retries
-// of -1 or more, and the user (CheckUser). The error is one line and, as CheckProgram's, wraps no
-// sentinel.
-func CheckRegisterApp(c *RegisterApp) error {
-	if err := CheckProgram(c.Argv, c.Env, c.CoresPerExecutor, c.MemoryPerExecutorMB); err != nil {
-		return err
-	}
-	switch {
-	case c.MaxCores < 0:
-		return fmt.Errorf("max cores must not be negative, got %d", c.MaxCores)
-	case c.MaxCores > 0 && c.MaxCores < c.CoresPerExecutor:
-		return fmt.Errorf("max cores %d is less than the %d cores of one executor", c.MaxCores, c.CoresPerExecutor)
-	case c.ExecutorLimit < -1:
-		return fmt.Errorf("executor limit must be -1 (none) or more, got %d", c.ExecutorLimit)
-	case c.MaxExecutorRetries < -1:
-		return fmt.Errorf("max executor retries must be -1 (never fail) or more, got %d", c.MaxExecutorRetries)
-	case c.DriverID == "" && (c.DriverAttempt != 0 || c.DriverRun != 0):
-		return errors.New("a driver attempt or run needs a driver ID")
-	case c.DriverID != "" && (c.DriverAttempt < 1 || c.DriverRun < 0):
-		return errors.New("driver attempt must be 1 or more and run not negative")
-	}
-	if err := CheckResourceAmounts(c.ResourcesPerExecutor); err != nil {
-		return fmt.Errorf("executor resources: %v", err)
-	}
-	if err := CheckUser(c.User); err != nil {
-		return err
-	}
-	return ValidateArtifacts(c.Artifacts)
 }

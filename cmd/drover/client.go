@@ -332,10 +332,17 @@ func (k *cli) submit(ctx context.Context, args []string) int {
 		env[key] = val
 	}
 	req := api.SubmitRequest{
-		Token: client.NewToken(), Name: *name, Argv: fs.Args(), Env: env,
-		Cores: *cores, MemoryMB: mem.mb, Supervise: *supervise,
-		MaxRestarts: bounds.MaxRestarts, RestartWindowMS: bounds.RestartWindowMS, RescheduleAfter: bounds.RescheduleAfter,
-		User: *user,
+		Token: client.NewToken(), Name: *name, DriverSpec: model.DriverSpec{
+			Argv:            fs.Args(),
+			Env:             env,
+			Cores:           *cores,
+			MemoryMB:        mem.mb,
+			Supervise:       *supervise,
+			MaxRestarts:     bounds.MaxRestarts,
+			RestartWindowMS: bounds.RestartWindowMS,
+			RescheduleAfter: bounds.RescheduleAfter,
+			User:            *user,
+		},
 	}
 	if len(amounts) > 0 {
 		req.Resources = amounts

@@ -109,7 +109,7 @@ func newFakeMaster(t *testing.T, drivers ...*model.Driver) *fakeMaster {
 		}
 		after, _ := strconv.ParseUint(r.URL.Query().Get("index"), 10, 64)
 		e := api.Event{Index: after + 1, Kind: api.EventDriver, ID: "driver-20260101000000-0001", Op: api.OpUpsert,
-			Driver: &model.Driver{ID: "driver-20260101000000-0001", State: model.DriverSubmitted, ModifyIndex: after + 1, Argv: shellArgv}}
+			Driver: &model.Driver{ID: "driver-20260101000000-0001", State: model.DriverSubmitted, ModifyIndex: after + 1, DriverSpec: model.DriverSpec{Argv: shellArgv}}}
 		b, _ := json.Marshal(e)
 		w.Header().Set("Content-Type", "text/event-stream")
 		fmt.Fprintf(w, "event: driver\nid: %d\ndata: %s\n\n", e.Index, b)
@@ -388,7 +388,7 @@ var shellArgv = []string{"/bin/sh", "-c", "run <in >out 2>&1"}
 // \u003e and \u0026.
 func TestJSONOutputIsNotHTMLEscaped(t *testing.T) {
 	const id = "driver-20260101000000-0001"
-	f := newFakeMaster(t, &model.Driver{ID: id, State: model.DriverRunning, WorkerID: "w1", Attempt: 1, Argv: shellArgv})
+	f := newFakeMaster(t, &model.Driver{ID: id, State: model.DriverRunning, WorkerID: "w1", Attempt: 1, DriverSpec: model.DriverSpec{Argv: shellArgv}})
 	for _, args := range [][]string{
 		{"client", "status", id, "--json"}, {"client", "list", "--json"}, {"client", "watch", "--json", "--index", "1"},
 	} {

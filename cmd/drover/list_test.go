@@ -75,8 +75,12 @@ func seedScale(apply func(model.CommandType, any)) {
 		c := &model.SubmitDrivers{}
 		for i := from; i < from+1000; i++ {
 			d := model.SubmitDriver{ID: scaleID(i), Token: fmt.Sprintf("scale-%d", i), Name: fmt.Sprintf("nightly-%d", i),
-				Argv:  []string{"/opt/spark/bin/spark-submit", "--class", "com.example.Nightly", "/jobs/nightly.jar", fmt.Sprint(i)},
-				Cores: 1, MemoryMB: 1024, Time: at + int64(i)}
+				DriverSpec: model.DriverSpec{
+					Argv:     []string{"/opt/spark/bin/spark-submit", "--class", "com.example.Nightly", "/jobs/nightly.jar", fmt.Sprint(i)},
+					Cores:    1,
+					MemoryMB: 1024,
+				},
+				Time: at + int64(i)}
 			c.Drivers = append(c.Drivers, d)
 		}
 		apply(model.CmdSubmitDrivers, c)
@@ -91,8 +95,12 @@ func seedScale(apply func(model.CommandType, any)) {
 	apply(model.CmdReportAttempts, report)
 	// A floor: the row of a waiting driver also says why it waits.
 	row, _ := json.Marshal(&model.Driver{ID: scaleID(scaleDrivers - 1), Token: "scale-299999", Name: "nightly-299999",
-		Argv:  []string{"/opt/spark/bin/spark-submit", "--class", "com.example.Nightly", "/jobs/nightly.jar", "299999"},
-		Cores: 1, MemoryMB: 1024, State: model.DriverSubmitted, Attempt: 1, Attempts: []model.Attempt{}, SubmittedAt: at, UpdatedAt: at})
+		DriverSpec: model.DriverSpec{
+			Argv:     []string{"/opt/spark/bin/spark-submit", "--class", "com.example.Nightly", "/jobs/nightly.jar", "299999"},
+			Cores:    1,
+			MemoryMB: 1024,
+		},
+		State: model.DriverSubmitted, Attempt: 1, Attempts: []model.Attempt{}, SubmittedAt: at, UpdatedAt: at})
 	scaleJSONBytes = len(row) * scaleDrivers
 }
 
@@ -126,7 +134,11 @@ func TestListPrintsEveryPage(t *testing.T) {
 	c := mastertest.Start(t, 1, nil)
 	ids := c.Submit(60, func(i int) api.SubmitRequest {
 		return api.SubmitRequest{Token: fmt.Sprintf("page-%d", i), Name: fmt.Sprintf("job-%d", i),
-			Argv: []string{"/bin/echo", strings.Repeat("<&>", 400)}, Cores: 1, MemoryMB: 64}
+			DriverSpec: model.DriverSpec{
+				Argv:     []string{"/bin/echo", strings.Repeat("<&>", 400)},
+				Cores:    1,
+				MemoryMB: 64,
+			}}
 	})
 	addr := c.Nodes[0].HTTP()
 	stdout, stderr, code := drover("client", "list", "--masters", addr, "--json", "--page-size", "7", "--max-response-size", "64k")

@@ -75,8 +75,7 @@ func TestSubmitResourceAndRestartFlags(t *testing.T) {
 // failed runs its bounds count now.
 func TestStatusShowsResourcesAndRestarts(t *testing.T) {
 	now := time.Now().UnixMilli()
-	d := &model.Driver{ID: "driver-20260101000000-0001", State: model.DriverRunning, WorkerID: "w1", Attempt: 2, Supervise: true,
-		Cores: 1, MemoryMB: 1024, Resources: model.ResourceAmounts{"gpu": 1}, MaxRestarts: 3, RestartWindowMS: 60_000, RescheduleAfter: 2,
+	d := &model.Driver{ID: "driver-20260101000000-0001", State: model.DriverRunning, WorkerID: "w1", Attempt: 2, DriverSpec: model.DriverSpec{Supervise: true, Cores: 1, MemoryMB: 1024, Resources: model.ResourceAmounts{"gpu": 1}, MaxRestarts: 3, RestartWindowMS: 60_000, RescheduleAfter: 2},
 		Attempts: []model.Attempt{
 			{Attempt: 1, WorkerID: "w2", State: model.DriverFailed, Failures: []int64{now - 120_000, now - 5000}, Rescheduled: true, Resources: model.Resources{"gpu": {"0"}}},
 			{Attempt: 2, WorkerID: "w1", State: model.DriverRunning, Failures: []int64{now - 1000}, Resources: model.Resources{"gpu": {"1"}}},

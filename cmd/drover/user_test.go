@@ -14,7 +14,7 @@ import (
 func TestSubmitUserFlag(t *testing.T) {
 	f := newFakeMaster(t)
 	f.placed = func(id string) *model.Driver {
-		return &model.Driver{ID: id, State: model.DriverRunning, WorkerID: "w1", Attempt: 1, User: "etl",
+		return &model.Driver{ID: id, State: model.DriverRunning, WorkerID: "w1", Attempt: 1, DriverSpec: model.DriverSpec{User: "etl"},
 			Attempts: []model.Attempt{{Attempt: 1, WorkerID: "w1", State: model.DriverRunning}}}
 	}
 	stdout, stderr, code := drover("client", "--masters", f.addr(), "submit", "--user", "etl", "--", "/bin/true")

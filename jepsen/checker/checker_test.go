@@ -57,7 +57,7 @@ func run(driver string, attempt, pid int, worker string, from, to float64) probe
 }
 
 func row(id, token string, supervise bool, state model.DriverState, workers ...string) *model.Driver {
-	d := &model.Driver{ID: id, Token: token, Supervise: supervise, State: state, Attempt: len(workers)}
+	d := &model.Driver{ID: id, Token: token, DriverSpec: model.DriverSpec{Supervise: supervise}, State: state, Attempt: len(workers)}
 	for i, w := range workers {
 		d.Attempts = append(d.Attempts, model.Attempt{Attempt: i + 1, WorkerID: w})
 	}

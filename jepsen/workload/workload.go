@@ -16,6 +16,7 @@ import (
 	"github.com/drover-project/drover/client"
 	"github.com/drover-project/drover/jepsen/history"
 	"github.com/drover-project/drover/jepsen/probe"
+	"github.com/drover-project/drover/model"
 )
 
 // Config shapes the workload.
@@ -130,11 +131,13 @@ func (w *Workload) Submit(ctx context.Context, p int, rng *rand.Rand) history.Op
 		spec.FailFirst = 1
 	}
 	req := api.SubmitRequest{
-		Token:     client.NewToken(),
-		Argv:      append([]string{w.cfg.Program, "probe"}, spec.Args()...),
-		Cores:     1,
-		MemoryMB:  64,
-		Supervise: supervise,
+		Token: client.NewToken(),
+		DriverSpec: model.DriverSpec{
+			Argv:      append([]string{w.cfg.Program, "probe"}, spec.Args()...),
+			Cores:     1,
+			MemoryMB:  64,
+			Supervise: supervise,
+		},
 	}
 	inv := w.rec.Add(history.Op{Process: p, Type: history.Invoke, F: history.FSubmit, Token: req.Token, Supervise: supervise})
 	octx, cancel := w.opContext()

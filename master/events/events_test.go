@@ -116,7 +116,7 @@ func TestResetAndClose(t *testing.T) {
 // about n bytes.
 func big(index uint64, id string, n int) api.Event {
 	e := ev(index, api.EventDriver, id)
-	e.Driver = &model.Driver{ID: id, Argv: []string{"/bin/true"}, Env: map[string]string{"DATA": strings.Repeat("x", n)}}
+	e.Driver = &model.Driver{ID: id, DriverSpec: model.DriverSpec{Argv: []string{"/bin/true"}, Env: map[string]string{"DATA": strings.Repeat("x", n)}}}
 	return e
 }
 
@@ -183,7 +183,7 @@ func TestSizeCountsWhatGrows(t *testing.T) {
 	if d := Size(large) - Size(small); d < 99990 {
 		t.Errorf("100,000 more bytes of environment add %d bytes", d)
 	}
-	app := api.Event{Index: 1, Kind: api.EventApp, ID: "a", App: &model.App{ID: "a", Env: large.Driver.Env}}
+	app := api.Event{Index: 1, Kind: api.EventApp, ID: "a", App: &model.App{ID: "a", ExecutorSpec: model.ExecutorSpec{Env: large.Driver.Env}}}
 	if Size(app) < 100000 {
 		t.Errorf("an app with a 100,000-byte environment: %d bytes", Size(app))
 	}

@@ -14,7 +14,7 @@ import (
 // encoded at once, HTML escapes, empty and nil lists included.
 func TestWriteListIsWriteJSON(t *testing.T) {
 	rows := []*model.Driver{
-		{ID: "driver-20261129120000-0000", Argv: []string{"/bin/sh", "-c", "echo '<a&b>'"}, Env: map[string]string{"B": "2", "A": "1"}},
+		{ID: "driver-20261129120000-0000", DriverSpec: model.DriverSpec{Argv: []string{"/bin/sh", "-c", "echo '<a&b>'"}, Env: map[string]string{"B": "2", "A": "1"}}},
 		{ID: "driver-20261129120000-0001", Message: "waiting: \u2028"},
 	}
 	checkList(t, rows)

@@ -15,7 +15,7 @@ func worker(id string, cores int, mem int64, state model.WorkerState) *model.Wor
 }
 
 func waiting(id string, cores int, mem int64) *model.Driver {
-	return &model.Driver{ID: id, Cores: cores, MemoryMB: mem, State: model.DriverSubmitted, Attempt: 1}
+	return &model.Driver{ID: id, DriverSpec: model.DriverSpec{Cores: cores, MemoryMB: mem}, State: model.DriverSubmitted, Attempt: 1}
 }
 
 func demands(ds ...*model.Driver) []fsm.Demand {
@@ -72,8 +72,8 @@ func TestPlanSkipsDriverThatFitsNoSingleWorker(t *testing.T) {
 }
 
 func app(id string, maxCores, cpe int, mem int64, limit int) *model.App {
-	return &model.App{ID: id, MaxCores: maxCores, CoresPerExecutor: cpe, MemoryPerExecutorMB: mem,
-		ExecutorLimit: limit, State: model.AppWaiting}
+	return &model.App{ID: id, ExecutorSpec: model.ExecutorSpec{MaxCores: maxCores, CoresPerExecutor: cpe, MemoryPerExecutorMB: mem, ExecutorLimit: limit},
+		State: model.AppWaiting}
 }
 
 // perWorker counts planned executors per worker for one app.

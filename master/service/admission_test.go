@@ -210,7 +210,7 @@ func (c *committing) SubmitDrivers(_ context.Context, _ auth.Caller, req api.Sub
 
 // valid is a submission that passes the checks, with token tok.
 func valid(tok string) api.SubmitRequest {
-	return api.SubmitRequest{Token: tok, Argv: []string{"/bin/true"}, Cores: 1, MemoryMB: 64}
+	return api.SubmitRequest{Token: tok, DriverSpec: model.DriverSpec{Argv: []string{"/bin/true"}, Cores: 1, MemoryMB: 64}}
 }
 
 // A client that sends its whole batch again after part of it was refused

@@ -128,16 +128,13 @@ func (s *Applications) RegisterApp(_ context.Context, c auth.Caller, req api.Reg
 	}
 	// Validated before an ID is taken, so a refused request burns no
 	// number.
-	if err := model.CheckRegisterApp(cmd); err != nil {
+	if err := cmd.Validate(); err != nil {
 		return api.RegisterAppResponse{}, invalidRequest(err)
 	}
-	if err := model.CheckAsked("executor", cmd.CoresPerExecutor, cmd.MemoryPerExecutorMB); err != nil {
-		return api.RegisterAppResponse{}, invalidRequest(err)
-	}
-	if err := s.checkProgramSize("executor program", cmd.ProgramSize()); err != nil {
+	if err := checkNewProgram("executor", cmd.CoresPerExecutor, cmd.MemoryPerExecutorMB, cmd.Env); err != nil {
 		return api.RegisterAppResponse{}, err
 	}
-	if err := ownEnv(req.Env); err != nil {
+	if err := s.checkProgramSize("executor program", cmd.ProgramSize()); err != nil {
 		return api.RegisterAppResponse{}, err
 	}
 	v, err, _ := s.submits.Do("app\x00"+req.Token, func() (any, error) {

@@ -17,7 +17,7 @@ func TestAppUser(t *testing.T) {
 	const driverID = "driver-20260101000000-0001"
 	driver := auth.Caller{Identity: auth.Identity{Token: auth.DriverToken, DriverID: driverID, Attempt: 1}}
 	submitter := auth.Caller{Identity: auth.Identity{Token: auth.SubmitToken}}
-	etl, noUser := &model.Driver{ID: driverID, User: "etl"}, &model.Driver{ID: driverID}
+	etl, noUser := &model.Driver{ID: driverID, DriverSpec: model.DriverSpec{User: "etl"}}, &model.Driver{ID: driverID}
 	for _, tc := range []struct {
 		name   string
 		c      auth.Caller

@@ -17,7 +17,7 @@ import (
 // GiB.
 func TestSubmissionBoundsCoresAndMemory(t *testing.T) {
 	req := func(cores int, memoryMB int64) api.SubmitRequest {
-		return api.SubmitRequest{Token: "t", Argv: []string{"/bin/true"}, Cores: cores, MemoryMB: memoryMB}
+		return api.SubmitRequest{Token: "t", DriverSpec: model.DriverSpec{Argv: []string{"/bin/true"}, Cores: cores, MemoryMB: memoryMB}}
 	}
 	for _, tc := range []struct {
 		req  api.SubmitRequest

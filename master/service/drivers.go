@@ -110,34 +110,18 @@ func submission(req api.SubmitRequest) (*model.SubmitDriver, error) {
 	if err := checkTokenAndName("submission", req.Token, req.Name); err != nil {
 		return nil, err
 	}
-	if err := model.CheckProgram(req.Argv, req.Env, req.Cores, req.MemoryMB); err != nil {
-		return nil, invalidRequest(err)
-	}
-	if err := model.CheckAsked("driver", req.Cores, req.MemoryMB); err != nil {
-		return nil, invalidRequest(err)
-	}
-	if err := ownEnv(req.Env); err != nil {
+	spec := req.DriverSpec
+	var err error
+	if spec.Artifacts, err = normalizeArtifacts(spec.Artifacts); err != nil {
 		return nil, err
 	}
-	artifacts, err := normalizeArtifacts(req.Artifacts)
-	if err != nil {
+	if err := spec.Validate(); err != nil {
+		return nil, invalidRequest(err)
+	}
+	if err := checkNewProgram("driver", spec.Cores, spec.MemoryMB, spec.Env); err != nil {
 		return nil, err
 	}
-	if err := model.CheckResourceAmounts(req.Resources); err != nil {
-		return nil, invalidRequest(fmt.Errorf("driver resources: %v", err))
-	}
-	if err := model.CheckSupervision(req.Supervise, req.MaxRestarts, req.RestartWindowMS, req.RescheduleAfter); err != nil {
-		return nil, invalidRequest(err)
-	}
-	if err := model.CheckUser(req.User); err != nil {
-		return nil, invalidRequest(err)
-	}
-	return &model.SubmitDriver{
-		Token: req.Token, Name: req.Name, Argv: req.Argv, Env: req.Env,
-		Cores: req.Cores, MemoryMB: req.MemoryMB, Supervise: req.Supervise, Artifacts: artifacts,
-		Resources: req.Resources, MaxRestarts: req.MaxRestarts, RestartWindowMS: req.RestartWindowMS, RescheduleAfter: req.RescheduleAfter,
-		User: req.User,
-	}, nil
+	return &model.SubmitDriver{Token: req.Token, Name: req.Name, DriverSpec: spec}, nil
 }
 
 // KilledByClient and KilledByKillAll are the reasons a killed driver and

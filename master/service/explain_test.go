@@ -9,7 +9,7 @@ import (
 )
 
 func waiting(id string, cores int, mem int64) *model.Driver {
-	return &model.Driver{ID: id, Cores: cores, MemoryMB: mem, State: model.DriverSubmitted, Attempt: 1}
+	return &model.Driver{ID: id, DriverSpec: model.DriverSpec{Cores: cores, MemoryMB: mem}, State: model.DriverSubmitted, Attempt: 1}
 }
 
 func alive(id string, cores int, mem int64) *model.Worker {
@@ -32,11 +32,11 @@ func TestExplainWaiting(t *testing.T) {
 
 func TestExplainApp(t *testing.T) {
 	ws := []*model.Worker{alive("w1", 4, 4096)}
-	s := explainApp(api.AppStatus{App: &model.App{ID: "app-20261129120000-0000", CoresPerExecutor: 1, MemoryPerExecutorMB: 8192, ExecutorLimit: -1, State: model.AppWaiting}}, ws)
+	s := explainApp(api.AppStatus{App: &model.App{ID: "app-20261129120000-0000", ExecutorSpec: model.ExecutorSpec{CoresPerExecutor: 1, MemoryPerExecutorMB: 8192, ExecutorLimit: -1}, State: model.AppWaiting}}, ws)
 	if !strings.Contains(s.Message, api.ReasonUnplaceable) || !strings.Contains(s.Message, "8192 MiB per executor") {
 		t.Errorf("message %q", s.Message)
 	}
-	running := api.AppStatus{App: &model.App{ID: "app-20261129120000-0000", CoresPerExecutor: 1, MemoryPerExecutorMB: 8192, ExecutorLimit: -1, State: model.AppWaiting},
+	running := api.AppStatus{App: &model.App{ID: "app-20261129120000-0000", ExecutorSpec: model.ExecutorSpec{CoresPerExecutor: 1, MemoryPerExecutorMB: 8192, ExecutorLimit: -1}, State: model.AppWaiting},
 		Executors: []*model.Executor{{ID: 0, State: model.ExecRunning}}}
 	if s := explainApp(running, ws); s.Message != "" {
 		t.Errorf("an app with a live executor got %q", s.Message)
@@ -73,7 +73,7 @@ func TestExplainLeavesTheRowsAlone(t *testing.T) {
 	if d.Message != "" || ds[0] == d || ds[0].Message == "" || ds[0].Env["K"] != "v" {
 		t.Fatalf("explaining a waiting driver: row message %q, answer %+v", d.Message, ds[0])
 	}
-	a := &model.App{ID: "app-20261129120000-0000", CoresPerExecutor: 100, MemoryPerExecutorMB: 1, ExecutorLimit: -1, State: model.AppWaiting}
+	a := &model.App{ID: "app-20261129120000-0000", ExecutorSpec: model.ExecutorSpec{CoresPerExecutor: 100, MemoryPerExecutorMB: 1, ExecutorLimit: -1}, State: model.AppWaiting}
 	s := explainApp(api.AppStatus{App: a}, []*model.Worker{alive("w1", 4, 4096)})
 	if a.Message != "" || s.App == a || s.Message == "" {
 		t.Fatalf("explaining a waiting app: row message %q, answer %+v", a.Message, s.App)

@@ -29,7 +29,7 @@ func applied(t *testing.T, ct model.CommandType, cmd any) *fsm.FSM {
 // taken, not refused as if the cluster held one more; and one in flight
 // that has not applied counts.
 func TestAdmitDriverCountsAnAppliedSubmissionOnce(t *testing.T) {
-	cmd := &model.SubmitDriver{ID: "driver-20261129120000-0000", Token: "t0", Argv: []string{"a"}, Cores: 1, MemoryMB: 64, Client: "10.0.0.1"}
+	cmd := &model.SubmitDriver{ID: "driver-20261129120000-0000", Token: "t0", DriverSpec: model.DriverSpec{Argv: []string{"a"}, Cores: 1, MemoryMB: 64}, Client: "10.0.0.1"}
 	f := applied(t, model.CmdSubmitDriver, cmd)
 	for _, tc := range []struct {
 		bound string

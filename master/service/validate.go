@@ -41,10 +41,22 @@ func validName(s string) error {
 	return nil
 }
 
+// checkNewProgram puts on a new program (what names it: "driver",
+// "executor") the bounds a master adds to its spec's Validate, which the
+// tables do not check so that older log entries replay as they did:
+// cores and memory no worker could offer (model.CheckAsked), and an
+// environment that sets a DROVER_ variable (ownEnv).
+func checkNewProgram(what string, cores int, memoryMB int64, env map[string]string) error {
+	if err := model.CheckAsked(what, cores, memoryMB); err != nil {
+		return invalidRequest(err)
+	}
+	return ownEnv(env)
+}
+
 // ownEnv refuses a program environment that sets a DROVER_ variable: the
 // worker sets those (the driver's token and CA among them), and the
 // replicated tables already refuse the ones they know; a new one is refused
-// here, before Raft, so that older log entries replay as they did.
+// here, before Raft.
 func ownEnv(env map[string]string) error {
 	for k := range env {
 		if strings.HasPrefix(k, "DROVER_") {
@@ -74,9 +86,9 @@ func normalizeArtifacts(as []model.Artifact) ([]model.Artifact, error) {
 }
 
 // invalidRequest is the refusal of a request that failed one of the
-// model's checks (model.CheckProgram, model.CheckRegisterApp): "invalid
-// request: ..." wrapping api.ErrInvalidRequest. The tables refuse a
-// command that fails the same check as "invalid command"
+// model's checks (model.DriverSpec.Validate, model.RegisterApp.Validate):
+// "invalid request: ..." wrapping api.ErrInvalidRequest. The tables refuse
+// a command that fails the same check as "invalid command"
 // (model.ErrInvalidCommand); a request refused here never becomes one.
 func invalidRequest(err error) error {
 	if err == nil {

@@ -47,8 +47,11 @@ func TestDriversPage(t *testing.T) {
 // those: the pattern replaces the default.
 func TestLongValuesArePreviewed(t *testing.T) {
 	d := &model.Driver{ID: dRunning, State: model.DriverRunning,
-		Argv: []string{"/bin/echo", strings.Repeat("é", 3000)},
-		Env:  map[string]string{"BIG": strings.Repeat("v", 960_000), "NIGHTLY_KEY": "k1", "AWS_SECRET": "s1", "SMALL": "ok"}}
+		DriverSpec: model.DriverSpec{
+			Argv: []string{"/bin/echo", strings.Repeat("é", 3000)},
+			Env:  map[string]string{"BIG": strings.Repeat("v", 960_000), "NIGHTLY_KEY": "k1", "AWS_SECRET": "s1", "SMALL": "ok"},
+		},
+	}
 	f := frame("/ui/drivers/" + dRunning)
 	f.Redact = regexp.MustCompile(`^NIGHTLY_`)
 	p, err := Driver(f, d, nil)

@@ -43,26 +43,25 @@ func testState() *api.State {
 			{ID: "w2", HTTPAddr: "127.0.0.12:7402", Cores: 8, MemoryMB: 8192, State: model.WorkerDead, Message: "no heartbeat for 1s"},
 		},
 		Drivers: []*model.Driver{
-			{ID: dRunning, Name: "nightly", User: "etl", Argv: []string{"/bin/sh", "-c", "echo it's on"}, Cores: 1, MemoryMB: 1024,
+			{ID: dRunning, Name: "nightly", DriverSpec: model.DriverSpec{User: "etl", Argv: []string{"/bin/sh", "-c", "echo it's on"}, Cores: 1, MemoryMB: 1024, Env: map[string]string{"DROVER_TOKEN": "drv.secret", "AWS_ACCESS_KEY": "AKIA", "MODE": "fast"}},
 				State: model.DriverRunning, WorkerID: "w1", Attempt: 1, SubmittedAt: t0, UpdatedAt: t0 + 1000,
-				Env:      map[string]string{"DROVER_TOKEN": "drv.secret", "AWS_ACCESS_KEY": "AKIA", "MODE": "fast"},
 				Attempts: []model.Attempt{{Attempt: 1, WorkerID: "w1", State: model.DriverRunning, PlacedAt: t0, StartedAt: t0 + 500}}},
-			{ID: dWaiting, Argv: []string{"/bin/true"}, Cores: 16, MemoryMB: 512, State: model.DriverSubmitted,
+			{ID: dWaiting, DriverSpec: model.DriverSpec{Argv: []string{"/bin/true"}, Cores: 16, MemoryMB: 512}, State: model.DriverSubmitted,
 				Message: "waiting: requires more resources than any worker has", SubmittedAt: t0 + 2000},
-			{ID: dFinished, Name: "report", Argv: []string{"/usr/bin/report"}, Cores: 1, MemoryMB: 256, Supervise: true,
+			{ID: dFinished, Name: "report", DriverSpec: model.DriverSpec{Argv: []string{"/usr/bin/report"}, Cores: 1, MemoryMB: 256, Supervise: true},
 				State: model.DriverFinished, WorkerID: "w1", Attempt: 2, ExitCode: intp(0), SubmittedAt: t0, UpdatedAt: t0 + 90_000,
 				Attempts: []model.Attempt{
 					{Attempt: 1, WorkerID: "w2", State: model.DriverError, PlacedAt: t0, StartedAt: t0 + 100, EndedAt: t0 + 30_000, Reason: "worker w2 lost"},
 					{Attempt: 2, WorkerID: "w1", State: model.DriverFinished, PlacedAt: t0 + 31_000, StartedAt: t0 + 31_500, EndedAt: t0 + 90_000, ExitCode: intp(0)},
 				}},
-			{ID: dHostile, Name: `<script>alert("x")</script>`, Argv: []string{`"><img src=x>`}, State: model.DriverKilled,
+			{ID: dHostile, Name: `<script>alert("x")</script>`, DriverSpec: model.DriverSpec{Argv: []string{`"><img src=x>`}}, State: model.DriverKilled,
 				SubmittedAt: t0, UpdatedAt: t0 + 5000, Message: `<b>killed</b>`},
 		},
 		WaitingDrivers: []string{dWaiting},
 		Apps: []api.AppStatus{
-			{App: &model.App{ID: appLive, Name: "wordcount", User: "etl", DriverID: dRunning, DriverAttempt: 1, CoresPerExecutor: 1,
-				MemoryPerExecutorMB: 512, ExecutorLimit: -1, MaxExecutorRetries: 10, State: model.AppRunning, CoresGranted: 1,
-				Argv: []string{"/bin/executor"}, SubmittedAt: t0 + 1000},
+			{App: &model.App{ID: appLive, Name: "wordcount", ExecutorSpec: model.ExecutorSpec{User: "etl", CoresPerExecutor: 1, MemoryPerExecutorMB: 512, ExecutorLimit: -1, MaxExecutorRetries: 10, Argv: []string{"/bin/executor"}}, DriverID: dRunning, DriverAttempt: 1,
+				State: model.AppRunning, CoresGranted: 1,
+				SubmittedAt: t0 + 1000},
 				Executors: []*model.Executor{
 					{AppID: appLive, ID: 3, WorkerID: "w1", Cores: 1, MemoryMB: 512, State: model.ExecRunning, LaunchedAt: t0 + 1100, StartedAt: t0 + 1200},
 					{AppID: appLive, ID: 4, WorkerID: "w2", Cores: 1, MemoryMB: 512, State: model.ExecFailed, ExitCode: intp(3), Message: "exited 3", EndedAt: t0 + 1500},
@@ -237,10 +236,10 @@ func TestStagingDriversWait(t *testing.T) {
 	const staged, placed = "driver-20240101000000-5", "driver-20240101000000-6"
 	s := testState()
 	s.Drivers = append(s.Drivers,
-		&model.Driver{ID: staged, Argv: []string{"/bin/true"}, Cores: 1, MemoryMB: 512, State: model.DriverSubmitted, WorkerID: "w1", Attempt: 1,
+		&model.Driver{ID: staged, DriverSpec: model.DriverSpec{Argv: []string{"/bin/true"}, Cores: 1, MemoryMB: 512}, State: model.DriverSubmitted, WorkerID: "w1", Attempt: 1,
 			Staging: true, Message: "fetching http://127.0.0.9/app.jar: connection refused, try 3, next in 8s", SubmittedAt: t0,
 			Attempts: []model.Attempt{{Attempt: 1, WorkerID: "w1", State: model.DriverSubmitted, PlacedAt: t0}}},
-		&model.Driver{ID: placed, Argv: []string{"/bin/true"}, Cores: 1, MemoryMB: 512, State: model.DriverSubmitted, WorkerID: "w1", Attempt: 1,
+		&model.Driver{ID: placed, DriverSpec: model.DriverSpec{Argv: []string{"/bin/true"}, Cores: 1, MemoryMB: 512}, State: model.DriverSubmitted, WorkerID: "w1", Attempt: 1,
 			SubmittedAt: t0, Attempts: []model.Attempt{{Attempt: 1, WorkerID: "w1", State: model.DriverSubmitted, PlacedAt: t0}}})
 	p, err := Overview(frame("/"), s)
 	n := doc(t, p, err, http.StatusOK)

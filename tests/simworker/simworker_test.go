@@ -103,7 +103,7 @@ func TestDriversRunOnSimulatedWorkers(t *testing.T) {
 	}
 	var ids []string
 	for i := 0; i < 4; i++ {
-		res, err := cl.Submit(ctx, api.SubmitRequest{Argv: []string{"/bin/true"}, Cores: 1, MemoryMB: 100})
+		res, err := cl.Submit(ctx, api.SubmitRequest{DriverSpec: model.DriverSpec{Argv: []string{"/bin/true"}, Cores: 1, MemoryMB: 100}})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -65,8 +65,7 @@ func TestArtifactsFromHTTP(t *testing.T) {
 	c := testcluster.New(t, testcluster.Options{Workers: 2, WorkerCores: 2})
 
 	t.Run("runs", func(t *testing.T) {
-		id := submit(t, c, api.SubmitRequest{Argv: []string{"./app.sh"}, Cores: 1, MemoryMB: 64,
-			Artifacts: []model.Artifact{{Source: base + "/app.sh" + checksum(app)}}})
+		id := submit(t, c, api.SubmitRequest{DriverSpec: model.DriverSpec{Argv: []string{"./app.sh"}, Cores: 1, MemoryMB: 64, Artifacts: []model.Artifact{{Source: base + "/app.sh" + checksum(app)}}}})
 		d := c.WaitDriver(id, 30*time.Second, "ended", func(d *model.Driver) bool { return d.State.Terminal() })
 		if d.State != model.DriverFinished {
 			t.Fatalf("driver %s (%s), want FINISHED", d.State, d.Message)
@@ -77,8 +76,7 @@ func TestArtifactsFromHTTP(t *testing.T) {
 	})
 
 	t.Run("checksum mismatch", func(t *testing.T) {
-		id := submit(t, c, api.SubmitRequest{Argv: []string{"./app.sh"}, Cores: 1, MemoryMB: 64,
-			Artifacts: []model.Artifact{{Source: base + "/app.sh" + checksum("other bytes")}}})
+		id := submit(t, c, api.SubmitRequest{DriverSpec: model.DriverSpec{Argv: []string{"./app.sh"}, Cores: 1, MemoryMB: 64, Artifacts: []model.Artifact{{Source: base + "/app.sh" + checksum("other bytes")}}}})
 		d := c.WaitDriver(id, 30*time.Second, "ended", func(d *model.Driver) bool { return d.State.Terminal() })
 		if d.State != model.DriverFailed || !strings.Contains(d.Message, "checksum mismatch") || !strings.Contains(d.Message, base+"/app.sh") {
 			t.Fatalf("driver %s (%q), want FAILED naming the URL and a checksum mismatch", d.State, d.Message)

@@ -122,6 +122,6 @@ func TestNoCrossSiteWritesOnOpenCluster(t *testing.T) {
 			t.Fatalf("spark-submit's create (Host %q, %v): %d %s", h.host, h.header, status, body)
 		}
 	}
-	id := submit(t, c, api.SubmitRequest{Argv: []string{"/bin/true"}, Cores: 1, MemoryMB: 64})
+	id := submit(t, c, api.SubmitRequest{DriverSpec: model.DriverSpec{Argv: []string{"/bin/true"}, Cores: 1, MemoryMB: 64}})
 	c.WaitDriver(id, 30*time.Second, "FINISHED", isState(model.DriverFinished))
 }

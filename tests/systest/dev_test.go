@@ -256,7 +256,7 @@ func TestDevRestartsKilledNodes(t *testing.T) {
 	cl := d.client()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	sub, err := cl.Submit(ctx, api.SubmitRequest{Argv: []string{"/bin/sleep", "600"}, Cores: 1, MemoryMB: 64})
+	sub, err := cl.Submit(ctx, api.SubmitRequest{DriverSpec: model.DriverSpec{Argv: []string{"/bin/sleep", "600"}, Cores: 1, MemoryMB: 64}})
 	if err != nil {
 		t.Fatal(err)
 	}

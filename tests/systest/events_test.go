@@ -110,7 +110,7 @@ func TestEventStreamAcrossLeaderKill(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
-			res, err := cl.Submit(ctx, api.SubmitRequest{Token: client.NewToken(), Argv: []string{"/bin/true"}, Cores: 1, MemoryMB: 64})
+			res, err := cl.Submit(ctx, api.SubmitRequest{Token: client.NewToken(), DriverSpec: model.DriverSpec{Argv: []string{"/bin/true"}, Cores: 1, MemoryMB: 64}})
 			if err != nil {
 				t.Errorf("submit %d: %v", i, err)
 				return
@@ -134,7 +134,7 @@ func TestEventStreamAcrossLeaderKill(t *testing.T) {
 	}
 	// A driver no worker can hold commits the entry past end that
 	// collect waits for.
-	if _, err := cl.Submit(ctx, api.SubmitRequest{Token: client.NewToken(), Argv: []string{"/bin/true"}, Cores: 1000, MemoryMB: 64}); err != nil {
+	if _, err := cl.Submit(ctx, api.SubmitRequest{Token: client.NewToken(), DriverSpec: model.DriverSpec{Argv: []string{"/bin/true"}, Cores: 1000, MemoryMB: 64}}); err != nil {
 		t.Fatal(err)
 	}
 	got := collect(t, stream, end)
@@ -380,7 +380,7 @@ func BenchmarkEventDelivery(b *testing.B) {
 			sem <- struct{}{}
 			wg.Go(func() {
 				defer func() { <-sem }()
-				res, err := cl.Submit(ctx, api.SubmitRequest{Token: client.NewToken(), Argv: []string{"/bin/true"}, Cores: 1, MemoryMB: 64})
+				res, err := cl.Submit(ctx, api.SubmitRequest{Token: client.NewToken(), DriverSpec: model.DriverSpec{Argv: []string{"/bin/true"}, Cores: 1, MemoryMB: 64}})
 				if err != nil {
 					b.Error(err)
 					return

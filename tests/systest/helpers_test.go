@@ -60,11 +60,13 @@ func newProbe(t *testing.T) *probe {
 // request returns a submission of the probe script running body.
 func (p *probe) request(body string, supervise bool) api.SubmitRequest {
 	return api.SubmitRequest{
-		Argv:      []string{"/bin/sh", "-c", probeScript},
-		Env:       map[string]string{"PROBE": p.dir, "BODY": body},
-		Cores:     1,
-		MemoryMB:  256,
-		Supervise: supervise,
+		DriverSpec: model.DriverSpec{
+			Argv:      []string{"/bin/sh", "-c", probeScript},
+			Env:       map[string]string{"PROBE": p.dir, "BODY": body},
+			Cores:     1,
+			MemoryMB:  256,
+			Supervise: supervise,
+		},
 	}
 }
 

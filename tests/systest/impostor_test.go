@@ -306,7 +306,7 @@ func TestGossipImpostorAtTheLeadersAddressGetsNoForwardedRequest(t *testing.T) {
 	held := 0
 	for deadline := time.Now().Add(20 * time.Second); held < 3 && time.Now().Before(deadline); {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		res, err := cl.Submit(ctx, api.SubmitRequest{Argv: []string{"/bin/true"}, Cores: 1, MemoryMB: 64})
+		res, err := cl.Submit(ctx, api.SubmitRequest{DriverSpec: model.DriverSpec{Argv: []string{"/bin/true"}, Cores: 1, MemoryMB: 64}})
 		if err != nil {
 			cancel()
 			t.Fatalf("a write through %s failed: %v", f.ID, err)

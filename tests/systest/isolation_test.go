@@ -72,13 +72,15 @@ func attemptCgroup(t *testing.T, w *testcluster.Node, id string, n int) *isolati
 // limit; its worker and another driver on it run on.
 func TestOutOfMemoryFailsTheDriverOnly(t *testing.T) {
 	c, w := isolatedCluster(t)
-	other := submit(t, c, api.SubmitRequest{Argv: []string{"/bin/sleep", "1000"}, Cores: 1, MemoryMB: 256})
+	other := submit(t, c, api.SubmitRequest{DriverSpec: model.DriverSpec{Argv: []string{"/bin/sleep", "1000"}, Cores: 1, MemoryMB: 256}})
 	c.WaitDriver(other, 30*time.Second, "RUNNING", isState(model.DriverRunning))
 	// awk doubles a string to 2^29 bytes: 512 MiB, and a copy on the way.
 	hog := submit(t, c, api.SubmitRequest{
-		Argv:     []string{"/usr/bin/awk", `BEGIN { s = "x"; for (i = 0; i < 29; i++) s = s s; print length(s) }`},
-		Cores:    1,
-		MemoryMB: 64,
+		DriverSpec: model.DriverSpec{
+			Argv:     []string{"/usr/bin/awk", `BEGIN { s = "x"; for (i = 0; i < 29; i++) s = s s; print length(s) }`},
+			Cores:    1,
+			MemoryMB: 64,
+		},
 	})
 	d := c.WaitDriver(hog, 60*time.Second, "ended", func(d *model.Driver) bool { return d.State.Terminal() })
 	if d.State != model.DriverFailed || d.Message != "out of memory: killed at the 64 MiB limit" {
@@ -113,8 +115,7 @@ func TestSetsidGrandchildDiesWithItsDriver(t *testing.T) {
 		t.Run(strings.ReplaceAll(how, " ", "-"), func(t *testing.T) {
 			c, w := isolatedCluster(t)
 			probe := newProbe(t).dir
-			id := submit(t, c, api.SubmitRequest{Argv: []string{"/bin/sh", "-c", grandchildScript},
-				Env: map[string]string{"PROBE": probe}, Cores: 1, MemoryMB: 64})
+			id := submit(t, c, api.SubmitRequest{DriverSpec: model.DriverSpec{Argv: []string{"/bin/sh", "-c", grandchildScript}, Env: map[string]string{"PROBE": probe}, Cores: 1, MemoryMB: 64}})
 			c.WaitDriver(id, 30*time.Second, "RUNNING", isState(model.DriverRunning))
 			var gc int
 			waitFor(t, 30*time.Second, "the grandchild's PID", func() bool {
@@ -189,8 +190,7 @@ func processGone(pid int) bool {
 // one core use about one core, by the cgroup's own CPU accounting.
 func TestBusyLoopWithOneCoreUsesOneCore(t *testing.T) {
 	c, w := isolatedCluster(t)
-	id := submit(t, c, api.SubmitRequest{Argv: []string{"/bin/sh", "-c", `while :; do :; done & while :; do :; done`},
-		Cores: 1, MemoryMB: 64})
+	id := submit(t, c, api.SubmitRequest{DriverSpec: model.DriverSpec{Argv: []string{"/bin/sh", "-c", `while :; do :; done & while :; do :; done`}, Cores: 1, MemoryMB: 64}})
 	c.WaitDriver(id, 30*time.Second, "RUNNING", isState(model.DriverRunning))
 	cg := attemptCgroup(t, w, id, 1)
 	waitFor(t, 10*time.Second, "both loops in the cgroup", func() bool {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/drover-project/drover/api"
 	"github.com/drover-project/drover/client"
+	"github.com/drover-project/drover/model"
 	"github.com/drover-project/drover/tests/testcluster"
 )
 
@@ -124,7 +125,7 @@ func measureDriverReads(tb testing.TB, drivers int) memReadFigures {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	for i := range drivers {
-		if _, err := cl.Submit(ctx, api.SubmitRequest{Token: fmt.Sprintf("memory-%d", i), Argv: []string{"/bin/true"}, Env: env, Cores: 1, MemoryMB: 64}); err != nil {
+		if _, err := cl.Submit(ctx, api.SubmitRequest{Token: fmt.Sprintf("memory-%d", i), DriverSpec: model.DriverSpec{Argv: []string{"/bin/true"}, Env: env, Cores: 1, MemoryMB: 64}}); err != nil {
 			tb.Fatal(err)
 		}
 	}

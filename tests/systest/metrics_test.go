@@ -18,7 +18,7 @@ import (
 // launch, and every exposition passes promlint.
 func TestMetricsEndpoints(t *testing.T) {
 	c := testcluster.New(t, testcluster.Options{Workers: 1})
-	id := submit(t, c, api.SubmitRequest{Argv: []string{"/bin/true"}, Cores: 1, MemoryMB: 64})
+	id := submit(t, c, api.SubmitRequest{DriverSpec: model.DriverSpec{Argv: []string{"/bin/true"}, Cores: 1, MemoryMB: 64}})
 	c.WaitDriver(id, 30*time.Second, "FINISHED", isState(model.DriverFinished))
 	leader, err := c.Leader(10 * time.Second)
 	if err != nil {

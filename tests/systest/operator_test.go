@@ -72,7 +72,11 @@ func submitLoad(cl *client.Client, stop <-chan struct{}) <-chan []string {
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 			res, err := cl.Submit(ctx, api.SubmitRequest{Token: fmt.Sprintf("load-%d", i), Name: "load",
-				Argv: []string{"true"}, Cores: 1, MemoryMB: 16})
+				DriverSpec: model.DriverSpec{
+					Argv:     []string{"true"},
+					Cores:    1,
+					MemoryMB: 16,
+				}})
 			cancel()
 			if err == nil {
 				ids = append(ids, res.DriverID)
@@ -195,7 +199,7 @@ func TestSIGTERMLeaderHandsOver(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	if _, err := cl.Submit(ctx, api.SubmitRequest{Token: "after-term", Argv: []string{"true"}, Cores: 1, MemoryMB: 16}); err != nil {
+	if _, err := cl.Submit(ctx, api.SubmitRequest{Token: "after-term", DriverSpec: model.DriverSpec{Argv: []string{"true"}, Cores: 1, MemoryMB: 16}}); err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("SIGTERM to the leader until the next accepted write: %s", time.Since(start).Round(time.Millisecond))
@@ -241,7 +245,7 @@ func TestSnapshotSaveAndRestore(t *testing.T) {
 	cl := c.Client()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	before, err := cl.Submit(ctx, api.SubmitRequest{Token: "before", Argv: []string{"true"}, Cores: 1, MemoryMB: 16})
+	before, err := cl.Submit(ctx, api.SubmitRequest{Token: "before", DriverSpec: model.DriverSpec{Argv: []string{"true"}, Cores: 1, MemoryMB: 16}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -252,7 +256,7 @@ func TestSnapshotSaveAndRestore(t *testing.T) {
 	mustOperator(t, c, "raft", "add-voter", "--id", m4.ID, "--address", m4.Raft)
 	file := filepath.Join(t.TempDir(), "backup.snap")
 	mustOperator(t, c, "snapshot", "save", file)
-	after, err := cl.Submit(ctx, api.SubmitRequest{Token: "after", Argv: []string{"true"}, Cores: 1, MemoryMB: 16})
+	after, err := cl.Submit(ctx, api.SubmitRequest{Token: "after", DriverSpec: model.DriverSpec{Argv: []string{"true"}, Cores: 1, MemoryMB: 16}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -303,7 +307,7 @@ func TestSnapshotSaveAndRestore(t *testing.T) {
 		t.Fatalf("driver %s from before the save: %+v, %v", before.DriverID, d, err)
 	}
 	waitSameTables(t, c, c.Masters...)
-	next, err := cl.Submit(ctx, api.SubmitRequest{Token: "next", Argv: []string{"true"}, Cores: 1, MemoryMB: 16})
+	next, err := cl.Submit(ctx, api.SubmitRequest{Token: "next", DriverSpec: model.DriverSpec{Argv: []string{"true"}, Cores: 1, MemoryMB: 16}})
 	if err != nil {
 		t.Fatal(err)
 	}

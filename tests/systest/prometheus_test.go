@@ -134,7 +134,7 @@ func TestPrometheusScrapesSecuredMasters(t *testing.T) {
 	defer cancel()
 	want := map[model.DriverState]float64{model.DriverFinished: 2, model.DriverRunning: 1}
 	for _, argv := range [][]string{{"/bin/true"}, {"/bin/true"}, {"/bin/sleep", "600"}} {
-		res, err := cl.Submit(ctx, api.SubmitRequest{Argv: argv, Cores: 1, MemoryMB: 64})
+		res, err := cl.Submit(ctx, api.SubmitRequest{DriverSpec: model.DriverSpec{Argv: argv, Cores: 1, MemoryMB: 64}})
 		if err != nil {
 			t.Fatal(err)
 		}

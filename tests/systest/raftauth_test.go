@@ -70,8 +70,12 @@ func TestRaftClosedWithoutTLS(t *testing.T) {
 	}
 
 	entry, err := fsm.Encode(model.CmdSubmitDriver, model.SubmitDriver{
-		ID: "driver-20240101000000-9999", Token: "rogue", Argv: []string{"/bin/sh", "-c", "touch /tmp/drover-rogue"},
-		Cores: 1, MemoryMB: 64, Time: time.Now().UnixMilli(),
+		ID: "driver-20240101000000-9999", Token: "rogue", DriverSpec: model.DriverSpec{
+			Argv:     []string{"/bin/sh", "-c", "touch /tmp/drover-rogue"},
+			Cores:    1,
+			MemoryMB: 64,
+		},
+		Time: time.Now().UnixMilli(),
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -138,7 +142,7 @@ func TestRaftClosedWithoutTLS(t *testing.T) {
 
 	// The masters, which hold the key, still work together: a driver
 	// runs, and a new leader takes over from a dead one.
-	id := submit(t, c, api.SubmitRequest{Token: "after-attacks", Argv: []string{"true"}, Cores: 1, MemoryMB: 64})
+	id := submit(t, c, api.SubmitRequest{Token: "after-attacks", DriverSpec: model.DriverSpec{Argv: []string{"true"}, Cores: 1, MemoryMB: 64}})
 	c.WaitDriver(id, 30*time.Second, "FINISHED", isState(model.DriverFinished))
 	leader, err := c.Leader(5 * time.Second)
 	if err != nil {
@@ -149,7 +153,7 @@ func TestRaftClosedWithoutTLS(t *testing.T) {
 	if err != nil || next == leader {
 		t.Fatalf("no new leader after %s died: %v", leader.ID, err)
 	}
-	id = submit(t, c, api.SubmitRequest{Token: "after-failover", Argv: []string{"true"}, Cores: 1, MemoryMB: 64})
+	id = submit(t, c, api.SubmitRequest{Token: "after-failover", DriverSpec: model.DriverSpec{Argv: []string{"true"}, Cores: 1, MemoryMB: 64}})
 	c.WaitDriver(id, 30*time.Second, "FINISHED", isState(model.DriverFinished))
 }
 

@@ -61,7 +61,7 @@ func held(t *testing.T, n *testcluster.Node, ids ...string) (map[string]string, 
 // second live one.
 func TestGPUDriversGetDistinctAddresses(t *testing.T) {
 	c := testcluster.New(t, testcluster.Options{Workers: 1, WorkerArgs: []string{"--resource", "gpu=0,1"}})
-	req := api.SubmitRequest{Argv: []string{"/bin/sh", "-c", gpuProbe}, Cores: 1, MemoryMB: 64, Resources: model.ResourceAmounts{"gpu": 1}}
+	req := api.SubmitRequest{DriverSpec: model.DriverSpec{Argv: []string{"/bin/sh", "-c", gpuProbe}, Cores: 1, MemoryMB: 64, Resources: model.ResourceAmounts{"gpu": 1}}}
 	a := submit(t, c, req)
 	b := submit(t, c, req)
 	for _, id := range []string{a, b} {

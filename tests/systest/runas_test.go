@@ -72,7 +72,7 @@ func snoop(t *testing.T, c *testcluster.Cluster, nobody *user.User) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 
-	victim := submit(t, c, api.SubmitRequest{Argv: []string{"/bin/sleep", "600"}, Cores: 1, MemoryMB: 64})
+	victim := submit(t, c, api.SubmitRequest{DriverSpec: model.DriverSpec{Argv: []string{"/bin/sleep", "600"}, Cores: 1, MemoryMB: 64}})
 	c.WaitDriver(victim, 30*time.Second, "RUNNING", isState(model.DriverRunning))
 	victimDir := filepath.Join(w.Dir, victim, "attempt-1")
 
@@ -93,8 +93,7 @@ func snoop(t *testing.T, c *testcluster.Cluster, nobody *user.User) {
 	protected := []string{filepath.Join(w.Dir, "cache", "sha256", a.Upload), filepath.Join(w.Dir, "cache", "sha256", "planted"),
 		"../" + runner.SpecFile, "../" + runner.StatusFile, "../" + runner.LogFileName(runner.StdoutFile, 0), "../planted",
 		filepath.Join(victimDir, runner.StatusFile), filepath.Join(victimDir, "planted"), filepath.Join(w.Dir, "planted")}
-	id := submit(t, c, api.SubmitRequest{Argv: []string{"./snoop.sh"}, Cores: 1, MemoryMB: 64, Artifacts: []model.Artifact{a},
-		Env: map[string]string{"SECRETS": strings.Join(secrets, " "), "PROTECTED": strings.Join(protected, " ")}})
+	id := submit(t, c, api.SubmitRequest{DriverSpec: model.DriverSpec{Argv: []string{"./snoop.sh"}, Cores: 1, MemoryMB: 64, Artifacts: []model.Artifact{a}, Env: map[string]string{"SECRETS": strings.Join(secrets, " "), "PROTECTED": strings.Join(protected, " ")}}})
 	d := c.WaitDriver(id, 30*time.Second, "ended", func(d *model.Driver) bool { return d.State.Terminal() })
 	if d.State != model.DriverFinished {
 		t.Fatalf("driver %s (%s), want FINISHED", d.State, d.Message)
@@ -148,8 +147,7 @@ func snoop(t *testing.T, c *testcluster.Cluster, nobody *user.User) {
 		stolen = append(stolen, k)
 	}
 	for _, f := range stolen {
-		id := submit(t, c, api.SubmitRequest{Argv: []string{"/bin/cat", filepath.Base(f)}, Cores: 1, MemoryMB: 64,
-			Artifacts: []model.Artifact{{Source: "file://" + f}}})
+		id := submit(t, c, api.SubmitRequest{DriverSpec: model.DriverSpec{Argv: []string{"/bin/cat", filepath.Base(f)}, Cores: 1, MemoryMB: 64, Artifacts: []model.Artifact{{Source: "file://" + f}}}})
 		d := c.WaitDriver(id, 30*time.Second, "ended", func(d *model.Driver) bool { return d.State.Terminal() })
 		if want := "fetch file://" + f + ": user nobody may not read it: permission denied"; d.State != model.DriverFailed || d.Message != want {
 			t.Errorf("a driver staging %s ended %s (%s), want FAILED: %s", f, d.State, d.Message, want)

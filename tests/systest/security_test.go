@@ -786,7 +786,7 @@ func TestTokensWithoutTLS(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	res, err := cl.Submit(ctx, api.SubmitRequest{Token: "t1", Argv: []string{"/bin/echo", "hi"}, Cores: 1, MemoryMB: 64})
+	res, err := cl.Submit(ctx, api.SubmitRequest{Token: "t1", DriverSpec: model.DriverSpec{Argv: []string{"/bin/echo", "hi"}, Cores: 1, MemoryMB: 64}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -826,7 +826,7 @@ func TestTokensWithoutTLS(t *testing.T) {
 		t.Fatal(err)
 	}
 	var apiErr *client.APIError
-	if _, err := anon.Submit(ctx, api.SubmitRequest{Token: "t2", Argv: []string{"true"}, Cores: 1, MemoryMB: 64}); !errors.As(err, &apiErr) || apiErr.Status != http.StatusUnauthorized {
+	if _, err := anon.Submit(ctx, api.SubmitRequest{Token: "t2", DriverSpec: model.DriverSpec{Argv: []string{"true"}, Cores: 1, MemoryMB: 64}}); !errors.As(err, &apiErr) || apiErr.Status != http.StatusUnauthorized {
 		t.Fatalf("anonymous submit: %v, want 401", err)
 	}
 

@@ -178,8 +178,7 @@ func TestStagingFailuresAreSeenAtOnce(t *testing.T) {
 			fmt.Sprintf("fetch %s/app.sh: checksum mismatch: want %s, got %s", srv.URL, strings.TrimPrefix(checksum("other bytes"), "?checksum=sha256:"), strings.TrimPrefix(checksum(stagedApp), "?checksum=sha256:"))},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			id := submit(t, c, api.SubmitRequest{Argv: []string{"./app.sh"}, Cores: 1, MemoryMB: 64, Supervise: tc.supervise,
-				Artifacts: []model.Artifact{{Source: tc.url}}})
+			id := submit(t, c, api.SubmitRequest{DriverSpec: model.DriverSpec{Argv: []string{"./app.sh"}, Cores: 1, MemoryMB: 64, Supervise: tc.supervise, Artifacts: []model.Artifact{{Source: tc.url}}}})
 			d, at := await(id, "saying "+tc.want, func(d *model.Driver) bool { return d.Message == tc.want })
 			if d.State != tc.state || d.Staging != (tc.state == model.DriverSubmitted) {
 				t.Fatalf("driver %s %s (staging %t): %q; want %s", id, d.State, d.Staging, d.Message, tc.state)
@@ -208,8 +207,7 @@ func TestStagingFailuresAreSeenAtOnce(t *testing.T) {
 	}
 
 	t.Run("supervised 404 bounded", func(t *testing.T) {
-		id := submit(t, c, api.SubmitRequest{Argv: []string{"./app.sh"}, Cores: 1, MemoryMB: 64, Supervise: true, MaxRestarts: 1,
-			Artifacts: []model.Artifact{{Source: srv.URL + "/missing.sh"}}})
+		id := submit(t, c, api.SubmitRequest{DriverSpec: model.DriverSpec{Argv: []string{"./app.sh"}, Cores: 1, MemoryMB: 64, Supervise: true, MaxRestarts: 1, Artifacts: []model.Artifact{{Source: srv.URL + "/missing.sh"}}}})
 		d := c.WaitDriver(id, 30*time.Second, "ended", func(d *model.Driver) bool { return d.State.Terminal() })
 		if want := "the last staging failed: fetch " + srv.URL + "/missing.sh: 404 Not Found"; d.State != model.DriverFailed ||
 			!strings.HasPrefix(d.Message, "2 runs failed in ") || !strings.Contains(d.Message, "more than the 1 restarts allowed") || !strings.HasSuffix(d.Message, want) {

@@ -122,11 +122,13 @@ func tputClient(b *testing.B, c *testcluster.Cluster, sticky bool) *client.Clien
 // short argv and environment. The token is left to Submit (a fresh one).
 func tputRequest(i int64) api.SubmitRequest {
 	return api.SubmitRequest{
-		Name:     "bench-" + strconv.FormatInt(i, 10),
-		Argv:     []string{"/opt/spark/bin/spark-class", "org.example.Bench", "--input", "/data/in", "--output", "/data/out"},
-		Env:      map[string]string{"SPARK_CONF_DIR": "/etc/spark", "BENCH_RUN": "1"},
-		Cores:    1,
-		MemoryMB: 512,
+		Name: "bench-" + strconv.FormatInt(i, 10),
+		DriverSpec: model.DriverSpec{
+			Argv:     []string{"/opt/spark/bin/spark-class", "org.example.Bench", "--input", "/data/in", "--output", "/data/out"},
+			Env:      map[string]string{"SPARK_CONF_DIR": "/etc/spark", "BENCH_RUN": "1"},
+			Cores:    1,
+			MemoryMB: 512,
+		},
 	}
 }
 

@@ -219,15 +219,18 @@ func TestWebUIInChromium(t *testing.T) {
 	shot := os.Getenv(screenshotEnv)
 
 	id := submit(t, c, api.SubmitRequest{
-		Name: "hello", Argv: []string{"/bin/sh", "-c", "echo hello from the web UI test; echo a warning >&2"},
-		Cores: 1, MemoryMB: 256,
+		Name: "hello", DriverSpec: model.DriverSpec{
+			Argv:     []string{"/bin/sh", "-c", "echo hello from the web UI test; echo a warning >&2"},
+			Cores:    1,
+			MemoryMB: 256,
+		},
 	})
 	c.WaitDriver(id, 30*time.Second, "FINISHED", isState(model.DriverFinished))
 	if shot != "" {
 		// A livelier overview for the picture: a driver that runs on and
 		// one that fails.
-		submit(t, c, api.SubmitRequest{Name: "nightly-etl", Argv: []string{"/bin/sleep", "600"}, Cores: 1, MemoryMB: 512, Supervise: true})
-		failed := submit(t, c, api.SubmitRequest{Name: "flaky", Argv: []string{"/bin/sh", "-c", "exit 3"}, Cores: 1, MemoryMB: 256})
+		submit(t, c, api.SubmitRequest{Name: "nightly-etl", DriverSpec: model.DriverSpec{Argv: []string{"/bin/sleep", "600"}, Cores: 1, MemoryMB: 512, Supervise: true}})
+		failed := submit(t, c, api.SubmitRequest{Name: "flaky", DriverSpec: model.DriverSpec{Argv: []string{"/bin/sh", "-c", "exit 3"}, Cores: 1, MemoryMB: 256}})
 		c.WaitDriver(failed, 30*time.Second, "FAILED", isState(model.DriverFailed))
 	}
 	// An application of no driver, registered from here, with one

@@ -53,7 +53,7 @@ func BenchmarkUploadGC(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			res, err := cl.Submit(ctx, api.SubmitRequest{Argv: []string{"./" + a.Name}, Cores: 1, MemoryMB: 64, Artifacts: []model.Artifact{a}})
+			res, err := cl.Submit(ctx, api.SubmitRequest{DriverSpec: model.DriverSpec{Argv: []string{"./" + a.Name}, Cores: 1, MemoryMB: 64, Artifacts: []model.Artifact{a}}})
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -53,7 +53,7 @@ func TestUploadSurvivesLeaderKill(t *testing.T) {
 	if a.Name != "job.sh" || a.Mode != 0o755 || !model.IsSHA256(a.Upload) {
 		t.Fatalf("artifact %+v", a)
 	}
-	id := submit(t, c, api.SubmitRequest{Argv: []string{"./job.sh"}, Cores: 1, MemoryMB: 64, Supervise: true, Artifacts: []model.Artifact{a}})
+	id := submit(t, c, api.SubmitRequest{DriverSpec: model.DriverSpec{Argv: []string{"./job.sh"}, Cores: 1, MemoryMB: 64, Supervise: true, Artifacts: []model.Artifact{a}}})
 	old.Kill()
 	if _, err := c.Leader(15 * time.Second); err != nil {
 		t.Fatal(err)

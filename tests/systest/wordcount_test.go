@@ -66,8 +66,11 @@ func TestWordcountOnClusterMatchesSingleProcess(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			id := submit(t, c, api.SubmitRequest{
-				Argv:  []string{bin, "--executors", "4", "--top", "5", input},
-				Cores: 1, MemoryMB: 256,
+				DriverSpec: model.DriverSpec{
+					Argv:     []string{bin, "--executors", "4", "--top", "5", input},
+					Cores:    1,
+					MemoryMB: 256,
+				},
 			})
 			d := c.WaitDriver(id, 30*time.Second, "RUNNING", isState(model.DriverRunning))
 			app := appOf(t, c, id)

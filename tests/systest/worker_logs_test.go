@@ -56,7 +56,7 @@ func TestLogsFollowAcrossRotation(t *testing.T) {
 	want := paddedLines(lines)
 	loop := fmt.Sprintf(`i=0; while [ $i -lt %d ]; do printf 'line %%05d %%s\n' $i %s; i=$((i+1)); if [ $((i %% 100)) = 0 ]; then sleep 0.1; fi; done`,
 		lines, strings.Repeat("x", 90))
-	id := submit(t, c, api.SubmitRequest{Token: "follow-rotation-0123456789", Argv: []string{"/bin/sh", "-c", loop}, Cores: 1, MemoryMB: 64})
+	id := submit(t, c, api.SubmitRequest{Token: "follow-rotation-0123456789", DriverSpec: model.DriverSpec{Argv: []string{"/bin/sh", "-c", loop}, Cores: 1, MemoryMB: 64}})
 	env := []string{"DROVER_MASTERS=" + c.MasterAddrs}
 	out, errOut, code := runDrover(t, env, "client", "logs", id, "--follow")
 	if code != 0 || out != want || strings.Contains(errOut, "rotated away") {
@@ -106,8 +106,7 @@ func TestLogsFollowAcrossRotation(t *testing.T) {
 // latest attempt's.
 func TestLogsOfAnEarlierAttemptAfterARelaunch(t *testing.T) {
 	c := testcluster.New(t, testcluster.Options{Workers: 2})
-	id := submit(t, c, api.SubmitRequest{Token: "attempt-logs-0123456789", Supervise: true, Cores: 1, MemoryMB: 64,
-		Argv: []string{"/bin/sh", "-c", `echo "attempt $DROVER_ATTEMPT on $DROVER_WORKER_ID"; exec sleep 300`}})
+	id := submit(t, c, api.SubmitRequest{Token: "attempt-logs-0123456789", DriverSpec: model.DriverSpec{Supervise: true, Cores: 1, MemoryMB: 64, Argv: []string{"/bin/sh", "-c", `echo "attempt $DROVER_ATTEMPT on $DROVER_WORKER_ID"; exec sleep 300`}}})
 	d := c.WaitDriver(id, 20*time.Second, "RUNNING", isState(model.DriverRunning))
 	first := c.Worker(d.WorkerID)
 	env := []string{"DROVER_MASTERS=" + c.MasterAddrs}

@@ -24,14 +24,14 @@ func testState() *api.State {
 			{ID: "w2", HTTPAddr: "10.0.0.12:7402", Cores: 8, MemoryMB: 8192, State: model.WorkerDead, RegisteredAt: t0, UpdatedAt: t0 + 9000},
 		},
 		Drivers: []*model.Driver{
-			{ID: "driver-20260101000000-0000", Name: "etl", Argv: []string{"/opt/etl"}, Cores: 1, MemoryMB: 512, State: model.DriverRunning, WorkerID: "w1", SubmittedAt: t0},
-			{ID: "driver-20260101000000-0001", Argv: []string{"/bin/sleep", "9"}, Cores: 2, MemoryMB: 1024, State: model.DriverSubmitted, SubmittedAt: t0 + 1000},
-			{ID: "driver-20260101000000-0002", Argv: []string{"/bin/true"}, Cores: 1, MemoryMB: 64, State: model.DriverFinished, WorkerID: "w2", ExitCode: &exit, SubmittedAt: t0 + 2000},
+			{ID: "driver-20260101000000-0000", Name: "etl", DriverSpec: model.DriverSpec{Argv: []string{"/opt/etl"}, Cores: 1, MemoryMB: 512}, State: model.DriverRunning, WorkerID: "w1", SubmittedAt: t0},
+			{ID: "driver-20260101000000-0001", DriverSpec: model.DriverSpec{Argv: []string{"/bin/sleep", "9"}, Cores: 2, MemoryMB: 1024}, State: model.DriverSubmitted, SubmittedAt: t0 + 1000},
+			{ID: "driver-20260101000000-0002", DriverSpec: model.DriverSpec{Argv: []string{"/bin/true"}, Cores: 1, MemoryMB: 64}, State: model.DriverFinished, WorkerID: "w2", ExitCode: &exit, SubmittedAt: t0 + 2000},
 		},
 		WaitingDrivers: []string{"driver-20260101000000-0001"},
 		Apps: []api.AppStatus{
-			{App: &model.App{ID: "app-20260101000000-0000", Name: "wordcount", User: "etl", CoresGranted: 2, MemoryPerExecutorMB: 512, State: model.AppRunning, SubmittedAt: t0}},
-			{App: &model.App{ID: "app-20260101000000-0001", State: model.AppFinished, MemoryPerExecutorMB: 256, SubmittedAt: t0, EndedAt: t0 + 60000}},
+			{App: &model.App{ID: "app-20260101000000-0000", Name: "wordcount", ExecutorSpec: model.ExecutorSpec{User: "etl", MemoryPerExecutorMB: 512}, CoresGranted: 2, State: model.AppRunning, SubmittedAt: t0}},
+			{App: &model.App{ID: "app-20260101000000-0001", State: model.AppFinished, ExecutorSpec: model.ExecutorSpec{MemoryPerExecutorMB: 256}, SubmittedAt: t0, EndedAt: t0 + 60000}},
 		},
 	}
 }

@@ -313,14 +313,16 @@ func TestCreateFromSparkSubmit(t *testing.T) {
 	want := api.SubmitRequest{
 		Token: got.Token,
 		Name:  "wordcount",
-		Argv: []string{"/opt/spark/bin/spark-submit", "--class", "com.example.WordCount",
-			"hdfs://nn/jobs/wordcount.jar", "hdfs://nn/in", "hdfs://nn/out"},
+		DriverSpec: model.DriverSpec{
+			Argv: []string{"/opt/spark/bin/spark-submit", "--class", "com.example.WordCount",
+				"hdfs://nn/jobs/wordcount.jar", "hdfs://nn/in", "hdfs://nn/out"},
+			Env:       map[string]string{"SPARK_USER": "etl", "SPARK_SCALA_VERSION": "2.12"},
+			Cores:     2,
+			MemoryMB:  2048 + 384,
+			Supervise: true,
+		},
 		// SPARK_LOCAL_IP names the submitting machine: dropped.
-		Env:   map[string]string{"SPARK_USER": "etl", "SPARK_SCALA_VERSION": "2.12"},
-		Cores: 2,
 		// 2g of heap and Spark's least overhead, 384 MiB (10 % is 204).
-		MemoryMB:  2048 + 384,
-		Supervise: true,
 	}
 	if !sameSubmit(got, want) || !strings.HasPrefix(got.Token, "spark-rest-") || len(got.Token) > api.MaxTokenLen {
 		t.Fatalf("submitted\n%+v\nwant\n%+v", got, want)
@@ -429,9 +431,7 @@ func TestCreateDefaultsAndFilteredEnvironment(t *testing.T) {
 	// Spark's defaults: 1 core, 1024 MiB and 384 of overhead, not supervised; no appArgs; and
 	// SPARK_ENV_LOADED and SPARK_HOME dropped, leaving no environment.
 	// The file: jar is staged into the driver's directory.
-	want := api.SubmitRequest{Token: got.Token, Name: "pi", Argv: []string{"/opt/spark/bin/spark-submit", "--class", "Pi", "./pi.jar"},
-		Cores: DefaultDriverCores, MemoryMB: DefaultDriverMemoryMB + DefaultMinOverheadMB,
-		Artifacts: []model.Artifact{{Source: "file:/jobs/pi.jar?archive=false"}}}
+	want := api.SubmitRequest{Token: got.Token, Name: "pi", DriverSpec: model.DriverSpec{Argv: []string{"/opt/spark/bin/spark-submit", "--class", "Pi", "./pi.jar"}, Cores: DefaultDriverCores, MemoryMB: DefaultDriverMemoryMB + DefaultMinOverheadMB, Artifacts: []model.Artifact{{Source: "file:/jobs/pi.jar?archive=false"}}}}
 	if !sameSubmit(got, want) || got.Env != nil {
 		t.Fatalf("submitted %+v, want %+v", got, want)
 	}

@@ -134,17 +134,19 @@ func (h *Handler) translate(req CreateSubmissionRequest) (api.SubmitRequest, err
 	out = api.SubmitRequest{
 		Token: h.newToken(),
 		Name:  name,
-		Argv: h.launcher.expand(launch{
-			appResource: resource, mainClass: *req.MainClass, appName: name,
-			appArgs: args, cores: cores, memoryMB: memory, props: props,
-		}),
-		Env:       env,
-		Cores:     cores,
-		MemoryMB:  memory + overhead,
-		Supervise: supervise,
-		Artifacts: artifacts,
-		Resources: custom,
-		User:      props[UserProperty],
+		DriverSpec: model.DriverSpec{
+			Argv: h.launcher.expand(launch{
+				appResource: resource, mainClass: *req.MainClass, appName: name,
+				appArgs: args, cores: cores, memoryMB: memory, props: props,
+			}),
+			Env:       env,
+			Cores:     cores,
+			MemoryMB:  memory + overhead,
+			Supervise: supervise,
+			Artifacts: artifacts,
+			Resources: custom,
+			User:      props[UserProperty],
+		},
 	}
 	return out, nil
 }
