@@ -110,7 +110,7 @@ type App struct {
 // until ctx ends, so a retry never registers a second app (Spark's
 // tryRegisterAllMasters and its retry rounds). Refusals (bad spec, unknown
 // or ended driver) are *APIError; no leader before ctx ends is
-// ErrUnavailable.
+// ErrNoMaster.
 func (c *Client) RegisterApp(ctx context.Context, spec AppSpec) (*App, error) {
 	if spec.DriverID == "" {
 		spec.DriverID = os.Getenv("DROVER_DRIVER_ID")
@@ -238,7 +238,7 @@ func (a *App) watch() {
 			return
 		}
 		if err != nil {
-			continue // ErrUnavailable: ctx ended, or keep trying
+			continue // ErrNoMaster: ctx ended, or keep trying
 		}
 		var s api.AppStatus
 		if err := json.Unmarshal(resp.Body, &s); err != nil || s.App == nil {

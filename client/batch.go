@@ -88,7 +88,7 @@ func (s *submitter) submit(ctx context.Context, req api.SubmitRequest) (api.Subm
 	case <-ctx.Done():
 		// A request of its own would end the same way: no master
 		// answered for it before ctx ended.
-		err := fmt.Errorf("%w: %v", ErrUnavailable, context.Cause(ctx))
+		err := fmt.Errorf("%w: %v", ErrNoMaster, context.Cause(ctx))
 		if last := sub.last.Load(); last != nil {
 			err = fmt.Errorf("%w; last answer: %s", err, *last)
 		}

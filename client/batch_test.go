@@ -356,12 +356,12 @@ func TestGivingUpSaysTheLastAnswer(t *testing.T) {
 	// The batch, then the refused one again, alone.
 	waitFor(t, c, f, "a refusal", func() bool { return f.arrived >= 3 })
 	cancel()
-	if err := <-done; !errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), "last answer: too many submissions in flight") {
+	if err := <-done; !errors.Is(err, ErrNoMaster) || !strings.Contains(err.Error(), "last answer: too many submissions in flight") {
 		t.Fatalf("giving up: %v", err)
 	}
 }
 
-// A caller that gives up while its submission waits gets ErrUnavailable
+// A caller that gives up while its submission waits gets ErrNoMaster
 // at once, and the submission is not sent.
 func TestGivenUpSubmissionIsNotSent(t *testing.T) {
 	f := &fakeLeader{}
@@ -377,8 +377,8 @@ func TestGivenUpSubmissionIsNotSent(t *testing.T) {
 	}()
 	waitFor(t, c, f, "queued submission", func() bool { return len(c.submits.waiting) == 1 })
 	cancel()
-	if err := <-done; !errors.Is(err, ErrUnavailable) {
-		t.Fatalf("a submission given up: %v, want ErrUnavailable", err)
+	if err := <-done; !errors.Is(err, ErrNoMaster) {
+		t.Fatalf("a submission given up: %v, want ErrNoMaster", err)
 	}
 	// The sender that starts now finds it given up.
 	c.submits.mu.Lock()

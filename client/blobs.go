@@ -26,7 +26,7 @@ import (
 // answer, not the reading of the body, which only ctx bounds.
 //
 // Errors: one that wraps api.ErrUnknownBlob when every master answered
-// 404; ErrUnavailable, with each master's reason, when some master gave no
+// 404; ErrNoMaster, with each master's reason, when some master gave no
 // answer, so a later try may find the file; and an *APIError for any other
 // refusal (403, 400), which no retry changes.
 func (c *Client) OpenBlob(ctx context.Context, sum string) (io.ReadCloser, error) {
@@ -46,14 +46,14 @@ func (c *Client) OpenBlob(ctx context.Context, sum string) (io.ReadCloser, error
 		case isAPIError(err):
 			return nil, err
 		case ctx.Err() != nil:
-			return nil, fmt.Errorf("%w: %v", ErrUnavailable, ctx.Err())
+			return nil, fmt.Errorf("%w: %v", ErrNoMaster, ctx.Err())
 		}
 		reasons = append(reasons, err.Error())
 	}
 	if missing == len(order) {
 		return nil, fmt.Errorf("%w %s: no master holds it", api.ErrUnknownBlob, sum)
 	}
-	return nil, fmt.Errorf("%w: %s", ErrUnavailable, strings.Join(reasons, "; "))
+	return nil, fmt.Errorf("%w: %s", ErrNoMaster, strings.Join(reasons, "; "))
 }
 
 // errNoSuchBlob is a master's 404 to a blob: another master may hold it.

@@ -69,8 +69,8 @@ func TestOpenBlobErrors(t *testing.T) {
 		want    error
 	}{
 		{"every master lacks it", []http.HandlerFunc{noBlob, noBlob}, false, api.ErrUnknownBlob},
-		{"one master lacks it, one is down", []http.HandlerFunc{noBlob}, true, ErrUnavailable},
-		{"one master lacks it, one has no leader", []http.HandlerFunc{noBlob, unavailable}, false, ErrUnavailable},
+		{"one master lacks it, one is down", []http.HandlerFunc{noBlob}, true, ErrNoMaster},
+		{"one master lacks it, one has no leader", []http.HandlerFunc{noBlob, unavailable}, false, ErrNoMaster},
 		{"a refusal ends the search", []http.HandlerFunc{forbidden, func(w http.ResponseWriter, r *http.Request) {
 			t.Error("asked the next master after a refusal")
 		}}, false, api.ErrForbidden},

@@ -35,7 +35,7 @@ func TestAnswerPastTheBoundIsAnError(t *testing.T) {
 	size = bound + 1
 	err := c.Do(ctx, http.MethodGet, "/v1/x", nil, &s)
 	var apiErr *APIError
-	if !errors.As(err, &apiErr) || !errors.Is(err, api.ErrTooLarge) || errors.Is(err, ErrUnavailable) ||
+	if !errors.As(err, &apiErr) || !errors.Is(err, api.ErrTooLarge) || errors.Is(err, ErrNoMaster) ||
 		!strings.Contains(err.Error(), "exceeds 4096 bytes") || !strings.Contains(err.Error(), "--max-response-size") {
 		t.Fatalf("an answer one byte past the bound: %v; want an error naming the bound", err)
 	}

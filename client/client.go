@@ -30,10 +30,12 @@ import (
 	"github.com/drover-project/drover/transport"
 )
 
-// ErrUnavailable is returned, wrapped with the last reason seen, when no
+// ErrNoMaster is returned, wrapped with the last reason seen, when no
 // master gave an authoritative answer before the context ended: none could
-// be reached, or none knew a leader.
-var ErrUnavailable = errors.New("no master answered with a leader")
+// be reached, or none knew a leader. It is the client's own conclusion
+// after trying them all, unlike api.ErrUnavailable, which is one master's
+// answer (503) that it cannot serve the request now.
+var ErrNoMaster = errors.New("no master answered with a leader")
 
 // APIError is an authoritative refusal: a 4xx other than 429 (400, 413
 // and 431 among them: every master would refuse the request alike), a
@@ -66,16 +68,6 @@ func refusal(status int, body []byte, msg string) *APIError {
 	e.Error = msg
 	return &APIError{Status: status, Code: e.Code, Message: msg, err: errors.Unwrap(e.Err(status))}
 }
-
-// DefaultHedgeAfter and DefaultMaxRetryInterval are Options.HedgeAfter
-// and Options.MaxRetryInterval when unset. Together they bound how long a
-// worker's sticky heartbeat, held at a leader that froze, takes to reach
-// the next one: the leader's liveness watch waits that long at the start
-// of a term.
-const (
-	DefaultHedgeAfter       = 3 * time.Second
-	DefaultMaxRetryInterval = time.Second
-)
 
 // DefaultMaxResponseBytes is Options.MaxResponseBytes when unset: 64 MiB.
 const DefaultMaxResponseBytes = 64 << 20
@@ -185,10 +177,10 @@ func New(masters []string, opts Options) (*Client, error) {
 		opts.RetryInterval = 100 * time.Millisecond
 	}
 	if opts.MaxRetryInterval < opts.RetryInterval {
-		opts.MaxRetryInterval = max(DefaultMaxRetryInterval, opts.RetryInterval)
+		opts.MaxRetryInterval = max(api.DefaultMaxRetryInterval, opts.RetryInterval)
 	}
 	if opts.HedgeAfter <= 0 {
-		opts.HedgeAfter = DefaultHedgeAfter
+		opts.HedgeAfter = api.DefaultHedgeAfter
 	}
 	if opts.MaxResponseBytes <= 0 {
 		opts.MaxResponseBytes = DefaultMaxResponseBytes
@@ -228,7 +220,7 @@ type Response struct {
 
 // Do sends a JSON request (in may be nil) and decodes a 2xx answer into out
 // (which may be nil). A refusal is an *APIError; no authoritative answer
-// before ctx ends is ErrUnavailable.
+// before ctx ends is ErrNoMaster.
 func (c *Client) Do(ctx context.Context, method, path string, in, out any) error {
 	var body []byte
 	if in != nil {
@@ -368,7 +360,7 @@ func (c *Client) do(ctx context.Context, method, path string, body []byte, heade
 					rs = append(rs, m+": no answer")
 				}
 			}
-			return nil, fmt.Errorf("%w: %s", ErrUnavailable, strings.Join(rs, "; "))
+			return nil, fmt.Errorf("%w: %s", ErrNoMaster, strings.Join(rs, "; "))
 		}
 	}
 }

@@ -116,8 +116,8 @@ func TestNoLeaderIsUnavailableAfterDeadline(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer cancel()
 	err := c.Do(ctx, "GET", "/v1/drivers", nil, nil)
-	if !errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), "no leader") {
-		t.Fatalf("got %v, want ErrUnavailable with the masters' reasons", err)
+	if !errors.Is(err, ErrNoMaster) || !strings.Contains(err.Error(), "no leader") {
+		t.Fatalf("got %v, want ErrNoMaster with the masters' reasons", err)
 	}
 }
 

@@ -72,7 +72,7 @@ func TestRefusedRequestsAreFinal(t *testing.T) {
 		_, err := c.Driver(ctx, "driver-20260101000000-0001")
 		cancel()
 		var apiErr *APIError
-		if !errors.As(err, &apiErr) || apiErr.Status != status || errors.Is(err, ErrUnavailable) || time.Since(start) > 2*time.Second {
+		if !errors.As(err, &apiErr) || apiErr.Status != status || errors.Is(err, ErrNoMaster) || time.Since(start) > 2*time.Second {
 			t.Errorf("%d: %v after %s; want the refusal at once", status, err, time.Since(start))
 		}
 	}

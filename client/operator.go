@@ -91,7 +91,7 @@ func (c *Client) toLeader(ctx context.Context, method, path string, body []byte,
 			return c.one(ctx, s.HTTPAddr, method, path, body, header, 0)
 		}
 	}
-	return nil, fmt.Errorf("%w: the configuration names no leader with an HTTP address", ErrUnavailable)
+	return nil, fmt.Errorf("%w: the configuration names no leader with an HTTP address", ErrNoMaster)
 }
 
 // maxHealthBytes bounds a health answer, a few checks long.

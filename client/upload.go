@@ -38,7 +38,7 @@ const uploadStall = 2 * time.Minute
 // voters and answers once a majority of them hold it, so no single
 // master's loss can lose it. A master that cannot (503, 429, unreachable,
 // or stalled) is followed by the next, in rounds with the client's
-// back-off, until ctx ends: ErrUnavailable then, with each master's
+// back-off, until ctx ends: ErrNoMaster then, with each master's
 // reason. Any other refusal is an *APIError, such as a file over the
 // masters' --max-upload (api.ErrTooLarge). A file a master holds already
 // is not sent again (Expect: 100-continue), so uploading it again is cheap,
@@ -94,7 +94,7 @@ func (c *Client) Upload(ctx context.Context, path string) (model.Artifact, error
 					rs = append(rs, r)
 				}
 			}
-			return model.Artifact{}, fmt.Errorf("upload %s: %w: %s", path, ErrUnavailable, strings.Join(rs, "; "))
+			return model.Artifact{}, fmt.Errorf("upload %s: %w: %s", path, ErrNoMaster, strings.Join(rs, "; "))
 		}
 		pause = min(pause*2, c.opts.MaxRetryInterval)
 	}

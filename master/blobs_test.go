@@ -156,7 +156,7 @@ func TestUploadNeedsAMajority(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	_, err = c.Client(c.Nodes[0]).Upload(ctx, path)
-	if !errors.Is(err, client.ErrUnavailable) || !strings.Contains(err.Error(), "held by 1 of 3 voters (m1), 2 needed") {
+	if !errors.Is(err, client.ErrNoMaster) || !strings.Contains(err.Error(), "held by 1 of 3 voters (m1), 2 needed") {
 		t.Fatalf("with two of three down: %v, want unavailable saying 1 of 3 hold it", err)
 	}
 	status, body = blobRequest(t, c.Nodes[0], http.MethodPut, sum, strings.NewReader("held by one"), nil)

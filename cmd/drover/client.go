@@ -252,7 +252,7 @@ func (k *cli) exitFor(err error) int {
 		return code
 	}
 	fmt.Fprintln(k.stderr, "drover:", strings.ReplaceAll(err.Error(), "\n", "; "))
-	if errors.Is(err, client.ErrUnavailable) {
+	if errors.Is(err, client.ErrNoMaster) {
 		return 2
 	}
 	return 1
@@ -1080,7 +1080,7 @@ func (k *cli) leader(ctx context.Context, args []string) int {
 		}
 		select {
 		case <-ctx.Done():
-			return k.exitFor(fmt.Errorf("%w: %s", client.ErrUnavailable, why))
+			return k.exitFor(fmt.Errorf("%w: %s", client.ErrNoMaster, why))
 		case <-time.After(pollInterval):
 		}
 	}

@@ -5,7 +5,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/drover-project/drover/client"
+	"github.com/drover-project/drover/api"
 	"github.com/drover-project/drover/model"
 	"github.com/drover-project/drover/transport/gossip"
 )
@@ -135,12 +135,12 @@ func (t *Term) watchWorkers(ctx context.Context) {
 // for a worker it has neither seen in its gossip pool nor heard from in
 // its term. Such a worker may be alive with its heartbeat held at the
 // previous leader, frozen rather than dead: its sticky client sends to the
-// other masters only after client.DefaultHedgeAfter, then retries them up
-// to client.DefaultMaxRetryInterval apart until one leads. A restarted
+// other masters only after api.DefaultHedgeAfter, then retries them up
+// to api.DefaultMaxRetryInterval apart until one leads. A restarted
 // master's pool may lack live workers for a while (memberlist tells a new
 // member of the others only when one of them pushes its state to it), so
 // absence from the pool is no evidence until then.
-const newTermGrace = client.DefaultHedgeAfter + client.DefaultMaxRetryInterval
+const newTermGrace = api.DefaultHedgeAfter + api.DefaultMaxRetryInterval
 
 // MinWorkerHeartbeatTimeout is the shortest WorkerHeartbeatTimeout that
 // never loses a live worker whose heartbeats reach the leader, for a

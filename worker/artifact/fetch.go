@@ -201,7 +201,7 @@ func (f *fetcher) open(ctx context.Context) (body io.ReadCloser, size int64, ret
 		switch {
 		case errors.Is(err, api.ErrUnknownBlob):
 			return nil, 0, false, errors.New("no master holds it")
-		case errors.Is(err, client.ErrUnavailable):
+		case errors.Is(err, client.ErrNoMaster):
 			return nil, 0, true, err
 		case err != nil:
 			return nil, 0, false, err

@@ -306,7 +306,7 @@ func (b blobs) OpenBlob(ctx context.Context, sum string) (io.ReadCloser, error) 
 	return io.NopCloser(bytes.NewReader(body)), nil
 }
 
-// flaky fails with client.ErrUnavailable until its count runs out.
+// flaky fails with client.ErrNoMaster until its count runs out.
 type flaky struct {
 	blobs
 	fails int
@@ -315,7 +315,7 @@ type flaky struct {
 func (f *flaky) OpenBlob(ctx context.Context, sum string) (io.ReadCloser, error) {
 	if f.fails > 0 {
 		f.fails--
-		return nil, fmt.Errorf("%w: m1: connection refused", client.ErrUnavailable)
+		return nil, fmt.Errorf("%w: m1: connection refused", client.ErrNoMaster)
 	}
 	return f.blobs.OpenBlob(ctx, sum)
 }
