@@ -52,6 +52,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"net/http"
+	"net/url"
 	"strings"
 
 	"github.com/drover-project/drover/model"
@@ -59,6 +61,72 @@ import (
 
 // MaxBodyBytes bounds every request body; larger ones get 413.
 const MaxBodyBytes = 1 << 20
+
+// Route is a /v1 endpoint's method and path as net/http's ServeMux takes
+// a pattern: "{id}" stands for the row the path names.
+type Route struct {
+	Method, Pattern string
+}
+
+// String is the route as a ServeMux pattern, "POST /v1/apps/{id}/kill".
+func (r Route) String() string { return r.Method + " " + r.Pattern }
+
+// Path is the route's path naming row id, path-escaped; a route that names
+// no row is its pattern.
+func (r Route) Path(id string) string {
+	return strings.Replace(r.Pattern, "{id}", url.PathEscape(id), 1)
+}
+
+// NoBody is the body of a request that takes none.
+type NoBody struct{}
+
+// Endpoint is a /v1 endpoint whose request body is the JSON of In (NoBody
+// for none) and whose answer is the JSON of Out: what the client sends,
+// what a master decodes, and what a follower forwards to the leader, all
+// from the one declaration below. The master's side (access, who answers,
+// per-client bound, handler) is in package master/service.
+type Endpoint[In, Out any] struct{ Route }
+
+// The JSON endpoints, as the table at the top of this package lists them.
+var (
+	V1SubmitDriver       = Endpoint[SubmitRequest, SubmitResponse]{Route{http.MethodPost, PathDrivers}}
+	V1SubmitDrivers      = Endpoint[SubmitBatchRequest, SubmitBatchResponse]{Route{http.MethodPost, PathSubmitBatch}}
+	V1Drivers            = Endpoint[NoBody, DriverPage]{Route{http.MethodGet, PathDrivers}}
+	V1Driver             = Endpoint[NoBody, *model.Driver]{Route{http.MethodGet, PathDrivers + "/{id}"}}
+	V1KillDriver         = Endpoint[NoBody, KillResponse]{Route{http.MethodPost, PathDrivers + "/{id}/kill"}}
+	V1KillAllDrivers     = Endpoint[NoBody, KillAllResponse]{Route{http.MethodPost, PathKillAllDrivers}}
+	V1RegisterWorker     = Endpoint[RegisterWorkerRequest, RegisterWorkerResponse]{Route{http.MethodPost, PathRegisterWorker}}
+	V1Heartbeat          = Endpoint[HeartbeatRequest, HeartbeatResponse]{Route{http.MethodPost, "/v1/workers/{id}/heartbeat"}}
+	V1DecommissionWorker = Endpoint[DecommissionWorkerRequest, RegisterWorkerResponse]{Route{http.MethodPost, "/v1/workers/{id}/decommission"}}
+	V1RegisterApp        = Endpoint[RegisterAppRequest, RegisterAppResponse]{Route{http.MethodPost, PathApps}}
+	V1Apps               = Endpoint[NoBody, AppPage]{Route{http.MethodGet, PathApps}}
+	V1App                = Endpoint[NoBody, AppStatus]{Route{http.MethodGet, PathApps + "/{id}"}}
+	V1RequestExecutors   = Endpoint[RequestExecutorsRequest, AppStatus]{Route{http.MethodPost, PathApps + "/{id}/executors"}}
+	V1KillExecutors      = Endpoint[KillExecutorsRequest, AppStatus]{Route{http.MethodPost, PathApps + "/{id}/executors/kill"}}
+	V1UnregisterApp      = Endpoint[UnregisterAppRequest, AppStatus]{Route{http.MethodPost, PathApps + "/{id}/unregister"}}
+	V1KillApp            = Endpoint[NoBody, AppStatus]{Route{http.MethodPost, PathApps + "/{id}/kill"}}
+	V1State              = Endpoint[NoBody, State]{Route{http.MethodGet, PathState}}
+	V1GossipPeers        = Endpoint[NoBody, GossipPeers]{Route{http.MethodGet, "/v1/gossip"}}
+	V1Health             = Endpoint[NoBody, Health]{Route{http.MethodGet, "/v1/health"}}
+	V1RaftPeers          = Endpoint[NoBody, RaftPeers]{Route{http.MethodGet, PathRaftPeers}}
+	V1AddVoter           = Endpoint[AddVoterRequest, RaftPeers]{Route{http.MethodPost, PathAddVoter}}
+	V1RemovePeer         = Endpoint[RemovePeerRequest, RaftPeers]{Route{http.MethodPost, PathRemovePeer}}
+	V1TransferLeadership = Endpoint[TransferLeadershipRequest, TransferLeadershipResponse]{Route{http.MethodPost, PathTransferLeadership}}
+	V1ClearCompleted     = Endpoint[NoBody, ClearCompletedResponse]{Route{http.MethodPost, PathClearCompleted}}
+)
+
+// The endpoints whose bodies or answers are not JSON: streams, logs,
+// uploads and snapshots, each written by hand on both sides.
+var (
+	V1DriverLogs      = Route{http.MethodGet, PathDrivers + "/{id}/logs"}
+	V1ExecutorLogs    = Route{http.MethodGet, PathApps + "/{id}/executors/{eid}/logs"}
+	V1WatchApp        = Route{http.MethodGet, PathApps + "/{id}/watch"}
+	V1Events          = Route{http.MethodGet, "/v1/events"}
+	V1SaveSnapshot    = Route{http.MethodGet, PathSnapshot}
+	V1RestoreSnapshot = Route{http.MethodPost, PathSnapshot}
+	V1Upload          = Route{http.MethodPut, PathBlobs + "/{id}"}
+	V1Blob            = Route{http.MethodGet, PathBlobs + "/{id}"}
+)
 
 // Headers that masters set or read.
 const (

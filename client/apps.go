@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"net/url"
 	"os"
 	"strconv"
 	"sync"
@@ -132,7 +131,7 @@ func (c *Client) RegisterApp(ctx context.Context, spec AppSpec) (*App, error) {
 		ExecutorResources: spec.ExecutorResources, User: spec.User,
 	}
 	var resp api.RegisterAppResponse
-	if err := c.Do(ctx, http.MethodPost, "/v1/apps", req, &resp); err != nil {
+	if err := call(ctx, c, api.V1RegisterApp, api.V1RegisterApp.Pattern, req, &resp); err != nil {
 		return nil, err
 	}
 	return c.WatchApp(resp.AppID), nil
@@ -187,20 +186,20 @@ func (a *App) Err() error {
 // requestTotalExecutors): more are placed when it rises; lowering it kills
 // none.
 func (a *App) RequestExecutors(ctx context.Context, total int) error {
-	return a.c.Do(ctx, http.MethodPost, a.path("/executors"), api.RequestExecutorsRequest{Total: total}, nil)
+	return call(ctx, a.c, api.V1RequestExecutors, api.V1RequestExecutors.Path(a.id), api.RequestExecutorsRequest{Total: total}, nil)
 }
 
 // KillExecutors kills executors by ID; they are not replaced (the limit
 // drops by as many).
 func (a *App) KillExecutors(ctx context.Context, ids ...int) error {
-	return a.c.Do(ctx, http.MethodPost, a.path("/executors/kill"), api.KillExecutorsRequest{ExecutorIDs: ids}, nil)
+	return call(ctx, a.c, api.V1KillExecutors, api.V1KillExecutors.Path(a.id), api.KillExecutorsRequest{ExecutorIDs: ids}, nil)
 }
 
 // Unregister ends the app in state (model.AppFinished or model.AppFailed) with
 // a message, killing its executors (Spark's UnregisterApplication). The
 // watch then sees the final state and ends. Retrying is safe.
 func (a *App) Unregister(ctx context.Context, state model.ApplicationState, message string) error {
-	return a.c.Do(ctx, http.MethodPost, a.path("/unregister"), api.UnregisterAppRequest{State: state, Message: message}, nil)
+	return call(ctx, a.c, api.V1UnregisterApp, api.V1UnregisterApp.Path(a.id), api.UnregisterAppRequest{State: state, Message: message}, nil)
 }
 
 // Close stops watching without unregistering and closes Events. The app
@@ -211,8 +210,6 @@ func (a *App) Close() {
 	a.stopWatch(errors.New("watch closed"))
 	a.wg.Wait()
 }
-
-func (a *App) path(suffix string) string { return "/v1/apps/" + url.PathEscape(a.id) + suffix }
 
 func (a *App) stopWatch(err error) {
 	a.mu.Lock()
@@ -231,7 +228,7 @@ func (a *App) watch() {
 	seen := map[int]model.ExecutorState{}
 	etag := ""
 	for a.ctx.Err() == nil {
-		resp, err := a.c.do(a.ctx, http.MethodGet, a.path("/watch"), nil, http.Header{"If-None-Match": {etag}}, 0)
+		resp, err := a.c.do(a.ctx, api.V1WatchApp.Method, api.V1WatchApp.Path(a.id), nil, http.Header{"If-None-Match": {etag}}, 0)
 		var apiErr *APIError
 		if errors.As(err, &apiErr) {
 			a.stopWatch(fmt.Errorf("watch app %s: %w", a.id, err))
@@ -342,11 +339,11 @@ func (c *Client) ListApps(ctx context.Context, q api.ListQuery, each func([]api.
 // request is made.
 func (c *Client) AppStatus(ctx context.Context, id string) (api.AppStatus, error) {
 	var out api.AppStatus
-	p, err := appPath(id, "")
+	p, err := appPath(api.V1App.Route, id)
 	if err != nil {
 		return out, err
 	}
-	err = c.Do(ctx, http.MethodGet, p, nil, &out)
+	err = call(ctx, c, api.V1App, p, api.NoBody{}, &out)
 	return out, err
 }
 
@@ -354,9 +351,9 @@ func (c *Client) AppStatus(ctx context.Context, id string) (api.AppStatus, error
 // again succeeds. An id that is not an app ID is refused as AppStatus
 // refuses it.
 func (c *Client) KillApp(ctx context.Context, id string) error {
-	p, err := appPath(id, "/kill")
+	p, err := appPath(api.V1KillApp.Route, id)
 	if err != nil {
 		return err
 	}
-	return c.Do(ctx, http.MethodPost, p, nil, nil)
+	return call(ctx, c, api.V1KillApp, p, api.NoBody{}, nil)
 }

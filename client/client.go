@@ -239,6 +239,20 @@ func (c *Client) Do(ctx context.Context, method, path string, in, out any) error
 	return decodeJSON(resp, out)
 }
 
+// call is Do for endpoint e, typed by it: in is its body (none for
+// api.NoBody), path is e's path naming the row (e.Path), and out takes the
+// answer, nil to drop it.
+func call[In, Out any](ctx context.Context, c *Client, e api.Endpoint[In, Out], path string, in In, out *Out) error {
+	var body, into any
+	if _, none := any(in).(api.NoBody); !none {
+		body = in
+	}
+	if out != nil {
+		into = out
+	}
+	return c.Do(ctx, e.Method, path, body, into)
+}
+
 // decodeJSON decodes an answer's body into out.
 func decodeJSON(resp *Response, out any) error {
 	if err := json.Unmarshal(resp.Body, out); err != nil {

@@ -44,44 +44,44 @@ func (c *Client) Submit(ctx context.Context, req api.SubmitRequest) (api.SubmitR
 // submitOne sends one submission as a request of its own.
 func (c *Client) submitOne(ctx context.Context, req api.SubmitRequest) (api.SubmitResponse, error) {
 	var out api.SubmitResponse
-	err := c.Do(ctx, http.MethodPost, api.PathDrivers, req, &out)
+	err := call(ctx, c, api.V1SubmitDriver, api.V1SubmitDriver.Pattern, req, &out)
 	return out, err
 }
 
-// driverPath is api.DriverPath of id, once id is a driver ID: an ID of
+// driverPath is route's path naming id, once id is a driver ID: an ID of
 // another form, or of 100 KB, is refused here with the error a master's
 // refusal decodes to (api.ErrInvalidRequest, reading as the ids
 // package's one line), before any request
 // (one past the masters' bound on a request's header is not even
 // answered reliably: its connection may be reset instead).
-func driverPath(id, suffix string) (string, error) {
+func driverPath(route api.Route, id string) (string, error) {
 	if err := ids.CheckDriver(id); err != nil {
 		return "", api.Errorf(api.ErrInvalidRequest, "%v", err)
 	}
-	return api.DriverPath(id, suffix), nil
+	return route.Path(id), nil
 }
 
-// appPath is driverPath for an app ID (api.AppPath).
-func appPath(id, suffix string) (string, error) {
+// appPath is driverPath for an app ID.
+func appPath(route api.Route, id string) (string, error) {
 	if err := ids.CheckApp(id); err != nil {
 		return "", api.Errorf(api.ErrInvalidRequest, "%v", err)
 	}
-	return api.AppPath(id, suffix), nil
+	return route.Path(id), nil
 }
 
 // Driver returns one driver's row (linearizable read). An id that is
 // not a driver ID is an error wrapping api.ErrInvalidRequest, and no request
 // is made.
 func (c *Client) Driver(ctx context.Context, id string) (*model.Driver, error) {
-	p, err := driverPath(id, "")
+	p, err := driverPath(api.V1Driver.Route, id)
 	if err != nil {
 		return nil, err
 	}
-	var d model.Driver
-	if err := c.Do(ctx, http.MethodGet, p, nil, &d); err != nil {
+	d := new(model.Driver)
+	if err := call(ctx, c, api.V1Driver, p, api.NoBody{}, &d); err != nil {
 		return nil, err
 	}
-	return &d, nil
+	return d, nil
 }
 
 // Drivers returns every driver's row (linearizable reads, a page at a
@@ -134,11 +134,11 @@ func listPages[P, T any](ctx context.Context, c *Client, path string, q api.List
 // that ended otherwise is an *APIError wrapping model.ErrDriverEnded. An
 // id that is not a driver ID is refused as Driver refuses it.
 func (c *Client) Kill(ctx context.Context, id string) error {
-	p, err := driverPath(id, "/kill")
+	p, err := driverPath(api.V1KillDriver.Route, id)
 	if err != nil {
 		return err
 	}
-	return c.Do(ctx, http.MethodPost, p, nil, nil)
+	return call(ctx, c, api.V1KillDriver, p, api.NoBody{}, nil)
 }
 
 // LogInfo says where a part of a log sits in its stream, which counts
@@ -160,7 +160,7 @@ type LogInfo struct {
 // wrapping api.ErrGone. An id that is not a driver ID is refused as
 // Driver refuses it.
 func (c *Client) Logs(ctx context.Context, id string, stderr bool, offset int64, attempt int) ([]byte, LogInfo, error) {
-	p, err := driverPath(id, "/logs")
+	p, err := driverPath(api.V1DriverLogs, id)
 	if err != nil {
 		return nil, LogInfo{}, err
 	}
@@ -174,10 +174,10 @@ func (c *Client) Logs(ctx context.Context, id string, stderr bool, offset int64,
 // ExecutorLogs is Logs for executor executor of app appID; an appID that
 // is not an app ID is refused before any request.
 func (c *Client) ExecutorLogs(ctx context.Context, appID string, executor int, stderr bool, offset int64) ([]byte, LogInfo, error) {
-	p, err := appPath(appID, "/executors/"+strconv.Itoa(executor)+"/logs")
-	if err != nil {
+	if _, err := appPath(api.V1ExecutorLogs, appID); err != nil {
 		return nil, LogInfo{}, err
 	}
+	p := api.ExecutorLogsPath(appID, executor)
 	return c.logs(ctx, p+"?"+logQuery(stderr, offset).Encode(), offset)
 }
 
@@ -203,6 +203,6 @@ func (c *Client) logs(ctx context.Context, path string, offset int64) ([]byte, L
 // first (stale: each master describes itself).
 func (c *Client) State(ctx context.Context) (*api.State, error) {
 	var s api.State
-	err := c.Do(ctx, http.MethodGet, "/v1/state?stale=true", nil, &s)
+	err := call(ctx, c, api.V1State, api.V1State.Pattern+"?stale=true", api.NoBody{}, &s)
 	return &s, err
 }

@@ -14,25 +14,25 @@ import (
 // RaftPeers returns the Raft configuration (operator token). stale asks any
 // master for its own view, which works without a leader.
 func (c *Client) RaftPeers(ctx context.Context, stale bool) (*api.RaftPeers, error) {
-	path := "/v1/operator/raft/peers"
+	path := api.V1RaftPeers.Pattern
 	if stale {
 		path += "?stale=true"
 	}
 	var out api.RaftPeers
-	return &out, c.Do(ctx, http.MethodGet, path, nil, &out)
+	return &out, call(ctx, c, api.V1RaftPeers, path, api.NoBody{}, &out)
 }
 
 // AddVoter adds a master that runs without --peers as a Raft voter and
 // returns the new configuration. Adding a voter again is a no-op.
 func (c *Client) AddVoter(ctx context.Context, id, raftAddr string) (*api.RaftPeers, error) {
 	var out api.RaftPeers
-	return &out, c.Do(ctx, http.MethodPost, "/v1/operator/raft/add-voter", api.AddVoterRequest{ID: id, Address: raftAddr}, &out)
+	return &out, call(ctx, c, api.V1AddVoter, api.V1AddVoter.Pattern, api.AddVoterRequest{ID: id, Address: raftAddr}, &out)
 }
 
 // RemovePeer removes a master, alive or dead, from the Raft configuration.
 func (c *Client) RemovePeer(ctx context.Context, id string) (*api.RaftPeers, error) {
 	var out api.RaftPeers
-	return &out, c.Do(ctx, http.MethodPost, "/v1/operator/raft/remove-peer", api.RemovePeerRequest{ID: id}, &out)
+	return &out, call(ctx, c, api.V1RemovePeer, api.V1RemovePeer.Pattern, api.RemovePeerRequest{ID: id}, &out)
 }
 
 // TransferLeadership asks the leader to hand over to id ("" for the most
@@ -51,7 +51,7 @@ func (c *Client) TransferLeadership(ctx context.Context, id string) (string, err
 		}
 	}
 	var out api.TransferLeadershipResponse
-	err = c.Do(ctx, http.MethodPost, "/v1/operator/raft/transfer-leadership", req, &out)
+	err = call(ctx, c, api.V1TransferLeadership, api.V1TransferLeadership.Pattern, req, &out)
 	return out.Leader, err
 }
 

@@ -70,10 +70,10 @@ type Master struct {
 	beats *heartbeats
 	tls   tlsConfigs
 
-	// local answers what this master answers itself; svc is the stack
-	// every listener calls: Admit, the Forwarder, then local.
+	// local answers what this master answers itself; chain is the way
+	// every listener calls it: admission, the Forwarder, then local.
 	local   *service.Local
-	svc     service.Service
+	chain   *service.Chain
 	metrics *metrics.Metrics
 	// replicas pushes uploads to the other voters, pulls what this
 	// master lacks and deletes what nothing names.
@@ -198,10 +198,10 @@ func New(cfg Config) (*Master, error) {
 		Blobs: store, Replicas: m.replicas,
 	})
 	m.metrics.Watch(metrics.Source{Raft: m.raft, FSM: m.fsm, Pool: pool, Ready: m.local.Ready, Split: m.local.Split, Blobs: store.Usage})
-	fwd := forward.New(m.local, m.local.Leadership, peerHTTP, m.scheme())
+	fwd := forward.New(m.local.Leadership, peerHTTP, m.scheme())
 	bounds := service.Bounds{Submits: cfg.MaxSubmitsPerClient, Uploads: cfg.MaxUploadsPerClient,
 		EventStreams: cfg.MaxEventStreamsPerClient, BlockingReads: cfg.MaxBlockingReadsPerClient}
-	m.svc = service.Admit(fwd, guard, m.log, bounds, func(token string) bool {
+	m.chain = service.NewChain(m.local, fwd, guard, m.log, bounds, func(token string) bool {
 		_, ok := m.fsm.DriverByToken(token)
 		return ok
 	})
@@ -345,10 +345,10 @@ func (m *Master) closeRaft() {
 // behind gate.
 func (m *Master) startHTTP(guard *auth.Guard, gate *transport.Gate, conns *transport.ConnLimit) error {
 	mux := http.NewServeMux()
-	api := httpapi.Config{Service: m.svc, Guard: guard, Leadership: m.local.Leadership, Metrics: m.metrics, Log: m.log,
+	api := httpapi.Config{Chain: m.chain, Guard: guard, Leadership: m.local.Leadership, Metrics: m.metrics, Log: m.log,
 		Spark: masterjson.Site{URL: m.sparkURL(), Scheme: m.scheme()}, Gate: gate, EventWriteTimeout: m.cfg.EventWriteTimeout}
 	httpapi.Register(mux, api)
-	webui.Register(mux, webui.Config{Service: m.svc, Guard: guard, Leadership: m.local.Leadership, Scheme: m.scheme(), Log: m.log,
+	webui.Register(mux, webui.Config{Chain: m.chain, Guard: guard, Leadership: m.local.Leadership, Scheme: m.scheme(), Log: m.log,
 		Redact: regexp.MustCompile(m.cfg.RedactRegex)})
 	ln, err := m.listen(m.cfg.HTTPPort, conns)
 	if err != nil {
@@ -388,7 +388,7 @@ func (m *Master) startSparkREST(guard *auth.Guard, gate *transport.Gate, conns *
 	if err != nil {
 		return fmt.Errorf("spark REST listen: %w", err)
 	}
-	h := restsubmit.NewHandler(m.svc, guard, launcher)
+	h := restsubmit.NewHandler(restsubmit.Chained(m.chain), guard, launcher)
 	// Spark's client tries each master once: its requests wait for a
 	// leader where the API's, whose client retries, do not.
 	wait := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

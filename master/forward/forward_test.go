@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -60,27 +61,54 @@ func (s *leaderSwitch) looked(t *testing.T, n int) {
 	}
 }
 
-// fakeCore is this master's own service: it submits and kills, counting
-// the tokens it sees.
+// fakeCore is this master's own rules: it submits and kills, counting
+// the tokens it sees, behind endpoints of its own on a chain whose router
+// is the Forwarder under test.
 type fakeCore struct {
-	service.Service
 	mu     sync.Mutex
 	tokens []string
+	ch     *service.Chain
 }
 
-func (c *fakeCore) SubmitDriver(_ context.Context, _ auth.Caller, req api.SubmitRequest) (api.SubmitResponse, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.tokens = append(c.tokens, req.Token)
-	return api.SubmitResponse{DriverID: "driver-20260101000000-0000"}, nil
+func newFakeCore(t *testing.T, f *Forwarder) *fakeCore {
+	g, err := auth.New(auth.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &fakeCore{ch: service.NewChain(nil, f, g, slog.Default(), service.Bounds{}, nil)}
 }
 
-func (c *fakeCore) KillDriver(context.Context, auth.Caller, string) (api.KillResponse, error) {
-	return api.KillResponse{}, nil
+func (c *fakeCore) SubmitDriver(ctx context.Context, req api.SubmitRequest) (api.SubmitResponse, error) {
+	e := &service.Endpoint[api.SubmitRequest, api.SubmitResponse]{
+		Info: service.Info{Route: api.V1SubmitDriver.Route, Access: auth.Submit},
+		Serve: func(_ *service.Local, _ context.Context, _ auth.Caller, r service.Request[api.SubmitRequest]) (api.SubmitResponse, error) {
+			c.mu.Lock()
+			defer c.mu.Unlock()
+			c.tokens = append(c.tokens, r.Body.Token)
+			return api.SubmitResponse{DriverID: "driver-20260101000000-0000"}, nil
+		},
+	}
+	return e.Call(ctx, c.ch, auth.Caller{}, service.Request[api.SubmitRequest]{Body: req})
 }
 
-func (c *fakeCore) Driver(_ context.Context, _ auth.Caller, id string, _ service.Read) (*model.Driver, error) {
-	return &model.Driver{ID: id}, nil
+func (c *fakeCore) KillDriver(ctx context.Context, id string) (api.KillResponse, error) {
+	e := &service.Endpoint[api.NoBody, api.KillResponse]{
+		Info: service.Info{Route: api.V1KillDriver.Route, Access: auth.Submit},
+		Serve: func(*service.Local, context.Context, auth.Caller, service.Request[api.NoBody]) (api.KillResponse, error) {
+			return api.KillResponse{}, nil
+		},
+	}
+	return e.Call(ctx, c.ch, auth.Caller{}, service.Request[api.NoBody]{ID: id})
+}
+
+func (c *fakeCore) Driver(ctx context.Context, id string) (*model.Driver, error) {
+	e := &service.Endpoint[api.NoBody, *model.Driver]{
+		Info: service.Info{Route: api.V1Driver.Route, Access: auth.Read, Answer: service.AtLeaderOrStale, Query: service.BlockingQuery},
+		Serve: func(_ *service.Local, _ context.Context, _ auth.Caller, r service.Request[api.NoBody]) (*model.Driver, error) {
+			return &model.Driver{ID: r.ID}, nil
+		},
+	}
+	return e.Call(ctx, c.ch, auth.Caller{}, service.Request[api.NoBody]{ID: id})
 }
 
 var noLeader = service.Leadership{Self: "m1", Role: raft.Follower.String()}
@@ -92,26 +120,26 @@ var readyLeader = service.Leadership{Self: "m1", Role: raft.Leader.String(), Rea
 func TestLeaderWaitAnswersOnceALeaderIsElected(t *testing.T) {
 	for _, tc := range []struct {
 		name string
-		do   func(f *Forwarder, ctx context.Context) error
+		do   func(c *fakeCore, ctx context.Context) error
 	}{
-		{"create", func(f *Forwarder, ctx context.Context) error {
-			_, err := f.SubmitDriver(ctx, auth.Caller{}, api.SubmitRequest{Token: "t1"})
+		{"create", func(c *fakeCore, ctx context.Context) error {
+			_, err := c.SubmitDriver(ctx, api.SubmitRequest{Token: "t1"})
 			return err
 		}},
-		{"kill", func(f *Forwarder, ctx context.Context) error {
-			_, err := f.KillDriver(ctx, auth.Caller{}, "driver-20260101000000-0000")
+		{"kill", func(c *fakeCore, ctx context.Context) error {
+			_, err := c.KillDriver(ctx, "driver-20260101000000-0000")
 			return err
 		}},
-		{"status", func(f *Forwarder, ctx context.Context) error {
-			_, err := f.Driver(ctx, auth.Caller{}, "driver-20260101000000-0000", service.Read{})
+		{"status", func(c *fakeCore, ctx context.Context) error {
+			_, err := c.Driver(ctx, "driver-20260101000000-0000")
 			return err
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			sw := newLeaderSwitch(noLeader)
-			f := New(&fakeCore{}, sw.lead, http.DefaultClient, "http")
+			core := newFakeCore(t, New(sw.lead, http.DefaultClient, "http"))
 			done := make(chan error, 1)
-			go func() { done <- tc.do(f, WithLeaderWait(context.Background(), 30*time.Second)) }()
+			go func() { done <- tc.do(core, WithLeaderWait(context.Background(), 30*time.Second)) }()
 			sw.looked(t, 3) // refused twice, and waiting
 			select {
 			case err := <-done:
@@ -144,10 +172,9 @@ func TestLeaderWaitEndsWithTheRefusal(t *testing.T) {
 		{"past the wait", func() context.Context { return WithLeaderWait(context.Background(), 300*time.Millisecond) }, 300 * time.Millisecond},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			core := &fakeCore{}
-			f := New(core, newLeaderSwitch(noLeader).lead, http.DefaultClient, "http")
+			core := newFakeCore(t, New(newLeaderSwitch(noLeader).lead, http.DefaultClient, "http"))
 			start := time.Now()
-			_, err := f.SubmitDriver(tc.ctx(), auth.Caller{}, api.SubmitRequest{Token: "t1"})
+			_, err := core.SubmitDriver(tc.ctx(), api.SubmitRequest{Token: "t1"})
 			if !errors.Is(err, api.ErrUnavailable) || !strings.Contains(err.Error(), "master m1 knows no leader") {
 				t.Fatalf("err = %v, want ErrUnavailable: master m1 knows no leader", err)
 			}
@@ -189,16 +216,16 @@ func TestLeaderWaitResendsTheSameToken(t *testing.T) {
 	}))
 	defer leader.Close()
 	follower := service.Leadership{Self: "m1", Role: raft.Follower.String(), LeaderID: "m3", LeaderHTTP: strings.TrimPrefix(leader.URL, "http://")}
-	f := New(&fakeCore{}, newLeaderSwitch(follower).lead, leader.Client(), "http")
+	f := newFakeCore(t, New(newLeaderSwitch(follower).lead, leader.Client(), "http"))
 	ctx := WithLeaderWait(context.Background(), 30*time.Second)
-	res, err := f.SubmitDriver(ctx, auth.Caller{}, api.SubmitRequest{Token: "t1"})
+	res, err := f.SubmitDriver(ctx, api.SubmitRequest{Token: "t1"})
 	if err != nil || res.DriverID != "driver-20260101000000-0001" {
 		t.Fatalf("submit = %+v, %v", res, err)
 	}
 	if len(tokens) != 3 || tokens[0] != "t1" || tokens[1] != "t1" || tokens[2] != "t1" {
 		t.Fatalf("the leader saw tokens %v, want t1 three times", tokens)
 	}
-	if _, err := f.SubmitDriver(ctx, auth.Caller{}, api.SubmitRequest{Token: "bad"}); err == nil || errors.Is(err, api.ErrUnavailable) {
+	if _, err := f.SubmitDriver(ctx, api.SubmitRequest{Token: "bad"}); err == nil || errors.Is(err, api.ErrUnavailable) {
 		t.Fatalf("bad submit: %v, want the leader's 400", err)
 	}
 	if len(tokens) != 4 {

@@ -23,8 +23,9 @@ import (
 // tables' retention. An answer past it is refused naming it, never cut.
 const maxAnswer = 256 << 20
 
-// call is one request forwarded to the leader: its context ends when the
-// leader changes, and done releases it.
+// call is one request forwarded to the leader, the service.Leader its
+// endpoint sends itself with: its context ends when the leader changes,
+// and done releases it.
 type call struct {
 	f      *Forwarder
 	ctx    context.Context
@@ -115,8 +116,8 @@ func (cl *call) do(method, path string, query url.Values, body io.Reader, header
 	return nil, e.Err(resp.StatusCode)
 }
 
-// json sends in (nil for no body) as JSON and decodes the answer into out.
-func (cl *call) json(method, path string, in, out any) error {
+// JSON implements service.Leader.
+func (cl *call) JSON(method, path string, query url.Values, in, out any) error {
 	var body io.Reader
 	var header http.Header
 	if in != nil {
@@ -126,31 +127,7 @@ func (cl *call) json(method, path string, in, out any) error {
 		}
 		body, header = bytes.NewReader(b), http.Header{"Content-Type": {api.ContentTypeJSON}}
 	}
-	resp, err := cl.do(method, path, nil, body, header)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	return cl.decode(resp, out)
-}
-
-// list sends a list's query and decodes the answer: into page when the
-// query asks for one, else into rows, the whole list.
-func (cl *call) list(path string, q api.ListQuery, page, rows any) error {
-	resp, err := cl.do(http.MethodGet, path, q.Values(), nil, nil)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	if q.Paged() {
-		return cl.decode(resp, page)
-	}
-	return cl.decode(resp, rows)
-}
-
-// read sends a read of one row, a blocking one when r says so.
-func (cl *call) read(path string, r service.Read, out any) error {
-	resp, err := cl.do(http.MethodGet, path, r.Values(), nil, nil)
+	resp, err := cl.do(method, path, query, body, header)
 	if err != nil {
 		return err
 	}
@@ -188,8 +165,8 @@ func (b *releasingBody) Close() error {
 	return err
 }
 
-// log asks the leader for a log, as the /v1 logs endpoints take it.
-func (cl *call) log(path string, q service.LogQuery) (*service.Log, error) {
+// Log implements service.Leader, as the /v1 logs endpoints take it.
+func (cl *call) Log(path string, q service.LogQuery) (*service.Log, error) {
 	resp, err := cl.do(http.MethodGet, path, q.Values(), nil, nil)
 	if err != nil {
 		return nil, err
@@ -199,8 +176,8 @@ func (cl *call) log(path string, q service.LogQuery) (*service.Log, error) {
 	return l, nil
 }
 
-// watch is an app watch held by the leader.
-func (cl *call) watch(path, etag string) (service.AppWatch, error) {
+// Watch implements service.Leader: an app watch held by the leader.
+func (cl *call) Watch(path, etag string) (service.AppWatch, error) {
 	resp, err := cl.do(http.MethodGet, path, nil, nil, http.Header{"If-None-Match": {etag}})
 	if err != nil {
 		return service.AppWatch{}, err
@@ -210,8 +187,8 @@ func (cl *call) watch(path, etag string) (service.AppWatch, error) {
 	return w, cl.decode(resp, &w.Status)
 }
 
-// snapshot fetches a snapshot archive from the leader.
-func (cl *call) snapshot() (*service.Snapshot, error) {
+// Snapshot implements service.Leader.
+func (cl *call) Snapshot() (*service.Snapshot, error) {
 	resp, err := cl.do(http.MethodGet, api.PathSnapshot, nil, nil, nil)
 	if err != nil {
 		return nil, err
@@ -223,8 +200,8 @@ func (cl *call) snapshot() (*service.Snapshot, error) {
 	return &service.Snapshot{Name: name, Body: cl.keep(resp.Body)}, nil
 }
 
-// restore sends a snapshot archive to the leader.
-func (cl *call) restore(archive io.Reader, out any) error {
+// Restore implements service.Leader.
+func (cl *call) Restore(archive io.Reader, out any) error {
 	resp, err := cl.do(http.MethodPost, api.PathSnapshot, nil, archive, http.Header{"Content-Type": {api.ContentTypeTar}})
 	if err != nil {
 		return err

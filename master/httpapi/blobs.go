@@ -4,6 +4,9 @@ import (
 	"io"
 	"net/http"
 	"time"
+
+	"github.com/drover-project/drover/api"
+	"github.com/drover-project/drover/master/service"
 )
 
 // transferIdle is how long an upload's body or a download may stall
@@ -16,7 +19,7 @@ const transferIdle = 30 * time.Second
 // after the body was read and the pushes to the other voters answered.
 const answerTimeout = 10 * time.Second
 
-// upload serves PUT /v1/blobs/{sum}: the body is the file. The service
+// upload serves PUT /v1/blobs/{id}: the body is the file. The service
 // reads the body only when the file is new to this master, so a client
 // that sent Expect: 100-continue sends no bytes for a file held already.
 func (h *handlers) upload(w http.ResponseWriter, r *http.Request) {
@@ -28,12 +31,13 @@ func (h *handlers) upload(w http.ResponseWriter, r *http.Request) {
 	// The answer waits for the body and the pushes, however long they
 	// take without stalling.
 	_ = rc.SetWriteDeadline(time.Time{})
-	out, err := h.Service.Upload(r.Context(), c, r.PathValue("sum"), r.ContentLength, idleReader{r.Body, rc})
+	out, err := service.V1Upload.Call(r.Context(), h.Chain, c, service.Request[service.Upload]{
+		ID: r.PathValue("id"), Body: service.Upload{Size: r.ContentLength, Body: idleReader{r.Body, rc}}})
 	_ = rc.SetWriteDeadline(time.Now().Add(answerTimeout))
 	h.reply(w, out, err)
 }
 
-// blob serves GET and HEAD /v1/blobs/{sum} with http.ServeContent, which
+// blob serves GET and HEAD /v1/blobs/{id} with http.ServeContent, which
 // answers HEAD without the bytes and Range requests (a fetch that resumes)
 // with a part; the ETag is the digest, since the bytes of a digest never
 // change.
@@ -42,7 +46,7 @@ func (h *handlers) blob(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	b, err := h.Service.Blob(r.Context(), c, r.PathValue("sum"))
+	b, err := service.V1Blob.Call(r.Context(), h.Chain, c, service.Request[api.NoBody]{ID: r.PathValue("id")})
 	if err != nil {
 		h.writeError(w, err)
 		return

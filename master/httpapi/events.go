@@ -33,7 +33,7 @@ func (h *handlers) events(w http.ResponseWriter, r *http.Request) {
 		h.writeError(w, err)
 		return
 	}
-	st, err := h.Service.Events(r.Context(), c, q)
+	st, err := service.V1Events.Call(r.Context(), h.Chain, c, service.Request[service.EventQuery]{Body: q})
 	if err != nil {
 		h.writeError(w, err)
 		return

@@ -8,7 +8,6 @@ package httpapi
 
 import (
 	"bufio"
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -35,8 +34,13 @@ const snapshotTimeout = 10 * time.Minute
 
 // Config is what the listener works with.
 type Config struct {
-	Service service.Service
-	Guard   *auth.Guard
+	// Chain admits each request and has this master or the leader
+	// answer it (service.Chain).
+	Chain *service.Chain
+	// Endpoints are the JSON endpoints it routes; nil routes
+	// service.Routes(), every one a master has. A test routes its own.
+	Endpoints []service.Routed
+	Guard     *auth.Guard
 	// Leadership tells what this master knows of the leader, for the
 	// headers of every answer.
 	Leadership func() service.Leadership
@@ -57,81 +61,39 @@ type Config struct {
 // handlers are the listener's endpoints.
 type handlers struct{ Config }
 
-// Register adds the /v1 endpoints and /metrics to mux.
+// Register adds the /v1 endpoints and /metrics to mux: each JSON endpoint
+// from its description (serve), the others by hand.
 func Register(mux *http.ServeMux, cfg Config) {
 	h := &handlers{cfg}
-	s := cfg.Service
-	mux.HandleFunc("POST /v1/drivers", post(h, s.SubmitDriver))
-	mux.HandleFunc("POST "+api.PathSubmitBatch, post(h, s.SubmitDrivers))
-	mux.HandleFunc("GET /v1/drivers", list(h, s.Drivers, func(p api.DriverPage) page[*model.Driver] {
-		return page[*model.Driver]{name: "drivers", rows: p.Drivers, next: p.Next}
-	}))
-	mux.HandleFunc("GET /v1/drivers/{id}", blocking(h, func(ctx context.Context, c auth.Caller, r *http.Request, rd service.Read) (any, uint64, error) {
-		d, err := s.Driver(ctx, c, r.PathValue("id"), rd)
-		if err != nil {
-			return nil, 0, err
-		}
-		return d, d.ModifyIndex, nil
-	}))
-	mux.HandleFunc("POST /v1/drivers/{id}/kill", action(h, func(ctx context.Context, c auth.Caller, r *http.Request) (any, error) {
-		return s.KillDriver(ctx, c, r.PathValue("id"))
-	}))
-	mux.HandleFunc("POST "+api.PathKillAllDrivers, action(h, func(ctx context.Context, c auth.Caller, r *http.Request) (any, error) {
-		return s.KillAllDrivers(ctx, c)
-	}))
-	mux.HandleFunc("GET /v1/drivers/{id}/logs", h.driverLogs)
-	mux.HandleFunc("POST /v1/workers/register", post(h, s.RegisterWorker))
-	mux.HandleFunc("POST /v1/workers/{id}/heartbeat", postID(h, s.Heartbeat))
-	mux.HandleFunc("POST /v1/workers/{id}/decommission", postID(h, s.DecommissionWorker))
-	mux.HandleFunc("POST /v1/apps", post(h, s.RegisterApp))
-	mux.HandleFunc("GET /v1/apps", list(h, s.Apps, func(p api.AppPage) page[api.AppStatus] {
-		return page[api.AppStatus]{name: "apps", rows: p.Apps, next: p.Next}
-	}))
-	mux.HandleFunc("GET /v1/apps/{id}", blocking(h, func(ctx context.Context, c auth.Caller, r *http.Request, rd service.Read) (any, uint64, error) {
-		a, err := s.App(ctx, c, r.PathValue("id"), rd)
-		if err != nil {
-			return nil, 0, err
-		}
-		return a, a.ModifyIndex, nil
-	}))
-	mux.HandleFunc("GET /v1/events", h.events)
-	mux.HandleFunc("GET /v1/apps/{id}/watch", h.watchApp)
-	mux.HandleFunc("POST /v1/apps/{id}/executors", postID(h, s.RequestExecutors))
-	mux.HandleFunc("POST /v1/apps/{id}/executors/kill", postID(h, s.KillExecutors))
-	mux.HandleFunc("POST /v1/apps/{id}/unregister", postID(h, s.UnregisterApp))
-	mux.HandleFunc("POST /v1/apps/{id}/kill", action(h, func(ctx context.Context, c auth.Caller, r *http.Request) (any, error) {
-		return s.KillApp(ctx, c, r.PathValue("id"))
-	}))
-	mux.HandleFunc("GET /v1/apps/{id}/executors/{eid}/logs", h.executorLogs)
-	mux.HandleFunc("GET /v1/state", get(h, func(ctx context.Context, c auth.Caller, r *http.Request) (any, error) {
-		return s.State(ctx, c)
-	}))
-	mux.HandleFunc("GET /v1/gossip", get(h, func(ctx context.Context, c auth.Caller, r *http.Request) (any, error) {
-		return s.GossipPeers(ctx, c)
-	}))
+	eps := cfg.Endpoints
+	if eps == nil {
+		eps = service.Routes()
+	}
+	for _, e := range eps {
+		mux.HandleFunc(e.Describe().String(), h.serve(e))
+	}
+	if cfg.Endpoints != nil {
+		// A test's table: its endpoints alone.
+		return
+	}
+	mux.HandleFunc(api.V1DriverLogs.String(), h.driverLogs)
+	mux.HandleFunc(api.V1Events.String(), h.events)
+	mux.HandleFunc(api.V1WatchApp.String(), h.watchApp)
+	mux.HandleFunc(api.V1ExecutorLogs.String(), h.executorLogs)
 	// No credential: load balancers and service managers ask.
-	mux.HandleFunc("GET /v1/health", func(w http.ResponseWriter, r *http.Request) {
-		hl := s.Health(r.Context())
+	mux.HandleFunc(api.V1Health.String(), func(w http.ResponseWriter, r *http.Request) {
+		hl, _ := service.V1Health.Call(r.Context(), h.Chain, auth.Caller{}, service.Request[api.NoBody]{})
 		status := http.StatusOK
 		if hl.Status != "ok" {
 			status = http.StatusServiceUnavailable
 		}
 		writeJSON(w, status, hl)
 	})
-	mux.HandleFunc("GET /v1/operator/raft/peers", get(h, func(ctx context.Context, c auth.Caller, r *http.Request) (any, error) {
-		return s.RaftPeers(ctx, c, read(r))
-	}))
-	mux.HandleFunc("POST /v1/operator/raft/add-voter", post(h, s.AddVoter))
-	mux.HandleFunc("POST /v1/operator/raft/remove-peer", post(h, s.RemovePeer))
-	mux.HandleFunc("POST /v1/operator/raft/transfer-leadership", post(h, s.TransferLeadership))
-	mux.HandleFunc("PUT /v1/blobs/{sum}", h.upload)
+	mux.HandleFunc(api.V1Upload.String(), h.upload)
 	// GET also matches HEAD.
-	mux.HandleFunc("GET /v1/blobs/{sum}", h.blob)
-	mux.HandleFunc("GET /v1/operator/snapshot", h.saveSnapshot)
-	mux.HandleFunc("POST /v1/operator/snapshot", h.restoreSnapshot)
-	mux.HandleFunc("POST "+api.PathClearCompleted, action(h, func(ctx context.Context, c auth.Caller, r *http.Request) (any, error) {
-		return s.ClearCompleted(ctx, c)
-	}))
+	mux.HandleFunc(api.V1Blob.String(), h.blob)
+	mux.HandleFunc(api.V1SaveSnapshot.String(), h.saveSnapshot)
+	mux.HandleFunc(api.V1RestoreSnapshot.String(), h.restoreSnapshot)
 	// Every master answers from its own view, never forwarding: a
 	// dashboard picks the leader's tables with drover_raft_state, and
 	// each master's Raft and gossip health is its own.
@@ -140,7 +102,7 @@ func Register(mux *http.ServeMux, cfg Config) {
 		if !ok {
 			return
 		}
-		if err := s.Allow(r.Context(), c, auth.Read); err != nil {
+		if err := h.Chain.Allow(c, auth.Read); err != nil {
 			h.writeError(w, err)
 			return
 		}
@@ -148,13 +110,19 @@ func Register(mux *http.ServeMux, cfg Config) {
 	})
 	// Spark's master JSON, from this master's own view as a Spark
 	// master's is, with the access of /v1/state.
-	sparkJSON := get(h, func(ctx context.Context, c auth.Caller, r *http.Request) (any, error) {
-		st, err := s.State(ctx, c)
-		if err != nil {
-			return nil, err
+	sparkJSON := func(w http.ResponseWriter, r *http.Request) {
+		c, ok := h.caller(w, r)
+		if !ok {
+			return
 		}
-		return h.Spark.Render(&st, time.Now(), r.PathValue("field"))
-	})
+		st, err := service.V1State.Call(r.Context(), h.Chain, c, service.Request[api.NoBody]{})
+		if err != nil {
+			h.writeError(w, err)
+			return
+		}
+		out, err := h.Spark.Render(&st, time.Now(), r.PathValue("field"))
+		h.reply(w, out, err)
+	}
 	mux.HandleFunc("GET /json", sparkJSON)
 	mux.HandleFunc("GET /json/{$}", sparkJSON)
 	mux.HandleFunc("GET /json/{field}", sparkJSON)
@@ -199,19 +167,53 @@ func read(r *http.Request) service.Read {
 	return service.Read{Stale: r.URL.Query().Get("stale") == "true"}
 }
 
-// blocking serves a read of one row that takes index and wait (a blocking
-// read, Nomad's blocking queries): f answers with the row and its
-// ModifyIndex, sent back as api.HeaderIndex for the next read to wait on.
-func blocking(h *handlers, f func(context.Context, auth.Caller, *http.Request, service.Read) (any, uint64, error)) http.HandlerFunc {
+// serve serves a JSON endpoint as e describes it. Every refusal the
+// listener makes comes before the chain: a POST that takes no body and
+// came with one; a caller whose credential proves nothing; where the
+// masters require a credential, a body from a caller without any, or not
+// declared JSON (api.CheckJSON: what a browser posts across sites is not),
+// before the body is read; a body that is not strict JSON; a query that
+// does not parse. A blocking read (service.BlockingQuery) takes index and
+// wait (Nomad's blocking queries) and answers with the row's ModifyIndex
+// as api.HeaderIndex, for the next read to wait on.
+func (h *handlers) serve(e service.Routed) http.HandlerFunc {
+	info := e.Describe()
 	return func(w http.ResponseWriter, r *http.Request) {
-		c, ok := h.caller(w, r)
+		body := e.NewBody()
+		if body == nil && r.Method == http.MethodPost {
+			var b [1]byte
+			if n, _ := r.Body.Read(b[:]); n > 0 {
+				h.writeError(w, api.Errorf(api.ErrInvalidRequest, "this request takes no body"))
+				return
+			}
+		}
+		var c auth.Caller
+		var ok bool
+		if body != nil {
+			c, ok = h.bodyCaller(w, r, api.CheckJSON)
+		} else {
+			c, ok = h.caller(w, r)
+		}
 		if !ok {
 			return
 		}
-		rd, err := blockingRead(r)
+		var rd service.Read
+		var q api.ListQuery
+		var err error
+		switch {
+		case body != nil:
+			err = decodeBody(r, body)
+		case info.Query == service.BlockingQuery:
+			rd, err = blockingRead(r)
+		case info.Query == service.ListingQuery:
+			q, err = api.ParseListQuery(r.URL.Query())
+		}
 		if err != nil {
 			h.writeError(w, err)
 			return
+		}
+		if info.Answer == service.AtLeaderOrStale {
+			rd.Stale = read(r).Stale
 		}
 		if rd.Index != 0 {
 			// The server's timeouts are for answers that do not wait;
@@ -220,9 +222,12 @@ func blocking(h *handlers, f func(context.Context, auth.Caller, *http.Request, s
 			_ = rc.SetWriteDeadline(time.Now().Add(max(rd.Wait, service.DefaultWait) + 10*time.Second))
 			_ = rc.SetReadDeadline(time.Time{})
 		}
-		out, index, err := f(r.Context(), c, r, rd)
-		if err == nil {
+		out, index, err := e.Invoke(r.Context(), h.Chain, c, r.PathValue("id"), body, rd, q)
+		if err == nil && info.Query == service.BlockingQuery {
 			w.Header().Set(api.HeaderIndex, strconv.FormatUint(index, 10))
+		}
+		if err == nil && info.Query == service.ListingQuery {
+			out = listed(out, q.Paged())
 		}
 		h.reply(w, out, err)
 	}
@@ -281,65 +286,18 @@ func (h *handlers) bodyCaller(w http.ResponseWriter, r *http.Request, checkType 
 	return c, true
 }
 
-// post serves an endpoint whose body is a JSON In. Every such endpoint
-// needs a credential where the masters require one, so a caller without
-// any is refused before its body is read, as is a body not declared JSON
-// (api.CheckJSON: what a browser posts across sites is not).
-func post[In, Out any](h *handlers, f func(context.Context, auth.Caller, In) (Out, error)) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
-		c, ok := h.bodyCaller(w, r, api.CheckJSON)
-		if !ok {
-			return
-		}
-		var in In
-		if err := decodeBody(r, &in); err != nil {
-			h.writeError(w, err)
-			return
-		}
-		out, err := f(r.Context(), c, in)
-		h.reply(w, out, err)
-	}
-}
-
-// postID is post for an endpoint whose path names a row.
-func postID[In, Out any](h *handlers, f func(context.Context, auth.Caller, string, In) (Out, error)) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
-		post(h, func(ctx context.Context, c auth.Caller, in In) (Out, error) {
-			return f(ctx, c, r.PathValue("id"), in)
-		})(w, r)
-	}
-}
-
-// get serves an endpoint that takes no body.
-func get(h *handlers, f func(context.Context, auth.Caller, *http.Request) (any, error)) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
-		c, ok := h.caller(w, r)
-		if !ok {
-			return
-		}
-		out, err := f(r.Context(), c, r)
-		h.reply(w, out, err)
-	}
-}
-
-// list serves a list of rows (api.ListQuery): the whole list as a JSON
+// listed is a list's answer as reply writes it: the whole list as a JSON
 // array when the query asks for no page, which is what clients that
 // predate paging read, and otherwise the page as an object naming its
 // rows and the next cursor (api.DriverPage, api.AppPage).
-func list[P any, T any](h *handlers, f func(context.Context, auth.Caller, api.ListQuery, service.Read) (P, error), rows func(P) page[T]) http.HandlerFunc {
-	return get(h, func(ctx context.Context, c auth.Caller, r *http.Request) (any, error) {
-		q, err := api.ParseListQuery(r.URL.Query())
-		if err != nil {
-			return nil, err
-		}
-		p, err := f(ctx, c, q, read(r))
-		if err != nil {
-			return nil, err
-		}
-		out := rows(p)
-		out.paged = q.Paged()
-		return out, nil
-	})
+func listed(out any, paged bool) any {
+	switch p := out.(type) {
+	case api.DriverPage:
+		return page[*model.Driver]{name: "drivers", rows: p.Drivers, next: p.Next, paged: paged}
+	case api.AppPage:
+		return page[api.AppStatus]{name: "apps", rows: p.Apps, next: p.Next, paged: paged}
+	}
+	return out
 }
 
 // page is an answer that lists rows of the tables, which reply writes a
@@ -418,18 +376,6 @@ func writeRows[T any](bw *bufio.Writer, log *slog.Logger, rows []T) bool {
 	}
 	_, err := bw.WriteString("]")
 	return err == nil
-}
-
-// action is get for a POST that must come without a body.
-func action(h *handlers, f func(context.Context, auth.Caller, *http.Request) (any, error)) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
-		var b [1]byte
-		if n, _ := r.Body.Read(b[:]); n > 0 {
-			h.writeError(w, api.Errorf(api.ErrInvalidRequest, "this request takes no body"))
-			return
-		}
-		get(h, f)(w, r)
-	}
 }
 
 // reply writes out as JSON with 200, or the error.
@@ -520,7 +466,7 @@ func (h *handlers) driverLogs(w http.ResponseWriter, r *http.Request) {
 		h.writeError(w, err)
 		return
 	}
-	l, err := h.Service.DriverLogs(r.Context(), c, id, q, read(r))
+	l, err := service.V1DriverLogs.Call(r.Context(), h.Chain, c, service.Request[service.LogQuery]{ID: id, Body: q, Read: read(r)})
 	h.writeLog(w, l, err)
 }
 
@@ -543,7 +489,8 @@ func (h *handlers) executorLogs(w http.ResponseWriter, r *http.Request) {
 		h.writeError(w, err)
 		return
 	}
-	l, err := h.Service.ExecutorLogs(r.Context(), c, id, n, q, read(r))
+	l, err := service.V1ExecutorLogs.Call(r.Context(), h.Chain, c,
+		service.Request[service.ExecutorLogQuery]{ID: id, Body: service.ExecutorLogQuery{Executor: n, LogQuery: q}, Read: read(r)})
 	h.writeLog(w, l, err)
 }
 
@@ -568,7 +515,7 @@ func (h *handlers) watchApp(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	a, err := h.Service.WatchApp(r.Context(), c, r.PathValue("id"), r.Header.Get("If-None-Match"))
+	a, err := service.V1WatchApp.Call(r.Context(), h.Chain, c, service.Request[string]{ID: r.PathValue("id"), Body: r.Header.Get("If-None-Match")})
 	if err != nil {
 		h.writeError(w, err)
 		return
@@ -583,7 +530,7 @@ func (h *handlers) saveSnapshot(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(snapshotTimeout))
-	snap, err := h.Service.SaveSnapshot(r.Context(), c)
+	snap, err := service.V1SaveSnapshot.Call(r.Context(), h.Chain, c, service.Request[api.NoBody]{})
 	if err != nil {
 		h.writeError(w, err)
 		return
@@ -602,6 +549,6 @@ func (h *handlers) restoreSnapshot(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	peers, err := h.Service.RestoreSnapshot(r.Context(), c, r.Body)
+	peers, err := service.V1RestoreSnapshot.Call(r.Context(), h.Chain, c, service.Request[io.Reader]{Body: r.Body})
 	h.reply(w, peers, err)
 }

@@ -15,10 +15,10 @@ import (
 	"github.com/drover-project/drover/security/auth"
 )
 
-// blocking is a Service whose submissions wait for release; every other
+// blocking is a rules value whose submissions wait for release; every other
 // method is the embedded nil interface's, which no test calls.
 type blocking struct {
-	Service
+	rules
 	entered sync.WaitGroup
 	release chan struct{}
 }
@@ -38,7 +38,7 @@ func TestAdmitBoundsSubmissionsPerClient(t *testing.T) {
 		t.Fatal(err)
 	}
 	next := &blocking{release: make(chan struct{})}
-	s := Admit(next, g, slog.Default(), Bounds{Submits: 2}, nil)
+	s := admitThrough(next, g, slog.Default(), Bounds{Submits: 2}, nil)
 	send := func(ip, forwardedBy string) chan error {
 		out := make(chan error, 1)
 		go func() {
@@ -72,7 +72,7 @@ func TestAdmitChecksAccessFirst(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := Admit(nil, g, slog.Default(), Bounds{}, nil)
+	s := admitThrough(nil, g, slog.Default(), Bounds{}, nil)
 	ctx := context.Background()
 	anon := auth.Caller{}
 	if _, err := s.SubmitDriver(ctx, anon, api.SubmitRequest{}); !errors.Is(err, api.ErrUnauthenticated) {
@@ -116,7 +116,7 @@ func TestAdmitBoundsBatchesPerSubmission(t *testing.T) {
 		t.Fatal(err)
 	}
 	next := &blocking{release: make(chan struct{})}
-	s := Admit(next, g, slog.Default(), Bounds{Submits: 4}, nil)
+	s := admitThrough(next, g, slog.Default(), Bounds{Submits: 4}, nil)
 	batch := func(tokens ...string) api.SubmitBatchRequest {
 		var req api.SubmitBatchRequest
 		for _, tok := range tokens {
@@ -176,10 +176,10 @@ func TestAdmitBoundsBatchesPerSubmission(t *testing.T) {
 	}
 }
 
-// committing is a Service that commits every submission it gets, with a
+// committing is a rules value that commits every submission it gets, with a
 // driver named by its token, and can hold a batch until released.
 type committing struct {
-	Service
+	rules
 	mu        sync.Mutex
 	committed map[string]bool
 	// entered hears of each batch before hold holds it.
@@ -223,7 +223,7 @@ func TestAdmitLetsCommittedSubmissionsThrough(t *testing.T) {
 		t.Fatal(err)
 	}
 	next := &committing{committed: map[string]bool{}}
-	s := Admit(next, g, slog.Default(), Bounds{Submits: 4}, next.known)
+	s := admitThrough(next, g, slog.Default(), Bounds{Submits: 4}, next.known)
 	var req api.SubmitBatchRequest
 	for i := range 10 {
 		req.Submissions = append(req.Submissions, valid(string(rune('a'+i))))
@@ -323,7 +323,7 @@ func TestAdmitBoundsBlockingReadsPerClient(t *testing.T) {
 		t.Fatal(err)
 	}
 	next := &blocking{release: make(chan struct{})}
-	s := Admit(next, g, slog.Default(), Bounds{BlockingReads: 2}, nil)
+	s := admitThrough(next, g, slog.Default(), Bounds{BlockingReads: 2}, nil)
 	ctx := context.Background()
 	wait := Read{Index: 5}
 	answers := make(chan error, 10)
@@ -385,7 +385,7 @@ func TestAdmitBoundsEventStreamsPerClient(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := Admit(&blocking{}, g, slog.Default(), Bounds{EventStreams: 2}, nil)
+	s := admitThrough(&blocking{}, g, slog.Default(), Bounds{EventStreams: 2}, nil)
 	ctx := context.Background()
 	open := func(ip string) (*EventStream, error) { return s.Events(ctx, auth.Caller{IP: ip}, EventQuery{}) }
 	var streams []*EventStream

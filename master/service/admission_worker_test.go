@@ -13,10 +13,10 @@ import (
 	"github.com/drover-project/drover/security/pki"
 )
 
-// workerCalls is a Service that counts the worker traffic that reaches it;
+// workerCalls is a rules value that counts the worker traffic that reaches it;
 // every other method is the embedded nil interface's, which no test calls.
 type workerCalls struct {
-	Service
+	rules
 	n int
 }
 
@@ -46,7 +46,7 @@ func TestAdmitHoldsWorkersToTheirID(t *testing.T) {
 		t.Fatal(err)
 	}
 	next := &workerCalls{}
-	s := Admit(next, g, slog.Default(), Bounds{}, nil)
+	s := admitThrough(next, g, slog.Default(), Bounds{}, nil)
 	w1 := auth.Caller{Identity: auth.Identity{Role: pki.RoleWorker, NodeID: "w1"}}
 	calls := map[string]func(id string) error{
 		"register": func(id string) error {
@@ -77,7 +77,7 @@ func TestAdmitHoldsWorkersToTheirID(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s = Admit(next, plain, slog.New(slog.NewTextHandler(&logged, nil)), Bounds{}, nil)
+	s = admitThrough(next, plain, slog.New(slog.NewTextHandler(&logged, nil)), Bounds{}, nil)
 	op := auth.Caller{Identity: auth.Identity{Token: auth.OperatorToken}}
 	node := auth.Caller{Identity: auth.Identity{Token: auth.NodeToken}}
 	for range 3 {
@@ -114,7 +114,7 @@ func TestAdmitChecksTheWorkerIDFirst(t *testing.T) {
 		}
 		var logged bytes.Buffer
 		next := &workerCalls{}
-		s := Admit(next, g, slog.New(slog.NewTextHandler(&logged, nil)), Bounds{}, nil)
+		s := admitThrough(next, g, slog.New(slog.NewTextHandler(&logged, nil)), Bounds{}, nil)
 		caller := auth.Caller{Identity: c.caller}
 		for _, id := range []string{huge, "../w1", "w" + strings.Repeat("1", 64)} {
 			for what, err := range map[string]error{

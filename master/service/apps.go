@@ -83,7 +83,7 @@ func appUser(c auth.Caller, req api.RegisterAppRequest, d *model.Driver) (string
 	return req.User, nil
 }
 
-// RegisterApp implements AppService. A driver token may register an app
+// RegisterApp serves V1RegisterApp. A driver token may register an app
 // only for its own driver attempt.
 func (s *Applications) RegisterApp(_ context.Context, c auth.Caller, req api.RegisterAppRequest) (api.RegisterAppResponse, error) {
 	t, err := s.leading()
@@ -163,7 +163,7 @@ func (s *Applications) RegisterApp(_ context.Context, c auth.Caller, req api.Reg
 	return api.RegisterAppResponse{AppID: res.AppID, Existing: res.Existing}, nil
 }
 
-// App implements AppService; with r.Index it is a blocking read. A driver
+// App serves V1App; with r.Index it is a blocking read. A driver
 // token reads only its own attempt's app.
 func (s *Applications) App(ctx context.Context, c auth.Caller, id string, r Read) (api.AppStatus, error) {
 	if err := ids.CheckApp(id); err != nil {
@@ -201,7 +201,7 @@ func (s *Applications) currentApp(id string) (api.AppStatus, bool) {
 	return explainApp(api.AppStatus{App: a, Executors: es}, s.FSM.Workers()), true
 }
 
-// WatchApp implements AppService: it answers when the app's status
+// WatchApp serves V1WatchApp: it answers when the app's status
 // differs from etag, the app ends, the term ends, or HeartbeatWait passes.
 // Each watch, held or not, is contact from the app's client.
 func (s *Applications) WatchApp(ctx context.Context, c auth.Caller, id, etag string) (AppWatch, error) {
@@ -267,7 +267,7 @@ func (s *Applications) appCommand(c auth.Caller, id string, t model.CommandType,
 	return st, nil
 }
 
-// RequestExecutors implements AppService.
+// RequestExecutors serves V1RequestExecutors.
 func (s *Applications) RequestExecutors(_ context.Context, c auth.Caller, id string, req api.RequestExecutorsRequest) (api.AppStatus, error) {
 	// The tables refuse it too, as an invalid command; refused here, it
 	// reads as the request it is and costs no log entry.
@@ -279,7 +279,7 @@ func (s *Applications) RequestExecutors(_ context.Context, c auth.Caller, id str
 	})
 }
 
-// KillExecutors implements AppService.
+// KillExecutors serves V1KillExecutors.
 func (s *Applications) KillExecutors(_ context.Context, c auth.Caller, id string, req api.KillExecutorsRequest) (api.AppStatus, error) {
 	if len(req.ExecutorIDs) == 0 {
 		return api.AppStatus{}, api.Errorf(api.ErrInvalidRequest, "executor_ids is empty")
@@ -289,7 +289,7 @@ func (s *Applications) KillExecutors(_ context.Context, c auth.Caller, id string
 	})
 }
 
-// UnregisterApp implements AppService: the app ends FINISHED (the default)
+// UnregisterApp serves V1UnregisterApp: the app ends FINISHED (the default)
 // or FAILED.
 func (s *Applications) UnregisterApp(_ context.Context, c auth.Caller, id string, req api.UnregisterAppRequest) (api.AppStatus, error) {
 	if req.State == "" {
@@ -306,14 +306,14 @@ func (s *Applications) UnregisterApp(_ context.Context, c auth.Caller, id string
 	})
 }
 
-// KillApp implements AppService.
+// KillApp serves V1KillApp.
 func (s *Applications) KillApp(_ context.Context, c auth.Caller, id string) (api.AppStatus, error) {
 	return s.appCommand(c, id, model.CmdEndApp, func(appID string) any {
 		return &model.EndApp{AppID: appID, State: model.AppKilled, Time: now()}
 	})
 }
 
-// ExecutorLogs implements AppService. Executor IDs are not positions: the
+// ExecutorLogs serves V1ExecutorLogs. Executor IDs are not positions: the
 // rows of old finished executors are dropped.
 func (s *Applications) ExecutorLogs(ctx context.Context, c auth.Caller, appID string, executor int, q LogQuery, r Read) (*Log, error) {
 	if err := s.readable(r); err != nil {

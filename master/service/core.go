@@ -1,7 +1,6 @@
 package service
 
 import (
-	"context"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -277,10 +276,6 @@ func (s *Core) Leadership() Leadership {
 	}
 	return l
 }
-
-// Allow implements Service: access itself is Admit's to check, so the
-// core, behind it, allows everything.
-func (s *Core) Allow(context.Context, auth.Caller, auth.Access) error { return nil }
 
 // now is the leader's clock, in Unix milliseconds, for the times that travel
 // inside commands.

@@ -11,7 +11,7 @@ import (
 	"github.com/drover-project/drover/security/auth"
 )
 
-// SubmitDriver implements DriverService: it checks the request on its own,
+// SubmitDriver serves V1SubmitDriver: it checks the request on its own,
 // then commits a SubmitDriver with an ID from the term's maker, in the
 // next group of submissions (submitAll). Copies of one submission (the
 // client sends it to every master) make one entry.
@@ -31,7 +31,7 @@ func (s *Core) SubmitDriver(_ context.Context, c auth.Caller, req api.SubmitRequ
 	return api.SubmitResponse{DriverID: o.DriverID, Existing: o.Existing}, nil
 }
 
-// SubmitDrivers implements DriverService: each submission is checked and
+// SubmitDrivers serves V1SubmitDrivers: each submission is checked and
 // answered as SubmitDriver's own would be, and those that pass wait for
 // their entries together, so a batch costs the leader one request and
 // few Raft entries.
@@ -136,7 +136,7 @@ const (
 	KilledByKillAll = "killed by kill-all"
 )
 
-// KillDriver implements DriverService.
+// KillDriver serves V1KillDriver.
 func (s *Core) KillDriver(_ context.Context, _ auth.Caller, id string) (api.KillResponse, error) {
 	if _, err := s.leading(); err != nil {
 		return api.KillResponse{}, err
@@ -151,7 +151,7 @@ func (s *Core) KillDriver(_ context.Context, _ auth.Caller, id string) (api.Kill
 	return api.KillResponse{DriverID: d.ID}, nil
 }
 
-// KillAllDrivers implements DriverService: one KillDriver entry for each
+// KillAllDrivers serves V1KillAllDrivers: one KillDriver entry for each
 // driver that has not ended, all handed to Raft together. A driver that
 // ends or is dropped before its entry applies is skipped; an entry Raft
 // did not commit fails the request, which a retry repeats harmlessly,
@@ -185,7 +185,7 @@ func (s *Core) KillAllDrivers(context.Context, auth.Caller) (api.KillAllResponse
 	return out, nil
 }
 
-// Driver implements DriverService; with r.Index it is a blocking read.
+// Driver serves V1Driver; with r.Index it is a blocking read.
 func (s *Core) Driver(ctx context.Context, _ auth.Caller, id string, r Read) (*model.Driver, error) {
 	if err := ids.CheckDriver(id); err != nil {
 		return nil, api.Errorf(api.ErrInvalidRequest, "%v", err)
@@ -203,7 +203,7 @@ func (s *Core) Driver(ctx context.Context, _ auth.Caller, id string, r Read) (*m
 	return explainWaiting([]*model.Driver{d}, s.FSM.Workers())[0], nil
 }
 
-// DriverLogs implements DriverService: the log is the worker's that ran
+// DriverLogs serves V1DriverLogs: the log is the worker's that ran
 // the attempt, which keeps the files (Spark's UI links to the worker the
 // same way).
 func (s *Core) DriverLogs(ctx context.Context, _ auth.Caller, id string, q LogQuery, r Read) (*Log, error) {

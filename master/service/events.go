@@ -14,7 +14,7 @@ import (
 // last index.
 const maxPendingEvents = 16384
 
-// Events implements Service.
+// Events serves V1Events.
 func (s *Core) Events(_ context.Context, _ auth.Caller, q EventQuery) (*EventStream, error) {
 	f, err := eventFilter(q)
 	if err != nil {

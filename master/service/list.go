@@ -88,7 +88,7 @@ func next(more bool, last func() string) string {
 	return last()
 }
 
-// Drivers implements DriverService: the rows q keeps, a page of them when
+// Drivers serves V1Drivers: the rows q keeps, a page of them when
 // q asks for one, waiting ones explained.
 func (s *Core) Drivers(_ context.Context, _ auth.Caller, q api.ListQuery, r Read) (api.DriverPage, error) {
 	f, err := listFilterOf(s.cfg, q, model.DriverStates(), ids.CheckDriver)
@@ -107,7 +107,7 @@ func (s *Core) Drivers(_ context.Context, _ auth.Caller, q api.ListQuery, r Read
 	}, nil
 }
 
-// Apps implements AppService: the apps q keeps, with their executors and
+// Apps serves V1Apps: the apps q keeps, with their executors and
 // waiting ones explained, a page of them when q asks for one.
 func (s *Applications) Apps(_ context.Context, _ auth.Caller, q api.ListQuery, r Read) (api.AppPage, error) {
 	f, err := listFilterOf(s.cfg, q, model.ApplicationStates(), ids.CheckApp)

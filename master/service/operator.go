@@ -27,7 +27,7 @@ type Operator struct {
 // configuration to commit, and a snapshot restore.
 const configChangeTimeout = 30 * time.Second
 
-// RaftPeers implements OperatorService.
+// RaftPeers serves V1RaftPeers.
 func (s *Operator) RaftPeers(_ context.Context, _ auth.Caller, r Read) (api.RaftPeers, error) {
 	if err := s.readable(r); err != nil {
 		return api.RaftPeers{}, err
@@ -35,7 +35,7 @@ func (s *Operator) RaftPeers(_ context.Context, _ auth.Caller, r Read) (api.Raft
 	return s.peers()
 }
 
-// AddVoter implements OperatorService. Adding a voter again is a no-op.
+// AddVoter serves V1AddVoter. Adding a voter again is a no-op.
 func (s *Operator) AddVoter(_ context.Context, _ auth.Caller, req api.AddVoterRequest) (api.RaftPeers, error) {
 	if _, err := s.leading(); err != nil {
 		return api.RaftPeers{}, err
@@ -65,7 +65,7 @@ func (s *Operator) AddVoter(_ context.Context, _ auth.Caller, req api.AddVoterRe
 	return s.peers()
 }
 
-// RemovePeer implements OperatorService. Removing one that is gone is a
+// RemovePeer serves V1RemovePeer. Removing one that is gone is a
 // no-op; the last voter stays. Removing the leader itself makes it step
 // down once the change commits; the client then hears from the next
 // leader.
@@ -97,7 +97,7 @@ func (s *Operator) RemovePeer(_ context.Context, _ auth.Caller, req api.RemovePe
 	return s.peers()
 }
 
-// TransferLeadership implements OperatorService. A request whose From is
+// TransferLeadership serves V1TransferLeadership. A request whose From is
 // no longer the leader, or whose target leads already, was done by its
 // twin (the client sends it to every master) or by another: it succeeds
 // without a second transfer.
@@ -159,7 +159,7 @@ func (s *Operator) NextLeader(ctx context.Context) string {
 	}
 }
 
-// ClearCompleted implements OperatorService: every finished driver and app
+// ClearCompleted serves V1ClearCompleted: every finished driver and app
 // goes in PruneCompleted entries, the command retention commits for the
 // oldest beyond its counts, here with all of them: a command whose meaning
 // is exactly this, so nothing new enters the log. A driver or app that

@@ -15,7 +15,7 @@ import (
 	"github.com/drover-project/drover/transport/gossip"
 )
 
-// GossipPeers implements WorkerService: this master's own address, then
+// GossipPeers serves V1GossipPeers: this master's own address, then
 // every other master it sees in its pool or learned from its Raft peers.
 func (s *Core) GossipPeers(context.Context, auth.Caller) (api.GossipPeers, error) {
 	byID := map[string]string{}
@@ -60,7 +60,7 @@ func (s *Core) poolView() string {
 // quorumSilence is how long a follower may go without hearing from the
 // leader before its health says it lost the quorum: two election
 // timeouts, past which Raft would have held an election.
-func (s *Core) quorumSilence() time.Duration { return 2 * s.cfg.ElectionTimeout }
+func (c Config) quorumSilence() time.Duration { return 2 * c.ElectionTimeout }
 
 // leaderSilence is how long a follower's leader may go without a word
 // (Raft's last contact: an AppendEntries or a heartbeat, which a leader
@@ -73,9 +73,9 @@ func (s *Core) quorumSilence() time.Duration { return 2 * s.cfg.ElectionTimeout 
 // LAN) and a leader missing from the pool still answers forwarded
 // requests, so it is the pool check's, not this one's. 0 when Raft's
 // heartbeat timeout is not configured: no silence counts.
-func (s *Core) leaderSilence() time.Duration { return s.cfg.HeartbeatTimeout * 3 / 4 }
+func (c Config) leaderSilence() time.Duration { return c.HeartbeatTimeout * 3 / 4 }
 
-// Health implements Service: whether this master sees a live leader, a
+// Health serves V1Health: whether this master sees a live leader, a
 // quorum, and in its gossip pool the members it hears from.
 func (s *Core) Health(context.Context) api.Health {
 	h := api.Health{ID: s.cfg.ID, Status: "ok"}
@@ -93,9 +93,9 @@ func (s *Core) Health(context.Context) api.Health {
 		check(api.CheckLeader, false, "no leader known")
 	case l.LeaderID == s.cfg.ID && !l.Ready:
 		check(api.CheckLeader, false, "this master was just elected and is catching up")
-	case l.LeaderID != s.cfg.ID && s.leaderSilence() > 0 && quiet > s.leaderSilence():
+	case l.LeaderID != s.cfg.ID && s.cfg.leaderSilence() > 0 && quiet > s.cfg.leaderSilence():
 		check(api.CheckLeader, false, fmt.Sprintf("leader %s last spoke %s ago, past %s: it may be gone, and no other leader is known yet",
-			l.LeaderID, quiet.Round(time.Millisecond), s.leaderSilence()))
+			l.LeaderID, quiet.Round(time.Millisecond), s.cfg.leaderSilence()))
 	default:
 		check(api.CheckLeader, true, "leader "+l.LeaderID)
 	}
@@ -106,7 +106,7 @@ func (s *Core) Health(context.Context) api.Health {
 			check(api.CheckQuorum, true, "a quorum follows this leader")
 		}
 	} else {
-		ok := !s.Raft.LastContact().IsZero() && quiet < s.quorumSilence()
+		ok := !s.Raft.LastContact().IsZero() && quiet < s.cfg.quorumSilence()
 		check(api.CheckQuorum, ok, fmt.Sprintf("the leader last spoke %s ago", quiet.Round(time.Millisecond)))
 	}
 	// The pool is split when a member this master hears from is missing

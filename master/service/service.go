@@ -1,24 +1,26 @@
 // Package service holds the rules of a master, apart from every transport:
 // what each request may do, how it is checked, and how it becomes a Raft
 // entry. Listeners (the /v1 API, the web UI, Spark's REST protocol) decode
-// a request into a Caller and an api value, call one method of Service,
-// and encode what it returns; none of them decides anything.
+// a request into a Caller and a Request, call one Endpoint (endpoints.go,
+// each described once) through the master's Chain, and encode what it
+// returns; none of them decides anything.
 //
-// A master's Service is a stack of three values with the same interface:
+// The Chain is one interceptor chain for every endpoint:
 //
-//	Admit (access and per-client bounds) -> forward.Forwarder (to the leader) -> Local (rules, Raft)
+//	listener (authenticate) -> admission (access, per-client bounds) -> Router (here or the leader) -> Endpoint.Serve on Local (rules, Raft)
 //
 // so a request is admitted once, on the master it reached first, forwarded
-// once when that master does not lead, and decided by the leader's Local.
-// Local is three parts over one Core: Core (drivers, workers, this master's
-// views, the only writer to Raft), Applications (apps and executors) and
-// Operator (the quorum's membership, leadership transfer, snapshots).
+// once when that master does not lead (package master/forward), and
+// decided by the leader's Local. Local is parts over one Core: Core
+// (drivers, workers, this master's views, the only writer to Raft),
+// Applications (apps and executors), Operator (the quorum's membership,
+// leadership transfer, snapshots) and Uploads (the store of uploaded
+// files).
 // Errors wrap one sentinel of package api or model; api.CodeOf turns it
 // into a code and an HTTP status.
 package service
 
 import (
-	"context"
 	"io"
 	"net/url"
 	"strconv"
@@ -26,120 +28,7 @@ import (
 
 	"github.com/drover-project/drover/api"
 	"github.com/drover-project/drover/master/events"
-	"github.com/drover-project/drover/model"
-	"github.com/drover-project/drover/security/auth"
 )
-
-// Service is everything a caller can ask of a master. Every method takes
-// the caller as its listener established it; reads take a Read saying how
-// fresh the answer must be.
-type Service interface {
-	DriverService
-	WorkerService
-	AppService
-	OperatorService
-	BlobService
-	// State is this master's own view of the cluster (api.State); it is
-	// never forwarded.
-	State(ctx context.Context, c auth.Caller) (api.State, error)
-	// Allow reports whether the caller has access a, for what is not a
-	// method here (a metrics scrape, a log-in check).
-	Allow(ctx context.Context, c auth.Caller, a auth.Access) error
-	// Health is this master's own health (api.Health), for load
-	// balancers: it needs no credential and is never forwarded.
-	Health(ctx context.Context) api.Health
-	// Events subscribes to the changes this master applies (the event
-	// stream): any master answers from its own tables, in the log's
-	// order, so a reader that loses one resumes from its last index on
-	// another. The caller closes the stream.
-	Events(ctx context.Context, c auth.Caller, q EventQuery) (*EventStream, error)
-}
-
-// DriverService submits, reads and kills drivers.
-type DriverService interface {
-	// SubmitDriver adds a driver (Spark's RequestSubmitDriver). A
-	// request whose token is known yields the first driver, Existing.
-	SubmitDriver(ctx context.Context, c auth.Caller, req api.SubmitRequest) (api.SubmitResponse, error)
-	// SubmitDrivers adds several drivers (api.SubmitBatchRequest): each
-	// submission is answered in its own api.SubmitResult, as
-	// SubmitDriver would answer it alone; only a batch refused whole is
-	// an error.
-	SubmitDrivers(ctx context.Context, c auth.Caller, req api.SubmitBatchRequest) (api.SubmitBatchResponse, error)
-	// KillDriver kills a driver (Spark's RequestKillDriver); killing a
-	// KILLED one again succeeds.
-	KillDriver(ctx context.Context, c auth.Caller, id string) (api.KillResponse, error)
-	// KillAllDrivers kills every driver that has not ended (Spark's
-	// RequestKillAllDrivers), with the access a kill needs.
-	KillAllDrivers(ctx context.Context, c auth.Caller) (api.KillAllResponse, error)
-	// Driver returns one driver, a waiting one with why it waits.
-	Driver(ctx context.Context, c auth.Caller, id string, r Read) (*model.Driver, error)
-	// Drivers returns the drivers q keeps, ordered by ID: all of them,
-	// or a page when q asks for one (api.ListQuery).
-	Drivers(ctx context.Context, c auth.Caller, q api.ListQuery, r Read) (api.DriverPage, error)
-	// DriverLogs streams a log of one of the driver's attempts from the
-	// worker that ran it.
-	DriverLogs(ctx context.Context, c auth.Caller, id string, q LogQuery, r Read) (*Log, error)
-}
-
-// WorkerService is a worker's own traffic with the leader, and what the
-// UI shows of one worker.
-type WorkerService interface {
-	// RegisterWorker adds a worker or brings a known one back (Spark's
-	// RegisterWorker).
-	RegisterWorker(ctx context.Context, c auth.Caller, req api.RegisterWorkerRequest) (api.RegisterWorkerResponse, error)
-	// Heartbeat takes a worker's reports and answers with what it should
-	// run, held up to a few seconds while nothing changes for it.
-	Heartbeat(ctx context.Context, c auth.Caller, id string, req api.HeartbeatRequest) (api.HeartbeatResponse, error)
-	// DecommissionWorker stops placements on a worker that is shutting
-	// down on purpose.
-	DecommissionWorker(ctx context.Context, c auth.Caller, id string, req api.DecommissionWorkerRequest) (api.RegisterWorkerResponse, error)
-	// Worker returns one row of the workers table.
-	Worker(ctx context.Context, c auth.Caller, id string, r Read) (*model.Worker, error)
-	// GossipPeers returns the masters' gossip addresses this master
-	// knows, so a worker given only --masters can join their pool.
-	GossipPeers(ctx context.Context, c auth.Caller) (api.GossipPeers, error)
-}
-
-// AppService registers and drives applications and their executors
-// (Spark's RegisterApplication, RequestExecutors, KillExecutors and
-// UnregisterApplication).
-type AppService interface {
-	RegisterApp(ctx context.Context, c auth.Caller, req api.RegisterAppRequest) (api.RegisterAppResponse, error)
-	// Apps returns the apps q keeps with their executors, ordered by
-	// ID: all of them, or a page when q asks for one (api.ListQuery).
-	Apps(ctx context.Context, c auth.Caller, q api.ListQuery, r Read) (api.AppPage, error)
-	// App returns one app with its executors.
-	App(ctx context.Context, c auth.Caller, id string, r Read) (api.AppStatus, error)
-	// WatchApp is an app client's long poll and sign of life: it answers
-	// when the app's status differs from etag, or after a few seconds.
-	WatchApp(ctx context.Context, c auth.Caller, id, etag string) (AppWatch, error)
-	RequestExecutors(ctx context.Context, c auth.Caller, id string, req api.RequestExecutorsRequest) (api.AppStatus, error)
-	KillExecutors(ctx context.Context, c auth.Caller, id string, req api.KillExecutorsRequest) (api.AppStatus, error)
-	UnregisterApp(ctx context.Context, c auth.Caller, id string, req api.UnregisterAppRequest) (api.AppStatus, error)
-	// KillApp ends an app KILLED, from an operator.
-	KillApp(ctx context.Context, c auth.Caller, id string) (api.AppStatus, error)
-	// ExecutorLogs streams a log of one executor from its worker.
-	ExecutorLogs(ctx context.Context, c auth.Caller, appID string, executor int, q LogQuery, r Read) (*Log, error)
-}
-
-// OperatorService is the quorum's operations, after Consul's operator raft
-// commands on hashicorp/raft's membership changes, and snapshots.
-type OperatorService interface {
-	RaftPeers(ctx context.Context, c auth.Caller, r Read) (api.RaftPeers, error)
-	AddVoter(ctx context.Context, c auth.Caller, req api.AddVoterRequest) (api.RaftPeers, error)
-	RemovePeer(ctx context.Context, c auth.Caller, req api.RemovePeerRequest) (api.RaftPeers, error)
-	TransferLeadership(ctx context.Context, c auth.Caller, req api.TransferLeadershipRequest) (api.TransferLeadershipResponse, error)
-	// SaveSnapshot takes a fresh Raft snapshot on the leader and returns
-	// it as an archive: a tar of meta.json (raft.SnapshotMeta),
-	// state.bin (the FSM's snapshot) and SHA256SUMS.
-	SaveSnapshot(ctx context.Context, c auth.Caller) (*Snapshot, error)
-	// RestoreSnapshot replaces the tables with an archive's.
-	RestoreSnapshot(ctx context.Context, c auth.Caller, archive io.Reader) (api.RaftPeers, error)
-	// ClearCompleted drops every finished driver and app from the tables
-	// (Spark's RequestClearCompletedDriversAndApps). It takes operator
-	// access: it erases what every user sees of the cluster's history.
-	ClearCompleted(ctx context.Context, c auth.Caller) (api.ClearCompletedResponse, error)
-}
 
 // Read says how fresh a read must be.
 type Read struct {

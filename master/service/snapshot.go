@@ -31,7 +31,7 @@ const (
 	snapshotSumsFile  = "SHA256SUMS"
 )
 
-// SaveSnapshot implements OperatorService: it takes a fresh Raft snapshot
+// SaveSnapshot serves V1SaveSnapshot: it takes a fresh Raft snapshot
 // on the leader, or when nothing is new since the last one, sends that.
 // The state is held in memory once, as the FSM's own snapshot is.
 func (s *Operator) SaveSnapshot(context.Context, auth.Caller) (*Snapshot, error) {
@@ -105,7 +105,7 @@ func latestSnapshot(f raft.SnapshotFuture, snaps raft.SnapshotStore) (*raft.Snap
 	return snaps.Open(metas[0].ID)
 }
 
-// RestoreSnapshot implements OperatorService: disaster recovery
+// RestoreSnapshot serves V1RestoreSnapshot: disaster recovery
 // (raft.Restore). The archive is checked whole (its checksums, and that the
 // FSM accepts the state) before Raft sees it, so a bad file changes
 // nothing. The restored tables keep the sequence numbers the cluster had

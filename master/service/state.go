@@ -10,7 +10,7 @@ import (
 	"github.com/drover-project/drover/transport/gossip"
 )
 
-// State implements Service: this master's own view, whatever its role, so
+// State serves V1State: this master's own view, whatever its role, so
 // that a test or an operator can compare the masters' tables
 // (api.State.StateHash).
 func (s *Core) State(context.Context, auth.Caller) (api.State, error) {

@@ -22,7 +22,7 @@ import (
 // its join usually lands first by milliseconds.
 const memberWait = 3 * time.Second
 
-// RegisterWorker implements WorkerService. A worker ID held by another
+// RegisterWorker serves V1RegisterWorker. A worker ID held by another
 // live process is refused until that process has been silent as long as
 // it would take to declare it lost; a worker the leader cannot see in the
 // gossip pool (wrong gossip key, wrong addresses) gets no work.
@@ -108,7 +108,7 @@ func awaitMember(ctx context.Context, pool *gossip.Pool, id, httpAddr string) bo
 	}
 }
 
-// DecommissionWorker implements WorkerService.
+// DecommissionWorker serves V1DecommissionWorker.
 func (s *Core) DecommissionWorker(_ context.Context, _ auth.Caller, id string, req api.DecommissionWorkerRequest) (api.RegisterWorkerResponse, error) {
 	if _, err := s.leading(); err != nil {
 		return api.RegisterWorkerResponse{}, err
@@ -126,7 +126,7 @@ func (s *Core) DecommissionWorker(_ context.Context, _ auth.Caller, id string, r
 	return api.RegisterWorkerResponse{WorkerID: id}, nil
 }
 
-// Heartbeat implements WorkerService. Reports are taken from any known
+// Heartbeat serves V1Heartbeat. Reports are taken from any known
 // worker: a decommissioned one reports the attempts it stops, a lost one
 // its zombies' ends; Apply keeps them from touching anything but the
 // attempts they name. The answer is the worker's whole desired set, with
@@ -311,7 +311,7 @@ func executorAssignments(f *fsm.FSM, workerID string) []api.ExecutorAssignment {
 	return out
 }
 
-// Worker implements WorkerService.
+// Worker serves Worker.
 func (s *Core) Worker(_ context.Context, _ auth.Caller, id string, r Read) (*model.Worker, error) {
 	if err := s.readable(r); err != nil {
 		return nil, err

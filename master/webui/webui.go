@@ -46,12 +46,17 @@ const logTailBytes = 64 << 10
 // logFetchTimeout bounds a log page's two requests for a log.
 const logFetchTimeout = 10 * time.Second
 
-// stale is how every page reads.
-var stale = service.Read{Stale: true}
+// stale is how every page reads, and noBody what a page's read takes:
+// a page shows this master's own tables.
+var (
+	stale  = service.Read{Stale: true}
+	noBody = service.Request[api.NoBody]{Read: service.Read{Stale: true}}
+)
 
 // Config is what the pages work with.
 type Config struct {
-	Service service.Service
+	// Chain admits each page's reads and answers them (service.Chain).
+	Chain *service.Chain
 	// Guard establishes callers and checks the tokens people log in with.
 	Guard *auth.Guard
 	// Leadership and Scheme are for the frame every page has: this
@@ -154,12 +159,12 @@ func (p *pages) noTokens() string {
 }
 
 func (p *pages) overview(r *http.Request, c auth.Caller, f ui.Frame) (ui.Page, error) {
-	st, err := p.Service.State(r.Context(), c)
+	st, err := service.V1State.Call(r.Context(), p.Chain, c, noBody)
 	if err != nil {
 		return ui.Page{}, err
 	}
 	// The overview explains waiting drivers as a driver's status does.
-	ds, err := p.Service.Drivers(r.Context(), c, api.ListQuery{}, stale)
+	ds, err := service.V1Drivers.Call(r.Context(), p.Chain, c, noBody)
 	if err != nil {
 		return ui.Page{}, err
 	}
@@ -178,7 +183,7 @@ func (p *pages) drivers(r *http.Request, c auth.Caller, f ui.Frame) (ui.Page, er
 	if q.Limit == 0 {
 		q.Limit = ui.DriverPageSize
 	}
-	pg, err := p.Service.Drivers(r.Context(), c, q, stale)
+	pg, err := service.V1Drivers.Call(r.Context(), p.Chain, c, service.Request[api.NoBody]{List: q, Read: stale})
 	if err != nil {
 		return ui.Page{}, err
 	}
@@ -186,11 +191,11 @@ func (p *pages) drivers(r *http.Request, c auth.Caller, f ui.Frame) (ui.Page, er
 }
 
 func (p *pages) driver(r *http.Request, c auth.Caller, f ui.Frame) (ui.Page, error) {
-	d, err := p.Service.Driver(r.Context(), c, r.PathValue("id"), stale)
+	d, err := service.V1Driver.Call(r.Context(), p.Chain, c, service.Request[api.NoBody]{ID: r.PathValue("id"), Read: stale})
 	if err != nil {
 		return ui.Page{}, err
 	}
-	apps, err := p.Service.Apps(r.Context(), c, api.ListQuery{}, stale)
+	apps, err := service.V1Apps.Call(r.Context(), p.Chain, c, noBody)
 	if err != nil {
 		return ui.Page{}, err
 	}
@@ -210,7 +215,7 @@ func stream(r *http.Request) (string, error) {
 }
 
 func (p *pages) driverLog(r *http.Request, c auth.Caller, f ui.Frame) (ui.Page, error) {
-	d, err := p.Service.Driver(r.Context(), c, r.PathValue("id"), stale)
+	d, err := service.V1Driver.Call(r.Context(), p.Chain, c, service.Request[api.NoBody]{ID: r.PathValue("id"), Read: stale})
 	if err != nil {
 		return ui.Page{}, err
 	}
@@ -231,13 +236,14 @@ func (p *pages) driverLog(r *http.Request, c auth.Caller, f ui.Frame) (ui.Page, 
 	}
 	l := ui.Log{DriverID: d.ID, Attempt: rec.Attempt, WorkerID: rec.WorkerID, Stream: s}
 	tail(r.Context(), &l, func(ctx context.Context, offset int64) (*service.Log, error) {
-		return p.Service.DriverLogs(ctx, c, d.ID, service.LogQuery{Stream: s, Offset: offset, Attempt: rec.Attempt}, stale)
+		return service.V1DriverLogs.Call(ctx, p.Chain, c, service.Request[service.LogQuery]{ID: d.ID,
+			Body: service.LogQuery{Stream: s, Offset: offset, Attempt: rec.Attempt}, Read: stale})
 	})
 	return ui.LogPage(f, l)
 }
 
 func (p *pages) app(r *http.Request, c auth.Caller, f ui.Frame) (ui.Page, error) {
-	st, err := p.Service.App(r.Context(), c, r.PathValue("id"), stale)
+	st, err := service.V1App.Call(r.Context(), p.Chain, c, service.Request[api.NoBody]{ID: r.PathValue("id"), Read: stale})
 	if err != nil {
 		return ui.Page{}, err
 	}
@@ -245,7 +251,7 @@ func (p *pages) app(r *http.Request, c auth.Caller, f ui.Frame) (ui.Page, error)
 }
 
 func (p *pages) executorLog(r *http.Request, c auth.Caller, f ui.Frame) (ui.Page, error) {
-	st, err := p.Service.App(r.Context(), c, r.PathValue("id"), stale)
+	st, err := service.V1App.Call(r.Context(), p.Chain, c, service.Request[api.NoBody]{ID: r.PathValue("id"), Read: stale})
 	if err != nil {
 		return ui.Page{}, err
 	}
@@ -259,7 +265,8 @@ func (p *pages) executorLog(r *http.Request, c auth.Caller, f ui.Frame) (ui.Page
 	}
 	l := ui.Log{AppID: st.ID, ExecutorID: e.ID, WorkerID: e.WorkerID, Stream: s}
 	tail(r.Context(), &l, func(ctx context.Context, offset int64) (*service.Log, error) {
-		return p.Service.ExecutorLogs(ctx, c, st.ID, e.ID, service.LogQuery{Stream: s, Offset: offset}, stale)
+		return service.V1ExecutorLogs.Call(ctx, p.Chain, c, service.Request[service.ExecutorLogQuery]{ID: st.ID,
+			Body: service.ExecutorLogQuery{Executor: e.ID, LogQuery: service.LogQuery{Stream: s, Offset: offset}}, Read: stale})
 	})
 	return ui.LogPage(f, l)
 }
@@ -280,15 +287,15 @@ func executor(s api.AppStatus, eid string) (*model.Executor, bool) {
 }
 
 func (p *pages) worker(r *http.Request, c auth.Caller, f ui.Frame) (ui.Page, error) {
-	wk, err := p.Service.Worker(r.Context(), c, r.PathValue("id"), stale)
+	wk, err := service.Worker.Call(r.Context(), p.Chain, c, service.Request[api.NoBody]{ID: r.PathValue("id")})
 	if err != nil {
 		return ui.Page{}, err
 	}
-	ds, err := p.Service.Drivers(r.Context(), c, api.ListQuery{}, stale)
+	ds, err := service.V1Drivers.Call(r.Context(), p.Chain, c, noBody)
 	if err != nil {
 		return ui.Page{}, err
 	}
-	apps, err := p.Service.Apps(r.Context(), c, api.ListQuery{}, stale)
+	apps, err := service.V1Apps.Call(r.Context(), p.Chain, c, noBody)
 	if err != nil {
 		return ui.Page{}, err
 	}
@@ -344,7 +351,7 @@ func (p *pages) login(w http.ResponseWriter, r *http.Request) {
 			form.Err, status = "That is not a token: a token is 16 to 128 characters of A-Z a-z 0-9 -._~+/=.", http.StatusBadRequest
 		case err != nil:
 			form.Err, status = "That token is not one of this cluster's.", http.StatusForbidden
-		case p.Service.Allow(r.Context(), auth.Caller{Identity: id}, auth.Read) != nil:
+		case p.Chain.Allow(auth.Caller{Identity: id}, auth.Read) != nil:
 			form.Err, status = "That token cannot read the cluster (a driver's token reads its own application only).", http.StatusForbidden
 		default:
 			http.SetCookie(w, loginCookie(r, tok))

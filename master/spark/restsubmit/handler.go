@@ -20,7 +20,7 @@ import (
 )
 
 // Backend is what the handler needs of a master: its service (package
-// master/service, which implements this), so that every decision is the
+// master/service, through Chained), so that every decision is the
 // same one the /v1 API makes: access, validation, the per-client bound,
 // forwarding to the leader. Errors wrap a sentinel of package api or
 // model (api.CodeOf gives the status).
