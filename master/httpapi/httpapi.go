@@ -1,9 +1,11 @@
 // Package httpapi is a master's /v1 listener: for each endpoint it
-// establishes the caller, decodes the request, calls the service and
-// encodes the answer. It decides nothing itself; every rule, forwarding to
-// the leader included, is the service's (package service). The endpoints
-// are listed in package api; beside them it serves /metrics and Spark's
-// master JSON at /json (package masterjson).
+// establishes the caller, decodes the request, calls the endpoint through
+// the master's chain (service.Chain) and encodes the answer. It decides
+// nothing itself; every rule, forwarding to the leader included, is the
+// service's (package service). It routes every JSON endpoint from its
+// description (service.Routes); the others it serves by hand, and beside
+// them /metrics and Spark's master JSON at /json (package masterjson).
+// DESIGN.md says how an endpoint is described and how to add one.
 package httpapi
 
 import (
