@@ -42,6 +42,10 @@
 // client last saw, or else after a few seconds with the same status. An app
 // nobody watches for the leader's --app-timeout is ended FAILED.
 //
+// Each JSON endpoint above is declared once as an Endpoint (V1SubmitDriver,
+// ...), which the client calls and a master routes, admits and forwards
+// (package master/service describes the master's side).
+//
 // Reads are linearizable (answered by the leader after it confirms its
 // leadership) unless the query has stale=true, which lets any master answer
 // from its own tables. Errors are an Error body with a 4xx or 5xx status
