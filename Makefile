@@ -58,7 +58,7 @@ define run-fuzz
 	$(GO) test -run='^$$' -fuzz='^FuzzRestore$$' -fuzztime=$(FUZZTIME) $(FUZZFLAGS) ./fsm
 	$(GO) test -run='^$$' -fuzz='^FuzzHTTPBodies$$' -fuzztime=$(FUZZTIME) $(FUZZFLAGS) ./master
 	$(GO) test -run='^$$' -fuzz='^FuzzCreate$$' -fuzztime=$(FUZZTIME) $(FUZZFLAGS) ./master/spark/restsubmit
-	$(GO) test -run='^$$' -fuzz='^FuzzRunnerFiles$$' -fuzztime=$(FUZZTIME) $(FUZZFLAGS) ./worker/runner
+	$(GO) test -run='^$$' -fuzz='^FuzzRunnerFiles$$' -fuzztime=$(FUZZTIME) $(FUZZFLAGS) ./worker/unitdir
 	$(GO) test -run='^$$' -fuzz='^FuzzWorkerRecord$$' -fuzztime=$(FUZZTIME) $(FUZZFLAGS) ./worker
 endef
 

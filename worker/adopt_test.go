@@ -16,7 +16,7 @@ import (
 	"github.com/drover-project/drover/api"
 	"github.com/drover-project/drover/model"
 	"github.com/drover-project/drover/worker"
-	"github.com/drover-project/drover/worker/runner"
+	"github.com/drover-project/drover/worker/unitdir"
 )
 
 // waiter runs until the test creates the file "stop" in its attempt
@@ -31,9 +31,9 @@ func attemptPath(cfg worker.Config, driver string, attempt int, name string) str
 	return filepath.Join(cfg.WorkDir, driver, "attempt-"+strconv.Itoa(attempt), name)
 }
 
-func readStatus(t *testing.T, cfg worker.Config, driver string, attempt int) runner.Status {
+func readStatus(t *testing.T, cfg worker.Config, driver string, attempt int) unitdir.Status {
 	t.Helper()
-	st, err := runner.ReadStatus(filepath.Dir(attemptPath(cfg, driver, attempt, runner.StatusFile)))
+	st, err := unitdir.ReadStatus(filepath.Dir(attemptPath(cfg, driver, attempt, unitdir.StatusFile)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -76,13 +76,13 @@ func waitUntil(t *testing.T, what string, cond func() bool) {
 }
 
 // readLease reads the worker's lease file as its runners do.
-func readLease(t *testing.T, cfg worker.Config) runner.LeaseContent {
+func readLease(t *testing.T, cfg worker.Config) unitdir.LeaseContent {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join(cfg.WorkDir, worker.LeaseFile))
 	if err != nil {
 		t.Fatal(err)
 	}
-	var c runner.LeaseContent
+	var c unitdir.LeaseContent
 	if err := json.Unmarshal(b, &c); err != nil {
 		t.Fatalf("lease file %q: %v", b, err)
 	}
@@ -139,7 +139,7 @@ func TestAdoptingAnUntetheredRunnerUntethers(t *testing.T) {
 	fm.assign(waiter(driverA, 1))
 	fm.waitReport(t, driverA, 1, model.DriverRunning)
 	w1.Detach()
-	path := attemptPath(cfg, driverA, 1, runner.StatusFile)
+	path := attemptPath(cfg, driverA, 1, unitdir.StatusFile)
 	b, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
@@ -161,7 +161,7 @@ func TestAdoptingAnUntetheredRunnerUntethers(t *testing.T) {
 	if w2, _ := newWorker(t, fm, sameWorkDir(cfg)); w2.Tethered() {
 		t.Fatal("a worker that adopted an untethered runner says it is tethered")
 	}
-	if err := os.WriteFile(attemptPath(cfg, driverA, 1, runner.ProgramDir+"/stop"), nil, 0o600); err != nil {
+	if err := os.WriteFile(attemptPath(cfg, driverA, 1, unitdir.ProgramDir+"/stop"), nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
 	fm.waitReport(t, driverA, 1, model.DriverFinished)
@@ -193,14 +193,14 @@ func TestDetachedAttemptIsAdoptedNotRestarted(t *testing.T) {
 	if err := syscall.Kill(pid, 0); err != nil {
 		t.Fatalf("adopted program gone: %v", err)
 	}
-	if err := os.WriteFile(attemptPath(cfg, driverA, 1, runner.ProgramDir+"/stop"), nil, 0o600); err != nil {
+	if err := os.WriteFile(attemptPath(cfg, driverA, 1, unitdir.ProgramDir+"/stop"), nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
 	finished, _ := fm.waitReport(t, driverA, 1, model.DriverFinished)
 	if finished.ExitCode == nil || *finished.ExitCode != 0 || finished.Runs != 1 {
 		t.Fatalf("finished = %+v", finished)
 	}
-	if b := readStream(t, attemptPath(cfg, driverA, 1, ""), runner.StdoutFile); b != fmt.Sprintf("%d\n", pid) {
+	if b := readStream(t, attemptPath(cfg, driverA, 1, ""), unitdir.StdoutFile); b != fmt.Sprintf("%d\n", pid) {
 		t.Fatalf("stdout = %q: the program ran more than once", b)
 	}
 	if st := readStatus(t, cfg, driverA, 1); st.RunnerPID != runnerPID || st.Runs != 1 {
@@ -230,11 +230,11 @@ func TestAttemptEndedWhileWorkerDownIsReportedNotRerun(t *testing.T) {
 			runnerPID := readStatus(t, cfg, driverA, 1).RunnerPID
 			w1.Detach()
 			if c.state == model.DriverFinished {
-				if err := os.WriteFile(attemptPath(cfg, driverA, 1, runner.ProgramDir+"/stop"), nil, 0o600); err != nil {
+				if err := os.WriteFile(attemptPath(cfg, driverA, 1, unitdir.ProgramDir+"/stop"), nil, 0o600); err != nil {
 					t.Fatal(err)
 				}
 				waitUntil(t, "the final status", func() bool {
-					st, err := runner.ReadStatus(filepath.Dir(attemptPath(cfg, driverA, 1, runner.StatusFile)))
+					st, err := unitdir.ReadStatus(filepath.Dir(attemptPath(cfg, driverA, 1, unitdir.StatusFile)))
 					return err == nil && st.State.Terminal()
 				})
 			} else {
@@ -255,7 +255,7 @@ func TestAttemptEndedWhileWorkerDownIsReportedNotRerun(t *testing.T) {
 					t.Fatalf("RUNNING reported after the restart: %+v", fm.reports()[from:])
 				}
 			})
-			if b := readStream(t, attemptPath(cfg, driverA, 1, ""), runner.StdoutFile); b != fmt.Sprintf("%d\n", pid) {
+			if b := readStream(t, attemptPath(cfg, driverA, 1, ""), unitdir.StdoutFile); b != fmt.Sprintf("%d\n", pid) {
 				t.Fatalf("stdout = %q: the attempt ran again", b)
 			}
 

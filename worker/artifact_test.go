@@ -20,7 +20,7 @@ import (
 	"github.com/drover-project/drover/api"
 	"github.com/drover-project/drover/model"
 	"github.com/drover-project/drover/worker"
-	"github.com/drover-project/drover/worker/runner"
+	"github.com/drover-project/drover/worker/unitdir"
 )
 
 const appScript = "#!/bin/sh\necho \"staged $DROVER_WORKER_ID\"\n"
@@ -102,7 +102,7 @@ func TestDriverRunsStagedArtifact(t *testing.T) {
 	if r, _ := fm.waitReport(t, driverA, 1, model.DriverFinished); r.Runs != 1 {
 		t.Fatalf("finished = %+v", r)
 	}
-	if b := readStream(t, attemptPath(cfg, driverA, 1, ""), runner.StdoutFile); b != "staged w1\n" {
+	if b := readStream(t, attemptPath(cfg, driverA, 1, ""), unitdir.StdoutFile); b != "staged w1\n" {
 		t.Fatalf("stdout = %q", b)
 	}
 }
@@ -119,10 +119,10 @@ func TestExecutorGetsAppArtifacts(t *testing.T) {
 	fm.assignExecutors(api.ExecutorAssignment{AppID: appA, ExecutorID: 0, Argv: []string{"./run.sh"}, Artifacts: []model.Artifact{script, input}})
 	fm.waitExecReport(t, appA, 0, model.ExecExited)
 	dir := executorPath(cfg, appA, 0, "")
-	if b := readStream(t, dir, runner.StdoutFile); b != "shard 3\n" {
+	if b := readStream(t, dir, unitdir.StdoutFile); b != "shard 3\n" {
 		t.Fatalf("stdout = %q", b)
 	}
-	if fi, err := os.Stat(filepath.Join(dir, runner.ProgramDir, "run.sh")); err != nil || fi.Mode().Perm() != 0o755 {
+	if fi, err := os.Stat(filepath.Join(dir, unitdir.ProgramDir, "run.sh")); err != nil || fi.Mode().Perm() != 0o755 {
 		t.Fatalf("run.sh: %v, %v; want a 0755 file", fi, err)
 	}
 }
@@ -144,10 +144,10 @@ func TestUploadIsReadWithTheWorkersToken(t *testing.T) {
 	fm.assign(api.Assignment{DriverID: driverA, Attempt: 1, Argv: []string{"./app.sh"}, Artifacts: []model.Artifact{a}})
 	fm.waitReport(t, driverA, 1, model.DriverFinished)
 	dir := attemptPath(cfg, driverA, 1, "")
-	if b := readStream(t, dir, runner.StdoutFile); b != "staged w1\n" {
+	if b := readStream(t, dir, unitdir.StdoutFile); b != "staged w1\n" {
 		t.Fatalf("stdout = %q", b)
 	}
-	if fi, err := os.Stat(filepath.Join(dir, runner.ProgramDir, "app.sh")); err != nil || fi.Mode().Perm() != 0o750 {
+	if fi, err := os.Stat(filepath.Join(dir, unitdir.ProgramDir, "app.sh")); err != nil || fi.Mode().Perm() != 0o750 {
 		t.Fatalf("app.sh: %v, %v; want mode 0750", fi, err)
 	}
 	fm.set(func() {
@@ -185,7 +185,7 @@ func TestRunnerEnvironmentHoldsNoSecret(t *testing.T) {
 			t.Errorf("the runner's environment holds %q", secret)
 		}
 	}
-	if err := os.WriteFile(attemptPath(cfg, driverA, 1, runner.ProgramDir+"/done"), nil, 0o600); err != nil {
+	if err := os.WriteFile(attemptPath(cfg, driverA, 1, unitdir.ProgramDir+"/done"), nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
 	fm.waitReport(t, driverA, 1, model.DriverFinished)
@@ -276,21 +276,21 @@ func TestAdoptedStagingRunnerIsFollowed(t *testing.T) {
 	fm.assign(api.Assignment{DriverID: driverA, Attempt: 1, Argv: []string{"./app.sh"}, Artifacts: []model.Artifact{a}})
 	<-srv.arrived
 	waitUntil(t, "status.json to say staging", func() bool {
-		st, err := runner.ReadStatus(filepath.Dir(attemptPath(cfg, driverA, 1, runner.StatusFile)))
+		st, err := unitdir.ReadStatus(filepath.Dir(attemptPath(cfg, driverA, 1, unitdir.StatusFile)))
 		return err == nil && st.Staging && st.State == model.DriverSubmitted
 	})
 	w1.Detach()
 	newWorker(t, fm, sameWorkDir(cfg))
 	close(release)
 	_, ri := fm.waitReport(t, driverA, 1, model.DriverRunning)
-	if err := os.WriteFile(attemptPath(cfg, driverA, 1, runner.ProgramDir+"/done"), nil, 0o600); err != nil {
+	if err := os.WriteFile(attemptPath(cfg, driverA, 1, unitdir.ProgramDir+"/done"), nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
 	finished, fi := fm.waitReport(t, driverA, 1, model.DriverFinished)
 	if ri > fi || finished.Runs != 1 {
 		t.Fatalf("running #%d, finished %+v #%d", ri, finished, fi)
 	}
-	if b := readStream(t, attemptPath(cfg, driverA, 1, ""), runner.StdoutFile); b != "staged w1\n" {
+	if b := readStream(t, attemptPath(cfg, driverA, 1, ""), unitdir.StdoutFile); b != "staged w1\n" {
 		t.Fatalf("stdout = %q", b)
 	}
 }
@@ -308,10 +308,10 @@ func TestRunnerDeathWhileStagingIsAKill(t *testing.T) {
 	a := srv.serve(t, "/app.sh", []byte(appScript), false)
 	fm.assign(api.Assignment{DriverID: driverA, Attempt: 1, Supervise: true, Argv: []string{"./app.sh"}, Artifacts: []model.Artifact{a}})
 	<-srv.arrived
-	var st runner.Status
+	var st unitdir.Status
 	waitUntil(t, "status.json to say staging", func() bool {
 		var err error
-		st, err = runner.ReadStatus(filepath.Dir(attemptPath(cfg, driverA, 1, runner.StatusFile)))
+		st, err = unitdir.ReadStatus(filepath.Dir(attemptPath(cfg, driverA, 1, unitdir.StatusFile)))
 		return err == nil && st.Staging && st.RunnerPID > 0
 	})
 	if err := syscall.Kill(st.RunnerPID, syscall.SIGKILL); err != nil {
@@ -326,7 +326,7 @@ func TestRunnerDeathWhileStagingIsAKill(t *testing.T) {
 func awaitRunnerExit(t *testing.T, cfg worker.Config, driver string) {
 	t.Helper()
 	waitUntil(t, driver+"'s runner to exit", func() bool {
-		st, err := runner.ReadStatus(filepath.Dir(attemptPath(cfg, driver, 1, runner.StatusFile)))
+		st, err := unitdir.ReadStatus(filepath.Dir(attemptPath(cfg, driver, 1, unitdir.StatusFile)))
 		return err == nil && st.State.Terminal() && processEnded(st.RunnerPID)
 	})
 }

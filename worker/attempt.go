@@ -17,9 +17,8 @@ import (
 
 	"github.com/drover-project/drover/internal/procid"
 	"github.com/drover-project/drover/model"
-	"github.com/drover-project/drover/worker/isolation"
-	"github.com/drover-project/drover/worker/runner"
 	"github.com/drover-project/drover/worker/spark/resourcesfile"
+	"github.com/drover-project/drover/worker/unitdir"
 )
 
 // runnerSubcommand is the hidden drover subcommand that runs runner.Main.
@@ -64,8 +63,9 @@ type unit struct {
 	// killReason says why the worker asked the runner to stop; it replaces
 	// the runner's generic reason in the KILLED report.
 	killReason string
-	// cgroup is the unit's cgroup under isolation, nil without.
-	cgroup *isolation.Ref
+	// cgroup is the unit's cgroup under isolation, as its spec carries
+	// it (Isolation's to read); nil without.
+	cgroup json.RawMessage
 }
 
 func (u *unit) record() record { return newRecord(u.key, u.dir, u.pid, u.start) }
@@ -149,13 +149,13 @@ func (w *Worker) killAll(reason string) {
 	}
 }
 
-// terminate asks the runner to stop (runner.RequestStop, then SIGTERM),
+// terminate asks the runner to stop (unitdir.RequestStop, then SIGTERM),
 // which ends the program's process group and reports KILLED. An adopted
 // runner is signalled by PID only while its start time still matches, so
 // a reused PID is never hit.
 func (u *unit) terminate() { u.stop(false, syscall.SIGTERM) }
 
-// fence asks the runner to stop fenced (runner.RequestStop, then SIGUSR2):
+// fence asks the runner to stop fenced (unitdir.RequestStop, then SIGUSR2):
 // under strict fencing it kills the program's group with SIGKILL at once,
 // since the leader relaunches the driver (or replaces the executor) after
 // lease plus margin, not after the kill timeout.
@@ -165,7 +165,7 @@ func (u *unit) fence() { u.stop(true, syscall.SIGUSR2) }
 // runner that is not listening yet reads it before it launches anything.
 func (u *unit) stop(fenced bool, sig syscall.Signal) {
 	if u.dir != "" {
-		_ = runner.RequestStop(u.dir, fenced)
+		_ = unitdir.RequestStop(u.dir, fenced)
 	}
 	u.signal(sig)
 }
@@ -233,7 +233,7 @@ func (w *Worker) start(o order) *unit {
 	if err := w.db.put(u.record()); err != nil {
 		return failed(fmt.Sprintf("cannot record %s: %v", k.kind.info().noun, err))
 	}
-	spec := runner.Spec{
+	spec := unitdir.Spec{
 		Argv:        o.argv,
 		Env:         w.programEnv(o, acct),
 		RunAs:       w.users.identity(acct),
@@ -259,7 +259,7 @@ func (w *Worker) start(o order) *unit {
 	if len(o.resources) > 0 {
 		b, err := resourcesfile.Encode(k.component(), o.resources)
 		if err == nil {
-			err = runner.WriteResources(u.dir, b)
+			err = unitdir.WriteResources(u.dir, b)
 		}
 		if err != nil {
 			return failed(fmt.Sprintf("cannot write %s resources file: %v", k.kind.info().noun, err))
@@ -273,13 +273,13 @@ func (w *Worker) start(o order) *unit {
 		}
 	}
 	if w.iso != nil {
-		ref, err := w.iso.Create(k.cgroup(), isolation.Limits{MemoryMB: o.memoryMB, Cores: o.cores, Pids: w.cfg.PidsLimit})
+		cg, err := w.iso.Create(k.cgroup(), o.memoryMB, o.cores)
 		if err != nil {
 			return failed(fmt.Sprintf("cannot create %s cgroup: %v", k.kind.info().noun, err))
 		}
-		u.cgroup, spec.Cgroup = &ref, &ref
+		u.cgroup, spec.Cgroup = cg, cg
 	}
-	if err := runner.WriteSpec(u.dir, spec); err != nil {
+	if err := unitdir.WriteSpec(u.dir, spec); err != nil {
 		w.removeCgroup(u)
 		return failed(fmt.Sprintf("cannot write %s spec: %v", k.kind.info().noun, err))
 	}
@@ -307,7 +307,7 @@ func (w *Worker) start(o order) *unit {
 // with reason. The unit is never run again under the same key.
 func reportFromDisk(k unitKey, dir, reason string) report {
 	r := report{key: k, state: model.DriverKilled, reason: reason}
-	if st, err := runner.ReadStatus(dir); err == nil {
+	if st, err := unitdir.ReadStatus(dir); err == nil {
 		r.runs, r.failures = st.Runs, st.Failures
 		if st.State.Terminal() {
 			r = statusReport(st)
@@ -319,7 +319,7 @@ func reportFromDisk(k unitKey, dir, reason string) report {
 
 // statusReport is the report of a runner's final status, without its
 // key.
-func statusReport(st runner.Status) report {
+func statusReport(st unitdir.Status) report {
 	return report{state: st.State, exitCode: st.ExitCode, runs: st.Runs, reason: st.Reason, failures: st.Failures, reschedule: st.Reschedule}
 }
 
@@ -351,7 +351,7 @@ func (w *Worker) adopt() error {
 			}
 		}
 		w.units[k] = u
-		spec, specErr := runner.ReadSpec(u.dir)
+		spec, specErr := unitdir.ReadSpec(u.dir)
 		u.cgroup = spec.Cgroup
 		if !procid.Alive(u.pid, u.start) {
 			// Whatever its dead runner left in the cgroup goes with it.
@@ -365,14 +365,14 @@ func (w *Worker) adopt() error {
 		// Unknown counts as supervised: strict fencing then errs on the
 		// side of killing it.
 		u.supervise = specErr != nil || spec.Supervise
-		if st, err := runner.ReadStatus(u.dir); (err != nil || !st.Tethered) && !w.untethered {
+		if st, err := unitdir.ReadStatus(u.dir); (err != nil || !st.Tethered) && !w.untethered {
 			w.untethered = true
 			w.log.Warn("an adopted runner does not end its program when this daemon dies (an older version's); the leader waits for gossip to declare this worker lost until it restarts",
 				k.attrs("runner_pid", u.pid)...)
 		}
 		attrs := k.attrs("runner_pid", u.pid)
 		if u.cgroup != nil {
-			attrs = append(attrs, "cgroup", u.cgroup.String())
+			attrs = append(attrs, "cgroup", string(u.cgroup))
 		}
 		w.log.Info("adopted "+k.kind.info().noun, attrs...)
 		w.runners.Add(1)
@@ -393,7 +393,7 @@ func (w *Worker) follow(u *unit) {
 	reported := 0
 	staging := ""
 	for {
-		st, err := runner.ReadStatus(u.dir)
+		st, err := unitdir.ReadStatus(u.dir)
 		switch {
 		case err == nil && st.State.Terminal():
 			// Written once the program's group is gone.
@@ -410,11 +410,11 @@ func (w *Worker) follow(u *unit) {
 		if !procid.Alive(u.pid, u.start) {
 			// The runner writes its final status before it exits, so
 			// look once more before calling the end lost.
-			if st, err := runner.ReadStatus(u.dir); err == nil && st.State.Terminal() {
+			if st, err := unitdir.ReadStatus(u.dir); err == nil && st.State.Terminal() {
 				w.finish(u, statusReport(st), false)
 			} else {
 				w.finish(u, report{state: model.DriverError, runs: st.Runs, failures: st.Failures,
-					reason: "runner ended without a final state; see " + filepath.Join(u.dir, runner.LogFile)}, true)
+					reason: "runner ended without a final state; see " + filepath.Join(u.dir, unitdir.LogFile)}, true)
 			}
 			return
 		}
@@ -427,7 +427,7 @@ func (w *Worker) follow(u *unit) {
 }
 
 // credentialFD is the descriptor the runner inherits the worker's
-// credential on (runner.Staging.CredentialFD): the first after stdin,
+// credential on (unitdir.Staging.CredentialFD): the first after stdin,
 // stdout and stderr, as exec.Cmd.ExtraFiles numbers them.
 const credentialFD = 3
 
@@ -437,7 +437,7 @@ const credentialFD = 3
 // environment or a file: a pipe's bytes are gone once read, and the
 // runner reads them before it starts anything.
 func (w *Worker) launch(u *unit, credential string) (io.ReadCloser, error) {
-	logFile, err := os.OpenFile(filepath.Join(u.dir, runner.LogFile), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+	logFile, err := os.OpenFile(filepath.Join(u.dir, unitdir.LogFile), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
 	if err != nil {
 		return nil, err
 	}
@@ -470,7 +470,7 @@ func (w *Worker) launch(u *unit, credential string) (io.ReadCloser, error) {
 }
 
 // credentialPipe returns the read end of a pipe that holds credential
-// and then ends. A credential is at most runner.MaxCredential bytes
+// and then ends. A credential is at most unitdir.MaxCredential bytes
 // (Config.validate), well within a pipe's buffer, so the write never
 // waits for the reader.
 func credentialPipe(credential string) (*os.File, error) {
@@ -505,35 +505,35 @@ func runnerEnv() []string {
 func (w *Worker) watch(u *unit, events io.Reader) {
 	defer w.runners.Done()
 	k := u.key
-	var final *runner.Event
+	var final *unitdir.Event
 	sc := bufio.NewScanner(events)
 	for sc.Scan() {
-		var e runner.Event
+		var e unitdir.Event
 		if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
 			w.log.Warn("bad runner event", k.attrs("line", sc.Text())...)
 			continue
 		}
 		switch e.Event {
-		case runner.EventStarted:
+		case unitdir.EventStarted:
 			w.log.Info(k.kind.info().noun+" running", k.attrs("run", e.Run, "pid", e.PID)...)
 			if e.Run > 1 {
 				w.metrics.restarts.Inc()
 			}
 			w.report(report{key: k, state: model.DriverRunning, runs: e.Run, failures: e.Failures})
-		case runner.EventExited:
+		case unitdir.EventExited:
 			if e.Code != nil {
 				w.log.Info("program exited", k.attrs("run", e.Run, "code", *e.Code)...)
 			}
-		case runner.EventStaging:
+		case unitdir.EventStaging:
 			w.log.Info(k.kind.info().noun+" staging", k.attrs("progress", e.Reason)...)
 			w.report(report{key: k, state: model.DriverSubmitted, reason: e.Reason, staging: true})
-		case runner.EventRelaunchDue:
+		case unitdir.EventRelaunchDue:
 			w.askForRelaunch()
-		case runner.EventStaged:
+		case unitdir.EventStaged:
 			if e.Fetched > 0 {
 				w.trimCacheSoon()
 			}
-		case runner.EventFinal:
+		case unitdir.EventFinal:
 			final = &e
 		}
 	}
@@ -550,7 +550,7 @@ func (w *Worker) watch(u *unit, events io.Reader) {
 	lost := false
 	if final != nil {
 		r = report{state: final.State, exitCode: final.ExitCode, runs: final.Runs, reason: final.Reason, failures: final.Failures, reschedule: final.Reschedule}
-	} else if st, err := runner.ReadStatus(u.dir); err == nil && st.State.Terminal() {
+	} else if st, err := unitdir.ReadStatus(u.dir); err == nil && st.State.Terminal() {
 		// The event was lost (the runner died mid-line): the status
 		// file, written before the event, has it.
 		r = statusReport(st)
@@ -558,7 +558,7 @@ func (w *Worker) watch(u *unit, events io.Reader) {
 		lost = true
 		r.state = model.DriverError
 		r.runs, r.failures = st.Runs, st.Failures
-		r.reason = fmt.Sprintf("runner ended without a final state (%v); see %s", waitErrText(waitErr), filepath.Join(u.dir, runner.LogFile))
+		r.reason = fmt.Sprintf("runner ended without a final state (%v); see %s", waitErrText(waitErr), filepath.Join(u.dir, unitdir.LogFile))
 	}
 	w.finish(u, r, lost)
 }
@@ -571,7 +571,7 @@ func (w *Worker) finish(u *unit, r report, lost bool) {
 	k := u.key
 	r.key = k
 	if lost {
-		st, _ := runner.ReadStatus(u.dir)
+		st, _ := unitdir.ReadStatus(u.dir)
 		switch {
 		case w.killOrphan(u):
 			// The runner died (kill -9) during a run: the program is
@@ -614,10 +614,10 @@ func waitErrText(err error) string {
 // killed by SIGPIPE at its next write into the output pipe its runner no
 // longer reads; it leads its own process group, recorded in status.json,
 // and is taken for this unit's program only while its working directory
-// is still the unit's (runner.ProgramDir, or for a runner of an older
+// is still the unit's (unitdir.ProgramDir, or for a runner of an older
 // version the unit's directory itself), so a reused PID is never killed.
 func (w *Worker) killOrphan(u *unit) bool {
-	st, err := runner.ReadStatus(u.dir)
+	st, err := unitdir.ReadStatus(u.dir)
 	live := err == nil && st.PID > 0
 	switch {
 	case u.cgroup != nil:
@@ -625,7 +625,7 @@ func (w *Worker) killOrphan(u *unit) bool {
 	case !live:
 		return false
 	default:
-		if cwd, err := os.Readlink(fmt.Sprintf("/proc/%d/cwd", st.PID)); err != nil || (cwd != u.dir && cwd != filepath.Join(u.dir, runner.ProgramDir)) {
+		if cwd, err := os.Readlink(fmt.Sprintf("/proc/%d/cwd", st.PID)); err != nil || (cwd != u.dir && cwd != filepath.Join(u.dir, unitdir.ProgramDir)) {
 			return true
 		}
 		_ = syscall.Kill(-st.PID, syscall.SIGKILL)
@@ -648,10 +648,10 @@ const orphanGrace = 5 * time.Second
 // u has ended or could not start: the cgroup of a unit is never used
 // again.
 func (w *Worker) removeCgroup(u *unit) {
-	if u.cgroup == nil {
+	if u.cgroup == nil || w.cfg.Isolation == nil {
 		return
 	}
-	if err := isolation.Destroy(*u.cgroup, orphanGrace); err != nil {
+	if err := w.cfg.Isolation.DestroyCgroup(u.cgroup, orphanGrace); err != nil {
 		w.log.Warn("cannot remove the cgroup of a unit that ended", u.key.attrs("err", err)...)
 	}
 }

@@ -2,11 +2,41 @@ package worker
 
 import (
 	"context"
+	"path/filepath"
 	"time"
 
-	"github.com/drover-project/drover/worker/artifact"
-	"github.com/drover-project/drover/worker/runner"
+	"github.com/drover-project/drover/worker/unitdir"
 )
+
+// Artifacts opens the artifact cache the worker trims (package artifact,
+// which package host adapts; cmd/drover passes host.Artifacts). Nil
+// leaves the cache untrimmed: the runners still stage through CacheDir.
+type Artifacts interface {
+	// OpenCache opens the cache in dir, creating it as needed.
+	OpenCache(dir string) (ArtifactCache, error)
+}
+
+// ArtifactCache is the artifact cache as the worker keeps it: to its
+// bound (Config.CacheSizeMB), and smaller when the disk runs low. Both
+// evict the least recently used entries that no live unit (a runner of
+// this worker, adopted ones included) uses, and are safe for concurrent
+// use.
+type ArtifactCache interface {
+	// Trim evicts entries until the cache holds at most maxBytes bytes
+	// or only entries in use.
+	Trim(maxBytes int64) (CacheTrim, error)
+	// Free evicts entries until bytes are freed or only entries in use
+	// are left; it stops between entries when ctx ends, with its error.
+	Free(ctx context.Context, bytes int64) (CacheTrim, error)
+}
+
+// CacheTrim is what one trim of the artifact cache did (artifact's
+// TrimResult): Removed entries freed Freed bytes; Kept bytes remain, of
+// which Pinned were passed over because live units use them.
+type CacheTrim struct {
+	Removed             int
+	Freed, Kept, Pinned int64
+}
 
 // CacheDir, in the work dir, is the artifact cache (artifact.Cache) the
 // worker's runners stage through. It is named like no driver or app, so
@@ -20,7 +50,8 @@ const CacheDir = "cache"
 // back under.
 const cacheTrimInterval = time.Minute
 
-// FreeCache asks the artifact cache for space when the disk runs low (the
+// FreeCache asks the artifact cache (Config.Artifacts; none frees
+// nothing) for space when the disk runs low (the
 // work-dir cleanup calls it): it evicts the least recently used entries
 // that no live unit (a runner of this worker, adopted ones included) uses
 // until bytes are freed, and returns how many it freed, which may be
@@ -29,18 +60,25 @@ const cacheTrimInterval = time.Minute
 // stops between entries when ctx ends, with ctx's error. It is safe for
 // concurrent use.
 func (w *Worker) FreeCache(ctx context.Context, bytes int64) (freed int64, err error) {
+	if w.cache == nil {
+		return 0, nil
+	}
 	res, err := w.cache.Free(ctx, bytes)
 	w.logTrim("freed", res, err)
 	return res.Freed, err
 }
 
-// trimCache trims the cache to Config.CacheSizeMB.
+// trimCache trims the cache to Config.CacheSizeMB, if the worker keeps
+// one (Config.Artifacts).
 func (w *Worker) trimCache() {
+	if w.cache == nil {
+		return
+	}
 	res, err := w.cache.Trim(w.cfg.CacheSizeMB << 20)
 	w.logTrim("trimmed", res, err)
 }
 
-func (w *Worker) logTrim(what string, res artifact.TrimResult, err error) {
+func (w *Worker) logTrim(what string, res CacheTrim, err error) {
 	if err != nil {
 		w.log.Warn("artifact cache not "+what, "err", err, "removed", res.Removed, "freed_bytes", res.Freed)
 		return
@@ -82,10 +120,10 @@ func (w *Worker) stopTrimmer() {
 
 // staging is what a unit's runner needs to stage its artifacts. Paths are
 // absolute (New makes them so): the runner works in the unit's directory.
-func (w *Worker) staging() *runner.Staging {
-	return &runner.Staging{
-		CacheDir: w.cache.Dir(),
-		Limits: artifact.Limits{
+func (w *Worker) staging() *unitdir.Staging {
+	return &unitdir.Staging{
+		CacheDir: filepath.Join(w.cfg.WorkDir, CacheDir),
+		ArtifactLimits: unitdir.ArtifactLimits{
 			MaxSize:      w.cfg.ArtifactMaxSizeMB << 20,
 			Timeout:      w.cfg.ArtifactTimeout,
 			StallTimeout: w.cfg.ArtifactStallTimeout,

@@ -10,7 +10,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/drover-project/drover/worker/runner"
+	"github.com/drover-project/drover/worker/unitdir"
 )
 
 // The work-dir cleanup is Spark's spark.worker.cleanup.*, on by default:
@@ -225,7 +225,7 @@ func endedAt(dir string) (time.Time, bool) {
 	if err != nil || !st.IsDir() {
 		return time.Time{}, false
 	}
-	if s, err := os.Lstat(filepath.Join(dir, runner.StatusFile)); err == nil {
+	if s, err := os.Lstat(filepath.Join(dir, unitdir.StatusFile)); err == nil {
 		return s.ModTime(), true
 	}
 	return st.ModTime(), true

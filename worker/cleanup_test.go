@@ -19,7 +19,7 @@ import (
 	"github.com/drover-project/drover/model"
 	"github.com/drover-project/drover/tests/metricstest"
 	"github.com/drover-project/drover/worker"
-	"github.com/drover-project/drover/worker/runner"
+	"github.com/drover-project/drover/worker/unitdir"
 )
 
 // plenty is a free-space function of a disk that never runs low.
@@ -46,7 +46,7 @@ func (fm *fakeMaster) settled(t *testing.T, w *worker.Worker) {
 func age(t *testing.T, dir string, d time.Duration) {
 	t.Helper()
 	then := time.Now().Add(-d)
-	for _, p := range []string{filepath.Join(dir, runner.StatusFile), dir} {
+	for _, p := range []string{filepath.Join(dir, unitdir.StatusFile), dir} {
 		if err := os.Chtimes(p, then, then); err != nil {
 			t.Fatal(err)
 		}
@@ -334,7 +334,7 @@ func TestCleanupKeepsLiveAdoptedAndUnacknowledgedUnits(t *testing.T) {
 	if !exists(t, adopted) || !exists(t, live) {
 		t.Error("a live unit was removed")
 	}
-	if err := os.WriteFile(filepath.Join(adopted, runner.ProgramDir, "stop"), nil, 0o600); err != nil {
+	if err := os.WriteFile(filepath.Join(adopted, unitdir.ProgramDir, "stop"), nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
 	fm.waitReport(t, driverA, 1, model.DriverFinished)

@@ -11,9 +11,7 @@ import (
 	"github.com/drover-project/drover/model/ids"
 	"github.com/drover-project/drover/security/pki"
 	"github.com/drover-project/drover/transport"
-	"github.com/drover-project/drover/worker/artifact"
-	"github.com/drover-project/drover/worker/isolation"
-	"github.com/drover-project/drover/worker/runner"
+	"github.com/drover-project/drover/worker/unitdir"
 )
 
 // Config is everything a worker needs. Sizes are MiB, durations wall-clock.
@@ -26,7 +24,7 @@ type Config struct {
 	Masters []string
 	// WorkDir holds one directory per driver, with one attempt-N directory
 	// per attempt (spec, status, the program's stdout and stderr, the
-	// runner's log, and the program's own directory, runner.ProgramDir),
+	// runner's log, and the program's own directory, unitdir.ProgramDir),
 	// one directory per application, with one directory per executor
 	// named by its ID (the same files), the worker's record of its
 	// attempts and executors (DBFile), its lease file (LeaseFile), the
@@ -44,7 +42,7 @@ type Config struct {
 	// Resources are the custom resources the worker offers, each name
 	// with its addresses (Spark's spark.worker.resource.*; --resource and
 	// --resources-file). Each unit that holds some finds them in
-	// DROVER_RESOURCE_<NAME> and in its directory's runner.ResourcesFile.
+	// DROVER_RESOURCE_<NAME> and in its directory's unitdir.ResourcesFile.
 	Resources model.Resources
 	// BindIP is the address the HTTP server listens on and outbound
 	// connections leave from. Masters reach the worker at BindIP, so it
@@ -77,14 +75,14 @@ type Config struct {
 	// LogMaxFileSize (bytes) and LogMaxFiles bound the stdout and the
 	// stderr of every attempt and executor: each is kept in files of at
 	// most LogMaxFileSize bytes, at most LogMaxFiles of them, the oldest
-	// deleted first (runner.Spec's bounds, Nomad's logs block). Zero
+	// deleted first (unitdir.Spec's bounds, Nomad's logs block). Zero
 	// means the runner's defaults, 10 MiB and 5 files.
 	LogMaxFileSize int64
 	LogMaxFiles    int
 	// Lease bounds how long an attempt runs on without its worker. The
 	// worker renews WORK_DIR/worker.lease every Lease/4 and each runner
 	// kills its program once it has seen no renewal for Lease (see
-	// runner.Spec.LeaseFile): a worker detached for an upgrade, or frozen,
+	// unitdir.Spec.LeaseFile): a worker detached for an upgrade, or frozen,
 	// leaves its programs running for up to Lease, and a new worker
 	// started on the same work dir within it adopts them. A worker daemon
 	// that dies without detaching (a crash, a kill) takes its programs
@@ -102,11 +100,11 @@ type Config struct {
 	TLS pki.Files
 	// NodeToken is the node token the worker shares with the masters when
 	// they use tokens without TLS: it sends it to the masters, hands it to
-	// the runners that read uploads through a pipe (runner.Staging's
+	// the runners that read uploads through a pipe (unitdir.Staging's
 	// CredentialFD), never their environment, and demands it of the
 	// masters on its own HTTP server. With TLS the certificate does that,
 	// and the node token is not used. A worker never holds the operator
-	// token. At most runner.MaxCredential bytes.
+	// token. At most unitdir.MaxCredential bytes.
 	NodeToken string
 	// Insecure lets a worker with neither TLS nor a token listen on an
 	// address other than loopback.
@@ -177,17 +175,13 @@ type Config struct {
 	// nothing for so long (it is then retried).
 	ArtifactTimeout      time.Duration
 	ArtifactStallTimeout time.Duration
-	// Isolation says whether each attempt and executor runs in a cgroup
-	// of its own (package isolation): isolation.ModeAuto (also when
-	// empty) when the machine allows, isolation.ModeCgroups or not at
-	// all, isolation.ModeNone.
-	Isolation isolation.Mode
-	// PidsLimit bounds the processes and threads of each attempt and
-	// executor under isolation (pids.max).
-	PidsLimit int64
-	// CgroupRoot is where the cgroup file systems are mounted; empty
-	// means isolation.DefaultRoot.
-	CgroupRoot string
+	// Isolation gives each attempt and executor a cgroup of its own
+	// (package isolation, through package host): nil runs them without.
+	Isolation Isolation
+	// Artifacts opens the artifact cache in CacheDir for the worker to
+	// keep to CacheSizeMB (package artifact, through package host): nil
+	// leaves it untrimmed.
+	Artifacts Artifacts
 	// Logger receives the worker's logs; nil means slog.Default().
 	Logger *slog.Logger
 }
@@ -226,17 +220,15 @@ func DefaultConfig() Config {
 		Lease:             3 * time.Second,
 		Fencing:           FencingDefault,
 		MaxConnsPerClient: 512,
-		LogMaxFileSize:    runner.DefaultLogMaxFileSize,
-		LogMaxFiles:       runner.DefaultLogMaxFiles,
+		LogMaxFileSize:    unitdir.DefaultLogMaxFileSize,
+		LogMaxFiles:       unitdir.DefaultLogMaxFiles,
 		CleanupTTL:        7 * 24 * time.Hour,
 		MinFreeDisk:       DefaultMinFreeDisk,
 		// Ten of the largest artifacts.
 		CacheSizeMB:          10 << 10,
-		ArtifactMaxSizeMB:    artifact.DefaultMaxSize >> 20,
-		ArtifactTimeout:      artifact.DefaultTimeout,
-		ArtifactStallTimeout: artifact.DefaultStallTimeout,
-		Isolation:            isolation.ModeAuto,
-		PidsLimit:            isolation.DefaultPidsLimit,
+		ArtifactMaxSizeMB:    unitdir.DefaultArtifactMaxSize >> 20,
+		ArtifactTimeout:      unitdir.DefaultArtifactTimeout,
+		ArtifactStallTimeout: unitdir.DefaultArtifactStallTimeout,
 		EnvAllow:             DefaultEnvAllow(),
 	}
 }
@@ -292,8 +284,8 @@ func (c *Config) validate() error {
 			errs = append(errs, fmt.Errorf("--env-allow %q: want a variable name, or a prefix of one ending in *", p))
 		}
 	}
-	if len(c.NodeToken) > runner.MaxCredential {
-		errs = append(errs, fmt.Errorf("the node token is %d bytes, more than the %d a runner takes", len(c.NodeToken), runner.MaxCredential))
+	if len(c.NodeToken) > unitdir.MaxCredential {
+		errs = append(errs, fmt.Errorf("the node token is %d bytes, more than the %d a runner takes", len(c.NodeToken), unitdir.MaxCredential))
 	}
 	if c.TLS.Enabled() && (c.TLS.CA == "" || c.TLS.Cert == "" || c.TLS.Key == "") {
 		errs = append(errs, errors.New("TLS needs all of --tls-ca, --tls-cert and --tls-key"))
@@ -330,14 +322,6 @@ func (c *Config) validate() error {
 	}
 	if c.LogMaxFiles < 0 {
 		errs = append(errs, fmt.Errorf("--log-max-files %d must not be negative", c.LogMaxFiles))
-	}
-	if c.Isolation != "" {
-		if _, err := isolation.ParseMode(string(c.Isolation)); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	if c.PidsLimit <= 0 {
-		errs = append(errs, fmt.Errorf("--pids-limit %d must be positive", c.PidsLimit))
 	}
 	switch c.Fencing {
 	case "", FencingDefault:

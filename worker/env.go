@@ -11,7 +11,7 @@ import (
 	"github.com/drover-project/drover/client"
 	"github.com/drover-project/drover/internal/atomicfile"
 	"github.com/drover-project/drover/model"
-	"github.com/drover-project/drover/worker/runner"
+	"github.com/drover-project/drover/worker/unitdir"
 )
 
 // EnvResourcesFile names the variable that gives a program holding custom
@@ -67,7 +67,7 @@ func (w *Worker) programEnv(o order, a account) []string {
 		env[model.ResourceEnv(name)] = strings.Join(addrs, ",")
 	}
 	if len(o.resources) > 0 {
-		env[EnvResourcesFile] = filepath.Join(o.key.dir(w.cfg.WorkDir), runner.ResourcesFile)
+		env[EnvResourcesFile] = filepath.Join(o.key.dir(w.cfg.WorkDir), unitdir.ResourcesFile)
 	}
 	env["DROVER_WORKER_ID"] = w.cfg.ID
 	env["DROVER_MASTERS"] = strings.Join(w.cfg.Masters, ",")

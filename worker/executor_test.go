@@ -14,7 +14,7 @@ import (
 	"github.com/drover-project/drover/api"
 	"github.com/drover-project/drover/model"
 	"github.com/drover-project/drover/worker"
-	"github.com/drover-project/drover/worker/runner"
+	"github.com/drover-project/drover/worker/unitdir"
 )
 
 const appA = "app-20260101000000-0001"
@@ -79,7 +79,7 @@ func TestRunsExecutorsWithEnvAndServesLogs(t *testing.T) {
 		}
 	}
 	stdout := fmt.Sprintf("%s 0 2 512 w1 %s x none\n", appA, fm.addr())
-	if b := readStream(t, dir, runner.StdoutFile); b != stdout {
+	if b := readStream(t, dir, unitdir.StdoutFile); b != stdout {
 		t.Fatalf("stdout = %q, want %q", b, stdout)
 	}
 
@@ -163,8 +163,8 @@ func TestDetachedExecutorIsAdoptedNotRestarted(t *testing.T) {
 	fm.assignExecutors(execWaiter(appA, 2))
 	fm.waitExecReport(t, appA, 2, model.ExecRunning)
 	pid := executorPID(t, cfg, appA, 2)
-	dir := filepath.Dir(executorPath(cfg, appA, 2, runner.StatusFile))
-	st, err := runner.ReadStatus(dir)
+	dir := filepath.Dir(executorPath(cfg, appA, 2, unitdir.StatusFile))
+	st, err := unitdir.ReadStatus(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -178,17 +178,17 @@ func TestDetachedExecutorIsAdoptedNotRestarted(t *testing.T) {
 			return slices.Equal(hb.RunningExecutors, []api.ExecutorRef{{AppID: appA, ExecutorID: 2}})
 		})
 	})
-	if err := os.WriteFile(executorPath(cfg, appA, 2, runner.ProgramDir+"/stop"), nil, 0o600); err != nil {
+	if err := os.WriteFile(executorPath(cfg, appA, 2, unitdir.ProgramDir+"/stop"), nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
 	exited, _ := fm.waitExecReport(t, appA, 2, model.ExecExited)
 	if exited.ExitCode == nil || *exited.ExitCode != 0 {
 		t.Fatalf("exited = %+v", exited)
 	}
-	if b := readStream(t, executorPath(cfg, appA, 2, ""), runner.StdoutFile); b != fmt.Sprintf("%d\n", pid) {
+	if b := readStream(t, executorPath(cfg, appA, 2, ""), unitdir.StdoutFile); b != fmt.Sprintf("%d\n", pid) {
 		t.Fatalf("stdout = %q: the executor ran more than once", b)
 	}
-	if after, err := runner.ReadStatus(dir); err != nil || after.RunnerPID != st.RunnerPID || after.Runs != 1 {
+	if after, err := unitdir.ReadStatus(dir); err != nil || after.RunnerPID != st.RunnerPID || after.Runs != 1 {
 		t.Fatalf("status = %+v, %v: another runner (was %d) or another run", after, err, st.RunnerPID)
 	}
 }
@@ -200,7 +200,7 @@ func TestDeadExecutorRunnersProgramIsKilled(t *testing.T) {
 	fm.assignExecutors(execSleeper(appA, 0))
 	fm.waitExecReport(t, appA, 0, model.ExecRunning)
 	pid := executorPID(t, cfg, appA, 0)
-	st, err := runner.ReadStatus(filepath.Dir(executorPath(cfg, appA, 0, runner.StatusFile)))
+	st, err := unitdir.ReadStatus(filepath.Dir(executorPath(cfg, appA, 0, unitdir.StatusFile)))
 	if err != nil {
 		t.Fatal(err)
 	}

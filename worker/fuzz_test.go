@@ -14,9 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/drover-project/drover/worker/unitdir"
 	"go.etcd.io/bbolt"
-
-	"github.com/drover-project/drover/worker/runner"
 )
 
 // FuzzWorkerRecord stores the bytes as a record and as the lease file.
@@ -87,7 +86,7 @@ func FuzzWorkerRecord(f *testing.F) {
 			t.Fatal(err)
 		}
 		now := time.Now()
-		if c := previousContact(runner.ReadLease(lease), now); c.After(now) {
+		if c := previousContact(unitdir.ReadLease(lease), now); c.After(now) {
 			t.Fatalf("lease %q: previous contact %s is after now %s", data, c, now)
 		}
 	})

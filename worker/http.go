@@ -18,7 +18,7 @@ import (
 	"github.com/drover-project/drover/api"
 	"github.com/drover-project/drover/model/ids"
 	"github.com/drover-project/drover/transport"
-	"github.com/drover-project/drover/worker/runner"
+	"github.com/drover-project/drover/worker/unitdir"
 )
 
 // ExecutorLogsPath is the path pattern (net/http.ServeMux syntax) of an
@@ -145,11 +145,11 @@ func (w *Worker) handleExecutorLogs(rw http.ResponseWriter, r *http.Request) {
 // answering 400 itself when they are malformed.
 func logQuery(rw http.ResponseWriter, r *http.Request) (name string, offset int64, ok bool) {
 	q := r.URL.Query()
-	name = runner.StdoutFile
+	name = unitdir.StdoutFile
 	switch s := q.Get("stream"); s {
 	case "", "stdout":
 	case "stderr":
-		name = runner.StderrFile
+		name = unitdir.StderrFile
 	default:
 		writeError(rw, http.StatusBadRequest, fmt.Sprintf("stream %q must be stdout or stderr", s))
 		return "", 0, false
@@ -166,7 +166,7 @@ func logQuery(rw http.ResponseWriter, r *http.Request) (name string, offset int6
 }
 
 // serveLog serves stream name of unit k from logical offset on, across
-// its rotated files (runner.OpenLog). Every path element comes from a
+// its rotated files (unitdir.OpenLog). Every path element comes from a
 // checked driver or app ID, a number or a fixed name; the files are opened
 // through an os.Root on the work dir besides, so no request, and no link a
 // program plants, reaches outside it.
@@ -192,7 +192,7 @@ func (w *Worker) serveLog(rw http.ResponseWriter, k unitKey, name string, offset
 		return
 	}
 	defer unit.Close()
-	l, err := runner.OpenLog(unit, name, offset)
+	l, err := unitdir.OpenLog(unit, name, offset)
 	if err != nil {
 		writeError(rw, http.StatusForbidden, fmt.Sprintf("cannot open %s of %s: %v", name, k, err))
 		return

@@ -20,8 +20,9 @@ import (
 	"github.com/drover-project/drover/model"
 	"github.com/drover-project/drover/tests/cgrouptest"
 	"github.com/drover-project/drover/worker"
+	"github.com/drover-project/drover/worker/host"
 	"github.com/drover-project/drover/worker/isolation"
-	"github.com/drover-project/drover/worker/runner"
+	"github.com/drover-project/drover/worker/unitdir"
 )
 
 // lockedBuffer is a log destination the worker and the test share.
@@ -51,7 +52,7 @@ func TestIsolationAutoWithoutCgroupsWarnsAndRuns(t *testing.T) {
 	var logs lockedBuffer
 	nowhere := t.TempDir()
 	_, cfg := newWorker(t, fm, func(c *worker.Config) {
-		c.CgroupRoot = nowhere
+		c.Isolation = host.Isolation{Root: nowhere}
 		c.Logger = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	})
 	fm.assign(sleeper(driverA, 1))
@@ -78,7 +79,7 @@ func TestIsolationAutoWithoutCgroupsWarnsAndRuns(t *testing.T) {
 	cfg2 := cfg
 	cfg2.WorkDir = newWorkDir(t)
 	cfg2.HTTPPort = 0
-	cfg2.Isolation = isolation.ModeCgroups
+	cfg2.Isolation = host.Isolation{Mode: isolation.ModeCgroups, Root: nowhere}
 	if w, err := worker.New(cfg2); err == nil {
 		w.Close()
 		t.Fatal("--isolation cgroups started without cgroups")
@@ -103,7 +104,7 @@ func TestIsolationAutoWithoutControllersWarns(t *testing.T) {
 	fm := newFakeMaster(t)
 	var logs lockedBuffer
 	_, cfg := newWorker(t, fm, func(c *worker.Config) {
-		c.CgroupRoot = root
+		c.Isolation = host.Isolation{Root: root}
 		c.Logger = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	})
 	fm.assign(sleeper(driverA, 1))
@@ -146,12 +147,12 @@ func isolatedWorker(t *testing.T, fm *fakeMaster, workDir string, tune func(*wor
 	instance := testInstance(workDir)
 	w, cfg := newWorker(t, fm, func(c *worker.Config) {
 		c.WorkDir = workDir
-		c.Isolation = isolation.ModeCgroups
+		c.Isolation = host.Isolation{Mode: isolation.ModeCgroups}
 		if tune != nil {
 			tune(c)
 		}
 	})
-	wm, err := isolation.New(isolation.Config{Name: isolation.WorkerName(cfg.ID, instance)})
+	wm, err := isolation.New(isolation.Config{Name: unitdir.WorkerCgroupName(cfg.ID, instance)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -167,7 +168,7 @@ func TestAttemptRunsInItsCgroup(t *testing.T) {
 	fm.assign(sleeper(driverA, 1))
 	fm.waitReport(t, driverA, 1, model.DriverRunning)
 	pid := programPID(t, cfg, driverA, 1)
-	ref := m.Ref(isolation.UnitName(driverA, 1))
+	ref := m.Ref(unitdir.CgroupName(driverA, 1))
 	c, err := isolation.Open(ref)
 	if err != nil {
 		t.Fatal(err)
@@ -201,13 +202,13 @@ func TestGoneUnitsCgroupsAreRemovedAtStart(t *testing.T) {
 		t.Skip("skipped: cgroups need root (CI runs as root)")
 	}
 	workDir := filepath.Join(t.TempDir(), "work")
-	m, err := isolation.New(isolation.Config{Name: isolation.WorkerName("w1", testInstance(workDir))})
+	m, err := isolation.New(isolation.Config{Name: unitdir.WorkerCgroupName("w1", testInstance(workDir))})
 	if err != nil {
 		t.Skipf("skipped: no usable cgroups: %v", err)
 	}
 	// What a worker killed with its runners would leave: a unit's cgroup
 	// with its program still in it.
-	ref, err := m.Create(isolation.UnitName(driverB, 3), isolation.Limits{MemoryMB: 64})
+	ref, err := m.Create(unitdir.CgroupName(driverB, 3), isolation.Limits{MemoryMB: 64})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -226,7 +227,7 @@ func TestGoneUnitsCgroupsAreRemovedAtStart(t *testing.T) {
 	fm := newFakeMaster(t)
 	newWorker(t, fm, func(c *worker.Config) {
 		c.WorkDir = workDir
-		c.Isolation = isolation.ModeCgroups
+		c.Isolation = host.Isolation{Mode: isolation.ModeCgroups}
 	})
 	select {
 	case <-exited:
@@ -243,7 +244,7 @@ func TestGoneUnitsCgroupsAreRemovedAtStart(t *testing.T) {
 // its unit, while the worker goes on launching other units.
 func TestPidsLimitBoundsTheUnit(t *testing.T) {
 	fm := newFakeMaster(t)
-	_, cfg, m := isolatedWorker(t, fm, filepath.Join(t.TempDir(), "work"), func(c *worker.Config) { c.PidsLimit = 8 })
+	_, cfg, m := isolatedWorker(t, fm, filepath.Join(t.TempDir(), "work"), func(c *worker.Config) { c.Isolation = host.Isolation{Mode: isolation.ModeCgroups, PidsLimit: 8} })
 	// The inner shell forks sleeps until a fork fails (dash then exits 2,
 	// bash says "fork: Resource temporarily unavailable"); the program
 	// itself lives on, to be looked at.
@@ -252,14 +253,14 @@ func TestPidsLimitBoundsTheUnit(t *testing.T) {
 	fm.assign(bomb)
 	fm.waitReport(t, driverA, 1, model.DriverRunning)
 	dir := filepath.Join(cfg.WorkDir, driverA, "attempt-1")
-	waitUntil(t, "the fork loop to end", func() bool { return strings.Contains(readStream(t, dir, runner.StdoutFile), "forks ended") })
-	if out := readStream(t, dir, runner.StdoutFile); strings.Contains(out, "forks ended 0") {
+	waitUntil(t, "the fork loop to end", func() bool { return strings.Contains(readStream(t, dir, unitdir.StdoutFile), "forks ended") })
+	if out := readStream(t, dir, unitdir.StdoutFile); strings.Contains(out, "forks ended 0") {
 		t.Fatalf("all 20 forks succeeded under a pids limit of 8: %q", out)
 	}
-	if errOut := readStream(t, dir, runner.StderrFile); !strings.Contains(strings.ToLower(errOut), "fork") {
+	if errOut := readStream(t, dir, unitdir.StderrFile); !strings.Contains(strings.ToLower(errOut), "fork") {
 		t.Fatalf("stderr %q does not say a fork failed", errOut)
 	}
-	ref := m.Ref(isolation.UnitName(driverA, 1))
+	ref := m.Ref(unitdir.CgroupName(driverA, 1))
 	if got := cgrouptest.ReadFile(t, ref, "pids", "pids.max"); got != "8" {
 		t.Fatalf("pids.max = %q, want the worker's --pids-limit 8", got)
 	}
@@ -272,7 +273,7 @@ func TestPidsLimitBoundsTheUnit(t *testing.T) {
 	fm.waitReport(t, driverA, 1, model.DriverKilled)
 	waitUntil(t, "the bounded unit's cgroup to be removed", func() bool {
 		names, _ := m.Units()
-		return !slices.Contains(names, isolation.UnitName(driverA, 1))
+		return !slices.Contains(names, unitdir.CgroupName(driverA, 1))
 	})
 }
 
@@ -290,14 +291,14 @@ func TestExecutorRunsInItsCgroup(t *testing.T) {
 	pid := executorPID(t, cfg, appA, 0)
 	var escaped int
 	waitUntil(t, "the setsid grandchild's PID", func() bool {
-		b, err := os.ReadFile(executorPath(cfg, appA, 0, runner.ProgramDir+"/escaped"))
+		b, err := os.ReadFile(executorPath(cfg, appA, 0, unitdir.ProgramDir+"/escaped"))
 		escaped, _ = strconv.Atoi(strings.TrimSpace(string(b)))
 		return err == nil
 	})
 	if sid, err := unix.Getsid(escaped); err != nil || sid != escaped {
 		t.Fatalf("grandchild %d has session %d (%v), want one of its own", escaped, sid, err)
 	}
-	ref := m.Ref(isolation.UnitName(appA, 0))
+	ref := m.Ref(unitdir.CgroupName(appA, 0))
 	c, err := isolation.Open(ref)
 	if err != nil {
 		t.Fatal(err)
@@ -339,7 +340,7 @@ func TestIsolationNonePutsNothingInACgroup(t *testing.T) {
 	workDir := filepath.Join(t.TempDir(), "work")
 	// The cgroup an isolating worker would make, made here to show the
 	// machine allows it; the worker must leave it empty.
-	wm, err := isolation.New(isolation.Config{Name: isolation.WorkerName("w1", testInstance(workDir))})
+	wm, err := isolation.New(isolation.Config{Name: unitdir.WorkerCgroupName("w1", testInstance(workDir))})
 	if err != nil {
 		t.Skipf("skipped: no usable cgroups here, so none is no choice: %v", err)
 	}
@@ -348,7 +349,7 @@ func TestIsolationNonePutsNothingInACgroup(t *testing.T) {
 	var logs lockedBuffer
 	_, cfg := newWorker(t, fm, func(c *worker.Config) {
 		c.WorkDir = workDir
-		c.Isolation = isolation.ModeNone
+		c.Isolation = host.Isolation{Mode: isolation.ModeNone}
 		c.Logger = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	})
 	fm.assign(sleeper(driverA, 1))

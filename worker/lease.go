@@ -1,13 +1,11 @@
 package worker
 
 import (
-	"encoding/json"
 	"os"
 	"time"
 
-	"github.com/drover-project/drover/internal/atomicfile"
 	"github.com/drover-project/drover/internal/procid"
-	"github.com/drover-project/drover/worker/runner"
+	"github.com/drover-project/drover/worker/unitdir"
 )
 
 // holder names this daemon's process in its lease file (see procid): its
@@ -31,7 +29,7 @@ func self() holder {
 
 // LeaseFile is the name, in the work dir, of the file whose renewals tell
 // the runners that their worker lives, and which names the daemon they
-// follow (see Config.Lease, runner.Spec.LeaseFile and runner.LeaseContent).
+// follow (see Config.Lease, unitdir.Spec.LeaseFile and unitdir.LeaseContent).
 const LeaseFile = "worker.lease"
 
 // leasePoll is how often a strict worker checks its contact with a leader,
@@ -41,7 +39,7 @@ func leasePoll(lease time.Duration) time.Duration {
 }
 
 // renewLease rewrites LeaseFile with the current time, the last leader
-// contact and this daemon as its holder (runner.LeaseContent), detached
+// contact and this daemon as its holder (unitdir.LeaseContent), detached
 // for Detach's last renewal. When the rewrite fails (a full disk) it
 // touches the file instead: a touch needs no space, and a full disk must
 // not end every program.
@@ -52,18 +50,12 @@ func (w *Worker) renewLease(detached bool) error {
 	w.mu.Lock()
 	contact := w.leaseContact
 	w.mu.Unlock()
-	c := runner.LeaseContent{Renewed: now.UnixMilli(), HolderPID: w.holder.pid, HolderStart: w.holder.start, Detached: detached,
+	c := unitdir.LeaseContent{Renewed: now.UnixMilli(), HolderPID: w.holder.pid, HolderStart: w.holder.start, Detached: detached,
 		SucceedsPID: w.succeeds.pid, SucceedsStart: w.succeeds.start}
 	if !contact.IsZero() {
 		c.LeaderContact = contact.UnixMilli()
 	}
-	b, err := json.Marshal(c)
-	if err == nil {
-		// Not synced: the lease only matters while this machine runs,
-		// and a sync every Lease/4 would cost more than it protects.
-		err = atomicfile.Replace(w.leasePath, b, 0o600, false)
-	}
-	if err != nil {
+	if err := unitdir.WriteLease(w.leasePath, c); err != nil {
 		if terr := os.Chtimes(w.leasePath, now, now); terr != nil {
 			return err
 		}
@@ -76,7 +68,7 @@ func (w *Worker) renewLease(detached bool) error {
 // last answered the worker that wrote c: the zero time when c names no
 // contact. A contact "in the future" (the wall clock stepped back) counts
 // as now.
-func previousContact(c runner.LeaseContent, now time.Time) time.Time {
+func previousContact(c unitdir.LeaseContent, now time.Time) time.Time {
 	if c.LeaderContact <= 0 {
 		return time.Time{}
 	}
@@ -85,10 +77,10 @@ func previousContact(c runner.LeaseContent, now time.Time) time.Time {
 }
 
 // predecessor is the holder c names when it detached, for this daemon's
-// renewals to name (runner.LeaseContent's SucceedsPID), and nobody
+// renewals to name (unitdir.LeaseContent's SucceedsPID), and nobody
 // otherwise: a holder that died without detaching takes its runners'
 // programs with it.
-func predecessor(c runner.LeaseContent) holder {
+func predecessor(c unitdir.LeaseContent) holder {
 	if !c.Detached || c.HolderPID <= 0 {
 		return holder{}
 	}

@@ -9,7 +9,7 @@ import (
 	"github.com/drover-project/drover/api"
 	"github.com/drover-project/drover/model"
 	"github.com/drover-project/drover/worker"
-	"github.com/drover-project/drover/worker/runner"
+	"github.com/drover-project/drover/worker/unitdir"
 )
 
 // failsOnceOnCue is a supervised assignment whose first run exits 1 once
@@ -30,12 +30,12 @@ func failWhileCutOff(t *testing.T, fm *fakeMaster, cfg worker.Config) {
 	fm.assign(failsOnceOnCue(driverA, 1))
 	fm.waitReport(t, driverA, 1, model.DriverRunning)
 	fm.set(func() { fm.down = true })
-	dir := filepath.Dir(attemptPath(cfg, driverA, 1, runner.StatusFile))
-	if err := os.WriteFile(filepath.Join(dir, runner.ProgramDir, "release"), nil, 0o600); err != nil {
+	dir := filepath.Dir(attemptPath(cfg, driverA, 1, unitdir.StatusFile))
+	if err := os.WriteFile(filepath.Join(dir, unitdir.ProgramDir, "release"), nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
 	waitUntil(t, "the relaunch to be held", func() bool {
-		st, err := runner.ReadStatus(dir)
+		st, err := unitdir.ReadStatus(dir)
 		return err == nil && strings.Contains(st.Reason, "waits for a leader")
 	})
 	var refused int

@@ -10,8 +10,8 @@ import (
 	"github.com/drover-project/drover/api"
 	"github.com/drover-project/drover/model"
 	"github.com/drover-project/drover/worker"
-	"github.com/drover-project/drover/worker/runner"
 	"github.com/drover-project/drover/worker/spark/resourcesfile"
+	"github.com/drover-project/drover/worker/unitdir"
 )
 
 // A worker registers the resources it offers; a unit holding some finds
@@ -38,8 +38,8 @@ if [ -n "$DROVER_RESOURCES_FILE" ] && grep -q resourceName "$DROVER_RESOURCES_FI
 	fm.waitExecReport(t, appA, 0, model.ExecExited)
 
 	dir := filepath.Join(cfg.WorkDir, driverA, "attempt-1")
-	file := filepath.Join(dir, runner.ResourcesFile)
-	if got, want := readStream(t, dir, runner.StdoutFile), "2,0||"+file+"\nreadable\n"; got != want {
+	file := filepath.Join(dir, unitdir.ResourcesFile)
+	if got, want := readStream(t, dir, unitdir.StdoutFile), "2,0||"+file+"\nreadable\n"; got != want {
 		t.Fatalf("driver A printed %q, want %q", got, want)
 	}
 	b, err := os.ReadFile(file)
@@ -49,14 +49,14 @@ if [ -n "$DROVER_RESOURCES_FILE" ] && grep -q resourceName "$DROVER_RESOURCES_FI
 	if got, err := resourcesfile.Parse(b, resourcesfile.Driver); err != nil || got.String() != "gpu=2,0" {
 		t.Fatalf("resources file %s: %v %v", b, got, err)
 	}
-	if got := readStream(t, filepath.Join(cfg.WorkDir, driverB, "attempt-1"), runner.StdoutFile); got != "||\n" {
+	if got := readStream(t, filepath.Join(cfg.WorkDir, driverB, "attempt-1"), unitdir.StdoutFile); got != "||\n" {
 		t.Fatalf("driver B, holding nothing, printed %q", got)
 	}
 	edir := filepath.Join(cfg.WorkDir, appA, "0")
-	if got := readStream(t, edir, runner.StdoutFile); !strings.HasPrefix(got, "|f|") {
+	if got := readStream(t, edir, unitdir.StdoutFile); !strings.HasPrefix(got, "|f|") {
 		t.Fatalf("executor printed %q", got)
 	}
-	if b, err := os.ReadFile(filepath.Join(edir, runner.ResourcesFile)); err != nil || !strings.Contains(string(b), resourcesfile.Executor) {
+	if b, err := os.ReadFile(filepath.Join(edir, unitdir.ResourcesFile)); err != nil || !strings.Contains(string(b), resourcesfile.Executor) {
 		t.Fatalf("executor's resources file %s %v, want the %s component", b, err, resourcesfile.Executor)
 	}
 }

@@ -13,18 +13,18 @@ import (
 	"github.com/drover-project/drover/api"
 	"github.com/drover-project/drover/model"
 	"github.com/drover-project/drover/worker"
-	"github.com/drover-project/drover/worker/runner"
+	"github.com/drover-project/drover/worker/unitdir"
 )
 
-// A token a runner could not take (longer than runner.MaxCredential) is
+// A token a runner could not take (longer than unitdir.MaxCredential) is
 // refused at start, in one line, before the work dir is made; one at the
 // bound is taken.
 func TestWorkerRefusesATokenLongerThanARunnerTakes(t *testing.T) {
 	fm := newFakeMaster(t)
-	newWorker(t, fm, func(c *worker.Config) { c.NodeToken = strings.Repeat("t", runner.MaxCredential) })
+	newWorker(t, fm, func(c *worker.Config) { c.NodeToken = strings.Repeat("t", unitdir.MaxCredential) })
 	cfg := worker.DefaultConfig()
 	cfg.ID, cfg.Masters, cfg.WorkDir, cfg.Cores, cfg.MemoryMB = "w1", []string{fm.addr()}, filepath.Join(t.TempDir(), "work"), 1, 1
-	cfg.NodeToken = strings.Repeat("t", runner.MaxCredential+1)
+	cfg.NodeToken = strings.Repeat("t", unitdir.MaxCredential+1)
 	_, err := worker.New(cfg)
 	if want := "the node token is 4097 bytes, more than the 4096 a runner takes"; err == nil || err.Error() != want {
 		t.Fatalf("New: %v, want %q", err, want)
@@ -59,7 +59,7 @@ var idProgram = []string{"/bin/sh", "-c", `echo "$(id -u) $(id -g) $(id -G) $HOM
 // ranAs is what idProgram prints when it runs as u in the unit directory
 // dir.
 func ranAs(u *user.User, dir string) string {
-	return strings.Join([]string{u.Uid, u.Gid, u.Gid, u.HomeDir, u.Username, u.Username, filepath.Join(dir, runner.ProgramDir)}, " ") + "\n"
+	return strings.Join([]string{u.Uid, u.Gid, u.Gid, u.HomeDir, u.Username, u.Username, filepath.Join(dir, unitdir.ProgramDir)}, " ") + "\n"
 }
 
 // finishedAs waits for attempt 1 of driver to finish and checks that it
@@ -68,7 +68,7 @@ func finishedAs(t *testing.T, fm *fakeMaster, cfg worker.Config, driver string, 
 	t.Helper()
 	fm.waitReport(t, driver, 1, model.DriverFinished)
 	dir := attemptPath(cfg, driver, 1, "")
-	if got, want := readStream(t, dir, runner.StdoutFile), ranAs(u, dir); got != want {
+	if got, want := readStream(t, dir, unitdir.StdoutFile), ranAs(u, dir); got != want {
 		t.Errorf("%s printed %q, want %q", driver, got, want)
 	}
 	return dir
@@ -103,7 +103,7 @@ func TestProgramsRunAsAllowedUsersOnly(t *testing.T) {
 			name string
 			uid  string
 			mode os.FileMode
-		}{{"", "0", 0o711}, {runner.ProgramDir, c.as.Uid, 0o700}, {runner.SpecFile, "0", 0o600}, {runner.StatusFile, "0", 0o600}, {runner.LogFile, "0", 0o600}} {
+		}{{"", "0", 0o711}, {unitdir.ProgramDir, c.as.Uid, 0o700}, {unitdir.SpecFile, "0", 0o600}, {unitdir.StatusFile, "0", 0o600}, {unitdir.LogFile, "0", 0o600}} {
 			fi, err := os.Stat(filepath.Join(dir, f.name))
 			if err != nil {
 				t.Fatal(err)
@@ -239,7 +239,7 @@ func TestProgramGetsOnlyTheAllowedEnvironment(t *testing.T) {
 			})
 			fm.assign(api.Assignment{DriverID: driverA, Attempt: 1, Argv: program, Env: c.env})
 			fm.waitReport(t, driverA, 1, model.DriverFinished)
-			got := strings.Split(readStream(t, attemptPath(cfg, driverA, 1, ""), runner.StdoutFile), "\n")
+			got := strings.Split(readStream(t, attemptPath(cfg, driverA, 1, ""), unitdir.StdoutFile), "\n")
 			for _, w := range c.want {
 				if !slices.Contains(got, w) {
 					t.Errorf("the program's environment lacks %s: %q", w, got)

@@ -11,8 +11,8 @@ import (
 	"github.com/drover-project/drover/client"
 	"github.com/drover-project/drover/model"
 	"github.com/drover-project/drover/model/ids"
-	"github.com/drover-project/drover/worker/isolation"
 	"github.com/drover-project/drover/worker/spark/resourcesfile"
+	"github.com/drover-project/drover/worker/unitdir"
 )
 
 // A unit is one program the worker runs under a runner of its own: a driver
@@ -140,7 +140,7 @@ func (k unitKey) dir(workDir string) string {
 }
 
 // cgroup is the name of k's cgroup under the worker's (package isolation).
-func (k unitKey) cgroup() string { return isolation.UnitName(k.id, k.n) }
+func (k unitKey) cgroup() string { return unitdir.CgroupName(k.id, k.n) }
 
 // attrs are k's log attributes.
 func (k unitKey) attrs(more ...any) []any {
@@ -169,7 +169,7 @@ type order struct {
 	// resources are the addresses the unit holds.
 	resources model.Resources
 	// bounds are an attempt's restart bounds and its earlier attempts'
-	// failed runs, as runner.Spec has them.
+	// failed runs, as unitdir.Spec has them.
 	bounds bounds
 	// cores and memoryMB are what the leader set aside for the unit: its
 	// cgroup's limits under isolation.
@@ -237,11 +237,11 @@ type report struct {
 	exitCode *int
 	runs     int
 	reason   string
-	// failures and reschedule are the runner's (runner.Status).
+	// failures and reschedule are the runner's (unitdir.Status).
 	failures   []int64
 	reschedule bool
 	// staging says reason is what the unit's staging says now
-	// (runner.EventStaging); state is then SUBMITTED.
+	// (unitdir.EventStaging); state is then SUBMITTED.
 	staging bool
 }
 

@@ -11,7 +11,7 @@ import (
 	"strconv"
 	"syscall"
 
-	"github.com/drover-project/drover/worker/runner"
+	"github.com/drover-project/drover/worker/unitdir"
 )
 
 // DefaultRunAs is the user a worker run as root runs programs as when
@@ -22,7 +22,7 @@ const DefaultRunAs = "nobody"
 // account is a user a program may run as, as the passwd and group
 // databases give it (os/user).
 type account struct {
-	runner.Identity
+	unitdir.Identity
 	// home is the user's home directory, the program's $HOME.
 	home string
 }
@@ -48,7 +48,7 @@ func accountOf(u *user.User) (account, error) {
 	if err != nil {
 		return account{}, fmt.Errorf("user %s has gid %q: %w", u.Username, u.Gid, err)
 	}
-	a := account{Identity: runner.Identity{Name: u.Username, UID: uint32(uid), GID: uint32(gid)}, home: u.HomeDir}
+	a := account{Identity: unitdir.Identity{Name: u.Username, UID: uint32(uid), GID: uint32(gid)}, home: u.HomeDir}
 	gids, err := u.GroupIds()
 	if err != nil {
 		return account{}, fmt.Errorf("groups of user %s: %w", u.Username, err)
@@ -102,7 +102,7 @@ func newUsers(cfg Config, euid int) (*users, error) {
 		} else {
 			// A uid without a passwd entry (a container's) runs
 			// programs as itself all the same.
-			us.self = account{Identity: runner.Identity{Name: strconv.Itoa(euid), UID: uint32(euid)}}
+			us.self = account{Identity: unitdir.Identity{Name: strconv.Itoa(euid), UID: uint32(euid)}}
 		}
 		for _, n := range append([]string{cfg.RunAs}, cfg.AllowedUsers...) {
 			if n != "" && n != us.self.Name {
@@ -190,7 +190,7 @@ func (us *users) forUnit(name, id string) (account, string) {
 
 // identity is what a runner needs to run a program as a: nil when the
 // worker is not root, whose runners run programs as themselves.
-func (us *users) identity(a account) *runner.Identity {
+func (us *users) identity(a account) *unitdir.Identity {
 	if !us.root {
 		return nil
 	}
@@ -247,7 +247,7 @@ func searchable(fi fs.FileInfo, a account) bool {
 // dirMode is the mode of the work dir and of the directories the worker
 // makes in it for units: 0711 where programs run as another user, who must
 // pass through them to their working directories (and read
-// runner.ResourcesFile) but has no business listing them; 0700 where
+// unitdir.ResourcesFile) but has no business listing them; 0700 where
 // programs run as the worker's own user.
 func (us *users) dirMode() fs.FileMode {
 	if us.root {

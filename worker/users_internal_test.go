@@ -5,7 +5,7 @@ import (
 	"os/user"
 	"testing"
 
-	"github.com/drover-project/drover/worker/runner"
+	"github.com/drover-project/drover/worker/unitdir"
 )
 
 // A worker not run as root (here one of uid 1) runs every program as
@@ -59,8 +59,8 @@ func TestWorkerNotRunAsRootRunsProgramsAsItself(t *testing.T) {
 // of uid 0 is.
 func TestRootNeedsAllowRootAndItsName(t *testing.T) {
 	db := map[string]account{}
-	for _, a := range []account{{Identity: runner.Identity{Name: "root"}}, {Identity: runner.Identity{Name: "toor"}},
-		{Identity: runner.Identity{Name: "nobody", UID: 65534, GID: 65534}}, {Identity: runner.Identity{Name: "alice", UID: 1000, GID: 1000}}} {
+	for _, a := range []account{{Identity: unitdir.Identity{Name: "root"}}, {Identity: unitdir.Identity{Name: "toor"}},
+		{Identity: unitdir.Identity{Name: "nobody", UID: 65534, GID: 65534}}, {Identity: unitdir.Identity{Name: "alice", UID: 1000, GID: 1000}}} {
 		db[a.Name] = a
 	}
 	lookup := func(name string) (account, error) {

@@ -12,7 +12,7 @@
 // lease file. They follow the daemon that holds it: one that dies without
 // detaching (a crash, a kill) takes its programs with it at once, so that
 // the leader may relaunch its drivers as soon as it knows the daemon is
-// gone (runner.LeaseContent); one that detaches (Detach, for an upgrade)
+// gone (unitdir.LeaseContent); one that detaches (Detach, for an upgrade)
 // leaves them running for up to Config.Lease. The daemon records every
 // runner it starts in a bbolt database in its work dir, so that a daemon
 // restarted within the lease after a detach adopts the attempts still
@@ -51,9 +51,7 @@ import (
 	"github.com/drover-project/drover/security/auth"
 	"github.com/drover-project/drover/security/pki"
 	"github.com/drover-project/drover/transport"
-	"github.com/drover-project/drover/worker/artifact"
-	"github.com/drover-project/drover/worker/isolation"
-	"github.com/drover-project/drover/worker/runner"
+	"github.com/drover-project/drover/worker/unitdir"
 )
 
 // shutdownTimeout bounds the HTTP server's graceful stop in Close.
@@ -84,13 +82,13 @@ type Worker struct {
 	// the work dir from, or nobody (see predecessor).
 	succeeds holder
 	// untethered, fixed by New, says that a runner it adopted does not
-	// follow its daemon (runner.Status's Tethered): an older version's,
+	// follow its daemon (unitdir.Status's Tethered): an older version's,
 	// left by the daemon this one upgraded.
 	untethered bool
 	// instance is this work dir's instance ID (see InstanceFile).
 	instance string
 	// iso makes the units' cgroups; nil without isolation.
-	iso *isolation.Manager
+	iso Cgroups
 	// users says who programs run as.
 	users *users
 
@@ -111,13 +109,13 @@ type Worker struct {
 	// a leader answers.
 	lastContact time.Time
 	// leaseContact is lastContact as the lease file reports it to the
-	// runners (runner.LeaseContent's LeaderContact): it moves only once
+	// runners (unitdir.LeaseContent's LeaderContact): it moves only once
 	// the answer has been acted on, so a runner that sees it also finds
 	// the stop file of any kill the answer asked for.
 	leaseContact time.Time
 	// relaunchDue is when the last runner still waiting for a leader's
 	// answer before relaunching its program asked for one
-	// (runner.EventRelaunchDue), zero when none waits: until a request
+	// (unitdir.EventRelaunchDue), zero when none waits: until a request
 	// sent since then is answered, heartbeats do not long-poll, and each
 	// answer is written to the lease file at once, for the runners that
 	// asked earlier.
@@ -154,8 +152,8 @@ type Worker struct {
 	shortWarned bool
 	// cache is the artifact cache the runners stage through; the
 	// trimmer keeps it to CacheSizeMB (trimNow: a non-blocking ask,
-	// buffer 1).
-	cache    *artifact.Cache
+	// buffer 1). Nil without Config.Artifacts.
+	cache    ArtifactCache
 	trimNow  chan struct{}
 	trimStop chan struct{}
 	trimDone chan struct{}
@@ -242,9 +240,11 @@ func New(cfg Config) (*Worker, error) {
 			return nil, fmt.Errorf("copy the CA for programs: %w", err)
 		}
 	}
-	cache, err := artifact.OpenCache(filepath.Join(cfg.WorkDir, CacheDir))
-	if err != nil {
-		return nil, err
+	var cache ArtifactCache
+	if cfg.Artifacts != nil {
+		if cache, err = cfg.Artifacts.OpenCache(filepath.Join(cfg.WorkDir, CacheDir)); err != nil {
+			return nil, err
+		}
 	}
 	masters, err := client.New(cfg.Masters, client.Options{
 		BindIP:         cfg.BindIP,
@@ -287,12 +287,12 @@ func New(cfg Config) (*Worker, error) {
 		trimStop:  make(chan struct{}),
 		trimDone:  make(chan struct{}),
 	}
-	if w.cfg.Cache == nil {
+	if w.cfg.Cache == nil && cache != nil {
 		w.cfg.Cache = w
 	}
 	// Fence adopted attempts from the previous worker's last contact: the
 	// leader counts from then, not from this start.
-	prev := runner.ReadLease(w.leasePath)
+	prev := unitdir.ReadLease(w.leasePath)
 	w.lastContact = previousContact(prev, time.Now())
 	w.succeeds = predecessor(prev)
 	w.leaseContact = w.lastContact
@@ -317,7 +317,10 @@ func New(cfg Config) (*Worker, error) {
 			w.log.Warn(msg)
 		}
 	}
-	if w.iso, err = openIsolation(cfg, instance, w.log); err != nil {
+	if cfg.Isolation != nil {
+		w.iso, err = cfg.Isolation.OpenCgroups(unitdir.WorkerCgroupName(cfg.ID, instance), w.log)
+	}
+	if err != nil {
 		ln.Close()
 		db.close()
 		return nil, err
@@ -355,25 +358,6 @@ func New(cfg Config) (*Worker, error) {
 	w.log.Info("worker started", "http", w.httpAddr, "cores", cfg.Cores, "memory_mb", cfg.MemoryMB,
 		"work_dir", cfg.WorkDir, "lease", cfg.Lease, "fencing", cfg.Fencing, "isolation", isolated)
 	return w, nil
-}
-
-// openIsolation makes the worker's cgroup for cfg.Isolation: nil for
-// isolation.ModeNone, and for isolation.ModeAuto when the machine does not
-// allow cgroups, which it says in one warning line; an error for
-// isolation.ModeCgroups then.
-func openIsolation(cfg Config, instance string, log *slog.Logger) (*isolation.Manager, error) {
-	if cfg.Isolation == isolation.ModeNone {
-		return nil, nil
-	}
-	m, err := isolation.New(isolation.Config{Name: isolation.WorkerName(cfg.ID, instance), Root: cfg.CgroupRoot})
-	switch {
-	case err == nil:
-		return m, nil
-	case cfg.Isolation == isolation.ModeCgroups:
-		return nil, fmt.Errorf("--isolation cgroups: %w", err)
-	}
-	log.Warn("isolation off: drivers and executors run without cgroups (no memory, CPU or process limits; a kill reaches their process groups only): " + err.Error())
-	return nil, nil
 }
 
 // sweepCgroups kills and removes, at start, the cgroups under the

@@ -23,7 +23,9 @@ import (
 	"github.com/drover-project/drover/api"
 	"github.com/drover-project/drover/model"
 	"github.com/drover-project/drover/worker"
+	"github.com/drover-project/drover/worker/host"
 	"github.com/drover-project/drover/worker/runner"
+	"github.com/drover-project/drover/worker/unitdir"
 )
 
 // TestMain lets the test binary stand in for "drover runner", which the
@@ -363,6 +365,8 @@ func newWorkerAt(t *testing.T, addr string, tune func(*worker.Config)) (*worker.
 	cfg.KillTimeout = 2 * time.Second
 	cfg.RestartBackoff = 20 * time.Millisecond
 	cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	// As drover worker's defaults: cgroups where the machine allows.
+	cfg.Isolation, cfg.Artifacts = host.Isolation{}, host.Artifacts{}
 	if tune != nil {
 		tune(&cfg)
 	}
@@ -417,7 +421,7 @@ func programPID(t *testing.T, cfg worker.Config, driver string, attempt int) int
 }
 
 // readStream returns what the program of the unit directory dir wrote to
-// stream (runner.StdoutFile or runner.StderrFile), "" before it starts.
+// stream (unitdir.StdoutFile or unitdir.StderrFile), "" before it starts.
 func readStream(t *testing.T, dir, stream string) string {
 	t.Helper()
 	root, err := os.OpenRoot(dir)
@@ -428,7 +432,7 @@ func readStream(t *testing.T, dir, stream string) string {
 		t.Fatal(err)
 	}
 	defer root.Close()
-	l, err := runner.OpenLog(root, stream, 0)
+	l, err := unitdir.OpenLog(root, stream, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -446,7 +450,7 @@ func printedPID(t *testing.T, dir string) int {
 	t.Helper()
 	deadline := time.Now().Add(failSafe)
 	for time.Now().Before(deadline) {
-		if b := readStream(t, dir, runner.StdoutFile); strings.HasSuffix(b, "\n") {
+		if b := readStream(t, dir, unitdir.StdoutFile); strings.HasSuffix(b, "\n") {
 			pid, err := strconv.Atoi(strings.TrimSpace(b))
 			if err != nil {
 				t.Fatal(err)
@@ -507,7 +511,7 @@ func TestRunsAssignmentWithEnvAndServesLogs(t *testing.T) {
 		}
 	}
 	stdout := driverA + " 1 w1 " + fm.addr() + " x 3 768\n"
-	if b := readStream(t, dir, runner.StdoutFile); b != stdout {
+	if b := readStream(t, dir, unitdir.StdoutFile); b != stdout {
 		t.Fatalf("stdout = %q, want %q", b, stdout)
 	}
 

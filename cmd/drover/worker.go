@@ -17,6 +17,7 @@ import (
 	"github.com/drover-project/drover/security/auth"
 	"github.com/drover-project/drover/transport/gossip"
 	"github.com/drover-project/drover/worker"
+	"github.com/drover-project/drover/worker/host"
 	"github.com/drover-project/drover/worker/isolation"
 	"github.com/drover-project/drover/worker/runner"
 	"github.com/drover-project/drover/worker/spark/resourcesfile"
@@ -73,8 +74,9 @@ func runWorker(args []string) int {
 	fs.DurationVar(&cfg.ArtifactStallTimeout, "artifact-stall-timeout", cfg.ArtifactStallTimeout, "a download that receives nothing for this long is tried again")
 	resources := fs.StringArray("resource", nil, "NAME=ADDR,ADDR,... a custom resource offered to drivers and executors with its addresses, e.g. gpu=0,1,2,3 (Spark's spark.worker.resource.*; repeatable)")
 	resourcesFile := fs.String("resources-file", "", "file of custom resources offered, in Spark's resourcesFile format: [{\"id\":{\"componentName\":\"spark.worker\",\"resourceName\":\"gpu\"},\"addresses\":[\"0\",\"1\"]}]")
-	isolationMode := fs.String("isolation", string(cfg.Isolation), "auto: run each driver and executor in a cgroup of its own (memory limit, CPU quota, pids limit, whole-tree kill) when the machine allows, else warn once and run without; cgroups: refuse to start without them; none: never")
-	fs.Int64Var(&cfg.PidsLimit, "pids-limit", cfg.PidsLimit, "processes and threads each driver or executor may have at once under isolation")
+	iso := host.Isolation{PidsLimit: isolation.DefaultPidsLimit}
+	isolationMode := fs.String("isolation", string(isolation.ModeAuto), "auto: run each driver and executor in a cgroup of its own (memory limit, CPU quota, pids limit, whole-tree kill) when the machine allows, else warn once and run without; cgroups: refuse to start without them; none: never")
+	fs.Int64Var(&iso.PidsLimit, "pids-limit", iso.PidsLimit, "processes and threads each driver or executor may have at once under isolation")
 	fs.StringVar(&cfg.RunAs, "run-as", worker.DefaultRunAs, "user a worker run as root runs drivers and executors as when their submission names none; a worker run as another user runs them as itself and takes no other name")
 	fs.StringSliceVar(&cfg.AllowedUsers, "allowed-users", nil, "comma-separated users, besides --run-as, a submission may ask its programs to run as (--user); others end FAILED")
 	fs.BoolVar(&cfg.AllowRoot, "allow-root", false, "let --run-as and --allowed-users name root (any user of uid 0); a submission runs as root only under a name they list, and the worker refuses to start when they name none")
@@ -111,9 +113,13 @@ func runWorker(args []string) int {
 		return fail(err)
 	}
 	cfg.Fencing = worker.FencingMode(*fencing)
-	if cfg.Isolation, err = isolation.ParseMode(*isolationMode); err != nil {
+	if iso.Mode, err = isolation.ParseMode(*isolationMode); err != nil {
 		return fail(err)
 	}
+	if err := iso.Check(); err != nil {
+		return fail(err)
+	}
+	cfg.Isolation, cfg.Artifacts = iso, host.Artifacts{}
 	for _, m := range strings.Split(*masters, ",") {
 		if m = strings.TrimSpace(m); m != "" {
 			cfg.Masters = append(cfg.Masters, m)

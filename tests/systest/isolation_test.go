@@ -17,7 +17,7 @@ import (
 	"github.com/drover-project/drover/model"
 	"github.com/drover-project/drover/tests/testcluster"
 	"github.com/drover-project/drover/worker/isolation"
-	"github.com/drover-project/drover/worker/runner"
+	"github.com/drover-project/drover/worker/unitdir"
 )
 
 // isolationKillTimeout is the workers' --kill-timeout in these tests.
@@ -53,14 +53,18 @@ func needCgroups(t *testing.T) {
 // as its spec names it.
 func attemptCgroup(t *testing.T, w *testcluster.Node, id string, n int) *isolation.Cgroup {
 	t.Helper()
-	spec, err := runner.ReadSpec(filepath.Join(w.Dir, id, "attempt-"+strconv.Itoa(n)))
+	spec, err := unitdir.ReadSpec(filepath.Join(w.Dir, id, "attempt-"+strconv.Itoa(n)))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if spec.Cgroup == nil {
 		t.Fatalf("attempt %d of %s runs without a cgroup", n, id)
 	}
-	c, err := isolation.Open(*spec.Cgroup)
+	ref, err := isolation.ParseRef(spec.Cgroup)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := isolation.Open(ref)
 	if err != nil {
 		t.Fatal(err)
 	}

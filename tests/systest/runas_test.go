@@ -13,7 +13,7 @@ import (
 	"github.com/drover-project/drover/api"
 	"github.com/drover-project/drover/model"
 	"github.com/drover-project/drover/tests/testcluster"
-	"github.com/drover-project/drover/worker/runner"
+	"github.com/drover-project/drover/worker/unitdir"
 )
 
 // snoopScript is what a hostile program on a worker tries, saying what it
@@ -91,8 +91,8 @@ func snoop(t *testing.T, c *testcluster.Cluster, nobody *user.User) {
 	tokens := []string{s.GossipKey, s.OperatorToken, s.SubmitToken, s.NodeToken, s.RaftKey}
 	secrets := append(append(keys, tokens...), filepath.Join(w.Dir, "worker.db"), filepath.Join(w.Dir, "worker.lease"))
 	protected := []string{filepath.Join(w.Dir, "cache", "sha256", a.Upload), filepath.Join(w.Dir, "cache", "sha256", "planted"),
-		"../" + runner.SpecFile, "../" + runner.StatusFile, "../" + runner.LogFileName(runner.StdoutFile, 0), "../planted",
-		filepath.Join(victimDir, runner.StatusFile), filepath.Join(victimDir, "planted"), filepath.Join(w.Dir, "planted")}
+		"../" + unitdir.SpecFile, "../" + unitdir.StatusFile, "../" + unitdir.LogFileName(unitdir.StdoutFile, 0), "../planted",
+		filepath.Join(victimDir, unitdir.StatusFile), filepath.Join(victimDir, "planted"), filepath.Join(w.Dir, "planted")}
 	id := submit(t, c, api.SubmitRequest{DriverSpec: model.DriverSpec{Argv: []string{"./snoop.sh"}, Cores: 1, MemoryMB: 64, Artifacts: []model.Artifact{a}, Env: map[string]string{"SECRETS": strings.Join(secrets, " "), "PROTECTED": strings.Join(protected, " ")}}})
 	d := c.WaitDriver(id, 30*time.Second, "ended", func(d *model.Driver) bool { return d.State.Terminal() })
 	if d.State != model.DriverFinished {
@@ -136,7 +136,7 @@ func snoop(t *testing.T, c *testcluster.Cluster, nobody *user.User) {
 			t.Errorf("the program's environment holds %s", name)
 		}
 	}
-	if b, err := os.ReadFile(filepath.Join(victimDir, runner.StatusFile)); err != nil || strings.Contains(string(b), "planted") {
+	if b, err := os.ReadFile(filepath.Join(victimDir, unitdir.StatusFile)); err != nil || strings.Contains(string(b), "planted") {
 		t.Errorf("the other attempt's status: %v %q", err, b)
 	}
 
@@ -152,7 +152,7 @@ func snoop(t *testing.T, c *testcluster.Cluster, nobody *user.User) {
 		if want := "fetch file://" + f + ": user nobody may not read it: permission denied"; d.State != model.DriverFailed || d.Message != want {
 			t.Errorf("a driver staging %s ended %s (%s), want FAILED: %s", f, d.State, d.Message, want)
 		}
-		work := filepath.Join(w.Dir, id, "attempt-1", runner.ProgramDir)
+		work := filepath.Join(w.Dir, id, "attempt-1", unitdir.ProgramDir)
 		if des, err := os.ReadDir(work); err != nil || len(des) != 0 {
 			t.Errorf("the program's directory of a driver staging %s holds %v (%v), want nothing", f, des, err)
 		}

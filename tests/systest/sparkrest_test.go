@@ -23,7 +23,7 @@ import (
 	"github.com/drover-project/drover/model"
 	"github.com/drover-project/drover/tests/cgrouptest"
 	"github.com/drover-project/drover/tests/testcluster"
-	"github.com/drover-project/drover/worker/runner"
+	"github.com/drover-project/drover/worker/unitdir"
 )
 
 // sparkRESTCluster starts a cluster whose masters serve Spark's REST
@@ -467,7 +467,7 @@ func TestSparkRESTDriverCgroupHoldsHeapAndOverhead(t *testing.T) {
 			dir := filepath.Join(w.Dir, id, "attempt-1")
 			want := fmt.Sprintf("1 %d\n", tc.want)
 			waitFor(t, 10*time.Second, "the driver's output", func() bool {
-				b, _ := os.ReadFile(filepath.Join(dir, runner.LogFileName(runner.StdoutFile, 0)))
+				b, _ := os.ReadFile(filepath.Join(dir, unitdir.LogFileName(unitdir.StdoutFile, 0)))
 				return string(b) == want
 			})
 		})

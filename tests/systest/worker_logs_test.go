@@ -15,7 +15,7 @@ import (
 	"github.com/drover-project/drover/api"
 	"github.com/drover-project/drover/model"
 	"github.com/drover-project/drover/tests/testcluster"
-	"github.com/drover-project/drover/worker/runner"
+	"github.com/drover-project/drover/worker/unitdir"
 )
 
 // paddedLines is what the shell loop of TestLogsFollowAcrossRotation
@@ -64,7 +64,7 @@ func TestLogsFollowAcrossRotation(t *testing.T) {
 	}
 
 	d := c.WaitDriver(id, 10*time.Second, "FINISHED", isState(model.DriverFinished))
-	start := firstKept(t, filepath.Join(c.Worker(d.WorkerID).Dir, id, "attempt-1"), runner.StdoutFile)
+	start := firstKept(t, filepath.Join(c.Worker(d.WorkerID).Dir, id, "attempt-1"), unitdir.StdoutFile)
 	if start == 0 || start%(64<<10) != 0 {
 		t.Fatalf("the oldest kept byte is at %d: the log did not rotate at 64 KiB", start)
 	}

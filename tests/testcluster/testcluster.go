@@ -29,6 +29,7 @@ import (
 	"github.com/drover-project/drover/model"
 	"github.com/drover-project/drover/security/pki"
 	"github.com/drover-project/drover/worker/isolation"
+	"github.com/drover-project/drover/worker/unitdir"
 )
 
 // BinaryEnv names an already built drover binary: for a test re-run in a
@@ -564,7 +565,7 @@ func removeCgroups(n *Node) {
 	if err != nil || os.Geteuid() != 0 {
 		return
 	}
-	m, err := isolation.New(isolation.Config{Name: isolation.WorkerName(n.ID, strings.TrimSpace(string(instance)))})
+	m, err := isolation.New(isolation.Config{Name: unitdir.WorkerCgroupName(n.ID, strings.TrimSpace(string(instance)))})
 	if err != nil {
 		return
 	}

@@ -33,25 +33,12 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/drover-project/drover/model"
+	"github.com/drover-project/drover/worker/unitdir"
 )
 
-// Defaults of Limits' zero fields and of Stager.RetryBase.
+// Defaults of Stager.RetryBase and fetches (those of Limits are
+// unitdir's).
 const (
-	// DefaultMaxSize bounds an artifact as fetched: 1 GiB, a large
-	// assembly jar or a runtime's tarball.
-	DefaultMaxSize = 1 << 30
-	// unpackedPerFetched sets the default bound on an archive's unpacked
-	// bytes: four times MaxSize, room for text and jars compressed well
-	// but not for a decompression bomb.
-	unpackedPerFetched = 4
-	// DefaultMaxFiles bounds the entries of one archive: a Python or
-	// Node environment has tens of thousands.
-	DefaultMaxFiles = 100_000
-	// DefaultTimeout is the overall deadline of one artifact, retries
-	// included: Nomad's artifact read timeout.
-	DefaultTimeout = 30 * time.Minute
-	// DefaultStallTimeout is how long a download may receive nothing.
-	DefaultStallTimeout = 30 * time.Second
 	// DefaultRetryBase is the first pause before a failed download is
 	// tried again; it doubles up to 30 s.
 	DefaultRetryBase = time.Second
@@ -59,46 +46,9 @@ const (
 	fetchParallel = 4
 )
 
-// Limits bound the fetching and unpacking of each artifact. Sizes are
-// bytes; zero fields take the defaults.
-type Limits struct {
-	// MaxSize bounds the bytes fetched (an archive before unpacking):
-	// checked against Content-Length before reading and while reading
-	// (default DefaultMaxSize).
-	MaxSize int64 `json:"max_size,omitempty"`
-	// MaxUnpackedSize bounds the bytes of an archive's files together
-	// (default four times MaxSize).
-	MaxUnpackedSize int64 `json:"max_unpacked_size,omitempty"`
-	// MaxFiles bounds the entries of an archive (default DefaultMaxFiles).
-	MaxFiles int `json:"max_files,omitempty"`
-	// Timeout is the overall deadline of one artifact: the wait for
-	// another process's download of it, every try and every pause
-	// between tries (default DefaultTimeout).
-	Timeout time.Duration `json:"timeout,omitempty"`
-	// StallTimeout ends a try that receives no byte for so long (default
-	// DefaultStallTimeout); the try is then retried.
-	StallTimeout time.Duration `json:"stall_timeout,omitempty"`
-}
-
-// WithDefaults returns l with its zero fields set to the defaults.
-func (l Limits) WithDefaults() Limits {
-	if l.MaxSize <= 0 {
-		l.MaxSize = DefaultMaxSize
-	}
-	if l.MaxUnpackedSize <= 0 {
-		l.MaxUnpackedSize = unpackedPerFetched * l.MaxSize
-	}
-	if l.MaxFiles <= 0 {
-		l.MaxFiles = DefaultMaxFiles
-	}
-	if l.Timeout <= 0 {
-		l.Timeout = DefaultTimeout
-	}
-	if l.StallTimeout <= 0 {
-		l.StallTimeout = DefaultStallTimeout
-	}
-	return l
-}
+// Limits bound the fetching and unpacking of each artifact: the
+// spec's unitdir.ArtifactLimits, which the worker writes for its runners.
+type Limits = unitdir.ArtifactLimits
 
 // Stager stages artifacts through one Cache. Its fields are read only; a
 // Stager is safe for concurrent use.

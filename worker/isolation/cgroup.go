@@ -20,6 +20,9 @@ type Cgroup struct {
 	b   backend
 }
 
+// MemoryMB is the memory limit the cgroup was made with, MiB; 0 for none.
+func (c *Cgroup) MemoryMB() int64 { return c.ref.Limits.MemoryMB }
+
 // backend is what differs between the versions.
 type backend interface {
 	// start starts cmd inside the cgroup: the child is in it before it

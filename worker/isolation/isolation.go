@@ -24,6 +24,7 @@
 package isolation
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -31,6 +32,8 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
+
+	"github.com/drover-project/drover/internal/strictjson"
 )
 
 // Mode is the worker's --isolation: ModeAuto, ModeCgroups or ModeNone.
@@ -142,6 +145,17 @@ func (r Ref) Check() error {
 	return r.Limits.validate()
 }
 
+// ParseRef decodes a Ref as a spec carries it (unitdir.Spec's Cgroup,
+// written by the worker from Marshal's JSON) and checks it (Check):
+// unknown fields and trailing data are refused.
+func ParseRef(b []byte) (Ref, error) {
+	var r Ref
+	if err := strictjson.Decode(bytes.NewReader(b), &r); err != nil {
+		return Ref{}, fmt.Errorf("cgroup: %v", err)
+	}
+	return r, r.Check()
+}
+
 // String is the cgroup's path for people: the v2 path, or the v1 memory
 // controller's.
 func (r Ref) String() string {
@@ -174,20 +188,6 @@ type Usage struct {
 // an out-of-memory kill at a limit of memoryMB MiB.
 func OOMReason(memoryMB int64) string {
 	return fmt.Sprintf("out of memory: killed at the %d MiB limit", memoryMB)
-}
-
-// UnitName is the name of a unit's cgroup: the unit's ID (a driver or
-// app ID, which package ids keeps to letters, digits and dashes) and its
-// number, "driver-20240102030405-0001-2" or "app-20240102030405-0001-0".
-func UnitName(id string, n int) string { return fmt.Sprintf("%s-%d", id, n) }
-
-// WorkerName is the name of a worker's cgroup under drover/: the
-// worker's ID and the first 8 characters of its work dir's instance ID.
-func WorkerName(workerID, instance string) string {
-	if len(instance) > 8 {
-		instance = instance[:8]
-	}
-	return workerID + "-" + instance
 }
 
 // checkName refuses a cgroup name that is empty, a path, or a name the

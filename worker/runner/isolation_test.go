@@ -18,7 +18,7 @@ import (
 
 	"github.com/drover-project/drover/model"
 	"github.com/drover-project/drover/worker/isolation"
-	"github.com/drover-project/drover/worker/runner"
+	"github.com/drover-project/drover/worker/unitdir"
 )
 
 // alloc touches mb MiB, one at a time, and exits 0 if it got them all.
@@ -40,8 +40,9 @@ func alloc(mb string) int {
 }
 
 // unitCgroup makes a cgroup with limits l for one unit of the test, as a
-// worker would, and removes it at the end. Without root it skips.
-func unitCgroup(t *testing.T, l isolation.Limits) *isolation.Ref {
+// worker would, and removes it at the end: its JSON as a spec carries it,
+// and the Ref. Without root it skips.
+func unitCgroup(t *testing.T, l isolation.Limits) (json.RawMessage, isolation.Ref) {
 	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Skip("skipped: cgroups need root (CI runs as root)")
@@ -62,21 +63,25 @@ func unitCgroup(t *testing.T, l isolation.Limits) *isolation.Ref {
 		// The last test to end removes the worker's cgroup.
 		_ = m.Remove()
 	})
-	return &r
+	b, err := json.Marshal(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b, r
 }
 
 // TestOutOfMemoryFails: a program over the unit's memory limit is killed
 // by the kernel, and the attempt fails with a reason that says so and
 // names the limit, the runner alive to report it.
 func TestOutOfMemoryFails(t *testing.T) {
-	cg := unitCgroup(t, isolation.Limits{MemoryMB: 64})
+	cg, _ := unitCgroup(t, isolation.Limits{MemoryMB: 64})
 	self, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := startRunner(t, runner.Spec{Argv: []string{self, "alloc", "512"}, Cgroup: cg})
-	h.next(runner.EventStarted)
-	h.next(runner.EventExited)
+	h := startRunner(t, unitdir.Spec{Argv: []string{self, "alloc", "512"}, Cgroup: cg})
+	h.next(unitdir.EventStarted)
+	h.next(unitdir.EventExited)
 	e := h.final()
 	if e.State != model.DriverFailed || e.Reason != isolation.OOMReason(64) || exitCode(e) != 128+int(syscall.SIGKILL) {
 		t.Fatalf("final = %+v, want FAILED with %q", e, isolation.OOMReason(64))
@@ -84,7 +89,7 @@ func TestOutOfMemoryFails(t *testing.T) {
 	if e.Reason != "out of memory: killed at the 64 MiB limit" {
 		t.Fatalf("reason %q", e.Reason)
 	}
-	st, err := runner.ReadStatus(h.dir)
+	st, err := unitdir.ReadStatus(h.dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -96,23 +101,23 @@ func TestOutOfMemoryFails(t *testing.T) {
 // TestSupervisedOutOfMemoryRelaunches: a supervised program killed out
 // of memory is relaunched like any failed run, the reason saying why.
 func TestSupervisedOutOfMemoryRelaunches(t *testing.T) {
-	cg := unitCgroup(t, isolation.Limits{MemoryMB: 32})
+	cg, _ := unitCgroup(t, isolation.Limits{MemoryMB: 32})
 	self, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
 	}
 	// The first run asks for too much, the second for little.
 	script := fmt.Sprintf(`if [ -e ran ]; then exec %q alloc 1; fi; touch ran; exec %q alloc 256`, self, self)
-	h := startRunner(t, runner.Spec{Argv: []string{"/bin/sh", "-c", script}, Supervise: true,
+	h := startRunner(t, unitdir.Spec{Argv: []string{"/bin/sh", "-c", script}, Supervise: true,
 		BackoffBase: 300 * time.Millisecond, Cgroup: cg})
-	h.next(runner.EventStarted)
-	if ex := h.next(runner.EventExited); ex.Code == nil || *ex.Code != 128+int(syscall.SIGKILL) {
+	h.next(unitdir.EventStarted)
+	if ex := h.next(unitdir.EventExited); ex.Code == nil || *ex.Code != 128+int(syscall.SIGKILL) {
 		t.Fatalf("first run exited %+v, want killed", ex)
 	}
 	// The back-off's status says why the run failed.
 	deadline := time.Now().Add(failSafe)
 	for {
-		st, err := runner.ReadStatus(h.dir)
+		st, err := unitdir.ReadStatus(h.dir)
 		if err == nil && strings.HasPrefix(st.Reason, isolation.OOMReason(32)+"; relaunching in ") {
 			break
 		}
@@ -121,8 +126,8 @@ func TestSupervisedOutOfMemoryRelaunches(t *testing.T) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	h.next(runner.EventStarted)
-	h.next(runner.EventExited)
+	h.next(unitdir.EventStarted)
+	h.next(unitdir.EventExited)
 	if e := h.final(); e.State != model.DriverFinished || e.Runs != 2 {
 		t.Fatalf("final = %+v", e)
 	}
@@ -135,12 +140,12 @@ func TestSupervisedOutOfMemoryRelaunches(t *testing.T) {
 func TestKillEndsEscapedDescendants(t *testing.T) {
 	for _, how := range []string{"killed", "fenced", "lease", "exited"} {
 		t.Run(how, func(t *testing.T) {
-			cg := unitCgroup(t, isolation.Limits{})
+			cg, ref := unitCgroup(t, isolation.Limits{})
 			wait := "sleep 1000"
 			if how == "exited" {
 				wait = "echo done"
 			}
-			spec := runner.Spec{
+			spec := unitdir.Spec{
 				Argv: []string{"/bin/sh", "-c", `setsid sh -c 'echo $$ > escaped.tmp; mv escaped.tmp escaped; exec sleep 1000' &
 while [ ! -e escaped ]; do sleep 0.01; done; ` + wait},
 				Env:         []string{"PATH=/usr/bin:/bin"},
@@ -156,12 +161,12 @@ while [ ! -e escaped ]; do sleep 0.01; done; ` + wait},
 				}
 			}
 			h := startRunner(t, spec)
-			h.next(runner.EventStarted)
+			h.next(unitdir.EventStarted)
 			pid, err := strconv.Atoi(h.waitFile("escaped"))
 			if err != nil {
 				t.Fatal(err)
 			}
-			c, err := isolation.Open(*cg)
+			c, err := isolation.Open(ref)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -171,31 +176,31 @@ while [ ! -e escaped ]; do sleep 0.01; done; ` + wait},
 					t.Fatalf("the runner %d is in the unit's cgroup %v", p, pids)
 				}
 			}
-			want, reason := model.DriverKilled, runner.ReasonKilled
+			want, reason := model.DriverKilled, unitdir.ReasonKilled
 			switch how {
 			case "killed":
 				if err := h.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 					t.Fatal(err)
 				}
 			case "fenced":
-				reason = runner.ReasonFenced
-				if err := runner.RequestStop(h.dir, true); err != nil {
+				reason = unitdir.ReasonFenced
+				if err := unitdir.RequestStop(h.dir, true); err != nil {
 					t.Fatal(err)
 				}
 				if err := h.cmd.Process.Signal(syscall.SIGUSR2); err != nil {
 					t.Fatal(err)
 				}
 			case "lease":
-				reason = runner.LeaseExpiredReason(spec.Lease)
+				reason = unitdir.LeaseExpiredReason(spec.Lease)
 			case "exited":
 				want, reason = model.DriverFinished, ""
 			}
-			h.next(runner.EventExited)
+			h.next(unitdir.EventExited)
 			if e := h.final(); e.State != want || e.Reason != reason {
 				t.Fatalf("final = %+v, want %s (%q)", e, want, reason)
 			}
 			assertGone(t, "escaped descendant", pid)
-			if _, err := isolation.Open(*cg); !errors.Is(err, fs.ErrNotExist) {
+			if _, err := isolation.Open(ref); !errors.Is(err, fs.ErrNotExist) {
 				t.Fatalf("the unit's cgroup outlived its runner: %v", err)
 			}
 		})
@@ -235,15 +240,19 @@ func benchLaunch(b *testing.B, self string, m *isolation.Manager) {
 		n++
 		dir := b.TempDir()
 		began := time.Now()
-		spec := runner.Spec{Argv: []string{"/bin/true"}}
+		spec := unitdir.Spec{Argv: []string{"/bin/true"}}
+		var cg *isolation.Ref
 		if m != nil {
 			r, err := m.Create(fmt.Sprintf("driver-1-%d", n), isolation.Limits{MemoryMB: 256, Cores: 1, Pids: isolation.DefaultPidsLimit})
 			if err != nil {
 				b.Fatal(err)
 			}
-			spec.Cgroup = &r
+			cg = &r
+			if spec.Cgroup, err = json.Marshal(r); err != nil {
+				b.Fatal(err)
+			}
 		}
-		if err := runner.WriteSpec(dir, spec); err != nil {
+		if err := unitdir.WriteSpec(dir, spec); err != nil {
 			b.Fatal(err)
 		}
 		cmd := exec.Command(self, "runner", "--dir", dir)
@@ -256,19 +265,19 @@ func benchLaunch(b *testing.B, self string, m *isolation.Manager) {
 		}
 		sc := bufio.NewScanner(out)
 		for sc.Scan() {
-			var e runner.Event
+			var e unitdir.Event
 			if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
 				b.Fatal(err)
 			}
-			if e.Event == runner.EventStarted {
+			if e.Event == unitdir.EventStarted {
 				took = append(took, time.Since(began))
 			}
 		}
 		if err := cmd.Wait(); err != nil {
 			b.Fatal(err)
 		}
-		if spec.Cgroup != nil {
-			if err := isolation.Destroy(*spec.Cgroup, 5*time.Second); err != nil {
+		if cg != nil {
+			if err := isolation.Destroy(*cg, 5*time.Second); err != nil {
 				b.Fatal(err)
 			}
 		}

@@ -18,7 +18,7 @@ import (
 
 	"github.com/drover-project/drover/internal/procid"
 	"github.com/drover-project/drover/model"
-	"github.com/drover-project/drover/worker/runner"
+	"github.com/drover-project/drover/worker/unitdir"
 )
 
 // testLease is short so that the tests wait out several leases quickly, and
@@ -116,20 +116,20 @@ func (r *renewer) stop() {
 func TestStaleLeaseKillsProgram(t *testing.T) {
 	lease := newLeaseFile(t)
 	began := time.Now()
-	h := startRunner(t, runner.Spec{
+	h := startRunner(t, unitdir.Spec{
 		Argv:      []string{"/bin/sh", "-c", `sleep 1000 & echo $! > child; wait`},
 		LeaseFile: lease,
 		Lease:     testLease,
 	})
-	s := h.next(runner.EventStarted)
+	s := h.next(unitdir.EventStarted)
 	child, err := strconv.Atoi(h.waitFile("child"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	ex := h.next(runner.EventExited)
+	ex := h.next(unitdir.EventExited)
 	e := h.final()
-	if e.State != model.DriverKilled || e.Reason != runner.LeaseExpiredReason(testLease) {
-		t.Fatalf("final = %+v, want KILLED with %q", e, runner.LeaseExpiredReason(testLease))
+	if e.State != model.DriverKilled || e.Reason != unitdir.LeaseExpiredReason(testLease) {
+		t.Fatalf("final = %+v, want KILLED with %q", e, unitdir.LeaseExpiredReason(testLease))
 	}
 	if lived := ex.Time.Sub(began); lived < testLease {
 		t.Fatalf("program killed %v after the runner started, before the lease %v ran out", lived, testLease)
@@ -141,12 +141,12 @@ func TestStaleLeaseKillsProgram(t *testing.T) {
 func TestFreshLeaseKeepsProgramRunning(t *testing.T) {
 	lease := newLeaseFile(t)
 	r := renew(t, lease)
-	h := startRunner(t, runner.Spec{
+	h := startRunner(t, unitdir.Spec{
 		Argv:      []string{"/bin/sh", "-c", `exec sleep 1000`},
 		LeaseFile: lease,
 		Lease:     testLease,
 	})
-	s := h.next(runner.EventStarted)
+	s := h.next(unitdir.EventStarted)
 	select {
 	case e := <-h.events:
 		t.Fatalf("event %+v while the lease was renewed", e)
@@ -157,9 +157,9 @@ func TestFreshLeaseKeepsProgramRunning(t *testing.T) {
 	}
 	r.stop()
 	stopped := time.Now()
-	ex := h.next(runner.EventExited)
+	ex := h.next(unitdir.EventExited)
 	e := h.final()
-	if e.State != model.DriverKilled || e.Reason != runner.LeaseExpiredReason(testLease) {
+	if e.State != model.DriverKilled || e.Reason != unitdir.LeaseExpiredReason(testLease) {
 		t.Fatalf("final = %+v after the renewals stopped", e)
 	}
 	if waited := ex.Time.Sub(stopped); waited < testLease-testLease/4 {
@@ -177,7 +177,7 @@ func TestRunnerSurvivesItsStartersSIGKILL(t *testing.T) {
 	dir := t.TempDir()
 	lease := newLeaseFile(t)
 	r := renew(t, lease)
-	if err := runner.WriteSpec(dir, runner.Spec{
+	if err := unitdir.WriteSpec(dir, unitdir.Spec{
 		Argv:      []string{"/bin/sh", "-c", `echo $$ > pid; exec sleep 1000`},
 		LeaseFile: lease,
 		Lease:     testLease,
@@ -231,14 +231,14 @@ func TestRunnerSurvivesItsStartersSIGKILL(t *testing.T) {
 	if err := syscall.Kill(pid, 0); err != nil {
 		t.Fatalf("program gone after its starter's SIGKILL although the lease was renewed: %v", err)
 	}
-	if st, err := runner.ReadStatus(dir); err != nil || st.State != model.DriverRunning || st.PID != pid {
+	if st, err := unitdir.ReadStatus(dir); err != nil || st.State != model.DriverRunning || st.PID != pid {
 		t.Fatalf("status = %+v, %v; want RUNNING with PID %d", st, err, pid)
 	}
 
 	r.stop()
-	st := waitStatus(t, dir, func(st runner.Status) bool { return st.State.Terminal() })
-	if st.State != model.DriverKilled || st.Reason != runner.LeaseExpiredReason(testLease) {
-		t.Fatalf("status = %+v, want KILLED with %q", st, runner.LeaseExpiredReason(testLease))
+	st := waitStatus(t, dir, func(st unitdir.Status) bool { return st.State.Terminal() })
+	if st.State != model.DriverKilled || st.Reason != unitdir.LeaseExpiredReason(testLease) {
+		t.Fatalf("status = %+v, want KILLED with %q", st, unitdir.LeaseExpiredReason(testLease))
 	}
 	assertGone(t, "process group", -pid)
 	deadline := time.Now().Add(failSafe)
@@ -252,11 +252,11 @@ func TestRunnerSurvivesItsStartersSIGKILL(t *testing.T) {
 
 // waitStatus polls dir's StatusFile until cond holds. Polling is the only
 // way here: the runner's events go to a dead process.
-func waitStatus(t *testing.T, dir string, cond func(runner.Status) bool) runner.Status {
+func waitStatus(t *testing.T, dir string, cond func(unitdir.Status) bool) unitdir.Status {
 	t.Helper()
 	deadline := time.Now().Add(failSafe)
 	for {
-		st, err := runner.ReadStatus(dir)
+		st, err := unitdir.ReadStatus(dir)
 		if err == nil && cond(st) {
 			return st
 		}
@@ -291,18 +291,18 @@ func readOr(path string) string {
 // lease, nor overlap the leader's relaunch.
 func TestLeaseExpiryKillsWithoutGrace(t *testing.T) {
 	lease := newLeaseFile(t)
-	h := startRunner(t, runner.Spec{
+	h := startRunner(t, unitdir.Spec{
 		Argv:        []string{"/bin/sh", "-c", `trap '' TERM; while :; do sleep 0.05; done`},
 		LeaseFile:   lease,
 		Lease:       testLease,
 		KillTimeout: time.Minute,
 	})
-	s := h.next(runner.EventStarted)
-	ex := h.next(runner.EventExited)
+	s := h.next(unitdir.EventStarted)
+	ex := h.next(unitdir.EventExited)
 	if lived := ex.Time.Sub(s.Time); lived > testLease+5*time.Second {
 		t.Fatalf("program lived %v, want about the lease %v: no SIGTERM grace", lived, testLease)
 	}
-	if e := h.final(); e.State != model.DriverKilled || e.Reason != runner.LeaseExpiredReason(testLease) {
+	if e := h.final(); e.State != model.DriverKilled || e.Reason != unitdir.LeaseExpiredReason(testLease) {
 		t.Fatalf("final = %+v", e)
 	}
 	assertGone(t, "process group", -s.PID)
@@ -311,7 +311,7 @@ func TestLeaseExpiryKillsWithoutGrace(t *testing.T) {
 // startHolder starts a process to stand for the worker daemon a lease file
 // names, and returns it with the lease content naming it. It is killed when
 // the test ends.
-func startHolder(t *testing.T) (*exec.Cmd, runner.LeaseContent) {
+func startHolder(t *testing.T) (*exec.Cmd, unitdir.LeaseContent) {
 	t.Helper()
 	cmd := exec.Command("sleep", "1000")
 	if err := cmd.Start(); err != nil {
@@ -322,7 +322,7 @@ func startHolder(t *testing.T) (*exec.Cmd, runner.LeaseContent) {
 	if err != nil || !running {
 		t.Fatalf("holder %d: %v (running %v)", cmd.Process.Pid, err, running)
 	}
-	return cmd, runner.LeaseContent{Renewed: time.Now().UnixMilli(), HolderPID: cmd.Process.Pid, HolderStart: start}
+	return cmd, unitdir.LeaseContent{Renewed: time.Now().UnixMilli(), HolderPID: cmd.Process.Pid, HolderStart: start}
 }
 
 // killHolder kills a holder with SIGKILL and reaps it; a second call does
@@ -333,7 +333,7 @@ func killHolder(cmd *exec.Cmd) {
 }
 
 // writeLease replaces the lease file at path with c, as a renewal does.
-func writeLease(t *testing.T, path string, c runner.LeaseContent) {
+func writeLease(t *testing.T, path string, c unitdir.LeaseContent) {
 	t.Helper()
 	b, err := json.Marshal(c)
 	if err != nil {
@@ -355,16 +355,16 @@ func TestHolderDeathKillsProgram(t *testing.T) {
 	lease := newLeaseFile(t)
 	holder, c := startHolder(t)
 	writeLease(t, lease, c)
-	h := startRunner(t, runner.Spec{
+	h := startRunner(t, unitdir.Spec{
 		Argv:      []string{"/bin/sh", "-c", `exec sleep 1000`},
 		LeaseFile: lease,
 		Lease:     time.Minute,
 	})
-	s := h.next(runner.EventStarted)
+	s := h.next(unitdir.EventStarted)
 	killHolder(holder)
-	h.next(runner.EventExited)
-	if e := h.final(); e.State != model.DriverKilled || e.Reason != runner.DaemonGoneReason(c.HolderPID) {
-		t.Fatalf("final = %+v, want KILLED with %q", e, runner.DaemonGoneReason(c.HolderPID))
+	h.next(unitdir.EventExited)
+	if e := h.final(); e.State != model.DriverKilled || e.Reason != unitdir.DaemonGoneReason(c.HolderPID) {
+		t.Fatalf("final = %+v, want KILLED with %q", e, unitdir.DaemonGoneReason(c.HolderPID))
 	}
 	assertGone(t, "process group", -s.PID)
 }
@@ -377,16 +377,16 @@ func TestDetachedHolderLeavesTheLease(t *testing.T) {
 	holder, c := startHolder(t)
 	c.Detached = true
 	writeLease(t, lease, c)
-	h := startRunner(t, runner.Spec{
+	h := startRunner(t, unitdir.Spec{
 		Argv:      []string{"/bin/sh", "-c", `exec sleep 1000`},
 		LeaseFile: lease,
 		Lease:     testLease,
 	})
-	s := h.next(runner.EventStarted)
+	s := h.next(unitdir.EventStarted)
 	killHolder(holder)
-	ex := h.next(runner.EventExited)
-	if e := h.final(); e.State != model.DriverKilled || e.Reason != runner.LeaseExpiredReason(testLease) {
-		t.Fatalf("final = %+v, want KILLED with %q", e, runner.LeaseExpiredReason(testLease))
+	ex := h.next(unitdir.EventExited)
+	if e := h.final(); e.State != model.DriverKilled || e.Reason != unitdir.LeaseExpiredReason(testLease) {
+		t.Fatalf("final = %+v, want KILLED with %q", e, unitdir.LeaseExpiredReason(testLease))
 	}
 	// The lease counts from the runner's start at the latest.
 	if lived := ex.Time.Sub(s.Time); lived < testLease-testLease/4 {
@@ -411,9 +411,9 @@ func TestRunnerFollowsTheAdoptingHolder(t *testing.T) {
 			writeLease(t, lease, next)
 			killHolder(old)
 			killHolder(adopter)
-			h.next(runner.EventExited)
-			if e := h.final(); e.State != model.DriverKilled || e.Reason != runner.DaemonGoneReason(next.HolderPID) {
-				t.Fatalf("final = %+v, want KILLED with %q", e, runner.DaemonGoneReason(next.HolderPID))
+			h.next(unitdir.EventExited)
+			if e := h.final(); e.State != model.DriverKilled || e.Reason != unitdir.DaemonGoneReason(next.HolderPID) {
+				t.Fatalf("final = %+v, want KILLED with %q", e, unitdir.DaemonGoneReason(next.HolderPID))
 			}
 		})
 	}
@@ -428,25 +428,25 @@ func TestNewHolderWithoutDetachKillsProgram(t *testing.T) {
 	h, lease := runFollowing(t, c)
 	_, next := startHolder(t)
 	writeLease(t, lease, next)
-	h.next(runner.EventExited)
-	if e := h.final(); e.State != model.DriverKilled || e.Reason != runner.DaemonGoneReason(c.HolderPID) {
-		t.Fatalf("final = %+v, want KILLED with %q", e, runner.DaemonGoneReason(c.HolderPID))
+	h.next(unitdir.EventExited)
+	if e := h.final(); e.State != model.DriverKilled || e.Reason != unitdir.DaemonGoneReason(c.HolderPID) {
+		t.Fatalf("final = %+v, want KILLED with %q", e, unitdir.DaemonGoneReason(c.HolderPID))
 	}
 }
 
 // runFollowing writes c to a new lease file and starts a runner of a long
 // program that follows it, with a minute's lease; it returns once the
 // program started, with the lease file's path.
-func runFollowing(t *testing.T, c runner.LeaseContent) (*harness, string) {
+func runFollowing(t *testing.T, c unitdir.LeaseContent) (*harness, string) {
 	t.Helper()
 	lease := newLeaseFile(t)
 	writeLease(t, lease, c)
-	h := startRunner(t, runner.Spec{
+	h := startRunner(t, unitdir.Spec{
 		Argv:      []string{"/bin/sh", "-c", `exec sleep 1000`},
 		LeaseFile: lease,
 		Lease:     time.Minute,
 	})
-	h.next(runner.EventStarted)
+	h.next(unitdir.EventStarted)
 	return h, lease
 }
 
@@ -454,11 +454,11 @@ func runFollowing(t *testing.T, c runner.LeaseContent) (*harness, string) {
 // finishes its second, relaunched only after contact, with a lease file
 // whose last leader contact is an hour old; it returns once the runner
 // holds the relaunch.
-func heldRelaunch(t *testing.T) (*harness, string, runner.Event) {
+func heldRelaunch(t *testing.T) (*harness, string, unitdir.Event) {
 	t.Helper()
 	lease := newLeaseFile(t)
-	writeLease(t, lease, runner.LeaseContent{Renewed: time.Now().UnixMilli(), LeaderContact: time.Now().Add(-time.Hour).UnixMilli()})
-	h := startRunner(t, runner.Spec{
+	writeLease(t, lease, unitdir.LeaseContent{Renewed: time.Now().UnixMilli(), LeaderContact: time.Now().Add(-time.Hour).UnixMilli()})
+	h := startRunner(t, unitdir.Spec{
 		Argv:                 []string{"/bin/sh", "-c", `n=$(cat count 2>/dev/null || echo 0); n=$((n+1)); echo $n > count; [ $n -ge 2 ]`},
 		Supervise:            true,
 		BackoffBase:          10 * time.Millisecond,
@@ -466,9 +466,9 @@ func heldRelaunch(t *testing.T) (*harness, string, runner.Event) {
 		Lease:                time.Minute,
 		RelaunchAfterContact: true,
 	})
-	h.next(runner.EventStarted)
-	h.next(runner.EventExited)
-	due := h.next(runner.EventRelaunchDue)
+	h.next(unitdir.EventStarted)
+	h.next(unitdir.EventExited)
+	due := h.next(unitdir.EventRelaunchDue)
 	if due.Run != 1 {
 		t.Fatalf("relaunch due = %+v, want after run 1", due)
 	}
@@ -481,22 +481,22 @@ func heldRelaunch(t *testing.T) (*harness, string, runner.Event) {
 // not release it.
 func TestRelaunchWaitsForLeaderContact(t *testing.T) {
 	h, lease, due := heldRelaunch(t)
-	st := waitStatus(t, h.dir, func(s runner.Status) bool { return strings.Contains(s.Reason, "waits for a leader") })
+	st := waitStatus(t, h.dir, func(s unitdir.Status) bool { return strings.Contains(s.Reason, "waits for a leader") })
 	if st.State != model.DriverRunning || st.PID != 0 {
 		t.Fatalf("status while held = %+v, want RUNNING with no live run", st)
 	}
-	writeLease(t, lease, runner.LeaseContent{Renewed: time.Now().UnixMilli(), LeaderContact: due.Time.Add(-time.Second).UnixMilli()})
+	writeLease(t, lease, unitdir.LeaseContent{Renewed: time.Now().UnixMilli(), LeaderContact: due.Time.Add(-time.Second).UnixMilli()})
 	select {
 	case e := <-h.events:
 		t.Fatalf("event %+v with a leader contact from before the back-off ended", e)
 	case <-time.After(10 * leasePollFor(time.Minute)):
 	}
 	contact := time.Now()
-	writeLease(t, lease, runner.LeaseContent{Renewed: contact.UnixMilli(), LeaderContact: contact.UnixMilli()})
-	if s := h.next(runner.EventStarted); s.Run != 2 || s.Time.Before(contact) {
+	writeLease(t, lease, unitdir.LeaseContent{Renewed: contact.UnixMilli(), LeaderContact: contact.UnixMilli()})
+	if s := h.next(unitdir.EventStarted); s.Run != 2 || s.Time.Before(contact) {
 		t.Fatalf("started = %+v, want run 2 after the contact at %v", s, contact)
 	}
-	h.next(runner.EventExited)
+	h.next(unitdir.EventExited)
 	if e := h.final(); e.State != model.DriverFinished || e.Runs != 2 {
 		t.Fatalf("final = %+v, want FINISHED after 2 runs", e)
 	}
@@ -509,7 +509,7 @@ func TestStopEndsHeldRelaunch(t *testing.T) {
 	if err := h.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
-	if e := h.final(); e.State != model.DriverKilled || e.Runs != 1 || e.Reason != runner.ReasonKilled {
+	if e := h.final(); e.State != model.DriverKilled || e.Runs != 1 || e.Reason != unitdir.ReasonKilled {
 		t.Fatalf("final = %+v, want KILLED after 1 run", e)
 	}
 }

@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/drover-project/drover/model"
-	"github.com/drover-project/drover/worker/runner"
+	"github.com/drover-project/drover/worker/unitdir"
 )
 
 // seqOutput is what seq 1 n prints.
@@ -43,7 +43,7 @@ func logFiles(t testing.TB, dir, stream string) (starts []int64, sizes map[int64
 			continue
 		}
 		start, err := strconv.ParseInt(digits, 10, 64)
-		if err != nil || runner.LogFileName(stream, start) != e.Name() {
+		if err != nil || unitdir.LogFileName(stream, start) != e.Name() {
 			t.Fatalf("log file %q is not named by its offset", e.Name())
 		}
 		info, err := e.Info()
@@ -71,16 +71,16 @@ func TestRotationKeepsTheNewestBytesWithinTheBound(t *testing.T) {
 	if len(want) < 50<<20 {
 		t.Fatalf("the program writes %d bytes, want at least 50 MiB", len(want))
 	}
-	h := startRunner(t, runner.Spec{
+	h := startRunner(t, unitdir.Spec{
 		Argv:           []string{"seq", "1", strconv.Itoa(lines)},
 		Env:            []string{"PATH=/usr/bin:/bin"},
 		LogMaxFileSize: maxSize,
 		LogMaxFiles:    maxFiles,
 	})
-	h.next(runner.EventStarted)
+	h.next(unitdir.EventStarted)
 	// Watch the bound while the program writes, until it has exited.
-	exited := make(chan runner.Event, 1)
-	go func() { exited <- h.next(runner.EventExited) }()
+	exited := make(chan unitdir.Event, 1)
+	go func() { exited <- h.next(unitdir.EventExited) }()
 	samples := 0
 	for watching := true; watching; samples++ {
 		select {
@@ -88,7 +88,7 @@ func TestRotationKeepsTheNewestBytesWithinTheBound(t *testing.T) {
 			watching = false
 		default:
 		}
-		starts, sizes := logFiles(t, h.dir, runner.StdoutFile)
+		starts, sizes := logFiles(t, h.dir, unitdir.StdoutFile)
 		var total int64
 		for i, s := range starts {
 			if sizes[s] > maxSize {
@@ -110,7 +110,7 @@ func TestRotationKeepsTheNewestBytesWithinTheBound(t *testing.T) {
 		t.Fatalf("final = %+v", e)
 	}
 
-	starts, sizes := logFiles(t, h.dir, runner.StdoutFile)
+	starts, sizes := logFiles(t, h.dir, unitdir.StdoutFile)
 	if len(starts) != maxFiles {
 		t.Fatalf("%d files kept, want %d", len(starts), maxFiles)
 	}
@@ -119,7 +119,7 @@ func TestRotationKeepsTheNewestBytesWithinTheBound(t *testing.T) {
 			t.Fatalf("files %v with sizes %v: each but the newest must be full and start at a multiple of the bound", starts, sizes)
 		}
 	}
-	got := readStream(t, h.dir, runner.StdoutFile, 0)
+	got := readStream(t, h.dir, unitdir.StdoutFile, 0)
 	if kept := want[starts[0]:]; got != string(kept) {
 		t.Fatalf("the kept %d bytes are not the program's last %d bytes in order", len(got), len(kept))
 	}
@@ -134,14 +134,14 @@ func TestRotationKeepsTheNewestBytesWithinTheBound(t *testing.T) {
 // stream now does, one past the end is empty, and the size counts the
 // rotated bytes.
 func TestOpenLogAcrossRotation(t *testing.T) {
-	h := startRunner(t, runner.Spec{
+	h := startRunner(t, unitdir.Spec{
 		// 26 lines of 10 bytes: "a........\n" to "z........\n".
 		Argv:           []string{"/bin/sh", "-c", `for c in a b c d e f g h i j k l m n o p q r s t u v w x y z; do echo "$c........"; done`},
 		LogMaxFileSize: 64,
 		LogMaxFiles:    2,
 	})
-	h.next(runner.EventStarted)
-	h.next(runner.EventExited)
+	h.next(unitdir.EventStarted)
+	h.next(unitdir.EventExited)
 	if e := h.final(); e.State != model.DriverFinished {
 		t.Fatalf("final = %+v", e)
 	}
@@ -160,7 +160,7 @@ func TestOpenLogAcrossRotation(t *testing.T) {
 	}{
 		{0, 192}, {191, 192}, {192, 192}, {200, 200}, {255, 255}, {259, 259}, {260, 260}, {1000, 1000},
 	} {
-		l, err := runner.OpenLog(root, runner.StdoutFile, c.offset)
+		l, err := unitdir.OpenLog(root, unitdir.StdoutFile, c.offset)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -175,7 +175,7 @@ func TestOpenLogAcrossRotation(t *testing.T) {
 		}
 	}
 	// Both files are read in one range.
-	if got := readStream(t, h.dir, runner.StdoutFile, 250); got != full[250:] {
+	if got := readStream(t, h.dir, unitdir.StdoutFile, 250); got != full[250:] {
 		t.Fatalf("from 250: %q", got)
 	}
 }
@@ -186,7 +186,7 @@ func TestOpenLogOfNothingYetIsEmpty(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer root.Close()
-	l, err := runner.OpenLog(root, runner.StderrFile, 7)
+	l, err := unitdir.OpenLog(root, unitdir.StderrFile, 7)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -194,7 +194,7 @@ func TestOpenLogOfNothingYetIsEmpty(t *testing.T) {
 	if b, _ := io.ReadAll(l); len(b) != 0 || l.Size != 0 || l.Start != 7 || l.End != 7 {
 		t.Fatalf("empty log: %q start %d end %d size %d", b, l.Start, l.End, l.Size)
 	}
-	if _, err := runner.OpenLog(root, runner.StderrFile, -1); err == nil {
+	if _, err := unitdir.OpenLog(root, unitdir.StderrFile, -1); err == nil {
 		t.Fatal("a negative offset was taken")
 	}
 }
@@ -203,10 +203,10 @@ func TestOpenLogOfNothingYetIsEmpty(t *testing.T) {
 // which reads as the stream from offset 0.
 func TestOpenLogReadsASingleFileOfOldRunners(t *testing.T) {
 	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, runner.StdoutFile), []byte("old runner\n"), 0o600); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, unitdir.StdoutFile), []byte("old runner\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if got := readStream(t, dir, runner.StdoutFile, 4); got != "runner\n" {
+	if got := readStream(t, dir, unitdir.StdoutFile, 4); got != "runner\n" {
 		t.Fatalf("got %q", got)
 	}
 }
@@ -217,7 +217,7 @@ func TestOpenLogReadsASingleFileOfOldRunners(t *testing.T) {
 func TestOpenLogSkipsAGap(t *testing.T) {
 	dir := t.TempDir()
 	for start, data := range map[int64]string{0: "0123", 8: "89ab"} {
-		if err := os.WriteFile(filepath.Join(dir, runner.LogFileName(runner.StdoutFile, start)), []byte(data), 0o600); err != nil {
+		if err := os.WriteFile(filepath.Join(dir, unitdir.LogFileName(unitdir.StdoutFile, start)), []byte(data), 0o600); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -230,7 +230,7 @@ func TestOpenLogSkipsAGap(t *testing.T) {
 		offset, start, end int64
 		data               string
 	}{{0, 0, 4, "0123"}, {2, 2, 4, "23"}, {4, 8, 12, "89ab"}, {9, 9, 12, "9ab"}} {
-		l, err := runner.OpenLog(root, runner.StdoutFile, c.offset)
+		l, err := unitdir.OpenLog(root, unitdir.StdoutFile, c.offset)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -249,7 +249,7 @@ func TestOpenLogRefusesALink(t *testing.T) {
 	if err := os.WriteFile(secret, []byte("secret"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.Symlink(secret, filepath.Join(dir, runner.LogFileName(runner.StdoutFile, 0))); err != nil {
+	if err := os.Symlink(secret, filepath.Join(dir, unitdir.LogFileName(unitdir.StdoutFile, 0))); err != nil {
 		t.Fatal(err)
 	}
 	root, err := os.OpenRoot(dir)
@@ -257,7 +257,7 @@ func TestOpenLogRefusesALink(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer root.Close()
-	if l, err := runner.OpenLog(root, runner.StdoutFile, 0); err == nil {
+	if l, err := unitdir.OpenLog(root, unitdir.StdoutFile, 0); err == nil {
 		b, _ := io.ReadAll(l)
 		l.Close()
 		t.Fatalf("read %q through a link", b)
@@ -268,20 +268,20 @@ func TestOpenLogRefusesALink(t *testing.T) {
 // the runner ends the run anyway, within its drain bound, with what the
 // program wrote.
 func TestEscapedProcessDoesNotHoldTheRunOpen(t *testing.T) {
-	h := startRunner(t, runner.Spec{
+	h := startRunner(t, unitdir.Spec{
 		// The escaped shell writes its PID once it is in a session of its
 		// own, which the program waits for.
 		Argv: []string{"/bin/sh", "-c", `setsid sh -c 'echo $$ > escaped.tmp; mv escaped.tmp escaped; exec sleep 1000' &
 while [ ! -e escaped ]; do sleep 0.01; done; echo done`},
 		Env: []string{"PATH=/usr/bin:/bin"},
 	})
-	started := h.next(runner.EventStarted)
+	started := h.next(unitdir.EventStarted)
 	pid, err := strconv.Atoi(h.waitFile("escaped"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGKILL) })
-	exited := h.next(runner.EventExited)
+	exited := h.next(unitdir.EventExited)
 	if e := h.final(); e.State != model.DriverFinished {
 		t.Fatalf("final = %+v", e)
 	}
@@ -289,7 +289,7 @@ while [ ! -e escaped ]; do sleep 0.01; done; echo done`},
 		t.Fatalf("the escaped process is gone (%v): the test tests nothing", err)
 	}
 	t.Logf("the run ended %v after the program", exited.Time.Sub(started.Time))
-	if got := h.stream(runner.StdoutFile); got != "done\n" {
+	if got := h.stream(unitdir.StdoutFile); got != "done\n" {
 		t.Fatalf("stdout = %q", got)
 	}
 }
@@ -327,7 +327,7 @@ func BenchmarkOutput50MiB(b *testing.B) {
 		name             string
 		maxSize          int64
 		maxFiles, rotate int
-	}{{"rotation-off", 1 << 30, 1, 0}, {"rotation-on", runner.DefaultLogMaxFileSize, runner.DefaultLogMaxFiles, 4}} {
+	}{{"rotation-off", 1 << 30, 1, 0}, {"rotation-on", unitdir.DefaultLogMaxFileSize, unitdir.DefaultLogMaxFiles, 4}} {
 		b.Run(c.name, func(b *testing.B) {
 			b.SetBytes(size)
 			self, err := os.Executable()
@@ -338,7 +338,7 @@ func BenchmarkOutput50MiB(b *testing.B) {
 			var took time.Duration
 			for b.Loop() {
 				dir := b.TempDir()
-				if err := runner.WriteSpec(dir, runner.Spec{Argv: program, Env: []string{"PATH=/usr/bin:/bin"},
+				if err := unitdir.WriteSpec(dir, unitdir.Spec{Argv: program, Env: []string{"PATH=/usr/bin:/bin"},
 					LogMaxFileSize: c.maxSize, LogMaxFiles: c.maxFiles}); err != nil {
 					b.Fatal(err)
 				}
@@ -350,8 +350,8 @@ func BenchmarkOutput50MiB(b *testing.B) {
 					rss = max(rss, ru.Maxrss)
 				}
 				b.StopTimer()
-				took += ddTime(b, readStream(b, dir, runner.StderrFile, 0))
-				starts, _ := logFiles(b, dir, runner.StdoutFile)
+				took += ddTime(b, readStream(b, dir, unitdir.StderrFile, 0))
+				starts, _ := logFiles(b, dir, unitdir.StdoutFile)
 				if want := min(c.rotate+1, c.maxFiles); len(starts) != want {
 					b.Fatalf("%d stdout files, want %d", len(starts), want)
 				}

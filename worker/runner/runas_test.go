@@ -17,13 +17,13 @@ import (
 
 	"github.com/drover-project/drover/api"
 	"github.com/drover-project/drover/model"
-	"github.com/drover-project/drover/worker/runner"
+	"github.com/drover-project/drover/worker/unitdir"
 )
 
 // nobody is the unprivileged user the tests run programs (and runners)
 // as. The test is skipped unless it runs as root, which starting a
 // process as another user needs.
-func nobody(t *testing.T) runner.Identity {
+func nobody(t *testing.T) unitdir.Identity {
 	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Skip("running a process as another user needs root")
@@ -34,7 +34,7 @@ func nobody(t *testing.T) runner.Identity {
 	}
 	uid, _ := strconv.ParseUint(u.Uid, 10, 32)
 	gid, _ := strconv.ParseUint(u.Gid, 10, 32)
-	return runner.Identity{Name: u.Username, UID: uint32(uid), GID: uint32(gid), Groups: []uint32{uint32(gid)}}
+	return unitdir.Identity{Name: u.Username, UID: uint32(uid), GID: uint32(gid), Groups: []uint32{uint32(gid)}}
 }
 
 // reachable lets every user pass through dir and the test's directories
@@ -75,12 +75,12 @@ rm -f ../spec.json; [ -e ../spec.json ] && echo kept spec
 ln -s /etc/passwd ../stdout.00000000000000000001 || echo linked nothing`}
 	h := startRunnerAfter(t, spec, func(h *harness) { reachable(t, h.dir) })
 	if e := h.ended(); e.State != model.DriverFinished {
-		t.Fatalf("final = %+v\nstderr: %s", e, h.stream(runner.StderrFile))
+		t.Fatalf("final = %+v\nstderr: %s", e, h.stream(unitdir.StderrFile))
 	}
 	dir, _ := filepath.EvalSymlinks(h.work(""))
-	want := strings.Join([]string{strconv.Itoa(int(id.UID)), strconv.Itoa(int(id.GID)), dir, "staged app ran in " + runner.ProgramDir,
+	want := strings.Join([]string{strconv.Itoa(int(id.UID)), strconv.Itoa(int(id.GID)), dir, "staged app ran in " + unitdir.ProgramDir,
 		"wrote its directory", "kept status", "planted nothing", "kept spec", "linked nothing"}, "\n") + "\n"
-	if got := h.stream(runner.StdoutFile); got != want {
+	if got := h.stream(unitdir.StdoutFile); got != want {
 		t.Fatalf("stdout = %q\nwant     %q", got, want)
 	}
 	for _, f := range []string{"", "app.sh", "mine"} {
@@ -88,7 +88,7 @@ ln -s /etc/passwd ../stdout.00000000000000000001 || echo linked nothing`}
 			t.Errorf("%s is owned by %d, want the program's user %d", h.work(f), u, id.UID)
 		}
 	}
-	for _, f := range []string{runner.SpecFile, runner.StatusFile, runner.LogFileName(runner.StdoutFile, 0)} {
+	for _, f := range []string{unitdir.SpecFile, unitdir.StatusFile, unitdir.LogFileName(unitdir.StdoutFile, 0)} {
 		if u := owner(t, filepath.Join(h.dir, f)); u != 0 {
 			t.Errorf("%s is owned by %d, want the runner's user 0", f, u)
 		}
@@ -115,12 +115,12 @@ func TestRunnerIsNotDumpable(t *testing.T) {
 		t.Fatal(err)
 	}
 	reachable(t, filepath.Dir(bin))
-	h := startRunnerAfter(t, runner.Spec{
+	h := startRunnerAfter(t, unitdir.Spec{
 		Argv: []string{"/bin/sh", "-c", `cat /proc/$PPID/environ || echo no environ; cat /proc/$PPID/mem || echo no mem; ls /proc/$PPID/fd || echo no fds`},
 		Env:  []string{"PATH=/usr/bin:/bin"},
 	}, func(h *harness) {
 		reachable(t, h.dir)
-		for _, p := range []string{h.dir, filepath.Join(h.dir, runner.SpecFile)} {
+		for _, p := range []string{h.dir, filepath.Join(h.dir, unitdir.SpecFile)} {
 			if err := os.Chown(p, int(id.UID), int(id.GID)); err != nil {
 				t.Fatal(err)
 			}
@@ -132,7 +132,7 @@ func TestRunnerIsNotDumpable(t *testing.T) {
 	if e := h.ended(); e.State != model.DriverFinished {
 		t.Fatalf("final = %+v", e)
 	}
-	if got, want := h.stream(runner.StdoutFile), "no environ\nno mem\nno fds\n"; got != want {
+	if got, want := h.stream(unitdir.StdoutFile), "no environ\nno mem\nno fds\n"; got != want {
 		t.Fatalf("the program read its runner's /proc: stdout = %q, want %q", got, want)
 	}
 }
@@ -182,11 +182,11 @@ func TestCredentialComesThroughADescriptor(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := startRunnerAfter(t, runner.Spec{
+	h := startRunnerAfter(t, unitdir.Spec{
 		Argv:      []string{"/bin/sh", "-c", `./app.sh; cat <&3 || echo no descriptor`},
 		Env:       []string{"PATH=/usr/bin:/bin"},
 		Artifacts: []model.Artifact{a},
-		Staging: &runner.Staging{CacheDir: filepath.Join(t.TempDir(), "cache"), Masters: []string{strings.TrimPrefix(srv.URL, "http://")},
+		Staging: &unitdir.Staging{CacheDir: filepath.Join(t.TempDir(), "cache"), Masters: []string{strings.TrimPrefix(srv.URL, "http://")},
 			CredentialFD: 3},
 	}, func(h *harness) {
 		h.cmd.Env = slices.DeleteFunc(os.Environ(), func(kv string) bool { return strings.HasPrefix(kv, "DROVER_") })
@@ -198,27 +198,27 @@ func TestCredentialComesThroughADescriptor(t *testing.T) {
 	if got := <-auth; got != "Bearer "+token {
 		t.Fatalf("the upload was read with %q, want the worker's token", got)
 	}
-	if got, want := h.stream(runner.StdoutFile), "staged app ran in "+runner.ProgramDir+"\nno descriptor\n"; got != want {
+	if got, want := h.stream(unitdir.StdoutFile), "staged app ran in "+unitdir.ProgramDir+"\nno descriptor\n"; got != want {
 		t.Fatalf("stdout = %q, want %q", got, want)
 	}
 }
 
-// A credential of runner.MaxCredential bytes is read; one byte more ends
+// A credential of unitdir.MaxCredential bytes is read; one byte more ends
 // the attempt ERROR, saying so, before anything runs.
 func TestCredentialBound(t *testing.T) {
-	for _, n := range []int{runner.MaxCredential, runner.MaxCredential + 1} {
+	for _, n := range []int{unitdir.MaxCredential, unitdir.MaxCredential + 1} {
 		t.Run(strconv.Itoa(n), func(t *testing.T) {
-			h := startRunnerAfter(t, runner.Spec{
+			h := startRunnerAfter(t, unitdir.Spec{
 				Argv:    []string{"/bin/true"},
-				Staging: &runner.Staging{CacheDir: filepath.Join(t.TempDir(), "cache"), CredentialFD: 3},
+				Staging: &unitdir.Staging{CacheDir: filepath.Join(t.TempDir(), "cache"), CredentialFD: 3},
 			}, func(h *harness) { h.cmd.ExtraFiles = []*os.File{credentialPipe(t, strings.Repeat("t", n))} })
-			if n <= runner.MaxCredential {
+			if n <= unitdir.MaxCredential {
 				if e := h.ended(); e.State != model.DriverFinished {
 					t.Fatalf("final = %+v, want FINISHED", e)
 				}
 				return
 			}
-			e := h.next(runner.EventFinal)
+			e := h.next(unitdir.EventFinal)
 			<-h.exited
 			if e.State != model.DriverError || e.Runs != 0 || e.Reason != "cannot read the worker's credential: longer than 4096 bytes" {
 				t.Fatalf("final = %+v, want ERROR before any run naming the bound", e)
@@ -254,11 +254,11 @@ func TestProgramCannotStageWhatItsUserMayNotRead(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		return startRunnerAfter(t, runner.Spec{
+		return startRunnerAfter(t, unitdir.Spec{
 			Argv:      []string{"./" + a.Name},
 			Env:       []string{"PATH=/usr/bin:/bin"},
 			Artifacts: []model.Artifact{a},
-			Staging:   &runner.Staging{CacheDir: filepath.Join(t.TempDir(), "cache")},
+			Staging:   &unitdir.Staging{CacheDir: filepath.Join(t.TempDir(), "cache")},
 			RunAs:     &id,
 		}, func(h *harness) { reachable(t, h.dir) })
 	}
@@ -276,9 +276,9 @@ func TestProgramCannotStageWhatItsUserMayNotRead(t *testing.T) {
 	}
 	h := run(t, open)
 	if e := h.ended(); e.State != model.DriverFinished {
-		t.Fatalf("final = %+v\nstderr: %s", e, h.stream(runner.StderrFile))
+		t.Fatalf("final = %+v\nstderr: %s", e, h.stream(unitdir.StderrFile))
 	}
-	if got, want := h.stream(runner.StdoutFile), "staged app ran in "+runner.ProgramDir+"\n"; got != want {
+	if got, want := h.stream(unitdir.StdoutFile), "staged app ran in "+unitdir.ProgramDir+"\n"; got != want {
 		t.Fatalf("stdout = %q, want %q", got, want)
 	}
 	if u := owner(t, h.work("app.sh")); u != id.UID {

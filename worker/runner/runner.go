@@ -66,17 +66,8 @@ import (
 	"github.com/drover-project/drover/model"
 	"github.com/drover-project/drover/worker/artifact"
 	"github.com/drover-project/drover/worker/isolation"
+	"github.com/drover-project/drover/worker/unitdir"
 )
-
-// ReasonKilled is the reason of a KILLED final state when the runner got
-// SIGTERM or SIGINT. The others are ReasonFenced, LeaseExpiredReason and
-// DaemonGoneReason.
-const ReasonKilled = "killed on request"
-
-// ReasonFenced is the reason of the KILLED final state of an attempt its
-// worker fenced (SIGUSR2): under strict fencing it lost contact with every
-// leader for the lease.
-const ReasonFenced = "fenced: no contact with a leader for the lease"
 
 // Main runs the hidden "runner" subcommand; args are the arguments after it
 // (--dir ATTEMPT_DIR). It returns the process exit code: 0 once the attempt
@@ -84,7 +75,7 @@ const ReasonFenced = "fenced: no contact with a leader for the lease"
 // final ERROR event is still written), 2 on a usage error.
 func Main(args []string) int {
 	fs := pflag.NewFlagSet("runner", pflag.ContinueOnError)
-	dir := fs.String("dir", "", "attempt directory holding "+SpecFile)
+	dir := fs.String("dir", "", "attempt directory holding "+unitdir.SpecFile)
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -112,20 +103,20 @@ func Main(args []string) int {
 	stop := make(chan string, 3)
 	go func() {
 		if s := <-sigs; s == syscall.SIGUSR2 {
-			stop <- ReasonFenced
+			stop <- unitdir.ReasonFenced
 			return
 		}
-		stop <- ReasonKilled
+		stop <- unitdir.ReasonKilled
 	}()
 	// A stop the worker asked for before the handler above was in place
 	// came as a signal nobody heard.
-	if reason, ok := stopRequested(abs); ok {
+	if reason, ok := unitdir.StopRequested(abs); ok {
 		stop <- reason
 	}
 
 	r := &runner{
 		dir:    abs,
-		work:   filepath.Join(abs, ProgramDir),
+		work:   filepath.Join(abs, unitdir.ProgramDir),
 		events: json.NewEncoder(os.Stdout),
 		log:    slog.New(slog.NewTextHandler(os.Stderr, nil)).With("dir", abs),
 		stop:   stop,
@@ -140,12 +131,12 @@ func Main(args []string) int {
 		r.final(model.DriverError, nil, "cannot make the runner non-dumpable: "+oneLine(err))
 		return 1
 	}
-	spec, err := ReadSpec(abs)
+	spec, err := unitdir.ReadSpec(abs)
 	if err != nil {
 		r.final(model.DriverError, nil, "cannot read attempt spec: "+oneLine(err))
 		return 1
 	}
-	spec.applyDefaults()
+	spec.ApplyDefaults()
 	r.spec = spec
 	if st := spec.Staging; st != nil && st.CredentialFD > 0 {
 		if r.credential, err = readCredential(st.CredentialFD); err != nil {
@@ -155,7 +146,11 @@ func Main(args []string) int {
 	}
 	r.status.Tethered = spec.LeaseFile != ""
 	if spec.Cgroup != nil {
-		if r.cg, err = isolation.Open(*spec.Cgroup); err != nil {
+		ref, err := isolation.ParseRef(spec.Cgroup)
+		if err == nil {
+			r.cg, err = isolation.Open(ref)
+		}
+		if err != nil {
 			r.final(model.DriverError, nil, "cannot open the unit's cgroup: "+oneLine(err))
 			return 1
 		}
@@ -175,7 +170,7 @@ func Main(args []string) int {
 type runner struct {
 	// dir is the attempt directory, work the program's (ProgramDir).
 	dir, work string
-	spec      Spec
+	spec      unitdir.Spec
 	// credential is the worker's token for the masters
 	// (Staging.CredentialFD), "" without one.
 	credential string
@@ -183,7 +178,7 @@ type runner struct {
 	log        *slog.Logger
 	// stop yields the reason to kill the attempt; the first value wins.
 	stop   <-chan string
-	status Status
+	status unitdir.Status
 	// root is the attempt directory, stdout and stderr the streams' log
 	// files in it, opened at the first launch.
 	root           *os.Root
@@ -236,7 +231,7 @@ func (r *runner) run() {
 		r.status.PID = 0
 		r.status.ExitCode = &code
 		failure := r.measure(p)
-		r.emit(Event{Event: EventExited, Run: n, Code: &code})
+		r.emit(unitdir.Event{Event: unitdir.EventExited, Run: n, Code: &code})
 		switch {
 		case reason != "":
 			r.final(model.DriverKilled, &code, reason)
@@ -284,13 +279,13 @@ func (r *runner) awaitContact(n int, failure string) (string, bool) {
 	due := time.Now().UnixMilli()
 	r.status.Reason = failure + "; relaunch waits for a leader to answer the worker"
 	r.writeStatus()
-	r.emit(Event{Event: EventRelaunchDue, Run: n})
+	r.emit(unitdir.Event{Event: unitdir.EventRelaunchDue, Run: n})
 	tick := time.NewTicker(leasePoll(r.spec.Lease))
 	defer tick.Stop()
 	for {
 		select {
 		case <-tick.C:
-			if ReadLease(r.spec.LeaseFile).LeaderContact >= due {
+			if unitdir.ReadLease(r.spec.LeaseFile).LeaderContact >= due {
 				return "", false
 			}
 		case reason := <-r.stop:
@@ -342,7 +337,7 @@ func (r *runner) stopped() (string, bool) {
 	}
 	// The signal watcher may not have passed a signal on yet: the file
 	// says it at once.
-	return stopRequested(r.dir)
+	return unitdir.StopRequested(r.dir)
 }
 
 // pause waits d, or returns early with the reason of a stop.
@@ -365,12 +360,12 @@ func readCredential(fd int) (string, error) {
 		return "", fmt.Errorf("descriptor %d is not open", fd)
 	}
 	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, MaxCredential+1))
+	b, err := io.ReadAll(io.LimitReader(f, unitdir.MaxCredential+1))
 	switch {
 	case err != nil:
 		return "", err
-	case len(b) > MaxCredential:
-		return "", fmt.Errorf("longer than %d bytes", MaxCredential)
+	case len(b) > unitdir.MaxCredential:
+		return "", fmt.Errorf("longer than %d bytes", unitdir.MaxCredential)
 	}
 	return strings.TrimSpace(string(b)), nil
 }
@@ -379,7 +374,7 @@ func readCredential(fd int) (string, error) {
 // with id, owned by that user. Its parent is the attempt directory, which
 // only the worker's user may write, so nothing can stand at dir but what
 // this makes.
-func makeProgramDir(dir string, id *Identity) error {
+func makeProgramDir(dir string, id *unitdir.Identity) error {
 	if err := os.Mkdir(dir, 0o700); err != nil {
 		return err
 	}
@@ -420,7 +415,7 @@ func (r *runner) stage() bool {
 			r.staged = staged
 			r.status.Staging, r.status.Reason = false, ""
 			r.log.Info("artifacts staged", "artifacts", len(r.spec.Artifacts), "fetched", staged.Fetched, "took", time.Since(began))
-			r.emit(Event{Event: EventStaged, Fetched: staged.Fetched})
+			r.emit(unitdir.Event{Event: unitdir.EventStaged, Fetched: staged.Fetched})
 			return true
 		case !r.spec.Supervise:
 			r.final(model.DriverFailed, nil, oneLine(err))
@@ -461,7 +456,7 @@ func (r *runner) progress(detail string) {
 	}
 	r.status.Reason = detail
 	r.writeStatus()
-	r.emit(Event{Event: EventStaging, Reason: detail})
+	r.emit(unitdir.Event{Event: unitdir.EventStaging, Reason: detail})
 }
 
 // stageOnce runs one staging, cancelled by a stop, whose reason it then
@@ -503,7 +498,7 @@ func (r *runner) stager() (*artifact.Stager, error) {
 	}
 	s := &artifact.Stager{
 		Cache:   cache,
-		Limits:  st.Limits,
+		Limits:  st.ArtifactLimits,
 		HTTP:    artifact.NewHTTPClient(st.BindIP),
 		Scratch: r.dir,
 		Log:     r.log,
@@ -583,7 +578,7 @@ func (r *runner) start(n int) (*proc, error) {
 		// Its own group, so a kill reaches everything it spawned and
 		// nothing else; with isolation its cgroup also reaches what
 		// left the group. Its user's credentials, set after the fork.
-		SysProcAttr: &syscall.SysProcAttr{Setpgid: true, Credential: r.spec.RunAs.credential()},
+		SysProcAttr: &syscall.SysProcAttr{Setpgid: true, Credential: credential(r.spec.RunAs)},
 	}
 	var oomKills uint64
 	if r.cg != nil {
@@ -615,8 +610,8 @@ func (r *runner) start(n int) (*proc, error) {
 	r.status.Runs = n
 	r.status.Reason = ""
 	r.writeStatus()
-	r.emit(Event{Event: EventStarted, PID: p.pgid, Run: n, Failures: r.status.Failures})
-	r.log.Info("program started", "run", n, "pid", p.pgid, "argv", r.spec.Argv, "user", r.spec.RunAs.name())
+	r.emit(unitdir.Event{Event: unitdir.EventStarted, PID: p.pgid, Run: n, Failures: r.status.Failures})
+	r.log.Info("program started", "run", n, "pid", p.pgid, "argv", r.spec.Argv, "user", userName(r.spec.RunAs))
 	return p, nil
 }
 
@@ -633,7 +628,7 @@ func (r *runner) wait(p *proc) (code int, reason string) {
 	// Only a kill on request gets the SIGTERM grace. A lapsed lease, a
 	// fence or the daemon's death gets none: the lease was the grace, or
 	// the leader may relaunch the driver elsewhere any moment.
-	hard := reason != "" && reason != ReasonKilled
+	hard := reason != "" && reason != unitdir.ReasonKilled
 	r.endGroup(p, hard)
 	// Everything the run wrote is in the files before its end is told.
 	p.drain()
@@ -704,7 +699,7 @@ func (r *runner) measure(p *proc) string {
 	}
 	r.status.MemoryPeakBytes, r.status.CPUMicros = u.MemoryPeakBytes, u.CPUMicros
 	if u.OOMKills > p.oomKills {
-		limit := r.spec.Cgroup.Limits.MemoryMB
+		limit := r.cg.MemoryMB()
 		r.log.Warn("program killed out of memory", "limit_mb", limit, "kills", u.OOMKills-p.oomKills)
 		return isolation.OOMReason(limit)
 	}
@@ -750,7 +745,7 @@ func (r *runner) lookPath(name string) (string, error) {
 		}
 		return exec.LookPath(name)
 	}
-	for _, d := range filepath.SplitList(r.spec.pathEnv()) {
+	for _, d := range filepath.SplitList(pathEnv(&r.spec)) {
 		// An empty entry would mean the current directory: never search it.
 		if d == "" {
 			continue
@@ -771,12 +766,12 @@ func (r *runner) openOutput() error {
 	if err != nil {
 		return err
 	}
-	stdout, err := openRotator(root, StdoutFile, r.spec.LogMaxFileSize, r.spec.LogMaxFiles)
+	stdout, err := openRotator(root, unitdir.StdoutFile, r.spec.LogMaxFileSize, r.spec.LogMaxFiles)
 	if err != nil {
 		root.Close()
 		return err
 	}
-	stderr, err := openRotator(root, StderrFile, r.spec.LogMaxFileSize, r.spec.LogMaxFiles)
+	stderr, err := openRotator(root, unitdir.StderrFile, r.spec.LogMaxFileSize, r.spec.LogMaxFiles)
 	if err != nil {
 		stdout.Close()
 		root.Close()
@@ -803,23 +798,19 @@ func (r *runner) final(state model.DriverState, code *int, reason string) {
 	r.status.ExitCode = code
 	r.status.Reason = reason
 	r.writeStatus()
-	r.emit(Event{Event: EventFinal, State: state, ExitCode: code, Runs: r.status.Runs, Reason: reason,
+	r.emit(unitdir.Event{Event: unitdir.EventFinal, State: state, ExitCode: code, Runs: r.status.Runs, Reason: reason,
 		Failures: r.status.Failures, Reschedule: r.status.Reschedule})
 	r.log.Info("attempt ended", "state", state, "runs", r.status.Runs, "reason", reason)
 }
 
 func (r *runner) writeStatus() {
 	r.status.UpdatedAt = time.Now().UnixMilli()
-	b, err := json.Marshal(r.status)
-	if err == nil {
-		err = writeFileAtomic(r.dir, StatusFile, b, private)
-	}
-	if err != nil {
+	if err := unitdir.WriteStatus(r.dir, r.status); err != nil {
 		r.log.Error("cannot write status", "err", err)
 	}
 }
 
-func (r *runner) emit(e Event) {
+func (r *runner) emit(e unitdir.Event) {
 	e.Time = time.Now()
 	if err := r.events.Encode(e); err != nil {
 		// The worker is gone; StatusFile still tells the outcome.

@@ -19,6 +19,7 @@ import (
 
 	"github.com/drover-project/drover/model"
 	"github.com/drover-project/drover/worker/runner"
+	"github.com/drover-project/drover/worker/unitdir"
 )
 
 // TestMain lets the test binary stand in for "drover runner": the tests start
@@ -52,13 +53,13 @@ type harness struct {
 	t      *testing.T
 	dir    string
 	cmd    *exec.Cmd
-	events chan runner.Event
+	events chan unitdir.Event
 	stderr bytes.Buffer
 	exited chan struct{}
 	err    error
 }
 
-func startRunner(t *testing.T, spec runner.Spec) *harness {
+func startRunner(t *testing.T, spec unitdir.Spec) *harness {
 	t.Helper()
 	return startRunnerAfter(t, spec, nil)
 }
@@ -66,10 +67,10 @@ func startRunner(t *testing.T, spec runner.Spec) *harness {
 // startRunnerAfter is startRunner with before run once the spec is in
 // the attempt directory (h.dir) and the runner's command (h.cmd) is made,
 // before it starts.
-func startRunnerAfter(t *testing.T, spec runner.Spec, before func(h *harness)) *harness {
+func startRunnerAfter(t *testing.T, spec unitdir.Spec, before func(h *harness)) *harness {
 	t.Helper()
-	h := &harness{t: t, dir: t.TempDir(), events: make(chan runner.Event, 64), exited: make(chan struct{})}
-	if err := runner.WriteSpec(h.dir, spec); err != nil {
+	h := &harness{t: t, dir: t.TempDir(), events: make(chan unitdir.Event, 64), exited: make(chan struct{})}
+	if err := unitdir.WriteSpec(h.dir, spec); err != nil {
 		t.Fatal(err)
 	}
 	self, err := os.Executable()
@@ -91,7 +92,7 @@ func startRunnerAfter(t *testing.T, spec runner.Spec, before func(h *harness)) *
 	go func() {
 		sc := bufio.NewScanner(out)
 		for sc.Scan() {
-			var e runner.Event
+			var e unitdir.Event
 			if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
 				t.Errorf("bad event line %q: %v", sc.Text(), err)
 				continue
@@ -118,7 +119,7 @@ func startRunnerAfter(t *testing.T, spec runner.Spec, before func(h *harness)) *
 
 // next returns the next event, which must be of the given kind or of one
 // of the kinds in or.
-func (h *harness) next(kind runner.EventKind, or ...runner.EventKind) runner.Event {
+func (h *harness) next(kind unitdir.EventKind, or ...unitdir.EventKind) unitdir.Event {
 	h.t.Helper()
 	select {
 	case e, ok := <-h.events:
@@ -137,20 +138,20 @@ func (h *harness) next(kind runner.EventKind, or ...runner.EventKind) runner.Eve
 
 // final returns the final event, checks that it is the last one, that the
 // runner exited 0, and that StatusFile agrees with it.
-func (h *harness) final() runner.Event {
+func (h *harness) final() unitdir.Event {
 	h.t.Helper()
-	return h.check(h.next(runner.EventFinal))
+	return h.check(h.next(unitdir.EventFinal))
 }
 
 // ended is final after whatever staging, staged, started and exited events come
 // first: for a stop sent to a program that fails over and over (on a
 // loaded machine the stop can land after the back-off has started another
 // run), and for tests that judge an attempt by its end alone.
-func (h *harness) ended() runner.Event {
+func (h *harness) ended() unitdir.Event {
 	h.t.Helper()
 	for {
-		e := h.next(runner.EventFinal, runner.EventStaging, runner.EventStaged, runner.EventStarted, runner.EventExited)
-		if e.Event == runner.EventFinal {
+		e := h.next(unitdir.EventFinal, unitdir.EventStaging, unitdir.EventStaged, unitdir.EventStarted, unitdir.EventExited)
+		if e.Event == unitdir.EventFinal {
 			return h.check(e)
 		}
 	}
@@ -158,7 +159,7 @@ func (h *harness) ended() runner.Event {
 
 // check checks that the final event e is the last one, that the runner
 // exited 0, and that StatusFile agrees with it.
-func (h *harness) check(e runner.Event) runner.Event {
+func (h *harness) check(e unitdir.Event) unitdir.Event {
 	h.t.Helper()
 	select {
 	case <-h.exited:
@@ -171,7 +172,7 @@ func (h *harness) check(e runner.Event) runner.Event {
 	if h.err != nil {
 		h.t.Fatalf("runner exit: %v", h.err)
 	}
-	st, err := runner.ReadStatus(h.dir)
+	st, err := unitdir.ReadStatus(h.dir)
 	if err != nil {
 		h.t.Fatal(err)
 	}
@@ -182,7 +183,7 @@ func (h *harness) check(e runner.Event) runner.Event {
 }
 
 // work is the path of name in the program's working directory.
-func (h *harness) work(name string) string { return filepath.Join(h.dir, runner.ProgramDir, name) }
+func (h *harness) work(name string) string { return filepath.Join(h.dir, unitdir.ProgramDir, name) }
 
 // file returns what the program wrote in name, in its directory.
 func (h *harness) file(name string) string {
@@ -194,8 +195,8 @@ func (h *harness) file(name string) string {
 	return string(b)
 }
 
-// stream returns what the program wrote to stream (runner.StdoutFile or
-// runner.StderrFile) and the runner kept.
+// stream returns what the program wrote to stream (unitdir.StdoutFile or
+// unitdir.StderrFile) and the runner kept.
 func (h *harness) stream(name string) string {
 	h.t.Helper()
 	return readStream(h.t, h.dir, name, 0)
@@ -209,7 +210,7 @@ func readStream(t testing.TB, dir, name string, offset int64) string {
 		t.Fatal(err)
 	}
 	defer root.Close()
-	l, err := runner.OpenLog(root, name, offset)
+	l, err := unitdir.OpenLog(root, name, offset)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -235,7 +236,7 @@ func (h *harness) waitFile(name string) string {
 	return ""
 }
 
-func exitCode(e runner.Event) int {
+func exitCode(e unitdir.Event) int {
 	if e.ExitCode == nil {
 		return -1
 	}
@@ -250,15 +251,15 @@ func assertGone(t *testing.T, what string, pid int) {
 }
 
 func TestExitZeroFinishes(t *testing.T) {
-	h := startRunner(t, runner.Spec{
+	h := startRunner(t, unitdir.Spec{
 		Argv: []string{"/bin/sh", "-c", `echo "$GREETING run $DROVER_RUN"; pwd; echo oops >&2`},
 		Env:  []string{"GREETING=hello", "PATH=/usr/bin:/bin"},
 	})
-	started := h.next(runner.EventStarted)
+	started := h.next(unitdir.EventStarted)
 	if started.Run != 1 || started.PID <= 0 {
 		t.Fatalf("started = %+v", started)
 	}
-	if ex := h.next(runner.EventExited); ex.Code == nil || *ex.Code != 0 || ex.Run != 1 {
+	if ex := h.next(unitdir.EventExited); ex.Code == nil || *ex.Code != 0 || ex.Run != 1 {
 		t.Fatalf("exited = %+v", ex)
 	}
 	e := h.final()
@@ -266,18 +267,18 @@ func TestExitZeroFinishes(t *testing.T) {
 		t.Fatalf("final = %+v", e)
 	}
 	dir, _ := filepath.EvalSymlinks(h.work(""))
-	if got, want := h.stream(runner.StdoutFile), "hello run 1\n"+dir+"\n"; got != want {
+	if got, want := h.stream(unitdir.StdoutFile), "hello run 1\n"+dir+"\n"; got != want {
 		t.Fatalf("stdout = %q, want %q", got, want)
 	}
-	if got := h.stream(runner.StderrFile); got != "oops\n" {
+	if got := h.stream(unitdir.StderrFile); got != "oops\n" {
 		t.Fatalf("stderr = %q", got)
 	}
 }
 
 func TestUnsupervisedNonZeroFails(t *testing.T) {
-	h := startRunner(t, runner.Spec{Argv: []string{"/bin/sh", "-c", "exit 3"}})
-	h.next(runner.EventStarted)
-	h.next(runner.EventExited)
+	h := startRunner(t, unitdir.Spec{Argv: []string{"/bin/sh", "-c", "exit 3"}})
+	h.next(unitdir.EventStarted)
+	h.next(unitdir.EventExited)
 	e := h.final()
 	if e.State != model.DriverFailed || exitCode(e) != 3 || e.Runs != 1 || !strings.Contains(e.Reason, "code 3") {
 		t.Fatalf("final = %+v", e)
@@ -289,7 +290,7 @@ func TestSupervisedRelaunchesWithBackoff(t *testing.T) {
 	// Exits 1 on its first two runs, 0 on the third; the count survives in
 	// the attempt directory, its working directory.
 	script := `n=$(cat count 2>/dev/null || echo 0); n=$((n+1)); echo $n > count; echo run $n; [ $n -ge 3 ]`
-	h := startRunner(t, runner.Spec{
+	h := startRunner(t, unitdir.Spec{
 		Argv:        []string{"/bin/sh", "-c", script},
 		Supervise:   true,
 		BackoffBase: base,
@@ -299,14 +300,14 @@ func TestSupervisedRelaunchesWithBackoff(t *testing.T) {
 	var gaps []time.Duration
 	var lastExit time.Time
 	for run := 1; run <= 3; run++ {
-		s := h.next(runner.EventStarted)
+		s := h.next(unitdir.EventStarted)
 		if s.Run != run {
 			t.Fatalf("started = %+v, want run %d", s, run)
 		}
 		if run > 1 {
 			gaps = append(gaps, s.Time.Sub(lastExit))
 		}
-		ex := h.next(runner.EventExited)
+		ex := h.next(unitdir.EventExited)
 		want := 1
 		if run == 3 {
 			want = 0
@@ -323,7 +324,7 @@ func TestSupervisedRelaunchesWithBackoff(t *testing.T) {
 	if gaps[0] < base || gaps[1] < 2*base {
 		t.Fatalf("pauses before relaunches = %v, want at least %v then %v", gaps, base, 2*base)
 	}
-	if got := h.stream(runner.StdoutFile); got != "run 1\nrun 2\nrun 3\n" {
+	if got := h.stream(unitdir.StdoutFile); got != "run 1\nrun 2\nrun 3\n" {
 		t.Fatalf("stdout = %q: output of all runs should be appended", got)
 	}
 }
@@ -332,11 +333,11 @@ func TestSIGTERMKillsWholeGroup(t *testing.T) {
 	const killTimeout = 300 * time.Millisecond
 	// Both the shell and its child ignore SIGTERM, so only the SIGKILL
 	// that follows the kill timeout can end them.
-	h := startRunner(t, runner.Spec{
+	h := startRunner(t, unitdir.Spec{
 		Argv:        []string{"/bin/sh", "-c", `trap '' TERM; sleep 1000 & echo $! > child; wait`},
 		KillTimeout: killTimeout,
 	})
-	s := h.next(runner.EventStarted)
+	s := h.next(unitdir.EventStarted)
 	child, err := strconv.Atoi(h.waitFile("child"))
 	if err != nil {
 		t.Fatal(err)
@@ -345,9 +346,9 @@ func TestSIGTERMKillsWholeGroup(t *testing.T) {
 	if err := h.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
-	h.next(runner.EventExited)
+	h.next(unitdir.EventExited)
 	e := h.final()
-	if e.State != model.DriverKilled || e.Reason != runner.ReasonKilled {
+	if e.State != model.DriverKilled || e.Reason != unitdir.ReasonKilled {
 		t.Fatalf("final = %+v", e)
 	}
 	if waited := time.Since(sent); waited < killTimeout {
@@ -358,11 +359,11 @@ func TestSIGTERMKillsWholeGroup(t *testing.T) {
 }
 
 func TestLeftoversOfACleanExitAreEnded(t *testing.T) {
-	h := startRunner(t, runner.Spec{
+	h := startRunner(t, unitdir.Spec{
 		Argv: []string{"/bin/sh", "-c", `sleep 1000 & echo $! > child`},
 	})
-	s := h.next(runner.EventStarted)
-	h.next(runner.EventExited)
+	s := h.next(unitdir.EventStarted)
+	h.next(unitdir.EventExited)
 	if e := h.final(); e.State != model.DriverFinished {
 		t.Fatalf("final = %+v", e)
 	}
@@ -375,13 +376,13 @@ func TestLeftoversOfACleanExitAreEnded(t *testing.T) {
 }
 
 func TestKillDuringBackoff(t *testing.T) {
-	h := startRunner(t, runner.Spec{
+	h := startRunner(t, unitdir.Spec{
 		Argv:        []string{"/bin/sh", "-c", "exit 1"},
 		Supervise:   true,
 		BackoffBase: time.Hour,
 	})
-	h.next(runner.EventStarted)
-	h.next(runner.EventExited)
+	h.next(unitdir.EventStarted)
+	h.next(unitdir.EventExited)
 	if err := h.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
@@ -396,17 +397,17 @@ func TestKillDuringBackoff(t *testing.T) {
 func TestStopRequestedBeforeStartRunsNothing(t *testing.T) {
 	for _, fenced := range []bool{true, false} {
 		t.Run(fmt.Sprintf("fenced=%v", fenced), func(t *testing.T) {
-			h := startRunnerAfter(t, runner.Spec{
+			h := startRunnerAfter(t, unitdir.Spec{
 				Argv: []string{"/bin/sh", "-c", "echo ran > ran"},
 			}, func(h *harness) {
-				if err := runner.RequestStop(h.dir, fenced); err != nil {
+				if err := unitdir.RequestStop(h.dir, fenced); err != nil {
 					t.Fatal(err)
 				}
 			})
 			e := h.final()
-			want := runner.ReasonKilled
+			want := unitdir.ReasonKilled
 			if fenced {
-				want = runner.ReasonFenced
+				want = unitdir.ReasonFenced
 			}
 			if e.State != model.DriverKilled || e.Runs != 0 || e.Reason != want {
 				t.Fatalf("final = %+v, want KILLED after 0 runs, reason %q", e, want)
@@ -421,18 +422,18 @@ func TestStopRequestedBeforeStartRunsNothing(t *testing.T) {
 // A supervised attempt in backoff stops at its next launch when the stop
 // is in the file, even if no signal ever arrives.
 func TestStopFileEndsBackoffRelaunch(t *testing.T) {
-	h := startRunner(t, runner.Spec{
+	h := startRunner(t, unitdir.Spec{
 		Argv:        []string{"/bin/sh", "-c", "echo x >> runs; exit 1"},
 		Supervise:   true,
 		BackoffBase: 50 * time.Millisecond,
 	})
-	h.next(runner.EventStarted)
-	h.next(runner.EventExited)
-	if err := runner.RequestStop(h.dir, true); err != nil {
+	h.next(unitdir.EventStarted)
+	h.next(unitdir.EventExited)
+	if err := unitdir.RequestStop(h.dir, true); err != nil {
 		t.Fatal(err)
 	}
 	e := h.ended()
-	if e.State != model.DriverKilled || e.Reason != runner.ReasonFenced {
+	if e.State != model.DriverKilled || e.Reason != unitdir.ReasonFenced {
 		t.Fatalf("final = %+v", e)
 	}
 	if runs := strings.Count(h.file("runs"), "x"); runs != e.Runs {
@@ -447,7 +448,7 @@ func TestStopFileEndsBackoffRelaunch(t *testing.T) {
 func TestMissingProgramIsError(t *testing.T) {
 	for _, prog := range []string{"/nonexistent/drover-test-program", "drover-test-no-such-program", "./missing", "jobs/run.sh"} {
 		t.Run(prog, func(t *testing.T) {
-			h := startRunner(t, runner.Spec{Argv: []string{prog}, Env: []string{"PATH=/usr/bin:/bin"}})
+			h := startRunner(t, unitdir.Spec{Argv: []string{prog}, Env: []string{"PATH=/usr/bin:/bin"}})
 			e := h.final()
 			if e.State != model.DriverError || e.Runs != 0 || !strings.Contains(e.Reason, prog) || strings.Contains(e.Reason, "\n") {
 				t.Fatalf("final = %+v", e)
@@ -464,16 +465,16 @@ func TestMissingProgramIsError(t *testing.T) {
 
 func TestArgvIsLiteral(t *testing.T) {
 	args := []string{"a;b", "$(touch pwned)", "*", "`id`", "x > y", "'q'", ""}
-	h := startRunner(t, runner.Spec{
+	h := startRunner(t, unitdir.Spec{
 		Argv: append([]string{"printf", `%s|\n`}, args...),
 		Env:  []string{"PATH=/usr/bin:/bin"},
 	})
-	h.next(runner.EventStarted)
-	h.next(runner.EventExited)
+	h.next(unitdir.EventStarted)
+	h.next(unitdir.EventExited)
 	if e := h.final(); e.State != model.DriverFinished {
 		t.Fatalf("final = %+v", e)
 	}
-	if got, want := h.stream(runner.StdoutFile), strings.Join(args, "|\n")+"|\n"; got != want {
+	if got, want := h.stream(unitdir.StdoutFile), strings.Join(args, "|\n")+"|\n"; got != want {
 		t.Fatalf("stdout = %q, want %q", got, want)
 	}
 	if _, err := os.Stat(h.work("pwned")); !errors.Is(err, os.ErrNotExist) {
@@ -483,14 +484,14 @@ func TestArgvIsLiteral(t *testing.T) {
 
 func TestBadSpecIsError(t *testing.T) {
 	for _, c := range []struct {
-		spec runner.Spec
+		spec unitdir.Spec
 		want string
 	}{
-		{runner.Spec{}, "no program"},
-		{runner.Spec{Argv: []string{"/bin/true"}, Supervise: true, RelaunchAfterContact: true}, "no lease file"},
+		{unitdir.Spec{}, "no program"},
+		{unitdir.Spec{Argv: []string{"/bin/true"}, Supervise: true, RelaunchAfterContact: true}, "no lease file"},
 	} {
 		h := startRunner(t, c.spec)
-		e := h.next(runner.EventFinal)
+		e := h.next(unitdir.EventFinal)
 		<-h.exited
 		if e.State != model.DriverError || !strings.Contains(e.Reason, c.want) {
 			t.Fatalf("final = %+v, want ERROR saying %q", e, c.want)

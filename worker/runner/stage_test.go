@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/drover-project/drover/model"
-	"github.com/drover-project/drover/worker/runner"
+	"github.com/drover-project/drover/worker/unitdir"
 )
 
 const appScript = "#!/bin/sh\necho \"staged app ran in $(basename \"$PWD\")\"\n"
@@ -49,46 +49,46 @@ func newArtifactServer(t *testing.T) *artifactServer {
 }
 
 // stagingSpec runs ./app.sh staged from srv through a cache of its own.
-func stagingSpec(t *testing.T, srv *artifactServer) runner.Spec {
+func stagingSpec(t *testing.T, srv *artifactServer) unitdir.Spec {
 	a, err := model.NormalizeArtifact(model.Artifact{Source: srv.URL + "/app.sh"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return runner.Spec{
+	return unitdir.Spec{
 		Argv:      []string{"./app.sh"},
 		Env:       []string{"PATH=/usr/bin:/bin"},
 		Artifacts: []model.Artifact{a},
-		Staging:   &runner.Staging{CacheDir: filepath.Join(t.TempDir(), "cache")},
+		Staging:   &unitdir.Staging{CacheDir: filepath.Join(t.TempDir(), "cache")},
 	}
 }
 
 // waitStatus polls the status file, which is all an adopting worker has,
 // until cond holds.
-func (h *harness) waitStatus(what string, cond func(runner.Status) bool) runner.Status {
+func (h *harness) waitStatus(what string, cond func(unitdir.Status) bool) unitdir.Status {
 	h.t.Helper()
 	deadline := time.Now().Add(failSafe)
 	for time.Now().Before(deadline) {
-		if st, err := runner.ReadStatus(h.dir); err == nil && cond(st) {
+		if st, err := unitdir.ReadStatus(h.dir); err == nil && cond(st) {
 			return st
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
 	h.t.Fatalf("status never showed %s", what)
-	return runner.Status{}
+	return unitdir.Status{}
 }
 
 func TestStagesArtifactsBeforeFirstRun(t *testing.T) {
 	srv := newArtifactServer(t)
 	h := startRunner(t, stagingSpec(t, srv))
-	if e := h.next(runner.EventStaged); e.Fetched != 1 {
+	if e := h.next(unitdir.EventStaged); e.Fetched != 1 {
 		t.Fatalf("staged = %+v, want 1 fetched", e)
 	}
-	h.next(runner.EventStarted)
-	h.next(runner.EventExited)
+	h.next(unitdir.EventStarted)
+	h.next(unitdir.EventExited)
 	if e := h.final(); e.State != model.DriverFinished || e.Runs != 1 {
 		t.Fatalf("final = %+v", e)
 	}
-	if got, want := h.stream(runner.StdoutFile), "staged app ran in "+runner.ProgramDir+"\n"; got != want {
+	if got, want := h.stream(unitdir.StdoutFile), "staged app ran in "+unitdir.ProgramDir+"\n"; got != want {
 		t.Fatalf("stdout = %q, want %q", got, want)
 	}
 }
@@ -103,7 +103,7 @@ func TestUnsupervisedStagingFailureFails(t *testing.T) {
 	if want := "fetch " + srv.URL + "/app.sh: 404 Not Found"; e.State != model.DriverFailed || e.Runs != 0 || e.Reason != want {
 		t.Fatalf("final = %+v, want FAILED after 0 runs: %s", e, want)
 	}
-	if _, err := os.Stat(filepath.Join(h.dir, runner.StdoutFile)); err == nil {
+	if _, err := os.Stat(filepath.Join(h.dir, unitdir.StdoutFile)); err == nil {
 		t.Fatal("the program ran")
 	}
 }
@@ -118,7 +118,7 @@ func TestSupervisedStagingRetriesUntilServerAnswers(t *testing.T) {
 	spec.BackoffBase = 20 * time.Millisecond
 	spec.BackoffMax = 40 * time.Millisecond
 	h := startRunner(t, spec)
-	st := h.waitStatus("a failed staging", func(st runner.Status) bool { return st.Reason != "" })
+	st := h.waitStatus("a failed staging", func(st unitdir.Status) bool { return st.Reason != "" })
 	if want := "fetch " + srv.URL + "/app.sh: 404 Not Found; staging again in "; !st.Staging || st.State != model.DriverSubmitted || !strings.HasPrefix(st.Reason, want) || st.Runs != 0 {
 		t.Fatalf("status = %+v, want staging, SUBMITTED, reason %q...", st, want)
 	}
@@ -126,7 +126,7 @@ func TestSupervisedStagingRetriesUntilServerAnswers(t *testing.T) {
 	// did (the back-off is at its cap), and so says nothing.
 	url := srv.URL + "/app.sh"
 	for _, want := range []string{"fetch " + url + ": 404 Not Found; staging again in 20ms", "fetch " + url + ": 404 Not Found; staging again in 40ms"} {
-		if e := h.next(runner.EventStaging); e.Reason != want {
+		if e := h.next(unitdir.EventStaging); e.Reason != want {
 			t.Fatalf("staging event %+v, want %q", e, want)
 		}
 	}
@@ -134,9 +134,9 @@ func TestSupervisedStagingRetriesUntilServerAnswers(t *testing.T) {
 		<-srv.arrived
 	}
 	srv.ok.Store(true)
-	h.next(runner.EventStaged)
-	h.next(runner.EventStarted)
-	h.next(runner.EventExited)
+	h.next(unitdir.EventStaged)
+	h.next(unitdir.EventStarted)
+	h.next(unitdir.EventExited)
 	if e := h.final(); e.State != model.DriverFinished || e.Runs != 1 {
 		t.Fatalf("final = %+v", e)
 	}
@@ -173,18 +173,18 @@ func TestStagingProgressTellsEachRetry(t *testing.T) {
 		"fetching " + url + ": 503 Service Unavailable, try 1, next in 1s",
 		"fetching " + url + ": 503 Service Unavailable, try 2, next in 2s",
 	} {
-		e := h.next(runner.EventStaging)
+		e := h.next(unitdir.EventStaging)
 		if e.Reason != want {
 			t.Fatalf("staging event %+v, want %q", e, want)
 		}
 		// The status is written before the event.
-		if st, err := runner.ReadStatus(h.dir); err != nil || !st.Staging || st.State != model.DriverSubmitted || st.Reason != want {
+		if st, err := unitdir.ReadStatus(h.dir); err != nil || !st.Staging || st.State != model.DriverSubmitted || st.Reason != want {
 			t.Fatalf("status = %+v (%v), want staging, SUBMITTED, %q", st, err, want)
 		}
 	}
-	h.next(runner.EventStaged)
-	h.next(runner.EventStarted)
-	h.next(runner.EventExited)
+	h.next(unitdir.EventStaged)
+	h.next(unitdir.EventStarted)
+	h.next(unitdir.EventExited)
 	if e := h.final(); e.State != model.DriverFinished || e.Reason != "" {
 		t.Fatalf("final = %+v", e)
 	}
@@ -198,18 +198,18 @@ func TestStopDuringStagingKills(t *testing.T) {
 		stop   func(h *harness)
 		reason string
 	}{
-		{"SIGTERM", func(h *harness) { h.cmd.Process.Signal(syscall.SIGTERM) }, runner.ReasonKilled},
+		{"SIGTERM", func(h *harness) { h.cmd.Process.Signal(syscall.SIGTERM) }, unitdir.ReasonKilled},
 		{"fence", func(h *harness) {
-			runner.RequestStop(h.dir, true)
+			unitdir.RequestStop(h.dir, true)
 			h.cmd.Process.Signal(syscall.SIGUSR2)
-		}, runner.ReasonFenced},
+		}, unitdir.ReasonFenced},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			srv := newArtifactServer(t)
 			srv.hang.Store(true)
 			h := startRunner(t, stagingSpec(t, srv))
 			<-srv.arrived
-			if st := h.waitStatus("staging", func(st runner.Status) bool { return st.Staging }); st.State != model.DriverSubmitted || st.PID != 0 {
+			if st := h.waitStatus("staging", func(st unitdir.Status) bool { return st.Staging }); st.State != model.DriverSubmitted || st.PID != 0 {
 				t.Fatalf("status while staging = %+v", st)
 			}
 			c.stop(h)
@@ -228,7 +228,7 @@ func TestBadStagingSpecIsError(t *testing.T) {
 	spec := stagingSpec(t, srv)
 	spec.Staging = nil
 	h := startRunner(t, spec)
-	e := h.next(runner.EventFinal)
+	e := h.next(unitdir.EventFinal)
 	<-h.exited
 	if e.State != model.DriverError || !strings.Contains(e.Reason, "no absolute cache directory") {
 		t.Fatalf("final = %+v", e)

@@ -1,9 +1,9 @@
-package runner
+package unitdir
 
 // FuzzRunnerFiles feeds arbitrary bytes to the two readers of an attempt
 // directory's files, which a worker reads back after a restart: ReadSpec
 // (SpecFile, written by the worker) and ReadStatus (StatusFile, written by
-// the runner). `go test ./runner` runs its seeds (f.Add and
+// the runner). `go test ./worker/unitdir` runs its seeds (f.Add and
 // testdata/fuzz/FuzzRunnerFiles/); `make fuzz-smoke` fuzzes it briefly.
 
 import (
@@ -59,11 +59,10 @@ func FuzzRunnerFiles(f *testing.F) {
 			if err != nil || !reflect.DeepEqual(again, s) {
 				t.Fatalf("spec %+v read back as %+v (%v)", s, again, err)
 			}
-			s.applyDefaults()
+			s.ApplyDefaults()
 			if s.KillTimeout <= 0 || s.BackoffBase <= 0 || s.BackoffMax < s.BackoffBase || s.StableRun <= 0 || s.Lease <= 0 {
 				t.Fatalf("spec %q with defaults: %+v", data, s)
 			}
-			s.pathEnv()
 		}
 		if st, err := ReadStatus(dir); err == nil {
 			b, err := json.Marshal(st)

@@ -1,9 +1,19 @@
-package runner
+package unitdir
 
 import (
 	"os"
 	"path/filepath"
 )
+
+// ReasonKilled is the reason of a KILLED final state when the runner got
+// SIGTERM or SIGINT. The others are ReasonFenced, LeaseExpiredReason and
+// DaemonGoneReason.
+const ReasonKilled = "killed on request"
+
+// ReasonFenced is the reason of the KILLED final state of an attempt its
+// worker fenced (SIGUSR2): under strict fencing it lost contact with every
+// leader for the lease.
+const ReasonFenced = "fenced: no contact with a leader for the lease"
 
 // StopFile, in the attempt directory, says that the worker asked the
 // runner to stop: it holds ReasonFenced or ReasonKilled.
@@ -24,8 +34,9 @@ func RequestStop(dir string, fenced bool) error {
 	return writeFileAtomic(dir, StopFile, []byte(reason), private)
 }
 
-// stopRequested returns the reason in dir's StopFile, if there is one.
-func stopRequested(dir string) (string, bool) {
+// StopRequested returns the reason in dir's StopFile, if there is one:
+// the runner reads it once it listens for signals and before every launch.
+func StopRequested(dir string) (string, bool) {
 	b, err := os.ReadFile(filepath.Join(dir, StopFile))
 	if err != nil {
 		return "", false
