@@ -43,7 +43,7 @@ const (
 
 // unit is one driver attempt or executor this worker started, adopted from
 // a previous worker, or found ended on disk. ended and killReason are
-// guarded by Worker.mu.
+// guarded by workerState.mu.
 type unit struct {
 	key       unitKey
 	dir       string
@@ -79,7 +79,7 @@ func (u *unit) fenceable() bool { return u.supervise || u.key.kind.info().always
 // An attempt of a driver starts only once no other attempt of that driver
 // runs here, so a relaunch never overlaps the attempt it supersedes; and no
 // unit starts while strict fencing holds.
-func (w *Worker) reconcile(desired []order) {
+func (rc *reconciler) reconcile(desired []order) {
 	want := make(map[unitKey]bool, len(desired))
 	latest := map[string]int{}
 	for _, o := range desired {
@@ -88,44 +88,44 @@ func (w *Worker) reconcile(desired []order) {
 			latest[o.key.id] = max(latest[o.key.id], o.key.n)
 		}
 	}
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	for k, u := range w.units {
+	rc.st.mu.Lock()
+	defer rc.st.mu.Unlock()
+	for k, u := range rc.st.units {
 		switch {
 		case want[k]:
 		case u.ended:
 			// Its report stays queued until acknowledged. Should a stale
 			// answer assign it again, its directory stops a rerun.
-			delete(w.units, k)
+			delete(rc.st.units, k)
 		case u.killReason == "":
-			u.killReason = "no longer assigned to worker " + w.cfg.ID
+			u.killReason = "no longer assigned to worker " + rc.cfg.ID
 			if n := latest[k.id]; k.kind == kindAttempt && n > k.n {
 				u.killReason = fmt.Sprintf("superseded by attempt %d", n)
 			}
-			w.log.Info("killing "+k.kind.info().noun, k.attrs("reason", u.killReason)...)
+			rc.log.Info("killing "+k.kind.info().noun, k.attrs("reason", u.killReason)...)
 			u.terminate()
 		}
 	}
-	fenced := w.fencedLocked(time.Now())
+	fenced := rc.lease.fencedLocked(time.Now())
 	for _, o := range desired {
-		if _, ok := w.units[o.key]; ok || w.driverBusy(o.key) {
+		if _, ok := rc.st.units[o.key]; ok || rc.driverBusy(o.key) {
 			continue
 		}
 		if fenced {
-			w.log.Warn("not starting "+o.key.kind.info().noun+": no recent contact with a leader", o.key.attrs()...)
+			rc.log.Warn("not starting "+o.key.kind.info().noun+": no recent contact with a leader", o.key.attrs()...)
 			continue
 		}
-		w.units[o.key] = w.start(o)
+		rc.st.units[o.key] = rc.start(o)
 	}
 }
 
 // driverBusy says whether k is an attempt of a driver another of whose
 // attempts still runs here. Executors never wait: each has an ID of its own.
-func (w *Worker) driverBusy(k unitKey) bool {
+func (rc *reconciler) driverBusy(k unitKey) bool {
 	if k.kind != kindAttempt {
 		return false
 	}
-	for other, u := range w.units {
+	for other, u := range rc.st.units {
 		if other.kind == k.kind && other.id == k.id && !u.ended {
 			return true
 		}
@@ -135,10 +135,10 @@ func (w *Worker) driverBusy(k unitKey) bool {
 
 // killAll asks every live unit's runner to stop, adopted ones included,
 // for Close.
-func (w *Worker) killAll(reason string) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	for _, u := range w.units {
+func (rc *reconciler) killAll(reason string) {
+	rc.st.mu.Lock()
+	defer rc.st.mu.Unlock()
+	for _, u := range rc.st.units {
 		if u.ended {
 			continue
 		}
@@ -179,16 +179,16 @@ func (u *unit) signal(sig syscall.Signal) {
 	}
 }
 
-// start launches o's runner, with w.mu held. A unit that cannot be launched
+// start launches o's runner, with the workerState's mu held. A unit that cannot be launched
 // comes back ended, its ERROR report (FAILED for an executor) queued; one
 // whose user this worker does not run programs as, FAILED.
-func (w *Worker) start(o order) *unit {
+func (rc *reconciler) start(o order) *unit {
 	k := o.key
 	u := &unit{key: k}
 	end := func(r report) *unit {
 		u.ended = true
-		w.queue(r)
-		w.log.Warn(k.kind.info().noun+" not started", k.attrs("state", r.state, "reason", r.reason)...)
+		rc.st.queue(r)
+		rc.log.Warn(k.kind.info().noun+" not started", k.attrs("state", r.state, "reason", r.reason)...)
 		return u
 	}
 	failed := func(reason string) *unit {
@@ -197,21 +197,21 @@ func (w *Worker) start(o order) *unit {
 	if !k.valid() {
 		return failed(k.invalid())
 	}
-	if _, ok := w.db.tombstone(k); ok {
+	if _, ok := rc.db.tombstone(k); ok {
 		// Its directory, which would stop the rerun, was cleaned up.
 		return end(report{key: k, state: model.DriverKilled, reason: reasonCleanedUp})
 	}
-	acct, refused := w.users.forUnit(o.user, w.cfg.ID)
+	acct, refused := rc.users.forUnit(o.user, rc.cfg.ID)
 	if refused != "" {
 		// FAILED without a reschedule, nothing made: any run of it here
 		// would be refused alike, and the leader cannot tell which
 		// worker would not (docs/security.md, Users).
 		return end(report{key: k, state: model.DriverFailed, reason: refused})
 	}
-	u.dir = k.dir(w.cfg.WorkDir)
+	u.dir = k.dir(rc.cfg.WorkDir)
 	// Made by earlier workers with other modes, or under a umask, the
 	// directories get theirs explicitly.
-	mode := w.users.dirMode()
+	mode := rc.users.dirMode()
 	if err := makeDirs(filepath.Dir(u.dir), mode); err != nil {
 		return failed(fmt.Sprintf("cannot create %s directory: %v", k.kind.info().idAttr, err))
 	}
@@ -230,25 +230,25 @@ func (w *Worker) start(o order) *unit {
 	// Recorded before the runner starts, so that no runner ever runs
 	// unknown to the next worker on this work dir (findRunner covers a
 	// death between the start and the update below).
-	if err := w.db.put(u.record()); err != nil {
+	if err := rc.db.put(u.record()); err != nil {
 		return failed(fmt.Sprintf("cannot record %s: %v", k.kind.info().noun, err))
 	}
 	spec := unitdir.Spec{
 		Argv:        o.argv,
-		Env:         w.programEnv(o, acct),
-		RunAs:       w.users.identity(acct),
+		Env:         rc.programEnv(o, acct),
+		RunAs:       rc.users.identity(acct),
 		Supervise:   o.supervise,
-		KillTimeout: w.cfg.KillTimeout,
-		BackoffBase: w.cfg.RestartBackoff,
-		BackoffMax:  w.cfg.RestartBackoffMax,
-		LeaseFile:   w.leasePath,
-		Lease:       w.cfg.Lease,
+		KillTimeout: rc.cfg.KillTimeout,
+		BackoffBase: rc.cfg.RestartBackoff,
+		BackoffMax:  rc.cfg.RestartBackoffMax,
+		LeaseFile:   rc.lease.path,
+		Lease:       rc.cfg.Lease,
 		// A relaunch waits for a leader's word: it may have moved the
 		// driver to another worker while this one was cut off.
 		RelaunchAfterContact: o.supervise,
 
-		LogMaxFileSize: w.cfg.LogMaxFileSize,
-		LogMaxFiles:    w.cfg.LogMaxFiles,
+		LogMaxFileSize: rc.cfg.LogMaxFileSize,
+		LogMaxFiles:    rc.cfg.LogMaxFiles,
 
 		MaxRestarts:     o.bounds.maxRestarts,
 		RestartWindow:   o.bounds.window,
@@ -267,38 +267,38 @@ func (w *Worker) start(o order) *unit {
 	}
 	credential := ""
 	if len(o.artifacts) > 0 {
-		spec.Artifacts, spec.Staging = o.artifacts, w.staging()
-		if tok := w.cfg.mastersToken(); tok != "" {
+		spec.Artifacts, spec.Staging = o.artifacts, rc.staging()
+		if tok := rc.cfg.mastersToken(); tok != "" {
 			spec.Staging.CredentialFD, credential = credentialFD, tok
 		}
 	}
-	if w.iso != nil {
-		cg, err := w.iso.Create(k.cgroup(), o.memoryMB, o.cores)
+	if rc.iso != nil {
+		cg, err := rc.iso.Create(k.cgroup(), o.memoryMB, o.cores)
 		if err != nil {
 			return failed(fmt.Sprintf("cannot create %s cgroup: %v", k.kind.info().noun, err))
 		}
 		u.cgroup, spec.Cgroup = cg, cg
 	}
 	if err := unitdir.WriteSpec(u.dir, spec); err != nil {
-		w.removeCgroup(u)
+		rc.removeCgroup(u)
 		return failed(fmt.Sprintf("cannot write %s spec: %v", k.kind.info().noun, err))
 	}
-	events, err := w.launch(u, credential)
+	events, err := rc.launch(u, credential)
 	if err != nil {
-		w.removeCgroup(u)
+		rc.removeCgroup(u)
 		return failed("cannot start runner: " + err.Error())
 	}
 	u.pid = u.cmd.Process.Pid
 	if u.start, _, err = procid.Start(u.pid); err != nil {
-		w.log.Warn("cannot read the runner's start time; a restarted worker will not adopt it", "pid", u.pid, "err", err)
+		rc.log.Warn("cannot read the runner's start time; a restarted worker will not adopt it", "pid", u.pid, "err", err)
 	}
-	if err := w.db.put(u.record()); err != nil {
-		w.log.Warn("cannot record the runner's PID; a restarted worker will look for it", "pid", u.pid, "err", err)
+	if err := rc.db.put(u.record()); err != nil {
+		rc.log.Warn("cannot record the runner's PID; a restarted worker will look for it", "pid", u.pid, "err", err)
 	}
-	w.log.Info(k.kind.info().noun+" launched", k.attrs("dir", u.dir, "runner_pid", u.pid)...)
-	w.metrics.launches.WithLabelValues(kindLabel[k.kind]).Inc()
-	w.runners.Add(1)
-	go w.watch(u, events)
+	rc.log.Info(k.kind.info().noun+" launched", k.attrs("dir", u.dir, "runner_pid", u.pid)...)
+	rc.metrics.launches.WithLabelValues(kindLabel[k.kind]).Inc()
+	rc.runners.Add(1)
+	go rc.watch(u, events)
 	return u
 }
 
@@ -328,55 +328,55 @@ func statusReport(st unitdir.Status) report {
 // whose runner is gone is reported from its status file (or KILLED,
 // reasonEndedWhileDown) and never run again. The reports go out until
 // acknowledged, like any other.
-func (w *Worker) adopt() error {
-	recs, err := w.db.all()
+func (rc *reconciler) adopt() error {
+	recs, err := rc.db.all()
 	if err != nil {
 		return fmt.Errorf("read the worker record: %w", err)
 	}
-	w.mu.Lock()
-	defer w.mu.Unlock()
+	rc.st.mu.Lock()
+	defer rc.st.mu.Unlock()
 	for _, rec := range recs {
 		k, ok := rec.key()
 		if !ok {
 			// Written by a newer worker: its runner ends with the lease.
-			w.log.Warn("ignoring a record of an unknown kind", "kind", rec.Kind, "dir", rec.Dir)
+			rc.log.Warn("ignoring a record of an unknown kind", "kind", rec.Kind, "dir", rec.Dir)
 			continue
 		}
 		u := &unit{key: k, dir: rec.Dir, pid: rec.RunnerPID, start: rec.RunnerStart}
 		if u.pid == 0 {
 			if u.pid, u.start = findRunner(u.dir); u.pid != 0 {
-				if err := w.db.put(u.record()); err != nil {
-					w.log.Warn("cannot record the runner's PID", k.attrs("err", err)...)
+				if err := rc.db.put(u.record()); err != nil {
+					rc.log.Warn("cannot record the runner's PID", k.attrs("err", err)...)
 				}
 			}
 		}
-		w.units[k] = u
+		rc.st.units[k] = u
 		spec, specErr := unitdir.ReadSpec(u.dir)
 		u.cgroup = spec.Cgroup
 		if !procid.Alive(u.pid, u.start) {
 			// Whatever its dead runner left in the cgroup goes with it.
-			w.removeCgroup(u)
+			rc.removeCgroup(u)
 			u.ended = true
 			r := reportFromDisk(k, u.dir, reasonEndedWhileDown)
-			w.queue(r)
-			w.log.Info(k.kind.info().noun+" ended while the worker was down", k.attrs("state", r.state, "reason", r.reason)...)
+			rc.st.queue(r)
+			rc.log.Info(k.kind.info().noun+" ended while the worker was down", k.attrs("state", r.state, "reason", r.reason)...)
 			continue
 		}
 		// Unknown counts as supervised: strict fencing then errs on the
 		// side of killing it.
 		u.supervise = specErr != nil || spec.Supervise
-		if st, err := unitdir.ReadStatus(u.dir); (err != nil || !st.Tethered) && !w.untethered {
-			w.untethered = true
-			w.log.Warn("an adopted runner does not end its program when this daemon dies (an older version's); the leader waits for gossip to declare this worker lost until it restarts",
+		if st, err := unitdir.ReadStatus(u.dir); (err != nil || !st.Tethered) && !rc.untethered {
+			rc.untethered = true
+			rc.log.Warn("an adopted runner does not end its program when this daemon dies (an older version's); the leader waits for gossip to declare this worker lost until it restarts",
 				k.attrs("runner_pid", u.pid)...)
 		}
 		attrs := k.attrs("runner_pid", u.pid)
 		if u.cgroup != nil {
 			attrs = append(attrs, "cgroup", string(u.cgroup))
 		}
-		w.log.Info("adopted "+k.kind.info().noun, attrs...)
-		w.runners.Add(1)
-		go w.follow(u)
+		rc.log.Info("adopted "+k.kind.info().noun, attrs...)
+		rc.runners.Add(1)
+		go rc.follow(u)
 	}
 	return nil
 }
@@ -385,8 +385,8 @@ func (w *Worker) adopt() error {
 // process, reporting each change of its staging's progress, RUNNING for
 // each launch it had not reported and the final state, until the runner
 // is gone or the worker lets go of it (quit).
-func (w *Worker) follow(u *unit) {
-	defer w.runners.Done()
+func (rc *reconciler) follow(u *unit) {
+	defer rc.runners.Done()
 	k := u.key
 	tick := time.NewTicker(adoptPoll)
 	defer tick.Stop()
@@ -397,29 +397,29 @@ func (w *Worker) follow(u *unit) {
 		switch {
 		case err == nil && st.State.Terminal():
 			// Written once the program's group is gone.
-			w.finish(u, statusReport(st), false)
+			rc.finish(u, statusReport(st), false)
 			return
 		case err == nil && st.Staging && st.Reason != "" && st.Reason != staging:
 			staging = st.Reason
-			w.report(report{key: k, state: model.DriverSubmitted, reason: st.Reason, staging: true})
+			rc.st.report(report{key: k, state: model.DriverSubmitted, reason: st.Reason, staging: true})
 		case err == nil && st.State == model.DriverRunning && st.Runs > reported:
 			reported = st.Runs
-			w.log.Info(k.kind.info().noun+" running", k.attrs("run", st.Runs, "pid", st.PID)...)
-			w.report(report{key: k, state: model.DriverRunning, runs: st.Runs, failures: st.Failures})
+			rc.log.Info(k.kind.info().noun+" running", k.attrs("run", st.Runs, "pid", st.PID)...)
+			rc.st.report(report{key: k, state: model.DriverRunning, runs: st.Runs, failures: st.Failures})
 		}
 		if !procid.Alive(u.pid, u.start) {
 			// The runner writes its final status before it exits, so
 			// look once more before calling the end lost.
 			if st, err := unitdir.ReadStatus(u.dir); err == nil && st.State.Terminal() {
-				w.finish(u, statusReport(st), false)
+				rc.finish(u, statusReport(st), false)
 			} else {
-				w.finish(u, report{state: model.DriverError, runs: st.Runs, failures: st.Failures,
+				rc.finish(u, report{state: model.DriverError, runs: st.Runs, failures: st.Failures,
 					reason: "runner ended without a final state; see " + filepath.Join(u.dir, unitdir.LogFile)}, true)
 			}
 			return
 		}
 		select {
-		case <-w.quit:
+		case <-rc.quit:
 			return
 		case <-tick.C:
 		}
@@ -436,13 +436,13 @@ const credentialFD = 3
 // A credential ("" for none) goes to it through a pipe, never through its
 // environment or a file: a pipe's bytes are gone once read, and the
 // runner reads them before it starts anything.
-func (w *Worker) launch(u *unit, credential string) (io.ReadCloser, error) {
+func (rc *reconciler) launch(u *unit, credential string) (io.ReadCloser, error) {
 	logFile, err := os.OpenFile(filepath.Join(u.dir, unitdir.LogFile), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
 	if err != nil {
 		return nil, err
 	}
 	defer logFile.Close()
-	cmd := exec.Command(w.cfg.RunnerCommand, runnerSubcommand, "--dir", u.dir)
+	cmd := exec.Command(rc.cfg.RunnerCommand, runnerSubcommand, "--dir", u.dir)
 	cmd.Dir = u.dir
 	cmd.Env = runnerEnv()
 	cmd.Stderr = logFile
@@ -502,36 +502,36 @@ func runnerEnv() []string {
 // launch and the final state once the runner is gone. When the worker
 // lets go of the runner (Detach) it returns at the end of the events
 // without waiting: the runner lives on.
-func (w *Worker) watch(u *unit, events io.Reader) {
-	defer w.runners.Done()
+func (rc *reconciler) watch(u *unit, events io.Reader) {
+	defer rc.runners.Done()
 	k := u.key
 	var final *unitdir.Event
 	sc := bufio.NewScanner(events)
 	for sc.Scan() {
 		var e unitdir.Event
 		if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
-			w.log.Warn("bad runner event", k.attrs("line", sc.Text())...)
+			rc.log.Warn("bad runner event", k.attrs("line", sc.Text())...)
 			continue
 		}
 		switch e.Event {
 		case unitdir.EventStarted:
-			w.log.Info(k.kind.info().noun+" running", k.attrs("run", e.Run, "pid", e.PID)...)
+			rc.log.Info(k.kind.info().noun+" running", k.attrs("run", e.Run, "pid", e.PID)...)
 			if e.Run > 1 {
-				w.metrics.restarts.Inc()
+				rc.metrics.restarts.Inc()
 			}
-			w.report(report{key: k, state: model.DriverRunning, runs: e.Run, failures: e.Failures})
+			rc.st.report(report{key: k, state: model.DriverRunning, runs: e.Run, failures: e.Failures})
 		case unitdir.EventExited:
 			if e.Code != nil {
-				w.log.Info("program exited", k.attrs("run", e.Run, "code", *e.Code)...)
+				rc.log.Info("program exited", k.attrs("run", e.Run, "code", *e.Code)...)
 			}
 		case unitdir.EventStaging:
-			w.log.Info(k.kind.info().noun+" staging", k.attrs("progress", e.Reason)...)
-			w.report(report{key: k, state: model.DriverSubmitted, reason: e.Reason, staging: true})
+			rc.log.Info(k.kind.info().noun+" staging", k.attrs("progress", e.Reason)...)
+			rc.st.report(report{key: k, state: model.DriverSubmitted, reason: e.Reason, staging: true})
 		case unitdir.EventRelaunchDue:
-			w.askForRelaunch()
+			rc.lease.askForRelaunch()
 		case unitdir.EventStaged:
 			if e.Fetched > 0 {
-				w.trimCacheSoon()
+				rc.janitor.trimCacheSoon()
 			}
 		case unitdir.EventFinal:
 			final = &e
@@ -540,7 +540,7 @@ func (w *Worker) watch(u *unit, events io.Reader) {
 	// A scan error leaves the pipe unread; drain it so the runner can exit.
 	_, _ = io.Copy(io.Discard, events)
 	select {
-	case <-w.quit:
+	case <-rc.quit:
 		return
 	default:
 	}
@@ -560,44 +560,44 @@ func (w *Worker) watch(u *unit, events io.Reader) {
 		r.runs, r.failures = st.Runs, st.Failures
 		r.reason = fmt.Sprintf("runner ended without a final state (%v); see %s", waitErrText(waitErr), filepath.Join(u.dir, unitdir.LogFile))
 	}
-	w.finish(u, r, lost)
+	rc.finish(u, r, lost)
 }
 
 // finish marks u ended and queues its final report r (its key filled in
 // here). lost says the runner's own word on the end is missing. A runner
 // told to stop that ended KILLED, or that died before it could say (SIGTERM
 // before its handler was set), was killed for the worker's reason.
-func (w *Worker) finish(u *unit, r report, lost bool) {
+func (rc *reconciler) finish(u *unit, r report, lost bool) {
 	k := u.key
 	r.key = k
 	if lost {
 		st, _ := unitdir.ReadStatus(u.dir)
 		switch {
-		case w.killOrphan(u):
+		case rc.killOrphan(u):
 			// The runner died (kill -9) during a run: the program is
 			// ended here, if its output pipe's closing did not end it
 			// already, and the unit counts as killed, so a supervised
 			// driver is relaunched rather than left in ERROR.
 			r.state = model.DriverKilled
 			r.reason = "its runner died; the program was killed with it"
-			w.log.Warn("runner died, killed its program", k.attrs()...)
+			rc.log.Warn("runner died, killed its program", k.attrs()...)
 		case st.Staging:
 			// Died before any program started: killed too, for the
 			// same relaunch; what it had fetched is in the cache.
 			r.state = model.DriverKilled
 			r.reason = "its runner died while staging the artifacts"
-			w.log.Warn("runner died while staging", k.attrs()...)
+			rc.log.Warn("runner died while staging", k.attrs()...)
 		}
 	}
-	w.removeCgroup(u)
-	w.mu.Lock()
+	rc.removeCgroup(u)
+	rc.st.mu.Lock()
 	if u.killReason != "" && (r.state == model.DriverKilled || lost) {
 		r.state, r.reason = model.DriverKilled, u.killReason
 	}
 	u.ended = true
-	w.queue(r)
-	w.mu.Unlock()
-	w.log.Info(k.kind.info().noun+" ended", k.attrs("state", r.state, "runs", r.runs, "reason", r.reason)...)
+	rc.st.queue(r)
+	rc.st.mu.Unlock()
+	rc.log.Info(k.kind.info().noun+" ended", k.attrs("state", r.state, "runs", r.runs, "reason", r.reason)...)
 }
 
 func waitErrText(err error) string {
@@ -616,12 +616,12 @@ func waitErrText(err error) string {
 // and is taken for this unit's program only while its working directory
 // is still the unit's (unitdir.ProgramDir, or for a runner of an older
 // version the unit's directory itself), so a reused PID is never killed.
-func (w *Worker) killOrphan(u *unit) bool {
+func (rc *reconciler) killOrphan(u *unit) bool {
 	st, err := unitdir.ReadStatus(u.dir)
 	live := err == nil && st.PID > 0
 	switch {
 	case u.cgroup != nil:
-		w.removeCgroup(u)
+		rc.removeCgroup(u)
 	case !live:
 		return false
 	default:
@@ -647,11 +647,11 @@ const orphanGrace = 5 * time.Second
 // removeCgroup kills whatever is left in u's cgroup and removes it, once
 // u has ended or could not start: the cgroup of a unit is never used
 // again.
-func (w *Worker) removeCgroup(u *unit) {
-	if u.cgroup == nil || w.cfg.Isolation == nil {
+func (rc *reconciler) removeCgroup(u *unit) {
+	if u.cgroup == nil || rc.cfg.Isolation == nil {
 		return
 	}
-	if err := w.cfg.Isolation.DestroyCgroup(u.cgroup, orphanGrace); err != nil {
-		w.log.Warn("cannot remove the cgroup of a unit that ended", u.key.attrs("err", err)...)
+	if err := rc.cfg.Isolation.DestroyCgroup(u.cgroup, orphanGrace); err != nil {
+		rc.log.Warn("cannot remove the cgroup of a unit that ended", u.key.attrs("err", err)...)
 	}
 }

@@ -59,79 +59,74 @@ const cacheTrimInterval = time.Minute
 // take the cache below Config.CacheSizeMB; stagings fill it again. It
 // stops between entries when ctx ends, with ctx's error. It is safe for
 // concurrent use.
-func (w *Worker) FreeCache(ctx context.Context, bytes int64) (freed int64, err error) {
-	if w.cache == nil {
+func (j *janitor) FreeCache(ctx context.Context, bytes int64) (freed int64, err error) {
+	if j.cache == nil {
 		return 0, nil
 	}
-	res, err := w.cache.Free(ctx, bytes)
-	w.logTrim("freed", res, err)
+	res, err := j.cache.Free(ctx, bytes)
+	j.logTrim("freed", res, err)
 	return res.Freed, err
 }
 
 // trimCache trims the cache to Config.CacheSizeMB, if the worker keeps
 // one (Config.Artifacts).
-func (w *Worker) trimCache() {
-	if w.cache == nil {
+func (j *janitor) trimCache() {
+	if j.cache == nil {
 		return
 	}
-	res, err := w.cache.Trim(w.cfg.CacheSizeMB << 20)
-	w.logTrim("trimmed", res, err)
+	res, err := j.cache.Trim(j.cfg.CacheSizeMB << 20)
+	j.logTrim("trimmed", res, err)
 }
 
-func (w *Worker) logTrim(what string, res CacheTrim, err error) {
+func (j *janitor) logTrim(what string, res CacheTrim, err error) {
 	if err != nil {
-		w.log.Warn("artifact cache not "+what, "err", err, "removed", res.Removed, "freed_bytes", res.Freed)
+		j.log.Warn("artifact cache not "+what, "err", err, "removed", res.Removed, "freed_bytes", res.Freed)
 		return
 	}
 	if res.Removed > 0 {
-		w.log.Info("artifact cache "+what, "removed", res.Removed, "freed_bytes", res.Freed, "kept_bytes", res.Kept, "pinned_bytes", res.Pinned)
+		j.log.Info("artifact cache "+what, "removed", res.Removed, "freed_bytes", res.Freed, "kept_bytes", res.Kept, "pinned_bytes", res.Pinned)
 	}
 }
 
 // trimCacheSoon asks the trimmer for a trim now (non-blocking).
-func (w *Worker) trimCacheSoon() {
+func (j *janitor) trimCacheSoon() {
 	select {
-	case w.trimNow <- struct{}{}:
+	case j.trimNow <- struct{}{}:
 	default:
 	}
 }
 
 // trimmer trims the cache to its bound at start, every cacheTrimInterval
 // and when asked, until trimStop closes.
-func (w *Worker) trimmer() {
-	defer close(w.trimDone)
+func (j *janitor) trimmer() {
+	defer close(j.trimDone)
 	t := time.NewTicker(cacheTrimInterval)
 	defer t.Stop()
 	for {
-		w.trimCache()
+		j.trimCache()
 		select {
-		case <-w.trimStop:
+		case <-j.trimStop:
 			return
 		case <-t.C:
-		case <-w.trimNow:
+		case <-j.trimNow:
 		}
 	}
 }
 
-func (w *Worker) stopTrimmer() {
-	close(w.trimStop)
-	<-w.trimDone
-}
-
 // staging is what a unit's runner needs to stage its artifacts. Paths are
 // absolute (New makes them so): the runner works in the unit's directory.
-func (w *Worker) staging() *unitdir.Staging {
+func (rc *reconciler) staging() *unitdir.Staging {
 	return &unitdir.Staging{
-		CacheDir: filepath.Join(w.cfg.WorkDir, CacheDir),
+		CacheDir: filepath.Join(rc.cfg.WorkDir, CacheDir),
 		ArtifactLimits: unitdir.ArtifactLimits{
-			MaxSize:      w.cfg.ArtifactMaxSizeMB << 20,
-			Timeout:      w.cfg.ArtifactTimeout,
-			StallTimeout: w.cfg.ArtifactStallTimeout,
+			MaxSize:      rc.cfg.ArtifactMaxSizeMB << 20,
+			Timeout:      rc.cfg.ArtifactTimeout,
+			StallTimeout: rc.cfg.ArtifactStallTimeout,
 		},
-		Masters: w.cfg.Masters,
-		BindIP:  w.cfg.BindIP,
-		TLSCA:   w.cfg.TLS.CA,
-		TLSCert: w.cfg.TLS.Cert,
-		TLSKey:  w.cfg.TLS.Key,
+		Masters: rc.cfg.Masters,
+		BindIP:  rc.cfg.BindIP,
+		TLSCA:   rc.cfg.TLS.CA,
+		TLSCert: rc.cfg.TLS.Cert,
+		TLSKey:  rc.cfg.TLS.Key,
 	}
 }

@@ -4,14 +4,65 @@ import (
 	"context"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
+	"sync"
 	"syscall"
 	"time"
 
 	"github.com/drover-project/drover/worker/unitdir"
 )
+
+// janitor is the part of the worker that keeps its disk: it removes the
+// directories of finished units after CleanupTTL or when the disk runs
+// low (cleaner), and keeps the artifact cache to CacheSizeMB (trimmer).
+// It owns cleanMu and the cache; whether a unit is in use it reads from
+// the workerState, under its lock.
+type janitor struct {
+	cfg     Config
+	log     *slog.Logger
+	db      *store
+	metrics *workerMetrics
+	st      *workerState
+	// cleanMu makes cleanup passes (see clean) one at a time, and
+	// guards shortWarned: the pass has warned that it cannot free
+	// enough space, and does not again until the disk recovers.
+	cleanMu     sync.Mutex
+	shortWarned bool
+	// cache is the artifact cache the runners stage through; the
+	// trimmer keeps it to CacheSizeMB (trimNow: a non-blocking ask,
+	// buffer 1). Nil without Config.Artifacts.
+	cache     ArtifactCache
+	trimNow   chan struct{}
+	trimStop  chan struct{}
+	trimDone  chan struct{}
+	cancel    context.CancelFunc
+	cleanDone chan struct{}
+}
+
+func newJanitor(cfg Config, log *slog.Logger, db *store, st *workerState, cache ArtifactCache) *janitor {
+	return &janitor{cfg: cfg, log: log, db: db, st: st, cache: cache, trimNow: make(chan struct{}, 1),
+		trimStop: make(chan struct{}), trimDone: make(chan struct{}), cleanDone: make(chan struct{})}
+}
+
+// start runs the cleanup and the cache trims until stop.
+func (j *janitor) start() {
+	ctx, cancel := context.WithCancel(context.Background())
+	j.cancel = cancel
+	go j.cleaner(ctx)
+	go j.trimmer()
+}
+
+// stop ends a cleanup pass between two directories, and the trims, and
+// returns once both have.
+func (j *janitor) stop() {
+	j.cancel()
+	<-j.cleanDone
+	close(j.trimStop)
+	<-j.trimDone
+}
 
 // The work-dir cleanup is Spark's spark.worker.cleanup.*, on by default:
 // the directory of a finished attempt or executor is removed once it ended
@@ -28,7 +79,7 @@ import (
 // artifact cache (CacheDir), which the cleanup asks for room through
 // CacheSpace instead.
 //
-// A directory is first moved into trashDir, under Worker.mu and after its
+// A directory is first moved into trashDir, under the workerState's mu and after its
 // tombstone is written, then deleted outside the lock: a start or a log
 // request sees it whole or not at all, and a crash mid-delete leaves only
 // trash, which the next pass empties.
@@ -88,11 +139,12 @@ type unitDir struct {
 
 // cleaner runs a cleanup pass at once and every cleanupInterval until ctx
 // ends.
-func (w *Worker) cleaner(ctx context.Context) {
+func (j *janitor) cleaner(ctx context.Context) {
+	defer close(j.cleanDone)
 	t := time.NewTicker(cleanupInterval)
 	defer t.Stop()
 	for {
-		w.clean(ctx)
+		j.clean(ctx)
 		select {
 		case <-ctx.Done():
 			return
@@ -104,98 +156,98 @@ func (w *Worker) cleaner(ctx context.Context) {
 // clean is one cleanup pass: it empties the trash, drops old tombstones,
 // removes what outlived the TTL and, while the disk is low, asks the cache
 // for room and removes the oldest finished units. Passes never overlap.
-func (w *Worker) clean(ctx context.Context) {
-	w.cleanMu.Lock()
-	defer w.cleanMu.Unlock()
-	if w.cfg.CleanupTTL <= 0 && w.cfg.MinFreeDisk <= 0 {
+func (j *janitor) clean(ctx context.Context) {
+	j.cleanMu.Lock()
+	defer j.cleanMu.Unlock()
+	if j.cfg.CleanupTTL <= 0 && j.cfg.MinFreeDisk <= 0 {
 		return
 	}
-	w.emptyTrash()
-	if err := w.db.prune(time.Now().Add(-tombstoneTTL)); err != nil {
-		w.log.Warn("cannot drop old tombstones", "err", err)
+	j.emptyTrash()
+	if err := j.db.prune(time.Now().Add(-tombstoneTTL)); err != nil {
+		j.log.Warn("cannot drop old tombstones", "err", err)
 	}
 	low := false
-	if w.cfg.MinFreeDisk > 0 {
-		free, err := w.freeSpace()
+	if j.cfg.MinFreeDisk > 0 {
+		free, err := j.freeSpace()
 		if err != nil {
-			w.log.Warn("cleanup cannot read the work dir's free space", "err", err)
+			j.log.Warn("cleanup cannot read the work dir's free space", "err", err)
 		}
-		low = err == nil && free < w.cfg.MinFreeDisk
+		low = err == nil && free < j.cfg.MinFreeDisk
 		if !low {
-			w.shortWarned = false
+			j.shortWarned = false
 		}
 	}
-	if w.cfg.CleanupTTL <= 0 && !low {
+	if j.cfg.CleanupTTL <= 0 && !low {
 		return
 	}
-	units, err := w.unitDirs()
+	units, err := j.unitDirs()
 	if err != nil {
-		w.log.Warn("cleanup cannot list the work dir", "err", err)
+		j.log.Warn("cleanup cannot list the work dir", "err", err)
 		return
 	}
-	if w.cfg.CleanupTTL > 0 {
-		cutoff := time.Now().Add(-w.cfg.CleanupTTL)
+	if j.cfg.CleanupTTL > 0 {
+		cutoff := time.Now().Add(-j.cfg.CleanupTTL)
 		var kept []unitDir
 		for _, u := range units {
-			if ctx.Err() != nil || !u.ended.Before(cutoff) || !w.remove(u, reasonTTL) {
+			if ctx.Err() != nil || !u.ended.Before(cutoff) || !j.remove(u, reasonTTL) {
 				kept = append(kept, u)
 			}
 		}
 		units = kept
 	}
 	if low && ctx.Err() == nil {
-		w.makeRoom(ctx, units)
+		j.makeRoom(ctx, units)
 	}
 }
 
 // makeRoom brings the work dir's free space back to MinFreeDisk: the cache
 // first, then units, oldest first, measuring again after each. It warns
 // once per shortage it cannot end.
-func (w *Worker) makeRoom(ctx context.Context, units []unitDir) {
-	free, err := w.freeSpace()
-	if err != nil || free >= w.cfg.MinFreeDisk {
+func (j *janitor) makeRoom(ctx context.Context, units []unitDir) {
+	free, err := j.freeSpace()
+	if err != nil || free >= j.cfg.MinFreeDisk {
 		return
 	}
-	if w.cfg.Cache != nil {
-		freed, err := w.cfg.Cache.FreeCache(ctx, w.cfg.MinFreeDisk-free)
+	if j.cfg.Cache != nil {
+		freed, err := j.cfg.Cache.FreeCache(ctx, j.cfg.MinFreeDisk-free)
 		if err != nil {
-			w.log.Warn("cleanup could not free the artifact cache", "err", err)
+			j.log.Warn("cleanup could not free the artifact cache", "err", err)
 		}
 		if freed > 0 {
-			w.metrics.cacheFreed.Add(float64(freed))
-			w.log.Info("artifact cache freed for a low disk", "freed_bytes", freed)
-			if free, err = w.freeSpace(); err != nil {
-				w.log.Warn("cleanup cannot read the work dir's free space", "err", err)
+			j.metrics.cacheFreed.Add(float64(freed))
+			j.log.Info("artifact cache freed for a low disk", "freed_bytes", freed)
+			if free, err = j.freeSpace(); err != nil {
+				j.log.Warn("cleanup cannot read the work dir's free space", "err", err)
 				return
 			}
 		}
 	}
 	for _, u := range units {
-		if free >= w.cfg.MinFreeDisk || ctx.Err() != nil {
+		if free >= j.cfg.MinFreeDisk || ctx.Err() != nil {
 			break
 		}
-		if !w.remove(u, reasonLowDisk) {
+		if !j.remove(u, reasonLowDisk) {
 			continue
 		}
-		if free, err = w.freeSpace(); err != nil {
-			w.log.Warn("cleanup cannot read the work dir's free space", "err", err)
+		if free, err = j.freeSpace(); err != nil {
+			j.log.Warn("cleanup cannot read the work dir's free space", "err", err)
 			return
 		}
 	}
-	if free < w.cfg.MinFreeDisk && !w.shortWarned && ctx.Err() == nil {
-		w.shortWarned = true
-		w.log.Warn("the work dir's disk is low and nothing more may be removed: live units and the artifacts they use hold the rest",
-			"free_bytes", free, "min_free_disk", w.cfg.MinFreeDisk)
+	if free < j.cfg.MinFreeDisk && !j.shortWarned && ctx.Err() == nil {
+		j.shortWarned = true
+		j.log.Warn("the work dir's disk is low and nothing more may be removed: live units and the artifacts they use hold the rest",
+			"free_bytes", free, "min_free_disk", j.cfg.MinFreeDisk)
 	}
 }
 
 // freeSpace measures the work dir's free space.
-func (w *Worker) freeSpace() (int64, error) { return w.cfg.FreeSpace(w.cfg.WorkDir) }
+func (j *janitor) freeSpace() (int64, error) { return j.cfg.FreeSpace(j.cfg.WorkDir) }
 
 // unitDirs lists the unit directories of the work dir, oldest
 // first: the candidates, of which remove keeps those in use.
-func (w *Worker) unitDirs() ([]unitDir, error) {
-	entries, err := os.ReadDir(w.cfg.WorkDir)
+func (j *janitor) unitDirs() ([]unitDir, error) {
+	entries, err := os.ReadDir(j.cfg.WorkDir)
 	if err != nil {
 		return nil, err
 	}
@@ -204,12 +256,12 @@ func (w *Worker) unitDirs() ([]unitDir, error) {
 		if !e.IsDir() {
 			continue
 		}
-		names, err := dirNames(filepath.Join(w.cfg.WorkDir, e.Name()))
+		names, err := dirNames(filepath.Join(j.cfg.WorkDir, e.Name()))
 		if err != nil {
 			continue
 		}
 		for _, k := range unitsIn(e.Name(), names) {
-			if ended, ok := endedAt(k.dir(w.cfg.WorkDir)); ok {
+			if ended, ok := endedAt(k.dir(j.cfg.WorkDir)); ok {
 				out = append(out, unitDir{key: k, ended: ended})
 			}
 		}
@@ -233,19 +285,19 @@ func endedAt(dir string) (time.Time, bool) {
 
 // remove removes u's directory for reason, and its parent once empty,
 // unless u is in use (inUseLocked). It reports whether it removed it.
-func (w *Worker) remove(u unitDir, reason cleanupReason) bool {
+func (j *janitor) remove(u unitDir, reason cleanupReason) bool {
 	k := u.key
-	dir := k.dir(w.cfg.WorkDir)
-	trash := filepath.Join(w.cfg.WorkDir, trashDir, fmt.Sprintf("%s-%d", k.id, k.n))
-	w.mu.Lock()
-	if w.inUseLocked(k) {
-		w.mu.Unlock()
+	dir := k.dir(j.cfg.WorkDir)
+	trash := filepath.Join(j.cfg.WorkDir, trashDir, fmt.Sprintf("%s-%d", k.id, k.n))
+	j.st.mu.Lock()
+	if j.inUseLocked(k) {
+		j.st.mu.Unlock()
 		return false
 	}
 	// The tombstone first: a directory that outlives a failed rename
 	// still keeps a stale assignment from running; the reverse order
 	// would leave neither.
-	err := w.db.bury(k, tombstone{At: time.Now().Unix(), Reason: reason})
+	err := j.db.bury(k, tombstone{At: time.Now().Unix(), Reason: reason})
 	if err == nil {
 		err = os.MkdirAll(filepath.Dir(trash), 0o700)
 	}
@@ -256,55 +308,55 @@ func (w *Worker) remove(u unitDir, reason cleanupReason) bool {
 		// Fails while other units' directories are in it.
 		_ = os.Remove(filepath.Dir(dir))
 	}
-	w.mu.Unlock()
+	j.st.mu.Unlock()
 	if err != nil {
-		w.log.Warn("cleanup cannot remove a directory", k.attrs("dir", dir, "err", err)...)
+		j.log.Warn("cleanup cannot remove a directory", k.attrs("dir", dir, "err", err)...)
 		return false
 	}
 	size := diskUsage(trash)
 	if err := os.RemoveAll(trash); err != nil {
-		w.log.Warn("cleanup cannot delete a removed directory; the next pass tries again", k.attrs("dir", trash, "err", err)...)
+		j.log.Warn("cleanup cannot delete a removed directory; the next pass tries again", k.attrs("dir", trash, "err", err)...)
 	}
-	w.metrics.cleanupRemoved.WithLabelValues(kindLabel[k.kind], string(reason)).Inc()
-	w.metrics.cleanupBytes.WithLabelValues(string(reason)).Add(float64(size))
-	w.log.Info("removed the directory of a finished "+k.kind.info().noun, k.attrs("reason", reason, "bytes", size, "ended", u.ended)...)
+	j.metrics.cleanupRemoved.WithLabelValues(kindLabel[k.kind], string(reason)).Inc()
+	j.metrics.cleanupBytes.WithLabelValues(string(reason)).Add(float64(size))
+	j.log.Info("removed the directory of a finished "+k.kind.info().noun, k.attrs("reason", reason, "bytes", size, "ended", u.ended)...)
 	return true
 }
 
-// inUseLocked says, with w.mu held, whether the cleanup must keep k: it
+// inUseLocked says, with the workerState's mu held, whether the cleanup must keep k: it
 // has a record (it is live, or adoptable, or its final report is not yet
 // acknowledged), the worker runs or follows it, or a report of it awaits
-// the leader. Under w.mu no unit starts meanwhile: start records a unit
+// the leader. Under that lock no unit starts meanwhile: start records a unit
 // with the lock held.
-func (w *Worker) inUseLocked(k unitKey) bool {
-	if _, ok := w.units[k]; ok || w.db.has(k) {
+func (j *janitor) inUseLocked(k unitKey) bool {
+	if _, ok := j.st.units[k]; ok || j.db.has(k) {
 		return true
 	}
-	return slices.ContainsFunc(w.unacked, func(r report) bool { return r.key == k })
+	return slices.ContainsFunc(j.st.unacked, func(r report) bool { return r.key == k })
 }
 
 // emptyTrash deletes what earlier passes moved to the trash and could not
 // delete, or a crash left there.
-func (w *Worker) emptyTrash() {
-	dir := filepath.Join(w.cfg.WorkDir, trashDir)
+func (j *janitor) emptyTrash() {
+	dir := filepath.Join(j.cfg.WorkDir, trashDir)
 	names, err := dirNames(dir)
 	if err != nil {
 		return
 	}
 	for _, n := range names {
 		if err := os.RemoveAll(filepath.Join(dir, n)); err != nil {
-			w.log.Warn("cleanup cannot empty its trash", "dir", dir, "err", err)
+			j.log.Warn("cleanup cannot empty its trash", "dir", dir, "err", err)
 		}
 	}
 }
 
 // removedReason words a tombstone's reason for the log endpoint.
-func (w *Worker) removedReason(t tombstone) string {
+func (j *janitor) removedReason(t tombstone) string {
 	when := time.Unix(t.At, 0).UTC().Format(time.RFC3339)
 	if t.Reason == reasonTTL {
-		return fmt.Sprintf("removed by the work-dir cleanup at %s, more than --cleanup-ttl %s after it ended", when, w.cfg.CleanupTTL)
+		return fmt.Sprintf("removed by the work-dir cleanup at %s, more than --cleanup-ttl %s after it ended", when, j.cfg.CleanupTTL)
 	}
-	return fmt.Sprintf("removed by the work-dir cleanup at %s, when the disk's free space was below --min-free-disk (%d bytes)", when, w.cfg.MinFreeDisk)
+	return fmt.Sprintf("removed by the work-dir cleanup at %s, when the disk's free space was below --min-free-disk (%d bytes)", when, j.cfg.MinFreeDisk)
 }
 
 // diskUsage is the disk space of the files under path, in bytes: their

@@ -33,11 +33,11 @@ var envPattern = regexp.MustCompile(`^([A-Za-z_][A-Za-z0-9_]*|[A-Za-z0-9_]*\*)$`
 // envAllowed says whether the worker's own variable name passes to
 // programs: Config.EnvAllow names it or a prefix of it, and it is not one
 // of the worker's DROVER_ variables, which may hold its credentials.
-func (w *Worker) envAllowed(name string) bool {
+func (rc *reconciler) envAllowed(name string) bool {
 	if strings.HasPrefix(name, "DROVER_") {
 		return false
 	}
-	return slices.ContainsFunc(w.cfg.EnvAllow, func(p string) bool {
+	return slices.ContainsFunc(rc.cfg.EnvAllow, func(p string) bool {
 		prefix, ok := strings.CutSuffix(p, "*")
 		return name == p || ok && strings.HasPrefix(name, prefix)
 	})
@@ -49,10 +49,10 @@ func (w *Worker) envAllowed(name string) bool {
 // and LOGNAME of a's passwd entry, so that a program run as another user
 // is not told root's home; then the submission's or app's environment;
 // then the DROVER_ variables, which nothing before can override.
-func (w *Worker) programEnv(o order, a account) []string {
+func (rc *reconciler) programEnv(o order, a account) []string {
 	env := map[string]string{}
 	for _, kv := range os.Environ() {
-		if k, v, ok := strings.Cut(kv, "="); ok && w.envAllowed(k) {
+		if k, v, ok := strings.Cut(kv, "="); ok && rc.envAllowed(k) {
 			env[k] = v
 		}
 	}
@@ -67,12 +67,12 @@ func (w *Worker) programEnv(o order, a account) []string {
 		env[model.ResourceEnv(name)] = strings.Join(addrs, ",")
 	}
 	if len(o.resources) > 0 {
-		env[EnvResourcesFile] = filepath.Join(o.key.dir(w.cfg.WorkDir), unitdir.ResourcesFile)
+		env[EnvResourcesFile] = filepath.Join(o.key.dir(rc.cfg.WorkDir), unitdir.ResourcesFile)
 	}
-	env["DROVER_WORKER_ID"] = w.cfg.ID
-	env["DROVER_MASTERS"] = strings.Join(w.cfg.Masters, ",")
-	if w.cfg.TLS.CA != "" {
-		env[client.EnvCACert] = filepath.Join(w.cfg.WorkDir, CAFile)
+	env["DROVER_WORKER_ID"] = rc.cfg.ID
+	env["DROVER_MASTERS"] = strings.Join(rc.cfg.Masters, ",")
+	if rc.cfg.TLS.CA != "" {
+		env[client.EnvCACert] = filepath.Join(rc.cfg.WorkDir, CAFile)
 	}
 	out := make([]string, 0, len(env))
 	for _, k := range slices.Sorted(maps.Keys(env)) {

@@ -7,12 +7,12 @@ import (
 
 // CleanNow runs one work-dir cleanup pass, as the worker does every
 // cleanupInterval, and returns when it is done.
-func CleanNow(w *Worker) { w.clean(context.Background()) }
+func CleanNow(w *Worker) { w.janitor.clean(context.Background()) }
 
 // ActedOnSince says whether w has acted on the answer to a heartbeat it sent
 // after since: applied its acknowledgements and reconciled its units.
 func ActedOnSince(w *Worker, since time.Time) bool {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.leaseContact.After(since)
+	w.st.mu.Lock()
+	defer w.st.mu.Unlock()
+	return w.st.leaseContact.After(since)
 }

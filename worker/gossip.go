@@ -28,49 +28,49 @@ type peers struct {
 
 // GossipAddrs returns the masters' gossip addresses learned from them: the
 // gossip pool's Discover (gossip.Config), so --join may stay empty.
-func (w *Worker) GossipAddrs() []string {
-	w.peers.mu.Lock()
-	defer w.peers.mu.Unlock()
-	return slices.Clone(w.peers.addrs)
+func (s *session) gossipAddrs() []string {
+	s.peers.mu.Lock()
+	defer s.peers.mu.Unlock()
+	return slices.Clone(s.peers.addrs)
 }
 
 // refreshPeers asks the masters for their gossip addresses at start, every
 // gossipRefresh, and at once when asked, until ctx ends.
-func (w *Worker) refreshPeers(ctx context.Context) {
+func (s *session) refreshPeers(ctx context.Context) {
 	for {
-		cctx, cancel := context.WithTimeout(ctx, w.cfg.RequestTimeout)
+		cctx, cancel := context.WithTimeout(ctx, s.cfg.RequestTimeout)
 		var gp api.GossipPeers
-		err := w.masters.Do(cctx, http.MethodGet, "/v1/gossip", nil, &gp)
+		err := s.masters.Do(cctx, http.MethodGet, "/v1/gossip", nil, &gp)
 		cancel()
 		next := gossipRefresh
 		if err != nil {
 			if ctx.Err() != nil {
 				return
 			}
-			w.log.Debug("cannot ask the masters for their gossip addresses", "err", err)
-			next = w.cfg.HeartbeatInterval
+			s.log.Debug("cannot ask the masters for their gossip addresses", "err", err)
+			next = s.cfg.HeartbeatInterval
 		} else {
 			var addrs, ids []string
 			for _, m := range gp.Masters {
 				addrs, ids = append(addrs, m.Gossip), append(ids, m.ID)
 			}
-			w.peers.mu.Lock()
-			w.peers.addrs, w.peers.ids = addrs, ids
-			w.peers.mu.Unlock()
+			s.peers.mu.Lock()
+			s.peers.addrs, s.peers.ids = addrs, ids
+			s.peers.mu.Unlock()
 		}
 		select {
 		case <-ctx.Done():
 			return
-		case <-w.peers.now:
+		case <-s.peers.now:
 		case <-time.After(next):
 		}
 	}
 }
 
 // askPeersNow makes refreshPeers ask the masters at once.
-func (w *Worker) askPeersNow() {
+func (s *session) askPeersNow() {
 	select {
-	case w.peers.now <- struct{}{}:
+	case s.peers.now <- struct{}{}:
 	default:
 	}
 }

@@ -1,13 +1,16 @@
 package worker
 
 import (
+	"context"
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
 	"log/slog"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -20,6 +23,32 @@ import (
 	"github.com/drover-project/drover/transport"
 	"github.com/drover-project/drover/worker/unitdir"
 )
+
+// logServer is the part of the worker that answers HTTP: the units' logs
+// for the masters (Spark's worker log pages), health and metrics. It owns
+// the server; it reads the record (tombstones) and the janitor's words
+// for a removed directory, and nothing under the workerState's lock.
+type logServer struct {
+	cfg       Config
+	log       *slog.Logger
+	db        *store
+	metrics   *workerMetrics
+	janitor   *janitor
+	server    *http.Server
+	serveDone chan struct{}
+}
+
+// start serves on ln, through gate, until stop.
+func (ls *logServer) start(ln net.Listener, gate *transport.Gate) {
+	ls.server = ls.newServer(gate)
+	ls.serveDone = make(chan struct{})
+	go func() {
+		defer close(ls.serveDone)
+		if err := ls.server.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			ls.log.Error("http server stopped", "err", err)
+		}
+	}()
+}
 
 // ExecutorLogsPath is the path pattern (net/http.ServeMux syntax) of an
 // executor's logs on a worker's HTTP server: {app} is the app ID and {id}
@@ -43,17 +72,17 @@ const ExecutorLogsPath = "/v1/apps/{app}/executors/{id}/logs"
 // Errors are an api.Error body: 400 for a malformed request, 404 for a
 // driver attempt or executor this worker has no directory for, 410 for
 // one whose directory its cleanup removed (for a day after; 404 later).
-func (w *Worker) newServer(gate *transport.Gate) *http.Server {
+func (ls *logServer) newServer(gate *transport.Gate) *http.Server {
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /v1/drivers/{id}/logs", w.handleDriverLogs)
-	mux.HandleFunc("GET "+ExecutorLogsPath, w.handleExecutorLogs)
-	mux.HandleFunc("GET /v1/health", w.handleHealth)
-	mux.Handle("GET "+MetricsPath, w.metrics.handler)
+	mux.HandleFunc("GET /v1/drivers/{id}/logs", ls.handleDriverLogs)
+	mux.HandleFunc("GET "+ExecutorLogsPath, ls.handleExecutorLogs)
+	mux.HandleFunc("GET /v1/health", ls.handleHealth)
+	mux.Handle("GET "+MetricsPath, ls.metrics.handler)
 	mux.HandleFunc("/", func(rw http.ResponseWriter, r *http.Request) {
 		writeError(rw, http.StatusNotFound, fmt.Sprintf("no such endpoint: %s %s", r.Method, r.URL.Path))
 	})
 	return &http.Server{
-		Handler:           gate.Wrap(w.requireMaster(mux), writeRefusal),
+		Handler:           gate.Wrap(ls.requireMaster(mux), writeRefusal),
 		ReadHeaderTimeout: 5 * time.Second,
 		ReadTimeout:       30 * time.Second,
 		// Long enough to send a large log over a slow link; a follower
@@ -63,15 +92,15 @@ func (w *Worker) newServer(gate *transport.Gate) *http.Server {
 		MaxHeaderBytes: 64 << 10,
 		// Handshake failures and the like are what any client can cause,
 		// as often as it likes: debug, not info.
-		ErrorLog: slog.NewLogLogger(w.log.With("component", "http").Handler(), slog.LevelDebug),
+		ErrorLog: slog.NewLogLogger(ls.log.With("component", "http").Handler(), slog.LevelDebug),
 	}
 }
 
 // requireMaster admits only masters when the cluster uses tokens without
 // TLS: they present the node token. With TLS the listener already refused
 // every certificate but a master's.
-func (w *Worker) requireMaster(h http.Handler) http.Handler {
-	tok := w.cfg.mastersToken()
+func (ls *logServer) requireMaster(h http.Handler) http.Handler {
+	tok := ls.cfg.mastersToken()
 	if tok == "" {
 		return h
 	}
@@ -86,13 +115,13 @@ func (w *Worker) requireMaster(h http.Handler) http.Handler {
 	})
 }
 
-func (w *Worker) handleHealth(rw http.ResponseWriter, r *http.Request) {
-	writeJSON(rw, http.StatusOK, map[string]string{"status": "ok", "worker_id": w.cfg.ID})
+func (ls *logServer) handleHealth(rw http.ResponseWriter, r *http.Request) {
+	writeJSON(rw, http.StatusOK, map[string]string{"status": "ok", "worker_id": ls.cfg.ID})
 }
 
 // handleDriverLogs serves a driver attempt's stdout or stderr, the latest
 // attempt's unless the query names one.
-func (w *Worker) handleDriverLogs(rw http.ResponseWriter, r *http.Request) {
+func (ls *logServer) handleDriverLogs(rw http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	if err := ids.CheckDriver(id); err != nil {
 		writeError(rw, http.StatusBadRequest, err.Error())
@@ -111,18 +140,18 @@ func (w *Worker) handleDriverLogs(rw http.ResponseWriter, r *http.Request) {
 		}
 		n = v
 	} else {
-		v, err := latestAttempt(filepath.Join(w.cfg.WorkDir, id))
+		v, err := latestAttempt(filepath.Join(ls.cfg.WorkDir, id))
 		if err != nil {
-			writeError(rw, http.StatusNotFound, fmt.Sprintf("driver %s has no attempt on worker %s", id, w.cfg.ID))
+			writeError(rw, http.StatusNotFound, fmt.Sprintf("driver %s has no attempt on worker %s", id, ls.cfg.ID))
 			return
 		}
 		n = v
 	}
-	w.serveLog(rw, attemptKey(id, n), name, offset)
+	ls.serveLog(rw, attemptKey(id, n), name, offset)
 }
 
 // handleExecutorLogs serves an executor's stdout or stderr.
-func (w *Worker) handleExecutorLogs(rw http.ResponseWriter, r *http.Request) {
+func (ls *logServer) handleExecutorLogs(rw http.ResponseWriter, r *http.Request) {
 	app, id := r.PathValue("app"), r.PathValue("id")
 	if err := ids.CheckApp(app); err != nil {
 		writeError(rw, http.StatusBadRequest, err.Error())
@@ -138,7 +167,7 @@ func (w *Worker) handleExecutorLogs(rw http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	w.serveLog(rw, executorKey(app, n), name, offset)
+	ls.serveLog(rw, executorKey(app, n), name, offset)
 }
 
 // logQuery reads the stream and offset parameters of a log request,
@@ -170,25 +199,25 @@ func logQuery(rw http.ResponseWriter, r *http.Request) (name string, offset int6
 // checked driver or app ID, a number or a fixed name; the files are opened
 // through an os.Root on the work dir besides, so no request, and no link a
 // program plants, reaches outside it.
-func (w *Worker) serveLog(rw http.ResponseWriter, k unitKey, name string, offset int64) {
-	root, err := os.OpenRoot(w.cfg.WorkDir)
+func (ls *logServer) serveLog(rw http.ResponseWriter, k unitKey, name string, offset int64) {
+	root, err := os.OpenRoot(ls.cfg.WorkDir)
 	if err != nil {
 		writeError(rw, http.StatusInternalServerError, "work dir: "+err.Error())
 		return
 	}
 	defer root.Close()
-	dir, err := filepath.Rel(w.cfg.WorkDir, k.dir(w.cfg.WorkDir))
+	dir, err := filepath.Rel(ls.cfg.WorkDir, k.dir(ls.cfg.WorkDir))
 	if err != nil || !filepath.IsLocal(dir) {
 		writeError(rw, http.StatusBadRequest, fmt.Sprintf("%s is outside the work dir", k))
 		return
 	}
 	unit, err := root.OpenRoot(dir)
 	if err != nil {
-		if t, ok := w.db.tombstone(k); ok {
-			writeError(rw, http.StatusGone, fmt.Sprintf("%s of %s was %s", name, k, w.removedReason(t)))
+		if t, ok := ls.db.tombstone(k); ok {
+			writeError(rw, http.StatusGone, fmt.Sprintf("%s of %s was %s", name, k, ls.janitor.removedReason(t)))
 			return
 		}
-		writeError(rw, http.StatusNotFound, fmt.Sprintf("%s has no %s %d on worker %s", k.id, k.kind.info().nAttr, k.n, w.cfg.ID))
+		writeError(rw, http.StatusNotFound, fmt.Sprintf("%s has no %s %d on worker %s", k.id, k.kind.info().nAttr, k.n, ls.cfg.ID))
 		return
 	}
 	defer unit.Close()
@@ -245,4 +274,14 @@ func writeError(rw http.ResponseWriter, status int, msg string) {
 func writeRefusal(rw http.ResponseWriter, err error) {
 	_, status := api.CodeOf(err)
 	writeJSON(rw, status, api.ErrorOf(err))
+}
+
+func (ls *logServer) stop() {
+	ctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
+	defer cancel()
+	if err := ls.server.Shutdown(ctx); err != nil {
+		ls.log.Warn("http server shutdown", "err", err)
+		_ = ls.server.Close()
+	}
+	<-ls.serveDone
 }

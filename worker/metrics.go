@@ -70,7 +70,7 @@ type workerMetrics struct {
 	usedCores, usedMemoryMB atomic.Int64
 }
 
-func newWorkerMetrics(w *Worker) *workerMetrics {
+func newWorkerMetrics(cfg Config, st *workerState, freeSpace func() (int64, error)) *workerMetrics {
 	wm := &workerMetrics{
 		reg: prometheus.NewRegistry(),
 		heartbeats: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -121,7 +121,7 @@ func newWorkerMetrics(w *Worker) *workerMetrics {
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		wm.heartbeats, wm.heartbeatDuration, wm.launches, wm.restarts,
 		wm.cleanupRemoved, wm.cleanupBytes, wm.cacheFreed,
-		workerCollector{w},
+		workerCollector{cfg: cfg, st: st, metrics: wm, freeSpace: freeSpace},
 	)
 	wm.handler = promhttp.HandlerFor(wm.reg, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError})
 	return wm
@@ -148,7 +148,12 @@ func (wm *workerMetrics) heartbeatAnswered(req api.HeartbeatRequest, sent time.T
 
 // workerCollector computes, on each scrape, what describes the worker's
 // current state.
-type workerCollector struct{ w *Worker }
+type workerCollector struct {
+	cfg       Config
+	st        *workerState
+	metrics   *workerMetrics
+	freeSpace func() (int64, error)
+}
 
 // Describe implements prometheus.Collector.
 func (c workerCollector) Describe(ch chan<- *prometheus.Desc) {
@@ -159,25 +164,24 @@ func (c workerCollector) Describe(ch chan<- *prometheus.Desc) {
 
 // Collect implements prometheus.Collector.
 func (c workerCollector) Collect(ch chan<- prometheus.Metric) {
-	w := c.w
 	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
 	}
-	gauge(descCores, float64(w.cfg.Cores), "total")
-	gauge(descCores, float64(w.metrics.usedCores.Load()), "used")
-	gauge(descMemory, float64(w.cfg.MemoryMB<<20), "total")
-	gauge(descMemory, float64(w.metrics.usedMemoryMB.Load()<<20), "used")
+	gauge(descCores, float64(c.cfg.Cores), "total")
+	gauge(descCores, float64(c.metrics.usedCores.Load()), "used")
+	gauge(descMemory, float64(c.cfg.MemoryMB<<20), "total")
+	gauge(descMemory, float64(c.metrics.usedMemoryMB.Load()<<20), "used")
 
-	w.mu.Lock()
+	c.st.mu.Lock()
 	var units [len(kindLabel)]int
-	for k, u := range w.units {
+	for k, u := range c.st.units {
 		if !u.ended {
 			units[k.kind]++
 		}
 	}
-	pending := len(w.unacked)
-	contact := w.lastContact
-	w.mu.Unlock()
+	pending := len(c.st.unacked)
+	contact := c.st.lastContact
+	c.st.mu.Unlock()
 
 	for k, n := range units {
 		gauge(descUnits, float64(n), kindLabel[k])
@@ -186,7 +190,7 @@ func (c workerCollector) Collect(ch chan<- prometheus.Metric) {
 	if !contact.IsZero() {
 		gauge(descContactAge, time.Since(contact).Seconds())
 	}
-	if free, err := w.freeSpace(); err == nil {
+	if free, err := c.freeSpace(); err == nil {
 		gauge(descWorkDirFree, float64(free))
 	}
 }

@@ -14,14 +14,14 @@ import (
 // work dir's free space is the file system's.
 func TestMetricsRegistry(t *testing.T) {
 	free := func(string) (int64, error) { return 5 << 30, nil }
-	w := &Worker{cfg: Config{Cores: 4, MemoryMB: 1024, FreeSpace: free}, units: map[unitKey]*unit{
+	st := &workerState{units: map[unitKey]*unit{
 		attemptKey("driver-20260101000000-1", 1):  {},
 		attemptKey("driver-20260101000000-2", 1):  {ended: true},
 		executorKey("app-20260101000000-0001", 0): {},
 		executorKey("app-20260101000000-0001", 1): {},
 	}, unacked: []report{{}}}
-	w.metrics = newWorkerMetrics(w)
-	problems, err := testutil.GatherAndLint(w.metrics.reg)
+	metrics := newWorkerMetrics(Config{Cores: 4, MemoryMB: 1024}, st, func() (int64, error) { return free("") })
+	problems, err := testutil.GatherAndLint(metrics.reg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -46,11 +46,11 @@ drover_worker_work_dir_free_bytes 5.36870912e+09
 `
 	names := []string{"drover_worker_units", "drover_worker_pending_reports", "drover_worker_cores", "drover_worker_leader_contact_age_seconds",
 		"drover_worker_work_dir_free_bytes"}
-	if err := testutil.GatherAndCompare(w.metrics.reg, strings.NewReader(want), names...); err != nil {
+	if err := testutil.GatherAndCompare(metrics.reg, strings.NewReader(want), names...); err != nil {
 		t.Error(err)
 	}
-	w.lastContact = time.Now()
-	if n, err := testutil.GatherAndCount(w.metrics.reg, "drover_worker_leader_contact_age_seconds"); err != nil || n != 1 {
+	st.lastContact = time.Now()
+	if n, err := testutil.GatherAndCount(metrics.reg, "drover_worker_leader_contact_age_seconds"); err != nil || n != 1 {
 		t.Errorf("contact age samples after a contact: %d, %v; want 1", n, err)
 	}
 }

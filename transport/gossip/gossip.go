@@ -49,7 +49,7 @@ type Meta struct {
 	// node by, and nothing is sent to it.
 	HTTP string `json:"http"`
 	// Tethered says, of a worker, that its runners end their programs as
-	// soon as its daemon dies (runner.LeaseContent): a leader that knows
+	// soon as its daemon dies (unitdir.LeaseContent): a leader that knows
 	// the daemon is gone may relaunch its drivers at once. A worker clears
 	// it before it detaches, when its programs outlive it for the lease.
 	Tethered bool `json:"tethered,omitempty"`
