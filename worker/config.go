@@ -159,7 +159,7 @@ type Config struct {
 	FreeSpace func(path string) (int64, error)
 	// Cache is asked for room when the disk runs low, before any unit's
 	// directory is removed; nil means the worker's own artifact cache
-	// (Worker.FreeCache).
+	// (Worker.FreeCache), or nothing without Artifacts.
 	Cache CacheSpace
 	// CacheSizeMB bounds the artifact cache (WORK_DIR/CacheDir), which
 	// the worker trims to it, least recently used first, after each
