@@ -335,11 +335,9 @@ type HeartbeatRequest struct {
 	Brief bool `json:"brief,omitempty"`
 }
 
-// AttemptRef names one attempt of one driver.
-type AttemptRef struct {
-	DriverID string `json:"driver_id"`
-	Attempt  int    `json:"attempt"`
-}
+// AttemptRef names one attempt of one driver (model.AttemptRef, which the
+// tables hand out).
+type AttemptRef = model.AttemptRef
 
 // ExecutorRef names one executor of one application.
 type ExecutorRef struct {
@@ -633,43 +631,29 @@ type Check struct {
 	Message string `json:"message"`
 }
 
-// EventKind is what an Event is about.
-type EventKind string
+// EventKind is what an Event is about (model.EventKind).
+type EventKind = model.EventKind
 
 // Event kinds, one per table.
 const (
-	EventDriver   EventKind = "driver"
-	EventApp      EventKind = "app"
-	EventExecutor EventKind = "executor"
-	EventWorker   EventKind = "worker"
+	EventDriver   = model.EventDriver
+	EventApp      = model.EventApp
+	EventExecutor = model.EventExecutor
+	EventWorker   = model.EventWorker
 )
 
-// Event ops: a row was added or changed (upsert) or dropped (delete), or,
-// on a stream that resumes from an index older than the master still
-// holds, reset: the events between are lost, and the current rows follow
-// as upserts.
+// Event ops (model's): a row was added or changed (upsert) or dropped
+// (delete), or, on a stream that resumes from an index older than the
+// master still holds, reset.
 const (
-	OpUpsert = "upsert"
-	OpDelete = "delete"
-	OpReset  = "reset"
+	OpUpsert = model.OpUpsert
+	OpDelete = model.OpDelete
+	OpReset  = model.OpReset
 )
 
-// Event is one change of one row, as GET /v1/events streams it (Nomad's
-// event stream in Drover's tables): the Raft Index of the entry that made
-// it, the row's kind and ID (an executor's is APP_ID/N), and the row after
-// the change in the field of its kind (none for a delete). One entry can
-// change several rows; their events share its index and come in the same
-// order on every master.
-type Event struct {
-	Index    uint64          `json:"index"`
-	Kind     EventKind       `json:"kind,omitempty"`
-	ID       string          `json:"id,omitempty"`
-	Op       string          `json:"op"`
-	Driver   *model.Driver   `json:"driver,omitempty"`
-	App      *model.App      `json:"app,omitempty"`
-	Executor *model.Executor `json:"executor,omitempty"`
-	Worker   *model.Worker   `json:"worker,omitempty"`
-}
+// Event is one change of one row, as GET /v1/events streams it
+// (model.Event, which the FSM makes).
+type Event = model.Event
 
 // HeaderIndex carries, on an answer to a read, the Raft index the answer
 // reflects: a blocking read sends it back as ?index= to wait for the next

@@ -110,7 +110,7 @@ var (
 	ErrTooManyRequests      = errors.New("too many requests")
 	ErrLimitReached         = errors.New("limit reached")
 	ErrNoStorage            = errors.New("insufficient storage")
-	ErrUnavailable          = errors.New("unavailable")
+	ErrUnavailable          = model.ErrUnavailable
 	ErrBadGateway           = errors.New("worker unreachable")
 	ErrInternal             = errors.New("internal error")
 )

@@ -5,7 +5,6 @@ import (
 	"maps"
 	"slices"
 
-	"github.com/drover-project/drover/api"
 	"github.com/drover-project/drover/model"
 	"github.com/drover-project/drover/model/ids"
 )
@@ -36,7 +35,7 @@ func (f *FSM) applyRegisterWorker(c *model.RegisterWorker) any {
 	w.State = model.WorkerAlive
 	w.Message = ""
 	w.UpdatedAt = c.Time
-	f.changed(api.EventWorker, w.ID)
+	f.changed(model.EventWorker, w.ID)
 	return nil
 }
 
@@ -80,7 +79,7 @@ func (f *FSM) applySubmitDriver(c *model.SubmitDriver) any {
 	}
 	f.t.Drivers[d.ID] = d
 	f.owned[d] = struct{}{}
-	f.changed(api.EventDriver, d.ID)
+	f.changed(model.EventDriver, d.ID)
 	f.t.WaitingDrivers = append(f.t.WaitingDrivers, d.ID)
 	if c.Token != "" {
 		f.t.Tokens[c.Token] = d.ID
@@ -142,8 +141,8 @@ func (f *FSM) applyPlaceDrivers(c *model.PlaceDrivers) any {
 		w.CoresUsed += d.Cores
 		w.MemoryUsedMB += d.MemoryMB
 		w.ResourcesUsed.Hold(p.Resources)
-		f.changed(api.EventDriver, d.ID)
-		f.changed(api.EventWorker, w.ID)
+		f.changed(model.EventDriver, d.ID)
+		f.changed(model.EventWorker, w.ID)
 		res.Applied = append(res.Applied, p)
 	}
 	if len(placed) > 0 {
@@ -177,7 +176,7 @@ func (f *FSM) release(d *model.Driver) {
 		if rec := d.CurrentAttempt(); rec != nil {
 			w.ResourcesUsed.Release(rec.Resources)
 		}
-		f.changed(api.EventWorker, w.ID)
+		f.changed(model.EventWorker, w.ID)
 	}
 	f.t.units(d.WorkerID).removeDriver(d.ID)
 }
@@ -213,7 +212,7 @@ func (f *FSM) applyReportAttempts(c *model.ReportAttempts) any {
 		d = f.ownDriver(d)
 		rec = d.AttemptRecord(r.Attempt)
 		if updateRecord(rec, r, model.FailuresKept(d.MaxRestarts, d.RescheduleAfter), c.Time) {
-			f.changed(api.EventDriver, d.ID)
+			f.changed(model.EventDriver, d.ID)
 		}
 		if stale {
 			continue
@@ -283,12 +282,12 @@ func (f *FSM) applyStaging(d *model.Driver, r model.AttemptReport, now int64) {
 	}
 	d = f.ownDriver(d)
 	d.Message, d.Staging, d.UpdatedAt = r.Reason, true, now
-	f.changed(api.EventDriver, d.ID)
+	f.changed(model.EventDriver, d.ID)
 }
 
 func (f *FSM) applyCurrentReport(d *model.Driver, r model.AttemptReport, now int64) {
 	d.UpdatedAt = now
-	f.changed(api.EventDriver, d.ID)
+	f.changed(model.EventDriver, d.ID)
 	switch r.State {
 	case model.DriverRunning:
 		if d.Staging {
@@ -343,7 +342,7 @@ func (f *FSM) relaunch(d *model.Driver, now int64, reason string) {
 	d.State = model.DriverRelaunching
 	d.Message = reason
 	d.UpdatedAt = now
-	f.changed(api.EventDriver, d.ID)
+	f.changed(model.EventDriver, d.ID)
 	f.t.WaitingDrivers = append(f.t.WaitingDrivers, d.ID)
 	f.driverAttemptEnded(d, d.Attempt-1, now)
 }
@@ -375,7 +374,7 @@ func (f *FSM) applyKillDriver(c *model.KillDriver) any {
 		rec.Reason = d.Message
 	}
 	d.UpdatedAt = c.Time
-	f.changed(api.EventDriver, d.ID)
+	f.changed(model.EventDriver, d.ID)
 	f.driverAttemptEnded(d, d.Attempt, c.Time)
 	return nil
 }
@@ -394,7 +393,7 @@ func (f *FSM) applyDecommissionWorker(c *model.DecommissionWorker) any {
 		w.Message = "worker " + w.ID + " decommissioned"
 	}
 	w.UpdatedAt = c.Time
-	f.changed(api.EventWorker, w.ID)
+	f.changed(model.EventWorker, w.ID)
 	return nil
 }
 
@@ -414,7 +413,7 @@ func (f *FSM) applyWorkerLost(c *model.WorkerLost) any {
 	w.State = model.WorkerDead
 	w.Message = reason
 	w.UpdatedAt = now
-	f.changed(api.EventWorker, w.ID)
+	f.changed(model.EventWorker, w.ID)
 	// Executors first: an app that ends with a driver on this worker
 	// would otherwise record them KILLED rather than LOST.
 	// The worker's index entry holds exactly its live executors and
@@ -441,7 +440,7 @@ func (f *FSM) applyWorkerLost(c *model.WorkerLost) any {
 		d.State = model.DriverError
 		d.Message = reason
 		d.UpdatedAt = now
-		f.changed(api.EventDriver, d.ID)
+		f.changed(model.EventDriver, d.ID)
 		f.driverAttemptEnded(d, d.Attempt, now)
 	}
 	return nil

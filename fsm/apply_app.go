@@ -5,7 +5,6 @@ import (
 	"sort"
 	"strconv"
 
-	"github.com/drover-project/drover/api"
 	"github.com/drover-project/drover/model"
 	"github.com/drover-project/drover/model/ids"
 )
@@ -56,7 +55,7 @@ func (f *FSM) applyRegisterApp(c *model.RegisterApp) any {
 	}
 	f.t.Apps[a.ID] = a
 	f.ownedApps[a] = struct{}{}
-	f.changed(api.EventApp, a.ID)
+	f.changed(model.EventApp, a.ID)
 	if c.Token != "" {
 		f.t.AppTokens[c.Token] = a.ID
 	}
@@ -119,9 +118,9 @@ func (f *FSM) applyPlaceExecutors(c *model.PlaceExecutors) any {
 		w.CoresUsed += e.Cores
 		w.MemoryUsedMB += e.MemoryMB
 		w.ResourcesUsed.Hold(e.Resources)
-		f.changed(api.EventExecutor, model.ExecutorKey(a.ID, e.ID))
-		f.changed(api.EventApp, a.ID)
-		f.changed(api.EventWorker, w.ID)
+		f.changed(model.EventExecutor, model.ExecutorKey(a.ID, e.ID))
+		f.changed(model.EventApp, a.ID)
+		f.changed(model.EventWorker, w.ID)
 		res.Applied = append(res.Applied, p)
 	}
 	return res
@@ -177,19 +176,19 @@ func (f *FSM) endExecutor(e *model.Executor, state model.ExecutorState, exit *in
 	e.ExitCode = model.CloneExitCode(exit)
 	e.Message, e.Staging = reason, false
 	e.EndedAt = now
-	f.changed(api.EventExecutor, model.ExecutorKey(e.AppID, e.ID))
+	f.changed(model.EventExecutor, model.ExecutorKey(e.AppID, e.ID))
 	if w, ok := f.t.Workers[e.WorkerID]; ok {
 		w.CoresUsed -= e.Cores
 		w.MemoryUsedMB -= e.MemoryMB
 		w.ResourcesUsed.Release(e.Resources)
-		f.changed(api.EventWorker, w.ID)
+		f.changed(model.EventWorker, w.ID)
 	}
 	f.t.units(e.WorkerID).removeExecutor(model.ExecutorKey(e.AppID, e.ID))
 	if _, ok := f.t.Apps[e.AppID]; ok {
 		a := f.ownApp(e.AppID)
 		a.CoresGranted -= e.Cores
 		a.UpdatedAt = now
-		f.changed(api.EventApp, a.ID)
+		f.changed(model.EventApp, a.ID)
 		f.dropOldExecutors(a)
 	}
 }
@@ -211,7 +210,7 @@ func (f *FSM) dropOldExecutors(a *model.App) {
 		}
 		if e.State.Terminal() {
 			delete(f.t.Executors, model.ExecutorKey(a.ID, e.ID))
-			f.changed(api.EventExecutor, model.ExecutorKey(a.ID, e.ID))
+			f.changed(model.EventExecutor, model.ExecutorKey(a.ID, e.ID))
 			finished--
 		}
 	}
@@ -250,19 +249,19 @@ func (f *FSM) applyExecutorReports(workerID string, reports []model.ExecutorRepo
 				e.StartedAt = now
 				a = f.ownApp(a.ID)
 				a.UpdatedAt = now
-				f.changed(api.EventExecutor, model.ExecutorKey(e.AppID, e.ID))
-				f.changed(api.EventApp, a.ID)
+				f.changed(model.EventExecutor, model.ExecutorKey(e.AppID, e.ID))
+				f.changed(model.EventApp, a.ID)
 			}
 			if a.State == model.AppWaiting {
 				a = f.ownApp(a.ID)
 				a.State = model.AppRunning
-				f.changed(api.EventApp, a.ID)
+				f.changed(model.EventApp, a.ID)
 			}
 		case model.ExecExited:
 			f.endExecutor(e, model.ExecExited, r.ExitCode, r.Reason, now)
 			a = f.ownApp(a.ID)
 			a.RetryCount = 0
-			f.changed(api.EventApp, a.ID)
+			f.changed(model.EventApp, a.ID)
 		case model.ExecKilled:
 			// Killed by its worker unasked (the worker is shutting down):
 			// not the app's fault, so no retry is counted; the scheduler
@@ -272,7 +271,7 @@ func (f *FSM) applyExecutorReports(workerID string, reports []model.ExecutorRepo
 			f.endExecutor(e, model.ExecFailed, r.ExitCode, r.Reason, now)
 			a = f.ownApp(a.ID)
 			a.RetryCount++
-			f.changed(api.EventApp, a.ID)
+			f.changed(model.EventApp, a.ID)
 			if a.MaxExecutorRetries >= 0 && a.RetryCount > a.MaxExecutorRetries && !f.anyRunning(a.ID) {
 				f.endApp(a, model.AppFailed, fmt.Sprintf("%d executors failed in a row (max executor retries %d); last: %s",
 					a.RetryCount, a.MaxExecutorRetries, executorEnd(e)), now)
@@ -289,7 +288,7 @@ func (f *FSM) applyExecutorStaging(e *model.Executor, r model.ExecutorReport) {
 		return
 	}
 	e.Message, e.Staging = f.intern.str(r.Reason), true
-	f.changed(api.EventExecutor, model.ExecutorKey(e.AppID, e.ID))
+	f.changed(model.EventExecutor, model.ExecutorKey(e.AppID, e.ID))
 }
 
 func (f *FSM) anyRunning(appID string) bool {
@@ -327,7 +326,7 @@ func (f *FSM) endApp(a *model.App, state model.ApplicationState, reason string, 
 	a.Message = reason
 	a.EndedAt = now
 	a.UpdatedAt = now
-	f.changed(api.EventApp, a.ID)
+	f.changed(model.EventApp, a.ID)
 }
 
 // driverAttemptEnded ends the apps that an attempt of a driver registered,
@@ -389,7 +388,7 @@ func (f *FSM) applyRequestExecutors(c *model.RequestExecutors) any {
 	a = f.ownApp(a.ID)
 	a.ExecutorLimit = c.Total
 	a.UpdatedAt = c.Time
-	f.changed(api.EventApp, a.ID)
+	f.changed(model.EventApp, a.ID)
 	return nil
 }
 
@@ -424,7 +423,7 @@ func (f *FSM) applyKillExecutors(c *model.KillExecutors) any {
 		a.ExecutorLimit = max(a.ExecutorLimit-killed, 0)
 	}
 	a.UpdatedAt = c.Time
-	f.changed(api.EventApp, a.ID)
+	f.changed(model.EventApp, a.ID)
 	return nil
 }
 
@@ -471,7 +470,7 @@ func (f *FSM) applyPruneCompleted(c *model.PruneCompleted) any {
 			continue
 		}
 		delete(f.t.Drivers, id)
-		f.changed(api.EventDriver, id)
+		f.changed(model.EventDriver, id)
 		if d.Token != "" && f.t.Tokens[d.Token] == id {
 			delete(f.t.Tokens, d.Token)
 		}
@@ -483,10 +482,10 @@ func (f *FSM) applyPruneCompleted(c *model.PruneCompleted) any {
 		}
 		for _, e := range f.executorsOf(id) {
 			delete(f.t.Executors, model.ExecutorKey(id, e.ID))
-			f.changed(api.EventExecutor, model.ExecutorKey(id, e.ID))
+			f.changed(model.EventExecutor, model.ExecutorKey(id, e.ID))
 		}
 		delete(f.t.Apps, id)
-		f.changed(api.EventApp, id)
+		f.changed(model.EventApp, id)
 		if a.Token != "" && f.t.AppTokens[a.Token] == id {
 			delete(f.t.AppTokens, a.Token)
 		}

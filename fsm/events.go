@@ -4,8 +4,8 @@ import (
 	"cmp"
 	"slices"
 
-	"github.com/drover-project/drover/api"
 	"github.com/drover-project/drover/master/events"
+	"github.com/drover-project/drover/model"
 )
 
 // DefaultEventBuffer is how many events an FSM holds for subscribers that
@@ -20,17 +20,17 @@ const (
 
 // rowKey names one row: its kind and ID (an executor's is APP_ID/N).
 type rowKey struct {
-	kind api.EventKind
+	kind model.EventKind
 	id   string
 }
 
 // kindOrder is the order of a batch's events by kind; within a kind they
 // are by ID, so every master makes the same batch.
-var kindOrder = map[api.EventKind]int{api.EventDriver: 0, api.EventApp: 1, api.EventExecutor: 2, api.EventWorker: 3}
+var kindOrder = map[model.EventKind]int{model.EventDriver: 0, model.EventApp: 1, model.EventExecutor: 2, model.EventWorker: 3}
 
 // changed records that the entry being applied changed (or dropped) a row.
 // Called with f.mu held.
-func (f *FSM) changed(kind api.EventKind, id string) {
+func (f *FSM) changed(kind model.EventKind, id string) {
 	if f.touched == nil {
 		f.touched = map[rowKey]struct{}{}
 	}
@@ -52,7 +52,7 @@ func (f *FSM) publish(index uint64) {
 	slices.SortFunc(keys, func(a, b rowKey) int {
 		return cmp.Or(cmp.Compare(kindOrder[a.kind], kindOrder[b.kind]), cmp.Compare(a.id, b.id))
 	})
-	evs := make([]api.Event, 0, len(keys))
+	evs := make([]model.Event, 0, len(keys))
 	for _, k := range keys {
 		evs = append(evs, f.event(index, k, true))
 	}
@@ -63,10 +63,10 @@ func (f *FSM) publish(index uint64) {
 // driver's or app's own, a copy of a worker's or executor's), or a delete
 // when the row is gone. stamp sets the row's ModifyIndex
 // to index first.
-func (f *FSM) event(index uint64, k rowKey, stamp bool) api.Event {
-	e := api.Event{Index: index, Kind: k.kind, ID: k.id, Op: api.OpUpsert}
+func (f *FSM) event(index uint64, k rowKey, stamp bool) model.Event {
+	e := model.Event{Index: index, Kind: k.kind, ID: k.id, Op: model.OpUpsert}
 	switch k.kind {
-	case api.EventDriver:
+	case model.EventDriver:
 		if d, ok := f.t.Drivers[k.id]; ok {
 			if stamp {
 				d = f.ownDriver(d)
@@ -77,7 +77,7 @@ func (f *FSM) event(index uint64, k rowKey, stamp bool) api.Event {
 			e.Driver = d
 			return e
 		}
-	case api.EventApp:
+	case model.EventApp:
 		if a, ok := f.t.Apps[k.id]; ok {
 			if stamp {
 				a = f.ownApp(k.id)
@@ -88,7 +88,7 @@ func (f *FSM) event(index uint64, k rowKey, stamp bool) api.Event {
 			e.App = a
 			return e
 		}
-	case api.EventExecutor:
+	case model.EventExecutor:
 		if x, ok := f.t.Executors[k.id]; ok {
 			if stamp {
 				x.ModifyIndex = index
@@ -96,7 +96,7 @@ func (f *FSM) event(index uint64, k rowKey, stamp bool) api.Event {
 			e.Executor = x.Clone()
 			return e
 		}
-	case api.EventWorker:
+	case model.EventWorker:
 		if w, ok := f.t.Workers[k.id]; ok {
 			if stamp {
 				w.ModifyIndex = index
@@ -108,7 +108,7 @@ func (f *FSM) event(index uint64, k rowKey, stamp bool) api.Event {
 			return e
 		}
 	}
-	e.Op = api.OpDelete
+	e.Op = model.OpDelete
 	return e
 }
 
@@ -120,7 +120,7 @@ func (f *FSM) event(index uint64, k rowKey, stamp bool) api.Event {
 // subscriber starts at the FSM's index instead, and first is what the
 // caller must send before it: a reset event, then an upsert of every row
 // the filter picks as it is at that index.
-func (f *FSM) Subscribe(after uint64, filter events.Filter, maxPending int) (sub *events.Sub, first []api.Event) {
+func (f *FSM) Subscribe(after uint64, filter events.Filter, maxPending int) (sub *events.Sub, first []model.Event) {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
 	sub, complete := f.events.Subscribe(after, filter, maxPending)
@@ -129,8 +129,8 @@ func (f *FSM) Subscribe(after uint64, filter events.Filter, maxPending int) (sub
 	}
 	sub.Close()
 	sub, _ = f.events.Subscribe(f.index, filter, maxPending)
-	first = []api.Event{{Index: f.index, Op: api.OpReset}}
-	for _, kind := range []api.EventKind{api.EventDriver, api.EventApp, api.EventExecutor, api.EventWorker} {
+	first = []model.Event{{Index: f.index, Op: model.OpReset}}
+	for _, kind := range []model.EventKind{model.EventDriver, model.EventApp, model.EventExecutor, model.EventWorker} {
 		if len(filter.Kinds) > 0 && !filter.Kinds[kind] {
 			continue
 		}
@@ -144,13 +144,13 @@ func (f *FSM) Subscribe(after uint64, filter events.Filter, maxPending int) (sub
 }
 
 // rowIDs returns the IDs of one table, in order.
-func (f *FSM) rowIDs(kind api.EventKind) []string {
+func (f *FSM) rowIDs(kind model.EventKind) []string {
 	switch kind {
-	case api.EventDriver:
+	case model.EventDriver:
 		return sortedKeys(f.t.Drivers)
-	case api.EventApp:
+	case model.EventApp:
 		return sortedKeys(f.t.Apps)
-	case api.EventExecutor:
+	case model.EventExecutor:
 		return sortedKeys(f.t.Executors)
 	}
 	return sortedKeys(f.t.Workers)

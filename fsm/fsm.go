@@ -17,7 +17,6 @@ import (
 
 	"github.com/hashicorp/raft"
 
-	"github.com/drover-project/drover/api"
 	"github.com/drover-project/drover/master/events"
 	"github.com/drover-project/drover/model"
 )
@@ -479,57 +478,44 @@ func (f *FSM) Workers() []*model.Worker {
 // on the worker, ordered by driver ID: the attempts it should run, named
 // only, for a held heartbeat that compares them with what the worker runs
 // on every change without copying a row.
-func (f *FSM) AttemptsOn(workerID string) []api.AttemptRef {
+func (f *FSM) AttemptsOn(workerID string) []model.AttemptRef {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
-	var out []api.AttemptRef
+	var out []model.AttemptRef
 	if u, ok := f.t.on[workerID]; ok {
-		out = make([]api.AttemptRef, 0, len(u.drivers))
+		out = make([]model.AttemptRef, 0, len(u.drivers))
 		for id := range u.drivers {
-			out = append(out, api.AttemptRef{DriverID: id, Attempt: f.t.Drivers[id].Attempt})
+			out = append(out, model.AttemptRef{DriverID: id, Attempt: f.t.Drivers[id].Attempt})
 		}
 	}
-	slices.SortFunc(out, func(a, b api.AttemptRef) int { return strings.Compare(a.DriverID, b.DriverID) })
+	slices.SortFunc(out, func(a, b model.AttemptRef) int { return strings.Compare(a.DriverID, b.DriverID) })
 	return out
 }
 
-// Assignments returns the attempts AttemptsOn names, in the same order:
-// those that known names as refs in kept, the others in full, each with
-// what the worker needs to launch it (Token is left to the caller). Argv, Env, Artifacts and Resources are the rows' own, not
-// copies: Apply never changes them in place (a row's program is fixed at
-// submission, an attempt's addresses at placement), and the caller must
-// not either. A heartbeat answer thus costs its encoding, not a deep copy
-// of every driver on the worker.
-func (f *FSM) Assignments(workerID string, known []api.AttemptRef) (full []api.Assignment, kept []api.AttemptRef) {
-	has := make(map[api.AttemptRef]bool, len(known))
+// DriversOn returns the drivers whose attempts AttemptsOn names, in the
+// same order: the rows of those whose current attempt known does not name
+// in full, the others as refs in kept. The rows are the table's own, as
+// Driver's are: a heartbeat answer built from them costs its encoding,
+// not a deep copy of every driver on the worker.
+func (f *FSM) DriversOn(workerID string, known []model.AttemptRef) (full []*model.Driver, kept []model.AttemptRef) {
+	has := make(map[model.AttemptRef]bool, len(known))
 	for _, k := range known {
 		has[k] = true
 	}
-	// Never nil: an answer lists no assignments as [], as it always has.
-	full = []api.Assignment{}
 	f.mu.RLock()
 	defer f.mu.RUnlock()
 	if u, ok := f.t.on[workerID]; ok {
 		for id := range u.drivers {
 			d := f.t.Drivers[id]
-			if ref := (api.AttemptRef{DriverID: id, Attempt: d.Attempt}); has[ref] {
+			if ref := (model.AttemptRef{DriverID: id, Attempt: d.Attempt}); has[ref] {
 				kept = append(kept, ref)
 				continue
 			}
-			a := api.Assignment{
-				DriverID: d.ID, Attempt: d.Attempt, Argv: d.Argv, Env: d.Env,
-				Cores: d.Cores, MemoryMB: d.MemoryMB, Supervise: d.Supervise, Artifacts: d.Artifacts,
-				MaxRestarts: d.MaxRestarts, RestartWindowMS: d.RestartWindowMS, RescheduleAfter: d.RescheduleAfter,
-				Failures: d.FailuresBefore(d.Attempt), User: d.User,
-			}
-			if rec := d.CurrentAttempt(); rec != nil {
-				a.Resources = rec.Resources
-			}
-			full = append(full, a)
+			full = append(full, d)
 		}
 	}
-	slices.SortFunc(full, func(a, b api.Assignment) int { return strings.Compare(a.DriverID, b.DriverID) })
-	slices.SortFunc(kept, func(a, b api.AttemptRef) int { return strings.Compare(a.DriverID, b.DriverID) })
+	slices.SortFunc(full, func(a, b *model.Driver) int { return strings.Compare(a.ID, b.ID) })
+	slices.SortFunc(kept, func(a, b model.AttemptRef) int { return strings.Compare(a.DriverID, b.DriverID) })
 	return full, kept
 }
 

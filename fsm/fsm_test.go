@@ -326,7 +326,7 @@ func TestScenarioOutcome(t *testing.T) {
 		!reflect.DeepEqual(d7.FailuresBefore(3), []int64{1000, 2000}) || d7.User != "etl" {
 		t.Fatalf("driver 7: %+v, want RUNNING attempt 2 holding gpu 1 after attempt 1 was rescheduled, failures 1000 and 2000, user etl", d7)
 	}
-	if as, _ := f.Assignments("w4", nil); len(as) != 1 || as[0].DriverID != driverID(7) || as[0].User != "etl" {
+	if as, _ := f.DriversOn("w4", nil); len(as) != 1 || as[0].ID != driverID(7) || as[0].User != "etl" {
 		t.Fatalf("w4's assignments %+v, want driver 7's attempt 2 as user etl", as)
 	}
 

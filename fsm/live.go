@@ -4,7 +4,7 @@ import (
 	"iter"
 	"slices"
 
-	"github.com/drover-project/drover/api"
+	"github.com/drover-project/drover/model"
 )
 
 // liveRows is what has not ended, kept as Apply changes the rows so that
@@ -64,7 +64,7 @@ func (l *liveRows) app(id string, live bool) {
 func (f *FSM) recount() {
 	for k := range f.touched {
 		switch k.kind {
-		case api.EventDriver:
+		case model.EventDriver:
 			d, ok := f.t.Drivers[k.id]
 			client := ""
 			if ok {
@@ -72,7 +72,7 @@ func (f *FSM) recount() {
 			}
 			f.t.live.driver(k.id, client, ok && !d.State.Terminal())
 			f.t.orderDriver(k.id, ok)
-		case api.EventApp:
+		case model.EventApp:
 			a, ok := f.t.Apps[k.id]
 			f.t.live.app(k.id, ok && !a.State.Terminal())
 		}

@@ -104,7 +104,7 @@ func TestUserIsKeptEverywhere(t *testing.T) {
 		if d == nil || d.User != "etl" || d.Attempt != 2 || other == nil || other.User != "" {
 			t.Fatalf("%s: drivers %+v and %+v, want attempt 2 as etl and one without a user", name, d, other)
 		}
-		if as, _ := f.Assignments("w2", nil); len(as) != 1 || as[0].Attempt != 2 || as[0].User != "etl" {
+		if as, _ := f.DriversOn("w2", nil); len(as) != 1 || as[0].Attempt != 2 || as[0].User != "etl" {
 			t.Fatalf("%s: w2's assignments %+v, want attempt 2 as etl", name, as)
 		}
 		if _, apps := f.ExecutorsOn("w2"); len(apps) != 1 || apps[0].User != "etl" {

@@ -18,35 +18,35 @@ import (
 	"fmt"
 	"sync"
 
-	"github.com/drover-project/drover/api"
+	"github.com/drover-project/drover/model"
 )
 
 // Batch is the events of one Raft entry, in the order the FSM made them.
 type Batch struct {
 	Index  uint64
-	Events []api.Event
+	Events []model.Event
 	// bytes is the sum of the events' Size, set by Publish.
 	bytes int64
 }
 
 // Filter picks events by kind and ID; an empty set picks all.
 type Filter struct {
-	Kinds map[api.EventKind]bool
+	Kinds map[model.EventKind]bool
 	IDs   map[string]bool
 }
 
 // Match reports whether f picks e.
-func (f Filter) Match(e api.Event) bool {
+func (f Filter) Match(e model.Event) bool {
 	return (len(f.Kinds) == 0 || f.Kinds[e.Kind]) && (len(f.IDs) == 0 || f.IDs[e.ID])
 }
 
 // ErrTooSlow closes a subscriber that fell more events behind than its
 // bound; ErrReset one whose master replaced its tables from a snapshot.
-// Both wrap api.ErrUnavailable: the subscriber resumes from the last index
+// Both wrap model.ErrUnavailable: the subscriber resumes from the last index
 // it read, on this master or another.
 var (
-	ErrTooSlow = fmt.Errorf("%w: the reader fell too far behind", api.ErrUnavailable)
-	ErrReset   = fmt.Errorf("%w: the tables were restored from a snapshot", api.ErrUnavailable)
+	ErrTooSlow = fmt.Errorf("%w: the reader fell too far behind", model.ErrUnavailable)
+	ErrReset   = fmt.Errorf("%w: the tables were restored from a snapshot", model.ErrUnavailable)
 )
 
 // ErrClosed is the error of a subscriber its owner closed.
@@ -87,7 +87,7 @@ func (b Bounds) over(events int, bytes int64) bool {
 
 // Publish adds the events of the entry at index, which must be past every
 // index published before, and queues them for every subscriber.
-func (b *Buffer) Publish(index uint64, evs []api.Event) {
+func (b *Buffer) Publish(index uint64, evs []model.Event) {
 	if len(evs) == 0 {
 		return
 	}
@@ -238,7 +238,7 @@ func (s *Sub) Take() ([]Batch, error) {
 	}
 	out := pending[:0:0]
 	for _, b := range pending {
-		var evs []api.Event
+		var evs []model.Event
 		for _, e := range b.Events {
 			if s.filter.Match(e) {
 				evs = append(evs, e)

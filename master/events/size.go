@@ -1,7 +1,6 @@
 package events
 
 import (
-	"github.com/drover-project/drover/api"
 	"github.com/drover-project/drover/model"
 )
 
@@ -14,7 +13,7 @@ import (
 // with the table, is counted in full for each event that holds it, so the
 // bytes of a Buffer bound from above what its events keep alive that the
 // tables no longer hold. It walks the row once and allocates nothing.
-func Size(e api.Event) int64 {
+func Size(e model.Event) int64 {
 	n := eventBytes + len(e.ID)
 	switch {
 	case e.Driver != nil:
@@ -37,7 +36,7 @@ func Size(e api.Event) int64 {
 	return int64(n)
 }
 
-// The fixed parts of Size: an event (api.Event and its place in a batch),
+// The fixed parts of Size: an event (model.Event and its place in a batch),
 // a row's fixed fields, an attempt record's, an artifact's, and an entry
 // of a slice or a map beside its strings' bytes. Rough, on the side of
 // more.

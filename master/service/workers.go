@@ -180,9 +180,11 @@ func (s *Core) Heartbeat(ctx context.Context, _ auth.Caller, id string, req api.
 	if req.Brief {
 		known, knownExecs = req.Running, req.RunningExecutors
 	}
-	as, kept := s.FSM.Assignments(id, known)
-	for i := range as {
-		as[i].Token = s.Guard.DriverToken(as[i].DriverID, as[i].Attempt)
+	ds, kept := s.FSM.DriversOn(id, known)
+	as := make([]api.Assignment, len(ds))
+	for i, d := range ds {
+		as[i] = assignment(d)
+		as[i].Token = s.Guard.DriverToken(d.ID, d.Attempt)
 	}
 	es, keptExecs := briefExecutors(executorAssignments(s.FSM, id), knownExecs)
 	return api.HeartbeatResponse{
@@ -295,6 +297,23 @@ func running(f *fsm.FSM, workerID string) ([]api.AttemptRef, []api.ExecutorRef) 
 		er[i] = api.ExecutorRef{AppID: e.AppID, ExecutorID: e.ExecutorID}
 	}
 	return f.AttemptsOn(workerID), er
+}
+
+// assignment is what a worker needs to launch a driver's current attempt.
+// Argv, Env, Artifacts and Resources are the row's own, not copies: Apply
+// never changes them in place (a row's program is fixed at submission, an
+// attempt's addresses at placement), and the answer only encodes them.
+func assignment(d *model.Driver) api.Assignment {
+	a := api.Assignment{
+		DriverID: d.ID, Attempt: d.Attempt, Argv: d.Argv, Env: d.Env,
+		Cores: d.Cores, MemoryMB: d.MemoryMB, Supervise: d.Supervise, Artifacts: d.Artifacts,
+		MaxRestarts: d.MaxRestarts, RestartWindowMS: d.RestartWindowMS, RescheduleAfter: d.RescheduleAfter,
+		Failures: d.FailuresBefore(d.Attempt), User: d.User,
+	}
+	if rec := d.CurrentAttempt(); rec != nil {
+		a.Resources = rec.Resources
+	}
+	return a
 }
 
 // executorAssignments is the desired set of executors of a worker: every
