@@ -28,11 +28,11 @@ func newHarness(t *testing.T) *harness { return &harness{t: t, f: New()} }
 
 func (h *harness) tick() int64 { h.now++; return h.now }
 
-func (h *harness) encode(ct model.CommandType, payload any) []byte {
+func (h *harness) encode(payload model.Command) []byte {
 	h.t.Helper()
-	data, err := Encode(ct, payload)
+	data, err := Encode(payload)
 	if err != nil {
-		h.t.Fatalf("encode %s: %v", ct, err)
+		h.t.Fatalf("encode %s: %v", payload.CommandType(), err)
 	}
 	return data
 }
@@ -42,49 +42,49 @@ func (h *harness) applyRaw(data []byte) any {
 	return h.f.ApplyCommand(h.idx, data)
 }
 
-func (h *harness) apply(ct model.CommandType, payload any) any {
+func (h *harness) apply(payload model.Command) any {
 	h.t.Helper()
-	return h.applyRaw(h.encode(ct, payload))
+	return h.applyRaw(h.encode(payload))
 }
 
 // ok applies a command that must be accepted.
-func (h *harness) ok(ct model.CommandType, payload any) any {
+func (h *harness) ok(payload model.Command) any {
 	h.t.Helper()
-	res := h.apply(ct, payload)
+	res := h.apply(payload)
 	if err, isErr := res.(error); isErr {
-		h.t.Fatalf("%s %+v: %v", ct, payload, err)
+		h.t.Fatalf("%s %+v: %v", payload.CommandType(), payload, err)
 	}
 	return res
 }
 
 // refused applies a command that must fail with want and change nothing.
-func (h *harness) refused(ct model.CommandType, payload any, want error) {
+func (h *harness) refused(payload model.Command, want error) {
 	h.t.Helper()
 	before := hashOf(h.t, h.f)
-	res := h.apply(ct, payload)
+	res := h.apply(payload)
 	if err, _ := res.(error); !errors.Is(err, want) {
-		h.t.Fatalf("%s %+v: got %v, want %v", ct, payload, res, want)
+		h.t.Fatalf("%s %+v: got %v, want %v", payload.CommandType(), payload, res, want)
 	}
 	if hashOf(h.t, h.f) != before {
-		h.t.Fatalf("refused %s %+v changed the tables", ct, payload)
+		h.t.Fatalf("refused %s %+v changed the tables", payload.CommandType(), payload)
 	}
 }
 
 // unchanged applies a command that is accepted but must change nothing (a
 // skipped placement, an ignored report).
-func (h *harness) unchanged(ct model.CommandType, payload any) any {
+func (h *harness) unchanged(payload model.Command) any {
 	h.t.Helper()
 	before := hashOf(h.t, h.f)
-	res := h.ok(ct, payload)
+	res := h.ok(payload)
 	if hashOf(h.t, h.f) != before {
-		h.t.Fatalf("%s %+v changed the tables", ct, payload)
+		h.t.Fatalf("%s %+v changed the tables", payload.CommandType(), payload)
 	}
 	return res
 }
 
 func (h *harness) worker(id string, cores int, memMB int64) {
 	h.t.Helper()
-	h.ok(model.CmdRegisterWorker, &model.RegisterWorker{ID: id, HTTPAddr: id + ":1", Cores: cores, MemoryMB: memMB, Time: h.tick()})
+	h.ok(&model.RegisterWorker{ID: id, HTTPAddr: id + ":1", Cores: cores, MemoryMB: memMB, Time: h.tick()})
 }
 
 // appSpec is a valid registration of app seq: one core and 512 MiB per
@@ -100,7 +100,7 @@ func appSpec(seq int) *model.RegisterApp {
 func (h *harness) register(c *model.RegisterApp) string {
 	h.t.Helper()
 	c.Time = h.tick()
-	res, _ := h.ok(model.CmdRegisterApp, c).(RegisterAppResult)
+	res, _ := h.ok(c).(RegisterAppResult)
 	if res.AppID != c.ID || res.Existing {
 		h.t.Fatalf("register %s: got %+v", c.ID, res)
 	}
@@ -113,7 +113,7 @@ func ep(app string, id int, worker string) model.ExecutorPlacement {
 
 func (h *harness) place(ps ...model.ExecutorPlacement) []model.ExecutorPlacement {
 	h.t.Helper()
-	res, ok := h.ok(model.CmdPlaceExecutors, &model.PlaceExecutors{Placements: ps, Time: h.tick()}).(PlaceExecutorsResult)
+	res, ok := h.ok(&model.PlaceExecutors{Placements: ps, Time: h.tick()}).(PlaceExecutorsResult)
 	if !ok {
 		h.t.Fatal("PlaceExecutors did not return a PlaceExecutorsResult")
 	}
@@ -153,13 +153,13 @@ func er(app string, id int, state model.ExecutorState) model.ExecutorReport {
 
 func (h *harness) report(workerID string, rs ...model.ExecutorReport) {
 	h.t.Helper()
-	h.ok(model.CmdReportAttempts, &model.ReportAttempts{WorkerID: workerID, Executors: rs, Time: h.tick()})
+	h.ok(&model.ReportAttempts{WorkerID: workerID, Executors: rs, Time: h.tick()})
 }
 
 // ignored sends executor reports that must change nothing.
 func (h *harness) ignored(workerID string, rs ...model.ExecutorReport) {
 	h.t.Helper()
-	h.unchanged(model.CmdReportAttempts, &model.ReportAttempts{WorkerID: workerID, Executors: rs, Time: h.tick()})
+	h.unchanged(&model.ReportAttempts{WorkerID: workerID, Executors: rs, Time: h.tick()})
 }
 
 func (h *harness) app(id string) (*model.App, []*model.Executor) {
@@ -220,7 +220,7 @@ func (h *harness) wantAppState(app string, want model.ApplicationState) *model.A
 func (h *harness) submitDriver(seq int, supervise bool, workerID string) string {
 	h.t.Helper()
 	id := driverID(seq)
-	h.ok(model.CmdSubmitDriver, &model.SubmitDriver{ID: id, Token: fmt.Sprint("driver-token-", seq), DriverSpec: model.DriverSpec{Argv: []string{"driver"}, Cores: 1, MemoryMB: 256, Supervise: supervise},
+	h.ok(&model.SubmitDriver{ID: id, Token: fmt.Sprint("driver-token-", seq), DriverSpec: model.DriverSpec{Argv: []string{"driver"}, Cores: 1, MemoryMB: 256, Supervise: supervise},
 		Time: h.tick()})
 	if workerID != "" {
 		h.placeDriver(id, 1, workerID)
@@ -230,7 +230,7 @@ func (h *harness) submitDriver(seq int, supervise bool, workerID string) string 
 
 func (h *harness) placeDriver(id string, attempt int, workerID string) {
 	h.t.Helper()
-	res, _ := h.ok(model.CmdPlaceDrivers, &model.PlaceDrivers{Placements: []model.Placement{{DriverID: id, Attempt: attempt, WorkerID: workerID}}, Time: h.tick()}).(PlaceResult)
+	res, _ := h.ok(&model.PlaceDrivers{Placements: []model.Placement{{DriverID: id, Attempt: attempt, WorkerID: workerID}}, Time: h.tick()}).(PlaceResult)
 	if len(res.Applied) != 1 {
 		h.t.Fatalf("placing %s attempt %d on %s did not apply", id, attempt, workerID)
 	}
@@ -245,7 +245,7 @@ func (h *harness) driverReport(workerID, id string, attempt int, state model.Dri
 	case model.DriverFailed:
 		r.ExitCode = intp(1)
 	}
-	h.ok(model.CmdReportAttempts, &model.ReportAttempts{WorkerID: workerID, Reports: []model.AttemptReport{r}, Time: h.tick()})
+	h.ok(&model.ReportAttempts{WorkerID: workerID, Reports: []model.AttemptReport{r}, Time: h.tick()})
 }
 
 func (h *harness) invariants() {
@@ -300,7 +300,7 @@ func TestRegisterApp(t *testing.T) {
 	retry := appSpec(6)
 	retry.Token, retry.Name, retry.Time = "app-token-5", "other", h.tick()
 	before := hashOf(t, h.f)
-	if res := h.apply(model.CmdRegisterApp, retry); res != (RegisterAppResult{AppID: appID(5), Existing: true}) {
+	if res := h.apply(retry); res != (RegisterAppResult{AppID: appID(5), Existing: true}) {
 		t.Fatalf("retried token: got %+v", res)
 	}
 	if hashOf(t, h.f) != before {
@@ -344,7 +344,7 @@ func TestRegisterAppIDForm(t *testing.T) {
 	} {
 		c := appSpec(0)
 		c.ID, c.Token = id, fmt.Sprint("bad-", i)
-		h.refused(model.CmdRegisterApp, c, model.ErrInvalidCommand)
+		h.refused(c, model.ErrInvalidCommand)
 	}
 	c := appSpec(0)
 	c.ID = "app-20261129120000-7"
@@ -357,7 +357,7 @@ func TestRegisterAppIDForm(t *testing.T) {
 	h.register(dup) // app-20261129120000-0007 is a different ID from ...-7
 	dup2 := appSpec(7)
 	dup2.Token = "yet another"
-	h.refused(model.CmdRegisterApp, dup2, model.ErrDuplicateID)
+	h.refused(dup2, model.ErrDuplicateID)
 }
 
 func TestRegisterAppRefusesInvalidSpecs(t *testing.T) {
@@ -415,7 +415,7 @@ func TestRegisterAppRefusesInvalidSpecs(t *testing.T) {
 		tc.edit(c)
 		t.Run(tc.name, func(t *testing.T) {
 			h.t = t
-			h.refused(model.CmdRegisterApp, c, tc.want)
+			h.refused(c, tc.want)
 			if _, ok := h.f.AppByToken(c.Token); ok {
 				t.Fatal("a refused registration indexed its token")
 			}
@@ -459,7 +459,7 @@ func TestPlaceExecutors(t *testing.T) {
 	h.worker("w2", 4, 4096)
 	a := h.register(appSpec(0))
 
-	entry := h.encode(model.CmdPlaceExecutors, &model.PlaceExecutors{Placements: []model.ExecutorPlacement{ep(a, 0, "w1")}, Time: 50})
+	entry := h.encode(&model.PlaceExecutors{Placements: []model.ExecutorPlacement{ep(a, 0, "w1")}, Time: 50})
 	if res := h.applyRaw(entry); !reflect.DeepEqual(res, PlaceExecutorsResult{Applied: []model.ExecutorPlacement{ep(a, 0, "w1")}}) {
 		t.Fatalf("first placement: %+v", res)
 	}
@@ -537,7 +537,7 @@ func TestPlaceExecutorsRespectsLimit(t *testing.T) {
 	c.ExecutorLimit, c.MaxExecutorRetries = 0, -1
 	a := h.register(c)
 	h.skipPlace(ep(a, 0, "w1"))
-	h.ok(model.CmdRequestExecutors, &model.RequestExecutors{AppID: a, Total: 2, Time: h.tick()})
+	h.ok(&model.RequestExecutors{AppID: a, Total: 2, Time: h.tick()})
 	if got := h.place(ep(a, 0, "w1"), ep(a, 1, "w1"), ep(a, 2, "w1")); len(got) != 2 {
 		t.Fatalf("limit 2: applied %+v", got)
 	}
@@ -558,8 +558,8 @@ func TestPlaceExecutorsChecksWorkersAndApps(t *testing.T) {
 	h.worker("busy", 2, 4096)
 	h.worker("dead", 4, 4096)
 	h.worker("decom", 4, 4096)
-	h.ok(model.CmdWorkerLost, &model.WorkerLost{WorkerID: "dead", Time: h.tick()})
-	h.ok(model.CmdDecommissionWorker, &model.DecommissionWorker{WorkerID: "decom", Time: h.tick()})
+	h.ok(&model.WorkerLost{WorkerID: "dead", Time: h.tick()})
+	h.ok(&model.DecommissionWorker{WorkerID: "decom", Time: h.tick()})
 	h.submitDriver(0, false, "busy") // one of its two cores
 	spec := func(seq int) *model.RegisterApp {
 		c := appSpec(seq)
@@ -569,7 +569,7 @@ func TestPlaceExecutorsChecksWorkersAndApps(t *testing.T) {
 	a := h.register(spec(0))
 	b := h.register(spec(1))
 	ended := h.register(spec(2))
-	h.ok(model.CmdEndApp, &model.EndApp{AppID: ended, State: model.AppKilled, Time: h.tick()})
+	h.ok(&model.EndApp{AppID: ended, State: model.AppKilled, Time: h.tick()})
 
 	got := h.place(
 		ep(a, 0, "ghost"), ep(a, 0, "dead"), ep(a, 0, "decom"), ep(a, 0, "small"), ep(a, 0, "lowmem"), ep(a, 0, "busy"),
@@ -681,7 +681,7 @@ func TestAppFailsAfterMaxExecutorRetries(t *testing.T) {
 		h.wantUsed("w1", 0, 0)
 		h.skipPlace(ep(a, 4, "w1"))
 		h.ignored("w1", er(a, 3, model.ExecRunning))
-		h.refused(model.CmdRequestExecutors, &model.RequestExecutors{AppID: a, Total: 5}, model.ErrAppEnded)
+		h.refused(&model.RequestExecutors{AppID: a, Total: 5}, model.ErrAppEnded)
 		h.invariants()
 	})
 
@@ -766,7 +766,7 @@ func TestWorkerLostLosesExecutors(t *testing.T) {
 	other := h.register(appSpec(1))
 	h.mustPlace(ep(other, 0, "w1"))
 
-	h.ok(model.CmdWorkerLost, &model.WorkerLost{WorkerID: "w1", Reason: "no heartbeat", Time: h.tick()})
+	h.ok(&model.WorkerLost{WorkerID: "w1", Reason: "no heartbeat", Time: h.tick()})
 	for _, k := range []struct {
 		app string
 		id  int
@@ -807,14 +807,14 @@ func TestDriverEndEndsItsApps(t *testing.T) {
 		{"failed", false, func(h *harness, d string) { h.driverReport("w1", d, 1, model.DriverFailed) }, model.AppFailed},
 		{"error", false, func(h *harness, d string) { h.driverReport("w1", d, 1, model.DriverError) }, model.AppFailed},
 		{"killed by its worker", false, func(h *harness, d string) { h.driverReport("w1", d, 1, model.DriverKilled) }, model.AppKilled},
-		{"killed on request", false, func(h *harness, d string) { h.ok(model.CmdKillDriver, &model.KillDriver{DriverID: d, Time: h.tick()}) }, model.AppKilled},
+		{"killed on request", false, func(h *harness, d string) { h.ok(&model.KillDriver{DriverID: d, Time: h.tick()}) }, model.AppKilled},
 		{"worker lost", false, func(h *harness, d string) {
-			h.ok(model.CmdWorkerLost, &model.WorkerLost{WorkerID: "w1", Time: h.tick()})
+			h.ok(&model.WorkerLost{WorkerID: "w1", Time: h.tick()})
 		}, model.AppFailed},
 		{"supervised finished", true, func(h *harness, d string) { h.driverReport("w1", d, 1, model.DriverFinished) }, model.AppFinished},
-		{"supervised killed on request", true, func(h *harness, d string) { h.ok(model.CmdKillDriver, &model.KillDriver{DriverID: d, Time: h.tick()}) }, model.AppKilled},
+		{"supervised killed on request", true, func(h *harness, d string) { h.ok(&model.KillDriver{DriverID: d, Time: h.tick()}) }, model.AppKilled},
 		{"supervised relaunched after worker loss", true, func(h *harness, d string) {
-			h.ok(model.CmdWorkerLost, &model.WorkerLost{WorkerID: "w1", Time: h.tick()})
+			h.ok(&model.WorkerLost{WorkerID: "w1", Time: h.tick()})
 		}, model.AppFailed},
 		{"supervised relaunched after a kill by its worker", true, func(h *harness, d string) { h.driverReport("w1", d, 1, model.DriverKilled) }, model.AppFailed},
 	}
@@ -877,14 +877,14 @@ func TestRelaunchedDriverRegistersAgain(t *testing.T) {
 	c.DriverID, c.DriverAttempt = d, 1
 	first := h.register(c)
 	h.mustPlace(ep(first, 0, "w2"))
-	h.ok(model.CmdWorkerLost, &model.WorkerLost{WorkerID: "w1", Time: h.tick()})
+	h.ok(&model.WorkerLost{WorkerID: "w1", Time: h.tick()})
 	failedAt := h.wantAppState(first, model.AppFailed).EndedAt
 	h.wantExecState(first, 0, model.ExecKilled)
 
 	h.placeDriver(d, 2, "w2")
 	stale := appSpec(1)
 	stale.DriverID, stale.DriverAttempt = d, 1
-	h.refused(model.CmdRegisterApp, stale, model.ErrStaleAttempt)
+	h.refused(stale, model.ErrStaleAttempt)
 	c2 := appSpec(2)
 	c2.DriverID, c2.DriverAttempt = d, 2
 	second := h.register(c2)
@@ -904,11 +904,11 @@ func TestRequestExecutors(t *testing.T) {
 	a := h.register(appSpec(0))
 	h.mustPlace(ep(a, 0, "w1"), ep(a, 1, "w1"), ep(a, 2, "w1"))
 
-	h.refused(model.CmdRequestExecutors, &model.RequestExecutors{AppID: a, Total: -1}, model.ErrInvalidCommand)
-	h.refused(model.CmdRequestExecutors, &model.RequestExecutors{AppID: appID(9), Total: 1}, model.ErrUnknownApp)
+	h.refused(&model.RequestExecutors{AppID: a, Total: -1}, model.ErrInvalidCommand)
+	h.refused(&model.RequestExecutors{AppID: appID(9), Total: 1}, model.ErrUnknownApp)
 
 	// Lowering the limit kills nothing, but nothing more is placed.
-	h.ok(model.CmdRequestExecutors, &model.RequestExecutors{AppID: a, Total: 1, Time: h.tick()})
+	h.ok(&model.RequestExecutors{AppID: a, Total: 1, Time: h.tick()})
 	if row, _ := h.app(a); row.ExecutorLimit != 1 || row.UpdatedAt != h.now {
 		t.Fatalf("limit %d updated %d", row.ExecutorLimit, row.UpdatedAt)
 	}
@@ -916,14 +916,14 @@ func TestRequestExecutors(t *testing.T) {
 		h.wantExecState(a, i, model.ExecLaunching)
 	}
 	h.skipPlace(ep(a, 3, "w1"))
-	h.ok(model.CmdRequestExecutors, &model.RequestExecutors{AppID: a, Total: 4, Time: h.tick()})
+	h.ok(&model.RequestExecutors{AppID: a, Total: 4, Time: h.tick()})
 	if got := h.place(ep(a, 3, "w1"), ep(a, 4, "w1")); len(got) != 1 {
 		t.Fatalf("limit 4 with 3 live: applied %+v, want one", got)
 	}
-	h.ok(model.CmdRequestExecutors, &model.RequestExecutors{AppID: a, Total: 0, Time: h.tick()})
+	h.ok(&model.RequestExecutors{AppID: a, Total: 0, Time: h.tick()})
 
-	h.ok(model.CmdEndApp, &model.EndApp{AppID: a, State: model.AppFinished, Time: h.tick()})
-	h.refused(model.CmdRequestExecutors, &model.RequestExecutors{AppID: a, Total: 3}, model.ErrAppEnded)
+	h.ok(&model.EndApp{AppID: a, State: model.AppFinished, Time: h.tick()})
+	h.refused(&model.RequestExecutors{AppID: a, Total: 3}, model.ErrAppEnded)
 	h.invariants()
 }
 
@@ -935,13 +935,13 @@ func TestKillExecutors(t *testing.T) {
 	h.report("w1", er(a, 0, model.ExecRunning))
 
 	// Unknown or repeated IDs refuse the whole command.
-	h.refused(model.CmdKillExecutors, &model.KillExecutors{AppID: a, ExecutorIDs: []int{1, 3}}, model.ErrUnknownExecutor)
-	h.refused(model.CmdKillExecutors, &model.KillExecutors{AppID: a, ExecutorIDs: []int{-1}}, model.ErrUnknownExecutor)
-	h.refused(model.CmdKillExecutors, &model.KillExecutors{AppID: a, ExecutorIDs: []int{1, 1}}, model.ErrUnknownExecutor)
-	h.refused(model.CmdKillExecutors, &model.KillExecutors{AppID: appID(9), ExecutorIDs: []int{0}}, model.ErrUnknownApp)
+	h.refused(&model.KillExecutors{AppID: a, ExecutorIDs: []int{1, 3}}, model.ErrUnknownExecutor)
+	h.refused(&model.KillExecutors{AppID: a, ExecutorIDs: []int{-1}}, model.ErrUnknownExecutor)
+	h.refused(&model.KillExecutors{AppID: a, ExecutorIDs: []int{1, 1}}, model.ErrUnknownExecutor)
+	h.refused(&model.KillExecutors{AppID: appID(9), ExecutorIDs: []int{0}}, model.ErrUnknownApp)
 
 	// No limit: the limit becomes the live count less the killed.
-	h.ok(model.CmdKillExecutors, &model.KillExecutors{AppID: a, ExecutorIDs: []int{0}, Time: h.tick()})
+	h.ok(&model.KillExecutors{AppID: a, ExecutorIDs: []int{0}, Time: h.tick()})
 	e := h.exec(a, 0)
 	if e.State != model.ExecKilled || e.EndedAt != h.now || e.Message == "" {
 		t.Fatalf("killed executor: %+v", e)
@@ -956,8 +956,8 @@ func TestKillExecutors(t *testing.T) {
 
 	// An explicit limit is lowered by the number killed; naming an
 	// executor that already ended kills and lowers nothing for it.
-	h.ok(model.CmdRequestExecutors, &model.RequestExecutors{AppID: a, Total: 5, Time: h.tick()})
-	h.ok(model.CmdKillExecutors, &model.KillExecutors{AppID: a, ExecutorIDs: []int{0, 1}, Time: h.tick()})
+	h.ok(&model.RequestExecutors{AppID: a, Total: 5, Time: h.tick()})
+	h.ok(&model.KillExecutors{AppID: a, ExecutorIDs: []int{0, 1}, Time: h.tick()})
 	if row, _ := h.app(a); row.ExecutorLimit != 4 {
 		t.Fatalf("limit 5, killed one live (and one dead): limit %d, want 4", row.ExecutorLimit)
 	}
@@ -965,21 +965,21 @@ func TestKillExecutors(t *testing.T) {
 	h.wantExecState(a, 2, model.ExecLaunching)
 
 	// The limit does not go below 0.
-	h.ok(model.CmdRequestExecutors, &model.RequestExecutors{AppID: a, Total: 0, Time: h.tick()})
-	h.ok(model.CmdKillExecutors, &model.KillExecutors{AppID: a, ExecutorIDs: []int{2}, Time: h.tick()})
+	h.ok(&model.RequestExecutors{AppID: a, Total: 0, Time: h.tick()})
+	h.ok(&model.KillExecutors{AppID: a, ExecutorIDs: []int{2}, Time: h.tick()})
 	if row, _ := h.app(a); row.ExecutorLimit != 0 || row.CoresGranted != 0 || row.State != model.AppRunning {
 		t.Fatalf("after killing all: %+v", row)
 	}
 	h.wantUsed("w1", 0, 0)
 
-	h.ok(model.CmdEndApp, &model.EndApp{AppID: a, State: model.AppKilled, Time: h.tick()})
-	h.refused(model.CmdKillExecutors, &model.KillExecutors{AppID: a, ExecutorIDs: []int{0}}, model.ErrAppEnded)
+	h.ok(&model.EndApp{AppID: a, State: model.AppKilled, Time: h.tick()})
+	h.refused(&model.KillExecutors{AppID: a, ExecutorIDs: []int{0}}, model.ErrAppEnded)
 
 	// With no limit, naming only executors that already ended sets none.
 	b := h.register(appSpec(1))
 	h.mustPlace(ep(b, 0, "w1"))
 	h.report("w1", er(b, 0, model.ExecExited))
-	h.ok(model.CmdKillExecutors, &model.KillExecutors{AppID: b, ExecutorIDs: []int{0}, Time: h.tick()})
+	h.ok(&model.KillExecutors{AppID: b, ExecutorIDs: []int{0}, Time: h.tick()})
 	if row, _ := h.app(b); row.ExecutorLimit != -1 {
 		t.Fatalf("killing only an ended executor set the limit to %d, want -1 (none)", row.ExecutorLimit)
 	}
@@ -994,11 +994,11 @@ func TestEndApp(t *testing.T) {
 	h.report("w1", er(a, 0, model.ExecRunning), er(a, 1, model.ExecFailed))
 
 	for _, s := range []model.ApplicationState{model.AppWaiting, model.AppRunning, model.AppUnknown, ""} {
-		h.refused(model.CmdEndApp, &model.EndApp{AppID: a, State: s}, model.ErrInvalidCommand)
+		h.refused(&model.EndApp{AppID: a, State: s}, model.ErrInvalidCommand)
 	}
-	h.refused(model.CmdEndApp, &model.EndApp{AppID: appID(9), State: model.AppFinished}, model.ErrUnknownApp)
+	h.refused(&model.EndApp{AppID: appID(9), State: model.AppFinished}, model.ErrUnknownApp)
 
-	h.ok(model.CmdEndApp, &model.EndApp{AppID: a, State: model.AppFinished, Time: h.tick()})
+	h.ok(&model.EndApp{AppID: a, State: model.AppFinished, Time: h.tick()})
 	row := h.wantAppState(a, model.AppFinished)
 	if row.EndedAt != h.now || row.Message != "unregistered" || row.CoresGranted != 0 {
 		t.Fatalf("ended app: %+v", row)
@@ -1009,13 +1009,13 @@ func TestEndApp(t *testing.T) {
 
 	// The same end again (a retried request) is accepted and changes
 	// nothing; a different one is refused.
-	h.unchanged(model.CmdEndApp, &model.EndApp{AppID: a, State: model.AppFinished, Reason: "again", Time: h.tick()})
-	h.refused(model.CmdEndApp, &model.EndApp{AppID: a, State: model.AppKilled, Time: h.tick()}, model.ErrAppEnded)
-	h.refused(model.CmdEndApp, &model.EndApp{AppID: a, State: model.AppFailed, Time: h.tick()}, model.ErrAppEnded)
+	h.unchanged(&model.EndApp{AppID: a, State: model.AppFinished, Reason: "again", Time: h.tick()})
+	h.refused(&model.EndApp{AppID: a, State: model.AppKilled, Time: h.tick()}, model.ErrAppEnded)
+	h.refused(&model.EndApp{AppID: a, State: model.AppFailed, Time: h.tick()}, model.ErrAppEnded)
 
 	for i, s := range []model.ApplicationState{model.AppFailed, model.AppKilled} {
 		b := h.register(appSpec(1 + i))
-		h.ok(model.CmdEndApp, &model.EndApp{AppID: b, State: s, Reason: "client went away", Time: h.tick()})
+		h.ok(&model.EndApp{AppID: b, State: s, Reason: "client went away", Time: h.tick()})
 		if row := h.wantAppState(b, s); row.Message != "client went away" {
 			t.Fatalf("reason %q", row.Message)
 		}
@@ -1035,10 +1035,10 @@ func TestPruneCompleted(t *testing.T) {
 	killed := h.register(appSpec(2))
 	h.mustPlace(ep(finished, 0, "w1"), ep(finished, 1, "w1"), ep(running, 0, "w1"), ep(killed, 0, "w1"))
 	h.report("w1", er(finished, 1, model.ExecFailed))
-	h.ok(model.CmdEndApp, &model.EndApp{AppID: finished, State: model.AppFinished, Time: h.tick()})
-	h.ok(model.CmdEndApp, &model.EndApp{AppID: killed, State: model.AppKilled, Time: h.tick()})
+	h.ok(&model.EndApp{AppID: finished, State: model.AppFinished, Time: h.tick()})
+	h.ok(&model.EndApp{AppID: killed, State: model.AppKilled, Time: h.tick()})
 
-	h.ok(model.CmdPruneCompleted, &model.PruneCompleted{
+	h.ok(&model.PruneCompleted{
 		DriverIDs: []string{done, live, waiting, driverID(99)},
 		AppIDs:    []string{finished, running, appID(99), killed},
 	})
@@ -1081,12 +1081,12 @@ func TestPruneCompleted(t *testing.T) {
 		t.Fatalf("Completed after pruning: %v %v", d, a)
 	}
 	// A pruned token is free again.
-	if res := h.ok(model.CmdRegisterApp, withToken(appSpec(5), "app-token-0")).(RegisterAppResult); res.Existing {
+	if res := h.ok(withToken(appSpec(5), "app-token-0")).(RegisterAppResult); res.Existing {
 		t.Fatal("a pruned app's token still names it")
 	}
 	// Pruning again, or pruning nothing, changes nothing.
-	h.unchanged(model.CmdPruneCompleted, &model.PruneCompleted{DriverIDs: []string{done}, AppIDs: []string{finished}})
-	h.unchanged(model.CmdPruneCompleted, &model.PruneCompleted{})
+	h.unchanged(&model.PruneCompleted{DriverIDs: []string{done}, AppIDs: []string{finished}})
+	h.unchanged(&model.PruneCompleted{})
 	h.invariants()
 }
 
@@ -1103,8 +1103,8 @@ func TestCompletedOldestFirst(t *testing.T) {
 		seq int
 		at  int64
 	}{{0, 30}, {2, 10}, {1, 10}} {
-		h.ok(model.CmdKillDriver, &model.KillDriver{DriverID: driverID(k.seq), Time: k.at})
-		h.ok(model.CmdEndApp, &model.EndApp{AppID: appID(k.seq), State: model.AppFinished, Time: k.at})
+		h.ok(&model.KillDriver{DriverID: driverID(k.seq), Time: k.at})
+		h.ok(&model.EndApp{AppID: appID(k.seq), State: model.AppFinished, Time: k.at})
 	}
 	d, a := h.f.Completed()
 	if want := []string{driverID(1), driverID(2), driverID(0)}; !reflect.DeepEqual(d, want) {
@@ -1130,7 +1130,7 @@ func appState(t *testing.T) *harness {
 	h.report("w1", er(a, 0, model.ExecRunning), er(a, 1, model.ExecFailed))
 	b := h.register(appSpec(1))
 	h.mustPlace(ep(b, 0, "w2"))
-	h.ok(model.CmdEndApp, &model.EndApp{AppID: b, State: model.AppKilled, Time: h.tick()})
+	h.ok(&model.EndApp{AppID: b, State: model.AppKilled, Time: h.tick()})
 	return h
 }
 
@@ -1274,7 +1274,7 @@ func TestRestoreSnapshotFromBeforeApps(t *testing.T) {
 }
 
 func TestAppCommandsRoundTrip(t *testing.T) {
-	payloads := map[model.CommandType]any{
+	payloads := map[model.CommandType]model.Command{
 		model.CmdRegisterApp: &model.RegisterApp{ID: appID(1), Token: "t", Name: "n", DriverID: driverID(1), DriverAttempt: 2, MaxCores: 4,
 			CoresPerExecutor: 2, MemoryPerExecutorMB: 512, ExecutorLimit: -1, Argv: []string{"a", "b"}, Env: map[string]string{"K": "v"},
 			MaxExecutorRetries: 3, Time: 9},
@@ -1292,7 +1292,7 @@ func TestAppCommandsRoundTrip(t *testing.T) {
 		model.CmdKillExecutors: "KillExecutors", model.CmdEndApp: "EndApp", model.CmdPruneCompleted: "PruneCompleted", model.CmdReportAttempts: "ReportAttempts",
 		model.CmdReportBatch: "ReportBatch"}
 	for ct, p := range payloads {
-		data, err := Encode(ct, p)
+		data, err := Encode(p)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -1349,7 +1349,7 @@ func TestDriverRestartedInPlaceEndsEarlierRunsApps(t *testing.T) {
 	a := h.register(first)
 	h.mustPlace(ep(a, 0, "w1"))
 
-	h.ok(model.CmdReportAttempts, &model.ReportAttempts{WorkerID: "w1", Time: h.tick(),
+	h.ok(&model.ReportAttempts{WorkerID: "w1", Time: h.tick(),
 		Reports: []model.AttemptReport{{DriverID: d, Attempt: 1, State: model.DriverRunning, Runs: 2}}})
 	if row, _ := h.app(a); row.State != model.AppFailed || !strings.Contains(row.Message, "restarted as run 2") {
 		t.Fatalf("app of run 1 after the restart: %s %q, want FAILED", row.State, row.Message)
@@ -1359,11 +1359,11 @@ func TestDriverRestartedInPlaceEndsEarlierRunsApps(t *testing.T) {
 
 	stale := appSpec(1)
 	stale.DriverID, stale.DriverAttempt, stale.DriverRun = d, 1, 1
-	h.refused(model.CmdRegisterApp, stale, model.ErrStaleAttempt)
+	h.refused(stale, model.ErrStaleAttempt)
 	second := appSpec(2)
 	second.DriverID, second.DriverAttempt, second.DriverRun = d, 1, 2
 	b := h.register(second)
-	h.ok(model.CmdReportAttempts, &model.ReportAttempts{WorkerID: "w1", Time: h.tick(),
+	h.ok(&model.ReportAttempts{WorkerID: "w1", Time: h.tick(),
 		Reports: []model.AttemptReport{{DriverID: d, Attempt: 1, State: model.DriverRunning, Runs: 2}}})
 	if row, _ := h.app(b); row.State != model.AppWaiting {
 		t.Fatalf("app of run 2: %s, want WAITING", row.State)
@@ -1450,7 +1450,7 @@ func TestLiveAppsLeavesOutFinished(t *testing.T) {
 	h := newHarness(t)
 	a := h.register(appSpec(0))
 	b := h.register(appSpec(1))
-	h.ok(model.CmdEndApp, &model.EndApp{AppID: a, State: model.AppFinished, Time: h.tick()})
+	h.ok(&model.EndApp{AppID: a, State: model.AppFinished, Time: h.tick()})
 	all, _ := h.f.Apps()
 	live, execs := h.f.LiveApps()
 	if len(all) != 2 || len(live) != 1 || live[0].ID != b || len(execs) != 1 {

@@ -13,7 +13,7 @@ import (
 // tables only when the whole command is acceptable, so a refused command
 // leaves no trace.
 
-func (f *FSM) applyRegisterWorker(c *model.RegisterWorker) any {
+func (f *FSM) applyRegisterWorker(c *model.RegisterWorker) error {
 	if c.ID == "" || c.HTTPAddr == "" || c.Cores <= 0 || c.MemoryMB <= 0 {
 		return fmt.Errorf("%w: worker needs an ID, an address, and positive cores and memory", model.ErrInvalidCommand)
 	}
@@ -39,19 +39,19 @@ func (f *FSM) applyRegisterWorker(c *model.RegisterWorker) any {
 	return nil
 }
 
-func (f *FSM) applySubmitDriver(c *model.SubmitDriver) any {
+func (f *FSM) applySubmitDriver(c *model.SubmitDriver) (SubmitResult, error) {
 	if id, ok := f.t.Tokens[c.Token]; ok && c.Token != "" {
-		return SubmitResult{DriverID: id, Existing: true}
+		return SubmitResult{DriverID: id, Existing: true}, nil
 	}
 	seq, err := idSeq(ids.Driver, c.ID)
 	if err != nil {
-		return err
+		return SubmitResult{}, err
 	}
 	if err := c.DriverSpec.Validate(); err != nil {
-		return fmt.Errorf("%w: %v", model.ErrInvalidCommand, err)
+		return SubmitResult{}, fmt.Errorf("%w: %v", model.ErrInvalidCommand, err)
 	}
 	if _, ok := f.t.Drivers[c.ID]; ok {
-		return fmt.Errorf("%w: driver %s", model.ErrDuplicateID, c.ID)
+		return SubmitResult{}, fmt.Errorf("%w: driver %s", model.ErrDuplicateID, c.ID)
 	}
 	d := &model.Driver{
 		ID:     c.ID,
@@ -87,30 +87,25 @@ func (f *FSM) applySubmitDriver(c *model.SubmitDriver) any {
 	if seq >= f.t.NextDriverSeq {
 		f.t.NextDriverSeq = seq + 1
 	}
-	return SubmitResult{DriverID: d.ID}
+	return SubmitResult{DriverID: d.ID}, nil
 }
 
 // applySubmitDrivers applies each submission of the batch as
 // applySubmitDriver would apply it alone, in order, so that a token twice
 // in the batch makes one driver and a refused submission is skipped
 // without a trace while the others apply.
-func (f *FSM) applySubmitDrivers(c *model.SubmitDrivers) any {
+func (f *FSM) applySubmitDrivers(c *model.SubmitDrivers) (SubmitDriversResult, error) {
 	if len(c.Drivers) == 0 {
-		return fmt.Errorf("%w: SubmitDrivers holds no submission", model.ErrInvalidCommand)
+		return SubmitDriversResult{}, fmt.Errorf("%w: SubmitDrivers holds no submission", model.ErrInvalidCommand)
 	}
 	res := SubmitDriversResult{Outcomes: make([]SubmitOutcome, len(c.Drivers))}
 	for i := range c.Drivers {
-		switch r := f.applySubmitDriver(&c.Drivers[i]).(type) {
-		case SubmitResult:
-			res.Outcomes[i].SubmitResult = r
-		case error:
-			res.Outcomes[i].Err = r
-		}
+		res.Outcomes[i].SubmitResult, res.Outcomes[i].Err = f.applySubmitDriver(&c.Drivers[i])
 	}
-	return res
+	return res, nil
 }
 
-func (f *FSM) applyPlaceDrivers(c *model.PlaceDrivers) any {
+func (f *FSM) applyPlaceDrivers(c *model.PlaceDrivers) (PlaceResult, error) {
 	var res PlaceResult
 	placed := map[string]bool{}
 	for _, p := range c.Placements {
@@ -148,7 +143,7 @@ func (f *FSM) applyPlaceDrivers(c *model.PlaceDrivers) any {
 	if len(placed) > 0 {
 		f.dropWaiting(placed)
 	}
-	return res
+	return res, nil
 }
 
 // dropWaiting removes the given drivers from waitingDrivers, keeping order.
@@ -181,7 +176,7 @@ func (f *FSM) release(d *model.Driver) {
 	f.t.units(d.WorkerID).removeDriver(d.ID)
 }
 
-func (f *FSM) applyReportAttempts(c *model.ReportAttempts) any {
+func (f *FSM) applyReportAttempts(c *model.ReportAttempts) error {
 	for _, r := range c.Reports {
 		d, ok := f.t.Drivers[r.DriverID]
 		if !ok {
@@ -226,7 +221,7 @@ func (f *FSM) applyReportAttempts(c *model.ReportAttempts) any {
 // applyReportBatch applies each worker's reports in order. A
 // ReportAttempts refuses nothing, so neither does a batch of them: each
 // changes what it would have changed as an entry of its own.
-func (f *FSM) applyReportBatch(c *model.ReportBatch) any {
+func (f *FSM) applyReportBatch(c *model.ReportBatch) error {
 	for i := range c.Reports {
 		f.applyReportAttempts(&c.Reports[i])
 	}
@@ -347,7 +342,7 @@ func (f *FSM) relaunch(d *model.Driver, now int64, reason string) {
 	f.driverAttemptEnded(d, d.Attempt-1, now)
 }
 
-func (f *FSM) applyKillDriver(c *model.KillDriver) any {
+func (f *FSM) applyKillDriver(c *model.KillDriver) error {
 	d, ok := f.t.Drivers[c.DriverID]
 	if !ok {
 		return fmt.Errorf("%w: %s", model.ErrUnknownDriver, c.DriverID)
@@ -382,7 +377,7 @@ func (f *FSM) applyKillDriver(c *model.KillDriver) any {
 // applyDecommissionWorker only stops new placements on the worker: its
 // drivers stay placed until it reports them KILLED (so a relaunch never
 // overlaps the attempt being stopped), or until it is lost.
-func (f *FSM) applyDecommissionWorker(c *model.DecommissionWorker) any {
+func (f *FSM) applyDecommissionWorker(c *model.DecommissionWorker) error {
 	w, ok := f.t.Workers[c.WorkerID]
 	if !ok {
 		return fmt.Errorf("%w: %s", model.ErrUnknownWorker, c.WorkerID)
@@ -401,7 +396,7 @@ func (f *FSM) applyDecommissionWorker(c *model.DecommissionWorker) any {
 // Master.removeWorker): supervised drivers on it get their next attempt and
 // wait again; the others end ERROR, with the reason. Its executors are LOST,
 // which counts no retry: the scheduler replaces them.
-func (f *FSM) applyWorkerLost(c *model.WorkerLost) any {
+func (f *FSM) applyWorkerLost(c *model.WorkerLost) error {
 	w, ok := f.t.Workers[c.WorkerID]
 	if !ok {
 		return fmt.Errorf("%w: %s", model.ErrUnknownWorker, c.WorkerID)

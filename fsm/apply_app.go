@@ -14,31 +14,31 @@ import (
 // the leader's; Apply only checks it), ExecutorStateChanged, and
 // removeApplication.
 
-func (f *FSM) applyRegisterApp(c *model.RegisterApp) any {
+func (f *FSM) applyRegisterApp(c *model.RegisterApp) (RegisterAppResult, error) {
 	if id, ok := f.t.AppTokens[c.Token]; ok && c.Token != "" {
-		return RegisterAppResult{AppID: id, Existing: true}
+		return RegisterAppResult{AppID: id, Existing: true}, nil
 	}
 	seq, err := idSeq(ids.App, c.ID)
 	if err != nil {
-		return err
+		return RegisterAppResult{}, err
 	}
 	if err := c.Validate(); err != nil {
-		return fmt.Errorf("%w: %v", model.ErrInvalidCommand, err)
+		return RegisterAppResult{}, fmt.Errorf("%w: %v", model.ErrInvalidCommand, err)
 	}
 	if _, ok := f.t.Apps[c.ID]; ok {
-		return fmt.Errorf("%w: app %s", model.ErrDuplicateID, c.ID)
+		return RegisterAppResult{}, fmt.Errorf("%w: app %s", model.ErrDuplicateID, c.ID)
 	}
 	if c.DriverID != "" {
 		d, ok := f.t.Drivers[c.DriverID]
 		switch {
 		case !ok:
-			return fmt.Errorf("%w: %s", model.ErrUnknownDriver, c.DriverID)
+			return RegisterAppResult{}, fmt.Errorf("%w: %s", model.ErrUnknownDriver, c.DriverID)
 		case d.State.Terminal():
-			return fmt.Errorf("%w: %s is %s", model.ErrDriverEnded, d.ID, d.State)
+			return RegisterAppResult{}, fmt.Errorf("%w: %s is %s", model.ErrDriverEnded, d.ID, d.State)
 		case d.Attempt != c.DriverAttempt || d.WorkerID == "":
-			return fmt.Errorf("%w: %s attempt %d is not the running attempt (%d)", model.ErrStaleAttempt, d.ID, c.DriverAttempt, d.Attempt)
+			return RegisterAppResult{}, fmt.Errorf("%w: %s attempt %d is not the running attempt (%d)", model.ErrStaleAttempt, d.ID, c.DriverAttempt, d.Attempt)
 		case c.DriverRun > 0 && d.CurrentAttempt() != nil && c.DriverRun < d.CurrentAttempt().Runs:
-			return fmt.Errorf("%w: %s attempt %d run %d was restarted (run %d)", model.ErrStaleAttempt, d.ID, d.Attempt, c.DriverRun, d.CurrentAttempt().Runs)
+			return RegisterAppResult{}, fmt.Errorf("%w: %s attempt %d run %d was restarted (run %d)", model.ErrStaleAttempt, d.ID, d.Attempt, c.DriverRun, d.CurrentAttempt().Runs)
 		}
 	}
 	a := &model.App{
@@ -62,7 +62,7 @@ func (f *FSM) applyRegisterApp(c *model.RegisterApp) any {
 	if seq >= f.t.NextAppSeq {
 		f.t.NextAppSeq = seq + 1
 	}
-	return RegisterAppResult{AppID: a.ID}
+	return RegisterAppResult{AppID: a.ID}, nil
 }
 
 // idSeq returns the sequence number of an ID of kind k, refusing any other
@@ -79,7 +79,7 @@ func idSeq(k ids.Kind, id string) (int, error) {
 // beyond any real count of launches, so that the next ID never overflows.
 const maxExecutorID = 1 << 53
 
-func (f *FSM) applyPlaceExecutors(c *model.PlaceExecutors) any {
+func (f *FSM) applyPlaceExecutors(c *model.PlaceExecutors) (PlaceExecutorsResult, error) {
 	var res PlaceExecutorsResult
 	for _, p := range c.Placements {
 		a, ok := f.t.Apps[p.AppID]
@@ -123,7 +123,7 @@ func (f *FSM) applyPlaceExecutors(c *model.PlaceExecutors) any {
 		f.changed(model.EventWorker, w.ID)
 		res.Applied = append(res.Applied, p)
 	}
-	return res
+	return res, nil
 }
 
 // liveExecutors counts an app's executors that have not ended.
@@ -377,7 +377,7 @@ func (f *FSM) appIDs() []string {
 	return ids
 }
 
-func (f *FSM) applyRequestExecutors(c *model.RequestExecutors) any {
+func (f *FSM) applyRequestExecutors(c *model.RequestExecutors) error {
 	a, err := f.liveApp(c.AppID)
 	if err != nil {
 		return err
@@ -392,7 +392,7 @@ func (f *FSM) applyRequestExecutors(c *model.RequestExecutors) any {
 	return nil
 }
 
-func (f *FSM) applyKillExecutors(c *model.KillExecutors) any {
+func (f *FSM) applyKillExecutors(c *model.KillExecutors) error {
 	a, err := f.liveApp(c.AppID)
 	if err != nil {
 		return err
@@ -427,7 +427,7 @@ func (f *FSM) applyKillExecutors(c *model.KillExecutors) any {
 	return nil
 }
 
-func (f *FSM) applyEndApp(c *model.EndApp) any {
+func (f *FSM) applyEndApp(c *model.EndApp) error {
 	a, ok := f.t.Apps[c.AppID]
 	if !ok {
 		return fmt.Errorf("%w: %s", model.ErrUnknownApp, c.AppID)
@@ -463,7 +463,7 @@ func (f *FSM) liveApp(id string) (*model.App, error) {
 	return a, nil
 }
 
-func (f *FSM) applyPruneCompleted(c *model.PruneCompleted) any {
+func (f *FSM) applyPruneCompleted(c *model.PruneCompleted) error {
 	for _, id := range c.DriverIDs {
 		d, ok := f.t.Drivers[id]
 		if !ok || !d.State.Terminal() {

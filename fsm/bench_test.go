@@ -61,10 +61,10 @@ func benchAppID(seq int) string    { return fmt.Sprintf("app-20261129120000-%06d
 
 func (s *benchFSM) tick() int64 { s.clock++; return benchEpoch + s.clock }
 
-func (s *benchFSM) encode(ct model.CommandType, payload any) []byte {
-	data, err := EncodeAs(benchFormat, ct, payload)
+func (s *benchFSM) encode(payload model.Command) []byte {
+	data, err := EncodeAs(benchFormat, payload)
 	if err != nil {
-		s.t.Fatalf("encode %s: %v", ct, err)
+		s.t.Fatalf("encode %s: %v", payload.CommandType(), err)
 	}
 	return data
 }
@@ -75,10 +75,10 @@ func (s *benchFSM) apply(data []byte) any {
 }
 
 // must applies a command that has to take effect.
-func (s *benchFSM) must(ct model.CommandType, payload any) any {
-	res := s.apply(s.encode(ct, payload))
+func (s *benchFSM) must(payload model.Command) any {
+	res := s.apply(s.encode(payload))
 	if why := refusal(res); why != "" {
-		s.t.Fatalf("%s: %s", ct, why)
+		s.t.Fatalf("%s: %s", payload.CommandType(), why)
 	}
 	return res
 }
@@ -128,7 +128,7 @@ func (s *benchFSM) rotate(list []string) string {
 func (s *benchFSM) turn() string { return s.rotate(s.workers) }
 
 func (s *benchFSM) registerWorker(id string) {
-	s.must(model.CmdRegisterWorker, &model.RegisterWorker{
+	s.must(&model.RegisterWorker{
 		ID: id, Instance: "inst-" + id, HTTPAddr: "10.0.0.1:7402",
 		// Room for every driver and executor the benchmarks place, so
 		// none is skipped for lack of it.
@@ -159,7 +159,7 @@ func (s *benchFSM) submitDrivers(n int) []string {
 	ids := make([]string, n)
 	for i := range ids {
 		c := s.submitCommand()
-		s.must(model.CmdSubmitDriver, c)
+		s.must(c)
 		ids[i] = c.ID
 	}
 	return ids
@@ -178,7 +178,7 @@ func (s *benchFSM) place(ids []string) map[string][]string {
 			c.Placements = append(c.Placements, model.Placement{DriverID: id, Attempt: s.f.t.Drivers[id].Attempt, WorkerID: w})
 			byWorker[w] = append(byWorker[w], id)
 		}
-		s.must(model.CmdPlaceDrivers, c)
+		s.must(c)
 	}
 	return byWorker
 }
@@ -194,7 +194,7 @@ func (s *benchFSM) report(byWorker map[string][]string, state model.DriverState)
 			}
 			c.Reports = append(c.Reports, r)
 		}
-		s.must(model.CmdReportAttempts, c)
+		s.must(c)
 	}
 }
 
@@ -235,14 +235,14 @@ func (s *benchFSM) startApps(n int, drivers []string, executors int) []string {
 			driver = drivers[i]
 		}
 		c := s.registerAppCommand(driver)
-		s.must(model.CmdRegisterApp, c)
+		s.must(c)
 		ids[i] = c.ID
 		for e := range executors {
 			place.Placements = append(place.Placements, model.ExecutorPlacement{AppID: c.ID, ExecutorID: e, WorkerID: s.turn()})
 		}
 	}
 	if len(place.Placements) > 0 {
-		s.must(model.CmdPlaceExecutors, place)
+		s.must(place)
 	}
 	return ids
 }
@@ -259,7 +259,7 @@ func buildTables(t testing.TB, z benchSizes) *benchFSM {
 	s.report(s.place(placed), model.DriverRunning)
 	for _, a := range s.startApps(z.apps, placed[:z.apps], 2) {
 		for _, e := range s.f.executorsOf(a) {
-			s.must(model.CmdReportAttempts, &model.ReportAttempts{WorkerID: e.WorkerID, Time: s.tick(),
+			s.must(&model.ReportAttempts{WorkerID: e.WorkerID, Time: s.tick(),
 				Executors: []model.ExecutorReport{{AppID: a, ExecutorID: e.ID, State: model.ExecRunning}}})
 		}
 	}
@@ -361,7 +361,7 @@ func (s *benchFSM) repair() {
 		for _, id := range byWorker[w] {
 			c.Placements = append(c.Placements, model.Placement{DriverID: id, Attempt: s.f.t.Drivers[id].Attempt, WorkerID: w})
 		}
-		s.must(model.CmdPlaceDrivers, c)
+		s.must(c)
 	}
 	s.report(byWorker, model.DriverRunning)
 }
@@ -375,11 +375,11 @@ type applyCase struct {
 	prepare func(s *benchFSM, n int) [][]byte
 }
 
-// each encodes n commands of type ct, made by payload(i).
-func (s *benchFSM) each(n int, ct model.CommandType, payload func(i int) any) [][]byte {
+// each encodes n commands, made by payload(i).
+func (s *benchFSM) each(n int, payload func(i int) model.Command) [][]byte {
 	out := make([][]byte, n)
 	for i := range out {
-		out[i] = s.encode(ct, payload(i))
+		out[i] = s.encode(payload(i))
 	}
 	return out
 }
@@ -390,20 +390,20 @@ func (s *benchFSM) each(n int, ct model.CommandType, payload func(i int) any) []
 // commits.
 var applyCases = []applyCase{
 	{model.CmdRegisterWorker, 1000, func(s *benchFSM, n int) [][]byte {
-		return s.each(n, model.CmdRegisterWorker, func(int) any {
+		return s.each(n, func(int) model.Command {
 			s.next.worker++
 			return &model.RegisterWorker{ID: fmt.Sprintf("worker-new-%06d", s.next.worker), HTTPAddr: "10.0.1.1:7402",
 				Cores: 64, MemoryMB: 256 << 10, Time: s.tick()}
 		})
 	}},
 	{model.CmdSubmitDriver, 1000, func(s *benchFSM, n int) [][]byte {
-		return s.each(n, model.CmdSubmitDriver, func(int) any { return s.submitCommand() })
+		return s.each(n, func(int) model.Command { return s.submitCommand() })
 	}},
 	// The exception to one item per command: a group of submitGroup
 	// submissions, as a leader commits concurrent ones, so ns/op over
 	// submitGroup is what a submission costs in a group.
 	{model.CmdSubmitDrivers, 100, func(s *benchFSM, n int) [][]byte {
-		return s.each(n, model.CmdSubmitDrivers, func(int) any {
+		return s.each(n, func(int) model.Command {
 			c := &model.SubmitDrivers{Drivers: make([]model.SubmitDriver, submitGroup)}
 			for i := range c.Drivers {
 				c.Drivers[i] = *s.submitCommand()
@@ -414,7 +414,7 @@ var applyCases = []applyCase{
 	// A new driver joins the queue behind the waiting ones, then is placed.
 	{model.CmdPlaceDrivers, 1000, func(s *benchFSM, n int) [][]byte {
 		ids := s.submitDrivers(n)
-		return s.each(n, model.CmdPlaceDrivers, func(i int) any {
+		return s.each(n, func(i int) model.Command {
 			return &model.PlaceDrivers{Placements: []model.Placement{{DriverID: ids[i], Attempt: 1, WorkerID: s.turn()}}, Time: s.tick()}
 		})
 	}},
@@ -424,7 +424,7 @@ var applyCases = []applyCase{
 		var out [][]byte
 		for _, w := range sortedKeys(byWorker) {
 			for _, id := range byWorker[w] {
-				out = append(out, s.encode(model.CmdReportAttempts, &model.ReportAttempts{WorkerID: w, Time: s.tick(),
+				out = append(out, s.encode(&model.ReportAttempts{WorkerID: w, Time: s.tick(),
 					Reports: []model.AttemptReport{{DriverID: id, Attempt: 1, State: model.DriverRunning, Runs: 1}}}))
 			}
 		}
@@ -441,14 +441,14 @@ var applyCases = []applyCase{
 					Reports: []model.AttemptReport{{DriverID: id, Attempt: 1, State: model.DriverRunning, Runs: 1}}})
 			}
 		}
-		return s.each(n, model.CmdReportBatch, func(i int) any {
+		return s.each(n, func(i int) model.Command {
 			return &model.ReportBatch{Reports: reports[16*i : 16*(i+1)]}
 		})
 	}},
 	// A RUNNING driver is killed.
 	{model.CmdKillDriver, 1000, func(s *benchFSM, n int) [][]byte {
 		ids := s.runDrivers(n)
-		return s.each(n, model.CmdKillDriver, func(i int) any {
+		return s.each(n, func(i int) model.Command {
 			return &model.KillDriver{DriverID: ids[i], Reason: "killed by bench", Time: s.tick()}
 		})
 	}},
@@ -456,44 +456,44 @@ var applyCases = []applyCase{
 	// relaunched. The next prepare puts them back.
 	{model.CmdWorkerLost, 10, func(s *benchFSM, n int) [][]byte {
 		s.repair()
-		return s.each(min(n, len(s.workers)), model.CmdWorkerLost, func(int) any {
+		return s.each(min(n, len(s.workers)), func(int) model.Command {
 			return &model.WorkerLost{WorkerID: s.turn(), Reason: "gossip: worker dead", Time: s.tick()}
 		})
 	}},
 	{model.CmdDecommissionWorker, 50, func(s *benchFSM, n int) [][]byte {
 		s.repair()
-		return s.each(min(n, len(s.workers)), model.CmdDecommissionWorker, func(int) any {
+		return s.each(min(n, len(s.workers)), func(int) model.Command {
 			return &model.DecommissionWorker{WorkerID: s.turn(), Reason: "SIGTERM", Time: s.tick()}
 		})
 	}},
 	// A RUNNING driver registers an app.
 	{model.CmdRegisterApp, 1000, func(s *benchFSM, n int) [][]byte {
-		return s.each(n, model.CmdRegisterApp, func(int) any { return s.registerAppCommand(s.rotate(s.running)) })
+		return s.each(n, func(int) model.Command { return s.registerAppCommand(s.rotate(s.running)) })
 	}},
 	// A new app gets its first executor.
 	{model.CmdPlaceExecutors, 1000, func(s *benchFSM, n int) [][]byte {
 		apps := s.startApps(n, nil, 0)
-		return s.each(n, model.CmdPlaceExecutors, func(i int) any {
+		return s.each(n, func(i int) model.Command {
 			return &model.PlaceExecutors{Placements: []model.ExecutorPlacement{{AppID: apps[i], ExecutorID: 0, WorkerID: s.turn()}}, Time: s.tick()}
 		})
 	}},
 	// A starting app asks for a new executor total.
 	{model.CmdRequestExecutors, 1000, func(s *benchFSM, n int) [][]byte {
-		return s.each(n, model.CmdRequestExecutors, func(int) any {
+		return s.each(n, func(int) model.Command {
 			return &model.RequestExecutors{AppID: s.rotate(s.apps), Total: 2 + s.next.turn%7, Time: s.tick()}
 		})
 	}},
 	// An app with two executors kills one.
 	{model.CmdKillExecutors, 1000, func(s *benchFSM, n int) [][]byte {
 		apps := s.startApps(n, nil, 2)
-		return s.each(n, model.CmdKillExecutors, func(i int) any {
+		return s.each(n, func(i int) model.Command {
 			return &model.KillExecutors{AppID: apps[i], ExecutorIDs: []int{0}, Time: s.tick()}
 		})
 	}},
 	// An app with two executors unregisters.
 	{model.CmdEndApp, 1000, func(s *benchFSM, n int) [][]byte {
 		apps := s.startApps(n, nil, 2)
-		return s.each(n, model.CmdEndApp, func(i int) any {
+		return s.each(n, func(i int) model.Command {
 			return &model.EndApp{AppID: apps[i], State: model.AppFinished, Time: s.tick()}
 		})
 	}},
@@ -503,9 +503,9 @@ var applyCases = []applyCase{
 		s.report(s.place(ids), model.DriverFinished)
 		apps := s.startApps(n, nil, 0)
 		for _, a := range apps {
-			s.must(model.CmdEndApp, &model.EndApp{AppID: a, State: model.AppFinished, Time: s.tick()})
+			s.must(&model.EndApp{AppID: a, State: model.AppFinished, Time: s.tick()})
 		}
-		return s.each(n, model.CmdPruneCompleted, func(i int) any {
+		return s.each(n, func(i int) model.Command {
 			return &model.PruneCompleted{DriverIDs: []string{ids[i]}, AppIDs: []string{apps[i]}}
 		})
 	}},

@@ -63,10 +63,10 @@ func byName[K ~string](m map[K]int) map[string]int {
 func TestQueuedAt(t *testing.T) {
 	b := &logBuilder{t: t}
 	id := driverID(1)
-	b.add(model.CmdSubmitDriver, &model.SubmitDriver{ID: id, DriverSpec: model.DriverSpec{Argv: []string{"x"}, Cores: 1, MemoryMB: 1, Supervise: true}, Time: 1000})
-	b.add(model.CmdRegisterWorker, &model.RegisterWorker{ID: "w1", HTTPAddr: "h:1", Cores: 1, MemoryMB: 1, Time: 1500})
-	b.add(model.CmdPlaceDrivers, &model.PlaceDrivers{Placements: []model.Placement{{DriverID: id, Attempt: 1, WorkerID: "w1"}}, Time: 2000})
-	b.add(model.CmdWorkerLost, &model.WorkerLost{WorkerID: "w1", Time: 5000})
+	b.add(&model.SubmitDriver{ID: id, DriverSpec: model.DriverSpec{Argv: []string{"x"}, Cores: 1, MemoryMB: 1, Supervise: true}, Time: 1000})
+	b.add(&model.RegisterWorker{ID: "w1", HTTPAddr: "h:1", Cores: 1, MemoryMB: 1, Time: 1500})
+	b.add(&model.PlaceDrivers{Placements: []model.Placement{{DriverID: id, Attempt: 1, WorkerID: "w1"}}, Time: 2000})
+	b.add(&model.WorkerLost{WorkerID: "w1", Time: 5000})
 	f := replay(t, b.entries)
 	if d, _ := f.Driver(id); d.Attempt != 2 || d.State != model.DriverRelaunching {
 		t.Fatalf("driver %+v: want attempt 2 RELAUNCHING", d)

@@ -29,10 +29,10 @@ const (
 // does not know the type skip the entry instead of halting (Nomad's
 // structs.IgnoreUnknownTypeFlag). A master that knows the type applies the
 // entry as if the flag were clear. A master that skips an entry lacks its
-// effect for good, and so does every snapshot it takes; a writer sets the
-// flag, as Encode(t|IgnoreUnknownTypeFlag, payload), only on a command
-// whose effect older masters can do without: state only newer code reads
-// and can rebuild. Command types stay below the flag.
+// effect for good, and so does every snapshot it takes; Encode sets the
+// flag on the types registered ignorable, only commands whose effect older
+// masters can do without: state only newer code reads and can rebuild.
+// Command types stay below the flag.
 const IgnoreUnknownTypeFlag model.CommandType = 0x80
 
 // MaxCommandSize bounds an encoded command, in bytes; Decode refuses larger
@@ -40,36 +40,45 @@ const IgnoreUnknownTypeFlag model.CommandType = 0x80
 // limit.
 const MaxCommandSize = 8 << 20
 
-// Encode returns the log entry for a command in FormatJSON: the format byte,
-// the type byte (t, with IgnoreUnknownTypeFlag if the caller set it), then
-// the payload as JSON. An entry over MaxCommandSize is an error wrapping
-// model.ErrInvalidCommand.
-func Encode(t model.CommandType, payload any) ([]byte, error) {
-	return EncodeAs(FormatJSON, t, payload)
+// Encode returns the log entry for a command in FormatJSON: the format
+// byte, the command's type byte (with IgnoreUnknownTypeFlag when its type
+// is registered ignorable), then the payload as JSON. An entry over
+// MaxCommandSize is an error wrapping model.ErrInvalidCommand, and so is
+// a command of a type not registered.
+func Encode(c model.Command) ([]byte, error) {
+	return EncodeAs(FormatJSON, c)
 }
 
 // EncodeAs is Encode in format version format, FormatJSON or FormatPack.
 // A writer chooses FormatPack only when every master that will apply the
 // entry reads it: one that does not halts there.
-func EncodeAs(format byte, t model.CommandType, payload any) ([]byte, error) {
+func EncodeAs(format byte, c model.Command) ([]byte, error) {
+	t := c.CommandType()
+	cmd := registered(t)
+	if cmd == nil || t >= IgnoreUnknownTypeFlag {
+		return nil, fmt.Errorf("%w: %s is not a registered command type", model.ErrInvalidCommand, t)
+	}
 	var body []byte
 	var err error
 	switch format {
 	case FormatJSON:
-		body, err = json.Marshal(payload)
+		body, err = json.Marshal(c)
 	case FormatPack:
 		// The codec writes from the start of the slice it is given.
-		err = codec.NewEncoderBytes(&body, packHandle).Encode(payload)
+		err = codec.NewEncoderBytes(&body, packHandle).Encode(c)
 	default:
 		err = fmt.Errorf("unknown format version %d", format)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("encode %s: %w", t&^IgnoreUnknownTypeFlag, err)
+		return nil, fmt.Errorf("encode %s: %w", t, err)
 	}
 	if len(body)+2 > MaxCommandSize {
 		// Refused here, before Raft commits an entry every replica would
 		// then refuse to decode.
-		return nil, fmt.Errorf("%w: %s of %d bytes exceeds %d", model.ErrInvalidCommand, t&^IgnoreUnknownTypeFlag, len(body)+2, MaxCommandSize)
+		return nil, fmt.Errorf("%w: %s of %d bytes exceeds %d", model.ErrInvalidCommand, t, len(body)+2, MaxCommandSize)
+	}
+	if cmd.ignorable {
+		t |= IgnoreUnknownTypeFlag
 	}
 	out := make([]byte, 0, len(body)+2)
 	out = append(out, format, byte(t))
@@ -89,7 +98,7 @@ var ErrMalformed = errors.New("malformed command")
 // unknown type without the flag, a payload that is not one value of the
 // type's struct in the entry's format (trailing data included), and an
 // entry over MaxCommandSize are errors wrapping ErrMalformed.
-func Decode(b []byte) (model.CommandType, any, error) {
+func Decode(b []byte) (model.CommandType, model.Command, error) {
 	if len(b) < 2 {
 		return 0, nil, fmt.Errorf("%w: %d bytes", ErrMalformed, len(b))
 	}
@@ -100,13 +109,14 @@ func Decode(b []byte) (model.CommandType, any, error) {
 		return 0, nil, fmt.Errorf("%w: format version %d, want %d or %d", ErrMalformed, b[0], FormatJSON, FormatPack)
 	}
 	t := model.CommandType(b[1]) &^ IgnoreUnknownTypeFlag
-	payload := newPayload(t)
-	if payload == nil {
+	cmd := registered(t)
+	if cmd == nil {
 		if model.CommandType(b[1])&IgnoreUnknownTypeFlag != 0 {
 			return t, nil, nil
 		}
 		return 0, nil, fmt.Errorf("%w: unknown type %d", ErrMalformed, b[1])
 	}
+	payload := cmd.payload()
 	var err error
 	if b[0] == FormatJSON {
 		// json.Unmarshal, unlike strictjson, ignores unknown fields;
@@ -124,42 +134,4 @@ func Decode(b []byte) (model.CommandType, any, error) {
 		return 0, nil, fmt.Errorf("%w: %s: %v", ErrMalformed, t, err)
 	}
 	return t, payload, nil
-}
-
-// newPayload returns a new payload struct for a command type, or nil for
-// a type this version does not know.
-func newPayload(t model.CommandType) any {
-	switch t {
-	case model.CmdRegisterWorker:
-		return new(model.RegisterWorker)
-	case model.CmdSubmitDriver:
-		return new(model.SubmitDriver)
-	case model.CmdPlaceDrivers:
-		return new(model.PlaceDrivers)
-	case model.CmdReportAttempts:
-		return new(model.ReportAttempts)
-	case model.CmdKillDriver:
-		return new(model.KillDriver)
-	case model.CmdWorkerLost:
-		return new(model.WorkerLost)
-	case model.CmdDecommissionWorker:
-		return new(model.DecommissionWorker)
-	case model.CmdRegisterApp:
-		return new(model.RegisterApp)
-	case model.CmdPlaceExecutors:
-		return new(model.PlaceExecutors)
-	case model.CmdRequestExecutors:
-		return new(model.RequestExecutors)
-	case model.CmdKillExecutors:
-		return new(model.KillExecutors)
-	case model.CmdEndApp:
-		return new(model.EndApp)
-	case model.CmdPruneCompleted:
-		return new(model.PruneCompleted)
-	case model.CmdSubmitDrivers:
-		return new(model.SubmitDrivers)
-	case model.CmdReportBatch:
-		return new(model.ReportBatch)
-	}
-	return nil
 }

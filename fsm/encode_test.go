@@ -14,11 +14,11 @@ import (
 // never commits one.
 func TestEncodeRefusesOversizeEntry(t *testing.T) {
 	reports := make([]model.AttemptReport, MaxCommandSize/16)
-	_, err := Encode(model.CmdReportAttempts, &model.ReportAttempts{WorkerID: "w1", Reports: reports})
+	_, err := Encode(&model.ReportAttempts{WorkerID: "w1", Reports: reports})
 	if !errors.Is(err, model.ErrInvalidCommand) {
 		t.Fatalf("Encode of an oversize command: %v, want model.ErrInvalidCommand", err)
 	}
-	if _, err := Encode(model.CmdReportAttempts, &model.ReportAttempts{WorkerID: "w1", Reports: reports[:10]}); err != nil {
+	if _, err := Encode(&model.ReportAttempts{WorkerID: "w1", Reports: reports[:10]}); err != nil {
 		t.Fatal(err)
 	}
 }

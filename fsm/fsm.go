@@ -193,9 +193,10 @@ func NewBuffered(b events.Bounds) *FSM {
 		owned: map[*model.Driver]struct{}{}, ownedApps: map[*model.App]struct{}{}}
 }
 
-// Apply implements raft.FSM. It returns a SubmitResult,
-// SubmitDriversResult, PlaceResult,
-// RegisterAppResult, PlaceExecutorsResult, nil, or an error. A command that
+// Apply implements raft.FSM. It returns what the apply function registered
+// for the entry's type returns: nil, an error, or for the types of Returns
+// (SubmitDriver and the like) their result, which Returns.Commit hands
+// back typed. A command that
 // fails validation changes nothing but the applied index: every replica
 // refuses it alike. An entry of an unknown type flagged with
 // IgnoreUnknownTypeFlag is skipped the same way.
@@ -225,7 +226,7 @@ func (f *FSM) Apply(l *raft.Log) any {
 	if payload == nil {
 		return nil
 	}
-	res := f.apply(t, payload)
+	res := registered(t).apply(f, payload)
 	f.recount()
 	f.publish(l.Index)
 	clear(f.owned)
@@ -284,7 +285,7 @@ func typeByte(b []byte) string {
 	switch {
 	case b[0] != FormatJSON && b[0] != FormatPack:
 		return s + " (unknown format version)"
-	case newPayload(t) == nil:
+	case registered(t) == nil:
 		return s + " (unknown type)"
 	case t != model.CommandType(b[1]):
 		return s + " (" + t.String() + ", flagged ignorable)"
@@ -313,42 +314,6 @@ func (f *FSM) Err() error {
 // given index. Tests and tools use it to replay a log.
 func (f *FSM) ApplyCommand(index uint64, data []byte) any {
 	return f.Apply(&raft.Log{Index: index, Type: raft.LogCommand, Data: data})
-}
-
-func (f *FSM) apply(t model.CommandType, payload any) any {
-	switch t {
-	case model.CmdRegisterWorker:
-		return f.applyRegisterWorker(payload.(*model.RegisterWorker))
-	case model.CmdSubmitDriver:
-		return f.applySubmitDriver(payload.(*model.SubmitDriver))
-	case model.CmdPlaceDrivers:
-		return f.applyPlaceDrivers(payload.(*model.PlaceDrivers))
-	case model.CmdReportAttempts:
-		return f.applyReportAttempts(payload.(*model.ReportAttempts))
-	case model.CmdKillDriver:
-		return f.applyKillDriver(payload.(*model.KillDriver))
-	case model.CmdWorkerLost:
-		return f.applyWorkerLost(payload.(*model.WorkerLost))
-	case model.CmdDecommissionWorker:
-		return f.applyDecommissionWorker(payload.(*model.DecommissionWorker))
-	case model.CmdRegisterApp:
-		return f.applyRegisterApp(payload.(*model.RegisterApp))
-	case model.CmdPlaceExecutors:
-		return f.applyPlaceExecutors(payload.(*model.PlaceExecutors))
-	case model.CmdRequestExecutors:
-		return f.applyRequestExecutors(payload.(*model.RequestExecutors))
-	case model.CmdKillExecutors:
-		return f.applyKillExecutors(payload.(*model.KillExecutors))
-	case model.CmdEndApp:
-		return f.applyEndApp(payload.(*model.EndApp))
-	case model.CmdPruneCompleted:
-		return f.applyPruneCompleted(payload.(*model.PruneCompleted))
-	case model.CmdSubmitDrivers:
-		return f.applySubmitDrivers(payload.(*model.SubmitDrivers))
-	case model.CmdReportBatch:
-		return f.applyReportBatch(payload.(*model.ReportBatch))
-	}
-	return fmt.Errorf("%w: type %s", model.ErrInvalidCommand, t)
 }
 
 // notify wakes everyone waiting in Changed. Called with f.mu held.

@@ -32,10 +32,10 @@ type logBuilder struct {
 	entries [][]byte
 }
 
-func (b *logBuilder) add(ct model.CommandType, payload any) []byte {
-	data, err := Encode(ct, payload)
+func (b *logBuilder) add(payload model.Command) []byte {
+	data, err := Encode(payload)
 	if err != nil {
-		b.t.Fatalf("encode %s: %v", ct, err)
+		b.t.Fatalf("encode %s: %v", payload.CommandType(), err)
 	}
 	b.entries = append(b.entries, data)
 	return data
@@ -88,41 +88,41 @@ func driverID(seq int) string { return fmt.Sprintf("driver-20261129120000-%04d",
 // stale ones.
 func scenario(t tb) [][]byte {
 	b := &logBuilder{t: t}
-	b.add(model.CmdRegisterWorker, &model.RegisterWorker{ID: "w1", HTTPAddr: "127.0.0.1:1", Cores: 4, MemoryMB: 4096, Time: 1})
-	b.add(model.CmdRegisterWorker, &model.RegisterWorker{ID: "w2", HTTPAddr: "127.0.0.1:2", Cores: 2, MemoryMB: 2048, Time: 2})
-	b.add(model.CmdSubmitDriver, &model.SubmitDriver{ID: driverID(0), Token: "t0", DriverSpec: model.DriverSpec{Argv: []string{"a"}, Cores: 1, MemoryMB: 512, Supervise: true}, Time: 3})
-	b.add(model.CmdSubmitDriver, &model.SubmitDriver{ID: driverID(1), Token: "t1", DriverSpec: model.DriverSpec{Argv: []string{"b"}, Cores: 1, MemoryMB: 512}, Time: 4, Client: "10.0.0.1"})
-	b.add(model.CmdSubmitDriver, &model.SubmitDriver{ID: driverID(2), Token: "t2", DriverSpec: model.DriverSpec{Argv: []string{"c"}, Cores: 1, MemoryMB: 512}, Time: 5})
-	b.add(model.CmdSubmitDriver, &model.SubmitDriver{ID: driverID(3), Token: "t0", DriverSpec: model.DriverSpec{Argv: []string{"dup"}, Cores: 1, MemoryMB: 512}, Time: 6})
-	b.add(model.CmdPlaceDrivers, &model.PlaceDrivers{Time: 7, Placements: []model.Placement{
+	b.add(&model.RegisterWorker{ID: "w1", HTTPAddr: "127.0.0.1:1", Cores: 4, MemoryMB: 4096, Time: 1})
+	b.add(&model.RegisterWorker{ID: "w2", HTTPAddr: "127.0.0.1:2", Cores: 2, MemoryMB: 2048, Time: 2})
+	b.add(&model.SubmitDriver{ID: driverID(0), Token: "t0", DriverSpec: model.DriverSpec{Argv: []string{"a"}, Cores: 1, MemoryMB: 512, Supervise: true}, Time: 3})
+	b.add(&model.SubmitDriver{ID: driverID(1), Token: "t1", DriverSpec: model.DriverSpec{Argv: []string{"b"}, Cores: 1, MemoryMB: 512}, Time: 4, Client: "10.0.0.1"})
+	b.add(&model.SubmitDriver{ID: driverID(2), Token: "t2", DriverSpec: model.DriverSpec{Argv: []string{"c"}, Cores: 1, MemoryMB: 512}, Time: 5})
+	b.add(&model.SubmitDriver{ID: driverID(3), Token: "t0", DriverSpec: model.DriverSpec{Argv: []string{"dup"}, Cores: 1, MemoryMB: 512}, Time: 6})
+	b.add(&model.PlaceDrivers{Time: 7, Placements: []model.Placement{
 		{DriverID: driverID(0), Attempt: 1, WorkerID: "w1"},
 		{DriverID: driverID(1), Attempt: 1, WorkerID: "w1"},
 		{DriverID: driverID(2), Attempt: 1, WorkerID: "nope"},
 	}})
-	b.add(model.CmdReportAttempts, &model.ReportAttempts{WorkerID: "w1", Time: 8, Reports: []model.AttemptReport{
+	b.add(&model.ReportAttempts{WorkerID: "w1", Time: 8, Reports: []model.AttemptReport{
 		{DriverID: driverID(0), Attempt: 1, State: model.DriverRunning, Runs: 1},
 		{DriverID: driverID(1), Attempt: 1, State: model.DriverRunning, Runs: 1},
 	}})
-	b.add(model.CmdWorkerLost, &model.WorkerLost{WorkerID: "w1", Time: 9})
-	b.add(model.CmdPlaceDrivers, &model.PlaceDrivers{Time: 10, Placements: []model.Placement{{DriverID: driverID(0), Attempt: 2, WorkerID: "w2"}}})
+	b.add(&model.WorkerLost{WorkerID: "w1", Time: 9})
+	b.add(&model.PlaceDrivers{Time: 10, Placements: []model.Placement{{DriverID: driverID(0), Attempt: 2, WorkerID: "w2"}}})
 	// A stale report for attempt 1 after attempt 2 is placed.
-	b.add(model.CmdReportAttempts, &model.ReportAttempts{WorkerID: "w1", Time: 11, Reports: []model.AttemptReport{
+	b.add(&model.ReportAttempts{WorkerID: "w1", Time: 11, Reports: []model.AttemptReport{
 		{DriverID: driverID(0), Attempt: 1, State: model.DriverFailed, ExitCode: intp(1)},
 	}})
-	b.add(model.CmdKillDriver, &model.KillDriver{DriverID: driverID(2), Time: 12})
-	b.add(model.CmdKillDriver, &model.KillDriver{DriverID: "driver-20261129120000-9999", Time: 13})
-	b.add(model.CmdReportAttempts, &model.ReportAttempts{WorkerID: "w2", Time: 14, Reports: []model.AttemptReport{
+	b.add(&model.KillDriver{DriverID: driverID(2), Time: 12})
+	b.add(&model.KillDriver{DriverID: "driver-20261129120000-9999", Time: 13})
+	b.add(&model.ReportAttempts{WorkerID: "w2", Time: 14, Reports: []model.AttemptReport{
 		{DriverID: driverID(0), Attempt: 2, State: model.DriverFinished, ExitCode: intp(0), Runs: 1},
 	}})
-	b.add(model.CmdRegisterWorker, &model.RegisterWorker{ID: "w1", HTTPAddr: "127.0.0.1:3", Cores: 4, MemoryMB: 4096, Time: 15})
-	b.add(model.CmdSubmitDriver, &model.SubmitDriver{ID: driverID(4), Token: "t4", DriverSpec: model.DriverSpec{Argv: []string{"e"}, Cores: 1, MemoryMB: 512, Supervise: true, Artifacts: scenarioArtifacts}, Time: 16})
-	b.add(model.CmdSubmitDriver, &model.SubmitDriver{ID: driverID(5), Token: "t5", DriverSpec: model.DriverSpec{Argv: []string{"f"}, Cores: 1, MemoryMB: 512}, Time: 17})
-	b.add(model.CmdPlaceDrivers, &model.PlaceDrivers{Time: 18, Placements: []model.Placement{
+	b.add(&model.RegisterWorker{ID: "w1", HTTPAddr: "127.0.0.1:3", Cores: 4, MemoryMB: 4096, Time: 15})
+	b.add(&model.SubmitDriver{ID: driverID(4), Token: "t4", DriverSpec: model.DriverSpec{Argv: []string{"e"}, Cores: 1, MemoryMB: 512, Supervise: true, Artifacts: scenarioArtifacts}, Time: 16})
+	b.add(&model.SubmitDriver{ID: driverID(5), Token: "t5", DriverSpec: model.DriverSpec{Argv: []string{"f"}, Cores: 1, MemoryMB: 512}, Time: 17})
+	b.add(&model.PlaceDrivers{Time: 18, Placements: []model.Placement{
 		{DriverID: driverID(4), Attempt: 1, WorkerID: "w2"},
 		{DriverID: driverID(5), Attempt: 1, WorkerID: "w2"},
 	}})
-	b.add(model.CmdDecommissionWorker, &model.DecommissionWorker{WorkerID: "w2", Reason: "worker shut down", Time: 19})
-	b.add(model.CmdReportAttempts, &model.ReportAttempts{WorkerID: "w2", Time: 20, Reports: []model.AttemptReport{
+	b.add(&model.DecommissionWorker{WorkerID: "w2", Reason: "worker shut down", Time: 19})
+	b.add(&model.ReportAttempts{WorkerID: "w2", Time: 20, Reports: []model.AttemptReport{
 		{DriverID: driverID(4), Attempt: 1, State: model.DriverKilled, Reason: "worker shut down"},
 		{DriverID: driverID(5), Attempt: 1, State: model.DriverKilled, Reason: "worker shut down"},
 	}})
@@ -130,16 +130,16 @@ func scenario(t tb) [][]byte {
 		t.Fatalf("the driver part of the scenario has %d entries, want %d", len(b.entries), driverScenarioLen)
 	}
 	// Applications and executors. w1 (4 cores) is ALIVE, w2 DECOMMISSIONED.
-	b.add(model.CmdRegisterApp, &model.RegisterApp{ID: appID(0), Token: "at0", Name: "pi", MaxCores: 3, CoresPerExecutor: 1, MemoryPerExecutorMB: 256,
+	b.add(&model.RegisterApp{ID: appID(0), Token: "at0", Name: "pi", MaxCores: 3, CoresPerExecutor: 1, MemoryPerExecutorMB: 256,
 		ExecutorLimit: -1, Argv: []string{"exec"}, Env: map[string]string{"K": "v"}, MaxExecutorRetries: 1, Time: 21})
 	// A retried registration, and a refused one.
-	b.add(model.CmdRegisterApp, &model.RegisterApp{ID: appID(1), Token: "at0", CoresPerExecutor: 1, MemoryPerExecutorMB: 256, ExecutorLimit: -1, Argv: []string{"exec"}, Time: 22})
-	b.add(model.CmdRegisterApp, &model.RegisterApp{ID: appID(2), Token: "at2", CoresPerExecutor: 0, MemoryPerExecutorMB: 256, ExecutorLimit: -1, Argv: []string{"exec"}, Time: 23})
-	b.add(model.CmdSubmitDriver, &model.SubmitDriver{ID: driverID(6), Token: "t6", DriverSpec: model.DriverSpec{Argv: []string{"g"}, Cores: 1, MemoryMB: 512}, Time: 24})
-	b.add(model.CmdPlaceDrivers, &model.PlaceDrivers{Time: 25, Placements: []model.Placement{{DriverID: driverID(6), Attempt: 1, WorkerID: "w1"}}})
-	b.add(model.CmdReportAttempts, &model.ReportAttempts{WorkerID: "w1", Time: 26, Reports: []model.AttemptReport{{DriverID: driverID(6), Attempt: 1, State: model.DriverRunning, Runs: 1}}})
+	b.add(&model.RegisterApp{ID: appID(1), Token: "at0", CoresPerExecutor: 1, MemoryPerExecutorMB: 256, ExecutorLimit: -1, Argv: []string{"exec"}, Time: 22})
+	b.add(&model.RegisterApp{ID: appID(2), Token: "at2", CoresPerExecutor: 0, MemoryPerExecutorMB: 256, ExecutorLimit: -1, Argv: []string{"exec"}, Time: 23})
+	b.add(&model.SubmitDriver{ID: driverID(6), Token: "t6", DriverSpec: model.DriverSpec{Argv: []string{"g"}, Cores: 1, MemoryMB: 512}, Time: 24})
+	b.add(&model.PlaceDrivers{Time: 25, Placements: []model.Placement{{DriverID: driverID(6), Attempt: 1, WorkerID: "w1"}}})
+	b.add(&model.ReportAttempts{WorkerID: "w1", Time: 26, Reports: []model.AttemptReport{{DriverID: driverID(6), Attempt: 1, State: model.DriverRunning, Runs: 1}}})
 	// An app of driver 6's attempt 1.
-	b.add(model.CmdRegisterApp, &model.RegisterApp{ID: appID(3), Token: "at3", DriverID: driverID(6), DriverAttempt: 1, CoresPerExecutor: 1, MemoryPerExecutorMB: 256,
+	b.add(&model.RegisterApp{ID: appID(3), Token: "at3", DriverID: driverID(6), DriverAttempt: 1, CoresPerExecutor: 1, MemoryPerExecutorMB: 256,
 		ExecutorLimit: 2, Argv: []string{"exec"}, MaxExecutorRetries: 0, Time: 27})
 	// w2 is decommissioned and w1 fills up: app 3's second executor and the
 	// unknown app are skipped.
@@ -148,63 +148,63 @@ func scenario(t tb) [][]byte {
 		{AppID: appID(0), ExecutorID: 2, WorkerID: "w2"}, {AppID: appID(3), ExecutorID: 0, WorkerID: "w1"},
 		{AppID: appID(3), ExecutorID: 1, WorkerID: "w1"}, {AppID: appID(99), ExecutorID: 0, WorkerID: "w1"},
 	}}
-	b.add(model.CmdPlaceExecutors, place)
-	b.add(model.CmdPlaceExecutors, place) // committed twice
-	b.add(model.CmdReportAttempts, &model.ReportAttempts{WorkerID: "w1", Time: 30, Executors: []model.ExecutorReport{
+	b.add(place)
+	b.add(place) // committed twice
+	b.add(&model.ReportAttempts{WorkerID: "w1", Time: 30, Executors: []model.ExecutorReport{
 		{AppID: appID(0), ExecutorID: 0, State: model.ExecRunning},
 		{AppID: appID(0), ExecutorID: 1, State: model.ExecFailed, ExitCode: intp(1), Reason: "boom"},
 		{AppID: appID(3), ExecutorID: 0, State: model.ExecRunning},
 	}})
 	// From the wrong worker: ignored.
-	b.add(model.CmdReportAttempts, &model.ReportAttempts{WorkerID: "w2", Time: 31, Executors: []model.ExecutorReport{{AppID: appID(0), ExecutorID: 0, State: model.ExecFailed, ExitCode: intp(1)}}})
-	b.add(model.CmdPlaceExecutors, &model.PlaceExecutors{Time: 32, Placements: []model.ExecutorPlacement{{AppID: appID(0), ExecutorID: 2, WorkerID: "w1"}}})
-	b.add(model.CmdKillExecutors, &model.KillExecutors{AppID: appID(0), ExecutorIDs: []int{2}, Time: 33})
-	b.add(model.CmdKillExecutors, &model.KillExecutors{AppID: appID(0), ExecutorIDs: []int{7}, Time: 34})
-	b.add(model.CmdRequestExecutors, &model.RequestExecutors{AppID: appID(0), Total: 3, Time: 35})
-	b.add(model.CmdRequestExecutors, &model.RequestExecutors{AppID: appID(3), Total: -1, Time: 36})
-	b.add(model.CmdReportAttempts, &model.ReportAttempts{WorkerID: "w1", Time: 37, Executors: []model.ExecutorReport{{AppID: appID(0), ExecutorID: 0, State: model.ExecExited, ExitCode: intp(0)}}})
-	b.add(model.CmdEndApp, &model.EndApp{AppID: appID(0), State: model.AppFinished, Time: 38})
-	b.add(model.CmdEndApp, &model.EndApp{AppID: appID(0), State: model.AppFinished, Time: 39})
-	b.add(model.CmdEndApp, &model.EndApp{AppID: appID(0), State: model.AppKilled, Time: 40})
+	b.add(&model.ReportAttempts{WorkerID: "w2", Time: 31, Executors: []model.ExecutorReport{{AppID: appID(0), ExecutorID: 0, State: model.ExecFailed, ExitCode: intp(1)}}})
+	b.add(&model.PlaceExecutors{Time: 32, Placements: []model.ExecutorPlacement{{AppID: appID(0), ExecutorID: 2, WorkerID: "w1"}}})
+	b.add(&model.KillExecutors{AppID: appID(0), ExecutorIDs: []int{2}, Time: 33})
+	b.add(&model.KillExecutors{AppID: appID(0), ExecutorIDs: []int{7}, Time: 34})
+	b.add(&model.RequestExecutors{AppID: appID(0), Total: 3, Time: 35})
+	b.add(&model.RequestExecutors{AppID: appID(3), Total: -1, Time: 36})
+	b.add(&model.ReportAttempts{WorkerID: "w1", Time: 37, Executors: []model.ExecutorReport{{AppID: appID(0), ExecutorID: 0, State: model.ExecExited, ExitCode: intp(0)}}})
+	b.add(&model.EndApp{AppID: appID(0), State: model.AppFinished, Time: 38})
+	b.add(&model.EndApp{AppID: appID(0), State: model.AppFinished, Time: 39})
+	b.add(&model.EndApp{AppID: appID(0), State: model.AppKilled, Time: 40})
 	// Driver 6 finishes, and with it app 3.
-	b.add(model.CmdReportAttempts, &model.ReportAttempts{WorkerID: "w1", Time: 41, Reports: []model.AttemptReport{{DriverID: driverID(6), Attempt: 1, State: model.DriverFinished, ExitCode: intp(0), Runs: 1}}})
-	b.add(model.CmdRegisterWorker, &model.RegisterWorker{ID: "w3", HTTPAddr: "127.0.0.1:4", Cores: 2, MemoryMB: 1024, Time: 42})
-	b.add(model.CmdRegisterApp, &model.RegisterApp{ID: appID(4), Token: "at4", CoresPerExecutor: 1, MemoryPerExecutorMB: 256, ExecutorLimit: -1, Argv: []string{"exec"}, Time: 43})
-	b.add(model.CmdPlaceExecutors, &model.PlaceExecutors{Time: 44, Placements: []model.ExecutorPlacement{{AppID: appID(4), ExecutorID: 0, WorkerID: "w3"}, {AppID: appID(4), ExecutorID: 1, WorkerID: "w3"}}})
-	b.add(model.CmdReportAttempts, &model.ReportAttempts{WorkerID: "w3", Time: 45, Executors: []model.ExecutorReport{{AppID: appID(4), ExecutorID: 0, State: model.ExecRunning}}})
-	b.add(model.CmdWorkerLost, &model.WorkerLost{WorkerID: "w3", Time: 46})
-	b.add(model.CmdPruneCompleted, &model.PruneCompleted{DriverIDs: []string{driverID(6), driverID(4), driverID(999)}, AppIDs: []string{appID(0), appID(4), appID(999)}})
+	b.add(&model.ReportAttempts{WorkerID: "w1", Time: 41, Reports: []model.AttemptReport{{DriverID: driverID(6), Attempt: 1, State: model.DriverFinished, ExitCode: intp(0), Runs: 1}}})
+	b.add(&model.RegisterWorker{ID: "w3", HTTPAddr: "127.0.0.1:4", Cores: 2, MemoryMB: 1024, Time: 42})
+	b.add(&model.RegisterApp{ID: appID(4), Token: "at4", CoresPerExecutor: 1, MemoryPerExecutorMB: 256, ExecutorLimit: -1, Argv: []string{"exec"}, Time: 43})
+	b.add(&model.PlaceExecutors{Time: 44, Placements: []model.ExecutorPlacement{{AppID: appID(4), ExecutorID: 0, WorkerID: "w3"}, {AppID: appID(4), ExecutorID: 1, WorkerID: "w3"}}})
+	b.add(&model.ReportAttempts{WorkerID: "w3", Time: 45, Executors: []model.ExecutorReport{{AppID: appID(4), ExecutorID: 0, State: model.ExecRunning}}})
+	b.add(&model.WorkerLost{WorkerID: "w3", Time: 46})
+	b.add(&model.PruneCompleted{DriverIDs: []string{driverID(6), driverID(4), driverID(999)}, AppIDs: []string{appID(0), appID(4), appID(999)}})
 	// Custom resources and bounded supervision on w4, which offers two
 	// GPUs; w5's offer names one address twice and is refused.
-	b.add(model.CmdRegisterWorker, &model.RegisterWorker{ID: "w4", HTTPAddr: "127.0.0.1:5", Cores: 4, MemoryMB: 4096, Resources: model.Resources{"gpu": {"0", "1"}}, Time: 47})
-	b.add(model.CmdRegisterWorker, &model.RegisterWorker{ID: "w5", HTTPAddr: "127.0.0.1:6", Cores: 4, MemoryMB: 4096, Resources: model.Resources{"gpu": {"0", "0"}}, Time: 48})
+	b.add(&model.RegisterWorker{ID: "w4", HTTPAddr: "127.0.0.1:5", Cores: 4, MemoryMB: 4096, Resources: model.Resources{"gpu": {"0", "1"}}, Time: 47})
+	b.add(&model.RegisterWorker{ID: "w5", HTTPAddr: "127.0.0.1:6", Cores: 4, MemoryMB: 4096, Resources: model.Resources{"gpu": {"0", "0"}}, Time: 48})
 	// Driver 7 and app 5 run as a user of their own.
-	b.add(model.CmdSubmitDriver, &model.SubmitDriver{ID: driverID(7), Token: "t7", DriverSpec: model.DriverSpec{Argv: []string{"h"}, Cores: 1, MemoryMB: 512, Supervise: true, Resources: model.ResourceAmounts{"gpu": 1}, MaxRestarts: 2, RestartWindowMS: 60_000, RescheduleAfter: 1, User: "etl"},
+	b.add(&model.SubmitDriver{ID: driverID(7), Token: "t7", DriverSpec: model.DriverSpec{Argv: []string{"h"}, Cores: 1, MemoryMB: 512, Supervise: true, Resources: model.ResourceAmounts{"gpu": 1}, MaxRestarts: 2, RestartWindowMS: 60_000, RescheduleAfter: 1, User: "etl"},
 		Time: 49})
-	b.add(model.CmdSubmitDriver, &model.SubmitDriver{ID: driverID(8), Token: "t8", DriverSpec: model.DriverSpec{Argv: []string{"i"}, Cores: 1, MemoryMB: 512, Resources: model.ResourceAmounts{"gpu": 2}}, Time: 50})
+	b.add(&model.SubmitDriver{ID: driverID(8), Token: "t8", DriverSpec: model.DriverSpec{Argv: []string{"i"}, Cores: 1, MemoryMB: 512, Resources: model.ResourceAmounts{"gpu": 2}}, Time: 50})
 	// Bounds without supervise: refused.
-	b.add(model.CmdSubmitDriver, &model.SubmitDriver{ID: driverID(9), Token: "t9", DriverSpec: model.DriverSpec{Argv: []string{"j"}, Cores: 1, MemoryMB: 512, MaxRestarts: 2}, Time: 51})
+	b.add(&model.SubmitDriver{ID: driverID(9), Token: "t9", DriverSpec: model.DriverSpec{Argv: []string{"j"}, Cores: 1, MemoryMB: 512, MaxRestarts: 2}, Time: 51})
 	// Driver 8 asks for an address driver 7 takes in the same batch: skipped.
-	b.add(model.CmdPlaceDrivers, &model.PlaceDrivers{Time: 52, Placements: []model.Placement{
+	b.add(&model.PlaceDrivers{Time: 52, Placements: []model.Placement{
 		{DriverID: driverID(7), Attempt: 1, WorkerID: "w4", Resources: model.Resources{"gpu": {"0"}}},
 		{DriverID: driverID(8), Attempt: 1, WorkerID: "w4", Resources: model.Resources{"gpu": {"0", "1"}}},
 	}})
-	b.add(model.CmdReportAttempts, &model.ReportAttempts{WorkerID: "w4", Time: 53, Reports: []model.AttemptReport{
+	b.add(&model.ReportAttempts{WorkerID: "w4", Time: 53, Reports: []model.AttemptReport{
 		{DriverID: driverID(7), Attempt: 1, State: model.DriverFailed, ExitCode: intp(1), Runs: 1, Failures: []int64{1000}, Reschedule: true, Reason: "1 run failed"},
 	}})
-	b.add(model.CmdPlaceDrivers, &model.PlaceDrivers{Time: 54, Placements: []model.Placement{
+	b.add(&model.PlaceDrivers{Time: 54, Placements: []model.Placement{
 		{DriverID: driverID(7), Attempt: 2, WorkerID: "w4", Resources: model.Resources{"gpu": {"1"}}},
 	}})
-	b.add(model.CmdReportAttempts, &model.ReportAttempts{WorkerID: "w4", Time: 55, Reports: []model.AttemptReport{
+	b.add(&model.ReportAttempts{WorkerID: "w4", Time: 55, Reports: []model.AttemptReport{
 		{DriverID: driverID(7), Attempt: 2, State: model.DriverRunning, Runs: 2, Failures: []int64{2000}},
 	}})
-	b.add(model.CmdRegisterApp, &model.RegisterApp{ID: appID(5), Token: "at5", CoresPerExecutor: 1, MemoryPerExecutorMB: 256, ExecutorLimit: 1, Argv: []string{"exec"},
+	b.add(&model.RegisterApp{ID: appID(5), Token: "at5", CoresPerExecutor: 1, MemoryPerExecutorMB: 256, ExecutorLimit: 1, Argv: []string{"exec"},
 		ResourcesPerExecutor: model.ResourceAmounts{"gpu": 1}, User: "etl", Time: 56})
-	b.add(model.CmdPlaceExecutors, &model.PlaceExecutors{Time: 57, Placements: []model.ExecutorPlacement{{AppID: appID(5), ExecutorID: 0, WorkerID: "w4", Resources: model.Resources{"gpu": {"0"}}}}})
+	b.add(&model.PlaceExecutors{Time: 57, Placements: []model.ExecutorPlacement{{AppID: appID(5), ExecutorID: 0, WorkerID: "w4", Resources: model.Resources{"gpu": {"0"}}}}})
 	// A group of submissions: two new ones, a token twice in the group,
 	// a token of an earlier entry, and one refused (no cores) between
 	// them, which the others outlive.
-	b.add(model.CmdSubmitDrivers, &model.SubmitDrivers{Drivers: []model.SubmitDriver{
+	b.add(&model.SubmitDrivers{Drivers: []model.SubmitDriver{
 		{ID: driverID(10), Token: "t10", DriverSpec: model.DriverSpec{Argv: []string{"k"}, Cores: 1, MemoryMB: 512}, Time: 58},
 		{ID: driverID(11), Token: "t10", DriverSpec: model.DriverSpec{Argv: []string{"k"}, Cores: 1, MemoryMB: 512}, Time: 58},
 		{ID: driverID(12), Token: "t1", DriverSpec: model.DriverSpec{Argv: []string{"b"}, Cores: 1, MemoryMB: 512}, Time: 58},
@@ -213,7 +213,7 @@ func scenario(t tb) [][]byte {
 	}})
 	// Two workers' heartbeats in one entry; w1's report names an attempt
 	// on w4 and only w4's count.
-	b.add(model.CmdReportBatch, &model.ReportBatch{Reports: []model.ReportAttempts{
+	b.add(&model.ReportBatch{Reports: []model.ReportAttempts{
 		{WorkerID: "w4", Time: 58, Executors: []model.ExecutorReport{{AppID: appID(5), ExecutorID: 0, State: model.ExecRunning}}},
 		{WorkerID: "w1", Time: 59, Reports: []model.AttemptReport{{DriverID: driverID(7), Attempt: 2, State: model.DriverFailed, ExitCode: intp(1)}}},
 		{WorkerID: "w4", Time: 60, Reports: []model.AttemptReport{{DriverID: driverID(7), Attempt: 2, State: model.DriverRunning, Runs: 2, Failures: []int64{2000}}}},
@@ -423,7 +423,7 @@ func TestReportBatchAppliesAsItsReports(t *testing.T) {
 			t.Fatal("the scenario's ReportBatch changed nothing")
 		}
 		for _, r := range p.(*model.ReportBatch).Reports {
-			data, err := Encode(model.CmdReportAttempts, &r)
+			data, err := Encode(&r)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -445,7 +445,7 @@ func TestReportBatchAppliesAsItsReports(t *testing.T) {
 func TestRetriedTokenYieldsSameDriver(t *testing.T) {
 	f := New()
 	submit := func(id, arg, user string) any {
-		data, _ := Encode(model.CmdSubmitDriver, &model.SubmitDriver{ID: id, Token: "tok", DriverSpec: model.DriverSpec{Argv: []string{arg}, Cores: 1, MemoryMB: 1, User: user}, Time: 1})
+		data, _ := Encode(&model.SubmitDriver{ID: id, Token: "tok", DriverSpec: model.DriverSpec{Argv: []string{arg}, Cores: 1, MemoryMB: 1, User: user}, Time: 1})
 		return f.ApplyCommand(1, data)
 	}
 	first := submit(driverID(7), "x", "etl").(SubmitResult)
@@ -473,13 +473,13 @@ func TestSubmitDriversAppliesEachOnItsOwn(t *testing.T) {
 	batched, alone := New(), New()
 	first := []model.SubmitDriver{sub(1, "a", 1)}
 	group := []model.SubmitDriver{sub(2, "b", 1), sub(3, "b", 1), sub(4, "a", 1), sub(5, "c", 0), sub(2, "d", 1), sub(6, "e", 1)}
-	data, err := Encode(model.CmdSubmitDriver, &first[0])
+	data, err := Encode(&first[0])
 	if err != nil {
 		t.Fatal(err)
 	}
 	batched.ApplyCommand(1, data)
 	alone.ApplyCommand(1, data)
-	data, err = Encode(model.CmdSubmitDrivers, &model.SubmitDrivers{Drivers: group})
+	data, err = Encode(&model.SubmitDrivers{Drivers: group})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -502,7 +502,7 @@ func TestSubmitDriversAppliesEachOnItsOwn(t *testing.T) {
 	}
 	// The same submissions one entry each give the same tables.
 	for i := range group {
-		data, err := Encode(model.CmdSubmitDriver, &group[i])
+		data, err := Encode(&group[i])
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -520,7 +520,7 @@ func TestSubmitDriversAppliesEachOnItsOwn(t *testing.T) {
 	}
 	// An empty group is refused and changes nothing but the index.
 	before := hashOf(t, batched)
-	data, err = Encode(model.CmdSubmitDrivers, &model.SubmitDrivers{})
+	data, err = Encode(&model.SubmitDrivers{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -536,58 +536,57 @@ func TestRefusedCommandsChangeNothing(t *testing.T) {
 	f := replay(t, scenario(t))
 	before := hashOf(t, f)
 	bad := []struct {
-		ct      model.CommandType
-		payload any
+		payload model.Command
 		want    error
 	}{
-		{model.CmdSubmitDriver, &model.SubmitDriver{ID: driverID(50), Token: "n1", DriverSpec: model.DriverSpec{Argv: nil, Cores: 1, MemoryMB: 1}}, model.ErrInvalidCommand},
-		{model.CmdSubmitDriver, &model.SubmitDriver{ID: driverID(51), Token: "n2", DriverSpec: model.DriverSpec{Argv: []string{"x"}, Cores: 0, MemoryMB: 1}}, model.ErrInvalidCommand},
-		{model.CmdSubmitDriver, &model.SubmitDriver{ID: driverID(52), Token: "n3", DriverSpec: model.DriverSpec{Argv: []string{"x"}, Cores: 1, MemoryMB: -5}}, model.ErrInvalidCommand},
-		{model.CmdSubmitDriver, &model.SubmitDriver{ID: "driver-x", Token: "n4", DriverSpec: model.DriverSpec{Argv: []string{"x"}, Cores: 1, MemoryMB: 1}}, model.ErrInvalidCommand},
-		{model.CmdSubmitDriver, &model.SubmitDriver{ID: driverID(53), Token: "n5", DriverSpec: model.DriverSpec{Argv: []string{"x"}, Env: map[string]string{"A=B": "1"}, Cores: 1, MemoryMB: 1}}, model.ErrInvalidCommand},
-		{model.CmdSubmitDriver, &model.SubmitDriver{ID: driverID(0), Token: "n6", DriverSpec: model.DriverSpec{Argv: []string{"x"}, Cores: 1, MemoryMB: 1}}, model.ErrDuplicateID},
-		{model.CmdSubmitDriver, &model.SubmitDriver{ID: driverID(54), Token: "n7", DriverSpec: model.DriverSpec{Argv: []string{"x"}, Cores: 1, MemoryMB: 1, Artifacts: []model.Artifact{{Source: "https://h/a"}}}}, model.ErrInvalidCommand},
-		{model.CmdSubmitDriver, &model.SubmitDriver{ID: driverID(55), Token: "n8", DriverSpec: model.DriverSpec{Argv: []string{"x"}, Cores: 1, MemoryMB: 1, Artifacts: []model.Artifact{scenarioArtifacts[1], scenarioArtifacts[1]}}}, model.ErrInvalidCommand},
-		{model.CmdRegisterApp, &model.RegisterApp{ID: appID(51), Token: "new2", CoresPerExecutor: 1, MemoryPerExecutorMB: 1, ExecutorLimit: -1, Argv: []string{"x"},
+		{&model.SubmitDriver{ID: driverID(50), Token: "n1", DriverSpec: model.DriverSpec{Argv: nil, Cores: 1, MemoryMB: 1}}, model.ErrInvalidCommand},
+		{&model.SubmitDriver{ID: driverID(51), Token: "n2", DriverSpec: model.DriverSpec{Argv: []string{"x"}, Cores: 0, MemoryMB: 1}}, model.ErrInvalidCommand},
+		{&model.SubmitDriver{ID: driverID(52), Token: "n3", DriverSpec: model.DriverSpec{Argv: []string{"x"}, Cores: 1, MemoryMB: -5}}, model.ErrInvalidCommand},
+		{&model.SubmitDriver{ID: "driver-x", Token: "n4", DriverSpec: model.DriverSpec{Argv: []string{"x"}, Cores: 1, MemoryMB: 1}}, model.ErrInvalidCommand},
+		{&model.SubmitDriver{ID: driverID(53), Token: "n5", DriverSpec: model.DriverSpec{Argv: []string{"x"}, Env: map[string]string{"A=B": "1"}, Cores: 1, MemoryMB: 1}}, model.ErrInvalidCommand},
+		{&model.SubmitDriver{ID: driverID(0), Token: "n6", DriverSpec: model.DriverSpec{Argv: []string{"x"}, Cores: 1, MemoryMB: 1}}, model.ErrDuplicateID},
+		{&model.SubmitDriver{ID: driverID(54), Token: "n7", DriverSpec: model.DriverSpec{Argv: []string{"x"}, Cores: 1, MemoryMB: 1, Artifacts: []model.Artifact{{Source: "https://h/a"}}}}, model.ErrInvalidCommand},
+		{&model.SubmitDriver{ID: driverID(55), Token: "n8", DriverSpec: model.DriverSpec{Argv: []string{"x"}, Cores: 1, MemoryMB: 1, Artifacts: []model.Artifact{scenarioArtifacts[1], scenarioArtifacts[1]}}}, model.ErrInvalidCommand},
+		{&model.RegisterApp{ID: appID(51), Token: "new2", CoresPerExecutor: 1, MemoryPerExecutorMB: 1, ExecutorLimit: -1, Argv: []string{"x"},
 			Artifacts: []model.Artifact{{URL: "https://h/a", Name: "a", Dest: "/abs"}}}, model.ErrInvalidCommand},
-		{model.CmdSubmitDriver, &model.SubmitDriver{ID: driverID(56), Token: "n9", DriverSpec: model.DriverSpec{Argv: []string{"x"}, Cores: 1, MemoryMB: 1, User: "Root"}}, model.ErrInvalidCommand},
-		{model.CmdRegisterApp, &model.RegisterApp{ID: appID(52), Token: "new3", CoresPerExecutor: 1, MemoryPerExecutorMB: 1, ExecutorLimit: -1, Argv: []string{"x"},
+		{&model.SubmitDriver{ID: driverID(56), Token: "n9", DriverSpec: model.DriverSpec{Argv: []string{"x"}, Cores: 1, MemoryMB: 1, User: "Root"}}, model.ErrInvalidCommand},
+		{&model.RegisterApp{ID: appID(52), Token: "new3", CoresPerExecutor: 1, MemoryPerExecutorMB: 1, ExecutorLimit: -1, Argv: []string{"x"},
 			User: "1000"}, model.ErrInvalidCommand},
-		{model.CmdKillDriver, &model.KillDriver{DriverID: "driver-20261129120000-9999"}, model.ErrUnknownDriver},
-		{model.CmdKillDriver, &model.KillDriver{DriverID: driverID(0)}, model.ErrDriverEnded},
-		{model.CmdWorkerLost, &model.WorkerLost{WorkerID: "nobody"}, model.ErrUnknownWorker},
-		{model.CmdRegisterWorker, &model.RegisterWorker{ID: "w9", HTTPAddr: "x:1", Cores: -1, MemoryMB: 1}, model.ErrInvalidCommand},
-		{model.CmdRegisterApp, &model.RegisterApp{ID: appID(3), Token: "new", CoresPerExecutor: 1, MemoryPerExecutorMB: 1, ExecutorLimit: -1, Argv: []string{"x"}}, model.ErrDuplicateID},
-		{model.CmdRegisterApp, &model.RegisterApp{ID: "app-1", Token: "new", CoresPerExecutor: 1, MemoryPerExecutorMB: 1, ExecutorLimit: -1, Argv: []string{"x"}}, model.ErrInvalidCommand},
-		{model.CmdRegisterApp, &model.RegisterApp{ID: appID(50), Token: "new", DriverID: driverID(0), DriverAttempt: 2, CoresPerExecutor: 1, MemoryPerExecutorMB: 1, ExecutorLimit: -1, Argv: []string{"x"}}, model.ErrDriverEnded},
-		{model.CmdRequestExecutors, &model.RequestExecutors{AppID: appID(999), Total: 1}, model.ErrUnknownApp},
-		{model.CmdRequestExecutors, &model.RequestExecutors{AppID: appID(3), Total: 1}, model.ErrAppEnded},
-		{model.CmdKillExecutors, &model.KillExecutors{AppID: appID(4), ExecutorIDs: []int{0, 5}}, model.ErrUnknownExecutor},
-		{model.CmdKillExecutors, &model.KillExecutors{AppID: appID(3), ExecutorIDs: []int{0}}, model.ErrAppEnded},
-		{model.CmdEndApp, &model.EndApp{AppID: appID(3), State: model.AppKilled}, model.ErrAppEnded},
-		{model.CmdEndApp, &model.EndApp{AppID: appID(4), State: model.AppRunning}, model.ErrInvalidCommand},
-		{model.CmdEndApp, &model.EndApp{AppID: appID(999), State: model.AppFinished}, model.ErrUnknownApp},
+		{&model.KillDriver{DriverID: "driver-20261129120000-9999"}, model.ErrUnknownDriver},
+		{&model.KillDriver{DriverID: driverID(0)}, model.ErrDriverEnded},
+		{&model.WorkerLost{WorkerID: "nobody"}, model.ErrUnknownWorker},
+		{&model.RegisterWorker{ID: "w9", HTTPAddr: "x:1", Cores: -1, MemoryMB: 1}, model.ErrInvalidCommand},
+		{&model.RegisterApp{ID: appID(3), Token: "new", CoresPerExecutor: 1, MemoryPerExecutorMB: 1, ExecutorLimit: -1, Argv: []string{"x"}}, model.ErrDuplicateID},
+		{&model.RegisterApp{ID: "app-1", Token: "new", CoresPerExecutor: 1, MemoryPerExecutorMB: 1, ExecutorLimit: -1, Argv: []string{"x"}}, model.ErrInvalidCommand},
+		{&model.RegisterApp{ID: appID(50), Token: "new", DriverID: driverID(0), DriverAttempt: 2, CoresPerExecutor: 1, MemoryPerExecutorMB: 1, ExecutorLimit: -1, Argv: []string{"x"}}, model.ErrDriverEnded},
+		{&model.RequestExecutors{AppID: appID(999), Total: 1}, model.ErrUnknownApp},
+		{&model.RequestExecutors{AppID: appID(3), Total: 1}, model.ErrAppEnded},
+		{&model.KillExecutors{AppID: appID(4), ExecutorIDs: []int{0, 5}}, model.ErrUnknownExecutor},
+		{&model.KillExecutors{AppID: appID(3), ExecutorIDs: []int{0}}, model.ErrAppEnded},
+		{&model.EndApp{AppID: appID(3), State: model.AppKilled}, model.ErrAppEnded},
+		{&model.EndApp{AppID: appID(4), State: model.AppRunning}, model.ErrInvalidCommand},
+		{&model.EndApp{AppID: appID(999), State: model.AppFinished}, model.ErrUnknownApp},
 	}
 	for _, c := range bad {
-		data, err := Encode(c.ct, c.payload)
+		data, err := Encode(c.payload)
 		if err != nil {
 			t.Fatal(err)
 		}
 		res := f.ApplyCommand(100, data)
 		err, _ = res.(error)
 		if !errors.Is(err, c.want) {
-			t.Errorf("%s %+v: got %v, want %v", c.ct, c.payload, res, c.want)
+			t.Errorf("%s %+v: got %v, want %v", c.payload.CommandType(), c.payload, res, c.want)
 		}
 		if hashOf(t, f) != before {
-			t.Fatalf("%s %+v changed the tables", c.ct, c.payload)
+			t.Fatalf("%s %+v changed the tables", c.payload.CommandType(), c.payload)
 		}
 	}
 }
 
 func TestKillIsIdempotent(t *testing.T) {
 	b := &logBuilder{t: t}
-	b.add(model.CmdSubmitDriver, &model.SubmitDriver{ID: driverID(0), Token: "t", DriverSpec: model.DriverSpec{Argv: []string{"x"}, Cores: 1, MemoryMB: 1}, Time: 1})
-	kill := b.add(model.CmdKillDriver, &model.KillDriver{DriverID: driverID(0), Time: 2})
+	b.add(&model.SubmitDriver{ID: driverID(0), Token: "t", DriverSpec: model.DriverSpec{Argv: []string{"x"}, Cores: 1, MemoryMB: 1}, Time: 1})
+	kill := b.add(&model.KillDriver{DriverID: driverID(0), Time: 2})
 	f := replay(t, b.entries)
 	before := hashOf(t, f)
 	if res := f.ApplyCommand(3, kill); res != nil {
@@ -647,7 +646,7 @@ func TestRandomLogsKeepInvariants(t *testing.T) {
 		// Start from three ALIVE workers, so that app commands have
 		// somewhere to place executors.
 		for i, w := range workers {
-			data, err := Encode(model.CmdRegisterWorker, &model.RegisterWorker{ID: w, HTTPAddr: "h:1", Cores: 4, MemoryMB: 4096})
+			data, err := Encode(&model.RegisterWorker{ID: w, HTTPAddr: "h:1", Cores: 4, MemoryMB: 4096})
 			if err != nil {
 				rt.Fatal(err)
 			}
@@ -659,8 +658,7 @@ func TestRandomLogsKeepInvariants(t *testing.T) {
 		mix := []int{0, 1, 1, 2, 2, 3, 4, 5, 6, 7, 7, 7, 8, 8, 8, 8, 9, 9, 9, 9, 9, 10, 11, 12, 13, 14}
 		n := rapid.IntRange(1, 100).Draw(rt, "n")
 		for i := len(workers); i < n+len(workers); i++ {
-			var ct model.CommandType
-			var payload any
+			var payload model.Command
 			pickDriver := func() string {
 				if len(ids) == 0 || rapid.IntRange(0, 9).Draw(rt, "ghost") == 9 {
 					return driverID(999)
@@ -675,7 +673,7 @@ func TestRandomLogsKeepInvariants(t *testing.T) {
 			}
 			switch rapid.SampledFrom(mix).Draw(rt, "cmd") {
 			case 0:
-				ct, payload = model.CmdRegisterWorker, &model.RegisterWorker{ID: rapid.SampledFrom(workers).Draw(rt, "w"), HTTPAddr: "h:1",
+				payload = &model.RegisterWorker{ID: rapid.SampledFrom(workers).Draw(rt, "w"), HTTPAddr: "h:1",
 					Cores: rapid.IntRange(1, 8).Draw(rt, "cores"), MemoryMB: int64(rapid.IntRange(1, 8).Draw(rt, "mem")) * 512, Time: int64(i)}
 			case 1:
 				id := driverID(seq)
@@ -685,7 +683,7 @@ func TestRandomLogsKeepInvariants(t *testing.T) {
 				}
 				seq++
 				ids = append(ids, id)
-				ct, payload = model.CmdSubmitDriver, &model.SubmitDriver{ID: id, Token: tok, DriverSpec: model.DriverSpec{Argv: []string{"p"}, Cores: rapid.IntRange(1, 3).Draw(rt, "dc"), MemoryMB: 512, Supervise: rapid.Bool().Draw(rt, "sup")},
+				payload = &model.SubmitDriver{ID: id, Token: tok, DriverSpec: model.DriverSpec{Argv: []string{"p"}, Cores: rapid.IntRange(1, 3).Draw(rt, "dc"), MemoryMB: 512, Supervise: rapid.Bool().Draw(rt, "sup")},
 					Time:   int64(i),
 					Client: rapid.SampledFrom(clients).Draw(rt, "client")}
 			case 2:
@@ -693,7 +691,7 @@ func TestRandomLogsKeepInvariants(t *testing.T) {
 				for j := rapid.IntRange(1, 4).Draw(rt, "np"); j > 0; j-- {
 					ps = append(ps, model.Placement{DriverID: pickDriver(), Attempt: rapid.IntRange(1, 3).Draw(rt, "att"), WorkerID: rapid.SampledFrom(workers).Draw(rt, "pw")})
 				}
-				ct, payload = model.CmdPlaceDrivers, &model.PlaceDrivers{Placements: ps, Time: int64(i)}
+				payload = &model.PlaceDrivers{Placements: ps, Time: int64(i)}
 			case 3:
 				states := []model.DriverState{model.DriverRunning, model.DriverFinished, model.DriverFailed, model.DriverKilled, model.DriverError}
 				w, r := rapid.SampledFrom(workers).Draw(rt, "rw"), model.AttemptReport{DriverID: pickDriver(), Attempt: rapid.IntRange(1, 3).Draw(rt, "ra")}
@@ -710,13 +708,13 @@ func TestRandomLogsKeepInvariants(t *testing.T) {
 					w, r.DriverID, r.Attempt = d.WorkerID, d.ID, d.Attempt
 				}
 				r.State, r.ExitCode = rapid.SampledFrom(states).Draw(rt, "rs"), intp(1)
-				ct, payload = model.CmdReportAttempts, &model.ReportAttempts{WorkerID: w, Time: int64(i), Reports: []model.AttemptReport{r}}
+				payload = &model.ReportAttempts{WorkerID: w, Time: int64(i), Reports: []model.AttemptReport{r}}
 			case 4:
-				ct, payload = model.CmdKillDriver, &model.KillDriver{DriverID: pickDriver(), Time: int64(i)}
+				payload = &model.KillDriver{DriverID: pickDriver(), Time: int64(i)}
 			case 5:
-				ct, payload = model.CmdWorkerLost, &model.WorkerLost{WorkerID: rapid.SampledFrom(workers).Draw(rt, "lw"), Time: int64(i)}
+				payload = &model.WorkerLost{WorkerID: rapid.SampledFrom(workers).Draw(rt, "lw"), Time: int64(i)}
 			case 6:
-				ct, payload = model.CmdDecommissionWorker, &model.DecommissionWorker{WorkerID: rapid.SampledFrom(workers).Draw(rt, "dw"), Time: int64(i)}
+				payload = &model.DecommissionWorker{WorkerID: rapid.SampledFrom(workers).Draw(rt, "dw"), Time: int64(i)}
 			case 7:
 				id := appID(appSeq)
 				if len(apps) > 0 && rapid.IntRange(0, 9).Draw(rt, "dupID") == 9 {
@@ -768,7 +766,7 @@ func TestRandomLogsKeepInvariants(t *testing.T) {
 				case 12:
 					c.Env = map[string]string{"DROVER_APP_ID": "x"}
 				}
-				ct, payload = model.CmdRegisterApp, c
+				payload = c
 			case 8:
 				// Mostly the IDs a leader would pick (NextExecutorID,
 				// counting up within the batch), sometimes stray ones.
@@ -788,7 +786,7 @@ func TestRandomLogsKeepInvariants(t *testing.T) {
 					}
 					ps = append(ps, model.ExecutorPlacement{AppID: app, ExecutorID: id, WorkerID: rapid.SampledFrom(workers).Draw(rt, "ew")})
 				}
-				ct, payload = model.CmdPlaceExecutors, &model.PlaceExecutors{Placements: ps, Time: int64(i)}
+				payload = &model.PlaceExecutors{Placements: ps, Time: int64(i)}
 			case 9:
 				// Mostly from a worker with live executors, about them.
 				w := rapid.SampledFrom(workers).Draw(rt, "erw")
@@ -820,18 +818,18 @@ func TestRandomLogsKeepInvariants(t *testing.T) {
 					}
 					rs = append(rs, r)
 				}
-				ct, payload = model.CmdReportAttempts, &model.ReportAttempts{WorkerID: w, Reports: []model.AttemptReport{}, Executors: rs, Time: int64(i)}
+				payload = &model.ReportAttempts{WorkerID: w, Reports: []model.AttemptReport{}, Executors: rs, Time: int64(i)}
 			case 10:
-				ct, payload = model.CmdRequestExecutors, &model.RequestExecutors{AppID: pickApp(), Total: rapid.IntRange(-1, 4).Draw(rt, "total"), Time: int64(i)}
+				payload = &model.RequestExecutors{AppID: pickApp(), Total: rapid.IntRange(-1, 4).Draw(rt, "total"), Time: int64(i)}
 			case 11:
 				var ks []int
 				for j := rapid.IntRange(0, 2).Draw(rt, "nk"); j > 0; j-- {
 					ks = append(ks, rapid.IntRange(0, 5).Draw(rt, "kid"))
 				}
-				ct, payload = model.CmdKillExecutors, &model.KillExecutors{AppID: pickApp(), ExecutorIDs: ks, Time: int64(i)}
+				payload = &model.KillExecutors{AppID: pickApp(), ExecutorIDs: ks, Time: int64(i)}
 			case 12:
 				states := []model.ApplicationState{model.AppFinished, model.AppFailed, model.AppKilled, model.AppRunning}
-				ct, payload = model.CmdEndApp, &model.EndApp{AppID: pickApp(), State: rapid.SampledFrom(states).Draw(rt, "as"), Time: int64(i)}
+				payload = &model.EndApp{AppID: pickApp(), State: rapid.SampledFrom(states).Draw(rt, "as"), Time: int64(i)}
 			case 13:
 				// The oldest finished ones, as the leader picks them, plus
 				// perhaps a live or unknown one.
@@ -841,7 +839,7 @@ func TestRandomLogsKeepInvariants(t *testing.T) {
 				if rapid.Bool().Draw(rt, "pruneLive") {
 					ds, as = append(ds, pickDriver()), append(as, pickApp())
 				}
-				ct, payload = model.CmdPruneCompleted, &model.PruneCompleted{DriverIDs: ds, AppIDs: as}
+				payload = &model.PruneCompleted{DriverIDs: ds, AppIDs: as}
 			case 14:
 				// A group of submissions, as case 1 makes them, some
 				// of them refused.
@@ -857,12 +855,13 @@ func TestRandomLogsKeepInvariants(t *testing.T) {
 					c.Drivers = append(c.Drivers, model.SubmitDriver{ID: id, Token: tok, DriverSpec: model.DriverSpec{Argv: []string{"p"}, Cores: rapid.IntRange(0, 3).Draw(rt, "gc"), MemoryMB: 512},
 						Time: int64(i), Client: rapid.SampledFrom(clients).Draw(rt, "gclient")})
 				}
-				ct, payload = model.CmdSubmitDrivers, &c
+				payload = &c
 			}
-			data, err := Encode(ct, payload)
+			data, err := Encode(payload)
 			if err != nil {
 				rt.Fatal(err)
 			}
+			ct := payload.CommandType()
 			before, rowsBefore := appCounts(f), rowTexts(f)
 			res := f.ApplyCommand(uint64(i+1), data)
 			after := appCounts(f)
@@ -1239,9 +1238,9 @@ func checkEvents(t tb, f *FSM, sub *events.Sub, index uint64, before, after map[
 // of the cluster and when it last came back.
 func TestReRegistrationKeepsRegisteredAt(t *testing.T) {
 	b := &logBuilder{t: t}
-	b.add(model.CmdRegisterWorker, &model.RegisterWorker{ID: "w1", Instance: "i1", HTTPAddr: "h:1", Cores: 2, MemoryMB: 512, Time: 1000})
-	b.add(model.CmdWorkerLost, &model.WorkerLost{WorkerID: "w1", Reason: "gone", Time: 1500})
-	b.add(model.CmdRegisterWorker, &model.RegisterWorker{ID: "w1", Instance: "i2", HTTPAddr: "h:2", Cores: 4, MemoryMB: 1024, Time: 2000})
+	b.add(&model.RegisterWorker{ID: "w1", Instance: "i1", HTTPAddr: "h:1", Cores: 2, MemoryMB: 512, Time: 1000})
+	b.add(&model.WorkerLost{WorkerID: "w1", Reason: "gone", Time: 1500})
+	b.add(&model.RegisterWorker{ID: "w1", Instance: "i2", HTTPAddr: "h:2", Cores: 4, MemoryMB: 1024, Time: 2000})
 	f := replay(t, b.entries)
 	w, ok := f.Worker("w1")
 	if !ok {

@@ -47,11 +47,11 @@ func fuzzLog(t tb) [][]byte {
 		cores int
 		mem   int64
 	}{{"w1", 4, 4096}, {"w2", 2, 2048}, {"w3", 2, 1024}, {"w4", 8, 8192}} {
-		b.add(model.CmdRegisterWorker, &model.RegisterWorker{ID: w.id, Instance: "inst-" + w.id, HTTPAddr: fmt.Sprintf("127.0.0.1:%d", 7401+i),
+		b.add(&model.RegisterWorker{ID: w.id, Instance: "inst-" + w.id, HTTPAddr: fmt.Sprintf("127.0.0.1:%d", 7401+i),
 			Cores: w.cores, MemoryMB: w.mem, Time: tick()})
 	}
 	submit := func(seq, cores int, mem int64, supervise bool) {
-		b.add(model.CmdSubmitDriver, &model.SubmitDriver{ID: driverID(seq), Token: fmt.Sprint("t", seq), Name: fmt.Sprint("driver ", seq),
+		b.add(&model.SubmitDriver{ID: driverID(seq), Token: fmt.Sprint("t", seq), Name: fmt.Sprint("driver ", seq),
 			DriverSpec: model.DriverSpec{
 				Argv:      []string{"/bin/prog", fmt.Sprint("--n=", seq)},
 				Env:       map[string]string{"K": "v"},
@@ -69,52 +69,52 @@ func fuzzLog(t tb) [][]byte {
 	submit(5, 2, 128, true)
 	submit(6, 1, 256, true)
 	submit(7, 1, 128, false)
-	b.add(model.CmdPlaceDrivers, &model.PlaceDrivers{Time: tick(), Placements: []model.Placement{
+	b.add(&model.PlaceDrivers{Time: tick(), Placements: []model.Placement{
 		{DriverID: driverID(0), Attempt: 1, WorkerID: "w1"}, {DriverID: driverID(1), Attempt: 1, WorkerID: "w1"},
 		{DriverID: driverID(6), Attempt: 1, WorkerID: "w1"}, {DriverID: driverID(4), Attempt: 1, WorkerID: "w2"},
 		{DriverID: driverID(5), Attempt: 1, WorkerID: "w3"},
 	}})
-	b.add(model.CmdReportAttempts, &model.ReportAttempts{WorkerID: "w1", Time: tick(), Reports: []model.AttemptReport{
+	b.add(&model.ReportAttempts{WorkerID: "w1", Time: tick(), Reports: []model.AttemptReport{
 		{DriverID: driverID(0), Attempt: 1, State: model.DriverRunning, Runs: 1},
 		{DriverID: driverID(1), Attempt: 1, State: model.DriverFinished, ExitCode: intp(0), Runs: 1},
 		{DriverID: driverID(6), Attempt: 1, State: model.DriverRunning, Runs: 2},
 	}})
-	b.add(model.CmdKillDriver, &model.KillDriver{DriverID: driverID(2), Time: tick()})
-	b.add(model.CmdReportAttempts, &model.ReportAttempts{WorkerID: "w3", Time: tick(), Reports: []model.AttemptReport{
+	b.add(&model.KillDriver{DriverID: driverID(2), Time: tick()})
+	b.add(&model.ReportAttempts{WorkerID: "w3", Time: tick(), Reports: []model.AttemptReport{
 		{DriverID: driverID(5), Attempt: 1, State: model.DriverRunning, Runs: 1},
 	}})
-	b.add(model.CmdDecommissionWorker, &model.DecommissionWorker{WorkerID: "w2", Reason: "worker shut down", Time: tick()})
-	b.add(model.CmdWorkerLost, &model.WorkerLost{WorkerID: "w3", Reason: "missing from the gossip pool", Time: tick()})
-	b.add(model.CmdRegisterApp, &model.RegisterApp{ID: appID(0), Token: "at0", Name: "pi", DriverID: driverID(0), DriverAttempt: 1, DriverRun: 1,
+	b.add(&model.DecommissionWorker{WorkerID: "w2", Reason: "worker shut down", Time: tick()})
+	b.add(&model.WorkerLost{WorkerID: "w3", Reason: "missing from the gossip pool", Time: tick()})
+	b.add(&model.RegisterApp{ID: appID(0), Token: "at0", Name: "pi", DriverID: driverID(0), DriverAttempt: 1, DriverRun: 1,
 		CoresPerExecutor: 1, MemoryPerExecutorMB: 256, ExecutorLimit: 2, Argv: []string{"/bin/exec"}, Env: map[string]string{"E": "1"},
 		MaxExecutorRetries: 3, Time: tick()})
-	b.add(model.CmdRegisterApp, &model.RegisterApp{ID: appID(1), Token: "at1", MaxCores: 2, CoresPerExecutor: 1, MemoryPerExecutorMB: 128,
+	b.add(&model.RegisterApp{ID: appID(1), Token: "at1", MaxCores: 2, CoresPerExecutor: 1, MemoryPerExecutorMB: 128,
 		ExecutorLimit: -1, Argv: []string{"/bin/exec"}, MaxExecutorRetries: 10, Time: tick()})
-	b.add(model.CmdRegisterApp, &model.RegisterApp{ID: appID(2), Token: "at2", CoresPerExecutor: 2, MemoryPerExecutorMB: 512,
+	b.add(&model.RegisterApp{ID: appID(2), Token: "at2", CoresPerExecutor: 2, MemoryPerExecutorMB: 512,
 		ExecutorLimit: -1, Argv: []string{"/bin/exec"}, MaxExecutorRetries: -1, Time: tick()})
-	b.add(model.CmdRegisterApp, &model.RegisterApp{ID: appID(3), Token: "at3", DriverID: driverID(6), DriverAttempt: 1, DriverRun: 2,
+	b.add(&model.RegisterApp{ID: appID(3), Token: "at3", DriverID: driverID(6), DriverAttempt: 1, DriverRun: 2,
 		CoresPerExecutor: 1, MemoryPerExecutorMB: 256, ExecutorLimit: 1, Argv: []string{"/bin/exec"}, MaxExecutorRetries: 0, Time: tick()})
-	b.add(model.CmdPlaceExecutors, &model.PlaceExecutors{Time: tick(), Placements: []model.ExecutorPlacement{
+	b.add(&model.PlaceExecutors{Time: tick(), Placements: []model.ExecutorPlacement{
 		{AppID: appID(0), ExecutorID: 0, WorkerID: "w1"}, {AppID: appID(0), ExecutorID: 1, WorkerID: "w1"},
 		{AppID: appID(1), ExecutorID: 0, WorkerID: "w4"}, {AppID: appID(3), ExecutorID: 0, WorkerID: "w4"},
 	}})
-	b.add(model.CmdReportAttempts, &model.ReportAttempts{WorkerID: "w1", Time: tick(), Executors: []model.ExecutorReport{
+	b.add(&model.ReportAttempts{WorkerID: "w1", Time: tick(), Executors: []model.ExecutorReport{
 		{AppID: appID(0), ExecutorID: 0, State: model.ExecRunning},
 	}})
-	b.add(model.CmdReportAttempts, &model.ReportAttempts{WorkerID: "w4", Time: tick(), Executors: []model.ExecutorReport{
+	b.add(&model.ReportAttempts{WorkerID: "w4", Time: tick(), Executors: []model.ExecutorReport{
 		{AppID: appID(1), ExecutorID: 0, State: model.ExecFailed, ExitCode: intp(1), Reason: "exited 1"},
 		{AppID: appID(3), ExecutorID: 0, State: model.ExecRunning},
 	}})
-	b.add(model.CmdPlaceExecutors, &model.PlaceExecutors{Time: tick(), Placements: []model.ExecutorPlacement{{AppID: appID(1), ExecutorID: 1, WorkerID: "w4"}}})
-	b.add(model.CmdReportAttempts, &model.ReportAttempts{WorkerID: "w4", Time: tick(), Executors: []model.ExecutorReport{
+	b.add(&model.PlaceExecutors{Time: tick(), Placements: []model.ExecutorPlacement{{AppID: appID(1), ExecutorID: 1, WorkerID: "w4"}}})
+	b.add(&model.ReportAttempts{WorkerID: "w4", Time: tick(), Executors: []model.ExecutorReport{
 		{AppID: appID(1), ExecutorID: 1, State: model.ExecExited, ExitCode: intp(0)},
 	}})
-	b.add(model.CmdEndApp, &model.EndApp{AppID: appID(1), State: model.AppFinished, Time: tick()})
-	b.add(model.CmdRequestExecutors, &model.RequestExecutors{AppID: appID(0), Total: 2, Time: tick()})
+	b.add(&model.EndApp{AppID: appID(1), State: model.AppFinished, Time: tick()})
+	b.add(&model.RequestExecutors{AppID: appID(0), Total: 2, Time: tick()})
 	submit(8, 1, 64, false)
-	b.add(model.CmdKillDriver, &model.KillDriver{DriverID: driverID(8), Reason: "operator", AttemptReason: true, Time: tick()})
-	b.add(model.CmdPruneCompleted, &model.PruneCompleted{DriverIDs: []string{driverID(8)}})
-	b.add(model.CmdReportBatch, &model.ReportBatch{Reports: []model.ReportAttempts{
+	b.add(&model.KillDriver{DriverID: driverID(8), Reason: "operator", AttemptReason: true, Time: tick()})
+	b.add(&model.PruneCompleted{DriverIDs: []string{driverID(8)}})
+	b.add(&model.ReportBatch{Reports: []model.ReportAttempts{
 		{WorkerID: "w1", Time: tick(), Reports: []model.AttemptReport{{DriverID: driverID(0), Attempt: 1, State: model.DriverRunning, Runs: 1}}},
 		{WorkerID: "w3", Time: tick(), Reports: []model.AttemptReport{{DriverID: driverID(5), Attempt: 1, State: model.DriverFinished, ExitCode: intp(0), Runs: 1}}},
 	}})
@@ -189,8 +189,8 @@ func TestFuzzBaseline(t *testing.T) {
 // fuzzCommandSeeds are hand-made entries against the fuzzLog tables, beside
 // the encoded commands in testdata/fuzz/FuzzCommand.
 func fuzzCommandSeeds(t tb) [][]byte {
-	enc := func(ct model.CommandType, payload any) []byte {
-		data, err := Encode(ct, payload)
+	enc := func(payload model.Command) []byte {
+		data, err := Encode(payload)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -203,26 +203,34 @@ func fuzzCommandSeeds(t tb) [][]byte {
 		{FormatPack}, {FormatPack, byte(model.CmdKillDriver)}, {FormatPack, byte(model.CmdKillDriver), 0xc0}, {FormatPack, 0x80 | 99, 0x80},
 		[]byte("\x02\x05\x81\xa9driver_id\x01"), []byte("\x02\x05\x80\x80"), []byte("\x02\x02\xdd\xff\xff\xff\xff"),
 		[]byte("\x02\x85\x82\xa9driver_id\xba" + driverID(4) + "\xabadded_later\x91\x01"),
-		enc(model.CmdReportAttempts, &model.ReportAttempts{WorkerID: "w1", Time: 9, Reports: []model.AttemptReport{
+		enc(&model.ReportAttempts{WorkerID: "w1", Time: 9, Reports: []model.AttemptReport{
 			{DriverID: driverID(0), Attempt: 1, State: model.DriverKilled}, {DriverID: driverID(6), Attempt: 1, State: model.DriverRunning, Runs: 3}}}),
-		enc(model.CmdReportAttempts, &model.ReportAttempts{WorkerID: "w1", Time: 9, Executors: []model.ExecutorReport{
+		enc(&model.ReportAttempts{WorkerID: "w1", Time: 9, Executors: []model.ExecutorReport{
 			{AppID: appID(0), ExecutorID: 1, State: model.ExecFailed, ExitCode: intp(2)}, {AppID: appID(0), ExecutorID: 0, State: model.ExecFailed}}}),
-		enc(model.CmdWorkerLost, &model.WorkerLost{WorkerID: "w1", Time: 9}),
-		enc(model.CmdPlaceDrivers, &model.PlaceDrivers{Time: 9, Placements: []model.Placement{{DriverID: driverID(7), Attempt: 1, WorkerID: "w4"},
+		enc(&model.WorkerLost{WorkerID: "w1", Time: 9}),
+		enc(&model.PlaceDrivers{Time: 9, Placements: []model.Placement{{DriverID: driverID(7), Attempt: 1, WorkerID: "w4"},
 			{DriverID: driverID(5), Attempt: 2, WorkerID: "w4"}, {DriverID: driverID(3), Attempt: 1, WorkerID: "w4"}}}),
-		enc(model.CmdPlaceExecutors, &model.PlaceExecutors{Time: 9, Placements: []model.ExecutorPlacement{{AppID: appID(2), ExecutorID: 0, WorkerID: "w4"},
+		enc(&model.PlaceExecutors{Time: 9, Placements: []model.ExecutorPlacement{{AppID: appID(2), ExecutorID: 0, WorkerID: "w4"},
 			{AppID: appID(2), ExecutorID: 1, WorkerID: "w4"}, {AppID: appID(0), ExecutorID: 2, WorkerID: "w4"}}}),
-		enc(model.CmdKillExecutors, &model.KillExecutors{AppID: appID(0), ExecutorIDs: []int{1, 0}, Time: 9}),
-		enc(model.CmdEndApp, &model.EndApp{AppID: appID(3), State: model.AppKilled, Time: 9}),
-		enc(model.CmdKillDriver, &model.KillDriver{DriverID: driverID(4), Time: 9}),
-		enc(model.CmdKillDriver, &model.KillDriver{DriverID: driverID(0), Reason: "killed by a client request", AttemptReason: true, Time: 9}),
-		enc(model.CmdRegisterApp, &model.RegisterApp{ID: appID(9), Token: "at9", DriverID: driverID(6), DriverAttempt: 1, DriverRun: 1,
+		enc(&model.KillExecutors{AppID: appID(0), ExecutorIDs: []int{1, 0}, Time: 9}),
+		enc(&model.EndApp{AppID: appID(3), State: model.AppKilled, Time: 9}),
+		enc(&model.KillDriver{DriverID: driverID(4), Time: 9}),
+		enc(&model.KillDriver{DriverID: driverID(0), Reason: "killed by a client request", AttemptReason: true, Time: 9}),
+		enc(&model.RegisterApp{ID: appID(9), Token: "at9", DriverID: driverID(6), DriverAttempt: 1, DriverRun: 1,
 			CoresPerExecutor: 1, MemoryPerExecutorMB: 1, ExecutorLimit: -1, Argv: []string{"x"}, Time: 9}),
-		enc(model.CmdPruneCompleted, &model.PruneCompleted{DriverIDs: []string{driverID(1), driverID(2), driverID(0)}, AppIDs: []string{appID(1), appID(0)}}),
-		enc(model.CmdSubmitDrivers, &model.SubmitDrivers{Drivers: []model.SubmitDriver{
+		enc(&model.PruneCompleted{DriverIDs: []string{driverID(1), driverID(2), driverID(0)}, AppIDs: []string{appID(1), appID(0)}}),
+		enc(&model.SubmitDrivers{Drivers: []model.SubmitDriver{
 			{ID: driverID(9), Token: "t9", DriverSpec: model.DriverSpec{Argv: []string{"x"}, Cores: 1, MemoryMB: 1}, Time: 9},
 			{ID: driverID(10), Token: "t9", DriverSpec: model.DriverSpec{Argv: []string{"x"}, Cores: 1, MemoryMB: 1}, Time: 9},
 			{ID: driverID(0), Token: "t11", DriverSpec: model.DriverSpec{Argv: []string{"x"}, Cores: 1, MemoryMB: 1}, Time: 9}}}),
+	}
+	// Every registered type with an empty payload, in both formats and
+	// flagged: a type added to the registry is fuzzed from its first day.
+	for ct, c := range commands {
+		if c != nil {
+			seeds = append(seeds, []byte{FormatJSON, byte(ct), '{', '}'}, []byte{FormatJSON, byte(ct) | 0x80, '{', '}'},
+				[]byte{FormatPack, byte(ct), 0x80})
+		}
 	}
 	return seeds
 }
@@ -279,7 +287,7 @@ func FuzzCommand(f *testing.F) {
 			t.Fatalf("%s left different tables on two replicas", ct)
 		}
 
-		again, err := EncodeAs(data[0], ct, payload)
+		again, err := EncodeAs(data[0], payload)
 		if err != nil {
 			t.Fatalf("%s decoded but does not encode: %v", ct, err)
 		}
@@ -393,8 +401,8 @@ func FuzzRestore(f *testing.F) {
 // entries after a snapshot it installed.
 func driveRestored(t *testing.T, f *FSM) {
 	idx := f.Index()
-	apply := func(ct model.CommandType, payload any) {
-		data, err := Encode(ct, payload)
+	apply := func(payload model.Command) {
+		data, err := Encode(payload)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -425,40 +433,40 @@ func driveRestored(t *testing.T, f *FSM) {
 		for _, e := range es {
 			execs = append(execs, model.ExecutorReport{AppID: e.AppID, ExecutorID: e.ID, State: model.ExecRunning})
 		}
-		apply(model.CmdReportAttempts, &model.ReportAttempts{WorkerID: w.ID, Reports: reports, Executors: execs, Time: 1})
+		apply(&model.ReportAttempts{WorkerID: w.ID, Reports: reports, Executors: execs, Time: 1})
 		var ps []model.Placement
 		for _, d := range demands {
 			ps = append(ps, model.Placement{DriverID: d.DriverID, Attempt: d.Attempt, WorkerID: w.ID})
 		}
-		apply(model.CmdPlaceDrivers, &model.PlaceDrivers{Placements: ps, Time: 2})
+		apply(&model.PlaceDrivers{Placements: ps, Time: 2})
 		var eps []model.ExecutorPlacement
 		for _, a := range apps {
 			eps = append(eps, model.ExecutorPlacement{AppID: a.ID, ExecutorID: a.NextExecutorID, WorkerID: w.ID})
 		}
-		apply(model.CmdPlaceExecutors, &model.PlaceExecutors{Placements: eps, Time: 3})
+		apply(&model.PlaceExecutors{Placements: eps, Time: 3})
 		for i, e := range es {
 			state := []model.ExecutorState{model.ExecFailed, model.ExecExited, model.ExecKilled}[i%3]
-			apply(model.CmdReportAttempts, &model.ReportAttempts{WorkerID: w.ID, Executors: []model.ExecutorReport{{AppID: e.AppID, ExecutorID: e.ID, State: state}}, Time: 4})
+			apply(&model.ReportAttempts{WorkerID: w.ID, Executors: []model.ExecutorReport{{AppID: e.AppID, ExecutorID: e.ID, State: state}}, Time: 4})
 		}
 	}
 	for i, d := range drivers {
 		if i%2 == 0 {
-			apply(model.CmdKillDriver, &model.KillDriver{DriverID: d.ID, Time: 5})
+			apply(&model.KillDriver{DriverID: d.ID, Time: 5})
 		} else if d.WorkerID != "" {
-			apply(model.CmdReportAttempts, &model.ReportAttempts{WorkerID: d.WorkerID, Reports: []model.AttemptReport{{DriverID: d.ID, Attempt: d.Attempt, State: model.DriverKilled}}, Time: 5})
+			apply(&model.ReportAttempts{WorkerID: d.WorkerID, Reports: []model.AttemptReport{{DriverID: d.ID, Attempt: d.Attempt, State: model.DriverKilled}}, Time: 5})
 		}
 	}
 	for _, a := range apps {
-		apply(model.CmdRequestExecutors, &model.RequestExecutors{AppID: a.ID, Total: 1, Time: 6})
-		apply(model.CmdKillExecutors, &model.KillExecutors{AppID: a.ID, ExecutorIDs: []int{a.FirstExecutorID}, Time: 6})
-		apply(model.CmdEndApp, &model.EndApp{AppID: a.ID, State: model.AppKilled, Time: 6})
+		apply(&model.RequestExecutors{AppID: a.ID, Total: 1, Time: 6})
+		apply(&model.KillExecutors{AppID: a.ID, ExecutorIDs: []int{a.FirstExecutorID}, Time: 6})
+		apply(&model.EndApp{AppID: a.ID, State: model.AppKilled, Time: 6})
 	}
 	if len(workers) > 0 {
-		apply(model.CmdDecommissionWorker, &model.DecommissionWorker{WorkerID: workers[0].ID, Time: 7})
-		apply(model.CmdWorkerLost, &model.WorkerLost{WorkerID: workers[len(workers)-1].ID, Time: 7})
+		apply(&model.DecommissionWorker{WorkerID: workers[0].ID, Time: 7})
+		apply(&model.WorkerLost{WorkerID: workers[len(workers)-1].ID, Time: 7})
 	}
 	ds, as := f.Completed()
-	apply(model.CmdPruneCompleted, &model.PruneCompleted{DriverIDs: ds, AppIDs: as})
+	apply(&model.PruneCompleted{DriverIDs: ds, AppIDs: as})
 	checkWorkerIndex(t, f)
 }
 
@@ -478,7 +486,7 @@ func TestWriteFuzzCorpus(t *testing.T) {
 	for i, e := range scenario(t) {
 		ct, p, _ := Decode(e)
 		cmds[fmt.Sprintf("scenario-%02d-%s", i+1, ct)] = e
-		packed, err := EncodeAs(FormatPack, ct, p)
+		packed, err := EncodeAs(FormatPack, p)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -563,9 +571,9 @@ func TestWideExecutorIDRange(t *testing.T) {
 	if len(execs) != 1 || len(execs[0]) != 2 || execs[0][0].ID != 5 || execs[0][1].ID != far-1 {
 		t.Fatalf("executors %+v, want IDs 5 and %d", execs, far-1)
 	}
-	report, _ := Encode(model.CmdReportAttempts, &model.ReportAttempts{WorkerID: "w1", Time: 1, Executors: []model.ExecutorReport{{AppID: appID(0), ExecutorID: 5, State: model.ExecExited, ExitCode: intp(0)}}})
+	report, _ := Encode(&model.ReportAttempts{WorkerID: "w1", Time: 1, Executors: []model.ExecutorReport{{AppID: appID(0), ExecutorID: 5, State: model.ExecExited, ExitCode: intp(0)}}})
 	step("an executor's end", func() { f.ApplyCommand(1, report) })
-	place, _ := Encode(model.CmdPlaceExecutors, &model.PlaceExecutors{Time: 2, Placements: []model.ExecutorPlacement{{AppID: appID(0), ExecutorID: far, WorkerID: "w1"}}})
+	place, _ := Encode(&model.PlaceExecutors{Time: 2, Placements: []model.ExecutorPlacement{{AppID: appID(0), ExecutorID: far, WorkerID: "w1"}}})
 	var res any
 	step("a placement", func() { res = f.ApplyCommand(2, place) })
 	if r, ok := res.(PlaceExecutorsResult); !ok || len(r.Applied) != 1 {

@@ -25,14 +25,14 @@ func sameMap(a, b map[string]string) bool {
 // element, then places and runs them all on one worker.
 func sharingLog(t *testing.T) [][]byte {
 	b := &logBuilder{t: t}
-	b.add(model.CmdRegisterWorker, &model.RegisterWorker{ID: "w1", HTTPAddr: "h:1", Cores: 8, MemoryMB: 8192, Time: 1})
+	b.add(&model.RegisterWorker{ID: "w1", HTTPAddr: "h:1", Cores: 8, MemoryMB: 8192, Time: 1})
 	argv := []string{"/opt/spark/bin/spark-class", "org.example.Job", "--day", "2026-12-01"}
 	for i := range 3 {
 		a := argv
 		if i == 2 {
 			a = []string{argv[0], argv[1], argv[2], "2026-12-02"}
 		}
-		b.add(model.CmdSubmitDriver, &model.SubmitDriver{
+		b.add(&model.SubmitDriver{
 			ID: driverID(i + 1), Token: fmt.Sprint("token-", i), Name: "etl", DriverSpec: model.DriverSpec{
 				Argv:     a,
 				Env:      map[string]string{"SPARK_HOME": "/opt/spark", "RUN": "1"},
@@ -48,8 +48,8 @@ func sharingLog(t *testing.T) [][]byte {
 		ps = append(ps, model.Placement{DriverID: driverID(i + 1), Attempt: 1, WorkerID: "w1"})
 		rs = append(rs, model.AttemptReport{DriverID: driverID(i + 1), Attempt: 1, State: model.DriverRunning, Runs: 1})
 	}
-	b.add(model.CmdPlaceDrivers, &model.PlaceDrivers{Placements: ps, Time: 20})
-	b.add(model.CmdReportAttempts, &model.ReportAttempts{WorkerID: "w1", Reports: rs, Time: 30})
+	b.add(&model.PlaceDrivers{Placements: ps, Time: 20})
+	b.add(&model.ReportAttempts{WorkerID: "w1", Reports: rs, Time: 30})
 	return b.entries
 }
 

@@ -31,7 +31,7 @@ func TestKillReasonOutlivesTheWorkersReport(t *testing.T) {
 			id := h.submitDriver(0, true, "w1")
 			h.driverReport("w1", id, 1, model.DriverRunning)
 			if tc.entry == nil {
-				h.ok(model.CmdKillDriver, &model.KillDriver{DriverID: id, Reason: "killed by a client request", AttemptReason: true, Time: h.tick()})
+				h.ok(&model.KillDriver{DriverID: id, Reason: "killed by a client request", AttemptReason: true, Time: h.tick()})
 			} else {
 				entry := append([]byte{FormatJSON, byte(model.CmdKillDriver)}, bytes.ReplaceAll(tc.entry, []byte("DRIVER"), []byte(id))...)
 				if res := h.applyRaw(entry); res != nil {
@@ -43,7 +43,7 @@ func TestKillReasonOutlivesTheWorkersReport(t *testing.T) {
 				t.Fatalf("after the kill: %s %q, want KILLED %q", d.State, d.Message, tc.message)
 			}
 			code := 143
-			h.ok(model.CmdReportAttempts, &model.ReportAttempts{WorkerID: "w1", Time: h.tick(), Reports: []model.AttemptReport{
+			h.ok(&model.ReportAttempts{WorkerID: "w1", Time: h.tick(), Reports: []model.AttemptReport{
 				{DriverID: id, Attempt: 1, State: model.DriverKilled, Runs: 1, ExitCode: &code, Reason: workerReason},
 			}})
 			d, _ = h.f.Driver(id)

@@ -13,15 +13,15 @@ import (
 func TestLiveCounts(t *testing.T) {
 	f := New()
 	index := uint64(0)
-	apply := func(ct model.CommandType, payload any) {
+	apply := func(payload model.Command) {
 		t.Helper()
-		data, err := Encode(ct, payload)
+		data, err := Encode(payload)
 		if err != nil {
 			t.Fatal(err)
 		}
 		index++
 		if err, ok := f.ApplyCommand(index, data).(error); ok {
-			t.Fatalf("%s: %v", ct, err)
+			t.Fatalf("%s: %v", payload.CommandType(), err)
 		}
 	}
 	check := func(f *FSM, client string, want Live) {
@@ -37,7 +37,7 @@ func TestLiveCounts(t *testing.T) {
 		t.Fatal(err)
 	}
 	check(f, "", Live{Drivers: 1})
-	apply(model.CmdSubmitDrivers, &model.SubmitDrivers{Drivers: []model.SubmitDriver{
+	apply(&model.SubmitDrivers{Drivers: []model.SubmitDriver{
 		{ID: driverID(1), Token: "t1", DriverSpec: model.DriverSpec{Argv: []string{"a"}, Cores: 1, MemoryMB: 64}, Client: "10.0.0.1"},
 		{ID: driverID(2), Token: "t2", DriverSpec: model.DriverSpec{Argv: []string{"a"}, Cores: 1, MemoryMB: 64}, Client: "10.0.0.1"},
 		// The same token again makes no driver, and counts nothing.
@@ -46,16 +46,16 @@ func TestLiveCounts(t *testing.T) {
 	}})
 	check(f, "10.0.0.1", Live{Drivers: 4, ClientDrivers: 2})
 	check(f, "10.0.0.2", Live{Drivers: 4, ClientDrivers: 1})
-	apply(model.CmdRegisterApp, &model.RegisterApp{ID: appID(0), Token: "a0", Argv: []string{"e"}, CoresPerExecutor: 1, MemoryPerExecutorMB: 64, ExecutorLimit: -1})
-	apply(model.CmdRegisterApp, &model.RegisterApp{ID: appID(1), Token: "a1", Argv: []string{"e"}, CoresPerExecutor: 1, MemoryPerExecutorMB: 64, ExecutorLimit: -1})
+	apply(&model.RegisterApp{ID: appID(0), Token: "a0", Argv: []string{"e"}, CoresPerExecutor: 1, MemoryPerExecutorMB: 64, ExecutorLimit: -1})
+	apply(&model.RegisterApp{ID: appID(1), Token: "a1", Argv: []string{"e"}, CoresPerExecutor: 1, MemoryPerExecutorMB: 64, ExecutorLimit: -1})
 	check(f, "10.0.0.1", Live{Drivers: 4, ClientDrivers: 2, Apps: 2})
 
-	apply(model.CmdKillDriver, &model.KillDriver{DriverID: driverID(1)})
-	apply(model.CmdKillDriver, &model.KillDriver{DriverID: "driver-20261129120000-0000"})
-	apply(model.CmdEndApp, &model.EndApp{AppID: appID(0), State: model.AppFinished})
+	apply(&model.KillDriver{DriverID: driverID(1)})
+	apply(&model.KillDriver{DriverID: "driver-20261129120000-0000"})
+	apply(&model.EndApp{AppID: appID(0), State: model.AppFinished})
 	check(f, "10.0.0.1", Live{Drivers: 2, ClientDrivers: 1, Apps: 1})
 	// Dropping ended rows changes no count.
-	apply(model.CmdPruneCompleted, &model.PruneCompleted{DriverIDs: []string{driverID(1)}, AppIDs: []string{appID(0)}})
+	apply(&model.PruneCompleted{DriverIDs: []string{driverID(1)}, AppIDs: []string{appID(0)}})
 	check(f, "10.0.0.1", Live{Drivers: 2, ClientDrivers: 1, Apps: 1})
 	r := snapshotRestore(t, f)
 	check(r, "10.0.0.1", Live{Drivers: 2, ClientDrivers: 1, Apps: 1})

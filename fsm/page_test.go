@@ -22,7 +22,7 @@ func TestDriverPagesWalkTheTable(t *testing.T) {
 		}
 	}
 	s.report(ended, model.DriverFinished)
-	s.must(model.CmdPruneCompleted, &model.PruneCompleted{DriverIDs: pruned})
+	s.must(&model.PruneCompleted{DriverIDs: pruned})
 	if len(pruned) < 100 || len(s.f.Drivers()) != 2_000-len(pruned) {
 		t.Fatalf("pruned %d of 2000, %d left", len(pruned), len(s.f.Drivers()))
 	}

@@ -12,7 +12,7 @@ import (
 // gpuWorker registers a worker of 8 cores offering gpus.
 func (h *harness) gpuWorker(id string, gpus ...string) {
 	h.t.Helper()
-	h.ok(model.CmdRegisterWorker, &model.RegisterWorker{ID: id, HTTPAddr: id + ":1", Cores: 8, MemoryMB: 8192,
+	h.ok(&model.RegisterWorker{ID: id, HTTPAddr: id + ":1", Cores: 8, MemoryMB: 8192,
 		Resources: model.Resources{"gpu": gpus}, Time: h.tick()})
 }
 
@@ -20,7 +20,7 @@ func (h *harness) gpuWorker(id string, gpus ...string) {
 func (h *harness) gpuDriver(seq, n int, supervise bool) string {
 	h.t.Helper()
 	id := driverID(seq)
-	h.ok(model.CmdSubmitDriver, &model.SubmitDriver{ID: id, Token: fmt.Sprint("gpu-", seq), DriverSpec: model.DriverSpec{Argv: []string{"d"}, Cores: 1, MemoryMB: 256, Supervise: supervise, Resources: model.ResourceAmounts{"gpu": n}},
+	h.ok(&model.SubmitDriver{ID: id, Token: fmt.Sprint("gpu-", seq), DriverSpec: model.DriverSpec{Argv: []string{"d"}, Cores: 1, MemoryMB: 256, Supervise: supervise, Resources: model.ResourceAmounts{"gpu": n}},
 		Time: h.tick()})
 	return id
 }
@@ -33,7 +33,7 @@ func (h *harness) placeHolding(id string, attempt int, worker string, gpus ...st
 	if gpus != nil {
 		p.Resources = model.Resources{"gpu": gpus}
 	}
-	res := h.ok(model.CmdPlaceDrivers, &model.PlaceDrivers{Placements: []model.Placement{p}, Time: h.tick()}).(PlaceResult)
+	res := h.ok(&model.PlaceDrivers{Placements: []model.Placement{p}, Time: h.tick()}).(PlaceResult)
 	return len(res.Applied) == 1
 }
 
@@ -62,7 +62,7 @@ func TestAddressesNeverHeldTwice(t *testing.T) {
 		}
 	}
 	// An address named twice in one batch goes to the first placement.
-	res := h.ok(model.CmdPlaceDrivers, &model.PlaceDrivers{Time: h.tick(), Placements: []model.Placement{
+	res := h.ok(&model.PlaceDrivers{Time: h.tick(), Placements: []model.Placement{
 		{DriverID: b, Attempt: 1, WorkerID: "w1", Resources: model.Resources{"gpu": {"1"}}},
 		{DriverID: c, Attempt: 1, WorkerID: "w1", Resources: model.Resources{"gpu": {"1"}}},
 	}}).(PlaceResult)
@@ -79,11 +79,11 @@ func TestAddressesNeverHeldTwice(t *testing.T) {
 	if !h.placeHolding(c, 1, "w1", "0") {
 		t.Fatal("the freed address was not placed again")
 	}
-	h.ok(model.CmdKillDriver, &model.KillDriver{DriverID: c, Time: h.tick()})
+	h.ok(&model.KillDriver{DriverID: c, Time: h.tick()})
 	h.wantHeld("w1", "gpu=1")
 	// The supervised driver relaunches when its worker is lost; its
 	// address is free, and stays held by nothing while w1 is DEAD.
-	h.ok(model.CmdWorkerLost, &model.WorkerLost{WorkerID: "w1", Time: h.tick()})
+	h.ok(&model.WorkerLost{WorkerID: "w1", Time: h.tick()})
 	h.wantHeld("w1", "")
 	h.gpuWorker("w1", "0")
 	if !h.placeHolding(b, 2, "w1", "0") {
@@ -124,7 +124,7 @@ func TestExecutorsHoldAddresses(t *testing.T) {
 func TestRegisterWorkerRefusesBadOffers(t *testing.T) {
 	h := newHarness(t)
 	for _, r := range []model.Resources{{"gpu": {}}, {"gpu": {"0", "0"}}, {"GPU": {"0"}}, {"gpu": {"a,b"}}} {
-		h.refused(model.CmdRegisterWorker, &model.RegisterWorker{ID: "w1", HTTPAddr: "w1:1", Cores: 1, MemoryMB: 1, Resources: r, Time: h.tick()}, model.ErrInvalidCommand)
+		h.refused(&model.RegisterWorker{ID: "w1", HTTPAddr: "w1:1", Cores: 1, MemoryMB: 1, Resources: r, Time: h.tick()}, model.ErrInvalidCommand)
 	}
 	h.gpuWorker("w1", "0", "1")
 	id := h.gpuDriver(0, 1, false)
@@ -151,7 +151,7 @@ func TestSubmitDriverRefusesBadBounds(t *testing.T) {
 		{DriverSpec: model.DriverSpec{RescheduleAfter: 2}},
 	} {
 		c.ID, c.Token, c.Argv, c.Cores, c.MemoryMB, c.Time = driverID(i), fmt.Sprint("bad-", i), []string{"x"}, 1, 1, h.tick()
-		h.refused(model.CmdSubmitDriver, &c, model.ErrInvalidCommand)
+		h.refused(&c, model.ErrInvalidCommand)
 	}
 	if h.f.NextDriverSeq() != 0 {
 		t.Fatalf("refused submissions took sequence numbers: next %d", h.f.NextDriverSeq())
@@ -167,11 +167,11 @@ func TestRescheduleRelaunchesAwayFromWorker(t *testing.T) {
 	h.worker("w1", 4, 4096)
 	h.worker("w2", 4, 4096)
 	id := driverID(0)
-	h.ok(model.CmdSubmitDriver, &model.SubmitDriver{ID: id, Token: "s", DriverSpec: model.DriverSpec{Argv: []string{"d"}, Cores: 1, MemoryMB: 256, Supervise: true, MaxRestarts: 1, RescheduleAfter: 2},
+	h.ok(&model.SubmitDriver{ID: id, Token: "s", DriverSpec: model.DriverSpec{Argv: []string{"d"}, Cores: 1, MemoryMB: 256, Supervise: true, MaxRestarts: 1, RescheduleAfter: 2},
 		Time: h.tick()})
 	h.placeDriver(id, 1, "w1")
 	report := func(r model.AttemptReport) {
-		h.ok(model.CmdReportAttempts, &model.ReportAttempts{WorkerID: "w1", Reports: []model.AttemptReport{r}, Time: h.tick()})
+		h.ok(&model.ReportAttempts{WorkerID: "w1", Reports: []model.AttemptReport{r}, Time: h.tick()})
 	}
 	report(model.AttemptReport{DriverID: id, Attempt: 1, State: model.DriverRunning, Runs: 2, Failures: []int64{10}})
 	// A late report with fewer failures does not shrink the record; one
@@ -192,7 +192,7 @@ func TestRescheduleRelaunchesAwayFromWorker(t *testing.T) {
 	h.invariants()
 
 	plain := h.submitDriver(1, false, "w1")
-	h.ok(model.CmdReportAttempts, &model.ReportAttempts{WorkerID: "w1", Time: h.tick(), Reports: []model.AttemptReport{
+	h.ok(&model.ReportAttempts{WorkerID: "w1", Time: h.tick(), Reports: []model.AttemptReport{
 		{DriverID: plain, Attempt: 1, State: model.DriverFailed, ExitCode: intp(1), Runs: 1, Reschedule: true}}})
 	if d, _ := h.f.Driver(plain); d.State != model.DriverFailed {
 		t.Fatalf("unsupervised driver with a reschedule report: %s, want FAILED", d.State)
@@ -224,12 +224,12 @@ func TestWorkerLossIsNoFailedRun(t *testing.T) {
 	h := newHarness(t)
 	h.worker("w1", 4, 4096)
 	id := driverID(0)
-	h.ok(model.CmdSubmitDriver, &model.SubmitDriver{ID: id, Token: "s", DriverSpec: model.DriverSpec{Argv: []string{"d"}, Cores: 1, MemoryMB: 256, Supervise: true, MaxRestarts: 2, RescheduleAfter: 2},
+	h.ok(&model.SubmitDriver{ID: id, Token: "s", DriverSpec: model.DriverSpec{Argv: []string{"d"}, Cores: 1, MemoryMB: 256, Supervise: true, MaxRestarts: 2, RescheduleAfter: 2},
 		Time: h.tick()})
 	h.placeDriver(id, 1, "w1")
-	h.ok(model.CmdReportAttempts, &model.ReportAttempts{WorkerID: "w1", Time: h.tick(), Reports: []model.AttemptReport{
+	h.ok(&model.ReportAttempts{WorkerID: "w1", Time: h.tick(), Reports: []model.AttemptReport{
 		{DriverID: id, Attempt: 1, State: model.DriverRunning, Runs: 2, Failures: []int64{10}}}})
-	h.ok(model.CmdWorkerLost, &model.WorkerLost{WorkerID: "w1", Time: h.tick()})
+	h.ok(&model.WorkerLost{WorkerID: "w1", Time: h.tick()})
 	d, _ := h.f.Driver(id)
 	if d.State != model.DriverRelaunching || !reflect.DeepEqual(d.FailuresBefore(d.Attempt), []int64{10}) || d.Attempts[0].Rescheduled {
 		t.Fatalf("after the loss: %s, failures %v, attempts %+v; want RELAUNCHING with the one failure reported", d.State, d.FailuresBefore(d.Attempt), d.Attempts)

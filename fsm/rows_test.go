@@ -87,17 +87,17 @@ func TestEventsKeepTheirRows(t *testing.T) {
 // an app row goes through, each in its own entry.
 func appLog(t *testing.T) [][]byte {
 	b := &logBuilder{t: t}
-	b.add(model.CmdRegisterWorker, &model.RegisterWorker{ID: "w1", HTTPAddr: "h:1", Cores: 8, MemoryMB: 8192, Time: 1})
-	b.add(model.CmdRegisterApp, &model.RegisterApp{ID: appID(1), Token: "app", Argv: []string{"executor"},
+	b.add(&model.RegisterWorker{ID: "w1", HTTPAddr: "h:1", Cores: 8, MemoryMB: 8192, Time: 1})
+	b.add(&model.RegisterApp{ID: appID(1), Token: "app", Argv: []string{"executor"},
 		Env:              map[string]string{"SPARK_HOME": "/opt/spark", "DATA": strings.Repeat("x", 1000)},
 		CoresPerExecutor: 1, MemoryPerExecutorMB: 64, ExecutorLimit: -1, MaxExecutorRetries: 5, Time: 2})
-	b.add(model.CmdPlaceExecutors, &model.PlaceExecutors{Placements: []model.ExecutorPlacement{ep(appID(1), 0, "w1"), ep(appID(1), 1, "w1")}, Time: 3})
-	b.add(model.CmdReportAttempts, &model.ReportAttempts{WorkerID: "w1", Executors: []model.ExecutorReport{er(appID(1), 0, model.ExecRunning)}, Time: 4})
-	b.add(model.CmdReportAttempts, &model.ReportAttempts{WorkerID: "w1", Executors: []model.ExecutorReport{er(appID(1), 1, model.ExecFailed)}, Time: 5})
-	b.add(model.CmdRequestExecutors, &model.RequestExecutors{AppID: appID(1), Total: 3, Time: 6})
-	b.add(model.CmdKillExecutors, &model.KillExecutors{AppID: appID(1), ExecutorIDs: []int{0}, Time: 7})
-	b.add(model.CmdPlaceExecutors, &model.PlaceExecutors{Placements: []model.ExecutorPlacement{ep(appID(1), 2, "w1")}, Time: 8})
-	b.add(model.CmdEndApp, &model.EndApp{AppID: appID(1), State: model.AppFinished, Time: 9})
+	b.add(&model.PlaceExecutors{Placements: []model.ExecutorPlacement{ep(appID(1), 0, "w1"), ep(appID(1), 1, "w1")}, Time: 3})
+	b.add(&model.ReportAttempts{WorkerID: "w1", Executors: []model.ExecutorReport{er(appID(1), 0, model.ExecRunning)}, Time: 4})
+	b.add(&model.ReportAttempts{WorkerID: "w1", Executors: []model.ExecutorReport{er(appID(1), 1, model.ExecFailed)}, Time: 5})
+	b.add(&model.RequestExecutors{AppID: appID(1), Total: 3, Time: 6})
+	b.add(&model.KillExecutors{AppID: appID(1), ExecutorIDs: []int{0}, Time: 7})
+	b.add(&model.PlaceExecutors{Placements: []model.ExecutorPlacement{ep(appID(1), 2, "w1")}, Time: 8})
+	b.add(&model.EndApp{AppID: appID(1), State: model.AppFinished, Time: 9})
 	return b.entries
 }
 
@@ -166,10 +166,10 @@ func checkRowsShared[R any](t *testing.T, entries [][]byte, kind api.EventKind, 
 func TestReadsShareRows(t *testing.T) {
 	b := &logBuilder{t: t}
 	b.entries = append(sharingLog(t), appLog(t)[1:]...)
-	b.add(model.CmdSubmitDriver, &model.SubmitDriver{ID: driverID(9), Token: "waits", DriverSpec: model.DriverSpec{Argv: []string{"x"}, Cores: 1, MemoryMB: 1}, Time: 20})
-	b.add(model.CmdRegisterApp, &model.RegisterApp{ID: appID(2), Token: "live", Argv: []string{"executor"},
+	b.add(&model.SubmitDriver{ID: driverID(9), Token: "waits", DriverSpec: model.DriverSpec{Argv: []string{"x"}, Cores: 1, MemoryMB: 1}, Time: 20})
+	b.add(&model.RegisterApp{ID: appID(2), Token: "live", Argv: []string{"executor"},
 		CoresPerExecutor: 1, MemoryPerExecutorMB: 64, ExecutorLimit: -1, Time: 21})
-	b.add(model.CmdPlaceExecutors, &model.PlaceExecutors{Placements: []model.ExecutorPlacement{ep(appID(2), 0, "w1")}, Time: 22})
+	b.add(&model.PlaceExecutors{Placements: []model.ExecutorPlacement{ep(appID(2), 0, "w1")}, Time: 22})
 	f := replay(t, b.entries)
 	drivers := f.Drivers()
 	apps, _ := f.Apps()
@@ -201,10 +201,10 @@ func TestReadsShareRows(t *testing.T) {
 // again from the tables, with a reset.
 func TestEventBufferBoundedInBytes(t *testing.T) {
 	b := &logBuilder{t: t}
-	b.add(model.CmdRegisterApp, &model.RegisterApp{ID: appID(1), Token: "app", Argv: []string{"executor"},
+	b.add(&model.RegisterApp{ID: appID(1), Token: "app", Argv: []string{"executor"},
 		Env: map[string]string{"DATA": strings.Repeat("x", 200<<10)}, CoresPerExecutor: 1, MemoryPerExecutorMB: 64, ExecutorLimit: -1, Time: 1})
 	for i := range 10 {
-		b.add(model.CmdRequestExecutors, &model.RequestExecutors{AppID: appID(1), Total: i, Time: int64(2 + i)})
+		b.add(&model.RequestExecutors{AppID: appID(1), Total: i, Time: int64(2 + i)})
 	}
 	for _, c := range []struct {
 		bytes  int64

@@ -91,6 +91,10 @@ type (
 	}
 )
 
+// CommandType makes the old shape a SubmitDriver payload, as the entries
+// older masters wrote hold it.
+func (*oldSubmitDriver) CommandType() model.CommandType { return model.CmdSubmitDriver }
+
 // fill sets every field of v, however deep, to a value that is not its
 // zero, each string to its own text, so that omitempty hides none and a
 // field that lands under another name shows.
@@ -168,11 +172,11 @@ func TestProgramSpecKeepsTheBytes(t *testing.T) {
 			continue
 		}
 		for _, format := range []byte{FormatJSON, FormatPack} {
-			oldEntry, err := EncodeAs(format, tc.t, tc.old)
+			oldEntry, err := EncodeAs(format, tc.old.(model.Command))
 			if err != nil {
 				t.Fatal(err)
 			}
-			newEntry, err := EncodeAs(format, tc.t, tc.new)
+			newEntry, err := EncodeAs(format, tc.new.(model.Command))
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -8,7 +8,7 @@ import (
 
 func (h *harness) attemptReport(workerID string, r model.AttemptReport) {
 	h.t.Helper()
-	h.ok(model.CmdReportAttempts, &model.ReportAttempts{WorkerID: workerID, Reports: []model.AttemptReport{r}, Time: h.tick()})
+	h.ok(&model.ReportAttempts{WorkerID: workerID, Reports: []model.AttemptReport{r}, Time: h.tick()})
 }
 
 func (h *harness) wantDriver(id string, state model.DriverState, message string, staging bool) *model.Driver {
@@ -39,18 +39,18 @@ func TestStagingReportsSetTheMessageOncePerChange(t *testing.T) {
 	if d.UpdatedAt != h.now || d.ModifyIndex != h.idx {
 		t.Fatalf("driver %+v not updated at %d (index %d)", d, h.now, h.idx)
 	}
-	h.unchanged(model.CmdReportAttempts, &model.ReportAttempts{WorkerID: "w1", Reports: []model.AttemptReport{line(try1)}, Time: h.tick()})
-	h.unchanged(model.CmdReportAttempts, &model.ReportAttempts{WorkerID: "w2", Reports: []model.AttemptReport{line(try2)}, Time: h.tick()})
+	h.unchanged(&model.ReportAttempts{WorkerID: "w1", Reports: []model.AttemptReport{line(try1)}, Time: h.tick()})
+	h.unchanged(&model.ReportAttempts{WorkerID: "w2", Reports: []model.AttemptReport{line(try2)}, Time: h.tick()})
 	stale := line(try2)
 	stale.Attempt = 2
-	h.unchanged(model.CmdReportAttempts, &model.ReportAttempts{WorkerID: "w1", Reports: []model.AttemptReport{stale}, Time: h.tick()})
+	h.unchanged(&model.ReportAttempts{WorkerID: "w1", Reports: []model.AttemptReport{stale}, Time: h.tick()})
 	h.attemptReport("w1", line(try2))
 	h.wantDriver(id, model.DriverSubmitted, try2, true)
 	h.invariants()
 
 	h.driverReport("w1", id, 1, model.DriverRunning)
 	h.wantDriver(id, model.DriverRunning, "", false)
-	h.unchanged(model.CmdReportAttempts, &model.ReportAttempts{WorkerID: "w1", Reports: []model.AttemptReport{line(try1)}, Time: h.tick()})
+	h.unchanged(&model.ReportAttempts{WorkerID: "w1", Reports: []model.AttemptReport{line(try1)}, Time: h.tick()})
 	if rec := h.f.t.Drivers[id].CurrentAttempt(); rec.Reason != "" {
 		t.Fatalf("the attempt's history keeps the staging line %q", rec.Reason)
 	}
@@ -65,7 +65,7 @@ func TestStagingReportsSetTheMessageOncePerChange(t *testing.T) {
 	// relaunched, saying why.
 	sup := h.submitDriver(3, true, "w2")
 	h.attemptReport("w2", model.AttemptReport{DriverID: sup, Attempt: 1, State: model.DriverSubmitted, Reason: try1, Staging: true})
-	h.ok(model.CmdWorkerLost, &model.WorkerLost{WorkerID: "w2", Reason: "worker w2 lost", Time: h.tick()})
+	h.ok(&model.WorkerLost{WorkerID: "w2", Reason: "worker w2 lost", Time: h.tick()})
 	h.wantDriver(sup, model.DriverRelaunching, "worker w2 lost", false)
 
 	// A SUBMITTED report without Staging, which no worker sent before,

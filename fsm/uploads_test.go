@@ -20,19 +20,19 @@ func TestLiveUploads(t *testing.T) {
 		return a
 	}
 	b := &logBuilder{t: t}
-	b.add(model.CmdSubmitDriver, &model.SubmitDriver{ID: driverID(1), DriverSpec: model.DriverSpec{Argv: []string{"x"}, Cores: 1, MemoryMB: 1, Artifacts: []model.Artifact{up("a", "a.sh"), up("b", "b.sh"), {Source: "https://h/c.sh", URL: "https://h/c.sh", Name: "c.sh"}}}, Time: 1000})
-	b.add(model.CmdSubmitDriver, &model.SubmitDriver{ID: driverID(2), DriverSpec: model.DriverSpec{Argv: []string{"x"}, Cores: 1, MemoryMB: 1, Artifacts: []model.Artifact{up("b", "b.sh")}}, Time: 1001})
+	b.add(&model.SubmitDriver{ID: driverID(1), DriverSpec: model.DriverSpec{Argv: []string{"x"}, Cores: 1, MemoryMB: 1, Artifacts: []model.Artifact{up("a", "a.sh"), up("b", "b.sh"), {Source: "https://h/c.sh", URL: "https://h/c.sh", Name: "c.sh"}}}, Time: 1000})
+	b.add(&model.SubmitDriver{ID: driverID(2), DriverSpec: model.DriverSpec{Argv: []string{"x"}, Cores: 1, MemoryMB: 1, Artifacts: []model.Artifact{up("b", "b.sh")}}, Time: 1001})
 	app := appSpec(1)
 	app.Artifacts = []model.Artifact{up("c", "c.jar")}
 	app.Time = 1002
-	b.add(model.CmdRegisterApp, app)
-	b.add(model.CmdKillDriver, &model.KillDriver{DriverID: driverID(1), Time: 2000})
+	b.add(app)
+	b.add(&model.KillDriver{DriverID: driverID(1), Time: 2000})
 	f := replay(t, b.entries[:3])
 	if got, want := f.LiveUploads(), []string{sum("a"), sum("b"), sum("c")}; !slices.Equal(got, want) {
 		t.Fatalf("LiveUploads = %v, want %v", got, want)
 	}
 
-	b.add(model.CmdEndApp, &model.EndApp{AppID: appID(1), State: model.AppFinished, Time: 2001})
+	b.add(&model.EndApp{AppID: appID(1), State: model.AppFinished, Time: 2001})
 	f = replay(t, b.entries)
 	if _, ok := f.Driver(driverID(1)); !ok {
 		t.Fatal("the killed driver left the table")

@@ -29,7 +29,7 @@ var goldenEntries = map[string][]byte{
 // older masters wrote, so a log or snapshot they read is unchanged.
 func TestEntriesWithoutUserAreAsBefore(t *testing.T) {
 	for name, entry := range goldenEntries {
-		ct, payload, err := Decode(entry)
+		_, payload, err := Decode(entry)
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
@@ -43,7 +43,7 @@ func TestEntriesWithoutUserAreAsBefore(t *testing.T) {
 		if user != "" {
 			t.Fatalf("%s decoded with user %q", name, user)
 		}
-		again, err := EncodeAs(entry[0], ct, payload)
+		again, err := EncodeAs(entry[0], payload)
 		if err != nil || !bytes.Equal(again, entry) {
 			t.Fatalf("%s encodes again as %q (%v), want the bytes older masters wrote", name, again, err)
 		}
@@ -81,21 +81,21 @@ func TestEntriesWithoutUserAreAsBefore(t *testing.T) {
 // every attempt, and through both snapshot versions.
 func TestUserIsKeptEverywhere(t *testing.T) {
 	b := &logBuilder{t: t}
-	b.add(model.CmdRegisterWorker, &model.RegisterWorker{ID: "w1", HTTPAddr: "127.0.0.1:1", Cores: 4, MemoryMB: 4096, Time: 1})
-	b.add(model.CmdRegisterWorker, &model.RegisterWorker{ID: "w2", HTTPAddr: "127.0.0.1:2", Cores: 4, MemoryMB: 4096, Time: 2})
-	b.add(model.CmdSubmitDrivers, &model.SubmitDrivers{Drivers: []model.SubmitDriver{
+	b.add(&model.RegisterWorker{ID: "w1", HTTPAddr: "127.0.0.1:1", Cores: 4, MemoryMB: 4096, Time: 1})
+	b.add(&model.RegisterWorker{ID: "w2", HTTPAddr: "127.0.0.1:2", Cores: 4, MemoryMB: 4096, Time: 2})
+	b.add(&model.SubmitDrivers{Drivers: []model.SubmitDriver{
 		{ID: driverID(0), Token: "t0", DriverSpec: model.DriverSpec{Argv: []string{"a"}, Cores: 1, MemoryMB: 64, Supervise: true, User: "etl"}, Time: 3},
 		{ID: driverID(1), Token: "t1", DriverSpec: model.DriverSpec{Argv: []string{"b"}, Cores: 1, MemoryMB: 64}, Time: 3},
 	}})
-	b.add(model.CmdPlaceDrivers, &model.PlaceDrivers{Time: 4, Placements: []model.Placement{
+	b.add(&model.PlaceDrivers{Time: 4, Placements: []model.Placement{
 		{DriverID: driverID(0), Attempt: 1, WorkerID: "w1"}, {DriverID: driverID(1), Attempt: 1, WorkerID: "w1"}}})
-	b.add(model.CmdWorkerLost, &model.WorkerLost{WorkerID: "w1", Time: 5})
-	b.add(model.CmdPlaceDrivers, &model.PlaceDrivers{Time: 6, Placements: []model.Placement{{DriverID: driverID(0), Attempt: 2, WorkerID: "w2"}}})
-	b.add(model.CmdReportAttempts, &model.ReportAttempts{WorkerID: "w2", Time: 7, Reports: []model.AttemptReport{
+	b.add(&model.WorkerLost{WorkerID: "w1", Time: 5})
+	b.add(&model.PlaceDrivers{Time: 6, Placements: []model.Placement{{DriverID: driverID(0), Attempt: 2, WorkerID: "w2"}}})
+	b.add(&model.ReportAttempts{WorkerID: "w2", Time: 7, Reports: []model.AttemptReport{
 		{DriverID: driverID(0), Attempt: 2, State: model.DriverRunning, Runs: 1}}})
-	b.add(model.CmdRegisterApp, &model.RegisterApp{ID: appID(0), Token: "a0", DriverID: driverID(0), DriverAttempt: 2, CoresPerExecutor: 1,
+	b.add(&model.RegisterApp{ID: appID(0), Token: "a0", DriverID: driverID(0), DriverAttempt: 2, CoresPerExecutor: 1,
 		MemoryPerExecutorMB: 64, ExecutorLimit: -1, Argv: []string{"exec"}, User: "etl", Time: 8})
-	b.add(model.CmdPlaceExecutors, &model.PlaceExecutors{Time: 9, Placements: []model.ExecutorPlacement{{AppID: appID(0), ExecutorID: 0, WorkerID: "w2"}}})
+	b.add(&model.PlaceExecutors{Time: 9, Placements: []model.ExecutorPlacement{{AppID: appID(0), ExecutorID: 0, WorkerID: "w2"}}})
 
 	check := func(name string, f *FSM) {
 		t.Helper()

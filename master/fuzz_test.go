@@ -112,15 +112,15 @@ func fuzzTables(t testing.TB) ([]byte, string) {
 	f := fsm.New()
 	var idx uint64
 	now := time.Date(2020, 1, 1, 0, 0, 0, 0, time.UTC).UnixMilli()
-	apply := func(ct model.CommandType, payload any) {
-		data, err := fsm.Encode(ct, payload)
+	apply := func(payload model.Command) {
+		data, err := fsm.Encode(payload)
 		if err != nil {
 			t.Fatal(err)
 		}
 		idx++
 		now++
 		if err, ok := f.ApplyCommand(idx, data).(error); ok {
-			t.Fatalf("%s %+v: %v", ct, payload, err)
+			t.Fatalf("%s %+v: %v", payload.CommandType(), payload, err)
 		}
 	}
 	for i, w := range []struct {
@@ -128,14 +128,14 @@ func fuzzTables(t testing.TB) ([]byte, string) {
 		cores int
 		mem   int64
 	}{{"w1", 4, 4096}, {"w2", 2, 2048}, {"w3", 2, 1024}} {
-		apply(model.CmdRegisterWorker, &model.RegisterWorker{ID: w.id, Instance: "inst-" + w.id,
+		apply(&model.RegisterWorker{ID: w.id, Instance: "inst-" + w.id,
 			HTTPAddr: net.JoinHostPort("127.0.0.1", strconv.Itoa(17401+i)), Cores: w.cores, MemoryMB: w.mem, Time: now})
 	}
 	for seq, d := range []struct {
 		cores     int
 		supervise bool
 	}{{1, true}, {1, false}, {1, false}, {64, false}, {2, false}, {2, true}, {1, true}, {1, false}} {
-		apply(model.CmdSubmitDriver, &model.SubmitDriver{ID: fuzzDriverID(seq), Token: fmt.Sprint("tok-", seq), Name: fmt.Sprint("driver ", seq),
+		apply(&model.SubmitDriver{ID: fuzzDriverID(seq), Token: fmt.Sprint("tok-", seq), Name: fmt.Sprint("driver ", seq),
 			DriverSpec: model.DriverSpec{
 				Argv:      []string{"/bin/sleep", "600"},
 				Env:       map[string]string{"K": "v"},
@@ -144,39 +144,39 @@ func fuzzTables(t testing.TB) ([]byte, string) {
 				Supervise: d.supervise,
 			}, Time: now})
 	}
-	apply(model.CmdPlaceDrivers, &model.PlaceDrivers{Time: now, Placements: []model.Placement{
+	apply(&model.PlaceDrivers{Time: now, Placements: []model.Placement{
 		{DriverID: fuzzDriverID(0), Attempt: 1, WorkerID: "w1"}, {DriverID: fuzzDriverID(1), Attempt: 1, WorkerID: "w1"},
 		{DriverID: fuzzDriverID(6), Attempt: 1, WorkerID: "w1"}, {DriverID: fuzzDriverID(4), Attempt: 1, WorkerID: "w2"},
 		{DriverID: fuzzDriverID(5), Attempt: 1, WorkerID: "w3"},
 	}})
-	apply(model.CmdReportAttempts, &model.ReportAttempts{WorkerID: "w1", Time: now, Reports: []model.AttemptReport{
+	apply(&model.ReportAttempts{WorkerID: "w1", Time: now, Reports: []model.AttemptReport{
 		{DriverID: fuzzDriverID(0), Attempt: 1, State: model.DriverRunning, Runs: 1},
 		{DriverID: fuzzDriverID(1), Attempt: 1, State: model.DriverFinished, ExitCode: new(int), Runs: 1},
 		{DriverID: fuzzDriverID(6), Attempt: 1, State: model.DriverRunning, Runs: 2},
 	}})
-	apply(model.CmdKillDriver, &model.KillDriver{DriverID: fuzzDriverID(2), Time: now})
-	apply(model.CmdReportAttempts, &model.ReportAttempts{WorkerID: "w3", Time: now, Reports: []model.AttemptReport{
+	apply(&model.KillDriver{DriverID: fuzzDriverID(2), Time: now})
+	apply(&model.ReportAttempts{WorkerID: "w3", Time: now, Reports: []model.AttemptReport{
 		{DriverID: fuzzDriverID(5), Attempt: 1, State: model.DriverRunning, Runs: 1},
 	}})
-	apply(model.CmdDecommissionWorker, &model.DecommissionWorker{WorkerID: "w2", Reason: "worker shut down", Time: now})
-	apply(model.CmdWorkerLost, &model.WorkerLost{WorkerID: "w3", Reason: "worker w3 lost: missing from the gossip pool", Time: now})
+	apply(&model.DecommissionWorker{WorkerID: "w2", Reason: "worker shut down", Time: now})
+	apply(&model.WorkerLost{WorkerID: "w3", Reason: "worker w3 lost: missing from the gossip pool", Time: now})
 	for seq, a := range []struct {
 		driver            string
 		attempt, run      int
 		cores             int
 		limit, maxRetries int
 	}{{fuzzDriverID(0), 1, 1, 1, 2, 10}, {"", 0, 0, 1, -1, 10}, {"", 0, 0, 2, -1, -1}, {fuzzDriverID(6), 1, 2, 1, 1, 0}} {
-		apply(model.CmdRegisterApp, &model.RegisterApp{ID: fuzzAppID(seq), Token: fmt.Sprint("app-tok-", seq), Name: fmt.Sprint("app ", seq),
+		apply(&model.RegisterApp{ID: fuzzAppID(seq), Token: fmt.Sprint("app-tok-", seq), Name: fmt.Sprint("app ", seq),
 			DriverID: a.driver, DriverAttempt: a.attempt, DriverRun: a.run, CoresPerExecutor: a.cores, MemoryPerExecutorMB: 256,
 			ExecutorLimit: a.limit, Argv: []string{"/bin/executor"}, Env: map[string]string{"E": "1"}, MaxExecutorRetries: a.maxRetries, Time: now})
 	}
-	apply(model.CmdPlaceExecutors, &model.PlaceExecutors{Time: now, Placements: []model.ExecutorPlacement{
+	apply(&model.PlaceExecutors{Time: now, Placements: []model.ExecutorPlacement{
 		{AppID: fuzzAppID(0), ExecutorID: 0, WorkerID: "w1"}, {AppID: fuzzAppID(0), ExecutorID: 1, WorkerID: "w1"},
 	}})
-	apply(model.CmdReportAttempts, &model.ReportAttempts{WorkerID: "w1", Time: now, Executors: []model.ExecutorReport{
+	apply(&model.ReportAttempts{WorkerID: "w1", Time: now, Executors: []model.ExecutorReport{
 		{AppID: fuzzAppID(0), ExecutorID: 0, State: model.ExecRunning},
 	}})
-	apply(model.CmdEndApp, &model.EndApp{AppID: fuzzAppID(1), State: model.AppFinished, Time: now})
+	apply(&model.EndApp{AppID: fuzzAppID(1), State: model.AppFinished, Time: now})
 
 	if w, _ := f.Worker("w1"); w.CoresFree() != 0 {
 		t.Fatalf("w1 has %d free cores: the scheduler would change the tables", w.CoresFree())

@@ -1,7 +1,5 @@
 package model
 
-import "fmt"
-
 // CommandType names one kind of Raft log entry. Values are part of the log
 // format, which is forever: a value is never reused, and a command's
 // meaning never changes under its value, since every master replays old
@@ -9,7 +7,11 @@ import "fmt"
 // Values stay below 0x80, the type byte's bit for fsm.IgnoreUnknownTypeFlag.
 type CommandType uint8
 
-// Command types. Each has one payload struct and one apply function.
+// Command types. Each has one payload struct, which returns it from its
+// CommandType method, and one apply function, registered with it in
+// package fsm. The constant's name, without Cmd, is the command's name in
+// logs and errors (CommandType.String, made by stringer: run go generate
+// after adding one).
 const (
 	CmdRegisterWorker CommandType = 1
 	CmdSubmitDriver   CommandType = 2
@@ -33,43 +35,6 @@ const (
 	// CmdReportBatch is many workers' ReportAttempts in one entry.
 	CmdReportBatch CommandType = 15
 )
-
-// String names the command type as logs and errors do.
-func (t CommandType) String() string {
-	switch t {
-	case CmdRegisterWorker:
-		return "RegisterWorker"
-	case CmdSubmitDriver:
-		return "SubmitDriver"
-	case CmdPlaceDrivers:
-		return "PlaceDrivers"
-	case CmdReportAttempts:
-		return "ReportAttempts"
-	case CmdKillDriver:
-		return "KillDriver"
-	case CmdWorkerLost:
-		return "WorkerLost"
-	case CmdDecommissionWorker:
-		return "DecommissionWorker"
-	case CmdRegisterApp:
-		return "RegisterApp"
-	case CmdPlaceExecutors:
-		return "PlaceExecutors"
-	case CmdRequestExecutors:
-		return "RequestExecutors"
-	case CmdKillExecutors:
-		return "KillExecutors"
-	case CmdEndApp:
-		return "EndApp"
-	case CmdPruneCompleted:
-		return "PruneCompleted"
-	case CmdSubmitDrivers:
-		return "SubmitDrivers"
-	case CmdReportBatch:
-		return "ReportBatch"
-	}
-	return fmt.Sprintf("CommandType(%d)", uint8(t))
-}
 
 // RegisterWorker adds a worker to the workers table or brings a known one
 // back to ALIVE with the given address and resources (Spark's

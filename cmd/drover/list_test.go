@@ -68,9 +68,9 @@ func scaleID(i int) string { return fmt.Sprintf("driver-20261206120000-%06d", i)
 // seedScale makes the tables of TestListRunningOf300kDrivers: a worker
 // w1, scaleDrivers drivers shaped like spark-submit's, and drivers 0,
 // 1000, 2000 and 3000 placed on w1 and RUNNING.
-func seedScale(apply func(model.CommandType, any)) {
+func seedScale(apply func(model.Command)) {
 	const at = 1_796_558_400_000
-	apply(model.CmdRegisterWorker, &model.RegisterWorker{ID: "w1", Instance: "i1", HTTPAddr: "127.0.0.1:1", Cores: 16, MemoryMB: 65536, Time: at})
+	apply(&model.RegisterWorker{ID: "w1", Instance: "i1", HTTPAddr: "127.0.0.1:1", Cores: 16, MemoryMB: 65536, Time: at})
 	for from := 0; from < scaleDrivers; from += 1000 {
 		c := &model.SubmitDrivers{}
 		for i := from; i < from+1000; i++ {
@@ -83,7 +83,7 @@ func seedScale(apply func(model.CommandType, any)) {
 				Time: at + int64(i)}
 			c.Drivers = append(c.Drivers, d)
 		}
-		apply(model.CmdSubmitDrivers, c)
+		apply(c)
 	}
 	place := &model.PlaceDrivers{Time: at + scaleDrivers}
 	report := &model.ReportAttempts{WorkerID: "w1", Time: at + scaleDrivers + 1}
@@ -91,8 +91,8 @@ func seedScale(apply func(model.CommandType, any)) {
 		place.Placements = append(place.Placements, model.Placement{DriverID: scaleID(i * 1000), Attempt: 1, WorkerID: "w1"})
 		report.Reports = append(report.Reports, model.AttemptReport{DriverID: scaleID(i * 1000), Attempt: 1, State: model.DriverRunning, Runs: 1})
 	}
-	apply(model.CmdPlaceDrivers, place)
-	apply(model.CmdReportAttempts, report)
+	apply(place)
+	apply(report)
 	// A floor: the row of a waiting driver also says why it waits.
 	row, _ := json.Marshal(&model.Driver{ID: scaleID(scaleDrivers - 1), Token: "scale-299999", Name: "nightly-299999",
 		DriverSpec: model.DriverSpec{

@@ -36,7 +36,7 @@ func (t *Term) watchApps(ctx context.Context) {
 			}
 			reason := fmt.Sprintf("application client not heard from for %s", t.cfg.AppTimeout)
 			t.d.Log.Warn("app client lost", "app", a.ID, "silent_for", at.Sub(heard).Round(time.Millisecond))
-			if _, err := t.d.Apply(model.CmdEndApp, &model.EndApp{AppID: a.ID, State: model.AppFailed, Reason: reason, Time: now()}); err != nil {
+			if _, err := t.d.Apply(&model.EndApp{AppID: a.ID, State: model.AppFailed, Reason: reason, Time: now()}); err != nil {
 				t.d.Log.Warn("app end not committed", "app", a.ID, "err", err)
 			}
 		}

@@ -196,7 +196,7 @@ func (t *Term) daemonsGone(at time.Time, ws []silence) []silence {
 // for the given time.
 func (t *Term) lose(id, reason string, missing time.Duration) {
 	t.d.Log.Warn("worker lost", "worker", id, "reason", reason, "missing_for", missing.Round(time.Millisecond))
-	if _, err := t.d.Apply(model.CmdWorkerLost, &model.WorkerLost{
+	if _, err := t.d.Apply(&model.WorkerLost{
 		WorkerID: id, Reason: "worker " + id + " lost: " + reason, Time: now(),
 	}); err != nil {
 		t.d.Log.Warn("worker loss not committed", "worker", id, "err", err)

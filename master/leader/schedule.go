@@ -40,12 +40,10 @@ func (t *Term) schedule(ctx context.Context) {
 		}
 		apps, execs := t.d.FSM.LiveApps()
 		if ps := planExecutors(apps, execs, t.d.FSM.Workers(), t.cfg.SpreadOutApps, now()); len(ps) > 0 {
-			if res, err := t.d.Apply(model.CmdPlaceExecutors, &model.PlaceExecutors{Placements: ps, Time: now()}); err != nil {
+			if res, err := fsm.PlaceExecutors.Commit(t.d.Apply, &model.PlaceExecutors{Placements: ps, Time: now()}); err != nil {
 				t.d.Log.Warn("executor placement not committed", "err", err, "placements", len(ps))
 			} else {
-				if r, ok := res.(fsm.PlaceExecutorsResult); ok {
-					t.d.Metrics.ExecutorPlacements.Add(float64(len(r.Applied)))
-				}
+				t.d.Metrics.ExecutorPlacements.Add(float64(len(res.Applied)))
 				for _, p := range ps {
 					t.d.Log.Info("placed executor", "app", p.AppID, "executor", p.ExecutorID, "worker", p.WorkerID)
 				}
@@ -199,16 +197,14 @@ func (t *Term) placeDrivers(ps []model.Placement) {
 		return
 	}
 	at := now()
-	res, err := t.d.Apply(model.CmdPlaceDrivers, &model.PlaceDrivers{Placements: ps, Time: at})
+	res, err := fsm.PlaceDrivers.Commit(t.d.Apply, &model.PlaceDrivers{Placements: ps, Time: at})
 	if err != nil {
 		t.d.Log.Warn("placement not committed", "err", err, "placements", len(ps))
 		return
 	}
 	// Apply skips placements the tables no longer allow; only the
 	// applied ones count.
-	if r, ok := res.(fsm.PlaceResult); ok {
-		t.d.Metrics.Placed(t.d.FSM, r.Applied, at)
-	}
+	t.d.Metrics.Placed(t.d.FSM, res.Applied, at)
 	for _, p := range ps {
 		t.d.Log.Info("placed driver", "driver", p.DriverID, "attempt", p.Attempt, "worker", p.WorkerID)
 	}
@@ -323,7 +319,7 @@ func (t *Term) prune() {
 	if len(c.DriverIDs)+len(c.AppIDs) == 0 {
 		return
 	}
-	if _, err := t.d.Apply(model.CmdPruneCompleted, &c); err != nil {
+	if _, err := t.d.Apply(&c); err != nil {
 		t.d.Log.Warn("retention not committed", "err", err)
 		return
 	}

@@ -48,8 +48,9 @@ type Config struct {
 type Deps struct {
 	FSM *fsm.FSM
 	// Apply commits one command through Raft and returns Apply's result
-	// (service.Core.Apply).
-	Apply func(t model.CommandType, payload any) (any, error)
+	// (service.Core.Apply); the commands with a result hand it back typed
+	// through their fsm.Returns.
+	Apply func(model.Command) (any, error)
 	Pool  *gossip.Pool
 	// GossipChanged returns a channel that is closed at the next change of
 	// the gossip pool.

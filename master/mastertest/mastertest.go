@@ -309,7 +309,7 @@ func (c *Cluster) Submit(n int, mk func(i int) api.SubmitRequest) []string {
 // rows' times are fill's to give; a worker it registers is one no
 // process runs, which the master declares lost after its worker
 // timeouts.
-func (c *Cluster) Seed(n *Node, fill func(apply func(model.CommandType, any))) {
+func (c *Cluster) Seed(n *Node, fill func(apply func(model.Command))) {
 	c.t.Helper()
 	c.Stop(n)
 	// The tables made here are garbage once written: the master
@@ -321,15 +321,15 @@ func (c *Cluster) Seed(n *Node, fill func(apply func(model.CommandType, any))) {
 // writeSnapshot writes the tables fill makes (see Seed) to n's data dir
 // as a snapshot past every entry of its log, whose configuration is n
 // alone.
-func (c *Cluster) writeSnapshot(n *Node, fill func(apply func(model.CommandType, any))) {
+func (c *Cluster) writeSnapshot(n *Node, fill func(apply func(model.Command))) {
 	t := c.t
 	t.Helper()
 	f := fsm.New()
 	// Past the entries the master wrote before it stopped.
 	index := uint64(1 << 30)
-	fill(func(ct model.CommandType, payload any) {
+	fill(func(payload model.Command) {
 		t.Helper()
-		data, err := fsm.Encode(ct, payload)
+		data, err := fsm.Encode(payload)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -343,7 +343,7 @@ func (c *Cluster) writeSnapshot(n *Node, fill func(apply func(model.CommandType,
 			}
 		}
 		if err, ok := res.(error); ok {
-			t.Fatalf("seed %s: %v", ct, err)
+			t.Fatalf("seed %s: %v", payload.CommandType(), err)
 		}
 	})
 	snaps, err := raft.NewFileSnapshotStore(n.Config.DataDir, 2, io.Discard)

@@ -148,8 +148,8 @@ func (s *Applications) RegisterApp(_ context.Context, c auth.Caller, req api.Reg
 		defer done()
 		at := time.Now()
 		cmd.ID, cmd.Time = t.IDs.App(at), at.UnixMilli()
-		res, err := s.Apply(model.CmdRegisterApp, cmd)
-		if err == nil && !res.(fsm.RegisterAppResult).Existing {
+		res, err := fsm.RegisterApp.Commit(s.Apply, cmd)
+		if err == nil && !res.Existing {
 			s.Log.Info("app registered", "app", cmd.ID, "name", req.Name, "driver", req.DriverID,
 				"cores_per_executor", req.CoresPerExecutor, "memory_per_executor_mb", req.MemoryPerExecutorMB)
 		}
@@ -250,7 +250,7 @@ func appETag(s api.AppStatus) string {
 
 // appCommand commits a command about the app id, which the caller must
 // own, and answers with the app's status after it.
-func (s *Applications) appCommand(c auth.Caller, id string, t model.CommandType, payload func(appID string) any) (api.AppStatus, error) {
+func (s *Applications) appCommand(c auth.Caller, id string, payload func(appID string) model.Command) (api.AppStatus, error) {
 	if _, err := s.leading(); err != nil {
 		return api.AppStatus{}, err
 	}
@@ -258,7 +258,7 @@ func (s *Applications) appCommand(c auth.Caller, id string, t model.CommandType,
 	if err != nil {
 		return api.AppStatus{}, err
 	}
-	if _, err := s.Apply(t, payload(st.ID)); err != nil {
+	if _, err := s.Apply(payload(st.ID)); err != nil {
 		return api.AppStatus{}, err
 	}
 	if cur, ok := s.currentApp(st.ID); ok {
@@ -274,7 +274,7 @@ func (s *Applications) RequestExecutors(_ context.Context, c auth.Caller, id str
 	if req.Total < 0 {
 		return api.AppStatus{}, invalidRequest(fmt.Errorf("executor total must not be negative, got %d", req.Total))
 	}
-	return s.appCommand(c, id, model.CmdRequestExecutors, func(appID string) any {
+	return s.appCommand(c, id, func(appID string) model.Command {
 		return &model.RequestExecutors{AppID: appID, Total: req.Total, Time: now()}
 	})
 }
@@ -284,7 +284,7 @@ func (s *Applications) KillExecutors(_ context.Context, c auth.Caller, id string
 	if len(req.ExecutorIDs) == 0 {
 		return api.AppStatus{}, api.Errorf(api.ErrInvalidRequest, "executor_ids is empty")
 	}
-	return s.appCommand(c, id, model.CmdKillExecutors, func(appID string) any {
+	return s.appCommand(c, id, func(appID string) model.Command {
 		return &model.KillExecutors{AppID: appID, ExecutorIDs: req.ExecutorIDs, Time: now()}
 	})
 }
@@ -301,14 +301,14 @@ func (s *Applications) UnregisterApp(_ context.Context, c auth.Caller, id string
 	if err := checkReason("message", req.Message, maxAppMessage); err != nil {
 		return api.AppStatus{}, err
 	}
-	return s.appCommand(c, id, model.CmdEndApp, func(appID string) any {
+	return s.appCommand(c, id, func(appID string) model.Command {
 		return &model.EndApp{AppID: appID, State: req.State, Reason: req.Message, Time: now()}
 	})
 }
 
 // KillApp serves V1KillApp.
 func (s *Applications) KillApp(_ context.Context, c auth.Caller, id string) (api.AppStatus, error) {
-	return s.appCommand(c, id, model.CmdEndApp, func(appID string) any {
+	return s.appCommand(c, id, func(appID string) model.Command {
 		return &model.EndApp{AppID: appID, State: model.AppKilled, Time: now()}
 	})
 }

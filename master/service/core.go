@@ -158,20 +158,21 @@ func (s *Core) Lead(t *leader.Term) { s.term.Store(t) }
 // leader.Term's duties and the rules here write with. An error from Raft
 // (not the leader, a timeout: the outcome may be unknown, and clients retry
 // with the same token) wraps api.ErrUnavailable; a refusal by the tables is
-// Apply's own error.
-func (s *Core) Apply(t model.CommandType, payload any) (any, error) {
-	p := s.enqueue(t, payload)
+// Apply's own error. The types with a result give it back typed through
+// their fsm.Returns (fsm.PlaceDrivers.Commit(s.Apply, c)).
+func (s *Core) Apply(c model.Command) (any, error) {
+	p := s.enqueue(c)
 	return p.wait(s)
 }
 
-// applyAll commits one command of type t per payload. Every command is
-// handed to Raft before the first is waited for, so that Raft writes them
-// in a few batches rather than one disk write each; the results come in
-// the order of the payloads, each as Apply would return it.
-func (s *Core) applyAll(t model.CommandType, payloads []any) []error {
-	ps := make([]pending, len(payloads))
-	for i, p := range payloads {
-		ps[i] = s.enqueue(t, p)
+// applyAll commits each command of cs. Every command is handed to Raft
+// before the first is waited for, so that Raft writes them in a few
+// batches rather than one disk write each; the errors come in the order
+// of the commands, each as Apply would return it.
+func (s *Core) applyAll(cs []model.Command) []error {
+	ps := make([]pending, len(cs))
+	for i, c := range cs {
+		ps[i] = s.enqueue(c)
 	}
 	errs := make([]error, len(ps))
 	for i, p := range ps {
@@ -189,8 +190,8 @@ type pending struct {
 }
 
 // enqueue encodes a command and hands it to Raft without waiting.
-func (s *Core) enqueue(t model.CommandType, payload any) pending {
-	data, err := s.encode(t, payload)
+func (s *Core) enqueue(c model.Command) pending {
+	data, err := s.encode(c)
 	if err != nil {
 		return pending{err: err}
 	}
@@ -200,12 +201,12 @@ func (s *Core) enqueue(t model.CommandType, payload any) pending {
 // encode encodes a command in the format the current term writes
 // (leader.Term.Format), or in fsm.FormatJSON, which every master reads,
 // when there is none.
-func (s *Core) encode(t model.CommandType, payload any) ([]byte, error) {
+func (s *Core) encode(c model.Command) ([]byte, error) {
 	format := fsm.FormatJSON
 	if term := s.term.Load(); term != nil {
 		format = term.Format()
 	}
-	return fsm.EncodeAs(format, t, payload)
+	return fsm.EncodeAs(format, c)
 }
 
 // wait waits for a pending command and returns Apply's result.

@@ -145,7 +145,7 @@ func (s *Core) KillDriver(_ context.Context, _ auth.Caller, id string) (api.Kill
 	if err != nil {
 		return api.KillResponse{}, err
 	}
-	if _, err := s.Apply(model.CmdKillDriver, &model.KillDriver{DriverID: d.ID, Reason: KilledByClient, AttemptReason: true, Time: now()}); err != nil {
+	if _, err := s.Apply(&model.KillDriver{DriverID: d.ID, Reason: KilledByClient, AttemptReason: true, Time: now()}); err != nil {
 		return api.KillResponse{}, err
 	}
 	return api.KillResponse{DriverID: d.ID}, nil
@@ -161,7 +161,7 @@ func (s *Core) KillAllDrivers(context.Context, auth.Caller) (api.KillAllResponse
 		return api.KillAllResponse{}, err
 	}
 	var live []string
-	var kills []any
+	var kills []model.Command
 	at := now()
 	for _, d := range s.FSM.Drivers() {
 		if !d.State.Terminal() {
@@ -170,7 +170,7 @@ func (s *Core) KillAllDrivers(context.Context, auth.Caller) (api.KillAllResponse
 		}
 	}
 	out := api.KillAllResponse{DriverIDs: []string{}}
-	for i, err := range s.applyAll(model.CmdKillDriver, kills) {
+	for i, err := range s.applyAll(kills) {
 		switch {
 		case err == nil:
 			out.DriverIDs = append(out.DriverIDs, live[i])

@@ -11,10 +11,10 @@ import (
 
 // applied returns an FSM that has applied cmd, of type t, as its first
 // entry.
-func applied(t *testing.T, ct model.CommandType, cmd any) *fsm.FSM {
+func applied(t *testing.T, cmd model.Command) *fsm.FSM {
 	t.Helper()
 	f := fsm.New()
-	data, err := fsm.Encode(ct, cmd)
+	data, err := fsm.Encode(cmd)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -30,7 +30,7 @@ func applied(t *testing.T, ct model.CommandType, cmd any) *fsm.FSM {
 // that has not applied counts.
 func TestAdmitDriverCountsAnAppliedSubmissionOnce(t *testing.T) {
 	cmd := &model.SubmitDriver{ID: "driver-20261129120000-0000", Token: "t0", DriverSpec: model.DriverSpec{Argv: []string{"a"}, Cores: 1, MemoryMB: 64}, Client: "10.0.0.1"}
-	f := applied(t, model.CmdSubmitDriver, cmd)
+	f := applied(t, cmd)
 	for _, tc := range []struct {
 		bound string
 		cfg   Config
@@ -51,7 +51,7 @@ func TestAdmitDriverCountsAnAppliedSubmissionOnce(t *testing.T) {
 
 // So is an app registration.
 func TestAdmitAppCountsAnAppliedRegistrationOnce(t *testing.T) {
-	f := applied(t, model.CmdRegisterApp, &model.RegisterApp{ID: "app-20261129120000-0000", Token: "a0", Argv: []string{"e"},
+	f := applied(t, &model.RegisterApp{ID: "app-20261129120000-0000", Token: "a0", Argv: []string{"e"},
 		CoresPerExecutor: 1, MemoryPerExecutorMB: 64, ExecutorLimit: -1})
 	s := &Core{cfg: Config{MaxLiveApps: 2}, Deps: Deps{FSM: f}}
 	s.registering.tokens = map[string]struct{}{"a0": {}}

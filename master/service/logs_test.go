@@ -22,8 +22,8 @@ import (
 func logFSM(t *testing.T, addr string, dead bool) *fsm.FSM {
 	t.Helper()
 	f := fsm.New()
-	apply := func(i uint64, typ model.CommandType, cmd any) {
-		b, err := fsm.Encode(typ, cmd)
+	apply := func(i uint64, cmd model.Command) {
+		b, err := fsm.Encode(cmd)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -31,9 +31,9 @@ func logFSM(t *testing.T, addr string, dead bool) *fsm.FSM {
 			t.Fatal(res)
 		}
 	}
-	apply(1, model.CmdRegisterWorker, &model.RegisterWorker{ID: "w1", HTTPAddr: addr, Cores: 1, MemoryMB: 1, Time: 1})
+	apply(1, &model.RegisterWorker{ID: "w1", HTTPAddr: addr, Cores: 1, MemoryMB: 1, Time: 1})
 	if dead {
-		apply(2, model.CmdWorkerLost, &model.WorkerLost{WorkerID: "w1", Time: 2})
+		apply(2, &model.WorkerLost{WorkerID: "w1", Time: 2})
 	}
 	return f
 }

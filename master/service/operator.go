@@ -173,7 +173,7 @@ func (s *Operator) ClearCompleted(context.Context, auth.Caller) (api.ClearComple
 	for len(drivers)+len(apps) > 0 {
 		nd, na := min(len(drivers), leader.PruneBatch), min(len(apps), leader.PruneBatch)
 		c := model.PruneCompleted{DriverIDs: drivers[:nd], AppIDs: apps[:na]}
-		if _, err := s.Apply(model.CmdPruneCompleted, &c); err != nil {
+		if _, err := s.Apply(&c); err != nil {
 			return api.ClearCompletedResponse{}, err
 		}
 		drivers, apps = drivers[nd:], apps[na:]

@@ -19,7 +19,7 @@ const maxReportBatch = 256
 // sees no delay and writes the entries it always wrote.
 type reportBatcher struct {
 	// apply commits one command through Raft (Core.Apply).
-	apply   func(t model.CommandType, payload any) (any, error)
+	apply   func(model.Command) (any, error)
 	mu      sync.Mutex
 	queue   []*reportCall
 	running bool
@@ -75,13 +75,13 @@ func (b *reportBatcher) flush() {
 func (b *reportBatcher) commitBatch(calls []*reportCall) {
 	var err error
 	if len(calls) == 1 {
-		_, err = b.apply(model.CmdReportAttempts, &calls[0].r)
+		_, err = b.apply(&calls[0].r)
 	} else {
 		batch := model.ReportBatch{Reports: make([]model.ReportAttempts, len(calls))}
 		for i, c := range calls {
 			batch.Reports[i] = c.r
 		}
-		_, err = b.apply(model.CmdReportBatch, &batch)
+		_, err = b.apply(&batch)
 		if errors.Is(err, model.ErrInvalidCommand) {
 			b.commitBatch(calls[:len(calls)/2])
 			b.commitBatch(calls[len(calls)/2:])

@@ -24,13 +24,13 @@ type fakeRaft struct {
 	err      error
 }
 
-func (f *fakeRaft) apply(t model.CommandType, payload any) (any, error) {
-	if _, err := fsm.Encode(t, payload); err != nil {
+func (f *fakeRaft) apply(payload model.Command) (any, error) {
+	if _, err := fsm.Encode(payload); err != nil {
 		return nil, err
 	}
 	f.mu.Lock()
 	first := len(f.commands) == 0
-	f.commands = append(f.commands, t)
+	f.commands = append(f.commands, payload.CommandType())
 	var workers []string
 	switch p := payload.(type) {
 	case *model.ReportAttempts:

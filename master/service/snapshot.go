@@ -44,7 +44,7 @@ func (s *Operator) SaveSnapshot(context.Context, auth.Caller) (*Snapshot, error)
 		// entry past the latest membership change; an idle cluster never
 		// would. An empty PruneCompleted is such an entry, and changes
 		// nothing.
-		if _, err := s.Apply(model.CmdPruneCompleted, &model.PruneCompleted{}); err != nil {
+		if _, err := s.Apply(&model.PruneCompleted{}); err != nil {
 			return nil, err
 		}
 		f = s.Raft.Snapshot()

@@ -9,17 +9,17 @@ import (
 	"github.com/drover-project/drover/model"
 )
 
-// refusal applies cmd, of type ct, as the first entry of new tables and
+// refusal applies cmd as the first entry of new tables and
 // returns the tables' refusal, failing the test if they took it or
 // changed.
-func refusal(t *testing.T, ct model.CommandType, cmd any) error {
+func refusal(t *testing.T, cmd model.Command) error {
 	t.Helper()
 	f := fsm.New()
 	before, err := f.StateHash()
 	if err != nil {
 		t.Fatal(err)
 	}
-	data, err := fsm.Encode(ct, cmd)
+	data, err := fsm.Encode(cmd)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,7 +70,7 @@ func TestSpecRefusedAlikeBeforeAndAfterRaft(t *testing.T) {
 			if !errors.Is(err, api.ErrInvalidRequest) || err.Error() != "invalid request: "+tc.want {
 				t.Errorf("master: %v, want invalid request: %s", err, tc.want)
 			}
-			err = refusal(t, model.CmdSubmitDriver, &model.SubmitDriver{ID: "driver-20261129120000-0000", Token: "t", DriverSpec: tc.spec})
+			err = refusal(t, &model.SubmitDriver{ID: "driver-20261129120000-0000", Token: "t", DriverSpec: tc.spec})
 			if !errors.Is(err, model.ErrInvalidCommand) || err.Error() != "invalid command: "+tc.want {
 				t.Errorf("tables: %v, want invalid command: %s", err, tc.want)
 			}
@@ -95,7 +95,7 @@ func TestSpecRefusedAlikeBeforeAndAfterRaft(t *testing.T) {
 			if err := invalidRequest(cmd.Validate()); err == nil || err.Error() != "invalid request: "+tc.want {
 				t.Errorf("master: %v, want invalid request: %s", err, tc.want)
 			}
-			err := refusal(t, model.CmdRegisterApp, cmd)
+			err := refusal(t, cmd)
 			if !errors.Is(err, model.ErrInvalidCommand) || err.Error() != "invalid command: "+tc.want {
 				t.Errorf("tables: %v, want invalid command: %s", err, tc.want)
 			}

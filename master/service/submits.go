@@ -2,7 +2,6 @@ package service
 
 import (
 	"errors"
-	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -159,39 +158,27 @@ func (s *Core) commitSubmits() {
 // fsm.MaxCommandSize is committed in halves, so that only a submission too
 // large on its own is refused.
 func (s *Core) commitGroup(group []*queuedSubmit) {
-	var t model.CommandType
-	var payload any
+	outcomes := make([]fsm.SubmitOutcome, len(group))
+	var err error
 	if len(group) == 1 {
-		t, payload = model.CmdSubmitDriver, group[0].cmd
+		outcomes[0].SubmitResult, err = fsm.SubmitDriver.Commit(s.Apply, group[0].cmd)
 	} else {
 		c := &model.SubmitDrivers{Drivers: make([]model.SubmitDriver, len(group))}
 		for i, q := range group {
 			c.Drivers[i] = *q.cmd
 		}
-		t, payload = model.CmdSubmitDrivers, c
-	}
-	data, err := s.encode(t, payload)
-	if errors.Is(err, model.ErrInvalidCommand) && len(group) > 1 {
-		half := len(group) / 2
-		s.commitGroup(group[:half])
-		s.commitGroup(group[half:])
-		return
-	}
-	p := pending{err: err}
-	if err == nil {
-		p = pending{f: s.Raft.Apply(data, s.cfg.ApplyTimeout), start: time.Now()}
-	}
-	res, err := p.wait(s)
-	outcomes := make([]fsm.SubmitOutcome, len(group))
-	switch r := res.(type) {
-	case fsm.SubmitResult:
-		outcomes[0].SubmitResult = r
-	case fsm.SubmitDriversResult:
-		copy(outcomes, r.Outcomes)
-	default:
-		if err == nil {
-			err = fmt.Errorf("%w: %s answered %T", model.ErrInvalidCommand, t, res)
+		var res fsm.SubmitDriversResult
+		// The tables refuse no batch of two or more as a whole, so an
+		// invalid command is one too large to encode.
+		if res, err = fsm.SubmitDrivers.Commit(s.Apply, c); errors.Is(err, model.ErrInvalidCommand) {
+			half := len(group) / 2
+			s.commitGroup(group[:half])
+			s.commitGroup(group[half:])
+			return
 		}
+		copy(outcomes, res.Outcomes)
+	}
+	if err != nil {
 		for i := range outcomes {
 			outcomes[i].Err = err
 		}

@@ -71,7 +71,7 @@ func (s *Core) RegisterWorker(ctx context.Context, _ auth.Caller, req api.Regist
 			reflect.DeepEqual(old.Resources, req.Resources) {
 			return nil, nil
 		}
-		res, err := s.Apply(model.CmdRegisterWorker, &model.RegisterWorker{
+		res, err := s.Apply(&model.RegisterWorker{
 			ID: req.ID, Instance: req.Instance, HTTPAddr: req.HTTPAddr, Cores: req.Cores, MemoryMB: req.MemoryMB, Resources: req.Resources, Time: now(),
 		})
 		if err == nil {
@@ -119,7 +119,7 @@ func (s *Core) DecommissionWorker(_ context.Context, _ auth.Caller, id string, r
 	if _, ok := s.FSM.Worker(id); ok && !s.FSM.IsInstance(id, req.Instance) {
 		return api.RegisterWorkerResponse{}, api.Errorf(api.ErrConflict, "worker ID %s is registered by another worker process", id)
 	}
-	if _, err := s.Apply(model.CmdDecommissionWorker, &model.DecommissionWorker{WorkerID: id, Reason: req.Reason, Time: now()}); err != nil {
+	if _, err := s.Apply(&model.DecommissionWorker{WorkerID: id, Reason: req.Reason, Time: now()}); err != nil {
 		return api.RegisterWorkerResponse{}, err
 	}
 	s.Log.Info("worker decommissioned", "worker", id, "reason", req.Reason)

@@ -69,7 +69,7 @@ func TestRaftClosedWithoutTLS(t *testing.T) {
 		before[m.ID] = viewOf(t, c, m)
 	}
 
-	entry, err := fsm.Encode(model.CmdSubmitDriver, model.SubmitDriver{
+	entry, err := fsm.Encode(&model.SubmitDriver{
 		ID: "driver-20240101000000-9999", Token: "rogue", DriverSpec: model.DriverSpec{
 			Argv:     []string{"/bin/sh", "-c", "touch /tmp/drover-rogue"},
 			Cores:    1,
