@@ -164,7 +164,7 @@ func (h *harness) ignored(workerID string, rs ...model.ExecutorReport) {
 
 func (h *harness) app(id string) (*model.App, []*model.Executor) {
 	h.t.Helper()
-	a, es, ok := h.f.App(id)
+	a, es, ok := h.f.State().App(id)
 	if !ok {
 		h.t.Fatalf("app %s is unknown", id)
 	}
@@ -185,7 +185,7 @@ func (h *harness) exec(app string, id int) *model.Executor {
 
 func (h *harness) workerRow(id string) *model.Worker {
 	h.t.Helper()
-	w, ok := h.f.Worker(id)
+	w, ok := h.f.State().Worker(id)
 	if !ok {
 		h.t.Fatalf("worker %s is unknown", id)
 	}
@@ -278,11 +278,11 @@ func TestRegisterApp(t *testing.T) {
 	if !reflect.DeepEqual(a, want) || len(es) != 0 {
 		t.Fatalf("registered app:\n got %+v %v\nwant %+v", a, es, want)
 	}
-	if id, ok := h.f.AppByToken("app-token-5"); !ok || id != appID(5) {
+	if id, ok := h.f.State().AppByToken("app-token-5"); !ok || id != appID(5) {
 		t.Fatalf("AppByToken = %q %v", id, ok)
 	}
-	if h.f.NextAppSeq() != 6 {
-		t.Fatalf("NextAppSeq = %d, want 6", h.f.NextAppSeq())
+	if h.f.State().NextAppSeq() != 6 {
+		t.Fatalf("NextAppSeq = %d, want 6", h.f.State().NextAppSeq())
 	}
 	// Readers get the row itself, which no later entry changes: a copy
 	// of it shares nothing the copy's owner could change.
@@ -306,7 +306,7 @@ func TestRegisterApp(t *testing.T) {
 	if hashOf(t, h.f) != before {
 		t.Fatal("a retried token changed the tables")
 	}
-	if _, _, ok := h.f.App(appID(6)); ok {
+	if _, _, ok := h.f.State().App(appID(6)); ok {
 		t.Fatal("a retried token made a second app")
 	}
 
@@ -318,13 +318,13 @@ func TestRegisterApp(t *testing.T) {
 	c3 := appSpec(3)
 	c3.Token = ""
 	h.register(c3)
-	if h.f.NextAppSeq() != 6 {
-		t.Fatalf("NextAppSeq = %d after registering seq 2 and 3, want 6", h.f.NextAppSeq())
+	if h.f.State().NextAppSeq() != 6 {
+		t.Fatalf("NextAppSeq = %d after registering seq 2 and 3, want 6", h.f.State().NextAppSeq())
 	}
-	if _, ok := h.f.AppByToken(""); ok {
+	if _, ok := h.f.State().AppByToken(""); ok {
 		t.Fatal("the empty token is indexed")
 	}
-	apps, _ := h.f.Apps()
+	apps, _ := h.f.State().Apps()
 	var ids []string
 	for _, a := range apps {
 		ids = append(ids, a.ID)
@@ -349,8 +349,8 @@ func TestRegisterAppIDForm(t *testing.T) {
 	c := appSpec(0)
 	c.ID = "app-20261129120000-7"
 	h.register(c)
-	if h.f.NextAppSeq() != 8 {
-		t.Fatalf("NextAppSeq = %d, want 8", h.f.NextAppSeq())
+	if h.f.State().NextAppSeq() != 8 {
+		t.Fatalf("NextAppSeq = %d, want 8", h.f.State().NextAppSeq())
 	}
 	dup := appSpec(7)
 	dup.Token = "another"
@@ -416,14 +416,14 @@ func TestRegisterAppRefusesInvalidSpecs(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			h.t = t
 			h.refused(c, tc.want)
-			if _, ok := h.f.AppByToken(c.Token); ok {
+			if _, ok := h.f.State().AppByToken(c.Token); ok {
 				t.Fatal("a refused registration indexed its token")
 			}
 		})
 	}
 	h.t = t
-	if h.f.NextAppSeq() != 1 {
-		t.Fatalf("NextAppSeq = %d, want 1: refused registrations take no number", h.f.NextAppSeq())
+	if h.f.State().NextAppSeq() != 1 {
+		t.Fatalf("NextAppSeq = %d, want 1: refused registrations take no number", h.f.State().NextAppSeq())
 	}
 
 	// The boundaries just inside each rule are accepted, so the refusals
@@ -495,7 +495,7 @@ func TestPlaceExecutors(t *testing.T) {
 	}
 	h.wantUsed("w1", 2, 1024)
 	h.wantUsed("w2", 2, 1024)
-	es, apps := h.f.ExecutorsOn("w2")
+	es, apps := h.f.State().ExecutorsOn("w2")
 	if len(es) != 2 || es[0].ID != 2 || es[1].ID != 3 || apps[0].ID != a || apps[1].ID != a {
 		t.Fatalf("ExecutorsOn(w2) = %+v", es)
 	}
@@ -589,7 +589,7 @@ func TestPlaceExecutorsChecksWorkersAndApps(t *testing.T) {
 	if row, es := h.app(ended); row.NextExecutorID != 0 || len(es) != 0 {
 		t.Fatalf("finished app got executors: %+v", es)
 	}
-	if _, _, ok := h.f.App(appID(99)); ok {
+	if _, _, ok := h.f.State().App(appID(99)); ok {
 		t.Fatal("a placement made an unknown app")
 	}
 	h.invariants()
@@ -785,7 +785,7 @@ func TestWorkerLostLosesExecutors(t *testing.T) {
 	}
 	h.wantUsed("w1", 0, 0)
 	h.wantUsed("w2", 1, 512)
-	if es, _ := h.f.ExecutorsOn("w1"); len(es) != 0 {
+	if es, _ := h.f.State().ExecutorsOn("w1"); len(es) != 0 {
 		t.Fatalf("ExecutorsOn(lost worker) = %+v", es)
 	}
 	// Late reports from the lost worker are ignored; the scheduler
@@ -839,8 +839,8 @@ func TestDriverEndEndsItsApps(t *testing.T) {
 			z := h.register(spec(2, ""))
 			h.mustPlace(ep(x, 0, "w2"), ep(x, 1, "w2"), ep(y, 0, "w2"), ep(z, 0, "w2"))
 			h.report("w2", er(x, 0, model.ExecRunning), er(y, 0, model.ExecRunning))
-			ya, yes, _ := h.f.App(y)
-			za, zes, _ := h.f.App(z)
+			ya, yes, _ := h.f.State().App(y)
+			za, zes, _ := h.f.State().App(z)
 
 			tc.end(h, d)
 			row := h.wantAppState(x, tc.want)
@@ -855,7 +855,7 @@ func TestDriverEndEndsItsApps(t *testing.T) {
 				app  *model.App
 				exec []*model.Executor
 			}{{ya, yes}, {za, zes}} {
-				a, es, _ := h.f.App(o.app.ID)
+				a, es, _ := h.f.State().App(o.app.ID)
 				if !reflect.DeepEqual(a, o.app) || !reflect.DeepEqual(es, o.exec) {
 					t.Fatalf("app %s of another driver changed: %+v", a.ID, a)
 				}
@@ -1042,25 +1042,25 @@ func TestPruneCompleted(t *testing.T) {
 		DriverIDs: []string{done, live, waiting, driverID(99)},
 		AppIDs:    []string{finished, running, appID(99), killed},
 	})
-	if _, ok := h.f.Driver(done); ok {
+	if _, ok := h.f.State().Driver(done); ok {
 		t.Fatal("finished driver not pruned")
 	}
-	if _, ok := h.f.DriverByToken("driver-token-0"); ok {
+	if _, ok := h.f.State().DriverByToken("driver-token-0"); ok {
 		t.Fatal("pruned driver's token kept")
 	}
 	for _, id := range []string{live, waiting} {
-		if _, ok := h.f.Driver(id); !ok {
+		if _, ok := h.f.State().Driver(id); !ok {
 			t.Fatalf("unfinished driver %s pruned", id)
 		}
 	}
-	if w := h.f.WaitingDrivers(); len(w) != 1 || w[0].ID != waiting {
+	if w := h.f.State().WaitingDrivers(); len(w) != 1 || w[0].ID != waiting {
 		t.Fatalf("waiting = %+v", w)
 	}
 	for _, id := range []string{finished, killed} {
-		if _, _, ok := h.f.App(id); ok {
+		if _, _, ok := h.f.State().App(id); ok {
 			t.Fatalf("finished app %s not pruned", id)
 		}
-		if _, ok := h.f.AppByToken("app-token-" + id[len(id)-1:]); ok {
+		if _, ok := h.f.State().AppByToken("app-token-" + id[len(id)-1:]); ok {
 			t.Fatalf("pruned app %s's token kept", id)
 		}
 	}
@@ -1074,10 +1074,10 @@ func TestPruneCompleted(t *testing.T) {
 	if _, es := h.app(running); len(es) != 1 || es[0].State != model.ExecLaunching {
 		t.Fatalf("live app's executors: %+v", es)
 	}
-	if id, ok := h.f.AppByToken("app-token-1"); !ok || id != running {
+	if id, ok := h.f.State().AppByToken("app-token-1"); !ok || id != running {
 		t.Fatal("live app's token pruned")
 	}
-	if d, a := h.f.Completed(); len(d) != 0 || len(a) != 0 {
+	if d, a := h.f.State().Completed(); len(d) != 0 || len(a) != 0 {
 		t.Fatalf("Completed after pruning: %v %v", d, a)
 	}
 	// A pruned token is free again.
@@ -1106,7 +1106,7 @@ func TestCompletedOldestFirst(t *testing.T) {
 		h.ok(&model.KillDriver{DriverID: driverID(k.seq), Time: k.at})
 		h.ok(&model.EndApp{AppID: appID(k.seq), State: model.AppFinished, Time: k.at})
 	}
-	d, a := h.f.Completed()
+	d, a := h.f.State().Completed()
 	if want := []string{driverID(1), driverID(2), driverID(0)}; !reflect.DeepEqual(d, want) {
 		t.Fatalf("drivers %v, want %v", d, want)
 	}
@@ -1168,10 +1168,10 @@ func TestRestoreRecomputesAppUsage(t *testing.T) {
 	if hashOf(t, g) != want {
 		t.Fatal("restored tables differ: derived columns were trusted, not recomputed")
 	}
-	if a, _, _ := g.App(appID(0)); a.CoresGranted != 4 {
+	if a, _, _ := g.State().App(appID(0)); a.CoresGranted != 4 {
 		t.Fatalf("CoresGranted %d, want 4", a.CoresGranted)
 	}
-	if w, _ := g.Worker("w1"); w.CoresUsed != 3 || w.MemoryUsedMB != 256+512 {
+	if w, _ := g.State().Worker("w1"); w.CoresUsed != 3 || w.MemoryUsedMB != 256+512 {
 		t.Fatalf("w1 uses %d cores %d MiB, want 3 and 768", w.CoresUsed, w.MemoryUsedMB)
 	}
 	checkInvariants(t, g)
@@ -1262,7 +1262,7 @@ func TestRestoreSnapshotFromBeforeApps(t *testing.T) {
 	if err := g.Restore(io.NopCloser(strings.NewReader(literal))); err != nil {
 		t.Fatalf("pre-app snapshot refused: %v", err)
 	}
-	if w, _ := g.Worker("w1"); w.CoresUsed != 2 || w.MemoryUsedMB != 256 {
+	if w, _ := g.State().Worker("w1"); w.CoresUsed != 2 || w.MemoryUsedMB != 256 {
 		t.Fatalf("w1 uses %d cores %d MiB", w.CoresUsed, w.MemoryUsedMB)
 	}
 	// The restored FSM takes apps: its app tables exist.
@@ -1385,13 +1385,13 @@ func TestFinishedExecutorsAreRetainedUpToALimit(t *testing.T) {
 		h.mustPlace(ep(a, id, "w1"))
 		h.report("w1", er(a, id, model.ExecExited))
 	}
-	_, es, _ := h.f.App(a)
+	_, es, _ := h.f.State().App(a)
 	if len(es) != model.RetainedExecutors+1 || es[0].ID != 0 || es[1].ID != n-model.RetainedExecutors+1 || es[len(es)-1].ID != n {
 		t.Fatalf("kept %d executors from %d, then %d..%d; want the live 0 and the newest %d finished",
 			len(es), es[0].ID, es[1].ID, es[len(es)-1].ID, model.RetainedExecutors)
 	}
 	h.report("w1", er(a, 0, model.ExecExited))
-	row, es, _ := h.f.App(a)
+	row, es, _ := h.f.State().App(a)
 	if len(es) != model.RetainedExecutors || row.FirstExecutorID != es[0].ID {
 		t.Fatalf("after executor 0 ended: %d rows, first ID %d, FirstExecutorID %d", len(es), es[0].ID, row.FirstExecutorID)
 	}
@@ -1407,7 +1407,7 @@ func TestWorkerChangedWakesOnlyThatWorker(t *testing.T) {
 	h := newHarness(t)
 	h.worker("w1", 4, 4096)
 	h.worker("w2", 4, 4096)
-	w1, w2 := h.f.WorkerChanged("w1"), h.f.WorkerChanged("w2")
+	w1, w2 := h.f.State().WorkerChanged("w1"), h.f.State().WorkerChanged("w2")
 	h.submitDriver(0, false, "w1")
 	closed := func(c <-chan struct{}) bool {
 		select {
@@ -1420,7 +1420,7 @@ func TestWorkerChangedWakesOnlyThatWorker(t *testing.T) {
 	if !closed(w1) || closed(w2) {
 		t.Fatalf("after a placement on w1: w1 woken %t, w2 woken %t; want true, false", closed(w1), closed(w2))
 	}
-	w2 = h.f.WorkerChanged("w2")
+	w2 = h.f.State().WorkerChanged("w2")
 	snap := snapshotRestore(t, h.f)
 	var buf memSink
 	s, _ := snap.Snapshot()
@@ -1451,8 +1451,8 @@ func TestLiveAppsLeavesOutFinished(t *testing.T) {
 	a := h.register(appSpec(0))
 	b := h.register(appSpec(1))
 	h.ok(&model.EndApp{AppID: a, State: model.AppFinished, Time: h.tick()})
-	all, _ := h.f.Apps()
-	live, execs := h.f.LiveApps()
+	all, _ := h.f.State().Apps()
+	live, execs := h.f.State().LiveApps()
 	if len(all) != 2 || len(live) != 1 || live[0].ID != b || len(execs) != 1 {
 		t.Fatalf("Apps %d, LiveApps %v: want 2 and only %s", len(all), live, b)
 	}

@@ -141,20 +141,20 @@ func (f *FSM) applyPlaceDrivers(c *model.PlaceDrivers) (PlaceResult, error) {
 		res.Applied = append(res.Applied, p)
 	}
 	if len(placed) > 0 {
-		f.dropWaiting(placed)
+		f.t.dropWaiting(placed)
 	}
 	return res, nil
 }
 
 // dropWaiting removes the given drivers from waitingDrivers, keeping order.
-func (f *FSM) dropWaiting(ids map[string]bool) {
-	kept := f.t.WaitingDrivers[:0]
-	for _, id := range f.t.WaitingDrivers {
+func (t *tables) dropWaiting(ids map[string]bool) {
+	kept := t.WaitingDrivers[:0]
+	for _, id := range t.WaitingDrivers {
 		if !ids[id] {
 			kept = append(kept, id)
 		}
 	}
-	f.t.WaitingDrivers = kept
+	t.WaitingDrivers = kept
 }
 
 // release returns a placed driver's resources, and the addresses its
@@ -356,7 +356,7 @@ func (f *FSM) applyKillDriver(c *model.KillDriver) error {
 		return fmt.Errorf("%w: %s is %s", model.ErrDriverEnded, d.ID, d.State)
 	}
 	if d.WorkerID == "" {
-		f.dropWaiting(map[string]bool{d.ID: true})
+		f.t.dropWaiting(map[string]bool{d.ID: true})
 	}
 	d = f.ownDriver(d)
 	f.release(d)

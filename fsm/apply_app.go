@@ -89,7 +89,7 @@ func (f *FSM) applyPlaceExecutors(c *model.PlaceExecutors) (PlaceExecutorsResult
 		if left := a.CoresLeft(); left >= 0 && left < a.CoresPerExecutor {
 			continue
 		}
-		if a.ExecutorLimit >= 0 && f.liveExecutors(a.ID) >= a.ExecutorLimit {
+		if a.ExecutorLimit >= 0 && f.t.liveExecutors(a.ID) >= a.ExecutorLimit {
 			continue
 		}
 		w, ok := f.t.Workers[p.WorkerID]
@@ -127,9 +127,9 @@ func (f *FSM) applyPlaceExecutors(c *model.PlaceExecutors) (PlaceExecutorsResult
 }
 
 // liveExecutors counts an app's executors that have not ended.
-func (f *FSM) liveExecutors(appID string) int {
+func (t *tables) liveExecutors(appID string) int {
 	n := 0
-	for _, e := range f.executorsOf(appID) {
+	for _, e := range t.executorsOf(appID) {
 		if !e.State.Terminal() {
 			n++
 		}
@@ -143,14 +143,14 @@ func (f *FSM) liveExecutors(appID string) int {
 // wider than the table (a long-lived executor ahead of many dropped ones,
 // or a snapshot's NextExecutorID), where walking it would take
 // unboundedly long and scanning the rows does not.
-func (f *FSM) executorsOf(appID string) []*model.Executor {
-	a, ok := f.t.Apps[appID]
+func (t *tables) executorsOf(appID string) []*model.Executor {
+	a, ok := t.Apps[appID]
 	if !ok {
 		return nil
 	}
 	var out []*model.Executor
-	if a.NextExecutorID-a.FirstExecutorID > len(f.t.Executors) {
-		for _, e := range f.t.Executors {
+	if a.NextExecutorID-a.FirstExecutorID > len(t.Executors) {
+		for _, e := range t.Executors {
 			if e.AppID == appID && e.ID >= a.FirstExecutorID && e.ID < a.NextExecutorID {
 				out = append(out, e)
 			}
@@ -159,7 +159,7 @@ func (f *FSM) executorsOf(appID string) []*model.Executor {
 		return out
 	}
 	for id := a.FirstExecutorID; id < a.NextExecutorID; id++ {
-		if e, ok := f.t.Executors[model.ExecutorKey(appID, id)]; ok {
+		if e, ok := t.Executors[model.ExecutorKey(appID, id)]; ok {
 			out = append(out, e)
 		}
 	}
@@ -197,7 +197,7 @@ func (f *FSM) endExecutor(e *model.Executor, state model.ExecutorState, exit *in
 // of an app and drops the older rows; a is the app's row, owned by the
 // entry (ownApp).
 func (f *FSM) dropOldExecutors(a *model.App) {
-	es := f.executorsOf(a.ID)
+	es := f.t.executorsOf(a.ID)
 	finished := 0
 	for _, e := range es {
 		if e.State.Terminal() {
@@ -272,7 +272,7 @@ func (f *FSM) applyExecutorReports(workerID string, reports []model.ExecutorRepo
 			a = f.ownApp(a.ID)
 			a.RetryCount++
 			f.changed(model.EventApp, a.ID)
-			if a.MaxExecutorRetries >= 0 && a.RetryCount > a.MaxExecutorRetries && !f.anyRunning(a.ID) {
+			if a.MaxExecutorRetries >= 0 && a.RetryCount > a.MaxExecutorRetries && !f.t.anyRunning(a.ID) {
 				f.endApp(a, model.AppFailed, fmt.Sprintf("%d executors failed in a row (max executor retries %d); last: %s",
 					a.RetryCount, a.MaxExecutorRetries, executorEnd(e)), now)
 			}
@@ -291,8 +291,8 @@ func (f *FSM) applyExecutorStaging(e *model.Executor, r model.ExecutorReport) {
 	f.changed(model.EventExecutor, model.ExecutorKey(e.AppID, e.ID))
 }
 
-func (f *FSM) anyRunning(appID string) bool {
-	for _, e := range f.executorsOf(appID) {
+func (t *tables) anyRunning(appID string) bool {
+	for _, e := range t.executorsOf(appID) {
 		if e.State == model.ExecRunning {
 			return true
 		}
@@ -318,7 +318,7 @@ func (f *FSM) endApp(a *model.App, state model.ApplicationState, reason string, 
 	if a.State.Terminal() {
 		return
 	}
-	for _, e := range f.executorsOf(a.ID) {
+	for _, e := range f.t.executorsOf(a.ID) {
 		f.endExecutor(e, model.ExecKilled, nil, "application "+string(state), now)
 	}
 	a = f.ownApp(a.ID)
@@ -339,7 +339,7 @@ func (f *FSM) driverAttemptEnded(d *model.Driver, attempt int, now int64) {
 	case model.DriverKilled:
 		state = model.AppKilled
 	}
-	for _, id := range f.appIDs() {
+	for _, id := range f.t.appIDs() {
 		a := f.t.Apps[id]
 		if a.DriverID == d.ID && a.DriverAttempt == attempt && !a.State.Terminal() {
 			f.endApp(a, state, fmt.Sprintf("driver %s attempt %d ended %s", d.ID, attempt, attemptOutcome(d, attempt)), now)
@@ -358,7 +358,7 @@ func attemptOutcome(d *model.Driver, attempt int) string {
 // attempt registered, once its worker reports a later run: a supervised
 // program restarted in place is a new client.
 func (f *FSM) driverRestarted(d *model.Driver, run int, now int64) {
-	for _, id := range f.appIDs() {
+	for _, id := range f.t.appIDs() {
 		a := f.t.Apps[id]
 		if a.DriverID == d.ID && a.DriverAttempt == d.Attempt && a.DriverRun > 0 && a.DriverRun < run && !a.State.Terminal() {
 			f.endApp(a, model.AppFailed, fmt.Sprintf("driver %s attempt %d run %d ended (restarted as run %d)", d.ID, d.Attempt, a.DriverRun, run), now)
@@ -368,9 +368,9 @@ func (f *FSM) driverRestarted(d *model.Driver, run int, now int64) {
 
 // appIDs returns the app IDs in order, so loops that change state are
 // deterministic.
-func (f *FSM) appIDs() []string {
-	ids := make([]string, 0, len(f.t.Apps))
-	for id := range f.t.Apps {
+func (t *tables) appIDs() []string {
+	ids := make([]string, 0, len(t.Apps))
+	for id := range t.Apps {
 		ids = append(ids, id)
 	}
 	sort.Strings(ids)
@@ -378,7 +378,7 @@ func (f *FSM) appIDs() []string {
 }
 
 func (f *FSM) applyRequestExecutors(c *model.RequestExecutors) error {
-	a, err := f.liveApp(c.AppID)
+	a, err := f.t.liveApp(c.AppID)
 	if err != nil {
 		return err
 	}
@@ -393,7 +393,7 @@ func (f *FSM) applyRequestExecutors(c *model.RequestExecutors) error {
 }
 
 func (f *FSM) applyKillExecutors(c *model.KillExecutors) error {
-	a, err := f.liveApp(c.AppID)
+	a, err := f.t.liveApp(c.AppID)
 	if err != nil {
 		return err
 	}
@@ -404,7 +404,7 @@ func (f *FSM) applyKillExecutors(c *model.KillExecutors) error {
 		}
 		seen[id] = true
 	}
-	live := f.liveExecutors(a.ID)
+	live := f.t.liveExecutors(a.ID)
 	killed := 0
 	for _, id := range c.ExecutorIDs {
 		e := f.t.Executors[model.ExecutorKey(a.ID, id)]
@@ -452,8 +452,8 @@ func (f *FSM) applyEndApp(c *model.EndApp) error {
 }
 
 // liveApp returns an unfinished app, or the error that says why not.
-func (f *FSM) liveApp(id string) (*model.App, error) {
-	a, ok := f.t.Apps[id]
+func (t *tables) liveApp(id string) (*model.App, error) {
+	a, ok := t.Apps[id]
 	if !ok {
 		return nil, fmt.Errorf("%w: %s", model.ErrUnknownApp, id)
 	}
@@ -480,7 +480,7 @@ func (f *FSM) applyPruneCompleted(c *model.PruneCompleted) error {
 		if !ok || !a.State.Terminal() {
 			continue
 		}
-		for _, e := range f.executorsOf(id) {
+		for _, e := range f.t.executorsOf(id) {
 			delete(f.t.Executors, model.ExecutorKey(id, e.ID))
 			f.changed(model.EventExecutor, model.ExecutorKey(id, e.ID))
 		}

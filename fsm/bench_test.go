@@ -258,7 +258,7 @@ func buildTables(t testing.TB, z benchSizes) *benchFSM {
 	placed := ids[:z.drivers-z.waiting]
 	s.report(s.place(placed), model.DriverRunning)
 	for _, a := range s.startApps(z.apps, placed[:z.apps], 2) {
-		for _, e := range s.f.executorsOf(a) {
+		for _, e := range s.f.t.executorsOf(a) {
 			s.must(&model.ReportAttempts{WorkerID: e.WorkerID, Time: s.tick(),
 				Executors: []model.ExecutorReport{{AppID: a, ExecutorID: e.ID, State: model.ExecRunning}}})
 		}
@@ -297,15 +297,15 @@ func baseOf(t testing.TB, z benchSizes) *benchBase {
 // open restores a fresh copy of the base tables.
 func (b *benchBase) open(t testing.TB) *benchFSM {
 	s := &benchFSM{t: t, f: restoreBytes(t, b.data), idx: 1 << 32, clock: 1 << 32, next: b.next}
-	for _, w := range s.f.Workers() {
+	for _, w := range s.f.State().Workers() {
 		s.workers = append(s.workers, w.ID)
 	}
-	for _, d := range s.f.Drivers() {
+	for _, d := range s.f.State().Drivers() {
 		if d.State == model.DriverRunning {
 			s.running = append(s.running, d.ID)
 		}
 	}
-	apps, _ := s.f.Apps()
+	apps, _ := s.f.State().Apps()
 	for _, a := range apps {
 		s.apps = append(s.apps, a.ID)
 	}
@@ -344,7 +344,7 @@ func (*benchSink) Close() error  { return nil }
 // relaunched driver again on the worker of its previous attempt, RUNNING,
 // so the tables look as they did before workers were lost.
 func (s *benchFSM) repair() {
-	for _, w := range s.f.Workers() {
+	for _, w := range s.f.State().Workers() {
 		if w.State != model.WorkerAlive {
 			s.registerWorker(w.ID)
 		}
@@ -592,7 +592,7 @@ func TestApplyBenchmarksTakeEffect(t *testing.T) {
 				if len(cmds) == 0 {
 					t.Fatal("prepare made no commands")
 				}
-				for _, d := range s.f.WaitingDrivers() {
+				for _, d := range s.f.State().WaitingDrivers() {
 					if d.State == model.DriverRelaunching {
 						t.Fatalf("prepare left %s RELAUNCHING", d.ID)
 					}
@@ -601,11 +601,11 @@ func TestApplyBenchmarksTakeEffect(t *testing.T) {
 					if ct, _, err := Decode(data); err != nil || ct != c.cmd {
 						t.Fatalf("prepare made a %s (%v), want %s", ct, err, c.cmd)
 					}
-					before, _ := s.f.StateHash()
+					before, _ := s.f.State().StateHash()
 					if why := refusal(s.apply(data)); why != "" {
 						t.Fatalf("refused: %s", why)
 					}
-					if after, _ := s.f.StateHash(); after == before {
+					if after, _ := s.f.State().StateHash(); after == before {
 						t.Fatal("the command changed nothing")
 					}
 				}

@@ -10,14 +10,14 @@ import (
 // every state the commands reach, the slow way and compares.
 func TestCensusMatchesTheTables(t *testing.T) {
 	f := replay(t, scenario(t))
-	c := f.Census()
+	c := f.State().Census()
 	drivers := map[model.DriverState]int{}
-	for _, d := range f.Drivers() {
+	for _, d := range f.State().Drivers() {
 		drivers[d.State]++
 	}
 	apps := map[model.ApplicationState]int{}
 	executors := map[model.ExecutorState]int{}
-	as, es := f.Apps()
+	as, es := f.State().Apps()
 	for i, a := range as {
 		apps[a.State]++
 		for _, e := range es[i] {
@@ -25,7 +25,7 @@ func TestCensusMatchesTheTables(t *testing.T) {
 		}
 	}
 	workers := map[model.WorkerState]int{}
-	for _, w := range f.Workers() {
+	for _, w := range f.State().Workers() {
 		workers[w.State]++
 	}
 	same := func(what string, got, want map[string]int) {
@@ -43,8 +43,8 @@ func TestCensusMatchesTheTables(t *testing.T) {
 	same("apps", byName(c.Apps), byName(apps))
 	same("executors", byName(c.Executors), byName(executors))
 	same("workers", byName(c.Workers), byName(workers))
-	if c.Waiting != len(f.WaitingDrivers()) || len(drivers) < 2 || len(workers) < 2 {
-		t.Errorf("waiting %d, want %d; the scenario should reach several states: %v %v", c.Waiting, len(f.WaitingDrivers()), drivers, workers)
+	if c.Waiting != len(f.State().WaitingDrivers()) || len(drivers) < 2 || len(workers) < 2 {
+		t.Errorf("waiting %d, want %d; the scenario should reach several states: %v %v", c.Waiting, len(f.State().WaitingDrivers()), drivers, workers)
 	}
 }
 
@@ -68,7 +68,7 @@ func TestQueuedAt(t *testing.T) {
 	b.add(&model.PlaceDrivers{Placements: []model.Placement{{DriverID: id, Attempt: 1, WorkerID: "w1"}}, Time: 2000})
 	b.add(&model.WorkerLost{WorkerID: "w1", Time: 5000})
 	f := replay(t, b.entries)
-	if d, _ := f.Driver(id); d.Attempt != 2 || d.State != model.DriverRelaunching {
+	if d, _ := f.State().Driver(id); d.Attempt != 2 || d.State != model.DriverRelaunching {
 		t.Fatalf("driver %+v: want attempt 2 RELAUNCHING", d)
 	}
 	for _, c := range []struct {
@@ -83,7 +83,7 @@ func TestQueuedAt(t *testing.T) {
 		{id, 0, 0, false},
 		{driverID(2), 1, 0, false},
 	} {
-		if at, ok := f.QueuedAt(c.id, c.attempt); at != c.at || ok != c.ok {
+		if at, ok := f.State().QueuedAt(c.id, c.attempt); at != c.at || ok != c.ok {
 			t.Errorf("QueuedAt(%s, %d) = %d, %v; want %d, %v", c.id, c.attempt, at, ok, c.at, c.ok)
 		}
 	}

@@ -262,7 +262,7 @@ func TestUndecodableEntryHalts(t *testing.T) {
 			if f.Err() != nil {
 				t.Fatalf("Err before the entry: %v", f.Err())
 			}
-			prefix, drivers := hashOf(t, f), len(f.Drivers())
+			prefix, drivers := hashOf(t, f), len(f.State().Drivers())
 			res := f.ApplyCommand(uint64(cut+1), c.entry)
 			checkHalt(t, f, uint64(cut), prefix, res)
 			for _, w := range append([]string{fmt.Sprintf("Raft index %d", cut+1)}, c.want...) {
@@ -276,8 +276,8 @@ func TestUndecodableEntryHalts(t *testing.T) {
 				}
 			}
 			checkHalt(t, f, uint64(cut), prefix, f.Err())
-			if d, ok := f.Driver(driverID(0)); !ok || d.ID != driverID(0) || len(f.Drivers()) != drivers {
-				t.Fatalf("readers after the halt: %v %v, %d drivers, want %d", d, ok, len(f.Drivers()), drivers)
+			if d, ok := f.State().Driver(driverID(0)); !ok || d.ID != driverID(0) || len(f.State().Drivers()) != drivers {
+				t.Fatalf("readers after the halt: %v %v, %d drivers, want %d", d, ok, len(f.State().Drivers()), drivers)
 			}
 			checkInvariants(t, f)
 		})

@@ -134,7 +134,7 @@ func (f *FSM) Subscribe(after uint64, filter events.Filter, maxPending int) (sub
 		if len(filter.Kinds) > 0 && !filter.Kinds[kind] {
 			continue
 		}
-		for _, id := range f.rowIDs(kind) {
+		for _, id := range f.t.rowIDs(kind) {
 			if e := f.event(f.index, rowKey{kind, id}, false); filter.Match(e) {
 				first = append(first, e)
 			}
@@ -144,14 +144,14 @@ func (f *FSM) Subscribe(after uint64, filter events.Filter, maxPending int) (sub
 }
 
 // rowIDs returns the IDs of one table, in order.
-func (f *FSM) rowIDs(kind model.EventKind) []string {
+func (t *tables) rowIDs(kind model.EventKind) []string {
 	switch kind {
 	case model.EventDriver:
-		return sortedKeys(f.t.Drivers)
+		return sortedKeys(t.Drivers)
 	case model.EventApp:
-		return sortedKeys(f.t.Apps)
+		return sortedKeys(t.Apps)
 	case model.EventExecutor:
-		return sortedKeys(f.t.Executors)
+		return sortedKeys(t.Executors)
 	}
-	return sortedKeys(f.t.Workers)
+	return sortedKeys(t.Workers)
 }

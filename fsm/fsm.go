@@ -6,13 +6,9 @@
 package fsm
 
 import (
-	"crypto/subtle"
 	"fmt"
 	"io"
-	"maps"
-	"slices"
 	"sort"
-	"strings"
 	"sync"
 
 	"github.com/hashicorp/raft"
@@ -61,13 +57,17 @@ type PlaceExecutorsResult struct {
 }
 
 // FSM is the replicated state machine. The zero value is not usable; use New.
-// All methods are safe for concurrent use. Readers get the driver and app
-// rows themselves, which no entry changes once applied (ownDriver, ownApp),
-// and must not change them; worker and executor rows, which Apply changes
-// in place, they get copies of.
+// All methods are safe for concurrent use. It holds the codec, the
+// dispatch of entries to their apply functions, the apply functions,
+// snapshots, restores and the halt; the tables and their queries are its
+// State.
 type FSM struct {
-	mu     sync.RWMutex
-	t      tables
+	// state is the tables and their queries. mu and t are its lock and
+	// tables, which Apply and Restore change under the write lock; mu
+	// guards the fields below too.
+	state  *State
+	mu     *sync.RWMutex
+	t      *tables
 	index  uint64 // last applied Raft index
 	change chan struct{}
 	// halted is closed, and err set, when Apply meets an entry it cannot
@@ -157,15 +157,6 @@ func (u *workerUnits) touch() {
 	u.change = make(chan struct{})
 }
 
-// WorkerChanged returns a channel that is closed at the next change of
-// what the worker should run (a driver attempt or an executor placed on it
-// or taken off it), or at the next Restore.
-func (f *FSM) WorkerChanged(worker string) <-chan struct{} {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.t.units(worker).change
-}
-
 func newTables() tables {
 	return tables{
 		Workers: map[string]*model.Worker{},
@@ -189,9 +180,14 @@ func New() *FSM {
 // NewBuffered returns an FSM with empty tables whose buffer of recent
 // events for subscribers holds what b allows.
 func NewBuffered(b events.Bounds) *FSM {
-	return &FSM{t: newTables(), change: make(chan struct{}), halted: make(chan struct{}), events: events.New(b),
+	s := &State{t: newTables()}
+	return &FSM{state: s, mu: &s.mu, t: &s.t, change: make(chan struct{}), halted: make(chan struct{}), events: events.New(b),
 		owned: map[*model.Driver]struct{}{}, ownedApps: map[*model.App]struct{}{}}
 }
+
+// State returns the tables' queries (Nomad's state store): every read of
+// the tables goes through it, and only Apply and Restore change them.
+func (f *FSM) State() *State { return f.state }
 
 // Apply implements raft.FSM. It returns what the apply function registered
 // for the entry's type returns: nil, an error, or for the types of Returns
@@ -336,169 +332,6 @@ func (f *FSM) Index() uint64 {
 	return f.index
 }
 
-// Driver returns one driver's row, or false if it is unknown. The row is
-// the table's own, which no entry changes (ownDriver): the caller must not
-// change it either, and copies it (Driver.Clone) to make a changed one.
-func (f *FSM) Driver(id string) (*model.Driver, bool) {
-	f.mu.RLock()
-	defer f.mu.RUnlock()
-	d, ok := f.t.Drivers[id]
-	return d, ok
-}
-
-// Drivers returns every driver's row, ordered by ID (which orders them by
-// submission time, then sequence). The rows are the table's own, as
-// Driver's are: a read of the table costs a slice, not a copy of every
-// program.
-func (f *FSM) Drivers() []*model.Driver {
-	f.mu.RLock()
-	out := make([]*model.Driver, 0, len(f.t.Drivers))
-	for _, d := range f.t.Drivers {
-		out = append(out, d)
-	}
-	f.mu.RUnlock()
-	slices.SortFunc(out, func(a, b *model.Driver) int { return strings.Compare(a.ID, b.ID) })
-	return out
-}
-
-// WaitingDrivers returns the rows of the drivers in waitingDrivers, in
-// queue order; the table's own, as Driver's are.
-func (f *FSM) WaitingDrivers() []*model.Driver {
-	f.mu.RLock()
-	defer f.mu.RUnlock()
-	out := make([]*model.Driver, 0, len(f.t.WaitingDrivers))
-	for _, id := range f.t.WaitingDrivers {
-		out = append(out, f.t.Drivers[id])
-	}
-	return out
-}
-
-// Demand is what the scheduler needs of one waiting driver: which attempt
-// to place, its cores, memory (MiB) and custom resources, and the worker
-// to avoid when another has room: the worker of the attempt before, when
-// that attempt was rescheduled after failing there RescheduleAfter times
-// in a row; "" for none.
-type Demand struct {
-	DriverID  string
-	Attempt   int
-	Cores     int
-	MemoryMB  int64
-	Resources model.ResourceAmounts
-	Avoid     string
-}
-
-// WaitingDemands returns the demands of the drivers in waitingDrivers, in
-// queue order: the scheduler's input, without copying whole rows.
-func (f *FSM) WaitingDemands() []Demand {
-	f.mu.RLock()
-	defer f.mu.RUnlock()
-	out := make([]Demand, len(f.t.WaitingDrivers))
-	for i, id := range f.t.WaitingDrivers {
-		d := f.t.Drivers[id]
-		out[i] = Demand{DriverID: id, Attempt: d.Attempt, Cores: d.Cores, MemoryMB: d.MemoryMB, Resources: maps.Clone(d.Resources)}
-		if prev := d.AttemptRecord(d.Attempt - 1); prev != nil && prev.Rescheduled {
-			out[i].Avoid = prev.WorkerID
-		}
-	}
-	return out
-}
-
-// Worker returns a copy of one worker, or false if it is unknown.
-func (f *FSM) Worker(id string) (*model.Worker, bool) {
-	f.mu.RLock()
-	defer f.mu.RUnlock()
-	w, ok := f.t.Workers[id]
-	if !ok {
-		return nil, false
-	}
-	return w.View(), true
-}
-
-// IsInstance reports whether worker id is registered by the process whose
-// instance (model.Worker.Instance) is instance: false for an unknown
-// worker. It is the one way out of the FSM for the instance, which no
-// copy of a row carries (model.Worker.View), and it compares in constant
-// time, as for any secret.
-func (f *FSM) IsInstance(id, instance string) bool {
-	f.mu.RLock()
-	defer f.mu.RUnlock()
-	w, ok := f.t.Workers[id]
-	return ok && subtle.ConstantTimeCompare([]byte(w.Instance), []byte(instance)) == 1
-}
-
-// Workers returns copies of all workers, ordered by ID, without their
-// instances (model.Worker.View).
-func (f *FSM) Workers() []*model.Worker {
-	f.mu.RLock()
-	defer f.mu.RUnlock()
-	out := make([]*model.Worker, 0, len(f.t.Workers))
-	for _, w := range f.t.Workers {
-		out = append(out, w.View())
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
-	return out
-}
-
-// AttemptsOn returns the current attempt of every unfinished driver placed
-// on the worker, ordered by driver ID: the attempts it should run, named
-// only, for a held heartbeat that compares them with what the worker runs
-// on every change without copying a row.
-func (f *FSM) AttemptsOn(workerID string) []model.AttemptRef {
-	f.mu.RLock()
-	defer f.mu.RUnlock()
-	var out []model.AttemptRef
-	if u, ok := f.t.on[workerID]; ok {
-		out = make([]model.AttemptRef, 0, len(u.drivers))
-		for id := range u.drivers {
-			out = append(out, model.AttemptRef{DriverID: id, Attempt: f.t.Drivers[id].Attempt})
-		}
-	}
-	slices.SortFunc(out, func(a, b model.AttemptRef) int { return strings.Compare(a.DriverID, b.DriverID) })
-	return out
-}
-
-// DriversOn returns the drivers whose attempts AttemptsOn names, in the
-// same order: the rows of those whose current attempt known does not name
-// in full, the others as refs in kept. The rows are the table's own, as
-// Driver's are: a heartbeat answer built from them costs its encoding,
-// not a deep copy of every driver on the worker.
-func (f *FSM) DriversOn(workerID string, known []model.AttemptRef) (full []*model.Driver, kept []model.AttemptRef) {
-	has := make(map[model.AttemptRef]bool, len(known))
-	for _, k := range known {
-		has[k] = true
-	}
-	f.mu.RLock()
-	defer f.mu.RUnlock()
-	if u, ok := f.t.on[workerID]; ok {
-		for id := range u.drivers {
-			d := f.t.Drivers[id]
-			if ref := (model.AttemptRef{DriverID: id, Attempt: d.Attempt}); has[ref] {
-				kept = append(kept, ref)
-				continue
-			}
-			full = append(full, d)
-		}
-	}
-	slices.SortFunc(full, func(a, b *model.Driver) int { return strings.Compare(a.ID, b.ID) })
-	slices.SortFunc(kept, func(a, b model.AttemptRef) int { return strings.Compare(a.DriverID, b.DriverID) })
-	return full, kept
-}
-
-// DriverByToken returns the ID of the driver made for a submission token.
-func (f *FSM) DriverByToken(token string) (string, bool) {
-	f.mu.RLock()
-	defer f.mu.RUnlock()
-	id, ok := f.t.Tokens[token]
-	return id, ok
-}
-
-// NextDriverSeq is the next free driver sequence number.
-func (f *FSM) NextDriverSeq() int {
-	f.mu.RLock()
-	defer f.mu.RUnlock()
-	return f.t.NextDriverSeq
-}
-
 // Snapshot implements raft.FSM. Raft calls it from the goroutine that calls
 // Apply, so no entry applies while it runs and the copy it returns is of
 // one point in the log. It only copies the tables, under the read lock:
@@ -539,7 +372,7 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 	for _, u := range f.t.on {
 		close(u.change)
 	}
-	f.t = t
+	*f.t = t
 	// A fresh interner: the old one's values are the old tables'.
 	f.intern = interner{}
 	if index != 0 {
@@ -553,195 +386,11 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 	return nil
 }
 
-// StateHash returns a digest of all tables, equal on two masters exactly when
-// their tables are equal.
-func (f *FSM) StateHash() (string, error) {
-	f.mu.RLock()
-	defer f.mu.RUnlock()
-	return hashTables(&f.t)
-}
-
-// App returns one app's row with copies of its executors in ID order, or
-// false if the app is unknown. The app's row is the table's own, which no
-// entry changes (ownApp): the caller must not change it either.
-func (f *FSM) App(id string) (*model.App, []*model.Executor, bool) {
-	f.mu.RLock()
-	defer f.mu.RUnlock()
-	a, ok := f.t.Apps[id]
-	if !ok {
-		return nil, nil, false
-	}
-	return a, f.executorClones(id), true
-}
-
-func (f *FSM) executorClones(appID string) []*model.Executor {
-	es := f.executorsOf(appID)
+func (t *tables) executorClones(appID string) []*model.Executor {
+	es := t.executorsOf(appID)
 	out := make([]*model.Executor, len(es))
 	for i, e := range es {
 		out[i] = e.Clone()
 	}
 	return out
-}
-
-// Apps returns every app's row ordered by ID (so by registration time,
-// then sequence: the order Spark's waitingApps keeps), each with copies of
-// its executors. The rows are the table's own, as App's are.
-func (f *FSM) Apps() ([]*model.App, [][]*model.Executor) { return f.apps(false) }
-
-// LiveApps is Apps without the finished ones: what the scheduler and the
-// app liveness watch need on every change, without copying the retained
-// history.
-func (f *FSM) LiveApps() ([]*model.App, [][]*model.Executor) { return f.apps(true) }
-
-func (f *FSM) apps(liveOnly bool) ([]*model.App, [][]*model.Executor) {
-	f.mu.RLock()
-	defer f.mu.RUnlock()
-	var apps []*model.App
-	var execs [][]*model.Executor
-	for _, id := range f.appIDs() {
-		if a := f.t.Apps[id]; !liveOnly || !a.State.Terminal() {
-			apps = append(apps, a)
-			execs = append(execs, f.executorClones(id))
-		}
-	}
-	return apps, execs
-}
-
-// ExecutorsOn returns copies of the live executors placed on the worker,
-// each with its app's row (the table's own, as App's is): the set the
-// worker should be running.
-func (f *FSM) ExecutorsOn(workerID string) ([]*model.Executor, []*model.App) {
-	f.mu.RLock()
-	defer f.mu.RUnlock()
-	var es []*model.Executor
-	if u, ok := f.t.on[workerID]; ok {
-		for key := range u.executors {
-			es = append(es, f.t.Executors[key].Clone())
-		}
-	}
-	sort.Slice(es, func(i, j int) bool {
-		if es[i].AppID != es[j].AppID {
-			return es[i].AppID < es[j].AppID
-		}
-		return es[i].ID < es[j].ID
-	})
-	apps := make([]*model.App, len(es))
-	for i, e := range es {
-		apps[i] = f.t.Apps[e.AppID]
-	}
-	return es, apps
-}
-
-// AppByToken returns the ID of the app registered with a token.
-func (f *FSM) AppByToken(token string) (string, bool) {
-	f.mu.RLock()
-	defer f.mu.RUnlock()
-	id, ok := f.t.AppTokens[token]
-	return id, ok
-}
-
-// NextAppSeq is the next free app sequence number.
-func (f *FSM) NextAppSeq() int {
-	f.mu.RLock()
-	defer f.mu.RUnlock()
-	return f.t.NextAppSeq
-}
-
-// Completed returns the IDs of finished drivers and finished apps, each
-// list oldest first (by the time they ended, then ID), for retention.
-func (f *FSM) Completed() (drivers, apps []string) {
-	f.mu.RLock()
-	defer f.mu.RUnlock()
-	type ended struct {
-		id string
-		at int64
-	}
-	byAge := func(es []ended) []string {
-		sort.Slice(es, func(i, j int) bool {
-			if es[i].at != es[j].at {
-				return es[i].at < es[j].at
-			}
-			return es[i].id < es[j].id
-		})
-		out := make([]string, len(es))
-		for i, e := range es {
-			out[i] = e.id
-		}
-		return out
-	}
-	var ds, as []ended
-	for id, d := range f.t.Drivers {
-		if d.State.Terminal() {
-			ds = append(ds, ended{id, d.UpdatedAt})
-		}
-	}
-	for id, a := range f.t.Apps {
-		if a.State.Terminal() {
-			as = append(as, ended{id, a.EndedAt})
-		}
-	}
-	return byAge(ds), byAge(as)
-}
-
-// Census is the number of rows of each table by state, and the length of
-// waitingDrivers. Finished rows count only while retention keeps them.
-type Census struct {
-	Drivers   map[model.DriverState]int
-	Apps      map[model.ApplicationState]int
-	Executors map[model.ExecutorState]int
-	Workers   map[model.WorkerState]int
-	Waiting   int
-}
-
-// Census counts the rows of every table by state, for metrics. It walks
-// the maps under the read lock without copying a row, so a scrape every
-// few seconds costs a pass over the tables rather than a copy of every
-// driver with its argv, environment and attempts.
-func (f *FSM) Census() Census {
-	f.mu.RLock()
-	defer f.mu.RUnlock()
-	c := Census{
-		Drivers:   map[model.DriverState]int{},
-		Apps:      map[model.ApplicationState]int{},
-		Executors: map[model.ExecutorState]int{},
-		Workers:   map[model.WorkerState]int{},
-		Waiting:   len(f.t.WaitingDrivers),
-	}
-	for _, d := range f.t.Drivers {
-		c.Drivers[d.State]++
-	}
-	for _, a := range f.t.Apps {
-		c.Apps[a.State]++
-	}
-	for _, e := range f.t.Executors {
-		c.Executors[e.State]++
-	}
-	for _, w := range f.t.Workers {
-		c.Workers[w.State]++
-	}
-	return c
-}
-
-// QueuedAt returns when an attempt of a driver began to wait for a
-// placement, in Unix milliseconds of the leaders' clocks: the submission
-// for the first attempt, the end of the attempt before it for a relaunch
-// (Apply stamps it when it relaunches). It is false when the driver, or
-// that attempt's record, is gone. Reading one attempt by number, rather
-// than the current one, keeps the answer right when the driver has moved
-// on since its placement.
-func (f *FSM) QueuedAt(driverID string, attempt int) (int64, bool) {
-	f.mu.RLock()
-	defer f.mu.RUnlock()
-	d, ok := f.t.Drivers[driverID]
-	if !ok || attempt < 1 {
-		return 0, false
-	}
-	if attempt == 1 {
-		return d.SubmittedAt, true
-	}
-	rec := d.AttemptRecord(attempt - 1)
-	if rec == nil || rec.EndedAt == 0 {
-		return 0, false
-	}
-	return rec.EndedAt, true
 }

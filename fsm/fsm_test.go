@@ -50,7 +50,7 @@ func replay(t tb, entries [][]byte) *FSM {
 }
 
 func hashOf(t tb, f *FSM) string {
-	h, err := f.StateHash()
+	h, err := f.State().StateHash()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -263,25 +263,25 @@ func TestReplayTwiceIdentical(t *testing.T) {
 
 func TestScenarioOutcome(t *testing.T) {
 	f := replay(t, scenario(t))
-	d0, _ := f.Driver(driverID(0))
+	d0, _ := f.State().Driver(driverID(0))
 	if d0.State != model.DriverFinished || d0.Attempt != 2 || d0.WorkerID != "w2" {
 		t.Fatalf("supervised driver: got %s attempt %d on %s, want FINISHED attempt 2 on w2", d0.State, d0.Attempt, d0.WorkerID)
 	}
 	if len(d0.Attempts) != 2 || d0.Attempts[0].State != model.DriverError || d0.Attempts[0].ExitCode != nil {
 		t.Fatalf("attempt 1 record must end in ERROR (worker lost), untouched by the stale FAILED report: %+v", d0.Attempts)
 	}
-	d1, _ := f.Driver(driverID(1))
+	d1, _ := f.State().Driver(driverID(1))
 	if d1.State != model.DriverError {
 		t.Fatalf("unsupervised driver on a lost worker: got %s, want ERROR", d1.State)
 	}
-	d2, _ := f.Driver(driverID(2))
+	d2, _ := f.State().Driver(driverID(2))
 	if d2.State != model.DriverKilled {
 		t.Fatalf("killed waiting driver: got %s", d2.State)
 	}
-	if _, ok := f.Driver(driverID(3)); ok {
+	if _, ok := f.State().Driver(driverID(3)); ok {
 		t.Fatal("a resubmitted token made a second driver")
 	}
-	for _, w := range f.Workers() {
+	for _, w := range f.State().Workers() {
 		want := map[string]model.WorkerState{"w1": model.WorkerAlive, "w2": model.WorkerDecommissioned, "w3": model.WorkerDead}[w.ID]
 		if w.ID == "w4" {
 			continue
@@ -290,71 +290,71 @@ func TestScenarioOutcome(t *testing.T) {
 			t.Fatalf("worker %s: used %d cores %d MiB, state %s; want 0, 0, %s", w.ID, w.CoresUsed, w.MemoryUsedMB, w.State, want)
 		}
 	}
-	d4, _ := f.Driver(driverID(4))
-	d5, _ := f.Driver(driverID(5))
+	d4, _ := f.State().Driver(driverID(4))
+	d5, _ := f.State().Driver(driverID(5))
 	if d4.State != model.DriverRelaunching || d4.Attempt != 2 || d5.State != model.DriverKilled || d5.Message != "worker shut down" {
 		t.Fatalf("after decommission: supervised %s attempt %d, unsupervised %s (%q); want RELAUNCHING 2, KILLED with the reason",
 			d4.State, d4.Attempt, d5.State, d5.Message)
 	}
 	var waiting []string
-	for _, d := range f.WaitingDrivers() {
+	for _, d := range f.State().WaitingDrivers() {
 		waiting = append(waiting, d.ID)
 	}
 	if want := []string{driverID(4), driverID(8), driverID(10), driverID(14)}; !slices.Equal(waiting, want) {
 		t.Fatalf("waiting = %v, want %v", waiting, want)
 	}
 	for _, seq := range []int{11, 12, 13} {
-		if _, ok := f.Driver(driverID(seq)); ok {
+		if _, ok := f.State().Driver(driverID(seq)); ok {
 			t.Fatalf("the group's submission %d, a known token or refused, made a driver", seq)
 		}
 	}
 	if !reflect.DeepEqual(d4.Artifacts, scenarioArtifacts) {
 		t.Fatalf("artifacts = %+v, want the submission's %+v", d4.Artifacts, scenarioArtifacts)
 	}
-	if f.NextDriverSeq() != 15 {
-		t.Fatalf("NextDriverSeq = %d, want 15", f.NextDriverSeq())
+	if f.State().NextDriverSeq() != 15 {
+		t.Fatalf("NextDriverSeq = %d, want 15", f.State().NextDriverSeq())
 	}
-	if _, ok := f.Worker("w5"); ok {
+	if _, ok := f.State().Worker("w5"); ok {
 		t.Fatal("a worker offering one address twice was registered")
 	}
-	w4, _ := f.Worker("w4")
+	w4, _ := f.State().Worker("w4")
 	if got := w4.ResourcesUsed.String(); got != "gpu=0,1" || w4.CoresUsed != 2 {
 		t.Fatalf("w4 holds %q with %d cores used, want gpu=0,1 (driver 7 and app 5's executor) and 2", got, w4.CoresUsed)
 	}
-	d7, _ := f.Driver(driverID(7))
+	d7, _ := f.State().Driver(driverID(7))
 	if d7.State != model.DriverRunning || d7.Attempt != 2 || !d7.Attempts[0].Rescheduled || d7.Attempts[1].Resources.String() != "gpu=1" ||
 		!reflect.DeepEqual(d7.FailuresBefore(3), []int64{1000, 2000}) || d7.User != "etl" {
 		t.Fatalf("driver 7: %+v, want RUNNING attempt 2 holding gpu 1 after attempt 1 was rescheduled, failures 1000 and 2000, user etl", d7)
 	}
-	if as, _ := f.DriversOn("w4", nil); len(as) != 1 || as[0].ID != driverID(7) || as[0].User != "etl" {
+	if as, _ := f.State().DriversOn("w4", nil); len(as) != 1 || as[0].ID != driverID(7) || as[0].User != "etl" {
 		t.Fatalf("w4's assignments %+v, want driver 7's attempt 2 as user etl", as)
 	}
 
 	// Applications.
-	if _, ok := f.Driver(driverID(6)); ok {
+	if _, ok := f.State().Driver(driverID(6)); ok {
 		t.Fatal("finished driver 6 was not pruned")
 	}
-	if _, ok := f.DriverByToken("t6"); ok {
+	if _, ok := f.State().DriverByToken("t6"); ok {
 		t.Fatal("pruned driver 6's token kept")
 	}
 	for _, seq := range []int{0, 1, 2} {
-		if _, _, ok := f.App(appID(seq)); ok {
+		if _, _, ok := f.State().App(appID(seq)); ok {
 			t.Fatalf("app %d exists (pruned, retried token, refused)", seq)
 		}
 	}
-	if _, ok := f.AppByToken("at0"); ok {
+	if _, ok := f.State().AppByToken("at0"); ok {
 		t.Fatal("pruned app 0's token kept")
 	}
-	a3, e3, _ := f.App(appID(3))
+	a3, e3, _ := f.State().App(appID(3))
 	if a3 == nil || a3.State != model.AppFinished || len(e3) != 1 || e3[0].State != model.ExecKilled || a3.CoresGranted != 0 {
 		t.Fatalf("app 3 of the finished driver: %+v %+v, want FINISHED with its executor KILLED", a3, e3)
 	}
-	a4, e4, _ := f.App(appID(4))
+	a4, e4, _ := f.State().App(appID(4))
 	if a4 == nil || a4.State != model.AppRunning || a4.RetryCount != 0 || len(e4) != 2 || e4[0].State != model.ExecLost || e4[1].State != model.ExecLost {
 		t.Fatalf("app 4 after losing w3: %+v %+v, want RUNNING, no retry, two executors LOST", a4, e4)
 	}
-	if f.NextAppSeq() != 6 {
-		t.Fatalf("NextAppSeq = %d, want 6", f.NextAppSeq())
+	if f.State().NextAppSeq() != 6 {
+		t.Fatalf("NextAppSeq = %d, want 6", f.State().NextAppSeq())
 	}
 	f.mu.RLock()
 	n := len(f.t.Executors)
@@ -362,10 +362,10 @@ func TestScenarioOutcome(t *testing.T) {
 	if n != 4 {
 		t.Fatalf("%d executor rows, want 4 (app 0's were pruned)", n)
 	}
-	if e := f.executorClones(appID(5)); len(e) != 1 || e[0].Resources.String() != "gpu=0" {
+	if e := f.t.executorClones(appID(5)); len(e) != 1 || e[0].Resources.String() != "gpu=0" {
 		t.Fatalf("app 5's executors %+v, want one holding gpu 0", e)
 	}
-	if _, apps := f.ExecutorsOn("w4"); len(apps) != 1 || apps[0].ID != appID(5) || apps[0].User != "etl" {
+	if _, apps := f.State().ExecutorsOn("w4"); len(apps) != 1 || apps[0].ID != appID(5) || apps[0].User != "etl" {
 		t.Fatalf("the apps of w4's executors %+v, want app 5 as user etl", apps)
 	}
 }
@@ -415,11 +415,11 @@ func TestReportBatchAppliesAsItsReports(t *testing.T) {
 			continue
 		}
 		batches++
-		before, _ := batched.StateHash()
+		before, _ := batched.State().StateHash()
 		if res := batched.ApplyCommand(index, e); res != nil {
 			t.Fatalf("ReportBatch: %v", res)
 		}
-		if after, _ := batched.StateHash(); after == before {
+		if after, _ := batched.State().StateHash(); after == before {
 			t.Fatal("the scenario's ReportBatch changed nothing")
 		}
 		for _, r := range p.(*model.ReportBatch).Reports {
@@ -433,8 +433,8 @@ func TestReportBatchAppliesAsItsReports(t *testing.T) {
 	if batches == 0 {
 		t.Fatal("the scenario has no ReportBatch")
 	}
-	hb, _ := batched.StateHash()
-	hs, _ := split.StateHash()
+	hb, _ := batched.State().StateHash()
+	hs, _ := split.State().StateHash()
 	if hb != hs {
 		t.Fatal("a ReportBatch and its reports one by one give different tables")
 	}
@@ -457,7 +457,7 @@ func TestRetriedTokenYieldsSameDriver(t *testing.T) {
 	if second.DriverID != first.DriverID || !second.Existing {
 		t.Fatalf("retry: got %+v, want %s existing", second, first.DriverID)
 	}
-	if d, _ := f.Driver(first.DriverID); hashOf(t, f) != before || d.User != "etl" || d.Argv[0] != "x" {
+	if d, _ := f.State().Driver(first.DriverID); hashOf(t, f) != before || d.User != "etl" || d.Argv[0] != "x" {
 		t.Fatalf("a retried token changed the tables: %+v", d)
 	}
 }
@@ -512,7 +512,7 @@ func TestSubmitDriversAppliesEachOnItsOwn(t *testing.T) {
 		t.Fatal("a group applied differently from its submissions one by one")
 	}
 	var waiting []string
-	for _, d := range batched.WaitingDrivers() {
+	for _, d := range batched.State().WaitingDrivers() {
 		waiting = append(waiting, d.ID)
 	}
 	if fmt.Sprint(waiting) != fmt.Sprint([]string{driverID(1), driverID(2), driverID(6)}) {
@@ -698,7 +698,7 @@ func TestRandomLogsKeepInvariants(t *testing.T) {
 				// Mostly about the running attempt of a placed driver, from
 				// its worker.
 				var placed []*model.Driver
-				for _, d := range f.Drivers() {
+				for _, d := range f.State().Drivers() {
 					if d.WorkerID != "" && !d.State.Terminal() {
 						placed = append(placed, d)
 					}
@@ -742,7 +742,7 @@ func TestRandomLogsKeepInvariants(t *testing.T) {
 					// The running attempt of a placed driver, as a driver's
 					// own registration would name it.
 					var placed []*model.Driver
-					for _, d := range f.Drivers() {
+					for _, d := range f.State().Drivers() {
 						if d.WorkerID != "" && !d.State.Terminal() {
 							placed = append(placed, d)
 						}
@@ -777,7 +777,7 @@ func TestRandomLogsKeepInvariants(t *testing.T) {
 					id := rapid.IntRange(0, 6).Draw(rt, "strayID")
 					if rapid.IntRange(0, 4).Draw(rt, "stray") != 4 {
 						if _, ok := next[app]; !ok {
-							if a, _, ok := f.App(app); ok {
+							if a, _, ok := f.State().App(app); ok {
 								next[app] = a.NextExecutorID
 							}
 						}
@@ -792,14 +792,14 @@ func TestRandomLogsKeepInvariants(t *testing.T) {
 				w := rapid.SampledFrom(workers).Draw(rt, "erw")
 				var busy []string
 				for _, bw := range workers {
-					if on, _ := f.ExecutorsOn(bw); len(on) > 0 {
+					if on, _ := f.State().ExecutorsOn(bw); len(on) > 0 {
 						busy = append(busy, bw)
 					}
 				}
 				if len(busy) > 0 && rapid.IntRange(0, 3).Draw(rt, "busy") != 3 {
 					w = rapid.SampledFrom(busy).Draw(rt, "busyWorker")
 				}
-				on, _ := f.ExecutorsOn(w)
+				on, _ := f.State().ExecutorsOn(w)
 				states := []model.ExecutorState{model.ExecRunning, model.ExecRunning, model.ExecExited, model.ExecFailed, model.ExecFailed, model.ExecKilled}
 				var rs []model.ExecutorReport
 				for j := rapid.IntRange(1, 3).Draw(rt, "ner"); j > 0; j-- {
@@ -833,7 +833,7 @@ func TestRandomLogsKeepInvariants(t *testing.T) {
 			case 13:
 				// The oldest finished ones, as the leader picks them, plus
 				// perhaps a live or unknown one.
-				ds, as := f.Completed()
+				ds, as := f.State().Completed()
 				ds = ds[:rapid.IntRange(0, len(ds)).Draw(rt, "pd")]
 				as = as[:rapid.IntRange(0, len(as)).Draw(rt, "pa")]
 				if rapid.Bool().Draw(rt, "pruneLive") {
@@ -888,7 +888,7 @@ type counts struct {
 
 func appCounts(f *FSM) counts {
 	c := counts{next: map[string]int{}}
-	apps, execs := f.Apps()
+	apps, execs := f.State().Apps()
 	for i, a := range apps {
 		c.next[a.ID] = a.NextExecutorID
 		for _, e := range execs[i] {
@@ -917,7 +917,7 @@ func checkPlacement(t tb, f *FSM, before, after counts, res any) {
 			continue
 		}
 		made += n - before.next[id]
-		a, es, _ := f.App(id)
+		a, es, _ := f.State().App(id)
 		live := 0
 		for _, e := range es {
 			if !e.State.Terminal() {
@@ -932,11 +932,11 @@ func checkPlacement(t tb, f *FSM, before, after counts, res any) {
 		t.Fatalf("placement made %d executors (%d more live), reported %d applied", made, after.live-before.live, len(r.Applied))
 	}
 	for _, p := range r.Applied {
-		_, es, _ := f.App(p.AppID)
+		_, es, _ := f.State().App(p.AppID)
 		if p.ExecutorID >= len(es) || es[p.ExecutorID].ID != p.ExecutorID || es[p.ExecutorID].WorkerID != p.WorkerID {
 			t.Fatalf("applied placement %+v made no such executor", p)
 		}
-		if w, _ := f.Worker(p.WorkerID); w.CoresUsed > w.Cores || w.MemoryUsedMB > w.MemoryMB || w.State != model.WorkerAlive {
+		if w, _ := f.State().Worker(p.WorkerID); w.CoresUsed > w.Cores || w.MemoryUsedMB > w.MemoryMB || w.State != model.WorkerAlive {
 			t.Fatalf("placed on worker %s (%s) using %d/%d cores %d/%d MiB", w.ID, w.State, w.CoresUsed, w.Cores, w.MemoryUsedMB, w.MemoryMB)
 		}
 	}
@@ -949,13 +949,13 @@ func checkInvariants(t tb, f *FSM) {
 	mem := map[string]int64{}
 	held := map[string]model.Resources{}
 	waiting := map[string]bool{}
-	for _, d := range f.WaitingDrivers() {
+	for _, d := range f.State().WaitingDrivers() {
 		if waiting[d.ID] {
 			t.Fatalf("%s is twice in waitingDrivers", d.ID)
 		}
 		waiting[d.ID] = true
 	}
-	for _, d := range f.Drivers() {
+	for _, d := range f.State().Drivers() {
 		if d.State.Terminal() {
 			if waiting[d.ID] {
 				t.Fatalf("ended driver %s is waiting", d.ID)
@@ -978,7 +978,7 @@ func checkInvariants(t tb, f *FSM) {
 		mem[d.WorkerID] += d.MemoryMB
 		holds(t, held, d.WorkerID, d.CurrentAttempt().Resources)
 	}
-	apps, execs := f.Apps()
+	apps, execs := f.State().Apps()
 	rows := 0
 	for i, a := range apps {
 		granted := 0
@@ -996,7 +996,7 @@ func checkInvariants(t tb, f *FSM) {
 			if e.Cores != a.CoresPerExecutor || e.MemoryMB != a.MemoryPerExecutorMB {
 				t.Fatalf("executor %s has %d cores %d MiB, its app asks %d and %d", model.ExecutorKey(a.ID, e.ID), e.Cores, e.MemoryMB, a.CoresPerExecutor, a.MemoryPerExecutorMB)
 			}
-			if w, ok := f.Worker(e.WorkerID); !ok || w.State == model.WorkerDead {
+			if w, ok := f.State().Worker(e.WorkerID); !ok || w.State == model.WorkerDead {
 				t.Fatalf("live executor %s is on unknown or dead worker %s", model.ExecutorKey(a.ID, e.ID), e.WorkerID)
 			}
 			cores[e.WorkerID] += e.Cores
@@ -1013,17 +1013,17 @@ func checkInvariants(t tb, f *FSM) {
 		if a.RetryCount < 0 || a.ExecutorLimit < -1 || (a.State == model.AppWaiting && a.MaxExecutorRetries >= 0 && a.RetryCount > a.MaxExecutorRetries) {
 			t.Fatalf("app %s: state %s retry %d (max %d) limit %d", a.ID, a.State, a.RetryCount, a.MaxExecutorRetries, a.ExecutorLimit)
 		}
-		if s, err := idSeq(ids.App, a.ID); err != nil || s >= f.NextAppSeq() {
-			t.Fatalf("app %s: NextAppSeq %d is not past it (%v)", a.ID, f.NextAppSeq(), err)
+		if s, err := idSeq(ids.App, a.ID); err != nil || s >= f.State().NextAppSeq() {
+			t.Fatalf("app %s: NextAppSeq %d is not past it (%v)", a.ID, f.State().NextAppSeq(), err)
 		}
 		if a.Token != "" {
-			if id, ok := f.AppByToken(a.Token); !ok || id != a.ID {
+			if id, ok := f.State().AppByToken(a.Token); !ok || id != a.ID {
 				t.Fatalf("app %s: token %q names %q", a.ID, a.Token, id)
 			}
 		}
 		// A live app of a driver lives with the attempt that registered it.
 		if a.DriverID != "" && !a.State.Terminal() {
-			d, ok := f.Driver(a.DriverID)
+			d, ok := f.State().Driver(a.DriverID)
 			if !ok || d.State.Terminal() || d.Attempt != a.DriverAttempt || d.WorkerID == "" {
 				t.Fatalf("live app %s outlived driver %s attempt %d: %+v", a.ID, a.DriverID, a.DriverAttempt, d)
 			}
@@ -1044,7 +1044,7 @@ func checkInvariants(t tb, f *FSM) {
 	if tokens != withToken {
 		t.Fatalf("%d app tokens, %d apps with a token", tokens, withToken)
 	}
-	for _, w := range f.Workers() {
+	for _, w := range f.State().Workers() {
 		if w.CoresUsed != cores[w.ID] || w.MemoryUsedMB != mem[w.ID] {
 			t.Fatalf("worker %s: used %d cores %d MiB, drivers and executors sum to %d and %d", w.ID, w.CoresUsed, w.MemoryUsedMB, cores[w.ID], mem[w.ID])
 		}
@@ -1074,18 +1074,18 @@ func holds(t tb, held map[string]model.Resources, worker string, rs model.Resour
 
 // checkWorkerIndex compares DriversOn and ExecutorsOn, which read the
 // per-worker index, with a walk of every row.
-// checkLive checks the counts of what has not ended (FSM.Live) against
+// checkLive checks the counts of what has not ended (State.Live) against
 // the rows.
 func checkLive(t tb, f *FSM) {
 	var want Live
 	byClient := map[string]int{}
-	for _, d := range f.Drivers() {
+	for _, d := range f.State().Drivers() {
 		if !d.State.Terminal() {
 			want.Drivers++
 			byClient[d.Client]++
 		}
 	}
-	apps, _ := f.Apps()
+	apps, _ := f.State().Apps()
 	for _, a := range apps {
 		if !a.State.Terminal() {
 			want.Apps++
@@ -1096,29 +1096,29 @@ func checkLive(t tb, f *FSM) {
 		if client == "" {
 			want.ClientDrivers = 0
 		}
-		if got := f.Live(client); got != want {
+		if got := f.State().Live(client); got != want {
 			t.Fatalf("live rows of client %q: counted %+v, rows say %+v", client, got, want)
 		}
 	}
 }
 
 func checkWorkerIndex(t tb, f *FSM) {
-	for _, w := range f.Workers() {
+	for _, w := range f.State().Workers() {
 		var want []string
-		for _, d := range f.Drivers() {
+		for _, d := range f.State().Drivers() {
 			if d.WorkerID == w.ID && !d.State.Terminal() {
 				want = append(want, d.ID)
 			}
 		}
 		var got []string
-		for _, a := range f.AttemptsOn(w.ID) {
+		for _, a := range f.State().AttemptsOn(w.ID) {
 			got = append(got, a.DriverID)
 		}
 		if fmt.Sprint(got) != fmt.Sprint(want) {
 			t.Fatalf("drivers on %s: index %v, rows %v", w.ID, got, want)
 		}
 		var wantE, gotE []string
-		apps, execs := f.Apps()
+		apps, execs := f.State().Apps()
 		for i := range apps {
 			for _, e := range execs[i] {
 				if e.WorkerID == w.ID && !e.State.Terminal() {
@@ -1126,7 +1126,7 @@ func checkWorkerIndex(t tb, f *FSM) {
 				}
 			}
 		}
-		es, _ := f.ExecutorsOn(w.ID)
+		es, _ := f.State().ExecutorsOn(w.ID)
 		for _, e := range es {
 			gotE = append(gotE, model.ExecutorKey(e.AppID, e.ID))
 		}
@@ -1242,11 +1242,11 @@ func TestReRegistrationKeepsRegisteredAt(t *testing.T) {
 	b.add(&model.WorkerLost{WorkerID: "w1", Reason: "gone", Time: 1500})
 	b.add(&model.RegisterWorker{ID: "w1", Instance: "i2", HTTPAddr: "h:2", Cores: 4, MemoryMB: 1024, Time: 2000})
 	f := replay(t, b.entries)
-	w, ok := f.Worker("w1")
+	w, ok := f.State().Worker("w1")
 	if !ok {
 		t.Fatal("w1 is not in the tables")
 	}
-	if w.RegisteredAt != 1000 || w.UpdatedAt != 2000 || !f.IsInstance("w1", "i2") || w.HTTPAddr != "h:2" || w.Cores != 4 ||
+	if w.RegisteredAt != 1000 || w.UpdatedAt != 2000 || !f.State().IsInstance("w1", "i2") || w.HTTPAddr != "h:2" || w.Cores != 4 ||
 		w.MemoryMB != 1024 || w.State != model.WorkerAlive {
 		t.Fatalf("after the second registration: %+v; want registered at 1000, updated at 2000, the new instance's offer, ALIVE", w)
 	}

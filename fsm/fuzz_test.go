@@ -151,25 +151,25 @@ func TestFuzzBaseline(t *testing.T) {
 	}
 	checkInvariants(t, f)
 	wantWorkers := map[string]model.WorkerState{"w1": model.WorkerAlive, "w2": model.WorkerDecommissioned, "w3": model.WorkerDead, "w4": model.WorkerAlive}
-	for _, w := range f.Workers() {
+	for _, w := range f.State().Workers() {
 		if w.State != wantWorkers[w.ID] {
 			t.Errorf("worker %s is %s, want %s", w.ID, w.State, wantWorkers[w.ID])
 		}
 	}
-	if w, _ := f.Worker("w1"); w.CoresFree() != 0 {
+	if w, _ := f.State().Worker("w1"); w.CoresFree() != 0 {
 		t.Errorf("w1 has %d free cores, want 0", w.CoresFree())
 	}
 	wantDrivers := []model.DriverState{model.DriverRunning, model.DriverFinished, model.DriverKilled, model.DriverSubmitted, model.DriverSubmitted, model.DriverRelaunching, model.DriverRunning, model.DriverSubmitted}
 	for seq, want := range wantDrivers {
-		if d, ok := f.Driver(driverID(seq)); !ok || d.State != want {
+		if d, ok := f.State().Driver(driverID(seq)); !ok || d.State != want {
 			t.Errorf("driver %d: %+v, want %s", seq, d, want)
 		}
 	}
-	if _, ok := f.Driver(driverID(8)); ok {
+	if _, ok := f.State().Driver(driverID(8)); ok {
 		t.Error("driver 8 was not pruned")
 	}
 	var waiting []string
-	for _, d := range f.WaitingDrivers() {
+	for _, d := range f.State().WaitingDrivers() {
 		waiting = append(waiting, d.ID)
 	}
 	if fmt.Sprint(waiting) != fmt.Sprint([]string{driverID(3), driverID(7), driverID(5)}) {
@@ -177,11 +177,11 @@ func TestFuzzBaseline(t *testing.T) {
 	}
 	wantApps := []model.ApplicationState{model.AppRunning, model.AppFinished, model.AppWaiting, model.AppRunning}
 	for seq, want := range wantApps {
-		if a, _, ok := f.App(appID(seq)); !ok || a.State != want {
+		if a, _, ok := f.State().App(appID(seq)); !ok || a.State != want {
 			t.Errorf("app %d: %+v, want %s", seq, a, want)
 		}
 	}
-	if _, es, _ := f.App(appID(0)); len(es) != 2 || es[0].State != model.ExecRunning || es[1].State != model.ExecLaunching {
+	if _, es, _ := f.State().App(appID(0)); len(es) != 2 || es[0].State != model.ExecRunning || es[1].State != model.ExecLaunching {
 		t.Errorf("app 0's executors: %+v", es)
 	}
 }
@@ -409,26 +409,26 @@ func driveRestored(t *testing.T, f *FSM) {
 		idx++
 		f.ApplyCommand(idx, data)
 	}
-	workers := f.Workers()
-	drivers := f.Drivers()
-	apps, _ := f.Apps()
-	f.LiveApps()
-	f.Completed()
-	f.WaitingDrivers()
-	demands := f.WaitingDemands()
+	workers := f.State().Workers()
+	drivers := f.State().Drivers()
+	apps, _ := f.State().Apps()
+	f.State().LiveApps()
+	f.State().Completed()
+	f.State().WaitingDrivers()
+	demands := f.State().WaitingDemands()
 	for _, d := range drivers {
-		f.DriverByToken(d.Token)
+		f.State().DriverByToken(d.Token)
 	}
 	for _, a := range apps {
-		f.App(a.ID)
-		f.AppByToken(a.Token)
+		f.State().App(a.ID)
+		f.State().AppByToken(a.Token)
 	}
 	for _, w := range workers {
 		var reports []model.AttemptReport
-		for _, a := range f.AttemptsOn(w.ID) {
+		for _, a := range f.State().AttemptsOn(w.ID) {
 			reports = append(reports, model.AttemptReport{DriverID: a.DriverID, Attempt: a.Attempt, State: model.DriverRunning, Runs: 2})
 		}
-		es, _ := f.ExecutorsOn(w.ID)
+		es, _ := f.State().ExecutorsOn(w.ID)
 		var execs []model.ExecutorReport
 		for _, e := range es {
 			execs = append(execs, model.ExecutorReport{AppID: e.AppID, ExecutorID: e.ID, State: model.ExecRunning})
@@ -465,7 +465,7 @@ func driveRestored(t *testing.T, f *FSM) {
 		apply(&model.DecommissionWorker{WorkerID: workers[0].ID, Time: 7})
 		apply(&model.WorkerLost{WorkerID: workers[len(workers)-1].ID, Time: 7})
 	}
-	ds, as := f.Completed()
+	ds, as := f.State().Completed()
 	apply(&model.PruneCompleted{DriverIDs: ds, AppIDs: as})
 	checkWorkerIndex(t, f)
 }
@@ -567,7 +567,7 @@ func TestWideExecutorIDRange(t *testing.T) {
 		}
 	}
 	var execs [][]*model.Executor
-	step("a read", func() { _, execs = f.Apps() })
+	step("a read", func() { _, execs = f.State().Apps() })
 	if len(execs) != 1 || len(execs[0]) != 2 || execs[0][0].ID != 5 || execs[0][1].ID != far-1 {
 		t.Fatalf("executors %+v, want IDs 5 and %d", execs, far-1)
 	}
@@ -579,7 +579,7 @@ func TestWideExecutorIDRange(t *testing.T) {
 	if r, ok := res.(PlaceExecutorsResult); !ok || len(r.Applied) != 1 {
 		t.Fatalf("placement at NextExecutorID %d: %+v", far, res)
 	}
-	a, es, _ := f.App(appID(0))
+	a, es, _ := f.State().App(appID(0))
 	if a.FirstExecutorID != 5 || a.NextExecutorID != far+1 || len(es) != 3 || a.CoresGranted != 2 {
 		t.Fatalf("app %+v with executors %+v", a, es)
 	}

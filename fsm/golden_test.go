@@ -156,7 +156,7 @@ func tablesJSON(t *testing.T, f *FSM) []byte {
 	t.Helper()
 	f.mu.RLock()
 	defer f.mu.RUnlock()
-	b, err := json.MarshalIndent(snapshotFile{Version: SnapshotVersionJSON, Index: f.index, Tables: f.t}, "", "  ")
+	b, err := json.MarshalIndent(snapshotFile{Version: SnapshotVersionJSON, Index: f.index, Tables: *f.t}, "", "  ")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -103,10 +103,10 @@ func TestRowsShareWhatTheyHaveInCommon(t *testing.T) {
 	}
 	g.mu.RUnlock()
 
-	d1, _ := f.Driver(driverID(1))
+	d1, _ := f.State().Driver(driverID(1))
 	c := d1.Clone()
 	c.Argv[0], c.Env["RUN"] = "changed", "changed"
-	if d, _ := f.Driver(driverID(2)); d.Argv[0] != "/opt/spark/bin/spark-class" || d.Env["RUN"] != "1" {
+	if d, _ := f.State().Driver(driverID(2)); d.Argv[0] != "/opt/spark/bin/spark-class" || d.Env["RUN"] != "1" {
 		t.Fatalf("changing a copy of a row changed another row: %+v", d)
 	}
 }

@@ -38,7 +38,7 @@ func TestKillReasonOutlivesTheWorkersReport(t *testing.T) {
 					t.Fatalf("the entry %s: %v", entry, res)
 				}
 			}
-			d, _ := h.f.Driver(id)
+			d, _ := h.f.State().Driver(id)
 			if d.State != model.DriverKilled || d.Message != tc.message {
 				t.Fatalf("after the kill: %s %q, want KILLED %q", d.State, d.Message, tc.message)
 			}
@@ -46,7 +46,7 @@ func TestKillReasonOutlivesTheWorkersReport(t *testing.T) {
 			h.ok(&model.ReportAttempts{WorkerID: "w1", Time: h.tick(), Reports: []model.AttemptReport{
 				{DriverID: id, Attempt: 1, State: model.DriverKilled, Runs: 1, ExitCode: &code, Reason: workerReason},
 			}})
-			d, _ = h.f.Driver(id)
+			d, _ = h.f.State().Driver(id)
 			rec := d.CurrentAttempt()
 			if d.State != model.DriverKilled || d.Message != tc.message || d.Attempt != 1 {
 				t.Errorf("after the worker's report: %s %q attempt %d, want KILLED %q attempt 1", d.State, d.Message, d.Attempt, tc.message)

@@ -106,7 +106,7 @@ type Live struct {
 
 // Live counts what has not ended, the drivers of client apart ("" counts
 // none apart): a lookup in counts Apply keeps, whatever the tables hold.
-func (f *FSM) Live(client string) Live { return f.LiveWith(client, nil, nil) }
+func (s *State) Live(client string) Live { return s.LiveWith(client, nil, nil) }
 
 // LiveWith is Live with what a leader has handed to Raft and not seen
 // applied counted too: each submission of submits (its token and client)
@@ -116,16 +116,16 @@ func (f *FSM) Live(client string) Live { return f.LiveWith(client, nil, nil) }
 // flight, never twice and never not at all. It walks what is in flight:
 // a leader asks Live first, and LiveWith only when Live with everything
 // in flight added reaches a bound.
-func (f *FSM) LiveWith(client string, submits iter.Seq2[string, string], registrations iter.Seq[string]) Live {
-	f.mu.RLock()
-	defer f.mu.RUnlock()
-	l := Live{Drivers: len(f.t.live.drivers), Apps: len(f.t.live.apps)}
+func (s *State) LiveWith(client string, submits iter.Seq2[string, string], registrations iter.Seq[string]) Live {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	l := Live{Drivers: len(s.t.live.drivers), Apps: len(s.t.live.apps)}
 	if client != "" {
-		l.ClientDrivers = f.t.live.byClient[client]
+		l.ClientDrivers = s.t.live.byClient[client]
 	}
 	if submits != nil {
 		for token, c := range submits {
-			if _, ok := f.t.Tokens[token]; ok {
+			if _, ok := s.t.Tokens[token]; ok {
 				continue
 			}
 			l.Drivers++
@@ -136,7 +136,7 @@ func (f *FSM) LiveWith(client string, submits iter.Seq2[string, string], registr
 	}
 	if registrations != nil {
 		for token := range registrations {
-			if _, ok := f.t.AppTokens[token]; !ok {
+			if _, ok := s.t.AppTokens[token]; !ok {
 				l.Apps++
 			}
 		}

@@ -26,7 +26,7 @@ func TestLiveCounts(t *testing.T) {
 	}
 	check := func(f *FSM, client string, want Live) {
 		t.Helper()
-		if got := f.Live(client); got != want {
+		if got := f.State().Live(client); got != want {
 			t.Fatalf("Live(%q) = %+v, want %+v", client, got, want)
 		}
 	}
@@ -61,7 +61,7 @@ func TestLiveCounts(t *testing.T) {
 	check(r, "10.0.0.1", Live{Drivers: 2, ClientDrivers: 1, Apps: 1})
 	check(r, "10.0.0.2", Live{Drivers: 2, ClientDrivers: 1, Apps: 1})
 	check(r, "10.0.0.3", Live{Drivers: 2, Apps: 1})
-	if d, _ := r.Driver(driverID(2)); d.Client != "10.0.0.1" {
+	if d, _ := r.State().Driver(driverID(2)); d.Client != "10.0.0.1" {
 		t.Fatalf("a restored row names client %q, want 10.0.0.1", d.Client)
 	}
 }

@@ -47,24 +47,24 @@ func firstAfter[T any](ids []string, after string, limit int, row func(string) T
 // page of a million-row table costs the rows it reads, not a sort of the
 // table. keep runs under the tables' read lock: it must be quick and
 // must not call the FSM. The rows are the table's own, as Driver's are.
-func (f *FSM) DriverPage(after string, limit int, keep func(*model.Driver) bool) ([]*model.Driver, bool) {
-	f.mu.RLock()
-	defer f.mu.RUnlock()
-	return firstAfter(f.t.driverIDs, after, limit, func(id string) *model.Driver { return f.t.Drivers[id] }, keep)
+func (s *State) DriverPage(after string, limit int, keep func(*model.Driver) bool) ([]*model.Driver, bool) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return firstAfter(s.t.driverIDs, after, limit, func(id string) *model.Driver { return s.t.Drivers[id] }, keep)
 }
 
 // AppPage is DriverPage for apps, each with its executors: keep sees the
 // table's own (to read only), and the page's apps come with copies of
 // theirs, as Apps gives them. Apps are few (--max-live-apps and
 // --retained-apps bound them): a page sorts their IDs.
-func (f *FSM) AppPage(after string, limit int, keep func(*model.App, []*model.Executor) bool) ([]*model.App, [][]*model.Executor, bool) {
-	f.mu.RLock()
-	defer f.mu.RUnlock()
-	apps, more := firstAfter(f.appIDs(), after, limit, func(id string) *model.App { return f.t.Apps[id] },
-		func(a *model.App) bool { return keep(a, f.executorsOf(a.ID)) })
+func (s *State) AppPage(after string, limit int, keep func(*model.App, []*model.Executor) bool) ([]*model.App, [][]*model.Executor, bool) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	apps, more := firstAfter(s.t.appIDs(), after, limit, func(id string) *model.App { return s.t.Apps[id] },
+		func(a *model.App) bool { return keep(a, s.t.executorsOf(a.ID)) })
 	execs := make([][]*model.Executor, len(apps))
 	for i, a := range apps {
-		execs[i] = f.executorClones(a.ID)
+		execs[i] = s.t.executorClones(a.ID)
 	}
 	return apps, execs, more
 }

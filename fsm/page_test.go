@@ -15,7 +15,7 @@ func TestDriverPagesWalkTheTable(t *testing.T) {
 	s := buildTables(t, benchSizes{workers: 7, drivers: 2_000, waiting: 300})
 	ended := map[string][]string{}
 	var pruned []string
-	for _, d := range s.f.Drivers()[100:400] {
+	for _, d := range s.f.State().Drivers()[100:400] {
 		if d.State == model.DriverRunning {
 			ended[d.WorkerID] = append(ended[d.WorkerID], d.ID)
 			pruned = append(pruned, d.ID)
@@ -23,8 +23,8 @@ func TestDriverPagesWalkTheTable(t *testing.T) {
 	}
 	s.report(ended, model.DriverFinished)
 	s.must(&model.PruneCompleted{DriverIDs: pruned})
-	if len(pruned) < 100 || len(s.f.Drivers()) != 2_000-len(pruned) {
-		t.Fatalf("pruned %d of 2000, %d left", len(pruned), len(s.f.Drivers()))
+	if len(pruned) < 100 || len(s.f.State().Drivers()) != 2_000-len(pruned) {
+		t.Fatalf("pruned %d of 2000, %d left", len(pruned), len(s.f.State().Drivers()))
 	}
 	walkPages(t, s.f)
 	walkPages(t, restoreBytes(t, snapshotBytes(t, s.f)))
@@ -35,12 +35,12 @@ func walkPages(t *testing.T, f *FSM) {
 	running := func(d *model.Driver) bool { return d.State == model.DriverRunning }
 	for _, keep := range []func(*model.Driver) bool{func(*model.Driver) bool { return true }, running} {
 		var want []string
-		for _, d := range s.f.Drivers() {
+		for _, d := range s.f.State().Drivers() {
 			if keep(d) {
 				want = append(want, d.ID)
 			}
 		}
-		all, more := s.f.DriverPage("", 0, keep)
+		all, more := s.f.State().DriverPage("", 0, keep)
 		if more || !slices.Equal(driverIDs(all), want) {
 			t.Fatalf("limit 0: %d drivers (more %t), want %d", len(all), more, len(want))
 		}
@@ -48,7 +48,7 @@ func walkPages(t *testing.T, f *FSM) {
 			var got []string
 			after, pages := "", 0
 			for {
-				page, more := s.f.DriverPage(after, limit, keep)
+				page, more := s.f.State().DriverPage(after, limit, keep)
 				if len(page) > limit || more && len(page) != limit {
 					t.Fatalf("limit %d: a page of %d, more %t", limit, len(page), more)
 				}
@@ -65,12 +65,12 @@ func walkPages(t *testing.T, f *FSM) {
 		}
 	}
 	// A cursor between IDs, and past the last, are positions too.
-	all := s.f.Drivers()
+	all := s.f.State().Drivers()
 	last := all[len(all)-1].ID
-	if page, more := s.f.DriverPage(last, 10, func(*model.Driver) bool { return true }); len(page) != 0 || more {
+	if page, more := s.f.State().DriverPage(last, 10, func(*model.Driver) bool { return true }); len(page) != 0 || more {
 		t.Fatalf("after the last driver: %d, more %t", len(page), more)
 	}
-	if page, _ := s.f.DriverPage(benchDriverID(41)+"~", 1, func(*model.Driver) bool { return true }); page[0].ID != benchDriverID(42) {
+	if page, _ := s.f.State().DriverPage(benchDriverID(41)+"~", 1, func(*model.Driver) bool { return true }); page[0].ID != benchDriverID(42) {
 		t.Fatalf("after a cursor between two IDs: %s", page[0].ID)
 	}
 }

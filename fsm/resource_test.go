@@ -70,7 +70,7 @@ func TestAddressesNeverHeldTwice(t *testing.T) {
 		t.Fatalf("applied %+v, want only %s", res.Applied, b)
 	}
 	h.wantHeld("w1", "gpu=0,1")
-	if d, _ := h.f.Driver(b); d.CurrentAttempt().Resources.String() != "gpu=1" {
+	if d, _ := h.f.State().Driver(b); d.CurrentAttempt().Resources.String() != "gpu=1" {
 		t.Fatalf("attempt record holds %v", d.CurrentAttempt().Resources)
 	}
 
@@ -153,8 +153,8 @@ func TestSubmitDriverRefusesBadBounds(t *testing.T) {
 		c.ID, c.Token, c.Argv, c.Cores, c.MemoryMB, c.Time = driverID(i), fmt.Sprint("bad-", i), []string{"x"}, 1, 1, h.tick()
 		h.refused(&c, model.ErrInvalidCommand)
 	}
-	if h.f.NextDriverSeq() != 0 {
-		t.Fatalf("refused submissions took sequence numbers: next %d", h.f.NextDriverSeq())
+	if h.f.State().NextDriverSeq() != 0 {
+		t.Fatalf("refused submissions took sequence numbers: next %d", h.f.State().NextDriverSeq())
 	}
 }
 
@@ -179,14 +179,14 @@ func TestRescheduleRelaunchesAwayFromWorker(t *testing.T) {
 	report(model.AttemptReport{DriverID: id, Attempt: 1, State: model.DriverRunning, Runs: 1})
 	report(model.AttemptReport{DriverID: id, Attempt: 1, State: model.DriverFailed, ExitCode: intp(1), Runs: 3,
 		Failures: []int64{10, 20, 30}, Reschedule: true, Reason: "2 runs failed in a row"})
-	d, _ := h.f.Driver(id)
+	d, _ := h.f.State().Driver(id)
 	if d.State != model.DriverRelaunching || d.Attempt != 2 || !d.Attempts[0].Rescheduled || !strings.Contains(d.Message, "rescheduled away from worker w1") {
 		t.Fatalf("after a reschedule: %s attempt %d %q %+v", d.State, d.Attempt, d.Message, d.Attempts)
 	}
 	if !reflect.DeepEqual(d.Attempts[0].Failures, []int64{20, 30}) {
 		t.Fatalf("failures %v, want the newest 2 (max restarts 1 + 1)", d.Attempts[0].Failures)
 	}
-	if ds := h.f.WaitingDemands(); len(ds) != 1 || ds[0].Avoid != "w1" {
+	if ds := h.f.State().WaitingDemands(); len(ds) != 1 || ds[0].Avoid != "w1" {
 		t.Fatalf("demands %+v, want the relaunch avoiding w1", ds)
 	}
 	h.invariants()
@@ -194,7 +194,7 @@ func TestRescheduleRelaunchesAwayFromWorker(t *testing.T) {
 	plain := h.submitDriver(1, false, "w1")
 	h.ok(&model.ReportAttempts{WorkerID: "w1", Time: h.tick(), Reports: []model.AttemptReport{
 		{DriverID: plain, Attempt: 1, State: model.DriverFailed, ExitCode: intp(1), Runs: 1, Reschedule: true}}})
-	if d, _ := h.f.Driver(plain); d.State != model.DriverFailed {
+	if d, _ := h.f.State().Driver(plain); d.State != model.DriverFailed {
 		t.Fatalf("unsupervised driver with a reschedule report: %s, want FAILED", d.State)
 	}
 }
@@ -230,11 +230,11 @@ func TestWorkerLossIsNoFailedRun(t *testing.T) {
 	h.ok(&model.ReportAttempts{WorkerID: "w1", Time: h.tick(), Reports: []model.AttemptReport{
 		{DriverID: id, Attempt: 1, State: model.DriverRunning, Runs: 2, Failures: []int64{10}}}})
 	h.ok(&model.WorkerLost{WorkerID: "w1", Time: h.tick()})
-	d, _ := h.f.Driver(id)
+	d, _ := h.f.State().Driver(id)
 	if d.State != model.DriverRelaunching || !reflect.DeepEqual(d.FailuresBefore(d.Attempt), []int64{10}) || d.Attempts[0].Rescheduled {
 		t.Fatalf("after the loss: %s, failures %v, attempts %+v; want RELAUNCHING with the one failure reported", d.State, d.FailuresBefore(d.Attempt), d.Attempts)
 	}
-	if ds := h.f.WaitingDemands(); len(ds) != 1 || ds[0].Avoid != "" {
+	if ds := h.f.State().WaitingDemands(); len(ds) != 1 || ds[0].Avoid != "" {
 		t.Fatalf("demands %+v, want no worker avoided", ds)
 	}
 }

@@ -138,7 +138,7 @@ func checkRowsShared[R any](t *testing.T, entries [][]byte, kind api.EventKind, 
 	}
 	f.mu.RLock()
 	defer f.mu.RUnlock()
-	rows := table(&f.t)
+	rows := table(f.t)
 	latest := map[string]*R{}
 	for _, b := range batches {
 		for _, e := range b.Events {
@@ -171,13 +171,13 @@ func TestReadsShareRows(t *testing.T) {
 		CoresPerExecutor: 1, MemoryPerExecutorMB: 64, ExecutorLimit: -1, Time: 21})
 	b.add(&model.PlaceExecutors{Placements: []model.ExecutorPlacement{ep(appID(2), 0, "w1")}, Time: 22})
 	f := replay(t, b.entries)
-	drivers := f.Drivers()
-	apps, _ := f.Apps()
-	live, _ := f.LiveApps()
-	waiting := f.WaitingDrivers()
-	_, onW1 := f.ExecutorsOn("w1")
-	one, _ := f.Driver(driverID(1))
-	app, _, _ := f.App(appID(1))
+	drivers := f.State().Drivers()
+	apps, _ := f.State().Apps()
+	live, _ := f.State().LiveApps()
+	waiting := f.State().WaitingDrivers()
+	_, onW1 := f.State().ExecutorsOn("w1")
+	one, _ := f.State().Driver(driverID(1))
+	app, _, _ := f.State().App(appID(1))
 	f.mu.RLock()
 	defer f.mu.RUnlock()
 	if len(drivers) != len(f.t.Drivers) || len(apps) != len(f.t.Apps) || len(live) != 1 || len(waiting) != 1 || len(onW1) != 1 {

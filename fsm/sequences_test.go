@@ -13,7 +13,7 @@ func TestRaiseSequences(t *testing.T) {
 	for i, entry := range fuzzLog(t) {
 		f.ApplyCommand(uint64(i+1), entry)
 	}
-	driver, app := f.NextDriverSeq(), f.NextAppSeq()
+	driver, app := f.State().NextDriverSeq(), f.State().NextAppSeq()
 	for version, state := range map[string][]byte{"packed": snapshotBytes(t, f), "JSON": marshalled(t, f)} {
 		for _, tc := range []struct{ d, a, wantD, wantA int }{
 			{driver + 50, app + 7, driver + 50, app + 7},
@@ -31,13 +31,13 @@ func TestRaiseSequences(t *testing.T) {
 			if err := g.Restore(io.NopCloser(bytes.NewReader(raised))); err != nil {
 				t.Fatalf("%s: restore of the raised state: %v", version, err)
 			}
-			if g.NextDriverSeq() != tc.wantD || g.NextAppSeq() != tc.wantA {
-				t.Errorf("%s: raised to (%d, %d): next (%d, %d), want (%d, %d)", version, tc.d, tc.a, g.NextDriverSeq(), g.NextAppSeq(), tc.wantD, tc.wantA)
+			if g.State().NextDriverSeq() != tc.wantD || g.State().NextAppSeq() != tc.wantA {
+				t.Errorf("%s: raised to (%d, %d): next (%d, %d), want (%d, %d)", version, tc.d, tc.a, g.State().NextDriverSeq(), g.State().NextAppSeq(), tc.wantD, tc.wantA)
 			}
 			if tc.wantD == driver && tc.wantA == app && hashOf(t, g) != hashOf(t, f) {
 				t.Errorf("%s: a raise to lower numbers changed the tables", version)
 			}
-			if len(g.Drivers()) != len(f.Drivers()) || len(g.Workers()) != len(f.Workers()) {
+			if len(g.State().Drivers()) != len(f.State().Drivers()) || len(g.State().Workers()) != len(f.State().Workers()) {
 				t.Errorf("%s: the raised state lost rows", version)
 			}
 		}

@@ -27,7 +27,7 @@ import (
 func marshalled(t *testing.T, f *FSM) []byte {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
-	b, err := json.Marshal(snapshotFile{Version: SnapshotVersionJSON, Index: f.index, Tables: f.t})
+	b, err := json.Marshal(snapshotFile{Version: SnapshotVersionJSON, Index: f.index, Tables: *f.t})
 	if err != nil {
 		t.Fatal(err)
 	}

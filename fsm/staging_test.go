@@ -13,7 +13,7 @@ func (h *harness) attemptReport(workerID string, r model.AttemptReport) {
 
 func (h *harness) wantDriver(id string, state model.DriverState, message string, staging bool) *model.Driver {
 	h.t.Helper()
-	d, ok := h.f.Driver(id)
+	d, ok := h.f.State().Driver(id)
 	if !ok || d.State != state || d.Message != message || d.Staging != staging {
 		h.t.Fatalf("driver %s: %+v, want %s, message %q, staging %t", id, d, state, message, staging)
 	}

@@ -7,11 +7,11 @@ import "slices"
 // once: the files the masters' store must keep. A driver or app that has
 // ended no longer pins its files, though the tables still show it. It
 // walks the rows under the read lock without copying them, as Census does.
-func (f *FSM) LiveUploads() []string {
-	f.mu.RLock()
-	defer f.mu.RUnlock()
+func (s *State) LiveUploads() []string {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
 	seen := map[string]struct{}{}
-	for _, d := range f.t.Drivers {
+	for _, d := range s.t.Drivers {
 		if !d.State.Terminal() {
 			for _, a := range d.Artifacts {
 				if a.Upload != "" {
@@ -20,7 +20,7 @@ func (f *FSM) LiveUploads() []string {
 			}
 		}
 	}
-	for _, ap := range f.t.Apps {
+	for _, ap := range s.t.Apps {
 		if !ap.State.Terminal() {
 			for _, a := range ap.Artifacts {
 				if a.Upload != "" {

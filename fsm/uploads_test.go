@@ -28,16 +28,16 @@ func TestLiveUploads(t *testing.T) {
 	b.add(app)
 	b.add(&model.KillDriver{DriverID: driverID(1), Time: 2000})
 	f := replay(t, b.entries[:3])
-	if got, want := f.LiveUploads(), []string{sum("a"), sum("b"), sum("c")}; !slices.Equal(got, want) {
+	if got, want := f.State().LiveUploads(), []string{sum("a"), sum("b"), sum("c")}; !slices.Equal(got, want) {
 		t.Fatalf("LiveUploads = %v, want %v", got, want)
 	}
 
 	b.add(&model.EndApp{AppID: appID(1), State: model.AppFinished, Time: 2001})
 	f = replay(t, b.entries)
-	if _, ok := f.Driver(driverID(1)); !ok {
+	if _, ok := f.State().Driver(driverID(1)); !ok {
 		t.Fatal("the killed driver left the table")
 	}
-	if got, want := f.LiveUploads(), []string{sum("b")}; !slices.Equal(got, want) {
+	if got, want := f.State().LiveUploads(), []string{sum("b")}; !slices.Equal(got, want) {
 		t.Fatalf("after the kill and the app's end: LiveUploads = %v, want %v", got, want)
 	}
 }

@@ -62,12 +62,12 @@ func TestEntriesWithoutUserAreAsBefore(t *testing.T) {
 	// without one (TestCommittedSnapshotsRoundTrip checks their bytes).
 	for _, name := range []string{"scenario", "base-after-32", packedPrefix + "scenario-drivers-only", packedPrefix + "base-after-33"} {
 		f := restoreBytes(t, committedSnapshot(t, name))
-		for _, d := range f.Drivers() {
+		for _, d := range f.State().Drivers() {
 			if d.User != "" {
 				t.Fatalf("%s: driver %s runs as %q", name, d.ID, d.User)
 			}
 		}
-		apps, _ := f.Apps()
+		apps, _ := f.State().Apps()
 		for _, a := range apps {
 			if a.User != "" {
 				t.Fatalf("%s: app %s runs as %q", name, a.ID, a.User)
@@ -99,15 +99,15 @@ func TestUserIsKeptEverywhere(t *testing.T) {
 
 	check := func(name string, f *FSM) {
 		t.Helper()
-		d, _ := f.Driver(driverID(0))
-		other, _ := f.Driver(driverID(1))
+		d, _ := f.State().Driver(driverID(0))
+		other, _ := f.State().Driver(driverID(1))
 		if d == nil || d.User != "etl" || d.Attempt != 2 || other == nil || other.User != "" {
 			t.Fatalf("%s: drivers %+v and %+v, want attempt 2 as etl and one without a user", name, d, other)
 		}
-		if as, _ := f.DriversOn("w2", nil); len(as) != 1 || as[0].Attempt != 2 || as[0].User != "etl" {
+		if as, _ := f.State().DriversOn("w2", nil); len(as) != 1 || as[0].Attempt != 2 || as[0].User != "etl" {
 			t.Fatalf("%s: w2's assignments %+v, want attempt 2 as etl", name, as)
 		}
-		if _, apps := f.ExecutorsOn("w2"); len(apps) != 1 || apps[0].User != "etl" {
+		if _, apps := f.State().ExecutorsOn("w2"); len(apps) != 1 || apps[0].User != "etl" {
 			t.Fatalf("%s: the apps of w2's executors %+v, want one as etl", name, apps)
 		}
 		rows, err := json.Marshal(d)

@@ -67,7 +67,7 @@ func TestLeaderWritesTheFormatEveryVoterReads(t *testing.T) {
 		t.Fatal(err)
 	}
 	until(fsm.FormatPack)
-	if ds := m.fsm.Drivers(); len(ds) != n || m.fsm.Err() != nil {
+	if ds := m.fsm.State().Drivers(); len(ds) != n || m.fsm.Err() != nil {
 		t.Fatalf("%d drivers in the tables after %d submissions (Err %v)", len(ds), n, m.fsm.Err())
 	}
 }

@@ -178,7 +178,7 @@ func fuzzTables(t testing.TB) ([]byte, string) {
 	}})
 	apply(&model.EndApp{AppID: fuzzAppID(1), State: model.AppFinished, Time: now})
 
-	if w, _ := f.Worker("w1"); w.CoresFree() != 0 {
+	if w, _ := f.State().Worker("w1"); w.CoresFree() != 0 {
 		t.Fatalf("w1 has %d free cores: the scheduler would change the tables", w.CoresFree())
 	}
 	snap, err := f.Snapshot()
@@ -189,7 +189,7 @@ func fuzzTables(t testing.TB) ([]byte, string) {
 	if err := snap.Persist(&sink); err != nil {
 		t.Fatal(err)
 	}
-	h, err := f.StateHash()
+	h, err := f.State().StateHash()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -232,7 +232,7 @@ func startHTTPFixture(f testing.TB) *httpFixture {
 }
 
 func (fx *httpFixture) hash(t testing.TB) string {
-	h, err := fx.m.fsm.StateHash()
+	h, err := fx.m.fsm.State().StateHash()
 	if err != nil {
 		t.Fatal(err)
 	}

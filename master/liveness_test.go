@@ -112,7 +112,7 @@ func TestTetheredWorkerLostOnceItsDaemonIsGone(t *testing.T) {
 	_ = dead.ln.Close()
 	died := time.Now()
 	waitTables(t, m, "w9 lost", func() bool {
-		w, _ := m.fsm.Worker("w9")
+		w, _ := m.fsm.State().Worker("w9")
 		return w.State == model.WorkerDead
 	})
 	took := time.Since(died)
@@ -121,11 +121,11 @@ func TestTetheredWorkerLostOnceItsDaemonIsGone(t *testing.T) {
 		t.Fatalf("w9 lost after %s, not before the worker timeout %s", took, m.cfg.WorkerTimeout)
 	}
 	for _, id := range []string{"w2", "w3", "w4"} {
-		if w, _ := m.fsm.Worker(id); w.State != model.WorkerAlive {
+		if w, _ := m.fsm.State().Worker(id); w.State != model.WorkerAlive {
 			t.Errorf("%s is %s (%s), want ALIVE", id, w.State, w.Message)
 		}
 	}
-	if w, _ := m.fsm.Worker("w9"); !strings.Contains(w.Message, "daemon is gone") {
+	if w, _ := m.fsm.State().Worker("w9"); !strings.Contains(w.Message, "daemon is gone") {
 		t.Errorf("w9's loss says %q", w.Message)
 	}
 }
@@ -158,7 +158,7 @@ func TestWorkerAliveOnlyFromWhereItRegistered(t *testing.T) {
 	imp := gossipMemberAt(t, m, "127.0.0.2", gossip.Meta{Role: gossip.RoleWorker, ID: "w1", HTTP: w.ln.Addr().String()})
 	left := time.Now()
 	waitTables(t, m, "w1 lost", func() bool {
-		wk, _ := m.fsm.Worker("w1")
+		wk, _ := m.fsm.State().Worker("w1")
 		return wk.State == model.WorkerDead
 	})
 	t.Logf("w1 lost %s after it left, with %s holding its name", time.Since(left).Round(time.Millisecond), imp.Addr())
@@ -192,7 +192,7 @@ func TestLivenessFollowsAWorkerThatMoved(t *testing.T) {
 	defer timer.Stop()
 	for {
 		changed := m.fsm.Changed()
-		if wk, _ := m.fsm.Worker("w1"); wk.State != model.WorkerAlive || wk.HTTPAddr != moved {
+		if wk, _ := m.fsm.State().Worker("w1"); wk.State != model.WorkerAlive || wk.HTTPAddr != moved {
 			t.Fatalf("%s after it registered at %s, w1 is %s at %s (%s)", time.Since(registered).Round(time.Millisecond), moved, wk.State, wk.HTTPAddr, wk.Message)
 		}
 		select {
@@ -223,7 +223,7 @@ func TestGossipAloneKeepsNoSilentWorkerAlive(t *testing.T) {
 	silent.silence()
 	silenced := time.Now()
 	waitTables(t, m, "w2 lost", func() bool {
-		w, _ := m.fsm.Worker("w2")
+		w, _ := m.fsm.State().Worker("w2")
 		return w.State == model.WorkerDead
 	})
 	took := time.Since(silenced)
@@ -231,13 +231,13 @@ func TestGossipAloneKeepsNoSilentWorkerAlive(t *testing.T) {
 	if took < cfg.WorkerHeartbeatTimeout-time.Second {
 		t.Fatalf("w2 lost %s after its heartbeats stopped, before the timeout %s", took, cfg.WorkerHeartbeatTimeout)
 	}
-	if w, _ := m.fsm.Worker("w2"); !strings.Contains(w.Message, "no heartbeat") {
+	if w, _ := m.fsm.State().Worker("w2"); !strings.Contains(w.Message, "no heartbeat") {
 		t.Errorf("w2's loss says %q", w.Message)
 	}
 	if _, ok := m.pool.LookupAt(gossip.RoleWorker, "w2", silent.ln.Addr().String()); !ok {
 		t.Fatal("w2's member left the pool: the test proves nothing")
 	}
-	if w, _ := m.fsm.Worker(live.id); w.State != model.WorkerAlive {
+	if w, _ := m.fsm.State().Worker(live.id); w.State != model.WorkerAlive {
 		t.Fatalf("%s, heartbeating all along, is %s (%s)", live.id, w.State, w.Message)
 	}
 }

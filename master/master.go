@@ -179,7 +179,7 @@ func New(cfg Config) (*Master, error) {
 	m.pool = pool
 	peerHTTP := peerClient(cfg.BindIP, tc, cfg.RaftKey)
 	m.replicas = blobsync.New(blobsync.Config{
-		Self: cfg.ID, Scheme: m.scheme(), Voters: m.blobVoters, Live: m.fsm.LiveUploads, Current: m.current,
+		Self: cfg.ID, Scheme: m.scheme(), Voters: m.blobVoters, Live: m.fsm.State().LiveUploads, Current: m.current,
 		Grace: cfg.UploadGrace, Interval: cfg.UploadSyncInterval,
 	}, blobsync.Deps{Store: store, HTTP: peerHTTP, Metrics: m.metrics, Log: m.log})
 	m.local = service.New(service.Config{
@@ -197,12 +197,12 @@ func New(cfg Config) (*Master, error) {
 		Metrics: m.metrics, Log: m.log, KnownMasters: m.finder.Known, MasterHTTP: m.finder.HTTP,
 		Blobs: store, Replicas: m.replicas,
 	})
-	m.metrics.Watch(metrics.Source{Raft: m.raft, FSM: m.fsm, Pool: pool, Ready: m.local.Ready, Split: m.local.Split, Blobs: store.Usage})
+	m.metrics.Watch(metrics.Source{Raft: m.raft, State: m.fsm.State(), Pool: pool, Ready: m.local.Ready, Split: m.local.Split, Blobs: store.Usage})
 	fwd := forward.New(m.local.Leadership, peerHTTP, m.scheme())
 	bounds := service.Bounds{Submits: cfg.MaxSubmitsPerClient, Uploads: cfg.MaxUploadsPerClient,
 		EventStreams: cfg.MaxEventStreamsPerClient, BlockingReads: cfg.MaxBlockingReadsPerClient}
 	m.chain = service.NewChain(m.local, fwd, guard, m.log, bounds, func(token string) bool {
-		_, ok := m.fsm.DriverByToken(token)
+		_, ok := m.fsm.State().DriverByToken(token)
 		return ok
 	})
 	conns := transport.NewConnLimit(cfg.MaxConnsPerClient, transport.DefaultMaxConns())

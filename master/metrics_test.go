@@ -194,7 +194,7 @@ func TestMetricsFollowSchedulingAndLiveness(t *testing.T) {
 	}
 	id := sub.DriverID
 	driver := func() *model.Driver {
-		d, ok := m.fsm.Driver(id)
+		d, ok := m.fsm.State().Driver(id)
 		if !ok {
 			t.Fatalf("driver %s is gone", id)
 		}
@@ -254,7 +254,7 @@ func TestMetricsFollowSchedulingAndLiveness(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitTables(t, m, "w1 lost", func() bool {
-		w, _ := m.fsm.Worker("w1")
+		w, _ := m.fsm.State().Worker("w1")
 		return w.State == model.WorkerDead && driver().State == model.DriverRelaunching
 	})
 	s = scrapeWhen(t, m, "the loss counted", counted(1, []string{"drover_workers_lost_total"}))

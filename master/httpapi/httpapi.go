@@ -339,7 +339,7 @@ func (p page[T]) write(w http.ResponseWriter, log *slog.Logger) {
 
 // writeList writes rows as a JSON array with 200, the same bytes as
 // writeJSON, but encoding one row at a time: the rows are the tables' own
-// (fsm.FSM.Drivers), so a read of a table whose programs are large costs
+// (fsm.State.Drivers), so a read of a table whose programs are large costs
 // the encoding of one row, not a buffer of the whole answer (which
 // encoding/json fills before it writes, and keeps in its pool). A row that
 // cannot be encoded cuts the answer short, which its reader cannot

@@ -19,7 +19,7 @@ func (t *Term) watchApps(ctx context.Context) {
 	tick := time.NewTicker(appWatchInterval)
 	defer tick.Stop()
 	for {
-		apps, _ := t.d.FSM.LiveApps()
+		apps, _ := t.d.FSM.State().LiveApps()
 		at := time.Now()
 		for _, a := range apps {
 			if a.State.Terminal() {

@@ -70,7 +70,7 @@ func (t *Term) watchWorkers(ctx context.Context) {
 		changed := t.d.GossipChanged()
 		at := time.Now()
 		var silent []silence
-		for _, w := range t.d.FSM.Workers() {
+		for _, w := range t.d.FSM.State().Workers() {
 			// A decommissioned worker still holding drivers is watched
 			// too: should it die before reporting them, they move on.
 			if w.State != model.WorkerAlive && (w.State != model.WorkerDecommissioned || w.CoresUsed == 0) {

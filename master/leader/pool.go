@@ -62,7 +62,7 @@ func (t *Term) watchPool(ctx context.Context) {
 		for _, id := range t.d.Voters() {
 			heard = append(heard, api.PoolMember{Role: gossip.RoleMaster, ID: id})
 		}
-		for _, w := range t.d.FSM.Workers() {
+		for _, w := range t.d.FSM.State().Workers() {
 			if w.State == model.WorkerDead || at.Sub(t.Workers.Get(w.ID)) > t.cfg.WorkerTimeout {
 				continue
 			}

@@ -35,11 +35,11 @@ func (t *Term) schedule(ctx context.Context) {
 		changed := t.d.FSM.Changed()
 		// The queue is read only when some worker has a free core, so a
 		// long queue in front of a full cluster costs nothing per commit.
-		if ws := t.d.FSM.Workers(); anyFreeCore(ws) {
-			t.placeDrivers(plan(t.d.FSM.WaitingDemands(), ws))
+		if ws := t.d.FSM.State().Workers(); anyFreeCore(ws) {
+			t.placeDrivers(plan(t.d.FSM.State().WaitingDemands(), ws))
 		}
-		apps, execs := t.d.FSM.LiveApps()
-		if ps := planExecutors(apps, execs, t.d.FSM.Workers(), t.cfg.SpreadOutApps, now()); len(ps) > 0 {
+		apps, execs := t.d.FSM.State().LiveApps()
+		if ps := planExecutors(apps, execs, t.d.FSM.State().Workers(), t.cfg.SpreadOutApps, now()); len(ps) > 0 {
 			if res, err := fsm.PlaceExecutors.Commit(t.d.Apply, &model.PlaceExecutors{Placements: ps, Time: now()}); err != nil {
 				t.d.Log.Warn("executor placement not committed", "err", err, "placements", len(ps))
 			} else {
@@ -204,7 +204,7 @@ func (t *Term) placeDrivers(ps []model.Placement) {
 	}
 	// Apply skips placements the tables no longer allow; only the
 	// applied ones count.
-	t.d.Metrics.Placed(t.d.FSM, res.Applied, at)
+	t.d.Metrics.Placed(t.d.FSM.State(), res.Applied, at)
 	for _, p := range ps {
 		t.d.Log.Info("placed driver", "driver", p.DriverID, "attempt", p.Attempt, "worker", p.WorkerID)
 	}
@@ -308,7 +308,7 @@ func exitedRecently(es []*model.Executor, now int64) bool {
 // prune commits the removal of the oldest finished drivers and apps beyond
 // RetainedDrivers and RetainedApps.
 func (t *Term) prune() {
-	drivers, apps := t.d.FSM.Completed()
+	drivers, apps := t.d.FSM.State().Completed()
 	var c model.PruneCompleted
 	if n := len(drivers) - t.cfg.RetainedDrivers; n > 0 {
 		c.DriverIDs = drivers[:min(n, PruneBatch)]

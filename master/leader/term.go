@@ -108,7 +108,7 @@ func Start(cfg Config, d Deps, number uint64) *Term {
 	t := &Term{
 		Number:    number,
 		Since:     time.Now(),
-		IDs:       ids.NewMaker(d.FSM.NextDriverSeq(), d.FSM.NextAppSeq()),
+		IDs:       ids.NewMaker(d.FSM.State().NextDriverSeq(), d.FSM.State().NextAppSeq()),
 		Workers:   &Contacts{},
 		Apps:      &Contacts{},
 		Outsiders: &Contacts{},

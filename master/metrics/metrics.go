@@ -130,8 +130,9 @@ type Metrics struct {
 // Source is what the scrape-time gauges describe.
 type Source struct {
 	Raft *raft.Raft
-	FSM  *fsm.FSM
-	Pool *gossip.Pool
+	// State is the tables the gauges count.
+	State *fsm.State
+	Pool  *gossip.Pool
 	// Ready reports whether this master is the ready leader.
 	Ready func() bool
 	// Split returns, on the leader, the members missing from its gossip
@@ -263,7 +264,7 @@ func (mm *Metrics) Applied(start time.Time, err error) {
 // Placed records the driver placements of a PlaceDrivers entry committed
 // with time at (Unix ms): how many, how many were relaunches, and how long
 // each attempt waited.
-func (mm *Metrics) Placed(f *fsm.FSM, applied []model.Placement, at int64) {
+func (mm *Metrics) Placed(s *fsm.State, applied []model.Placement, at int64) {
 	mm.placements.Add(float64(len(applied)))
 	for _, p := range applied {
 		kind := "first"
@@ -271,7 +272,7 @@ func (mm *Metrics) Placed(f *fsm.FSM, applied []model.Placement, at int64) {
 			kind = "relaunch"
 			mm.relaunches.Inc()
 		}
-		if queued, ok := f.QueuedAt(p.DriverID, p.Attempt); ok {
+		if queued, ok := s.QueuedAt(p.DriverID, p.Attempt); ok {
 			// Clamped: a relaunch stamped by a previous leader may
 			// carry a clock a little ahead of this one.
 			mm.schedulingDuration.WithLabelValues(kind).Observe(float64(max(at-queued, 0)) / 1000)
@@ -336,7 +337,7 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	}
 	gauge(descLeaderReady, boolValue(src.Ready()))
 
-	census := src.FSM.Census()
+	census := src.State.Census()
 	for _, s := range driverStates {
 		gauge(descDrivers, float64(census.Drivers[s]), string(s))
 	}
@@ -352,7 +353,7 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	}
 	// A DEAD worker offers nothing: left out, so that a sum over workers
 	// is the capacity the scheduler can use.
-	for _, w := range src.FSM.Workers() {
+	for _, w := range src.State.Workers() {
 		if w.State == model.WorkerDead {
 			continue
 		}

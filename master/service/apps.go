@@ -138,7 +138,7 @@ func (s *Applications) RegisterApp(_ context.Context, c auth.Caller, req api.Reg
 		return api.RegisterAppResponse{}, err
 	}
 	v, err, _ := s.submits.Do("app\x00"+req.Token, func() (any, error) {
-		if id, ok := s.FSM.AppByToken(req.Token); ok {
+		if id, ok := s.FSM.State().AppByToken(req.Token); ok {
 			return fsm.RegisterAppResult{AppID: id, Existing: true}, nil
 		}
 		done, err := s.admitApp(req.Token)
@@ -194,11 +194,11 @@ func (s *Applications) ownApp(c auth.Caller, id string) (api.AppStatus, error) {
 }
 
 func (s *Applications) currentApp(id string) (api.AppStatus, bool) {
-	a, es, ok := s.FSM.App(id)
+	a, es, ok := s.FSM.State().App(id)
 	if !ok {
 		return api.AppStatus{}, false
 	}
-	return explainApp(api.AppStatus{App: a, Executors: es}, s.FSM.Workers()), true
+	return explainApp(api.AppStatus{App: a, Executors: es}, s.FSM.State().Workers()), true
 }
 
 // WatchApp serves V1WatchApp: it answers when the app's status

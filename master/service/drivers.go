@@ -163,7 +163,7 @@ func (s *Core) KillAllDrivers(context.Context, auth.Caller) (api.KillAllResponse
 	var live []string
 	var kills []model.Command
 	at := now()
-	for _, d := range s.FSM.Drivers() {
+	for _, d := range s.FSM.State().Drivers() {
 		if !d.State.Terminal() {
 			live = append(live, d.ID)
 			kills = append(kills, &model.KillDriver{DriverID: d.ID, Reason: KilledByKillAll, AttemptReason: true, Time: at})
@@ -200,7 +200,7 @@ func (s *Core) Driver(ctx context.Context, _ auth.Caller, id string, r Read) (*m
 	if err != nil {
 		return nil, err
 	}
-	return explainWaiting([]*model.Driver{d}, s.FSM.Workers())[0], nil
+	return explainWaiting([]*model.Driver{d}, s.FSM.State().Workers())[0], nil
 }
 
 // DriverLogs serves V1DriverLogs: the log is the worker's that ran
@@ -244,7 +244,7 @@ func (s *Core) driver(id string) (*model.Driver, error) {
 	if err := ids.CheckDriver(id); err != nil {
 		return nil, api.Errorf(api.ErrInvalidRequest, "%v", err)
 	}
-	d, ok := s.FSM.Driver(id)
+	d, ok := s.FSM.State().Driver(id)
 	if !ok {
 		return nil, api.Errorf(model.ErrUnknownDriver, "%s: %s", model.ErrUnknownDriver, id)
 	}

@@ -151,7 +151,7 @@ type Chain struct {
 // forwarded request again by the credential the forwarding master carried
 // on, and does not count it against the forwarding master's IP. known says
 // whether a submission token is committed in this master's tables
-// (fsm.FSM.DriverByToken), which a batch short of slots uses; nil knows
+// (fsm.State.DriverByToken), which a batch short of slots uses; nil knows
 // none. Guard.CheckWorker's notices go to log once per worker.
 func NewChain(local *Local, router Router, g *auth.Guard, log *slog.Logger, b Bounds, known func(token string) bool) *Chain {
 	return &Chain{admission: newAdmission(g, log, b, known), router: router, local: local}

@@ -9,7 +9,7 @@ import (
 
 // explainWaiting sets the message of each waiting driver to why it waits;
 // the tables hold no such reason, since it changes with every worker. The
-// rows are the tables' own (fsm.FSM.Drivers), which must not change: a
+// rows are the tables' own (fsm.State.Drivers), which must not change: a
 // waiting driver's is replaced in ds by a copy with the message, which
 // shares the rest of the row, its program included.
 func explainWaiting(ds []*model.Driver, ws []*model.Worker) []*model.Driver {

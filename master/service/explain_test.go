@@ -63,7 +63,7 @@ func TestExplainWaitingForResources(t *testing.T) {
 }
 
 // The reasons are the answer's, never the tables': the rows a read is
-// given are the tables' own (fsm.FSM.Drivers, App), so a waiting driver
+// given are the tables' own (fsm.State.Drivers, App), so a waiting driver
 // or app gets a copy with its message, which shares the program, and the
 // row it came from keeps its own message.
 func TestExplainLeavesTheRowsAlone(t *testing.T) {

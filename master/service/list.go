@@ -98,11 +98,11 @@ func (s *Core) Drivers(_ context.Context, _ auth.Caller, q api.ListQuery, r Read
 	if err := s.readable(r); err != nil {
 		return api.DriverPage{}, err
 	}
-	ds, more := s.FSM.DriverPage(f.after, f.limit, func(d *model.Driver) bool {
+	ds, more := s.FSM.State().DriverPage(f.after, f.limit, func(d *model.Driver) bool {
 		return (f.worker == "" || d.WorkerID == f.worker) && f.keeps(string(d.State), d.Name)
 	})
 	return api.DriverPage{
-		Drivers: explainWaiting(ds, s.FSM.Workers()),
+		Drivers: explainWaiting(ds, s.FSM.State().Workers()),
 		Next:    next(more, func() string { return ds[len(ds)-1].ID }),
 	}, nil
 }
@@ -117,11 +117,11 @@ func (s *Applications) Apps(_ context.Context, _ auth.Caller, q api.ListQuery, r
 	if err := s.readable(r); err != nil {
 		return api.AppPage{}, err
 	}
-	apps, execs, more := s.FSM.AppPage(f.after, f.limit, func(a *model.App, es []*model.Executor) bool {
+	apps, execs, more := s.FSM.State().AppPage(f.after, f.limit, func(a *model.App, es []*model.Executor) bool {
 		return (f.worker == "" || slices.ContainsFunc(es, func(e *model.Executor) bool { return e.WorkerID == f.worker })) &&
 			f.keeps(string(a.State), a.Name)
 	})
-	ws := s.FSM.Workers()
+	ws := s.FSM.State().Workers()
 	out := api.AppPage{Apps: make([]api.AppStatus, len(apps))}
 	for i, a := range apps {
 		out.Apps[i] = explainApp(api.AppStatus{App: a, Executors: execs[i]}, ws)

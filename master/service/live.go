@@ -12,12 +12,12 @@ import (
 // The bounds on what has not ended (Config.MaxLiveDrivers,
 // MaxLiveDriversPerClient, MaxLiveApps) are the leader's to keep: it
 // alone commits submissions and registrations. It counts the rows the
-// tables hold (fsm.FSM.Live, the same on every master, so a new leader
+// tables hold (fsm.State.Live, the same on every master, so a new leader
 // starts from where the old one stopped) and what it has handed to Raft
 // and not seen applied yet, and refuses what would pass a bound before
 // any entry is made, so that no committed index holds more than a bound
 // allows. Rows and what is in flight are added up exactly
-// (fsm.FSM.LiveWith) only when their sum with every submission in flight
+// (fsm.State.LiveWith) only when their sum with every submission in flight
 // counted reaches a bound: the usual submission costs a lookup.
 
 // admitDriver refuses a submission from client with api.ErrLimitReached,
@@ -26,13 +26,13 @@ import (
 // s.queue.mu held; the caller queues what it admits.
 func (s *Core) admitDriver(client string) error {
 	q := &s.queue
-	l := s.FSM.Live(client)
+	l := s.FSM.State().Live(client)
 	l.Drivers += len(q.byToken)
 	l.ClientDrivers += q.byClient[client]
 	if s.overLive(l, client) == nil {
 		return nil
 	}
-	return s.overLive(s.FSM.LiveWith(client, q.submitting(), nil), client)
+	return s.overLive(s.FSM.State().LiveWith(client, q.submitting(), nil), client)
 }
 
 // overLive is the refusal of a submission from client when l is at a
@@ -97,8 +97,8 @@ func (s *Core) admitApp(token string) (func(), error) {
 	r := &s.registering
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if limit := s.cfg.MaxLiveApps; limit > 0 && s.FSM.Live("").Apps+len(r.tokens) >= limit &&
-		s.FSM.LiveWith("", nil, maps.Keys(r.tokens)).Apps >= limit {
+	if limit := s.cfg.MaxLiveApps; limit > 0 && s.FSM.State().Live("").Apps+len(r.tokens) >= limit &&
+		s.FSM.State().LiveWith("", nil, maps.Keys(r.tokens)).Apps >= limit {
 		return nil, api.Errorf(api.ErrLimitReached, "apps that have not ended are at --max-live-apps (%d): nothing registered; register again once some have ended", limit)
 	}
 	if r.tokens == nil {

@@ -48,7 +48,7 @@ func (s *Core) workerLog(ctx context.Context, u logUnit, q LogQuery) (*Log, erro
 	if q.Offset < 0 {
 		return nil, api.Errorf(api.ErrInvalidRequest, "offset %d must be a byte count", q.Offset)
 	}
-	wk, ok := s.FSM.Worker(u.workerID)
+	wk, ok := s.FSM.State().Worker(u.workerID)
 	if !ok {
 		return nil, api.Errorf(api.ErrGone, "%s ran on worker %s, which the masters no longer know: its logs went with it", u.what, u.workerID)
 	}

@@ -168,7 +168,7 @@ func (s *Operator) ClearCompleted(context.Context, auth.Caller) (api.ClearComple
 	if _, err := s.leading(); err != nil {
 		return api.ClearCompletedResponse{}, err
 	}
-	drivers, apps := s.FSM.Completed()
+	drivers, apps := s.FSM.State().Completed()
 	out := api.ClearCompletedResponse{DriverIDs: append([]string{}, drivers...), AppIDs: append([]string{}, apps...)}
 	for len(drivers)+len(apps) > 0 {
 		nd, na := min(len(drivers), leader.PruneBatch), min(len(apps), leader.PruneBatch)

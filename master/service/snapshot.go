@@ -127,7 +127,7 @@ func (s *Operator) RestoreSnapshot(_ context.Context, _ auth.Caller, archive io.
 		return api.RaftPeers{}, api.Errorf(api.ErrInvalidRequest, "snapshot state: %v", err)
 	}
 	nextDriver, nextApp := t.IDs.Next()
-	state, err = fsm.RaiseSequences(state, max(nextDriver, s.FSM.NextDriverSeq()), max(nextApp, s.FSM.NextAppSeq()))
+	state, err = fsm.RaiseSequences(state, max(nextDriver, s.FSM.State().NextDriverSeq()), max(nextApp, s.FSM.State().NextAppSeq()))
 	if err != nil {
 		return api.RaftPeers{}, fmt.Errorf("%w: %v", api.ErrInternal, err)
 	}
@@ -135,7 +135,7 @@ func (s *Operator) RestoreSnapshot(_ context.Context, _ auth.Caller, archive io.
 	if err := s.Raft.Restore(meta, bytes.NewReader(state), configChangeTimeout); err != nil {
 		return api.RaftPeers{}, unavailable(err)
 	}
-	t.IDs.Raise(s.FSM.NextDriverSeq(), s.FSM.NextAppSeq())
+	t.IDs.Raise(s.FSM.State().NextDriverSeq(), s.FSM.State().NextAppSeq())
 	s.Log.Info("snapshot restored by an operator", "from_index", meta.Index, "from_term", meta.Term, "bytes", len(state))
 	return s.peers()
 }

@@ -15,7 +15,7 @@ import (
 func refusal(t *testing.T, cmd model.Command) error {
 	t.Helper()
 	f := fsm.New()
-	before, err := f.StateHash()
+	before, err := f.State().StateHash()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -27,7 +27,7 @@ func refusal(t *testing.T, cmd model.Command) error {
 	if res == nil {
 		t.Fatalf("the tables took %+v", cmd)
 	}
-	if after, _ := f.StateHash(); after != before {
+	if after, _ := f.State().StateHash(); after != before {
 		t.Errorf("refusing %+v changed the tables", cmd)
 	}
 	return res

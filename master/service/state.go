@@ -22,19 +22,19 @@ func (s *Core) State(context.Context, auth.Caller) (api.State, error) {
 		LeaderHTTP:     l.LeaderHTTP,
 		CommitIndex:    s.Raft.CommitIndex(),
 		AppliedIndex:   s.Raft.AppliedIndex(),
-		Workers:        s.FSM.Workers(),
-		Drivers:        s.FSM.Drivers(),
+		Workers:        s.FSM.State().Workers(),
+		Drivers:        s.FSM.State().Drivers(),
 		WaitingDrivers: []string{},
 		Apps:           s.appStatuses(),
 	}
 	st.Term, _ = strconv.ParseUint(s.Raft.Stats()["term"], 10, 64)
-	for _, d := range s.FSM.WaitingDrivers() {
+	for _, d := range s.FSM.State().WaitingDrivers() {
 		st.WaitingDrivers = append(st.WaitingDrivers, d.ID)
 	}
 	if peers, err := s.peers(); err == nil {
 		st.Masters = peers.Peers
 	}
-	st.StateHash, _ = s.FSM.StateHash()
+	st.StateHash, _ = s.FSM.State().StateHash()
 	st.Blobs.Files, st.Blobs.Bytes = s.Blobs.Usage()
 	if t := s.term.Load(); t != nil {
 		st.PoolSplit, st.LeadingSince = t.Split(), t.Since.UnixMilli()
@@ -45,8 +45,8 @@ func (s *Core) State(context.Context, auth.Caller) (api.State, error) {
 // appStatuses returns every app with its executors, waiting ones explained:
 // the State's apps, and what Applications.Apps answers.
 func (s *Core) appStatuses() []api.AppStatus {
-	apps, execs := s.FSM.Apps()
-	ws := s.FSM.Workers()
+	apps, execs := s.FSM.State().Apps()
+	ws := s.FSM.State().Workers()
 	out := make([]api.AppStatus, len(apps))
 	for i, a := range apps {
 		out[i] = explainApp(api.AppStatus{App: a, Executors: execs[i]}, ws)

@@ -105,7 +105,7 @@ func (s *Core) submitAll(t *leader.Term, cmds []*model.SubmitDriver) []fsm.Submi
 			qs.waiters = append(qs.waiters, submitWaiter{w, i})
 			continue
 		}
-		if id, ok := s.FSM.DriverByToken(cmd.Token); ok {
+		if id, ok := s.FSM.State().DriverByToken(cmd.Token); ok {
 			w.deliver(i, fsm.SubmitOutcome{SubmitResult: fsm.SubmitResult{DriverID: id, Existing: true}})
 			continue
 		}

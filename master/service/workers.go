@@ -44,7 +44,7 @@ func (s *Core) RegisterWorker(ctx context.Context, _ auth.Caller, req api.Regist
 	if err := model.CheckResourceOffer(req.Resources); err != nil {
 		return api.RegisterWorkerResponse{}, invalidRequest(fmt.Errorf("worker resources: %v", err))
 	}
-	if old, ok := s.FSM.Worker(req.ID); ok && !s.FSM.IsInstance(req.ID, req.Instance) && old.State != model.WorkerDead {
+	if old, ok := s.FSM.State().Worker(req.ID); ok && !s.FSM.State().IsInstance(req.ID, req.Instance) && old.State != model.WorkerDead {
 		heard := t.Workers.Get(req.ID)
 		if t.Since.After(heard) {
 			heard = t.Since
@@ -66,7 +66,7 @@ func (s *Core) RegisterWorker(ctx context.Context, _ auth.Caller, req api.Regist
 	// all. One that finds the worker already registered as it asks
 	// commits nothing.
 	_, err, _ = s.submits.Do("worker\x00"+req.ID+"\x00"+req.Instance, func() (any, error) {
-		if old, ok := s.FSM.Worker(req.ID); ok && old.State == model.WorkerAlive && s.FSM.IsInstance(req.ID, req.Instance) &&
+		if old, ok := s.FSM.State().Worker(req.ID); ok && old.State == model.WorkerAlive && s.FSM.State().IsInstance(req.ID, req.Instance) &&
 			old.HTTPAddr == req.HTTPAddr && old.Cores == req.Cores && old.MemoryMB == req.MemoryMB &&
 			reflect.DeepEqual(old.Resources, req.Resources) {
 			return nil, nil
@@ -116,7 +116,7 @@ func (s *Core) DecommissionWorker(_ context.Context, _ auth.Caller, id string, r
 	if err := checkReason("reason", req.Reason, maxReason); err != nil {
 		return api.RegisterWorkerResponse{}, err
 	}
-	if _, ok := s.FSM.Worker(id); ok && !s.FSM.IsInstance(id, req.Instance) {
+	if _, ok := s.FSM.State().Worker(id); ok && !s.FSM.State().IsInstance(id, req.Instance) {
 		return api.RegisterWorkerResponse{}, api.Errorf(api.ErrConflict, "worker ID %s is registered by another worker process", id)
 	}
 	if _, err := s.Apply(&model.DecommissionWorker{WorkerID: id, Reason: req.Reason, Time: now()}); err != nil {
@@ -139,8 +139,8 @@ func (s *Core) Heartbeat(ctx context.Context, _ auth.Caller, id string, req api.
 	if err := checkStagingReports(req); err != nil {
 		return api.HeartbeatResponse{}, err
 	}
-	wk, ok := s.FSM.Worker(id)
-	if !ok || !s.FSM.IsInstance(id, req.Instance) {
+	wk, ok := s.FSM.State().Worker(id)
+	if !ok || !s.FSM.State().IsInstance(id, req.Instance) {
 		return api.HeartbeatResponse{Registered: false, Index: s.FSM.Index()}, nil
 	}
 	// A heartbeat held in a long poll counts as contact throughout.
@@ -180,13 +180,13 @@ func (s *Core) Heartbeat(ctx context.Context, _ auth.Caller, id string, req api.
 	if req.Brief {
 		known, knownExecs = req.Running, req.RunningExecutors
 	}
-	ds, kept := s.FSM.DriversOn(id, known)
+	ds, kept := s.FSM.State().DriversOn(id, known)
 	as := make([]api.Assignment, len(ds))
 	for i, d := range ds {
 		as[i] = assignment(d)
 		as[i].Token = s.Guard.DriverToken(d.ID, d.Attempt)
 	}
-	es, keptExecs := briefExecutors(executorAssignments(s.FSM, id), knownExecs)
+	es, keptExecs := briefExecutors(executorAssignments(s.FSM.State(), id), knownExecs)
 	return api.HeartbeatResponse{
 		Registered:     true,
 		Assignments:    as,
@@ -228,7 +228,7 @@ func (s *Core) stagingNews(workerID string, rs []model.AttemptReport) []model.At
 		if !r.Staging {
 			return false
 		}
-		d, ok := s.FSM.Driver(r.DriverID)
+		d, ok := s.FSM.State().Driver(r.DriverID)
 		return ok && d.Staging && d.Message == r.Reason && d.Attempt == r.Attempt && d.WorkerID == workerID
 	})
 }
@@ -253,8 +253,8 @@ func (s *Core) waitForChange(ctx context.Context, t *leader.Term, workerID strin
 	timer := time.NewTimer(s.cfg.HeartbeatWait)
 	defer timer.Stop()
 	for {
-		changed := s.FSM.WorkerChanged(workerID)
-		as, es := running(s.FSM, workerID)
+		changed := s.FSM.State().WorkerChanged(workerID)
+		as, es := running(s.FSM.State(), workerID)
 		if !sameSet(as, req.Running) || !sameSet(es, req.RunningExecutors) {
 			return
 		}
@@ -290,7 +290,7 @@ func sameSet[T comparable](a, b []T) bool {
 
 // running is the set of attempts and executors a worker should run, in the
 // form it reports what it runs.
-func running(f *fsm.FSM, workerID string) ([]api.AttemptRef, []api.ExecutorRef) {
+func running(f *fsm.State, workerID string) ([]api.AttemptRef, []api.ExecutorRef) {
 	es := executorAssignments(f, workerID)
 	er := make([]api.ExecutorRef, len(es))
 	for i, e := range es {
@@ -318,7 +318,7 @@ func assignment(d *model.Driver) api.Assignment {
 
 // executorAssignments is the desired set of executors of a worker: every
 // live executor placed on it, with its app's program.
-func executorAssignments(f *fsm.FSM, workerID string) []api.ExecutorAssignment {
+func executorAssignments(f *fsm.State, workerID string) []api.ExecutorAssignment {
 	es, apps := f.ExecutorsOn(workerID)
 	out := make([]api.ExecutorAssignment, len(es))
 	for i, e := range es {
@@ -338,7 +338,7 @@ func (s *Core) Worker(_ context.Context, _ auth.Caller, id string, r Read) (*mod
 	if err := ids.CheckWorker(id); err != nil {
 		return nil, api.Errorf(api.ErrInvalidRequest, "%v", err)
 	}
-	w, ok := s.FSM.Worker(id)
+	w, ok := s.FSM.State().Worker(id)
 	if !ok {
 		return nil, api.Errorf(model.ErrUnknownWorker, "%s: %s", model.ErrUnknownWorker, id)
 	}
