@@ -20,10 +20,15 @@ import (
 // Command types whose apply function gives a result beside a refusal, for
 // their writers (Returns.Commit).
 var (
-	SubmitDriver   = returns((*FSM).applySubmitDriver)
-	SubmitDrivers  = returns((*FSM).applySubmitDrivers)
-	PlaceDrivers   = returns((*FSM).applyPlaceDrivers)
-	RegisterApp    = returns((*FSM).applyRegisterApp)
+	// SubmitDriver gives the driver's ID, and whether its token was known.
+	SubmitDriver = returns((*FSM).applySubmitDriver)
+	// SubmitDrivers gives each submission's SubmitResult or refusal.
+	SubmitDrivers = returns((*FSM).applySubmitDrivers)
+	// PlaceDrivers gives the placements that applied.
+	PlaceDrivers = returns((*FSM).applyPlaceDrivers)
+	// RegisterApp gives the app's ID, and whether its token was known.
+	RegisterApp = returns((*FSM).applyRegisterApp)
+	// PlaceExecutors gives the executor placements that applied.
 	PlaceExecutors = returns((*FSM).applyPlaceExecutors)
 )
 
