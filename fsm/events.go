@@ -4,7 +4,7 @@ import (
 	"cmp"
 	"slices"
 
-	"github.com/drover-project/drover/master/events"
+	"github.com/drover-project/drover/fsm/events"
 	"github.com/drover-project/drover/model"
 )
 

@@ -13,7 +13,7 @@ import (
 
 	"github.com/hashicorp/raft"
 
-	"github.com/drover-project/drover/master/events"
+	"github.com/drover-project/drover/fsm/events"
 	"github.com/drover-project/drover/model"
 )
 

@@ -15,7 +15,7 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/drover-project/drover/api"
-	"github.com/drover-project/drover/master/events"
+	"github.com/drover-project/drover/fsm/events"
 	"github.com/drover-project/drover/model"
 	"github.com/drover-project/drover/model/ids"
 )

@@ -35,9 +35,9 @@ import (
 
 	"github.com/drover-project/drover/api"
 	"github.com/drover-project/drover/fsm"
+	"github.com/drover-project/drover/fsm/events"
 	"github.com/drover-project/drover/master/blobs"
 	"github.com/drover-project/drover/master/blobsync"
-	"github.com/drover-project/drover/master/events"
 	"github.com/drover-project/drover/master/forward"
 	"github.com/drover-project/drover/master/httpapi"
 	"github.com/drover-project/drover/master/leader"

@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	"github.com/drover-project/drover/api"
-	"github.com/drover-project/drover/master/events"
+	"github.com/drover-project/drover/fsm/events"
 	"github.com/drover-project/drover/model"
 	"github.com/drover-project/drover/security/auth"
 )

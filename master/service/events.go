@@ -5,7 +5,7 @@ import (
 	"time"
 
 	"github.com/drover-project/drover/api"
-	"github.com/drover-project/drover/master/events"
+	"github.com/drover-project/drover/fsm/events"
 	"github.com/drover-project/drover/security/auth"
 )
 

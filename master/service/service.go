@@ -27,7 +27,7 @@ import (
 	"time"
 
 	"github.com/drover-project/drover/api"
-	"github.com/drover-project/drover/master/events"
+	"github.com/drover-project/drover/fsm/events"
 )
 
 // Read says how fresh a read must be.
