@@ -5,11 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"time"
 
-	"github.com/drover-project/drover/internal/strictjson"
 	"github.com/drover-project/drover/model"
 )
 
@@ -371,14 +369,9 @@ func WriteResources(dir string, b []byte) error {
 // applied: what the worker wrote. A worker that adopts an attempt after a
 // restart reads it to learn what it adopted (whether it is supervised).
 func ReadSpec(dir string) (Spec, error) {
-	var s Spec
-	f, err := os.Open(filepath.Join(dir, SpecFile))
+	s, err := readFile[Spec](dir, SpecFile)
 	if err != nil {
 		return s, err
-	}
-	defer f.Close()
-	if err := strictjson.Decode(f, &s); err != nil {
-		return s, fmt.Errorf("%s: %v", SpecFile, err)
 	}
 	if s.Cgroup != nil {
 		// Compact, as written: the file holds it indented.

@@ -125,14 +125,21 @@ func WriteStatus(dir string, st Status) error {
 // ReadStatus returns the Status a runner last wrote in dir. The error wraps
 // fs.ErrNotExist when the runner never wrote one (it had not launched yet).
 func ReadStatus(dir string) (Status, error) {
-	var st Status
-	f, err := os.Open(filepath.Join(dir, StatusFile))
+	return readFile[Status](dir, StatusFile)
+}
+
+// readFile decodes dir/name strictly into a T. An error opening it is
+// os.Open's (fs.ErrNotExist when it is missing); a decoding error names
+// the file.
+func readFile[T any](dir, name string) (T, error) {
+	var v T
+	f, err := os.Open(filepath.Join(dir, name))
 	if err != nil {
-		return st, err
+		return v, err
 	}
 	defer f.Close()
-	if err := strictjson.Decode(f, &st); err != nil {
-		return st, fmt.Errorf("%s: %v", StatusFile, err)
+	if err := strictjson.Decode(f, &v); err != nil {
+		return v, fmt.Errorf("%s: %v", name, err)
 	}
-	return st, nil
+	return v, nil
 }
