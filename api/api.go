@@ -700,6 +700,9 @@ func (b *SubmitBatchRequest) UnmarshalJSON(data []byte) error {
 	dec.DisallowUnknownFields()
 	if t, err := dec.Token(); err != nil || t == nil {
 		return err // null leaves b as it is, as encoding/json would
+	} else if s, ok := t.(string); ok {
+		// Quoted: a string may hold line breaks, and an error is one line.
+		return fmt.Errorf("a batch is an object, not the string %q", s)
 	} else if t != json.Delim('{') {
 		return fmt.Errorf("a batch is an object, not %v", t)
 	}
