@@ -63,3 +63,21 @@ func TestSubmitRequestKeepsItsBytes(t *testing.T) {
 		t.Error("a batch with a DriverSpec field decoded")
 	}
 }
+
+// TestTypeErrorsNameTheBodysFields: a value of the wrong type is named as
+// the body names it, alone or in a batch, never through the spec a
+// submission embeds.
+func TestTypeErrorsNameTheBodysFields(t *testing.T) {
+	for _, c := range []struct {
+		body string
+		into any
+	}{
+		{`{"token":"x","argv":["a"],"cores":1.5,"memory_mb":16}`, new(SubmitRequest)},
+		{`{"submissions":[{"token":"x","argv":["a"],"cores":"1","memory_mb":16}]}`, new(SubmitBatchRequest)},
+	} {
+		err := strictjson.Decode(strings.NewReader(c.body), c.into)
+		if err == nil || !strings.Contains(err.Error(), "Go struct field SubmitRequest.cores of type int") {
+			t.Errorf("%s: %v, want it to name SubmitRequest.cores", c.body, err)
+		}
+	}
+}

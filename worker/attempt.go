@@ -371,8 +371,8 @@ func (rc *reconciler) adopt() error {
 				k.attrs("runner_pid", u.pid)...)
 		}
 		attrs := k.attrs("runner_pid", u.pid)
-		if u.cgroup != nil {
-			attrs = append(attrs, "cgroup", string(u.cgroup))
+		if u.cgroup != nil && rc.cfg.Isolation != nil {
+			attrs = append(attrs, "cgroup", rc.cfg.Isolation.CgroupPath(u.cgroup))
 		}
 		rc.log.Info("adopted "+k.kind.info().noun, attrs...)
 		rc.runners.Add(1)

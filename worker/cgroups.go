@@ -23,6 +23,9 @@ type Isolation interface {
 	// is no error. It works without OpenCgroups, so that a worker started
 	// without cgroups still removes those an earlier worker made.
 	DestroyCgroup(cgroup json.RawMessage, timeout time.Duration) error
+	// CgroupPath names a unit's cgroup for the log: its v2 path, or its
+	// v1 memory controller's; the JSON as it is when it does not parse.
+	CgroupPath(cgroup json.RawMessage) string
 }
 
 // Cgroups is the worker's cgroup, as Isolation opened it.

@@ -78,6 +78,15 @@ func (Isolation) DestroyCgroup(cgroup json.RawMessage, timeout time.Duration) er
 	return isolation.Destroy(ref, timeout)
 }
 
+// CgroupPath is isolation.Ref's String of the cgroup a spec carries.
+func (Isolation) CgroupPath(cgroup json.RawMessage) string {
+	ref, err := isolation.ParseRef(cgroup)
+	if err != nil {
+		return string(cgroup)
+	}
+	return ref.String()
+}
+
 // cgroups is worker.Cgroups over an isolation.Manager, each unit's
 // cgroup bounded to pids processes and threads.
 type cgroups struct {

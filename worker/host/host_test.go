@@ -63,3 +63,18 @@ func TestDestroyCgroupRefusesWhatIsolationCannotName(t *testing.T) {
 		}
 	}
 }
+
+// TestCgroupPathNamesTheCgroup: the adoption log names a unit's cgroup by
+// its path, as before the worker took cgroups as JSON: the v2 path, the
+// v1 memory controller's, and JSON that does not parse as it is.
+func TestCgroupPathNamesTheCgroup(t *testing.T) {
+	for _, c := range []struct{ ref, want string }{
+		{`{"version":2,"root":"/sys/fs/cgroup","path":"/drover/w1-ab/driver-1","limits":{"memory_mb":1,"pids":1}}`, "/drover/w1-ab/driver-1"},
+		{`{"version":1,"root":"/sys/fs/cgroup","paths":{"cpu":"/c/drover/w1-ab/driver-1","memory":"/m/drover/w1-ab/driver-1"},"limits":{"memory_mb":1,"pids":1}}`, "/m/drover/w1-ab/driver-1"},
+		{`{"version":3}`, `{"version":3}`},
+	} {
+		if got := (Isolation{}).CgroupPath([]byte(c.ref)); got != c.want {
+			t.Errorf("%s: %q, want %q", c.ref, got, c.want)
+		}
+	}
+}
