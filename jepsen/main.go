@@ -53,7 +53,7 @@ func run() int {
 	fs.BoolVar(&cfg.Strict, "strict", false, "run with --fencing strict (no overlapping attempts allowed at all)")
 	fs.StringVar(&cfg.Isolation, "isolation", "auto", "the workers' --isolation: auto, cgroups (every attempt in a cgroup, or no run) or none")
 	fs.StringVar(&cfg.Out, "out", "jepsen/store", "folder for run folders")
-	fs.DurationVar(&cfg.Drain, "drain", 90*time.Second, "longest wait after the heal for every driver to end")
+	fs.DurationVar(&cfg.Drain, "drain", 90*time.Second, "wait after the heal for every driver to end; it goes on while drivers still end (one every 30s), up to 3 times this")
 	tags := fs.String("build-tags", "", "build drover with these tags (drover_bug_early_relaunch injects a known bug)")
 	if err := fs.Parse(os.Args[1:]); err != nil {
 		if err == pflag.ErrHelp {

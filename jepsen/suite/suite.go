@@ -52,7 +52,8 @@ type Config struct {
 	// Out is the folder under which the run folder is made.
 	Out string
 	// Drain bounds the wait, after the heal, for every driver to end
-	// (default 90s).
+	// (default 90s); while drivers still end it goes on, up to
+	// drainCap Drains in all (see drain).
 	Drain time.Duration
 	// WriteBound is how soon after the heal a write must be acknowledged
 	// (default 15s).
@@ -235,8 +236,8 @@ func Run(ctx context.Context, cfg Config) (out *Outcome, err error) {
 	wctx, cancel := context.WithTimeout(context.Background(), 2*cfg.WriteBound)
 	in.WriteAcceptedAt = wl.AwaitWrite(wctx, cfg.Clients)
 	cancel()
-	cfg.Logf("draining (up to %s)", cfg.Drain)
-	in.DrainEnd = drain(c, cfg.Drain)
+	cfg.Logf("draining (up to %s, longer while drivers still end)", cfg.Drain)
+	in.DrainEnd = drain(c, cfg.Drain, cfg.Logf)
 	in.Final, in.Leader = finalViews(c)
 	stopSampler()
 	in.Sightings = <-sightings
@@ -318,28 +319,66 @@ func withDefaults(cfg Config) Config {
 
 // drain waits until the leader's tables hold no unfinished driver, or
 // timeout passes, and returns when it stopped waiting (Unix ns).
-func drain(c *testcluster.Cluster, timeout time.Duration) int64 {
+// drainStall is how long the drain goes on past its Drain while drivers
+// still end: a machine that runs a relaunched backlog slowly is not a
+// driver that never finishes, and a driver that makes no progress for
+// drainStall past the Drain still fails supervised-finish.
+const drainStall = 30 * time.Second
+
+// drainCap bounds the whole drain to this many times its Drain.
+const drainCap = 3
+
+// drain waits until every driver has ended: up to timeout, and past it
+// for as long as one more driver ends every drainStall, at most drainCap
+// times timeout in all. It returns when it stopped, in Unix nanoseconds.
+func drain(c *testcluster.Cluster, timeout time.Duration, logf func(string, ...any)) int64 {
 	cl := c.Client()
-	deadline := time.Now().Add(timeout)
+	start := time.Now()
+	deadline, limit := start.Add(timeout), start.Add(drainCap*timeout)
+	left := -1
 	for time.Now().Before(deadline) {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		ds, err := cl.Drivers(ctx)
 		cancel()
-		if err == nil && allEnded(ds) {
-			break
+		if err == nil {
+			n := notEnded(ds)
+			if n == 0 {
+				break
+			}
+			deadline = drainDeadline(deadline, limit, time.Now(), left, n)
+			left = n
 		}
 		time.Sleep(250 * time.Millisecond)
 	}
+	logf("drained in %s; %d drivers had not ended at the last read", time.Since(start).Round(time.Second), max(left, 0))
 	return time.Now().UnixNano()
 }
 
-func allEnded(ds []*model.Driver) bool {
+// drainDeadline is the drain's deadline after a read at now found after
+// drivers not ended, where the read before found before (-1: there was
+// none): drainStall from now if fewer are left, never past limit.
+func drainDeadline(deadline, limit, now time.Time, before, after int) time.Time {
+	if before < 0 || after >= before {
+		return deadline
+	}
+	if ext := now.Add(drainStall); ext.After(deadline) {
+		deadline = ext
+	}
+	if deadline.After(limit) {
+		return limit
+	}
+	return deadline
+}
+
+// notEnded counts the drivers of ds not in a final state.
+func notEnded(ds []*model.Driver) int {
+	n := 0
 	for _, d := range ds {
 		if !d.State.Terminal() {
-			return false
+			n++
 		}
 	}
-	return true
+	return n
 }
 
 // finalViews reads every master's own tables once they have all applied

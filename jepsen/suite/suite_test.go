@@ -66,6 +66,31 @@ func runSchedule(t *testing.T, cfg Config) *Outcome {
 	return out
 }
 
+// TestDrainGoesOnWhileDriversEnd: the drain ends at its deadline when no
+// driver ended since the read before, is pushed drainStall past a read
+// that found fewer drivers left, and never past its limit.
+func TestDrainGoesOnWhileDriversEnd(t *testing.T) {
+	start := time.Unix(1000, 0)
+	deadline, limit := start.Add(90*time.Second), start.Add(270*time.Second)
+	for _, c := range []struct {
+		now           time.Duration
+		before, after int
+		want          time.Duration
+	}{
+		{10 * time.Second, -1, 20, 90 * time.Second},  // the first read
+		{10 * time.Second, 20, 20, 90 * time.Second},  // none ended
+		{10 * time.Second, 20, 25, 90 * time.Second},  // more left: a new submission
+		{10 * time.Second, 20, 19, 90 * time.Second},  // one ended, well before the deadline
+		{80 * time.Second, 20, 19, 110 * time.Second}, // one ended near it
+		{260 * time.Second, 5, 4, 270 * time.Second},  // never past the limit
+	} {
+		got := drainDeadline(deadline, limit, start.Add(c.now), c.before, c.after)
+		if got.Sub(start) != c.want {
+			t.Errorf("at %s, %d then %d left: deadline %s, want %s", c.now, c.before, c.after, got.Sub(start), c.want)
+		}
+	}
+}
+
 // TestRandomizedSchedules runs short randomized schedules of every fault
 // family against the real code, in both fencing modes; every checker must
 // pass. Longer runs: go run ./jepsen (see jepsen/README.md).
