@@ -342,11 +342,10 @@ func drain(c *testcluster.Cluster, timeout time.Duration, logf func(string, ...a
 		cancel()
 		if err == nil {
 			n := notEnded(ds)
-			if n == 0 {
+			deadline = drainDeadline(deadline, limit, time.Now(), left, n)
+			if left = n; n == 0 {
 				break
 			}
-			deadline = drainDeadline(deadline, limit, time.Now(), left, n)
-			left = n
 		}
 		time.Sleep(250 * time.Millisecond)
 	}
