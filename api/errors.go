@@ -35,6 +35,17 @@ const (
 	CodeUnknownWorker   Code = "unknown_worker"
 	CodeUnknownApp      Code = "unknown_app"
 	CodeUnknownExecutor Code = "unknown_executor"
+	// CodeUnknownNamespace and CodeUnknownToken: no such namespace, no
+	// ACL token of that accessor (404).
+	CodeUnknownNamespace Code = "unknown_namespace"
+	CodeUnknownToken     Code = "unknown_token"
+	// CodeNamespaceInUse: the namespace holds drivers or apps that have
+	// not ended, so it cannot be deleted (409).
+	CodeNamespaceInUse Code = "namespace_in_use"
+	// CodeQueueFull: the namespace's waiting drivers are at its
+	// --max-queued-drivers; nothing was submitted (429, with
+	// Retry-After), as CodeLimitReached.
+	CodeQueueFull Code = "queue_full"
 	// CodeUnknownBlob: this master's store holds no uploaded file of that
 	// SHA-256 (404); another master may.
 	CodeUnknownBlob Code = "unknown_blob"
@@ -128,6 +139,10 @@ var codes = []struct {
 	{CodeUnknownWorker, model.ErrUnknownWorker, http.StatusNotFound},
 	{CodeUnknownApp, model.ErrUnknownApp, http.StatusNotFound},
 	{CodeUnknownExecutor, model.ErrUnknownExecutor, http.StatusNotFound},
+	{CodeUnknownNamespace, model.ErrUnknownNamespace, http.StatusNotFound},
+	{CodeUnknownToken, model.ErrUnknownToken, http.StatusNotFound},
+	{CodeNamespaceInUse, model.ErrNamespaceInUse, http.StatusConflict},
+	{CodeQueueFull, model.ErrQueueFull, http.StatusTooManyRequests},
 	{CodeDriverEnded, model.ErrDriverEnded, http.StatusConflict},
 	{CodeAppEnded, model.ErrAppEnded, http.StatusConflict},
 	{CodeStaleAttempt, model.ErrStaleAttempt, http.StatusConflict},
@@ -152,7 +167,7 @@ var codes = []struct {
 }
 
 // apiCodes is where the API's own sentinels start in codes.
-const apiCodes = 11
+const apiCodes = 15
 
 // CodeOf returns the code of err and its HTTP status: the code of the first
 // sentinel err wraps, CodeInternal (500) for an error that wraps none.

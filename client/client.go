@@ -472,10 +472,11 @@ func (c *Client) send(master string, req *http.Request) (*Response, error) {
 }
 
 // limitReached reports whether an error answer's body has
-// api.CodeLimitReached.
+// api.CodeLimitReached or api.CodeQueueFull: a bound of the cluster, not
+// of this client's requests in flight.
 func limitReached(body []byte) bool {
 	var e api.Error
-	return json.Unmarshal(body, &e) == nil && e.Code == api.CodeLimitReached
+	return json.Unmarshal(body, &e) == nil && (e.Code == api.CodeLimitReached || e.Code == api.CodeQueueFull)
 }
 
 func errorMessage(status int, body []byte) string {

@@ -53,6 +53,9 @@ func (f *FSM) applySubmitDriver(c *model.SubmitDriver) (SubmitResult, error) {
 	if _, ok := f.t.Drivers[c.ID]; ok {
 		return SubmitResult{}, fmt.Errorf("%w: driver %s", model.ErrDuplicateID, c.ID)
 	}
+	if err := f.t.admitSubmission(c.Namespace, c.Priority); err != nil {
+		return SubmitResult{}, err
+	}
 	d := &model.Driver{
 		ID:     c.ID,
 		Name:   f.intern.str(c.Name),
@@ -70,6 +73,8 @@ func (f *FSM) applySubmitDriver(c *model.SubmitDriver) (SubmitResult, error) {
 			RestartWindowMS: c.RestartWindowMS,
 			RescheduleAfter: c.RescheduleAfter,
 			User:            f.intern.str(c.User),
+			Namespace:       f.intern.str(c.Namespace),
+			Priority:        c.Priority,
 		},
 		State:       model.DriverSubmitted,
 		Attempt:     1,
@@ -118,6 +123,9 @@ func (f *FSM) applyPlaceDrivers(c *model.PlaceDrivers) (PlaceResult, error) {
 			continue
 		}
 		if model.CheckHolding(d.Resources, p.Resources, w.ResourcesFree()) != nil {
+			continue
+		}
+		if !f.t.withinQuota(d.Namespace, d.Cores, d.MemoryMB, d.Resources, 1) {
 			continue
 		}
 		placed[d.ID] = true

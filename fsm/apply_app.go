@@ -28,8 +28,13 @@ func (f *FSM) applyRegisterApp(c *model.RegisterApp) (RegisterAppResult, error) 
 	if _, ok := f.t.Apps[c.ID]; ok {
 		return RegisterAppResult{}, fmt.Errorf("%w: app %s", model.ErrDuplicateID, c.ID)
 	}
+	ns := c.Namespace
 	if c.DriverID != "" {
 		d, ok := f.t.Drivers[c.DriverID]
+		if ok {
+			// An app is its driver's, whatever the entry says.
+			ns = d.Namespace
+		}
 		switch {
 		case !ok:
 			return RegisterAppResult{}, fmt.Errorf("%w: %s", model.ErrUnknownDriver, c.DriverID)
@@ -41,7 +46,11 @@ func (f *FSM) applyRegisterApp(c *model.RegisterApp) (RegisterAppResult, error) 
 			return RegisterAppResult{}, fmt.Errorf("%w: %s attempt %d run %d was restarted (run %d)", model.ErrStaleAttempt, d.ID, d.Attempt, c.DriverRun, d.CurrentAttempt().Runs)
 		}
 	}
+	if f.t.namespace(ns) == nil {
+		return RegisterAppResult{}, fmt.Errorf("%w: %s", model.ErrUnknownNamespace, ns)
+	}
 	a := &model.App{
+		Namespace:     ns,
 		ID:            c.ID,
 		Name:          c.Name,
 		Token:         c.Token,
@@ -97,6 +106,9 @@ func (f *FSM) applyPlaceExecutors(c *model.PlaceExecutors) (PlaceExecutorsResult
 			continue
 		}
 		if model.CheckHolding(a.ResourcesPerExecutor, p.Resources, w.ResourcesFree()) != nil {
+			continue
+		}
+		if !f.t.withinQuota(a.Namespace, a.CoresPerExecutor, a.MemoryPerExecutorMB, a.ResourcesPerExecutor, 0) {
 			continue
 		}
 		e := &model.Executor{

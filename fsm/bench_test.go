@@ -6,9 +6,12 @@ package fsm
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"io"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -48,8 +51,11 @@ type benchFSM struct {
 	workers []string // the starting workers, in ID order
 	running []string // the starting RUNNING drivers, in ID order
 	apps    []string // the starting apps, in ID order
-	next    struct{ driver, app, worker, turn int }
+	next    benchNext
 }
+
+// benchNext is the ID counters a benchFSM keeps.
+type benchNext struct{ driver, app, worker, turn, namespace, token int }
 
 // benchFormat is the format of the benchmarks' entries: FormatPack, which
 // a leader writes once every voter reads it ($DROVER_BENCH_FORMAT=json for
@@ -270,7 +276,7 @@ func buildTables(t testing.TB, z benchSizes) *benchFSM {
 // so that none pays for building them or sees another's changes.
 type benchBase struct {
 	data []byte
-	next struct{ driver, app, worker, turn int }
+	next benchNext
 }
 
 var benchBases struct {
@@ -509,6 +515,36 @@ var applyCases = []applyCase{
 			return &model.PruneCompleted{DriverIDs: []string{ids[i]}, AppIDs: []string{apps[i]}}
 		})
 	}},
+	// A namespace is created, then updated.
+	{model.CmdApplyNamespace, 1000, func(s *benchFSM, n int) [][]byte {
+		return s.each(n, func(i int) model.Command {
+			s.next.namespace++
+			return &model.ApplyNamespace{Namespace: model.Namespace{Name: fmt.Sprintf("ns-%06d", s.next.namespace/2%4000), Quota: model.Quota{Cores: 64 + i},
+				Weight: 1, DriverShare: 0.5, PriorityMax: 100}, Time: s.tick()}
+		})
+	}},
+	// An empty namespace is deleted.
+	{model.CmdDeleteNamespace, 1000, func(s *benchFSM, n int) [][]byte {
+		names := make([]string, n)
+		for i := range names {
+			s.next.namespace++
+			names[i] = fmt.Sprintf("gone-%06d", s.next.namespace)
+			s.must(&model.ApplyNamespace{Namespace: model.Namespace{Name: names[i], Weight: 1, DriverShare: 0.5, PriorityMax: 100}, Time: s.tick()})
+		}
+		return s.each(n, func(i int) model.Command { return &model.DeleteNamespace{Name: names[i], Time: s.tick()} })
+	}},
+	{model.CmdCreateACLToken, 1000, func(s *benchFSM, n int) [][]byte {
+		return s.each(n, func(int) model.Command { return s.tokenCommand() })
+	}},
+	{model.CmdRevokeACLToken, 1000, func(s *benchFSM, n int) [][]byte {
+		accessors := make([]string, n)
+		for i := range accessors {
+			c := s.tokenCommand()
+			s.must(c)
+			accessors[i] = c.Token.Accessor
+		}
+		return s.each(n, func(i int) model.Command { return &model.RevokeACLToken{Accessor: accessors[i], Time: s.tick()} })
+	}},
 }
 
 // BenchmarkApply measures Apply (decoding included) of one command of each
@@ -617,4 +653,12 @@ func TestApplyBenchmarksTakeEffect(t *testing.T) {
 			t.Errorf("no Apply benchmark for %s", ct)
 		}
 	}
+}
+
+// tokenCommand makes a new ACL token of the default namespace.
+func (s *benchFSM) tokenCommand() *model.CreateACLToken {
+	s.next.token++
+	sum := sha256.Sum256([]byte(strconv.Itoa(s.next.token)))
+	return &model.CreateACLToken{Token: model.ACLToken{Accessor: fmt.Sprintf("acc-%06d", s.next.token), SecretHash: hex.EncodeToString(sum[:]),
+		Policy: model.PolicySubmit, Namespaces: []string{model.DefaultNamespace}}, Time: s.tick()}
 }

@@ -104,6 +104,12 @@ type tables struct {
 	// drivers.
 	AppTokens  map[string]string `json:"app_tokens"`
 	NextAppSeq int               `json:"next_app_seq"`
+	// Namespaces holds the namespaces an operator applied, by name;
+	// DefaultNamespace without a row is model.ImplicitDefault. ACLTokens
+	// holds the ACL tokens by accessor. Both are absent from snapshots
+	// of tables that have none, as they were before namespaces existed.
+	Namespaces map[string]*model.Namespace `json:"namespaces,omitempty"`
+	ACLTokens  map[string]*model.ACLToken  `json:"acl_tokens,omitempty"`
 
 	// on indexes, per worker, the unfinished drivers placed there and the
 	// live executors (by ExecutorKey), so a worker's desired set costs
@@ -116,6 +122,13 @@ type tables struct {
 	// (DriverPage) starts at its cursor with a binary search and reads
 	// only the rows it returns or passes over. Derived like on.
 	driverIDs []string
+	// use is each namespace's use (nsUsage), and tokenByHash each ACL
+	// token's accessor by its secret's hash. Derived like on.
+	use         nsUsage
+	tokenByHash map[string]string
+	// pending is what the entry being applied added to each namespace's
+	// use before recount charges it; empty between entries.
+	pending pending
 }
 
 // workerUnits is what one worker should run.
@@ -168,6 +181,9 @@ func newTables() tables {
 		AppTokens: map[string]string{},
 		on:        map[string]*workerUnits{},
 		live:      newLiveRows(),
+		use:       newNSUsage(),
+
+		tokenByHash: map[string]string{},
 	}
 }
 
@@ -227,6 +243,7 @@ func (f *FSM) Apply(l *raft.Log) any {
 	f.publish(l.Index)
 	clear(f.owned)
 	clear(f.ownedApps)
+	clear(f.t.pending)
 	return res
 }
 

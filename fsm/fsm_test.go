@@ -9,6 +9,7 @@ import (
 	"io"
 	"reflect"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/hashicorp/raft"
@@ -218,6 +219,32 @@ func scenario(t tb) [][]byte {
 		{WorkerID: "w1", Time: 59, Reports: []model.AttemptReport{{DriverID: driverID(7), Attempt: 2, State: model.DriverFailed, ExitCode: intp(1)}}},
 		{WorkerID: "w4", Time: 60, Reports: []model.AttemptReport{{DriverID: driverID(7), Attempt: 2, State: model.DriverRunning, Runs: 2, Failures: []int64{2000}}}},
 	}})
+	// Namespaces and ACL tokens: a namespace with every setting, one
+	// refused (weight 0); a driver of it above its quota, one of a
+	// namespace that does not exist; tokens made, refused and revoked;
+	// a namespace in use that cannot be deleted, and one that can.
+	etl := model.Namespace{Name: "etl", Quota: model.Quota{Cores: 2, MemoryMB: 1024, Resources: model.ResourceAmounts{"gpu": 1}, RunningDrivers: 1},
+		MaxQueuedDrivers: 2, Weight: 2, DriverShare: 0.5, PriorityMax: 80, Preempt: true}
+	b.add(&model.ApplyNamespace{Namespace: etl, Time: 61})
+	b.add(&model.ApplyNamespace{Namespace: model.Namespace{Name: "ml", Weight: 0, DriverShare: 1, PriorityMax: 100}, Time: 62})
+	b.add(&model.SubmitDrivers{Drivers: []model.SubmitDriver{
+		{ID: driverID(15), Token: "t15", DriverSpec: model.DriverSpec{Argv: []string{"n"}, Cores: 1, MemoryMB: 512, Namespace: "etl", Priority: intp(70)}, Time: 63},
+		{ID: driverID(16), Token: "t16", DriverSpec: model.DriverSpec{Argv: []string{"o"}, Cores: 2, MemoryMB: 512, Namespace: "etl"}, Time: 63},
+		{ID: driverID(17), Token: "t17", DriverSpec: model.DriverSpec{Argv: []string{"p"}, Cores: 1, MemoryMB: 512, Namespace: "nope"}, Time: 63},
+		{ID: driverID(18), Token: "t18", DriverSpec: model.DriverSpec{Argv: []string{"q"}, Cores: 1, MemoryMB: 512, Namespace: "etl", Priority: intp(90)}, Time: 63},
+	}})
+	b.add(&model.PlaceDrivers{Time: 64, Placements: []model.Placement{
+		{DriverID: driverID(15), Attempt: 1, WorkerID: "w1"},
+		{DriverID: driverID(16), Attempt: 1, WorkerID: "w1"},
+	}})
+	b.add(&model.CreateACLToken{Token: model.ACLToken{Accessor: "acc-1", SecretHash: sumA, Name: "etl ci", Policy: model.PolicySubmit, Namespaces: []string{"etl"}, ExpiresAt: 1000}, Time: 65})
+	b.add(&model.CreateACLToken{Token: model.ACLToken{Accessor: "acc-2", SecretHash: sumA, Policy: model.PolicyRead, Namespaces: []string{"etl", "default"}}, Time: 66})
+	b.add(&model.CreateACLToken{Token: model.ACLToken{Accessor: "acc-3", SecretHash: strings.Repeat("b", 64), Policy: model.PolicyRead, Namespaces: []string{"etl", "default"}}, Time: 67})
+	b.add(&model.RevokeACLToken{Accessor: "acc-1", Time: 68})
+	b.add(&model.RevokeACLToken{Accessor: "acc-9", Time: 69})
+	b.add(&model.DeleteNamespace{Name: "etl", Time: 70})
+	b.add(&model.ApplyNamespace{Namespace: model.Namespace{Name: "ml", Weight: 1, DriverShare: 1, PriorityMax: 100}, Time: 71})
+	b.add(&model.DeleteNamespace{Name: "ml", Time: 72})
 	return b.entries
 }
 
@@ -286,8 +313,10 @@ func TestScenarioOutcome(t *testing.T) {
 		if w.ID == "w4" {
 			continue
 		}
-		if w.CoresUsed != 0 || w.MemoryUsedMB != 0 || w.State != want {
-			t.Fatalf("worker %s: used %d cores %d MiB, state %s; want 0, 0, %s", w.ID, w.CoresUsed, w.MemoryUsedMB, w.State, want)
+		// w1 holds the one driver of namespace etl its quota let on.
+		cores, mem := map[string]int{"w1": 1}[w.ID], map[string]int64{"w1": 512}[w.ID]
+		if w.CoresUsed != cores || w.MemoryUsedMB != mem || w.State != want {
+			t.Fatalf("worker %s: used %d cores %d MiB, state %s; want %d, %d, %s", w.ID, w.CoresUsed, w.MemoryUsedMB, w.State, cores, mem, want)
 		}
 	}
 	d4, _ := f.State().Driver(driverID(4))
@@ -300,7 +329,7 @@ func TestScenarioOutcome(t *testing.T) {
 	for _, d := range f.State().WaitingDrivers() {
 		waiting = append(waiting, d.ID)
 	}
-	if want := []string{driverID(4), driverID(8), driverID(10), driverID(14)}; !slices.Equal(waiting, want) {
+	if want := []string{driverID(4), driverID(8), driverID(10), driverID(14), driverID(16)}; !slices.Equal(waiting, want) {
 		t.Fatalf("waiting = %v, want %v", waiting, want)
 	}
 	for _, seq := range []int{11, 12, 13} {
@@ -311,8 +340,33 @@ func TestScenarioOutcome(t *testing.T) {
 	if !reflect.DeepEqual(d4.Artifacts, scenarioArtifacts) {
 		t.Fatalf("artifacts = %+v, want the submission's %+v", d4.Artifacts, scenarioArtifacts)
 	}
-	if f.State().NextDriverSeq() != 15 {
-		t.Fatalf("NextDriverSeq = %d, want 15", f.State().NextDriverSeq())
+	if f.State().NextDriverSeq() != 17 {
+		t.Fatalf("NextDriverSeq = %d, want 17", f.State().NextDriverSeq())
+	}
+	// Namespace etl: its quota of one running driver placed driver 15
+	// and left 16 waiting; 17 named no namespace, 18 a priority above
+	// etl's highest; etl could not be deleted with work in it, ml
+	// could; acc-2, with acc-1's secret, was refused, and acc-1 revoked.
+	d15, _ := f.State().Driver(driverID(15))
+	if d15.WorkerID != "w1" || d15.Namespace != "etl" || d15.Priority == nil || *d15.Priority != 70 {
+		t.Fatalf("driver 15: %+v, want placed on w1 in etl at priority 70", d15)
+	}
+	for _, seq := range []int{17, 18} {
+		if _, ok := f.State().Driver(driverID(seq)); ok {
+			t.Fatalf("driver %d was made", seq)
+		}
+	}
+	if ns := f.State().Namespaces(); len(ns) != 2 || ns[0].Name != "default" || ns[1].Name != "etl" || ns[1].Weight != 2 {
+		t.Fatalf("namespaces %+v, want default and etl", ns)
+	}
+	if u := f.State().NamespaceUse("etl"); u.RunningDrivers != 1 || u.Cores != 1 || u.Queued != 1 || u.LiveDrivers != 2 {
+		t.Fatalf("etl's use %+v, want 1 running driver of 1 core and 1 queued", u)
+	}
+	if toks := f.State().ACLTokens(); len(toks) != 1 || toks[0].Accessor != "acc-3" || toks[0].SecretHash != "" {
+		t.Fatalf("ACL tokens %+v, want acc-3 alone, without its hash", toks)
+	}
+	if _, ok := f.State().ACLTokenBySecretHash(sumA); ok {
+		t.Fatal("the revoked token's secret still names a token")
 	}
 	if _, ok := f.State().Worker("w5"); ok {
 		t.Fatal("a worker offering one address twice was registered")
@@ -385,7 +439,7 @@ func TestScenarioUsesEveryCommandType(t *testing.T) {
 			executorReports = true
 		}
 	}
-	for ct := model.CmdRegisterWorker; ct <= model.CmdReportBatch; ct++ {
+	for ct := model.CmdRegisterWorker; ct <= model.CmdRevokeACLToken; ct++ {
 		if !seen[ct] {
 			t.Errorf("scenario has no %s", ct)
 		}
@@ -393,7 +447,7 @@ func TestScenarioUsesEveryCommandType(t *testing.T) {
 	if !executorReports {
 		t.Error("scenario has no executor reports")
 	}
-	if model.CommandType(model.CmdReportBatch+1).String() != fmt.Sprintf("CommandType(%d)", model.CmdReportBatch+1) {
+	if model.CommandType(model.CmdRevokeACLToken+1).String() != fmt.Sprintf("CommandType(%d)", model.CmdRevokeACLToken+1) {
 		t.Error("a command type was added: add it to scenario and to this test's range")
 	}
 }

@@ -30,7 +30,11 @@ var updateGolden = flag.Bool("update-golden", false, "write testdata/golden anew
 // raw bytes), tables.json (the tables after the whole log, as a
 // SnapshotVersionJSON snapshot), results.json (what each entry's apply
 // returned), snapshot-v1 and snapshot-v2 (the tables after the log in each
-// snapshot version).
+// snapshot version). When command types are added, the log grows and the
+// top-level tables and snapshots are written anew; the ones before move,
+// unchanged, to at-NNN/ (NNN: the log's length then), and go on being
+// checked against the first NNN entries, so the bytes of every snapshot
+// ever written stay readable.
 var goldenDir = filepath.Join("testdata", "golden")
 
 // goldenResult is one entry's apply result as results.json keeps it: the
@@ -53,8 +57,11 @@ func TestWriteGolden(t *testing.T) {
 		t.Skip("run with -update-golden to write testdata/golden; the golden files are never rewritten to make a test pass")
 	}
 	logDir := filepath.Join(goldenDir, "log")
-	if err := os.RemoveAll(goldenDir); err != nil {
-		t.Fatal(err)
+	// The at-NNN eras are kept: they are what older masters wrote.
+	for _, name := range []string{"log", "tables.json", "results.json", "snapshot-v1", "snapshot-v2"} {
+		if err := os.RemoveAll(filepath.Join(goldenDir, name)); err != nil {
+			t.Fatal(err)
+		}
 	}
 	if err := os.MkdirAll(logDir, 0o755); err != nil {
 		t.Fatal(err)
@@ -234,18 +241,40 @@ func TestGoldenEntriesEncodeTheSame(t *testing.T) {
 
 // TestGoldenSnapshotsRestoreTheSameTables: a snapshot of each version
 // restores to the golden tables, and today's snapshot of them is the
-// golden SnapshotVersion bytes.
+// golden SnapshotVersion bytes; so for each earlier era (at-NNN), whose
+// tables are also those of the golden log's first NNN entries.
 func TestGoldenSnapshotsRestoreTheSameTables(t *testing.T) {
-	want := readGolden(t, "tables.json")
-	for _, name := range []string{"snapshot-v1", "snapshot-v2"} {
-		t.Run(name, func(t *testing.T) {
-			f := New()
-			if err := f.Restore(io.NopCloser(bytes.NewReader(readGolden(t, name)))); err != nil {
-				t.Fatal(err)
+	eras, err := filepath.Glob(filepath.Join(goldenDir, "at-*"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(eras) == 0 {
+		t.Fatal("no earlier era of golden snapshots (at-NNN)")
+	}
+	dirs := []string{"."}
+	for _, e := range eras {
+		dirs = append(dirs, filepath.Base(e))
+	}
+	for _, dir := range dirs {
+		want := readGolden(t, filepath.Join(dir, "tables.json"))
+		if n, ok := strings.CutPrefix(dir, "at-"); ok {
+			var length int
+			if _, err := fmt.Sscanf(n, "%d", &length); err != nil {
+				t.Fatalf("era %s: %v", dir, err)
 			}
-			sameBytes(t, "the restored tables", tablesJSON(t, f), want)
-			sameBytes(t, "the snapshot of the restored tables", snapshotBytes(t, f), readGolden(t, "snapshot-v2"))
-		})
+			f, _ := applyGolden(t, goldenLog(t, FormatJSON)[:length])
+			sameBytes(t, dir+": the tables of the log's first "+n+" entries", tablesJSON(t, f), want)
+		}
+		for _, name := range []string{"snapshot-v1", "snapshot-v2"} {
+			t.Run(dir+"/"+name, func(t *testing.T) {
+				f := New()
+				if err := f.Restore(io.NopCloser(bytes.NewReader(readGolden(t, filepath.Join(dir, name))))); err != nil {
+					t.Fatal(err)
+				}
+				sameBytes(t, "the restored tables", tablesJSON(t, f), want)
+				sameBytes(t, "the snapshot of the restored tables", snapshotBytes(t, f), readGolden(t, filepath.Join(dir, "snapshot-v2")))
+			})
+		}
 	}
 }
 

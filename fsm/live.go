@@ -63,6 +63,7 @@ func (l *liveRows) app(id string, live bool) {
 // Called with f.mu held.
 func (f *FSM) recount() {
 	for k := range f.touched {
+		f.t.charge(k)
 		switch k.kind {
 		case model.EventDriver:
 			d, ok := f.t.Drivers[k.id]

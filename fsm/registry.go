@@ -43,6 +43,12 @@ func init() {
 	refuses(mustApply, (*FSM).applyEndApp)
 	refuses(mustApply, (*FSM).applyPruneCompleted)
 	refuses(mustApply, (*FSM).applyReportBatch)
+	// The namespaces and ACL tokens are tables of their own, which
+	// their apply functions change alone.
+	refuses(mustApply, func(f *FSM, c *model.ApplyNamespace) error { return f.t.applyNamespace(c, f.index) })
+	refuses(mustApply, func(f *FSM, c *model.DeleteNamespace) error { return f.t.deleteNamespace(c) })
+	refuses(mustApply, func(f *FSM, c *model.CreateACLToken) error { return f.t.createACLToken(c, f.index) })
+	refuses(mustApply, func(f *FSM, c *model.RevokeACLToken) error { return f.t.revokeACLToken(c) })
 }
 
 // mustApply is the ignorable flag of a command every master must apply:

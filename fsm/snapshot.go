@@ -86,6 +86,8 @@ func (t *tables) clone() tables {
 		Executors:      cloneRows(t.Executors, (*model.Executor).Clone),
 		AppTokens:      maps.Clone(t.AppTokens),
 		NextAppSeq:     t.NextAppSeq,
+		Namespaces:     maps.Clone(t.Namespaces),
+		ACLTokens:      maps.Clone(t.ACLTokens),
 	}
 }
 
@@ -332,6 +334,14 @@ func (sw *streamWriter) tables(t *tables) {
 	writeRows(sw, t.AppTokens)
 	sw.raw(`,"next_app_seq":`)
 	sw.value(t.NextAppSeq)
+	if len(t.Namespaces) > 0 {
+		sw.raw(`,"namespaces":`)
+		writeRows(sw, t.Namespaces)
+	}
+	if len(t.ACLTokens) > 0 {
+		sw.raw(`,"acl_tokens":`)
+		writeRows(sw, t.ACLTokens)
+	}
 	sw.raw(`}`)
 }
 
@@ -646,7 +656,11 @@ func checkTables(t *tables) error {
 	if err := checkSequences(t); err != nil {
 		return err
 	}
+	if err := checkNamespaces(t); err != nil {
+		return err
+	}
 	t.countLive()
+	t.countUse()
 	return nil
 }
 

@@ -101,6 +101,10 @@ type App struct {
 	// supervised driver restarted in place is a new run, and the apps of
 	// earlier runs end.
 	DriverRun int `json:"driver_run,omitempty"`
+	// Namespace is the namespace the app and its executors belong to:
+	// its driver's, or the one its registration named; "" for
+	// DefaultNamespace.
+	Namespace string `json:"namespace,omitempty"`
 	// ExecutorSpec is what each executor runs and how many may run; of
 	// its fields, RequestExecutors and KillExecutors change ExecutorLimit.
 	ExecutorSpec

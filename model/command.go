@@ -34,6 +34,12 @@ const (
 	CmdSubmitDrivers CommandType = 14
 	// CmdReportBatch is many workers' ReportAttempts in one entry.
 	CmdReportBatch CommandType = 15
+	// CmdApplyNamespace, CmdDeleteNamespace, CmdCreateACLToken and
+	// CmdRevokeACLToken keep the namespaces and ACL tokens tables.
+	CmdApplyNamespace  CommandType = 16
+	CmdDeleteNamespace CommandType = 17
+	CmdCreateACLToken  CommandType = 18
+	CmdRevokeACLToken  CommandType = 19
 )
 
 // RegisterWorker adds a worker to the workers table or brings a known one
@@ -217,12 +223,15 @@ type DecommissionWorker struct {
 // older than the runs its worker has reported. ExecutorLimit is -1 for no cap;
 // MaxExecutorRetries is -1 for never failing the app.
 type RegisterApp struct {
-	ID                  string            `json:"id"`
-	Token               string            `json:"token"`
-	Name                string            `json:"name,omitempty"`
-	DriverID            string            `json:"driver_id,omitempty"`
-	DriverAttempt       int               `json:"driver_attempt,omitempty"`
-	DriverRun           int               `json:"driver_run,omitempty"`
+	ID            string `json:"id"`
+	Token         string `json:"token"`
+	Name          string `json:"name,omitempty"`
+	DriverID      string `json:"driver_id,omitempty"`
+	DriverAttempt int    `json:"driver_attempt,omitempty"`
+	DriverRun     int    `json:"driver_run,omitempty"`
+	// Namespace is the app's (App.Namespace): the leader sets its
+	// driver's; absent in older entries, for DefaultNamespace.
+	Namespace           string            `json:"namespace,omitempty"`
 	MaxCores            int               `json:"max_cores"`
 	CoresPerExecutor    int               `json:"cores_per_executor"`
 	MemoryPerExecutorMB int64             `json:"memory_per_executor_mb"`
@@ -299,4 +308,35 @@ type EndApp struct {
 type PruneCompleted struct {
 	DriverIDs []string `json:"driver_ids,omitempty"`
 	AppIDs    []string `json:"app_ids,omitempty"`
+}
+
+// ApplyNamespace creates a namespace, or replaces the settings of one that
+// exists, keeping its CreatedAt. Lowering its quota ends nothing (Quota).
+type ApplyNamespace struct {
+	Namespace Namespace `json:"namespace"`
+	Time      int64     `json:"time"`
+}
+
+// DeleteNamespace drops a namespace that holds no driver or app that has
+// not ended (ErrNamespaceInUse otherwise), and takes it from every ACL
+// token that names it. DefaultNamespace cannot be deleted: its row goes,
+// and it is ImplicitDefault again. Ended drivers and apps keep its name.
+type DeleteNamespace struct {
+	Name string `json:"name"`
+	Time int64  `json:"time"`
+}
+
+// CreateACLToken adds an ACL token, made by the master that received the
+// request (accessor, the secret's hash, CreatedAt); every namespace it
+// names must exist, and neither its accessor nor its hash may be taken.
+type CreateACLToken struct {
+	Token ACLToken `json:"token"`
+	Time  int64    `json:"time"`
+}
+
+// RevokeACLToken drops an ACL token: every master refuses it from the
+// entry's index on.
+type RevokeACLToken struct {
+	Accessor string `json:"accessor"`
+	Time     int64  `json:"time"`
 }

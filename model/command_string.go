@@ -23,11 +23,15 @@ func _() {
 	_ = x[CmdPruneCompleted-13]
 	_ = x[CmdSubmitDrivers-14]
 	_ = x[CmdReportBatch-15]
+	_ = x[CmdApplyNamespace-16]
+	_ = x[CmdDeleteNamespace-17]
+	_ = x[CmdCreateACLToken-18]
+	_ = x[CmdRevokeACLToken-19]
 }
 
-const _CommandType_name = "RegisterWorkerSubmitDriverPlaceDriversReportAttemptsKillDriverWorkerLostDecommissionWorkerRegisterAppPlaceExecutorsRequestExecutorsKillExecutorsEndAppPruneCompletedSubmitDriversReportBatch"
+const _CommandType_name = "RegisterWorkerSubmitDriverPlaceDriversReportAttemptsKillDriverWorkerLostDecommissionWorkerRegisterAppPlaceExecutorsRequestExecutorsKillExecutorsEndAppPruneCompletedSubmitDriversReportBatchApplyNamespaceDeleteNamespaceCreateACLTokenRevokeACLToken"
 
-var _CommandType_index = [...]uint8{0, 14, 26, 38, 52, 62, 72, 90, 101, 115, 131, 144, 150, 164, 177, 188}
+var _CommandType_index = [...]uint8{0, 14, 26, 38, 52, 62, 72, 90, 101, 115, 131, 144, 150, 164, 177, 188, 202, 217, 231, 245}
 
 func (i CommandType) String() string {
 	idx := int(i) - 1

@@ -56,3 +56,15 @@ func (*SubmitDrivers) CommandType() CommandType { return CmdSubmitDrivers }
 
 // CommandType returns CmdReportBatch.
 func (*ReportBatch) CommandType() CommandType { return CmdReportBatch }
+
+// CommandType returns CmdApplyNamespace.
+func (*ApplyNamespace) CommandType() CommandType { return CmdApplyNamespace }
+
+// CommandType returns CmdDeleteNamespace.
+func (*DeleteNamespace) CommandType() CommandType { return CmdDeleteNamespace }
+
+// CommandType returns CmdCreateACLToken.
+func (*CreateACLToken) CommandType() CommandType { return CmdCreateACLToken }
+
+// CommandType returns CmdRevokeACLToken.
+func (*RevokeACLToken) CommandType() CommandType { return CmdRevokeACLToken }

@@ -10,7 +10,8 @@ const DefaultMaxProgramSize = 64 << 10
 // ProgramSize is the size of the program a submission asks a worker to
 // run, in bytes: the bytes of every string of it the submitter chooses
 // (its name, the user it runs as, each argument, each environment name and
-// value, each string of each artifact, each custom resource's name). Those are what a
+// value, each string of each artifact, each custom resource's name, its
+// namespace's name). Those are what a
 // submitter can make long; the numbers and flags beside them have a fixed
 // size. Every master keeps the row for as long as the tables hold it, and
 // sends the program in each heartbeat answer that places it, so a bound on
@@ -24,11 +25,11 @@ func (c *SubmitDriver) ProgramSize() int {
 // ProgramSize is the size of the executor program of an app registration,
 // as SubmitDriver.ProgramSize counts a driver's: its name, user, argv,
 // environment, artifacts (those taken from the registering driver
-// included: every executor stages them) and resource names. The
+// included: every executor stages them), resource names and namespace. The
 // registering driver's ID and the token are not counted.
 func (c *RegisterApp) ProgramSize() int {
 	spec := c.Spec()
-	return len(c.Name) + spec.programSize()
+	return len(c.Name) + len(c.Namespace) + spec.programSize()
 }
 
 // ProgramSize is the size of the program of a driver's row, as
@@ -41,7 +42,7 @@ func (d *Driver) ProgramSize() int {
 // ProgramSize is the size of the executor program of an app's row, as
 // RegisterApp.ProgramSize counts the registration that made it.
 func (a *App) ProgramSize() int {
-	return len(a.Name) + a.ExecutorSpec.programSize()
+	return len(a.Name) + len(a.Namespace) + a.ExecutorSpec.programSize()
 }
 
 // programSize adds up the bytes of the strings of a program.

@@ -31,7 +31,7 @@ func TestProgramSizeCountsEveryField(t *testing.T) {
 				long = reflect.ValueOf([]Artifact{{Source: "x", URL: "x", Upload: "x", SHA256: "x", Archive: "x", Name: "x", Dest: "x"}})
 			case ResourceAmounts:
 				long = reflect.ValueOf(ResourceAmounts{"gpu": 1})
-			case int, int64, bool:
+			case int, int64, bool, *int:
 				continue
 			default:
 				t.Errorf("%T.%s is a %T: say in ProgramSize whether and how it counts", cmd, sf.Name, x)

@@ -72,13 +72,22 @@ type DriverSpec struct {
 	// with the same token yields the first submission's driver, whatever
 	// user it names, as it does whatever program it names.
 	User string `json:"user,omitempty"`
+	// Namespace is the namespace the driver belongs to, "" for
+	// DefaultNamespace (and in entries written before namespaces).
+	// Priority orders it among the waiting drivers of its namespace,
+	// 0 to MaxPriority, higher first; nil (absent, as in entries
+	// written before priorities) for the namespace's default
+	// (Namespace.Priority).
+	Namespace string `json:"namespace,omitempty"`
+	Priority  *int   `json:"priority,omitempty"`
 }
 
 // Validate checks the spec on its own, as it is in a command: the program
 // (a non-empty argv, valid environment names not set by Drover, positive
 // cores and memory), normalized artifacts (ValidateArtifacts' checks),
 // the resource amounts (CheckResourceAmounts), the restart bounds
-// (CheckSupervision) and the user's form (CheckUser). It is
+// (CheckSupervision), the user's form (CheckUser), and the namespace's
+// name and the priority's range (CheckNamespace, CheckPriority). It is
 // deterministic, reading nothing but s. The error is one line and wraps
 // no sentinel: a master refusing a request wraps it in its own
 // (api.ErrInvalidRequest), the tables in ErrInvalidCommand. The bounds a
@@ -97,6 +106,16 @@ func (s *DriverSpec) Validate() error {
 	if err := CheckSupervision(s.Supervise, s.MaxRestarts, s.RestartWindowMS, s.RescheduleAfter); err != nil {
 		return err
 	}
+	if s.Namespace != "" {
+		if err := CheckNamespace(s.Namespace); err != nil {
+			return err
+		}
+	}
+	if s.Priority != nil {
+		if err := CheckPriority(*s.Priority); err != nil {
+			return err
+		}
+	}
 	return CheckUser(s.User)
 }
 
@@ -106,13 +125,17 @@ func (s DriverSpec) Clone() DriverSpec {
 	s.Env = maps.Clone(s.Env)
 	s.Artifacts = slices.Clone(s.Artifacts)
 	s.Resources = maps.Clone(s.Resources)
+	if s.Priority != nil {
+		p := *s.Priority
+		s.Priority = &p
+	}
 	return s
 }
 
 // programSize is the size of the strings of s a submitter chooses, in
 // bytes (see SubmitDriver.ProgramSize).
 func (s *DriverSpec) programSize() int {
-	return len(s.User) + programSize(s.Argv, s.Env, s.Artifacts, s.Resources)
+	return len(s.User) + len(s.Namespace) + programSize(s.Argv, s.Env, s.Artifacts, s.Resources)
 }
 
 // ExecutorSpec is what each executor of an application runs and how many
@@ -208,7 +231,8 @@ func (c *RegisterApp) Spec() ExecutorSpec {
 
 // Validate checks a registration on its own, without the tables: its
 // spec (ExecutorSpec.Validate), then that a driver attempt or run comes
-// with a driver ID, an attempt of 1 or more and a run not negative. The
+// with a driver ID, an attempt of 1 or more and a run not negative, and
+// the namespace's name (CheckNamespace). The
 // error is one line and wraps no sentinel, as the spec's.
 func (c *RegisterApp) Validate() error {
 	spec := c.Spec()
@@ -220,6 +244,9 @@ func (c *RegisterApp) Validate() error {
 		return errors.New("a driver attempt or run needs a driver ID")
 	case c.DriverID != "" && (c.DriverAttempt < 1 || c.DriverRun < 0):
 		return errors.New("driver attempt must be 1 or more and run not negative")
+	}
+	if c.Namespace != "" {
+		return CheckNamespace(c.Namespace)
 	}
 	return nil
 }
