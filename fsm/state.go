@@ -76,6 +76,10 @@ func (s *State) WaitingDrivers() []*model.Driver {
 // to avoid when another has room: the worker of the attempt before, when
 // that attempt was rescheduled after failing there RescheduleAfter times
 // in a row; "" for none.
+//
+// Namespace is the driver's namespace (DefaultNamespace for none) and
+// Priority its priority, the namespace's default (Namespace.Priority)
+// where it asked for none; 0 for a namespace since deleted.
 type Demand struct {
 	DriverID  string
 	Attempt   int
@@ -83,6 +87,8 @@ type Demand struct {
 	MemoryMB  int64
 	Resources model.ResourceAmounts
 	Avoid     string
+	Namespace string
+	Priority  int
 }
 
 // WaitingDemands returns the demands of the drivers in waitingDrivers, in
@@ -91,9 +97,19 @@ func (s *State) WaitingDemands() []Demand {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	out := make([]Demand, len(s.t.WaitingDrivers))
+	nss := map[string]*model.Namespace{}
 	for i, id := range s.t.WaitingDrivers {
 		d := s.t.Drivers[id]
-		out[i] = Demand{DriverID: id, Attempt: d.Attempt, Cores: d.Cores, MemoryMB: d.MemoryMB, Resources: maps.Clone(d.Resources)}
+		out[i] = Demand{DriverID: id, Attempt: d.Attempt, Cores: d.Cores, MemoryMB: d.MemoryMB, Resources: maps.Clone(d.Resources),
+			Namespace: model.NamespaceOf(d.Namespace)}
+		n, ok := nss[d.Namespace]
+		if !ok {
+			n = s.t.namespace(d.Namespace)
+			nss[d.Namespace] = n
+		}
+		if n != nil {
+			out[i].Priority = n.Priority(d.Priority)
+		}
 		if prev := d.AttemptRecord(d.Attempt - 1); prev != nil && prev.Rescheduled {
 			out[i].Avoid = prev.WorkerID
 		}

@@ -1,0 +1,104 @@
+package fairshare
+
+import (
+	"math"
+	"testing"
+
+	"github.com/drover-project/drover/fsm"
+	"github.com/drover-project/drover/model"
+)
+
+func ns(name string, weight float64, q model.Quota) *model.Namespace {
+	return &model.Namespace{Name: name, Weight: weight, DriverShare: 0.5, PriorityMax: 100, Quota: q}
+}
+
+func near(a, b float64) bool { return math.Abs(a-b) < 1e-9 }
+
+// The dominant share is the largest fraction of any resource, a custom
+// one included, and a resource the cluster lacks counts whole.
+func TestDominant(t *testing.T) {
+	c := Vector{Cores: 100, MemoryMB: 1000, Resources: model.ResourceAmounts{"gpu": 4}}
+	for _, tc := range []struct {
+		v    Vector
+		want float64
+		res  string
+	}{
+		{Vector{}, 0, ""},
+		{Vector{Cores: 10, MemoryMB: 50}, 0.1, "cores"},
+		{Vector{Cores: 10, MemoryMB: 500}, 0.5, "memory"},
+		{Vector{Cores: 1, Resources: model.ResourceAmounts{"gpu": 3}}, 0.75, "gpu"},
+		{Vector{Resources: model.ResourceAmounts{"fpga": 1}}, 1, "fpga"},
+	} {
+		got, res := Dominant(tc.v, c)
+		if !near(got, tc.want) || res != tc.res {
+			t.Errorf("Dominant(%+v) = %g %q, want %g %q", tc.v, got, res, tc.want, tc.res)
+		}
+	}
+}
+
+// Weighted max-min: two namespaces that both want everything split the
+// cluster 1:3 by weight; one that wants little keeps what it wants and
+// leaves the rest to the other; an idle one gets nothing; a quota caps
+// the demand.
+func TestComputeWeightedMaxMin(t *testing.T) {
+	c := Vector{Cores: 100, MemoryMB: 100000}
+	all := Vector{Cores: 1000, MemoryMB: 1000}
+	got := Compute(c, []Namespace{
+		{Settings: ns("a", 1, model.Quota{}), Waiting: all},
+		{Settings: ns("b", 3, model.Quota{}), Waiting: all},
+		{Settings: ns("idle", 5, model.Quota{})},
+	})
+	if !near(got["a"].Fair, 0.25) || !near(got["b"].Fair, 0.75) || got["idle"].Fair != 0 {
+		t.Fatalf("fair shares %+v, want a 0.25, b 0.75, idle 0", got)
+	}
+	got = Compute(c, []Namespace{
+		{Settings: ns("small", 1, model.Quota{}), Held: Vector{Cores: 5}, Waiting: Vector{Cores: 5}},
+		{Settings: ns("big", 1, model.Quota{}), Waiting: all},
+		{Settings: ns("capped", 1, model.Quota{Cores: 20}), Waiting: all},
+	})
+	if !near(got["small"].Fair, 0.1) || !near(got["capped"].Fair, 0.2) || !near(got["big"].Fair, 0.7) {
+		t.Fatalf("fair shares %+v, want small 0.1, capped 0.2 (its quota), big the rest, 0.7", got)
+	}
+	if !near(got["small"].Dominant, 0.05) || !got["small"].Below() || got["big"].Dominant != 0 {
+		t.Fatalf("dominant shares %+v", got)
+	}
+}
+
+// Inputs reads the tables: namespaces, their use, the waiting drivers
+// and the executors live apps still want.
+func TestInputsFromTables(t *testing.T) {
+	f := fsm.New()
+	i := uint64(0)
+	apply := func(c model.Command) {
+		t.Helper()
+		i++
+		data, err := fsm.Encode(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err, ok := f.ApplyCommand(i, data).(error); ok {
+			t.Fatalf("%T: %v", c, err)
+		}
+	}
+	apply(&model.RegisterWorker{ID: "w1", HTTPAddr: "h:1", Cores: 8, MemoryMB: 8192, Time: 1})
+	apply(&model.ApplyNamespace{Namespace: *ns("etl", 2, model.Quota{}), Time: 2})
+	apply(&model.SubmitDriver{ID: "driver-20261129120000-0000", DriverSpec: model.DriverSpec{Argv: []string{"a"}, Cores: 2, MemoryMB: 512, Namespace: "etl"}, Time: 3})
+	apply(&model.SubmitDriver{ID: "driver-20261129120000-0001", DriverSpec: model.DriverSpec{Argv: []string{"b"}, Cores: 1, MemoryMB: 512}, Time: 4})
+	apply(&model.PlaceDrivers{Placements: []model.Placement{{DriverID: "driver-20261129120000-0001", Attempt: 1, WorkerID: "w1"}}, Time: 5})
+	apply(&model.RegisterApp{ID: "app-20261129120000-0000", DriverID: "driver-20261129120000-0001", DriverAttempt: 1, CoresPerExecutor: 1,
+		MemoryPerExecutorMB: 256, MaxCores: 3, ExecutorLimit: -1, Argv: []string{"e"}, Time: 6})
+	c, nss := Inputs(f.State())
+	if c.Cores != 8 || c.MemoryMB != 8192 {
+		t.Fatalf("capacity %+v", c)
+	}
+	by := map[string]Namespace{}
+	for _, n := range nss {
+		by[n.Settings.Name] = n
+	}
+	if d := by["default"]; d.Held.Cores != 1 || d.Waiting.Cores != 3 || d.Waiting.MemoryMB != 768 {
+		t.Fatalf("default: %+v, want 1 core held and 3 executors of 1 core waiting", d)
+	}
+	if e := by["etl"]; e.Held.Cores != 0 || e.Waiting.Cores != 2 || e.Settings.Weight != 2 {
+		t.Fatalf("etl: %+v, want 2 cores waiting at weight 2", e)
+	}
+}
