@@ -29,6 +29,13 @@
 //	GET  /v1/gossip                      -> GossipPeers
 //	GET  /v1/health                      -> Health (200 ok, 503 degraded; no credential needed)
 //	POST /v1/operator/clear-completed    -> 200 ClearCompletedResponse (no body; operator access)
+//	GET  /v1/namespaces                  -> []NamespaceStatus, by name
+//	GET  /v1/namespaces/{name}           -> NamespaceStatus
+//	PUT  /v1/namespaces/{name}           NamespaceRequest -> NamespaceStatus (operator access)
+//	DELETE /v1/namespaces/{name}         -> model.Namespace, the settings deleted (operator access)
+//	POST /v1/acl/tokens                  ACLTokenRequest -> ACLTokenCreated (operator access)
+//	GET  /v1/acl/tokens                  -> []model.ACLToken, without hashes (operator access)
+//	DELETE /v1/acl/tokens/{accessor}     -> model.ACLToken, the token revoked (operator access)
 //	PUT  /v1/blobs/{sha256}              the file as the body -> UploadResponse (any master; see below)
 //	GET  /v1/blobs/{sha256}              -> the file (HEAD: its size); Range requests too
 //
@@ -117,6 +124,13 @@ var (
 	V1RemovePeer         = Endpoint[RemovePeerRequest, RaftPeers]{Route{http.MethodPost, PathRemovePeer}}
 	V1TransferLeadership = Endpoint[TransferLeadershipRequest, TransferLeadershipResponse]{Route{http.MethodPost, PathTransferLeadership}}
 	V1ClearCompleted     = Endpoint[NoBody, ClearCompletedResponse]{Route{http.MethodPost, PathClearCompleted}}
+	V1Namespaces         = Endpoint[NoBody, []NamespaceStatus]{Route{http.MethodGet, PathNamespaces}}
+	V1Namespace          = Endpoint[NoBody, NamespaceStatus]{Route{http.MethodGet, PathNamespaces + "/{id}"}}
+	V1ApplyNamespace     = Endpoint[NamespaceRequest, NamespaceStatus]{Route{http.MethodPut, PathNamespaces + "/{id}"}}
+	V1DeleteNamespace    = Endpoint[NoBody, *model.Namespace]{Route{http.MethodDelete, PathNamespaces + "/{id}"}}
+	V1CreateACLToken     = Endpoint[ACLTokenRequest, ACLTokenCreated]{Route{http.MethodPost, PathACLTokens}}
+	V1ACLTokens          = Endpoint[NoBody, []*model.ACLToken]{Route{http.MethodGet, PathACLTokens}}
+	V1RevokeACLToken     = Endpoint[NoBody, *model.ACLToken]{Route{http.MethodDelete, PathACLTokens + "/{id}"}}
 )
 
 // The endpoints whose bodies or answers are not JSON: streams, logs,

@@ -16,6 +16,9 @@ const (
 	QueryWorker = "worker"
 	QueryLimit  = "limit"
 	QueryCursor = "cursor"
+	// QueryNamespace keeps the rows of one namespace; absent keeps every
+	// namespace's.
+	QueryNamespace = "namespace"
 )
 
 // DefaultListLimit is the page size of a paged list whose query gives a
@@ -35,8 +38,10 @@ const MaxNameFilter = 256
 // for. A row is kept when its state is one of States (none: any), its
 // name matches the glob Name (path.Match syntax; "": any) and it is on
 // Worker ("": any): a driver whose current attempt, or last one once it
-// ended, is there; an app with an executor there. The rows come ordered
-// by ID, which orders them by submission time.
+// ended, is there; an app with an executor there; and it belongs to
+// Namespace ("": any namespace; a name that is no namespace, or one since
+// deleted, keeps the ended rows that still name it). The rows come
+// ordered by ID, which orders them by submission time.
 //
 // A query with a Limit or a Cursor is paged: its answer is a page
 // (DriverPage, AppPage) of at most Limit rows (DefaultListLimit when 0)
@@ -46,14 +51,13 @@ const MaxNameFilter = 256
 // may come from any master, after a failover too, and a row dropped in
 // between does not move it. A query with neither is answered whole, as a
 // JSON array, the answer of clients that predate paging.
-//
-// Namespaces, once the tables have them, add one more filter here.
 type ListQuery struct {
-	States []string
-	Name   string
-	Worker string
-	Limit  int
-	Cursor string
+	States    []string
+	Name      string
+	Worker    string
+	Namespace string
+	Limit     int
+	Cursor    string
 }
 
 // Paged reports whether the query asks for a page.
@@ -71,6 +75,9 @@ func (q ListQuery) Values() url.Values {
 	if q.Worker != "" {
 		v.Set(QueryWorker, q.Worker)
 	}
+	if q.Namespace != "" {
+		v.Set(QueryNamespace, q.Namespace)
+	}
 	if q.Limit != 0 {
 		v.Set(QueryLimit, strconv.Itoa(q.Limit))
 	}
@@ -86,7 +93,7 @@ func (q ListQuery) Values() url.Values {
 // within the master's bound, a cursor that is an ID) is the master's to
 // check.
 func ParseListQuery(v url.Values) (ListQuery, error) {
-	q := ListQuery{Name: v.Get(QueryName), Worker: v.Get(QueryWorker), Cursor: v.Get(QueryCursor)}
+	q := ListQuery{Name: v.Get(QueryName), Worker: v.Get(QueryWorker), Namespace: v.Get(QueryNamespace), Cursor: v.Get(QueryCursor)}
 	for _, list := range v[QueryState] {
 		for _, s := range strings.Split(list, ",") {
 			if s = strings.ToUpper(strings.TrimSpace(s)); s != "" {

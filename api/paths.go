@@ -34,6 +34,12 @@ const (
 	PathBlobs = "/v1/blobs"
 	// PathClearCompleted drops every finished driver and app.
 	PathClearCompleted = "/v1/operator/clear-completed"
+	// PathNamespaces is GET (list); a namespace's name follows for GET,
+	// PUT (apply) and DELETE.
+	PathNamespaces = "/v1/namespaces"
+	// PathACLTokens is POST (create) and GET (list); an accessor follows
+	// for DELETE (revoke).
+	PathACLTokens = "/v1/acl/tokens"
 )
 
 // MaxHeaderBytes bounds a request's line and headers on every listener

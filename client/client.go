@@ -104,6 +104,9 @@ type Options struct {
 	TLS *tls.Config
 	// Token is sent as "Authorization: Bearer <Token>" when not "".
 	Token string
+	// Namespace is the namespace Submit submits into when the request
+	// names none ("" for the masters' default, `default`).
+	Namespace string
 	// NoBatching sends every Submit as a request of its own, instead of
 	// gathering the submissions made while others are out into batch
 	// requests.
@@ -118,16 +121,22 @@ const (
 	EnvClientKey  = "DROVER_CLIENT_KEY"
 	EnvToken      = "DROVER_TOKEN"
 	EnvTokenFile  = "DROVER_TOKEN_FILE"
+	// EnvNamespace names the namespace to submit into and list
+	// (Options.Namespace).
+	EnvNamespace = "DROVER_NAMESPACE"
 )
 
 // OptionsFromEnv returns Options with TLS and Token taken from the
 // environment: the cluster CA from $DROVER_CACERT, an optional client
 // certificate from $DROVER_CLIENT_CERT and $DROVER_CLIENT_KEY, and the
-// token from the file $DROVER_TOKEN_FILE or else $DROVER_TOKEN. Unset
-// variables leave plain HTTP and no token. Errors name the variable and
-// never repeat a token.
+// token from the file $DROVER_TOKEN_FILE or else $DROVER_TOKEN, and the
+// namespace from $DROVER_NAMESPACE. Unset variables leave plain HTTP, no
+// token and the default namespace. Errors name the variable and never
+// repeat a token.
 func OptionsFromEnv() (Options, error) {
-	return SecureOptions(os.Getenv(EnvCACert), os.Getenv(EnvClientCert), os.Getenv(EnvClientKey), os.Getenv(EnvTokenFile))
+	o, err := SecureOptions(os.Getenv(EnvCACert), os.Getenv(EnvClientCert), os.Getenv(EnvClientKey), os.Getenv(EnvTokenFile))
+	o.Namespace = os.Getenv(EnvNamespace)
+	return o, err
 }
 
 // SecureOptions is OptionsFromEnv with the file names given: caFile ("" for

@@ -24,7 +24,8 @@ func NewToken() string {
 
 // Submit asks for a new driver. A request without a token gets a fresh one,
 // and retries within Submit reuse it, so a timeout or a failover never
-// creates a second driver.
+// creates a second driver. A request that names no namespace goes into
+// Options.Namespace.
 //
 // Submissions made concurrently on one Client travel together: while
 // earlier ones are out, those that arrive are gathered into the next
@@ -34,6 +35,9 @@ func NewToken() string {
 func (c *Client) Submit(ctx context.Context, req api.SubmitRequest) (api.SubmitResponse, error) {
 	if req.Token == "" {
 		req.Token = NewToken()
+	}
+	if req.Namespace == "" {
+		req.Namespace = c.opts.Namespace
 	}
 	if c.opts.NoBatching {
 		return c.submitOne(ctx, req)

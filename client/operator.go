@@ -94,6 +94,23 @@ func (c *Client) toLeader(ctx context.Context, method, path string, body []byte,
 	return nil, fmt.Errorf("%w: the configuration names no leader with an HTTP address", ErrNoMaster)
 }
 
+// callLeader is call for a write that must be made once (toLeader)
+// rather than sent to every master.
+func callLeader[In, Out any](ctx context.Context, c *Client, e api.Endpoint[In, Out], path string, in In, out *Out) error {
+	var body []byte
+	if _, none := any(in).(api.NoBody); !none {
+		var err error
+		if body, err = api.Marshal(in); err != nil {
+			return fmt.Errorf("encode request: %w", err)
+		}
+	}
+	resp, err := c.toLeader(ctx, e.Method, path, body, nil)
+	if err != nil {
+		return err
+	}
+	return decodeJSON(resp, out)
+}
+
 // maxHealthBytes bounds a health answer, a few checks long.
 const maxHealthBytes = 64 << 10
 

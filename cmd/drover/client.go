@@ -31,12 +31,12 @@ const clientUsage = `usage: drover client [--masters a,b,c] [--timeout D] <comma
 commands (drover client help COMMAND, or COMMAND --help, for one's usage):
   submit [--supervise [--max-restarts N [--restart-window D]] [--reschedule-after K]]
          [--name NAME] [--driver-cores N] [--driver-memory SIZE] [--driver-resource NAME=N]...
-         [--env K=V]... [--artifact URL]... [--upload FILE]... [--user NAME] [--wait]
-         -- PROGRAM [ARGS...]
+         [--priority N] [--env K=V]... [--artifact URL]... [--upload FILE]... [--user NAME]
+         [--wait] -- PROGRAM [ARGS...]
   status DRIVER_ID [--json]
   kill   DRIVER_ID
-  list   [--state S]... [--name GLOB] [--worker W] [--page-size N] [--json]
-                         the masters filter; pages print as they come
+  list   [--state S]... [--name GLOB] [--worker W] [--all-namespaces] [--page-size N]
+         [--json]        the masters filter; pages print as they come
   logs   DRIVER_ID [--attempt N] [--stderr] [--follow]
   logs   APP_ID --executor N [--stderr] [--follow]
   leader                 print the leader master's ID
@@ -52,6 +52,8 @@ The flags below go before the command or after it (drover client list
 --masters a,b,c); given twice, the later wins.
   --masters a,b,c  master HTTP addresses (default $DROVER_MASTERS)
   --timeout D      how long to keep trying the masters, positive (default %s)
+  --namespace NAME the namespace submit submits into and list lists
+                   (default $DROVER_NAMESPACE, else default)
   --ca-cert F, --token-file F, --client-cert F, --client-key F, --bind IP
   --max-response-size SIZE  bound on one answer (default 64m); past it the
                    command fails naming it, never printing a cut answer
@@ -126,6 +128,10 @@ type cli struct {
 	// signals is the context SIGINT or SIGTERM ends (interruptContext),
 	// nil when none does; an error after it ended is the interruption's.
 	signals context.Context
+	// namespace is drover client's --namespace, which its commands take
+	// as they take the connect flags; nil for drover operator, whose
+	// token create has a --namespace of its own.
+	namespace *string
 }
 
 // newCLI returns the cli of command (named by fs) whose client starts from
@@ -146,7 +152,16 @@ func (k *cli) flags(name string) *pflag.FlagSet {
 		fs.Usage = func() { usageOf(fs.Output(), k.command, c, fs) }
 	}
 	k.connect.add(fs)
+	k.addNamespaceFlag(fs)
 	return fs
+}
+
+// addNamespaceFlag registers drover client's --namespace on fs,
+// defaulting to its value so far.
+func (k *cli) addNamespaceFlag(fs *pflag.FlagSet) {
+	if k.namespace != nil {
+		fs.StringVar(k.namespace, "namespace", *k.namespace, "the namespace submit submits into and list lists, a DNS label (default $DROVER_NAMESPACE, else default)")
+	}
 }
 
 // parse parses a command's arguments, its own flags and the connect flags
@@ -169,11 +184,19 @@ func (k *cli) dial() error {
 	if f.timeout <= 0 {
 		return fmt.Errorf("--timeout must be positive, got %s", f.timeout)
 	}
+	if k.namespace != nil {
+		if err := model.CheckNamespace(*k.namespace); err != nil {
+			return fmt.Errorf("--namespace (or $%s): %v", client.EnvNamespace, err)
+		}
+	}
 	opts, err := client.SecureOptions(f.caCert, f.clientCert, f.clientKey, f.tokenFile)
 	if err != nil {
 		return err
 	}
 	opts.BindIP = f.bind
+	if k.namespace != nil {
+		opts.Namespace = *k.namespace
+	}
 	opts.RequestTimeout, opts.MaxResponseBytes = k.base.RequestTimeout, f.maxResponse.b
 	// A person waits on the command: after a leader's loss the next
 	// leader answers within cliMaxRetry of its election, instead of the
@@ -203,6 +226,8 @@ func runClient(args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(stdout)
 	fs.Usage = func() { fmt.Fprintf(fs.Output(), clientUsage, defaultTimeout) }
 	k := newCLI(fs, client.Options{}, stdout, stderr)
+	k.namespace = new(cmp.Or(os.Getenv(client.EnvNamespace), model.DefaultNamespace))
+	k.addNamespaceFlag(fs)
 	if err := fs.Parse(args); err != nil {
 		return flagErrorTo(stderr, err)
 	}
@@ -292,6 +317,7 @@ func (k *cli) submit(ctx context.Context, args []string) int {
 	maxRestarts := fs.Int("max-restarts", 0, "with --supervise: end the driver FAILED after more than N failed runs (within --restart-window); default unbounded")
 	window := fs.Duration("restart-window", 0, "with --max-restarts: count only the failed runs of the last D (at least 1s); default every one")
 	reschedule := fs.Int("reschedule-after", 0, "with --supervise: after K failed runs in a row on one worker, run the next attempt on another worker when one has room; default never")
+	priority := fs.Int("priority", model.DefaultPriority, fmt.Sprintf("the driver's priority among its namespace's waiting drivers, 0 to %d, at most the namespace's --priority-max (default: %d, lowered to that cap)", model.MaxPriority, model.DefaultPriority))
 	user := fs.String("user", "", "the user the program runs as, a name ([a-z_][a-z0-9_-]*, at most 32 bytes), never a uid; a worker runs it so only when its --allowed-users lists the name (default: each worker's --run-as)")
 	if code, ok := k.parse(fs, args); !ok {
 		return code
@@ -302,6 +328,10 @@ func (k *cli) submit(ctx context.Context, args []string) int {
 	}
 	if *cores < 1 || *cores > model.MaxCores {
 		fmt.Fprintf(k.stderr, "drover: --driver-cores %d must be from 1 to %d\n", *cores, model.MaxCores)
+		return 1
+	}
+	if err := model.CheckPriority(*priority); err != nil {
+		fmt.Fprintf(k.stderr, "drover: --priority: %v\n", err)
 		return 1
 	}
 	bounds, err := restartBounds(fs, *supervise, *maxRestarts, *window, *reschedule)
@@ -346,6 +376,9 @@ func (k *cli) submit(ctx context.Context, args []string) int {
 	}
 	if len(amounts) > 0 {
 		req.Resources = amounts
+	}
+	if fs.Changed("priority") {
+		req.Priority = priority
 	}
 	for _, a := range *artifacts {
 		req.Artifacts = append(req.Artifacts, model.Artifact{Source: a})
@@ -677,6 +710,12 @@ func printDriver(w io.Writer, d *model.Driver) {
 		fmt.Fprintf(w, "name:       %s\n", d.Name)
 	}
 	fmt.Fprintf(w, "state:      %s\n", d.State)
+	fmt.Fprintf(w, "namespace:  %s\n", model.NamespaceOf(d.Namespace))
+	if d.Priority != nil {
+		fmt.Fprintf(w, "priority:   %d\n", *d.Priority)
+	} else {
+		fmt.Fprintf(w, "priority:   the namespace's default (%d, or its --priority-max if lower)\n", model.DefaultPriority)
+	}
 	worker, attempt := placement(d)
 	fmt.Fprintf(w, "worker:     %s\n", worker)
 	fmt.Fprintf(w, "attempt:    %s\n", attempt)
@@ -763,6 +802,7 @@ func (k *cli) list(ctx context.Context, args []string) int {
 	states := fs.StringArray("state", nil, "show only drivers in state S (SUBMITTED, RUNNING, ..., in any case); repeat it or give a comma list")
 	name := fs.String("name", "", "show only drivers whose name matches GLOB (path.Match: *, ?, [a-z], \\ quotes)")
 	worker := fs.String("worker", "", "show only drivers whose current attempt, or last one if they ended, is on worker W")
+	all := fs.Bool("all-namespaces", false, "list the drivers of every namespace, not only --namespace's")
 	pageSize := fs.Int("page-size", api.DefaultListLimit, "drivers a request asks the masters for; each page is printed as it comes (at most the masters' --max-list-page)")
 	if code, ok := k.parse(fs, args); !ok {
 		return code
@@ -773,6 +813,9 @@ func (k *cli) list(ctx context.Context, args []string) int {
 	q, err := listQuery(*states, *name, *worker, *pageSize)
 	if err != nil {
 		return k.exitFor(err)
+	}
+	if !*all {
+		q.Namespace = *k.namespace
 	}
 	// The masters filter and page; each page is printed before the next
 	// is asked for, so the client holds one page, whatever the tables

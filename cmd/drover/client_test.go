@@ -249,25 +249,37 @@ func TestListFilters(t *testing.T) {
 		!slices.Equal(rows[3], []string{"driver-20260101000000-0004", "-", "-"}) {
 		t.Fatalf("list: exit %d\n%s", code, stdout)
 	}
-	if q := lastQuery(); q.Encode() != "limit=1000" {
-		t.Fatalf("list asked %q, want a page of 1000 and no filter", q.Encode())
+	if q := lastQuery(); q.Encode() != "limit=1000&namespace=default" {
+		t.Fatalf("list asked %q, want a page of 1000 of the default namespace and no other filter", q.Encode())
 	}
 	for _, c := range []struct {
 		args []string
 		want string
 	}{
-		{[]string{"--state", "running"}, "limit=1000&state=RUNNING"},
-		{[]string{"--state", "RUNNING,submitted"}, "limit=1000&state=RUNNING%2CSUBMITTED"},
-		{[]string{"--state", "running", "--state", "Finished", "--state", "RUNNING"}, "limit=1000&state=RUNNING%2CFINISHED"},
-		{[]string{"--name", "etl-*"}, "limit=1000&name=etl-%2A"},
-		{[]string{"--name", "etl-*", "--state", "SUBMITTED", "--page-size", "7"}, "limit=7&name=etl-%2A&state=SUBMITTED"},
-		{[]string{"--worker", "w2"}, "limit=1000&worker=w2"},
-		{[]string{"--name", strings.Repeat("a", api.MaxNameFilter)}, "limit=1000&name=" + strings.Repeat("a", api.MaxNameFilter)},
+		{[]string{"--state", "running"}, "limit=1000&namespace=default&state=RUNNING"},
+		{[]string{"--state", "RUNNING,submitted"}, "limit=1000&namespace=default&state=RUNNING%2CSUBMITTED"},
+		{[]string{"--state", "running", "--state", "Finished", "--state", "RUNNING"}, "limit=1000&namespace=default&state=RUNNING%2CFINISHED"},
+		{[]string{"--name", "etl-*"}, "limit=1000&name=etl-%2A&namespace=default"},
+		{[]string{"--name", "etl-*", "--state", "SUBMITTED", "--page-size", "7"}, "limit=7&name=etl-%2A&namespace=default&state=SUBMITTED"},
+		{[]string{"--worker", "w2"}, "limit=1000&namespace=default&worker=w2"},
+		{[]string{"--name", strings.Repeat("a", api.MaxNameFilter)}, "limit=1000&name=" + strings.Repeat("a", api.MaxNameFilter) + "&namespace=default"},
+		{[]string{"--all-namespaces"}, "limit=1000"},
+		{[]string{"--namespace", "etl"}, "limit=1000&namespace=etl"},
+		{[]string{"--namespace", "etl", "--all-namespaces"}, "limit=1000"},
+		{[]string{"--namespace", strings.Repeat("a", model.MaxNamespaceLen)}, "limit=1000&namespace=" + strings.Repeat("a", model.MaxNamespaceLen)},
 	} {
 		if _, stderr, code := list(c.args...); code != 0 || lastQuery().Encode() != c.want {
 			t.Errorf("list %v: exit %d (%s), asked %q; want %q", c.args, code, stderr, lastQuery().Encode(), c.want)
 		}
 	}
+	t.Setenv("DROVER_NAMESPACE", "ml")
+	if _, stderr, code := list(); code != 0 || lastQuery().Encode() != "limit=1000&namespace=ml" {
+		t.Errorf("list with $DROVER_NAMESPACE ml: exit %d (%s), asked %q; want namespace=ml", code, stderr, lastQuery().Encode())
+	}
+	if _, stderr, code := list("--namespace", "etl"); code != 0 || lastQuery().Encode() != "limit=1000&namespace=etl" {
+		t.Errorf("list --namespace etl with $DROVER_NAMESPACE ml: exit %d (%s), asked %q; want the flag to win", code, stderr, lastQuery().Encode())
+	}
+	t.Setenv("DROVER_NAMESPACE", "")
 	stdout, _, code = list("--json", "--state", "finished", "--name", "rep*")
 	var ds []model.Driver
 	if err := json.Unmarshal([]byte(stdout), &ds); code != 0 || err != nil || len(ds) != 4 || ds[2].ID != "driver-20260101000000-0003" {
@@ -284,6 +296,8 @@ func TestListFilters(t *testing.T) {
 		{[]string{"--worker", "../w1"}, "--worker"},
 		{[]string{"--page-size", "0"}, "--page-size 0 must be at least 1"},
 		{[]string{"--name", strings.Repeat("a", api.MaxNameFilter+1)}, "--name of 257 bytes exceeds 256 bytes"},
+		{[]string{"--namespace", "Etl"}, `--namespace (or $DROVER_NAMESPACE): namespace name "Etl" is not a DNS label`},
+		{[]string{"--namespace", strings.Repeat("a", model.MaxNamespaceLen+1)}, "namespace name exceeds 63 bytes (it has 64)"},
 	} {
 		if stdout, stderr, code := list(c.args...); code != 1 || stdout != "" || !strings.Contains(stderr, c.err) || strings.Count(stderr, "\n") != 1 {
 			t.Errorf("list %v: exit %d, stdout %q, stderr %q; want exit 1 and one line with %q", c.args, code, stdout, stderr, c.err)

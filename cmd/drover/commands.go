@@ -21,12 +21,12 @@ type command struct {
 
 // clientCommands are drover client's commands, in the order of its usage.
 var clientCommands = []command{
-	{"submit", "[--supervise] [--name NAME] [--driver-cores N] [--driver-memory SIZE] [--env K=V]... [--wait] [flags] -- PROGRAM [ARGS...]",
+	{"submit", "[--supervise] [--name NAME] [--driver-cores N] [--driver-memory SIZE] [--priority N] [--env K=V]... [--wait] [flags] -- PROGRAM [ARGS...]",
 		"Submit a driver that runs PROGRAM with ARGS on a worker, as an argv (never through a shell); the driver ID is the last line of stdout.",
 		(*cli).submit},
 	{"status", "DRIVER_ID [--json]", "Print a driver's state, where it runs, what it asks for and a line for each of its attempts.", (*cli).status},
 	{"kill", "DRIVER_ID", "Kill a driver: its attempt is stopped wherever it runs and the driver ends KILLED.", (*cli).kill},
-	{"list", "[--state S]... [--name GLOB] [--worker W] [--page-size N] [--json]",
+	{"list", "[--state S]... [--name GLOB] [--worker W] [--all-namespaces] [--page-size N] [--json]",
 		"List drivers, filtered by the masters and printed a page at a time.", (*cli).list},
 	{"logs", "DRIVER_ID [--attempt N] [--stderr] [--follow] | APP_ID --executor N [--stderr] [--follow]",
 		"Print a driver's, or an executor's, stdout (or stderr) as its worker keeps it.", (*cli).logs},
@@ -48,6 +48,15 @@ var operatorCommands = []command{
 	{"raft transfer-leadership", "[--id ID]", "Hand leadership to voter ID, or to the most up-to-date voter.", (*cli).transferLeadership},
 	{"snapshot save", "FILE", "Write a snapshot of the cluster's tables to FILE (written aside and renamed, never half a file).", (*cli).snapshotSave},
 	{"snapshot restore", "FILE", "Replace the cluster's tables with FILE's: disaster recovery, every write since FILE is lost.", (*cli).snapshotRestore},
+	{"namespace apply", "NAME [--cores N] [--memory SIZE] [--resource NAME=N]... [--max-running-drivers N] [--max-queued-drivers N] [--weight W] [--driver-share F] [--priority-max P] [--preempt]",
+		"Create namespace NAME, or replace its settings: a flag left out takes a new namespace's default.", (*cli).namespaceApply},
+	{"namespace list", "[--json]", "List the namespaces with their quotas, use, queued and running drivers.", (*cli).namespaceList},
+	{"namespace status", "NAME [--json]", "Print a namespace's quota, use, fair share, queued and running drivers and preemptions.", (*cli).namespaceStatus},
+	{"namespace delete", "NAME", "Delete a namespace that holds no driver or app that has not ended.", (*cli).namespaceDelete},
+	{"token create", "--namespace NAME [--namespace NAME2]... --policy submit|read [--name TEXT] [--ttl D] [--json]",
+		"Create an ACL token for the namespaces and print its accessor and its secret, which is shown this once.", (*cli).tokenCreate},
+	{"token list", "[--json]", "List the ACL tokens by accessor, without their secrets.", (*cli).tokenList},
+	{"token revoke", "ACCESSOR", "Revoke an ACL token: every master refuses it from then on.", (*cli).tokenRevoke},
 }
 
 // helpCommand is the help command of drover client and operator.

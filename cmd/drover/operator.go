@@ -31,6 +31,18 @@ commands (operator token; drover operator help COMMAND, or COMMAND
   snapshot save FILE                   write a snapshot of the cluster's tables
   snapshot restore FILE                replace the tables with FILE's (disaster
                                        recovery: every write since FILE is lost)
+  namespace apply NAME [--cores N] [--memory SIZE] [--resource NAME=N]...
+        [--max-running-drivers N] [--max-queued-drivers N] [--weight W]
+        [--driver-share F] [--priority-max P] [--preempt]
+                                       create a namespace or replace its settings
+  namespace list [--json]              the namespaces, their quotas and use
+  namespace status NAME [--json]       quota, use, fair share, queued, running,
+                                       preemptions
+  namespace delete NAME                delete one that holds no live work
+  token create --namespace NAME... --policy submit|read [--name TEXT]
+        [--ttl D] [--json]             an ACL token; its secret is shown once
+  token list [--json]                  the ACL tokens, without secrets
+  token revoke ACCESSOR                revoke an ACL token
   help [COMMAND]                       print this, or COMMAND's usage
 
 The flags below go before the command or after it (drover operator raft

@@ -79,14 +79,18 @@ func checkBatch(n int) error {
 }
 
 // submission is the free submission from caller c, with this master's
-// bound on the size of a program (Config.MaxProgramSize) checked too, and
-// the client the submission came from recorded in the command.
+// bound on the size of a program (Config.MaxProgramSize) and its
+// namespace's rules (checkNamespace) checked too, and the client the
+// submission came from recorded in the command.
 func (s *Core) submission(c auth.Caller, req api.SubmitRequest) (*model.SubmitDriver, error) {
 	cmd, err := submission(req)
 	if err != nil {
 		return nil, err
 	}
 	if err := s.checkProgramSize("program", cmd.ProgramSize()); err != nil {
+		return nil, err
+	}
+	if err := s.checkNamespace(cmd.Namespace, cmd.Priority); err != nil {
 		return nil, err
 	}
 	cmd.Client = c.Client

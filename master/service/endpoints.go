@@ -176,6 +176,48 @@ var (
 			return s.ClearCompleted(ctx, c)
 		},
 	})
+	V1Namespaces = routed(&Endpoint[api.NoBody, []api.NamespaceStatus]{
+		Info: Info{Route: api.V1Namespaces.Route, Access: auth.Read, Answer: AtLeaderOrStale},
+		Serve: func(s *Local, ctx context.Context, c auth.Caller, r Request[api.NoBody]) ([]api.NamespaceStatus, error) {
+			return s.Namespaces(ctx, c, r.Read)
+		},
+	})
+	V1Namespace = routed(&Endpoint[api.NoBody, api.NamespaceStatus]{
+		Info: Info{Route: api.V1Namespace.Route, Access: auth.Read, Answer: AtLeaderOrStale},
+		Serve: func(s *Local, ctx context.Context, c auth.Caller, r Request[api.NoBody]) (api.NamespaceStatus, error) {
+			return s.Namespace(ctx, c, r.ID, r.Read)
+		},
+	})
+	V1ApplyNamespace = routed(&Endpoint[api.NamespaceRequest, api.NamespaceStatus]{
+		Info: Info{Route: api.V1ApplyNamespace.Route, Access: auth.Operator},
+		Serve: func(s *Local, ctx context.Context, c auth.Caller, r Request[api.NamespaceRequest]) (api.NamespaceStatus, error) {
+			return s.ApplyNamespace(ctx, c, r.ID, r.Body)
+		},
+	})
+	V1DeleteNamespace = routed(&Endpoint[api.NoBody, *model.Namespace]{
+		Info: Info{Route: api.V1DeleteNamespace.Route, Access: auth.Operator},
+		Serve: func(s *Local, ctx context.Context, c auth.Caller, r Request[api.NoBody]) (*model.Namespace, error) {
+			return s.DeleteNamespace(ctx, c, r.ID)
+		},
+	})
+	V1CreateACLToken = routed(&Endpoint[api.ACLTokenRequest, api.ACLTokenCreated]{
+		Info: Info{Route: api.V1CreateACLToken.Route, Access: auth.Operator},
+		Serve: func(s *Local, ctx context.Context, c auth.Caller, r Request[api.ACLTokenRequest]) (api.ACLTokenCreated, error) {
+			return s.CreateACLToken(ctx, c, r.Body)
+		},
+	})
+	V1ACLTokens = routed(&Endpoint[api.NoBody, []*model.ACLToken]{
+		Info: Info{Route: api.V1ACLTokens.Route, Access: auth.Operator, Answer: AtLeaderOrStale},
+		Serve: func(s *Local, ctx context.Context, c auth.Caller, r Request[api.NoBody]) ([]*model.ACLToken, error) {
+			return s.ACLTokens(ctx, c, r.Read)
+		},
+	})
+	V1RevokeACLToken = routed(&Endpoint[api.NoBody, *model.ACLToken]{
+		Info: Info{Route: api.V1RevokeACLToken.Route, Access: auth.Operator},
+		Serve: func(s *Local, ctx context.Context, c auth.Caller, r Request[api.NoBody]) (*model.ACLToken, error) {
+			return s.RevokeACLToken(ctx, c, r.ID)
+		},
+	})
 )
 
 // The endpoints whose listener decodes and encodes them by hand (streams,

@@ -14,21 +14,23 @@ import (
 // listFilter is a checked api.ListQuery: what a list keeps of the rows
 // and how many it returns (0: all).
 type listFilter struct {
-	states map[string]bool
-	name   string
-	worker string
-	limit  int
-	after  string
+	states    map[string]bool
+	name      string
+	worker    string
+	namespace string
+	limit     int
+	after     string
 }
 
 // listFilterOf checks q for a list of rows whose states are among known
 // and whose IDs checkID accepts: known states, a well-formed glob of at
-// most api.MaxNameFilter bytes, a worker ID, a limit within
+// most api.MaxNameFilter bytes, a worker ID, a namespace's name
+// (model.CheckNamespace; it need not exist), a limit within
 // Config.MaxListLimit and a cursor that is an ID. Any other query is
 // refused with api.ErrInvalidRequest naming what is wrong, before a row
 // is read.
 func listFilterOf[S ~string](cfg Config, q api.ListQuery, known []S, checkID func(string) error) (listFilter, error) {
-	f := listFilter{name: q.Name, worker: q.Worker, after: q.Cursor}
+	f := listFilter{name: q.Name, worker: q.Worker, namespace: q.Namespace, after: q.Cursor}
 	for _, st := range q.States {
 		if !slices.Contains(known, S(st)) {
 			return f, api.Errorf(api.ErrInvalidRequest, "state %q is not one of %v", st, known)
@@ -47,6 +49,11 @@ func listFilterOf[S ~string](cfg Config, q api.ListQuery, known []S, checkID fun
 	if q.Worker != "" {
 		if err := ids.CheckWorker(q.Worker); err != nil {
 			return f, api.Errorf(api.ErrInvalidRequest, "worker filter: %v", err)
+		}
+	}
+	if q.Namespace != "" {
+		if err := model.CheckNamespace(q.Namespace); err != nil {
+			return f, api.Errorf(api.ErrInvalidRequest, "namespace filter: %v", err)
 		}
 	}
 	if q.Cursor != "" {
@@ -70,9 +77,10 @@ func listFilterOf[S ~string](cfg Config, q api.ListQuery, known []S, checkID fun
 	return f, nil
 }
 
-// keeps reports whether f keeps a row in state st named name.
-func (f listFilter) keeps(st, name string) bool {
-	if f.states != nil && !f.states[st] {
+// keeps reports whether f keeps a row of namespace ns ("" for the
+// default) in state st named name.
+func (f listFilter) keeps(ns, st, name string) bool {
+	if f.states != nil && !f.states[st] || f.namespace != "" && f.namespace != model.NamespaceOf(ns) {
 		return false
 	}
 	ok, _ := path.Match(f.name, name)
@@ -99,7 +107,7 @@ func (s *Core) Drivers(_ context.Context, _ auth.Caller, q api.ListQuery, r Read
 		return api.DriverPage{}, err
 	}
 	ds, more := s.FSM.State().DriverPage(f.after, f.limit, func(d *model.Driver) bool {
-		return (f.worker == "" || d.WorkerID == f.worker) && f.keeps(string(d.State), d.Name)
+		return (f.worker == "" || d.WorkerID == f.worker) && f.keeps(d.Namespace, string(d.State), d.Name)
 	})
 	return api.DriverPage{
 		Drivers: explainWaiting(ds, s.FSM.State().Workers()),
@@ -119,7 +127,7 @@ func (s *Applications) Apps(_ context.Context, _ auth.Caller, q api.ListQuery, r
 	}
 	apps, execs, more := s.FSM.State().AppPage(f.after, f.limit, func(a *model.App, es []*model.Executor) bool {
 		return (f.worker == "" || slices.ContainsFunc(es, func(e *model.Executor) bool { return e.WorkerID == f.worker })) &&
-			f.keeps(string(a.State), a.Name)
+			f.keeps(a.Namespace, string(a.State), a.Name)
 	})
 	ws := s.FSM.State().Workers()
 	out := api.AppPage{Apps: make([]api.AppStatus, len(apps))}

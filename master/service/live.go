@@ -7,6 +7,7 @@ import (
 
 	"github.com/drover-project/drover/api"
 	"github.com/drover-project/drover/fsm"
+	"github.com/drover-project/drover/model"
 )
 
 // The bounds on what has not ended (Config.MaxLiveDrivers,
@@ -44,6 +45,41 @@ func (s *Core) overLive(l fsm.Live, client string) error {
 	if limit := s.cfg.MaxLiveDriversPerClient; limit > 0 && client != "" && l.ClientDrivers >= limit {
 		return api.Errorf(api.ErrLimitReached, "drivers from %s that have not ended are at --max-live-drivers-per-client (%d): nothing submitted; submit again once some have ended",
 			client, limit)
+	}
+	return nil
+}
+
+// admitQueued refuses a submission to namespace ns ("" for the default)
+// with model.ErrQueueFull, naming the bound, when the namespace's drivers
+// waiting for a placement with its submissions in flight are at its
+// MaxQueuedDrivers already. Called with s.queue.mu held, as admitDriver.
+// The waiting drivers are read before which of those in flight have
+// applied, so that one applied in between is counted at most once: a
+// count that falls short lets the tables refuse the submission
+// themselves (fsm's admitSubmission), and none is ever refused that
+// fits.
+func (s *Core) admitQueued(ns string) error {
+	ns = model.NamespaceOf(ns)
+	st := s.FSM.State()
+	n, ok := st.Namespace(ns)
+	if !ok || n.MaxQueuedDrivers == 0 {
+		return nil
+	}
+	queued := st.NamespaceUse(ns).Queued
+	if queued+len(s.queue.byToken) < n.MaxQueuedDrivers {
+		return nil
+	}
+	for token, qs := range s.queue.byToken {
+		if model.NamespaceOf(qs.cmd.Namespace) != ns {
+			continue
+		}
+		if _, applied := st.DriverByToken(token); !applied {
+			queued++
+		}
+	}
+	if queued >= n.MaxQueuedDrivers {
+		return api.Errorf(model.ErrQueueFull, "namespace %s has %d drivers waiting, its --max-queued-drivers (%d): nothing submitted; submit again once some are placed",
+			ns, queued, n.MaxQueuedDrivers)
 	}
 	return nil
 }

@@ -88,10 +88,11 @@ func (w *submitWait) deliver(i int, o fsm.SubmitOutcome) {
 // Existing, without an entry; one whose token is queued or committing
 // shares that submission's outcome (the copies of one submission a client
 // sent to every master), Existing when the token came earlier in cmds.
-// One that would take the drivers not ended past a bound is refused
-// (Core.admitDriver). The others get their ID and time from term t as they
-// join the queue, all at once, so one call's submissions go into the same
-// entry when they fit.
+// One that would take the drivers not ended, or its namespace's waiting
+// drivers, past a bound is refused (Core.admitDriver, Core.admitQueued).
+// The others get their ID and time from term t as they join the queue,
+// all at once, so one call's submissions go into the same entry when they
+// fit.
 func (s *Core) submitAll(t *leader.Term, cmds []*model.SubmitDriver) []fsm.SubmitOutcome {
 	if len(cmds) == 0 {
 		return nil
@@ -109,7 +110,11 @@ func (s *Core) submitAll(t *leader.Term, cmds []*model.SubmitDriver) []fsm.Submi
 			w.deliver(i, fsm.SubmitOutcome{SubmitResult: fsm.SubmitResult{DriverID: id, Existing: true}})
 			continue
 		}
-		if err := s.admitDriver(cmd.Client); err != nil {
+		err := s.admitDriver(cmd.Client)
+		if err == nil {
+			err = s.admitQueued(cmd.Namespace)
+		}
+		if err != nil {
 			w.deliver(i, fsm.SubmitOutcome{Err: err})
 			continue
 		}
