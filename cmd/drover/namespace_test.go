@@ -1,0 +1,166 @@
+package main
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/drover-project/drover/api"
+	"github.com/drover-project/drover/master/mastertest"
+	"github.com/drover-project/drover/model"
+)
+
+// The operator's namespace and token commands and the client's
+// --namespace and --priority, against a master: each bad flag is one line
+// naming it, exit 1, before any request (the namespaces stay as they
+// were); apply, list, status, token create, list and revoke print what the
+// master holds; a submission goes into --namespace with its priority, and
+// status shows both; a namespace with live work is not deleted.
+func TestNamespaceAndTokenCommands(t *testing.T) {
+	c := mastertest.Start(t, 1, nil)
+	m := c.Nodes[0].HTTP()
+	op := func(args ...string) (string, string, int) {
+		return drover(append(append([]string{"operator"}, args...), "--masters", m)...)
+	}
+	cl := func(args ...string) (string, string, int) {
+		return drover(append([]string{"client", "--masters", m}, args...)...)
+	}
+	for _, bad := range []struct {
+		args []string
+		say  string
+	}{
+		{[]string{"--cores", "0"}, "--cores 0 must be at least 1"},
+		{[]string{"--max-running-drivers", "-1"}, "--max-running-drivers -1 must be at least 1"},
+		{[]string{"--max-queued-drivers", "0"}, "--max-queued-drivers 0 must be at least 1"},
+		{[]string{"--memory", "0"}, `size "0" is below 1 MiB`},
+		{[]string{"--resource", "gpu=0"}, "--resource"},
+		{[]string{"--weight", "0"}, "--weight 0 must be above 0 and at most 1e+06"},
+		{[]string{"--weight", "1000001"}, "--weight 1.000001e+06 must be above 0 and at most 1e+06"},
+		{[]string{"--driver-share", "1.5"}, "--driver-share 1.5 must be above 0 and at most 1"},
+		{[]string{"--priority-max", "101"}, "--priority-max 101 must be 0 to 100"},
+		{[]string{"--priority-max", "-1"}, "--priority-max -1 must be 0 to 100"},
+	} {
+		stdout, stderr, code := op(append([]string{"namespace", "apply", "etl"}, bad.args...)...)
+		if code != 1 || stdout != "" || !strings.Contains(stderr, bad.say) || strings.Count(stderr, "\n") != 1 {
+			t.Errorf("namespace apply etl %v: exit %d, stdout %q, stderr %q; want 1 and one line with %q", bad.args, code, stdout, stderr, bad.say)
+		}
+	}
+	if _, stderr, code := op("namespace", "apply", "Etl"); code != 1 || !strings.Contains(stderr, "is not a DNS label") {
+		t.Errorf("namespace apply Etl: exit %d, %q", code, stderr)
+	}
+	if stdout, _, _ := op("namespace", "list", "--json"); strings.Contains(stdout, `"etl"`) {
+		t.Fatalf("a refused apply made etl: %s", stdout)
+	}
+
+	stdout, stderr, code := op("namespace", "apply", "etl", "--cores", "4", "--memory", "8g", "--resource", "gpu=2",
+		"--max-queued-drivers", "1", "--priority-max", "60", "--weight", "2", "--driver-share", "1", "--preempt")
+	if code != 0 || !strings.Contains(stdout, "quota:         4 cores, 8192 MiB, gpu=2\n") || !strings.Contains(stdout, "preempt:       true\n") {
+		t.Fatalf("namespace apply: exit %d, %s%s", code, stdout, stderr)
+	}
+	stdout, _, code = op("namespace", "list")
+	if code != 0 || !strings.Contains(stdout, "default") || !strings.Contains(stdout, "etl ") {
+		t.Fatalf("namespace list: exit %d\n%s", code, stdout)
+	}
+	var st api.NamespaceStatus
+	stdout, _, code = op("namespace", "status", "etl", "--json")
+	if err := json.Unmarshal([]byte(stdout), &st); code != 0 || err != nil || st.Quota.Cores != 4 || st.Weight != 2 || st.DriverShare != 1 ||
+		st.PriorityMax != 60 || st.MaxQueuedDrivers != 1 || !strings.Contains(stdout, `"fair_share": 0`) || !strings.Contains(stdout, `"preemptions": 0`) {
+		t.Fatalf("namespace status --json: exit %d, %v\n%s", code, err, stdout)
+	}
+	if _, stderr, code := op("namespace", "status", "nosuch"); code != 1 || !strings.Contains(stderr, "unknown namespace: nosuch") {
+		t.Errorf("namespace status nosuch: exit %d, %q", code, stderr)
+	}
+
+	for _, bad := range []struct {
+		args []string
+		say  string
+	}{
+		{[]string{"--policy", "read"}, "token create needs --namespace"},
+		{[]string{"--namespace", "etl"}, `--policy: policy "" is not read or submit`},
+		{[]string{"--namespace", "etl", "--policy", "admin"}, `policy "admin" is not read or submit`},
+		{[]string{"--namespace", "etl", "--policy", "read", "--ttl", "999ms"}, "--ttl 999ms must be from 1s to 87600h0m0s"},
+		{[]string{"--namespace", "etl", "--policy", "read", "--ttl", "87601h"}, "--ttl 87601h0m0s must be from 1s"},
+		{[]string{"--namespace", "etl", "--namespace", "etl", "--policy", "read"}, "names namespace etl twice"},
+		{[]string{"--namespace", "nosuch", "--policy", "read"}, "unknown namespace: nosuch"},
+	} {
+		stdout, stderr, code := op(append([]string{"token", "create"}, bad.args...)...)
+		if code != 1 || stdout != "" || !strings.Contains(stderr, bad.say) || strings.Count(stderr, "\n") != 1 {
+			t.Errorf("token create %v: exit %d, stdout %q, stderr %q; want 1 and one line with %q", bad.args, code, stdout, stderr, bad.say)
+		}
+	}
+	stdout, stderr, code = op("token", "create", "--namespace", "etl", "--policy", "submit", "--name", "etl team", "--ttl", "1s", "--json")
+	var tok api.ACLTokenCreated
+	if err := json.Unmarshal([]byte(stdout), &tok); code != 0 || err != nil || tok.Accessor == "" || !strings.HasPrefix(tok.Secret, "dns.") ||
+		tok.ExpiresAt != tok.CreatedAt+1000 {
+		t.Fatalf("token create --json: exit %d, %v\n%s%s", code, err, stdout, stderr)
+	}
+	stdout, _, code = op("token", "list")
+	if code != 0 || !strings.Contains(stdout, tok.Accessor) || !strings.Contains(stdout, "etl team") || strings.Contains(stdout, tok.Secret) {
+		t.Fatalf("token list: exit %d\n%s", code, stdout)
+	}
+	if stdout, _, code := op("token", "revoke", tok.Accessor); code != 0 || stdout != "revoked "+tok.Accessor+"\n" {
+		t.Fatalf("token revoke: exit %d, %q", code, stdout)
+	}
+	if _, stderr, code := op("token", "revoke", tok.Accessor); code != 1 || !strings.Contains(stderr, "unknown token") {
+		t.Fatalf("token revoke again: exit %d, %q", code, stderr)
+	}
+
+	if _, stderr, code := cl("--namespace", "etl", "submit", "--priority", "61", "--", "/bin/true"); code != 1 ||
+		!strings.Contains(stderr, "priority 61 is above namespace etl's --priority-max of 60") {
+		t.Fatalf("submit --priority 61 into etl: exit %d, %q", code, stderr)
+	}
+	if _, stderr, code := cl("submit", "--priority", "101", "--", "/bin/true"); code != 1 || !strings.Contains(stderr, "--priority: priority must be 0 to 100, got 101") {
+		t.Fatalf("submit --priority 101: exit %d, %q", code, stderr)
+	}
+	// No worker: the driver stays queued, and submit says so after
+	// --timeout.
+	stdout, stderr, code = cl("--namespace", "etl", "submit", "--priority", "60", "--timeout", "1s", "--", "/bin/true")
+	id := strings.TrimSpace(stdout)
+	if code != exitNotRunning || !strings.HasPrefix(id, "driver-") {
+		t.Fatalf("submit into etl: exit %d, %q %q", code, stdout, stderr)
+	}
+	if _, stderr, code := cl("--namespace", "etl", "submit", "--", "/bin/true"); code != 1 || !strings.Contains(stderr, "its --max-queued-drivers (1)") {
+		t.Fatalf("submit past etl's --max-queued-drivers: exit %d, %q", code, stderr)
+	}
+	stdout, _, code = cl("status", id)
+	if code != 0 || !strings.Contains(stdout, "namespace:  etl\n") || !strings.Contains(stdout, "priority:   60\n") {
+		t.Fatalf("status: exit %d\n%s", code, stdout)
+	}
+	var d model.Driver
+	stdout, _, _ = cl("status", id, "--json")
+	if err := json.Unmarshal([]byte(stdout), &d); err != nil || d.Namespace != "etl" || d.Priority == nil || *d.Priority != 60 {
+		t.Fatalf("status --json: %v\n%s", err, stdout)
+	}
+	if stdout, _, _ := cl("list"); strings.Contains(stdout, id) {
+		t.Errorf("list in the default namespace shows %s of etl:\n%s", id, stdout)
+	}
+	for _, args := range [][]string{{"--namespace", "etl", "list"}, {"list", "--all-namespaces"}} {
+		if stdout, _, _ := cl(args...); !strings.Contains(stdout, id) {
+			t.Errorf("%v does not show %s:\n%s", args, id, stdout)
+		}
+	}
+	if _, stderr, code := op("namespace", "delete", "etl"); code != 1 || !strings.Contains(stderr, "namespace etl holds 1 drivers and 0 apps that have not ended") {
+		t.Fatalf("namespace delete etl in use: exit %d, %q", code, stderr)
+	}
+	if _, _, code := cl("kill", id); code != 0 {
+		t.Fatal("kill")
+	}
+	if stdout, stderr, code := op("namespace", "delete", "etl"); code != 0 || stdout != "deleted namespace etl\n" {
+		t.Fatalf("namespace delete etl: exit %d, %q %q", code, stdout, stderr)
+	}
+}
+
+// namespace apply --help shows each flag's default.
+func TestNamespaceApplyHelpShowsDefaults(t *testing.T) {
+	stdout, _, code := drover("operator", "namespace", "apply", "--help")
+	for _, want := range []string{"--weight float", "(default 1)", "--driver-share float", "(default 0.5)", "--priority-max int", "(default 100)",
+		"(default no quota)", "(default no bound)"} {
+		if code != 0 || !strings.Contains(stdout, want) {
+			t.Errorf("namespace apply --help lacks %q:\n%s", want, stdout)
+		}
+	}
+	stdout, _, _ = drover("client", "submit", "--help")
+	if !strings.Contains(stdout, "--priority int") || !strings.Contains(stdout, "(default 50)") || !strings.Contains(stdout, `--namespace string`) || !strings.Contains(stdout, `(default "default")`) {
+		t.Errorf("submit --help does not show --priority and --namespace with their defaults:\n%s", stdout)
+	}
+}
