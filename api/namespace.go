@@ -50,9 +50,10 @@ type NamespaceStatus struct {
 	Queued   int          `json:"queued"`
 	Running  int          `json:"running"`
 	LiveApps int          `json:"live_apps"`
-	// FairShare is the fraction of the cluster, 0 to 1, that the weighted
-	// dominant-resource fair share gives the namespace while others wait
-	// too (package master/fairshare). 0 where the master computes none.
+	// FairShare is the fraction of the cluster's dominant resources, 0 to
+	// 1, that the weighted dominant-resource fair share gives the
+	// namespace (package master/fairshare): 0 for a namespace that holds
+	// and waits for nothing.
 	FairShare float64 `json:"fair_share"`
 	// Preemptions counts the namespace's placements preempted so far. 0
 	// where the master preempts nothing.

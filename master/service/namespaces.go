@@ -10,6 +10,7 @@ import (
 
 	"github.com/drover-project/drover/api"
 	"github.com/drover-project/drover/fsm"
+	"github.com/drover-project/drover/master/fairshare"
 	"github.com/drover-project/drover/model"
 	"github.com/drover-project/drover/security/auth"
 )
@@ -26,11 +27,11 @@ func (s *Operator) Namespaces(_ context.Context, _ auth.Caller, r Read) ([]api.N
 		return nil, err
 	}
 	st := s.FSM.State()
-	uses := st.NamespaceUses()
+	uses, shares := st.NamespaceUses(), fairshare.Compute(fairshare.Inputs(st))
 	ns := st.Namespaces()
 	out := make([]api.NamespaceStatus, len(ns))
 	for i, n := range ns {
-		out[i] = namespaceStatus(n, uses[n.Name])
+		out[i] = namespaceStatus(n, uses[n.Name], shares[n.Name].Fair)
 	}
 	return out, nil
 }
@@ -54,18 +55,18 @@ func (s *Operator) namespaceStatus(name string) (api.NamespaceStatus, error) {
 	if !ok {
 		return api.NamespaceStatus{}, unknownNamespace(name)
 	}
-	return namespaceStatus(n, st.NamespaceUse(name)), nil
+	return namespaceStatus(n, st.NamespaceUse(name), fairshare.Compute(fairshare.Inputs(st))[name].Fair), nil
 }
 
-// namespaceStatus is n with its use u. FairShare stays 0 until the
-// scheduler computes fair shares (package master/fairshare), and
-// Preemptions 0 until the masters preempt.
-func namespaceStatus(n *model.Namespace, u fsm.NamespaceUse) api.NamespaceStatus {
+// namespaceStatus is n with its use u and its fair share fair (package
+// fairshare's, from the tables as they are). Preemptions stays 0 until
+// the masters preempt.
+func namespaceStatus(n *model.Namespace, u fsm.NamespaceUse, fair float64) api.NamespaceStatus {
 	return api.NamespaceStatus{
 		Namespace: n,
 		Use: api.NamespaceUse{Cores: u.Cores, MemoryMB: u.MemoryMB, Resources: u.Resources, DriverCores: u.DriverCores,
 			DriverMemoryMB: u.DriverMemoryMB, RunningDrivers: u.RunningDrivers, Executors: u.Executors},
-		Queued: u.Queued, Running: u.RunningDrivers, LiveApps: u.LiveApps,
+		Queued: u.Queued, Running: u.RunningDrivers, LiveApps: u.LiveApps, FairShare: fair,
 	}
 }
 
