@@ -53,7 +53,7 @@ func (s *Operator) namespaceStatus(name string) (api.NamespaceStatus, error) {
 	st := s.FSM.State()
 	n, ok := st.Namespace(name)
 	if !ok {
-		return api.NamespaceStatus{}, unknownNamespace(name)
+		return api.NamespaceStatus{}, unknownNamespace(name, "")
 	}
 	return namespaceStatus(n, st.NamespaceUse(name), fairshare.Compute(fairshare.Inputs(st))[name].Fair), nil
 }
@@ -154,9 +154,9 @@ func (s *Operator) DeleteNamespace(_ context.Context, _ auth.Caller, name string
 	n, ok := st.Namespace(name)
 	switch {
 	case !ok:
-		return nil, unknownNamespace(name)
+		return nil, unknownNamespace(name, "nothing deleted")
 	case n.ModifyIndex == 0 && name == model.DefaultNamespace:
-		return nil, api.Errorf(api.ErrInvalidRequest, "namespace %s always exists; it has no settings to delete", name)
+		return nil, api.Errorf(api.ErrInvalidRequest, "namespace %s always exists and has no settings of its own: nothing deleted", name)
 	}
 	if u := st.NamespaceUse(name); u.LiveDrivers > 0 || u.LiveApps > 0 {
 		return nil, api.Errorf(model.ErrNamespaceInUse, "namespace %s holds %d drivers and %d apps that have not ended: nothing deleted; kill them or let them end first",
@@ -178,7 +178,7 @@ func (s *Core) checkNamespace(ns string, priority *int) error {
 	ns = model.NamespaceOf(ns)
 	n, ok := s.FSM.State().Namespace(ns)
 	if !ok {
-		return unknownNamespace(ns)
+		return unknownNamespace(ns, "nothing submitted")
 	}
 	if priority != nil && *priority > n.PriorityMax {
 		return api.Errorf(api.ErrInvalidRequest, "priority %d is above namespace %s's --priority-max of %d", *priority, ns, n.PriorityMax)
@@ -193,9 +193,12 @@ func checkNamespaceName(name string) error {
 }
 
 // unknownNamespace is the refusal naming namespace name, which does not
-// exist.
-func unknownNamespace(name string) error {
-	return api.Errorf(model.ErrUnknownNamespace, "%s: %s", model.ErrUnknownNamespace, name)
+// exist, and then, unless "", what was not done.
+func unknownNamespace(name, notDone string) error {
+	if notDone != "" {
+		notDone = ": " + notDone
+	}
+	return api.Errorf(model.ErrUnknownNamespace, "%s: %s%s", model.ErrUnknownNamespace, name, notDone)
 }
 
 // tokenSecretPrefix starts every ACL token's secret, so that one found in
@@ -233,7 +236,7 @@ func (s *Operator) CreateACLToken(_ context.Context, _ auth.Caller, req api.ACLT
 	st := s.FSM.State()
 	for _, ns := range tok.Namespaces {
 		if _, ok := st.Namespace(ns); !ok {
-			return api.ACLTokenCreated{}, unknownNamespace(ns)
+			return api.ACLTokenCreated{}, unknownNamespace(ns, "no token made")
 		}
 	}
 	at := now()
