@@ -444,11 +444,16 @@ type ExecutorAssignment struct {
 // ends. Executors is the initial executor limit, 0 for none;
 // MaxCores caps the app's cores, 0 for no cap (Spark's spark.cores.max).
 type RegisterAppRequest struct {
-	Token               string            `json:"token"`
-	Name                string            `json:"name,omitempty"`
-	DriverID            string            `json:"driver_id,omitempty"`
-	DriverAttempt       int               `json:"driver_attempt,omitempty"`
-	DriverRun           int               `json:"driver_run,omitempty"`
+	Token         string `json:"token"`
+	Name          string `json:"name,omitempty"`
+	DriverID      string `json:"driver_id,omitempty"`
+	DriverAttempt int    `json:"driver_attempt,omitempty"`
+	DriverRun     int    `json:"driver_run,omitempty"`
+	// Namespace is the app's namespace when it has no driver ("" for
+	// model.DefaultNamespace, or for a namespace token the one its
+	// token picks); an app with a driver is its driver's, whatever
+	// this says.
+	Namespace           string            `json:"namespace,omitempty"`
 	MaxCores            int               `json:"max_cores"`
 	CoresPerExecutor    int               `json:"cores_per_executor"`
 	MemoryPerExecutorMB int64             `json:"memory_per_executor_mb"`

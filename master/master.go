@@ -46,6 +46,7 @@ import (
 	"github.com/drover-project/drover/master/spark/masterjson"
 	"github.com/drover-project/drover/master/spark/restsubmit"
 	"github.com/drover-project/drover/master/webui"
+	"github.com/drover-project/drover/model"
 	"github.com/drover-project/drover/security/auth"
 	"github.com/drover-project/drover/transport"
 	"github.com/drover-project/drover/transport/gossip"
@@ -142,6 +143,9 @@ func New(cfg Config) (*Master, error) {
 		halted:        make(chan struct{}),
 		stop:          make(chan struct{}),
 	}
+	// Namespace tokens are checked against this master's own applied
+	// table, so a revocation counts here as soon as it is applied.
+	guard.SetACLTokens(func(hash string) (*model.ACLToken, bool) { return m.fsm.State().ACLTokenBySecretHash(hash) })
 	for _, w := range []string{warning, certWarning, keyWarning} {
 		if w != "" {
 			m.log.Warn(w)

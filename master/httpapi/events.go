@@ -71,7 +71,7 @@ func (h *handlers) events(w http.ResponseWriter, r *http.Request) {
 		case <-tick.C:
 			_, _ = bw.WriteString(": keepalive\n\n")
 		case <-st.Sub.Ready():
-			batches, err := st.Sub.Take()
+			batches, err := st.Take()
 			if err != nil {
 				code, _ := api.CodeOf(err)
 				writeMessage(bw, "error", "", struct {

@@ -84,7 +84,10 @@ func appUser(c auth.Caller, req api.RegisterAppRequest, d *model.Driver) (string
 }
 
 // RegisterApp serves V1RegisterApp. A driver token may register an app
-// only for its own driver attempt.
+// only for its own driver attempt. The app is its driver's namespace's;
+// one without a driver is that of req.Namespace, which a namespace token
+// must grant, or for a namespace token that names none, the one
+// scopedNamespace picks.
 func (s *Applications) RegisterApp(_ context.Context, c auth.Caller, req api.RegisterAppRequest) (api.RegisterAppResponse, error) {
 	t, err := s.leading()
 	if err != nil {
@@ -100,10 +103,14 @@ func (s *Applications) RegisterApp(_ context.Context, c auth.Caller, req api.Reg
 	// artifacts and its user; a driver the tables do not hold is refused
 	// here, before Raft.
 	var d *model.Driver
+	ns := req.Namespace
 	if req.DriverID != "" {
-		if d, err = s.driver(req.DriverID); err != nil {
+		// The app is its driver's namespace's, whatever req names.
+		if d, err = s.scopedDriver(c, req.DriverID); err != nil {
 			return api.RegisterAppResponse{}, err
 		}
+	} else if ns, err = scopedNamespace(c, req.Namespace); err != nil {
+		return api.RegisterAppResponse{}, err
 	}
 	if req.Executors < 0 {
 		return api.RegisterAppResponse{}, api.Errorf(api.ErrInvalidRequest, "executors must not be negative, got %d", req.Executors)
@@ -124,7 +131,7 @@ func (s *Applications) RegisterApp(_ context.Context, c auth.Caller, req api.Reg
 		Token: req.Token, Name: req.Name, DriverID: req.DriverID, DriverAttempt: req.DriverAttempt, DriverRun: req.DriverRun,
 		MaxCores: req.MaxCores, CoresPerExecutor: req.CoresPerExecutor, MemoryPerExecutorMB: req.MemoryPerExecutorMB,
 		ExecutorLimit: limit, Argv: req.Argv, Env: req.Env, MaxExecutorRetries: s.cfg.MaxExecutorRetries,
-		Artifacts: artifacts, ResourcesPerExecutor: req.ExecutorResources, User: user,
+		Artifacts: artifacts, ResourcesPerExecutor: req.ExecutorResources, User: user, Namespace: ns,
 	}
 	// Validated before an ID is taken, so a refused request burns no
 	// number.
@@ -169,6 +176,11 @@ func (s *Applications) App(ctx context.Context, c auth.Caller, id string, r Read
 	if err := ids.CheckApp(id); err != nil {
 		return api.AppStatus{}, api.Errorf(api.ErrInvalidRequest, "%v", err)
 	}
+	if a, _, ok := s.FSM.State().App(id); ok {
+		if err := inScope(c, a.ID, a.Namespace); err != nil {
+			return api.AppStatus{}, err
+		}
+	}
 	if err := s.awaitChange(ctx, api.EventApp, id, r); err != nil {
 		return api.AppStatus{}, err
 	}
@@ -190,7 +202,7 @@ func (s *Applications) ownApp(c auth.Caller, id string) (api.AppStatus, error) {
 	if !c.OwnsDriver(st.DriverID, st.DriverAttempt) {
 		return api.AppStatus{}, api.Errorf(api.ErrForbidden, "%s may act only on its own driver attempt's app", c.Identity)
 	}
-	return st, nil
+	return st, inScope(c, st.ID, st.Namespace)
 }
 
 func (s *Applications) currentApp(id string) (api.AppStatus, bool) {

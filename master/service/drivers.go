@@ -80,7 +80,7 @@ func checkBatch(n int) error {
 
 // submission is the free submission from caller c, with this master's
 // bound on the size of a program (Config.MaxProgramSize) and its
-// namespace's rules (checkNamespace) checked too, and the client the
+// namespace's rules (scopedNamespace, checkNamespace) checked too, and the client the
 // submission came from recorded in the command.
 func (s *Core) submission(c auth.Caller, req api.SubmitRequest) (*model.SubmitDriver, error) {
 	cmd, err := submission(req)
@@ -88,6 +88,11 @@ func (s *Core) submission(c auth.Caller, req api.SubmitRequest) (*model.SubmitDr
 		return nil, err
 	}
 	if err := s.checkProgramSize("program", cmd.ProgramSize()); err != nil {
+		return nil, err
+	}
+	// The caller's token decides where a submission that names no
+	// namespace goes, and which it may name; then the namespace's rules.
+	if cmd.Namespace, err = scopedNamespace(c, cmd.Namespace); err != nil {
 		return nil, err
 	}
 	if err := s.checkNamespace(cmd.Namespace, cmd.Priority); err != nil {
@@ -141,11 +146,11 @@ const (
 )
 
 // KillDriver serves V1KillDriver.
-func (s *Core) KillDriver(_ context.Context, _ auth.Caller, id string) (api.KillResponse, error) {
+func (s *Core) KillDriver(_ context.Context, c auth.Caller, id string) (api.KillResponse, error) {
 	if _, err := s.leading(); err != nil {
 		return api.KillResponse{}, err
 	}
-	d, err := s.driver(id)
+	d, err := s.scopedDriver(c, id)
 	if err != nil {
 		return api.KillResponse{}, err
 	}
@@ -159,8 +164,9 @@ func (s *Core) KillDriver(_ context.Context, _ auth.Caller, id string) (api.Kill
 // driver that has not ended, all handed to Raft together. A driver that
 // ends or is dropped before its entry applies is skipped; an entry Raft
 // did not commit fails the request, which a retry repeats harmlessly,
-// since killing a KILLED driver again succeeds.
-func (s *Core) KillAllDrivers(context.Context, auth.Caller) (api.KillAllResponse, error) {
+// since killing a KILLED driver again succeeds. A namespace token kills
+// the drivers of its namespaces only.
+func (s *Core) KillAllDrivers(_ context.Context, c auth.Caller) (api.KillAllResponse, error) {
 	if _, err := s.leading(); err != nil {
 		return api.KillAllResponse{}, err
 	}
@@ -168,7 +174,7 @@ func (s *Core) KillAllDrivers(context.Context, auth.Caller) (api.KillAllResponse
 	var kills []model.Command
 	at := now()
 	for _, d := range s.FSM.State().Drivers() {
-		if !d.State.Terminal() {
+		if !d.State.Terminal() && c.InNamespace(d.Namespace) {
 			live = append(live, d.ID)
 			kills = append(kills, &model.KillDriver{DriverID: d.ID, Reason: KilledByKillAll, AttemptReason: true, Time: at})
 		}
@@ -189,10 +195,17 @@ func (s *Core) KillAllDrivers(context.Context, auth.Caller) (api.KillAllResponse
 	return out, nil
 }
 
-// Driver serves V1Driver; with r.Index it is a blocking read.
-func (s *Core) Driver(ctx context.Context, _ auth.Caller, id string, r Read) (*model.Driver, error) {
+// Driver serves V1Driver; with r.Index it is a blocking read. A driver
+// of a namespace the caller may not see is refused before the read
+// waits, and again after, should the ID have come to name another row.
+func (s *Core) Driver(ctx context.Context, c auth.Caller, id string, r Read) (*model.Driver, error) {
 	if err := ids.CheckDriver(id); err != nil {
 		return nil, api.Errorf(api.ErrInvalidRequest, "%v", err)
+	}
+	if d, ok := s.FSM.State().Driver(id); ok {
+		if err := inScope(c, d.ID, d.Namespace); err != nil {
+			return nil, err
+		}
 	}
 	if err := s.awaitChange(ctx, api.EventDriver, id, r); err != nil {
 		return nil, err
@@ -200,7 +213,7 @@ func (s *Core) Driver(ctx context.Context, _ auth.Caller, id string, r Read) (*m
 	if err := s.readable(r); err != nil {
 		return nil, err
 	}
-	d, err := s.driver(id)
+	d, err := s.scopedDriver(c, id)
 	if err != nil {
 		return nil, err
 	}
@@ -210,11 +223,11 @@ func (s *Core) Driver(ctx context.Context, _ auth.Caller, id string, r Read) (*m
 // DriverLogs serves V1DriverLogs: the log is the worker's that ran
 // the attempt, which keeps the files (Spark's UI links to the worker the
 // same way).
-func (s *Core) DriverLogs(ctx context.Context, _ auth.Caller, id string, q LogQuery, r Read) (*Log, error) {
+func (s *Core) DriverLogs(ctx context.Context, c auth.Caller, id string, q LogQuery, r Read) (*Log, error) {
 	if err := s.readable(r); err != nil {
 		return nil, err
 	}
-	d, err := s.driver(id)
+	d, err := s.scopedDriver(c, id)
 	if err != nil {
 		return nil, err
 	}
@@ -240,6 +253,16 @@ func logAttempt(d *model.Driver, attempt int) (model.Attempt, error) {
 		return *rec, nil
 	}
 	return model.Attempt{}, api.Errorf(api.ErrNotFound, "%s has no attempt %d", d.ID, attempt)
+}
+
+// scopedDriver returns the driver with ID id (driver), refused with
+// api.ErrForbidden naming its namespace when c may not see it.
+func (s *Core) scopedDriver(c auth.Caller, id string) (*model.Driver, error) {
+	d, err := s.driver(id)
+	if err != nil {
+		return nil, err
+	}
+	return d, inScope(c, d.ID, d.Namespace)
 }
 
 // driver returns the driver with ID id, refusing an ID of another form

@@ -2,6 +2,7 @@ package service
 
 import (
 	"context"
+	"slices"
 	"time"
 
 	"github.com/drover-project/drover/api"
@@ -14,8 +15,9 @@ import (
 // last index.
 const maxPendingEvents = 16384
 
-// Events serves V1Events.
-func (s *Core) Events(_ context.Context, _ auth.Caller, q EventQuery) (*EventStream, error) {
+// Events serves V1Events. A namespace token's stream carries the rows of
+// its namespaces and the workers' (eventScope).
+func (s *Core) Events(_ context.Context, c auth.Caller, q EventQuery) (*EventStream, error) {
 	f, err := eventFilter(q)
 	if err != nil {
 		return nil, err
@@ -24,7 +26,13 @@ func (s *Core) Events(_ context.Context, _ auth.Caller, q EventQuery) (*EventStr
 		return nil, err
 	}
 	sub, first := s.FSM.Subscribe(q.After, f, maxPendingEvents)
-	return &EventStream{First: first, Sub: sub}, nil
+	st := &EventStream{First: first, Sub: sub}
+	if c.Token == auth.NamespaceToken {
+		scope := &eventScope{c: c, state: s.FSM.State(), ns: map[string]string{}}
+		st.keep = scope.keep
+		st.First = slices.DeleteFunc(st.First, func(e api.Event) bool { return !scope.keep(e) })
+	}
+	return st, nil
 }
 
 // eventFilter checks a query's kinds and IDs and makes its filter.

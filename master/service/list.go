@@ -96,9 +96,9 @@ func next(more bool, last func() string) string {
 	return last()
 }
 
-// Drivers serves V1Drivers: the rows q keeps, a page of them when
-// q asks for one, waiting ones explained.
-func (s *Core) Drivers(_ context.Context, _ auth.Caller, q api.ListQuery, r Read) (api.DriverPage, error) {
+// Drivers serves V1Drivers: the rows q keeps of those the caller may see
+// (inScope), a page of them when q asks for one, waiting ones explained.
+func (s *Core) Drivers(_ context.Context, c auth.Caller, q api.ListQuery, r Read) (api.DriverPage, error) {
 	f, err := listFilterOf(s.cfg, q, model.DriverStates(), ids.CheckDriver)
 	if err != nil {
 		return api.DriverPage{}, err
@@ -107,7 +107,7 @@ func (s *Core) Drivers(_ context.Context, _ auth.Caller, q api.ListQuery, r Read
 		return api.DriverPage{}, err
 	}
 	ds, more := s.FSM.State().DriverPage(f.after, f.limit, func(d *model.Driver) bool {
-		return (f.worker == "" || d.WorkerID == f.worker) && f.keeps(d.Namespace, string(d.State), d.Name)
+		return (f.worker == "" || d.WorkerID == f.worker) && f.keeps(d.Namespace, string(d.State), d.Name) && c.InNamespace(d.Namespace)
 	})
 	return api.DriverPage{
 		Drivers: explainWaiting(ds, s.FSM.State().Workers()),
@@ -115,9 +115,9 @@ func (s *Core) Drivers(_ context.Context, _ auth.Caller, q api.ListQuery, r Read
 	}, nil
 }
 
-// Apps serves V1Apps: the apps q keeps, with their executors and
+// Apps serves V1Apps: the apps q keeps of those the caller may see, with their executors and
 // waiting ones explained, a page of them when q asks for one.
-func (s *Applications) Apps(_ context.Context, _ auth.Caller, q api.ListQuery, r Read) (api.AppPage, error) {
+func (s *Applications) Apps(_ context.Context, c auth.Caller, q api.ListQuery, r Read) (api.AppPage, error) {
 	f, err := listFilterOf(s.cfg, q, model.ApplicationStates(), ids.CheckApp)
 	if err != nil {
 		return api.AppPage{}, err
@@ -127,7 +127,7 @@ func (s *Applications) Apps(_ context.Context, _ auth.Caller, q api.ListQuery, r
 	}
 	apps, execs, more := s.FSM.State().AppPage(f.after, f.limit, func(a *model.App, es []*model.Executor) bool {
 		return (f.worker == "" || slices.ContainsFunc(es, func(e *model.Executor) bool { return e.WorkerID == f.worker })) &&
-			f.keeps(a.Namespace, string(a.State), a.Name)
+			f.keeps(a.Namespace, string(a.State), a.Name) && c.InNamespace(a.Namespace)
 	})
 	ws := s.FSM.State().Workers()
 	out := api.AppPage{Apps: make([]api.AppStatus, len(apps))}

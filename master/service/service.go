@@ -23,6 +23,7 @@ package service
 import (
 	"io"
 	"net/url"
+	"slices"
 	"strconv"
 	"time"
 
@@ -73,13 +74,33 @@ type EventQuery struct {
 
 // EventStream is a subscription to the changes a master applies: first
 // the events in First (a reset and the current rows, when the events past
-// the query's index are no longer held), then the batches Sub gives. Close
-// ends it.
+// the query's index are no longer held), then the batches Take gives when
+// Sub is Ready. Close ends it.
 type EventStream struct {
 	First []api.Event
 	Sub   *events.Sub
+	// keep, when not nil, is the caller's scope: the events it may read
+	// (a namespace token's, eventScope).
+	keep func(api.Event) bool
 	// release gives back what admission took for the stream.
 	release func()
+}
+
+// Take returns the batches queued since the last Take (events.Sub.Take)
+// with what the caller may not read left out, and batches left empty
+// dropped.
+func (s *EventStream) Take() ([]events.Batch, error) {
+	bs, err := s.Sub.Take()
+	if err != nil || s.keep == nil {
+		return bs, err
+	}
+	out := bs[:0]
+	for _, b := range bs {
+		if b.Events = slices.DeleteFunc(b.Events, func(e api.Event) bool { return !s.keep(e) }); len(b.Events) > 0 {
+			out = append(out, b)
+		}
+	}
+	return out, nil
 }
 
 // Close ends the subscription.

@@ -12,8 +12,9 @@ import (
 
 // State serves V1State: this master's own view, whatever its role, so
 // that a test or an operator can compare the masters' tables
-// (api.State.StateHash).
-func (s *Core) State(context.Context, auth.Caller) (api.State, error) {
+// (api.State.StateHash). A namespace token sees the drivers and apps of
+// its namespaces only (scopeState); the hash stays the whole tables'.
+func (s *Core) State(_ context.Context, c auth.Caller) (api.State, error) {
 	l := s.Leadership()
 	st := api.State{
 		ID:             s.cfg.ID,
@@ -39,6 +40,7 @@ func (s *Core) State(context.Context, auth.Caller) (api.State, error) {
 	if t := s.term.Load(); t != nil {
 		st.PoolSplit, st.LeadingSince = t.Split(), t.Since.UnixMilli()
 	}
+	scopeState(c, &st)
 	return st, nil
 }
 

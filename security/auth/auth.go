@@ -20,15 +20,20 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/base64"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"net"
 	"net/http"
 	"net/netip"
+	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
+	"time"
 
 	"github.com/drover-project/drover/api"
+	"github.com/drover-project/drover/model"
 	"github.com/drover-project/drover/security/pki"
 )
 
@@ -102,6 +107,12 @@ const (
 	// nothing else. With TLS the worker certificate is the credential
 	// and the node token grants nothing.
 	NodeToken
+	// NamespaceToken is the secret of an ACL token of the replicated
+	// table (model.ACLToken, Nomad's ACL tokens): reads (model.PolicyRead)
+	// or up to Submit (model.PolicySubmit), and the service confines
+	// either to the token's namespaces (Identity.InNamespace). It counts
+	// only while API tokens are configured (Guard.Tokens).
+	NamespaceToken
 )
 
 // Identity is who a request comes from.
@@ -121,6 +132,12 @@ type Identity struct {
 	// DriverID and Attempt name the attempt of a DriverToken.
 	DriverID string
 	Attempt  int
+	// Accessor, Policy and Namespaces describe a NamespaceToken: the
+	// accessor names it in errors and logs (it is no secret), the policy
+	// is what it may do, and only in the namespaces named.
+	Accessor   string
+	Policy     model.TokenPolicy
+	Namespaces []string
 	// Cookie is true when the token came from the CookieName cookie
 	// rather than an Authorization header; such a token grants at most
 	// Read and AppRead (see Allows).
@@ -162,6 +179,12 @@ type Config struct {
 	MasterCredential string
 }
 
+// ACLTokens looks an ACL token up by the SHA-256 of its secret (64
+// lowercase hex digits), as fsm.State.ACLTokenBySecretHash does: the
+// master's own applied table, so a revocation counts on each master as
+// soon as it has applied it.
+type ACLTokens func(secretHash string) (*model.ACLToken, bool)
+
 // Guard enforces a Config. It is safe for concurrent use.
 type Guard struct {
 	cfg       Config
@@ -170,12 +193,17 @@ type Guard struct {
 	master    [32]byte
 	node      [32]byte
 	driverKey []byte
+	// acl is the lookup SetACLTokens gave, nil before.
+	acl atomic.Pointer[ACLTokens]
+	// now is the master's clock, for tokens' expiry; time.Now but in
+	// tests.
+	now func() time.Time
 }
 
 // New returns a Guard for cfg; a token shorter than MinTokenLen, or one
 // with characters outside a bearer token's alphabet, is an error.
 func New(cfg Config) (*Guard, error) {
-	g := &Guard{cfg: cfg}
+	g := &Guard{cfg: cfg, now: time.Now}
 	for _, t := range []struct {
 		name, tok string
 		sum       *[32]byte
@@ -212,6 +240,14 @@ func firstSet(a, b string) string {
 	}
 	return b
 }
+
+// SetACLTokens makes the Guard recognise the secrets of the ACL tokens
+// lookup finds. The table lives in the FSM, which a master opens after
+// its Guard, and package auth does not import it: hence a setter.
+func (g *Guard) SetACLTokens(lookup ACLTokens) { g.acl.Store(&lookup) }
+
+// SetClock replaces the clock against which tokens expire (tests).
+func (g *Guard) SetClock(now func() time.Time) { g.now = now }
 
 // Open reports whether the policy lets anyone do anything: no TLS and no
 // tokens.
@@ -364,13 +400,36 @@ func (g *Guard) IdentifyToken(tok string) (Identity, error) {
 	case g.cfg.NodeToken != "" && subtle.ConstantTimeCompare(sum[:], g.node[:]) == 1:
 		id.Token = NodeToken
 	default:
-		d, n, ok := g.parseDriverToken(tok)
-		if !ok {
-			return id, ErrBadToken
+		if d, n, ok := g.parseDriverToken(tok); ok {
+			id.Token, id.DriverID, id.Attempt = DriverToken, d, n
+			return id, nil
 		}
-		id.Token, id.DriverID, id.Attempt = DriverToken, d, n
+		return g.identifyACLToken(sum)
 	}
 	return id, nil
+}
+
+// identifyACLToken returns the identity of the ACL token whose secret has
+// SHA-256 sum. One the table does not hold (never made, or revoked) is
+// ErrBadToken; one that has expired by the master's clock is refused as
+// such, naming its accessor, never its secret. On a master without API
+// tokens the table does not count: such a master's API is open or kept
+// by certificates, and a namespace's confinement would hold nobody else.
+func (g *Guard) identifyACLToken(sum [32]byte) (Identity, error) {
+	lookup := g.acl.Load()
+	if lookup == nil {
+		return Identity{}, ErrBadToken
+	}
+	t, ok := (*lookup)(hex.EncodeToString(sum[:]))
+	switch {
+	case !ok:
+		return Identity{}, ErrBadToken
+	case !g.Tokens():
+		return Identity{}, fmt.Errorf("%w: namespace token %s counts only on masters run with an operator or submit token (docs/security.md)", api.ErrForbidden, t.Accessor)
+	case t.Expired(g.now().UnixMilli()):
+		return Identity{}, fmt.Errorf("%w: token %s expired at %s", api.ErrForbidden, t.Accessor, time.UnixMilli(t.ExpiresAt).UTC().Format(time.RFC3339))
+	}
+	return Identity{Token: NamespaceToken, Accessor: t.Accessor, Policy: t.Policy, Namespaces: t.Namespaces}, nil
 }
 
 func (g *Guard) parseDriverToken(tok string) (string, int, bool) {
@@ -443,6 +502,8 @@ func (g *Guard) Allows(id Identity, a Access) bool {
 		return true
 	case SubmitToken:
 		return a <= Submit
+	case NamespaceToken:
+		return a == Read || a <= Submit && id.Policy == model.PolicySubmit
 	}
 	if a == Read && g.cfg.OpenReads {
 		return true
@@ -682,6 +743,8 @@ func (id Identity) String() string {
 		parts = append(parts, fmt.Sprintf("token of %s attempt %d", id.DriverID, id.Attempt))
 	case NodeToken:
 		parts = append(parts, "node token")
+	case NamespaceToken:
+		parts = append(parts, fmt.Sprintf("%s token %s of namespaces %s", id.Policy, id.Accessor, strings.Join(id.Namespaces, ", ")))
 	}
 	if id.Cookie && id.Token != NoToken {
 		// A cookie's token reads only; say where it came from, so a 403
@@ -692,6 +755,14 @@ func (id Identity) String() string {
 		return "an anonymous caller"
 	}
 	return strings.Join(parts, " and ")
+}
+
+// InNamespace reports whether id may see and act on the rows of namespace
+// ns ("" is model.DefaultNamespace): a NamespaceToken in the namespaces it
+// names only, every other identity everywhere (what it may do there is
+// Allows's to say).
+func (id Identity) InNamespace(ns string) bool {
+	return id.Token != NamespaceToken || slices.Contains(id.Namespaces, model.NamespaceOf(ns))
 }
 
 // OwnsDriver reports whether id may act for driverID's attempt: any

@@ -35,7 +35,8 @@ var droppedEnv = map[string]bool{
 // submission: the launcher's argv, spark.driver.cores, spark.driver.memory
 // (the heap, in the argv) plus its overhead (driverOverheadMB: the
 // memory the driver is placed by and held to), spark.driver.supervise, spark.driver.resource.{name}.amount,
-// spark.app.name, Drover's own spark.drover.user (UserProperty) and the
+// spark.app.name, Drover's own spark.drover.user (UserProperty),
+// spark.drover.namespace and spark.drover.priority (placement) and the
 // environment, with a fresh token. Checks Drover's API makes itself (names, environment names) are
 // left to it, so that they are made in one place.
 func (h *Handler) translate(req CreateSubmissionRequest) (api.SubmitRequest, error) {
@@ -121,6 +122,10 @@ func (h *Handler) translate(req CreateSubmissionRequest) (api.SubmitRequest, err
 	if err != nil {
 		return out, err
 	}
+	namespace, priority, err := placement(props)
+	if err != nil {
+		return out, err
+	}
 	var env map[string]string
 	for k, v := range req.EnvironmentVariables {
 		if droppedEnv[k] {
@@ -146,6 +151,8 @@ func (h *Handler) translate(req CreateSubmissionRequest) (api.SubmitRequest, err
 			Artifacts: artifacts,
 			Resources: custom,
 			User:      props[UserProperty],
+			Namespace: namespace,
+			Priority:  priority,
 		},
 	}
 	return out, nil
@@ -156,6 +163,41 @@ func (h *Handler) translate(req CreateSubmissionRequest) (api.SubmitRequest, err
 // runs every driver as itself, and spark-submit's --proxy-user is for
 // YARN and Kubernetes. It is checked by Drover's API, as names are.
 const UserProperty = "spark.drover.user"
+
+// NamespaceProperty and PriorityProperty are the Spark properties that
+// name a driver's namespace and priority (api.SubmitRequest's Namespace
+// and Priority, model.DriverSpec). Spark has neither: its standalone
+// master has one FIFO queue.
+const (
+	NamespaceProperty = "spark.drover.namespace"
+	PriorityProperty  = "spark.drover.priority"
+)
+
+// placement returns the namespace and priority props name: "" and nil
+// for those they do not. A namespace that is not a name, or a priority
+// that is not a whole number from 0 to model.MaxPriority, is an error
+// naming the property. Whether the namespace exists, grants the caller
+// and allows the priority is the service's to say, as for any
+// submission.
+func placement(props map[string]string) (namespace string, priority *int, err error) {
+	if v, ok := props[NamespaceProperty]; ok {
+		if err := model.CheckNamespace(v); err != nil {
+			return "", nil, fmt.Errorf("property %s: %v", NamespaceProperty, err)
+		}
+		namespace = v
+	}
+	if v, ok := props[PriorityProperty]; ok {
+		n, err := strconv.Atoi(strings.TrimSpace(v))
+		if err != nil {
+			return "", nil, fmt.Errorf("property %s %q is not a whole number", PriorityProperty, v)
+		}
+		if err := model.CheckPriority(n); err != nil {
+			return "", nil, fmt.Errorf("property %s: %v", PriorityProperty, err)
+		}
+		priority = &n
+	}
+	return namespace, priority, nil
+}
 
 // driverResourcePrefix begins Spark's driver resource properties,
 // spark.driver.resource.{name}.{amount,discoveryScript,vendor}.
