@@ -1,0 +1,182 @@
+package auth_test
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/drover-project/drover/model"
+	"github.com/drover-project/drover/security/auth"
+)
+
+const (
+	nsReadTok   = "NamespaceRead-0123456789abcdef"
+	nsSubmitTok = "NamespaceSubmit-0123456789abcd"
+	nsOldTok    = "NamespaceExpired-0123456789ab"
+)
+
+// aclTable stands for the replicated table of ACL tokens, by the hash of
+// their secrets, as fsm.State.ACLTokenBySecretHash serves it; revoke
+// drops a row as a RevokeACLToken entry does.
+type aclTable struct {
+	mu   sync.Mutex
+	rows map[string]*model.ACLToken
+}
+
+func secretHash(secret string) string {
+	sum := sha256.Sum256([]byte(secret))
+	return hex.EncodeToString(sum[:])
+}
+
+func newACLTable(now time.Time) *aclTable {
+	tab := &aclTable{rows: map[string]*model.ACLToken{}}
+	for _, tok := range []struct {
+		secret, accessor string
+		policy           model.TokenPolicy
+		expires          int64
+	}{
+		{nsReadTok, "acc-read", model.PolicyRead, 0},
+		{nsSubmitTok, "acc-submit", model.PolicySubmit, now.Add(time.Hour).UnixMilli()},
+		{nsOldTok, "acc-old", model.PolicySubmit, now.UnixMilli()},
+	} {
+		tab.rows[secretHash(tok.secret)] = &model.ACLToken{Accessor: tok.accessor, Policy: tok.policy, Namespaces: []string{"etl", "ml"}, ExpiresAt: tok.expires}
+	}
+	return tab
+}
+
+func (tab *aclTable) lookup(hash string) (*model.ACLToken, bool) {
+	tab.mu.Lock()
+	defer tab.mu.Unlock()
+	t, ok := tab.rows[hash]
+	return t, ok
+}
+
+func (tab *aclTable) revoke(secret string) {
+	tab.mu.Lock()
+	defer tab.mu.Unlock()
+	delete(tab.rows, secretHash(secret))
+}
+
+// nsGuard is a Guard of cfg that knows tab's tokens, with its clock at
+// now.
+func nsGuard(t *testing.T, cfg auth.Config, tab *aclTable, now time.Time) *auth.Guard {
+	cfg.Now = func() time.Time { return now }
+	g := newGuard(t, cfg)
+	g.SetACLTokens(tab.lookup)
+	return g
+}
+
+// A namespace token's policy is a level: read reads (and its
+// applications), submit goes up to Submit (applications, uploads and
+// their reads), neither ever reaches Operator or Node. A cookie reads
+// only. An expired token and a revoked one are refused as a wrong one
+// is, the expired one saying so; no refusal repeats a secret. Each
+// identity names its accessor, policy and namespaces.
+func TestNamespaceTokens(t *testing.T) {
+	now := time.UnixMilli(1_800_000_000_000)
+	tokens := auth.Config{OperatorToken: opTok, SubmitToken: subTok}
+	secrets := []string{opTok, subTok, nsReadTok, nsSubmitTok, nsOldTok}
+	reads := statuses{pass, pass, denied, denied, denied, denied, denied}
+	// Rows are Read, AppRead, App, Submit, Operator, Node, BlobRead.
+	cases := []struct {
+		name string
+		cred cred
+		want statuses
+	}{
+		{"read", cred{header: "Bearer " + nsReadTok}, reads},
+		{"submit", cred{header: "Bearer " + nsSubmitTok}, statuses{pass, pass, pass, pass, denied, denied, pass}},
+		{"submit in a cookie", cred{cookie: nsSubmitTok}, reads},
+		{"expired", cred{header: "Bearer " + nsOldTok}, all(denied)},
+		{"unknown", cred{header: "Bearer NamespaceNever-0123456789ab"}, all(denied)},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			g := nsGuard(t, tokens, newACLTable(now), now)
+			for i, a := range accesses {
+				t.Run(a.String(), func(t *testing.T) {
+					ans := serve(g, a, tc.cred.request())
+					checkAnswer(t, ans, tc.want[i], secrets...)
+					if ans.status == pass && (ans.id.Token != auth.NamespaceToken || !slices.Equal(ans.id.Namespaces, []string{"etl", "ml"})) {
+						t.Fatalf("identity %+v, want a namespace token of etl and ml", ans.id)
+					}
+				})
+			}
+		})
+	}
+
+	g := nsGuard(t, tokens, newACLTable(now), now)
+	ans := serve(g, auth.Read, cred{header: "Bearer " + nsOldTok}.request())
+	if !strings.Contains(ans.msg, "acc-old expired at 2027-01-15T08:00:00Z") || strings.Count(ans.msg, "\n") > 0 {
+		t.Fatalf("expired token refused with %q, want one line naming its accessor and when it expired", ans.msg)
+	}
+	ans = serve(g, auth.Operator, cred{header: "Bearer " + nsSubmitTok}.request())
+	if want := "operator access denied to submit token acc-submit of namespaces etl, ml"; ans.msg != want {
+		t.Fatalf("operator refusal %q, want %q", ans.msg, want)
+	}
+	// An hour later, the submit token has expired too.
+	g = nsGuard(t, tokens, newACLTable(now), now.Add(time.Hour))
+	checkAnswer(t, serve(g, auth.Read, cred{header: "Bearer " + nsSubmitTok}.request()), denied, secrets...)
+}
+
+// A revocation counts at the next request: the Guard asks the table each
+// time, and keeps nothing of an earlier answer.
+func TestNamespaceTokenRevoked(t *testing.T) {
+	now := time.UnixMilli(1_800_000_000_000)
+	tab := newACLTable(now)
+	g := nsGuard(t, auth.Config{SubmitToken: subTok}, tab, now)
+	r := cred{header: "Bearer " + nsReadTok}
+	checkAnswer(t, serve(g, auth.Read, r.request()), pass)
+	tab.revoke(nsReadTok)
+	ans := serve(g, auth.Read, r.request())
+	checkAnswer(t, ans, denied, nsReadTok)
+	if ans.msg != auth.ErrBadToken.Error() {
+		t.Fatalf("revoked token refused with %q, want %q", ans.msg, auth.ErrBadToken)
+	}
+	checkAnswer(t, serve(g, auth.Read, cred{cookie: nsReadTok}.request()), denied, nsReadTok)
+}
+
+// Namespace tokens count only where API tokens are configured. On a
+// master with TLS but no tokens (client certificates are the credential)
+// one is refused, saying why; on an open master it is refused too, as any
+// bearer token that matches none is. A Guard not yet given a table knows
+// no namespace token.
+func TestNamespaceTokenNeedsTokenMode(t *testing.T) {
+	now := time.UnixMilli(1_800_000_000_000)
+	p := newPeers(t)
+	for _, cfg := range []auth.Config{{TLS: true}, {}} {
+		g := nsGuard(t, cfg, newACLTable(now), now)
+		c := cred{tls: p.client, header: "Bearer " + nsSubmitTok}
+		ans := serve(g, auth.Read, c.request())
+		checkAnswer(t, ans, denied, nsSubmitTok)
+		if !strings.Contains(ans.msg, "namespace token acc-submit counts only on masters run with an operator or submit token") {
+			t.Fatalf("TLS %v: refusal %q does not say namespace tokens need token mode", cfg.TLS, ans.msg)
+		}
+	}
+	g := newGuard(t, auth.Config{SubmitToken: subTok})
+	checkAnswer(t, serve(g, auth.Read, cred{header: "Bearer " + nsReadTok}.request()), denied, nsReadTok)
+}
+
+// InNamespace confines a namespace token to its namespaces, "" being
+// default, and no other identity.
+func TestInNamespace(t *testing.T) {
+	ns := auth.Identity{Token: auth.NamespaceToken, Namespaces: []string{"etl", model.DefaultNamespace}}
+	for _, tc := range []struct {
+		id   auth.Identity
+		ns   string
+		want bool
+	}{
+		{ns, "etl", true}, {ns, "", true}, {ns, model.DefaultNamespace, true}, {ns, "ml", false},
+		{auth.Identity{Token: auth.NamespaceToken, Namespaces: []string{"etl"}}, "", false},
+		{auth.Identity{Token: auth.SubmitToken}, "ml", true},
+		{auth.Identity{Token: auth.OperatorToken}, "ml", true},
+		{auth.Identity{}, "ml", true},
+	} {
+		if got := tc.id.InNamespace(tc.ns); got != tc.want {
+			t.Errorf("%v in %q: %v, want %v", tc.id, tc.ns, got, tc.want)
+		}
+	}
+}
