@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -364,6 +365,36 @@ func TestCreateNamesTheUser(t *testing.T) {
 	}
 }
 
+// spark.drover.namespace and spark.drover.priority set the driver's
+// namespace and priority, at their bounds (a name of
+// model.MaxNamespaceLen bytes, priorities 0 and model.MaxPriority); a
+// submission without them names neither (TestCreateRefusals has them
+// just past).
+func TestCreateNamesNamespaceAndPriority(t *testing.T) {
+	long := strings.Repeat("n", model.MaxNamespaceLen)
+	for _, tc := range []struct {
+		namespace, priority string
+		want                int
+	}{{"etl", "0", 0}, {long, strconv.Itoa(model.MaxPriority), model.MaxPriority}} {
+		f := newFake()
+		body := strings.Replace(sparkSubmitJSON, `"sparkProperties" : {`, `"sparkProperties" : {
+    "`+NamespaceProperty+`" : "`+tc.namespace+`", "`+PriorityProperty+`" : "`+tc.priority+`",`, 1)
+		if a := do(t, newTestHandler(t, f), http.MethodPost, "/v1/submissions/create", body); a.status != http.StatusOK {
+			t.Fatalf("create: %d %s", a.status, a.raw)
+		}
+		if got := f.submitted[0]; got.Namespace != tc.namespace || got.Priority == nil || *got.Priority != tc.want {
+			t.Fatalf("namespace %q priority %v, want %q and %d", got.Namespace, got.Priority, tc.namespace, tc.want)
+		}
+	}
+	f := newFake()
+	if a := do(t, newTestHandler(t, f), http.MethodPost, "/v1/submissions/create", sparkSubmitJSON); a.status != http.StatusOK {
+		t.Fatalf("create: %d %s", a.status, a.raw)
+	}
+	if got := f.submitted[0]; got.Namespace != "" || got.Priority != nil {
+		t.Fatalf("a submission without the properties names namespace %q priority %v", got.Namespace, got.Priority)
+	}
+}
+
 // spark.driver.resource.{name}.amount asks for custom resources, an amount
 // of 0 for none, as in Spark; discoveryScript and vendor are passed on.
 func TestCreateAsksForDriverResources(t *testing.T) {
@@ -569,6 +600,13 @@ func TestCreateRefusals(t *testing.T) {
 		{"least overhead negative", prop("spark.driver.minMemoryOverhead", "-384m")},
 		{"least overhead not a size", prop("spark.driver.minMemoryOverhead", "a bit")},
 		{"memory and overhead past the bound", prop("spark.driver.memoryOverhead", "2147483647m")},
+		{"namespace empty", prop(NamespaceProperty, "")},
+		{"namespace not a DNS label", prop(NamespaceProperty, "Etl_Team")},
+		{"namespace past the bound", prop(NamespaceProperty, strings.Repeat("n", model.MaxNamespaceLen+1))},
+		{"priority not numeric", prop(PriorityProperty, "high")},
+		{"priority fractional", prop(PriorityProperty, "50.5")},
+		{"priority negative", prop(PriorityProperty, "-1")},
+		{"priority past the bound", prop(PriorityProperty, "101")},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
