@@ -267,6 +267,35 @@ func TestNamespaceTokenSubmissions(t *testing.T) {
 	}
 }
 
+// A namespace token's event stream ends once its token is revoked: the
+// next change is not sent, an error event is.
+func TestRevokedNamespaceTokenEndsItsStream(t *testing.T) {
+	m := scopeMaster(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+m.HTTPAddr()+"/v1/events", nil)
+	req.Header.Set("Authorization", "Bearer "+etlRead)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("events: %v %v", resp, err)
+	}
+	defer resp.Body.Close()
+	mustApply(t, m, &model.RevokeACLToken{Accessor: "acc-" + etlRead[:8], Time: 2})
+	after := submitAs(t, m, etlSubmit, "after", "")
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if strings.Contains(line, after) {
+			t.Fatalf("the stream of a revoked token carries %s: %s", after, line)
+		}
+		if strings.HasPrefix(line, "data:") && strings.Contains(line, "invalid token") {
+			return
+		}
+	}
+	t.Fatalf("the stream of a revoked token ended without saying why: %v", sc.Err())
+}
+
 // A namespace token's event stream carries its namespaces' rows and the
 // workers', never another namespace's: the ml driver submitted before
 // the etl one is killed never shows, and the etl one does.

@@ -184,6 +184,9 @@ func (s *Applications) App(ctx context.Context, c auth.Caller, id string, r Read
 	if err := s.awaitChange(ctx, api.EventApp, id, r); err != nil {
 		return api.AppStatus{}, err
 	}
+	if err := s.recheck(c); err != nil {
+		return api.AppStatus{}, err
+	}
 	if err := s.readable(r); err != nil {
 		return api.AppStatus{}, err
 	}
@@ -248,6 +251,9 @@ poll:
 		case <-t.Done():
 			break poll
 		}
+	}
+	if err := s.recheck(c); err != nil {
+		return AppWatch{}, err
 	}
 	t.Apps.Seen(st.ID, time.Now())
 	return AppWatch{Status: st, ETag: appETag(st)}, nil

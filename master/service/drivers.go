@@ -210,6 +210,9 @@ func (s *Core) Driver(ctx context.Context, c auth.Caller, id string, r Read) (*m
 	if err := s.awaitChange(ctx, api.EventDriver, id, r); err != nil {
 		return nil, err
 	}
+	if err := s.recheck(c); err != nil {
+		return nil, err
+	}
 	if err := s.readable(r); err != nil {
 		return nil, err
 	}

@@ -29,7 +29,7 @@ func (s *Core) Events(_ context.Context, c auth.Caller, q EventQuery) (*EventStr
 	st := &EventStream{First: first, Sub: sub}
 	if c.Token == auth.NamespaceToken {
 		scope := &eventScope{c: c, state: s.FSM.State(), ns: map[string]string{}}
-		st.keep = scope.keep
+		st.keep, st.recheck = scope.keep, func() error { return s.recheck(c) }
 		st.First = slices.DeleteFunc(st.First, func(e api.Event) bool { return !scope.keep(e) })
 	}
 	return st, nil
@@ -59,6 +59,16 @@ func eventFilter(q EventQuery) (events.Filter, error) {
 		f.IDs[id] = true
 	}
 	return f, nil
+}
+
+// recheck refuses c once the namespace token it came with is revoked or
+// expired (auth.Guard.Recheck): a request held open answers no more
+// after that.
+func (s *Core) recheck(c auth.Caller) error {
+	if s.Guard == nil {
+		return nil
+	}
+	return s.Guard.Recheck(c.Identity)
 }
 
 // notFuture refuses an index past this master's Raft log: no entry of the

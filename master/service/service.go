@@ -80,19 +80,25 @@ type EventStream struct {
 	First []api.Event
 	Sub   *events.Sub
 	// keep, when not nil, is the caller's scope: the events it may read
-	// (a namespace token's, eventScope).
-	keep func(api.Event) bool
+	// (a namespace token's, eventScope); recheck refuses the caller once
+	// its token is revoked or expired.
+	keep    func(api.Event) bool
+	recheck func() error
 	// release gives back what admission took for the stream.
 	release func()
 }
 
 // Take returns the batches queued since the last Take (events.Sub.Take)
 // with what the caller may not read left out, and batches left empty
-// dropped.
+// dropped. A namespace token's stream ends, with the refusal as its
+// error, at the first Take after its token was revoked or expired.
 func (s *EventStream) Take() ([]events.Batch, error) {
 	bs, err := s.Sub.Take()
 	if err != nil || s.keep == nil {
 		return bs, err
+	}
+	if err := s.recheck(); err != nil {
+		return nil, err
 	}
 	out := bs[:0]
 	for _, b := range bs {

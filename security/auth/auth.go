@@ -6,7 +6,10 @@
 // operation, the Access level it needs (Guard.Check).
 //
 // The model follows Nomad and Consul: node identity comes from mutual TLS,
-// API access from tokens. A worker certificate names its worker, and acts
+// API access from tokens; besides the operator and submit tokens of the
+// masters' configuration, the secrets of the replicated table's ACL tokens
+// (Nomad's) are namespace tokens, confined to their namespaces. A worker
+// certificate names its worker, and acts
 // as that worker only (Guard.CheckWorker); without TLS, workers share the
 // node token, which grants worker traffic and upload reads and nothing
 // else. With no API tokens configured, a CA-signed client or master
@@ -177,6 +180,9 @@ type Config struct {
 	// present to each other in api.HeaderMasterCredential
 	// (pki.RaftKey.Credential); "" for none.
 	MasterCredential string
+	// Now is the master's clock, against which namespace tokens expire
+	// (model.ACLToken.ExpiresAt); nil for time.Now.
+	Now func() time.Time
 }
 
 // ACLTokens looks an ACL token up by the SHA-256 of its secret (64
@@ -195,15 +201,15 @@ type Guard struct {
 	driverKey []byte
 	// acl is the lookup SetACLTokens gave, nil before.
 	acl atomic.Pointer[ACLTokens]
-	// now is the master's clock, for tokens' expiry; time.Now but in
-	// tests.
-	now func() time.Time
 }
 
 // New returns a Guard for cfg; a token shorter than MinTokenLen, or one
 // with characters outside a bearer token's alphabet, is an error.
 func New(cfg Config) (*Guard, error) {
-	g := &Guard{cfg: cfg, now: time.Now}
+	g := &Guard{cfg: cfg}
+	if g.cfg.Now == nil {
+		g.cfg.Now = time.Now
+	}
 	for _, t := range []struct {
 		name, tok string
 		sum       *[32]byte
@@ -245,9 +251,6 @@ func firstSet(a, b string) string {
 // lookup finds. The table lives in the FSM, which a master opens after
 // its Guard, and package auth does not import it: hence a setter.
 func (g *Guard) SetACLTokens(lookup ACLTokens) { g.acl.Store(&lookup) }
-
-// SetClock replaces the clock against which tokens expire (tests).
-func (g *Guard) SetClock(now func() time.Time) { g.now = now }
 
 // Open reports whether the policy lets anyone do anything: no TLS and no
 // tokens.
@@ -426,7 +429,7 @@ func (g *Guard) identifyACLToken(sum [32]byte) (Identity, error) {
 		return Identity{}, ErrBadToken
 	case !g.Tokens():
 		return Identity{}, fmt.Errorf("%w: namespace token %s counts only on masters run with an operator or submit token (docs/security.md)", api.ErrForbidden, t.Accessor)
-	case t.Expired(g.now().UnixMilli()):
+	case t.Expired(g.cfg.Now().UnixMilli()):
 		return Identity{}, fmt.Errorf("%w: token %s expired at %s", api.ErrForbidden, t.Accessor, time.UnixMilli(t.ExpiresAt).UTC().Format(time.RFC3339))
 	}
 	return Identity{Token: NamespaceToken, Accessor: t.Accessor, Policy: t.Policy, Namespaces: t.Namespaces}, nil
@@ -462,7 +465,10 @@ func (g *Guard) parseDriverToken(tok string) (string, int, bool) {
 
 // Allows reports whether id may do what needs a. A DriverToken passes App
 // and AppRead here; the service then confines it to its own application
-// (Identity.OwnsDriver). A NodeToken passes Node and BlobRead, and
+// (Identity.OwnsDriver). A NamespaceToken passes Read and AppRead, and
+// with model.PolicySubmit App, Submit and BlobRead too; the service then
+// confines it to its namespaces (Identity.InNamespace). A NodeToken
+// passes Node and BlobRead, and
 // elsewhere counts for no more than no token at all. Node says nothing of
 // which worker a caller may act as: CheckWorker does. Without API tokens,
 // a client or master certificate grants the API (TLS only); the master
@@ -755,6 +761,19 @@ func (id Identity) String() string {
 		return "an anonymous caller"
 	}
 	return strings.Join(parts, " and ")
+}
+
+// Recheck refuses, as Identify would now, an identity proved by a
+// namespace token that has since been revoked or has expired: what a
+// request held open (an event stream, a blocking read, a watch) asks
+// before it answers again. Every other identity passes: its credential
+// is configuration, which changes only with a restart.
+func (g *Guard) Recheck(id Identity) error {
+	if id.Token != NamespaceToken {
+		return nil
+	}
+	_, err := g.IdentifyToken(id.token)
+	return err
 }
 
 // InNamespace reports whether id may see and act on the rows of namespace

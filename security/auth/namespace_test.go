@@ -2,6 +2,7 @@ package auth_test
 
 import (
 	"crypto/sha256"
+	"errors"
 	"encoding/hex"
 	"slices"
 	"strings"
@@ -123,15 +124,28 @@ func TestNamespaceTokens(t *testing.T) {
 }
 
 // A revocation counts at the next request: the Guard asks the table each
-// time, and keeps nothing of an earlier answer.
+// time, and keeps nothing of an earlier answer. An identity proved before
+// is refused by Recheck from then on; the static tokens' never are.
 func TestNamespaceTokenRevoked(t *testing.T) {
 	now := time.UnixMilli(1_800_000_000_000)
 	tab := newACLTable(now)
 	g := nsGuard(t, auth.Config{SubmitToken: subTok}, tab, now)
 	r := cred{header: "Bearer " + nsReadTok}
-	checkAnswer(t, serve(g, auth.Read, r.request()), pass)
-	tab.revoke(nsReadTok)
 	ans := serve(g, auth.Read, r.request())
+	checkAnswer(t, ans, pass)
+	before := ans.id
+	submitter := serve(g, auth.Submit, cred{header: "Bearer " + subTok}.request()).id
+	if err := g.Recheck(before); err != nil {
+		t.Fatalf("recheck before the revocation: %v", err)
+	}
+	tab.revoke(nsReadTok)
+	if err := g.Recheck(before); !errors.Is(err, auth.ErrBadToken) {
+		t.Fatalf("recheck after the revocation: %v, want %v", err, auth.ErrBadToken)
+	}
+	if err := g.Recheck(submitter); err != nil {
+		t.Fatalf("recheck of the submit token: %v", err)
+	}
+	ans = serve(g, auth.Read, r.request())
 	checkAnswer(t, ans, denied, nsReadTok)
 	if ans.msg != auth.ErrBadToken.Error() {
 		t.Fatalf("revoked token refused with %q, want %q", ans.msg, auth.ErrBadToken)
