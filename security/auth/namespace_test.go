@@ -2,8 +2,8 @@ package auth_test
 
 import (
 	"crypto/sha256"
-	"errors"
 	"encoding/hex"
+	"errors"
 	"slices"
 	"strings"
 	"sync"
