@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/drover-project/drover/jepsen/changes"
 	"github.com/drover-project/drover/jepsen/history"
 	"github.com/drover-project/drover/jepsen/probe"
 	"github.com/drover-project/drover/model"
@@ -51,6 +52,13 @@ type Input struct {
 	// CutSlack is how long after a fault window touching a worker ends
 	// that worker's old attempts may still live.
 	CutSlack time.Duration
+	// Changes is every committed row change from the start of the run to
+	// the end of the drain, nil when the run recorded none (it ran
+	// without namespaces; the namespace checkers then do not run).
+	Changes *changes.Log
+	// Namespaces are the namespaces the run applied, with their quotas
+	// and weights.
+	Namespaces []model.Namespace
 }
 
 // Result is one checker's verdict.
@@ -64,9 +72,10 @@ type Result struct {
 	Measured map[string]float64
 }
 
-// Check runs every checker on in, always in the same order.
+// Check runs every checker on in, always in the same order; the
+// namespace checkers only when the run recorded its changes.
 func Check(in Input) []Result {
-	return []Result{
+	rs := []Result{
 		LostSubmissions(in),
 		PhantomDrivers(in),
 		OneDriverPerToken(in),
@@ -79,6 +88,10 @@ func Check(in Input) []Result {
 		TablesIdentical(in),
 		WritesAfterHeal(in),
 	}
+	if in.Changes != nil {
+		rs = append(rs, NamespaceQuotas(in), PreemptionVictims(in))
+	}
+	return rs
 }
 
 // maxShown is how many offending items Line prints before "N more".
