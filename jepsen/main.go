@@ -50,6 +50,7 @@ func run() int {
 	fs.IntVar(&cfg.Masters, "masters", 3, "masters (3 or 5)")
 	fs.IntVar(&cfg.Workers, "workers", 3, "workers")
 	fs.IntVar(&cfg.Clients, "clients", 6, "concurrent clients")
+	fs.BoolVar(&cfg.Namespaces, "namespaces", false, "apply namespaces etl, ml and adhoc with quotas and urgent (weight 2, preempts), spread submissions over them and default on 4-core workers, record every committed row change and check quotas and preemptions")
 	fs.BoolVar(&cfg.Strict, "strict", false, "run with --fencing strict (no overlapping attempts allowed at all)")
 	fs.StringVar(&cfg.Isolation, "isolation", "auto", "the workers' --isolation: auto, cgroups (every attempt in a cgroup, or no run) or none")
 	fs.StringVar(&cfg.Out, "out", "jepsen/store", "folder for run folders")

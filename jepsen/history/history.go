@@ -34,7 +34,7 @@ const (
 
 // Functions: what an operation does.
 const (
-	FSubmit = "submit" // submit a driver; Token, Supervise in; Driver out
+	FSubmit = "submit" // submit a driver; Token, Supervise, Namespace in; Driver out
 	FRead   = "read"   // read a driver's status; Driver in; State, Attempt out
 	FKill   = "kill"   // kill a driver; Driver in
 	FStart  = "start"  // nemesis: a fault begins; Fault, Targets
@@ -51,10 +51,12 @@ type Op struct {
 	Type    Type   `json:"type"`
 	F       string `json:"f"`
 	Time    int64  `json:"time"`
-	// Driver, Token and Supervise describe the driver an op is about.
+	// Driver, Token, Supervise and Namespace ("" for default) describe
+	// the driver an op is about.
 	Driver    string `json:"driver,omitempty"`
 	Token     string `json:"token,omitempty"`
 	Supervise bool   `json:"supervise,omitempty"`
+	Namespace string `json:"namespace,omitempty"`
 	// State and Attempt are what a read returned.
 	State   string `json:"state,omitempty"`
 	Attempt int    `json:"attempt,omitempty"`

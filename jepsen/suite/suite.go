@@ -6,7 +6,6 @@
 package suite
 
 import (
-	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -18,6 +17,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/drover-project/drover/client"
+	"github.com/drover-project/drover/jepsen/changes"
 	"github.com/drover-project/drover/jepsen/checker"
 	"github.com/drover-project/drover/jepsen/history"
 	"github.com/drover-project/drover/jepsen/nemesis"
@@ -40,10 +41,17 @@ type Config struct {
 	Masters, Workers int
 	// Clients is the number of concurrent clients (default 6).
 	Clients int
-	// WorkerCores is what each worker offers (default 16). With room to
-	// spare, a relaunch is placed at once instead of queueing behind new
-	// submissions.
+	// WorkerCores is what each worker offers (default 16; 4 with
+	// Namespaces). With room to spare, a relaunch is placed at once
+	// instead of queueing behind new submissions; with namespaces the
+	// cluster is small enough that their work contends, so fair share
+	// and preemption have something to decide.
 	WorkerCores int
+	// Namespaces applies workload.Namespaces before the faults start,
+	// spreads the submissions over them and default, records every
+	// committed row change (package changes) and runs the namespace
+	// checkers on it.
+	Namespaces bool
 	// Strict runs masters and workers with --fencing strict.
 	Strict bool
 	// Isolation is the workers' --isolation (default auto, theirs):
@@ -185,7 +193,7 @@ func Run(ctx context.Context, cfg Config) (out *Outcome, err error) {
 		fencing = "strict"
 	}
 	c := testcluster.New(tb, testcluster.Options{
-		Masters: cfg.Masters, Workers: cfg.Workers, WorkerCores: cmp.Or(cfg.WorkerCores, 16), WorkerMemory: "8g",
+		Masters: cfg.Masters, Workers: cfg.Workers, WorkerCores: cfg.WorkerCores, WorkerMemory: "8g",
 		Binary:     cfg.Binary,
 		MasterArgs: []string{"--fencing", fencing, "--retained-drivers", "100000000"},
 		WorkerArgs: []string{"--fencing", fencing, "--isolation", cfg.Isolation},
@@ -201,10 +209,22 @@ func Run(ctx context.Context, cfg Config) (out *Outcome, err error) {
 	}
 	defer rec.Close()
 	masters := strings.Split(c.MasterAddrs, ",")
-	wl, err := workload.New(workload.Config{
+	wcfg := workload.Config{
 		Masters: masters, Clients: cfg.Clients, Seed: cfg.Seed, Program: cfg.Program, ProbeDir: probes,
 		OpTimeout: 5 * time.Second, Pause: 500 * time.Millisecond,
-	}, rec)
+	}
+	var nss []model.Namespace
+	var changeRec *changes.Recorder
+	if cfg.Namespaces {
+		if changeRec, nss, err = setupNamespaces(c, masters, cfg.Logf); err != nil {
+			return nil, err
+		}
+		defer changeRec.Stop(0)
+		for _, n := range nss {
+			wcfg.Namespaces = append(wcfg.Namespaces, n.Name)
+		}
+	}
+	wl, err := workload.New(wcfg, rec)
 	if err != nil {
 		return nil, err
 	}
@@ -239,6 +259,13 @@ func Run(ctx context.Context, cfg Config) (out *Outcome, err error) {
 	cfg.Logf("draining (up to %s, longer while drivers still end)", cfg.Drain)
 	in.DrainEnd = drain(c, cfg.Drain, cfg.Logf)
 	in.Final, in.Leader = finalViews(c)
+	if changeRec != nil {
+		log := stopRecorder(changeRec, in, cfg.Logf)
+		in.Changes, in.Namespaces = &log, nss
+		if err := log.Write(filepath.Join(dir, "changes.jsonl")); err != nil {
+			return nil, err
+		}
+	}
 	stopSampler()
 	in.Sightings = <-sightings
 	if err := rec.Close(); err != nil {
@@ -258,7 +285,7 @@ func Run(ctx context.Context, cfg Config) (out *Outcome, err error) {
 	stats := report.Summarize(in.Ops)
 	if err := writeJSON(filepath.Join(dir, "results.json"), map[string]any{
 		"valid": out.Valid, "seed": cfg.Seed, "nemesis": cfg.Nemesis, "time_s": cfg.Time.Seconds(),
-		"masters": cfg.Masters, "workers": cfg.Workers, "clients": cfg.Clients, "fencing": fencing,
+		"masters": cfg.Masters, "workers": cfg.Workers, "clients": cfg.Clients, "fencing": fencing, "namespaces": nss,
 		"schedule": steps, "stats": stats, "results": results,
 	}); err != nil {
 		return out, err
@@ -269,6 +296,43 @@ func Run(ctx context.Context, cfg Config) (out *Outcome, err error) {
 		checker.VisualizeReads(in, filepath.Join(dir, "linearizability.html")),
 	)
 	return out, err
+}
+
+// setupNamespaces starts the change recorder, from the first entry of the
+// log, then applies workload.Namespaces (within a minute, through any
+// failure without authority), before any client or fault starts.
+func setupNamespaces(c *testcluster.Cluster, masters []string, logf func(string, ...any)) (*changes.Recorder, []model.Namespace, error) {
+	cl, err := client.New(masters, client.Options{})
+	if err != nil {
+		return nil, nil, err
+	}
+	rec := changes.Start(cl, func(err error) { logf("change stream: %v", err) })
+	nss := workload.Namespaces()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := workload.ApplyNamespaces(ctx, c.Client(), nss); err != nil {
+		rec.Stop(0)
+		return nil, nil, err
+	}
+	logf("applied namespaces %v", nss)
+	return rec, nss, nil
+}
+
+// stopRecorder stops the change recorder once it has the last change of
+// the masters' final driver rows (or after 15 s), and returns its log.
+func stopRecorder(rec *changes.Recorder, in checker.Input, logf func(string, ...any)) changes.Log {
+	var last uint64
+	for _, v := range in.Final {
+		for _, d := range v.Drivers {
+			last = max(last, d.ModifyIndex)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	rec.Await(ctx, last)
+	log := rec.Stop(last)
+	logf("recorded %s", log.Summary())
+	return log
 }
 
 // partitionsEffective is the suite's check on itself: a partition result
@@ -295,6 +359,12 @@ func withDefaults(cfg Config) Config {
 	}
 	if cfg.Clients == 0 {
 		cfg.Clients = 6
+	}
+	if cfg.WorkerCores == 0 {
+		cfg.WorkerCores = 16
+		if cfg.Namespaces {
+			cfg.WorkerCores = 4
+		}
 	}
 	if cfg.Drain <= 0 {
 		cfg.Drain = 90 * time.Second

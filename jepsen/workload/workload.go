@@ -35,6 +35,10 @@ type Config struct {
 	OpTimeout time.Duration
 	// Pause is the longest pause between two operations of a client.
 	Pause time.Duration
+	// Namespaces, when set, are the namespaces (besides default) that
+	// submissions spread over, each as likely as default; empty, every
+	// submission names none, and the clients draw what they always drew.
+	Namespaces []string
 }
 
 // Workload runs the clients. Drivers lists what was submitted.
@@ -139,7 +143,12 @@ func (w *Workload) Submit(ctx context.Context, p int, rng *rand.Rand) history.Op
 			Supervise: supervise,
 		},
 	}
-	inv := w.rec.Add(history.Op{Process: p, Type: history.Invoke, F: history.FSubmit, Token: req.Token, Supervise: supervise})
+	if n := len(w.cfg.Namespaces); n > 0 {
+		if i := rng.IntN(n + 1); i < n {
+			req.Namespace = w.cfg.Namespaces[i]
+		}
+	}
+	inv := w.rec.Add(history.Op{Process: p, Type: history.Invoke, F: history.FSubmit, Token: req.Token, Supervise: supervise, Namespace: req.Namespace})
 	octx, cancel := w.opContext()
 	defer cancel()
 	res, err := w.cl.Submit(octx, req)
