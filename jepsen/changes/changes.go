@@ -208,5 +208,8 @@ func (l *Log) Summary() string {
 	if len(l.Gaps) > 0 {
 		s += fmt.Sprintf(", %d gaps missing up to %d indexes", len(l.Gaps), l.Missed())
 	}
+	if l.Restarts > 0 {
+		s += fmt.Sprintf(", stream started again %d times", l.Restarts)
+	}
 	return s
 }

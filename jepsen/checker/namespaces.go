@@ -9,7 +9,6 @@ import (
 	"strings"
 
 	"github.com/drover-project/drover/api"
-	"github.com/drover-project/drover/jepsen/changes"
 	"github.com/drover-project/drover/model"
 )
 
@@ -152,15 +151,47 @@ func replay(events []api.Event, visit func(index uint64, batch []api.Event, t *t
 	}
 }
 
-// notCheckable is the result of a namespace checker on a log with gaps:
-// what happened in them is unknown, so the run proves nothing either way.
-func notCheckable(name string, log *changes.Log) Result {
-	var spans []string
-	for _, g := range log.Gaps {
-		spans = append(spans, fmt.Sprintf("%d-%d", g.After+1, g.Until))
+// uncheckable says why the change log cannot vouch for every committed
+// change, "" when it can: the recorder missed indexes (a gap), or the
+// last version it holds of a driver is not the one in the leader's final
+// tables (compared by ModifyIndex), which would mean it lost events
+// without noticing.
+func uncheckable(in Input) string {
+	log := in.Changes
+	if len(log.Gaps) > 0 {
+		var spans []string
+		for _, g := range log.Gaps {
+			spans = append(spans, fmt.Sprintf("%d-%d", g.After+1, g.Until))
+		}
+		return fmt.Sprintf("the change recorder missed up to %d indexes (%s)", log.Missed(), joinMax(spans, 4))
 	}
-	return Result{Name: name, Summary: fmt.Sprintf("not checkable: the change recorder missed up to %d indexes (%s)",
-		log.Missed(), joinMax(spans, 4))}
+	lv := in.leader()
+	if lv == nil {
+		return ""
+	}
+	last := map[string]uint64{}
+	for _, e := range log.Events {
+		if e.Kind == api.EventDriver {
+			last[e.ID] = e.Index
+		}
+	}
+	var off []string
+	for _, d := range lv.Drivers {
+		if last[d.ID] != d.ModifyIndex {
+			off = append(off, fmt.Sprintf("%s recorded up to %d, changed at %d", d.ID, last[d.ID], d.ModifyIndex))
+		}
+	}
+	if len(off) > 0 {
+		return fmt.Sprintf("the change log lacks the last change of %d drivers in %s's final tables: %s", len(off), lv.ID, joinMax(off, 4))
+	}
+	return ""
+}
+
+// notCheckable is the result of a namespace checker on a log that cannot
+// vouch for every change: the run proves nothing either way, and is not
+// called valid.
+func notCheckable(name, why string) Result {
+	return Result{Name: name, Summary: "not checkable: " + why}
 }
 
 // NamespaceQuotas proves that quotas hold at every committed index:
@@ -169,15 +200,16 @@ func notCheckable(name string, log *changes.Log) Result {
 // hold more cores, memory or of a custom resource than its quota, nor
 // more placed drivers than its running-drivers bound (in.Namespaces
 // gives the quotas, which the run applies before any submission and
-// never changes). A log with gaps is not checkable: the result is not
-// valid. Offending: the first index at which each namespace passed each
+// never changes). A log with gaps, or without the last change of a
+// driver of the leader's final tables, is not checkable: the result is
+// not valid. Offending: the first index at which each namespace passed each
 // bound, as "NS cores 4>3 @index".
 func NamespaceQuotas(in Input) Result {
 	if in.Changes == nil {
 		return Result{Name: NameNamespaceQuotas, Summary: "no change log recorded"}
 	}
-	if len(in.Changes.Gaps) > 0 {
-		return notCheckable(NameNamespaceQuotas, in.Changes)
+	if why := uncheckable(in); why != "" {
+		return notCheckable(NameNamespaceQuotas, why)
 	}
 	quotas := map[string]model.Quota{}
 	for _, n := range in.Namespaces {
@@ -207,10 +239,10 @@ func NamespaceQuotas(in Input) Result {
 	})
 	var peaks []string
 	for _, ns := range sortedKeys(peak) {
-		peaks = append(peaks, fmt.Sprintf("%s %d/%d", ns, peak[ns], quotas[ns].Cores))
+		peaks = append(peaks, fmt.Sprintf("%s %d", ns, peak[ns]))
 	}
 	return result(NameNamespaceQuotas, off.list,
-		fmt.Sprintf("%d namespaces within their quotas at all %d indexes with row changes (peak cores: %s)", len(quotas), indexes, strings.Join(peaks, ", ")),
+		fmt.Sprintf("%d namespaces within their quotas at all %d indexes with row changes (most cores held: %s)", len(quotas), indexes, cmp.Or(strings.Join(peaks, ", "), "none")),
 		fmt.Sprintf("%d quota bounds passed", len(off.list)))
 }
 
@@ -276,14 +308,14 @@ type preemption struct {
 // namespace's dominant resource, as the workload's drivers (1 core, 64
 // MiB, on workers of several cores and 8 GiB) make them. Weights are the
 // applied ones (in.Namespaces), 1 for a namespace never applied. With no
-// preempted attempt it passes and says so; a log with gaps is not
-// checkable (not valid). Offending: "DRIVER/ATTEMPT of V for X".
+// preempted attempt it passes and says so; a log that is not complete
+// (see NamespaceQuotas) is not checkable (not valid). Offending: "DRIVER/ATTEMPT of V for X".
 func PreemptionVictims(in Input) Result {
 	if in.Changes == nil {
 		return Result{Name: NamePreemptionVictims, Summary: "no change log recorded"}
 	}
-	if len(in.Changes.Gaps) > 0 {
-		return notCheckable(NamePreemptionVictims, in.Changes)
+	if why := uncheckable(in); why != "" {
+		return notCheckable(NamePreemptionVictims, why)
 	}
 	weights := map[string]float64{}
 	for _, n := range in.Namespaces {

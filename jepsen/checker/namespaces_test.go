@@ -193,3 +193,23 @@ func TestPreemptionVictimsNone(t *testing.T) {
 		t.Fatalf("want a pass saying no preemption, got %s", r.Line())
 	}
 }
+
+// TestNamespaceCheckersNotCheckableWhenTheLogLacksAChange: a log whose
+// last version of a driver is older than the leader's final row lost
+// changes without a gap it knew of: neither checker calls it valid.
+func TestNamespaceCheckersNotCheckableWhenTheLogLacksAChange(t *testing.T) {
+	var l changeLog
+	l.driver(2, "d1", "etl", "w1", model.DriverRunning, 1, "")
+	in := l.input(model.Namespace{Name: "etl", Quota: model.Quota{Cores: 2}})
+	final := &model.Driver{ID: "d1", State: model.DriverFinished, ModifyIndex: 5}
+	in.Final = []MasterView{{ID: "m1", Drivers: []*model.Driver{final}}}
+	for _, r := range []Result{NamespaceQuotas(in), PreemptionVictims(in)} {
+		if r.Valid || r.Summary != "not checkable: the change log lacks the last change of 1 drivers in m1's final tables: d1 recorded up to 2, changed at 5" {
+			t.Errorf("want not checkable, got %s", r.Line())
+		}
+	}
+	final.ModifyIndex = 2
+	if r := NamespaceQuotas(in); !r.Valid {
+		t.Errorf("want valid once the log has the last change, got %s", r.Line())
+	}
+}
