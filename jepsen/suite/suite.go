@@ -220,9 +220,7 @@ func Run(ctx context.Context, cfg Config) (out *Outcome, err error) {
 			return nil, err
 		}
 		defer changeRec.Stop(0)
-		for _, n := range nss {
-			wcfg.Namespaces = append(wcfg.Namespaces, n.Name)
-		}
+		wcfg.Namespaces = names(nss)
 	}
 	wl, err := workload.New(wcfg, rec)
 	if err != nil {
@@ -314,8 +312,17 @@ func setupNamespaces(c *testcluster.Cluster, masters []string, logf func(string,
 		rec.Stop(0)
 		return nil, nil, err
 	}
-	logf("applied namespaces %v", nss)
+	logf("applied namespaces %s", strings.Join(names(nss), ", "))
 	return rec, nss, nil
+}
+
+// names lists the namespaces' names, in order.
+func names(nss []model.Namespace) []string {
+	out := make([]string, 0, len(nss))
+	for _, n := range nss {
+		out = append(out, n.Name)
+	}
+	return out
 }
 
 // stopRecorder stops the change recorder once it has the last change of
