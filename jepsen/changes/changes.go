@@ -17,6 +17,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"sync"
 	"time"
 
@@ -83,14 +84,16 @@ func (l *Log) Write(path string) error {
 // restartPause is how long the recorder waits before it starts a stream
 // again that ended on an authoritative refusal: a master asked for an
 // index past its own log (it lagged behind a partition) refuses, and the
-// next try goes on from another.
+// next stream starts at the next master.
 const restartPause = 200 * time.Millisecond
 
 // Recorder follows the event stream from index 0 until Stop.
 type Recorder struct {
-	cl     *client.Client
-	cancel context.CancelFunc
-	done   chan struct{}
+	// clients holds one client per master, each with the masters in
+	// another order: the client's stream starts at its first master.
+	clients []*client.Client
+	cancel  context.CancelFunc
+	done    chan struct{}
 
 	mu     sync.Mutex
 	log    Log
@@ -98,20 +101,31 @@ type Recorder struct {
 	logErr func(error)
 }
 
-// Start starts recording the changes of the cluster cl talks to, from the
-// first entry of its log; logErr hears why a stream ended, for progress
-// reports.
-func Start(cl *client.Client, logErr func(error)) *Recorder {
+// Start starts recording the changes of the cluster of masters (HTTP
+// addresses), from the first entry of its log; logErr hears why a stream
+// ended, for progress reports. The error is client.New's.
+func Start(masters []string, logErr func(error)) (*Recorder, error) {
+	if len(masters) == 0 {
+		return nil, errors.New("no master addresses given")
+	}
+	r := &Recorder{done: make(chan struct{}), reach: make(chan struct{}), logErr: logErr}
+	for i := range masters {
+		cl, err := client.New(append(slices.Clone(masters[i:]), masters[:i]...), client.Options{})
+		if err != nil {
+			return nil, err
+		}
+		r.clients = append(r.clients, cl)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
-	r := &Recorder{cl: cl, cancel: cancel, done: make(chan struct{}), reach: make(chan struct{}), logErr: logErr}
+	r.cancel = cancel
 	go r.run(ctx)
-	return r
+	return r, nil
 }
 
 func (r *Recorder) run(ctx context.Context) {
 	defer close(r.done)
-	for ctx.Err() == nil {
-		s := r.cl.Events(ctx, client.EventQuery{After: r.last()})
+	for i := 0; ctx.Err() == nil; i++ {
+		s := r.clients[i%len(r.clients)].Events(ctx, client.EventQuery{After: r.last()})
 		for e := range s.C() {
 			r.add(e)
 		}

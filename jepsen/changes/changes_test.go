@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/drover-project/drover/api"
-	"github.com/drover-project/drover/client"
 	"github.com/drover-project/drover/model"
 )
 
@@ -23,7 +22,7 @@ import (
 type fakeMaster struct {
 	mu      sync.Mutex
 	asked   []string
-	answers []func(w http.ResponseWriter)
+	answers []func(w http.ResponseWriter, r *http.Request)
 }
 
 func (f *fakeMaster) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -35,13 +34,14 @@ func (f *fakeMaster) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		<-r.Context().Done() // an idle stream, until the reader goes
 		return
 	}
-	f.answers[n](w)
+	f.answers[n](w, r)
 }
 
 // stream writes entries as server-sent events, the last event of each
-// with the entry's index as its id, as a master does.
-func stream(entries ...[]api.Event) func(http.ResponseWriter) {
-	return func(w http.ResponseWriter) {
+// with the entry's index as its id, as a master does, then ends the
+// stream, or with hold keeps it open until the reader goes.
+func stream(hold bool, entries ...[]api.Event) func(http.ResponseWriter, *http.Request) {
+	return func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/event-stream")
 		for _, evs := range entries {
 			for i, e := range evs {
@@ -53,6 +53,10 @@ func stream(entries ...[]api.Event) func(http.ResponseWriter) {
 				fmt.Fprintf(w, "data: %s\n\n", b)
 			}
 		}
+		if hold {
+			w.(http.Flusher).Flush()
+			<-r.Context().Done()
+		}
 	}
 }
 
@@ -61,27 +65,35 @@ func upsert(index uint64, id string, state model.DriverState) api.Event {
 }
 
 // TestRecorderResumesAndCountsGaps: the recorder goes on from the last
-// entry it had after a stream ends, and after a refusal; a reset opens a
-// gap from that entry to the reset's index, and a stream that never
-// reached the run's last index leaves a gap up to it.
+// entry it had after a stream ends, on another master, and after a
+// refusal starts its next stream at the next master (the first one
+// here, once it has given its entries, keeps an idle stream open); a
+// reset opens a gap from that entry to the reset's index, and a stream
+// that never reached the run's last index leaves a gap up to it.
 func TestRecorderResumesAndCountsGaps(t *testing.T) {
-	fm := &fakeMaster{answers: []func(http.ResponseWriter){
-		stream([]api.Event{upsert(1, "d1", model.DriverSubmitted)}, []api.Event{upsert(2, "d1", model.DriverRunning), upsert(2, "d2", model.DriverSubmitted)}),
-		func(w http.ResponseWriter) {
+	first := &fakeMaster{answers: []func(http.ResponseWriter, *http.Request){
+		stream(false, []api.Event{upsert(1, "d1", model.DriverSubmitted)}, []api.Event{upsert(2, "d1", model.DriverRunning), upsert(2, "d2", model.DriverSubmitted)}),
+	}}
+	second := &fakeMaster{answers: []func(http.ResponseWriter, *http.Request){
+		func(w http.ResponseWriter, _ *http.Request) {
 			w.WriteHeader(http.StatusBadRequest)
 			_ = json.NewEncoder(w).Encode(api.Error{Error: "index 2 is past the last entry of master m2's log (1)", Code: api.CodeInvalidRequest})
 		},
-		stream([]api.Event{{Index: 9, Op: api.OpReset}, upsert(9, "d1", model.DriverFinished), upsert(9, "d2", model.DriverRunning)}),
+		stream(true, []api.Event{{Index: 9, Op: api.OpReset}, upsert(9, "d1", model.DriverFinished), upsert(9, "d2", model.DriverRunning)}),
 	}}
-	srv := httptest.NewServer(fm)
-	defer srv.Close()
-	cl, err := client.New([]string{srv.Listener.Addr().String()}, client.Options{RetryInterval: 10 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
+	var addrs []string
+	for _, f := range []*fakeMaster{first, second} {
+		srv := httptest.NewServer(f)
+		defer srv.Close()
+		addrs = append(addrs, srv.Listener.Addr().String())
 	}
 	var refusals []error
 	var mu sync.Mutex
-	r := Start(cl, func(err error) { mu.Lock(); refusals = append(refusals, err); mu.Unlock() })
+	r, err := Start(addrs, func(err error) { mu.Lock(); refusals = append(refusals, err); mu.Unlock() })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Stop(0) // before the servers close, which wait for its streams
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if !r.Await(ctx, 9) {
@@ -94,17 +106,27 @@ func TestRecorderResumesAndCountsGaps(t *testing.T) {
 	if want := []Gap{{After: 2, Until: 9}, {After: 9, Until: 12}}; !slices.Equal(log.Gaps, want) {
 		t.Fatalf("gaps %v, want %v", log.Gaps, want)
 	}
+	mu.Lock()
+	defer mu.Unlock()
 	if log.Missed() != 10 || log.Restarts != 1 || len(refusals) != 1 || !strings.Contains(refusals[0].Error(), "past the last entry") {
 		t.Fatalf("missed %d, restarts %d, refusals %v", log.Missed(), log.Restarts, refusals)
 	}
-	fm.mu.Lock()
-	asked := fm.asked[:3]
-	fm.mu.Unlock()
-	if want := []string{"0", "2", "2"}; !slices.Equal(asked, want) {
-		t.Fatalf("streams resumed from %v, want %v", asked, want)
+	for _, c := range []struct {
+		f    *fakeMaster
+		want []string
+	}{{first, []string{"0"}}, {second, []string{"2", "2"}}} {
+		c.f.mu.Lock()
+		asked := c.f.asked
+		c.f.mu.Unlock()
+		if !slices.Equal(asked, c.want) {
+			t.Errorf("streams resumed from %v, want %v", asked, c.want)
+		}
 	}
 	path := filepath.Join(t.TempDir(), "changes.jsonl")
 	if err := log.Write(path); err != nil {
 		t.Fatal(err)
+	}
+	if _, err := Start(nil, nil); err == nil {
+		t.Error("a recorder of no masters started")
 	}
 }

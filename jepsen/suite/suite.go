@@ -17,7 +17,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/drover-project/drover/client"
 	"github.com/drover-project/drover/jepsen/changes"
 	"github.com/drover-project/drover/jepsen/checker"
 	"github.com/drover-project/drover/jepsen/history"
@@ -300,11 +299,10 @@ func Run(ctx context.Context, cfg Config) (out *Outcome, err error) {
 // log, then applies workload.Namespaces (within a minute, through any
 // failure without authority), before any client or fault starts.
 func setupNamespaces(c *testcluster.Cluster, masters []string, logf func(string, ...any)) (*changes.Recorder, []model.Namespace, error) {
-	cl, err := client.New(masters, client.Options{})
+	rec, err := changes.Start(masters, func(err error) { logf("change stream: %v", err) })
 	if err != nil {
 		return nil, nil, err
 	}
-	rec := changes.Start(cl, func(err error) { logf("change stream: %v", err) })
 	nss := workload.Namespaces()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
