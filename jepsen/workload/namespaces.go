@@ -3,8 +3,8 @@ package workload
 import (
 	"context"
 	"fmt"
-	"net/http"
 
+	"github.com/drover-project/drover/api"
 	"github.com/drover-project/drover/client"
 	"github.com/drover-project/drover/model"
 )
@@ -41,27 +41,25 @@ func ApplyNamespaces(ctx context.Context, cl *client.Client, nss []model.Namespa
 	return nil
 }
 
-// namespaceRequest is the body of PUT /v1/namespaces/{name}: a field left
-// out takes the masters' default.
-type namespaceRequest struct {
-	Cores             int                   `json:"cores,omitempty"`
-	MemoryMB          int64                 `json:"memory_mb,omitempty"`
-	Resources         model.ResourceAmounts `json:"resources,omitempty"`
-	MaxRunningDrivers int                   `json:"max_running_drivers,omitempty"`
-	MaxQueuedDrivers  int                   `json:"max_queued_drivers,omitempty"`
-	Weight            float64               `json:"weight,omitempty"`
-	DriverShare       float64               `json:"driver_share,omitempty"`
-	PriorityMax       int                   `json:"priority_max,omitempty"`
-	Preempt           bool                  `json:"preempt,omitempty"`
-}
-
-// applyNamespace applies n with one PUT /v1/namespaces/{name} (operator
-// access; a cluster without credentials lets every caller through).
+// applyNamespace applies n through the client's ApplyNamespace (PUT
+// /v1/namespaces/{name}, operator access; a cluster without credentials
+// lets every caller through). A bound of n that is zero is left out: it
+// bounds nothing, as the masters' default.
 func applyNamespace(ctx context.Context, cl *client.Client, n model.Namespace) error {
-	req := namespaceRequest{
-		Cores: n.Quota.Cores, MemoryMB: n.Quota.MemoryMB, Resources: n.Quota.Resources,
-		MaxRunningDrivers: n.Quota.RunningDrivers, MaxQueuedDrivers: n.MaxQueuedDrivers,
-		Weight: n.Weight, DriverShare: n.DriverShare, PriorityMax: n.PriorityMax, Preempt: n.Preempt,
+	set := func(v int) *int {
+		if v == 0 {
+			return nil
+		}
+		return &v
 	}
-	return cl.Do(ctx, http.MethodPut, "/v1/namespaces/"+n.Name, req, nil)
+	req := api.NamespaceRequest{
+		Cores: set(n.Quota.Cores), Resources: n.Quota.Resources,
+		MaxRunningDrivers: set(n.Quota.RunningDrivers), MaxQueuedDrivers: set(n.MaxQueuedDrivers),
+		Weight: &n.Weight, DriverShare: &n.DriverShare, PriorityMax: &n.PriorityMax, Preempt: n.Preempt,
+	}
+	if n.Quota.MemoryMB > 0 {
+		req.MemoryMB = &n.Quota.MemoryMB
+	}
+	_, err := cl.ApplyNamespace(ctx, n.Name, req)
+	return err
 }
