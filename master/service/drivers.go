@@ -95,7 +95,7 @@ func (s *Core) submission(c auth.Caller, req api.SubmitRequest) (*model.SubmitDr
 	if cmd.Namespace, err = scopedNamespace(c, cmd.Namespace); err != nil {
 		return nil, err
 	}
-	if err := s.checkNamespace(cmd.Namespace, cmd.Priority); err != nil {
+	if err := checkNamespace(s.FSM.State(), cmd.Namespace, cmd.Priority); err != nil {
 		return nil, err
 	}
 	cmd.Client = c.Client

@@ -52,24 +52,23 @@ func (s *Core) overLive(l fsm.Live, client string) error {
 // admitQueued refuses a submission to namespace ns ("" for the default)
 // with model.ErrQueueFull, naming the bound, when the namespace's drivers
 // waiting for a placement with its submissions in flight are at its
-// MaxQueuedDrivers already. Called with s.queue.mu held, as admitDriver.
-// The waiting drivers are read before which of those in flight have
+// MaxQueuedDrivers already, in the tables st. Called with q.mu held, as
+// Core.admitDriver. The waiting drivers are read before which of those in flight have
 // applied, so that one applied in between is counted at most once: a
 // count that falls short lets the tables refuse the submission
 // themselves (fsm's admitSubmission), and none is ever refused that
 // fits.
-func (s *Core) admitQueued(ns string) error {
+func (q *submitQueue) admitQueued(st *fsm.State, ns string) error {
 	ns = model.NamespaceOf(ns)
-	st := s.FSM.State()
 	n, ok := st.Namespace(ns)
 	if !ok || n.MaxQueuedDrivers == 0 {
 		return nil
 	}
 	queued := st.NamespaceUse(ns).Queued
-	if queued+len(s.queue.byToken) < n.MaxQueuedDrivers {
+	if queued+len(q.byToken) < n.MaxQueuedDrivers {
 		return nil
 	}
-	for token, qs := range s.queue.byToken {
+	for token, qs := range q.byToken {
 		if model.NamespaceOf(qs.cmd.Namespace) != ns {
 			continue
 		}

@@ -174,9 +174,9 @@ func (s *Operator) DeleteNamespace(_ context.Context, _ auth.Caller, name string
 // at a priority above the namespace's PriorityMax (api.ErrInvalidRequest
 // naming the cap), before anything is queued. Priority's range and ns's
 // form are the spec's to check (model.DriverSpec.Validate).
-func (s *Core) checkNamespace(ns string, priority *int) error {
+func checkNamespace(st *fsm.State, ns string, priority *int) error {
 	ns = model.NamespaceOf(ns)
-	n, ok := s.FSM.State().Namespace(ns)
+	n, ok := st.Namespace(ns)
 	if !ok {
 		return unknownNamespace(ns, "nothing submitted")
 	}

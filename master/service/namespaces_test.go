@@ -38,15 +38,15 @@ func TestAdmitQueuedCountsInFlightOnce(t *testing.T) {
 	defer s.queue.mu.Unlock()
 	s.queue.queued(&queuedSubmit{cmd: sub})
 	s.queue.queued(&queuedSubmit{cmd: &model.SubmitDriver{Token: "t-default"}})
-	if err := s.admitQueued("etl"); err != nil {
+	if err := s.queue.admitQueued(s.FSM.State(), "etl"); err != nil {
 		t.Fatalf("--max-queued-drivers 2, one waiting and still in flight, one in flight elsewhere: %v; want room for one more", err)
 	}
 	s.queue.queued(&queuedSubmit{cmd: &model.SubmitDriver{Token: "t1", DriverSpec: model.DriverSpec{Namespace: "etl"}}})
-	err := s.admitQueued("etl")
+	err := s.queue.admitQueued(s.FSM.State(), "etl")
 	if !errors.Is(err, model.ErrQueueFull) || !strings.Contains(err.Error(), "namespace etl has 2 drivers waiting, its --max-queued-drivers (2)") {
 		t.Fatalf("one waiting and one in flight: %v; want the bound reached, named", err)
 	}
-	if err := s.admitQueued(""); err != nil {
+	if err := s.queue.admitQueued(s.FSM.State(), ""); err != nil {
 		t.Fatalf("the default namespace, unbounded: %v", err)
 	}
 }

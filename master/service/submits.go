@@ -112,7 +112,7 @@ func (s *Core) submitAll(t *leader.Term, cmds []*model.SubmitDriver) []fsm.Submi
 		}
 		err := s.admitDriver(cmd.Client)
 		if err == nil {
-			err = s.admitQueued(cmd.Namespace)
+			err = s.queue.admitQueued(s.FSM.State(), cmd.Namespace)
 		}
 		if err != nil {
 			w.deliver(i, fsm.SubmitOutcome{Err: err})
