@@ -291,6 +291,14 @@ func (f *FSM) applyStaging(d *model.Driver, r model.AttemptReport, now int64) {
 func (f *FSM) applyCurrentReport(d *model.Driver, r model.AttemptReport, now int64) {
 	d.UpdatedAt = now
 	f.changed(model.EventDriver, d.ID)
+	if rec := d.CurrentAttempt(); rec.PreemptedBy != "" && r.State.Terminal() && r.State != model.DriverFinished {
+		// The program ended after its preemption notice, whether by
+		// the SIGTERM the notice sent or on its own: it ends preempted,
+		// not FAILED. One that finished its work keeps FINISHED.
+		rec.Rescheduled = false
+		f.endPreemptedDriver(d, r.ExitCode, now)
+		return
+	}
 	switch r.State {
 	case model.DriverRunning:
 		if d.Staging {

@@ -249,6 +249,12 @@ func (f *FSM) applyExecutorReports(workerID string, reports []model.ExecutorRepo
 			f.applyExecutorStaging(e, r)
 			continue
 		}
+		if e.PreemptedBy != "" && r.State.Terminal() {
+			// An executor that ends after its preemption notice ends
+			// preempted, whatever its exit: no retry of its app counts.
+			f.endPreemptedExecutor(e, r.ExitCode, now)
+			continue
+		}
 		a := f.t.Apps[e.AppID]
 		switch r.State {
 		case model.ExecRunning:

@@ -545,6 +545,13 @@ var applyCases = []applyCase{
 		}
 		return s.each(n, func(i int) model.Command { return &model.RevokeACLToken{Accessor: accessors[i], Time: s.tick()} })
 	}},
+	// A running driver gets a preemption notice.
+	{model.CmdPreemptAttempts, 1000, func(s *benchFSM, n int) [][]byte {
+		ids := s.runDrivers(n)
+		return s.each(n, func(i int) model.Command {
+			return &model.PreemptAttempts{Items: []model.Preemption{{DriverID: ids[i], Attempt: 1, By: "etl"}}, Deadline: s.tick() + 30_000, Time: s.tick()}
+		})
+	}},
 }
 
 // BenchmarkApply measures Apply (decoding included) of one command of each

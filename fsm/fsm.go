@@ -110,6 +110,10 @@ type tables struct {
 	// of tables that have none, as they were before namespaces existed.
 	Namespaces map[string]*model.Namespace `json:"namespaces,omitempty"`
 	ACLTokens  map[string]*model.ACLToken  `json:"acl_tokens,omitempty"`
+	// Preemptions counts each namespace's preemptions, by name; absent
+	// from snapshots of tables without any, as before preemption
+	// existed.
+	Preemptions map[string]Preemptions `json:"preemptions,omitempty"`
 
 	// on indexes, per worker, the unfinished drivers placed there and the
 	// live executors (by ExecutorKey), so a worker's desired set costs

@@ -245,6 +245,32 @@ func scenario(t tb) [][]byte {
 	b.add(&model.DeleteNamespace{Name: "etl", Time: 70})
 	b.add(&model.ApplyNamespace{Namespace: model.Namespace{Name: "ml", Weight: 1, DriverShare: 1, PriorityMax: 100}, Time: 71})
 	b.add(&model.DeleteNamespace{Name: "ml", Time: 72})
+	// Preemption for etl: a supervised and an unsupervised driver of
+	// default under notice, with items skipped (etl's own driver, an
+	// executor LOST already); an end with no item, refused; the
+	// unsupervised one's exit after its notice, and the supervised one
+	// ended at its deadline.
+	b.add(&model.SubmitDriver{ID: driverID(19), Token: "t19", DriverSpec: model.DriverSpec{Argv: []string{"r"}, Cores: 1, MemoryMB: 256, Supervise: true}, Time: 73})
+	b.add(&model.SubmitDriver{ID: driverID(20), Token: "t20", DriverSpec: model.DriverSpec{Argv: []string{"s"}, Cores: 1, MemoryMB: 256}, Time: 74})
+	b.add(&model.PlaceDrivers{Time: 75, Placements: []model.Placement{
+		{DriverID: driverID(19), Attempt: 1, WorkerID: "w1"},
+		{DriverID: driverID(20), Attempt: 1, WorkerID: "w1"},
+	}})
+	b.add(&model.ReportAttempts{WorkerID: "w1", Time: 76, Reports: []model.AttemptReport{
+		{DriverID: driverID(19), Attempt: 1, State: model.DriverRunning, Runs: 1},
+		{DriverID: driverID(20), Attempt: 1, State: model.DriverRunning, Runs: 1},
+	}})
+	b.add(&model.PreemptAttempts{Deadline: 90, Time: 77, Items: []model.Preemption{
+		{DriverID: driverID(19), Attempt: 1, By: "etl"},
+		{DriverID: driverID(20), Attempt: 1, By: "etl"},
+		{DriverID: driverID(15), Attempt: 1, By: "etl"},
+		{AppID: appID(4), ExecutorID: 0, By: "etl"},
+	}})
+	b.add(&model.PreemptAttempts{End: true, Time: 78})
+	b.add(&model.ReportAttempts{WorkerID: "w1", Time: 79, Reports: []model.AttemptReport{
+		{DriverID: driverID(20), Attempt: 1, State: model.DriverFailed, ExitCode: intp(143), Runs: 1},
+	}})
+	b.add(&model.PreemptAttempts{End: true, Time: 90, Items: []model.Preemption{{DriverID: driverID(19), Attempt: 1}}})
 	return b.entries
 }
 
@@ -329,8 +355,18 @@ func TestScenarioOutcome(t *testing.T) {
 	for _, d := range f.State().WaitingDrivers() {
 		waiting = append(waiting, d.ID)
 	}
-	if want := []string{driverID(4), driverID(8), driverID(10), driverID(14), driverID(16)}; !slices.Equal(waiting, want) {
+	// Driver 19 waits again, preempted for etl.
+	if want := []string{driverID(4), driverID(8), driverID(10), driverID(14), driverID(16), driverID(19)}; !slices.Equal(waiting, want) {
 		t.Fatalf("waiting = %v, want %v", waiting, want)
+	}
+	d19, _ := f.State().Driver(driverID(19))
+	d20, _ := f.State().Driver(driverID(20))
+	if d19.State != model.DriverRelaunching || d19.Message != "preempted by namespace etl" || d20.State != model.DriverKilled || d20.Message != "preempted by namespace etl" {
+		t.Fatalf("preempted drivers: supervised %s (%q), unsupervised %s (%q); want RELAUNCHING and KILLED, preempted by namespace etl",
+			d19.State, d19.Message, d20.State, d20.Message)
+	}
+	if p := f.State().Preemptions("default"); p != (Preemptions{Suffered: 2}) || f.State().Preemptions("etl") != (Preemptions{Caused: 2}) {
+		t.Fatalf("preemptions of default %+v, etl %+v; want 2 suffered, 2 caused", p, f.State().Preemptions("etl"))
 	}
 	for _, seq := range []int{11, 12, 13} {
 		if _, ok := f.State().Driver(driverID(seq)); ok {
@@ -340,8 +376,8 @@ func TestScenarioOutcome(t *testing.T) {
 	if !reflect.DeepEqual(d4.Artifacts, scenarioArtifacts) {
 		t.Fatalf("artifacts = %+v, want the submission's %+v", d4.Artifacts, scenarioArtifacts)
 	}
-	if f.State().NextDriverSeq() != 17 {
-		t.Fatalf("NextDriverSeq = %d, want 17", f.State().NextDriverSeq())
+	if f.State().NextDriverSeq() != 21 {
+		t.Fatalf("NextDriverSeq = %d, want 21 (after driver 20)", f.State().NextDriverSeq())
 	}
 	// Namespace etl: its quota of one running driver placed driver 15
 	// and left 16 waiting; 17 named no namespace, 18 a priority above
@@ -439,7 +475,7 @@ func TestScenarioUsesEveryCommandType(t *testing.T) {
 			executorReports = true
 		}
 	}
-	for ct := model.CmdRegisterWorker; ct <= model.CmdRevokeACLToken; ct++ {
+	for ct := model.CmdRegisterWorker; ct <= model.CmdPreemptAttempts; ct++ {
 		if !seen[ct] {
 			t.Errorf("scenario has no %s", ct)
 		}
@@ -447,7 +483,7 @@ func TestScenarioUsesEveryCommandType(t *testing.T) {
 	if !executorReports {
 		t.Error("scenario has no executor reports")
 	}
-	if model.CommandType(model.CmdRevokeACLToken+1).String() != fmt.Sprintf("CommandType(%d)", model.CmdRevokeACLToken+1) {
+	if model.CommandType(model.CmdPreemptAttempts+1).String() != fmt.Sprintf("CommandType(%d)", model.CmdPreemptAttempts+1) {
 		t.Error("a command type was added: add it to scenario and to this test's range")
 	}
 }

@@ -88,6 +88,7 @@ func (t *tables) clone() tables {
 		NextAppSeq:     t.NextAppSeq,
 		Namespaces:     maps.Clone(t.Namespaces),
 		ACLTokens:      maps.Clone(t.ACLTokens),
+		Preemptions:    maps.Clone(t.Preemptions),
 	}
 }
 
@@ -341,6 +342,10 @@ func (sw *streamWriter) tables(t *tables) {
 	if len(t.ACLTokens) > 0 {
 		sw.raw(`,"acl_tokens":`)
 		writeRows(sw, t.ACLTokens)
+	}
+	if len(t.Preemptions) > 0 {
+		sw.raw(`,"preemptions":`)
+		writeRows(sw, t.Preemptions)
 	}
 	sw.raw(`}`)
 }

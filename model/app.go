@@ -165,6 +165,10 @@ type Executor struct {
 	LaunchedAt int64 `json:"launched_at"`
 	StartedAt  int64 `json:"started_at,omitempty"`
 	EndedAt    int64 `json:"ended_at,omitempty"`
+	// PreemptedBy and PreemptDeadline are Attempt's, for an executor
+	// under a preemption notice.
+	PreemptedBy     string `json:"preempted_by,omitempty"`
+	PreemptDeadline int64  `json:"preempt_deadline,omitempty"`
 	// ModifyIndex is as Driver's.
 	ModifyIndex uint64 `json:"modify_index,omitempty"`
 }

@@ -40,6 +40,9 @@ const (
 	CmdDeleteNamespace CommandType = 17
 	CmdCreateACLToken  CommandType = 18
 	CmdRevokeACLToken  CommandType = 19
+	// CmdPreemptAttempts gives notice to running attempts and executors
+	// that they are preempted, and later ends them.
+	CmdPreemptAttempts CommandType = 20
 )
 
 // RegisterWorker adds a worker to the workers table or brings a known one
@@ -340,3 +343,43 @@ type RevokeACLToken struct {
 	Accessor string `json:"accessor"`
 	Time     int64  `json:"time"`
 }
+
+// Preemption names one unit a PreemptAttempts entry preempts: attempt
+// Attempt of driver DriverID, or executor ExecutorID of app AppID (AppID
+// set), and By, the namespace it is taken back for.
+type Preemption struct {
+	DriverID   string `json:"driver_id,omitempty"`
+	Attempt    int    `json:"attempt,omitempty"`
+	AppID      string `json:"app_id,omitempty"`
+	ExecutorID int    `json:"executor_id,omitempty"`
+	By         string `json:"by,omitempty"`
+}
+
+// Executor says whether p names an executor rather than a driver attempt.
+func (p Preemption) Executor() bool { return p.AppID != "" }
+
+// PreemptAttempts is the leader's fair-share preemption (YARN's
+// preemption monitor, Kueue's preemption), in two forms. The notice (End
+// false) marks each named unit, still running its current attempt or
+// live, as preempted by its By namespace until Deadline (Unix ms): its
+// worker sends the program SIGTERM at once and it keeps its cores, memory
+// and resources until it ends. The end (End true) ends each named unit
+// under notice as preempted: a supervised driver is relaunched
+// (RELAUNCHING, "preempted by namespace X"), with no failed run counted
+// against its restart bounds; an unsupervised one ends KILLED with that
+// reason; an executor ends KILLED and counts no retry of its app. A unit
+// whose state no longer holds (already noticed, ended, superseded, of
+// By's own namespace) is skipped, as PlaceDrivers skips placements; a
+// report of a unit's exit after its notice ends it the same way. A
+// command with no item, an item that names neither or both kinds of
+// unit, a notice without By or whose Deadline is before Time is refused.
+type PreemptAttempts struct {
+	Items    []Preemption `json:"items"`
+	Deadline int64        `json:"deadline,omitempty"`
+	End      bool         `json:"end,omitempty"`
+	Time     int64        `json:"time"`
+}
+
+// PreemptedReason is the reason a unit preempted for namespace by ends
+// with, and its driver waits with when it is relaunched.
+func PreemptedReason(by string) string { return "preempted by namespace " + by }

@@ -27,11 +27,12 @@ func _() {
 	_ = x[CmdDeleteNamespace-17]
 	_ = x[CmdCreateACLToken-18]
 	_ = x[CmdRevokeACLToken-19]
+	_ = x[CmdPreemptAttempts-20]
 }
 
-const _CommandType_name = "RegisterWorkerSubmitDriverPlaceDriversReportAttemptsKillDriverWorkerLostDecommissionWorkerRegisterAppPlaceExecutorsRequestExecutorsKillExecutorsEndAppPruneCompletedSubmitDriversReportBatchApplyNamespaceDeleteNamespaceCreateACLTokenRevokeACLToken"
+const _CommandType_name = "RegisterWorkerSubmitDriverPlaceDriversReportAttemptsKillDriverWorkerLostDecommissionWorkerRegisterAppPlaceExecutorsRequestExecutorsKillExecutorsEndAppPruneCompletedSubmitDriversReportBatchApplyNamespaceDeleteNamespaceCreateACLTokenRevokeACLTokenPreemptAttempts"
 
-var _CommandType_index = [...]uint8{0, 14, 26, 38, 52, 62, 72, 90, 101, 115, 131, 144, 150, 164, 177, 188, 202, 217, 231, 245}
+var _CommandType_index = [...]uint16{0, 14, 26, 38, 52, 62, 72, 90, 101, 115, 131, 144, 150, 164, 177, 188, 202, 217, 231, 245, 260}
 
 func (i CommandType) String() string {
 	idx := int(i) - 1

@@ -68,3 +68,6 @@ func (*CreateACLToken) CommandType() CommandType { return CmdCreateACLToken }
 
 // CommandType returns CmdRevokeACLToken.
 func (*RevokeACLToken) CommandType() CommandType { return CmdRevokeACLToken }
+
+// CommandType returns CmdPreemptAttempts.
+func (*PreemptAttempts) CommandType() CommandType { return CmdPreemptAttempts }

@@ -128,6 +128,13 @@ type Attempt struct {
 	// Rescheduled says the attempt ended after RescheduleAfter failed
 	// runs in a row, so the next one avoids its worker.
 	Rescheduled bool `json:"rescheduled,omitempty"`
+	// PreemptedBy is the namespace a PreemptAttempts notice took the
+	// attempt back for, and PreemptDeadline (Unix ms, the leader's clock)
+	// when the leader ends it if its program has not ended by then;
+	// empty and 0 for an attempt never preempted, as in every row before
+	// preemption existed.
+	PreemptedBy     string `json:"preempted_by,omitempty"`
+	PreemptDeadline int64  `json:"preempt_deadline,omitempty"`
 }
 
 // Worker is one row of the workers table. Memory is in MiB.
