@@ -135,6 +135,16 @@ type Config struct {
 	// that died do not hold cores for ever (Spark ends the app when the
 	// client's connection drops). A new leader gives every app this long.
 	AppTimeout time.Duration
+	// PreemptionGrace is how long a unit preempted for a namespace's fair
+	// share runs between its notice, when its program gets SIGTERM, and
+	// its end, when it is killed and its cores go to the namespace that
+	// took them (YARN's max_wait_before_kill, 15 s; Kubernetes's
+	// terminationGracePeriodSeconds, 30 s): MinPreemptionGrace to
+	// MaxPreemptionGrace. PreemptionInterval is how often the leader's
+	// preemption round runs (YARN's monitoring_interval, 3 s):
+	// MinPreemptionInterval to MaxPreemptionInterval.
+	PreemptionGrace    time.Duration
+	PreemptionInterval time.Duration
 
 	// TLS names the cluster CA and this master's certificate and key
 	// (package pki; the certificate must carry the master role). Set, the
@@ -320,6 +330,8 @@ func DefaultConfig() Config {
 		RetainedDrivers:     200,
 		RetainedApps:        200,
 		AppTimeout:          30 * time.Second,
+		PreemptionGrace:     30 * time.Second,
+		PreemptionInterval:  3 * time.Second,
 		MaxConnsPerClient:   512,
 		MaxSubmitsPerClient: 128,
 		EventBufferBytes:    fsm.DefaultEventBufferBytes,
@@ -363,6 +375,17 @@ func DefaultConfig() Config {
 		UploadSyncInterval:  10 * time.Second,
 	}
 }
+
+// Bounds of the preemption flags: a grace long enough for a program to
+// hear its SIGTERM and short enough that a starved namespace gets its
+// share within the hour; a round often enough to follow the queue and
+// rare enough to cost the leader nothing.
+const (
+	MinPreemptionGrace    = time.Second
+	MaxPreemptionGrace    = time.Hour
+	MinPreemptionInterval = 100 * time.Millisecond
+	MaxPreemptionInterval = time.Minute
+)
 
 // DefaultSparkRESTLeaderWait is the default of Config.SparkRESTLeaderWait:
 // 8 s, two seconds short of the 10 s Spark's client waits for an answer.
@@ -429,6 +452,12 @@ func (c *Config) validate() error {
 	}
 	if c.AppTimeout <= 0 {
 		errs = append(errs, errors.New("--app-timeout must be positive"))
+	}
+	if c.PreemptionGrace < MinPreemptionGrace || c.PreemptionGrace > MaxPreemptionGrace {
+		errs = append(errs, fmt.Errorf("--preemption-grace %s is outside %s to %s", c.PreemptionGrace, MinPreemptionGrace, MaxPreemptionGrace))
+	}
+	if c.PreemptionInterval < MinPreemptionInterval || c.PreemptionInterval > MaxPreemptionInterval {
+		errs = append(errs, fmt.Errorf("--preemption-interval %s is outside %s to %s", c.PreemptionInterval, MinPreemptionInterval, MaxPreemptionInterval))
 	}
 	if c.TLS.Enabled() && (c.TLS.CA == "" || c.TLS.Cert == "" || c.TLS.Key == "") {
 		errs = append(errs, errors.New("TLS needs all of --tls-ca, --tls-cert and --tls-key"))

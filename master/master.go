@@ -589,7 +589,7 @@ func (m *Master) establish(ctx context.Context) *leader.Term {
 	t := leader.Start(leader.Config{
 		WorkerTimeout: m.cfg.WorkerTimeout, WorkerHeartbeatTimeout: m.cfg.WorkerHeartbeatTimeout, Strict: m.cfg.strict(), Lease: m.cfg.Lease, FencingMargin: m.cfg.FencingMargin,
 		SpreadOutApps: m.cfg.SpreadOutApps, RetainedDrivers: m.cfg.RetainedDrivers, RetainedApps: m.cfg.RetainedApps,
-		AppTimeout: m.cfg.AppTimeout,
+		AppTimeout: m.cfg.AppTimeout, PreemptionGrace: m.cfg.PreemptionGrace, PreemptionInterval: m.cfg.PreemptionInterval,
 	}, leader.Deps{
 		FSM: m.fsm, Apply: m.local.Apply, Pool: m.pool, GossipChanged: m.gossipChanged.Wait, Voters: m.voters, Configuration: m.allVoters,
 		Refused: func(addr string) bool { return transport.Refused(m.cfg.BindIP, addr, workerProbeTimeout) },

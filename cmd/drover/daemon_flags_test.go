@@ -101,6 +101,8 @@ func TestDaemonDefaults(t *testing.T) {
 		{master, "max-event-streams-per-client", "16"},
 		{master, "max-blocking-reads-per-client", "64"},
 		{master, "max-list-page", "10000"},
+		{master, "preemption-grace", "30s"},
+		{master, "preemption-interval", "3s"},
 		{master, "redact-regex", `"(?i)secret|password|token|access[._]?key"`},
 		{worker, "cleanup-ttl", "168h0m0s"},
 		{worker, "log-max-size", "10m"},
@@ -165,6 +167,10 @@ func TestMasterRefusesBadBounds(t *testing.T) {
 		{[]string{"--spark-rest-leader-wait", "60001ms"}, "drover: --spark-rest-leader-wait 1m0.001s is outside 0 to 1m0s (0 does not wait)"},
 		{[]string{"--spark-rest-leader-wait", "-1ms"}, "drover: --spark-rest-leader-wait -1ms is outside 0 to 1m0s (0 does not wait)"},
 		{[]string{"--max-list-page", "0"}, "drover: --max-list-page 0 must be at least 1"},
+		{[]string{"--preemption-grace", "999ms"}, "drover: --preemption-grace 999ms is outside 1s to 1h0m0s"},
+		{[]string{"--preemption-grace", "3600001ms"}, "drover: --preemption-grace 1h0m0.001s is outside 1s to 1h0m0s"},
+		{[]string{"--preemption-interval", "99ms"}, "drover: --preemption-interval 99ms is outside 100ms to 1m0s"},
+		{[]string{"--preemption-interval", "60001ms"}, "drover: --preemption-interval 1m0.001s is outside 100ms to 1m0s"},
 		{[]string{"--redact-regex", "(?i)secret|(token"}, `drover: --redact-regex "(?i)secret|(token" does not compile: error parsing regexp: missing closing )`},
 		{[]string{"--worker-heartbeat-timeout", "5999ms"}, "drover: --worker-heartbeat-timeout 5.999s is below 6s: a live worker's heartbeats may pause that long when the leader changes"},
 	} {
@@ -252,7 +258,7 @@ func TestMasterTakesBoundsAtTheirLimits(t *testing.T) {
 	out, code := withStderr(t, func() int {
 		return runMaster([]string{"--id", "m1", "--data-dir", dir, "--raft-port", "0", "--event-buffer-size", "1m", "--max-program-size", "1m",
 			"--event-write-timeout", "1ns", "--max-event-streams-per-client", "0", "--max-blocking-reads-per-client", "0",
-			"--worker-heartbeat-timeout", "6s", "--max-list-page", "1", "--redact-regex", "^$"})
+			"--worker-heartbeat-timeout", "6s", "--max-list-page", "1", "--redact-regex", "^$", "--preemption-grace", "1s", "--preemption-interval", "100ms"})
 	})
 	if want := "drover: --raft-port 0 is not a port\n"; code != 1 || out != want {
 		t.Errorf("every bound at its limit: exit %d, stderr %q; want exit 1 and %q", code, out, want)

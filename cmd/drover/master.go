@@ -43,6 +43,8 @@ func runMaster(args []string) int {
 	fs.IntVar(&cfg.RetainedDrivers, "retained-drivers", cfg.RetainedDrivers, "finished drivers to keep; older ones are dropped")
 	fs.IntVar(&cfg.RetainedApps, "retained-apps", cfg.RetainedApps, "finished apps to keep; older ones are dropped")
 	fs.DurationVar(&cfg.AppTimeout, "app-timeout", cfg.AppTimeout, "how long an app's client may go silent before its app is ended FAILED")
+	fs.DurationVar(&cfg.PreemptionGrace, "preemption-grace", cfg.PreemptionGrace, "how long a driver attempt or executor preempted for a --preempt namespace's fair share has between SIGTERM and its kill, holding its cores meanwhile; 1s to 1h")
+	fs.DurationVar(&cfg.PreemptionInterval, "preemption-interval", cfg.PreemptionInterval, "how often the leader looks for fair share to take back for --preempt namespaces (at most a tenth of the cluster each time); 100ms to 1m")
 	fs.BoolVar(&cfg.RegisterWithoutGossip, "register-without-gossip", false, "let workers register before they join the gossip pool (simulated workers in benchmarks only: a worker the masters cannot watch would get work)")
 	fs.BoolVar(&cfg.OpenReads, "open-reads", false, "let status reads (drivers, apps, logs, state, the page) through without a token")
 	fs.BoolVar(&cfg.AllowUnboundWorkerCerts, "allow-unbound-worker-certs", false, "deprecated, for an upgrade only: let worker certificates that name no worker (made before drover tls cert --name put the ID in them) act as any worker, warning once per worker; reissue them and drop this")

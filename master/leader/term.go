@@ -3,8 +3,8 @@
 // revokeLeadership): the scheduler (Spark's Master.schedule), the worker
 // liveness watch (Spark's timeOutDeadWorkers), the app client watch,
 // retention of finished rows, the report of a split gossip pool, the record
-// of contact with workers and app clients, and the maker of driver and app
-// IDs. A Term is made after the
+// of contact with workers and app clients, the maker of driver and app
+// IDs, and fair-share preemption (YARN's preemption monitor). A Term is made after the
 // new leader's Barrier and stopped when leadership is lost, so nothing of
 // an old term (a contact time, an ID sequence, a goroutine) survives into
 // a new one.
@@ -42,6 +42,11 @@ type Config struct {
 	RetainedDrivers      int
 	RetainedApps         int
 	AppTimeout           time.Duration
+	// PreemptionGrace is how long a preempted unit has between its
+	// notice (SIGTERM) and its end; PreemptionInterval how often the
+	// preemption round runs, 0 for never (a term made by a test of
+	// other duties).
+	PreemptionGrace, PreemptionInterval time.Duration
 }
 
 // Deps are the parts of the master a term works with; they outlive terms.
@@ -118,7 +123,11 @@ func Start(cfg Config, d Deps, number uint64) *Term {
 		done:      make(chan struct{}),
 	}
 	t.format.Store(uint32(fsm.FormatJSON))
-	for _, duty := range []func(context.Context){t.schedule, t.watchWorkers, t.watchApps, t.watchPool, t.watchFormat} {
+	duties := []func(context.Context){t.schedule, t.watchWorkers, t.watchApps, t.watchPool, t.watchFormat}
+	if cfg.PreemptionInterval > 0 {
+		duties = append(duties, t.preempt)
+	}
+	for _, duty := range duties {
 		t.wg.Add(1)
 		go func() {
 			defer t.wg.Done()
