@@ -2,7 +2,10 @@ package leader
 
 import (
 	"fmt"
+	"log/slog"
+	"slices"
 	"testing"
+	"time"
 
 	"github.com/drover-project/drover/fsm"
 	"github.com/drover-project/drover/master/fairshare"
@@ -259,5 +262,74 @@ func TestVictimsNoLoop(t *testing.T) {
 	}
 	if a, b := c.holds("a"), c.holds("b"); a != 18 || b != 82 {
 		t.Fatalf("weighted: a holds %d, b %d; want 18 and 82 (b's share 75 and a tenth of it)", a, b)
+	}
+}
+
+// preemptTerm is a term over f, committing straight into it, with a
+// grace of 2 s.
+func preemptTerm(f *fsm.FSM, idx *uint64) *Term {
+	apply := func(c model.Command) (any, error) {
+		data, err := fsm.Encode(c)
+		if err != nil {
+			return nil, err
+		}
+		*idx++
+		if res, ok := f.ApplyCommand(*idx, data).(error); ok {
+			return nil, res
+		}
+		return nil, nil
+	}
+	return &Term{cfg: Config{PreemptionGrace: 2 * time.Second}, d: Deps{FSM: f, Apply: apply, Log: slog.New(slog.DiscardHandler)}}
+}
+
+// A round gives notice with the deadline its grace sets, ends nothing
+// before that deadline, and ends the units at it; a term of a new leader
+// over the same tables ends the notices of the old one at their
+// deadlines.
+func TestPreemptRoundDeadlines(t *testing.T) {
+	f := fsm.New()
+	var idx uint64
+	term := preemptTerm(f, &idx)
+	must := func(c model.Command) {
+		t.Helper()
+		if _, err := term.d.Apply(c); err != nil {
+			t.Fatalf("%T: %v", c, err)
+		}
+	}
+	must(&model.RegisterWorker{ID: "w1", HTTPAddr: "w1:1", Cores: 4, MemoryMB: 4096, Time: 1})
+	must(&model.ApplyNamespace{Namespace: *preemptNS("etl", 1, true), Time: 2})
+	must(&model.ApplyNamespace{Namespace: *preemptNS("ml", 1, false), Time: 3})
+	for i := range 8 {
+		ns := []string{"ml", "etl"}[i/4]
+		id := fmt.Sprintf("driver-20261129120000-%04d", i)
+		must(&model.SubmitDriver{ID: id, Token: id, DriverSpec: model.DriverSpec{Argv: []string{"x"}, Cores: 1, MemoryMB: 1, Supervise: true, Namespace: ns}, Time: int64(4 + i)})
+		if ns == "ml" {
+			must(&model.PlaceDrivers{Placements: []model.Placement{{DriverID: id, Attempt: 1, WorkerID: "w1"}}, Time: int64(20 + i)})
+		}
+	}
+	noticed := func() []string {
+		var out []string
+		for _, n := range f.State().Notices("w1") {
+			out = append(out, fmt.Sprintf("%s@%d", n.DriverID[len(n.DriverID)-4:], n.Deadline))
+		}
+		return out
+	}
+	term.preemptRound(1000)
+	if got := noticed(); !slices.Equal(got, []string{"0003@3000"}) {
+		t.Fatalf("after the first round: %v, want the newest of ml, 0003, until 3000", got)
+	}
+	term.preemptRound(2999)
+	if got := noticed(); !slices.Equal(got, []string{"0002@4999", "0003@3000"}) {
+		t.Fatalf("after the second round: %v", got)
+	}
+	term.preemptRound(3000)
+	if d, _ := f.State().Driver("driver-20261129120000-0003"); d.State != model.DriverRelaunching || d.Message != "preempted by namespace etl" {
+		t.Fatalf("at its deadline driver 0003 is %s (%q)", d.State, d.Message)
+	}
+	next := preemptTerm(f, &idx)
+	next.cfg.PreemptionGrace = time.Hour
+	next.preemptRound(4999)
+	if d, _ := f.State().Driver("driver-20261129120000-0002"); d.State != model.DriverRelaunching {
+		t.Fatalf("the new leader left driver 0002 %s past its deadline", d.State)
 	}
 }
