@@ -347,6 +347,20 @@ type HeartbeatRequest struct {
 	// programs each time one more is placed. A master that does not know
 	// the field answers in full, which a worker asking must take too.
 	Brief bool `json:"brief,omitempty"`
+	// Preempting names the units of Running and RunningExecutors whose
+	// preemption notice (HeartbeatResponse.Preempt) the worker has acted
+	// on, with the namespace each was preempted for: a long poll returns
+	// when the leader's notices for the worker differ from them.
+	Preempting []model.Preemption `json:"preempting,omitempty"`
+}
+
+// PreemptNotice tells a worker that a unit of its desired set is
+// preempted for namespace By (model.PreemptAttempts): it sends the
+// program SIGTERM at once and kills it at Deadline (Unix ms, the
+// leader's clock), keeping the unit's cores until it ends.
+type PreemptNotice struct {
+	model.Preemption
+	Deadline int64 `json:"deadline"`
 }
 
 // AttemptRef names one attempt of one driver (model.AttemptRef, which the
@@ -383,6 +397,10 @@ type HeartbeatResponse struct {
 	// Kept together, Executors and KeptExecutors together.
 	Kept          []AttemptRef  `json:"kept,omitempty"`
 	KeptExecutors []ExecutorRef `json:"kept_executors,omitempty"`
+	// Preempt lists the units of the desired set under a preemption
+	// notice, on every answer until they end. A master that does not
+	// know the field sends none.
+	Preempt []PreemptNotice `json:"preempt,omitempty"`
 }
 
 // Assignment is one attempt a worker should run, with what it needs to

@@ -15,6 +15,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/drover-project/drover/api"
 	"github.com/drover-project/drover/internal/procid"
 	"github.com/drover-project/drover/model"
 	"github.com/drover-project/drover/worker/spark/resourcesfile"
@@ -63,6 +64,9 @@ type unit struct {
 	// killReason says why the worker asked the runner to stop; it replaces
 	// the runner's generic reason in the KILLED report.
 	killReason string
+	// preemptedBy is the namespace a preemption notice the worker acted
+	// on took the unit back for; "" without one.
+	preemptedBy string
 	// cgroup is the unit's cgroup under isolation, as its spec carries
 	// it (Isolation's to read); nil without.
 	cgroup json.RawMessage
@@ -131,6 +135,57 @@ func (rc *reconciler) driverBusy(k unitKey) bool {
 		}
 	}
 	return false
+}
+
+// preempt acts on the leader's preemption notices (api.PreemptNotice):
+// each live unit noticed for the first time is asked to stop with the
+// grace left until its deadline, by this worker's clock, between SIGTERM
+// and SIGKILL (unitdir.RequestPreemption), and reports KILLED with the
+// preemption's reason. Its cores stay the leader's to free: the unit
+// stays in the desired set until its end is committed.
+func (rc *reconciler) preempt(notices []api.PreemptNotice) {
+	rc.st.mu.Lock()
+	defer rc.st.mu.Unlock()
+	for _, n := range notices {
+		k := attemptKey(n.DriverID, n.Attempt)
+		if n.Executor() {
+			k = executorKey(n.AppID, n.ExecutorID)
+		}
+		u, ok := rc.st.units[k]
+		if !ok || u.ended || u.preemptedBy != "" {
+			continue
+		}
+		u.preemptedBy = n.By
+		if u.killReason != "" {
+			// Already being stopped for another reason.
+			continue
+		}
+		u.killReason = model.PreemptedReason(n.By)
+		grace := max(time.Until(time.UnixMilli(n.Deadline)), 0)
+		rc.log.Info("preempting "+k.kind.info().noun, k.attrs("for", n.By, "grace", grace.Round(time.Millisecond))...)
+		if u.dir != "" {
+			_ = unitdir.RequestPreemption(u.dir, grace)
+		}
+		u.signal(syscall.SIGTERM)
+	}
+}
+
+// preempting names the live units whose preemption notice this worker
+// acted on, for the heartbeat (api.HeartbeatRequest.Preempting). Called
+// with the workerState's mu held.
+func (rc *reconciler) preempting() []model.Preemption {
+	var out []model.Preemption
+	for k, u := range rc.st.units {
+		if u.ended || u.preemptedBy == "" {
+			continue
+		}
+		p := model.Preemption{DriverID: k.id, Attempt: k.n, By: u.preemptedBy}
+		if k.kind == kindExecutor {
+			p = model.Preemption{AppID: k.id, ExecutorID: k.n, By: u.preemptedBy}
+		}
+		out = append(out, p)
+	}
+	return out
 }
 
 // killAll asks every live unit's runner to stop, adopted ones included,

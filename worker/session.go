@@ -108,6 +108,7 @@ func (s *session) loop(ctx context.Context) {
 		index = resp.Index
 		s.ack(resp)
 		s.rec.reconcile(desired)
+		s.rec.preempt(resp.Preempt)
 		s.lease.actedOn(sent)
 		if !resp.Registered {
 			s.log.Warn("the leader does not know this worker as alive; registering again")
@@ -253,6 +254,7 @@ func (s *session) heartbeatRequest(index uint64) api.HeartbeatRequest {
 			req.Running = append(req.Running, api.AttemptRef{DriverID: k.id, Attempt: k.n})
 		}
 	}
+	req.Preempting = s.rec.preempting()
 	if !hasReports(req) && s.longPolls() && s.st.relaunchDue.IsZero() {
 		req.WaitIndex = index
 	}

@@ -53,7 +53,11 @@ type fakeMaster struct {
 	mu          sync.Mutex
 	assignments []api.Assignment
 	executors   []api.ExecutorAssignment
-	ack         bool
+	// notices are the preemption notices every answer carries; polls
+	// is every heartbeat as it arrived, held or not.
+	notices []api.PreemptNotice
+	polls   []api.HeartbeatRequest
+	ack     bool
 	// hold makes long polls wait while the assignments match what the
 	// worker runs, as the leader does.
 	hold bool
@@ -118,8 +122,10 @@ func newFakeMaster(t *testing.T) *fakeMaster {
 			t.Errorf("heartbeat for worker %q", id)
 		}
 		fm.mu.Lock()
+		fm.polls = append(fm.polls, req)
+		fm.notify()
 		for fm.hold && !fm.down && req.WaitIndex > 0 && len(req.Reports)+len(req.ExecutorReports) == 0 &&
-			sameAttempts(fm.assignments, req.Running) && sameExecutors(fm.executors, req.RunningExecutors) {
+			sameAttempts(fm.assignments, req.Running) && sameExecutors(fm.executors, req.RunningExecutors) && sameNotices(fm.notices, req.Preempting) {
 			assigned := fm.assigned
 			fm.mu.Unlock()
 			select {
@@ -147,6 +153,7 @@ func newFakeMaster(t *testing.T) *fakeMaster {
 		if resp.Registered {
 			resp.Assignments = slices.Clone(fm.assignments)
 			resp.Executors = slices.Clone(fm.executors)
+			resp.Preempt = slices.Clone(fm.notices)
 		}
 		if resp.Registered && fm.brief && req.Brief {
 			fm.briefs++
@@ -213,6 +220,20 @@ func sameExecutors(es []api.ExecutorAssignment, running []api.ExecutorRef) bool 
 	})
 }
 
+// sameNotices says whether the worker names as noticed (req.Preempting)
+// exactly the units of ns.
+func sameNotices(ns []api.PreemptNotice, noticed []model.Preemption) bool {
+	if len(ns) != len(noticed) {
+		return false
+	}
+	for _, n := range ns {
+		if !slices.Contains(noticed, n.Preemption) {
+			return false
+		}
+	}
+	return true
+}
+
 func reply(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
@@ -231,6 +252,15 @@ func (fm *fakeMaster) assign(as ...api.Assignment) {
 	fm.mu.Lock()
 	defer fm.mu.Unlock()
 	fm.assignments = as
+	close(fm.assigned)
+	fm.assigned = make(chan struct{})
+}
+
+// preempt sets the preemption notices every heartbeat answer carries.
+func (fm *fakeMaster) preempt(ns ...api.PreemptNotice) {
+	fm.mu.Lock()
+	defer fm.mu.Unlock()
+	fm.notices = ns
 	close(fm.assigned)
 	fm.assigned = make(chan struct{})
 }

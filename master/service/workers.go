@@ -187,7 +187,12 @@ func (s *Core) Heartbeat(ctx context.Context, _ auth.Caller, id string, req api.
 		as[i].Token = s.Guard.DriverToken(d.ID, d.Attempt)
 	}
 	es, keptExecs := briefExecutors(executorAssignments(s.FSM.State(), id), knownExecs)
+	var notices []api.PreemptNotice
+	for _, n := range s.FSM.State().Notices(id) {
+		notices = append(notices, api.PreemptNotice{Preemption: n.Preemption, Deadline: n.Deadline})
+	}
 	return api.HeartbeatResponse{
+		Preempt:        notices,
 		Registered:     true,
 		Assignments:    as,
 		Executors:      es,
@@ -247,15 +252,16 @@ func briefExecutors(es []api.ExecutorAssignment, known []api.ExecutorRef) (full 
 	return full, kept
 }
 
-// waitForChange holds a heartbeat until the worker's desired set differs
-// from what it runs, or HeartbeatWait passes, or the term ends.
+// waitForChange holds a heartbeat until the worker's desired set, or its
+// preemption notices, differ from what it runs and has acted on, or
+// HeartbeatWait passes, or the term ends.
 func (s *Core) waitForChange(ctx context.Context, t *leader.Term, workerID string, req api.HeartbeatRequest) {
 	timer := time.NewTimer(s.cfg.HeartbeatWait)
 	defer timer.Stop()
 	for {
 		changed := s.FSM.State().WorkerChanged(workerID)
 		as, es := running(s.FSM.State(), workerID)
-		if !sameSet(as, req.Running) || !sameSet(es, req.RunningExecutors) {
+		if !sameSet(as, req.Running) || !sameSet(es, req.RunningExecutors) || !sameSet(noticed(s.FSM.State(), workerID), req.Preempting) {
 			return
 		}
 		select {
@@ -297,6 +303,17 @@ func running(f *fsm.State, workerID string) ([]api.AttemptRef, []api.ExecutorRef
 		er[i] = api.ExecutorRef{AppID: e.AppID, ExecutorID: e.ExecutorID}
 	}
 	return f.AttemptsOn(workerID), er
+}
+
+// noticed is the units of a worker under a preemption notice, in the
+// form the worker names those it has acted on.
+func noticed(f *fsm.State, workerID string) []model.Preemption {
+	ns := f.Notices(workerID)
+	out := make([]model.Preemption, len(ns))
+	for i, n := range ns {
+		out[i] = n.Preemption
+	}
+	return out
 }
 
 // assignment is what a worker needs to launch a driver's current attempt.

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/drover-project/drover/worker/isolation"
+	"github.com/drover-project/drover/worker/unitdir"
 )
 
 // pollInterval is how often endGroup checks whether the run's processes
@@ -72,6 +73,10 @@ func (r *runner) endGroup(p *proc, hard bool) {
 	default:
 	}
 	grace := r.spec.KillTimeout
+	if g, ok := unitdir.StopGrace(r.dir); ok {
+		// A preemption: the masters' grace, not the worker's.
+		grace = g
+	}
 	if hard {
 		grace = 0
 	}

@@ -3,6 +3,9 @@ package unitdir
 import (
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
 )
 
 // ReasonKilled is the reason of a KILLED final state when the runner got
@@ -45,4 +48,36 @@ func StopRequested(dir string) (string, bool) {
 		return ReasonFenced, true
 	}
 	return ReasonKilled, true
+}
+
+// gracePrefix starts the second line of a stop file that
+// RequestPreemption wrote: the grace in milliseconds follows it.
+const gracePrefix = "\ngrace-ms "
+
+// RequestPreemption records that the attempt in dir must stop, as
+// RequestStop does for a kill on request, with grace between SIGTERM and
+// SIGKILL in place of the spec's KillTimeout: the masters'
+// --preemption-grace, what is left of it when the notice arrives. The
+// first line stays ReasonKilled, which runners of earlier versions read
+// as a kill on request.
+func RequestPreemption(dir string, grace time.Duration) error {
+	return writeFileAtomic(dir, StopFile, []byte(ReasonKilled+gracePrefix+strconv.FormatInt(max(grace, 0).Milliseconds(), 10)), private)
+}
+
+// StopGrace returns the grace a RequestPreemption put in dir's StopFile,
+// or false when there is none (a plain kill, a fence, no stop at all).
+func StopGrace(dir string) (time.Duration, bool) {
+	b, err := os.ReadFile(filepath.Join(dir, StopFile))
+	if err != nil {
+		return 0, false
+	}
+	_, ms, ok := strings.Cut(string(b), gracePrefix)
+	if !ok {
+		return 0, false
+	}
+	n, err := strconv.ParseInt(ms, 10, 64)
+	if err != nil || n < 0 {
+		return 0, false
+	}
+	return time.Duration(n) * time.Millisecond, true
 }
