@@ -159,6 +159,15 @@ func (s *State) Preemptions(name string) Preemptions {
 	return s.t.Preemptions[model.NamespaceOf(name)]
 }
 
+// Preempted says whether any notice was ever given: until one is, no
+// unit can be under notice, and a leader with no namespace that may
+// preempt has nothing to look at.
+func (s *State) Preempted() bool {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return len(s.t.Preemptions) > 0
+}
+
 // Unit is one running driver attempt or live executor as the preemption
 // round weighs it: what it holds, whose it is, its priority (an
 // executor's is its app's driver's, its namespace's default without one)

@@ -47,7 +47,13 @@ func (h *harness) notice(items ...model.Preemption) {
 func TestPreemptNotice(t *testing.T) {
 	h, id := preemptHarness(t, 1, true, 0)
 	changed := h.f.State().WorkerChanged("w1")
+	if h.f.State().Preempted() {
+		t.Fatal("Preempted before any notice")
+	}
 	h.notice(model.Preemption{DriverID: id, Attempt: 1, By: "etl"})
+	if !h.f.State().Preempted() {
+		t.Fatal("not Preempted after a notice")
+	}
 	select {
 	case <-changed:
 	default:

@@ -54,6 +54,11 @@ func (t *Term) preempt(ctx context.Context) {
 // with the deadline at plus PreemptionGrace.
 func (t *Term) preemptRound(at int64) {
 	st := t.d.FSM.State()
+	// A cluster that never preempted and has no namespace that may
+	// costs nothing: neither the units nor the shares are read.
+	if !st.Preempted() && !slices.ContainsFunc(st.Namespaces(), func(n *model.Namespace) bool { return n.Preempt }) {
+		return
+	}
 	units := st.Units()
 	var due []model.Preemption
 	for _, u := range units {
