@@ -296,7 +296,7 @@ func (f *FSM) applyCurrentReport(d *model.Driver, r model.AttemptReport, now int
 		// the SIGTERM the notice sent or on its own: it ends preempted,
 		// not FAILED. One that finished its work keeps FINISHED.
 		rec.Rescheduled = false
-		f.endPreemptedDriver(d, r.ExitCode, now)
+		preemption{f}.endDriver(d, r.ExitCode, now)
 		return
 	}
 	switch r.State {

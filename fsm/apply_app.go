@@ -252,7 +252,7 @@ func (f *FSM) applyExecutorReports(workerID string, reports []model.ExecutorRepo
 		if e.PreemptedBy != "" && r.State.Terminal() {
 			// An executor that ends after its preemption notice ends
 			// preempted, whatever its exit: no retry of its app counts.
-			f.endPreemptedExecutor(e, r.ExitCode, now)
+			preemption{f}.endExecutor(e, r.ExitCode, now)
 			continue
 		}
 		a := f.t.Apps[e.AppID]

@@ -16,10 +16,16 @@ type Preemptions struct {
 	Caused   int64 `json:"caused"`
 }
 
-// applyPreemptAttempts applies both forms of a PreemptAttempts (see
+// preemption is the FSM applying preemptions: the apply function of
+// PreemptAttempts and the ends of preempted units, which reports reach
+// too. A type of its own keeps FSM's method set to what every command
+// shares.
+type preemption struct{ *FSM }
+
+// apply applies both forms of a PreemptAttempts (see
 // model.PreemptAttempts): the command is checked whole first, then each
 // item applies on its own or is skipped.
-func (f *FSM) applyPreemptAttempts(c *model.PreemptAttempts) error {
+func (f preemption) apply(c *model.PreemptAttempts) error {
 	if err := checkPreemptAttempts(c); err != nil {
 		return err
 	}
@@ -27,11 +33,11 @@ func (f *FSM) applyPreemptAttempts(c *model.PreemptAttempts) error {
 		switch {
 		case c.End && it.Executor():
 			if e, ok := f.t.Executors[model.ExecutorKey(it.AppID, it.ExecutorID)]; ok && !e.State.Terminal() && e.PreemptedBy != "" {
-				f.endPreemptedExecutor(e, nil, c.Time)
+				f.endExecutor(e, nil, c.Time)
 			}
 		case c.End:
 			if d, ok := f.t.Drivers[it.DriverID]; ok && d.Attempt == it.Attempt && preempted(d) {
-				f.endPreemptedDriver(f.ownDriver(d), nil, c.Time)
+				f.endDriver(f.ownDriver(d), nil, c.Time)
 			}
 		case it.Executor():
 			f.noticeExecutor(it, c.Deadline)
@@ -76,7 +82,7 @@ func preempted(d *model.Driver) bool {
 // noticeAttempt marks the current attempt of a placed driver as preempted
 // by it.By until deadline; an attempt already noticed, ended, superseded,
 // or of it.By's own namespace is left alone.
-func (f *FSM) noticeAttempt(it model.Preemption, deadline, now int64) {
+func (f preemption) noticeAttempt(it model.Preemption, deadline, now int64) {
 	d, ok := f.t.Drivers[it.DriverID]
 	if !ok || d.State.Terminal() || d.WorkerID == "" || d.Attempt != it.Attempt || model.NamespaceOf(d.Namespace) == it.By {
 		return
@@ -94,7 +100,7 @@ func (f *FSM) noticeAttempt(it model.Preemption, deadline, now int64) {
 }
 
 // noticeExecutor is noticeAttempt for a live executor.
-func (f *FSM) noticeExecutor(it model.Preemption, deadline int64) {
+func (f preemption) noticeExecutor(it model.Preemption, deadline int64) {
 	e, ok := f.t.Executors[model.ExecutorKey(it.AppID, it.ExecutorID)]
 	if !ok || e.State.Terminal() || e.PreemptedBy != "" {
 		return
@@ -124,13 +130,13 @@ func (t *tables) countPreemption(victim, by string) {
 	t.Preemptions[by] = b
 }
 
-// endPreemptedDriver ends d's current attempt, under notice, as preempted:
+// endDriver ends d's current attempt, under notice, as preempted:
 // the attempt's record ends KILLED with the preemption's reason and exit
 // (nil when the leader ended it at its deadline); a supervised driver is
 // relaunched, which counts no failed run against its restart bounds
 // (those count the runs its runner reports failed), and an unsupervised
 // one ends KILLED. d is owned by the entry.
-func (f *FSM) endPreemptedDriver(d *model.Driver, exit *int, now int64) {
+func (f preemption) endDriver(d *model.Driver, exit *int, now int64) {
 	rec := d.CurrentAttempt()
 	reason := model.PreemptedReason(rec.PreemptedBy)
 	rec.State, rec.EndedAt, rec.Reason, rec.ExitCode = model.DriverKilled, now, reason, model.CloneExitCode(exit)
@@ -144,11 +150,11 @@ func (f *FSM) endPreemptedDriver(d *model.Driver, exit *int, now int64) {
 	f.driverAttemptEnded(d, d.Attempt, now)
 }
 
-// endPreemptedExecutor ends executor e, under notice, KILLED with the
+// endExecutor ends executor e, under notice, KILLED with the
 // preemption's reason. Its app counts no retry, and the scheduler
 // replaces it by the app's rules, as after any KILLED executor.
-func (f *FSM) endPreemptedExecutor(e *model.Executor, exit *int, now int64) {
-	f.endExecutor(e, model.ExecKilled, exit, model.PreemptedReason(e.PreemptedBy), now)
+func (f preemption) endExecutor(e *model.Executor, exit *int, now int64) {
+	f.FSM.endExecutor(e, model.ExecKilled, exit, model.PreemptedReason(e.PreemptedBy), now)
 }
 
 // Preemptions returns namespace name's counts of preemptions suffered and

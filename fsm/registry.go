@@ -49,7 +49,7 @@ func init() {
 	refuses(mustApply, func(f *FSM, c *model.DeleteNamespace) error { return f.t.deleteNamespace(c) })
 	refuses(mustApply, func(f *FSM, c *model.CreateACLToken) error { return f.t.createACLToken(c, f.index) })
 	refuses(mustApply, func(f *FSM, c *model.RevokeACLToken) error { return f.t.revokeACLToken(c) })
-	refuses(mustApply, (*FSM).applyPreemptAttempts)
+	refuses(mustApply, func(f *FSM, c *model.PreemptAttempts) error { return preemption{f}.apply(c) })
 }
 
 // mustApply is the ignorable flag of a command every master must apply:
