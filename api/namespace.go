@@ -55,9 +55,12 @@ type NamespaceStatus struct {
 	// namespace (package master/fairshare): 0 for a namespace that holds
 	// and waits for nothing.
 	FairShare float64 `json:"fair_share"`
-	// Preemptions counts the namespace's placements preempted so far. 0
-	// where the master preempts nothing.
-	Preemptions int `json:"preemptions"`
+	// Preemptions counts the namespace's driver attempts and executors
+	// preempted so far for other namespaces, and PreemptionsCaused those
+	// of other namespaces preempted for it, each counted once, when its
+	// notice was committed.
+	Preemptions       int64 `json:"preemptions"`
+	PreemptionsCaused int64 `json:"preemptions_caused"`
 }
 
 // Bounds of an ACL token's request.

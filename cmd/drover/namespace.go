@@ -189,7 +189,7 @@ func printNamespace(w io.Writer, st api.NamespaceStatus) {
 	fmt.Fprintf(w, "driver share:  %g\n", st.DriverShare)
 	fmt.Fprintf(w, "priority max:  %d\n", st.PriorityMax)
 	fmt.Fprintf(w, "preempt:       %t\n", st.Preempt)
-	fmt.Fprintf(w, "preemptions:   %d\n", st.Preemptions)
+	fmt.Fprintf(w, "preemptions:   %d suffered, %d caused\n", st.Preemptions, st.PreemptionsCaused)
 }
 
 // quotaLine is a quota in one line, "none" for none.

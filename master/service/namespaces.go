@@ -31,7 +31,7 @@ func (s *Operator) Namespaces(_ context.Context, _ auth.Caller, r Read) ([]api.N
 	ns := st.Namespaces()
 	out := make([]api.NamespaceStatus, len(ns))
 	for i, n := range ns {
-		out[i] = namespaceStatus(n, uses[n.Name], shares[n.Name].Fair)
+		out[i] = namespaceStatus(n, uses[n.Name], shares[n.Name].Fair, st.Preemptions(n.Name))
 	}
 	return out, nil
 }
@@ -55,18 +55,18 @@ func (s *Operator) namespaceStatus(name string) (api.NamespaceStatus, error) {
 	if !ok {
 		return api.NamespaceStatus{}, unknownNamespace(name, "")
 	}
-	return namespaceStatus(n, st.NamespaceUse(name), fairshare.Compute(fairshare.Inputs(st))[name].Fair), nil
+	return namespaceStatus(n, st.NamespaceUse(name), fairshare.Compute(fairshare.Inputs(st))[name].Fair, st.Preemptions(name)), nil
 }
 
-// namespaceStatus is n with its use u and its fair share fair (package
-// fairshare's, from the tables as they are). Preemptions stays 0 until
-// the masters preempt.
-func namespaceStatus(n *model.Namespace, u fsm.NamespaceUse, fair float64) api.NamespaceStatus {
+// namespaceStatus is n with its use u, its fair share fair (package
+// fairshare's, from the tables as they are) and its preemptions p.
+func namespaceStatus(n *model.Namespace, u fsm.NamespaceUse, fair float64, p fsm.Preemptions) api.NamespaceStatus {
 	return api.NamespaceStatus{
 		Namespace: n,
 		Use: api.NamespaceUse{Cores: u.Cores, MemoryMB: u.MemoryMB, Resources: u.Resources, DriverCores: u.DriverCores,
 			DriverMemoryMB: u.DriverMemoryMB, RunningDrivers: u.RunningDrivers, Executors: u.Executors},
 		Queued: u.Queued, Running: u.RunningDrivers, LiveApps: u.LiveApps, FairShare: fair,
+		Preemptions: p.Suffered, PreemptionsCaused: p.Caused,
 	}
 }
 
