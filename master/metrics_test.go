@@ -208,6 +208,7 @@ func TestMetricsFollowSchedulingAndLiveness(t *testing.T) {
 	wantSample(t, s, 1, "drover_drivers", "state", "SUBMITTED")
 	wantSample(t, s, 0, "drover_drivers", "state", "FINISHED")
 	wantSample(t, s, 1, "drover_waiting_drivers")
+	wantSample(t, s, 1, "drover_namespace_queued_drivers", "namespace", "default")
 	wantSample(t, s, 0, "drover_placements_total")
 	if v, _ := s.Value("drover_raft_leader_changes_total"); v < 1 {
 		t.Errorf("drover_raft_leader_changes_total = %v, want at least the election of this master", v)
@@ -241,6 +242,9 @@ func TestMetricsFollowSchedulingAndLiveness(t *testing.T) {
 	wantSample(t, s, 0, "drover_relaunches_total")
 	wantSample(t, s, 1, "drover_scheduling_duration_seconds", "attempt", "first")
 	wantSample(t, s, 0, "drover_waiting_drivers")
+	wantSample(t, s, 0, "drover_namespace_queued_drivers", "namespace", "default")
+	wantSample(t, s, 1, "drover_namespace_running_drivers", "namespace", "default")
+	wantSample(t, s, 1, "drover_namespace_used_cores", "namespace", "default")
 	wantSample(t, s, 1, "drover_workers", "state", "ALIVE")
 	wantSample(t, s, 4, "drover_worker_cores", "worker", "w1", "kind", "total")
 	wantSample(t, s, 1, "drover_worker_cores", "worker", "w1", "kind", "used")

@@ -1,7 +1,7 @@
 // Package metrics is a master's Prometheus registry: the counters and
 // histograms the rules and the leader's duties update as things happen,
-// and the gauges computed at each scrape from Raft, the tables and the
-// gossip pool.
+// and the gauges computed at each scrape from Raft, the tables (each
+// namespace's quota, use and shares among them) and the gossip pool.
 package metrics
 
 import (
@@ -226,9 +226,11 @@ func New(r *raft.Raft) *Metrics {
 	return mm
 }
 
-// Watch adds the gauges computed at each scrape from src. It is called once,
-// before anything scrapes.
-func (mm *Metrics) Watch(src Source) { mm.reg.MustRegister(collector{src}) }
+// Watch adds the gauges computed at each scrape from src, the namespaces'
+// among them. It is called once, before anything scrapes.
+func (mm *Metrics) Watch(src Source) {
+	mm.reg.MustRegister(collector{src}, namespaceCollector{src.State})
+}
 
 // leaderChanges counts the leader observations received so far. They are
 // taken from the channel when scraped rather than by a goroutine of their
