@@ -43,7 +43,7 @@ func testState() *api.State {
 			{ID: "w2", HTTPAddr: "127.0.0.12:7402", Cores: 8, MemoryMB: 8192, State: model.WorkerDead, Message: "no heartbeat for 1s"},
 		},
 		Drivers: []*model.Driver{
-			{ID: dRunning, Name: "nightly", DriverSpec: model.DriverSpec{User: "etl", Argv: []string{"/bin/sh", "-c", "echo it's on"}, Cores: 1, MemoryMB: 1024, Env: map[string]string{"DROVER_TOKEN": "drv.secret", "AWS_ACCESS_KEY": "AKIA", "MODE": "fast"}},
+			{ID: dRunning, Name: "nightly", DriverSpec: model.DriverSpec{User: "etl", Namespace: "etl", Priority: intp(80), Argv: []string{"/bin/sh", "-c", "echo it's on"}, Cores: 1, MemoryMB: 1024, Env: map[string]string{"DROVER_TOKEN": "drv.secret", "AWS_ACCESS_KEY": "AKIA", "MODE": "fast"}},
 				State: model.DriverRunning, WorkerID: "w1", Attempt: 1, SubmittedAt: t0, UpdatedAt: t0 + 1000,
 				Attempts: []model.Attempt{{Attempt: 1, WorkerID: "w1", State: model.DriverRunning, PlacedAt: t0, StartedAt: t0 + 500}}},
 			{ID: dWaiting, DriverSpec: model.DriverSpec{Argv: []string{"/bin/true"}, Cores: 16, MemoryMB: 512}, State: model.DriverSubmitted,
@@ -217,10 +217,16 @@ func TestOverviewOnFollower(t *testing.T) {
 		t.Fatal("no half-full cores bar for w1")
 	}
 
+	// Each driver row names its namespace, and its priority where
+	// the submission asked for one.
 	running := byID(t, n, "running-drivers")
-	contains(t, running, dRunning, "nightly", "RUNNING", "10.0 s")
+	contains(t, running, dRunning, "nightly", "etl priority 80", "RUNNING", "10.0 s")
 	hasLink(t, running, "/ui/drivers/"+dRunning)
-	contains(t, byID(t, n, "waiting-drivers"), dWaiting, "requires more resources")
+	waiting := byID(t, n, "waiting-drivers")
+	contains(t, waiting, dWaiting, "default", "requires more resources")
+	if strings.Contains(text(waiting), "priority") {
+		t.Fatalf("waiting drivers %q: a priority for a driver that asked for none", text(waiting))
+	}
 	completed := byID(t, n, "completed-drivers")
 	contains(t, completed, dFinished, "FINISHED", "1.5 min", dHostile)
 	contains(t, byID(t, n, "running-apps"), appLive, "wordcount", dRunning)
@@ -337,12 +343,14 @@ func TestDriverPage(t *testing.T) {
 	}
 	contains(t, byID(t, n, "argv"), `/bin/sh -c 'echo it'\''s on'`)
 	contains(t, byID(t, n, "driver-user"), "etl")
+	contains(t, byID(t, n, "driver-namespace"), "etl · priority 80")
 
 	// Not placed yet.
 	p, err = Driver(frame("/ui/drivers/"+dWaiting), s.Drivers[1], s.Apps)
 	n = doc(t, p, err, http.StatusOK)
 	contains(t, n, "not placed on a worker yet", "requires more resources")
 	contains(t, byID(t, n, "driver-user"), "the worker's default")
+	contains(t, byID(t, n, "driver-namespace"), "default")
 }
 
 func TestAppPage(t *testing.T) {

@@ -68,6 +68,7 @@ var funcs = template.FuncMap{
 		return cursorURL(p, api.ListQuery{States: states}, "")
 	},
 	"lower":        strings.ToLower,
+	"namespace":    model.NamespaceOf,
 	"driverURL":    func(p framer, id string) template.URL { return p.frame().ui(nil, "drivers", id) },
 	"appURL":       func(p framer, id string) template.URL { return p.frame().ui(nil, "apps", id) },
 	"workerURL":    func(p framer, id string) template.URL { return p.frame().ui(nil, "workers", id) },
