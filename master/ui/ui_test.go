@@ -71,6 +71,18 @@ func testState() *api.State {
 	}
 }
 
+// testNamespaces are the namespaces of testState: the implicit default,
+// and etl with a quota, a weight of 3 and preemption.
+func testNamespaces() []api.NamespaceStatus {
+	return []api.NamespaceStatus{
+		{Namespace: model.ImplicitDefault(), Use: api.NamespaceUse{}, Queued: 1, FairShare: 0.25},
+		{Namespace: &model.Namespace{Name: "etl", Weight: 3, DriverShare: 0.5, PriorityMax: 90, Preempt: true,
+			Quota: model.Quota{Cores: 8, MemoryMB: 16384, Resources: model.ResourceAmounts{"gpu": 2}, RunningDrivers: 4}},
+			Use:     api.NamespaceUse{Cores: 2, MemoryMB: 1536, Resources: model.ResourceAmounts{"gpu": 1}, DriverCores: 1, DriverMemoryMB: 1024, RunningDrivers: 1, Executors: 1},
+			Running: 1, FairShare: 0.75},
+	}
+}
+
 // frame is the Frame master would make for a GET of target on follower
 // m2 of testState.
 func frame(target string) Frame {
@@ -186,7 +198,7 @@ func contains(t *testing.T, n *html.Node, want ...string) {
 }
 
 func TestOverviewOnFollower(t *testing.T) {
-	p, err := Overview(frame("/"), testState())
+	p, err := Overview(frame("/"), testState(), testNamespaces())
 	n := doc(t, p, err, http.StatusOK)
 	body := string(p.Body)
 	if !strings.Contains(body, `<meta http-equiv="refresh" content="5">`) {
@@ -209,6 +221,12 @@ func TestOverviewOnFollower(t *testing.T) {
 	if got := text(masters); !strings.Contains(got, "m1 up") || !strings.Contains(got, "m3 down") || strings.Contains(got, "unknown") {
 		t.Fatalf("masters table %q: want m1 up and m3 down", got)
 	}
+
+	// Each namespace the view holds is a row: weight, quota (none for
+	// the implicit default), use, fair share, queued and running.
+	nss := byID(t, n, "namespaces")
+	contains(t, nss, "default 1 none nothing 25.0 % 1 0",
+		"etl preempts 3 8 cores · 16.0 GiB · gpu 2 · 4 running drivers 2 cores · 1.5 GiB · gpu 1 · 1 executor 75.0 % 0 1")
 
 	workers := byID(t, n, "workers")
 	contains(t, workers, "w1", "ALIVE", "2 / 4", "1.5 GiB / 4.0 GiB", "w2", "DEAD", "no heartbeat for 1s")
@@ -233,6 +251,30 @@ func TestOverviewOnFollower(t *testing.T) {
 	contains(t, byID(t, n, "completed-apps"), appEnded, "1.0 min")
 }
 
+// The namespaces table shows the rows the view is given and no others:
+// a caller whose view holds etl alone sees etl's row alone, and a view
+// without namespaces has no table. Its cells are text, never markup.
+func TestNamespacesTableShowsWhatTheViewHolds(t *testing.T) {
+	p, err := Overview(frame("/"), testState(), testNamespaces()[1:])
+	n := doc(t, p, err, http.StatusOK)
+	if got := text(byID(t, n, "namespaces")); !strings.Contains(got, "etl") || strings.Contains(got, "default") {
+		t.Fatalf("namespaces table %q: want etl's row alone", got)
+	}
+	p, err = Overview(frame("/"), testState(), nil)
+	if n := doc(t, p, err, http.StatusOK); findID(n, "namespaces") != nil {
+		t.Fatal("a namespaces table without namespaces")
+	}
+	hostile := testNamespaces()
+	hostile[1].Name = `<script>alert("ns")</script>`
+	hostile[1].Quota.Resources = model.ResourceAmounts{`<img src=x>`: 1}
+	p, err = Overview(frame("/"), testState(), hostile)
+	n = doc(t, p, err, http.StatusOK)
+	if body := string(p.Body); strings.Contains(body, `<script>alert("ns")`) || strings.Contains(body, "<img") {
+		t.Fatal("a namespace's name or resource is markup on the page")
+	}
+	contains(t, byID(t, n, "namespaces"), `<script>alert("ns")</script>`, "<img src=x> 1")
+}
+
 // Names, arguments and messages come from users; the page shows them as
 // text, never as markup.
 // A driver placed on a worker that is still staging its artifacts has
@@ -247,7 +289,7 @@ func TestStagingDriversWait(t *testing.T) {
 			Attempts: []model.Attempt{{Attempt: 1, WorkerID: "w1", State: model.DriverSubmitted, PlacedAt: t0}}},
 		&model.Driver{ID: placed, DriverSpec: model.DriverSpec{Argv: []string{"/bin/true"}, Cores: 1, MemoryMB: 512}, State: model.DriverSubmitted, WorkerID: "w1", Attempt: 1,
 			SubmittedAt: t0, Attempts: []model.Attempt{{Attempt: 1, WorkerID: "w1", State: model.DriverSubmitted, PlacedAt: t0}}})
-	p, err := Overview(frame("/"), s)
+	p, err := Overview(frame("/"), s, nil)
 	n := doc(t, p, err, http.StatusOK)
 	if running := text(byID(t, n, "running-drivers")); strings.Contains(running, staged) || strings.Contains(running, placed) || !strings.Contains(running, dRunning) {
 		t.Fatalf("running drivers %q: want %s alone", running, dRunning)
@@ -259,7 +301,7 @@ func TestStagingDriversWait(t *testing.T) {
 
 func TestEscapesEverything(t *testing.T) {
 	s := testState()
-	ov, err := Overview(frame("/"), s)
+	ov, err := Overview(frame("/"), s, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -284,7 +326,7 @@ func TestEscapesEverything(t *testing.T) {
 
 func TestPauseAndRefresh(t *testing.T) {
 	s := testState()
-	p, err := Overview(frame("/?refresh=0"), s)
+	p, err := Overview(frame("/?refresh=0"), s, nil)
 	n := doc(t, p, err, http.StatusOK)
 	if strings.Contains(string(p.Body), `http-equiv="refresh"`) {
 		t.Fatal("a paused page reloads itself")
@@ -294,7 +336,7 @@ func TestPauseAndRefresh(t *testing.T) {
 	// Links stay paused.
 	hasLink(t, byID(t, n, "running-drivers"), "/ui/drivers/"+dRunning+"?refresh=0")
 
-	p, err = Overview(frame("/?refresh=12"), s)
+	p, err = Overview(frame("/?refresh=12"), s, nil)
 	n = doc(t, p, err, http.StatusOK)
 	if !strings.Contains(string(p.Body), `<meta http-equiv="refresh" content="12">`) {
 		t.Fatal("refresh=12 does not reload every 12 s")
@@ -409,7 +451,7 @@ func TestWorkerPageShowsTheLastRegistration(t *testing.T) {
 	w.State = model.WorkerDead
 	p, err = Worker(frame("/ui/workers/w1"), &w, s.Drivers, s.Apps)
 	contains(t, doc(t, p, err, http.StatusOK), "Lost")
-	p, err = Overview(frame("/"), &api.State{Workers: []*model.Worker{s.Workers[0], &w}})
+	p, err = Overview(frame("/"), &api.State{Workers: []*model.Worker{s.Workers[0], &w}}, nil)
 	contains(t, byID(t, doc(t, p, err, http.StatusOK), "workers"), "State since", "2024-01-01 01:00:00")
 }
 
@@ -488,7 +530,7 @@ func TestErrorAndLoginPages(t *testing.T) {
 	r.AddCookie(&http.Cookie{Name: auth.CookieName, Value: "x"})
 	if f := NewFrame(r); !f.LoggedIn {
 		t.Fatal("NewFrame does not see the login cookie")
-	} else if p, _ := Overview(f, testState()); !strings.Contains(string(p.Body), `action="/ui/logout"`) {
+	} else if p, _ := Overview(f, testState(), nil); !strings.Contains(string(p.Body), `action="/ui/logout"`) {
 		t.Fatal("no log out button while logged in")
 	}
 }
@@ -527,13 +569,13 @@ func TestFrameRefusesOtherHosts(t *testing.T) {
 // a whole one says nothing.
 func TestOverviewSaysThePoolIsSplit(t *testing.T) {
 	s := testState()
-	p, err := Overview(frame("/"), s)
+	p, err := Overview(frame("/"), s, nil)
 	n := doc(t, p, err, http.StatusOK)
 	if findID(n, "pool-split") != nil {
 		t.Fatal("a whole pool is reported split")
 	}
 	s.PoolSplit = []api.PoolMember{{Role: "master", ID: "m3"}, {Role: "worker", ID: "w2"}}
-	p, err = Overview(frame("/"), s)
+	p, err = Overview(frame("/"), s, nil)
 	n = doc(t, p, err, http.StatusOK)
 	contains(t, byID(t, n, "pool-split"), "Gossip pool split", "master m3, worker w2", "gossip keys")
 }

@@ -5,6 +5,7 @@ import (
 	"cmp"
 	"fmt"
 	"html/template"
+	"maps"
 	"net/http"
 	"net/url"
 	"regexp"
@@ -69,6 +70,7 @@ var funcs = template.FuncMap{
 	},
 	"lower":        strings.ToLower,
 	"namespace":    model.NamespaceOf,
+	"share":        share,
 	"driverURL":    func(p framer, id string) template.URL { return p.frame().ui(nil, "drivers", id) },
 	"appURL":       func(p framer, id string) template.URL { return p.frame().ui(nil, "apps", id) },
 	"workerURL":    func(p framer, id string) template.URL { return p.frame().ui(nil, "workers", id) },
@@ -324,6 +326,8 @@ var (
 type overview struct {
 	Frame
 	S *api.State
+	// Namespaces are the rows of the namespaces table, by name.
+	Namespaces []namespaceRow
 	// Alive counts ALIVE workers; Cores, Memory and their Used sums are
 	// over them, as Spark's summary counts.
 	Alive, Cores, CoresUsed    int
@@ -336,9 +340,12 @@ type overview struct {
 	EndedAppsTotal, Executors  int
 }
 
-// Overview renders the cluster overview from a master's State.
-func Overview(f Frame, s *api.State) (Page, error) {
-	v := overview{Frame: f, S: s}
+// Overview renders the cluster overview from a master's State and the
+// namespaces nss the caller may read (GET /v1/namespaces), by name: the
+// table shows the rows it is given, so a caller whose view leaves out
+// other namespaces sees only its own.
+func Overview(f Frame, s *api.State, nss []api.NamespaceStatus) (Page, error) {
+	v := overview{Frame: f, S: s, Namespaces: namespaceRows(nss)}
 	for _, w := range s.Workers {
 		if w.State == model.WorkerAlive {
 			v.Alive++
@@ -399,6 +406,58 @@ func Overview(f Frame, s *api.State) (Page, error) {
 	v.EndedApps = v.EndedApps[:min(len(v.EndedApps), recentFinished)]
 	return render("overview", http.StatusOK, v)
 }
+
+// namespaceRow is one namespace of the overview's table: its status,
+// and its quota and use as the parts the page lists ("8 cores",
+// "2.0 GiB", "gpu 1", ...), nothing for a quota that bounds nothing.
+type namespaceRow struct {
+	api.NamespaceStatus
+	Quota, Use []string
+}
+
+func namespaceRows(nss []api.NamespaceStatus) []namespaceRow {
+	out := make([]namespaceRow, len(nss))
+	for i, n := range nss {
+		q, u := n.Namespace.Quota, n.Use
+		out[i] = namespaceRow{NamespaceStatus: n, Use: amounts(u.Cores, u.MemoryMB, u.Resources)}
+		out[i].Quota = amounts(q.Cores, q.MemoryMB, q.Resources)
+		if q.RunningDrivers > 0 {
+			out[i].Quota = append(out[i].Quota, plural(q.RunningDrivers, "running driver"))
+		}
+		if u.Executors > 0 {
+			out[i].Use = append(out[i].Use, plural(u.Executors, "executor"))
+		}
+	}
+	return out
+}
+
+// amounts lists the cores, memory and custom resources that are not 0,
+// resources by name.
+func amounts(cores int, memoryMB int64, res model.ResourceAmounts) []string {
+	var out []string
+	if cores > 0 {
+		out = append(out, plural(cores, "core"))
+	}
+	if memoryMB > 0 {
+		out = append(out, mib(memoryMB))
+	}
+	for _, k := range slices.Sorted(maps.Keys(res)) {
+		out = append(out, k+" "+strconv.Itoa(res[k]))
+	}
+	return out
+}
+
+// plural is n things, with an s unless n is 1.
+func plural(n int, thing string) string {
+	if n != 1 {
+		thing += "s"
+	}
+	return strconv.Itoa(n) + " " + thing
+}
+
+// share shows a fraction of the cluster as a percentage with one
+// decimal.
+func share(f float64) string { return strconv.FormatFloat(f*100, 'f', 1, 64) + " %" }
 
 // staging reports whether d is placed on a worker that has not yet
 // started its program: the worker is fetching its artifacts (its

@@ -169,7 +169,13 @@ func (p *pages) overview(r *http.Request, c auth.Caller, f ui.Frame) (ui.Page, e
 		return ui.Page{}, err
 	}
 	st.Drivers = ds.Drivers
-	return ui.Overview(f, &st)
+	// The namespaces as GET /v1/namespaces lists them to the caller:
+	// the table holds that list's rows and no others.
+	nss, err := service.V1Namespaces.Call(r.Context(), p.Chain, c, noBody)
+	if err != nil {
+		return ui.Page{}, err
+	}
+	return ui.Overview(f, &st, nss)
 }
 
 // drivers is a page of the drivers list, filtered and paged by the
