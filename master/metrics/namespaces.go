@@ -15,7 +15,7 @@ import (
 // the other table gauges, so that every master that has applied the same
 // index reports the same figures. Every namespace is a label value,
 // `default` included: at most model.MaxNamespaces applied ones and the
-// implicit default, each with 10 to 14 series and one more per custom
+// implicit default, each with 12 to 16 series and one more per custom
 // resource its quota or use names (at most model.MaxResourceNames each),
 // so the cardinality is bounded by what the tables may hold. A quota that bounds nothing is absent rather than a
 // sentinel: used / quota then answers for the bounded namespaces only,
@@ -55,6 +55,9 @@ var (
 	descNSDominant = prometheus.NewDesc("drover_namespace_dominant_share_ratio",
 		"The namespace's dominant share: the largest fraction of any one resource of the ALIVE workers (cores, memory, a custom resource) its work holds; above 1 when it holds more than the cluster now offers.",
 		[]string{"namespace"}, nil)
+	descNSPreemptions = prometheus.NewDesc("drover_namespace_preemptions_total",
+		"Driver attempts and executors preempted since the log began: the namespace's own, taken back for others (side=suffered), and others', taken back for it (side=caused); counted in the tables, so every master reports the same and a change of leader loses none.",
+		[]string{"namespace", "side"}, nil)
 	descNSFair = prometheus.NewDesc("drover_namespace_fair_share_ratio",
 		"The namespace's fair share of the cluster, 0 to 1: weighted max-min over what each namespace holds and waits for, within its quota; 0 for a namespace with nothing held or waiting.",
 		[]string{"namespace"}, nil)
@@ -63,10 +66,10 @@ var (
 // namespaceDescs lists the descriptions namespaceCollector reports.
 var namespaceDescs = []*prometheus.Desc{descNSWeight, descNSQuotaCores, descNSQuotaMemory, descNSQuotaResources,
 	descNSQuotaDrivers, descNSCores, descNSMemory, descNSResources, descNSDriverCores, descNSDriverMemory,
-	descNSRunning, descNSQueued, descNSExecutors, descNSDominant, descNSFair}
+	descNSRunning, descNSQueued, descNSExecutors, descNSDominant, descNSFair, descNSPreemptions}
 
 // namespaceCollector computes, on each scrape, every namespace's quota,
-// use and shares from the tables st.
+// use, shares and preemptions from the tables st.
 type namespaceCollector struct{ st *fsm.State }
 
 // Describe implements prometheus.Collector.
@@ -110,6 +113,9 @@ func (c namespaceCollector) Collect(ch chan<- prometheus.Metric) {
 		s := shares[name]
 		gauge(descNSDominant, s.Dominant, name)
 		gauge(descNSFair, s.Fair, name)
+		p := c.st.Preemptions(name)
+		ch <- prometheus.MustNewConstMetric(descNSPreemptions, prometheus.CounterValue, float64(p.Suffered), name, "suffered")
+		ch <- prometheus.MustNewConstMetric(descNSPreemptions, prometheus.CounterValue, float64(p.Caused), name, "caused")
 	}
 }
 

@@ -16,7 +16,8 @@ import (
 // 1 GPU and 2 running drivers) holds a driver of 2 cores, 1 GiB and a
 // GPU and an executor of 1 core and 256 MiB, and has a driver of 1 core
 // queued; the implicit default holds a driver of 1 core and 1 GiB and
-// has one of 4 cores queued.
+// has one of 4 cores queued, and its driver is under notice of
+// preemption for etl.
 func namespaceTables(t *testing.T) *fsm.State {
 	t.Helper()
 	f := fsm.New()
@@ -53,11 +54,12 @@ func namespaceTables(t *testing.T) *fsm.State {
 		MemoryPerExecutorMB: 256, MaxCores: 1, ExecutorLimit: -1, Argv: []string{"e"}, Time: 5})
 	apply(&model.PlaceExecutors{Time: 6, Placements: []model.ExecutorPlacement{
 		{AppID: "app-20261207120000-0000", ExecutorID: 0, WorkerID: "w1"}}})
+	apply(&model.PreemptAttempts{Items: []model.Preemption{{DriverID: id("2"), Attempt: 1, By: "etl"}}, Deadline: 30_007, Time: 7})
 	return f.State()
 }
 
 // A scrape over the tables reports each namespace's quota (absent where
-// it bounds nothing), use, queue and shares: etl holds half the GPUs,
+// it bounds nothing), use, queue, shares and preemptions: etl holds half the GPUs,
 // its dominant share, and the fair share gives each namespace half
 // (etl asks for no more than that, default for 5 of 8 cores).
 func TestNamespaceMetricsFromTables(t *testing.T) {
@@ -119,11 +121,17 @@ drover_namespace_dominant_share_ratio{namespace="etl"} 0.5
 # TYPE drover_namespace_fair_share_ratio gauge
 drover_namespace_fair_share_ratio{namespace="default"} 0.5
 drover_namespace_fair_share_ratio{namespace="etl"} 0.5
+# HELP drover_namespace_preemptions_total Driver attempts and executors preempted since the log began: the namespace's own, taken back for others (side=suffered), and others', taken back for it (side=caused); counted in the tables, so every master reports the same and a change of leader loses none.
+# TYPE drover_namespace_preemptions_total counter
+drover_namespace_preemptions_total{namespace="default",side="caused"} 0
+drover_namespace_preemptions_total{namespace="default",side="suffered"} 1
+drover_namespace_preemptions_total{namespace="etl",side="caused"} 1
+drover_namespace_preemptions_total{namespace="etl",side="suffered"} 0
 `
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(want)); err != nil {
 		t.Fatal(err)
 	}
-	if n := testutil.CollectAndCount(namespaceCollector{fsm.New().State()}); n != 10 {
-		t.Fatalf("empty tables: %d series, want the 10 of the implicit default namespace, which bounds nothing", n)
+	if n := testutil.CollectAndCount(namespaceCollector{fsm.New().State()}); n != 12 {
+		t.Fatalf("empty tables: %d series, want the 12 of the implicit default namespace, which bounds nothing", n)
 	}
 }
