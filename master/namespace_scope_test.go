@@ -332,3 +332,49 @@ func TestNamespaceTokenEvents(t *testing.T) {
 	}
 	t.Fatalf("the stream ended before the kill of %s: %v", mine, sc.Err())
 }
+
+// A namespace token lists the namespaces it grants and no other, reads
+// their status, and is refused another's, existing or not, with a 403
+// naming it; the token list stays the operator's. The static tokens see
+// every namespace.
+func TestNamespaceTokenSeesItsNamespaces(t *testing.T) {
+	m := scopeMaster(t)
+	names := func(token string) []string {
+		t.Helper()
+		code, body := call(t, m, http.MethodGet, api.PathNamespaces, token, nil)
+		var ns []api.NamespaceStatus
+		if err := json.Unmarshal([]byte(body), &ns); code != http.StatusOK || err != nil {
+			t.Fatalf("namespaces with token %.8s: %d %s", token, code, body)
+		}
+		out := make([]string, len(ns))
+		for i, n := range ns {
+			out[i] = n.Name
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		token string
+		want  string
+	}{
+		{etlRead, "etl"},
+		{etlAndML, "etl ml"},
+		{etlAndDefault, "default etl"},
+		{scopeSubmit, "default etl ml"},
+		{scopeOperator, "default etl ml"},
+	} {
+		if got := strings.Join(names(tc.token), " "); got != tc.want {
+			t.Errorf("namespaces with token %.8s: %s, want %s", tc.token, got, tc.want)
+		}
+	}
+	if code, body := call(t, m, http.MethodGet, api.V1Namespace.Path("etl"), etlRead, nil); code != http.StatusOK || !strings.Contains(body, `"name":"etl"`) {
+		t.Fatalf("status of its own namespace: %d %s", code, body)
+	}
+	for _, ns := range []string{"ml", model.DefaultNamespace, "nosuch"} {
+		code, body := call(t, m, http.MethodGet, api.V1Namespace.Path(ns), etlRead, nil)
+		wantForbidden(t, "status of namespace "+ns, code, body, ns)
+	}
+	code, body := call(t, m, http.MethodGet, api.PathACLTokens, etlSubmit, nil)
+	if code != http.StatusForbidden || !strings.Contains(body, "operator access denied") || strings.Contains(body, "acc-"+etlRead[:8]) {
+		t.Fatalf("token list with a namespace token: %d %s, want 403", code, body)
+	}
+}

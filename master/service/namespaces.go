@@ -20,27 +20,36 @@ import (
 // settings are checked here and committed as one entry each, which the
 // tables check again.
 
-// Namespaces serves V1Namespaces: every namespace, `default` among them,
-// by name, with what its work holds.
-func (s *Operator) Namespaces(_ context.Context, _ auth.Caller, r Read) ([]api.NamespaceStatus, error) {
+// Namespaces serves V1Namespaces: every namespace c may see, `default`
+// among them, by name, with what its work holds. A namespace token sees
+// the namespaces it grants and no other (Nomad lists the namespaces a
+// token has a capability in); every other caller sees them all.
+func (s *Operator) Namespaces(_ context.Context, c auth.Caller, r Read) ([]api.NamespaceStatus, error) {
 	if err := s.readable(r); err != nil {
 		return nil, err
 	}
 	st := s.FSM.State()
 	uses, shares := st.NamespaceUses(), fairshare.Compute(fairshare.Inputs(st))
-	ns := st.Namespaces()
-	out := make([]api.NamespaceStatus, len(ns))
-	for i, n := range ns {
-		out[i] = namespaceStatus(n, uses[n.Name], shares[n.Name].Fair, st.Preemptions(n.Name))
+	out := []api.NamespaceStatus{}
+	for _, n := range st.Namespaces() {
+		if c.InNamespace(n.Name) {
+			out = append(out, namespaceStatus(n, uses[n.Name], shares[n.Name].Fair, st.Preemptions(n.Name)))
+		}
 	}
 	return out, nil
 }
 
 // Namespace serves V1Namespace: namespace name's settings and use; an
-// unknown name is model.ErrUnknownNamespace naming it.
-func (s *Operator) Namespace(_ context.Context, _ auth.Caller, name string, r Read) (api.NamespaceStatus, error) {
+// unknown name is model.ErrUnknownNamespace naming it. A namespace token
+// that does not grant name is refused with api.ErrForbidden naming it,
+// before the tables are read, so that the refusal says nothing of
+// whether the namespace exists.
+func (s *Operator) Namespace(_ context.Context, c auth.Caller, name string, r Read) (api.NamespaceStatus, error) {
 	if err := checkNamespaceName(name); err != nil {
 		return api.NamespaceStatus{}, err
+	}
+	if !c.InNamespace(name) {
+		return api.NamespaceStatus{}, api.Errorf(api.ErrForbidden, "the %s does not grant namespace %s", c.Identity, name)
 	}
 	if err := s.readable(r); err != nil {
 		return api.NamespaceStatus{}, err
