@@ -12,23 +12,27 @@ import (
 func (k *cli) apps(ctx context.Context, args []string) int {
 	fs := k.flags("apps")
 	asJSON := fs.Bool("json", false, "print a JSON array of applications with their executors")
+	all := fs.Bool("all-namespaces", false, "list the applications of every namespace, not only --namespace's")
 	if code, ok := k.parse(fs, args); !ok {
 		return code
 	}
 	if fs.NArg() != 0 {
 		return k.exitFor(fmt.Errorf("apps takes no arguments, got %q", fs.Args()))
 	}
-	var as []api.AppStatus
-	if err := k.call(ctx, func(ctx context.Context) (err error) {
-		as, err = k.c.Apps(ctx)
-		return err
+	var q api.ListQuery
+	if !*all {
+		q.Namespace = *k.namespace
+	}
+	as := []api.AppStatus{}
+	if err := k.call(ctx, func(ctx context.Context) error {
+		return k.c.ListApps(ctx, q, func(page []api.AppStatus) error {
+			as = append(as, page...)
+			return nil
+		})
 	}); err != nil {
 		return k.exitFor(err)
 	}
 	if *asJSON {
-		if as == nil {
-			as = []api.AppStatus{}
-		}
 		return k.printJSON(as)
 	}
 	tw := tabwriter.NewWriter(k.stdout, 2, 4, 2, ' ', 0)

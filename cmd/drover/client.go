@@ -40,7 +40,8 @@ commands (drover client help COMMAND, or COMMAND --help, for one's usage):
   logs   DRIVER_ID [--attempt N] [--stderr] [--follow]
   logs   APP_ID --executor N [--stderr] [--follow]
   leader                 print the leader master's ID
-  apps   [--json]        list applications
+  apps   [--all-namespaces] [--json]
+                         list applications
   app    APP_ID [--json] show an application and its executors
   kill-app APP_ID        kill an application and its executors
   watch  [ID...] [--kind K] [--index N] [--json]
@@ -52,7 +53,7 @@ The flags below go before the command or after it (drover client list
 --masters a,b,c); given twice, the later wins.
   --masters a,b,c  master HTTP addresses (default $DROVER_MASTERS)
   --timeout D      how long to keep trying the masters, positive (default %s)
-  --namespace NAME the namespace submit submits into and list lists
+  --namespace NAME the namespace submit submits into, and list and apps show
                    (default $DROVER_NAMESPACE, else default)
   --ca-cert F, --token-file F, --client-cert F, --client-key F, --bind IP
   --max-response-size SIZE  bound on one answer (default 64m); past it the
@@ -160,7 +161,7 @@ func (k *cli) flags(name string) *pflag.FlagSet {
 // defaulting to its value so far.
 func (k *cli) addNamespaceFlag(fs *pflag.FlagSet) {
 	if k.namespace != nil {
-		fs.StringVar(k.namespace, "namespace", *k.namespace, "the namespace submit submits into and list lists, a DNS label (default $DROVER_NAMESPACE, else default)")
+		fs.StringVar(k.namespace, "namespace", *k.namespace, "the namespace submit submits into, and list and apps show, a DNS label (default $DROVER_NAMESPACE, else default)")
 	}
 }
 

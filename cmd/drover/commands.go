@@ -31,7 +31,7 @@ var clientCommands = []command{
 	{"logs", "DRIVER_ID [--attempt N] [--stderr] [--follow] | APP_ID --executor N [--stderr] [--follow]",
 		"Print a driver's, or an executor's, stdout (or stderr) as its worker keeps it.", (*cli).logs},
 	{"leader", "", "Print the leader master's ID, once that master confirms it leads.", (*cli).leader},
-	{"apps", "[--json]", "List applications with their cores and live executors.", (*cli).apps},
+	{"apps", "[--all-namespaces] [--json]", "List applications with their cores and live executors.", (*cli).apps},
 	{"app", "APP_ID [--json]", "Print an application and its executors.", (*cli).app},
 	{"kill-app", "APP_ID", "Kill an application and its executors.", (*cli).killApp},
 	{"watch", "[ID...] [--kind K]... [--index N] [--json]",

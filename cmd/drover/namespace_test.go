@@ -1,7 +1,9 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
+	"net/http"
 	"strings"
 	"testing"
 
@@ -162,5 +164,49 @@ func TestNamespaceApplyHelpShowsDefaults(t *testing.T) {
 	stdout, _, _ = drover("client", "submit", "--help")
 	if !strings.Contains(stdout, "--priority int") || !strings.Contains(stdout, "(default 50)") || !strings.Contains(stdout, `--namespace string`) || !strings.Contains(stdout, `(default "default")`) {
 		t.Errorf("submit --help does not show --priority and --namespace with their defaults:\n%s", stdout)
+	}
+}
+
+// drover client apps lists --namespace's applications, default's
+// without it, and every namespace's with --all-namespaces, as list does
+// with drivers.
+func TestAppsListsItsNamespace(t *testing.T) {
+	c := mastertest.Start(t, 1, nil)
+	m := c.Nodes[0].HTTP()
+	if _, stderr, code := drover("operator", "namespace", "apply", "etl", "--masters", m); code != 0 {
+		t.Fatalf("namespace apply etl: exit %d, %q", code, stderr)
+	}
+	register := func(name, ns string) string {
+		b, _ := json.Marshal(api.RegisterAppRequest{Token: name, Name: name, Namespace: ns, CoresPerExecutor: 1, MemoryPerExecutorMB: 64, Argv: []string{"/bin/true"}})
+		resp, err := http.Post("http://"+m+api.PathApps, "application/json", bytes.NewReader(b))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var out api.RegisterAppResponse
+		if err := json.NewDecoder(resp.Body).Decode(&out); err != nil || resp.StatusCode != http.StatusOK {
+			t.Fatalf("register %s: %d %v", name, resp.StatusCode, err)
+		}
+		return out.AppID
+	}
+	inDefault, inETL := register("in-default", ""), register("in-etl", "etl")
+	for _, tc := range []struct {
+		args      []string
+		dflt, etl bool
+	}{
+		{[]string{"apps"}, true, false},
+		{[]string{"--namespace", "etl", "apps"}, false, true},
+		{[]string{"apps", "--namespace", "etl", "--json"}, false, true},
+		{[]string{"apps", "--all-namespaces"}, true, true},
+		{[]string{"--namespace", "etl", "apps", "--all-namespaces", "--json"}, true, true},
+	} {
+		stdout, stderr, code := drover(append([]string{"client", "--masters", m}, tc.args...)...)
+		if code != 0 || strings.Contains(stdout, inDefault) != tc.dflt || strings.Contains(stdout, inETL) != tc.etl {
+			t.Errorf("%v: exit %d (%s), shows %s: %v, %s: %v; want %v, %v\n%s", tc.args, code, stderr,
+				inDefault, strings.Contains(stdout, inDefault), inETL, strings.Contains(stdout, inETL), tc.dflt, tc.etl, stdout)
+		}
+	}
+	if stdout, _, code := drover("client", "--masters", m, "--namespace", "ml", "apps", "--json"); code != 0 || strings.TrimSpace(stdout) != "[]" {
+		t.Errorf("apps --json in a namespace without apps: exit %d, %q; want []", code, stdout)
 	}
 }
