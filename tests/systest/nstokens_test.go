@@ -1,14 +1,10 @@
 package systest
 
 import (
-	"archive/tar"
 	"bufio"
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
-	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -16,115 +12,18 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hashicorp/raft"
-
 	"github.com/drover-project/drover/api"
-	"github.com/drover-project/drover/fsm"
 	"github.com/drover-project/drover/model"
 	"github.com/drover-project/drover/tests/testcluster"
 )
 
-// Secrets of the namespace tokens of TestNamespaceTokensAcrossMasters.
-const (
-	etlSecret = "EtlNamespaceSecret-0123456789ab"
-	mlSecret  = "MlNamespaceSecret-0123456789abc"
-)
-
-// bufferSink is a raft.SnapshotSink into memory.
-type bufferSink struct{ bytes.Buffer }
-
-func (*bufferSink) ID() string    { return "test" }
-func (*bufferSink) Cancel() error { return nil }
-func (*bufferSink) Close() error  { return nil }
-
-// commitThroughSnapshot commits cmds to the cluster's tables as the
-// operator can without an endpoint for them: it saves a snapshot of the
-// tables, applies cmds to them with the FSM every master runs, at the
-// indexes after the snapshot's, and restores the result. Each master
-// then holds the tables the entries would have made.
-func commitThroughSnapshot(t *testing.T, c *testcluster.Cluster, opTok string, cmds ...model.Command) {
-	t.Helper()
-	leader, err := c.Leader(10 * time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	code, archive := nsCall(t, leader, http.MethodGet, api.PathSnapshot, opTok, nil)
-	if code != http.StatusOK {
-		t.Fatalf("save snapshot: %d %s", code, archive)
-	}
-	files := map[string][]byte{}
-	tr := tar.NewReader(strings.NewReader(archive))
-	for {
-		hdr, err := tr.Next()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		files[hdr.Name], _ = io.ReadAll(tr)
-	}
-	var meta raft.SnapshotMeta
-	if err := json.Unmarshal(files["meta.json"], &meta); err != nil {
-		t.Fatal(err)
-	}
-	f := fsm.New()
-	if err := f.Restore(io.NopCloser(bytes.NewReader(files["state.bin"]))); err != nil {
-		t.Fatal(err)
-	}
-	for _, cmd := range cmds {
-		data, err := fsm.Encode(cmd)
-		if err != nil {
-			t.Fatal(err)
-		}
-		meta.Index++
-		if err, ok := f.Apply(&raft.Log{Index: meta.Index, Term: meta.Term, Type: raft.LogCommand, Data: data}).(error); ok {
-			t.Fatalf("%T: %v", cmd, err)
-		}
-	}
-	snap, err := f.Snapshot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var state bufferSink
-	if err := snap.Persist(&state); err != nil {
-		t.Fatal(err)
-	}
-	snap.Release()
-	metaJSON, _ := json.Marshal(meta)
-	sums := fmt.Sprintf("%x  meta.json\n%x  state.bin\n", sha256.Sum256(metaJSON), sha256.Sum256(state.Bytes()))
-	var out bytes.Buffer
-	tw := tar.NewWriter(&out)
-	for _, file := range []struct {
-		name string
-		data []byte
-	}{{"meta.json", metaJSON}, {"state.bin", state.Bytes()}, {"SHA256SUMS", []byte(sums)}} {
-		if err := tw.WriteHeader(&tar.Header{Name: file.name, Mode: 0o600, Size: int64(len(file.data))}); err != nil {
-			t.Fatal(err)
-		}
-		_, _ = tw.Write(file.data)
-	}
-	if err := tw.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if code, body := nsCall(t, leader, http.MethodPost, api.PathSnapshot, opTok, out.Bytes()); code != http.StatusOK {
-		t.Fatalf("restore snapshot: %d %s", code, body)
-	}
-}
-
-// nsCall makes one request of master n's API with token and body (JSON
-// when it is not bytes, none when nil) and returns the status and the
-// answer.
+// nsCall makes one request of master n's API with token and body (JSON,
+// none when nil) and returns the status and the answer.
 func nsCall(t *testing.T, n *testcluster.Node, method, path, token string, body any) (int, string) {
 	t.Helper()
 	var rd io.Reader
-	ctype := "application/json"
-	switch b := body.(type) {
-	case nil:
-	case []byte:
-		rd, ctype = bytes.NewReader(b), "application/octet-stream"
-	default:
-		j, err := json.Marshal(b)
+	if body != nil {
+		j, err := json.Marshal(body)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -137,7 +36,7 @@ func nsCall(t *testing.T, n *testcluster.Node, method, path, token string, body 
 		t.Fatal(err)
 	}
 	if rd != nil {
-		req.Header.Set("Content-Type", ctype)
+		req.Header.Set("Content-Type", "application/json")
 	}
 	req.Header.Set("Authorization", "Bearer "+token)
 	resp, err := http.DefaultClient.Do(req)
@@ -149,34 +48,58 @@ func nsCall(t *testing.T, n *testcluster.Node, method, path, token string, body 
 	return resp.StatusCode, string(b)
 }
 
-func tokenRow(accessor, secret, ns string) *model.CreateACLToken {
-	sum := sha256.Sum256([]byte(secret))
-	return &model.CreateACLToken{Token: model.ACLToken{Accessor: accessor, SecretHash: hex.EncodeToString(sum[:]),
-		Policy: model.PolicySubmit, Namespaces: []string{ns}}, Time: time.Now().UnixMilli()}
-}
-
 // TestNamespaceTokensAcrossMasters runs three masters with tokens, a
-// worker and Spark's REST protocol, namespaces etl and ml and a submit
-// token of each. Through every master, leader or follower, etl's token
+// worker and Spark's REST protocol; namespaces etl and ml and a submit
+// token of each are made with drover operator, as an operator makes
+// them. Through every master, leader or follower, etl's token lists
+// namespace etl alone and is refused ml's status and the token list; it
 // cannot see, kill or read the logs of ml's running driver (403 naming
 // ml), through the /v1 API and Spark's REST protocol alike; its /json
 // and its event stream leave ml's driver out while they show its own.
-// Revoked, its token is refused by every master within a second of the
-// revocation's commit: each master is polled until it refuses, and how
-// long each took is logged.
+// Revoked through DELETE /v1/acl/tokens/{accessor}, one log entry, its
+// token is refused by every master within a second of the leader's
+// answer: each master is polled until it refuses, and how long each took
+// is logged.
 func TestNamespaceTokensAcrossMasters(t *testing.T) {
 	c, rest := sparkRESTCluster(t, testcluster.Options{Workers: 1, TokensOnly: true},
 		"/usr/bin/env {{mainClass}} {{appArgs}}")
 	opTok := readToken(t, c.Secrets.OperatorToken)
-	ns := func(name string) *model.ApplyNamespace {
-		return &model.ApplyNamespace{Namespace: model.Namespace{Name: name, Weight: 1, DriverShare: 1, PriorityMax: model.MaxPriority}}
+	must := func(args ...string) string {
+		t.Helper()
+		out, errOut, code := runDrover(t, c.ClientEnv(), args...)
+		if code != 0 {
+			t.Fatalf("drover %s: exit %d: %s%s", strings.Join(args, " "), code, out, errOut)
+		}
+		return out
 	}
-	commitThroughSnapshot(t, c, opTok, ns("etl"), ns("ml"), tokenRow("acc-etl", etlSecret, "etl"), tokenRow("acc-ml", mlSecret, "ml"))
+	tokens := map[string]api.ACLTokenCreated{}
+	for _, ns := range []string{"etl", "ml"} {
+		must("operator", "namespace", "apply", ns, "--driver-share", "1")
+		var tok api.ACLTokenCreated
+		if out := must("operator", "token", "create", "--namespace", ns, "--policy", "submit", "--json"); json.Unmarshal([]byte(out), &tok) != nil || tok.Secret == "" {
+			t.Fatalf("token create --namespace %s --json: %s", ns, out)
+		}
+		tokens[ns] = tok
+	}
+	etlSecret, mlSecret := tokens["etl"].Secret, tokens["ml"].Secret
 	for _, m := range c.Masters {
 		waitFor(t, 10*time.Second, "master "+m.ID+" takes the namespace tokens", func() bool {
 			code, _ := nsCall(t, m, http.MethodGet, api.PathDrivers, etlSecret, nil)
-			return code == http.StatusOK
+			code2, _ := nsCall(t, m, http.MethodGet, api.PathDrivers, mlSecret, nil)
+			return code == http.StatusOK && code2 == http.StatusOK
 		})
+		code, out := nsCall(t, m, http.MethodGet, api.PathNamespaces, etlSecret, nil)
+		var listed []api.NamespaceStatus
+		if err := json.Unmarshal([]byte(out), &listed); code != http.StatusOK || err != nil || len(listed) != 1 || listed[0].Name != "etl" {
+			t.Fatalf("namespaces at %s with etl's token: %d %s, want etl alone", m.ID, code, out)
+		}
+		code, out = nsCall(t, m, http.MethodGet, api.V1Namespace.Path("ml"), etlSecret, nil)
+		if code != http.StatusForbidden || !strings.Contains(out, "namespace ml") {
+			t.Fatalf("ml's status at %s with etl's token: %d %s, want 403 naming ml", m.ID, code, out)
+		}
+		if code, out = nsCall(t, m, http.MethodGet, api.PathACLTokens, etlSecret, nil); code != http.StatusForbidden {
+			t.Fatalf("token list at %s with etl's token: %d %s, want 403", m.ID, code, out)
+		}
 	}
 
 	leader, err := c.Leader(10 * time.Second)
@@ -265,9 +188,11 @@ func TestNamespaceTokensAcrossMasters(t *testing.T) {
 		killed = strings.Contains(line, mine) && strings.Contains(line, `"state":"KILLED"`)
 	}
 
-	// Revocation: every master refuses the token within a second of
-	// the commit.
-	commitThroughSnapshot(t, c, opTok, &model.RevokeACLToken{Accessor: "acc-etl", Time: time.Now().UnixMilli()})
+	// Revocation: one entry, committed when the leader answers; every
+	// master refuses the token within a second of that.
+	if code, out := nsCall(t, leader, http.MethodDelete, api.V1RevokeACLToken.Path(tokens["etl"].Accessor), opTok, nil); code != http.StatusOK {
+		t.Fatalf("revoke etl's token: %d %s", code, out)
+	}
 	committed := time.Now()
 	took := make([]time.Duration, len(c.Masters))
 	var wg sync.WaitGroup
@@ -283,7 +208,11 @@ func TestNamespaceTokensAcrossMasters(t *testing.T) {
 	}
 	wg.Wait()
 	for i, m := range c.Masters {
-		t.Logf("master %s refused the revoked token %s after the commit", m.ID, took[i])
+		role := "follower"
+		if m == leader {
+			role = "leader"
+		}
+		t.Logf("master %s (%s) refused the revoked token %s after the leader's answer", m.ID, role, took[i])
 		if took[i] > time.Second {
 			t.Errorf("master %s still took the revoked token a second after the commit", m.ID)
 		}
