@@ -49,7 +49,7 @@ func (s *Operator) Namespace(_ context.Context, c auth.Caller, name string, r Re
 		return api.NamespaceStatus{}, err
 	}
 	if !c.InNamespace(name) {
-		return api.NamespaceStatus{}, api.Errorf(api.ErrForbidden, "the %s does not grant namespace %s", c.Identity, name)
+		return api.NamespaceStatus{}, api.Errorf(api.ErrForbidden, "the %s does not grant namespace %s", c.TokenString(), name)
 	}
 	if err := s.readable(r); err != nil {
 		return api.NamespaceStatus{}, err

@@ -27,7 +27,7 @@ func inScope(c auth.Caller, what, ns string) error {
 	if c.InNamespace(ns) {
 		return nil
 	}
-	return api.Errorf(api.ErrForbidden, "%s is in namespace %s, which the %s does not grant", what, model.NamespaceOf(ns), c.Identity)
+	return api.Errorf(api.ErrForbidden, "%s is in namespace %s, which the %s does not grant", what, model.NamespaceOf(ns), c.TokenString())
 }
 
 // scopedNamespace returns the namespace a submission or an app
@@ -50,7 +50,7 @@ func scopedNamespace(c auth.Caller, named string) (string, error) {
 		return "", nil
 	}
 	return "", api.Errorf(api.ErrForbidden, "the %s grants several namespaces and not %s: name one of %s (--namespace)",
-		c.Identity, model.DefaultNamespace, strings.Join(c.Namespaces, ", "))
+		c.TokenString(), model.DefaultNamespace, strings.Join(c.Namespaces, ", "))
 }
 
 // scopeState leaves out of st the drivers and apps c may not see.

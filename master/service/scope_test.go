@@ -9,6 +9,7 @@ import (
 	"github.com/drover-project/drover/fsm"
 	"github.com/drover-project/drover/model"
 	"github.com/drover-project/drover/security/auth"
+	"github.com/drover-project/drover/security/pki"
 )
 
 func nsCaller(namespaces ...string) auth.Caller {
@@ -91,6 +92,20 @@ func TestEventScope(t *testing.T) {
 	} {
 		if got := s.keep(tc.e); got != tc.want {
 			t.Errorf("event %d (%s %s %s): kept %v, want %v", i, tc.e.Op, tc.e.Kind, tc.e.ID, got, tc.want)
+		}
+	}
+}
+
+// A namespace token's refusal names the token alone, also when another
+// master forwarded the request with its certificate: the words are
+// those of a request sent straight to the leader.
+func TestScopeRefusalNamesTheTokenAlone(t *testing.T) {
+	forwarded := nsCaller("etl")
+	forwarded.Role, forwarded.NodeID, forwarded.Master = pki.RoleMaster, "m2", true
+	want := "the submission is in namespace default, which the submit token acc of namespaces etl does not grant"
+	for _, c := range []auth.Caller{nsCaller("etl"), forwarded} {
+		if _, err := scopedNamespace(c, model.DefaultNamespace); err == nil || err.Error() != want {
+			t.Errorf("%v submitting to default: %v; want %q", c.Identity, err, want)
 		}
 	}
 }

@@ -740,27 +740,42 @@ func (id Identity) String() string {
 	case id.Master:
 		parts = append(parts, "master credential")
 	}
-	switch id.Token {
-	case OperatorToken:
-		parts = append(parts, "operator token")
-	case SubmitToken:
-		parts = append(parts, "submit token")
-	case DriverToken:
-		parts = append(parts, fmt.Sprintf("token of %s attempt %d", id.DriverID, id.Attempt))
-	case NodeToken:
-		parts = append(parts, "node token")
-	case NamespaceToken:
-		parts = append(parts, fmt.Sprintf("%s token %s of namespaces %s", id.Policy, id.Accessor, strings.Join(id.Namespaces, ", ")))
-	}
-	if id.Cookie && id.Token != NoToken {
-		// A cookie's token reads only; say where it came from, so a 403
-		// explains itself.
-		parts[len(parts)-1] += " (in the " + CookieName + " cookie, which grants reads only)"
+	if tok := id.TokenString(); tok != "" {
+		parts = append(parts, tok)
 	}
 	if len(parts) == 0 {
 		return "an anonymous caller"
 	}
 	return strings.Join(parts, " and ")
+}
+
+// TokenString describes the token of id, as String does, without the
+// certificate or master credential that came with it; "" for none. A
+// refusal of what a token grants names the token alone, so that a
+// request another master forwarded (with its own certificate) is refused
+// in the words of one sent straight to the leader.
+func (id Identity) TokenString() string {
+	var s string
+	switch id.Token {
+	case OperatorToken:
+		s = "operator token"
+	case SubmitToken:
+		s = "submit token"
+	case DriverToken:
+		s = fmt.Sprintf("token of %s attempt %d", id.DriverID, id.Attempt)
+	case NodeToken:
+		s = "node token"
+	case NamespaceToken:
+		s = fmt.Sprintf("%s token %s of namespaces %s", id.Policy, id.Accessor, strings.Join(id.Namespaces, ", "))
+	default:
+		return ""
+	}
+	if id.Cookie {
+		// A cookie's token reads only; say where it came from, so a 403
+		// explains itself.
+		s += " (in the " + CookieName + " cookie, which grants reads only)"
+	}
+	return s
 }
 
 // Recheck refuses, as Identify would now, an identity proved by a
