@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -287,7 +288,10 @@ func (k *cli) tokenList(ctx context.Context, args []string) int {
 	tw := tabwriter.NewWriter(k.stdout, 2, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "ACCESSOR\tNAME\tPOLICY\tNAMESPACES\tCREATED\tEXPIRES")
 	for _, t := range toks {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", t.Accessor, t.Name, t.Policy, strings.Join(t.Namespaces, ","), fmtTime(t.CreatedAt), fmtTime(t.ExpiresAt))
+		// Deleting a namespace strips it from the tokens: one left with
+		// none grants nothing, and says so rather than leave a blank.
+		ns := cmp.Or(strings.Join(t.Namespaces, ","), "(none)")
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", t.Accessor, t.Name, t.Policy, ns, fmtTime(t.CreatedAt), fmtTime(t.ExpiresAt))
 	}
 	_ = tw.Flush()
 	return 0

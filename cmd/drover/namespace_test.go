@@ -210,3 +210,33 @@ func TestAppsListsItsNamespace(t *testing.T) {
 		t.Errorf("apps --json in a namespace without apps: exit %d, %q; want []", code, stdout)
 	}
 }
+
+// A token whose only namespace was deleted grants nothing, and token
+// list says so in its NAMESPACES column rather than leave it blank.
+func TestTokenListShowsATokenLeftWithoutNamespaces(t *testing.T) {
+	c := mastertest.Start(t, 1, nil)
+	op := func(args ...string) string {
+		t.Helper()
+		stdout, stderr, code := drover(append(append([]string{"operator"}, args...), "--masters", c.Nodes[0].HTTP())...)
+		if code != 0 {
+			t.Fatalf("operator %v: exit %d, %q", args, code, stderr)
+		}
+		return stdout
+	}
+	op("namespace", "apply", "etl")
+	var tok api.ACLTokenCreated
+	if err := json.Unmarshal([]byte(op("token", "create", "--namespace", "etl", "--policy", "read", "--json")), &tok); err != nil {
+		t.Fatal(err)
+	}
+	op("namespace", "delete", "etl")
+	out := op("token", "list")
+	for _, line := range strings.Split(out, "\n") {
+		if f := strings.Fields(line); len(f) > 0 && f[0] == tok.Accessor {
+			if len(f) < 3 || f[1] != "read" || f[2] != "(none)" {
+				t.Fatalf("token list row of a token left without namespaces: %q, want read and (none)", line)
+			}
+			return
+		}
+	}
+	t.Fatalf("token list lacks %s:\n%s", tok.Accessor, out)
+}
