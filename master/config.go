@@ -120,6 +120,10 @@ type Config struct {
 	// possible; false consolidates them on as few as possible (Spark's
 	// spark.deploy.spreadOutApps).
 	SpreadOutApps bool
+	// MaxRunningDrivers bounds the drivers placed at once, cluster-wide:
+	// past it, waiting drivers wait, whatever room the workers have
+	// (Spark 4's spark.deploy.maxDrivers); 0 for no bound.
+	MaxRunningDrivers int
 	// MaxExecutorRetries is how many executors of an app may fail in a
 	// row, with none RUNNING, before the app is FAILED; -1 for never
 	// (Spark's spark.deploy.maxExecutorRetries). An app keeps the value
@@ -446,6 +450,9 @@ func (c *Config) validate() error {
 	}
 	if c.MaxExecutorRetries < -1 {
 		errs = append(errs, fmt.Errorf("--max-executor-retries %d: want -1 (never fail) or more", c.MaxExecutorRetries))
+	}
+	if c.MaxRunningDrivers < 0 {
+		errs = append(errs, fmt.Errorf("--max-running-drivers %d: want 0 (no bound) or more", c.MaxRunningDrivers))
 	}
 	if c.RetainedDrivers < 0 || c.RetainedApps < 0 {
 		errs = append(errs, errors.New("--retained-drivers and --retained-apps must not be negative"))

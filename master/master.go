@@ -193,8 +193,8 @@ func New(cfg Config) (*Master, error) {
 		RegisterWithoutGossip: cfg.RegisterWithoutGossip, MaxExecutorRetries: cfg.MaxExecutorRetries,
 		MaxProgramSize: cfg.MaxProgramSize,
 		MaxLiveDrivers: cfg.MaxLiveDrivers, MaxLiveDriversPerClient: cfg.MaxLiveDriversPerClient, MaxLiveApps: cfg.MaxLiveApps,
-		MaxListLimit: cfg.MaxListLimit,
-		WorkerToken:  cmp.Or(cfg.NodeToken, cfg.OperatorToken), AllowUnboundWorkerCerts: cfg.AllowUnboundWorkerCerts,
+		MaxListLimit: cfg.MaxListLimit, MaxRunningDrivers: cfg.MaxRunningDrivers,
+		WorkerToken: cmp.Or(cfg.NodeToken, cfg.OperatorToken), AllowUnboundWorkerCerts: cfg.AllowUnboundWorkerCerts,
 	}, service.Deps{
 		Raft: m.raft, FSM: m.fsm, Snaps: m.snaps, Pool: pool, Guard: guard,
 		Workers: transport.NewHTTPClient(cfg.BindIP, 0, tc.worker),
@@ -590,6 +590,7 @@ func (m *Master) establish(ctx context.Context) *leader.Term {
 		WorkerTimeout: m.cfg.WorkerTimeout, WorkerHeartbeatTimeout: m.cfg.WorkerHeartbeatTimeout, Strict: m.cfg.strict(), Lease: m.cfg.Lease, FencingMargin: m.cfg.FencingMargin,
 		SpreadOutApps: m.cfg.SpreadOutApps, RetainedDrivers: m.cfg.RetainedDrivers, RetainedApps: m.cfg.RetainedApps,
 		AppTimeout: m.cfg.AppTimeout, PreemptionGrace: m.cfg.PreemptionGrace, PreemptionInterval: m.cfg.PreemptionInterval,
+		MaxRunningDrivers: m.cfg.MaxRunningDrivers,
 	}, leader.Deps{
 		FSM: m.fsm, Apply: m.local.Apply, Pool: m.pool, GossipChanged: m.gossipChanged.Wait, Voters: m.voters, Configuration: m.allVoters,
 		Refused: func(addr string) bool { return transport.Refused(m.cfg.BindIP, addr, workerProbeTimeout) },

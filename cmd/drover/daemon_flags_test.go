@@ -54,12 +54,18 @@ func withOutput(t *testing.T, cmd func() int) (stdout, stderr string, code int) 
 // helpDefault is the default that usage text gives for flag name, "" when
 // it gives none.
 func helpDefault(help, name string) string {
+	if m := regexp.MustCompile(`\(default (.*)\)$`).FindStringSubmatch(helpLine(help, name)); m != nil {
+		return m[1]
+	}
+	return ""
+}
+
+// helpLine returns the line of a --help output that gives flag name, ""
+// for none.
+func helpLine(help, name string) string {
 	for _, l := range strings.Split(help, "\n") {
-		if !strings.HasPrefix(strings.TrimSpace(l), "--"+name+" ") {
-			continue
-		}
-		if m := regexp.MustCompile(`\(default (.*)\)$`).FindStringSubmatch(l); m != nil {
-			return m[1]
+		if strings.HasPrefix(strings.TrimSpace(l), "--"+name+" ") {
+			return l
 		}
 	}
 	return ""
@@ -86,6 +92,10 @@ func TestDaemonDefaults(t *testing.T) {
 	master, _, code := withOutput(t, func() int { return runMaster([]string{"--help"}) })
 	if code != 0 {
 		t.Fatalf("master --help: exit %d\n%s", code, master)
+	}
+	// pflag shows no default of 0: the usage says it.
+	if l := helpLine(master, "max-running-drivers"); !strings.Contains(l, "0, the default, for no bound") {
+		t.Errorf("--max-running-drivers: %q does not give its default", l)
 	}
 	for _, c := range []struct{ help, flag, want string }{
 		{master, "max-upload", "256m"},
@@ -157,6 +167,7 @@ func TestMasterRefusesBadBounds(t *testing.T) {
 		{[]string{"--max-program-size", "0"}, `drover: invalid argument "0" for "--max-program-size" flag: size "0" is below 1k`},
 		{[]string{"--max-program-size", "65536"}, "drover: --max-program-size (68719476736 bytes) is above the bound on a request's body (1048576 bytes), which it could never reach; a bare number is MiB, write 64k for 64 KiB"},
 		{[]string{"--max-live-drivers", "-1"}, "drover: --max-live-drivers, --max-live-drivers-per-client and --max-live-apps must not be negative"},
+		{[]string{"--max-running-drivers", "-1"}, "drover: --max-running-drivers -1: want 0 (no bound) or more"},
 		{[]string{"--max-live-apps", "-1"}, "drover: --max-live-drivers, --max-live-drivers-per-client and --max-live-apps must not be negative"},
 		{[]string{"--max-upload-store", "100m"}, "drover: --max-upload-store (104857600 bytes) must be at least --max-upload (268435456 bytes), or no file of that size could be stored"},
 		{[]string{"--max-uploads-per-client", "-1"}, "drover: --max-uploads-per-client must not be negative"},

@@ -39,6 +39,7 @@ func runMaster(args []string) int {
 	fs.DurationVar(&cfg.Lease, "lease", cfg.Lease, "strict fencing: how long a worker runs supervised drivers without a leader; must equal the workers' --lease")
 	fs.DurationVar(&cfg.FencingMargin, "fencing-margin", cfg.FencingMargin, "strict fencing: extra wait after the lease before a worker's drivers are relaunched")
 	fs.BoolVar(&cfg.SpreadOutApps, "spread-out-apps", cfg.SpreadOutApps, "place each app's executors on as many workers as possible; false packs them on as few as possible (Spark's spark.deploy.spreadOutApps)")
+	fs.IntVar(&cfg.MaxRunningDrivers, "max-running-drivers", cfg.MaxRunningDrivers, "drivers placed at once, cluster-wide; more wait in the queue (Spark's spark.deploy.maxDrivers); 0, the default, for no bound")
 	fs.IntVar(&cfg.MaxExecutorRetries, "max-executor-retries", cfg.MaxExecutorRetries, "executor failures in a row, with none RUNNING, after which an app FAILS; -1 never (Spark's spark.deploy.maxExecutorRetries)")
 	fs.IntVar(&cfg.RetainedDrivers, "retained-drivers", cfg.RetainedDrivers, "finished drivers to keep; older ones are dropped")
 	fs.IntVar(&cfg.RetainedApps, "retained-apps", cfg.RetainedApps, "finished apps to keep; older ones are dropped")

@@ -1,6 +1,7 @@
 package leader
 
 import (
+	"container/heap"
 	"context"
 	"slices"
 	"sort"
@@ -8,6 +9,7 @@ import (
 	"time"
 
 	"github.com/drover-project/drover/fsm"
+	"github.com/drover-project/drover/master/fairshare"
 	"github.com/drover-project/drover/model"
 )
 
@@ -36,10 +38,14 @@ func (t *Term) schedule(ctx context.Context) {
 		// The queue is read only when some worker has a free core, so a
 		// long queue in front of a full cluster costs nothing per commit.
 		if ws := t.d.FSM.State().Workers(); anyFreeCore(ws) {
-			t.placeDrivers(plan(t.d.FSM.State().WaitingDemands(), ws))
+			t.placeDrivers(plan(t.d.FSM.State().WaitingDemands(), ws, readTenancy(t.d.FSM.State(), t.cfg.MaxRunningDrivers)))
 		}
 		apps, execs := t.d.FSM.State().LiveApps()
-		if ps := planExecutors(apps, execs, t.d.FSM.State().Workers(), t.cfg.SpreadOutApps, now()); len(ps) > 0 {
+		var ten *tenancy
+		if len(apps) > 0 {
+			ten = readTenancy(t.d.FSM.State(), t.cfg.MaxRunningDrivers)
+		}
+		if ps := planExecutors(apps, execs, t.d.FSM.State().Workers(), t.cfg.SpreadOutApps, now(), ten); len(ps) > 0 {
 			if res, err := fsm.PlaceExecutors.Commit(t.d.Apply, &model.PlaceExecutors{Placements: ps, Time: now()}); err != nil {
 				t.d.Log.Warn("executor placement not committed", "err", err, "placements", len(ps))
 			} else {
@@ -89,19 +95,30 @@ func placementBytes(p model.Placement) int {
 	return n
 }
 
-// plan places waiting drivers in queue order, each on the ALIVE worker with
-// room (cores, memory and free addresses of every custom resource it asks
+// plan places waiting drivers, each on the ALIVE worker with room
+// (cores, memory and free addresses of every custom resource it asks
 // for) that has the most free cores (then memory, then ID), which spreads
 // drivers out the way Spark's Master.schedule does by walking a shuffled
 // worker list; a driver whose last attempt was rescheduled goes elsewhere
 // than its Avoid worker when another has room. Each placement takes the
-// first free addresses of each resource, in the worker's order. A driver
-// that fits nowhere waits; those behind it may still be placed. It stops
-// at placeBatch placements or placeBytes of them, and at once when no
-// worker has a free core, so a long queue in front of a full cluster costs
-// little. The workers are the plan's own copies: it books what it places
-// on them.
-func plan(waiting []fsm.Demand, workers []*model.Worker) []model.Placement {
+// first free addresses of each resource, in the worker's order.
+//
+// The next placement goes to the namespace with work to place whose
+// dominant share of the cluster per weight is lowest, counting what the
+// plan booked (weighted DRF, by a heap of the namespaces); inside a
+// namespace, the highest priority first, then queue order. A driver
+// that fits on no worker, or that its namespace may not place
+// (fairshare.Admits: its quota, as Apply checks it, and its driver
+// share), waits; those behind it, of its namespace or another, may still
+// be placed. One namespace that bounds nothing (a cluster that never
+// named one) is placed in queue order, as before namespaces.
+//
+// It stops at placeBatch placements or placeBytes of them, when the
+// placed drivers reach ten's --max-running-drivers, and at once when no
+// worker has a free core, so a long queue in front of a full cluster
+// costs little. The workers are the plan's own copies: it books what it
+// places on them.
+func plan(waiting []fsm.Demand, workers []*model.Worker, ten *tenancy) []model.Placement {
 	var alive []*model.Worker
 	for _, w := range workers {
 		if w.State == model.WorkerAlive {
@@ -112,51 +129,77 @@ func plan(waiting []fsm.Demand, workers []*model.Worker) []model.Placement {
 	// picks, without comparing IDs for every driver and worker.
 	slices.SortFunc(alive, func(a, b *model.Worker) int { return strings.Compare(a.ID, b.ID) })
 	maxCores, maxMem := mostFree(alive)
+	if maxCores <= 0 {
+		return nil
+	}
+	capacity := fairshare.Capacity(alive)
+	queue := groupShares(ten, len(waiting), func(i int) string { return model.NamespaceOf(waiting[i].Namespace) },
+		func(i int) int { return waiting[i].Priority }, capacity)
+	running := ten.runningDrivers()
 	var out []model.Placement
 	size := 0
-	for _, d := range waiting {
-		if maxCores <= 0 || len(out) == placeBatch || size >= placeBytes {
+	for queue.Len() > 0 {
+		if maxCores <= 0 || len(out) == placeBatch || size >= placeBytes || ten.atMaxDrivers(running) {
 			break
 		}
+		ns := (*queue)[0]
+		d := &waiting[ns.items[ns.next]]
 		if d.Cores > maxCores || d.MemoryMB > maxMem {
+			queue.advance()
 			continue
 		}
-		var best, avoided *model.Worker
-		for _, w := range alive {
-			// Most drivers ask for no custom resource; the free
-			// addresses are worked out only for those that do.
-			if w.CoresFree() < d.Cores || w.MemoryFreeMB() < d.MemoryMB || (len(d.Resources) > 0 && !d.Resources.Fits(w.ResourcesFree().Counts())) {
-				continue
-			}
-			if w.ID == d.Avoid {
-				avoided = w
-				continue
-			}
-			if best == nil || roomier(w, best) {
-				best = w
-			}
+		if _, ok := fairshare.Admits(ns.n, &ns.use, ten.fairOf(ns.n), capacity, d.Cores, d.MemoryMB, d.Resources, true); !ok {
+			queue.advance()
+			continue
 		}
-		if best == nil {
-			// Nomad's reschedule: another worker when one has room,
-			// else the same one.
-			best = avoided
-		}
+		best := bestWorker(alive, d)
 		if best == nil {
 			// The most free cores and the most free memory may be on
 			// different workers: the quick check above passes a driver
 			// that fits on neither.
+			queue.advance()
 			continue
 		}
 		held, _ := d.Resources.Pick(best.ResourcesFree())
 		best.CoresUsed += d.Cores
 		best.MemoryUsedMB += d.MemoryMB
 		best.ResourcesUsed.Hold(held)
+		ns.book(d.Cores, d.MemoryMB, d.Resources, true, capacity)
+		running++
+		queue.advance()
 		p := model.Placement{DriverID: d.DriverID, Attempt: d.Attempt, WorkerID: best.ID, Resources: held}
 		out = append(out, p)
 		size += placementBytes(p)
 		maxCores, maxMem = mostFree(alive)
 	}
 	return out
+}
+
+// bestWorker returns the worker of alive (in ID order) a driver of d goes
+// to: of those with room for it, the one with the most free cores (then
+// memory, then ID) other than d.Avoid, else d.Avoid when it has room
+// (Nomad's reschedule: another worker when one has room, else the same
+// one); nil when none has room.
+func bestWorker(alive []*model.Worker, d *fsm.Demand) *model.Worker {
+	var best, avoided *model.Worker
+	for _, w := range alive {
+		// Most drivers ask for no custom resource; the free addresses
+		// are worked out only for those that do.
+		if w.CoresFree() < d.Cores || w.MemoryFreeMB() < d.MemoryMB || (len(d.Resources) > 0 && !d.Resources.Fits(w.ResourcesFree().Counts())) {
+			continue
+		}
+		if w.ID == d.Avoid {
+			avoided = w
+			continue
+		}
+		if best == nil || roomier(w, best) {
+			best = w
+		}
+	}
+	if best == nil {
+		return avoided
+	}
+	return best
 }
 
 // mostFree returns the most free cores and the most free memory (MiB) of
@@ -220,78 +263,146 @@ func anyFreeCore(ws []*model.Worker) bool {
 	return false
 }
 
-// planExecutors places executors for unfinished apps in registration order
-// (Spark's FIFO over waitingApps), following Spark's
+// planExecutors places executors for unfinished apps, following Spark's
 // Master.scheduleExecutorsOnWorkers: the usable workers are the ALIVE ones
 // with room for one executor (its custom resources included, whose first
 // free addresses it takes), most free cores first; spreadOut hands out
 // one executor per worker per pass, so an app lands on as many workers as
 // possible, while consolidating fills each worker before the next. Each
-// app stops at its core cap and executor limit. An app whose executor
-// exited within executorRelaunchDelay before now (Unix ms) waits, so
-// executors that exit at once are not relaunched in a tight loop.
-func planExecutors(apps []*model.App, execs [][]*model.Executor, workers []*model.Worker, spreadOut bool, now int64) []model.ExecutorPlacement {
+// app stops at its core cap and executor limit, and at its namespace's
+// quota (as Apply checks it). An app whose executor exited within
+// executorRelaunchDelay before now (Unix ms) waits, so executors that
+// exit at once are not relaunched in a tight loop.
+//
+// Apps are served in registration order within a namespace (Spark's FIFO
+// over waitingApps), each taking what it can before the next, and across
+// namespaces by the weighted DRF order plan follows, one executor at a
+// time: the namespace whose dominant share per weight is lowest places
+// the next executor of its first app that still wants one.
+func planExecutors(apps []*model.App, execs [][]*model.Executor, workers []*model.Worker, spreadOut bool, now int64, ten *tenancy) []model.ExecutorPlacement {
 	var alive []*model.Worker
 	for _, w := range workers {
 		if w.State == model.WorkerAlive {
 			alive = append(alive, w)
 		}
 	}
-	var out []model.ExecutorPlacement
+	var live []int
 	for i, a := range apps {
-		if a.State.Terminal() || exitedRecently(execs[i], now) {
-			continue
-		}
-		coresLeft, execLeft := a.CoresLeft(), -1
-		if a.ExecutorLimit >= 0 {
-			live := 0
-			for _, e := range execs[i] {
-				if !e.State.Terminal() {
-					live++
-				}
-			}
-			execLeft = max(a.ExecutorLimit-live, 0)
-		}
-		wants := func() bool {
-			return (coresLeft < 0 || coresLeft >= a.CoresPerExecutor) && execLeft != 0
-		}
-		fits := func(w *model.Worker) bool {
-			return w.CoresFree() >= a.CoresPerExecutor && w.MemoryFreeMB() >= a.MemoryPerExecutorMB &&
-				a.ResourcesPerExecutor.Fits(w.ResourcesFree().Counts())
-		}
-		var usable []*model.Worker
-		for _, w := range alive {
-			if fits(w) {
-				usable = append(usable, w)
-			}
-		}
-		sort.SliceStable(usable, func(i, j int) bool { return better(usable[i], usable[j]) })
-		next := a.NextExecutorID
-		for placed := true; placed && wants(); {
-			placed = false
-			for _, w := range usable {
-				for wants() && fits(w) {
-					held, _ := a.ResourcesPerExecutor.Pick(w.ResourcesFree())
-					out = append(out, model.ExecutorPlacement{AppID: a.ID, ExecutorID: next, WorkerID: w.ID, Resources: held})
-					next++
-					placed = true
-					w.CoresUsed += a.CoresPerExecutor
-					w.MemoryUsedMB += a.MemoryPerExecutorMB
-					w.ResourcesUsed.Hold(held)
-					if coresLeft > 0 {
-						coresLeft -= a.CoresPerExecutor
-					}
-					if execLeft > 0 {
-						execLeft--
-					}
-					if spreadOut {
-						break
-					}
-				}
-			}
+		if !a.State.Terminal() && !exitedRecently(execs[i], now) {
+			live = append(live, i)
 		}
 	}
+	capacity := fairshare.Capacity(alive)
+	queue := groupShares(ten, len(live), func(i int) string { return model.NamespaceOf(apps[live[i]].Namespace) }, nil, capacity)
+	placers := make(map[int]*executorPlacer)
+	var out []model.ExecutorPlacement
+	for queue.Len() > 0 {
+		ns := (*queue)[0]
+		i := live[ns.items[ns.next]]
+		p := placers[i]
+		if p == nil {
+			p = newExecutorPlacer(apps[i], execs[i], alive, spreadOut)
+			placers[i] = p
+		}
+		a := apps[i]
+		if _, ok := fairshare.Admits(ns.n, &ns.use, 0, capacity, a.CoresPerExecutor, a.MemoryPerExecutorMB, a.ResourcesPerExecutor, false); !ok {
+			queue.advance()
+			continue
+		}
+		e, ok := p.place()
+		if !ok {
+			queue.advance()
+			continue
+		}
+		out = append(out, e)
+		ns.book(a.CoresPerExecutor, a.MemoryPerExecutorMB, a.ResourcesPerExecutor, false, capacity)
+		heap.Fix(queue, 0)
+	}
 	return out
+}
+
+// executorPlacer places one app's executors one at a time, in the order
+// of Spark's scheduleExecutorsOnWorkers: passes over the usable workers,
+// most free cores first as they were when the app's turn came, one
+// executor per worker per pass when spreading out, as many as fit when
+// consolidating, until a pass places nothing or the app wants no more.
+type executorPlacer struct {
+	a                   *model.App
+	usable              []*model.Worker
+	spreadOut           bool
+	coresLeft, execLeft int
+	next                int
+	// at is the worker of usable the pass is at, and placed whether
+	// the pass placed anything yet.
+	at     int
+	placed bool
+}
+
+func newExecutorPlacer(a *model.App, execs []*model.Executor, alive []*model.Worker, spreadOut bool) *executorPlacer {
+	p := &executorPlacer{a: a, spreadOut: spreadOut, coresLeft: a.CoresLeft(), execLeft: -1, next: a.NextExecutorID}
+	if a.ExecutorLimit >= 0 {
+		live := 0
+		for _, e := range execs {
+			if !e.State.Terminal() {
+				live++
+			}
+		}
+		p.execLeft = max(a.ExecutorLimit-live, 0)
+	}
+	for _, w := range alive {
+		if p.fits(w) {
+			p.usable = append(p.usable, w)
+		}
+	}
+	sort.SliceStable(p.usable, func(i, j int) bool { return better(p.usable[i], p.usable[j]) })
+	return p
+}
+
+func (p *executorPlacer) wants() bool {
+	return (p.coresLeft < 0 || p.coresLeft >= p.a.CoresPerExecutor) && p.execLeft != 0
+}
+
+func (p *executorPlacer) fits(w *model.Worker) bool {
+	a := p.a
+	return w.CoresFree() >= a.CoresPerExecutor && w.MemoryFreeMB() >= a.MemoryPerExecutorMB &&
+		a.ResourcesPerExecutor.Fits(w.ResourcesFree().Counts())
+}
+
+// place books the app's next executor on its worker and returns it;
+// false when the app wants no more or no usable worker has room.
+func (p *executorPlacer) place() (model.ExecutorPlacement, bool) {
+	a := p.a
+	for p.wants() {
+		if p.at == len(p.usable) {
+			if !p.placed {
+				return model.ExecutorPlacement{}, false
+			}
+			p.at, p.placed = 0, false
+		}
+		w := p.usable[p.at]
+		if !p.fits(w) {
+			p.at++
+			continue
+		}
+		held, _ := a.ResourcesPerExecutor.Pick(w.ResourcesFree())
+		e := model.ExecutorPlacement{AppID: a.ID, ExecutorID: p.next, WorkerID: w.ID, Resources: held}
+		p.next++
+		p.placed = true
+		w.CoresUsed += a.CoresPerExecutor
+		w.MemoryUsedMB += a.MemoryPerExecutorMB
+		w.ResourcesUsed.Hold(held)
+		if p.coresLeft > 0 {
+			p.coresLeft -= a.CoresPerExecutor
+		}
+		if p.execLeft > 0 {
+			p.execLeft--
+		}
+		if p.spreadOut {
+			p.at++
+		}
+		return e, true
+	}
+	return model.ExecutorPlacement{}, false
 }
 
 // exitedRecently reports whether one of the executors exited on its own

@@ -36,7 +36,7 @@ func TestPlanSpreadsAndRespectsResources(t *testing.T) {
 		waiting("d1", 2, 1024), waiting("d2", 2, 1024), waiting("big", 8, 1024),
 		waiting("d3", 2, 1024), waiting("d4", 2, 1024), waiting("d5", 1, 512),
 	}
-	ps := plan(demands(ds...), ws)
+	ps := plan(demands(ds...), ws, nil)
 	got := map[string]string{}
 	for _, p := range ps {
 		got[p.DriverID] = p.WorkerID
@@ -65,7 +65,7 @@ func TestPlanSkipsDriverThatFitsNoSingleWorker(t *testing.T) {
 		worker("cores", 8, 256, model.WorkerAlive),
 		worker("memory", 1, 8192, model.WorkerAlive),
 	}
-	ps := plan(demands(waiting("both", 2, 1024), waiting("small", 1, 128)), ws)
+	ps := plan(demands(waiting("both", 2, 1024), waiting("small", 1, 128)), ws, nil)
 	if len(ps) != 1 || ps[0].DriverID != "small" {
 		t.Fatalf("placements %+v: want only small placed", ps)
 	}
@@ -97,11 +97,11 @@ func threeWorkers() []*model.Worker {
 
 func TestPlanExecutorsSpreadOutVersusConsolidate(t *testing.T) {
 	a := app("app-20261129120000-0000", 6, 1, 512, -1)
-	spread := perWorker(planExecutors([]*model.App{a}, [][]*model.Executor{nil}, threeWorkers(), true, 0), a.ID)
+	spread := perWorker(planExecutors([]*model.App{a}, [][]*model.Executor{nil}, threeWorkers(), true, 0, nil), a.ID)
 	if len(spread) != 3 || spread["w1"] != 2 || spread["w2"] != 2 || spread["w3"] != 2 {
 		t.Errorf("spread out: %v, want 2 executors on each of 3 workers", spread)
 	}
-	packed := perWorker(planExecutors([]*model.App{a}, [][]*model.Executor{nil}, threeWorkers(), false, 0), a.ID)
+	packed := perWorker(planExecutors([]*model.App{a}, [][]*model.Executor{nil}, threeWorkers(), false, 0, nil), a.ID)
 	if len(packed) != 2 || packed["w1"]+packed["w2"]+packed["w3"] != 6 || max(packed["w1"], packed["w2"], packed["w3"]) != 4 {
 		t.Errorf("consolidated: %v, want one worker full (4) and the other 2 on a second", packed)
 	}
@@ -110,7 +110,7 @@ func TestPlanExecutorsSpreadOutVersusConsolidate(t *testing.T) {
 func TestPlanExecutorsCapsAndIDs(t *testing.T) {
 	t.Run("max cores", func(t *testing.T) {
 		a := app("app-20261129120000-0000", 5, 2, 512, -1)
-		ps := planExecutors([]*model.App{a}, [][]*model.Executor{nil}, threeWorkers(), true, 0)
+		ps := planExecutors([]*model.App{a}, [][]*model.Executor{nil}, threeWorkers(), true, 0, nil)
 		if len(ps) != 2 {
 			t.Fatalf("placements %v: max 5 cores at 2 per executor allows 2", ps)
 		}
@@ -122,7 +122,7 @@ func TestPlanExecutorsCapsAndIDs(t *testing.T) {
 		a := app("app-20261129120000-0000", 0, 1, 512, 3)
 		a.NextExecutorID = 2
 		live := []*model.Executor{{ID: 0, State: model.ExecFailed}, {ID: 1, State: model.ExecRunning}}
-		ps := planExecutors([]*model.App{a}, [][]*model.Executor{live}, threeWorkers(), true, 1_000_000)
+		ps := planExecutors([]*model.App{a}, [][]*model.Executor{live}, threeWorkers(), true, 1_000_000, nil)
 		if len(ps) != 2 || ps[0].ExecutorID != 2 || ps[1].ExecutorID != 3 {
 			t.Errorf("placements %v: limit 3 with 1 live allows 2 more, IDs from 2", ps)
 		}
@@ -131,7 +131,7 @@ func TestPlanExecutorsCapsAndIDs(t *testing.T) {
 		ws := threeWorkers()
 		ws[1].MemoryMB = 8192
 		a := app("app-20261129120000-0000", 0, 1, 3000, -1)
-		got := perWorker(planExecutors([]*model.App{a}, [][]*model.Executor{nil}, ws, true, 0), a.ID)
+		got := perWorker(planExecutors([]*model.App{a}, [][]*model.Executor{nil}, ws, true, 0, nil), a.ID)
 		if got["w1"] != 1 || got["w2"] != 2 || got["w3"] != 1 {
 			t.Errorf("placements %v: 3000 MiB executors fit once in 4096 MiB and twice in 8192 MiB", got)
 		}
@@ -143,7 +143,7 @@ func TestPlanExecutorsCapsAndIDs(t *testing.T) {
 		done := app("app-20261129120000-0001", 0, 1, 512, -1)
 		done.State = model.AppFinished
 		fifo := app("app-20261129120000-0002", 0, 1, 512, -1)
-		ps := planExecutors([]*model.App{big, done, fifo}, make([][]*model.Executor, 3), ws, true, 0)
+		ps := planExecutors([]*model.App{big, done, fifo}, make([][]*model.Executor, 3), ws, true, 0, nil)
 		got := perWorker(ps, fifo.ID)
 		if len(ps) != 8 || got["w2"] != 4 || got["w3"] != 4 {
 			t.Errorf("placements %v: want all 8 free cores of w2 and w3 for the third app only", ps)
@@ -152,7 +152,7 @@ func TestPlanExecutorsCapsAndIDs(t *testing.T) {
 	t.Run("FIFO: the first app takes what it can", func(t *testing.T) {
 		first := app("app-20261129120000-0000", 0, 2, 512, -1)
 		second := app("app-20261129120000-0001", 0, 1, 512, -1)
-		ps := planExecutors([]*model.App{first, second}, make([][]*model.Executor, 2), threeWorkers(), true, 0)
+		ps := planExecutors([]*model.App{first, second}, make([][]*model.Executor, 2), threeWorkers(), true, 0, nil)
 		if n := len(perWorker(ps, second.ID)); n != 0 || len(ps) != 6 {
 			t.Errorf("placements %v: the first app should take all 12 cores in 6 executors", ps)
 		}
@@ -163,14 +163,14 @@ func TestPlanExecutorsWaitsAfterAnExit(t *testing.T) {
 	a := app("app-20261129120000-0000", 0, 1, 512, -1)
 	a.NextExecutorID = 1
 	exited := []*model.Executor{{ID: 0, State: model.ExecExited, EndedAt: 10_000}}
-	if ps := planExecutors([]*model.App{a}, [][]*model.Executor{exited}, threeWorkers(), true, 10_500); len(ps) != 0 {
+	if ps := planExecutors([]*model.App{a}, [][]*model.Executor{exited}, threeWorkers(), true, 10_500, nil); len(ps) != 0 {
 		t.Errorf("placed %v half a second after an executor exited", ps)
 	}
-	if ps := planExecutors([]*model.App{a}, [][]*model.Executor{exited}, threeWorkers(), true, 11_000); len(ps) == 0 {
+	if ps := planExecutors([]*model.App{a}, [][]*model.Executor{exited}, threeWorkers(), true, 11_000, nil); len(ps) == 0 {
 		t.Error("placed nothing a second after an executor exited")
 	}
 	lost := []*model.Executor{{ID: 0, State: model.ExecLost, EndedAt: 10_000}}
-	if ps := planExecutors([]*model.App{a}, [][]*model.Executor{lost}, threeWorkers(), true, 10_100); len(ps) == 0 {
+	if ps := planExecutors([]*model.App{a}, [][]*model.Executor{lost}, threeWorkers(), true, 10_100, nil); len(ps) == 0 {
 		t.Error("a LOST executor's replacement waited")
 	}
 }
@@ -181,16 +181,16 @@ func TestPlanBatchesAndStopsWhenFull(t *testing.T) {
 		ds = append(ds, waiting(fmt.Sprintf("d%d", i), 1, 1))
 	}
 	big := []*model.Worker{worker("w1", 100000, 1<<30, model.WorkerAlive)}
-	if ps := plan(demands(ds...), big); len(ps) != placeBatch {
+	if ps := plan(demands(ds...), big, nil); len(ps) != placeBatch {
 		t.Errorf("%d placements, want a batch of %d", len(ps), placeBatch)
 	}
 	full := worker("w1", 4, 4096, model.WorkerAlive)
 	full.CoresUsed = 4
-	if ps := plan(demands(ds...), []*model.Worker{full}); len(ps) != 0 {
+	if ps := plan(demands(ds...), []*model.Worker{full}, nil); len(ps) != 0 {
 		t.Errorf("placed %d drivers on a full worker", len(ps))
 	}
 	small := []*model.Worker{worker("w1", 3, 4096, model.WorkerAlive)}
-	if ps := plan(demands(waiting("big", 8, 1), waiting("a", 1, 1), waiting("b", 2, 1), waiting("c", 1, 1)), small); len(ps) != 2 ||
+	if ps := plan(demands(waiting("big", 8, 1), waiting("a", 1, 1), waiting("b", 2, 1), waiting("c", 1, 1)), small, nil); len(ps) != 2 ||
 		ps[0].DriverID != "a" || ps[1].DriverID != "b" {
 		t.Errorf("placements %v: want a and b behind the unplaceable one, then full", ps)
 	}
@@ -200,7 +200,7 @@ func TestPlanBatchesAndStopsWhenFull(t *testing.T) {
 // whatever order the workers come in.
 func TestPlanBreaksTiesByWorkerID(t *testing.T) {
 	ws := []*model.Worker{worker("w3", 4, 4096, model.WorkerAlive), worker("w1", 4, 4096, model.WorkerAlive), worker("w2", 4, 4096, model.WorkerAlive)}
-	ps := plan(demands(waiting("a", 1, 1), waiting("b", 1, 1), waiting("c", 1, 1), waiting("d", 1, 1)), ws)
+	ps := plan(demands(waiting("a", 1, 1), waiting("b", 1, 1), waiting("c", 1, 1), waiting("d", 1, 1)), ws, nil)
 	var got []string
 	for _, p := range ps {
 		got = append(got, p.DriverID+"@"+p.WorkerID)
@@ -224,7 +224,7 @@ func TestPlanBoundsABatchByItsSize(t *testing.T) {
 		ds = append(ds, fsm.Demand{DriverID: fmt.Sprintf("d%03d", i), Attempt: 1, Cores: 1, MemoryMB: 128,
 			Resources: model.ResourceAmounts{"gpu": model.MaxResourceAddresses}})
 	}
-	ps := plan(ds, ws)
+	ps := plan(ds, ws, nil)
 	size := 0
 	for _, p := range ps {
 		size += placementBytes(p)
@@ -260,7 +260,7 @@ func TestPlanPlacesByCustomResources(t *testing.T) {
 	ps := plan([]fsm.Demand{
 		ask("a", model.ResourceAmounts{"gpu": 1}), ask("b", model.ResourceAmounts{"gpu": 1}),
 		ask("fpga", model.ResourceAmounts{"fpga": 1}), ask("plain", nil),
-	}, ws)
+	}, ws, nil)
 	if len(ps) != 2 || ps[0].DriverID != "a" || ps[0].WorkerID != "w1" || ps[0].Resources.String() != "gpu=1" ||
 		ps[1].DriverID != "plain" || ps[1].WorkerID != "w2" || ps[1].Resources != nil {
 		t.Fatalf("placements %+v: want a on w1 holding gpu 1 (0 is held), plain on the larger w2, b and fpga waiting", ps)
@@ -274,11 +274,11 @@ func TestPlanAvoidsTheReschedulingWorker(t *testing.T) {
 		return []*model.Worker{worker("w1", 8, 8192, model.WorkerAlive), worker("w2", 2, 1024, model.WorkerAlive)}
 	}
 	d := fsm.Demand{DriverID: "d", Attempt: 2, Cores: 1, MemoryMB: 128, Avoid: "w1"}
-	if ps := plan([]fsm.Demand{d}, ws()); len(ps) != 1 || ps[0].WorkerID != "w2" {
+	if ps := plan([]fsm.Demand{d}, ws(), nil); len(ps) != 1 || ps[0].WorkerID != "w2" {
 		t.Fatalf("placements %+v, want d on w2 though w1 has more room", ps)
 	}
 	d.Cores = 4
-	if ps := plan([]fsm.Demand{d}, ws()); len(ps) != 1 || ps[0].WorkerID != "w1" {
+	if ps := plan([]fsm.Demand{d}, ws(), nil); len(ps) != 1 || ps[0].WorkerID != "w1" {
 		t.Fatalf("placements %+v, want d back on w1, the only worker with room", ps)
 	}
 }
@@ -288,7 +288,7 @@ func TestPlanAvoidsTheReschedulingWorker(t *testing.T) {
 func TestPlanExecutorsByCustomResources(t *testing.T) {
 	a := app("a", 0, 1, 128, -1)
 	a.ResourcesPerExecutor = model.ResourceAmounts{"gpu": 2}
-	ps := planExecutors([]*model.App{a}, [][]*model.Executor{nil}, []*model.Worker{gpuWorker("w1", "0", "1", "2", "3", "4")}, true, 0)
+	ps := planExecutors([]*model.App{a}, [][]*model.Executor{nil}, []*model.Worker{gpuWorker("w1", "0", "1", "2", "3", "4")}, true, 0, nil)
 	if len(ps) != 2 || ps[0].Resources.String() != "gpu=0,1" || ps[1].Resources.String() != "gpu=2,3" {
 		t.Fatalf("placements %+v, want two executors holding gpu 0,1 and 2,3", ps)
 	}

@@ -47,6 +47,9 @@ type Config struct {
 	// preemption round runs, 0 for never (a term made by a test of
 	// other duties).
 	PreemptionGrace, PreemptionInterval time.Duration
+	// MaxRunningDrivers bounds the drivers placed cluster-wide (Spark
+	// 4's spark.deploy.maxDrivers); 0 for no bound.
+	MaxRunningDrivers int
 }
 
 // Deps are the parts of the master a term works with; they outlive terms.

@@ -69,6 +69,10 @@ type Config struct {
 	// (api.ListQuery.Limit), in rows; a larger limit is refused with
 	// api.ErrInvalidRequest. 0 for no bound.
 	MaxListLimit int
+	// MaxRunningDrivers is the leader's bound on drivers placed at once
+	// (master.Config.MaxRunningDrivers), which a waiting driver's reason
+	// names when it holds the driver back; 0 for none.
+	MaxRunningDrivers int
 	// WorkerToken is what this master presents to workers when it passes
 	// a log request on without TLS ("" for none): the node token, or on
 	// a master without one the operator token, which workers older than
