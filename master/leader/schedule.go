@@ -143,7 +143,7 @@ func plan(waiting []fsm.Demand, workers []*model.Worker, ten *tenancy) []model.P
 			break
 		}
 		ns := (*queue)[0]
-		d := &waiting[ns.items[ns.next]]
+		d := &waiting[ns.head()]
 		if d.Cores > maxCores || d.MemoryMB > maxMem {
 			queue.advance()
 			continue
@@ -298,7 +298,7 @@ func planExecutors(apps []*model.App, execs [][]*model.Executor, workers []*mode
 	var out []model.ExecutorPlacement
 	for queue.Len() > 0 {
 		ns := (*queue)[0]
-		i := live[ns.items[ns.next]]
+		i := live[ns.head()]
 		p := placers[i]
 		if p == nil {
 			p = newExecutorPlacer(apps[i], execs[i], alive, spreadOut)

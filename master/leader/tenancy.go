@@ -85,13 +85,15 @@ func (t *tenancy) atMaxDrivers(running int) bool {
 }
 
 // share is one namespace's place in a plan: its settings, its use with
-// what the plan booked so far, and the work it has to place, in the
-// order it takes it (items, indices into the plan's input; next is the
-// first not yet taken).
+// what the plan booked so far, and the count items of work it has to
+// place, in the order it takes them (indices into the plan's input; nil
+// for the whole input in its order, as one namespace's queue is); next
+// is the first not yet taken.
 type share struct {
 	n     *model.Namespace
 	use   fsm.NamespaceUse
 	items []int
+	count int
 	next  int
 	// key is the dominant share per weight, the order of weighted DRF.
 	key float64
@@ -122,6 +124,14 @@ func (s *share) book(cores int, memoryMB int64, res model.ResourceAmounts, drive
 	s.rekey(c)
 }
 
+// head returns the index in the plan's input of the next work to take.
+func (s *share) head() int {
+	if s.items == nil {
+		return s.next
+	}
+	return s.items[s.next]
+}
+
 func (s *share) rekey(c fairshare.Vector) {
 	d, _ := fairshare.Dominant(fairshare.Held(s.use), c)
 	s.key = d / s.n.Weight
@@ -138,7 +148,7 @@ type shares []*share
 func (h shares) Len() int { return len(h) }
 func (h shares) Less(i, j int) bool {
 	a, b := h[i], h[j]
-	return cmp.Or(cmp.Compare(a.key, b.key), cmp.Compare(a.items[a.next], b.items[b.next])) < 0
+	return cmp.Or(cmp.Compare(a.key, b.key), cmp.Compare(a.head(), b.head())) < 0
 }
 func (h shares) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
 func (h *shares) Push(x any)   { *h = append(*h, x.(*share)) }
@@ -155,7 +165,7 @@ func (h *shares) Pop() any {
 func (h *shares) advance() {
 	s := (*h)[0]
 	s.next++
-	if s.next == len(s.items) {
+	if s.next == s.count {
 		heap.Pop(h)
 		return
 	}
@@ -164,19 +174,52 @@ func (h *shares) advance() {
 
 // groupShares returns the heap of the namespaces of n items (namespace
 // returns an item's), each with its items in input order, or by priority
-// (highest first, then input order) when priority is given.
+// (highest first, then input order) when priority is given. It runs at
+// every round with drivers to place, over the whole queue: one namespace
+// whose queue is in order (a cluster that never names one) costs a pass
+// without a lookup or an allocation per item; more cost one array of n
+// indices.
 func groupShares(t *tenancy, n int, namespace func(int) string, priority func(int) int, c fairshare.Vector) *shares {
 	by := map[string]*share{}
 	h := &shares{}
-	for i := range n {
+	var last *share
+	// of returns the share of item i, made on first sight; consecutive
+	// items of one namespace cost no lookup.
+	of := func(i int) *share {
 		name := namespace(i)
-		s := by[name]
-		if s == nil {
-			s = &share{n: t.namespace(name), use: t.use(name)}
-			s.rekey(c)
-			by[name] = s
-			*h = append(*h, s)
+		if last != nil && last.n.Name == name {
+			return last
 		}
+		last = by[name]
+		if last == nil {
+			last = &share{n: t.namespace(name), use: t.use(name)}
+			last.rekey(c)
+			by[name] = last
+			*h = append(*h, last)
+		}
+		return last
+	}
+	// inOrder: the input is in order of priority, so one namespace's
+	// queue is its order.
+	inOrder := true
+	for i := range n {
+		of(i).count++
+		if priority != nil && i > 0 && inOrder {
+			inOrder = priority(i-1) >= priority(i)
+		}
+	}
+	if len(*h) == 1 && inOrder {
+		heap.Init(h)
+		return h
+	}
+	all := make([]int, n)
+	off := 0
+	for _, s := range *h {
+		s.items = all[off : off : off+s.count]
+		off += s.count
+	}
+	for i := range n {
+		s := of(i)
 		s.items = append(s.items, i)
 	}
 	if priority != nil {
