@@ -213,7 +213,8 @@ func (s *Applications) currentApp(id string) (api.AppStatus, bool) {
 	if !ok {
 		return api.AppStatus{}, false
 	}
-	return explainApp(api.AppStatus{App: a, Executors: es}, s.FSM.State().Workers()), true
+	ws := s.FSM.State().Workers()
+	return explainApp(api.AppStatus{App: a, Executors: es}, ws, s.tenants(ws)), true
 }
 
 // WatchApp serves V1WatchApp: it answers when the app's status

@@ -220,7 +220,8 @@ func (s *Core) Driver(ctx context.Context, c auth.Caller, id string, r Read) (*m
 	if err != nil {
 		return nil, err
 	}
-	return explainWaiting([]*model.Driver{d}, s.FSM.State().Workers())[0], nil
+	ws := s.FSM.State().Workers()
+	return explainWaiting([]*model.Driver{d}, ws, s.tenants(ws))[0], nil
 }
 
 // DriverLogs serves V1DriverLogs: the log is the worker's that ran

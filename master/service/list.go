@@ -109,8 +109,9 @@ func (s *Core) Drivers(_ context.Context, c auth.Caller, q api.ListQuery, r Read
 	ds, more := s.FSM.State().DriverPage(f.after, f.limit, func(d *model.Driver) bool {
 		return (f.worker == "" || d.WorkerID == f.worker) && f.keeps(d.Namespace, string(d.State), d.Name) && c.InNamespace(d.Namespace)
 	})
+	ws := s.FSM.State().Workers()
 	return api.DriverPage{
-		Drivers: explainWaiting(ds, s.FSM.State().Workers()),
+		Drivers: explainWaiting(ds, ws, s.tenants(ws)),
 		Next:    next(more, func() string { return ds[len(ds)-1].ID }),
 	}, nil
 }
@@ -131,8 +132,9 @@ func (s *Applications) Apps(_ context.Context, c auth.Caller, q api.ListQuery, r
 	})
 	ws := s.FSM.State().Workers()
 	out := api.AppPage{Apps: make([]api.AppStatus, len(apps))}
+	tn := s.tenants(ws)
 	for i, a := range apps {
-		out.Apps[i] = explainApp(api.AppStatus{App: a, Executors: execs[i]}, ws)
+		out.Apps[i] = explainApp(api.AppStatus{App: a, Executors: execs[i]}, ws, tn)
 	}
 	out.Next = next(more, func() string { return apps[len(apps)-1].ID })
 	return out, nil

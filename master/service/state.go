@@ -50,8 +50,9 @@ func (s *Core) appStatuses() []api.AppStatus {
 	apps, execs := s.FSM.State().Apps()
 	ws := s.FSM.State().Workers()
 	out := make([]api.AppStatus, len(apps))
+	tn := s.tenants(ws)
 	for i, a := range apps {
-		out[i] = explainApp(api.AppStatus{App: a, Executors: execs[i]}, ws)
+		out[i] = explainApp(api.AppStatus{App: a, Executors: execs[i]}, ws, tn)
 	}
 	return out
 }
