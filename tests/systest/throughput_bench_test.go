@@ -196,10 +196,13 @@ func tputStatusKiB(b testing.TB, pid int, field string) int64 {
 
 // tputSubmitter counts the submissions of many goroutines.
 type tputSubmitter struct {
-	cl   *client.Client
-	seq  atomic.Int64
-	ok   atomic.Int64
-	errs atomic.Int64
+	cl *client.Client
+	// namespaces, when above 0, spreads the submissions over namespaces
+	// tputNamespace(0) to tputNamespace(namespaces-1), in turn.
+	namespaces int
+	seq        atomic.Int64
+	ok         atomic.Int64
+	errs       atomic.Int64
 	// lastErr is the last error seen, for the log.
 	lastErr atomic.Value
 }
@@ -209,7 +212,12 @@ type tputSubmitter struct {
 func (s *tputSubmitter) submit(ctx context.Context) bool {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	if _, err := s.cl.Submit(ctx, tputRequest(s.seq.Add(1))); err != nil {
+	i := s.seq.Add(1)
+	req := tputRequest(i)
+	if s.namespaces > 0 {
+		req.Namespace = tputNamespace(int(i % int64(s.namespaces)))
+	}
+	if _, err := s.cl.Submit(ctx, req); err != nil {
 		s.errs.Add(1)
 		s.lastErr.Store(err.Error())
 		return false
@@ -460,7 +468,11 @@ func BenchmarkSubmitLatencyAt2000(b *testing.B) {
 // members and the masters know them alive from their heartbeats alone, so
 // the masters get --worker-timeout 30s: a heartbeat delayed by a busy
 // machine must not get a worker declared lost mid-measurement.
-func BenchmarkPlacement(b *testing.B) {
+func BenchmarkPlacement(b *testing.B) { tputPlacementBench(b, 0) }
+
+// tputPlacementBench runs BenchmarkPlacement with the drivers spread over
+// that many namespaces (none for 0).
+func tputPlacementBench(b *testing.B, namespaces int) {
 	nworkers := tputEnvInt(b, "DROVER_BENCH_WORKERS", 1000, 50)
 	ndrivers := tputEnvInt(b, "DROVER_BENCH_DRIVERS", 100000, 1000)
 	clients := tputEnvInt(b, "DROVER_BENCH_CLIENTS", 64, 64)
@@ -470,7 +482,7 @@ func BenchmarkPlacement(b *testing.B) {
 	// short of cores, whatever the spread.
 	cores := max(16, 2*((ndrivers+nworkers-1)/nworkers))
 	for range b.N {
-		r := tputPlace(b, nworkers, ndrivers, clients, cores, withGossip, timeout)
+		r := tputPlace(b, nworkers, ndrivers, clients, cores, namespaces, withGossip, timeout)
 		b.ReportMetric(float64(r.placed)/r.elapsed.Seconds(), "placements/s")
 		b.ReportMetric(float64(ndrivers)/r.submit.Seconds(), "submits/s")
 		b.ReportMetric(float64(r.rssEmpty)/1024, "rss_empty_mib")
@@ -483,6 +495,46 @@ func BenchmarkPlacement(b *testing.B) {
 		b.ReportMetric(float64(r.entries)/float64(ndrivers), "entries/driver")
 	}
 	b.ReportMetric(0, "ns/op")
+}
+
+// BenchmarkPlacementNamespaces is BenchmarkPlacement with the drivers
+// spread, in turn, over DROVER_BENCH_NAMESPACES namespaces (1,000; 10
+// with -short) of weights 1 to 4 and a driver share of 1 (the drivers are
+// all the work there is: the default driver share, 0.5, would keep half of
+// them waiting for executors that never come), applied before the first
+// submission: the leader's plan then orders its placements by weighted
+// dominant-resource fairness over that many namespaces, checking each
+// one's quota. Its figures are BenchmarkPlacement's.
+func BenchmarkPlacementNamespaces(b *testing.B) {
+	tputPlacementBench(b, tputEnvInt(b, "DROVER_BENCH_NAMESPACES", 1000, 10))
+}
+
+// tputNamespace is the name of the benchmark's namespace i.
+func tputNamespace(i int) string { return fmt.Sprintf("bench-%04d", i) }
+
+// tputApplyNamespaces applies namespaces tputNamespace(0) to
+// tputNamespace(n-1), of weights 1 to 4 and a driver share of 1, through
+// the client's ApplyNamespace, 16 at a time.
+func tputApplyNamespaces(b *testing.B, cl *client.Client, n int) {
+	var wg sync.WaitGroup
+	var failed atomic.Value
+	next := atomic.Int64{}
+	for range 16 {
+		wg.Go(func() {
+			for i := int(next.Add(1)) - 1; i < n; i = int(next.Add(1)) - 1 {
+				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+				weight, one := float64(1+i%4), 1.0
+				if _, err := cl.ApplyNamespace(ctx, tputNamespace(i), api.NamespaceRequest{Weight: &weight, DriverShare: &one}); err != nil {
+					failed.Store(err.Error())
+				}
+				cancel()
+			}
+		})
+	}
+	wg.Wait()
+	if err := failed.Load(); err != nil {
+		b.Fatalf("applying %d namespaces: %v", n, err)
+	}
 }
 
 // tputPlacement is the outcome of one placement run.
@@ -504,7 +556,7 @@ type tputPlacement struct {
 
 // tputPlace runs one placement measurement on a fresh cluster, which it
 // stops before returning.
-func tputPlace(b *testing.B, nworkers, ndrivers, clients, cores int, withGossip bool, timeout time.Duration) tputPlacement {
+func tputPlace(b *testing.B, nworkers, ndrivers, clients, cores, namespaces int, withGossip bool, timeout time.Duration) tputPlacement {
 	var args []string
 	if !withGossip {
 		args = []string{"--register-without-gossip"}
@@ -562,7 +614,8 @@ func tputPlace(b *testing.B, nworkers, ndrivers, clients, cores int, withGossip 
 	// /v1/state, is too slow at 100,000 drivers to tell.
 	elected := tputMetric(b, leader, "drover_raft_leader_changes_total")
 
-	s := &tputSubmitter{cl: tputClient(b, c, true)}
+	s := &tputSubmitter{cl: tputClient(b, c, true), namespaces: namespaces}
+	tputApplyNamespaces(b, s.cl, namespaces)
 	start := time.Now()
 	s.closedLoop(clients, int64(ndrivers), nil)
 	r.submit = time.Since(start)
