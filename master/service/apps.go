@@ -214,7 +214,7 @@ func (s *Applications) currentApp(id string) (api.AppStatus, bool) {
 		return api.AppStatus{}, false
 	}
 	ws := s.FSM.State().Workers()
-	return explainApp(api.AppStatus{App: a, Executors: es}, ws, s.tenants(ws)), true
+	return explainApp(api.AppStatus{App: a, Executors: es}, ws, newTenants(s.FSM.State(), ws, s.cfg.MaxRunningDrivers)), true
 }
 
 // WatchApp serves V1WatchApp: it answers when the app's status

@@ -221,7 +221,7 @@ func (s *Core) Driver(ctx context.Context, c auth.Caller, id string, r Read) (*m
 		return nil, err
 	}
 	ws := s.FSM.State().Workers()
-	return explainWaiting([]*model.Driver{d}, ws, s.tenants(ws))[0], nil
+	return explainWaiting([]*model.Driver{d}, ws, newTenants(s.FSM.State(), ws, s.cfg.MaxRunningDrivers))[0], nil
 }
 
 // DriverLogs serves V1DriverLogs: the log is the worker's that ran

@@ -131,10 +131,11 @@ type tenants struct {
 	ahead  func() map[string][]int
 }
 
-// tenants returns the namespaces' reasons for one read of the tables,
-// which gives the workers ws.
-func (s *Core) tenants(ws []*model.Worker) *tenants {
-	return &tenants{st: s.FSM.State(), ws: ws, maxDrivers: s.cfg.MaxRunningDrivers}
+// newTenants returns the namespaces' reasons for one read of the tables
+// st, which gives the workers ws, on a master whose --max-running-drivers
+// is maxDrivers.
+func newTenants(st *fsm.State, ws []*model.Worker, maxDrivers int) *tenants {
+	return &tenants{st: st, ws: ws, maxDrivers: maxDrivers}
 }
 
 func (tn *tenants) read() {

@@ -111,7 +111,7 @@ func (s *Core) Drivers(_ context.Context, c auth.Caller, q api.ListQuery, r Read
 	})
 	ws := s.FSM.State().Workers()
 	return api.DriverPage{
-		Drivers: explainWaiting(ds, ws, s.tenants(ws)),
+		Drivers: explainWaiting(ds, ws, newTenants(s.FSM.State(), ws, s.cfg.MaxRunningDrivers)),
 		Next:    next(more, func() string { return ds[len(ds)-1].ID }),
 	}, nil
 }
@@ -132,7 +132,7 @@ func (s *Applications) Apps(_ context.Context, c auth.Caller, q api.ListQuery, r
 	})
 	ws := s.FSM.State().Workers()
 	out := api.AppPage{Apps: make([]api.AppStatus, len(apps))}
-	tn := s.tenants(ws)
+	tn := newTenants(s.FSM.State(), ws, s.cfg.MaxRunningDrivers)
 	for i, a := range apps {
 		out.Apps[i] = explainApp(api.AppStatus{App: a, Executors: execs[i]}, ws, tn)
 	}

@@ -50,7 +50,7 @@ func (s *Core) appStatuses() []api.AppStatus {
 	apps, execs := s.FSM.State().Apps()
 	ws := s.FSM.State().Workers()
 	out := make([]api.AppStatus, len(apps))
-	tn := s.tenants(ws)
+	tn := newTenants(s.FSM.State(), ws, s.cfg.MaxRunningDrivers)
 	for i, a := range apps {
 		out[i] = explainApp(api.AppStatus{App: a, Executors: execs[i]}, ws, tn)
 	}
