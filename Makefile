@@ -80,7 +80,7 @@ jepsen:
 
 # Benchmarks against the targets: writes docs/benchmarks.md and docs/benchmarks.json.
 bench:
-	$(GO) run ./bench
+	$(GO) run ./tests/bench
 
 clean:
 	rm -rf $(BIN)
