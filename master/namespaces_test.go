@@ -85,6 +85,8 @@ func TestApplyNamespaceRules(t *testing.T) {
 		{Cores: ptr(1), MemoryMB: ptr(int64(1)), MaxRunningDrivers: ptr(1), MaxQueuedDrivers: ptr(1)},
 		{Weight: ptr(float64(model.MaxWeight)), DriverShare: ptr(1.0), PriorityMax: ptr(model.MaxPriority)},
 		{PriorityMax: ptr(0)},
+		{Weight: ptr(model.MinWeight), Cores: ptr(model.MaxQuotaCount), MemoryMB: ptr(int64(model.MaxQuotaMemoryMB)),
+			Resources: model.ResourceAmounts{"gpu": model.MaxQuotaCount}, MaxRunningDrivers: ptr(model.MaxQuotaCount), MaxQueuedDrivers: ptr(model.MaxQuotaCount)},
 	} {
 		if _, err := cl.ApplyNamespace(ctx, "at-limits", req); err != nil {
 			t.Errorf("apply %+v: %v; want it taken", req, err)
@@ -112,6 +114,12 @@ func TestApplyNamespaceRules(t *testing.T) {
 		{"etl", api.NamespaceRequest{DriverShare: ptr(1.01)}, "the driver share must be above 0 and at most 1, got 1.01"},
 		{"etl", api.NamespaceRequest{PriorityMax: ptr(model.MaxPriority + 1)}, "the highest priority must be 0 to 100, got 101"},
 		{"etl", api.NamespaceRequest{PriorityMax: ptr(-1)}, "the highest priority must be 0 to 100, got -1"},
+		{"etl", api.NamespaceRequest{Weight: ptr(5e-324)}, "the weight must be at least 0.001, got 5e-324"},
+		{"etl", api.NamespaceRequest{Cores: ptr(model.MaxQuotaCount + 1)}, "the cores quota must be at most 16777216, got 16777217"},
+		{"etl", api.NamespaceRequest{MaxRunningDrivers: ptr(model.MaxQuotaCount + 1)}, "the running drivers bound must be at most 16777216"},
+		{"etl", api.NamespaceRequest{MaxQueuedDrivers: ptr(model.MaxQuotaCount + 1)}, "the queued drivers bound must be at most 16777216"},
+		{"etl", api.NamespaceRequest{Resources: model.ResourceAmounts{"gpu": model.MaxQuotaCount + 1}}, "resource gpu: amount 16777217 is not from 1 to 16777216"},
+		{"etl", api.NamespaceRequest{MemoryMB: ptr(int64(model.MaxQuotaMemoryMB) + 1)}, "the memory quota must be at most 1099511627776 MiB"},
 	} {
 		_, err := cl.ApplyNamespace(ctx, c2.name, c2.req)
 		refused(t, c, "apply "+c2.say, err, api.ErrInvalidRequest, c2.say, before)

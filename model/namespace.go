@@ -57,6 +57,15 @@ const (
 	// DefaultDriverShare is the driver share of a namespace applied
 	// without one: YARN's Fair Scheduler's maxAMShare.
 	DefaultDriverShare = 0.5
+	// MinWeight, MaxQuotaCount and MaxQuotaMemoryMB bound what a
+	// master takes in a new namespace's settings (CheckAskedNamespace):
+	// a weight below MinWeight rounds the namespace's share to nothing,
+	// and quotas past the others bound nothing any cluster holds. The
+	// tables do not check them, so entries committed before them
+	// apply as they did.
+	MinWeight        = 1e-3
+	MaxQuotaCount    = 1 << 24
+	MaxQuotaMemoryMB = 1 << 40
 	// MaxNamespaces bounds the namespaces of a cluster, and
 	// MaxTokenNamespaces those one token names, so that neither a
 	// table nor a token grows without bound.
@@ -134,7 +143,7 @@ func (n *Namespace) Priority(p *int) int {
 }
 
 // Validate checks n's settings on their own: its name (CheckNamespace),
-// positive quotas (CheckResourceAmounts for the resources), a positive
+// positive quotas (valid resource names, at most MaxQuotaCount of each), a positive
 // weight at most MaxWeight, a driver share in (0, 1] and a PriorityMax of
 // 0 to MaxPriority. The error is one line and wraps no sentinel.
 func (n *Namespace) Validate() error {
@@ -158,8 +167,31 @@ func (n *Namespace) Validate() error {
 	case n.PriorityMax < 0 || n.PriorityMax > MaxPriority:
 		return fmt.Errorf("the highest priority must be 0 to %d, got %d", MaxPriority, n.PriorityMax)
 	}
-	if err := CheckResourceAmounts(q.Resources); err != nil {
+	// A quota spans workers: it may name more of a resource than one
+	// worker offers (MaxResourceAddresses), up to MaxQuotaCount.
+	if err := checkAmounts(q.Resources, MaxQuotaCount); err != nil {
 		return fmt.Errorf("the resource quota: %v", err)
+	}
+	return nil
+}
+
+// CheckAskedNamespace checks the bounds a master puts on new settings
+// beside Validate's: a weight of at least MinWeight, counts (cores,
+// running and queued drivers) of at most MaxQuotaCount and
+// memory of at most MaxQuotaMemoryMB. The error is one line naming the
+// bound.
+func (n *Namespace) CheckAskedNamespace() error {
+	if n.Weight < MinWeight {
+		return fmt.Errorf("the weight must be at least %g, got %g", MinWeight, n.Weight)
+	}
+	counts := map[string]int{"the cores quota": n.Quota.Cores, "the running drivers bound": n.Quota.RunningDrivers, "the queued drivers bound": n.MaxQueuedDrivers}
+	for _, what := range slices.Sorted(maps.Keys(counts)) {
+		if counts[what] > MaxQuotaCount {
+			return fmt.Errorf("%s must be at most %d, got %d", what, MaxQuotaCount, counts[what])
+		}
+	}
+	if n.Quota.MemoryMB > MaxQuotaMemoryMB {
+		return fmt.Errorf("the memory quota must be at most %d MiB, got %d", int64(MaxQuotaMemoryMB), n.Quota.MemoryMB)
 	}
 	return nil
 }

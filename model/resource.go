@@ -105,6 +105,12 @@ func CheckResourceOffer(r Resources) error {
 // names, each with an amount from 1 to MaxResourceAddresses. The error is
 // one line and wraps no sentinel.
 func CheckResourceAmounts(r ResourceAmounts) error {
+	return checkAmounts(r, MaxResourceAddresses)
+}
+
+// checkAmounts checks at most MaxResourceNames valid names, each with an
+// amount from 1 to most.
+func checkAmounts(r ResourceAmounts, most int) error {
 	if len(r) > MaxResourceNames {
 		return fmt.Errorf("%d resource names, at most %d", len(r), MaxResourceNames)
 	}
@@ -112,8 +118,8 @@ func CheckResourceAmounts(r ResourceAmounts) error {
 		if err := CheckResourceName(name); err != nil {
 			return err
 		}
-		if n := r[name]; n < 1 || n > MaxResourceAddresses {
-			return fmt.Errorf("resource %s: amount %d is not from 1 to %d", name, n, MaxResourceAddresses)
+		if n := r[name]; n < 1 || n > most {
+			return fmt.Errorf("resource %s: amount %d is not from 1 to %d", name, n, most)
 		}
 	}
 	return nil
@@ -147,6 +153,18 @@ func ParseResourceOffer(r Resources, s string) error {
 // r, which must not have NAME yet. The result is checked as
 // CheckResourceAmounts checks it.
 func ParseResourceAmount(r ResourceAmounts, s string) error {
+	return parseAmount(r, s, MaxResourceAddresses)
+}
+
+// ParseResourceQuota parses one NAME=AMOUNT of a namespace's resource
+// quota into r, as ParseResourceAmount does, with an amount from 1 to
+// MaxQuotaCount: a quota spans workers.
+func ParseResourceQuota(r ResourceAmounts, s string) error {
+	return parseAmount(r, s, MaxQuotaCount)
+}
+
+// parseAmount parses NAME=AMOUNT into r, an amount from 1 to most.
+func parseAmount(r ResourceAmounts, s string, most int) error {
 	name, v, ok := strings.Cut(s, "=")
 	if !ok {
 		return fmt.Errorf("%q is not NAME=AMOUNT", s)
@@ -159,7 +177,7 @@ func ParseResourceAmount(r ResourceAmounts, s string) error {
 		return fmt.Errorf("resource %s: amount %q is not a whole number", name, v)
 	}
 	one := ResourceAmounts{name: n}
-	if err := CheckResourceAmounts(one); err != nil {
+	if err := checkAmounts(one, most); err != nil {
 		return err
 	}
 	r[name] = n

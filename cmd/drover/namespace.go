@@ -27,7 +27,7 @@ func (k *cli) namespaceApply(ctx context.Context, args []string) int {
 	cores := fs.Int("cores", 0, "cores the namespace's placed drivers and executors may hold together, at least 1 (default no quota)")
 	mem := sizeFlag{max: maxSize >> 20}
 	fs.Var(&mem, "memory", "memory they may hold together (512m, 64g; a bare number is MiB), at least 1m (default no quota)")
-	resources := fs.StringArray("resource", nil, fmt.Sprintf("NAME=N: addresses of custom resource NAME they may hold together, N from 1 to %d (repeatable; default no quota)", model.MaxResourceAddresses))
+	resources := fs.StringArray("resource", nil, fmt.Sprintf("NAME=N: addresses of custom resource NAME they may hold together, N from 1 to %d (repeatable; default no quota)", model.MaxQuotaCount))
 	running := fs.Int("max-running-drivers", 0, "drivers of the namespace placed at once, at least 1 (default no bound)")
 	queued := fs.Int("max-queued-drivers", 0, "drivers of the namespace waiting for a placement; a submission past it is refused (429), at least 1 (default no bound)")
 	weight := fs.Float64("weight", model.DefaultWeight, fmt.Sprintf("the namespace's weight in the fair share, above 0 and at most %g", float64(model.MaxWeight)))
@@ -84,13 +84,13 @@ func namespaceRequest(fs *pflag.FlagSet, cores int, memMB int64, resources []str
 		if req.Resources == nil {
 			req.Resources = model.ResourceAmounts{}
 		}
-		if err := model.ParseResourceAmount(req.Resources, r); err != nil {
+		if err := model.ParseResourceQuota(req.Resources, r); err != nil {
 			return req, fmt.Errorf("--resource: %v", err)
 		}
 	}
 	switch {
-	case math.IsNaN(weight) || weight <= 0 || weight > model.MaxWeight:
-		return req, fmt.Errorf("--weight %g must be above 0 and at most %g", weight, float64(model.MaxWeight))
+	case math.IsNaN(weight) || weight < model.MinWeight || weight > model.MaxWeight:
+		return req, fmt.Errorf("--weight %g must be at least %g and at most %g", weight, model.MinWeight, float64(model.MaxWeight))
 	case math.IsNaN(share) || share <= 0 || share > 1:
 		return req, fmt.Errorf("--driver-share %g must be above 0 and at most 1", share)
 	case prio < 0 || prio > model.MaxPriority:

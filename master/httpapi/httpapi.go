@@ -104,7 +104,7 @@ func Register(mux *http.ServeMux, cfg Config) {
 		if !ok {
 			return
 		}
-		if err := h.Chain.Allow(c, auth.Read); err != nil {
+		if err := h.Chain.Allow(c, auth.ClusterRead); err != nil {
 			h.writeError(w, err)
 			return
 		}

@@ -142,6 +142,9 @@ func newNamespace(name string, req api.NamespaceRequest) (*model.Namespace, erro
 	if err := n.Validate(); err != nil {
 		return nil, invalidRequest(err)
 	}
+	if err := n.CheckAskedNamespace(); err != nil {
+		return nil, invalidRequest(err)
+	}
 	return n, nil
 }
 

@@ -70,6 +70,11 @@ const (
 	// whether it is held). Read does not: an uploaded program may carry
 	// secrets a status page must not show.
 	BlobRead
+	// ClusterRead is reading what spans every namespace: the masters'
+	// /metrics, whose series name each namespace's quota, use and
+	// shares. Whoever has Read has it, but a NamespaceToken, which reads
+	// its own namespaces only.
+	ClusterRead
 )
 
 // String names the access as the docs and errors do.
@@ -89,6 +94,8 @@ func (a Access) String() string {
 		return "worker"
 	case BlobRead:
 		return "upload read"
+	case ClusterRead:
+		return "cluster read"
 	}
 	return "access(" + strconv.Itoa(int(a)) + ")"
 }
@@ -480,6 +487,12 @@ func (g *Guard) Allows(id Identity, a Access) bool {
 	}
 	if a == BlobRead {
 		return g.Allows(id, Node) || g.Allows(id, Submit)
+	}
+	if a == ClusterRead {
+		if id.Token == NamespaceToken {
+			return false
+		}
+		a = Read
 	}
 	if id.Cookie && a != Read && a != AppRead {
 		// A browser attaches the cookie to every request to this host,

@@ -194,3 +194,21 @@ func TestInNamespace(t *testing.T) {
 		}
 	}
 }
+
+// ClusterRead (/metrics, whose series name every namespace) is Read for
+// every caller but a namespace token, of either policy, which reads its
+// own namespaces only.
+func TestClusterReadRefusesNamespaceTokens(t *testing.T) {
+	now := time.UnixMilli(1_800_000_000_000)
+	g := nsGuard(t, auth.Config{OperatorToken: opTok, SubmitToken: subTok}, newACLTable(now), now)
+	for _, tc := range []struct {
+		secret string
+		want   int
+	}{{opTok, pass}, {subTok, pass}, {nsReadTok, denied}, {nsSubmitTok, denied}} {
+		ans := serve(g, auth.ClusterRead, cred{header: "Bearer " + tc.secret}.request())
+		checkAnswer(t, ans, tc.want, opTok, subTok, nsReadTok, nsSubmitTok)
+	}
+	if got := auth.ClusterRead.String(); got != "cluster read" {
+		t.Fatalf("ClusterRead reads %q", got)
+	}
+}
