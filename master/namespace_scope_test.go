@@ -178,6 +178,18 @@ func TestNamespaceTokenScope(t *testing.T) {
 		}
 	}
 
+	// /metrics names every namespace: a namespace token may not read it,
+	// the submit token may.
+	for _, tok := range []string{etlRead, etlSubmit} {
+		code, body := call(t, m, http.MethodGet, "/metrics", tok, nil)
+		if code != http.StatusForbidden || !strings.Contains(body, "cluster read access denied") {
+			t.Fatalf("/metrics with a token of etl: %d %s, want 403 cluster read access denied", code, body)
+		}
+	}
+	if code, body := call(t, m, http.MethodGet, "/metrics", scopeSubmit, nil); code != http.StatusOK {
+		t.Fatalf("/metrics with the submit token: %d %.200s", code, body)
+	}
+
 	// The web UI, with the token in its cookie: the overview and the
 	// drivers' page show the token's rows, a driver of ml is refused.
 	for _, path := range []string{"/", "/ui/drivers"} {
