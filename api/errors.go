@@ -39,6 +39,9 @@ const (
 	// ACL token of that accessor (404).
 	CodeUnknownNamespace Code = "unknown_namespace"
 	CodeUnknownToken     Code = "unknown_token"
+	// CodeTokenInUse: the submission's or registration's token names a
+	// driver or app of another namespace; nothing was done (409).
+	CodeTokenInUse Code = "token_in_use"
 	// CodeNamespaceInUse: the namespace holds drivers or apps that have
 	// not ended, so it cannot be deleted (409).
 	CodeNamespaceInUse Code = "namespace_in_use"
@@ -142,6 +145,7 @@ var codes = []struct {
 	{CodeUnknownNamespace, model.ErrUnknownNamespace, http.StatusNotFound},
 	{CodeUnknownToken, model.ErrUnknownToken, http.StatusNotFound},
 	{CodeNamespaceInUse, model.ErrNamespaceInUse, http.StatusConflict},
+	{CodeTokenInUse, model.ErrTokenInUse, http.StatusConflict},
 	{CodeQueueFull, model.ErrQueueFull, http.StatusTooManyRequests},
 	{CodeDriverEnded, model.ErrDriverEnded, http.StatusConflict},
 	{CodeAppEnded, model.ErrAppEnded, http.StatusConflict},
@@ -167,7 +171,7 @@ var codes = []struct {
 }
 
 // apiCodes is where the API's own sentinels start in codes.
-const apiCodes = 15
+const apiCodes = 16
 
 // CodeOf returns the code of err and its HTTP status: the code of the first
 // sentinel err wraps, CodeInternal (500) for an error that wraps none.

@@ -41,6 +41,9 @@ func (f *FSM) applyRegisterWorker(c *model.RegisterWorker) error {
 
 func (f *FSM) applySubmitDriver(c *model.SubmitDriver) (SubmitResult, error) {
 	if id, ok := f.t.Tokens[c.Token]; ok && c.Token != "" {
+		if d := f.t.Drivers[id]; d != nil && model.NamespaceOf(d.Namespace) != model.NamespaceOf(c.Namespace) {
+			return SubmitResult{}, fmt.Errorf("%w: the submission's token names a driver of namespace %s", model.ErrTokenInUse, model.NamespaceOf(d.Namespace))
+		}
 		return SubmitResult{DriverID: id, Existing: true}, nil
 	}
 	seq, err := idSeq(ids.Driver, c.ID)

@@ -14,8 +14,20 @@ import (
 // the leader's; Apply only checks it), ExecutorStateChanged, and
 // removeApplication.
 
+// appNamespace is the namespace of the app c registers: its driver's,
+// whatever the entry says, or the entry's for an app without one.
+func (f *FSM) appNamespace(c *model.RegisterApp) string {
+	if d, ok := f.t.Drivers[c.DriverID]; ok && c.DriverID != "" {
+		return d.Namespace
+	}
+	return c.Namespace
+}
+
 func (f *FSM) applyRegisterApp(c *model.RegisterApp) (RegisterAppResult, error) {
 	if id, ok := f.t.AppTokens[c.Token]; ok && c.Token != "" {
+		if a := f.t.Apps[id]; a != nil && model.NamespaceOf(a.Namespace) != model.NamespaceOf(f.appNamespace(c)) {
+			return RegisterAppResult{}, fmt.Errorf("%w: the registration's token names an app of namespace %s", model.ErrTokenInUse, model.NamespaceOf(a.Namespace))
+		}
 		return RegisterAppResult{AppID: id, Existing: true}, nil
 	}
 	seq, err := idSeq(ids.App, c.ID)
@@ -28,13 +40,9 @@ func (f *FSM) applyRegisterApp(c *model.RegisterApp) (RegisterAppResult, error) 
 	if _, ok := f.t.Apps[c.ID]; ok {
 		return RegisterAppResult{}, fmt.Errorf("%w: app %s", model.ErrDuplicateID, c.ID)
 	}
-	ns := c.Namespace
+	ns := f.appNamespace(c)
 	if c.DriverID != "" {
 		d, ok := f.t.Drivers[c.DriverID]
-		if ok {
-			// An app is its driver's, whatever the entry says.
-			ns = d.Namespace
-		}
 		switch {
 		case !ok:
 			return RegisterAppResult{}, fmt.Errorf("%w: %s", model.ErrUnknownDriver, c.DriverID)

@@ -331,3 +331,43 @@ func TestMaxQueuedDriversCountsTheEntry(t *testing.T) {
 		t.Fatalf("namespaces in use %v, want etl alone", got)
 	}
 }
+
+// A submission or registration token names rows of one namespace: a
+// reuse from another namespace is refused and changes nothing, a retry
+// from the same one yields the row.
+func TestTokensAreTheirNamespaces(t *testing.T) {
+	f := New()
+	i := uint64(0)
+	apply := func(c model.Command) any {
+		data, err := Encode(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		i++
+		return f.ApplyCommand(i, data)
+	}
+	apply(&model.ApplyNamespace{Namespace: model.Namespace{Name: "etl", Weight: 1, DriverShare: 1, PriorityMax: 100}, Time: 1})
+	sub := func(id, ns string) any {
+		return apply(&model.SubmitDriver{ID: id, Token: "key", DriverSpec: model.DriverSpec{Argv: []string{"a"}, Cores: 1, MemoryMB: 1, Namespace: ns}, Time: 2})
+	}
+	if r, ok := sub(driverID(0), "etl").(SubmitResult); !ok || r.Existing {
+		t.Fatalf("first submission: %+v", r)
+	}
+	hash := hashOf(t, f)
+	if err, _ := sub(driverID(1), "").(error); !errors.Is(err, model.ErrTokenInUse) || hashOf(t, f) != hash {
+		t.Fatalf("default reusing etl's key: %v, want ErrTokenInUse and nothing changed", err)
+	}
+	if r, ok := sub(driverID(2), "etl").(SubmitResult); !ok || !r.Existing || r.DriverID != driverID(0) {
+		t.Fatalf("etl's retry: %+v, want driver 0", r)
+	}
+	reg := func(id, ns string) any {
+		return apply(&model.RegisterApp{ID: id, Token: "akey", CoresPerExecutor: 1, MemoryPerExecutorMB: 1, ExecutorLimit: -1, Argv: []string{"e"}, Namespace: ns, Time: 3})
+	}
+	if _, ok := reg("app-20261129120000-0000", "etl").(RegisterAppResult); !ok {
+		t.Fatal("first registration refused")
+	}
+	hash = hashOf(t, f)
+	if err, _ := reg("app-20261129120000-0001", "").(error); !errors.Is(err, model.ErrTokenInUse) || hashOf(t, f) != hash {
+		t.Fatalf("default reusing etl's app key: %v, want ErrTokenInUse and nothing changed", err)
+	}
+}

@@ -277,6 +277,21 @@ func TestNamespaceTokenSubmissions(t *testing.T) {
 			t.Fatalf("%s in namespace %q, want %q", id, d.Namespace, want)
 		}
 	}
+	// A retry key is its namespace's: ml's token reusing the key of
+	// etl's driver learns nothing of it and makes nothing; etl's own
+	// retry yields its driver.
+	d3 := submitAs(t, m, etlSubmit, "etl-key", "etl")
+	n := len(m.fsm.State().Drivers())
+	code, body = call(t, m, http.MethodPost, api.PathDrivers, etlAndML, req("etl-key-token", "ml"))
+	if code != http.StatusConflict || !strings.Contains(body, string(api.CodeTokenInUse)) || strings.Contains(body, d3) {
+		t.Fatalf("ml reusing etl's key: %d %s, want 409 token_in_use without the driver", code, body)
+	}
+	if got := len(m.fsm.State().Drivers()); got != n {
+		t.Fatalf("the refused retry made %d drivers", got-n)
+	}
+	if again := submitAs(t, m, etlSubmit, "etl-key", "etl"); again != d3 {
+		t.Fatalf("etl's retry yields %s, want %s", again, d3)
+	}
 }
 
 // A namespace token's event stream ends once its token is revoked: the

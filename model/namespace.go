@@ -33,6 +33,11 @@ var (
 	ErrQueueFull = errors.New("namespace queue full")
 	// ErrUnknownToken: no ACL token of that accessor.
 	ErrUnknownToken = errors.New("unknown token")
+	// ErrTokenInUse: a submission or app registration token already
+	// names a driver or app of another namespace. A retry key is the
+	// submitter's within its namespace: one namespace's key never
+	// yields, or blocks, another namespace's row.
+	ErrTokenInUse = errors.New("token in use by another namespace")
 )
 
 // DefaultNamespace is the namespace of work that names none, and of

@@ -109,6 +109,7 @@ func (s *Applications) RegisterApp(_ context.Context, c auth.Caller, req api.Reg
 		if d, err = s.scopedDriver(c, req.DriverID); err != nil {
 			return api.RegisterAppResponse{}, err
 		}
+		ns = d.Namespace
 	} else if ns, err = scopedNamespace(c, req.Namespace); err != nil {
 		return api.RegisterAppResponse{}, err
 	}
@@ -144,8 +145,17 @@ func (s *Applications) RegisterApp(_ context.Context, c auth.Caller, req api.Reg
 	if err := s.checkProgramSize("executor program", cmd.ProgramSize()); err != nil {
 		return api.RegisterAppResponse{}, err
 	}
-	v, err, _ := s.submits.Do("app\x00"+req.Token, func() (any, error) {
+	// Keyed by namespace too: copies of one registration share one
+	// entry, and a registration of another namespace reusing the token
+	// is refused rather than handed this one's app.
+	v, err, _ := s.submits.Do("app\x00"+model.NamespaceOf(cmd.Namespace)+"\x00"+req.Token, func() (any, error) {
 		if id, ok := s.FSM.State().AppByToken(req.Token); ok {
+			a, _, _ := s.FSM.State().App(id)
+			if a != nil {
+				if err := sameNamespace("registration", a.Namespace, cmd.Namespace); err != nil {
+					return nil, err
+				}
+			}
 			return fsm.RegisterAppResult{AppID: id, Existing: true}, nil
 		}
 		done, err := s.admitApp(req.Token)

@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/drover-project/drover/api"
 	"github.com/drover-project/drover/fsm"
 	"github.com/drover-project/drover/master/leader"
 	"github.com/drover-project/drover/model"
@@ -85,8 +86,9 @@ func (w *submitWait) deliver(i int, o fsm.SubmitOutcome) {
 // wrapping api.ErrUnavailable when Raft did not commit its entry (the
 // outcome is then unknown, and a client retries with the same token). A
 // submission whose token the tables know already yields that driver,
-// Existing, without an entry; one whose token is queued or committing
-// shares that submission's outcome (the copies of one submission a client
+// Existing, without an entry, and one whose token names a driver of
+// another namespace, queued or applied, is refused (sameNamespace); one
+// whose token is queued or committing shares that submission's outcome (the copies of one submission a client
 // sent to every master), Existing when the token came earlier in cmds.
 // One that would take the drivers not ended, or its namespace's waiting
 // drivers, past a bound is refused (Core.admitDriver, Core.admitQueued).
@@ -103,10 +105,19 @@ func (s *Core) submitAll(t *leader.Term, cmds []*model.SubmitDriver) []fsm.Submi
 	q.mu.Lock()
 	for i, cmd := range cmds {
 		if qs, ok := q.byToken[cmd.Token]; ok {
+			if err := sameNamespace("submission", qs.cmd.Namespace, cmd.Namespace); err != nil {
+				w.deliver(i, fsm.SubmitOutcome{Err: err})
+				continue
+			}
 			qs.waiters = append(qs.waiters, submitWaiter{w, i})
 			continue
 		}
 		if id, ok := s.FSM.State().DriverByToken(cmd.Token); ok {
+			d, _ := s.FSM.State().Driver(id)
+			if err := sameNamespace("submission", d.Namespace, cmd.Namespace); err != nil {
+				w.deliver(i, fsm.SubmitOutcome{Err: err})
+				continue
+			}
 			w.deliver(i, fsm.SubmitOutcome{SubmitResult: fsm.SubmitResult{DriverID: id, Existing: true}})
 			continue
 		}
@@ -207,4 +218,15 @@ func (s *Core) commitGroup(group []*queuedSubmit) {
 			w.w.deliver(w.i, o)
 		}
 	}
+}
+
+// sameNamespace refuses, with model.ErrTokenInUse, a submission or app
+// registration (what) into namespace asked whose token already names a
+// row of namespace has: a retry key yields only its own namespace's row,
+// so that no namespace learns, or takes, another's.
+func sameNamespace(what, has, asked string) error {
+	if model.NamespaceOf(has) == model.NamespaceOf(asked) {
+		return nil
+	}
+	return api.Errorf(model.ErrTokenInUse, "the %s's token names a row of another namespace: nothing done; use a token of your own", what)
 }
