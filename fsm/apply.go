@@ -78,6 +78,7 @@ func (f *FSM) applySubmitDriver(c *model.SubmitDriver) (SubmitResult, error) {
 			User:            f.intern.str(c.User),
 			Namespace:       f.intern.str(c.Namespace),
 			Priority:        c.Priority,
+			AppCores:        c.AppCores,
 		},
 		State:       model.DriverSubmitted,
 		Attempt:     1,

@@ -17,7 +17,11 @@ import (
 // the cores, memory (MiB) and custom resources of its placed drivers and
 // live executors together, of its drivers alone, how many of its drivers
 // are placed (RunningDrivers) and wait in waitingDrivers (Queued), and its
-// drivers and apps that have not ended.
+// drivers and apps that have not ended. AppCoresAsked is what the apps of
+// its placed drivers may still be granted by their drivers' AppCores: for
+// each placed driver that gave them, its AppCores less the cores the
+// live executors of its apps hold, at most its AppCores (an app
+// registered with a larger cap takes nothing off the others' asks).
 type NamespaceUse struct {
 	Cores          int                   `json:"cores"`
 	MemoryMB       int64                 `json:"memory_mb"`
@@ -29,6 +33,7 @@ type NamespaceUse struct {
 	Queued         int                   `json:"queued"`
 	LiveDrivers    int                   `json:"live_drivers"`
 	LiveApps       int                   `json:"live_apps"`
+	AppCoresAsked  int                   `json:"app_cores_asked,omitempty"`
 }
 
 // add adds u's counts, times sign (1 or -1), to n.
@@ -42,6 +47,7 @@ func (n *NamespaceUse) add(u *NamespaceUse, sign int) {
 	n.Queued += sign * u.Queued
 	n.LiveDrivers += sign * u.LiveDrivers
 	n.LiveApps += sign * u.LiveApps
+	n.AppCoresAsked += sign * u.AppCoresAsked
 	for k, v := range u.Resources {
 		if n.Resources == nil {
 			n.Resources = model.ResourceAmounts{}
@@ -54,7 +60,7 @@ func (n *NamespaceUse) add(u *NamespaceUse, sign int) {
 
 func (n *NamespaceUse) zero() bool {
 	return n.Cores == 0 && n.MemoryMB == 0 && len(n.Resources) == 0 && n.DriverCores == 0 && n.DriverMemoryMB == 0 &&
-		n.RunningDrivers == 0 && n.Executors == 0 && n.Queued == 0 && n.LiveDrivers == 0 && n.LiveApps == 0
+		n.RunningDrivers == 0 && n.Executors == 0 && n.Queued == 0 && n.LiveDrivers == 0 && n.LiveApps == 0 && n.AppCoresAsked == 0
 }
 
 // Fits reports whether holding more on top of n stays within q, and if
@@ -132,6 +138,7 @@ func driverCharge(d *model.Driver) *nsCharge {
 		return c
 	}
 	c.u.Cores, c.u.MemoryMB, c.u.DriverCores, c.u.DriverMemoryMB, c.u.RunningDrivers = d.Cores, d.MemoryMB, d.Cores, d.MemoryMB, 1
+	c.u.AppCoresAsked = d.AppCores
 	if len(d.Resources) > 0 {
 		c.u.Resources = maps.Clone(d.Resources)
 	}
@@ -150,12 +157,20 @@ func executorCharge(e *model.Executor, ns string) *nsCharge {
 	return c
 }
 
-// appCharge is what app a adds, nil once it has ended.
-func appCharge(a *model.App) *nsCharge {
+// appCharge is what app a adds, nil once it has ended; d is the driver
+// that registered it, if any. Its executors' cores, up to d's AppCores,
+// come off the ask d's charge made: a live app's driver attempt is
+// placed (its end ends the app in the same entry), and AppCores never
+// changes, so the two charges cannot disagree.
+func appCharge(a *model.App, d *model.Driver) *nsCharge {
 	if a == nil || a.State.Terminal() {
 		return nil
 	}
-	return &nsCharge{ns: model.NamespaceOf(a.Namespace), u: NamespaceUse{LiveApps: 1}}
+	c := &nsCharge{ns: model.NamespaceOf(a.Namespace), u: NamespaceUse{LiveApps: 1}}
+	if d != nil && a.DriverID == d.ID {
+		c.u.AppCoresAsked = -min(a.CoresGranted, d.AppCores)
+	}
+	return c
 }
 
 // charge brings the use up to date with row k as the tables hold it now.
@@ -164,7 +179,12 @@ func (t *tables) charge(k rowKey) {
 	case model.EventDriver:
 		t.use.set(k, driverCharge(t.Drivers[k.id]))
 	case model.EventApp:
-		t.use.set(k, appCharge(t.Apps[k.id]))
+		a := t.Apps[k.id]
+		var d *model.Driver
+		if a != nil && a.DriverID != "" {
+			d = t.Drivers[a.DriverID]
+		}
+		t.use.set(k, appCharge(a, d))
 	case model.EventExecutor:
 		e := t.Executors[k.id]
 		ns := ""

@@ -33,7 +33,7 @@ func recountUse(f *FSM) map[string]NamespaceUse {
 		add(driverCharge(d))
 	}
 	for _, a := range f.t.Apps {
-		add(appCharge(a))
+		add(appCharge(a, f.t.Drivers[a.DriverID]))
 	}
 	for _, e := range f.t.Executors {
 		ns := ""

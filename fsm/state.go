@@ -79,7 +79,9 @@ func (s *State) WaitingDrivers() []*model.Driver {
 //
 // Namespace is the driver's namespace (DefaultNamespace for none) and
 // Priority its priority, the namespace's default (Namespace.Priority)
-// where it asked for none; 0 for a namespace since deleted.
+// where it asked for none; 0 for a namespace since deleted. AppCores is
+// the driver's DriverSpec.AppCores: what its app will ask for, 0 when
+// unknown.
 type Demand struct {
 	DriverID  string
 	Attempt   int
@@ -89,6 +91,7 @@ type Demand struct {
 	Avoid     string
 	Namespace string
 	Priority  int
+	AppCores  int
 }
 
 // WaitingDemands returns the demands of the drivers in waitingDrivers, in
@@ -101,7 +104,7 @@ func (s *State) WaitingDemands() []Demand {
 	for i, id := range s.t.WaitingDrivers {
 		d := s.t.Drivers[id]
 		out[i] = Demand{DriverID: id, Attempt: d.Attempt, Cores: d.Cores, MemoryMB: d.MemoryMB, Resources: maps.Clone(d.Resources),
-			Namespace: model.NamespaceOf(d.Namespace)}
+			Namespace: model.NamespaceOf(d.Namespace), AppCores: d.AppCores}
 		n, ok := nss[d.Namespace]
 		if !ok {
 			n = s.t.namespace(d.Namespace)

@@ -80,14 +80,27 @@ type DriverSpec struct {
 	// (Namespace.Priority).
 	Namespace string `json:"namespace,omitempty"`
 	Priority  *int   `json:"priority,omitempty"`
+	// AppCores is the most cores the executors of the driver's
+	// application will hold together (Spark's spark.cores.max, or
+	// spark.executor.instances times spark.executor.cores), 0 to
+	// MaxAppCores; 0 (absent, as in entries written before it) when
+	// unknown. A namespace's driver share counts it from the driver's
+	// placement on, less what the app's live executors hold, so that a
+	// driver is not started while its executors could never run.
+	AppCores int `json:"app_cores,omitempty"`
 }
+
+// MaxAppCores bounds DriverSpec.AppCores: 2^20 cores, sixteen workers of
+// MaxCores each, more than a namespace's quota can usefully name.
+const MaxAppCores = 1 << 20
 
 // Validate checks the spec on its own, as it is in a command: the program
 // (a non-empty argv, valid environment names not set by Drover, positive
 // cores and memory), normalized artifacts (ValidateArtifacts' checks),
 // the resource amounts (CheckResourceAmounts), the restart bounds
 // (CheckSupervision), the user's form (CheckUser), and the namespace's
-// name and the priority's range (CheckNamespace, CheckPriority). It is
+// name and the priority's range (CheckNamespace, CheckPriority), and app
+// cores of 0 to MaxAppCores (absent in older entries, so 0). It is
 // deterministic, reading nothing but s. The error is one line and wraps
 // no sentinel: a master refusing a request wraps it in its own
 // (api.ErrInvalidRequest), the tables in ErrInvalidCommand. The bounds a
@@ -115,6 +128,9 @@ func (s *DriverSpec) Validate() error {
 		if err := CheckPriority(*s.Priority); err != nil {
 			return err
 		}
+	}
+	if s.AppCores < 0 || s.AppCores > MaxAppCores {
+		return fmt.Errorf("app cores must be 0 (unknown) to %d, got %d", MaxAppCores, s.AppCores)
 	}
 	return CheckUser(s.User)
 }
