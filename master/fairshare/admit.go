@@ -15,6 +15,11 @@ const (
 	// ByDriverShare: its drivers hold their DriverShare of its quota or
 	// fair share.
 	ByDriverShare = "driver share"
+	// ByAppCores: a driver share's other side, the room its drivers'
+	// apps need: what the namespace holds and its placed drivers' apps
+	// still ask (fsm.NamespaceUse.AppCoresAsked), with the new driver
+	// and its app, would pass its cores bound (AppCoresBound).
+	ByAppCores = "app cores"
 )
 
 // Refusal names the first bound that keeps a namespace from placing one
@@ -47,7 +52,16 @@ func NeedsFair(n *model.Namespace) bool {
 // one, as YARN's Capacity Scheduler activates a queue's first
 // application whatever its AM limit: a share smaller than one driver must
 // not starve the namespace.
-func Admits(n *model.Namespace, u *fsm.NamespaceUse, fair float64, c Vector, cores int, memoryMB int64, res model.ResourceAmounts, driver bool) (Refusal, bool) {
+//
+// A driver whose app will ask for appCores cores (its
+// DriverSpec.AppCores; 0 when unknown) is held, under the same driver
+// share, to room for them too: what the namespace's work holds, what
+// its placed drivers' apps still ask, the driver's cores and appCores
+// together must stay within AppCoresBound, so that a driver is not
+// started while its executors could never run (SPARK-27750; YARN's
+// maxAMShare guards the same by a fraction). Its Used is then the held
+// and asked cores, Limit the bound.
+func Admits(n *model.Namespace, u *fsm.NamespaceUse, fair float64, c Vector, cores int, memoryMB int64, res model.ResourceAmounts, appCores int, driver bool) (Refusal, bool) {
 	drivers := 0
 	if driver {
 		drivers = 1
@@ -65,7 +79,30 @@ func Admits(n *model.Namespace, u *fsm.NamespaceUse, fair float64, c Vector, cor
 	case u.DriverMemoryMB+memoryMB > memLimit:
 		return Refusal{Kind: ByDriverShare, Bound: "memory", Used: u.DriverMemoryMB, Limit: memLimit}, false
 	}
+	if appCores > 0 {
+		// An app registered with a larger cap than its driver's
+		// AppCores may take an ask below 0 in a restart's overlap.
+		held := int64(u.Cores) + int64(max(u.AppCoresAsked, 0))
+		if limit := AppCoresBound(n, fair, c); held+int64(cores)+int64(appCores) > limit {
+			return Refusal{Kind: ByAppCores, Bound: "cores", Used: held, Limit: limit}, false
+		}
+	}
 	return Refusal{}, true
+}
+
+// AppCoresBound returns the cores namespace n's work and its drivers'
+// apps' asks may hold together (Admits): its quota's cores where it
+// bounds them, else, where the quota bounds neither cores nor memory,
+// fair (a Share.Fair) of the cluster's cores c.Cores, rounded down;
+// math.MaxInt64 where unbounded (a quota of memory alone).
+func AppCoresBound(n *model.Namespace, fair float64, c Vector) int64 {
+	switch {
+	case n.Quota.Cores > 0:
+		return int64(n.Quota.Cores)
+	case NeedsFair(n):
+		return int64(math.Floor(fair*float64(c.Cores) + 1e-9))
+	}
+	return math.MaxInt64
 }
 
 // DriverLimits returns the cores and memory (MiB) namespace n's drivers

@@ -185,7 +185,13 @@ func waterFill(ss []Share) []Share {
 // that wait in waitingDrivers, by namespace. Executors an app still
 // wants count as waiting work too: each app's executors up to its core
 // cap or executor limit, at most wantCap executors an app so that an app
-// with no cap does not ask for the whole cluster in the division.
+// with no cap does not ask for the whole cluster in the division. So do
+// the cores drivers say their apps will ask for (DriverSpec.AppCores): a
+// waiting driver's, and of a namespace's placed drivers' asks
+// (fsm.NamespaceUse.AppCoresAsked) what its registered apps' wanted
+// cores do not already cover; so a namespace whose drivers' apps will
+// need cores gets a fair share with room for them, which Admits holds
+// its drivers to.
 func Inputs(st *fsm.State) (Vector, []Namespace) {
 	c := Capacity(st.Workers())
 	uses := st.NamespaceUses()
@@ -197,9 +203,12 @@ func Inputs(st *fsm.State) (Vector, []Namespace) {
 	}
 	for _, d := range st.WaitingDemands() {
 		if i, ok := idx[model.NamespaceOf(d.Namespace)]; ok {
-			out[i].Waiting.Add(d.Cores, d.MemoryMB, d.Resources)
+			out[i].Waiting.Add(d.Cores+d.AppCores, d.MemoryMB, d.Resources)
 		}
 	}
+	// appsWant is the cores the registered apps want, by namespace's
+	// index; the placed drivers' asks count beyond it.
+	appsWant := make([]int, len(out))
 	apps, execs := st.LiveApps()
 	for i, a := range apps {
 		j, ok := idx[model.NamespaceOf(a.Namespace)]
@@ -225,7 +234,11 @@ func Inputs(st *fsm.State) (Vector, []Namespace) {
 				res[k] = n * want
 			}
 			out[j].Waiting.Add(want*a.CoresPerExecutor, int64(want)*a.MemoryPerExecutorMB, res)
+			appsWant[j] += want * a.CoresPerExecutor
 		}
+	}
+	for i := range out {
+		out[i].Waiting.Cores += max(uses[out[i].Settings.Name].AppCoresAsked-appsWant[i], 0)
 	}
 	return c, out
 }

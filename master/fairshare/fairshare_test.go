@@ -1,6 +1,7 @@
 package fairshare
 
 import (
+	"fmt"
 	"math"
 	"testing"
 
@@ -100,5 +101,39 @@ func TestInputsFromTables(t *testing.T) {
 	}
 	if e := by["etl"]; e.Held.Cores != 0 || e.Waiting.Cores != 2 || e.Settings.Weight != 2 {
 		t.Fatalf("etl: %+v, want 2 cores waiting at weight 2", e)
+	}
+}
+
+// The cores drivers say their apps will ask for count as waiting work:
+// a waiting driver's, and a placed driver's beyond what its registered
+// app already wants, so its fair share has room for them.
+func TestInputsCountTheAppsAsks(t *testing.T) {
+	f := fsm.New()
+	i := uint64(0)
+	apply := func(c model.Command) {
+		t.Helper()
+		i++
+		data, err := fsm.Encode(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err, ok := f.ApplyCommand(i, data).(error); ok {
+			t.Fatalf("%T: %v", c, err)
+		}
+	}
+	apply(&model.RegisterWorker{ID: "w1", HTTPAddr: "h:1", Cores: 16, MemoryMB: 8192, Time: 1})
+	for n := range 3 {
+		apply(&model.SubmitDriver{ID: fmt.Sprintf("driver-20261129120000-%04d", n), DriverSpec: model.DriverSpec{Argv: []string{"a"}, Cores: 1, MemoryMB: 128, AppCores: 4}, Time: 3})
+	}
+	apply(&model.PlaceDrivers{Placements: []model.Placement{{DriverID: "driver-20261129120000-0000", Attempt: 1, WorkerID: "w1"},
+		{DriverID: "driver-20261129120000-0001", Attempt: 1, WorkerID: "w1"}}, Time: 5})
+	// The first driver's app wants 2 executors of 1 core so far.
+	apply(&model.RegisterApp{ID: "app-20261129120000-0000", DriverID: "driver-20261129120000-0000", DriverAttempt: 1, CoresPerExecutor: 1,
+		MemoryPerExecutorMB: 128, MaxCores: 4, ExecutorLimit: 2, Argv: []string{"e"}, Time: 6})
+	_, nss := Inputs(f.State())
+	// 1 + 4 of the waiting driver, and the placed drivers' 8 asked
+	// cores, of which the app's 2 wanted ones count once.
+	if d := nss[0]; d.Held.Cores != 2 || d.Waiting.Cores != 5+8 {
+		t.Fatalf("default: %+v, want 2 cores held and 13 waiting", d)
 	}
 }

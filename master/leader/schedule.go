@@ -109,7 +109,7 @@ func placementBytes(p model.Placement) int {
 // namespace, the highest priority first, then queue order. A driver
 // that fits on no worker, or that its namespace may not place
 // (fairshare.Admits: its quota, as Apply checks it, and its driver
-// share), waits; those behind it, of its namespace or another, may still
+// share, with the cores its app will ask for), waits; those behind it, of its namespace or another, may still
 // be placed. One namespace that bounds nothing (a cluster that never
 // named one) is placed in queue order, as before namespaces.
 //
@@ -148,7 +148,7 @@ func plan(waiting []fsm.Demand, workers []*model.Worker, ten *tenancy) []model.P
 			queue.advance()
 			continue
 		}
-		if _, ok := fairshare.Admits(ns.n, &ns.use, ten.fairOf(ns.n), capacity, d.Cores, d.MemoryMB, d.Resources, true); !ok {
+		if _, ok := fairshare.Admits(ns.n, &ns.use, ten.fairOf(ns.n), capacity, d.Cores, d.MemoryMB, d.Resources, d.AppCores, true); !ok {
 			queue.advance()
 			continue
 		}
@@ -164,7 +164,7 @@ func plan(waiting []fsm.Demand, workers []*model.Worker, ten *tenancy) []model.P
 		best.CoresUsed += d.Cores
 		best.MemoryUsedMB += d.MemoryMB
 		best.ResourcesUsed.Hold(held)
-		ns.book(d.Cores, d.MemoryMB, d.Resources, true, capacity)
+		ns.book(d.Cores, d.MemoryMB, d.Resources, d.AppCores, true, capacity)
 		running++
 		queue.advance()
 		p := model.Placement{DriverID: d.DriverID, Attempt: d.Attempt, WorkerID: best.ID, Resources: held}
@@ -305,7 +305,7 @@ func planExecutors(apps []*model.App, execs [][]*model.Executor, workers []*mode
 			placers[i] = p
 		}
 		a := apps[i]
-		if _, ok := fairshare.Admits(ns.n, &ns.use, 0, capacity, a.CoresPerExecutor, a.MemoryPerExecutorMB, a.ResourcesPerExecutor, false); !ok {
+		if _, ok := fairshare.Admits(ns.n, &ns.use, 0, capacity, a.CoresPerExecutor, a.MemoryPerExecutorMB, a.ResourcesPerExecutor, 0, false); !ok {
 			queue.advance()
 			continue
 		}
@@ -315,7 +315,7 @@ func planExecutors(apps []*model.App, execs [][]*model.Executor, workers []*mode
 			continue
 		}
 		out = append(out, e)
-		ns.book(a.CoresPerExecutor, a.MemoryPerExecutorMB, a.ResourcesPerExecutor, false, capacity)
+		ns.book(a.CoresPerExecutor, a.MemoryPerExecutorMB, a.ResourcesPerExecutor, 0, false, capacity)
 		heap.Fix(queue, 0)
 	}
 	return out

@@ -100,14 +100,16 @@ type share struct {
 }
 
 // book adds what one placement holds to the namespace's use, and
-// updates its key.
-func (s *share) book(cores int, memoryMB int64, res model.ResourceAmounts, driver bool, c fairshare.Vector) {
+// updates its key; a driver's app's ask (appCores) counts as the tables
+// will count it once the driver is placed.
+func (s *share) book(cores int, memoryMB int64, res model.ResourceAmounts, appCores int, driver bool, c fairshare.Vector) {
 	s.use.Cores += cores
 	s.use.MemoryMB += memoryMB
 	if driver {
 		s.use.DriverCores += cores
 		s.use.DriverMemoryMB += memoryMB
 		s.use.RunningDrivers++
+		s.use.AppCoresAsked += appCores
 	}
 	if len(res) > 0 {
 		// The use is the plan's copy, but its map is shared with the

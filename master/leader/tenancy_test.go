@@ -320,3 +320,61 @@ func BenchmarkPlan(b *testing.B) {
 		})
 	}
 }
+
+// A driver that says what its app will ask for (AppCores) is placed only
+// while its namespace has room, within its quota, for it and its app
+// beside what its work holds and its placed drivers' apps still ask: of a
+// 10-core quota at driver share 0.5, drivers of 1 core whose apps ask 4
+// run two at a time, the third waits though the drivers hold only 2 of
+// their 5 cores, and the two apps' executors get the other 8 cores.
+func TestPlanKeepsRoomForTheAppsDriversAskFor(t *testing.T) {
+	f := fsm.New()
+	i := uint64(0)
+	apply := func(c model.Command) {
+		t.Helper()
+		i++
+		data, err := fsm.Encode(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err, ok := f.ApplyCommand(i, data).(error); ok {
+			t.Fatal(err)
+		}
+	}
+	apply(&model.RegisterWorker{ID: "w1", HTTPAddr: "w1:1", Cores: 16, MemoryMB: 16384, Time: 1})
+	q := nspace("etl", 1, model.Quota{Cores: 10})
+	q.DriverShare = 0.5
+	apply(&model.ApplyNamespace{Namespace: *q, Time: 2})
+	for n := range 3 {
+		apply(&model.SubmitDriver{ID: fmt.Sprintf("driver-20261129120000-%04d", n),
+			DriverSpec: model.DriverSpec{Argv: []string{"x"}, Cores: 1, MemoryMB: 128, Namespace: "etl", AppCores: 4}, Time: 3})
+	}
+	st := f.State()
+	ps := plan(st.WaitingDemands(), st.Workers(), readTenancy(st, 0))
+	if len(ps) != 2 || ps[0].DriverID != "driver-20261129120000-0000" || ps[1].DriverID != "driver-20261129120000-0001" {
+		t.Fatalf("placements %+v, want the first two drivers: each with its app holds 5 of the 10 cores", ps)
+	}
+	apply(&model.PlaceDrivers{Placements: ps, Time: 4})
+	if u := st.NamespaceUse("etl"); u.Cores != 2 || u.AppCoresAsked != 8 {
+		t.Fatalf("use %+v, want 2 cores held and 8 asked", u)
+	}
+	if ps := plan(st.WaitingDemands(), st.Workers(), readTenancy(st, 0)); len(ps) != 0 {
+		t.Fatalf("placements %+v: the third driver's app would find no room", ps)
+	}
+	for n, p := range ps {
+		apply(&model.RegisterApp{ID: fmt.Sprintf("app-20261129120000-%04d", n), Token: fmt.Sprint(n), DriverID: p.DriverID, DriverAttempt: 1,
+			MaxCores: 4, CoresPerExecutor: 1, MemoryPerExecutorMB: 128, ExecutorLimit: -1, Argv: []string{"x"}, Time: 5})
+	}
+	apps, execs := st.LiveApps()
+	es := planExecutors(apps, execs, st.Workers(), true, 6, readTenancy(st, 0))
+	if len(es) != 8 {
+		t.Fatalf("%d executors placed, want the 8 cores the apps asked for", len(es))
+	}
+	apply(&model.PlaceExecutors{Placements: es, Time: 6})
+	if u := st.NamespaceUse("etl"); u.Cores != 10 || u.AppCoresAsked != 0 {
+		t.Fatalf("use %+v, want the quota's 10 cores held and nothing asked", u)
+	}
+	if ps := plan(st.WaitingDemands(), st.Workers(), readTenancy(st, 0)); len(ps) != 0 {
+		t.Fatalf("placements %+v past the quota", ps)
+	}
+}

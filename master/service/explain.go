@@ -191,7 +191,7 @@ func (tn *tenants) driverReason(d *model.Driver, workers string) string {
 	if fairshare.NeedsFair(n) {
 		fair = tn.shares()[name].Fair
 	}
-	if r, ok := fairshare.Admits(n, &u, fair, tn.capacity, d.Cores, d.MemoryMB, d.Resources, true); !ok {
+	if r, ok := fairshare.Admits(n, &u, fair, tn.capacity, d.Cores, d.MemoryMB, d.Resources, d.AppCores, true); !ok {
 		return refusalReason(name, r)
 	}
 	if tn.maxDrivers > 0 && tn.running >= tn.maxDrivers {
@@ -215,7 +215,7 @@ func (tn *tenants) appReason(a *model.App, workers string) string {
 	}
 	name := model.NamespaceOf(a.Namespace)
 	n, u := tn.namespace(name)
-	if r, ok := fairshare.Admits(n, &u, 0, tn.capacity, a.CoresPerExecutor, a.MemoryPerExecutorMB, a.ResourcesPerExecutor, false); !ok {
+	if r, ok := fairshare.Admits(n, &u, 0, tn.capacity, a.CoresPerExecutor, a.MemoryPerExecutorMB, a.ResourcesPerExecutor, 0, false); !ok {
 		return refusalReason(name, r)
 	}
 	if workers != waitReasonFree {
@@ -225,13 +225,18 @@ func (tn *tenants) appReason(a *model.App, workers string) string {
 }
 
 // refusalReason words a namespace's refusal: "namespace etl is at its
-// cores quota (8 of 8)", "driver share of etl reached (4 of 4 cores)".
+// cores quota (8 of 8)", "driver share of etl reached (4 of 4 cores)",
+// "driver share of etl reached: its work and its drivers' apps hold or
+// ask 8 of 8 cores".
 func refusalReason(name string, r fairshare.Refusal) string {
 	unit := ""
 	if r.Bound == "memory" {
 		unit = " MiB"
 	}
-	if r.Kind == fairshare.ByDriverShare {
+	switch r.Kind {
+	case fairshare.ByAppCores:
+		return fmt.Sprintf("driver share of %s reached: its work and its drivers' apps hold or ask %d of %d cores", name, r.Used, r.Limit)
+	case fairshare.ByDriverShare:
 		if unit == "" {
 			unit = " " + r.Bound
 		}

@@ -139,6 +139,19 @@ func TestExplainNamespaceReasons(t *testing.T) {
 			t.Fatalf("%q, want %q", got, want)
 		}
 	})
+	t.Run("driver share with the apps' asks", func(t *testing.T) {
+		var ds []model.Command
+		for n := range 3 {
+			d := submitTo(n, "etl", 1, nil)
+			d.AppCores = 4
+			ds = append(ds, d)
+		}
+		f := appliedAll(t, append([]model.Command{&model.RegisterWorker{ID: "w1", HTTPAddr: "h:1", Cores: 16, MemoryMB: 8192, Time: 1},
+			namespaceOf("etl", 1, 0.5, model.Quota{Cores: 10})}, append(ds, placeOn("w1", 0, 1))...)...)
+		if got, want := reasonOf(t, f, 0, 2), "driver share of etl reached: its work and its drivers' apps hold or ask 10 of 10 cores"; got != want {
+			t.Fatalf("%q, want %q", got, want)
+		}
+	})
 	t.Run("driver share of the fair share", func(t *testing.T) {
 		f := appliedAll(t, worker, namespaceOf("default", 1, 0.5, model.Quota{}),
 			submitTo(0, "", 2, nil), submitTo(1, "", 2, nil), submitTo(2, "", 1, nil), submitTo(3, "", 4, nil), placeOn("w1", 0, 1))
