@@ -319,6 +319,7 @@ func (k *cli) submit(ctx context.Context, args []string) int {
 	window := fs.Duration("restart-window", 0, "with --max-restarts: count only the failed runs of the last D (at least 1s); default every one")
 	reschedule := fs.Int("reschedule-after", 0, "with --supervise: after K failed runs in a row on one worker, run the next attempt on another worker when one has room; default never")
 	priority := fs.Int("priority", model.DefaultPriority, fmt.Sprintf("the driver's priority among its namespace's waiting drivers, 0 to %d, at most the namespace's --priority-max (default: %d, lowered to that cap)", model.MaxPriority, model.DefaultPriority))
+	appCores := fs.Int("app-cores", 0, fmt.Sprintf("the most cores the driver's application's executors will hold together (Spark's spark.cores.max), 0 to %d; its namespace's driver share keeps room for them before it places the driver (default 0: unknown)", model.MaxAppCores))
 	user := fs.String("user", "", "the user the program runs as, a name ([a-z_][a-z0-9_-]*, at most 32 bytes), never a uid; a worker runs it so only when its --allowed-users lists the name (default: each worker's --run-as)")
 	if code, ok := k.parse(fs, args); !ok {
 		return code
@@ -333,6 +334,10 @@ func (k *cli) submit(ctx context.Context, args []string) int {
 	}
 	if err := model.CheckPriority(*priority); err != nil {
 		fmt.Fprintf(k.stderr, "drover: --priority: %v\n", err)
+		return 1
+	}
+	if *appCores < 0 || *appCores > model.MaxAppCores {
+		fmt.Fprintf(k.stderr, "drover: --app-cores %d must be from 0 to %d\n", *appCores, model.MaxAppCores)
 		return 1
 	}
 	bounds, err := restartBounds(fs, *supervise, *maxRestarts, *window, *reschedule)
@@ -373,6 +378,7 @@ func (k *cli) submit(ctx context.Context, args []string) int {
 			RestartWindowMS: bounds.RestartWindowMS,
 			RescheduleAfter: bounds.RescheduleAfter,
 			User:            *user,
+			AppCores:        *appCores,
 		},
 	}
 	if len(amounts) > 0 {

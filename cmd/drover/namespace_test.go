@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -241,4 +242,37 @@ func TestTokenListShowsATokenLeftWithoutNamespaces(t *testing.T) {
 		}
 	}
 	t.Fatalf("token list lacks %s:\n%s", tok.Accessor, out)
+}
+
+// submit --app-cores records what the driver's app will ask for: at
+// model.MaxAppCores it is submitted with it, and --help shows the flag
+// with its default; -1 and one past the bound are one line naming the
+// flag, exit 1, before any request.
+func TestSubmitAppCores(t *testing.T) {
+	c := mastertest.Start(t, 1, nil)
+	cl := func(args ...string) (string, string, int) {
+		return drover(append([]string{"client", "--masters", c.Nodes[0].HTTP()}, args...)...)
+	}
+	if stdout, _, code := drover("client", "submit", "--help"); code != 0 || !strings.Contains(stdout, "--app-cores") || !strings.Contains(stdout, "(default 0: unknown)") {
+		t.Errorf("client submit --help: exit %d, no --app-cores with its default:\n%s", code, stdout)
+	}
+	for _, bad := range []string{"-1", strconv.Itoa(model.MaxAppCores + 1)} {
+		stdout, stderr, code := cl("submit", "--app-cores", bad, "--", "/bin/true")
+		if want := "--app-cores " + bad + " must be from 0 to 1048576"; code != 1 || stdout != "" || !strings.Contains(stderr, want) || strings.Count(stderr, "\n") != 1 {
+			t.Errorf("submit --app-cores %s: exit %d, stdout %q, stderr %q; want 1 and one line with %q", bad, code, stdout, stderr, want)
+		}
+	}
+	if stdout, _, _ := cl("list", "--json"); strings.Contains(stdout, "driver-") {
+		t.Fatalf("a refused submit made a driver: %s", stdout)
+	}
+	stdout, stderr, code := cl("submit", "--app-cores", strconv.Itoa(model.MaxAppCores), "--timeout", "1s", "--", "/bin/true")
+	id := strings.TrimSpace(stdout)
+	if code != exitNotRunning || !strings.HasPrefix(id, "driver-") {
+		t.Fatalf("submit --app-cores at the bound: exit %d, %q %q", code, stdout, stderr)
+	}
+	var d model.Driver
+	stdout, _, _ = cl("status", id, "--json")
+	if err := json.Unmarshal([]byte(stdout), &d); err != nil || d.AppCores != model.MaxAppCores {
+		t.Fatalf("status --json: %v\n%s", err, stdout)
+	}
 }

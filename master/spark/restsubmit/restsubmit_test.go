@@ -395,6 +395,42 @@ func TestCreateNamesNamespaceAndPriority(t *testing.T) {
 	}
 }
 
+// The driver's AppCores, what its app will ask for, come from
+// spark.cores.max, else spark.executor.instances times
+// spark.executor.cores, the smaller where all three are given, at
+// model.MaxAppCores too (TestCreateRefusals has them just past); a
+// submission that names neither asks for none known.
+func TestCreateTakesTheAppsCores(t *testing.T) {
+	maxApp := strconv.Itoa(model.MaxAppCores)
+	for _, tc := range []struct {
+		props map[string]string
+		want  int
+	}{
+		{nil, 0},
+		{map[string]string{"spark.cores.max": "8"}, 8},
+		{map[string]string{"spark.cores.max": maxApp}, model.MaxAppCores},
+		{map[string]string{"spark.executor.instances": "3", "spark.executor.cores": "2"}, 6},
+		{map[string]string{"spark.executor.instances": "1024", "spark.executor.cores": "1024"}, model.MaxAppCores},
+		{map[string]string{"spark.cores.max": "4", "spark.executor.instances": "3", "spark.executor.cores": "2"}, 4},
+		{map[string]string{"spark.cores.max": "10", "spark.executor.instances": "3", "spark.executor.cores": "2"}, 6},
+		{map[string]string{"spark.executor.cores": "2"}, 0},
+		{map[string]string{"spark.executor.instances": "3"}, 0},
+	} {
+		f := newFake()
+		extra := ""
+		for k, v := range tc.props {
+			extra += fmt.Sprintf("%q : %q,\n", k, v)
+		}
+		body := strings.Replace(sparkSubmitJSON, `"sparkProperties" : {`, `"sparkProperties" : {`+extra, 1)
+		if a := do(t, newTestHandler(t, f), http.MethodPost, "/v1/submissions/create", body); a.status != http.StatusOK {
+			t.Fatalf("create with %v: %d %s", tc.props, a.status, a.raw)
+		}
+		if got := f.submitted[0].AppCores; got != tc.want {
+			t.Errorf("properties %v: app cores %d, want %d", tc.props, got, tc.want)
+		}
+	}
+}
+
 // spark.driver.resource.{name}.amount asks for custom resources, an amount
 // of 0 for none, as in Spark; discoveryScript and vendor are passed on.
 func TestCreateAsksForDriverResources(t *testing.T) {
@@ -577,6 +613,15 @@ func TestCreateRefusals(t *testing.T) {
 		{"memory fractional", set(`"spark.driver.memory" : "2g"`, `"spark.driver.memory" : "1.5g"`)},
 		{"memory in bytes under 1 MiB", set(`"spark.driver.memory" : "2g"`, `"spark.driver.memory" : "4096"`)},
 		{"cores.max not numeric", prop("spark.cores.max", "two men")},
+		{"cores.max fractional", prop("spark.cores.max", "2.5")},
+		{"cores.max negative", prop("spark.cores.max", "-1")},
+		{"cores.max past the bound", prop("spark.cores.max", strconv.Itoa(model.MaxAppCores+1))},
+		{"executor instances not numeric", prop("spark.executor.instances", "a few")},
+		{"executor instances negative", prop("spark.executor.instances", "-1")},
+		{"executor instances past the bound", prop("spark.executor.instances", strconv.Itoa(model.MaxAppCores+1))},
+		{"executor cores zero", prop("spark.executor.cores", "0")},
+		{"executor cores fractional", prop("spark.executor.cores", "1.5")},
+		{"executor instances times cores past the bound", strings.Replace(prop("spark.executor.instances", "1025"), `"spark.jars"`, `"spark.executor.cores" : "1024", "spark.jars"`, 1)},
 		{"executor memory not a size", prop("spark.executor.memory", "plenty")},
 		{"appArgs not a list", set(`[ "hdfs://nn/in", "hdfs://nn/out" ]`, `"hdfs://nn/in"`)},
 		{"null appArg", set(`[ "hdfs://nn/in", "hdfs://nn/out" ]`, `[ null ]`)},

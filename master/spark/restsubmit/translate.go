@@ -77,13 +77,8 @@ func (h *Handler) translate(req CreateSubmissionRequest) (api.SubmitRequest, err
 		}
 		cores = n
 	}
-	// Checked as Spark checks them, though Drover has no use for them:
-	// a request Spark refuses is refused here too.
-	if v, ok := props["spark.cores.max"]; ok {
-		if f, err := strconv.ParseFloat(strings.TrimSpace(v), 64); err != nil || math.IsNaN(f) {
-			return out, fmt.Errorf("property spark.cores.max %q is not a number", v)
-		}
-	}
+	// Checked as Spark checks it, though Drover has no use for it: a
+	// request Spark refuses is refused here too.
 	if v, ok := props["spark.executor.memory"]; ok {
 		if _, err := MemoryMB(v); err != nil {
 			return out, fmt.Errorf("property spark.executor.memory: %v", err)
@@ -126,6 +121,10 @@ func (h *Handler) translate(req CreateSubmissionRequest) (api.SubmitRequest, err
 	if err != nil {
 		return out, err
 	}
+	appCores, err := appCores(props)
+	if err != nil {
+		return out, err
+	}
 	var env map[string]string
 	for k, v := range req.EnvironmentVariables {
 		if droppedEnv[k] {
@@ -153,9 +152,61 @@ func (h *Handler) translate(req CreateSubmissionRequest) (api.SubmitRequest, err
 			User:      props[UserProperty],
 			Namespace: namespace,
 			Priority:  priority,
+			AppCores:  appCores,
 		},
 	}
 	return out, nil
+}
+
+// appCores returns the most cores the app's executors will hold (the
+// driver's model.DriverSpec.AppCores), from Spark's spark.cores.max (the
+// app's cap), spark.executor.instances times spark.executor.cores (its
+// executors' count and size), or the smaller of the two when both are
+// given; 0, unknown, when neither is. Each property, and the product,
+// must be a whole number from 0 to model.MaxAppCores
+// (spark.executor.cores from 1), as
+// Spark's int configs must be whole; a non-number is refused as Spark's
+// CreateSubmissionRequest refuses a non-numeric spark.cores.max. The
+// error names the property.
+func appCores(props map[string]string) (int, error) {
+	whole := func(key string, least int) (int, bool, error) {
+		v, ok := props[key]
+		if !ok {
+			return 0, false, nil
+		}
+		if f, err := strconv.ParseFloat(strings.TrimSpace(v), 64); err != nil || math.IsNaN(f) {
+			return 0, false, fmt.Errorf("property %s %q is not a number", key, v)
+		}
+		n, err := strconv.Atoi(strings.TrimSpace(v))
+		if err != nil || n < least || n > model.MaxAppCores {
+			return 0, false, fmt.Errorf("property %s %q is not a whole number from %d to %d", key, v, least, model.MaxAppCores)
+		}
+		return n, true, nil
+	}
+	capped, hasCap, err := whole("spark.cores.max", 0)
+	if err != nil {
+		return 0, err
+	}
+	instances, hasInstances, err := whole("spark.executor.instances", 0)
+	if err != nil {
+		return 0, err
+	}
+	cores, hasCores, err := whole("spark.executor.cores", 1)
+	if err != nil {
+		return 0, err
+	}
+	if !hasInstances || !hasCores {
+		return capped, nil
+	}
+	// Both are at most 2^20, so the product fits an int64.
+	all := int64(instances) * int64(cores)
+	if all > model.MaxAppCores {
+		return 0, fmt.Errorf("spark.executor.instances %d times spark.executor.cores %d exceeds %d cores", instances, cores, model.MaxAppCores)
+	}
+	if hasCap {
+		return min(capped, int(all)), nil
+	}
+	return int(all), nil
 }
 
 // UserProperty is the Spark property that names the user a driver runs
