@@ -842,10 +842,19 @@ func (k *cli) list(ctx context.Context, args []string) int {
 		end = a.end
 	} else {
 		tw := tabwriter.NewWriter(k.stdout, 2, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "ID\tNAME\tSTATE\tWORKER\tATTEMPT\tSUPERVISE\tEXIT\tSUBMITTED\tMESSAGE")
+		// Across namespaces each row says its own; within one the
+		// table is as it always was.
+		nsHead := ""
+		if *all {
+			nsHead = "NAMESPACE\t"
+		}
+		fmt.Fprintln(tw, nsHead+"ID\tNAME\tSTATE\tWORKER\tATTEMPT\tSUPERVISE\tEXIT\tSUBMITTED\tMESSAGE")
 		print = func(ds []*model.Driver) error {
 			for _, d := range ds {
 				worker, attempt := placement(d)
+				if *all {
+					fmt.Fprintf(tw, "%s\t", model.NamespaceOf(d.Namespace))
+				}
 				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%t\t%s\t%s\t%s\n", d.ID, d.Name, d.State, worker,
 					attempt, d.Supervise, fmtExit(d.ExitCode), fmtTime(d.SubmittedAt), d.Message)
 			}

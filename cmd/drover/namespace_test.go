@@ -144,6 +144,13 @@ func TestNamespaceAndTokenCommands(t *testing.T) {
 			t.Errorf("%v does not show %s:\n%s", args, id, stdout)
 		}
 	}
+	// Across namespaces each row names its own; within one, no column.
+	if stdout, _, _ := cl("list", "--all-namespaces"); !strings.HasPrefix(stdout, "NAMESPACE") || !strings.Contains(stdout, "etl        "+id) {
+		t.Errorf("list --all-namespaces does not name the namespace of %s:\n%s", id, stdout)
+	}
+	if stdout, _, _ := cl("--namespace", "etl", "list"); strings.Contains(stdout, "NAMESPACE") {
+		t.Errorf("list of one namespace has a namespace column:\n%s", stdout)
+	}
 	if _, stderr, code := op("namespace", "delete", "etl"); code != 1 || !strings.Contains(stderr, "namespace etl holds 1 drivers and 0 apps that have not ended") {
 		t.Fatalf("namespace delete etl in use: exit %d, %q", code, stderr)
 	}
