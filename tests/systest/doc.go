@@ -27,8 +27,10 @@
 // (failover_bench_test.go), submission throughput, latency and placement
 // (throughput_bench_test.go), which make bench runs, the upload store's
 // disk use after garbage collection and the time of a 100 MiB upload
-// (uploads_bench_test.go), and the cold staging of a 100 MiB upload
-// (artifacts_bench_test.go).
+// (uploads_bench_test.go), the cold staging of a 100 MiB upload
+// (artifacts_bench_test.go), and the time a starved namespace takes to
+// reach 90 % of its fair share with and without preemption
+// (fairshare_bench_test.go).
 //
 // Run it from the repository root, as make test does with every package:
 //

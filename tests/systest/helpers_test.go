@@ -116,7 +116,7 @@ func (p *probe) finishes(c *testcluster.Cluster, id string, attempt int) *model.
 	return d
 }
 
-func submit(t *testing.T, c *testcluster.Cluster, req api.SubmitRequest) string {
+func submit(t testing.TB, c *testcluster.Cluster, req api.SubmitRequest) string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
@@ -127,11 +127,31 @@ func submit(t *testing.T, c *testcluster.Cluster, req api.SubmitRequest) string 
 	return res.DriverID
 }
 
+// driverRow is the part of a listed driver the namespace tests and
+// benchmarks count.
+type driverRow struct {
+	State     model.DriverState `json:"state"`
+	WorkerID  string            `json:"worker_id"`
+	Namespace string            `json:"namespace"`
+	Cores     int               `json:"cores"`
+}
+
+// listDrivers lists every driver of the cluster in one request (GET
+// /v1/drivers).
+func listDrivers(t testing.TB, ctx context.Context, cl *client.Client) []driverRow {
+	t.Helper()
+	var ds []driverRow
+	if err := cl.Do(ctx, "GET", api.PathDrivers, nil, &ds); err != nil {
+		t.Fatal(err)
+	}
+	return ds
+}
+
 func isState(s model.DriverState) func(*model.Driver) bool {
 	return func(d *model.Driver) bool { return d.State == s }
 }
 
-func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
+func waitFor(t testing.TB, timeout time.Duration, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
 	for !cond() {

@@ -43,20 +43,10 @@ func TestNamespacesShareCoresByWeight(t *testing.T) {
 	for i := range 4 {
 		c.AddWorker(fmt.Sprintf("w%d", i+1))
 	}
-	type row struct {
-		State     model.DriverState `json:"state"`
-		WorkerID  string            `json:"worker_id"`
-		Namespace string            `json:"namespace"`
-		Cores     int               `json:"cores"`
-	}
 	// held returns the cores of light's and heavy's placed drivers, and
 	// how many drivers have finished.
 	held := func() (light, heavy, finished int) {
-		var ds []row
-		if err := cl.Do(ctx, "GET", api.PathDrivers, nil, &ds); err != nil {
-			t.Fatal(err)
-		}
-		for _, d := range ds {
+		for _, d := range listDrivers(t, ctx, cl) {
 			switch {
 			case d.State == model.DriverFinished:
 				finished++
