@@ -88,6 +88,10 @@ func canned() (map[string]stream, map[string]string) {
 	place = place.bench("BenchmarkPlacement", "    throughput_bench_test.go:99: placed 100 of 100000\n",
 		"    throughput_bench_test.go:120: placement stalled: 99900 drivers waiting\n",
 		"--- FAIL: BenchmarkPlacement\n").event("fail", "BenchmarkPlacement")
+	spread := stream{}.bench("BenchmarkPlacementNamespaces", "BenchmarkPlacementNamespaces-2 \t       1\t         0 ns/op\t      7000 placements/s\t         0.1200 leader_cpu_ms/placement\n")
+	converge := stream{}.event("run", "BenchmarkFairShareConvergence").
+		bench("BenchmarkFairShareConvergence/no-preemption", "BenchmarkFairShareConvergence/no-preemption-2 \t       1\t         0 ns/op\t         0.1500 past_freed_s\t         8.000 run_s\t         4.200 to_90pct_s\n").
+		bench("BenchmarkFairShareConvergence/preemption", "BenchmarkFairShareConvergence/preemption-2 \t       1\t         0 ns/op\t         2.000 grace_s\t         0.2000 interval_s\t         1.100 past_grace_s\t         3.100 to_90pct_s\n")
 	leader = leader.bench("BenchmarkLeaderKillToAcceptedSubmit", "    failover_bench_test.go:25: leader SIGKILL to accepted submission over 20 trials: ...\n",
 		"BenchmarkLeaderKillToAcceptedSubmit-2  \t", "2026/11/29 17:00:00 worker w1: lost master\n", "      20\t         0.8120 p50-s\t         1.100 worst-s\n")
 	var hb stream
@@ -124,6 +128,7 @@ func canned() (map[string]stream, map[string]string) {
 	return map[string]stream{
 			"BenchmarkApply": apply, "BenchmarkSnapshot100k": snap, "BenchmarkSubmitThroughput": thr,
 			"BenchmarkSubmitLatencyAt2000": lat, "BenchmarkPlacement": place, "BenchmarkHeartbeats": hb,
+			"BenchmarkPlacementNamespaces": spread, "BenchmarkFairShareConvergence": converge,
 			"BenchmarkLeaderKillToAcceptedSubmit": leader, "BenchmarkWorkerKillToRelaunchRunning": worker,
 			"BenchmarkLeaderAndWorkerKillToRelaunch": both, "BenchmarkLeaderKillToCLISubmit": cli,
 			"BenchmarkEventDelivery": events, "BenchmarkOutput50MiB": output(),
@@ -188,6 +193,9 @@ func TestRows(t *testing.T) {
 		{"acknowledged submissions/s through the CLI's fan-out", notMet, "4,000/s (1 run, lowest 4,000/s); one request per submission: 2,000/s"},
 		{"submit latency", notMeasured, "BenchmarkSubmitLatencyAt2000 is not in ./tests/systest"},
 		{"placements/s", notMeasured, "BenchmarkPlacement failed: throughput_bench_test.go:120: placement stalled: 99900 drivers waiting"},
+		{"placements/s across 1,000 namespaces", met, "7,000/s (1 run, lowest 7,000/s), leader CPU 0.120 ms per placement"},
+		{"starved namespace to 90 % of its fair share, with preemption", met, "3.10 s with a 2 s grace: 1.10 s past it (1 run, worst 1.10 s past)"},
+		{"starved namespace to 90 % of its fair share, without preemption", "", "4.20 s (1 run, slowest 4.20 s), 0.15 s after as many of the other's drivers had ended"},
 		{"leader SIGKILL to next accepted write, default Raft timeouts", met, "p50 0.81 s, worst 1.10 s over 20 trials"},
 		{"worker SIGKILL to relaunched driver RUNNING (local)", notMeasured, "BenchmarkWorkerKillToRelaunchRunning/local skipped: failover_bench_test.go:110: needs root"},
 		{"worker SIGKILL to relaunched driver RUNNING (lan)", notMeasured, "BenchmarkWorkerKillToRelaunchRunning is not in ./tests/systest"},
@@ -273,6 +281,23 @@ func TestRows(t *testing.T) {
 		if !strings.Contains(md, line) {
 			t.Errorf("markdown lacks %q:\n%s", line, md)
 		}
+	}
+}
+
+// TestPlacementNamespacesRow: the placement row across namespaces gives
+// the leader's CPU per placement without namespaces beside its own when
+// BenchmarkPlacement measured it.
+func TestPlacementNamespacesRow(t *testing.T) {
+	runs, errs := canned()
+	runs["BenchmarkPlacement"] = stream{}.bench("BenchmarkPlacement", "BenchmarkPlacement-2 \t       1\t         0 ns/op\t      9000 placements/s\t         0.0800 leader_cpu_ms/placement\n")
+	delete(errs, "BenchmarkPlacement")
+	rows := targetRows(figuresOf(t, runs, errs))
+	i := slices.IndexFunc(rows, func(r Row) bool { return strings.HasPrefix(r.Figure, "placements/s across") })
+	if i < 0 {
+		t.Fatal("no row of placements across namespaces")
+	}
+	if want := "7,000/s (1 run, lowest 7,000/s), leader CPU 0.120 ms per placement (0.080 ms without namespaces)"; rows[i].Measured != want {
+		t.Fatalf("placements across namespaces: %q, want %q", rows[i].Measured, want)
 	}
 }
 

@@ -74,6 +74,8 @@ func plan(quick bool) []run {
 		cluster("BenchmarkSubmitThroughput", "1x", n(3, 1), 30*time.Minute),
 		cluster("BenchmarkSubmitLatencyAt2000", "1x", n(3, 1), 30*time.Minute),
 		cluster("BenchmarkPlacement", "1x", n(2, 1), 60*time.Minute),
+		cluster("BenchmarkPlacementNamespaces", "1x", n(2, 1), 60*time.Minute),
+		cluster("BenchmarkFairShareConvergence", "1x", n(3, 1), 20*time.Minute),
 		cluster("BenchmarkHeartbeats", "1x", n(3, 1), 30*time.Minute),
 		cluster("BenchmarkLeaderKillToAcceptedSubmit", pick("20x", "3x"), 1, 45*time.Minute),
 		cluster("BenchmarkWorkerKillToRelaunchRunning", pick("20x", "3x"), 1, 45*time.Minute),
