@@ -103,7 +103,7 @@ func (s *Applications) RegisterApp(_ context.Context, c auth.Caller, req api.Reg
 	// artifacts and its user; a driver the tables do not hold is refused
 	// here, before Raft.
 	var d *model.Driver
-	ns := req.Namespace
+	var ns string
 	if req.DriverID != "" {
 		// The app is its driver's namespace's, whatever req names.
 		if d, err = s.scopedDriver(c, req.DriverID); err != nil {
