@@ -55,15 +55,7 @@ func recountUse(f *FSM) map[string]NamespaceUse {
 func TestRandomLogsKeepQuotas(t *testing.T) {
 	rapid.Check(t, func(rt *rapid.T) {
 		f := New()
-		index := uint64(0)
-		apply := func(c model.Command) any {
-			data, err := Encode(c)
-			if err != nil {
-				rt.Fatal(err)
-			}
-			index++
-			return f.ApplyCommand(index, data)
-		}
+		apply := applier(rt, f)
 		workers := []string{"w1", "w2", "w3"}
 		for _, w := range workers {
 			apply(&model.RegisterWorker{ID: w, HTTPAddr: "h:1", Cores: 4, MemoryMB: 4096,
@@ -186,14 +178,14 @@ func TestRandomLogsKeepQuotas(t *testing.T) {
 			}
 			got, want := f.State().NamespaceUses(), recountUse(f)
 			if !reflect.DeepEqual(got, want) {
-				rt.Fatalf("entry %d: the kept use %+v is not the rows' %+v", index, got, want)
+				rt.Fatalf("entry %d: the kept use %+v is not the rows' %+v", f.Index(), got, want)
 			}
 			for _, ns := range f.State().Namespaces() {
 				u, was := got[ns.Name], before[ns.Name]
 				q := ns.Quota
 				over := func(what string, after, prior, quota int64) {
 					if quota > 0 && after > quota && after > prior {
-						rt.Fatalf("entry %d: namespace %s's %s went from %d to %d, past its quota %d", index, ns.Name, what, prior, after, quota)
+						rt.Fatalf("entry %d: namespace %s's %s went from %d to %d, past its quota %d", f.Index(), ns.Name, what, prior, after, quota)
 					}
 				}
 				over("cores", int64(u.Cores), int64(was.Cores), int64(q.Cores))
@@ -238,15 +230,7 @@ func hashOfAccessor(f *FSM, acc string) string {
 // change nothing.
 func TestNamespaceCommandsRefuseBadInput(t *testing.T) {
 	f := New()
-	i := uint64(0)
-	apply := func(c model.Command) any {
-		data, err := Encode(c)
-		if err != nil {
-			t.Fatal(err)
-		}
-		i++
-		return f.ApplyCommand(i, data)
-	}
+	apply := applier(t, f)
 	ok := model.Namespace{Name: "etl", Weight: 1, DriverShare: 0.5, PriorityMax: 100}
 	if err := apply(&model.ApplyNamespace{Namespace: ok, Time: 1}); err != nil {
 		t.Fatal(err)
@@ -337,15 +321,7 @@ func TestMaxQueuedDriversCountsTheEntry(t *testing.T) {
 // from the same one yields the row.
 func TestTokensAreTheirNamespaces(t *testing.T) {
 	f := New()
-	i := uint64(0)
-	apply := func(c model.Command) any {
-		data, err := Encode(c)
-		if err != nil {
-			t.Fatal(err)
-		}
-		i++
-		return f.ApplyCommand(i, data)
-	}
+	apply := applier(t, f)
 	apply(&model.ApplyNamespace{Namespace: model.Namespace{Name: "etl", Weight: 1, DriverShare: 1, PriorityMax: 100}, Time: 1})
 	sub := func(id, ns string) any {
 		return apply(&model.SubmitDriver{ID: id, Token: "key", DriverSpec: model.DriverSpec{Argv: []string{"a"}, Cores: 1, MemoryMB: 1, Namespace: ns}, Time: 2})
@@ -369,5 +345,19 @@ func TestTokensAreTheirNamespaces(t *testing.T) {
 	hash = hashOf(t, f)
 	if err, _ := reg("app-20261129120000-0001", "").(error); !errors.Is(err, model.ErrTokenInUse) || hashOf(t, f) != hash {
 		t.Fatalf("default reusing etl's app key: %v, want ErrTokenInUse and nothing changed", err)
+	}
+}
+
+// applier returns a function that encodes a command and applies it to f
+// at the next index, returning what Apply returned.
+func applier(t tb, f *FSM) func(model.Command) any {
+	var index uint64
+	return func(c model.Command) any {
+		data, err := Encode(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		index++
+		return f.ApplyCommand(index, data)
 	}
 }
