@@ -557,7 +557,14 @@ type State struct {
 	Drivers        []*model.Driver `json:"drivers"`
 	WaitingDrivers []string        `json:"waiting_drivers"`
 	Apps           []AppStatus     `json:"apps"`
-	StateHash      string          `json:"state_hash"`
+	// StateHash is the digest of this master's tables as of StateIndex:
+	// two masters whose StateIndex is equal hold equal tables exactly
+	// when their hashes are equal.
+	StateHash string `json:"state_hash"`
+	// StateIndex is the Raft index of the last entry StateHash's tables
+	// include, read with it. AppliedIndex, Raft's, may run ahead of the
+	// tables by the entries being applied.
+	StateIndex uint64 `json:"state_index"`
 	// PoolSplit, on the leader, lists the voters and the workers it hears
 	// from (Raft, heartbeats) but does not see in its gossip pool: a split
 	// pool, which leaves workers unwatched and followers unable to find

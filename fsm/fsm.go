@@ -353,6 +353,19 @@ func (f *FSM) Index() uint64 {
 	return f.index
 }
 
+// HashAt returns the digest of all tables (State.StateHash) and the Raft
+// index of the last entry they include, read under one lock. Raft's own
+// applied index (raft.Raft.AppliedIndex) moves when it hands an entry to
+// Apply, before the tables show it, so a hash paired with that index may
+// be of the tables one or more entries earlier; two masters compared that
+// way can differ at the "same" index while their logs agree.
+func (f *FSM) HashAt() (hash string, index uint64, err error) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	hash, err = hashTables(f.t)
+	return hash, f.index, err
+}
+
 // Snapshot implements raft.FSM. Raft calls it from the goroutine that calls
 // Apply, so no entry applies while it runs and the copy it returns is of
 // one point in the log. It only copies the tables, under the read lock:

@@ -1344,3 +1344,43 @@ func TestReRegistrationKeepsRegisteredAt(t *testing.T) {
 		t.Fatal("a snapshot does not keep the registration times")
 	}
 }
+
+// TestHashAtPairsTheHashWithItsIndex: while entries apply, every hash
+// HashAt gives is that of the tables at the index it gives with it, as a
+// serial replay to that index has them. Read apart (the index, then the
+// hash), an entry applied in between pairs one index with the next
+// index's tables: two masters would seem to differ at one index.
+func TestHashAtPairsTheHashWithItsIndex(t *testing.T) {
+	entries := scenario(t)
+	want := make([]string, len(entries)+1)
+	ref := New()
+	want[0] = hashOf(t, ref)
+	for i, e := range entries {
+		ref.ApplyCommand(uint64(i+1), e)
+		want[i+1] = hashOf(t, ref)
+	}
+	for range 20 {
+		f := New()
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			for i, e := range entries {
+				f.ApplyCommand(uint64(i+1), e)
+			}
+		}()
+		for reading := true; reading; {
+			select {
+			case <-done:
+				reading = false
+			default:
+			}
+			h, index, err := f.HashAt()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if h != want[index] {
+				t.Fatalf("HashAt gave index %d with a hash that is not that index's tables'", index)
+			}
+		}
+	}
+}

@@ -21,10 +21,12 @@ import (
 
 // MasterView is one master's own tables after the final heal and drain.
 type MasterView struct {
-	ID           string
-	StateHash    string
-	AppliedIndex uint64
-	Drivers      []*model.Driver
+	ID        string
+	StateHash string
+	// StateIndex is the Raft index of the last entry the hashed tables
+	// include (api.State.StateIndex), read with the hash.
+	StateIndex uint64
+	Drivers    []*model.Driver
 }
 
 // Input is everything a run recorded, for the checkers.

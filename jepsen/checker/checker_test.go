@@ -107,9 +107,9 @@ func clean() Input {
 			{Driver: "dB", Attempt: 1, PID: 200, First: at(0.6), Last: at(3.2)},
 		},
 		Final: []MasterView{
-			{ID: "m1", StateHash: "abcdef0123456789", AppliedIndex: 100, Drivers: rows()},
-			{ID: "m2", StateHash: "abcdef0123456789", AppliedIndex: 100, Drivers: rows()},
-			{ID: "m3", StateHash: "abcdef0123456789", AppliedIndex: 100, Drivers: rows()},
+			{ID: "m1", StateHash: "abcdef0123456789", StateIndex: 100, Drivers: rows()},
+			{ID: "m2", StateHash: "abcdef0123456789", StateIndex: 100, Drivers: rows()},
+			{ID: "m3", StateHash: "abcdef0123456789", StateIndex: 100, Drivers: rows()},
 		},
 		Leader:          1,
 		HealAt:          at(6),
@@ -504,7 +504,7 @@ func TestTablesIdentical(t *testing.T) {
 	}
 
 	in = clean()
-	in.Final[0].AppliedIndex = 99
+	in.Final[0].StateIndex = 99
 	expectFail(t, in, NameTablesIdentical, "m1=abcdef012345@99")
 }
 

@@ -155,17 +155,17 @@ func TablesIdentical(in Input) Result {
 	first := in.Final[0]
 	same := true
 	for _, v := range in.Final[1:] {
-		if v.StateHash != first.StateHash || v.AppliedIndex != first.AppliedIndex {
+		if v.StateHash != first.StateHash || v.StateIndex != first.StateIndex {
 			same = false
 		}
 	}
 	if same && first.StateHash != "" {
 		return Result{Name: NameTablesIdentical, Valid: true,
-			Summary: fmt.Sprintf("%d masters at index %d with hash %s", len(in.Final), first.AppliedIndex, short(first.StateHash))}
+			Summary: fmt.Sprintf("%d masters at index %d with hash %s", len(in.Final), first.StateIndex, short(first.StateHash))}
 	}
 	var off []string
 	for _, v := range in.Final {
-		off = append(off, fmt.Sprintf("%s=%s@%d", v.ID, short(v.StateHash), v.AppliedIndex))
+		off = append(off, fmt.Sprintf("%s=%s@%d", v.ID, short(v.StateHash), v.StateIndex))
 	}
 	summary := "masters' tables differ"
 	if same {

@@ -13,10 +13,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/drover-project/drover/api"
 	"github.com/drover-project/drover/jepsen/changes"
 	"github.com/drover-project/drover/jepsen/checker"
 	"github.com/drover-project/drover/jepsen/history"
@@ -255,7 +257,7 @@ func Run(ctx context.Context, cfg Config) (out *Outcome, err error) {
 	cancel()
 	cfg.Logf("draining (up to %s, longer while drivers still end)", cfg.Drain)
 	in.DrainEnd = drain(c, cfg.Drain, cfg.Logf)
-	in.Final, in.Leader = finalViews(c)
+	in.Final, in.Leader = finalViews(c, dir)
 	if changeRec != nil {
 		log := stopRecorder(changeRec, in, cfg.Logf)
 		in.Changes, in.Namespaces = &log, nss
@@ -457,13 +459,15 @@ func notEnded(ds []*model.Driver) int {
 
 // finalViews reads every master's own tables once they have all applied
 // the same index (or after 15 s), and returns them with the leader's
-// position.
-func finalViews(c *testcluster.Cluster) ([]checker.MasterView, int) {
+// position. When the tables differ at one index, it writes each master's
+// /v1/state into dir as state-<id>.json, for a diff of the rows.
+func finalViews(c *testcluster.Cluster, dir string) ([]checker.MasterView, int) {
 	var views []checker.MasterView
+	var states []*api.State
 	leader := 0
 	deadline := time.Now().Add(15 * time.Second)
 	for {
-		views, leader = views[:0], 0
+		views, states, leader = views[:0], states[:0], 0
 		same := true
 		for i, n := range c.Masters {
 			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
@@ -477,10 +481,18 @@ func finalViews(c *testcluster.Cluster) ([]checker.MasterView, int) {
 			if st.Role == "Leader" {
 				leader = i
 			}
-			views = append(views, checker.MasterView{ID: n.ID, StateHash: st.StateHash, AppliedIndex: st.AppliedIndex, Drivers: st.Drivers})
-			same = same && st.AppliedIndex == views[0].AppliedIndex
+			views = append(views, checker.MasterView{ID: n.ID, StateHash: st.StateHash, StateIndex: st.StateIndex, Drivers: st.Drivers})
+			states = append(states, st)
+			same = same && st.StateIndex == views[0].StateIndex
 		}
 		if same || time.Now().After(deadline) {
+			if same && slices.ContainsFunc(views, func(v checker.MasterView) bool { return v.StateHash != views[0].StateHash }) {
+				for _, st := range states {
+					if b, err := json.MarshalIndent(st, "", " "); err == nil {
+						_ = os.WriteFile(filepath.Join(dir, "state-"+st.ID+".json"), b, 0o644)
+					}
+				}
+			}
 			return views, leader
 		}
 		time.Sleep(200 * time.Millisecond)

@@ -35,7 +35,7 @@ func (s *Core) State(_ context.Context, c auth.Caller) (api.State, error) {
 	if peers, err := s.peers(); err == nil {
 		st.Masters = peers.Peers
 	}
-	st.StateHash, _ = s.FSM.State().StateHash()
+	st.StateHash, st.StateIndex, _ = s.FSM.HashAt()
 	st.Blobs.Files, st.Blobs.Bytes = s.Blobs.Usage()
 	if t := s.term.Load(); t != nil {
 		st.PoolSplit, st.LeadingSince = t.Split(), t.Since.UnixMilli()
