@@ -35,11 +35,7 @@ func (t *Term) schedule(ctx context.Context) {
 	var lastPrune time.Time
 	for {
 		changed := t.d.FSM.Changed()
-		// The queue is read only when some worker has a free core, so a
-		// long queue in front of a full cluster costs nothing per commit.
-		if ws := t.d.FSM.State().Workers(); anyFreeCore(ws) {
-			t.placeDrivers(plan(t.d.FSM.State().WaitingDemands(), ws, readTenancy(t.d.FSM.State(), t.cfg.MaxRunningDrivers)))
-		}
+		t.placeDrivers(planDrivers(t.d.FSM.State(), t.cfg, now()))
 		apps, execs := t.d.FSM.State().LiveApps()
 		var ten *tenancy
 		if len(apps) > 0 {
@@ -67,6 +63,20 @@ func (t *Term) schedule(ctx context.Context) {
 		case <-tick.C:
 		}
 	}
+}
+
+// planDrivers is one pass's driver plan over the tables st, by cfg's
+// --max-running-drivers and --spread-out-apps, at now (Unix ms). The
+// queue is read only when some worker has a free core, so a long queue in
+// front of a full cluster costs nothing per commit.
+func planDrivers(st *fsm.State, cfg Config, now int64) []model.Placement {
+	ws := st.Workers()
+	if !anyFreeCore(ws) {
+		return nil
+	}
+	ten := readTenancy(st, cfg.MaxRunningDrivers)
+	ten.findStarved(st, cfg.SpreadOutApps, now)
+	return plan(st.WaitingDemands(), ws, ten)
 }
 
 // placeBatch and placeBytes bound one PlaceDrivers entry: its placements,
@@ -110,8 +120,11 @@ func placementBytes(p model.Placement) int {
 // that fits on no worker, or that its namespace may not place
 // (fairshare.Admits: its quota, as Apply checks it, and its driver
 // share, with the cores its app will ask for), waits; those behind it, of its namespace or another, may still
-// be placed. One namespace that bounds nothing (a cluster that never
-// named one) is placed in queue order, as before namespaces.
+// be placed. While a namespace below its fair share has executors to
+// place (tenancy.yields), the drivers of namespaces at or above theirs
+// wait for the next pass, so what was freed for it goes to it. One
+// namespace that bounds nothing (a cluster that never named one) is
+// placed in queue order, as before namespaces.
 //
 // It stops at placeBatch placements or placeBytes of them, when the
 // placed drivers reach ten's --max-running-drivers, and at once when no
@@ -143,6 +156,10 @@ func plan(waiting []fsm.Demand, workers []*model.Worker, ten *tenancy) []model.P
 			break
 		}
 		ns := (*queue)[0]
+		if ten.yields(ns.n.Name) {
+			heap.Pop(queue)
+			continue
+		}
 		d := &waiting[ns.head()]
 		if d.Cores > maxCores || d.MemoryMB > maxMem {
 			queue.advance()

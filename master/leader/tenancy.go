@@ -22,6 +22,10 @@ type tenancy struct {
 	fair func() map[string]fairshare.Share
 	// maxDrivers is --max-running-drivers: 0 for no bound.
 	maxDrivers int
+	// starved holds the namespaces below their fair share that have
+	// executors to place now (findStarved); while one does, the drivers
+	// of namespaces at or above their fair share wait (yields).
+	starved map[string]bool
 }
 
 // readTenancy reads the tenancy from the tables; the fair shares are
@@ -64,6 +68,44 @@ func (t *tenancy) fairOf(n *model.Namespace) float64 {
 		return 0
 	}
 	return t.fair()[n.Name].Fair
+}
+
+// findStarved sets t.starved from the tables: the namespaces below their
+// fair share whose apps planExecutors would give an executor now, on the
+// workers as they are, by spreadOut and at now (Unix ms). The scheduler
+// places drivers before executors, so without it a core freed for such
+// a namespace (by preemption, or by work ending) would go to a waiting
+// driver of a namespace at or above its share, and the starved one would
+// get nothing. With one namespace (a cluster that never named one) or no
+// live app nothing is read: no other namespace can be starved.
+func (t *tenancy) findStarved(st *fsm.State, spreadOut bool, now int64) {
+	if len(t.settings) < 2 {
+		return
+	}
+	apps, execs := st.LiveApps()
+	if len(apps) == 0 {
+		return
+	}
+	ns := make(map[string]string, len(apps))
+	for _, a := range apps {
+		ns[a.ID] = model.NamespaceOf(a.Namespace)
+	}
+	for _, p := range planExecutors(apps, execs, st.Workers(), spreadOut, now, t) {
+		if name := ns[p.AppID]; t.fair()[name].Below() {
+			if t.starved == nil {
+				t.starved = map[string]bool{}
+			}
+			t.starved[name] = true
+		}
+	}
+}
+
+// yields reports whether namespace name's drivers wait this pass: some
+// namespace below its fair share has executors to place (findStarved),
+// and name is at or above its own fair share. They are placed at the next
+// pass, once the executors are.
+func (t *tenancy) yields(name string) bool {
+	return t != nil && len(t.starved) > 0 && !t.starved[name] && !t.fair()[name].Below()
 }
 
 // runningDrivers returns the drivers placed cluster-wide.

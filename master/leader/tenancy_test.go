@@ -378,3 +378,57 @@ func TestPlanKeepsRoomForTheAppsDriversAskFor(t *testing.T) {
 		t.Fatalf("placements %+v past the quota", ps)
 	}
 }
+
+// A core freed while a namespace below its fair share waits for
+// executors goes to that namespace's app, not to a waiting driver of a
+// namespace above its share: the drivers of a wait one pass, and b's
+// executor is placed. Once b waits for nothing, a's drivers are placed
+// again.
+func TestPlanFreedCoreGoesToTheStarvedNamespacesExecutor(t *testing.T) {
+	f := fsm.New()
+	var idx uint64
+	term := preemptTerm(f, &idx)
+	must := func(c model.Command) {
+		t.Helper()
+		if _, err := term.d.Apply(c); err != nil {
+			t.Fatalf("%T: %v", c, err)
+		}
+	}
+	must(&model.RegisterWorker{ID: "w1", HTTPAddr: "w1:1", Cores: 4, MemoryMB: 4096, Time: 1})
+	must(&model.RegisterWorker{ID: "w2", HTTPAddr: "w2:1", Cores: 1, MemoryMB: 4096, Time: 1})
+	must(&model.ApplyNamespace{Namespace: *nspace("a", 1, model.Quota{}), Time: 2})
+	must(&model.ApplyNamespace{Namespace: *nspace("b", 1, model.Quota{}), Time: 2})
+	for i := range 7 {
+		id := fmt.Sprintf("driver-20261129120000-%04d", i)
+		must(&model.SubmitDriver{ID: id, Token: id, DriverSpec: model.DriverSpec{Argv: []string{"x"}, Cores: 1, MemoryMB: 1, Namespace: "a"}, Time: int64(3 + i)})
+		if i < 4 {
+			must(&model.PlaceDrivers{Placements: []model.Placement{{DriverID: id, Attempt: 1, WorkerID: "w1"}}, Time: int64(20 + i)})
+		}
+	}
+	// b's app (its driver runs elsewhere) wants two executors; w2's
+	// core is its first one's.
+	must(&model.RegisterApp{ID: "app-20261129120000-0000", Token: "t", CoresPerExecutor: 1, MemoryPerExecutorMB: 1, ExecutorLimit: 2,
+		Argv: []string{"e"}, Namespace: "b", Time: 30})
+	must(&model.PlaceExecutors{Placements: []model.ExecutorPlacement{{AppID: "app-20261129120000-0000", ExecutorID: 0, WorkerID: "w2"}}, Time: 31})
+	zero := 0
+	// One of a's drivers ends (as at a preemption's deadline): one core
+	// of w1 is free, a holds 3 of 5 cores and b 1, each with a fair
+	// share of a half.
+	must(&model.ReportAttempts{WorkerID: "w1", Time: 40, Reports: []model.AttemptReport{{DriverID: "driver-20261129120000-0003", Attempt: 1, State: model.DriverFinished, ExitCode: &zero}}})
+	st := f.State()
+	cfg := Config{SpreadOutApps: true}
+	if ps := planDrivers(st, cfg, 50); len(ps) != 0 {
+		t.Fatalf("a's drivers were placed %+v on the core freed while b, below its share, waits for executors", ps)
+	}
+	apps, execs := st.LiveApps()
+	eps := planExecutors(apps, execs, st.Workers(), cfg.SpreadOutApps, 50, readTenancy(st, 0))
+	if len(eps) != 1 || eps[0].WorkerID != "w1" {
+		t.Fatalf("executor placements %+v, want b's one on w1", eps)
+	}
+	must(&model.PlaceExecutors{Placements: eps, Time: 51})
+	// b's app wants no more: a core of a new worker goes to a's driver.
+	must(&model.RegisterWorker{ID: "w3", HTTPAddr: "w3:1", Cores: 1, MemoryMB: 4096, Time: 52})
+	if ps := planDrivers(st, cfg, 53); len(ps) != 1 || ps[0].DriverID != "driver-20261129120000-0004" {
+		t.Fatalf("placements %+v, want a's next driver once b waits for nothing", ps)
+	}
+}
