@@ -73,12 +73,37 @@ func (t *Term) preemptRound(at int64) {
 			t.d.Log.Info("preempted units ended at their deadline", "units", len(due))
 		}
 	}
+	t.notify(roundVictims(st, units), at)
+}
+
+// roundVictims returns the victims (Victims) of a round over the tables
+// st, whose running units are units; nil when no namespace may preempt.
+func roundVictims(st *fsm.State, units []fsm.Unit) []model.Preemption {
 	c, nss := fairshare.Inputs(st)
 	if !slices.ContainsFunc(nss, func(n fairshare.Namespace) bool { return n.Settings.Preempt }) {
+		return nil
+	}
+	return Victims(c, nss, fairshare.Compute(c, nss), units)
+}
+
+// notify gives notice to the victims items at at (Unix ms), each with the
+// deadline at plus PreemptionGrace, less those whose namespace (By) has
+// no work waiting any more: its waiting app may have been declared lost,
+// or its waiting drivers killed, since the round read the tables. Apply
+// does not check it (PreemptAttempts keeps the meaning its entries in
+// the log were written with), so the demand is read again right before
+// the proposal and the window left is that proposal's Raft round trip.
+func (t *Term) notify(items []model.Preemption, at int64) {
+	if len(items) == 0 {
 		return
 	}
-	items := Victims(c, nss, fairshare.Compute(c, nss), units)
-	if len(items) == 0 {
+	_, nss := fairshare.Inputs(t.d.FSM.State())
+	waiting := make(map[string]bool, len(nss))
+	for _, n := range nss {
+		waiting[n.Settings.Name] = waits(n.Waiting)
+	}
+	if items = slices.DeleteFunc(items, func(it model.Preemption) bool { return !waiting[it.By] }); len(items) == 0 {
+		t.d.Log.Info("preemption dropped: the work it was for waits no more")
 		return
 	}
 	deadline := at + t.cfg.PreemptionGrace.Milliseconds()

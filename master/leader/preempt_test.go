@@ -333,3 +333,53 @@ func TestPreemptRoundDeadlines(t *testing.T) {
 		t.Fatalf("the new leader left driver 0002 %s past its deadline", d.State)
 	}
 }
+
+// A round whose beneficiary's waiting work vanished between the round's
+// read of the tables and its proposal (here its waiting drivers are
+// killed) gives no notice; with the work still waiting it does.
+func TestPreemptNotifySkipsVanishedDemand(t *testing.T) {
+	f := fsm.New()
+	var idx uint64
+	term := preemptTerm(f, &idx)
+	must := func(c model.Command) {
+		t.Helper()
+		if _, err := term.d.Apply(c); err != nil {
+			t.Fatalf("%T: %v", c, err)
+		}
+	}
+	must(&model.RegisterWorker{ID: "w1", HTTPAddr: "w1:1", Cores: 4, MemoryMB: 4096, Time: 1})
+	must(&model.ApplyNamespace{Namespace: *preemptNS("etl", 1, true), Time: 2})
+	must(&model.ApplyNamespace{Namespace: *preemptNS("ml", 1, false), Time: 3})
+	var etl []string
+	for i := range 7 {
+		ns := []string{"ml", "etl"}[i/4]
+		id := fmt.Sprintf("driver-20261129120000-%04d", i)
+		must(&model.SubmitDriver{ID: id, Token: id, DriverSpec: model.DriverSpec{Argv: []string{"x"}, Cores: 1, MemoryMB: 1, Namespace: ns}, Time: int64(4 + i)})
+		if ns == "ml" {
+			must(&model.PlaceDrivers{Placements: []model.Placement{{DriverID: id, Attempt: 1, WorkerID: "w1"}}, Time: int64(20 + i)})
+		} else {
+			etl = append(etl, id)
+		}
+	}
+	st := f.State()
+	items := roundVictims(st, st.Units())
+	if len(items) == 0 {
+		t.Fatal("no victim for etl's waiting drivers")
+	}
+	// One of etl's drivers is killed: two still wait.
+	must(&model.KillDriver{DriverID: etl[0], Time: 30})
+	term.notify(slices.Clone(items), 1000)
+	if n := len(st.Notices("w1")); n != len(items) {
+		t.Fatalf("%d notices with etl's work still waiting, want %d", n, len(items))
+	}
+	next := roundVictims(st, st.Units())
+	if len(next) == 0 {
+		t.Fatal("no victim for etl's two waiting drivers")
+	}
+	must(&model.KillDriver{DriverID: etl[1], Time: 31})
+	must(&model.KillDriver{DriverID: etl[2], Time: 32})
+	term.notify(next, 2000)
+	if n := len(st.Notices("w1")); n != len(items) {
+		t.Fatalf("%d notices after etl's waiting drivers were killed, want the %d of before", n, len(items))
+	}
+}
