@@ -46,12 +46,14 @@ func recountUse(f *FSM) map[string]NamespaceUse {
 }
 
 // TestRandomLogsKeepQuotas applies random logs of namespaces, tokens,
-// submissions, placements, reports, kills, worker losses, apps and
-// executors, and checks after every entry that each namespace's use is
-// what its rows add up to, and that no entry took a namespace's use of
-// any resource its quota bounds past that quota (a lowered quota may be
-// passed already: then the use does not grow); and at the end that a
-// snapshot restores the same namespaces, tokens and use.
+// submissions, placements, reports, kills, worker losses, apps,
+// executors and preemption notices and ends, and checks after every
+// entry that each namespace's use is what its rows add up to, that no
+// entry took a namespace's use of any resource its quota bounds past
+// that quota (a lowered quota may be passed already: then the use does
+// not grow) and that a supervised driver whose attempt under notice ends
+// goes back to the queue with no failed run counted; and at the end that
+// a snapshot restores the same namespaces, tokens and use.
 func TestRandomLogsKeepQuotas(t *testing.T) {
 	rapid.Check(t, func(rt *rapid.T) {
 		f := New()
@@ -74,7 +76,7 @@ func TestRandomLogsKeepQuotas(t *testing.T) {
 		for i := range n {
 			before := f.State().NamespaceUses()
 			now := int64(i + 10)
-			switch rapid.IntRange(0, 13).Draw(rt, "cmd") {
+			switch cmd := rapid.IntRange(0, 15).Draw(rt, "cmd"); cmd {
 			case 0:
 				q := model.Quota{
 					Cores:          rapid.IntRange(0, 6).Draw(rt, "qc"),
@@ -96,8 +98,12 @@ func TestRandomLogsKeepQuotas(t *testing.T) {
 				id := driverID(seq)
 				seq++
 				ns := pick(append(names, "nope"), "sns")
+				sup, restarts := rapid.Bool().Draw(rt, "sup"), 0
+				if sup {
+					restarts = rapid.IntRange(0, 3).Draw(rt, "mr")
+				}
 				apply(&model.SubmitDriver{ID: id, Token: id, DriverSpec: model.DriverSpec{Argv: []string{"p"}, Cores: rapid.IntRange(1, 3).Draw(rt, "dc"),
-					MemoryMB: int64(rapid.IntRange(1, 4).Draw(rt, "dm")) * 512, Resources: res, Namespace: ns, Supervise: rapid.Bool().Draw(rt, "sup")}, Time: now})
+					MemoryMB: int64(rapid.IntRange(1, 4).Draw(rt, "dm")) * 512, Resources: res, Namespace: ns, Supervise: sup, MaxRestarts: restarts}, Time: now})
 				drivers = append(drivers, id)
 			case 4, 5, 6:
 				// The leader's plan may be wrong: placements of any
@@ -174,6 +180,44 @@ func TestRandomLogsKeepQuotas(t *testing.T) {
 				if apply(&model.CreateACLToken{Token: model.ACLToken{Accessor: acc, SecretHash: hex.EncodeToString(sum[:]), Policy: model.PolicyRead,
 					Namespaces: []string{pick(names, "tns")}}, Time: now}) == nil {
 					accessors = append(accessors, acc)
+				}
+			case 14, 15:
+				// The leader's round may be wrong too: notices for any
+				// namespace, of any running unit or one just gone, ends
+				// of units under notice or not.
+				end := cmd == 15
+				var items []model.Preemption
+				for _, u := range f.State().Units() {
+					if rapid.Bool().Draw(rt, "pu") {
+						it := u.Ref
+						if !end {
+							it.By = pick(names, "pby")
+						}
+						items = append(items, it)
+					}
+				}
+				if len(items) == 0 {
+					continue
+				}
+				type run struct {
+					attempt  int
+					failures []int64
+				}
+				noticed := map[string]run{}
+				for _, it := range items {
+					if d, ok := f.State().Driver(it.DriverID); ok && end && d.Supervise && d.Attempt == it.Attempt {
+						if rec := d.CurrentAttempt(); rec != nil && rec.PreemptedBy != "" {
+							noticed[d.ID] = run{d.Attempt, d.FailuresBefore(d.Attempt + 1)}
+						}
+					}
+				}
+				apply(&model.PreemptAttempts{Items: items, End: end, Deadline: now + int64(rapid.IntRange(0, 5).Draw(rt, "pdl")), Time: now})
+				for id, was := range noticed {
+					d, _ := f.State().Driver(id)
+					if d.State != model.DriverRelaunching || d.Attempt != was.attempt+1 || !slices.Equal(d.FailuresBefore(d.Attempt+1), was.failures) {
+						rt.Fatalf("entry %d: preempted supervised driver %s is %s at attempt %d with failures %v, want RELAUNCHING at %d with %v",
+							f.Index(), id, d.State, d.Attempt, d.FailuresBefore(d.Attempt+1), was.attempt+1, was.failures)
+					}
 				}
 			}
 			got, want := f.State().NamespaceUses(), recountUse(f)
