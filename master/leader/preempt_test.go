@@ -282,6 +282,17 @@ func preemptTerm(f *fsm.FSM, idx *uint64) *Term {
 	return &Term{cfg: Config{PreemptionGrace: 2 * time.Second}, d: Deps{FSM: f, Apply: apply, Log: slog.New(slog.DiscardHandler)}}
 }
 
+// mustApply returns a function that commits a command through term and
+// fails t if it is refused.
+func mustApply(t *testing.T, term *Term) func(model.Command) {
+	return func(c model.Command) {
+		t.Helper()
+		if _, err := term.d.Apply(c); err != nil {
+			t.Fatalf("%T: %v", c, err)
+		}
+	}
+}
+
 // A round gives notice with the deadline its grace sets, ends nothing
 // before that deadline, and ends the units at it; a term of a new leader
 // over the same tables ends the notices of the old one at their
@@ -290,12 +301,7 @@ func TestPreemptRoundDeadlines(t *testing.T) {
 	f := fsm.New()
 	var idx uint64
 	term := preemptTerm(f, &idx)
-	must := func(c model.Command) {
-		t.Helper()
-		if _, err := term.d.Apply(c); err != nil {
-			t.Fatalf("%T: %v", c, err)
-		}
-	}
+	must := mustApply(t, term)
 	must(&model.RegisterWorker{ID: "w1", HTTPAddr: "w1:1", Cores: 4, MemoryMB: 4096, Time: 1})
 	must(&model.ApplyNamespace{Namespace: *preemptNS("etl", 1, true), Time: 2})
 	must(&model.ApplyNamespace{Namespace: *preemptNS("ml", 1, false), Time: 3})
@@ -341,12 +347,7 @@ func TestPreemptNotifySkipsVanishedDemand(t *testing.T) {
 	f := fsm.New()
 	var idx uint64
 	term := preemptTerm(f, &idx)
-	must := func(c model.Command) {
-		t.Helper()
-		if _, err := term.d.Apply(c); err != nil {
-			t.Fatalf("%T: %v", c, err)
-		}
-	}
+	must := mustApply(t, term)
 	must(&model.RegisterWorker{ID: "w1", HTTPAddr: "w1:1", Cores: 4, MemoryMB: 4096, Time: 1})
 	must(&model.ApplyNamespace{Namespace: *preemptNS("etl", 1, true), Time: 2})
 	must(&model.ApplyNamespace{Namespace: *preemptNS("ml", 1, false), Time: 3})

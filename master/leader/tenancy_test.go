@@ -388,12 +388,7 @@ func TestPlanFreedCoreGoesToTheStarvedNamespacesExecutor(t *testing.T) {
 	f := fsm.New()
 	var idx uint64
 	term := preemptTerm(f, &idx)
-	must := func(c model.Command) {
-		t.Helper()
-		if _, err := term.d.Apply(c); err != nil {
-			t.Fatalf("%T: %v", c, err)
-		}
-	}
+	must := mustApply(t, term)
 	must(&model.RegisterWorker{ID: "w1", HTTPAddr: "w1:1", Cores: 4, MemoryMB: 4096, Time: 1})
 	must(&model.RegisterWorker{ID: "w2", HTTPAddr: "w2:1", Cores: 1, MemoryMB: 4096, Time: 1})
 	must(&model.ApplyNamespace{Namespace: *nspace("a", 1, model.Quota{}), Time: 2})
