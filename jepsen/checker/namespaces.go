@@ -281,35 +281,45 @@ type attemptKey struct {
 }
 
 // preemption is one preempted attempt: its driver's namespace (the
-// victim), the namespace it was preempted for, the index at which it was
-// placed and the index at which its record first carried the reason.
+// victim), the namespace it was preempted for, the index at which its
+// notice was committed (0 when the log shows the attempt ended
+// preempted without a notice before) and whether the victim held more
+// than its weighted share of the cores there.
 type preemption struct {
-	victim, by     string
-	placed, reason uint64
+	victim, by string
+	notice     uint64
+	above      bool
 }
 
 // PreemptionVictims proves that preemption only takes from namespaces
-// above their fair share. Every attempt whose reason says "preempted by
-// namespace X" is checked against this rule: at some index from the one
-// that placed the attempt up to (not including) the one whose row first
-// carried that reason, its driver's namespace V held more cores than its
-// weighted share of the cluster's cores among the namespaces with work,
+// above their fair share. Every driver attempt the log shows under a
+// preemption notice (its record's preempted_by, which the leader's
+// PreemptAttempts entry sets) or ended "preempted by namespace X" is
+// checked against this rule: at the index that committed the notice,
+// its driver's namespace V held more cores than its weighted share of
+// the cluster's cores among the namespaces with work,
 //
 //	held(V) > cores of the ALIVE workers × weight(V) / Σ weight(N)
 //
 // summed over the namespaces N that hold or wait for something at that
-// index (V, and X, whose work waits, among them). The preemption was
-// decided at one of those indexes (the notice comes while the attempt
-// runs, its end carries the reason), and weighted max-min fair share gives
-// every namespace with work at least its weighted part of the cluster or
-// all it asks for, so a namespace above its fair share is above that
-// part: the rule is a necessary condition of a rightful preemption. It
-// counts cores only, so it is necessary where cores are every
-// namespace's dominant resource, as the workload's drivers (1 core, 64
-// MiB, on workers of several cores and 8 GiB) make them. Weights are the
-// applied ones (in.Namespaces), 1 for a namespace never applied. With no
-// preempted attempt it passes and says so; a log that is not complete
-// (see NamespaceQuotas) is not checkable (not valid). Offending: "DRIVER/ATTEMPT of V for X".
+// index (V, and X, whose work waits, among them). The notice is the
+// decision, and it changes no one's use: the tables at its index are
+// those the leader's round read, give or take the entries committed
+// between that read and the notice. Any index the attempt ran at would
+// let pass a namespace that was above its share once and below it
+// when the leader took the attempt. Weighted max-min fair share gives every namespace with work
+// at least its weighted part of the cluster or all it asks for, so a
+// namespace above its fair share is above that part: the rule is a
+// necessary condition of a rightful preemption. It counts cores only,
+// so it is necessary where cores are every namespace's dominant
+// resource, as the workload's drivers (1 core, 64 MiB, on workers of
+// several cores and 8 GiB) make them. An attempt that ended preempted
+// with no notice before it in the log offends too: every preemption
+// starts with one, in an entry of its own. Weights are the applied ones
+// (in.Namespaces), 1 for a namespace never applied. With no preempted
+// attempt it passes and says so; a log that is not complete (see
+// NamespaceQuotas) is not checkable (not valid). Offending: "DRIVER/ATTEMPT
+// of V for X", with ": no notice recorded" for an end without one.
 func PreemptionVictims(in Input) Result {
 	if in.Changes == nil {
 		return Result{Name: NamePreemptionVictims, Summary: "no change log recorded"}
@@ -322,44 +332,41 @@ func PreemptionVictims(in Input) Result {
 		weights[n.Name] = n.Weight
 	}
 	weight := func(ns string) float64 { return cmp.Or(weights[ns], model.DefaultWeight) }
-	placed := map[attemptKey]uint64{}
 	found := map[attemptKey]*preemption{}
 	var order []attemptKey
-	// above[ns] lists, in order, the indexes at which ns held more than
-	// its weighted share.
-	above := map[string][]uint64{}
 	replay(in.Changes.Events, func(index uint64, batch []api.Event, t *tables) {
-		uses := t.uses()
-		total := 0.0
-		for ns, u := range uses {
-			if u.work() {
-				total += weight(ns)
+		// above says whether ns holds more than its weighted share at
+		// this index; the uses are counted once, on the first notice.
+		var uses map[string]*use
+		above := func(ns string) bool {
+			if uses == nil {
+				uses = t.uses()
 			}
-		}
-		capacity := float64(t.capacity())
-		for ns, u := range uses {
-			if u.work() && float64(u.cores) > capacity*weight(ns)/total {
-				above[ns] = append(above[ns], index)
+			total := 0.0
+			for n, u := range uses {
+				if u.work() {
+					total += weight(n)
+				}
 			}
+			u := uses[ns]
+			return u != nil && u.work() && float64(u.cores) > float64(t.capacity())*weight(ns)/total
 		}
 		for _, e := range batch {
 			d := e.Driver
 			if d == nil {
 				continue
 			}
-			if d.WorkerID != "" {
-				k := attemptKey{d.ID, d.Attempt}
-				if _, ok := placed[k]; !ok {
-					placed[k] = index
-				}
-			}
 			for _, a := range d.Attempts {
-				by, ok := strings.CutPrefix(a.Reason, preemptedPrefix)
 				k := attemptKey{d.ID, a.Attempt}
-				if !ok || found[k] != nil {
+				by, ended := strings.CutPrefix(a.Reason, preemptedPrefix)
+				if found[k] != nil || (a.PreemptedBy == "" && !ended) {
 					continue
 				}
-				found[k] = &preemption{victim: model.NamespaceOf(d.Namespace), by: by, placed: placed[k], reason: index}
+				p := &preemption{victim: model.NamespaceOf(d.Namespace), by: by}
+				if !ended {
+					p.by, p.notice, p.above = a.PreemptedBy, index, above(p.victim)
+				}
+				found[k] = p
 				order = append(order, k)
 			}
 		}
@@ -370,13 +377,14 @@ func PreemptionVictims(in Input) Result {
 	var off offenders
 	for _, k := range order {
 		p := found[k]
-		idx := above[p.victim]
-		i := sort.Search(len(idx), func(i int) bool { return idx[i] >= p.placed })
-		if i == len(idx) || idx[i] >= p.reason {
+		switch {
+		case p.notice == 0:
+			off.add(fmt.Sprintf("%s/%d of %s for %s: no notice recorded", k.driver, k.attempt, p.victim, p.by))
+		case !p.above:
 			off.add(fmt.Sprintf("%s/%d of %s for %s", k.driver, k.attempt, p.victim, p.by))
 		}
 	}
 	return result(NamePreemptionVictims, off.list,
-		fmt.Sprintf("all %d preempted attempts were of a namespace above its weighted share of the cores while they ran", len(order)),
-		fmt.Sprintf("%d of %d preempted attempts were of a namespace never above its weighted share of the cores while they ran", len(off.list), len(order)))
+		fmt.Sprintf("all %d preempted attempts were of a namespace above its weighted share of the cores when their notice was committed", len(order)),
+		fmt.Sprintf("%d of %d preempted attempts were of a namespace not above its weighted share of the cores when their notice was committed, or had none", len(off.list), len(order)))
 }

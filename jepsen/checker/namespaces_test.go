@@ -32,6 +32,18 @@ func (l *changeLog) driver(index uint64, id, ns, worker string, state model.Driv
 	l.evs = append(l.evs, api.Event{Index: index, Kind: api.EventDriver, ID: id, Op: api.OpUpsert, Driver: d})
 }
 
+// notice adds a version of driver id of namespace ns at index, running
+// attempt 1 on w1 under a preemption notice for namespace by; with
+// ended, that attempt's end, KILLED with the reason the notice gives.
+func (l *changeLog) notice(index uint64, id, ns, by string, ended bool) {
+	state, reason := model.DriverRunning, ""
+	if ended {
+		state, reason = model.DriverKilled, model.PreemptedReason(by)
+	}
+	l.driver(index, id, ns, "w1", state, 1, reason)
+	l.evs[len(l.evs)-1].Driver.Attempts[0].PreemptedBy = by
+}
+
 func (l *changeLog) input(nss ...model.Namespace) Input {
 	return Input{Changes: &changes.Log{Events: l.evs}, Namespaces: nss}
 }
@@ -112,8 +124,8 @@ func TestNamespaceCheckersNotCheckableWithGaps(t *testing.T) {
 }
 
 // preemptLog is a cluster of 4 cores where batch's drivers d1..dN run
-// from index 2, urgent's u1 waits from 3, and d1's attempt ends
-// preempted by urgent at 6.
+// from index 2, urgent's u1 waits from 3, d1's attempt gets a notice for
+// urgent at 5 and ends preempted by urgent at 6.
 func preemptLog(batchDrivers int) changeLog {
 	var l changeLog
 	l.worker(1, "w1", 4)
@@ -122,15 +134,17 @@ func preemptLog(batchDrivers int) changeLog {
 		l.driver(2, id, "batch", "w1", model.DriverRunning, 1, "")
 	}
 	l.driver(3, "u1", "urgent", "", model.DriverSubmitted, 0, "")
+	l.notice(5, "d1", "batch", "urgent", false)
 	l.driver(6, "d1", "batch", "", model.DriverRelaunching, 2, "")
-	l.evs[len(l.evs)-1].Driver.Attempts[0].Reason = preemptedPrefix + "urgent"
+	first := &l.evs[len(l.evs)-1].Driver.Attempts[0]
+	first.Reason, first.PreemptedBy = preemptedPrefix+"urgent", "urgent"
 	return l
 }
 
-// TestPreemptionVictims: a namespace preempted while it held more than
-// its weighted share of the alive cores among the namespaces with work
-// passes; one that never did while the attempt ran fails, and the
-// weights are the applied ones.
+// TestPreemptionVictims: a namespace that held more than its weighted
+// share of the alive cores among the namespaces with work when its
+// attempt's notice came passes; one that did not fails, and the weights
+// are the applied ones.
 func TestPreemptionVictims(t *testing.T) {
 	urgent := model.Namespace{Name: "urgent", Weight: 2, Preempt: true}
 	for _, c := range []struct {
@@ -163,22 +177,53 @@ func TestPreemptionVictims(t *testing.T) {
 	}
 }
 
-// TestPreemptionVictimsCountsOnlyWhileTheAttemptRan: a namespace above
-// its share before the preempted attempt was placed, but not after, is
-// not a rightful victim.
-func TestPreemptionVictimsCountsOnlyWhileTheAttemptRan(t *testing.T) {
+// TestPreemptionVictimsAtTheNotice: batch holds 3 of 4 cores while
+// urgent waits (above its share of 4 × 1/2 = 2), then 1, when its d1
+// gets a notice for urgent and ends preempted. d1 ran while batch was
+// above its share, but the notice came when it was below: a wrongful
+// preemption, which a check over every index the attempt ran at would
+// have passed. The same log with the notice at index 2 passes.
+func TestPreemptionVictimsAtTheNotice(t *testing.T) {
+	for _, c := range []struct {
+		notice uint64
+		valid  bool
+	}{{4, false}, {2, true}} {
+		var l changeLog
+		l.worker(1, "w1", 4)
+		l.driver(2, "d1", "batch", "w1", model.DriverRunning, 1, "")
+		l.driver(2, "d2", "batch", "w1", model.DriverRunning, 1, "")
+		l.driver(2, "d3", "batch", "w1", model.DriverRunning, 1, "")
+		l.driver(2, "u1", "urgent", "", model.DriverSubmitted, 0, "")
+		if c.notice == 2 {
+			l.notice(2, "d1", "batch", "urgent", false)
+		}
+		l.driver(3, "d2", "batch", "w1", model.DriverFinished, 1, "")
+		l.driver(3, "d3", "batch", "w1", model.DriverFinished, 1, "")
+		if c.notice == 4 {
+			l.notice(4, "d1", "batch", "urgent", false)
+		}
+		l.notice(5, "d1", "batch", "urgent", true)
+		r := PreemptionVictims(l.input(model.Namespace{Name: "urgent", Weight: 1, Preempt: true}))
+		if r.Valid != c.valid || (!c.valid && (len(r.Offending) != 1 || r.Offending[0] != "d1/1 of batch for urgent")) {
+			t.Errorf("notice at %d: want valid %v (d1/1 named if not), got %s", c.notice, c.valid, r.Line())
+		}
+	}
+}
+
+// TestPreemptionVictimsWithoutANotice: an attempt the log shows ending
+// preempted with no notice before it offends, whatever its namespace
+// held: a preemption starts with a notice in an entry of its own.
+func TestPreemptionVictimsWithoutANotice(t *testing.T) {
 	var l changeLog
 	l.worker(1, "w1", 4)
-	l.driver(2, "d2", "batch", "w1", model.DriverRunning, 1, "")
-	l.driver(2, "d3", "batch", "w1", model.DriverRunning, 1, "")
+	for _, id := range []string{"d1", "d2", "d3"} {
+		l.driver(2, id, "batch", "w1", model.DriverRunning, 1, "")
+	}
 	l.driver(2, "u1", "urgent", "", model.DriverSubmitted, 0, "")
-	l.driver(3, "d2", "batch", "w1", model.DriverFinished, 1, "")
-	l.driver(3, "d3", "batch", "w1", model.DriverFinished, 1, "")
-	l.driver(4, "d1", "batch", "w1", model.DriverRunning, 1, "")
-	l.driver(6, "d1", "batch", "w1", model.DriverKilled, 1, preemptedPrefix+"urgent")
-	r := PreemptionVictims(l.input(model.Namespace{Name: "urgent", Weight: 2}))
-	if r.Valid || len(r.Offending) != 1 {
-		t.Fatalf("want d1/1 named, got %s", r.Line())
+	l.notice(5, "d1", "batch", "urgent", true)
+	r := PreemptionVictims(l.input())
+	if r.Valid || len(r.Offending) != 1 || r.Offending[0] != "d1/1 of batch for urgent: no notice recorded" {
+		t.Fatalf("want d1/1 named without a notice, got %s", r.Line())
 	}
 }
 
