@@ -21,6 +21,7 @@ import (
 
 	"github.com/drover-project/drover/api"
 	"github.com/drover-project/drover/client"
+	"github.com/drover-project/drover/internal/plural"
 	"github.com/drover-project/drover/model"
 	"github.com/drover-project/drover/model/ids"
 )
@@ -731,7 +732,7 @@ func printDriver(w io.Writer, d *model.Driver) {
 		fmt.Fprintf(w, "user:       %s\n", d.User)
 	}
 	fmt.Fprintf(w, "exit code:  %s\n", fmtExit(d.ExitCode))
-	fmt.Fprintf(w, "resources:  %d cores, %d MiB", d.Cores, d.MemoryMB)
+	fmt.Fprintf(w, "resources:  %s, %d MiB", plural.Count(d.Cores, "core"), d.MemoryMB)
 	if len(d.Resources) > 0 {
 		fmt.Fprintf(w, ", %s", d.Resources)
 	}
@@ -779,10 +780,10 @@ func restartsLine(d *model.Driver, now time.Time) string {
 		if d.RestartWindowMS > 0 {
 			within = "within " + (time.Duration(d.RestartWindowMS) * time.Millisecond).String()
 		}
-		parts = append(parts, fmt.Sprintf("%d failed runs counted, at most %d restarts %s", n, d.MaxRestarts, within))
+		parts = append(parts, fmt.Sprintf("%s counted, at most %s %s", plural.Count(n, "failed run"), plural.Count(d.MaxRestarts, "restart"), within))
 	}
 	if d.RescheduleAfter > 0 {
-		parts = append(parts, fmt.Sprintf("another worker after %d failed runs in a row", d.RescheduleAfter))
+		parts = append(parts, fmt.Sprintf("another worker after %s in a row", plural.Count(d.RescheduleAfter, "failed run")))
 	}
 	return strings.Join(parts, "; ")
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/drover-project/drover/api"
+	"github.com/drover-project/drover/internal/plural"
 	"github.com/drover-project/drover/model"
 )
 
@@ -176,7 +177,7 @@ func printNamespace(w io.Writer, st api.NamespaceStatus) {
 	fmt.Fprintf(w, "name:          %s\n", st.Name)
 	fmt.Fprintf(w, "quota:         %s\n", quotaLine(st.Quota))
 	fmt.Fprintf(w, "use:           %s\n", useLine(st.Use))
-	fmt.Fprintf(w, "drivers use:   %d cores, %d MiB\n", st.Use.DriverCores, st.Use.DriverMemoryMB)
+	fmt.Fprintf(w, "drivers use:   %s, %d MiB\n", plural.Count(st.Use.DriverCores, "core"), st.Use.DriverMemoryMB)
 	fmt.Fprintf(w, "executors:     %d\n", st.Use.Executors)
 	fmt.Fprintf(w, "queued:        %d", st.Queued)
 	if st.MaxQueuedDrivers > 0 {
@@ -197,7 +198,7 @@ func printNamespace(w io.Writer, st api.NamespaceStatus) {
 func quotaLine(q model.Quota) string {
 	var parts []string
 	if q.Cores > 0 {
-		parts = append(parts, fmt.Sprintf("%d cores", q.Cores))
+		parts = append(parts, plural.Count(q.Cores, "core"))
 	}
 	if q.MemoryMB > 0 {
 		parts = append(parts, fmt.Sprintf("%d MiB", q.MemoryMB))
@@ -206,7 +207,7 @@ func quotaLine(q model.Quota) string {
 		parts = append(parts, q.Resources.String())
 	}
 	if q.RunningDrivers > 0 {
-		parts = append(parts, fmt.Sprintf("%d running drivers", q.RunningDrivers))
+		parts = append(parts, plural.Count(q.RunningDrivers, "running driver"))
 	}
 	if len(parts) == 0 {
 		return "none"
@@ -216,7 +217,7 @@ func quotaLine(q model.Quota) string {
 
 // useLine is what a namespace's work holds, in one line.
 func useLine(u api.NamespaceUse) string {
-	s := fmt.Sprintf("%d cores, %d MiB", u.Cores, u.MemoryMB)
+	s := fmt.Sprintf("%s, %d MiB", plural.Count(u.Cores, "core"), u.MemoryMB)
 	if len(u.Resources) > 0 {
 		s += ", " + u.Resources.String()
 	}

@@ -124,7 +124,7 @@ func TestNamespaceAndTokenCommands(t *testing.T) {
 	if code != exitNotRunning || !strings.HasPrefix(id, "driver-") {
 		t.Fatalf("submit into etl: exit %d, %q %q", code, stdout, stderr)
 	}
-	if _, stderr, code := cl("--namespace", "etl", "submit", "--", "/bin/true"); code != 1 || !strings.Contains(stderr, "its --max-queued-drivers (1)") {
+	if _, stderr, code := cl("--namespace", "etl", "submit", "--", "/bin/true"); code != 1 || !strings.Contains(stderr, "namespace etl has 1 driver waiting, its --max-queued-drivers (1)") {
 		t.Fatalf("submit past etl's --max-queued-drivers: exit %d, %q", code, stderr)
 	}
 	stdout, _, code = cl("status", id)
@@ -151,7 +151,7 @@ func TestNamespaceAndTokenCommands(t *testing.T) {
 	if stdout, _, _ := cl("--namespace", "etl", "list"); strings.Contains(stdout, "NAMESPACE") {
 		t.Errorf("list of one namespace has a namespace column:\n%s", stdout)
 	}
-	if _, stderr, code := op("namespace", "delete", "etl"); code != 1 || !strings.Contains(stderr, "namespace etl holds 1 drivers and 0 apps that have not ended") {
+	if _, stderr, code := op("namespace", "delete", "etl"); code != 1 || !strings.Contains(stderr, "namespace etl holds 1 driver and 0 apps that have not ended") {
 		t.Fatalf("namespace delete etl in use: exit %d, %q", code, stderr)
 	}
 	if _, _, code := cl("kill", id); code != 0 {

@@ -85,7 +85,7 @@ func TestStatusShowsResourcesAndRestarts(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("status: exit %d: %s", code, stderr)
 	}
-	for _, want := range []string{"resources:  1 cores, 1024 MiB, gpu=1\n", "holds:      gpu=1\n",
+	for _, want := range []string{"resources:  1 core, 1024 MiB, gpu=1\n", "holds:      gpu=1\n",
 		"restarts:   2 failed runs counted, at most 3 restarts within 1m0s; another worker after 2 failed runs in a row\n", " gpu=0 "} {
 		if !strings.Contains(stdout, want) {
 			t.Errorf("status lacks %q:\n%s", want, stdout)

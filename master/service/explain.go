@@ -9,6 +9,7 @@ import (
 
 	"github.com/drover-project/drover/api"
 	"github.com/drover-project/drover/fsm"
+	"github.com/drover-project/drover/internal/plural"
 	"github.com/drover-project/drover/master/fairshare"
 	"github.com/drover-project/drover/model"
 )
@@ -92,8 +93,8 @@ func waitReason(ws []*model.Worker, cores int, memoryMB int64, res model.Resourc
 	case alive == 0:
 		return "waiting: no ALIVE worker"
 	case fits == 0:
-		return fmt.Sprintf("waiting: %s (asks %d cores, %d MiB%s%s; the largest worker offers %d cores, %d MiB%s)",
-			api.ReasonUnplaceable, cores, memoryMB, asks, what, maxCores, maxMem, offers)
+		return fmt.Sprintf("waiting: %s (asks %s, %d MiB%s%s; the largest worker offers %s, %d MiB%s)",
+			api.ReasonUnplaceable, plural.Count(cores, "core"), memoryMB, asks, what, plural.Count(maxCores, "core"), maxMem, offers)
 	case room > 0:
 		return waitReasonQueued
 	}
@@ -250,13 +251,17 @@ func refusalReason(name string, r fairshare.Refusal) string {
 // first): "priority: 3 drivers of priority 80 are ahead"; "" for none.
 func priorityReason(ps []int, p int) string {
 	n := sort.Search(len(ps), func(i int) bool { return ps[i] <= p })
+	are := "are"
+	if n == 1 {
+		are = "is"
+	}
 	switch {
 	case n == 0:
 		return ""
 	case ps[0] == ps[n-1]:
-		return fmt.Sprintf("priority: %d drivers of priority %d are ahead", n, ps[0])
+		return fmt.Sprintf("priority: %s of priority %d %s ahead", plural.Count(n, "driver"), ps[0], are)
 	}
-	return fmt.Sprintf("priority: %d drivers of priority %d to %d are ahead", n, ps[n-1], ps[0])
+	return fmt.Sprintf("priority: %s of priority %d to %d are ahead", plural.Count(n, "driver"), ps[n-1], ps[0])
 }
 
 // maxFairNamed bounds the other namespaces a fair share reason names.

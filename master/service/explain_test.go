@@ -183,6 +183,10 @@ func TestExplainNamespaceReasons(t *testing.T) {
 		if got := reasonOf(t, f, 0, 2); got != waitReasonFree {
 			t.Fatalf("a driver of the highest priority: %q, want %q", got, waitReasonFree)
 		}
+		f = appliedAll(t, worker, submitTo(0, "", 8, nil), submitTo(1, "", 1, nil), submitTo(2, "", 1, &p80), placeOn("w1", 0))
+		if got, want := reasonOf(t, f, 0, 1), "priority: 1 driver of priority 80 is ahead"; got != want {
+			t.Fatalf("one ahead: %q, want %q", got, want)
+		}
 	})
 	t.Run("fair share", func(t *testing.T) {
 		f := appliedAll(t, worker, namespaceOf("etl", 1, 1, model.Quota{}), namespaceOf("ml", 1, 1, model.Quota{}),

@@ -7,6 +7,7 @@ import (
 
 	"github.com/drover-project/drover/api"
 	"github.com/drover-project/drover/fsm"
+	"github.com/drover-project/drover/internal/plural"
 	"github.com/drover-project/drover/model"
 )
 
@@ -77,8 +78,8 @@ func (q *submitQueue) admitQueued(st *fsm.State, ns string) error {
 		}
 	}
 	if queued >= n.MaxQueuedDrivers {
-		return api.Errorf(model.ErrQueueFull, "namespace %s has %d drivers waiting, its --max-queued-drivers (%d): nothing submitted; submit again once some are placed",
-			ns, queued, n.MaxQueuedDrivers)
+		return api.Errorf(model.ErrQueueFull, "namespace %s has %s waiting, its --max-queued-drivers (%d): nothing submitted; submit again once some are placed",
+			ns, plural.Count(queued, "driver"), n.MaxQueuedDrivers)
 	}
 	return nil
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/drover-project/drover/api"
 	"github.com/drover-project/drover/fsm"
+	"github.com/drover-project/drover/internal/plural"
 	"github.com/drover-project/drover/master/fairshare"
 	"github.com/drover-project/drover/model"
 	"github.com/drover-project/drover/security/auth"
@@ -171,8 +172,8 @@ func (s *Operator) DeleteNamespace(_ context.Context, _ auth.Caller, name string
 		return nil, api.Errorf(api.ErrInvalidRequest, "namespace %s always exists and has no settings of its own: nothing deleted", name)
 	}
 	if u := st.NamespaceUse(name); u.LiveDrivers > 0 || u.LiveApps > 0 {
-		return nil, api.Errorf(model.ErrNamespaceInUse, "namespace %s holds %d drivers and %d apps that have not ended: nothing deleted; kill them or let them end first",
-			name, u.LiveDrivers, u.LiveApps)
+		return nil, api.Errorf(model.ErrNamespaceInUse, "namespace %s holds %s and %s that have not ended: nothing deleted; kill them or let them end first",
+			name, plural.Count(u.LiveDrivers, "driver"), plural.Count(u.LiveApps, "app"))
 	}
 	if _, err := s.Apply(&model.DeleteNamespace{Name: name, Time: now()}); err != nil {
 		return nil, err

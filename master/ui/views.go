@@ -16,6 +16,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/drover-project/drover/api"
+	"github.com/drover-project/drover/internal/plural"
 	"github.com/drover-project/drover/model"
 )
 
@@ -422,10 +423,10 @@ func namespaceRows(nss []api.NamespaceStatus) []namespaceRow {
 		out[i] = namespaceRow{NamespaceStatus: n, Use: amounts(u.Cores, u.MemoryMB, u.Resources)}
 		out[i].Quota = amounts(q.Cores, q.MemoryMB, q.Resources)
 		if q.RunningDrivers > 0 {
-			out[i].Quota = append(out[i].Quota, plural(q.RunningDrivers, "running driver"))
+			out[i].Quota = append(out[i].Quota, plural.Count(q.RunningDrivers, "running driver"))
 		}
 		if u.Executors > 0 {
-			out[i].Use = append(out[i].Use, plural(u.Executors, "executor"))
+			out[i].Use = append(out[i].Use, plural.Count(u.Executors, "executor"))
 		}
 	}
 	return out
@@ -436,7 +437,7 @@ func namespaceRows(nss []api.NamespaceStatus) []namespaceRow {
 func amounts(cores int, memoryMB int64, res model.ResourceAmounts) []string {
 	var out []string
 	if cores > 0 {
-		out = append(out, plural(cores, "core"))
+		out = append(out, plural.Count(cores, "core"))
 	}
 	if memoryMB > 0 {
 		out = append(out, mib(memoryMB))
@@ -445,14 +446,6 @@ func amounts(cores int, memoryMB int64, res model.ResourceAmounts) []string {
 		out = append(out, k+" "+strconv.Itoa(res[k]))
 	}
 	return out
-}
-
-// plural is n things, with an s unless n is 1.
-func plural(n int, thing string) string {
-	if n != 1 {
-		thing += "s"
-	}
-	return strconv.Itoa(n) + " " + thing
 }
 
 // share shows a fraction of the cluster as a percentage with one

@@ -60,7 +60,7 @@ func TestNamespacesThroughTheCLI(t *testing.T) {
 		st.Quota.Cores != 1 || st.Use.Cores != 1 || st.Running != 1 || st.Queued != 1 || st.FairShare <= 0 {
 		t.Fatalf("namespace status etl: %s; want 1 of 1 core held, 1 running, 1 queued and a fair share", out)
 	}
-	if out := must("operator", "namespace", "status", "etl"); !strings.Contains(out, "quota:         1 cores\n") || !strings.Contains(out, "queued:        1 (at most 5)\n") {
+	if out := must("operator", "namespace", "status", "etl"); !strings.Contains(out, "quota:         1 core\n") || !strings.Contains(out, "queued:        1 (at most 5)\n") {
 		t.Fatalf("namespace status etl:\n%s", out)
 	}
 	if _, errOut, code := drover("operator", "namespace", "delete", "etl"); code != 1 || !strings.Contains(errOut, "namespace etl holds 2 drivers and 0 apps that have not ended") {

@@ -14,6 +14,7 @@ import (
 	"strings"
 
 	"github.com/drover-project/drover/api"
+	"github.com/drover-project/drover/internal/plural"
 	"github.com/drover-project/drover/master/service"
 	"github.com/drover-project/drover/model"
 	"github.com/drover-project/drover/security/auth"
@@ -95,7 +96,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			if c, ok := h.allowed(w, r, http.MethodPost); ok && noBody(w, r, "killall") {
 				h.act(w, ActionKillAllSubmissionResponse, func() (string, error) {
 					res, err := h.backend.KillAllDrivers(r.Context(), c)
-					return fmt.Sprintf("Killed %s that had not ended.", count(len(res.DriverIDs), "driver")), err
+					return fmt.Sprintf("Killed %s that had not ended.", plural.Count(len(res.DriverIDs), "driver")), err
 				})
 			}
 			return
@@ -108,7 +109,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			if c, ok := h.allowed(w, r, http.MethodPost); ok && noBody(w, r, "clear") {
 				h.act(w, ActionClearResponse, func() (string, error) {
 					res, err := h.backend.ClearCompleted(r.Context(), c)
-					return fmt.Sprintf("Cleared %s and %s.", count(len(res.DriverIDs), "finished driver"), count(len(res.AppIDs), "finished application")), err
+					return fmt.Sprintf("Cleared %s and %s.", plural.Count(len(res.DriverIDs), "finished driver"), plural.Count(len(res.AppIDs), "finished application")), err
 				})
 			}
 			return
@@ -122,14 +123,6 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	pathError(w, parts)
-}
-
-// count is n with noun, in the plural unless n is 1.
-func count(n int, noun string) string {
-	if n == 1 {
-		return "1 " + noun
-	}
-	return fmt.Sprintf("%d %ss", n, noun)
 }
 
 func segments(path string) []string {
