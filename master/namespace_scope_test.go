@@ -316,7 +316,7 @@ func TestRevokedNamespaceTokenEndsItsStream(t *testing.T) {
 		if strings.Contains(line, after) {
 			t.Fatalf("the stream of a revoked token carries %s: %s", after, line)
 		}
-		if strings.HasPrefix(line, "data:") && strings.Contains(line, "invalid token") {
+		if strings.HasPrefix(line, "data:") && strings.Contains(line, "unknown or revoked token") {
 			return
 		}
 	}

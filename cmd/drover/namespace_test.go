@@ -4,11 +4,14 @@ import (
 	"bytes"
 	"encoding/json"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/drover-project/drover/api"
+	"github.com/drover-project/drover/master"
 	"github.com/drover-project/drover/master/mastertest"
 	"github.com/drover-project/drover/model"
 )
@@ -281,5 +284,44 @@ func TestSubmitAppCores(t *testing.T) {
 	stdout, _, _ = cl("status", id, "--json")
 	if err := json.Unmarshal([]byte(stdout), &d); err != nil || d.AppCores != model.MaxAppCores {
 		t.Fatalf("status --json: %v\n%s", err, stdout)
+	}
+}
+
+// A revoked namespace token is refused in one line that says it may be
+// revoked, not merely invalid: the masters keep nothing of it to tell it
+// from a token never made.
+func TestRevokedTokenIsOneLine(t *testing.T) {
+	const operatorToken = "OperatorTok-0123456789abcdef"
+	c := mastertest.Start(t, 1, func(cfg *master.Config) { cfg.OperatorToken = operatorToken })
+	dir := t.TempDir()
+	opFile, nsFile := filepath.Join(dir, "operator.token"), filepath.Join(dir, "etl.token")
+	if err := os.WriteFile(opFile, []byte(operatorToken), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	op := func(args ...string) string {
+		t.Helper()
+		stdout, stderr, code := drover(append(append([]string{"operator"}, args...), "--masters", c.Nodes[0].HTTP(), "--token-file", opFile)...)
+		if code != 0 {
+			t.Fatalf("operator %v: exit %d, %q", args, code, stderr)
+		}
+		return stdout
+	}
+	op("namespace", "apply", "etl")
+	var tok api.ACLTokenCreated
+	if err := json.Unmarshal([]byte(op("token", "create", "--namespace", "etl", "--policy", "read", "--json")), &tok); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(nsFile, []byte(tok.Secret), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	list := func() (string, string, int) {
+		return drover("client", "--masters", c.Nodes[0].HTTP(), "--token-file", nsFile, "--namespace", "etl", "list")
+	}
+	if _, stderr, code := list(); code != 0 {
+		t.Fatalf("list with the token: exit %d, %q", code, stderr)
+	}
+	op("token", "revoke", tok.Accessor)
+	if stdout, stderr, code := list(); code != 1 || stdout != "" || stderr != "drover: forbidden: unknown or revoked token\n" {
+		t.Fatalf("list with the revoked token: exit %d, stdout %q, stderr %q; want 1 and one line saying it is unknown or revoked", code, stdout, stderr)
 	}
 }

@@ -334,8 +334,13 @@ func (g *Guard) driverMAC(driverID string, attempt int) string {
 	return base64.RawURLEncoding.EncodeToString(h.Sum(nil))
 }
 
-// ErrBadToken is a bearer token that matches none of the configured ones.
-var ErrBadToken = fmt.Errorf("%w: invalid token", api.ErrForbidden)
+// ErrBadToken is a bearer token that matches none of the configured ones
+// nor any namespace token the masters hold. The masters keep only the
+// hashes of live namespace tokens and drop a revoked one's, so a token
+// revoked and one that never existed cannot be told apart; the message
+// names both. (An expired namespace token stays in the table until it is
+// revoked, and is refused saying when it expired.)
+var ErrBadToken = fmt.Errorf("%w: unknown or revoked token", api.ErrForbidden)
 
 // Identify returns who r comes from: its verified certificate's role and
 // its bearer token's kind. A token that is present but wrong is
@@ -386,7 +391,7 @@ func (g *Guard) Identify(r *http.Request) (Identity, error) {
 	}
 	scheme, tok, ok := strings.Cut(h, " ")
 	if !ok || !strings.EqualFold(scheme, "Bearer") || tok == "" {
-		return id, fmt.Errorf("%w: the Authorization header must be \"Bearer <token>\"", ErrBadToken)
+		return id, api.Errorf(ErrBadToken, "%v: the Authorization header must be \"Bearer <token>\"", api.ErrForbidden)
 	}
 	tid, err := g.IdentifyToken(tok)
 	if err != nil {

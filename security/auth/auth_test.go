@@ -612,8 +612,18 @@ func TestRejectedCredentials(t *testing.T) {
 				ans := serve(g, a, cred{header: h}.request())
 				checkAnswer(t, ans, denied, opTok, subTok, good, mac, string(flipped), presented)
 			}
-			if _, err := g.Identify(cred{header: h}.request()); !errors.Is(err, auth.ErrBadToken) {
+			_, err := g.Identify(cred{header: h}.request())
+			if !errors.Is(err, auth.ErrBadToken) {
 				t.Fatalf("Identify: %v, want ErrBadToken", err)
+			}
+			// A header of another form says what form it needs, not
+			// that its token is unknown.
+			want := "forbidden: unknown or revoked token"
+			if !strings.HasPrefix(h, "Bearer ") || len(h) == len("Bearer ") {
+				want = `forbidden: the Authorization header must be "Bearer <token>"`
+			}
+			if err.Error() != want {
+				t.Fatalf("Identify: %q, want %q", err, want)
 			}
 		})
 	}
