@@ -315,7 +315,7 @@ func runDev(args []string) int {
 				}
 			}
 			up = true
-			printDev(self, *dir, masters, sparkURL, env, nodes, sec)
+			printDev(os.Stdout, self, *dir, masters, sparkURL, env, nodes, sec)
 		case n := <-exited:
 			// select picks at random among ready channels: a node that
 			// dies as dev stops must not come back.
@@ -362,44 +362,49 @@ func runDev(args []string) int {
 	}
 }
 
-// printDev prints what a user needs once the cluster is up: where it runs,
+// printDev prints to w what a user needs once the cluster is up: where it runs,
 // each node, the credentials and the exports of env.
-func printDev(self, dir, masters, sparkURL string, env []string, nodes []*devNode, sec *devsecrets.Secrets) {
+func printDev(w io.Writer, self, dir, masters, sparkURL string, env []string, nodes []*devNode, sec *devsecrets.Secrets) {
 	scheme := "http"
 	if sec != nil {
 		scheme = "https"
 	}
-	fmt.Printf("Drover dev cluster is up in %s\n\n", dir)
-	fmt.Printf("  masters: %s\n", masters)
+	fmt.Fprintf(w, "Drover dev cluster is up in %s\n\n", dir)
+	fmt.Fprintf(w, "  masters: %s\n", masters)
 	if sparkURL != "" {
-		fmt.Printf("  spark:   %s\n", sparkURL)
+		fmt.Fprintf(w, "  spark:   %s\n", sparkURL)
 	}
-	fmt.Println()
+	fmt.Fprintln(w)
 	for _, n := range nodes {
-		fmt.Printf("  %-6s %-3s %s://%-21s pid %-7d log %s\n", n.role, n.id, scheme, n.http, n.cmd.Process.Pid, filepath.Join(dir, n.id+".log"))
+		fmt.Fprintf(w, "  %-6s %-3s %s://%-21s pid %-7d log %s\n", n.role, n.id, scheme, n.http, n.cmd.Process.Pid, filepath.Join(dir, n.id+".log"))
 	}
 	if sec != nil {
-		fmt.Printf("\nTLS, tokens and gossip encryption are on, with throwaway credentials in %s\n"+
+		fmt.Fprintf(w, "\nTLS, tokens and gossip encryption are on, with throwaway credentials in %s\n"+
 			"(operator token: %s; --insecure runs without them).\n", sec.Dir, sec.OperatorToken)
+		// The exports carry the submit token, which drover operator's
+		// calls refuse; the operator token goes the same way, by the
+		// variable the CLI reads (or --token-file).
+		fmt.Fprintf(w, "Operator commands take the operator token the way the CLI reads any token file:\n"+
+			"  %s=%s %s operator namespace list\n", client.EnvTokenFile, shellQuote(sec.OperatorToken), self)
 	} else {
-		fmt.Printf("\n--insecure: no TLS, no tokens, no gossip encryption.\n")
+		fmt.Fprintf(w, "\n--insecure: no TLS, no tokens, no gossip encryption.\n")
 	}
-	fmt.Printf("\nTry:\n")
+	fmt.Fprintf(w, "\nTry:\n")
 	for _, kv := range env {
-		fmt.Printf("  %s\n", exportLine(kv))
+		fmt.Fprintf(w, "  %s\n", exportLine(kv))
 	}
-	fmt.Printf("  %s client submit --wait -- /bin/echo hello\n  %s client list\n", self, self)
+	fmt.Fprintf(w, "  %s client submit --wait -- /bin/echo hello\n  %s client list\n", self, self)
 	switch {
 	case sparkURL != "" && sec == nil:
 		// Spark's client sends a cluster-mode submission through REST
 		// only with this property set; without it, it speaks Spark's RPC.
-		fmt.Printf("  spark-submit --master \"$%s\" --deploy-mode cluster --conf spark.master.rest.enabled=true --class CLASS JAR\n", sparkMasterEnv)
+		fmt.Fprintf(w, "  spark-submit --master \"$%s\" --deploy-mode cluster --conf spark.master.rest.enabled=true --class CLASS JAR\n", sparkMasterEnv)
 	case sparkURL != "":
 		// Spark's REST client speaks plain HTTP and sends no token.
-		fmt.Printf("  curl --cacert %s -H \"Authorization: Bearer $(cat %s)\" https://%s/v1/submissions/status/DRIVER_ID\n"+
+		fmt.Fprintf(w, "  curl --cacert %s -H \"Authorization: Bearer $(cat %s)\" https://%s/v1/submissions/status/DRIVER_ID\n"+
 			"  (spark-submit reaches only masters without TLS and tokens: --insecure)\n", sec.CA, sec.SubmitToken, nodes[0].spark)
 	}
-	fmt.Printf("\nPress Ctrl-C to stop the cluster.\n")
+	fmt.Fprintf(w, "\nPress Ctrl-C to stop the cluster.\n")
 }
 
 // logTailLines is how many lines of a node's log dev prints when the node

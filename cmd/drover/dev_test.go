@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"cmp"
 	"fmt"
 	"os"
@@ -13,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/drover-project/drover/client"
 	"github.com/drover-project/drover/internal/devsecrets"
 )
 
@@ -190,5 +192,27 @@ func TestLogTail(t *testing.T) {
 		if err != nil || !slices.Equal(got, c.want) {
 			t.Errorf("logTail of %.20q: %q, %v; want %q", c.content, got, err, c.want)
 		}
+	}
+}
+
+// Once the cluster is up, dev shows how to use the operator token as well
+// as where it is: the exports carry the submit token, which operator
+// calls refuse, so it prints a command line setting the variable the CLI
+// reads a token file from to the operator token's path, quoted for the
+// shell.
+func TestDevShowsHowToUseTheOperatorToken(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "it's dev")
+	sec := &devsecrets.Secrets{Dir: filepath.Join(dir, "secrets"), CA: filepath.Join(dir, "secrets", "ca.pem"),
+		OperatorToken: filepath.Join(dir, "secrets", "operator.token"), SubmitToken: filepath.Join(dir, "secrets", "submit.token")}
+	var out bytes.Buffer
+	printDev(&out, "drover", dir, "127.0.0.1:7102", "", devEnv("127.0.0.1:7102", "", sec), nil, sec)
+	want := "  DROVER_TOKEN_FILE=" + shellQuote(sec.OperatorToken) + " drover operator namespace list\n"
+	if !strings.Contains(out.String(), want) {
+		t.Fatalf("dev's output lacks %q:\n%s", want, out.String())
+	}
+	// The variable is the one the CLI reads.
+	t.Setenv(client.EnvTokenFile, sec.OperatorToken)
+	if got := newConnectFlags().tokenFile; got != sec.OperatorToken {
+		t.Fatalf("$%s gives --token-file %q, want %q", client.EnvTokenFile, got, sec.OperatorToken)
 	}
 }
