@@ -20,11 +20,12 @@ func (k *cli) apps(ctx context.Context, args []string) int {
 		return k.exitFor(fmt.Errorf("apps takes no arguments, got %q", fs.Args()))
 	}
 	var q api.ListQuery
-	if !*all {
-		q.Namespace = *k.namespace
+	var err error
+	if q.Namespace, err = k.listNamespace(fs, *all); err != nil {
+		return k.exitFor(err)
 	}
 	as := []api.AppStatus{}
-	if err := k.call(ctx, func(ctx context.Context) error {
+	if err = k.call(ctx, func(ctx context.Context) error {
 		return k.c.ListApps(ctx, q, func(page []api.AppStatus) error {
 			as = append(as, page...)
 			return nil

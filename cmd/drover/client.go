@@ -134,6 +134,10 @@ type cli struct {
 	// as they take the connect flags; nil for drover operator, whose
 	// token create has a --namespace of its own.
 	namespace *string
+	// namespaceFlag is whether --namespace was given before the command
+	// (drover client --namespace etl list), not taken from
+	// $DROVER_NAMESPACE.
+	namespaceFlag bool
 }
 
 // newCLI returns the cli of command (named by fs) whose client starts from
@@ -164,6 +168,22 @@ func (k *cli) addNamespaceFlag(fs *pflag.FlagSet) {
 	if k.namespace != nil {
 		fs.StringVar(k.namespace, "namespace", *k.namespace, "the namespace submit submits into, and list and apps show, a DNS label (default $DROVER_NAMESPACE, else default)")
 	}
+}
+
+// listNamespace returns the namespace list and apps show, as a query's
+// Namespace: "" with --all-namespaces, else --namespace. --all-namespaces
+// and a --namespace given on the command line, before the command or
+// after it, are refused together, since one would be ignored; a
+// namespace from $DROVER_NAMESPACE gives way to --all-namespaces, as
+// kubectl's context namespace does.
+func (k *cli) listNamespace(fs *pflag.FlagSet, all bool) (string, error) {
+	switch {
+	case !all:
+		return *k.namespace, nil
+	case k.namespaceFlag || fs.Changed("namespace"):
+		return "", errors.New("--all-namespaces and --namespace exclude each other: give one")
+	}
+	return "", nil
 }
 
 // parse parses a command's arguments, its own flags and the connect flags
@@ -233,6 +253,7 @@ func runClient(args []string, stdout, stderr io.Writer) int {
 	if err := fs.Parse(args); err != nil {
 		return flagErrorTo(stderr, err)
 	}
+	k.namespaceFlag = fs.Changed("namespace")
 	if fs.NArg() == 0 {
 		fs.SetOutput(stderr)
 		fs.Usage()
@@ -819,11 +840,11 @@ func (k *cli) list(ctx context.Context, args []string) int {
 		return k.exitFor(fmt.Errorf("list takes no arguments, got %q", fs.Args()))
 	}
 	q, err := listQuery(*states, *name, *worker, *pageSize)
+	if err == nil {
+		q.Namespace, err = k.listNamespace(fs, *all)
+	}
 	if err != nil {
 		return k.exitFor(err)
-	}
-	if !*all {
-		q.Namespace = *k.namespace
 	}
 	// The masters filter and page; each page is printed before the next
 	// is asked for, so the client holds one page, whatever the tables

@@ -265,7 +265,6 @@ func TestListFilters(t *testing.T) {
 		{[]string{"--name", strings.Repeat("a", api.MaxNameFilter)}, "limit=1000&name=" + strings.Repeat("a", api.MaxNameFilter) + "&namespace=default"},
 		{[]string{"--all-namespaces"}, "limit=1000"},
 		{[]string{"--namespace", "etl"}, "limit=1000&namespace=etl"},
-		{[]string{"--namespace", "etl", "--all-namespaces"}, "limit=1000"},
 		{[]string{"--namespace", strings.Repeat("a", model.MaxNamespaceLen)}, "limit=1000&namespace=" + strings.Repeat("a", model.MaxNamespaceLen)},
 	} {
 		if _, stderr, code := list(c.args...); code != 0 || lastQuery().Encode() != c.want {

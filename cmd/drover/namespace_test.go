@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/drover-project/drover/api"
+	"github.com/drover-project/drover/client"
 	"github.com/drover-project/drover/master"
 	"github.com/drover-project/drover/master/mastertest"
 	"github.com/drover-project/drover/model"
@@ -211,7 +212,7 @@ func TestAppsListsItsNamespace(t *testing.T) {
 		{[]string{"--namespace", "etl", "apps"}, false, true},
 		{[]string{"apps", "--namespace", "etl", "--json"}, false, true},
 		{[]string{"apps", "--all-namespaces"}, true, true},
-		{[]string{"--namespace", "etl", "apps", "--all-namespaces", "--json"}, true, true},
+		{[]string{"apps", "--all-namespaces", "--json"}, true, true},
 	} {
 		stdout, stderr, code := drover(append([]string{"client", "--masters", m}, tc.args...)...)
 		if code != 0 || strings.Contains(stdout, inDefault) != tc.dflt || strings.Contains(stdout, inETL) != tc.etl {
@@ -323,5 +324,41 @@ func TestRevokedTokenIsOneLine(t *testing.T) {
 	op("token", "revoke", tok.Accessor)
 	if stdout, stderr, code := list(); code != 1 || stdout != "" || stderr != "drover: forbidden: unknown or revoked token\n" {
 		t.Fatalf("list with the revoked token: exit %d, stdout %q, stderr %q; want 1 and one line saying it is unknown or revoked", code, stdout, stderr)
+	}
+}
+
+// list and apps refuse --all-namespaces beside a --namespace given on the
+// command line, before the command or after it, in one line naming both,
+// exit 1, before any request: one of the two would be ignored. A
+// namespace from $DROVER_NAMESPACE gives way to --all-namespaces.
+func TestAllNamespacesRefusesNamespace(t *testing.T) {
+	f := newFakeMaster(t)
+	t.Setenv(client.EnvNamespace, "")
+	for _, args := range [][]string{
+		{"--namespace", "etl", "list", "--all-namespaces"},
+		{"list", "--all-namespaces", "--namespace", "etl"},
+		{"list", "--namespace", "default", "--all-namespaces"},
+		{"--namespace", "etl", "apps", "--all-namespaces"},
+		{"apps", "--all-namespaces", "--namespace", "etl", "--json"},
+	} {
+		stdout, stderr, code := drover(append([]string{"client", "--masters", f.addr()}, args...)...)
+		if code != 1 || stdout != "" || stderr != "drover: --all-namespaces and --namespace exclude each other: give one\n" {
+			t.Errorf("%v: exit %d, stdout %q, stderr %q; want 1 and one line naming both flags", args, code, stdout, stderr)
+		}
+	}
+	f.mu.Lock()
+	asked := len(f.lists)
+	f.mu.Unlock()
+	if asked != 0 {
+		t.Fatalf("refused commands made %d list requests", asked)
+	}
+	t.Setenv(client.EnvNamespace, "etl")
+	if _, stderr, code := drover("client", "--masters", f.addr(), "list", "--all-namespaces"); code != 0 {
+		t.Fatalf("$%s=etl with --all-namespaces: exit %d, %q", client.EnvNamespace, code, stderr)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(f.lists) != 1 || f.lists[0].Has(api.QueryNamespace) {
+		t.Fatalf("list --all-namespaces under $%s asked %v, want every namespace", client.EnvNamespace, f.lists)
 	}
 }
