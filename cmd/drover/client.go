@@ -679,8 +679,27 @@ func (k *cli) status(ctx context.Context, args []string) int {
 	if *asJSON {
 		return k.printJSON(driverJSONOf(d))
 	}
-	printDriver(k.stdout, d)
+	printDriver(k.stdout, d, k.namespaceOf(ctx, d))
 	return 0
+}
+
+// namespaceOf returns the settings of driver d's namespace when d asked
+// for no priority, so that status can show the one the scheduler gives it
+// (model.Namespace.Priority); nil when d named its own, or when the
+// namespace cannot be read (deleted since, or not the caller's to read),
+// and then status says how the default is found instead.
+func (k *cli) namespaceOf(ctx context.Context, d *model.Driver) *model.Namespace {
+	if d.Priority != nil {
+		return nil
+	}
+	var st api.NamespaceStatus
+	if err := k.call(ctx, func(ctx context.Context) (err error) {
+		st, err = k.c.Namespace(ctx, model.NamespaceOf(d.Namespace))
+		return err
+	}); err != nil {
+		return nil
+	}
+	return st.Namespace
 }
 
 // driverJSON is a driver as status --json and list --json print it: the
@@ -733,16 +752,22 @@ func fmtExit(p *int) string {
 	return fmt.Sprint(*p)
 }
 
-func printDriver(w io.Writer, d *model.Driver) {
+// printDriver prints d for status; ns is the settings of its namespace,
+// which give the priority of a driver that asked for none (nil when not
+// known).
+func printDriver(w io.Writer, d *model.Driver, ns *model.Namespace) {
 	fmt.Fprintf(w, "id:         %s\n", d.ID)
 	if d.Name != "" {
 		fmt.Fprintf(w, "name:       %s\n", d.Name)
 	}
 	fmt.Fprintf(w, "state:      %s\n", d.State)
 	fmt.Fprintf(w, "namespace:  %s\n", model.NamespaceOf(d.Namespace))
-	if d.Priority != nil {
+	switch {
+	case d.Priority != nil:
 		fmt.Fprintf(w, "priority:   %d\n", *d.Priority)
-	} else {
+	case ns != nil:
+		fmt.Fprintf(w, "priority:   %d (namespace default)\n", ns.Priority(nil))
+	default:
 		fmt.Fprintf(w, "priority:   the namespace's default (%d, or its --priority-max if lower)\n", model.DefaultPriority)
 	}
 	worker, attempt := placement(d)

@@ -362,3 +362,35 @@ func TestAllNamespacesRefusesNamespace(t *testing.T) {
 		t.Fatalf("list --all-namespaces under $%s asked %v, want every namespace", client.EnvNamespace, f.lists)
 	}
 }
+
+// status shows the priority the scheduler gives a driver that asked for
+// none: its namespace's default, 50 lowered to the namespace's
+// --priority-max, marked as such; a driver that named one shows it alone.
+func TestStatusShowsTheResolvedPriority(t *testing.T) {
+	c := mastertest.Start(t, 1, nil)
+	m := c.Nodes[0].HTTP()
+	if _, stderr, code := drover("operator", "namespace", "apply", "low", "--priority-max", "30", "--masters", m); code != 0 {
+		t.Fatalf("namespace apply low: exit %d, %q", code, stderr)
+	}
+	cl := c.Client()
+	p20 := 20
+	for _, tc := range []struct {
+		ns       string
+		priority *int
+		want     string
+	}{
+		{"", nil, "priority:   50 (namespace default)\n"},
+		{"low", nil, "priority:   30 (namespace default)\n"},
+		{"low", &p20, "priority:   20\n"},
+	} {
+		res, err := cl.Submit(c.Context(), api.SubmitRequest{DriverSpec: model.DriverSpec{Namespace: tc.ns, Priority: tc.priority,
+			Argv: []string{"/bin/true"}, Cores: 1, MemoryMB: 64}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		stdout, stderr, code := drover("client", "--masters", m, "status", res.DriverID)
+		if code != 0 || !strings.Contains(stdout, tc.want) {
+			t.Errorf("status of a driver of namespace %q, priority %v: exit %d (%s), want %q in\n%s", tc.ns, tc.priority, code, stderr, tc.want, stdout)
+		}
+	}
+}
