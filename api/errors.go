@@ -29,6 +29,9 @@ const (
 	// CodeNotFound: no such endpoint, attempt, log or other thing that is
 	// not a row of the tables (404).
 	CodeNotFound Code = "not_found"
+	// CodeMethodNotAllowed: an endpoint's path with a method it does not
+	// take; the Allow header lists those it takes (405, RFC 9110 15.5.6).
+	CodeMethodNotAllowed Code = "method_not_allowed"
 	// CodeUnknownDriver, CodeUnknownWorker, CodeUnknownApp and
 	// CodeUnknownExecutor: no such row (404).
 	CodeUnknownDriver   Code = "unknown_driver"
@@ -114,6 +117,7 @@ var (
 	ErrUnauthenticated      = errors.New("unauthenticated")
 	ErrForbidden            = errors.New("forbidden")
 	ErrNotFound             = errors.New("not found")
+	ErrMethodNotAllowed     = errors.New("method not allowed")
 	ErrConflict             = errors.New("conflict")
 	ErrGone                 = errors.New("gone")
 	ErrNotInPool            = errors.New("not in the gossip pool")
@@ -158,6 +162,7 @@ var codes = []struct {
 	{CodeUnauthenticated, ErrUnauthenticated, http.StatusUnauthorized},
 	{CodeForbidden, ErrForbidden, http.StatusForbidden},
 	{CodeNotFound, ErrNotFound, http.StatusNotFound},
+	{CodeMethodNotAllowed, ErrMethodNotAllowed, http.StatusMethodNotAllowed},
 	{CodeConflict, ErrConflict, http.StatusConflict},
 	{CodeGone, ErrGone, http.StatusGone},
 	{CodeTooLarge, ErrTooLarge, http.StatusRequestEntityTooLarge},

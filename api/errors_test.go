@@ -12,7 +12,7 @@ import (
 // code and status, and the error the far side decodes wrap one sentinel.
 func TestCodesRoundTrip(t *testing.T) {
 	// The general sentinels: each stands for its status alone.
-	own := map[error]bool{ErrInvalidRequest: true, ErrUnauthenticated: true, ErrForbidden: true, ErrNotFound: true, ErrConflict: true, ErrGone: true,
+	own := map[error]bool{ErrInvalidRequest: true, ErrUnauthenticated: true, ErrForbidden: true, ErrNotFound: true, ErrMethodNotAllowed: true, ErrConflict: true, ErrGone: true,
 		ErrTooLarge: true, ErrUnsupportedMediaType: true, ErrMisdirected: true, ErrTooManyRequests: true, ErrNoStorage: true, ErrUnavailable: true, ErrBadGateway: true, ErrInternal: true}
 	for i, c := range codes {
 		if (i < apiCodes) == own[c.err] {

@@ -128,9 +128,35 @@ func Register(mux *http.ServeMux, cfg Config) {
 	mux.HandleFunc("GET /json", sparkJSON)
 	mux.HandleFunc("GET /json/{$}", sparkJSON)
 	mux.HandleFunc("GET /json/{field}", sparkJSON)
+	// The catch-all matches a path of an endpoint asked with another
+	// method too, since it is more general than the endpoints' method
+	// patterns, where ServeMux would answer 405 on its own; so it asks
+	// the mux which methods the path takes.
 	mux.HandleFunc("/v1/", func(w http.ResponseWriter, r *http.Request) {
+		if allow := allowed(mux, r); len(allow) > 0 {
+			w.Header().Set("Allow", strings.Join(allow, ", "))
+			h.writeError(w, api.Errorf(api.ErrMethodNotAllowed, "%s %s: the endpoint takes %s", r.Method, r.URL.Path, strings.Join(allow, ", ")))
+			return
+		}
 		h.writeError(w, api.Errorf(api.ErrNotFound, "no such endpoint: %s %s", r.Method, r.URL.Path))
 	})
+}
+
+// methods are those an endpoint of the API may take (HEAD with GET).
+var methods = []string{http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodDelete}
+
+// allowed returns the methods whose patterns on mux match r's path, other
+// than the catch-all's, in the order of methods: those the Allow header
+// of a 405 lists, as ServeMux's own 405 does.
+func allowed(mux *http.ServeMux, r *http.Request) []string {
+	var out []string
+	for _, m := range methods {
+		probe := &http.Request{Method: m, URL: r.URL, Host: r.Host, Header: http.Header{}}
+		if _, pattern := mux.Handler(probe); pattern != "" && pattern != "/v1/" {
+			out = append(out, m)
+		}
+	}
+	return out
 }
 
 // Wrap puts what every answer of a master's listener shares around mux:
