@@ -65,6 +65,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"regexp"
 	"strings"
 
 	"github.com/drover-project/drover/model"
@@ -211,6 +212,31 @@ const ReasonUnplaceable = "requires more resources than any worker has"
 // on read), waits for a worker larger than any ALIVE one.
 func Unplaceable(d *model.Driver) bool {
 	return d.WorkerID == "" && !d.State.Terminal() && strings.Contains(d.Message, ReasonUnplaceable)
+}
+
+// The reasons a namespace gives for holding a waiting driver back, as the
+// start of its message on read (master/service words them with these,
+// then the figures): its quota reached ("namespace etl is at its cores
+// quota (8 of 8)") or its driver share ("driver share of etl reached (4
+// of 4 cores)"). Unlike the workers' reasons, these lift only as the
+// namespace's own work ends or an operator raises the bound, so submit
+// reports them at once and returns (HeldByNamespace), as Nomad's job run
+// reports a blocked evaluation's placement failures.
+const (
+	ReasonQuota       = "namespace %s is at its %s quota"
+	ReasonDriverShare = "driver share of %s reached"
+)
+
+// heldByNamespace matches the start of a message worded with ReasonQuota
+// (a bound may be several words: "running drivers") or
+// ReasonDriverShare.
+var heldByNamespace = regexp.MustCompile(`^(namespace \S+ is at its .+ quota \(|driver share of \S+ reached)`)
+
+// HeldByNamespace reports whether d, as a master answers it (its message
+// set on read), waits because its namespace's quota or driver share is
+// reached (ReasonQuota, ReasonDriverShare).
+func HeldByNamespace(d *model.Driver) bool {
+	return d.WorkerID == "" && !d.State.Terminal() && heldByNamespace.MatchString(d.Message)
 }
 
 // MaxTokenLen bounds a submission token, in bytes.

@@ -2,9 +2,12 @@ package api
 
 import (
 	"encoding/json"
+	"fmt"
 	"runtime"
 	"strings"
 	"testing"
+
+	"github.com/drover-project/drover/model"
 )
 
 // A batch decodes strictly, as every body a master reads, and a body
@@ -60,5 +63,39 @@ func TestOversizeBatchIsRefusedEarly(t *testing.T) {
 	}
 	if n := after.TotalAlloc - before.TotalAlloc; n > 16<<20 {
 		t.Errorf("refusing it allocated %d MiB", n>>20)
+	}
+}
+
+// HeldByNamespace knows the namespace's reasons, as master/service words
+// them, on a waiting driver alone; not the workers' reasons, nor a placed
+// or ended driver's message.
+func TestHeldByNamespace(t *testing.T) {
+	waiting := func(msg string) *model.Driver {
+		return &model.Driver{State: model.DriverSubmitted, Message: msg}
+	}
+	for _, msg := range []string{
+		fmt.Sprintf(ReasonQuota+" (%d of %d)", "etl", "cores", 4, 4),
+		fmt.Sprintf(ReasonQuota+" (%d of %d)", "etl", "running drivers", 1, 1),
+		fmt.Sprintf(ReasonQuota+" (%d of %d MiB)", "etl", "memory", 4096, 4096),
+		fmt.Sprintf(ReasonDriverShare+" (%d of %d cores)", "etl", 4, 4),
+		fmt.Sprintf(ReasonDriverShare+": its work and its drivers' apps hold or ask %d of %d cores", "etl", 8, 8),
+	} {
+		if !HeldByNamespace(waiting(msg)) {
+			t.Errorf("%q is not taken for the namespace's", msg)
+		}
+		placed := waiting(msg)
+		placed.WorkerID = "w1"
+		ended := waiting(msg)
+		ended.State = model.DriverKilled
+		if HeldByNamespace(placed) || HeldByNamespace(ended) {
+			t.Errorf("%q on a placed or ended driver is taken for a wait", msg)
+		}
+	}
+	for _, msg := range []string{"", "queued for placement", "waiting for a worker with free resources", "waiting: no ALIVE worker",
+		"drivers are at --max-running-drivers (2)", "priority: 1 driver of priority 80 is ahead", "fair share: etl holds 0.75 of the cluster, ml 0.25",
+		"namespace etl was deleted"} {
+		if HeldByNamespace(waiting(msg)) {
+			t.Errorf("%q is taken for the namespace's", msg)
+		}
 	}
 }

@@ -69,7 +69,8 @@ $DROVER_CLIENT_KEY. --bind sets the source address.
 Exit codes: 0 success (submit: the driver is RUNNING, or with --wait
 FINISHED); 1 refused, failed or bad usage; 2 no master reachable or no
 leader known within --timeout; 3 submit: no worker can hold the driver;
-4 submit without --wait: accepted, but not RUNNING within --timeout;
+4 submit without --wait: accepted, but not RUNNING within --timeout, or
+held back by its namespace's quota or driver share (said at once);
 130 interrupted by Ctrl-C (SIGINT; 143 for SIGTERM): a submitted driver is
 not killed, and stderr says how to follow or kill it. After 3, 4 and 130
 the driver stays queued and its ID is the last line of stdout, as after 0.
@@ -335,7 +336,7 @@ func (k *cli) submit(ctx context.Context, args []string) int {
 	envs := fs.StringArray("env", nil, "K=V to set in the driver's environment (repeatable)")
 	artifacts := fs.StringArray("artifact", nil, "URL (http://, https://, file:///) of a file to stage in the driver's directory before it starts; ?checksum=sha256:HEX verifies it, archives (.tar, .tar.gz, .tgz, .tar.bz2, .tar.xz, .zip) are unpacked unless ?archive=false (repeatable)")
 	uploads := fs.StringArray("upload", nil, "a local file to store on the masters and stage in the driver's directory under its base name, with its permission bits (repeatable)")
-	wait := fs.Bool("wait", false, "wait until the driver ends; exit 0 for FINISHED, 1 otherwise, 130 on Ctrl-C, which leaves the driver running (without it, submit returns once the driver runs, or after --timeout with exit 4)")
+	wait := fs.Bool("wait", false, "wait until the driver ends; exit 0 for FINISHED, 1 otherwise, 130 on Ctrl-C, which leaves the driver running (without it, submit returns once the driver runs, or with exit 4 after --timeout, or at once when its namespace's quota or driver share holds it back)")
 	resources := fs.StringArray("driver-resource", nil, "NAME=N: N addresses of the custom resource NAME (gpu=1), which the driver finds in $DROVER_RESOURCE_<NAME> and $DROVER_RESOURCES_FILE (Spark's spark.driver.resource.NAME.amount; repeatable)")
 	maxRestarts := fs.Int("max-restarts", 0, "with --supervise: end the driver FAILED after more than N failed runs (within --restart-window); default unbounded")
 	window := fs.Duration("restart-window", 0, "with --max-restarts: count only the failed runs of the last D (at least 1s); default every one")
@@ -447,8 +448,12 @@ func (k *cli) submit(ctx context.Context, args []string) int {
 		return k.exitFor(err)
 	}
 	fmt.Fprintf(k.stderr, "submitted %s\n", res.DriverID)
+	// Without --wait, a driver its namespace holds back (its quota or
+	// driver share reached) is reported at once: it waits for the
+	// namespace's own work to end, which may take hours, as Nomad's job
+	// run reports a blocked evaluation and returns.
 	d, err := k.watch(deadline, res.DriverID, func(d *model.Driver) bool {
-		return d.State.Terminal() || (!*wait && d.State == model.DriverRunning) || api.Unplaceable(d)
+		return d.State.Terminal() || (!*wait && (d.State == model.DriverRunning || api.HeldByNamespace(d))) || api.Unplaceable(d)
 	})
 	fmt.Fprintln(k.stdout, res.DriverID)
 	if code, ok := k.interrupted(stillThere(res.DriverID, d)); ok {
@@ -465,6 +470,10 @@ func (k *cli) submit(ctx context.Context, args []string) int {
 		return exitNotRunning
 	case err != nil:
 		return k.exitFor(err)
+	case !*wait && api.HeldByNamespace(d):
+		fmt.Fprintf(k.stderr, "drover: %s was accepted and waits: %s; it stays queued until its namespace has room: drover client status %s follows it, drover client kill %s drops it\n",
+			d.ID, d.Message, d.ID, d.ID)
+		return exitNotRunning
 	case api.Unplaceable(d):
 		fmt.Fprintf(k.stderr, "drover: %s cannot be placed (%s); it stays queued until a worker that fits registers: drover client kill %s drops it\n",
 			d.ID, d.Message, d.ID)
@@ -578,7 +587,9 @@ const (
 	// worker registers.
 	exitUnplaceable = 3
 	// exitNotRunning: without --wait, the driver was not RUNNING within
-	// --timeout (it waits for room, or its worker has not started it yet).
+	// --timeout (it waits for room, or its worker has not started it
+	// yet), or its namespace holds it back (api.HeldByNamespace), which
+	// submit reports at its first read.
 	exitNotRunning = 4
 )
 

@@ -309,8 +309,9 @@ func TestListFilters(t *testing.T) {
 
 // submit returns once the driver runs, and otherwise never hangs: a
 // driver no worker can hold exits 3 at once, one still queued when
-// --timeout is up exits 4; either way the ID is the last line of stdout
-// and the reason is on stderr.
+// --timeout is up exits 4, and one its namespace holds back (quota,
+// driver share) exits 4 at once; either way the ID is the last line of
+// stdout and the reason is on stderr.
 func TestSubmitExitCodes(t *testing.T) {
 	for _, c := range []struct {
 		name   string
@@ -325,6 +326,12 @@ func TestSubmitExitCodes(t *testing.T) {
 			[]string{"--wait"}, 3, "cannot be placed (waiting: " + api.ReasonUnplaceable},
 		{"queued at the timeout", &model.Driver{State: model.DriverSubmitted, Attempt: 1, Message: "waiting: no ALIVE worker"},
 			[]string{"--timeout", "1s"}, 4, "was accepted but is not RUNNING after --timeout 1s (it is driver-20260101000000-0100 SUBMITTED: waiting: no ALIVE worker)"},
+		// Its namespace holds it back: said at the first read, long
+		// before --timeout.
+		{"at its namespace's quota", &model.Driver{State: model.DriverSubmitted, Attempt: 1, Message: "namespace etl is at its cores quota (4 of 4)"},
+			[]string{"--timeout", "20s"}, 4, "drover: driver-20260101000000-0100 was accepted and waits: namespace etl is at its cores quota (4 of 4); it stays queued until its namespace has room"},
+		{"at its namespace's driver share", &model.Driver{State: model.DriverSubmitted, Attempt: 1, Message: "driver share of etl reached (2 of 2 cores)"},
+			[]string{"--timeout", "20s"}, 4, "was accepted and waits: driver share of etl reached (2 of 2 cores);"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			f := newFakeMaster(t)
@@ -338,7 +345,7 @@ func TestSubmitExitCodes(t *testing.T) {
 			if code != c.code || lines[len(lines)-1] != "driver-20260101000000-0100" || !strings.Contains(stderr, c.stderr) {
 				t.Fatalf("exit %d, stdout %q, stderr %q; want %d, the ID and %q", code, stdout, stderr, c.code, c.stderr)
 			}
-			if took := time.Since(start); took > 10*time.Second {
+			if took := time.Since(start); took > 5*time.Second {
 				t.Fatalf("took %s", took)
 			}
 		})

@@ -228,7 +228,8 @@ func (tn *tenants) appReason(a *model.App, workers string) string {
 // refusalReason words a namespace's refusal: "namespace etl is at its
 // cores quota (8 of 8)", "driver share of etl reached (4 of 4 cores)",
 // "driver share of etl reached: its work and its drivers' apps hold or
-// ask 8 of 8 cores".
+// ask 8 of 8 cores"; each starts with api.ReasonQuota or
+// api.ReasonDriverShare, by which submit knows them.
 func refusalReason(name string, r fairshare.Refusal) string {
 	unit := ""
 	if r.Bound == "memory" {
@@ -236,14 +237,14 @@ func refusalReason(name string, r fairshare.Refusal) string {
 	}
 	switch r.Kind {
 	case fairshare.ByAppCores:
-		return fmt.Sprintf("driver share of %s reached: its work and its drivers' apps hold or ask %d of %d cores", name, r.Used, r.Limit)
+		return fmt.Sprintf(api.ReasonDriverShare+": its work and its drivers' apps hold or ask %d of %d cores", name, r.Used, r.Limit)
 	case fairshare.ByDriverShare:
 		if unit == "" {
 			unit = " " + r.Bound
 		}
-		return fmt.Sprintf("driver share of %s reached (%d of %d%s)", name, r.Used, r.Limit, unit)
+		return fmt.Sprintf(api.ReasonDriverShare+" (%d of %d%s)", name, r.Used, r.Limit, unit)
 	}
-	return fmt.Sprintf("namespace %s is at its %s quota (%d of %d%s)", name, r.Bound, r.Used, r.Limit, unit)
+	return fmt.Sprintf(api.ReasonQuota+" (%d of %d%s)", name, r.Bound, r.Used, r.Limit, unit)
 }
 
 // priorityReason words the drivers of a namespace waiting ahead of one of

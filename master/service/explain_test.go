@@ -111,6 +111,15 @@ func reasonOf(t *testing.T, f *fsm.FSM, maxDrivers, n int) string {
 	return explainWaiting([]*model.Driver{d}, ws, &tenants{st: f.State(), ws: ws, maxDrivers: maxDrivers})[0].Message
 }
 
+// heldByNamespace fails the test unless submit takes reason for its
+// namespace's holding a driver back (api.HeldByNamespace).
+func heldByNamespace(t *testing.T, reason string) {
+	t.Helper()
+	if !api.HeldByNamespace(&model.Driver{State: model.DriverSubmitted, Message: reason}) {
+		t.Fatalf("submit does not know %q for its namespace's", reason)
+	}
+}
+
 // A waiting driver's one reason, with figures, in order: its namespace's
 // quota, its driver share, --max-running-drivers, no worker large enough,
 // drivers of higher priority ahead, others' fair share; and the reasons
@@ -124,6 +133,7 @@ func TestExplainNamespaceReasons(t *testing.T) {
 		if got, want := reasonOf(t, f, 0, 1), "namespace etl is at its cores quota (4 of 4)"; got != want {
 			t.Fatalf("%q, want %q", got, want)
 		}
+		heldByNamespace(t, reasonOf(t, f, 0, 1))
 	})
 	t.Run("running drivers quota", func(t *testing.T) {
 		f := appliedAll(t, worker, namespaceOf("etl", 1, 1, model.Quota{RunningDrivers: 1}),
@@ -131,6 +141,7 @@ func TestExplainNamespaceReasons(t *testing.T) {
 		if got, want := reasonOf(t, f, 0, 1), "namespace etl is at its running drivers quota (1 of 1)"; got != want {
 			t.Fatalf("%q, want %q", got, want)
 		}
+		heldByNamespace(t, reasonOf(t, f, 0, 1))
 	})
 	t.Run("driver share", func(t *testing.T) {
 		f := appliedAll(t, worker, namespaceOf("etl", 1, 0.5, model.Quota{Cores: 8}),
@@ -138,6 +149,7 @@ func TestExplainNamespaceReasons(t *testing.T) {
 		if got, want := reasonOf(t, f, 0, 2), "driver share of etl reached (4 of 4 cores)"; got != want {
 			t.Fatalf("%q, want %q", got, want)
 		}
+		heldByNamespace(t, reasonOf(t, f, 0, 2))
 	})
 	t.Run("driver share with the apps' asks", func(t *testing.T) {
 		var ds []model.Command
@@ -151,6 +163,7 @@ func TestExplainNamespaceReasons(t *testing.T) {
 		if got, want := reasonOf(t, f, 0, 2), "driver share of etl reached: its work and its drivers' apps hold or ask 10 of 10 cores"; got != want {
 			t.Fatalf("%q, want %q", got, want)
 		}
+		heldByNamespace(t, reasonOf(t, f, 0, 2))
 	})
 	t.Run("driver share of the fair share", func(t *testing.T) {
 		f := appliedAll(t, worker, namespaceOf("default", 1, 0.5, model.Quota{}),
