@@ -52,6 +52,15 @@ const (
 	// --max-queued-drivers; nothing was submitted (429, with
 	// Retry-After), as CodeLimitReached.
 	CodeQueueFull Code = "queue_full"
+	// CodeUnknownSchedule: no schedule of that name (404).
+	// CodeScheduleExists: a schedule of that name exists; nothing was
+	// created (409). CodeSlotAccounted: the slot was fired, skipped or
+	// counted missed already (409). CodeScheduleSuspended: the
+	// schedule is suspended, so its slots do not fire (409).
+	CodeUnknownSchedule   Code = "unknown_schedule"
+	CodeScheduleExists    Code = "schedule_exists"
+	CodeSlotAccounted     Code = "slot_accounted"
+	CodeScheduleSuspended Code = "schedule_suspended"
 	// CodeUnknownBlob: this master's store holds no uploaded file of that
 	// SHA-256 (404); another master may.
 	CodeUnknownBlob Code = "unknown_blob"
@@ -151,6 +160,10 @@ var codes = []struct {
 	{CodeNamespaceInUse, model.ErrNamespaceInUse, http.StatusConflict},
 	{CodeTokenInUse, model.ErrTokenInUse, http.StatusConflict},
 	{CodeQueueFull, model.ErrQueueFull, http.StatusTooManyRequests},
+	{CodeUnknownSchedule, model.ErrUnknownSchedule, http.StatusNotFound},
+	{CodeScheduleExists, model.ErrScheduleExists, http.StatusConflict},
+	{CodeSlotAccounted, model.ErrSlotAccounted, http.StatusConflict},
+	{CodeScheduleSuspended, model.ErrScheduleSuspended, http.StatusConflict},
 	{CodeDriverEnded, model.ErrDriverEnded, http.StatusConflict},
 	{CodeAppEnded, model.ErrAppEnded, http.StatusConflict},
 	{CodeStaleAttempt, model.ErrStaleAttempt, http.StatusConflict},
@@ -176,7 +189,7 @@ var codes = []struct {
 }
 
 // apiCodes is where the API's own sentinels start in codes.
-const apiCodes = 16
+const apiCodes = 20
 
 // CodeOf returns the code of err and its HTTP status: the code of the first
 // sentinel err wraps, CodeInternal (500) for an error that wraps none.

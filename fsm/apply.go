@@ -46,19 +46,37 @@ func (f *FSM) applySubmitDriver(c *model.SubmitDriver) (SubmitResult, error) {
 		}
 		return SubmitResult{DriverID: id, Existing: true}, nil
 	}
-	seq, err := idSeq(ids.Driver, c.ID)
+	seq, err := f.admitDriver(c)
 	if err != nil {
 		return SubmitResult{}, err
 	}
+	d := f.addDriver(c, seq)
+	return SubmitResult{DriverID: d.ID}, nil
+}
+
+// admitDriver checks submission c (its ID, its spec, and its namespace's
+// bounds, admitSubmission) and books it for the rest of the entry; it
+// returns the sequence number of c's ID for addDriver.
+func (f *FSM) admitDriver(c *model.SubmitDriver) (int, error) {
+	seq, err := idSeq(ids.Driver, c.ID)
+	if err != nil {
+		return 0, err
+	}
 	if err := c.DriverSpec.Validate(); err != nil {
-		return SubmitResult{}, fmt.Errorf("%w: %v", model.ErrInvalidCommand, err)
+		return 0, fmt.Errorf("%w: %v", model.ErrInvalidCommand, err)
 	}
 	if _, ok := f.t.Drivers[c.ID]; ok {
-		return SubmitResult{}, fmt.Errorf("%w: driver %s", model.ErrDuplicateID, c.ID)
+		return 0, fmt.Errorf("%w: driver %s", model.ErrDuplicateID, c.ID)
 	}
 	if err := f.t.admitSubmission(c.Namespace, c.Priority); err != nil {
-		return SubmitResult{}, err
+		return 0, err
 	}
+	return seq, nil
+}
+
+// addDriver makes the row of submission c, which admitDriver admitted
+// with ID sequence number seq, and queues it.
+func (f *FSM) addDriver(c *model.SubmitDriver, seq int) *model.Driver {
 	d := &model.Driver{
 		ID:     c.ID,
 		Name:   f.intern.str(c.Name),
@@ -96,7 +114,7 @@ func (f *FSM) applySubmitDriver(c *model.SubmitDriver) (SubmitResult, error) {
 	if seq >= f.t.NextDriverSeq {
 		f.t.NextDriverSeq = seq + 1
 	}
-	return SubmitResult{DriverID: d.ID}, nil
+	return d
 }
 
 // applySubmitDrivers applies each submission of the batch as
@@ -375,6 +393,12 @@ func (f *FSM) applyKillDriver(c *model.KillDriver) error {
 	if d.State.Terminal() {
 		return fmt.Errorf("%w: %s is %s", model.ErrDriverEnded, d.ID, d.State)
 	}
+	f.killDriver(d, c)
+	return nil
+}
+
+// killDriver ends driver d, which has not ended, KILLED as c asks.
+func (f *FSM) killDriver(d *model.Driver, c *model.KillDriver) {
 	if d.WorkerID == "" {
 		f.t.dropWaiting(map[string]bool{d.ID: true})
 	}
@@ -391,7 +415,6 @@ func (f *FSM) applyKillDriver(c *model.KillDriver) error {
 	d.UpdatedAt = c.Time
 	f.changed(model.EventDriver, d.ID)
 	f.driverAttemptEnded(d, d.Attempt, c.Time)
-	return nil
 }
 
 // applyDecommissionWorker only stops new placements on the worker: its

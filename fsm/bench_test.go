@@ -55,7 +55,7 @@ type benchFSM struct {
 }
 
 // benchNext is the ID counters a benchFSM keeps.
-type benchNext struct{ driver, app, worker, turn, namespace, token int }
+type benchNext struct{ driver, app, worker, turn, namespace, token, schedule int }
 
 // benchFormat is the format of the benchmarks' entries: FormatPack, which
 // a leader writes once every voter reads it ($DROVER_BENCH_FORMAT=json for
@@ -120,8 +120,32 @@ func refusal(res any) string {
 		if r.Existing {
 			return "token already known"
 		}
+	case FireResult:
+		if r.Outcome != FireStarted {
+			return "slot " + string(r.Outcome) + ": " + r.Reason
+		}
 	}
 	return ""
+}
+
+// schedules creates n schedules of the submission submitCommand makes
+// and returns their names.
+func (s *benchFSM) schedules(n int) []string {
+	names := make([]string, n)
+	for i := range names {
+		c := s.scheduleCommand()
+		s.must(c)
+		names[i] = c.Schedule.Name
+	}
+	return names
+}
+
+// scheduleCommand returns the creation of a new schedule.
+func (s *benchFSM) scheduleCommand() *model.CreateSchedule {
+	s.next.schedule++
+	return &model.CreateSchedule{Schedule: model.Schedule{Name: fmt.Sprintf("sched-%06d", s.next.schedule), Cron: "@every 10s", TimeZone: "UTC",
+		Concurrency: model.ConcurrencyAllow, History: model.DefaultHistory, Template: model.SubmitDriver{Name: "nightly", DriverSpec: s.submitCommand().DriverSpec}},
+		Time: s.tick()}
 }
 
 // rotate returns the next element of list, round robin.
@@ -544,6 +568,27 @@ var applyCases = []applyCase{
 			accessors[i] = c.Token.Accessor
 		}
 		return s.each(n, func(i int) model.Command { return &model.RevokeACLToken{Accessor: accessors[i], Time: s.tick()} })
+	}},
+	{model.CmdCreateSchedule, 1000, func(s *benchFSM, n int) [][]byte {
+		return s.each(n, func(int) model.Command { return s.scheduleCommand() })
+	}},
+	{model.CmdDeleteSchedule, 1000, func(s *benchFSM, n int) [][]byte {
+		names := s.schedules(n)
+		return s.each(n, func(i int) model.Command { return &model.DeleteSchedule{Name: names[i], Time: s.tick()} })
+	}},
+	{model.CmdSuspendSchedule, 1000, func(s *benchFSM, n int) [][]byte {
+		names := s.schedules(n)
+		return s.each(n, func(i int) model.Command { return &model.SuspendSchedule{Name: names[i], Suspended: true, Time: s.tick()} })
+	}},
+	// A schedule's slot submits its run.
+	{model.CmdFireSchedule, 1000, func(s *benchFSM, n int) [][]byte {
+		names := s.schedules(n)
+		return s.each(n, func(i int) model.Command {
+			now := s.tick() + 10_000
+			seq := s.next.driver
+			s.next.driver++
+			return &model.FireSchedule{Name: names[i], Slot: now, DriverID: benchDriverID(seq), Time: now}
+		})
 	}},
 	// A running driver gets a preemption notice.
 	{model.CmdPreemptAttempts, 1000, func(s *benchFSM, n int) [][]byte {

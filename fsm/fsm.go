@@ -114,6 +114,9 @@ type tables struct {
 	// from snapshots of tables without any, as before preemption
 	// existed.
 	Preemptions map[string]Preemptions `json:"preemptions,omitempty"`
+	// Schedules holds the schedules by name; absent from snapshots of
+	// tables without any, as before schedules existed.
+	Schedules map[string]*model.Schedule `json:"schedules,omitempty"`
 
 	// on indexes, per worker, the unfinished drivers placed there and the
 	// live executors (by ExecutorKey), so a worker's desired set costs

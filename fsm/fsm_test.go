@@ -271,6 +271,36 @@ func scenario(t tb) [][]byte {
 		{DriverID: driverID(20), Attempt: 1, State: model.DriverFailed, ExitCode: intp(143), Runs: 1},
 	}})
 	b.add(&model.PreemptAttempts{End: true, Time: 90, Items: []model.Preemption{{DriverID: driverID(19), Attempt: 1}}})
+	// Schedules: nightly forbids overlap and keeps one ended run; a
+	// name taken and a namespace unknown are refused. Its first slot
+	// fires (two missed before it, one nonexistent local time), then
+	// the same slot is refused, the next skipped (its run is live), one
+	// past its deadline missed; a manual run is skipped by forbid
+	// without a trace. Suspended, its slot is refused but a manual run
+	// starts once the live run is killed. hourly replaces: its second
+	// slot kills the first run; deleted, its run goes on.
+	nightly := model.Schedule{Name: "nightly", Cron: "0 2 * * *", TimeZone: "UTC", Concurrency: model.ConcurrencyForbid, StartingDeadlineMS: 60_000, History: 1,
+		Template: model.SubmitDriver{Name: "etl", DriverSpec: model.DriverSpec{Argv: []string{"t"}, Cores: 1, MemoryMB: 256}}}
+	b.add(&model.CreateSchedule{Schedule: nightly, Time: 91})
+	b.add(&model.CreateSchedule{Schedule: nightly, Time: 92})
+	b.add(&model.CreateSchedule{Schedule: model.Schedule{Name: "other", Cron: "@daily", TimeZone: "UTC", Concurrency: model.ConcurrencyAllow, History: 10,
+		Template: model.SubmitDriver{DriverSpec: model.DriverSpec{Argv: []string{"u"}, Cores: 1, MemoryMB: 256, Namespace: "nope"}}}, Time: 93})
+	b.add(&model.FireSchedule{Name: "nightly", Slot: 100_000, Missed: 2, DSTSkipped: 1, DriverID: driverID(21), Time: 100_001})
+	b.add(&model.FireSchedule{Name: "nightly", Slot: 100_000, DriverID: driverID(22), Time: 100_002})
+	b.add(&model.FireSchedule{Name: "nightly", Slot: 200_000, DriverID: driverID(22), Time: 200_001})
+	b.add(&model.FireSchedule{Name: "nightly", Slot: 300_000, Late: true, Time: 390_000})
+	b.add(&model.FireSchedule{Name: "nightly", Slot: 300_500, Manual: true, DriverID: driverID(22), Time: 300_500})
+	b.add(&model.SuspendSchedule{Name: "nightly", Suspended: true, Time: 300_600})
+	b.add(&model.FireSchedule{Name: "nightly", Slot: 400_000, DriverID: driverID(22), Time: 400_001})
+	b.add(&model.KillDriver{DriverID: driverID(21), Time: 400_100})
+	b.add(&model.FireSchedule{Name: "nightly", Slot: 400_200, Manual: true, DriverID: driverID(22), Time: 400_200})
+	b.add(&model.SuspendSchedule{Name: "nightly", Suspended: false, Time: 400_300})
+	b.add(&model.CreateSchedule{Schedule: model.Schedule{Name: "hourly", Cron: "0 * * * *", TimeZone: "Europe/Berlin", Concurrency: model.ConcurrencyReplace, History: 10,
+		Template: model.SubmitDriver{Name: "sync", DriverSpec: model.DriverSpec{Argv: []string{"v"}, Cores: 1, MemoryMB: 256, Priority: intp(60)}}}, Time: 400_400})
+	b.add(&model.FireSchedule{Name: "hourly", Slot: 500_000, DriverID: driverID(23), Time: 500_001})
+	b.add(&model.FireSchedule{Name: "hourly", Slot: 600_000, DriverID: driverID(24), Time: 600_001})
+	b.add(&model.DeleteSchedule{Name: "hourly", Time: 600_100})
+	b.add(&model.DeleteSchedule{Name: "hourly", Time: 600_200})
 	return b.entries
 }
 
@@ -355,8 +385,9 @@ func TestScenarioOutcome(t *testing.T) {
 	for _, d := range f.State().WaitingDrivers() {
 		waiting = append(waiting, d.ID)
 	}
-	// Driver 19 waits again, preempted for etl.
-	if want := []string{driverID(4), driverID(8), driverID(10), driverID(14), driverID(16), driverID(19)}; !slices.Equal(waiting, want) {
+	// Driver 19 waits again, preempted for etl; 22 and 24 are runs of
+	// schedules, nightly's manual one and hourly's second slot's.
+	if want := []string{driverID(4), driverID(8), driverID(10), driverID(14), driverID(16), driverID(19), driverID(22), driverID(24)}; !slices.Equal(waiting, want) {
 		t.Fatalf("waiting = %v, want %v", waiting, want)
 	}
 	d19, _ := f.State().Driver(driverID(19))
@@ -475,7 +506,7 @@ func TestScenarioUsesEveryCommandType(t *testing.T) {
 			executorReports = true
 		}
 	}
-	for ct := model.CmdRegisterWorker; ct <= model.CmdPreemptAttempts; ct++ {
+	for ct := model.CmdRegisterWorker; ct <= model.CmdFireSchedule; ct++ {
 		if !seen[ct] {
 			t.Errorf("scenario has no %s", ct)
 		}
@@ -483,7 +514,7 @@ func TestScenarioUsesEveryCommandType(t *testing.T) {
 	if !executorReports {
 		t.Error("scenario has no executor reports")
 	}
-	if model.CommandType(model.CmdPreemptAttempts+1).String() != fmt.Sprintf("CommandType(%d)", model.CmdPreemptAttempts+1) {
+	if model.CommandType(model.CmdFireSchedule+1).String() != fmt.Sprintf("CommandType(%d)", model.CmdFireSchedule+1) {
 		t.Error("a command type was added: add it to scenario and to this test's range")
 	}
 }

@@ -30,6 +30,8 @@ var (
 	RegisterApp = returns((*FSM).applyRegisterApp)
 	// PlaceExecutors gives the executor placements that applied.
 	PlaceExecutors = returns((*FSM).applyPlaceExecutors)
+	// FireSchedule gives what became of the slot (FireResult).
+	FireSchedule = returns((*FSM).applyFireSchedule)
 )
 
 func init() {
@@ -50,6 +52,11 @@ func init() {
 	refuses(mustApply, func(f *FSM, c *model.CreateACLToken) error { return f.t.createACLToken(c, f.index) })
 	refuses(mustApply, func(f *FSM, c *model.RevokeACLToken) error { return f.t.revokeACLToken(c) })
 	refuses(mustApply, func(f *FSM, c *model.PreemptAttempts) error { return preemption{f}.apply(c) })
+	// The schedules are a table of their own too; a fire submits
+	// through the drivers' path (FireSchedule above).
+	refuses(mustApply, func(f *FSM, c *model.CreateSchedule) error { return f.t.createSchedule(c, f.index) })
+	refuses(mustApply, func(f *FSM, c *model.DeleteSchedule) error { return f.t.deleteSchedule(c) })
+	refuses(mustApply, func(f *FSM, c *model.SuspendSchedule) error { return f.t.suspendSchedule(c, f.index) })
 }
 
 // mustApply is the ignorable flag of a command every master must apply:

@@ -12,7 +12,7 @@ import (
 // nothing else is: the registry is the only list of command types, so a
 // type without an entry would halt every master at its first entry.
 func TestEveryCommandTypeRegistered(t *testing.T) {
-	last := model.CmdPreemptAttempts
+	last := model.CmdFireSchedule
 	if s := (last + 1).String(); s != fmt.Sprintf("CommandType(%d)", last+1) {
 		t.Fatalf("model names %s past %s: register it and raise last here", s, last)
 	}

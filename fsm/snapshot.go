@@ -89,6 +89,8 @@ func (t *tables) clone() tables {
 		Namespaces:     maps.Clone(t.Namespaces),
 		ACLTokens:      maps.Clone(t.ACLTokens),
 		Preemptions:    maps.Clone(t.Preemptions),
+		// Schedule rows are replaced, never changed in place.
+		Schedules: maps.Clone(t.Schedules),
 	}
 }
 
@@ -346,6 +348,10 @@ func (sw *streamWriter) tables(t *tables) {
 	if len(t.Preemptions) > 0 {
 		sw.raw(`,"preemptions":`)
 		writeRows(sw, t.Preemptions)
+	}
+	if len(t.Schedules) > 0 {
+		sw.raw(`,"schedules":`)
+		writeRows(sw, t.Schedules)
 	}
 	sw.raw(`}`)
 }
@@ -662,6 +668,9 @@ func checkTables(t *tables) error {
 		return err
 	}
 	if err := checkNamespaces(t); err != nil {
+		return err
+	}
+	if err := checkSchedules(t); err != nil {
 		return err
 	}
 	t.countLive()

@@ -43,6 +43,13 @@ const (
 	// CmdPreemptAttempts gives notice to running attempts and executors
 	// that they are preempted, and later ends them.
 	CmdPreemptAttempts CommandType = 20
+	// CmdCreateSchedule, CmdDeleteSchedule, CmdSuspendSchedule and
+	// CmdFireSchedule keep the schedules table; a fire also submits its
+	// run's driver.
+	CmdCreateSchedule  CommandType = 21
+	CmdDeleteSchedule  CommandType = 22
+	CmdSuspendSchedule CommandType = 23
+	CmdFireSchedule    CommandType = 24
 )
 
 // RegisterWorker adds a worker to the workers table or brings a known one
@@ -383,3 +390,65 @@ type PreemptAttempts struct {
 // PreemptedReason is the reason a unit preempted for namespace by ends
 // with, and its driver waits with when it is relaunched.
 func PreemptedReason(by string) string { return "preempted by namespace " + by }
+
+// CreateSchedule adds a schedule with the settings of Schedule (its
+// progress fields are ignored) and CreatedAt Time. Refused when the name
+// is taken (ErrScheduleExists), the settings fail CheckSchedule, the
+// template's namespace does not exist (ErrUnknownNamespace) or the
+// cluster has MaxSchedules.
+type CreateSchedule struct {
+	Schedule Schedule `json:"schedule"`
+	Time     int64    `json:"time"`
+}
+
+// DeleteSchedule drops a schedule. Its runs that have not ended go on,
+// and keep its name in their Driver.Schedule.
+type DeleteSchedule struct {
+	Name string `json:"name"`
+	Time int64  `json:"time"`
+}
+
+// SuspendSchedule suspends a schedule (Suspended true) or resumes it
+// (false): while suspended none of its slots fires, and on resume the
+// slots it passed are counted missed but the latest, which fires if
+// within the starting deadline, as after an outage. A manual run is
+// allowed while suspended: it is an operator's explicit request.
+type SuspendSchedule struct {
+	Name      string `json:"name"`
+	Suspended bool   `json:"suspended"`
+	Time      int64  `json:"time"`
+}
+
+// FireSchedule accounts one slot of a schedule and starts its run, as
+// the leader computed it (master/schedule.Due): Slot (Unix ms) is the
+// slot, Missed the due slots after the last accounted one and before
+// Slot, counted missed, DSTSkipped the local times in that span that did
+// not exist. Late says Slot itself is past the starting deadline:
+// counted missed, no driver. Otherwise DriverID and Time are the run's
+// driver's ID and submission time.
+//
+// A slot at or before the schedule's Since is refused (ErrSlotAccounted),
+// so each slot fires at most once whatever the leaders, their clocks or
+// retries do; a suspended schedule refuses it too (ErrScheduleSuspended).
+// A slot that passes is accounted whatever follows: forbid skips it
+// while a run has not ended, replace kills those runs (as KillDriver,
+// in this entry), and a submission the template makes that would be
+// refused (its namespace full or gone) skips it with the refusal as the
+// reason.
+//
+// Manual is a run asked for by an operator (`schedule run`): Slot is
+// its own instant, it does not move the last accounted slot, is not
+// refused by it nor by suspension, and counts in ManualRuns only. It
+// follows the concurrency policy; a submission refused, or a forbid
+// skip, refuses or skips it without any trace, and carries no
+// Missed, DSTSkipped or Late.
+type FireSchedule struct {
+	Name       string `json:"name"`
+	Slot       int64  `json:"slot"`
+	Manual     bool   `json:"manual,omitempty"`
+	Missed     int64  `json:"missed,omitempty"`
+	Late       bool   `json:"late,omitempty"`
+	DSTSkipped int64  `json:"dst_skipped,omitempty"`
+	DriverID   string `json:"driver_id,omitempty"`
+	Time       int64  `json:"time"`
+}

@@ -28,11 +28,15 @@ func _() {
 	_ = x[CmdCreateACLToken-18]
 	_ = x[CmdRevokeACLToken-19]
 	_ = x[CmdPreemptAttempts-20]
+	_ = x[CmdCreateSchedule-21]
+	_ = x[CmdDeleteSchedule-22]
+	_ = x[CmdSuspendSchedule-23]
+	_ = x[CmdFireSchedule-24]
 }
 
-const _CommandType_name = "RegisterWorkerSubmitDriverPlaceDriversReportAttemptsKillDriverWorkerLostDecommissionWorkerRegisterAppPlaceExecutorsRequestExecutorsKillExecutorsEndAppPruneCompletedSubmitDriversReportBatchApplyNamespaceDeleteNamespaceCreateACLTokenRevokeACLTokenPreemptAttempts"
+const _CommandType_name = "RegisterWorkerSubmitDriverPlaceDriversReportAttemptsKillDriverWorkerLostDecommissionWorkerRegisterAppPlaceExecutorsRequestExecutorsKillExecutorsEndAppPruneCompletedSubmitDriversReportBatchApplyNamespaceDeleteNamespaceCreateACLTokenRevokeACLTokenPreemptAttemptsCreateScheduleDeleteScheduleSuspendScheduleFireSchedule"
 
-var _CommandType_index = [...]uint16{0, 14, 26, 38, 52, 62, 72, 90, 101, 115, 131, 144, 150, 164, 177, 188, 202, 217, 231, 245, 260}
+var _CommandType_index = [...]uint16{0, 14, 26, 38, 52, 62, 72, 90, 101, 115, 131, 144, 150, 164, 177, 188, 202, 217, 231, 245, 260, 274, 288, 303, 315}
 
 func (i CommandType) String() string {
 	idx := int(i) - 1

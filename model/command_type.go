@@ -71,3 +71,15 @@ func (*RevokeACLToken) CommandType() CommandType { return CmdRevokeACLToken }
 
 // CommandType returns CmdPreemptAttempts.
 func (*PreemptAttempts) CommandType() CommandType { return CmdPreemptAttempts }
+
+// CommandType returns CmdCreateSchedule.
+func (*CreateSchedule) CommandType() CommandType { return CmdCreateSchedule }
+
+// CommandType returns CmdDeleteSchedule.
+func (*DeleteSchedule) CommandType() CommandType { return CmdDeleteSchedule }
+
+// CommandType returns CmdSuspendSchedule.
+func (*SuspendSchedule) CommandType() CommandType { return CmdSuspendSchedule }
+
+// CommandType returns CmdFireSchedule.
+func (*FireSchedule) CommandType() CommandType { return CmdFireSchedule }

@@ -94,7 +94,13 @@ type Driver struct {
 	// SUBMITTED or RELAUNCHING on its worker, its program not started.
 	// Both are cleared when the program starts; the attempt's end sets
 	// its own message.
-	Staging     bool      `json:"staging,omitempty"`
+	Staging bool `json:"staging,omitempty"`
+	// Schedule and Slot name the schedule and the slot (Unix ms) whose
+	// FireSchedule made the driver; "" and 0 for every other driver, and
+	// in rows written before schedules existed. A deleted schedule's
+	// drivers keep its name.
+	Schedule    string    `json:"schedule,omitempty"`
+	Slot        int64     `json:"slot,omitempty"`
 	SubmittedAt int64     `json:"submitted_at"`
 	UpdatedAt   int64     `json:"updated_at"`
 	Attempts    []Attempt `json:"attempts"`

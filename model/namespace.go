@@ -204,18 +204,22 @@ func (n *Namespace) CheckAskedNamespace() error {
 // CheckNamespace checks a namespace's name: a DNS label (RFC 1123) of at
 // most MaxNamespaceLen bytes, lower-case letters, digits and inner
 // hyphens, as Kubernetes names its namespaces. The error is one line.
-func CheckNamespace(name string) error {
+func CheckNamespace(name string) error { return checkLabel("namespace", name) }
+
+// checkLabel checks the name of a what ("namespace", "schedule"): a DNS
+// label of at most MaxNamespaceLen bytes. The error is one line.
+func checkLabel(what, name string) error {
 	if name == "" {
-		return errors.New("the namespace name is empty")
+		return fmt.Errorf("the %s name is empty", what)
 	}
 	if len(name) > MaxNamespaceLen {
-		return fmt.Errorf("namespace name exceeds %d bytes (it has %d)", MaxNamespaceLen, len(name))
+		return fmt.Errorf("%s name exceeds %d bytes (it has %d)", what, MaxNamespaceLen, len(name))
 	}
 	for i := 0; i < len(name); i++ {
 		c := name[i]
 		ok := c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-' && i > 0 && i < len(name)-1
 		if !ok {
-			return fmt.Errorf("namespace name %q is not a DNS label (a-z, 0-9 and inner hyphens)", name)
+			return fmt.Errorf("%s name %q is not a DNS label (a-z, 0-9 and inner hyphens)", what, name)
 		}
 	}
 	return nil
