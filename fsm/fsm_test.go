@@ -407,8 +407,24 @@ func TestScenarioOutcome(t *testing.T) {
 	if !reflect.DeepEqual(d4.Artifacts, scenarioArtifacts) {
 		t.Fatalf("artifacts = %+v, want the submission's %+v", d4.Artifacts, scenarioArtifacts)
 	}
-	if f.State().NextDriverSeq() != 21 {
-		t.Fatalf("NextDriverSeq = %d, want 21 (after driver 20)", f.State().NextDriverSeq())
+	if f.State().NextDriverSeq() != 25 {
+		t.Fatalf("NextDriverSeq = %d, want 25 (after driver 24, a schedule's run)", f.State().NextDriverSeq())
+	}
+	// Schedules: nightly fired one slot, skipped one for forbid and
+	// missed three (two before its first slot, one late), and ran once
+	// by hand; hourly's second slot replaced its first run, and its
+	// delete left the second going.
+	nightly, _ := f.State().Schedule("nightly")
+	if nightly.Fired != 1 || nightly.Skipped != 1 || nightly.Missed != 3 || nightly.DSTSkipped != 1 || nightly.ManualRuns != 1 || nightly.LastSlot != 300_000 || nightly.Suspended {
+		t.Fatalf("nightly: %+v", nightly)
+	}
+	if _, ok := f.State().Schedule("hourly"); ok {
+		t.Fatal("hourly was not deleted")
+	}
+	d23, _ := f.State().Driver(driverID(23))
+	d24, _ := f.State().Driver(driverID(24))
+	if d23.State != model.DriverKilled || d24.State != model.DriverSubmitted || d24.Schedule != "hourly" || d24.Slot != 600_000 {
+		t.Fatalf("hourly's runs: %s, then %s of %q at %d", d23.State, d24.State, d24.Schedule, d24.Slot)
 	}
 	// Namespace etl: its quota of one running driver placed driver 15
 	// and left 16 waiting; 17 named no namespace, 18 a priority above

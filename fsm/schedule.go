@@ -127,8 +127,9 @@ func (f *FSM) applyFireSchedule(c *model.FireSchedule) (FireResult, error) {
 			return FireResult{}, fmt.Errorf("%w: slot %d of schedule %s is not after %d", model.ErrSlotAccounted, c.Slot, s.Name, since)
 		case s.Suspended:
 			return FireResult{}, fmt.Errorf("%w: %s", model.ErrScheduleSuspended, s.Name)
-		case c.Missed > (c.Slot-since)/1000:
-			// Slots are whole seconds apart at least.
+		case c.Missed > (c.Slot-since+999)/1000-1:
+			// Slots are a second apart at least, so that many fit
+			// strictly between the two.
 			return FireResult{}, fmt.Errorf("%w: %d missed slots do not fit between %d and %d", model.ErrInvalidCommand, c.Missed, since, c.Slot)
 		}
 	}
