@@ -578,7 +578,9 @@ var applyCases = []applyCase{
 	}},
 	{model.CmdSuspendSchedule, 1000, func(s *benchFSM, n int) [][]byte {
 		names := s.schedules(n)
-		return s.each(n, func(i int) model.Command { return &model.SuspendSchedule{Name: names[i], Suspended: true, Time: s.tick()} })
+		return s.each(n, func(i int) model.Command {
+			return &model.SuspendSchedule{Name: names[i], Suspended: true, Time: s.tick()}
+		})
 	}},
 	// A schedule's slot submits its run.
 	{model.CmdFireSchedule, 1000, func(s *benchFSM, n int) [][]byte {

@@ -255,3 +255,27 @@ func TestParseRefusals(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkDue is the leader's cost of one schedule at one tick, a slot
+// due: ten thousand schedules of @every 10s cost ten thousand of these
+// every ten seconds.
+func BenchmarkDue(b *testing.B) {
+	now := time.Date(2026, 12, 7, 6, 0, 0, 0, time.UTC).UnixMilli()
+	for _, spec := range []string{"@every 10s", "*/10 * * * * *", "0 2 * * *"} {
+		b.Run(spec, func(b *testing.B) {
+			s, err := Parse(spec, "Europe/Berlin")
+			if err != nil {
+				b.Fatal(err)
+			}
+			w := Window{Since: now - 10_000, Anchor: now - 3_600_000, Now: now}
+			if spec == "0 2 * * *" {
+				w.Since = now - 86_400_000
+			}
+			for b.Loop() {
+				if d := s.Due(w); d.Slot == 0 {
+					b.Fatal("nothing due")
+				}
+			}
+		})
+	}
+}
