@@ -237,6 +237,20 @@ type Due struct {
 	Next       int64
 }
 
+// Fire returns the entry that commits d for schedule name at now (Unix
+// ms): the slot, with driverID as its run's driver unless it is late;
+// nil when no slot is due.
+func (d Due) Fire(name, driverID string, now int64) *model.FireSchedule {
+	if d.Slot == 0 {
+		return nil
+	}
+	c := &model.FireSchedule{Name: name, Slot: d.Slot, Missed: d.Missed, Late: d.Late, DSTSkipped: d.DSTSkipped, Time: now}
+	if !d.Late {
+		c.DriverID = driverID
+	}
+	return c
+}
+
 // Due returns what is due in w.
 func (s *Spec) Due(w Window) Due {
 	var d Due

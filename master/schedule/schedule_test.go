@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/robfig/cron/v3"
+
+	"github.com/drover-project/drover/model"
 )
 
 // at is the instant of a local time in zone, for the tests' fake clock.
@@ -221,6 +223,29 @@ func TestDeadline(t *testing.T) {
 		if d.Slot != slot.UnixMilli() || d.Late != c.late {
 			t.Fatalf("%s after the slot: Due = %+v, want late %v", c.after, d, c.late)
 		}
+	}
+}
+
+// TestFireEntry: a schedule's window gives the entry the leader
+// commits, with a driver unless the slot is late, and none when nothing
+// is due.
+func TestFireEntry(t *testing.T) {
+	sc := &model.Schedule{Name: "nightly", Cron: "0 2 * * *", TimeZone: "Europe/Berlin", StartingDeadlineMS: 60_000,
+		CreatedAt: at(t, "Europe/Berlin", 2026, 12, 1, 12, 0, 0).UnixMilli()}
+	s := mustParse(t, sc.Cron, sc.TimeZone)
+	slot := at(t, "Europe/Berlin", 2026, 12, 7, 2, 0, 0).UnixMilli()
+	c := s.Due(WindowOf(sc, slot+1_000)).Fire(sc.Name, "driver-1", slot+1_000)
+	want := model.FireSchedule{Name: "nightly", Slot: slot, Missed: 5, DriverID: "driver-1", Time: slot + 1_000}
+	if c == nil || *c != want {
+		t.Fatalf("Fire = %+v, want %+v", c, want)
+	}
+	sc.LastSlot = slot - 86_400_000
+	if c := s.Due(WindowOf(sc, slot+60_001)).Fire(sc.Name, "driver-2", slot+60_001); c == nil || !c.Late || c.DriverID != "" || c.Missed != 0 {
+		t.Fatalf("past the deadline: Fire = %+v, want late without a driver", c)
+	}
+	sc.LastSlot = slot
+	if c := s.Due(WindowOf(sc, slot+1_000)).Fire(sc.Name, "driver-3", slot+1_000); c != nil {
+		t.Fatalf("the slot accounted already: Fire = %+v, want nil", c)
 	}
 }
 
