@@ -39,25 +39,32 @@ func (f *FSM) applyRegisterWorker(c *model.RegisterWorker) error {
 	return nil
 }
 
-func (f *FSM) applySubmitDriver(c *model.SubmitDriver) (SubmitResult, error) {
+// submission is the apply functions of SubmitDriver and SubmitDrivers, and
+// the admission and row making that FireSchedule shares with them: one
+// path for every driver a client or a schedule submits.
+type submission struct{ *FSM }
+
+// one applies SubmitDriver c: a known token gives its driver back
+// (Existing), else c is admitted and queued.
+func (f submission) one(c *model.SubmitDriver) (SubmitResult, error) {
 	if id, ok := f.t.Tokens[c.Token]; ok && c.Token != "" {
 		if d := f.t.Drivers[id]; d != nil && model.NamespaceOf(d.Namespace) != model.NamespaceOf(c.Namespace) {
 			return SubmitResult{}, fmt.Errorf("%w: the submission's token names a driver of namespace %s", model.ErrTokenInUse, model.NamespaceOf(d.Namespace))
 		}
 		return SubmitResult{DriverID: id, Existing: true}, nil
 	}
-	seq, err := f.admitDriver(c)
+	seq, err := f.admit(c)
 	if err != nil {
 		return SubmitResult{}, err
 	}
-	d := f.addDriver(c, seq)
+	d := f.add(c, seq)
 	return SubmitResult{DriverID: d.ID}, nil
 }
 
-// admitDriver checks submission c (its ID, its spec, and its namespace's
+// admit checks submission c (its ID, its spec, and its namespace's
 // bounds, admitSubmission) and books it for the rest of the entry; it
-// returns the sequence number of c's ID for addDriver.
-func (f *FSM) admitDriver(c *model.SubmitDriver) (int, error) {
+// returns the sequence number of c's ID for add.
+func (f submission) admit(c *model.SubmitDriver) (int, error) {
 	seq, err := idSeq(ids.Driver, c.ID)
 	if err != nil {
 		return 0, err
@@ -74,9 +81,9 @@ func (f *FSM) admitDriver(c *model.SubmitDriver) (int, error) {
 	return seq, nil
 }
 
-// addDriver makes the row of submission c, which admitDriver admitted
-// with ID sequence number seq, and queues it.
-func (f *FSM) addDriver(c *model.SubmitDriver, seq int) *model.Driver {
+// add makes the row of submission c, which admit admitted with ID
+// sequence number seq, and queues it.
+func (f submission) add(c *model.SubmitDriver, seq int) *model.Driver {
 	d := &model.Driver{
 		ID:     c.ID,
 		Name:   f.intern.str(c.Name),
@@ -117,17 +124,16 @@ func (f *FSM) addDriver(c *model.SubmitDriver, seq int) *model.Driver {
 	return d
 }
 
-// applySubmitDrivers applies each submission of the batch as
-// applySubmitDriver would apply it alone, in order, so that a token twice
-// in the batch makes one driver and a refused submission is skipped
-// without a trace while the others apply.
-func (f *FSM) applySubmitDrivers(c *model.SubmitDrivers) (SubmitDriversResult, error) {
+// batch applies each submission of SubmitDrivers c as one would apply it
+// alone, in order, so that a token twice in the batch makes one driver and
+// a refused submission is skipped without a trace while the others apply.
+func (f submission) batch(c *model.SubmitDrivers) (SubmitDriversResult, error) {
 	if len(c.Drivers) == 0 {
 		return SubmitDriversResult{}, fmt.Errorf("%w: SubmitDrivers holds no submission", model.ErrInvalidCommand)
 	}
 	res := SubmitDriversResult{Outcomes: make([]SubmitOutcome, len(c.Drivers))}
 	for i := range c.Drivers {
-		res.Outcomes[i].SubmitResult, res.Outcomes[i].Err = f.applySubmitDriver(&c.Drivers[i])
+		res.Outcomes[i].SubmitResult, res.Outcomes[i].Err = f.one(&c.Drivers[i])
 	}
 	return res, nil
 }

@@ -21,9 +21,9 @@ import (
 // their writers (Returns.Commit).
 var (
 	// SubmitDriver gives the driver's ID, and whether its token was known.
-	SubmitDriver = returns((*FSM).applySubmitDriver)
+	SubmitDriver = returns(func(f *FSM, c *model.SubmitDriver) (SubmitResult, error) { return submission{f}.one(c) })
 	// SubmitDrivers gives each submission's SubmitResult or refusal.
-	SubmitDrivers = returns((*FSM).applySubmitDrivers)
+	SubmitDrivers = returns(func(f *FSM, c *model.SubmitDrivers) (SubmitDriversResult, error) { return submission{f}.batch(c) })
 	// PlaceDrivers gives the placements that applied.
 	PlaceDrivers = returns((*FSM).applyPlaceDrivers)
 	// RegisterApp gives the app's ID, and whether its token was known.
@@ -31,7 +31,7 @@ var (
 	// PlaceExecutors gives the executor placements that applied.
 	PlaceExecutors = returns((*FSM).applyPlaceExecutors)
 	// FireSchedule gives what became of the slot (FireResult).
-	FireSchedule = returns((*FSM).applyFireSchedule)
+	FireSchedule = returns(func(f *FSM, c *model.FireSchedule) (FireResult, error) { return firing{f}.apply(c) })
 )
 
 func init() {

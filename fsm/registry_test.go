@@ -57,7 +57,9 @@ func TestRegisterRefusesMistakes(t *testing.T) {
 	}
 	before := commands
 	panics("a second KillDriver", func() { refuses(mustApply, (*FSM).applyKillDriver) })
-	panics("a second SubmitDriver", func() { returns((*FSM).applySubmitDriver) })
+	panics("a second SubmitDriver", func() {
+		returns(func(f *FSM, c *model.SubmitDriver) (SubmitResult, error) { return submission{f}.one(c) })
+	})
 	panics("a misnamed payload", func() {
 		refuses(mustApply, func(*FSM, *notACommand) error { return nil })
 	})

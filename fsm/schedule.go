@@ -105,9 +105,13 @@ func (t *tables) liveRuns(s *model.Schedule) []*model.Driver {
 	return live
 }
 
-// applyFireSchedule applies c (see model.FireSchedule): everything is
-// checked, and the run's submission admitted, before anything changes.
-func (f *FSM) applyFireSchedule(c *model.FireSchedule) (FireResult, error) {
+// firing is FireSchedule's apply function, a type of its own (as
+// preemption is) so that the FSM's methods stay the dispatch's.
+type firing struct{ *FSM }
+
+// apply applies c (see model.FireSchedule): everything is checked, and
+// the run's submission admitted, before anything changes.
+func (f firing) apply(c *model.FireSchedule) (FireResult, error) {
 	s, err := f.t.schedule(c.Name)
 	if err != nil {
 		return FireResult{}, err
@@ -146,7 +150,7 @@ func (f *FSM) applyFireSchedule(c *model.FireSchedule) (FireResult, error) {
 		run = &model.SubmitDriver{}
 		*run = s.Template
 		run.ID, run.Time = c.DriverID, c.Time
-		if seq, err = f.admitDriver(run); err != nil {
+		if seq, err = (submission{f.FSM}).admit(run); err != nil {
 			if c.Manual {
 				return FireResult{}, err
 			}
@@ -183,7 +187,7 @@ func (f *FSM) applyFireSchedule(c *model.FireSchedule) (FireResult, error) {
 			res.Killed = append(res.Killed, d.ID)
 		}
 	}
-	d := f.addDriver(run, seq)
+	d := submission{f.FSM}.add(run, seq)
 	d.Schedule, d.Slot = f.intern.str(s.Name), c.Slot
 	s.Runs = append(s.Runs, model.ScheduleRun{Slot: c.Slot, DriverID: d.ID, Manual: c.Manual})
 	if c.Manual {
