@@ -150,7 +150,7 @@ func (f firing) apply(c *model.FireSchedule) (FireResult, error) {
 		run = &model.SubmitDriver{}
 		*run = s.Template
 		run.ID, run.Time = c.DriverID, c.Time
-		if seq, err = (submission{f.FSM}).admit(run); err != nil {
+		if seq, err = submission(f).admit(run); err != nil {
 			if c.Manual {
 				return FireResult{}, err
 			}
@@ -187,7 +187,7 @@ func (f firing) apply(c *model.FireSchedule) (FireResult, error) {
 			res.Killed = append(res.Killed, d.ID)
 		}
 	}
-	d := submission{f.FSM}.add(run, seq)
+	d := submission(f).add(run, seq)
 	d.Schedule, d.Slot = f.intern.str(s.Name), c.Slot
 	s.Runs = append(s.Runs, model.ScheduleRun{Slot: c.Slot, DriverID: d.ID, Manual: c.Manual})
 	if c.Manual {
