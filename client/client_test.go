@@ -2,18 +2,21 @@ package client
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/drover-project/drover/api"
 	"github.com/drover-project/drover/model"
+	"github.com/drover-project/drover/security/auth"
 	"go.uber.org/goleak"
 )
 
@@ -279,5 +282,43 @@ func TestBlockingReadIsRetriedAfterTooManyRequests(t *testing.T) {
 	d, index, err := c.WaitDriver(ctx, "driver-20261129120000-0000", 7, time.Second)
 	if err != nil || d.State != model.DriverRunning || index != 9 || calls.Load() != 2 {
 		t.Fatalf("WaitDriver = %+v, %d, %v after %d calls; want the driver at 9 after 2", d, index, err, calls.Load())
+	}
+}
+
+// A master replaying its log answers a namespace token it does not hold
+// yet 503 (auth.ErrCatchingUp): the client takes it for what it is, one
+// master's "not now", and has its answer from another master rather
+// than failing, or submitting twice on a retry of its caller.
+func TestCatchingUpMasterSendsOnToAnother(t *testing.T) {
+	g, err := auth.New(auth.Config{SubmitToken: "Submit-0123456789abcdef"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.SetACLTokens(func(string) (*model.ACLToken, bool) { return nil, false }, func() bool { return false })
+	// The master that has caught up answers only once the other has
+	// refused, so the client has the refusal in hand first.
+	refused := make(chan struct{})
+	var once sync.Once
+	behind := server(t, func(w http.ResponseWriter, r *http.Request) {
+		defer once.Do(func() { close(refused) })
+		_, err := g.Caller(r)
+		code, status := api.CodeOf(err)
+		w.WriteHeader(status)
+		json.NewEncoder(w).Encode(api.Error{Error: err.Error(), Code: code})
+		w.(http.Flusher).Flush()
+	})
+	current := server(t, func(w http.ResponseWriter, r *http.Request) {
+		<-refused
+		w.Write([]byte(`{"driver_id":"d"}`))
+	})
+	c := newClient(t, Options{Token: "Namespace-0123456789abcdef", RetryInterval: time.Hour}, behind, current)
+	var out struct {
+		DriverID string `json:"driver_id"`
+	}
+	if err := c.Do(context.Background(), "GET", "/v1/drivers/d", nil, &out); err != nil {
+		t.Fatalf("got %v, want the answer of the master that has caught up", err)
+	}
+	if out.DriverID != "d" {
+		t.Fatalf("got %+v, want driver d", out)
 	}
 }

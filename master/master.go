@@ -144,8 +144,10 @@ func New(cfg Config) (*Master, error) {
 		stop:          make(chan struct{}),
 	}
 	// Namespace tokens are checked against this master's own applied
-	// table, so a revocation counts here as soon as it is applied.
-	guard.SetACLTokens(func(hash string) (*model.ACLToken, bool) { return m.fsm.State().ACLTokenBySecretHash(hash) })
+	// table, so a revocation counts here as soon as it is applied; until
+	// this master has caught up with the log (current), a token it does
+	// not hold may be one it has yet to apply, and is answered 503.
+	guard.SetACLTokens(func(hash string) (*model.ACLToken, bool) { return m.fsm.State().ACLTokenBySecretHash(hash) }, m.current)
 	for _, w := range []string{warning, certWarning, keyWarning} {
 		if w != "" {
 			m.log.Warn(w)

@@ -198,6 +198,13 @@ type Config struct {
 // soon as it has applied it.
 type ACLTokens func(secretHash string) (*model.ACLToken, bool)
 
+// CaughtUp reports whether the master's applied table is as current as
+// the cluster's: it knows a leader and has applied every entry it knows
+// committed (Raft's commit and applied indexes). A master replaying its
+// log after a restart has not, and cannot tell a token it does not hold
+// yet from one that does not exist.
+type CaughtUp func() bool
+
 // Guard enforces a Config. It is safe for concurrent use.
 type Guard struct {
 	cfg       Config
@@ -208,6 +215,8 @@ type Guard struct {
 	driverKey []byte
 	// acl is the lookup SetACLTokens gave, nil before.
 	acl atomic.Pointer[ACLTokens]
+	// caughtUp is what SetACLTokens gave, nil for always caught up.
+	caughtUp atomic.Pointer[CaughtUp]
 }
 
 // New returns a Guard for cfg; a token shorter than MinTokenLen, or one
@@ -257,7 +266,15 @@ func firstSet(a, b string) string {
 // SetACLTokens makes the Guard recognise the secrets of the ACL tokens
 // lookup finds. The table lives in the FSM, which a master opens after
 // its Guard, and package auth does not import it: hence a setter.
-func (g *Guard) SetACLTokens(lookup ACLTokens) { g.acl.Store(&lookup) }
+// caughtUp, nil for always, says whether a token lookup does not find is
+// unknown (ErrBadToken, 403) or only not applied here yet (ErrCatchingUp,
+// 503, which sends a client on to another master).
+func (g *Guard) SetACLTokens(lookup ACLTokens, caughtUp CaughtUp) {
+	g.acl.Store(&lookup)
+	if caughtUp != nil {
+		g.caughtUp.Store(&caughtUp)
+	}
+}
 
 // Open reports whether the policy lets anyone do anything: no TLS and no
 // tokens.
@@ -342,6 +359,13 @@ func (g *Guard) driverMAC(driverID string, attempt int) string {
 // revoked, and is refused saying when it expired.)
 var ErrBadToken = fmt.Errorf("%w: unknown or revoked token", api.ErrForbidden)
 
+// ErrCatchingUp is a bearer token that matches none while this master has
+// not caught up with the log (CaughtUp): the token may be one the leader
+// committed and this master has not applied yet, so it is neither
+// accepted nor called unknown. The 503 (api.ErrUnavailable) sends a
+// client on to another master, as any 503 does.
+var ErrCatchingUp = fmt.Errorf("%w: this master is catching up with the log; try another master or retry", api.ErrUnavailable)
+
 // Identify returns who r comes from: its verified certificate's role and
 // its bearer token's kind. A token that is present but wrong is
 // ErrBadToken (403), never a silent downgrade to anonymous.
@@ -383,6 +407,9 @@ func (g *Guard) Identify(r *http.Request) (Identity, error) {
 			return id, nil
 		}
 		tid, err := g.IdentifyToken(c.Value)
+		if errors.Is(err, api.ErrUnavailable) {
+			return id, err
+		}
 		if err != nil {
 			return id, fmt.Errorf("%w in the %s cookie: log in again at /ui/login", ErrBadToken, CookieName)
 		}
@@ -437,6 +464,8 @@ func (g *Guard) identifyACLToken(sum [32]byte) (Identity, error) {
 	}
 	t, ok := (*lookup)(hex.EncodeToString(sum[:]))
 	switch {
+	case !ok && !g.isCaughtUp():
+		return Identity{}, ErrCatchingUp
 	case !ok:
 		return Identity{}, ErrBadToken
 	case !g.Tokens():
@@ -445,6 +474,11 @@ func (g *Guard) identifyACLToken(sum [32]byte) (Identity, error) {
 		return Identity{}, fmt.Errorf("%w: token %s expired at %s", api.ErrForbidden, t.Accessor, time.UnixMilli(t.ExpiresAt).UTC().Format(time.RFC3339))
 	}
 	return Identity{Token: NamespaceToken, Accessor: t.Accessor, Policy: t.Policy, Namespaces: t.Namespaces}, nil
+}
+
+func (g *Guard) isCaughtUp() bool {
+	f := g.caughtUp.Load()
+	return f == nil || (*f)()
 }
 
 func (g *Guard) parseDriverToken(tok string) (string, int, bool) {

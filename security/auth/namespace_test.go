@@ -4,9 +4,11 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"net/http"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -67,7 +69,7 @@ func (tab *aclTable) revoke(secret string) {
 func nsGuard(t *testing.T, cfg auth.Config, tab *aclTable, now time.Time) *auth.Guard {
 	cfg.Now = func() time.Time { return now }
 	g := newGuard(t, cfg)
-	g.SetACLTokens(tab.lookup)
+	g.SetACLTokens(tab.lookup, nil)
 	return g
 }
 
@@ -210,5 +212,41 @@ func TestClusterReadRefusesNamespaceTokens(t *testing.T) {
 	}
 	if got := auth.ClusterRead.String(); got != "cluster read" {
 		t.Fatalf("ClusterRead reads %q", got)
+	}
+}
+
+// A master that has not caught up with the log cannot tell a token it
+// has yet to apply from one never made: it answers a token its table
+// lacks 503 (unavailable, so a client tries another master), never
+// accepts it, and keeps accepting the tokens it holds and the static
+// ones. Once caught up, the unknown token is refused 403 again.
+func TestNamespaceTokenWhileCatchingUp(t *testing.T) {
+	now := time.UnixMilli(1_800_000_000_000)
+	var caughtUp atomic.Bool
+	g := newGuard(t, auth.Config{OperatorToken: opTok, SubmitToken: subTok, Now: func() time.Time { return now }})
+	g.SetACLTokens(newACLTable(now).lookup, caughtUp.Load)
+	unknown := "NamespaceNever-0123456789ab"
+	for _, tc := range []struct {
+		name     string
+		caughtUp bool
+		cred     cred
+		want     int
+		msg      string
+	}{
+		{"unknown while catching up", false, cred{header: "Bearer " + unknown}, http.StatusServiceUnavailable, "unavailable: this master is catching up with the log; try another master or retry"},
+		{"unknown cookie while catching up", false, cred{cookie: unknown}, http.StatusServiceUnavailable, "unavailable: this master is catching up with the log; try another master or retry"},
+		{"unknown once caught up", true, cred{header: "Bearer " + unknown}, denied, "forbidden: unknown or revoked token"},
+		{"known while catching up", false, cred{header: "Bearer " + nsReadTok}, pass, ""},
+		{"submit token while catching up", false, cred{header: "Bearer " + subTok}, pass, ""},
+		{"operator token while catching up", false, cred{header: "Bearer " + opTok}, pass, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			caughtUp.Store(tc.caughtUp)
+			ans := serve(g, auth.Read, tc.cred.request())
+			checkAnswer(t, ans, tc.want, unknown, nsReadTok, subTok, opTok)
+			if ans.msg != tc.msg {
+				t.Fatalf("answer %q, want %q", ans.msg, tc.msg)
+			}
+		})
 	}
 }
