@@ -59,23 +59,36 @@ func Capacity(workers []*model.Worker) Vector {
 // nothing held. A resource the cluster does not offer counts as a whole
 // cluster's worth for any amount of it.
 func Dominant(v Vector, c Vector) (float64, string) {
+	return dominantWith(v, Vector{}, 0, c)
+}
+
+// dominantWith is Dominant of held plus the fraction f (0 to 1) of
+// waiting, in exact arithmetic: f times a count of cores is no whole
+// number.
+func dominantWith(held, waiting Vector, f float64, c Vector) (float64, string) {
 	best, name := 0.0, ""
-	consider := func(held, total float64, what string) {
-		if held <= 0 {
+	consider := func(held, waiting, total float64, what string) {
+		v := held + f*waiting
+		if v <= 0 {
 			return
 		}
 		s := 1.0
 		if total > 0 {
-			s = held / total
+			s = v / total
 		}
 		if s > best {
 			best, name = s, what
 		}
 	}
-	consider(float64(v.Cores), float64(c.Cores), "cores")
-	consider(float64(v.MemoryMB), float64(c.MemoryMB), "memory")
-	for _, k := range slices.Sorted(maps.Keys(v.Resources)) {
-		consider(float64(v.Resources[k]), float64(c.Resources[k]), k)
+	consider(float64(held.Cores), float64(waiting.Cores), float64(c.Cores), "cores")
+	consider(float64(held.MemoryMB), float64(waiting.MemoryMB), float64(c.MemoryMB), "memory")
+	keys := maps.Clone(held.Resources)
+	if keys == nil {
+		keys = model.ResourceAmounts{}
+	}
+	maps.Copy(keys, waiting.Resources)
+	for _, k := range slices.Sorted(maps.Keys(keys)) {
+		consider(float64(held.Resources[k]), float64(waiting.Resources[k]), float64(c.Resources[k]), k)
 	}
 	return best, name
 }
@@ -113,6 +126,9 @@ type Namespace struct {
 	Settings *model.Namespace
 	Held     Vector
 	Waiting  Vector
+	// RunningDrivers and WaitingDrivers count the namespace's drivers
+	// placed and waiting, which its quota's RunningDrivers bounds.
+	RunningDrivers, WaitingDrivers int
 }
 
 // Compute returns every namespace's Share in a cluster of capacity c, by
@@ -125,11 +141,7 @@ func Compute(c Vector, nss []Namespace) map[string]Share {
 	for _, n := range nss {
 		s := Share{Namespace: n.Settings.Name, Weight: n.Settings.Weight}
 		s.Dominant, s.Resource = Dominant(n.Held, c)
-		want := n.Held
-		want.Resources = maps.Clone(n.Held.Resources)
-		want.Add(n.Waiting.Cores, n.Waiting.MemoryMB, n.Waiting.Resources)
-		want = capAt(want, n.Settings.Quota)
-		s.Demand, _ = Dominant(want, c)
+		s.Demand, _ = dominantWith(n.Held, n.Waiting, n.placeable(), c)
 		s.Demand = max(s.Demand, s.Dominant)
 		if s.Demand > 0 {
 			active = append(active, s)
@@ -143,20 +155,31 @@ func Compute(c Vector, nss []Namespace) map[string]Share {
 	return out
 }
 
-// capAt bounds v by the quota q, resource by resource.
-func capAt(v Vector, q model.Quota) Vector {
-	if q.Cores > 0 {
-		v.Cores = min(v.Cores, q.Cores)
-	}
-	if q.MemoryMB > 0 {
-		v.MemoryMB = min(v.MemoryMB, q.MemoryMB)
-	}
-	for k, lim := range q.Resources {
-		if n, ok := v.Resources[k]; ok {
-			v.Resources[k] = min(n, lim)
+// placeable returns the fraction of n's waiting work its quota lets it
+// place: over every resource the quota bounds and the waiting work
+// needs, the least of (quota - held) / waiting, in [0, 1]; 1 without a
+// bound. Demand counts that much of every waiting resource, not all of
+// an unbounded one: a namespace at its core quota asks for no more
+// memory either, since what waits cannot start without cores.
+func (n Namespace) placeable() float64 {
+	f := 1.0
+	bound := func(quota, held, waiting float64) {
+		if quota > 0 && waiting > 0 {
+			f = min(f, max((quota-held)/waiting, 0))
 		}
 	}
-	return v
+	q := n.Settings.Quota
+	bound(float64(q.Cores), float64(n.Held.Cores), float64(n.Waiting.Cores))
+	bound(float64(q.MemoryMB), float64(n.Held.MemoryMB), float64(n.Waiting.MemoryMB))
+	for k, lim := range q.Resources {
+		if w := n.Waiting.Resources[k]; w > 0 {
+			// A resource bound of 0 forbids any of it: nothing that
+			// waits for it can be placed.
+			f = min(f, max(float64(lim-n.Held.Resources[k])/float64(w), 0))
+		}
+	}
+	bound(float64(q.RunningDrivers), float64(n.RunningDrivers), float64(n.WaitingDrivers))
+	return f
 }
 
 // waterFill sets Fair on each share by weighted max-min fairness over
@@ -199,11 +222,12 @@ func Inputs(st *fsm.State) (Vector, []Namespace) {
 	idx := map[string]int{}
 	for _, n := range st.Namespaces() {
 		idx[n.Name] = len(out)
-		out = append(out, Namespace{Settings: n, Held: Held(uses[n.Name])})
+		out = append(out, Namespace{Settings: n, Held: Held(uses[n.Name]), RunningDrivers: uses[n.Name].RunningDrivers})
 	}
 	for _, d := range st.WaitingDemands() {
 		if i, ok := idx[model.NamespaceOf(d.Namespace)]; ok {
 			out[i].Waiting.Add(d.Cores+d.AppCores, d.MemoryMB, d.Resources)
+			out[i].WaitingDrivers++
 		}
 	}
 	// appsWant is the cores the registered apps want, by namespace's

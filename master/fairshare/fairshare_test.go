@@ -137,3 +137,49 @@ func TestInputsCountTheAppsAsks(t *testing.T) {
 		t.Fatalf("default: %+v, want 2 cores held and 13 waiting", d)
 	}
 }
+
+// A quota bounds the demand through the resource it bounds: the waiting
+// work counts only as far as the tightest bound lets it be placed, for
+// every resource. Namespace q (2 cores, 2 drivers of 1 core and 1 GiB
+// running, 4 waiting) asks for no more than it holds, 0.25 of 8 cores,
+// though its waiting memory is unbounded; hog and ml, unbounded, share
+// the rest. A running-drivers quota bounds the waiting drivers alike, and
+// a quota half used lets half of what waits count.
+func TestDemandWithinTheTightestBound(t *testing.T) {
+	c := Vector{Cores: 8, MemoryMB: 16384}
+	lots := Vector{Cores: 64, MemoryMB: 65536}
+	q := ns("q", 1, model.Quota{Cores: 2})
+	q.DriverShare = 1
+	waiting := Vector{Cores: 4, MemoryMB: 4096}
+	got := Compute(c, []Namespace{
+		{Settings: q, Held: Vector{Cores: 2, MemoryMB: 2048}, Waiting: waiting, RunningDrivers: 2, WaitingDrivers: 4},
+		{Settings: ns("hog", 1, model.Quota{}), Waiting: lots},
+		{Settings: ns("ml", 1, model.Quota{}), Waiting: lots},
+	})
+	if !near(got["q"].Demand, 0.25) || !near(got["q"].Fair, 0.25) || !near(got["hog"].Fair, 0.375) || !near(got["ml"].Fair, 0.375) {
+		t.Fatalf("shares %+v, want q 0.25 (its quota), hog and ml 0.375", got)
+	}
+	for _, tc := range []struct {
+		name  string
+		quota model.Quota
+		want  float64
+	}{
+		{"running drivers at quota", model.Quota{RunningDrivers: 2}, 0.25},
+		{"running drivers 1 short", model.Quota{RunningDrivers: 3}, 3.0 / 8},
+		{"cores half free", model.Quota{Cores: 4}, 4.0 / 8},
+		{"memory tighter than cores", model.Quota{Cores: 6, MemoryMB: 3072}, 3.0 / 8},
+		{"gpu bound of 0 with gpus waiting", model.Quota{Resources: model.ResourceAmounts{"gpu": 0}}, 0.25},
+		{"held past a lowered quota", model.Quota{Cores: 1}, 0.25},
+		{"unbounded", model.Quota{}, 6.0 / 8},
+	} {
+		w := waiting
+		if tc.quota.Resources != nil {
+			w.Resources = model.ResourceAmounts{"gpu": 1}
+			c.Resources = model.ResourceAmounts{"gpu": 8}
+		}
+		got := Compute(c, []Namespace{{Settings: ns("q", 1, tc.quota), Held: Vector{Cores: 2, MemoryMB: 2048}, Waiting: w, RunningDrivers: 2, WaitingDrivers: 4}})
+		if !near(got["q"].Demand, tc.want) {
+			t.Errorf("%s: demand %g, want %g", tc.name, got["q"].Demand, tc.want)
+		}
+	}
+}
