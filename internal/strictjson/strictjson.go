@@ -5,19 +5,34 @@
 package strictjson
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"reflect"
 	"strings"
+	"sync"
+	"unicode"
 )
 
 // Decode reads exactly one JSON value from r into v. Unknown fields, a second
-// value or other trailing data, and an empty input are errors; the error
-// text is one line fit to show a user.
+// value or other trailing data, and an empty input are errors; so is a key
+// given twice in one object (CheckKeys), which encoding/json would let the
+// last one win. The error text is one line fit to show a user.
+//
+// The input is read whole before it is decoded: the check of keys is a
+// pass of its own over it. Callers bound what they pass (an HTTP body's
+// limit, a file's size).
 func Decode(r io.Reader, v any) error {
-	dec := json.NewDecoder(r)
+	b, err := io.ReadAll(r)
+	if err != nil {
+		return fmt.Errorf("invalid JSON: %w", err)
+	}
+	if err := CheckKeys(b, reflect.TypeOf(v)); err != nil {
+		return fmt.Errorf("invalid JSON: %w", err)
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
 		if errors.Is(err, io.EOF) {
@@ -33,6 +48,196 @@ func Decode(r io.Reader, v any) error {
 		return errors.New("invalid JSON: trailing data after the object")
 	}
 	return nil
+}
+
+// maxKeyDepth bounds the nesting CheckKeys follows, as encoding/json
+// bounds what it decodes (10000): deeper input is left to the decoder,
+// which refuses it.
+const maxKeyDepth = 10000
+
+// CheckKeys refuses, in one line naming the key and its path, what
+// encoding/json would take silently in data, the first JSON value,
+// decoded into a value of type t: a key given twice in one object (the
+// last would win), and a key that matches a field of a struct only when
+// case is ignored ("Weight" for "weight"), which encoding/json takes for
+// the field. Keys of an object decoded into a struct are compared as
+// encoding/json compares them, ignoring case, so "weight" and "Weight" in
+// one object are a repeat; those of a map, or of a value of no known
+// shape, are compared exactly, since a map keeps "PATH" and "path" apart.
+// Malformed or too deeply nested input passes: the decoder refuses it in
+// its own words.
+func CheckKeys(data []byte, t reflect.Type) error {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	err := checkValue(dec, t, nil, 0)
+	if errors.Is(err, errMalformed) {
+		return nil
+	}
+	return err
+}
+
+// errMalformed stops CheckKeys at input that is not JSON, or nested past
+// maxKeyDepth.
+var errMalformed = errors.New("malformed")
+
+// keyPath is where a value sits: the keys that lead to it, innermost
+// last. It is made into a string only for an error.
+type keyPath struct {
+	parent *keyPath
+	key    string
+}
+
+func (p *keyPath) String() string {
+	if p.parent == nil {
+		return p.key
+	}
+	return p.parent.String() + "." + p.key
+}
+
+// checkValue reads one value from dec, expected of type t (nil when no
+// shape is known), at path (nil at the top).
+func checkValue(dec *json.Decoder, t reflect.Type, path *keyPath, depth int) error {
+	if depth > maxKeyDepth {
+		return errMalformed
+	}
+	tok, err := dec.Token()
+	if err != nil {
+		return errMalformed
+	}
+	t = shape(t)
+	switch tok {
+	case json.Delim('['):
+		var el reflect.Type
+		if t != nil && (t.Kind() == reflect.Slice || t.Kind() == reflect.Array) {
+			el = t.Elem()
+		}
+		for dec.More() {
+			if err := checkValue(dec, el, path, depth+1); err != nil {
+				return err
+			}
+		}
+	case json.Delim('{'):
+		if err := checkObject(dec, t, path, depth); err != nil {
+			return err
+		}
+	default:
+		return nil
+	}
+	if _, err := dec.Token(); err != nil {
+		return errMalformed
+	}
+	return nil
+}
+
+// checkObject reads the keys and values of one object, its '{' read.
+func checkObject(dec *json.Decoder, t reflect.Type, path *keyPath, depth int) error {
+	var fields map[string]field
+	if t != nil && t.Kind() == reflect.Struct {
+		fields = fieldsOf(t)
+	}
+	seen := map[string]string{}
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return errMalformed
+		}
+		key, _ := tok.(string)
+		at := &keyPath{parent: path, key: key}
+		id := key
+		if fields != nil {
+			id = foldName(key)
+		}
+		if first, ok := seen[id]; ok {
+			if first == key {
+				return fmt.Errorf("key %q is given twice", at.String())
+			}
+			return fmt.Errorf("key %q is given twice (as %q and %q, which name the same field)", at.String(), first, key)
+		}
+		seen[id] = key
+		var next reflect.Type
+		switch {
+		case fields != nil:
+			f, ok := fields[id]
+			if ok && f.name != key {
+				return fmt.Errorf("key %q matches field %q only when case is ignored; write %q", at.String(), f.name, f.name)
+			}
+			next = f.typ
+		case t != nil && t.Kind() == reflect.Map:
+			next = t.Elem()
+		}
+		if err := checkValue(dec, next, at, depth+1); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+var unmarshaler = reflect.TypeFor[json.Unmarshaler]()
+
+// shape returns the type whose JSON shape t decodes by, pointers
+// followed, or nil when the type decodes itself (json.Unmarshaler, such
+// as json.RawMessage) or takes any shape (an interface).
+func shape(t reflect.Type) reflect.Type {
+	for t != nil {
+		if t.Implements(unmarshaler) || reflect.PointerTo(t).Implements(unmarshaler) || t.Kind() == reflect.Interface {
+			return nil
+		}
+		if t.Kind() != reflect.Pointer {
+			return t
+		}
+		t = t.Elem()
+	}
+	return nil
+}
+
+// field is a struct field as JSON names it.
+type field struct {
+	name  string
+	typ   reflect.Type
+	depth int
+}
+
+// fieldCache holds fieldsOf's answers by type: a body's objects are
+// mostly of a few types, and reflection per object would cost more than
+// the rest of the check.
+var fieldCache sync.Map // reflect.Type -> map[string]field
+
+// fieldsOf returns the JSON fields of struct type t, promoted ones of
+// embedded structs included, by their folded names (foldName).
+func fieldsOf(t reflect.Type) map[string]field {
+	if f, ok := fieldCache.Load(t); ok {
+		return f.(map[string]field)
+	}
+	out := map[string]field{}
+	for _, f := range reflect.VisibleFields(t) {
+		tag, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		switch {
+		case tag == "-":
+			continue
+		case f.Anonymous && tag == "" && shape(f.Type) != nil && shape(f.Type).Kind() == reflect.Struct:
+			// Its fields are promoted, and VisibleFields lists them.
+			continue
+		case !f.IsExported() && !f.Anonymous:
+			continue
+		}
+		name := tag
+		if name == "" {
+			name = f.Name
+		}
+		// The shallowest field of a name wins, as encoding/json's
+		// dominance rule has it.
+		if prev, ok := out[foldName(name)]; !ok || len(f.Index) < prev.depth {
+			out[foldName(name)] = field{name: name, typ: f.Type, depth: len(f.Index)}
+		}
+	}
+	fieldCache.Store(t, out)
+	return out
+}
+
+// foldName folds a key as encoding/json does to match it to a field
+// without regard to case: each rune to upper case of its lower case.
+// The standard library keeps its own unexported, hence this copy.
+func foldName(s string) string {
+	return strings.Map(func(r rune) rune { return unicode.ToUpper(unicode.ToLower(r)) }, s)
 }
 
 // jsonPath returns field, the path encoding/json gives to a value of the
