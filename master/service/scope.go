@@ -36,7 +36,8 @@ func inScope(c auth.Caller, what, ns string) error {
 // namespace token must grant the one named (api.ErrForbidden naming it);
 // naming none, it goes to the token's only namespace, or else to
 // model.DefaultNamespace ("") when the token grants it, or is refused
-// with a line listing the namespaces to name.
+// with a line listing the namespaces to name, or saying the token grants
+// none when its namespaces were all deleted.
 func scopedNamespace(c auth.Caller, named string) (string, error) {
 	if c.Token != auth.NamespaceToken {
 		return named, nil
@@ -48,6 +49,10 @@ func scopedNamespace(c auth.Caller, named string) (string, error) {
 		return c.Namespaces[0], nil
 	case slices.Contains(c.Namespaces, model.DefaultNamespace):
 		return "", nil
+	case len(c.Namespaces) == 0:
+		// Deleting a namespace strips it from the tokens that named it
+		// (model.DeleteNamespace), and may leave one naming none.
+		return "", api.Errorf(api.ErrForbidden, "the %s token %s grants no namespace (its namespaces were deleted)", c.Policy, c.Accessor)
 	}
 	return "", api.Errorf(api.ErrForbidden, "the %s grants several namespaces and not %s: name one of %s (--namespace)",
 		c.TokenString(), model.DefaultNamespace, strings.Join(c.Namespaces, ", "))

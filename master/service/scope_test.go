@@ -33,6 +33,8 @@ func TestScopedNamespace(t *testing.T) {
 		{nsCaller(model.DefaultNamespace), "", "", ""},
 		{nsCaller("etl", model.DefaultNamespace), "", "", ""},
 		{nsCaller("etl", "ml"), "", "", "name one of etl, ml"},
+		{nsCaller(), "", "", "the submit token acc grants no namespace (its namespaces were deleted)"},
+		{nsCaller(), "etl", "", "the submission is in namespace etl, which the submit token acc of no namespace does not grant"},
 		{auth.Caller{Identity: auth.Identity{Token: auth.SubmitToken}}, "ml", "ml", ""},
 		{auth.Caller{Identity: auth.Identity{Token: auth.SubmitToken}}, "", "", ""},
 	} {

@@ -819,6 +819,11 @@ func (id Identity) TokenString() string {
 		s = "node token"
 	case NamespaceToken:
 		s = fmt.Sprintf("%s token %s of namespaces %s", id.Policy, id.Accessor, strings.Join(id.Namespaces, ", "))
+		if len(id.Namespaces) == 0 {
+			// Deleting a namespace strips it from the tokens that
+			// named it, and may leave one naming none.
+			s = fmt.Sprintf("%s token %s of no namespace", id.Policy, id.Accessor)
+		}
 	default:
 		return ""
 	}
