@@ -28,8 +28,10 @@ type listFilter struct {
 // (model.CheckNamespace; it need not exist), a limit within
 // Config.MaxListLimit and a cursor that is an ID. Any other query is
 // refused with api.ErrInvalidRequest naming what is wrong, before a row
-// is read.
-func listFilterOf[S ~string](cfg Config, q api.ListQuery, known []S, checkID func(string) error) (listFilter, error) {
+// is read; a namespace c may not see is refused with api.ErrForbidden
+// naming it (grantsNamespace), rather than answered with an empty list
+// that would read as a namespace with nothing in it.
+func listFilterOf[S ~string](cfg Config, c auth.Caller, q api.ListQuery, known []S, checkID func(string) error) (listFilter, error) {
 	f := listFilter{name: q.Name, worker: q.Worker, namespace: q.Namespace, after: q.Cursor}
 	for _, st := range q.States {
 		if !slices.Contains(known, S(st)) {
@@ -54,6 +56,9 @@ func listFilterOf[S ~string](cfg Config, q api.ListQuery, known []S, checkID fun
 	if q.Namespace != "" {
 		if err := model.CheckNamespace(q.Namespace); err != nil {
 			return f, api.Errorf(api.ErrInvalidRequest, "namespace filter: %v", err)
+		}
+		if err := grantsNamespace(c, q.Namespace); err != nil {
+			return f, err
 		}
 	}
 	if q.Cursor != "" {
@@ -99,7 +104,7 @@ func next(more bool, last func() string) string {
 // Drivers serves V1Drivers: the rows q keeps of those the caller may see
 // (inScope), a page of them when q asks for one, waiting ones explained.
 func (s *Core) Drivers(_ context.Context, c auth.Caller, q api.ListQuery, r Read) (api.DriverPage, error) {
-	f, err := listFilterOf(s.cfg, q, model.DriverStates(), ids.CheckDriver)
+	f, err := listFilterOf(s.cfg, c, q, model.DriverStates(), ids.CheckDriver)
 	if err != nil {
 		return api.DriverPage{}, err
 	}
@@ -119,7 +124,7 @@ func (s *Core) Drivers(_ context.Context, c auth.Caller, q api.ListQuery, r Read
 // Apps serves V1Apps: the apps q keeps of those the caller may see, with their executors and
 // waiting ones explained, a page of them when q asks for one.
 func (s *Applications) Apps(_ context.Context, c auth.Caller, q api.ListQuery, r Read) (api.AppPage, error) {
-	f, err := listFilterOf(s.cfg, q, model.ApplicationStates(), ids.CheckApp)
+	f, err := listFilterOf(s.cfg, c, q, model.ApplicationStates(), ids.CheckApp)
 	if err != nil {
 		return api.AppPage{}, err
 	}

@@ -49,8 +49,8 @@ func (s *Operator) Namespace(_ context.Context, c auth.Caller, name string, r Re
 	if err := checkNamespaceName(name); err != nil {
 		return api.NamespaceStatus{}, err
 	}
-	if !c.InNamespace(name) {
-		return api.NamespaceStatus{}, api.Errorf(api.ErrForbidden, "the %s does not grant namespace %s", c.TokenString(), name)
+	if err := grantsNamespace(c, name); err != nil {
+		return api.NamespaceStatus{}, err
 	}
 	if err := s.readable(r); err != nil {
 		return api.NamespaceStatus{}, err

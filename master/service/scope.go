@@ -30,6 +30,17 @@ func inScope(c auth.Caller, what, ns string) error {
 	return api.Errorf(api.ErrForbidden, "%s is in namespace %s, which the %s does not grant", what, model.NamespaceOf(ns), c.TokenString())
 }
 
+// grantsNamespace refuses, with api.ErrForbidden naming it, namespace
+// name ("" for model.DefaultNamespace) when c may not see it: what a
+// caller that names a namespace (its status, a list filtered by it) gets,
+// whether or not the namespace exists.
+func grantsNamespace(c auth.Caller, name string) error {
+	if c.InNamespace(name) {
+		return nil
+	}
+	return api.Errorf(api.ErrForbidden, "the %s does not grant namespace %s", c.TokenString(), model.NamespaceOf(name))
+}
+
 // scopedNamespace returns the namespace a submission or an app
 // registration from c that names namespace named ("" for none) goes to.
 // A caller other than a namespace token gets named back unchanged. A

@@ -8,6 +8,7 @@ import (
 	"github.com/drover-project/drover/api"
 	"github.com/drover-project/drover/fsm"
 	"github.com/drover-project/drover/model"
+	"github.com/drover-project/drover/model/ids"
 	"github.com/drover-project/drover/security/auth"
 	"github.com/drover-project/drover/security/pki"
 )
@@ -108,6 +109,44 @@ func TestScopeRefusalNamesTheTokenAlone(t *testing.T) {
 	for _, c := range []auth.Caller{nsCaller("etl"), forwarded} {
 		if _, err := scopedNamespace(c, model.DefaultNamespace); err == nil || err.Error() != want {
 			t.Errorf("%v submitting to default: %v; want %q", c.Identity, err, want)
+		}
+	}
+}
+
+// A list filtered by a namespace the token does not grant is refused as
+// that namespace's status is (403 naming it), not answered empty, which
+// would read as a namespace with nothing in it; a list without the
+// filter, or filtered by a namespace granted, is for the rows to narrow.
+func TestListOfAnotherNamespaceIsRefused(t *testing.T) {
+	for _, tc := range []struct {
+		c       auth.Caller
+		ns      string
+		refusal string
+	}{
+		{nsCaller("ml"), "hog", "the submit token acc of namespaces ml does not grant namespace hog"},
+		{nsCaller("ml"), model.DefaultNamespace, "the submit token acc of namespaces ml does not grant namespace default"},
+		{nsCaller("ml"), "ml", ""},
+		{nsCaller("ml"), "", ""},
+		{nsCaller(model.DefaultNamespace), model.DefaultNamespace, ""},
+		{auth.Caller{Identity: auth.Identity{Token: auth.SubmitToken}}, "hog", ""},
+	} {
+		for _, list := range []func() error{
+			func() error {
+				_, err := listFilterOf(Config{}, tc.c, api.ListQuery{Namespace: tc.ns}, model.DriverStates(), ids.CheckDriver)
+				return err
+			},
+			func() error {
+				_, err := listFilterOf(Config{}, tc.c, api.ListQuery{Namespace: tc.ns}, model.ApplicationStates(), ids.CheckApp)
+				return err
+			},
+		} {
+			err := list()
+			switch {
+			case tc.refusal == "" && err != nil:
+				t.Errorf("%v listing %q: %v", tc.c.Identity, tc.ns, err)
+			case tc.refusal != "" && (!errors.Is(err, api.ErrForbidden) || err.Error() != tc.refusal):
+				t.Errorf("%v listing %q: %v; want a 403 saying %q", tc.c.Identity, tc.ns, err, tc.refusal)
+			}
 		}
 	}
 }
