@@ -777,7 +777,7 @@ func printDriver(w io.Writer, d *model.Driver, ns *model.Namespace) {
 	case d.Priority != nil:
 		fmt.Fprintf(w, "priority:   %d\n", *d.Priority)
 	case ns != nil:
-		fmt.Fprintf(w, "priority:   %d (namespace default)\n", ns.Priority(nil))
+		fmt.Fprintf(w, "priority:   %d (the namespace's default)\n", ns.Priority(nil))
 	default:
 		fmt.Fprintf(w, "priority:   the namespace's default (%d, or its --priority-max if lower)\n", model.DefaultPriority)
 	}

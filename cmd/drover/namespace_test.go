@@ -379,8 +379,8 @@ func TestStatusShowsTheResolvedPriority(t *testing.T) {
 		priority *int
 		want     string
 	}{
-		{"", nil, "priority:   50 (namespace default)\n"},
-		{"low", nil, "priority:   30 (namespace default)\n"},
+		{"", nil, "priority:   50 (the namespace's default)\n"},
+		{"low", nil, "priority:   30 (the namespace's default)\n"},
 		{"low", &p20, "priority:   20\n"},
 	} {
 		res, err := cl.Submit(c.Context(), api.SubmitRequest{DriverSpec: model.DriverSpec{Namespace: tc.ns, Priority: tc.priority,
