@@ -16,6 +16,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -132,27 +133,64 @@ func Register(mux *http.ServeMux, cfg Config) {
 	// method too, since it is more general than the endpoints' method
 	// patterns, where ServeMux would answer 405 on its own; so it asks
 	// the mux which methods the path takes.
-	mux.HandleFunc("/v1/", func(w http.ResponseWriter, r *http.Request) {
-		if allow := allowed(mux, r); len(allow) > 0 {
-			w.Header().Set("Allow", strings.Join(allow, ", "))
-			h.writeError(w, api.Errorf(api.ErrMethodNotAllowed, "%s %s: the endpoint takes %s", r.Method, r.URL.Path, strings.Join(allow, ", ")))
-			return
+	ws := &wrongMethods{mux: mux, h: h, shadows: map[string]bool{}}
+	mux.HandleFunc("/v1/", ws.answer)
+	ws.shadow(eps)
+}
+
+// wrongMethods answers a request for a path of the API with a method the
+// path does not take: 405 with the Allow header, or 404 for a path no
+// endpoint has.
+type wrongMethods struct {
+	mux *http.ServeMux
+	h   *handlers
+	// shadows are the patterns registered only to answer 405 (shadow).
+	shadows map[string]bool
+}
+
+func (ws *wrongMethods) answer(w http.ResponseWriter, r *http.Request) {
+	if allow := ws.allowed(r); len(allow) > 0 {
+		w.Header().Set("Allow", strings.Join(allow, ", "))
+		ws.h.writeError(w, api.Errorf(api.ErrMethodNotAllowed, "%s %s: the endpoint takes %s", r.Method, r.URL.Path, strings.Join(allow, ", ")))
+		return
+	}
+	ws.h.writeError(w, api.Errorf(api.ErrNotFound, "no such endpoint: %s %s", r.Method, r.URL.Path))
+}
+
+// shadow routes to answer the literal path of each endpoint of eps
+// asked with a method another endpoint takes on a wildcard that matches
+// it: GET /v1/drivers/kill-all would otherwise reach GET
+// /v1/drivers/{id} and be refused as a driver ID it is not, where it is
+// the kill-all endpoint asked with the wrong method.
+func (ws *wrongMethods) shadow(eps []service.Routed) {
+	for _, e := range eps {
+		path := e.Describe().Pattern
+		if strings.Contains(path, "{") {
+			continue
 		}
-		h.writeError(w, api.Errorf(api.ErrNotFound, "no such endpoint: %s %s", r.Method, r.URL.Path))
-	})
+		for _, m := range methods {
+			probe := &http.Request{Method: m, URL: &url.URL{Path: path}, Header: http.Header{}}
+			_, pattern := ws.mux.Handler(probe)
+			if _, p, _ := strings.Cut(pattern, " "); pattern == "" || pattern == "/v1/" || p == path {
+				continue
+			}
+			ws.shadows[m+" "+path] = true
+			ws.mux.HandleFunc(m+" "+path, ws.answer)
+		}
+	}
 }
 
 // methods are those an endpoint of the API may take (HEAD with GET).
 var methods = []string{http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodDelete}
 
-// allowed returns the methods whose patterns on mux match r's path, other
-// than the catch-all's, in the order of methods: those the Allow header
-// of a 405 lists, as ServeMux's own 405 does.
-func allowed(mux *http.ServeMux, r *http.Request) []string {
+// allowed returns the methods whose patterns on the mux match r's path,
+// other than the catch-all's and the shadows', in the order of methods:
+// those the Allow header of a 405 lists, as ServeMux's own 405 does.
+func (ws *wrongMethods) allowed(r *http.Request) []string {
 	var out []string
 	for _, m := range methods {
 		probe := &http.Request{Method: m, URL: r.URL, Host: r.Host, Header: http.Header{}}
-		if _, pattern := mux.Handler(probe); pattern != "" && pattern != "/v1/" {
+		if _, pattern := ws.mux.Handler(probe); pattern != "" && pattern != "/v1/" && !ws.shadows[pattern] {
 			out = append(out, m)
 		}
 	}

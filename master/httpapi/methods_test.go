@@ -59,8 +59,11 @@ func TestWrongMethodIs405(t *testing.T) {
 		{api.PathNamespaces, "GET, HEAD"},
 		{api.PathACLTokens, "GET, HEAD, POST"},
 		{api.V1RevokeACLToken.Path("acc"), "DELETE"},
+		// Under GET /v1/drivers/{id}, which would take them for IDs.
+		{api.PathKillAllDrivers, "POST"},
+		{api.PathSubmitBatch, "POST"},
 	} {
-		for _, m := range []string{http.MethodGet, http.MethodPost, http.MethodPut, http.MethodDelete, http.MethodPatch} {
+		for _, m := range []string{http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodDelete, http.MethodPatch} {
 			if strings.Contains(c.allow, m) {
 				continue
 			}
