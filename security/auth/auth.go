@@ -368,7 +368,8 @@ var ErrCatchingUp = fmt.Errorf("%w: this master is catching up with the log; try
 
 // Identify returns who r comes from: its verified certificate's role and
 // its bearer token's kind. A token that is present but wrong is
-// ErrBadToken (403), never a silent downgrade to anonymous.
+// ErrBadToken (403), never a silent downgrade to anonymous; more than one
+// Authorization header is api.ErrInvalidRequest (400), whatever they hold.
 //
 // Without an Authorization header, a token in the CookieName cookie counts
 // instead, marked Identity.Cookie. A master without tokens ignores the
@@ -399,6 +400,11 @@ func (g *Guard) Identify(r *http.Request) (Identity, error) {
 			return id, fmt.Errorf("%w: invalid master credential in %s", api.ErrForbidden, api.HeaderMasterCredential)
 		}
 		id.Master = true
+	}
+	if n := len(r.Header.Values("Authorization")); n > 1 {
+		// Which one counts would be this master's choice, and a proxy
+		// on the way may choose another: refuse rather than guess.
+		return id, api.Errorf(api.ErrInvalidRequest, "%d Authorization headers, want one", n)
 	}
 	h := r.Header.Get("Authorization")
 	if h == "" {

@@ -5,6 +5,7 @@ import (
 	"crypto/x509"
 	"encoding/pem"
 	"errors"
+	"fmt"
 	"io/fs"
 	"net/http"
 	"net/http/httptest"
@@ -627,6 +628,32 @@ func TestRejectedCredentials(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A request with several Authorization headers is refused 400 in one
+// line, whatever they hold, before any token is looked at: which one
+// counts would be the master's guess, and a proxy may guess otherwise.
+// The operator token first and a wrong one after are refused as two
+// wrong ones are, and no refusal repeats a token.
+func TestSeveralAuthorizationHeaders(t *testing.T) {
+	g := newGuard(t, auth.Config{OperatorToken: opTok, SubmitToken: subTok})
+	for _, hs := range [][]string{
+		{"Bearer " + opTok, "Bearer WrongTokenWrongToken-42"},
+		{"Bearer " + subTok, "Bearer " + subTok},
+		{"Bearer WrongTokenWrongToken-42", "Bearer " + opTok, ""},
+	} {
+		r := cred{}.request()
+		for _, h := range hs {
+			r.Header.Add("Authorization", h)
+		}
+		ans := serve(g, auth.Read, r)
+		checkAnswer(t, ans, http.StatusBadRequest, opTok, subTok)
+		if want := fmt.Sprintf("%d Authorization headers, want one", len(hs)); ans.msg != want {
+			t.Errorf("%d headers: %q, want %q", len(hs), ans.msg, want)
+		}
+	}
+	r := cred{header: "Bearer " + opTok}.request()
+	checkAnswer(t, serve(g, auth.Operator, r), pass)
 }
 
 func TestDriverToken(t *testing.T) {
