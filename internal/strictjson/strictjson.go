@@ -14,6 +14,7 @@ import (
 	"strings"
 	"sync"
 	"unicode"
+	"unicode/utf8"
 )
 
 // Decode reads exactly one JSON value from r into v. Unknown fields, a second
@@ -67,8 +68,7 @@ const maxKeyDepth = 10000
 // Malformed or too deeply nested input passes: the decoder refuses it in
 // its own words.
 func CheckKeys(data []byte, t reflect.Type) error {
-	dec := json.NewDecoder(bytes.NewReader(data))
-	err := checkValue(dec, t, nil, 0)
+	err := (&keyScanner{data: data}).value(t, nil, 0)
 	if errors.Is(err, errMalformed) {
 		return nil
 	}
@@ -93,66 +93,138 @@ func (p *keyPath) String() string {
 	return p.parent.String() + "." + p.key
 }
 
-// checkValue reads one value from dec, expected of type t (nil when no
-// shape is known), at path (nil at the top).
-func checkValue(dec *json.Decoder, t reflect.Type, path *keyPath, depth int) error {
+// keyScanner walks JSON for CheckKeys: it reads keys and skips every
+// other value, validating no more than it needs to find its way, since
+// the decoder validates after it. It is ours rather than
+// json.Decoder.Token, which costs several allocations a token: on a
+// batch body of 338 KB (BenchmarkDecodeBatch) Decode takes 12 ms with
+// it and 7.8 ms without the check, where Token took 40 ms.
+type keyScanner struct {
+	data []byte
+	i    int
+}
+
+// next skips white space and returns the byte at it, 0 at the end.
+func (s *keyScanner) next() byte {
+	for ; s.i < len(s.data); s.i++ {
+		switch c := s.data[s.i]; c {
+		case ' ', '\t', '\n', '\r':
+		default:
+			return c
+		}
+	}
+	return 0
+}
+
+// str reads a string, its opening quote at s.i, and returns it as the
+// decoder reads it.
+func (s *keyScanner) str() (string, error) {
+	start, escaped := s.i, false
+	for s.i++; s.i < len(s.data); s.i++ {
+		switch s.data[s.i] {
+		case '\\':
+			escaped = true
+			s.i++
+		case '"':
+			s.i++
+			// Escapes and bytes that are not UTF-8 (each read as
+			// U+FFFD) are the decoder's to read.
+			if raw := s.data[start+1 : s.i-1]; !escaped && utf8.Valid(raw) {
+				return string(raw), nil
+			}
+			var out string
+			if json.Unmarshal(s.data[start:s.i], &out) != nil {
+				return "", errMalformed
+			}
+			return out, nil
+		}
+	}
+	return "", errMalformed
+}
+
+// value reads one value, expected of type t (nil when no shape is
+// known), at path (nil at the top).
+func (s *keyScanner) value(t reflect.Type, path *keyPath, depth int) error {
 	if depth > maxKeyDepth {
 		return errMalformed
 	}
-	tok, err := dec.Token()
-	if err != nil {
-		return errMalformed
-	}
-	t = shape(t)
-	switch tok {
-	case json.Delim('['):
+	switch s.next() {
+	case '{':
+		return s.object(shape(t), path, depth)
+	case '[':
 		var el reflect.Type
-		if t != nil && (t.Kind() == reflect.Slice || t.Kind() == reflect.Array) {
+		if t = shape(t); t != nil && (t.Kind() == reflect.Slice || t.Kind() == reflect.Array) {
 			el = t.Elem()
 		}
-		for dec.More() {
-			if err := checkValue(dec, el, path, depth+1); err != nil {
+		s.i++
+		if s.next() == ']' {
+			s.i++
+			return nil
+		}
+		for {
+			if err := s.value(el, path, depth+1); err != nil {
 				return err
 			}
+			c := s.next()
+			s.i++
+			if c == ']' {
+				return nil
+			}
+			if c != ',' {
+				return errMalformed
+			}
 		}
-	case json.Delim('{'):
-		if err := checkObject(dec, t, path, depth); err != nil {
-			return err
-		}
-	default:
-		return nil
+	case '"':
+		_, err := s.str()
+		return err
+	case 0:
+		return errMalformed
 	}
-	if _, err := dec.Token(); err != nil {
+	// A number, true, false or null: the decoder checks which.
+	start := s.i
+	for ; s.i < len(s.data) && !strings.ContainsRune(",]} \t\n\r", rune(s.data[s.i])); s.i++ {
+	}
+	if s.i == start {
 		return errMalformed
 	}
 	return nil
 }
 
-// checkObject reads the keys and values of one object, its '{' read.
-func checkObject(dec *json.Decoder, t reflect.Type, path *keyPath, depth int) error {
+// object reads an object, its '{' at s.i, decoded into t.
+func (s *keyScanner) object(t reflect.Type, path *keyPath, depth int) error {
 	var fields map[string]field
 	if t != nil && t.Kind() == reflect.Struct {
 		fields = fieldsOf(t)
 	}
-	seen := map[string]string{}
-	for dec.More() {
-		tok, err := dec.Token()
-		if err != nil {
+	var seen keySet
+	s.i++
+	if s.next() == '}' {
+		s.i++
+		return nil
+	}
+	for {
+		if s.next() != '"' {
 			return errMalformed
 		}
-		key, _ := tok.(string)
+		key, err := s.str()
+		if err != nil {
+			return err
+		}
+		if s.next() != ':' {
+			return errMalformed
+		}
+		s.i++
 		at := &keyPath{parent: path, key: key}
 		id := key
 		if fields != nil {
 			id = foldName(key)
 		}
-		if first, ok := seen[id]; ok {
+		if first, ok := seen.add(id, key); ok {
 			if first == key {
 				return fmt.Errorf("key %q is given twice", at.String())
 			}
 			return fmt.Errorf("key %q is given twice (as %q and %q, which name the same field)", at.String(), first, key)
 		}
-		seen[id] = key
 		var next reflect.Type
 		switch {
 		case fields != nil:
@@ -164,11 +236,54 @@ func checkObject(dec *json.Decoder, t reflect.Type, path *keyPath, depth int) er
 		case t != nil && t.Kind() == reflect.Map:
 			next = t.Elem()
 		}
-		if err := checkValue(dec, next, at, depth+1); err != nil {
+		if err := s.value(next, at, depth+1); err != nil {
 			return err
 		}
+		c := s.next()
+		s.i++
+		if c == '}' {
+			return nil
+		}
+		if c != ',' {
+			return errMalformed
+		}
 	}
-	return nil
+}
+
+// keySet holds the keys of one object met so far, by the identity they
+// are compared under, with the key as given: in a slice while they are
+// few, as most objects' are, in a map beyond.
+type keySet struct {
+	few  []string
+	many map[string]string
+}
+
+// manyKeys is when a keySet moves to a map.
+const manyKeys = 16
+
+// add adds key under id and returns the key first given under id, if
+// one was.
+func (ks *keySet) add(id, key string) (string, bool) {
+	if ks.many != nil {
+		if first, ok := ks.many[id]; ok {
+			return first, true
+		}
+		ks.many[id] = key
+		return "", false
+	}
+	for i := 0; i < len(ks.few); i += 2 {
+		if ks.few[i] == id {
+			return ks.few[i+1], true
+		}
+	}
+	ks.few = append(ks.few, id, key)
+	if len(ks.few) > 2*manyKeys {
+		ks.many = make(map[string]string, len(ks.few))
+		for i := 0; i < len(ks.few); i += 2 {
+			ks.many[ks.few[i]] = ks.few[i+1]
+		}
+	}
+	return "", false
 }
 
 var unmarshaler = reflect.TypeFor[json.Unmarshaler]()

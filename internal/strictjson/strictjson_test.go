@@ -70,6 +70,8 @@ func TestRepeatedAndCaseVariantKeys(t *testing.T) {
 		{`{"env":{"A":"1","A":"2"}}`, `invalid JSON: key "env.A" is given twice`},
 		{`{"raw":{"x":1,"x":2}}`, `invalid JSON: key "raw.x" is given twice`},
 		{`{"bogus":1,"bogus":2}`, `invalid JSON: key "bogus" is given twice`},
+		{`{"we\u0069ght":2,"weight":3}`, `invalid JSON: key "weight" is given twice`},
+		{` { "env" : { "A" : "x\"}{,:" , "B" : [ 1 , true , null , {"c":{}} ] } , "env" : {} } `, `invalid JSON: key "env" is given twice`},
 	} {
 		var b body
 		err := Decode(strings.NewReader(c.body), &b)
@@ -80,6 +82,7 @@ func TestRepeatedAndCaseVariantKeys(t *testing.T) {
 	for _, ok := range []string{
 		`{"weight":2,"env":{"PATH":"/bin","path":"x"},"quota":{"resources":{"gpu":1,"GPU":2}},"raw":{"X":1,"x":2}}`,
 		`{"cores":1,"items":[{"cores":1},{"cores":2}],"inner":{"size":1}}`,
+		` { "env" : { "A\"" : "x\\\"}{,:" , "A" : "[" } , "raw" : [ -1.5e3 , true , null , { } , [ ] ] } `,
 	} {
 		var b body
 		if err := Decode(strings.NewReader(ok), &b); err != nil {
@@ -98,8 +101,9 @@ func TestRepeatedAndCaseVariantKeys(t *testing.T) {
 	}
 }
 
-// BenchmarkDecodeBatch decodes a valid body near api.MaxBodyBytes: 2000
-// submissions of the shape of a batch, the keys' check included.
+// BenchmarkDecodeBatch decodes a valid body of 338 KB, a third of
+// api.MaxBodyBytes: 2000 submissions of the shape of a batch, the keys'
+// check included.
 func BenchmarkDecodeBatch(b *testing.B) {
 	type sub struct {
 		Argv      []string          `json:"argv"`
@@ -128,4 +132,47 @@ func BenchmarkDecodeBatch(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// FuzzCheckKeys holds CheckKeys to encoding/json's own reading of any
+// input: on JSON that is valid, it refuses exactly when some object
+// repeats a key (dupByTokens, json.Decoder.Token's view); on input that
+// is not, it never panics and the decoder refuses.
+func FuzzCheckKeys(f *testing.F) {
+	for _, s := range []string{`{"a":1,"a":2}`, `{"a":{"b":[1,{"c":"\"}","c":0}]}}`, `{"\u0061":1,"a":2}`, `[{},[],"x",-1e3,null]`, `{"a":`, `{"a" 1}`, "{\"\xff\":1,\"\xfe\":2}"} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		err := CheckKeys(data, nil)
+		if !json.Valid(data) {
+			return
+		}
+		if want := dupByTokens(json.NewDecoder(bytes.NewReader(data))); (err != nil) != want {
+			t.Fatalf("%q: CheckKeys %v, encoding/json finds a repeated key: %v", data, err, want)
+		}
+	})
+}
+
+// dupByTokens reports whether the value dec reads next has an object
+// that repeats a key.
+func dupByTokens(dec *json.Decoder) bool {
+	tok, _ := dec.Token()
+	dup := false
+	switch tok {
+	case json.Delim('['):
+		for dec.More() {
+			dup = dupByTokens(dec) || dup
+		}
+		dec.Token()
+	case json.Delim('{'):
+		seen := map[string]bool{}
+		for dec.More() {
+			k, _ := dec.Token()
+			dup = seen[k.(string)] || dup
+			seen[k.(string)] = true
+			dup = dupByTokens(dec) || dup
+		}
+		dec.Token()
+	}
+	return dup
 }
