@@ -64,6 +64,7 @@ define run-fuzz
 	$(GO) test -run='^$$' -fuzz='^FuzzCreate$$' -fuzztime=$(FUZZTIME) $(FUZZFLAGS) ./master/spark/restsubmit
 	$(GO) test -run='^$$' -fuzz='^FuzzRunnerFiles$$' -fuzztime=$(FUZZTIME) $(FUZZFLAGS) ./worker/unitdir
 	$(GO) test -run='^$$' -fuzz='^FuzzWorkerRecord$$' -fuzztime=$(FUZZTIME) $(FUZZFLAGS) ./worker
+	$(GO) test -run='^$$' -fuzz='^FuzzCheckKeys$$' -fuzztime=$(FUZZTIME) $(FUZZFLAGS) ./internal/strictjson
 endef
 
 fuzz-smoke:
