@@ -5,7 +5,7 @@
 //
 //	POST /v1/drivers                     SubmitRequest -> 200 SubmitResponse
 //	POST /v1/drivers/batch               SubmitBatchRequest -> 200 SubmitBatchResponse
-//	GET  /v1/drivers                     ?state=S,..&name=GLOB&worker=W -> []model.Driver;
+//	GET  /v1/drivers                     ?state=S,..&name=GLOB&worker=W&schedule=NAME -> []model.Driver;
 //	                                     with limit=N or cursor=C -> DriverPage (ListQuery)
 //	GET  /v1/drivers/{id}                ?index=N&wait=D (a blocking read) -> model.Driver, X-Drover-Index
 //	POST /v1/drivers/{id}/kill           -> 200 KillResponse
@@ -36,6 +36,13 @@
 //	POST /v1/acl/tokens                  ACLTokenRequest -> ACLTokenCreated (operator access)
 //	GET  /v1/acl/tokens                  -> []model.ACLToken, without hashes (operator access)
 //	DELETE /v1/acl/tokens/{accessor}     -> model.ACLToken, the token revoked (operator access)
+//	POST /v1/schedules                   ScheduleRequest -> 201 ScheduleStatus
+//	GET  /v1/schedules                   ?namespace=N or all_namespaces=true -> ScheduleList
+//	GET  /v1/schedules/{name}            -> ScheduleStatus
+//	POST /v1/schedules/{name}/suspend    -> ScheduleStatus
+//	POST /v1/schedules/{name}/resume     -> ScheduleStatus
+//	POST /v1/schedules/{name}/run        -> 201 ScheduleRunResponse
+//	DELETE /v1/schedules/{name}          -> model.Schedule, the row deleted
 //	PUT  /v1/blobs/{sha256}              the file as the body -> UploadResponse (any master; see below)
 //	GET  /v1/blobs/{sha256}              -> the file (HEAD: its size); Range requests too
 //

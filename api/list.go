@@ -40,7 +40,8 @@ const MaxNameFilter = 256
 // Worker ("": any): a driver whose current attempt, or last one once it
 // ended, is there; an app with an executor there; and it belongs to
 // Namespace ("": any namespace; a name that is no namespace, or one since
-// deleted, keeps the ended rows that still name it). The rows come
+// deleted, keeps the ended rows that still name it); a driver is kept
+// when Schedule fired it ("": any driver, fired or submitted). The rows come
 // ordered by ID, which orders them by submission time.
 //
 // A query with a Limit or a Cursor is paged: its answer is a page
@@ -56,6 +57,7 @@ type ListQuery struct {
 	Name      string
 	Worker    string
 	Namespace string
+	Schedule  string
 	Limit     int
 	Cursor    string
 }
@@ -78,6 +80,9 @@ func (q ListQuery) Values() url.Values {
 	if q.Namespace != "" {
 		v.Set(QueryNamespace, q.Namespace)
 	}
+	if q.Schedule != "" {
+		v.Set(QuerySchedule, q.Schedule)
+	}
 	if q.Limit != 0 {
 		v.Set(QueryLimit, strconv.Itoa(q.Limit))
 	}
@@ -93,7 +98,7 @@ func (q ListQuery) Values() url.Values {
 // within the master's bound, a cursor that is an ID) is the master's to
 // check.
 func ParseListQuery(v url.Values) (ListQuery, error) {
-	q := ListQuery{Name: v.Get(QueryName), Worker: v.Get(QueryWorker), Namespace: v.Get(QueryNamespace), Cursor: v.Get(QueryCursor)}
+	q := ListQuery{Name: v.Get(QueryName), Worker: v.Get(QueryWorker), Namespace: v.Get(QueryNamespace), Schedule: v.Get(QuerySchedule), Cursor: v.Get(QueryCursor)}
 	for _, list := range v[QueryState] {
 		for _, s := range strings.Split(list, ",") {
 			if s = strings.ToUpper(strings.TrimSpace(s)); s != "" {
