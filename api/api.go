@@ -717,6 +717,7 @@ const (
 	EventApp      = model.EventApp
 	EventExecutor = model.EventExecutor
 	EventWorker   = model.EventWorker
+	EventSchedule = model.EventSchedule
 )
 
 // Event ops (model's): a row was added or changed (upsert) or dropped

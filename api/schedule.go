@@ -2,6 +2,7 @@ package api
 
 import (
 	"net/http"
+	"net/url"
 
 	"github.com/drover-project/drover/model"
 )
@@ -84,4 +85,20 @@ type ScheduleList struct {
 type ScheduleRunResponse struct {
 	DriverID string `json:"driver_id"`
 	Slot     int64  `json:"slot"`
+}
+
+// ParseNamespaceQuery decodes the query of GET /v1/schedules: namespace
+// keeps one namespace's rows, all_namespaces=true (or false) says every
+// namespace's explicitly, as no query does. Both at once, or
+// all_namespaces other than true or false, is refused. The namespace's
+// form is the master's to check.
+func ParseNamespaceQuery(v url.Values) (ListQuery, error) {
+	q := ListQuery{Namespace: v.Get(QueryNamespace)}
+	switch all := v.Get(QueryAllNamespaces); {
+	case all != "" && all != "true" && all != "false":
+		return q, Errorf(ErrInvalidRequest, "%s=%q: want true or false", QueryAllNamespaces, all)
+	case all == "true" && q.Namespace != "":
+		return q, Errorf(ErrInvalidRequest, "%s and %s=true exclude each other", QueryNamespace, QueryAllNamespaces)
+	}
+	return q, nil
 }

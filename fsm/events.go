@@ -26,7 +26,7 @@ type rowKey struct {
 
 // kindOrder is the order of a batch's events by kind; within a kind they
 // are by ID, so every master makes the same batch.
-var kindOrder = map[model.EventKind]int{model.EventDriver: 0, model.EventApp: 1, model.EventExecutor: 2, model.EventWorker: 3}
+var kindOrder = map[model.EventKind]int{model.EventDriver: 0, model.EventApp: 1, model.EventExecutor: 2, model.EventWorker: 3, model.EventSchedule: 4}
 
 // changed records that the entry being applied changed (or dropped) a row.
 // Called with f.mu held.
@@ -107,6 +107,13 @@ func (f *FSM) event(index uint64, k rowKey, stamp bool) model.Event {
 			e.Worker = w.View()
 			return e
 		}
+	case model.EventSchedule:
+		// Rows are replaced, never changed in place, and carry the
+		// index of the entry that made them.
+		if s, ok := f.t.Schedules[k.id]; ok {
+			e.Schedule = s
+			return e
+		}
 	}
 	e.Op = model.OpDelete
 	return e
@@ -130,7 +137,7 @@ func (f *FSM) Subscribe(after uint64, filter events.Filter, maxPending int) (sub
 	sub.Close()
 	sub, _ = f.events.Subscribe(f.index, filter, maxPending)
 	first = []model.Event{{Index: f.index, Op: model.OpReset}}
-	for _, kind := range []model.EventKind{model.EventDriver, model.EventApp, model.EventExecutor, model.EventWorker} {
+	for _, kind := range []model.EventKind{model.EventDriver, model.EventApp, model.EventExecutor, model.EventWorker, model.EventSchedule} {
 		if len(filter.Kinds) > 0 && !filter.Kinds[kind] {
 			continue
 		}
@@ -152,6 +159,8 @@ func (t *tables) rowIDs(kind model.EventKind) []string {
 		return sortedKeys(t.Apps)
 	case model.EventExecutor:
 		return sortedKeys(t.Executors)
+	case model.EventSchedule:
+		return sortedKeys(t.Schedules)
 	}
 	return sortedKeys(t.Workers)
 }

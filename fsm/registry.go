@@ -53,10 +53,15 @@ func init() {
 	refuses(mustApply, func(f *FSM, c *model.RevokeACLToken) error { return f.t.revokeACLToken(c) })
 	refuses(mustApply, func(f *FSM, c *model.PreemptAttempts) error { return preemption{f}.apply(c) })
 	// The schedules are a table of their own too; a fire submits
-	// through the drivers' path (FireSchedule above).
-	refuses(mustApply, func(f *FSM, c *model.CreateSchedule) error { return f.t.createSchedule(c, f.index) })
-	refuses(mustApply, func(f *FSM, c *model.DeleteSchedule) error { return f.t.deleteSchedule(c) })
-	refuses(mustApply, func(f *FSM, c *model.SuspendSchedule) error { return f.t.suspendSchedule(c, f.index) })
+	// through the drivers' path (FireSchedule above). Each change of a
+	// row is an event.
+	refuses(mustApply, func(f *FSM, c *model.CreateSchedule) error {
+		return f.scheduleChanged(c.Schedule.Name, f.t.createSchedule(c, f.index))
+	})
+	refuses(mustApply, func(f *FSM, c *model.DeleteSchedule) error { return f.scheduleChanged(c.Name, f.t.deleteSchedule(c)) })
+	refuses(mustApply, func(f *FSM, c *model.SuspendSchedule) error {
+		return f.scheduleChanged(c.Name, f.t.suspendSchedule(c, f.index))
+	})
 }
 
 // mustApply is the ignorable flag of a command every master must apply:

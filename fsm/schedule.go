@@ -64,6 +64,15 @@ func (t *tables) createSchedule(c *model.CreateSchedule, index uint64) error {
 	return nil
 }
 
+// scheduleChanged records schedule name's row as changed by the entry
+// being applied unless err refused it, and returns err.
+func (f *FSM) scheduleChanged(name string, err error) error {
+	if err == nil {
+		f.changed(model.EventSchedule, name)
+	}
+	return err
+}
+
 // schedule returns schedule name's row, or ErrUnknownSchedule.
 func (t *tables) schedule(name string) (*model.Schedule, error) {
 	s, ok := t.Schedules[name]
@@ -166,6 +175,7 @@ func (f firing) apply(c *model.FireSchedule) (FireResult, error) {
 	s = s.Clone()
 	s.ModifyIndex = f.index
 	f.t.Schedules[s.Name] = s
+	f.changed(model.EventSchedule, s.Name)
 	if !c.Manual {
 		s.LastSlot = c.Slot
 		s.Missed += c.Missed

@@ -2,7 +2,7 @@ package model
 
 import "errors"
 
-// EventKind is what an Event is about: one of the four tables.
+// EventKind is what an Event is about: one of the five tables.
 type EventKind string
 
 // Event kinds, one per table.
@@ -11,6 +11,11 @@ const (
 	EventApp      EventKind = "app"
 	EventExecutor EventKind = "executor"
 	EventWorker   EventKind = "worker"
+	// EventSchedule is a schedule's row: created, suspended or resumed,
+	// each slot fired, skipped or counted missed (its counts,
+	// LastSkipReason and Runs), deleted. The driver a fire starts has an
+	// event of its own, naming the schedule and the slot.
+	EventSchedule EventKind = "schedule"
 )
 
 // Event ops: a row was added or changed (upsert) or dropped (delete), or,
@@ -39,6 +44,7 @@ type Event struct {
 	App      *App      `json:"app,omitempty"`
 	Executor *Executor `json:"executor,omitempty"`
 	Worker   *Worker   `json:"worker,omitempty"`
+	Schedule *Schedule `json:"schedule,omitempty"`
 }
 
 // AttemptRef names one attempt of one driver: what a worker says it runs

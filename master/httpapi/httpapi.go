@@ -273,6 +273,8 @@ func (h *handlers) serve(e service.Routed) http.HandlerFunc {
 			rd, err = blockingRead(r)
 		case info.Query == service.ListingQuery:
 			q, err = api.ParseListQuery(r.URL.Query())
+		case info.Query == service.NamespaceQuery:
+			q, err = api.ParseNamespaceQuery(r.URL.Query())
 		}
 		if err != nil {
 			h.writeError(w, err)
@@ -294,6 +296,10 @@ func (h *handlers) serve(e service.Routed) http.HandlerFunc {
 		}
 		if err == nil && info.Query == service.ListingQuery {
 			out = listed(out, q.Paged())
+		}
+		if err == nil && info.Created {
+			writeJSON(w, http.StatusCreated, out)
+			return
 		}
 		h.reply(w, out, err)
 	}

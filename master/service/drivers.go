@@ -87,19 +87,28 @@ func (s *Core) submission(c auth.Caller, req api.SubmitRequest) (*model.SubmitDr
 	if err != nil {
 		return nil, err
 	}
+	return cmd, s.admitProgram(c, cmd)
+}
+
+// admitProgram checks what of cmd, a submission checked on its own,
+// depends on this master and the tables: the size of its program, and
+// its namespace's rules for caller c (scopedNamespace, which may set
+// cmd's namespace, and checkNamespace). It records the client in cmd.
+func (s *Core) admitProgram(c auth.Caller, cmd *model.SubmitDriver) error {
 	if err := s.checkProgramSize("program", cmd.ProgramSize()); err != nil {
-		return nil, err
+		return err
 	}
 	// The caller's token decides where a submission that names no
 	// namespace goes, and which it may name; then the namespace's rules.
+	var err error
 	if cmd.Namespace, err = scopedNamespace(c, cmd.Namespace); err != nil {
-		return nil, err
+		return err
 	}
 	if err := checkNamespace(s.FSM.State(), cmd.Namespace, cmd.Priority); err != nil {
-		return nil, err
+		return err
 	}
 	cmd.Client = c.Client
-	return cmd, nil
+	return nil
 }
 
 // checkProgramSize refuses a program (what names it) of size bytes over
@@ -119,7 +128,21 @@ func submission(req api.SubmitRequest) (*model.SubmitDriver, error) {
 	if err := checkTokenAndName("submission", req.Token, req.Name); err != nil {
 		return nil, err
 	}
-	spec := req.DriverSpec
+	cmd, err := program(req.Name, req.DriverSpec)
+	if err != nil {
+		return nil, err
+	}
+	cmd.Token = req.Token
+	return cmd, nil
+}
+
+// program checks a driver's name and spec on their own, as a submission
+// and a schedule's template have them, and returns the command without
+// token, ID or time.
+func program(name string, spec model.DriverSpec) (*model.SubmitDriver, error) {
+	if err := validName(name); err != nil {
+		return nil, err
+	}
 	var err error
 	if spec.Artifacts, err = normalizeArtifacts(spec.Artifacts); err != nil {
 		return nil, err
@@ -130,7 +153,7 @@ func submission(req api.SubmitRequest) (*model.SubmitDriver, error) {
 	if err := checkNewProgram("driver", spec.Cores, spec.MemoryMB, spec.Env); err != nil {
 		return nil, err
 	}
-	return &model.SubmitDriver{Token: req.Token, Name: req.Name, DriverSpec: spec}, nil
+	return &model.SubmitDriver{Name: name, DriverSpec: spec}, nil
 }
 
 // KilledByClient and KilledByKillAll are the reasons a killed driver and

@@ -38,6 +38,9 @@ const (
 	// ListingQuery reads an api.ListQuery: the whole list when it asks
 	// for no page, else one page.
 	ListingQuery
+	// NamespaceQuery reads namespace or all_namespaces
+	// (api.ParseNamespaceQuery) into Request.List's Namespace.
+	NamespaceQuery
 )
 
 // Bound is the per-client bound (Bounds) that an endpoint's requests count
@@ -71,6 +74,9 @@ type Info struct {
 	// Bound is the per-client bound; a blocking read (BlockingQuery with
 	// an index) takes one of Bounds.BlockingReads besides.
 	Bound Bound
+	// Created answers 201 Created rather than 200: the request made a
+	// row (a schedule, a run).
+	Created bool
 }
 
 // Request is a request of an endpoint as its listener decoded it: the row
@@ -211,6 +217,9 @@ func (e *Endpoint[In, Out]) sendJSON(l Leader, r Request[In], out *Out) error {
 		body = r.Body
 	}
 	query, into := r.Read.Values(), any(out)
+	if e.Query == NamespaceQuery {
+		query = r.List.Values()
+	}
 	if e.Query == ListingQuery {
 		query = r.List.Values()
 		if !r.List.Paged() {

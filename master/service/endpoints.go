@@ -218,6 +218,48 @@ var (
 			return s.RevokeACLToken(ctx, c, r.ID)
 		},
 	})
+	V1CreateSchedule = routed(&Endpoint[api.ScheduleRequest, api.ScheduleStatus]{
+		Info: Info{Route: api.V1CreateSchedule.Route, Access: auth.Submit, Bound: SubmitSlot, Created: true},
+		Serve: func(s *Local, ctx context.Context, c auth.Caller, r Request[api.ScheduleRequest]) (api.ScheduleStatus, error) {
+			return s.CreateSchedule(ctx, c, r.Body)
+		},
+	})
+	V1Schedules = routed(&Endpoint[api.NoBody, api.ScheduleList]{
+		Info: Info{Route: api.V1Schedules.Route, Access: auth.Read, Answer: AtLeaderOrStale, Query: NamespaceQuery},
+		Serve: func(s *Local, ctx context.Context, c auth.Caller, r Request[api.NoBody]) (api.ScheduleList, error) {
+			return s.Schedules(ctx, c, r.List, r.Read)
+		},
+	})
+	V1Schedule = routed(&Endpoint[api.NoBody, api.ScheduleStatus]{
+		Info: Info{Route: api.V1Schedule.Route, Access: auth.Read, Answer: AtLeaderOrStale},
+		Serve: func(s *Local, ctx context.Context, c auth.Caller, r Request[api.NoBody]) (api.ScheduleStatus, error) {
+			return s.Schedule(ctx, c, r.ID, r.Read)
+		},
+	})
+	V1SuspendSchedule = routed(&Endpoint[api.NoBody, api.ScheduleStatus]{
+		Info: Info{Route: api.V1SuspendSchedule.Route, Access: auth.Submit},
+		Serve: func(s *Local, ctx context.Context, c auth.Caller, r Request[api.NoBody]) (api.ScheduleStatus, error) {
+			return s.SuspendSchedule(ctx, c, r.ID, true)
+		},
+	})
+	V1ResumeSchedule = routed(&Endpoint[api.NoBody, api.ScheduleStatus]{
+		Info: Info{Route: api.V1ResumeSchedule.Route, Access: auth.Submit},
+		Serve: func(s *Local, ctx context.Context, c auth.Caller, r Request[api.NoBody]) (api.ScheduleStatus, error) {
+			return s.SuspendSchedule(ctx, c, r.ID, false)
+		},
+	})
+	V1RunSchedule = routed(&Endpoint[api.NoBody, api.ScheduleRunResponse]{
+		Info: Info{Route: api.V1RunSchedule.Route, Access: auth.Submit, Bound: SubmitSlot, Created: true},
+		Serve: func(s *Local, ctx context.Context, c auth.Caller, r Request[api.NoBody]) (api.ScheduleRunResponse, error) {
+			return s.RunSchedule(ctx, c, r.ID)
+		},
+	})
+	V1DeleteSchedule = routed(&Endpoint[api.NoBody, *model.Schedule]{
+		Info: Info{Route: api.V1DeleteSchedule.Route, Access: auth.Submit},
+		Serve: func(s *Local, ctx context.Context, c auth.Caller, r Request[api.NoBody]) (*model.Schedule, error) {
+			return s.DeleteSchedule(ctx, c, r.ID)
+		},
+	})
 )
 
 // The endpoints whose listener decodes and encodes them by hand (streams,

@@ -40,9 +40,9 @@ func eventFilter(q EventQuery) (events.Filter, error) {
 	var f events.Filter
 	for _, k := range q.Kinds {
 		switch k {
-		case api.EventDriver, api.EventApp, api.EventExecutor, api.EventWorker:
+		case api.EventDriver, api.EventApp, api.EventExecutor, api.EventWorker, api.EventSchedule:
 		default:
-			return f, api.Errorf(api.ErrInvalidRequest, "unknown event kind %q: want driver, app, executor or worker", k)
+			return f, api.Errorf(api.ErrInvalidRequest, "unknown event kind %q: want driver, app, executor, worker or schedule", k)
 		}
 		if f.Kinds == nil {
 			f.Kinds = map[api.EventKind]bool{}

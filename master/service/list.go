@@ -25,7 +25,8 @@ type listFilter struct {
 // listFilterOf checks q for a list of rows whose states are among known
 // and whose IDs checkID accepts: known states, a well-formed glob of at
 // most api.MaxNameFilter bytes, a worker ID, a namespace's name
-// (model.CheckNamespace; it need not exist), a limit within
+// (model.CheckNamespace; it need not exist), a schedule's name
+// (model.CheckScheduleName; it need not exist either), a limit within
 // Config.MaxListLimit and a cursor that is an ID. Any other query is
 // refused with api.ErrInvalidRequest naming what is wrong, before a row
 // is read; a namespace c may not see is refused with api.ErrForbidden
@@ -59,6 +60,11 @@ func listFilterOf[S ~string](cfg Config, c auth.Caller, q api.ListQuery, known [
 		}
 		if err := grantsNamespace(c, q.Namespace); err != nil {
 			return f, err
+		}
+	}
+	if q.Schedule != "" {
+		if err := model.CheckScheduleName(q.Schedule); err != nil {
+			return f, api.Errorf(api.ErrInvalidRequest, "schedule filter: %v", err)
 		}
 	}
 	if q.Cursor != "" {
@@ -112,7 +118,7 @@ func (s *Core) Drivers(_ context.Context, c auth.Caller, q api.ListQuery, r Read
 		return api.DriverPage{}, err
 	}
 	ds, more := s.FSM.State().DriverPage(f.after, f.limit, func(d *model.Driver) bool {
-		return (f.worker == "" || d.WorkerID == f.worker) && f.keeps(d.Namespace, string(d.State), d.Name) && c.InNamespace(d.Namespace)
+		return (f.worker == "" || d.WorkerID == f.worker) && (q.Schedule == "" || d.Schedule == q.Schedule) && f.keeps(d.Namespace, string(d.State), d.Name) && c.InNamespace(d.Namespace)
 	})
 	ws := s.FSM.State().Workers()
 	return api.DriverPage{

@@ -85,7 +85,7 @@ func scopeState(c auth.Caller, st *api.State) {
 
 // eventScope keeps, of one event stream of a namespace token, the events
 // of rows of its namespaces and those of workers. The namespace of each
-// driver and app it meets is remembered, so that a delete, which carries
+// driver, app and schedule (its template's) it meets is remembered, so that a delete, which carries
 // no row, is kept when the row it drops was of the token's namespaces; a
 // delete of a row the stream never met, and the master no longer holds,
 // is left out, since whose it was is no longer known. It is used by the
@@ -93,9 +93,14 @@ func scopeState(c auth.Caller, st *api.State) {
 type eventScope struct {
 	c     auth.Caller
 	state *fsm.State
-	// ns is the namespace of each driver and app met, by ID.
+	// ns is the namespace of each driver, app and schedule met, by
+	// rowKey.
 	ns map[string]string
 }
+
+// rowKey names a row of kind for eventScope.ns: a schedule's name may be
+// any DNS label, a driver's ID among them.
+func rowKey(kind model.EventKind, id string) string { return string(kind) + "/" + id }
 
 // keep reports whether the stream passes e.
 func (s *eventScope) keep(e model.Event) bool {
@@ -118,34 +123,43 @@ func (s *eventScope) keep(e model.Event) bool {
 		ns = e.Driver.Namespace
 	case e.App != nil:
 		ns = e.App.Namespace
+	case e.Schedule != nil:
+		ns = e.Schedule.Template.Namespace
 	default:
 		var ok bool
 		if ns, ok = s.namespace(e.Kind, e.ID); !ok {
 			return false
 		}
 	}
+	key := rowKey(e.Kind, e.ID)
 	if e.Op == model.OpDelete {
-		delete(s.ns, e.ID)
+		delete(s.ns, key)
 	} else {
-		s.ns[e.ID] = ns
+		s.ns[key] = ns
 	}
 	return s.c.InNamespace(ns)
 }
 
-// namespace returns the namespace of the driver or app id, as the stream
+// namespace returns the namespace of the driver, app or schedule id, as the stream
 // met it or as the master's tables hold it now.
 func (s *eventScope) namespace(kind model.EventKind, id string) (string, bool) {
-	if ns, ok := s.ns[id]; ok {
+	if ns, ok := s.ns[rowKey(kind, id)]; ok {
 		return ns, true
 	}
-	if kind == model.EventDriver {
+	switch kind {
+	case model.EventSchedule:
+		if sc, ok := s.state.Schedule(id); ok {
+			return sc.Template.Namespace, true
+		}
+		return "", false
+	case model.EventDriver:
 		if d, ok := s.state.Driver(id); ok {
 			return d.Namespace, true
 		}
 		return "", false
 	}
 	if a, _, ok := s.state.App(id); ok {
-		s.ns[id] = a.Namespace
+		s.ns[rowKey(kind, id)] = a.Namespace
 		return a.Namespace, true
 	}
 	return "", false
