@@ -4,7 +4,8 @@
 // liveness watch (Spark's timeOutDeadWorkers), the app client watch,
 // retention of finished rows, the report of a split gossip pool, the record
 // of contact with workers and app clients, the maker of driver and app
-// IDs, and fair-share preemption (YARN's preemption monitor). A Term is made after the
+// IDs, fair-share preemption (YARN's preemption monitor) and the firing
+// of schedules' slots. A Term is made after the
 // new leader's Barrier and stopped when leadership is lost, so nothing of
 // an old term (a contact time, an ID sequence, a goroutine) survives into
 // a new one.
@@ -126,7 +127,7 @@ func Start(cfg Config, d Deps, number uint64) *Term {
 		done:      make(chan struct{}),
 	}
 	t.format.Store(uint32(fsm.FormatJSON))
-	duties := []func(context.Context){t.schedule, t.watchWorkers, t.watchApps, t.watchPool, t.watchFormat}
+	duties := []func(context.Context){t.schedule, t.watchWorkers, t.watchApps, t.watchPool, t.watchFormat, t.fireSchedules}
 	if cfg.PreemptionInterval > 0 {
 		duties = append(duties, t.preempt)
 	}
