@@ -2,20 +2,23 @@ package client
 
 import (
 	"context"
+	"fmt"
 	"net/url"
+	"slices"
+	"strings"
 
 	"github.com/drover-project/drover/api"
 	"github.com/drover-project/drover/model"
+	"github.com/drover-project/drover/transport"
 )
 
 // CreateSchedule creates the schedule req describes (submit access to its
 // template's namespace) and returns it as the leader then holds it, with
-// its next slot. It is sent once, to the leader: a name taken is an
-// *APIError wrapping model.ErrScheduleExists, so a retry after a lost
-// answer reports what the first made rather than a second schedule.
+// its next slot. It is sent once (callOnce): a name taken is an
+// *APIError wrapping model.ErrScheduleExists, which a copy would get.
 func (c *Client) CreateSchedule(ctx context.Context, req api.ScheduleRequest) (api.ScheduleStatus, error) {
 	var out api.ScheduleStatus
-	return out, callLeader(ctx, c, api.V1CreateSchedule, api.V1CreateSchedule.Pattern, req, &out)
+	return out, callOnce(ctx, c, api.V1CreateSchedule, api.V1CreateSchedule.Pattern, req, &out)
 }
 
 // Schedules returns the schedules of namespace ("" for every namespace
@@ -60,8 +63,8 @@ func (c *Client) ResumeSchedule(ctx context.Context, name string) (api.ScheduleS
 }
 
 // RunSchedule starts one run of schedule name now, its slot the leader's
-// clock, and returns its driver's ID. It is sent once, to the leader: a
-// copy would start a second run. A forbid schedule with a run not ended,
+// clock, and returns its driver's ID. It is sent once (callOnce): a copy
+// would start a second run. A forbid schedule with a run not ended,
 // or a submission the namespace refuses, is an *APIError of status 409.
 func (c *Client) RunSchedule(ctx context.Context, name string) (string, error) {
 	var out api.ScheduleRunResponse
@@ -69,19 +72,19 @@ func (c *Client) RunSchedule(ctx context.Context, name string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	return out.DriverID, callLeader(ctx, c, api.V1RunSchedule, p, api.NoBody{}, &out)
+	return out.DriverID, callOnce(ctx, c, api.V1RunSchedule, p, api.NoBody{}, &out)
 }
 
 // DeleteSchedule deletes schedule name and returns the row it had; its
-// runs that have not ended go on. It is sent once, to the leader, as
-// DeleteNamespace is.
+// runs that have not ended go on. It is sent once (callOnce): a copy
+// would find the schedule gone.
 func (c *Client) DeleteSchedule(ctx context.Context, name string) (*model.Schedule, error) {
 	var out *model.Schedule
 	p, err := schedulePath(api.V1DeleteSchedule.Route, name)
 	if err != nil {
 		return nil, err
 	}
-	return out, callLeader(ctx, c, api.V1DeleteSchedule, p, api.NoBody{}, &out)
+	return out, callOnce(ctx, c, api.V1DeleteSchedule, p, api.NoBody{}, &out)
 }
 
 // scheduleCall calls e, an endpoint of schedule name that takes no body
@@ -102,4 +105,37 @@ func schedulePath(route api.Route, name string) (string, error) {
 		return "", api.Errorf(api.ErrInvalidRequest, "%v", err)
 	}
 	return route.Path(name), nil
+}
+
+// callOnce is call for a write whose copies would not answer alike (a
+// create, a manual run, a delete), without the operator access
+// callLeader needs to find the leader: it goes to one master at a time,
+// the one an answer named leader first, and on to the next only while a
+// master refuses the connection (transport.Refused), so that no earlier
+// one got it. Any other failure is returned as it is: the request may
+// have been committed.
+func callOnce[In, Out any](ctx context.Context, c *Client, e api.Endpoint[In, Out], path string, in In, out *Out) error {
+	var body []byte
+	if _, none := any(in).(api.NoBody); !none {
+		var err error
+		if body, err = api.Marshal(in); err != nil {
+			return fmt.Errorf("encode request: %w", err)
+		}
+	}
+	masters := c.masters
+	if p := c.preferredMaster(); p != "" {
+		masters = append([]string{p}, slices.DeleteFunc(slices.Clone(masters), func(m string) bool { return m == p })...)
+	}
+	var refused []string
+	for _, m := range masters {
+		resp, err := c.one(ctx, m, e.Method, path, body, nil, 0)
+		switch {
+		case err == nil:
+			return decodeJSON(resp, out)
+		case isAPIError(err) || !transport.Refused(c.opts.BindIP, m, c.opts.RequestTimeout):
+			return err
+		}
+		refused = append(refused, err.Error())
+	}
+	return fmt.Errorf("%w: %s", ErrNoMaster, strings.Join(refused, "; "))
 }

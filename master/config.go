@@ -242,6 +242,11 @@ type Config struct {
 	// that no one answer holds more than that many rows, whatever the
 	// tables hold.
 	MaxListLimit int
+	// MaxSchedules bounds the schedules of the cluster
+	// (--max-schedules), at most model.MaxSchedules, which the tables
+	// hold to (0 for it): the leader refuses a schedule past it with 429, before
+	// anything is committed.
+	MaxSchedules int
 	// RedactRegex is the pattern of the environment variable names
 	// whose values the web UI hides (--redact-regex, Spark's
 	// spark.redaction.regex); the JSON API keeps them whole for those
@@ -367,6 +372,7 @@ func DefaultConfig() Config {
 		// for the leader found at its end to commit and answer first.
 		SparkRESTLeaderWait: DefaultSparkRESTLeaderWait,
 		MaxListLimit:        api.DefaultMaxListLimit,
+		MaxSchedules:        model.MaxSchedules,
 		RedactRegex:         ui.DefaultRedactRegex,
 		MaxUpload:           DefaultMaxUpload,
 		MaxUploadStore:      DefaultMaxUploadStore,
@@ -479,6 +485,9 @@ func (c *Config) validate() error {
 	}
 	if c.MaxLiveDrivers < 0 || c.MaxLiveDriversPerClient < 0 || c.MaxLiveApps < 0 {
 		errs = append(errs, errors.New("--max-live-drivers, --max-live-drivers-per-client and --max-live-apps must not be negative"))
+	}
+	if c.MaxSchedules < 0 || c.MaxSchedules > model.MaxSchedules {
+		errs = append(errs, fmt.Errorf("--max-schedules %d must be 1 to %d (0 for %d)", c.MaxSchedules, model.MaxSchedules, model.MaxSchedules))
 	}
 	if c.MaxListLimit < 1 {
 		errs = append(errs, fmt.Errorf("--max-list-page %d must be at least 1", c.MaxListLimit))

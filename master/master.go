@@ -195,7 +195,7 @@ func New(cfg Config) (*Master, error) {
 		RegisterWithoutGossip: cfg.RegisterWithoutGossip, MaxExecutorRetries: cfg.MaxExecutorRetries,
 		MaxProgramSize: cfg.MaxProgramSize,
 		MaxLiveDrivers: cfg.MaxLiveDrivers, MaxLiveDriversPerClient: cfg.MaxLiveDriversPerClient, MaxLiveApps: cfg.MaxLiveApps,
-		MaxListLimit: cfg.MaxListLimit, MaxRunningDrivers: cfg.MaxRunningDrivers,
+		MaxListLimit: cfg.MaxListLimit, MaxSchedules: cfg.MaxSchedules, MaxRunningDrivers: cfg.MaxRunningDrivers,
 		WorkerToken: cmp.Or(cfg.NodeToken, cfg.OperatorToken), AllowUnboundWorkerCerts: cfg.AllowUnboundWorkerCerts,
 	}, service.Deps{
 		Raft: m.raft, FSM: m.fsm, Snaps: m.snaps, Pool: pool, Guard: guard,

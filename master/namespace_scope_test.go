@@ -32,10 +32,14 @@ const (
 
 // scopeMaster is a single master with an operator and a submit token,
 // namespaces etl and ml, and the ACL tokens above, committed through its
-// service's Apply as the token endpoints would.
-func scopeMaster(t *testing.T) *Master {
+// service's Apply as the token endpoints would. configure, unless nil,
+// changes its configuration first.
+func scopeMaster(t *testing.T, configure func(*Config)) *Master {
 	t.Helper()
 	cfg := singleConfig(t)
+	if configure != nil {
+		configure(&cfg)
+	}
 	cfg.OperatorToken, cfg.SubmitToken = scopeOperator, scopeSubmit
 	cfg.RaftKey, cfg.GossipKey = pki.NewRaftKey(), []byte("0123456789abcdef")
 	m, err := New(cfg)
@@ -140,7 +144,7 @@ func wantForbidden(t *testing.T, what string, code int, body, ns string) {
 // lists, the state and Spark's /json leave them out, and kill-all kills
 // its own only. The static tokens stay global.
 func TestNamespaceTokenScope(t *testing.T) {
-	m := scopeMaster(t)
+	m := scopeMaster(t, nil)
 	mine := submitAs(t, m, etlSubmit, "mine", "")
 	theirs := submitAs(t, m, scopeSubmit, "theirs", "ml")
 	if d, _ := m.fsm.State().Driver(mine); d.Namespace != "etl" {
@@ -252,7 +256,7 @@ func TestNamespaceTokenScope(t *testing.T) {
 // none: then the token's only namespace, else default if it grants it,
 // else a 403 saying which to name. Nothing is committed by a refusal.
 func TestNamespaceTokenSubmissions(t *testing.T) {
-	m := scopeMaster(t)
+	m := scopeMaster(t, nil)
 	before := len(m.fsm.State().Drivers())
 	req := func(name, ns string) api.SubmitRequest {
 		return api.SubmitRequest{Token: name, Name: name, DriverSpec: model.DriverSpec{Argv: []string{"/bin/true"}, Cores: 1, MemoryMB: 64, Namespace: ns}}
@@ -297,7 +301,7 @@ func TestNamespaceTokenSubmissions(t *testing.T) {
 // A namespace token's event stream ends once its token is revoked: the
 // next change is not sent, an error event is.
 func TestRevokedNamespaceTokenEndsItsStream(t *testing.T) {
-	m := scopeMaster(t)
+	m := scopeMaster(t, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+m.HTTPAddr()+"/v1/events", nil)
@@ -327,7 +331,7 @@ func TestRevokedNamespaceTokenEndsItsStream(t *testing.T) {
 // workers', never another namespace's: the ml driver submitted before
 // the etl one is killed never shows, and the etl one does.
 func TestNamespaceTokenEvents(t *testing.T) {
-	m := scopeMaster(t)
+	m := scopeMaster(t, nil)
 	theirs := submitAs(t, m, scopeSubmit, "theirs", "ml")
 	mine := submitAs(t, m, etlSubmit, "mine", "")
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
@@ -365,7 +369,7 @@ func TestNamespaceTokenEvents(t *testing.T) {
 // naming it; the token list stays the operator's. The static tokens see
 // every namespace.
 func TestNamespaceTokenSeesItsNamespaces(t *testing.T) {
-	m := scopeMaster(t)
+	m := scopeMaster(t, nil)
 	names := func(token string) []string {
 		t.Helper()
 		code, body := call(t, m, http.MethodGet, api.PathNamespaces, token, nil)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/drover-project/drover/master"
 	"github.com/drover-project/drover/master/spark/restsubmit"
+	"github.com/drover-project/drover/model"
 )
 
 func runMaster(args []string) int {
@@ -56,6 +57,7 @@ func runMaster(args []string) int {
 	fs.IntVar(&cfg.MaxLiveDrivers, "max-live-drivers", cfg.MaxLiveDrivers, "drivers not ended (SUBMITTED, RUNNING, RELAUNCHING, UNKNOWN) the cluster holds; more submissions are refused with 429; 0 for no bound")
 	fs.IntVar(&cfg.MaxLiveDriversPerClient, "max-live-drivers-per-client", cfg.MaxLiveDriversPerClient, "drivers not ended submitted from one client IP (at the master it reached first); more are refused with 429; 0 for no bound")
 	fs.IntVar(&cfg.MaxLiveApps, "max-live-apps", cfg.MaxLiveApps, "apps not ended (WAITING, RUNNING, UNKNOWN) the cluster holds; more registrations are refused with 429; 0 for no bound")
+	fs.IntVar(&cfg.MaxSchedules, "max-schedules", cfg.MaxSchedules, fmt.Sprintf("most schedules the cluster holds, 1 to %d (0 for %d); one more is refused with 429", model.MaxSchedules, model.MaxSchedules))
 	fs.IntVar(&cfg.MaxListLimit, "max-list-page", cfg.MaxListLimit, "most rows one page of a driver or app list may ask for (GET /v1/drivers?limit=N); a larger limit is refused with 400")
 	fs.StringVar(&cfg.RedactRegex, "redact-regex", cfg.RedactRegex, "environment variable names whose values the web UI hides (Spark's spark.redaction.regex; Go regexp syntax); a pattern that does not compile stops the master")
 	fs.IntVar(&cfg.MaxEventStreamsPerClient, "max-event-streams-per-client", cfg.MaxEventStreamsPerClient, "event streams (GET /v1/events) one client IP may hold open here (429 beyond); 0 for no bound")

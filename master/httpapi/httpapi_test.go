@@ -267,3 +267,52 @@ func TestFollowerWithoutALeaderRefuses(t *testing.T) {
 		t.Fatalf("no leader: %d %s, %d calls", w.Code, w.Body, len(e.calls()))
 	}
 }
+
+// schedules are fake schedule endpoints: a create that answers the
+// request's name and cron, and a list that answers the namespace its
+// query named, each with the master that forwarded it.
+var (
+	createSchedule = &service.Endpoint[api.ScheduleRequest, api.ScheduleStatus]{
+		Info: service.Info{Route: api.V1CreateSchedule.Route, Access: auth.Submit, Created: true},
+		Serve: func(_ *service.Local, _ context.Context, c auth.Caller, r service.Request[api.ScheduleRequest]) (api.ScheduleStatus, error) {
+			return api.ScheduleStatus{Schedule: model.Schedule{Name: r.Body.Name, Cron: r.Body.Cron, LastSkipReason: c.ForwardedBy}}, nil
+		},
+	}
+	listSchedules = &service.Endpoint[api.NoBody, api.ScheduleList]{
+		Info: service.Info{Route: api.V1Schedules.Route, Access: auth.Read, Answer: service.AtLeaderOrStale, Query: service.NamespaceQuery},
+		Serve: func(_ *service.Local, _ context.Context, c auth.Caller, r service.Request[api.NoBody]) (api.ScheduleList, error) {
+			return api.ScheduleList{Schedules: []api.ScheduleStatus{{Schedule: model.Schedule{Name: "ns-" + r.List.Namespace, LastSkipReason: c.ForwardedBy}}}}, nil
+		},
+	}
+)
+
+// A schedule's creation answers 201, forwarded by a follower too; the
+// list reads namespace (or all_namespaces, which excludes it) from its
+// query, and a follower passes it on.
+func TestScheduleRoutes(t *testing.T) {
+	g := openGuard(t)
+	leader := httptest.NewServer(listener(t, g, forward.New(leading, http.DefaultClient, "http"), leading, createSchedule, listSchedules))
+	defer leader.Close()
+	following := func() service.Leadership {
+		return service.Leadership{Self: "m2", Role: raft.Follower.String(), LeaderID: "m1", LeaderHTTP: strings.TrimPrefix(leader.URL, "http://")}
+	}
+	h := listener(t, g, forward.New(following, leader.Client(), "http"), following, createSchedule, listSchedules)
+	w := do(h, "POST", api.PathSchedules, api.ContentTypeJSON, `{"name":"nightly","cron":"0 3 * * *","template":{"argv":["job"]}}`)
+	if w.Code != http.StatusCreated || !strings.Contains(w.Body.String(), `"name":"nightly","cron":"0 3 * * *"`) ||
+		!strings.Contains(w.Body.String(), `"last_skip_reason":"m2"`) {
+		t.Fatalf("forwarded create: %d %s, want 201 from the leader", w.Code, w.Body)
+	}
+	if w := do(h, "POST", api.PathSchedules, api.ContentTypeJSON, `{"name":"nightly","cron":"0 3 * * *","when":"now"}`); w.Code != http.StatusBadRequest {
+		t.Fatalf("unknown field: %d %s, want 400", w.Code, w.Body)
+	}
+	for q, want := range map[string]string{"": `"name":"ns-"`, "?namespace=etl": `"name":"ns-etl"`, "?all_namespaces=true": `"name":"ns-"`} {
+		if w := do(h, "GET", api.PathSchedules+q, "", ""); w.Code != 200 || !strings.Contains(w.Body.String(), want) || !strings.Contains(w.Body.String(), `"m2"`) {
+			t.Errorf("GET %s: %d %s, want %s from the leader", q, w.Code, w.Body, want)
+		}
+	}
+	for _, q := range []string{"?namespace=etl&all_namespaces=true", "?all_namespaces=maybe"} {
+		if w := do(h, "GET", api.PathSchedules+q, "", ""); w.Code != http.StatusBadRequest || strings.Contains(w.Body.String(), "\n{") {
+			t.Errorf("GET %s: %d %s, want 400", q, w.Code, w.Body)
+		}
+	}
+}

@@ -15,8 +15,8 @@ import (
 // A /v1 path asked with a method it does not take is 405, not 404: the
 // Allow header lists the methods it takes (HEAD with GET) and the body is
 // the error table's, code method_not_allowed, one line. Every /v1 route,
-// JSON or not, is asked with PATCH, which none takes; the namespace and
-// token routes with each method they lack, against their whole Allow. A
+// JSON or not, is asked with PATCH, which none takes; the namespace,
+// token and schedule routes with each method they lack, against their whole Allow. A
 // path no route has stays 404. No handler runs: the refusal is the
 // router's.
 func TestWrongMethodIs405(t *testing.T) {
@@ -62,6 +62,10 @@ func TestWrongMethodIs405(t *testing.T) {
 		// Under GET /v1/drivers/{id}, which would take them for IDs.
 		{api.PathKillAllDrivers, "POST"},
 		{api.PathSubmitBatch, "POST"},
+		{api.PathSchedules, "GET, HEAD, POST"},
+		{api.V1Schedule.Path("nightly"), "GET, HEAD, DELETE"},
+		{api.V1RunSchedule.Path("nightly"), "POST"},
+		{api.V1SuspendSchedule.Path("nightly"), "POST"},
 	} {
 		for _, m := range []string{http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodDelete, http.MethodPatch} {
 			if strings.Contains(c.allow, m) {

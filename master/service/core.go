@@ -69,6 +69,10 @@ type Config struct {
 	// (api.ListQuery.Limit), in rows; a larger limit is refused with
 	// api.ErrInvalidRequest. 0 for no bound.
 	MaxListLimit int
+	// MaxSchedules bounds the schedules of the cluster; a schedule past
+	// it is refused with api.ErrLimitReached. 0 or more than
+	// model.MaxSchedules for model.MaxSchedules, the tables' own bound.
+	MaxSchedules int
 	// MaxRunningDrivers is the leader's bound on drivers placed at once
 	// (master.Config.MaxRunningDrivers), which a waiting driver's reason
 	// names when it holds the driver back; 0 for none.

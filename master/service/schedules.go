@@ -21,7 +21,7 @@ import (
 
 // CreateSchedule serves V1CreateSchedule: the schedule req describes
 // (newSchedule) in one CreateSchedule entry. It is refused, before any
-// entry, when the cluster holds model.MaxSchedules schedules
+// entry, when the cluster holds Config.MaxSchedules schedules
 // (api.ErrLimitReached) or one of that name (model.ErrScheduleExists).
 func (s *Core) CreateSchedule(_ context.Context, c auth.Caller, req api.ScheduleRequest) (api.ScheduleStatus, error) {
 	if _, err := s.leading(); err != nil {
@@ -32,8 +32,12 @@ func (s *Core) CreateSchedule(_ context.Context, c auth.Caller, req api.Schedule
 		return api.ScheduleStatus{}, err
 	}
 	st := s.FSM.State()
-	if n := len(st.Schedules()); n >= model.MaxSchedules {
-		return api.ScheduleStatus{}, api.Errorf(api.ErrLimitReached, "the cluster holds %d schedules, at most %d: nothing created; delete one first", n, model.MaxSchedules)
+	limit := s.cfg.MaxSchedules
+	if limit <= 0 || limit > model.MaxSchedules {
+		limit = model.MaxSchedules
+	}
+	if n := len(st.Schedules()); n >= limit {
+		return api.ScheduleStatus{}, api.Errorf(api.ErrLimitReached, "the cluster holds %d schedules, its --max-schedules: nothing created; delete one first", n)
 	}
 	if _, ok := st.Schedule(sc.Name); ok {
 		return api.ScheduleStatus{}, api.Errorf(model.ErrScheduleExists, "schedule %s exists: nothing created", sc.Name)
