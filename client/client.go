@@ -173,6 +173,7 @@ type Client struct {
 	preferred string
 
 	submits submitter
+	scheduleCalls
 }
 
 // New returns a client for the given masters, each host:port of a master's
@@ -215,6 +216,7 @@ func New(masters []string, opts Options) (*Client, error) {
 	}
 	c := &Client{masters: ms, opts: opts, scheme: scheme, http: transport.NewHTTPClient(opts.BindIP, 0, opts.TLS)}
 	c.submits.c = c
+	c.scheduleCalls.c = c
 	return c, nil
 }
 

@@ -12,19 +12,24 @@ import (
 	"github.com/drover-project/drover/transport"
 )
 
+// scheduleCalls are the client's schedule calls, a type of their own
+// embedded in Client (whose methods they are) so that Client's own
+// methods stay few.
+type scheduleCalls struct{ c *Client }
+
 // CreateSchedule creates the schedule req describes (submit access to its
 // template's namespace) and returns it as the leader then holds it, with
 // its next slot. It is sent once (callOnce): a name taken is an
 // *APIError wrapping model.ErrScheduleExists, which a copy would get.
-func (c *Client) CreateSchedule(ctx context.Context, req api.ScheduleRequest) (api.ScheduleStatus, error) {
+func (sc scheduleCalls) CreateSchedule(ctx context.Context, req api.ScheduleRequest) (api.ScheduleStatus, error) {
 	var out api.ScheduleStatus
-	return out, callOnce(ctx, c, api.V1CreateSchedule, api.V1CreateSchedule.Pattern, req, &out)
+	return out, callOnce(ctx, sc.c, api.V1CreateSchedule, api.V1CreateSchedule.Pattern, req, &out)
 }
 
 // Schedules returns the schedules of namespace ("" for every namespace
 // the caller may read), by name, with their next slots and runs; all asks
 // for every namespace explicitly and excludes namespace.
-func (c *Client) Schedules(ctx context.Context, namespace string, all bool) (api.ScheduleList, error) {
+func (sc scheduleCalls) Schedules(ctx context.Context, namespace string, all bool) (api.ScheduleList, error) {
 	var out api.ScheduleList
 	v := url.Values{}
 	if namespace != "" {
@@ -37,65 +42,65 @@ func (c *Client) Schedules(ctx context.Context, namespace string, all bool) (api
 	if len(v) > 0 {
 		p += "?" + v.Encode()
 	}
-	return out, call(ctx, c, api.V1Schedules, p, api.NoBody{}, &out)
+	return out, call(ctx, sc.c, api.V1Schedules, p, api.NoBody{}, &out)
 }
 
 // Schedule returns schedule name with its next slot and runs. An unknown
 // name is an *APIError wrapping model.ErrUnknownSchedule; a name that is
 // no schedule's (model.CheckScheduleName) is refused before any request,
 // wrapping api.ErrInvalidRequest.
-func (c *Client) Schedule(ctx context.Context, name string) (api.ScheduleStatus, error) {
-	return c.scheduleCall(ctx, api.V1Schedule, name)
+func (sc scheduleCalls) Schedule(ctx context.Context, name string) (api.ScheduleStatus, error) {
+	return sc.scheduleCall(ctx, api.V1Schedule, name)
 }
 
 // SuspendSchedule suspends schedule name: none of its slots fires until
 // ResumeSchedule. Suspending a suspended schedule changes nothing, so the
 // request goes to every master as any write does.
-func (c *Client) SuspendSchedule(ctx context.Context, name string) (api.ScheduleStatus, error) {
-	return c.scheduleCall(ctx, api.V1SuspendSchedule, name)
+func (sc scheduleCalls) SuspendSchedule(ctx context.Context, name string) (api.ScheduleStatus, error) {
+	return sc.scheduleCall(ctx, api.V1SuspendSchedule, name)
 }
 
 // ResumeSchedule resumes schedule name: the slots it passed while
 // suspended are counted missed but the latest, which fires if within the
 // starting deadline.
-func (c *Client) ResumeSchedule(ctx context.Context, name string) (api.ScheduleStatus, error) {
-	return c.scheduleCall(ctx, api.V1ResumeSchedule, name)
+func (sc scheduleCalls) ResumeSchedule(ctx context.Context, name string) (api.ScheduleStatus, error) {
+	return sc.scheduleCall(ctx, api.V1ResumeSchedule, name)
 }
 
 // RunSchedule starts one run of schedule name now, its slot the leader's
 // clock, and returns its driver's ID. It is sent once (callOnce): a copy
 // would start a second run. A forbid schedule with a run not ended,
 // or a submission the namespace refuses, is an *APIError of status 409.
-func (c *Client) RunSchedule(ctx context.Context, name string) (string, error) {
+func (sc scheduleCalls) RunSchedule(ctx context.Context, name string) (string, error) {
 	var out api.ScheduleRunResponse
 	p, err := schedulePath(api.V1RunSchedule.Route, name)
 	if err != nil {
 		return "", err
 	}
-	return out.DriverID, callOnce(ctx, c, api.V1RunSchedule, p, api.NoBody{}, &out)
+	return out.DriverID, callOnce(ctx, sc.c, api.V1RunSchedule, p, api.NoBody{}, &out)
 }
 
 // DeleteSchedule deletes schedule name and returns the row it had; its
 // runs that have not ended go on. It is sent once (callOnce): a copy
 // would find the schedule gone.
-func (c *Client) DeleteSchedule(ctx context.Context, name string) (*model.Schedule, error) {
+func (sc scheduleCalls) DeleteSchedule(ctx context.Context, name string) (*model.Schedule, error) {
 	var out *model.Schedule
 	p, err := schedulePath(api.V1DeleteSchedule.Route, name)
 	if err != nil {
 		return nil, err
 	}
-	return out, callOnce(ctx, c, api.V1DeleteSchedule, p, api.NoBody{}, &out)
+	return out, callOnce(ctx, sc.c, api.V1DeleteSchedule, p, api.NoBody{}, &out)
 }
 
 // scheduleCall calls e, an endpoint of schedule name that takes no body
 // and answers its status.
-func (c *Client) scheduleCall(ctx context.Context, e api.Endpoint[api.NoBody, api.ScheduleStatus], name string) (api.ScheduleStatus, error) {
+func (sc scheduleCalls) scheduleCall(ctx context.Context, e api.Endpoint[api.NoBody, api.ScheduleStatus], name string) (api.ScheduleStatus, error) {
 	var out api.ScheduleStatus
 	p, err := schedulePath(e.Route, name)
 	if err != nil {
 		return out, err
 	}
-	return out, call(ctx, c, e, p, api.NoBody{}, &out)
+	return out, call(ctx, sc.c, e, p, api.NoBody{}, &out)
 }
 
 // schedulePath is route's path naming schedule name, once name is a

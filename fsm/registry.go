@@ -56,11 +56,11 @@ func init() {
 	// through the drivers' path (FireSchedule above). Each change of a
 	// row is an event.
 	refuses(mustApply, func(f *FSM, c *model.CreateSchedule) error {
-		return f.scheduleChanged(c.Schedule.Name, f.t.createSchedule(c, f.index))
+		return scheduleChanged(f, c.Schedule.Name, f.t.createSchedule(c, f.index))
 	})
-	refuses(mustApply, func(f *FSM, c *model.DeleteSchedule) error { return f.scheduleChanged(c.Name, f.t.deleteSchedule(c)) })
+	refuses(mustApply, func(f *FSM, c *model.DeleteSchedule) error { return scheduleChanged(f, c.Name, f.t.deleteSchedule(c)) })
 	refuses(mustApply, func(f *FSM, c *model.SuspendSchedule) error {
-		return f.scheduleChanged(c.Name, f.t.suspendSchedule(c, f.index))
+		return scheduleChanged(f, c.Name, f.t.suspendSchedule(c, f.index))
 	})
 }
 

@@ -66,7 +66,7 @@ func (t *tables) createSchedule(c *model.CreateSchedule, index uint64) error {
 
 // scheduleChanged records schedule name's row as changed by the entry
 // being applied unless err refused it, and returns err.
-func (f *FSM) scheduleChanged(name string, err error) error {
+func scheduleChanged(f *FSM, name string, err error) error {
 	if err == nil {
 		f.changed(model.EventSchedule, name)
 	}

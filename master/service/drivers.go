@@ -87,14 +87,14 @@ func (s *Core) submission(c auth.Caller, req api.SubmitRequest) (*model.SubmitDr
 	if err != nil {
 		return nil, err
 	}
-	return cmd, s.admitProgram(c, cmd)
+	return cmd, admitProgram(s, c, cmd)
 }
 
 // admitProgram checks what of cmd, a submission checked on its own,
 // depends on this master and the tables: the size of its program, and
 // its namespace's rules for caller c (scopedNamespace, which may set
 // cmd's namespace, and checkNamespace). It records the client in cmd.
-func (s *Core) admitProgram(c auth.Caller, cmd *model.SubmitDriver) error {
+func admitProgram(s *Core, c auth.Caller, cmd *model.SubmitDriver) error {
 	if err := s.checkProgramSize("program", cmd.ProgramSize()); err != nil {
 		return err
 	}

@@ -10,11 +10,12 @@ type Local struct {
 	*Applications
 	*Operator
 	*Uploads
+	*Scheduling
 }
 
 // New returns a Local that is not leading; Lead starts and ends its terms.
 func New(cfg Config, d Deps) *Local {
 	c := &Core{cfg: cfg, Deps: d}
 	c.reports.apply = c.Apply
-	return &Local{Core: c, Applications: &Applications{Core: c}, Operator: &Operator{Core: c}, Uploads: &Uploads{Core: c}}
+	return &Local{Core: c, Applications: &Applications{Core: c}, Operator: &Operator{Core: c}, Uploads: &Uploads{Core: c}, Scheduling: &Scheduling{Core: c}}
 }

@@ -19,11 +19,14 @@ import (
 // namespace: a namespace token reaches the schedules of its namespaces
 // only, as it does their drivers.
 
+// Scheduling is the rules of schedules, beside Core's.
+type Scheduling struct{ *Core }
+
 // CreateSchedule serves V1CreateSchedule: the schedule req describes
 // (newSchedule) in one CreateSchedule entry. It is refused, before any
 // entry, when the cluster holds Config.MaxSchedules schedules
 // (api.ErrLimitReached) or one of that name (model.ErrScheduleExists).
-func (s *Core) CreateSchedule(_ context.Context, c auth.Caller, req api.ScheduleRequest) (api.ScheduleStatus, error) {
+func (s *Scheduling) CreateSchedule(_ context.Context, c auth.Caller, req api.ScheduleRequest) (api.ScheduleStatus, error) {
 	if _, err := s.leading(); err != nil {
 		return api.ScheduleStatus{}, err
 	}
@@ -60,7 +63,7 @@ func (s *Core) CreateSchedule(_ context.Context, c auth.Caller, req api.Schedule
 // one line wrapping api.ErrInvalidRequest but the template's namespace's
 // (model.ErrUnknownNamespace, api.ErrForbidden) and the program's size
 // (api.ErrTooLarge).
-func (s *Core) newSchedule(c auth.Caller, req api.ScheduleRequest) (*model.Schedule, error) {
+func (s *Scheduling) newSchedule(c auth.Caller, req api.ScheduleRequest) (*model.Schedule, error) {
 	if err := model.CheckScheduleName(req.Name); err != nil {
 		return nil, invalidRequest(err)
 	}
@@ -80,7 +83,7 @@ func (s *Core) newSchedule(c auth.Caller, req api.ScheduleRequest) (*model.Sched
 	if err != nil {
 		return nil, err
 	}
-	if err := s.admitProgram(c, run); err != nil {
+	if err := admitProgram(s.Core, c, run); err != nil {
 		return nil, err
 	}
 	sc.Template = *run
@@ -97,7 +100,7 @@ func (s *Core) newSchedule(c auth.Caller, req api.ScheduleRequest) (*model.Sched
 // Schedules serves V1Schedules: the schedules of namespace q.Namespace
 // ("" for every one) that c may see, by name, with their next slots and
 // runs.
-func (s *Core) Schedules(_ context.Context, c auth.Caller, q api.ListQuery, r Read) (api.ScheduleList, error) {
+func (s *Scheduling) Schedules(_ context.Context, c auth.Caller, q api.ListQuery, r Read) (api.ScheduleList, error) {
 	if q.Namespace != "" {
 		if err := model.CheckNamespace(q.Namespace); err != nil {
 			return api.ScheduleList{}, api.Errorf(api.ErrInvalidRequest, "namespace filter: %v", err)
@@ -118,7 +121,7 @@ func (s *Core) Schedules(_ context.Context, c auth.Caller, q api.ListQuery, r Re
 }
 
 // Schedule serves V1Schedule: schedule name with its next slot and runs.
-func (s *Core) Schedule(_ context.Context, c auth.Caller, name string, r Read) (api.ScheduleStatus, error) {
+func (s *Scheduling) Schedule(_ context.Context, c auth.Caller, name string, r Read) (api.ScheduleStatus, error) {
 	if err := s.readable(r); err != nil {
 		return api.ScheduleStatus{}, err
 	}
@@ -133,7 +136,7 @@ func (s *Core) Schedule(_ context.Context, c auth.Caller, name string, r Read) (
 // suspended schedule, or resuming one that runs, commits the same
 // setting again and answers as the first did, so a client may send it
 // to every master.
-func (s *Core) SuspendSchedule(_ context.Context, c auth.Caller, name string, suspended bool) (api.ScheduleStatus, error) {
+func (s *Scheduling) SuspendSchedule(_ context.Context, c auth.Caller, name string, suspended bool) (api.ScheduleStatus, error) {
 	if _, err := s.leading(); err != nil {
 		return api.ScheduleStatus{}, err
 	}
@@ -153,7 +156,7 @@ func (s *Core) SuspendSchedule(_ context.Context, c auth.Caller, name string, su
 // ended skips it, which is refused with api.ErrConflict naming that run;
 // a submission the template's namespace refuses (its queue full, the
 // namespace gone) is refused with that refusal. Nothing is started then.
-func (s *Core) RunSchedule(_ context.Context, c auth.Caller, name string) (api.ScheduleRunResponse, error) {
+func (s *Scheduling) RunSchedule(_ context.Context, c auth.Caller, name string) (api.ScheduleRunResponse, error) {
 	t, err := s.leading()
 	if err != nil {
 		return api.ScheduleRunResponse{}, err
@@ -176,7 +179,7 @@ func (s *Core) RunSchedule(_ context.Context, c auth.Caller, name string) (api.S
 
 // DeleteSchedule serves V1DeleteSchedule in one DeleteSchedule entry and
 // returns the row deleted; its runs that have not ended go on.
-func (s *Core) DeleteSchedule(_ context.Context, c auth.Caller, name string) (*model.Schedule, error) {
+func (s *Scheduling) DeleteSchedule(_ context.Context, c auth.Caller, name string) (*model.Schedule, error) {
 	if _, err := s.leading(); err != nil {
 		return nil, err
 	}
@@ -195,7 +198,7 @@ func (s *Core) DeleteSchedule(_ context.Context, c auth.Caller, name string) (*m
 // unknown name is model.ErrUnknownSchedule, then notDone unless "", and
 // a schedule of a namespace the caller's token does not grant is
 // api.ErrForbidden naming the namespace (inScope).
-func (s *Core) scopedSchedule(c auth.Caller, name, notDone string) (*model.Schedule, error) {
+func (s *Scheduling) scopedSchedule(c auth.Caller, name, notDone string) (*model.Schedule, error) {
 	if err := model.CheckScheduleName(name); err != nil {
 		return nil, invalidRequest(err)
 	}
@@ -213,7 +216,7 @@ func (s *Core) scopedSchedule(c auth.Caller, name, notDone string) (*model.Sched
 }
 
 // scheduleStatus is schedule name as the tables hold it now.
-func (s *Core) scheduleStatus(name string) (api.ScheduleStatus, error) {
+func (s *Scheduling) scheduleStatus(name string) (api.ScheduleStatus, error) {
 	st := s.FSM.State()
 	sc, ok := st.Schedule(name)
 	if !ok {
