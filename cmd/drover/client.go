@@ -328,22 +328,8 @@ func (k *cli) interrupted(what string) (int, bool) {
 
 func (k *cli) submit(ctx context.Context, args []string) int {
 	fs := k.flags("submit")
-	supervise := fs.Bool("supervise", false, "relaunch the driver when it exits non-zero or its worker is lost")
-	name := fs.String("name", "", "a name to show in status and list")
-	cores := fs.Int("driver-cores", 1, fmt.Sprintf("cores the driver needs, from 1 to %d", model.MaxCores))
-	mem := sizeFlag{mb: 1024, max: model.MaxMemoryMB}
-	fs.Var(&mem, "driver-memory", fmt.Sprintf("memory the driver needs (512m, 4g; a bare number is MiB, where Spark REST's spark.driver.memory takes bytes), at most %dm", model.MaxMemoryMB))
-	envs := fs.StringArray("env", nil, "K=V to set in the driver's environment (repeatable)")
-	artifacts := fs.StringArray("artifact", nil, "URL (http://, https://, file:///) of a file to stage in the driver's directory before it starts; ?checksum=sha256:HEX verifies it, archives (.tar, .tar.gz, .tgz, .tar.bz2, .tar.xz, .zip) are unpacked unless ?archive=false (repeatable)")
-	uploads := fs.StringArray("upload", nil, "a local file to store on the masters and stage in the driver's directory under its base name, with its permission bits (repeatable)")
+	sf := addSubmitFlags(fs)
 	wait := fs.Bool("wait", false, "wait until the driver ends; exit 0 for FINISHED, 1 otherwise, 130 on Ctrl-C, which leaves the driver running (without it, submit returns once the driver runs, or with exit 4 after --timeout, or at once when its namespace's quota or driver share holds it back)")
-	resources := fs.StringArray("driver-resource", nil, "NAME=N: N addresses of the custom resource NAME (gpu=1), which the driver finds in $DROVER_RESOURCE_<NAME> and $DROVER_RESOURCES_FILE (Spark's spark.driver.resource.NAME.amount; repeatable)")
-	maxRestarts := fs.Int("max-restarts", 0, "with --supervise: end the driver FAILED after more than N failed runs (within --restart-window); default unbounded")
-	window := fs.Duration("restart-window", 0, "with --max-restarts: count only the failed runs of the last D (at least 1s); default every one")
-	reschedule := fs.Int("reschedule-after", 0, "with --supervise: after K failed runs in a row on one worker, run the next attempt on another worker when one has room; default never")
-	priority := fs.Int("priority", model.DefaultPriority, fmt.Sprintf("the driver's priority among its namespace's waiting drivers, 0 to %d, at most the namespace's --priority-max (default: %d, lowered to that cap)", model.MaxPriority, model.DefaultPriority))
-	appCores := fs.Int("app-cores", 0, fmt.Sprintf("the most cores the driver's application's executors will hold together (Spark's spark.cores.max), 0 to %d; its namespace's driver share keeps room for them before it places the driver (default 0: unknown)", model.MaxAppCores))
-	user := fs.String("user", "", "the user the program runs as, a name ([a-z_][a-z0-9_-]*, at most 32 bytes), never a uid; a worker runs it so only when its --allowed-users lists the name (default: each worker's --run-as)")
 	if code, ok := k.parse(fs, args); !ok {
 		return code
 	}
@@ -351,82 +337,14 @@ func (k *cli) submit(ctx context.Context, args []string) int {
 		fmt.Fprintln(k.stderr, "drover: submit needs a program: drover client submit [flags] -- PROGRAM [ARGS...]")
 		return 1
 	}
-	if *cores < 1 || *cores > model.MaxCores {
-		fmt.Fprintf(k.stderr, "drover: --driver-cores %d must be from 1 to %d\n", *cores, model.MaxCores)
-		return 1
-	}
-	if err := model.CheckPriority(*priority); err != nil {
-		fmt.Fprintf(k.stderr, "drover: --priority: %v\n", err)
-		return 1
-	}
-	if *appCores < 0 || *appCores > model.MaxAppCores {
-		fmt.Fprintf(k.stderr, "drover: --app-cores %d must be from 0 to %d\n", *appCores, model.MaxAppCores)
-		return 1
-	}
-	bounds, err := restartBounds(fs, *supervise, *maxRestarts, *window, *reschedule)
+	req, err := sf.request(fs, fs.Args())
 	if err != nil {
-		fmt.Fprintf(k.stderr, "drover: %v\n", err)
-		return 1
+		return k.exitFor(err)
 	}
-	// Checked here as the master checks it, so that a typo is refused
-	// before any file is uploaded.
-	if err := model.CheckUser(*user); err != nil {
-		fmt.Fprintf(k.stderr, "drover: --user: %v\n", err)
-		return 1
-	}
-	amounts := model.ResourceAmounts{}
-	for _, r := range *resources {
-		if err := model.ParseResourceAmount(amounts, r); err != nil {
-			fmt.Fprintf(k.stderr, "drover: --driver-resource: %v\n", err)
-			return 1
-		}
-	}
-	env := map[string]string{}
-	for _, e := range *envs {
-		key, val, ok := strings.Cut(e, "=")
-		if !ok {
-			fmt.Fprintf(k.stderr, "drover: --env %q is not K=V\n", e)
-			return 1
-		}
-		env[key] = val
-	}
-	req := api.SubmitRequest{
-		Token: client.NewToken(), Name: *name, DriverSpec: model.DriverSpec{
-			Argv:            fs.Args(),
-			Env:             env,
-			Cores:           *cores,
-			MemoryMB:        mem.mb,
-			Supervise:       *supervise,
-			MaxRestarts:     bounds.MaxRestarts,
-			RestartWindowMS: bounds.RestartWindowMS,
-			RescheduleAfter: bounds.RescheduleAfter,
-			User:            *user,
-			AppCores:        *appCores,
-		},
-	}
-	if len(amounts) > 0 {
-		req.Resources = amounts
-	}
-	if fs.Changed("priority") {
-		req.Priority = priority
-	}
-	for _, a := range *artifacts {
-		req.Artifacts = append(req.Artifacts, model.Artifact{Source: a})
-	}
-	// Checked here as the master checks them, so that a typo is refused
-	// before any file is uploaded.
-	if _, err := model.NormalizeArtifacts(req.Artifacts); err != nil {
-		fmt.Fprintf(k.stderr, "drover: --artifact: %v\n", err)
-		return 1
-	}
-	uploaded, code := k.upload(ctx, *uploads, req.Artifacts)
-	if code, ok := k.interrupted("nothing was submitted"); ok {
+	req.Token = client.NewToken()
+	if code := k.uploadInto(ctx, sf, &req, "nothing was submitted"); code != 0 {
 		return code
 	}
-	if code != 0 {
-		return code
-	}
-	req.Artifacts = append(req.Artifacts, uploaded...)
 	// Without --wait, submit takes --timeout at most in all: it returns
 	// once the driver runs, or when the time is up with where it stands.
 	deadline := ctx
