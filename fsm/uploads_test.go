@@ -41,3 +41,24 @@ func TestLiveUploads(t *testing.T) {
 		t.Fatalf("after the kill and the app's end: LiveUploads = %v, want %v", got, want)
 	}
 }
+
+// A schedule's template pins its uploads while the schedule exists, with
+// no run live (each run is staged from them, a day or more after the
+// upload); deleting the schedule lets them go.
+func TestLiveUploadsOfSchedules(t *testing.T) {
+	sum := strings.Repeat("d", 64)
+	a, err := model.NormalizeArtifact(model.Artifact{Upload: sum, Name: "etl.sh"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := &logBuilder{t: t}
+	b.add(&model.CreateSchedule{Schedule: model.Schedule{Name: "nightly", Cron: "0 2 * * *", TimeZone: "UTC", Concurrency: model.ConcurrencyAllow, History: 10,
+		Template: model.SubmitDriver{DriverSpec: model.DriverSpec{Argv: []string{"./etl.sh"}, Cores: 1, MemoryMB: 256, Artifacts: []model.Artifact{a}}}}, Time: 1000})
+	b.add(&model.DeleteSchedule{Name: "nightly", Time: 2000})
+	if got := replay(t, b.entries[:1]).State().LiveUploads(); !slices.Equal(got, []string{sum}) {
+		t.Fatalf("with the schedule: LiveUploads = %v, want its template's upload", got)
+	}
+	if got := replay(t, b.entries).State().LiveUploads(); len(got) != 0 {
+		t.Fatalf("after the schedule's deletion: LiveUploads = %v, want none", got)
+	}
+}
