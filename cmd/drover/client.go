@@ -36,8 +36,9 @@ commands (drover client help COMMAND, or COMMAND --help, for one's usage):
          [--wait] -- PROGRAM [ARGS...]
   status DRIVER_ID [--json]
   kill   DRIVER_ID
-  list   [--state S]... [--name GLOB] [--worker W] [--all-namespaces] [--page-size N]
-         [--json]        the masters filter; pages print as they come
+  list   [--state S]... [--name GLOB] [--worker W] [--schedule NAME] [--all-namespaces]
+         [--page-size N] [--json]
+                         the masters filter; pages print as they come
   logs   DRIVER_ID [--attempt N] [--stderr] [--follow]
   logs   APP_ID --executor N [--stderr] [--follow]
   leader                 print the leader master's ID
@@ -48,13 +49,22 @@ commands (drover client help COMMAND, or COMMAND --help, for one's usage):
   watch  [ID...] [--kind K] [--index N] [--json]
                          print every change as it commits (the event stream);
                          with one driver ID, follow it and exit as --wait does
+  schedule create NAME --cron SPEC [--time-zone ZONE] [--concurrency allow|forbid|replace]
+         [--starting-deadline D] [--history N] [submit's flags] -- PROGRAM [ARGS...]
+                         submit PROGRAM at every slot of SPEC, once per slot
+  schedule list [--all-namespaces] [--json]
+  schedule status NAME [--json]
+                         next and last slots, counts, the drivers of its runs
+  schedule suspend|resume|run|delete NAME
+                         run: one run now; delete: its drivers go on
   help   [COMMAND]       print this, or COMMAND's synopsis and flags
 
 The flags below go before the command or after it (drover client list
 --masters a,b,c); given twice, the later wins.
   --masters a,b,c  master HTTP addresses (default $DROVER_MASTERS)
   --timeout D      how long to keep trying the masters, positive (default %s)
-  --namespace NAME the namespace submit submits into, and list and apps show
+  --namespace NAME the namespace submit and schedule create submit into, and
+                   list, apps and schedule list show
                    (default $DROVER_NAMESPACE, else default)
   --ca-cert F, --token-file F, --client-cert F, --client-key F, --bind IP
   --max-response-size SIZE  bound on one answer (default 64m); past it the
@@ -167,7 +177,7 @@ func (k *cli) flags(name string) *pflag.FlagSet {
 // defaulting to its value so far.
 func (k *cli) addNamespaceFlag(fs *pflag.FlagSet) {
 	if k.namespace != nil {
-		fs.StringVar(k.namespace, "namespace", *k.namespace, "the namespace submit submits into, and list and apps show, a DNS label (default $DROVER_NAMESPACE, else default)")
+		fs.StringVar(k.namespace, "namespace", *k.namespace, "the namespace submit and schedule create submit into, and list, apps and schedule list show, a DNS label (default $DROVER_NAMESPACE, else default)")
 	}
 }
 
@@ -270,6 +280,14 @@ func runClient(args []string, stdout, stderr io.Writer) int {
 	}
 	if c, ok := findCommand(k.commands, sub); ok {
 		return c.run(k, ctx, rest)
+	}
+	// The commands of a group are named by group and verb (schedule
+	// create), as drover operator's are.
+	if len(rest) > 0 {
+		if c, ok := findCommand(k.commands, sub+" "+rest[0]); ok {
+			return c.run(k, ctx, rest[1:])
+		}
+		sub += " " + rest[0]
 	}
 	fmt.Fprintf(stderr, "drover client: unknown command %q (see drover client --help)\n", sub)
 	return 1
@@ -699,6 +717,10 @@ func printDriver(w io.Writer, d *model.Driver, ns *model.Namespace) {
 	default:
 		fmt.Fprintf(w, "priority:   the namespace's default (%d, or its --priority-max if lower)\n", model.DefaultPriority)
 	}
+	if d.Schedule != "" {
+		fmt.Fprintf(w, "schedule:   %s\n", d.Schedule)
+		fmt.Fprintf(w, "slot:       %s\n", fmtTime(d.Slot))
+	}
 	worker, attempt := placement(d)
 	fmt.Fprintf(w, "worker:     %s\n", worker)
 	fmt.Fprintf(w, "attempt:    %s\n", attempt)
@@ -786,6 +808,7 @@ func (k *cli) list(ctx context.Context, args []string) int {
 	name := fs.String("name", "", "show only drivers whose name matches GLOB (path.Match: *, ?, [a-z], \\ quotes)")
 	worker := fs.String("worker", "", "show only drivers whose current attempt, or last one if they ended, is on worker W")
 	all := fs.Bool("all-namespaces", false, "list the drivers of every namespace, not only --namespace's")
+	sched := fs.String("schedule", "", "show only the drivers schedule NAME fired")
 	pageSize := fs.Int("page-size", api.DefaultListLimit, "drivers a request asks the masters for; each page is printed as it comes (at most the masters' --max-list-page)")
 	if code, ok := k.parse(fs, args); !ok {
 		return code
@@ -794,6 +817,12 @@ func (k *cli) list(ctx context.Context, args []string) int {
 		return k.exitFor(fmt.Errorf("list takes no arguments, got %q", fs.Args()))
 	}
 	q, err := listQuery(*states, *name, *worker, *pageSize)
+	if err == nil && *sched != "" {
+		q.Schedule = *sched
+		if err = model.CheckScheduleName(*sched); err != nil {
+			err = fmt.Errorf("--schedule: %v", err)
+		}
+	}
 	if err == nil {
 		q.Namespace, err = k.listNamespace(fs, *all)
 	}

@@ -26,7 +26,7 @@ var clientCommands = []command{
 		(*cli).submit},
 	{"status", "DRIVER_ID [--json]", "Print a driver's state, where it runs, what it asks for and a line for each of its attempts.", (*cli).status},
 	{"kill", "DRIVER_ID", "Kill a driver: its attempt is stopped wherever it runs and the driver ends KILLED.", (*cli).kill},
-	{"list", "[--state S]... [--name GLOB] [--worker W] [--all-namespaces] [--page-size N] [--json]",
+	{"list", "[--state S]... [--name GLOB] [--worker W] [--schedule NAME] [--all-namespaces] [--page-size N] [--json]",
 		"List drivers, filtered by the masters and printed a page at a time.", (*cli).list},
 	{"logs", "DRIVER_ID [--attempt N] [--stderr] [--follow] | APP_ID --executor N [--stderr] [--follow]",
 		"Print a driver's, or an executor's, stdout (or stderr) as its worker keeps it.", (*cli).logs},
@@ -37,6 +37,15 @@ var clientCommands = []command{
 	{"watch", "[ID...] [--kind K]... [--index N] [--json]",
 		"Print every change of the cluster's rows as it commits; with one driver ID, follow that driver and exit as submit --wait does.",
 		(*cli).watchEvents},
+	{"schedule create", "NAME --cron SPEC [--time-zone ZONE] [--concurrency allow|forbid|replace] [--starting-deadline D] [--history N] [submit's flags] -- PROGRAM [ARGS...]",
+		"Create a schedule that submits PROGRAM with ARGS, as submit would with the same flags, once at every slot of the cron spec, and print its next slot.",
+		(*cli).scheduleCreate},
+	{"schedule list", "[--all-namespaces] [--json]", "List the schedules with their next and last fired slots and their fired, missed and skipped counts.", (*cli).scheduleList},
+	{"schedule status", "NAME [--json]", "Print a schedule's settings, next slot, last fired slot, counts and the drivers of its kept runs.", (*cli).scheduleStatus},
+	{"schedule suspend", "NAME", "Suspend a schedule: none of its slots fires until it is resumed.", (*cli).scheduleSuspend},
+	{"schedule resume", "NAME", "Resume a schedule: of the slots it passed, the latest fires if within its starting deadline and the rest are counted missed.", (*cli).scheduleResume},
+	{"schedule run", "NAME", "Start one run of a schedule now, under its concurrency policy, and print its driver ID.", (*cli).scheduleRun},
+	{"schedule delete", "NAME", "Delete a schedule; the drivers it started that have not ended go on.", (*cli).scheduleDelete},
 }
 
 // operatorCommands are drover operator's commands, named by group and

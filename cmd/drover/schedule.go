@@ -1,0 +1,312 @@
+package main
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"io"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/drover-project/drover/api"
+	"github.com/drover-project/drover/client"
+	"github.com/drover-project/drover/master/schedule"
+	"github.com/drover-project/drover/model"
+)
+
+// The schedule commands of drover client (Kubernetes' CronJob, Nomad's
+// periodic jobs; docs/schedules.md says what a schedule does). A
+// schedule's settings are checked here as the masters check them, with
+// their lines, so that a typo is refused before any file is uploaded or
+// any request is made.
+
+func (k *cli) scheduleCreate(ctx context.Context, args []string) int {
+	fs := k.flags("schedule create")
+	cron := fs.String("cron", "", "the spec: five cron fields (0 2 * * *), six with a leading second, @daily, @hourly..., or @every D (@every 90s); required")
+	zone := fs.String("time-zone", model.DefaultTimeZone, "the IANA time zone the spec's local times are read in (Europe/Berlin)")
+	concurrency := fs.String("concurrency", string(model.ConcurrencyAllow), "what a slot does while an earlier run has not ended: allow (start beside it), forbid (skip the slot, counted skipped) or replace (kill it, then start)")
+	deadline := fs.Duration("starting-deadline", 0, "how late after its slot a run may still start, at least 1ms (90s, 1h); a slot reached later, after an outage or a resume, is counted missed and starts nothing (default: no deadline)")
+	history := fs.Int("history", model.DefaultHistory, fmt.Sprintf("how many ended runs the masters keep, 1 to %d; runs not ended are always kept", model.MaxHistory))
+	sf := addSubmitFlags(fs)
+	if code, ok := k.parse(fs, args); !ok {
+		return code
+	}
+	name, argv, err := nameAndProgram(fs.Args(), fs.ArgsLenAtDash())
+	if err != nil {
+		return k.exitFor(err)
+	}
+	req, err := scheduleRequest(name, *cron, *zone, *concurrency, *deadline, *history, fs.Changed("starting-deadline"))
+	if err != nil {
+		return k.exitFor(err)
+	}
+	if req.Template, err = sf.request(fs, argv); err != nil {
+		return k.exitFor(err)
+	}
+	req.Template.Namespace = *k.namespace
+	if code := k.uploadInto(ctx, sf, &req.Template, "no schedule was created"); code != 0 {
+		return code
+	}
+	var st api.ScheduleStatus
+	if err := k.call(ctx, func(ctx context.Context) (err error) { st, err = k.c.CreateSchedule(ctx, req); return err }); err != nil {
+		return k.exitFor(err)
+	}
+	fmt.Fprintf(k.stdout, "created schedule %s\n", st.Name)
+	fmt.Fprintf(k.stdout, "next slot: %s\n", nextLine(st))
+	return 0
+}
+
+// createUsage is how schedule create is called, for the line that says
+// what is missing.
+const createUsage = "drover client schedule create NAME --cron SPEC [flags] -- PROGRAM [ARGS...]"
+
+// nameAndProgram splits schedule create's arguments, args with the
+// index of "--" in them (dash, -1 without one), into the schedule's name
+// before "--" and the program after it. The "--" is required, so that a
+// program's own flags are never read as the schedule's.
+func nameAndProgram(args []string, dash int) (string, []string, error) {
+	if dash < 0 || dash == len(args) {
+		return "", nil, fmt.Errorf("schedule create needs -- PROGRAM: %s", createUsage)
+	}
+	if dash != 1 {
+		return "", nil, fmt.Errorf("schedule create wants exactly one NAME before --, got %d arguments: %s", dash, createUsage)
+	}
+	if err := model.CheckScheduleName(args[0]); err != nil {
+		return "", nil, err
+	}
+	return args[0], args[dash:], nil
+}
+
+// scheduleRequest checks schedule create's own flags and makes the
+// request of them, without its template: a spec that parses in a zone
+// that exists (master/schedule.Check, whose line the masters give too),
+// a policy, a deadline, when given, of a millisecond or more (the API's
+// unit; 0 would mean none), and a history of 1 to model.MaxHistory.
+func scheduleRequest(name, cron, zone, concurrency string, deadline time.Duration, history int, deadlineGiven bool) (api.ScheduleRequest, error) {
+	req := api.ScheduleRequest{Name: name, Cron: cron, TimeZone: zone, Concurrency: model.Concurrency(concurrency),
+		StartingDeadlineMS: deadline.Milliseconds(), History: &history}
+	switch {
+	case cron == "":
+		return req, fmt.Errorf("schedule create needs --cron SPEC: %s", createUsage)
+	case deadlineGiven && deadline <= 0:
+		return req, fmt.Errorf("--starting-deadline %s must be positive", deadline)
+	case deadlineGiven && deadline < time.Millisecond:
+		return req, fmt.Errorf("--starting-deadline %s must be at least 1ms", deadline)
+	case history < 1 || history > model.MaxHistory:
+		return req, fmt.Errorf("--history %d must be from 1 to %d", history, model.MaxHistory)
+	}
+	if err := req.Concurrency.Check(); err != nil {
+		return req, fmt.Errorf("--concurrency: %v", err)
+	}
+	return req, schedule.Check(cron, zone)
+}
+
+func (k *cli) scheduleList(ctx context.Context, args []string) int {
+	fs := k.flags("schedule list")
+	asJSON := fs.Bool("json", false, "print a JSON array of schedules with their next slots and runs")
+	all := fs.Bool("all-namespaces", false, "list the schedules of every namespace, not only --namespace's")
+	if code, ok := k.parse(fs, args); !ok {
+		return code
+	}
+	if fs.NArg() != 0 {
+		return k.exitFor(fmt.Errorf("schedule list takes no arguments, got %q", fs.Args()))
+	}
+	ns, err := k.listNamespace(fs, *all)
+	if err != nil {
+		return k.exitFor(err)
+	}
+	var l api.ScheduleList
+	if err := k.call(ctx, func(ctx context.Context) (err error) { l, err = k.c.Schedules(ctx, ns, *all); return err }); err != nil {
+		return k.exitFor(err)
+	}
+	if *asJSON {
+		if l.Schedules == nil {
+			l.Schedules = []api.ScheduleStatus{}
+		}
+		return k.printJSON(l.Schedules)
+	}
+	tw := tabwriter.NewWriter(k.stdout, 2, 4, 2, ' ', 0)
+	nsHead := ""
+	if *all {
+		nsHead = "NAMESPACE\t"
+	}
+	fmt.Fprintln(tw, nsHead+"NAME\tCRON\tZONE\tNEXT\tLAST\tFIRED/MISSED/SKIPPED\tCONCURRENCY\tSUSPENDED")
+	for _, s := range l.Schedules {
+		if *all {
+			fmt.Fprintf(tw, "%s\t", model.NamespaceOf(s.Template.Namespace))
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d/%d/%d\t%s\t%t\n", s.Name, s.Cron, s.TimeZone, fmtTime(s.Next), fmtTime(s.LastFired),
+			s.Fired, s.Missed, s.Skipped, s.Concurrency, s.Suspended)
+	}
+	_ = tw.Flush()
+	return 0
+}
+
+func (k *cli) scheduleStatus(ctx context.Context, args []string) int {
+	fs := k.flags("schedule status")
+	asJSON := fs.Bool("json", false, "print the schedule, its next slot and runs as one JSON object")
+	st, code, ok := k.scheduleCall(ctx, fs, args, (*client.Client).Schedule)
+	if !ok {
+		return code
+	}
+	if *asJSON {
+		return k.printJSON(st)
+	}
+	printSchedule(k.stdout, st)
+	return 0
+}
+
+func (k *cli) scheduleSuspend(ctx context.Context, args []string) int {
+	st, code, ok := k.scheduleCall(ctx, k.flags("schedule suspend"), args, (*client.Client).SuspendSchedule)
+	if ok {
+		fmt.Fprintf(k.stdout, "suspended schedule %s: no slot fires until schedule resume\n", st.Name)
+	}
+	return code
+}
+
+func (k *cli) scheduleResume(ctx context.Context, args []string) int {
+	st, code, ok := k.scheduleCall(ctx, k.flags("schedule resume"), args, (*client.Client).ResumeSchedule)
+	if ok {
+		fmt.Fprintf(k.stdout, "resumed schedule %s\nnext slot: %s\n", st.Name, nextLine(st))
+	}
+	return code
+}
+
+// scheduleCall parses the arguments of a command that takes one
+// schedule's NAME and calls f, a method of the client parse makes, with
+// it; when it returns false, the
+// command ends with the exit code, having said why.
+func (k *cli) scheduleCall(ctx context.Context, fs *pflag.FlagSet, args []string, f func(*client.Client, context.Context, string) (api.ScheduleStatus, error)) (api.ScheduleStatus, int, bool) {
+	var st api.ScheduleStatus
+	name, code, ok := k.scheduleName(fs, args)
+	if !ok {
+		return st, code, false
+	}
+	if err := k.call(ctx, func(ctx context.Context) (err error) { st, err = f(k.c, ctx, name); return err }); err != nil {
+		return st, k.exitFor(err), false
+	}
+	return st, 0, true
+}
+
+// scheduleName parses the arguments of a command that takes one
+// schedule's NAME, and returns it, or false with the exit code.
+func (k *cli) scheduleName(fs *pflag.FlagSet, args []string) (string, int, bool) {
+	if code, ok := k.parse(fs, args); !ok {
+		return "", code, false
+	}
+	name, err := oneArg(fs, "NAME")
+	if err == nil {
+		err = model.CheckScheduleName(name)
+	}
+	if err != nil {
+		return "", k.exitFor(err), false
+	}
+	return name, 0, true
+}
+
+func (k *cli) scheduleRun(ctx context.Context, args []string) int {
+	name, code, ok := k.scheduleName(k.flags("schedule run"), args)
+	if !ok {
+		return code
+	}
+	var id string
+	if err := k.call(ctx, func(ctx context.Context) (err error) { id, err = k.c.RunSchedule(ctx, name); return err }); err != nil {
+		return k.exitFor(err)
+	}
+	fmt.Fprintf(k.stderr, "schedule %s started %s\n", name, id)
+	fmt.Fprintln(k.stdout, id)
+	return 0
+}
+
+func (k *cli) scheduleDelete(ctx context.Context, args []string) int {
+	name, code, ok := k.scheduleName(k.flags("schedule delete"), args)
+	if !ok {
+		return code
+	}
+	if err := k.call(ctx, func(ctx context.Context) error { _, err := k.c.DeleteSchedule(ctx, name); return err }); err != nil {
+		return k.exitFor(err)
+	}
+	fmt.Fprintf(k.stdout, "deleted schedule %s; the drivers it started that have not ended go on (drover client list --schedule %s)\n", name, name)
+	return 0
+}
+
+// nextLine is a schedule's next slot in its zone and in UTC, or why it
+// has none.
+func nextLine(st api.ScheduleStatus) string {
+	switch {
+	case st.Next != 0:
+		return fmtSlot(st.Next, st.TimeZone)
+	case st.Suspended:
+		return "none: suspended"
+	}
+	return "none within five years"
+}
+
+// fmtSlot is the slot at (Unix ms) as the local time of zone, then in
+// UTC as fmtTime gives it: "2026-12-08 02:00:00 CET (Europe/Berlin),
+// 2026-12-08T01:00:00.000Z". A zone this binary does not know (the
+// masters' rules are newer) gives UTC alone.
+func fmtSlot(at int64, zone string) string {
+	loc, err := time.LoadLocation(zone)
+	if err != nil {
+		return fmtTime(at)
+	}
+	return fmt.Sprintf("%s (%s), %s", time.UnixMilli(at).In(loc).Format("2006-01-02 15:04:05 MST"), zone, fmtTime(at))
+}
+
+// printSchedule prints one schedule as schedule status shows it: its
+// settings, program, progress and kept runs.
+func printSchedule(w io.Writer, st api.ScheduleStatus) {
+	deadline := "none"
+	if st.StartingDeadlineMS > 0 {
+		deadline = (time.Duration(st.StartingDeadlineMS) * time.Millisecond).String()
+	}
+	t := st.Template
+	fmt.Fprintf(w, "name:          %s\n", st.Name)
+	fmt.Fprintf(w, "namespace:     %s\n", model.NamespaceOf(t.Namespace))
+	fmt.Fprintf(w, "cron:          %s\n", st.Cron)
+	fmt.Fprintf(w, "time zone:     %s\n", st.TimeZone)
+	fmt.Fprintf(w, "concurrency:   %s\n", st.Concurrency)
+	fmt.Fprintf(w, "deadline:      %s\n", deadline)
+	fmt.Fprintf(w, "history:       %d\n", st.History)
+	fmt.Fprintf(w, "suspended:     %t\n", st.Suspended)
+	if t.Name != "" {
+		fmt.Fprintf(w, "driver name:   %s\n", t.Name)
+	}
+	fmt.Fprintf(w, "program:       %q\n", t.Argv)
+	fmt.Fprintf(w, "created:       %s\n", fmtTime(st.CreatedAt))
+	fmt.Fprintf(w, "next slot:     %s\n", nextLine(st))
+	fmt.Fprintf(w, "last fired:    %s\n", slotOrNone(st.LastFired, st.TimeZone))
+	fmt.Fprintf(w, "last slot:     %s\n", slotOrNone(st.LastSlot, st.TimeZone))
+	fmt.Fprintf(w, "fired:         %d\n", st.Fired)
+	fmt.Fprintf(w, "missed:        %d\n", st.Missed)
+	fmt.Fprintf(w, "skipped:       %d\n", st.Skipped)
+	if st.LastSkipReason != "" {
+		fmt.Fprintf(w, "last skip:     %s\n", st.LastSkipReason)
+	}
+	fmt.Fprintf(w, "dst skipped:   %d\n", st.DSTSkipped)
+	fmt.Fprintf(w, "manual runs:   %d\n", st.ManualRuns)
+	if len(st.Runs) == 0 {
+		return
+	}
+	fmt.Fprintln(w, "runs:")
+	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "  SLOT\tDRIVER\tSTATE\tMESSAGE")
+	for _, r := range st.Runs {
+		slot := fmtTime(r.Slot)
+		if r.Manual {
+			slot += " (manual)"
+		}
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\n", slot, r.DriverID, cmp.Or(string(r.State), "(pruned)"), r.Message)
+	}
+	_ = tw.Flush()
+}
+
+// slotOrNone is fmtSlot, or "none" before the first.
+func slotOrNone(at int64, zone string) string {
+	if at == 0 {
+		return "none"
+	}
+	return fmtSlot(at, zone)
+}
