@@ -158,6 +158,9 @@ func (f firing) apply(c *model.FireSchedule) (FireResult, error) {
 	default:
 		run = &model.SubmitDriver{}
 		*run = s.Template
+		// The run's row takes its argv over (interner.argv); the
+		// template's stays the schedule row's, which readers hold.
+		run.Argv = slices.Clone(run.Argv)
 		run.ID, run.Time = c.DriverID, c.Time
 		if seq, err = submission(f).admit(run); err != nil {
 			if c.Manual {

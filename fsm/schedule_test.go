@@ -1,8 +1,10 @@
 package fsm
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -389,4 +391,27 @@ func TestRandomSchedulesFireEachSlotOnce(t *testing.T) {
 			rt.Fatalf("snapshot and restore changed the tables: %s vs %s", a, b)
 		}
 	})
+}
+
+// A fire leaves the schedule's row as readers hold it: the run's driver
+// row gets an argv of its own to intern, rather than the template's,
+// which the API encodes at the same time (under -race, a write into the
+// template's argv while it is read fails the test).
+func TestFireLeavesTheTemplateToReaders(t *testing.T) {
+	f, apply := scheduleFSM(t, newSchedule("nightly", model.ConcurrencyAllow, ""))
+	row := scheduleRow(t, f, "nightly")
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for range 100 {
+			if _, err := json.Marshal(row); err != nil {
+				t.Error(err)
+			}
+		}
+	}()
+	fired(t, apply(fire("nightly", 3_600_000, 1)))
+	<-done
+	if d, ok := f.State().Driver(driverID(1)); !ok || !slices.Equal(d.Argv, []string{"job"}) {
+		t.Fatalf("the run: %+v", d)
+	}
 }
