@@ -14,8 +14,10 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/drover-project/drover/api"
+	"github.com/drover-project/drover/master/mastertest"
 	"github.com/drover-project/drover/model"
 )
 
@@ -75,7 +77,7 @@ func newScheduleMaster(t *testing.T) *scheduleMaster {
 		f.requests++
 		f.created = append(f.created, req)
 		if _, ok := f.schedules[req.Name]; ok {
-			reply(w, http.StatusConflict, api.Error{Error: "schedule exists: " + req.Name, Code: api.CodeScheduleExists})
+			reply(w, http.StatusConflict, api.Error{Error: "schedule " + req.Name + " exists: nothing created", Code: api.CodeScheduleExists})
 			return
 		}
 		s := &api.ScheduleStatus{Schedule: model.Schedule{Name: req.Name, Cron: req.Cron, TimeZone: req.TimeZone, Concurrency: req.Concurrency,
@@ -248,7 +250,7 @@ func TestScheduleCreateRefusals(t *testing.T) {
 		}
 	}
 	stdout, stderr, code := f.client(append(append([]string{"schedule", "create", "at-0"}, ok...), prog...)...)
-	if code != 1 || stdout != "" || stderr != "drover: schedule exists: at-0\n" || len(f.schedules) != 3 {
+	if code != 1 || stdout != "" || stderr != "drover: schedule at-0 exists: nothing created\n" || len(f.schedules) != 3 {
 		t.Errorf("a name taken: exit %d, stdout %q, stderr %q, %d schedules", code, stdout, stderr, len(f.schedules))
 	}
 }
@@ -394,5 +396,87 @@ func TestScheduledDrivers(t *testing.T) {
 	f.drivers[0] = &model.Driver{ID: "driver-20261207010000-0003", State: model.DriverRunning, WorkerID: "w1", Attempt: 1, DriverSpec: model.DriverSpec{Argv: []string{"x"}, Priority: new(50)}}
 	if stdout, _, _ = drover("client", "--masters", f.addr(), "status", f.drivers[0].ID); strings.Contains(stdout, "schedule:") || strings.Contains(stdout, "slot:") {
 		t.Errorf("a submitted driver's status names a schedule:\n%s", stdout)
+	}
+}
+
+// Against a master: a schedule of every second fires, its driver names
+// it and its slot in status and in list --schedule, and schedule status
+// shows the run; suspended it fires no more, and a manual run starts a
+// driver of its own; under forbid a second manual run while the first
+// has not ended is the master's one line, exit 1; a name taken and an
+// unknown name are refused with the master's lines; delete leaves the
+// drivers.
+func TestScheduleCommandsAgainstAMaster(t *testing.T) {
+	c := mastertest.Start(t, 1, nil)
+	cl, ctx := c.Client(), c.Context()
+	run := func(args ...string) (string, string, int) {
+		return drover(append([]string{"client", "--masters", c.Nodes[0].HTTP()}, args...)...)
+	}
+	stdout, stderr, code := run("schedule", "create", "tick", "--cron", "* * * * * *", "--name", "ticker", "--", "/bin/true")
+	if code != 0 || !strings.HasPrefix(stdout, "created schedule tick\nnext slot: ") {
+		t.Fatalf("schedule create: exit %d, %q, %q", code, stdout, stderr)
+	}
+	var st api.ScheduleStatus
+	for deadline := time.Now().Add(10 * time.Second); len(st.Runs) == 0; time.Sleep(20 * time.Millisecond) {
+		var err error
+		if st, err = cl.Schedule(ctx, "tick"); err != nil || time.Now().After(deadline) {
+			t.Fatalf("the schedule did not fire within 10s: %v, %+v", err, st)
+		}
+	}
+	first := st.Runs[0]
+	stdout, _, code = run("status", first.DriverID)
+	if code != 0 || !strings.Contains(stdout, "schedule:   tick\n") || !strings.Contains(stdout, "slot:       "+fmtTime(first.Slot)+"\n") {
+		t.Errorf("status of the fired driver: exit %d\n%s", code, stdout)
+	}
+	stdout, _, code = run("list", "--schedule", "tick", "--json")
+	var ds []model.Driver
+	if err := json.Unmarshal([]byte(stdout), &ds); code != 0 || err != nil || len(ds) == 0 || ds[0].ID != first.DriverID || ds[0].Schedule != "tick" || ds[0].Slot != first.Slot {
+		t.Errorf("list --schedule tick --json: exit %d, %v\n%s", code, err, stdout)
+	}
+	if stdout, _, code = run("list", "--schedule", "other"); code != 0 || strings.Contains(stdout, "driver-") {
+		t.Errorf("list --schedule other: exit %d\n%s", code, stdout)
+	}
+	if stdout, _, code = run("schedule", "status", "tick"); code != 0 || !strings.Contains(stdout, first.DriverID) || !strings.Contains(stdout, "driver name:   ticker\n") {
+		t.Errorf("schedule status: exit %d\n%s", code, stdout)
+	}
+
+	if _, stderr, code = run("schedule", "suspend", "tick"); code != 0 {
+		t.Fatalf("schedule suspend: exit %d, %q", code, stderr)
+	}
+	st, _ = cl.Schedule(ctx, "tick")
+	stdout, _, code = run("schedule", "run", "tick")
+	id := strings.TrimSpace(stdout)
+	after, _ := cl.Schedule(ctx, "tick")
+	if code != 0 || after.ManualRuns != 1 || after.Fired != st.Fired || !after.Runs[len(after.Runs)-1].Manual || after.Runs[len(after.Runs)-1].DriverID != id {
+		t.Errorf("schedule run of the suspended schedule: exit %d, %q; %+v", code, stdout, after)
+	}
+
+	if _, stderr, code = run("schedule", "create", "once", "--cron", "@yearly", "--concurrency", "forbid", "--", "/bin/true"); code != 0 {
+		t.Fatalf("schedule create once: exit %d, %q", code, stderr)
+	}
+	if _, stderr, code = run("schedule", "run", "once"); code != 0 {
+		t.Fatalf("schedule run once: exit %d, %q", code, stderr)
+	}
+	stdout, stderr, code = run("schedule", "run", "once")
+	if code != 1 || stdout != "" || !strings.HasPrefix(stderr, "drover: schedule once: ") || !strings.HasSuffix(stderr, ": nothing started\n") || strings.Count(stderr, "\n") != 1 {
+		t.Errorf("a second run under forbid: exit %d, stdout %q, stderr %q", code, stdout, stderr)
+	}
+	stdout, stderr, code = run("schedule", "create", "once", "--cron", "@daily", "--", "/bin/true")
+	if code != 1 || stdout != "" || stderr != "drover: schedule once exists: nothing created\n" {
+		t.Errorf("a name taken: exit %d, stdout %q, stderr %q", code, stdout, stderr)
+	}
+	if stdout, _, code = run("schedule", "list"); code != 0 || !regexp.MustCompile(`(?m)^once +@yearly +UTC .* 0/0/0 +forbid +false$`).MatchString(stdout) ||
+		!regexp.MustCompile(`(?m)^tick +\* \* \* \* \* \* +UTC +- +\S+ +\d+/\d+/\d+ +allow +true$`).MatchString(stdout) {
+		t.Errorf("schedule list:\n%s", stdout)
+	}
+	if stdout, _, code = run("schedule", "delete", "tick"); code != 0 || !strings.HasPrefix(stdout, "deleted schedule tick") {
+		t.Errorf("schedule delete: exit %d, %q", code, stdout)
+	}
+	if _, err := cl.Driver(ctx, first.DriverID); err != nil {
+		t.Errorf("the deleted schedule's driver: %v", err)
+	}
+	stdout, stderr, code = run("schedule", "status", "tick")
+	if code != 1 || stdout != "" || stderr != "drover: unknown schedule: tick\n" {
+		t.Errorf("status of a deleted schedule: exit %d, stdout %q, stderr %q", code, stdout, stderr)
 	}
 }
