@@ -120,11 +120,6 @@ func newScheduleMaster(t *testing.T) *scheduleMaster {
 		delete(f.schedules, s.Name)
 		reply(w, http.StatusOK, s.Schedule)
 	}))
-	// The client sends a write that must be made once to the leader
-	// the Raft configuration names: this fake.
-	mux.HandleFunc("GET /v1/operator/raft/peers", func(w http.ResponseWriter, r *http.Request) {
-		reply(w, http.StatusOK, api.RaftPeers{Peers: []api.Master{{ID: "m1", HTTPAddr: strings.TrimPrefix(f.URL, "http://"), Suffrage: "Voter", Leader: true}}})
-	})
 	mux.HandleFunc("PUT /v1/blobs/{sum}", func(w http.ResponseWriter, r *http.Request) {
 		reply(w, http.StatusOK, api.UploadResponse{SHA256: r.PathValue("sum"), Voters: 1, Held: []string{"m1"}})
 	})
