@@ -475,3 +475,18 @@ func TestScheduleCommandsAgainstAMaster(t *testing.T) {
 		t.Errorf("status of a deleted schedule: exit %d, stdout %q, stderr %q", code, stdout, stderr)
 	}
 }
+
+// watch prints a schedule's event as a line: whether it is suspended,
+// its last accounted slot, its counts and its last skip reason.
+func TestWatchPrintsScheduleEvents(t *testing.T) {
+	var out strings.Builder
+	k := &cli{stdout: &out}
+	k.printEvent(api.Event{Index: 42, Kind: api.EventSchedule, ID: "nightly", Op: api.OpUpsert, Schedule: &model.Schedule{Name: "nightly",
+		LastSlot: slotNext, Fired: 3, Missed: 1, Skipped: 2, LastSkipReason: "run driver-20261207010000-0002 has not ended (concurrency forbid)"}}, false)
+	k.printEvent(api.Event{Index: 43, Kind: api.EventSchedule, ID: "nightly", Op: api.OpUpsert, Schedule: &model.Schedule{Name: "nightly", Suspended: true}}, false)
+	want := "42\tschedule\tnightly\tACTIVE\tlast slot 2026-12-08T01:00:00.000Z, fired 3, missed 1, skipped 2: run driver-20261207010000-0002 has not ended (concurrency forbid)\n" +
+		"43\tschedule\tnightly\tSUSPENDED\tlast slot -, fired 0, missed 0, skipped 0\n"
+	if out.String() != want {
+		t.Errorf("watch printed %q, want %q", out.String(), want)
+	}
+}

@@ -21,7 +21,7 @@ import (
 // exits 0.
 func (k *cli) watchEvents(ctx context.Context, args []string) int {
 	fs := k.flags("watch")
-	kinds := fs.StringSlice("kind", nil, "driver, app, executor or worker (repeatable or comma-separated); default all")
+	kinds := fs.StringSlice("kind", nil, "driver, app, executor, worker or schedule (repeatable or comma-separated); default all")
 	index := fs.Uint64("index", 0, "start after this Raft index (0: the changes from now on)")
 	asJSON := fs.Bool("json", false, "print each event as JSON, one per line")
 	if code, ok := k.parse(fs, args); !ok {
@@ -151,6 +151,24 @@ func (k *cli) printEvent(e api.Event, asJSON bool) {
 		state, more = string(e.Executor.State), "on "+e.Executor.WorkerID
 	case e.Worker != nil:
 		state, more = string(e.Worker.State), fmt.Sprintf("%d/%d cores used", e.Worker.CoresUsed, e.Worker.Cores)
+	case e.Schedule != nil:
+		state, more = scheduleEvent(e.Schedule)
 	}
 	fmt.Fprintf(k.stdout, "%d\t%s\t%s\t%s\t%s\n", e.Index, e.Kind, e.ID, state, more)
+}
+
+// scheduleEvent is a schedule's row as watch prints it: SUSPENDED or
+// ACTIVE, then its last accounted slot and counts, and why its last
+// skipped slot was skipped, so that each fire, skip and miss reads as a
+// line of its own.
+func scheduleEvent(s *model.Schedule) (state, more string) {
+	state = "ACTIVE"
+	if s.Suspended {
+		state = "SUSPENDED"
+	}
+	more = fmt.Sprintf("last slot %s, fired %d, missed %d, skipped %d", fmtTime(s.LastSlot), s.Fired, s.Missed, s.Skipped)
+	if s.LastSkipReason != "" {
+		more += ": " + s.LastSkipReason
+	}
+	return state, more
 }
