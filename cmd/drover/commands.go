@@ -39,13 +39,13 @@ var clientCommands = []command{
 		(*cli).watchEvents},
 	{"schedule create", "NAME --cron SPEC [--time-zone ZONE] [--concurrency allow|forbid|replace] [--starting-deadline D] [--history N] [submit's flags] -- PROGRAM [ARGS...]",
 		"Create a schedule that submits PROGRAM with ARGS, as submit would with the same flags, once at every slot of the cron spec, and print its next slot.",
-		(*cli).scheduleCreate},
-	{"schedule list", "[--all-namespaces] [--json]", "List the schedules with their next and last fired slots and their fired, missed and skipped counts.", (*cli).scheduleList},
-	{"schedule status", "NAME [--json]", "Print a schedule's settings, next slot, last fired slot, counts and the drivers of its kept runs.", (*cli).scheduleStatus},
-	{"schedule suspend", "NAME", "Suspend a schedule: none of its slots fires until it is resumed.", (*cli).scheduleSuspend},
-	{"schedule resume", "NAME", "Resume a schedule: of the slots it passed, the latest fires if within its starting deadline and the rest are counted missed.", (*cli).scheduleResume},
-	{"schedule run", "NAME", "Start one run of a schedule now, under its concurrency policy, and print its driver ID.", (*cli).scheduleRun},
-	{"schedule delete", "NAME", "Delete a schedule; the drivers it started that have not ended go on.", (*cli).scheduleDelete},
+		onSchedule(scheduleCLI.scheduleCreate)},
+	{"schedule list", "[--all-namespaces] [--json]", "List the schedules with their next and last fired slots and their fired, missed and skipped counts.", onSchedule(scheduleCLI.scheduleList)},
+	{"schedule status", "NAME [--json]", "Print a schedule's settings, next slot, last fired slot, counts and the drivers of its kept runs.", onSchedule(scheduleCLI.scheduleStatus)},
+	{"schedule suspend", "NAME", "Suspend a schedule: none of its slots fires until it is resumed.", onSchedule(scheduleCLI.scheduleSuspend)},
+	{"schedule resume", "NAME", "Resume a schedule: of the slots it passed, the latest fires if within its starting deadline and the rest are counted missed.", onSchedule(scheduleCLI.scheduleResume)},
+	{"schedule run", "NAME", "Start one run of a schedule now, under its concurrency policy, and print its driver ID.", onSchedule(scheduleCLI.scheduleRun)},
+	{"schedule delete", "NAME", "Delete a schedule; the drivers it started that have not ended go on.", onSchedule(scheduleCLI.scheduleDelete)},
 }
 
 // operatorCommands are drover operator's commands, named by group and

@@ -16,13 +16,23 @@ import (
 	"github.com/drover-project/drover/model"
 )
 
+// scheduleCLI is the receiver of the schedule commands: the CLI's own,
+// under a type of its own so that cli's methods stay the other
+// commands'.
+type scheduleCLI struct{ *cli }
+
+// onSchedule adapts schedule command f to the command table's signature.
+func onSchedule(f func(scheduleCLI, context.Context, []string) int) func(*cli, context.Context, []string) int {
+	return func(k *cli, ctx context.Context, args []string) int { return f(scheduleCLI{k}, ctx, args) }
+}
+
 // The schedule commands of drover client (Kubernetes' CronJob, Nomad's
 // periodic jobs; docs/schedules.md says what a schedule does). A
 // schedule's settings are checked here as the masters check them, with
 // their lines, so that a typo is refused before any file is uploaded or
 // any request is made.
 
-func (k *cli) scheduleCreate(ctx context.Context, args []string) int {
+func (k scheduleCLI) scheduleCreate(ctx context.Context, args []string) int {
 	fs := k.flags("schedule create")
 	cron := fs.String("cron", "", "the spec: five cron fields (0 2 * * *), six with a leading second, @daily, @hourly..., or @every D (@every 90s); required")
 	zone := fs.String("time-zone", model.DefaultTimeZone, "the IANA time zone the spec's local times are read in (Europe/Berlin)")
@@ -102,7 +112,7 @@ func scheduleRequest(name, cron, zone, concurrency string, deadline time.Duratio
 	return req, schedule.Check(cron, zone)
 }
 
-func (k *cli) scheduleList(ctx context.Context, args []string) int {
+func (k scheduleCLI) scheduleList(ctx context.Context, args []string) int {
 	fs := k.flags("schedule list")
 	asJSON := fs.Bool("json", false, "print a JSON array of schedules with their next slots and runs")
 	all := fs.Bool("all-namespaces", false, "list the schedules of every namespace, not only --namespace's")
@@ -143,7 +153,7 @@ func (k *cli) scheduleList(ctx context.Context, args []string) int {
 	return 0
 }
 
-func (k *cli) scheduleStatus(ctx context.Context, args []string) int {
+func (k scheduleCLI) scheduleStatus(ctx context.Context, args []string) int {
 	fs := k.flags("schedule status")
 	asJSON := fs.Bool("json", false, "print the schedule, its next slot and runs as one JSON object")
 	st, code, ok := k.scheduleCall(ctx, fs, args, (*client.Client).Schedule)
@@ -157,7 +167,7 @@ func (k *cli) scheduleStatus(ctx context.Context, args []string) int {
 	return 0
 }
 
-func (k *cli) scheduleSuspend(ctx context.Context, args []string) int {
+func (k scheduleCLI) scheduleSuspend(ctx context.Context, args []string) int {
 	st, code, ok := k.scheduleCall(ctx, k.flags("schedule suspend"), args, (*client.Client).SuspendSchedule)
 	if ok {
 		fmt.Fprintf(k.stdout, "suspended schedule %s: no slot fires until schedule resume\n", st.Name)
@@ -165,7 +175,7 @@ func (k *cli) scheduleSuspend(ctx context.Context, args []string) int {
 	return code
 }
 
-func (k *cli) scheduleResume(ctx context.Context, args []string) int {
+func (k scheduleCLI) scheduleResume(ctx context.Context, args []string) int {
 	st, code, ok := k.scheduleCall(ctx, k.flags("schedule resume"), args, (*client.Client).ResumeSchedule)
 	if ok {
 		fmt.Fprintf(k.stdout, "resumed schedule %s\nnext slot: %s\n", st.Name, nextLine(st))
@@ -177,7 +187,7 @@ func (k *cli) scheduleResume(ctx context.Context, args []string) int {
 // schedule's NAME and calls f, a method of the client parse makes, with
 // it; when it returns false, the
 // command ends with the exit code, having said why.
-func (k *cli) scheduleCall(ctx context.Context, fs *pflag.FlagSet, args []string, f func(*client.Client, context.Context, string) (api.ScheduleStatus, error)) (api.ScheduleStatus, int, bool) {
+func (k scheduleCLI) scheduleCall(ctx context.Context, fs *pflag.FlagSet, args []string, f func(*client.Client, context.Context, string) (api.ScheduleStatus, error)) (api.ScheduleStatus, int, bool) {
 	var st api.ScheduleStatus
 	name, code, ok := k.scheduleName(fs, args)
 	if !ok {
@@ -191,7 +201,7 @@ func (k *cli) scheduleCall(ctx context.Context, fs *pflag.FlagSet, args []string
 
 // scheduleName parses the arguments of a command that takes one
 // schedule's NAME, and returns it, or false with the exit code.
-func (k *cli) scheduleName(fs *pflag.FlagSet, args []string) (string, int, bool) {
+func (k scheduleCLI) scheduleName(fs *pflag.FlagSet, args []string) (string, int, bool) {
 	if code, ok := k.parse(fs, args); !ok {
 		return "", code, false
 	}
@@ -205,7 +215,7 @@ func (k *cli) scheduleName(fs *pflag.FlagSet, args []string) (string, int, bool)
 	return name, 0, true
 }
 
-func (k *cli) scheduleRun(ctx context.Context, args []string) int {
+func (k scheduleCLI) scheduleRun(ctx context.Context, args []string) int {
 	name, code, ok := k.scheduleName(k.flags("schedule run"), args)
 	if !ok {
 		return code
@@ -219,7 +229,7 @@ func (k *cli) scheduleRun(ctx context.Context, args []string) int {
 	return 0
 }
 
-func (k *cli) scheduleDelete(ctx context.Context, args []string) int {
+func (k scheduleCLI) scheduleDelete(ctx context.Context, args []string) int {
 	name, code, ok := k.scheduleName(k.flags("schedule delete"), args)
 	if !ok {
 		return code
