@@ -69,18 +69,7 @@ func TestComputeWeightedMaxMin(t *testing.T) {
 // and the executors live apps still want.
 func TestInputsFromTables(t *testing.T) {
 	f := fsm.New()
-	i := uint64(0)
-	apply := func(c model.Command) {
-		t.Helper()
-		i++
-		data, err := fsm.Encode(c)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err, ok := f.ApplyCommand(i, data).(error); ok {
-			t.Fatalf("%T: %v", c, err)
-		}
-	}
+	apply := applier(t, f)
 	apply(&model.RegisterWorker{ID: "w1", HTTPAddr: "h:1", Cores: 8, MemoryMB: 8192, Time: 1})
 	apply(&model.ApplyNamespace{Namespace: *ns("etl", 2, model.Quota{}), Time: 2})
 	apply(&model.SubmitDriver{ID: "driver-20261129120000-0000", DriverSpec: model.DriverSpec{Argv: []string{"a"}, Cores: 2, MemoryMB: 512, Namespace: "etl"}, Time: 3})
@@ -109,18 +98,7 @@ func TestInputsFromTables(t *testing.T) {
 // app already wants, so its fair share has room for them.
 func TestInputsCountTheAppsAsks(t *testing.T) {
 	f := fsm.New()
-	i := uint64(0)
-	apply := func(c model.Command) {
-		t.Helper()
-		i++
-		data, err := fsm.Encode(c)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err, ok := f.ApplyCommand(i, data).(error); ok {
-			t.Fatalf("%T: %v", c, err)
-		}
-	}
+	apply := applier(t, f)
 	apply(&model.RegisterWorker{ID: "w1", HTTPAddr: "h:1", Cores: 16, MemoryMB: 8192, Time: 1})
 	for n := range 3 {
 		apply(&model.SubmitDriver{ID: fmt.Sprintf("driver-20261129120000-%04d", n), DriverSpec: model.DriverSpec{Argv: []string{"a"}, Cores: 1, MemoryMB: 128, AppCores: 4}, Time: 3})
@@ -180,6 +158,23 @@ func TestDemandWithinTheTightestBound(t *testing.T) {
 		got := Compute(c, []Namespace{{Settings: ns("q", 1, tc.quota), Held: Vector{Cores: 2, MemoryMB: 2048}, Waiting: w, RunningDrivers: 2, WaitingDrivers: 4}})
 		if !near(got["q"].Demand, tc.want) {
 			t.Errorf("%s: demand %g, want %g", tc.name, got["q"].Demand, tc.want)
+		}
+	}
+}
+
+// applier returns a function that encodes a command and applies it to f
+// at the next index, failing t on a refusal.
+func applier(t *testing.T, f *fsm.FSM) func(model.Command) {
+	var i uint64
+	return func(c model.Command) {
+		t.Helper()
+		i++
+		data, err := fsm.Encode(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err, ok := f.ApplyCommand(i, data).(error); ok {
+			t.Fatalf("%T: %v", c, err)
 		}
 	}
 }
