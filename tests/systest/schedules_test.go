@@ -103,8 +103,10 @@ func checkAccounted(t *testing.T, s *api.ScheduleStatus, bySlot map[int64][]*mod
 
 // TestScheduleFiresAcrossLeaderKills: a schedule of @every 2s on three
 // masters goes on firing while the leader is SIGKILLed ten times (and
-// restarted); no slot has two drivers, and every slot up to the last
-// accounted one is fired, skipped or counted missed.
+// restarted), three of those times with a follower for 4 s, without a
+// quorum; no slot has two drivers, every driver's slot is a slot of the
+// spec, and every slot up to the last accounted one is fired, skipped or
+// counted missed, some of them missed.
 func TestScheduleFiresAcrossLeaderKills(t *testing.T) {
 	c := testcluster.New(t, testcluster.Options{})
 	cl, ctx := c.Client(), context.Background()
@@ -118,16 +120,30 @@ func TestScheduleFiresAcrossLeaderKills(t *testing.T) {
 		return -1
 	}
 	waitFor(t, 10*time.Second, "a first slot fired", func() bool { return fired() >= 1 })
-	for range 10 {
+	for i := range 10 {
 		old, err := c.Leader(10 * time.Second)
 		if err != nil {
 			t.Fatal(err)
 		}
+		killed := []*testcluster.Node{old}
+		// Every third kill takes a follower too, for 4 s: an election
+		// alone is quicker than a slot, so only a quorum lost makes
+		// slots pass without a leader, to be counted missed.
+		if i%3 == 2 {
+			killed = append(killed, c.Follower(old))
+		}
 		before := fired()
-		old.Kill()
-		<-old.Exited()
-		if err := old.Start(); err != nil {
-			t.Fatal(err)
+		for _, m := range killed {
+			m.Kill()
+			<-m.Exited()
+		}
+		if len(killed) > 1 {
+			time.Sleep(4 * time.Second)
+		}
+		for _, m := range killed {
+			if err := m.Start(); err != nil {
+				t.Fatal(err)
+			}
 		}
 		waitFor(t, 15*time.Second, "a slot fired after the kill", func() bool { return fired() > before })
 	}
@@ -136,5 +152,8 @@ func TestScheduleFiresAcrossLeaderKills(t *testing.T) {
 		t.Fatal("no master answers")
 	}
 	slots := checkAccounted(t, s, scheduleDrivers(t, cl, "every2s"), 2*time.Second)
+	if s.Missed == 0 {
+		t.Errorf("no slot counted missed across three quorums lost for 4 s")
+	}
 	t.Logf("%d slots: %d fired, %d missed across ten leader kills", len(slots), s.Fired, s.Missed)
 }
