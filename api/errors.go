@@ -107,6 +107,13 @@ const (
 	// stores hold the same files, so a client reports it rather than
 	// trying another.
 	CodeInsufficientStorage Code = "insufficient_storage"
+	// CodeNoLeader: this master refused the request before it proposed
+	// an entry or sent it on, because it is not the ready leader and
+	// knows of none it can reach (503). Unlike CodeUnavailable, nothing
+	// can have happened: a write that must not be sent twice (a manual
+	// run, a schedule's create or delete) may be sent again, to any
+	// master. A master of a version without it answers CodeUnavailable.
+	CodeNoLeader Code = "no_leader"
 	// CodeUnavailable: this master cannot answer with authority now: it
 	// is not the leader and cannot reach one, or the quorum did not
 	// commit in time. Another master, or a retry, may succeed (503).
@@ -142,6 +149,10 @@ var (
 	ErrInternal             = errors.New("internal error")
 )
 
+// ErrNoLeader is ErrUnavailable refused before any work (CodeNoLeader):
+// errors.Is(err, ErrUnavailable) holds for it too.
+var ErrNoLeader = fmt.Errorf("%w: no leader", ErrUnavailable)
+
 // codes lists each code with its sentinel and HTTP status, in the order
 // CodeOf tries them. The precise ones (model's sentinels, and those with
 // a status another code shares) come first; the API's own general ones
@@ -167,6 +178,7 @@ var codes = []struct {
 	{CodeDriverEnded, model.ErrDriverEnded, http.StatusConflict},
 	{CodeAppEnded, model.ErrAppEnded, http.StatusConflict},
 	{CodeStaleAttempt, model.ErrStaleAttempt, http.StatusConflict},
+	{CodeNoLeader, ErrNoLeader, http.StatusServiceUnavailable},
 	{CodeInvalidRequest, model.ErrInvalidCommand, http.StatusBadRequest},
 	{CodeNotInPool, ErrNotInPool, http.StatusConflict},
 	{CodeUnknownBlob, ErrUnknownBlob, http.StatusNotFound},
@@ -189,7 +201,7 @@ var codes = []struct {
 }
 
 // apiCodes is where the API's own sentinels start in codes.
-const apiCodes = 20
+const apiCodes = 21
 
 // CodeOf returns the code of err and its HTTP status: the code of the first
 // sentinel err wraps, CodeInternal (500) for an error that wraps none.

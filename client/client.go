@@ -442,7 +442,8 @@ func (c *Client) one(ctx context.Context, master, method, path string, body []by
 
 // send sends req, with the client's token, to master and reads the answer:
 // a 2xx is the Response, a 503 or 429 or a failure to connect a plain
-// error (not authoritative: another master, or a retry, may do), any other
+// error (not authoritative: another master, or a retry, may do; one
+// wrapping api.ErrNoLeader for a 503 of api.CodeNoLeader), any other
 // answer (and a 429 with api.CodeLimitReached) an *APIError.
 func (c *Client) send(master string, req *http.Request) (*Response, error) {
 	if c.opts.Token != "" {
@@ -468,6 +469,11 @@ func (c *Client) send(master string, req *http.Request) (*Response, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: read answer: %v", master, err)
 	}
+	if hr.StatusCode == http.StatusServiceUnavailable && codeOf(b) == api.CodeNoLeader {
+		// Still not authoritative, but certain to have done nothing,
+		// which callOnce needs to know.
+		return nil, fmt.Errorf("%s: %w", master, api.Errorf(api.ErrNoLeader, "%s", errorMessage(hr.StatusCode, b)))
+	}
 	if hr.StatusCode == http.StatusServiceUnavailable || hr.StatusCode == http.StatusTooManyRequests && !limitReached(b) {
 		return nil, fmt.Errorf("%s: %s", master, errorMessage(hr.StatusCode, b))
 	}
@@ -486,8 +492,17 @@ func (c *Client) send(master string, req *http.Request) (*Response, error) {
 // api.CodeLimitReached or api.CodeQueueFull: a bound of the cluster, not
 // of this client's requests in flight.
 func limitReached(body []byte) bool {
+	c := codeOf(body)
+	return c == api.CodeLimitReached || c == api.CodeQueueFull
+}
+
+// codeOf is the code of an error answer's body, "" when it has none.
+func codeOf(body []byte) api.Code {
 	var e api.Error
-	return json.Unmarshal(body, &e) == nil && (e.Code == api.CodeLimitReached || e.Code == api.CodeQueueFull)
+	if json.Unmarshal(body, &e) != nil {
+		return ""
+	}
+	return e.Code
 }
 
 func errorMessage(status int, body []byte) string {

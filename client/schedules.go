@@ -2,10 +2,12 @@ package client
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/url"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/drover-project/drover/api"
 	"github.com/drover-project/drover/model"
@@ -115,10 +117,15 @@ func schedulePath(route api.Route, name string) (string, error) {
 // callOnce is call for a write whose copies would not answer alike (a
 // create, a manual run, a delete), without the operator access
 // callLeader needs to find the leader: it goes to one master at a time,
-// the one an answer named leader first, and on to the next only while a
-// master refuses the connection (transport.Refused), so that no earlier
-// one got it. Any other failure is returned as it is: the request may
-// have been committed.
+// the one an answer named leader first, and on to the next only while
+// what it knows says no earlier one acted on the request: the master
+// refused the connection (transport.Refused), or answered that it
+// refused before any work because no leader was ready
+// (api.ErrNoLeader). When every master has said one or the other and
+// one of them was waiting for a leader, as in an election, the round is
+// tried again after a back-off (Options.RetryInterval doubling to
+// MaxRetryInterval) until ctx ends. Any other failure is returned as it
+// is: the request may have been committed.
 func callOnce[In, Out any](ctx context.Context, c *Client, e api.Endpoint[In, Out], path string, in In, out *Out) error {
 	var body []byte
 	if _, none := any(in).(api.NoBody); !none {
@@ -127,20 +134,36 @@ func callOnce[In, Out any](ctx context.Context, c *Client, e api.Endpoint[In, Ou
 			return fmt.Errorf("encode request: %w", err)
 		}
 	}
-	masters := c.masters
-	if p := c.preferredMaster(); p != "" {
-		masters = append([]string{p}, slices.DeleteFunc(slices.Clone(masters), func(m string) bool { return m == p })...)
-	}
-	var refused []string
-	for _, m := range masters {
-		resp, err := c.one(ctx, m, e.Method, path, body, nil, 0)
-		switch {
-		case err == nil:
-			return decodeJSON(resp, out)
-		case isAPIError(err) || !transport.Refused(c.opts.BindIP, m, c.opts.RequestTimeout):
-			return err
+	wait := c.opts.RetryInterval
+	for {
+		masters := c.masters
+		if p := c.preferredMaster(); p != "" {
+			masters = append([]string{p}, slices.DeleteFunc(slices.Clone(masters), func(m string) bool { return m == p })...)
 		}
-		refused = append(refused, err.Error())
+		var reasons []string
+		electing := false
+		for _, m := range masters {
+			resp, err := c.one(ctx, m, e.Method, path, body, nil, 0)
+			switch {
+			case err == nil:
+				return decodeJSON(resp, out)
+			case ctx.Err() != nil:
+				return fmt.Errorf("%w: %s", ErrNoMaster, strings.Join(append(reasons, err.Error()), "; "))
+			case errors.Is(err, api.ErrNoLeader):
+				electing = true
+			case isAPIError(err) || !transport.Refused(c.opts.BindIP, m, c.opts.RequestTimeout):
+				return err
+			}
+			reasons = append(reasons, err.Error())
+		}
+		if !electing {
+			return fmt.Errorf("%w: %s", ErrNoMaster, strings.Join(reasons, "; "))
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%w: %s", ErrNoMaster, strings.Join(reasons, "; "))
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, c.opts.MaxRetryInterval)
 	}
-	return fmt.Errorf("%w: %s", ErrNoMaster, strings.Join(refused, "; "))
 }

@@ -76,9 +76,9 @@ func TestFollowerForwardsOnce(t *testing.T) {
 
 	status, _, body = post(t, follower.HTTP(), api.PathDrivers, submitReq(), http.Header{api.HeaderForwarded: {"m9"}})
 	var e api.Error
-	if status != http.StatusServiceUnavailable || json.Unmarshal(body, &e) != nil || e.Code != api.CodeUnavailable ||
+	if status != http.StatusServiceUnavailable || json.Unmarshal(body, &e) != nil || e.Code != api.CodeNoLeader ||
 		!strings.Contains(e.Error, "not the leader") || e.Leader != leader.HTTP() {
-		t.Fatalf("forwarded twice: %d %s, want 503 unavailable naming leader %s", status, body, leader.HTTP())
+		t.Fatalf("forwarded twice: %d %s, want 503 no_leader naming leader %s", status, body, leader.HTTP())
 	}
 }
 

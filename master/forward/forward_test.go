@@ -160,7 +160,7 @@ func TestLeaderWaitAnswersOnceALeaderIsElected(t *testing.T) {
 }
 
 // Without a wait, and past it, the refusal is the one a master without a
-// leader gives: api.ErrUnavailable naming it.
+// leader gives: api.ErrNoLeader naming it, since nothing was sent on.
 func TestLeaderWaitEndsWithTheRefusal(t *testing.T) {
 	for _, tc := range []struct {
 		name string
@@ -175,8 +175,8 @@ func TestLeaderWaitEndsWithTheRefusal(t *testing.T) {
 			core := newFakeCore(t, New(newLeaderSwitch(noLeader).lead, http.DefaultClient, "http"))
 			start := time.Now()
 			_, err := core.SubmitDriver(tc.ctx(), api.SubmitRequest{Token: "t1"})
-			if !errors.Is(err, api.ErrUnavailable) || !strings.Contains(err.Error(), "master m1 knows no leader") {
-				t.Fatalf("err = %v, want ErrUnavailable: master m1 knows no leader", err)
+			if !errors.Is(err, api.ErrNoLeader) || !strings.Contains(err.Error(), "master m1 knows no leader") {
+				t.Fatalf("err = %v, want ErrNoLeader: master m1 knows no leader", err)
 			}
 			if took := time.Since(start); took < tc.min || took > tc.min+5*time.Second {
 				t.Fatalf("refused after %s, want %s", took, tc.min)
@@ -230,5 +230,34 @@ func TestLeaderWaitResendsTheSameToken(t *testing.T) {
 	}
 	if len(tokens) != 4 {
 		t.Fatalf("the leader saw %d requests, want the bad one once", len(tokens)-3)
+	}
+}
+
+// A leader that cannot be dialled got nothing, so the refusal says that
+// nothing was done (api.ErrNoLeader); a leader's own 503 after it may
+// have proposed (a commit not confirmed) stays api.ErrUnavailable.
+func TestNoLeaderOnlyWhenNothingWasSent(t *testing.T) {
+	gone := httptest.NewServer(http.NotFoundHandler())
+	gone.Close()
+	uncertain := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.WriteHeader(http.StatusServiceUnavailable)
+		json.NewEncoder(w).Encode(api.Error{Error: "commit not confirmed, it may or may not have happened", Code: api.CodeUnavailable})
+	}))
+	defer uncertain.Close()
+	for _, tc := range []struct {
+		name, leader string
+		noLeader     bool
+	}{
+		{"dial refused", strings.TrimPrefix(gone.URL, "http://"), true},
+		{"commit not confirmed", strings.TrimPrefix(uncertain.URL, "http://"), false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			l := service.Leadership{Self: "m1", Role: raft.Follower.String(), LeaderID: "m2", LeaderHTTP: tc.leader}
+			core := newFakeCore(t, New(newLeaderSwitch(l).lead, http.DefaultClient, "http"))
+			_, err := core.SubmitDriver(context.Background(), api.SubmitRequest{Token: "t1"})
+			if !errors.Is(err, api.ErrUnavailable) || errors.Is(err, api.ErrNoLeader) != tc.noLeader {
+				t.Fatalf("err = %v; want ErrUnavailable, ErrNoLeader %v", err, tc.noLeader)
+			}
+		})
 	}
 }

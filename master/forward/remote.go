@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"mime"
+	"net"
 	"net/http"
 	"net/url"
 	"sync"
@@ -46,9 +47,9 @@ type call struct {
 func (f *Forwarder) to(ctx context.Context, c auth.Caller, l service.Leadership) (*call, error) {
 	switch {
 	case c.ForwardedBy != "":
-		return nil, api.Errorf(api.ErrUnavailable, "master %s is not the leader", l.Self)
+		return nil, api.Errorf(api.ErrNoLeader, "master %s is not the leader", l.Self)
 	case l.LeaderID == "" || l.LeaderHTTP == "":
-		return nil, api.Errorf(api.ErrUnavailable, "master %s knows no leader", l.Self)
+		return nil, api.Errorf(api.ErrNoLeader, "master %s knows no leader", l.Self)
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	go func() {
@@ -102,7 +103,13 @@ func (cl *call) do(method, path string, query url.Values, body io.Reader, header
 		if errors.As(err, &mbe) {
 			return nil, api.Errorf(api.ErrTooLarge, "request body exceeds %d bytes", mbe.Limit)
 		}
-		return nil, api.Errorf(api.ErrUnavailable, "master %s could not reach leader %s: %v", cl.self, cl.leader, err)
+		// A dial that failed sent nothing: the leader cannot have
+		// acted on the request. Any later failure leaves that open.
+		sentinel := api.ErrUnavailable
+		if op := (*net.OpError)(nil); errors.As(err, &op) && op.Op == "dial" {
+			sentinel = api.ErrNoLeader
+		}
+		return nil, api.Errorf(sentinel, "master %s could not reach leader %s: %v", cl.self, cl.leader, err)
 	}
 	if resp.StatusCode/100 == 2 {
 		return resp, nil

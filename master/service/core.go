@@ -241,15 +241,15 @@ func unavailable(err error) error {
 }
 
 // leading returns the current term, or an error wrapping
-// api.ErrUnavailable when this master is not the ready leader.
+// api.ErrNoLeader when this master is not the ready leader.
 func (s *Core) leading() (*leader.Term, error) {
 	if t := s.term.Load(); t != nil {
 		return t, nil
 	}
 	if s.Raft.State() == raft.Leader {
-		return nil, api.Errorf(api.ErrUnavailable, "master %s was just elected and is catching up", s.cfg.ID)
+		return nil, api.Errorf(api.ErrNoLeader, "master %s was just elected and is catching up", s.cfg.ID)
 	}
-	return nil, api.Errorf(api.ErrUnavailable, "master %s is not the leader", s.cfg.ID)
+	return nil, api.Errorf(api.ErrNoLeader, "master %s is not the leader", s.cfg.ID)
 }
 
 // readable reports whether this master may answer a read with r: any
