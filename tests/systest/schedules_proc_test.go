@@ -3,6 +3,7 @@ package systest
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"slices"
 	"strings"
 	"testing"
@@ -221,4 +222,59 @@ func TestScheduleSuspendResumeRunCLI(t *testing.T) {
 	}
 	// The manual run is not in fired: the slots' drivers alone are.
 	checkAccounted(t, &s, scheduleDrivers(t, cl, "nightly"), 2*time.Second)
+}
+
+// A manual run, a create and a delete sent right after the leader is
+// SIGKILLed wait out the election (every master answers no_leader until
+// one is ready) and happen exactly once, rather than failing while the
+// followers still name the dead leader.
+func TestScheduleWritesWaitOutAnElection(t *testing.T) {
+	c := testcluster.New(t, testcluster.Options{})
+	cl, env := c.Client(), c.ClientEnv()
+	drover := func(args ...string) string {
+		t.Helper()
+		out, errOut, code := runDrover(t, env, append([]string{"client", "--timeout", "30s"}, args...)...)
+		if code != 0 {
+			t.Fatalf("drover client %s: exit %d: %s", strings.Join(args, " "), code, errOut)
+		}
+		return out
+	}
+	// killLeader SIGKILLs the leader and returns a func that starts it
+	// again, for the next kill to leave a quorum.
+	killLeader := func() func() {
+		t.Helper()
+		l, err := c.Leader(10 * time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		l.Kill()
+		<-l.Exited()
+		return func() {
+			if err := l.Start(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	drover("schedule", "create", "yearly", "--cron", "@yearly", "--", "/bin/true")
+
+	restart := killLeader()
+	id := strings.TrimSpace(drover("schedule", "run", "yearly"))
+	restart()
+	s := scheduleOf(cl, "yearly")
+	if s == nil || s.ManualRuns != 1 || len(s.Runs) != 1 || s.Runs[0].DriverID != id {
+		t.Fatalf("one run through an election: driver %q, schedule %+v: want manual_runs 1 with that driver alone", id, s)
+	}
+
+	restart = killLeader()
+	drover("schedule", "create", "hourly", "--cron", "@hourly", "--", "/bin/true")
+	restart()
+	if scheduleOf(cl, "hourly") == nil {
+		t.Fatal("created through an election, but no master holds it")
+	}
+
+	killLeader()
+	drover("schedule", "delete", "hourly")
+	if _, err := cl.Schedule(context.Background(), "hourly"); !errors.Is(err, model.ErrUnknownSchedule) {
+		t.Fatalf("deleted through an election, but reading it gives %v", err)
+	}
 }
