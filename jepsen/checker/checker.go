@@ -27,6 +27,9 @@ type MasterView struct {
 	// include (api.State.StateIndex), read with the hash.
 	StateIndex uint64
 	Drivers    []*model.Driver
+	// Schedules are its schedule rows, read at StateIndex too; nil in
+	// a run without schedules.
+	Schedules []*model.Schedule
 }
 
 // Input is everything a run recorded, for the checkers.
@@ -61,6 +64,10 @@ type Input struct {
 	// Namespaces are the namespaces the run applied, with their quotas
 	// and weights.
 	Namespaces []model.Namespace
+	// Schedules names the schedules the run created, whose drivers come
+	// from no client's submission; empty when it created none (the
+	// schedule checker then does not run).
+	Schedules []string
 }
 
 // Result is one checker's verdict.
@@ -75,7 +82,8 @@ type Result struct {
 }
 
 // Check runs every checker on in, always in the same order; the
-// namespace checkers only when the run recorded its changes.
+// namespace checkers only when the run applied namespaces, and the
+// schedule checker only when it created schedules.
 func Check(in Input) []Result {
 	rs := []Result{
 		LostSubmissions(in),
@@ -90,8 +98,11 @@ func Check(in Input) []Result {
 		TablesIdentical(in),
 		WritesAfterHeal(in),
 	}
-	if in.Changes != nil {
+	if len(in.Namespaces) > 0 {
 		rs = append(rs, NamespaceQuotas(in), PreemptionVictims(in))
+	}
+	if len(in.Schedules) > 0 {
+		rs = append(rs, ScheduleSlots(in))
 	}
 	return rs
 }

@@ -203,6 +203,17 @@ func TestPhantomDrivers(t *testing.T) {
 	in = clean()
 	in.Final[2].Drivers = append(in.Final[2].Drivers, row("dY", "", false, model.DriverFinished, "w1"))
 	expectFail(t, in, NamePhantomDrivers, "dY")
+
+	// A driver one of the run's schedules fired has no token; one
+	// naming a schedule the run never made is a phantom.
+	in = clean()
+	in.Schedules = []string{"nightly"}
+	fired := row("dS", "", false, model.DriverFinished, "w1")
+	fired.Schedule, fired.Slot = "nightly", 2000
+	in.Final[1].Drivers = append(in.Final[1].Drivers, fired)
+	expectPass(t, in, NamePhantomDrivers)
+	in.Schedules = []string{"hourly"}
+	expectFail(t, in, NamePhantomDrivers, "dS")
 }
 
 func TestOneDriverPerToken(t *testing.T) {

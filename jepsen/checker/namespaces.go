@@ -153,9 +153,9 @@ func replay(events []api.Event, visit func(index uint64, batch []api.Event, t *t
 
 // uncheckable says why the change log cannot vouch for every committed
 // change, "" when it can: the recorder missed indexes (a gap), or the
-// last version it holds of a driver is not the one in the leader's final
-// tables (compared by ModifyIndex), which would mean it lost events
-// without noticing.
+// last version it holds of a driver or a schedule is not the one in the
+// leader's final tables (compared by ModifyIndex), which would mean it
+// lost events without noticing.
 func uncheckable(in Input) string {
 	log := in.Changes
 	if len(log.Gaps) > 0 {
@@ -169,20 +169,26 @@ func uncheckable(in Input) string {
 	if lv == nil {
 		return ""
 	}
-	last := map[string]uint64{}
+	last := map[api.EventKind]map[string]uint64{api.EventDriver: {}, api.EventSchedule: {}}
 	for _, e := range log.Events {
-		if e.Kind == api.EventDriver {
-			last[e.ID] = e.Index
+		if m := last[e.Kind]; m != nil {
+			m[e.ID] = e.Index
 		}
 	}
 	var off []string
-	for _, d := range lv.Drivers {
-		if last[d.ID] != d.ModifyIndex {
-			off = append(off, fmt.Sprintf("%s recorded up to %d, changed at %d", d.ID, last[d.ID], d.ModifyIndex))
+	lacks := func(kind api.EventKind, id string, index uint64) {
+		if last[kind][id] != index {
+			off = append(off, fmt.Sprintf("%s %s recorded up to %d, changed at %d", kind, id, last[kind][id], index))
 		}
 	}
+	for _, d := range lv.Drivers {
+		lacks(api.EventDriver, d.ID, d.ModifyIndex)
+	}
+	for _, s := range lv.Schedules {
+		lacks(api.EventSchedule, s.Name, s.ModifyIndex)
+	}
 	if len(off) > 0 {
-		return fmt.Sprintf("the change log lacks the last change of %d drivers in %s's final tables: %s", len(off), lv.ID, joinMax(off, 4))
+		return fmt.Sprintf("the change log lacks the last change of %d rows in %s's final tables: %s", len(off), lv.ID, joinMax(off, 4))
 	}
 	return ""
 }

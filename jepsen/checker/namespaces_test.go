@@ -249,7 +249,7 @@ func TestNamespaceCheckersNotCheckableWhenTheLogLacksAChange(t *testing.T) {
 	final := &model.Driver{ID: "d1", State: model.DriverFinished, ModifyIndex: 5}
 	in.Final = []MasterView{{ID: "m1", Drivers: []*model.Driver{final}}}
 	for _, r := range []Result{NamespaceQuotas(in), PreemptionVictims(in)} {
-		if r.Valid || r.Summary != "not checkable: the change log lacks the last change of 1 drivers in m1's final tables: d1 recorded up to 2, changed at 5" {
+		if r.Valid || r.Summary != "not checkable: the change log lacks the last change of 1 rows in m1's final tables: driver d1 recorded up to 2, changed at 5" {
 			t.Errorf("want not checkable, got %s", r.Line())
 		}
 	}

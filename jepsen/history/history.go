@@ -39,6 +39,9 @@ const (
 	FKill   = "kill"   // kill a driver; Driver in
 	FStart  = "start"  // nemesis: a fault begins; Fault, Targets
 	FStop   = "stop"   // nemesis: the fault with the same Window ends
+	// FScheduleRun asks a schedule for a manual run (POST
+	// /v1/schedules/{name}/run); Schedule in, Driver out.
+	FScheduleRun = "schedule-run"
 )
 
 // NemesisProcess is the Process of nemesis events.
@@ -57,6 +60,8 @@ type Op struct {
 	Token     string `json:"token,omitempty"`
 	Supervise bool   `json:"supervise,omitempty"`
 	Namespace string `json:"namespace,omitempty"`
+	// Schedule names the schedule a schedule-run asked.
+	Schedule string `json:"schedule,omitempty"`
 	// State and Attempt are what a read returned.
 	State   string `json:"state,omitempty"`
 	Attempt int    `json:"attempt,omitempty"`
