@@ -51,6 +51,7 @@ func run() int {
 	fs.IntVar(&cfg.Workers, "workers", 3, "workers")
 	fs.IntVar(&cfg.Clients, "clients", 6, "concurrent clients")
 	fs.BoolVar(&cfg.Namespaces, "namespaces", false, "apply namespaces etl, ml and adhoc with quotas and urgent (weight 2, preempts), spread submissions over them and default on 4-core workers, record every committed row change and check quotas and preemptions")
+	fs.BoolVar(&cfg.Cron, "cron", false, "create four schedules (@every 2s allow, */3 s forbid of 4 s runs, @every 2s replace, @every 2s with a 1s starting deadline) before the faults, let clients ask them for manual runs, suspend them before the drain, record every committed row change and check that each slot fired at most once and every slot is accounted")
 	fs.BoolVar(&cfg.Strict, "strict", false, "run with --fencing strict (no overlapping attempts allowed at all)")
 	fs.StringVar(&cfg.Isolation, "isolation", "auto", "the workers' --isolation: auto, cgroups (every attempt in a cgroup, or no run) or none")
 	fs.StringVar(&cfg.Out, "out", "jepsen/store", "folder for run folders")

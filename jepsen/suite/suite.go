@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -53,6 +54,11 @@ type Config struct {
 	// committed row change (package changes) and runs the namespace
 	// checkers on it.
 	Namespaces bool
+	// Cron creates workload.Schedules before the faults start, lets the
+	// clients ask them for manual runs, suspends them after the heal
+	// (before the drain), records every committed row change and runs
+	// the schedule checker on it and on every master's final rows.
+	Cron bool
 	// Strict runs masters and workers with --fencing strict.
 	Strict bool
 	// Isolation is the workers' --isolation (default auto, theirs):
@@ -215,13 +221,25 @@ func Run(ctx context.Context, cfg Config) (out *Outcome, err error) {
 		OpTimeout: 5 * time.Second, Pause: 500 * time.Millisecond,
 	}
 	var nss []model.Namespace
+	var scheds []string
 	var changeRec *changes.Recorder
-	if cfg.Namespaces {
-		if changeRec, nss, err = setupNamespaces(c, masters, cfg.Logf); err != nil {
+	if cfg.Namespaces || cfg.Cron {
+		if changeRec, err = changes.Start(masters, func(err error) { cfg.Logf("change stream: %v", err) }); err != nil {
 			return nil, err
 		}
 		defer changeRec.Stop(0)
+	}
+	if cfg.Namespaces {
+		if nss, err = setupNamespaces(c, cfg.Logf); err != nil {
+			return nil, err
+		}
 		wcfg.Namespaces = names(nss)
+	}
+	if cfg.Cron {
+		if scheds, err = setupSchedules(c, cfg.Program, probes, cfg.Logf); err != nil {
+			return nil, err
+		}
+		wcfg.Schedules = scheds
 	}
 	wl, err := workload.New(wcfg, rec)
 	if err != nil {
@@ -255,12 +273,15 @@ func Run(ctx context.Context, cfg Config) (out *Outcome, err error) {
 	wctx, cancel := context.WithTimeout(context.Background(), 2*cfg.WriteBound)
 	in.WriteAcceptedAt = wl.AwaitWrite(wctx, cfg.Clients)
 	cancel()
+	if len(scheds) > 0 {
+		suspendSchedules(c, scheds, cfg.Logf)
+	}
 	cfg.Logf("draining (up to %s, longer while drivers still end)", cfg.Drain)
 	in.DrainEnd = drain(c, cfg.Drain, cfg.Logf)
-	in.Final, in.Leader = finalViews(c, dir)
+	in.Final, in.Leader = finalViews(c, dir, len(scheds) > 0)
 	if changeRec != nil {
 		log := stopRecorder(changeRec, in, cfg.Logf)
-		in.Changes, in.Namespaces = &log, nss
+		in.Changes, in.Namespaces, in.Schedules = &log, nss, scheds
 		if err := log.Write(filepath.Join(dir, "changes.jsonl")); err != nil {
 			return nil, err
 		}
@@ -284,7 +305,7 @@ func Run(ctx context.Context, cfg Config) (out *Outcome, err error) {
 	stats := report.Summarize(in.Ops)
 	if err := writeJSON(filepath.Join(dir, "results.json"), map[string]any{
 		"valid": out.Valid, "seed": cfg.Seed, "nemesis": cfg.Nemesis, "time_s": cfg.Time.Seconds(),
-		"masters": cfg.Masters, "workers": cfg.Workers, "clients": cfg.Clients, "fencing": fencing, "namespaces": nss,
+		"masters": cfg.Masters, "workers": cfg.Workers, "clients": cfg.Clients, "fencing": fencing, "namespaces": nss, "cron": scheds,
 		"schedule": steps, "stats": stats, "results": results,
 	}); err != nil {
 		return out, err
@@ -297,23 +318,50 @@ func Run(ctx context.Context, cfg Config) (out *Outcome, err error) {
 	return out, err
 }
 
-// setupNamespaces starts the change recorder, from the first entry of the
-// log, then applies workload.Namespaces (within a minute, through any
-// failure without authority), before any client or fault starts.
-func setupNamespaces(c *testcluster.Cluster, masters []string, logf func(string, ...any)) (*changes.Recorder, []model.Namespace, error) {
-	rec, err := changes.Start(masters, func(err error) { logf("change stream: %v", err) })
-	if err != nil {
-		return nil, nil, err
-	}
+// setupNamespaces applies workload.Namespaces (within a minute, through
+// any failure without authority), before any client or fault starts.
+func setupNamespaces(c *testcluster.Cluster, logf func(string, ...any)) ([]model.Namespace, error) {
 	nss := workload.Namespaces()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	if err := workload.ApplyNamespaces(ctx, c.Client(), nss); err != nil {
-		rec.Stop(0)
-		return nil, nil, err
+		return nil, err
 	}
 	logf("applied namespaces %s", strings.Join(names(nss), ", "))
-	return rec, nss, nil
+	return nss, nil
+}
+
+// setupSchedules creates workload.Schedules, whose runs are probes of
+// program tracing into probes (within a minute, through any failure
+// without authority), before any client or fault starts, and returns
+// their names.
+func setupSchedules(c *testcluster.Cluster, program, probes string, logf func(string, ...any)) ([]string, error) {
+	reqs := workload.Schedules(program, probes)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := workload.CreateSchedules(ctx, c.Client(), reqs); err != nil {
+		return nil, err
+	}
+	out := make([]string, 0, len(reqs))
+	for _, r := range reqs {
+		out = append(out, r.Name)
+	}
+	logf("created schedules %s", strings.Join(out, ", "))
+	return out, nil
+}
+
+// suspendSchedules suspends the run's schedules (within a minute), so
+// that the drain can end; a failure is reported and the drain goes on:
+// the schedule checker still accounts every slot up to the last one
+// accounted.
+func suspendSchedules(c *testcluster.Cluster, scheds []string, logf func(string, ...any)) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := workload.SuspendSchedules(ctx, c.Client(), scheds); err != nil {
+		logf("suspend: %v", err)
+		return
+	}
+	logf("suspended schedules %s", strings.Join(scheds, ", "))
 }
 
 // names lists the namespaces' names, in order.
@@ -326,12 +374,16 @@ func names(nss []model.Namespace) []string {
 }
 
 // stopRecorder stops the change recorder once it has the last change of
-// the masters' final driver rows (or after 15 s), and returns its log.
+// the masters' final driver and schedule rows (or after 15 s), and
+// returns its log.
 func stopRecorder(rec *changes.Recorder, in checker.Input, logf func(string, ...any)) changes.Log {
 	var last uint64
 	for _, v := range in.Final {
 		for _, d := range v.Drivers {
 			last = max(last, d.ModifyIndex)
+		}
+		for _, s := range v.Schedules {
+			last = max(last, s.ModifyIndex)
 		}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
@@ -458,10 +510,11 @@ func notEnded(ds []*model.Driver) int {
 }
 
 // finalViews reads every master's own tables once they have all applied
-// the same index (or after 15 s), and returns them with the leader's
-// position. When the tables differ at one index, it writes each master's
-// /v1/state into dir as state-<id>.json, for a diff of the rows.
-func finalViews(c *testcluster.Cluster, dir string) ([]checker.MasterView, int) {
+// the same index (or after 15 s), with its schedule rows when schedules
+// is set, and returns them with the leader's position. When the tables
+// differ at one index, it writes each master's /v1/state into dir as
+// state-<id>.json, for a diff of the rows.
+func finalViews(c *testcluster.Cluster, dir string, schedules bool) ([]checker.MasterView, int) {
 	var views []checker.MasterView
 	var states []*api.State
 	leader := 0
@@ -472,6 +525,10 @@ func finalViews(c *testcluster.Cluster, dir string) ([]checker.MasterView, int) 
 		for i, n := range c.Masters {
 			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 			st, err := testcluster.State(ctx, n)
+			var rows []*model.Schedule
+			if err == nil && schedules {
+				rows, err = ownSchedules(ctx, c, n)
+			}
 			cancel()
 			if err != nil {
 				views = append(views, checker.MasterView{ID: n.ID})
@@ -481,7 +538,7 @@ func finalViews(c *testcluster.Cluster, dir string) ([]checker.MasterView, int) 
 			if st.Role == "Leader" {
 				leader = i
 			}
-			views = append(views, checker.MasterView{ID: n.ID, StateHash: st.StateHash, StateIndex: st.StateIndex, Drivers: st.Drivers})
+			views = append(views, checker.MasterView{ID: n.ID, StateHash: st.StateHash, StateIndex: st.StateIndex, Drivers: st.Drivers, Schedules: rows})
 			states = append(states, st)
 			same = same && st.StateIndex == views[0].StateIndex
 		}
@@ -497,6 +554,35 @@ func finalViews(c *testcluster.Cluster, dir string) ([]checker.MasterView, int) 
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
+}
+
+// ownSchedules reads master n's own schedule rows (GET /v1/schedules,
+// stale: answered from its tables, not the leader's). The suite's
+// cluster runs without credentials. Schedules do not change once
+// suspended, so they are those of the tables read with them.
+func ownSchedules(ctx context.Context, c *testcluster.Cluster, n *testcluster.Node) ([]*model.Schedule, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.Scheme()+"://"+n.HTTP+api.V1Schedules.Pattern+"?all_namespaces=true&stale=true", nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("%s: GET schedules: %s", n.ID, resp.Status)
+	}
+	var list api.ScheduleList
+	if err := json.NewDecoder(resp.Body).Decode(&list); err != nil {
+		return nil, err
+	}
+	rows := make([]*model.Schedule, 0, len(list.Schedules))
+	for _, s := range list.Schedules {
+		row := s.Schedule
+		rows = append(rows, &row)
+	}
+	return rows, nil
 }
 
 // install copies the executable at from to to, mode 0755, and returns to.

@@ -1,6 +1,7 @@
 // Package workload is the suite's clients: concurrent processes that submit
 // probe drivers (with and without supervise, some failing at first), read
-// their statuses and kill some, through the real Go client, recording every
+// their statuses and kill some (and, in a run with schedules, ask for
+// manual runs), through the real Go client, recording every
 // operation in the history. A timeout or a lost leader is recorded as info
 // (indeterminate), never as fail.
 package workload
@@ -39,6 +40,10 @@ type Config struct {
 	// submissions spread over, each as likely as default; empty, every
 	// submission names none, and the clients draw what they always drew.
 	Namespaces []string
+	// Schedules, when set, are the run's schedules: a fifth of the
+	// operations that would kill a driver ask one of them for a manual
+	// run instead. Empty, the clients draw what they always drew.
+	Schedules []string
 }
 
 // Workload runs the clients. Drivers lists what was submitted.
@@ -84,6 +89,8 @@ func (w *Workload) client(ctx context.Context, p int) {
 			if id := w.known(rng); id != "" {
 				w.read(ctx, p, id)
 			}
+		case len(w.cfg.Schedules) > 0 && rng.IntN(5) == 0:
+			w.runSchedule(p, rng)
 		default:
 			if id := w.known(rng); id != "" {
 				w.kill(ctx, p, id)
