@@ -5,6 +5,7 @@
 //
 //	go run ./jepsen --nemesis kill,partition,pause --time 60s --seed 7
 //	go run ./jepsen --schedules 20     # 20 randomized schedules, one after another
+//	go run ./jepsen --cron --time 20s  # cron schedules in the workload, checked by schedule-slots
 //
 // It writes a run folder per schedule under --out and prints one line per
 // checker, then VALID or INVALID with the seed that replays the schedule;

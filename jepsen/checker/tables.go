@@ -66,11 +66,12 @@ func LostSubmissions(in Input) Result {
 func PhantomDrivers(in Input) Result {
 	tokens := submitTokens(in.Ops)
 	var off offenders
-	rows := 0
+	rows, fired := 0, 0
 	for _, v := range in.Final {
 		for _, d := range v.Drivers {
 			rows++
 			if d.Token == "" && d.Schedule != "" && slices.Contains(in.Schedules, d.Schedule) {
+				fired++
 				continue
 			}
 			if d.Token == "" || !tokens[d.Token] {
@@ -79,7 +80,7 @@ func PhantomDrivers(in Input) Result {
 		}
 	}
 	return result(NamePhantomDrivers, off.list,
-		fmt.Sprintf("all %d driver rows on %d masters come from a submit", rows, len(in.Final)),
+		fmt.Sprintf("all %d driver rows on %d masters come from a submit, or %d from the run's schedules", rows, len(in.Final), fired),
 		fmt.Sprintf("%d drivers carry a token no submit used", len(off.list)))
 }
 
