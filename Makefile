@@ -14,7 +14,7 @@ LONG_TESTS := ./tests/systest
 CHAOS_TESTS := ./jepsen/suite
 UNIT_PKGS = $(filter-out $(LONG_TESTS:./%=%) $(CHAOS_TESTS:./%=%),$(shell $(GO) list -f '{{.ImportPath}}' $(PKGS) | sed 's|^github.com/drover-project/drover/||'))
 
-.PHONY: all build test vet lint demo jepsen clean bench fuzz fuzz-smoke
+.PHONY: all build test vet lint demo jepsen clean bench fuzz fuzz-smoke tzdata
 
 all: build
 
@@ -66,6 +66,11 @@ define run-fuzz
 	$(GO) test -run='^$$' -fuzz='^FuzzWorkerRecord$$' -fuzztime=$(FUZZTIME) $(FUZZFLAGS) ./worker
 	$(GO) test -run='^$$' -fuzz='^FuzzCheckKeys$$' -fuzztime=$(FUZZTIME) $(FUZZFLAGS) ./internal/strictjson
 endef
+
+# The zone rules schedules are read in: the IANA database of the Go
+# toolchain, built into the binary (master/schedule/zones.go).
+tzdata:
+	cp "$$($(GO) env GOROOT)/lib/time/zoneinfo.zip" master/schedule/zoneinfo.zip
 
 fuzz-smoke:
 	$(run-fuzz)

@@ -5,11 +5,6 @@ package main
 import (
 	"fmt"
 	"os"
-
-	// Every master reads a schedule's time zone from the same tzdata,
-	// the one built in, whatever the machine holds: masters that read
-	// a zone's rules differently would compute different slots.
-	_ "time/tzdata"
 )
 
 const usage = `usage: drover <command> [flags]

@@ -28,6 +28,10 @@ import (
 // local times among them.
 const MaxSlotScan = 100_000
 
+// MaxEvery bounds an @every period to the five years past which no
+// slot is looked for (Due.Next), as a cron spec's are.
+const MaxEvery = 5 * 365 * 24 * time.Hour
+
 // parser reads the five standard fields with an optional leading seconds
 // field, and the descriptors @yearly (@annually), @monthly, @weekly,
 // @daily (@midnight), @hourly and @every D.
@@ -58,17 +62,15 @@ type Spec struct {
 	loc   *time.Location
 }
 
-// Parse parses spec in the IANA time zone zone ("" for UTC). The error is
-// one line: for a spec, which field (by position and name) and why, or
-// what is wrong with a descriptor; for a zone, that it is unknown. An
+// Parse parses spec in the IANA time zone zone ("" for UTC), whose rules
+// are the built-in database's (Zone). The error is one line: for a spec,
+// which field (by position and name) and why, or what is wrong with a
+// descriptor; for a zone, that it is unknown. An
 // @every period must be a whole number of seconds, at least one.
 func Parse(spec, zone string) (*Spec, error) {
-	if zone == "" {
-		zone = "UTC"
-	}
-	loc, err := time.LoadLocation(zone)
-	if err != nil || zone == "Local" {
-		return nil, fmt.Errorf("unknown time zone %q (an IANA name such as Europe/Berlin)", zone)
+	loc, err := Zone(zone)
+	if err != nil {
+		return nil, err
 	}
 	spec = strings.TrimSpace(spec)
 	if len(spec) > model.MaxCronLen {
@@ -92,14 +94,18 @@ func Parse(spec, zone string) (*Spec, error) {
 }
 
 func parseEvery(spec string, loc *time.Location) (*Spec, error) {
-	d, err := time.ParseDuration(strings.TrimSpace(strings.TrimPrefix(spec, "@every")))
+	arg := strings.TrimSpace(strings.TrimPrefix(spec, "@every"))
+	d, err := time.ParseDuration(arg)
 	if err != nil {
-		return nil, fmt.Errorf("@every takes a duration such as 90s or 1h30m: %v", err)
+		return nil, fmt.Errorf("@every takes a duration such as 90s or 1h30m, at most %s; got %q", MaxEvery, arg)
 	}
 	// robfig rounds a shorter period up to a second and cuts fractions
 	// of a second; a spec that says otherwise is refused instead.
 	if d < time.Second || d%time.Second != 0 {
 		return nil, fmt.Errorf("@every takes a whole number of seconds, at least 1s; got %s", d)
+	}
+	if d > MaxEvery {
+		return nil, fmt.Errorf("@every %s never fires within five years: at most %s", d, MaxEvery)
 	}
 	return &Spec{every: d, loc: loc}, nil
 }
@@ -121,7 +127,13 @@ func explain(spec string, err error) error {
 	}
 	for i, f := range names {
 		if _, ferr := cron.NewParser(f.place).Parse(fields[i]); ferr != nil {
-			return fmt.Errorf("cron spec %q: field %d (%s) %q: %v", spec, i+1, f.name, fields[i], ferr)
+			why := ferr.Error()
+			if strings.Contains(why, "strconv.") {
+				// robfig passes on strconv's words for a value that
+				// is no number: say what the field takes instead.
+				why = "not a number, a name (JAN, MON), a range, a list or a step; L, W and # are not supported"
+			}
+			return fmt.Errorf("cron spec %q: field %d (%s) %q: %s", spec, i+1, f.name, fields[i], why)
 		}
 	}
 	return fmt.Errorf("cron spec %q: %v", spec, err)

@@ -1,6 +1,10 @@
 package schedule
 
 import (
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -13,7 +17,7 @@ import (
 // at is the instant of a local time in zone, for the tests' fake clock.
 func at(t *testing.T, zone string, year int, month time.Month, day, hour, min, sec int) time.Time {
 	t.Helper()
-	loc, err := time.LoadLocation(zone)
+	loc, err := Zone(zone)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -134,7 +138,7 @@ func TestLeapDay(t *testing.T) {
 	s := mustParse(t, "0 0 29 2 *", "")
 	same(t, "slots", slots(s, at(t, "UTC", 2026, 3, 1, 0, 0, 0), 2), []string{"2028-02-29 00:00:00 UTC", "2032-02-29 00:00:00 UTC"})
 	d := s.Due(Window{Since: at(t, "UTC", 2020, 2, 29, 0, 0, 0).UnixMilli(), Now: at(t, "UTC", 2028, 3, 1, 0, 0, 0).UnixMilli()})
-	if got := time.UnixMilli(d.Slot).UTC(); got != at(t, "UTC", 2028, 2, 29, 0, 0, 0) || d.Missed != 1 {
+	if got := time.UnixMilli(d.Slot).UTC(); !got.Equal(at(t, "UTC", 2028, 2, 29, 0, 0, 0)) || d.Missed != 1 {
 		t.Fatalf("Due = %+v (slot %s), want 2028-02-29 with 2024's missed", d, got)
 	}
 }
@@ -268,13 +272,20 @@ func TestParseRefusals(t *testing.T) {
 		{strings.Repeat("1,", 200) + "1 * * * *", "", "exceeds 256 bytes"},
 		{"0 0 * * *", "Mars/Olympus", `unknown time zone "Mars/Olympus"`},
 		{"0 0 * * *", "Local", `unknown time zone "Local"`},
+		{"0 0 * * *", "../../etc/passwd", `unknown time zone "../../etc/passwd"`},
+		{"0 0 * * *", "europe/berlin", `unknown time zone "europe/berlin"`},
+		{"0 0 * * *", strings.Repeat("A/", 2500), `... (5000 bytes)" (an IANA name`},
+		{"0 0 L * *", "", `field 3 (day of month) "L": not a number, a name (JAN, MON), a range, a list or a step; L, W and # are not supported`},
+		{"0 0 * * MON#2", "", `field 5 (day of week) "MON#2": not a number`},
+		{"@every 100000000h", "", `@every takes a duration such as 90s or 1h30m, at most 43800h0m0s; got "100000000h"`},
+		{"@every 43801h", "", "@every 43801h0m0s never fires within five years: at most 43800h0m0s"},
 	} {
 		_, err := Parse(c.spec, c.zone)
 		if err == nil || !strings.Contains(err.Error(), c.want) || strings.Contains(err.Error(), "\n") {
 			t.Errorf("Parse(%q, %q) = %v, want one line with %q", c.spec, c.zone, err, c.want)
 		}
 	}
-	for _, ok := range []string{"@yearly", "@monthly", "@weekly", "@daily", "@hourly", "@every 90s", "0 0 * * *", "0 0 0 * * *", "0 9 * * mon-fri"} {
+	for _, ok := range []string{"@yearly", "@monthly", "@weekly", "@daily", "@hourly", "@every 90s", "@every 43800h", "0 0 * * *", "0 0 0 * * *", "0 9 * * mon-fri"} {
 		if err := Check(ok, "Europe/Berlin"); err != nil {
 			t.Errorf("Check(%q): %v", ok, err)
 		}
@@ -303,4 +314,61 @@ func BenchmarkDue(b *testing.B) {
 			}
 		})
 	}
+}
+
+// A zone's rules are the built-in database's, whatever the host holds:
+// with $ZONEINFO naming a directory where Europe/Berlin is Tokyo's rules
+// and Fake/Zone exists, as time.LoadLocation would read them, Zone still
+// gives Berlin's and knows no Fake/Zone. It runs in a child process,
+// since the standard library reads $ZONEINFO once per process.
+func TestZonesIgnoreTheHost(t *testing.T) {
+	if os.Getenv("DROVER_ZONE_CHILD") == "1" {
+		if _, err := time.LoadLocation("Fake/Zone"); err != nil {
+			t.Fatalf("the host's route does not see $ZONEINFO: %v", err)
+		}
+		if _, err := Zone("Fake/Zone"); err == nil {
+			t.Error("Zone read Fake/Zone from the host")
+		}
+		winter := time.Date(2026, time.December, 7, 12, 0, 0, 0, time.UTC)
+		loc, err := Zone("Europe/Berlin")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, off := winter.In(loc).Zone(); off != 3600 {
+			t.Errorf("Europe/Berlin is %d s east of UTC in December, want 3600: the host's file was read", off)
+		}
+		return
+	}
+	tokyo, err := zoneBytes("Asia/Tokyo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	for _, name := range []string{"Europe/Berlin", "Fake/Zone"} {
+		if err := os.MkdirAll(filepath.Join(dir, filepath.Dir(name)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, name), tokyo, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cmd := exec.Command(os.Args[0], "-test.run", "^TestZonesIgnoreTheHost$", "-test.count", "1")
+	cmd.Env = append(os.Environ(), "DROVER_ZONE_CHILD=1", "ZONEINFO="+dir)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("child: %v\n%s", err, out)
+	}
+}
+
+// zoneBytes is the built-in database's file of zone name.
+func zoneBytes(name string) ([]byte, error) {
+	idx, err := zones()
+	if err != nil {
+		return nil, err
+	}
+	rc, err := idx[name].Open()
+	if err != nil {
+		return nil, err
+	}
+	defer rc.Close()
+	return io.ReadAll(rc)
 }

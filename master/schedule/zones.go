@@ -1,0 +1,85 @@
+package schedule
+
+import (
+	"archive/zip"
+	"bytes"
+	_ "embed"
+	"fmt"
+	"io"
+	"sync"
+	"time"
+)
+
+// zoneinfo is the IANA time zone database as Go's toolchain ships it
+// ($GOROOT/lib/time/zoneinfo.zip, `make tzdata` copies it again). Zones
+// are read from it alone, never from the host: time.LoadLocation tries
+// $ZONEINFO and the system's files first, so masters on machines with
+// different tzdata (or a ZONEINFO set on one) would compute different
+// slots for the same schedule, and a zone one host invents would be one
+// the others cannot read.
+//
+//go:embed zoneinfo.zip
+var zoneinfo []byte
+
+// zones is the database's index by zone name, read once.
+var zones = sync.OnceValues(func() (map[string]*zip.File, error) {
+	r, err := zip.NewReader(bytes.NewReader(zoneinfo), int64(len(zoneinfo)))
+	if err != nil {
+		return nil, err
+	}
+	m := make(map[string]*zip.File, len(r.File))
+	for _, f := range r.File {
+		m[f.Name] = f
+	}
+	return m, nil
+})
+
+// loaded caches the zones read, by name: at most the database's some
+// 600 names, since only those load.
+var loaded sync.Map
+
+// Zone returns the IANA time zone name ("" for UTC) as the built-in
+// database defines it, whatever the host's files or $ZONEINFO hold. A
+// name the database lacks, "Local" included, is an error of one line.
+func Zone(name string) (*time.Location, error) {
+	if name == "" {
+		name = "UTC"
+	}
+	if loc, ok := loaded.Load(name); ok {
+		return loc.(*time.Location), nil
+	}
+	unknown := fmt.Errorf("unknown time zone %q (an IANA name such as Europe/Berlin)", quoteBound(name))
+	idx, err := zones()
+	if err != nil {
+		return nil, fmt.Errorf("the built-in time zone database: %v", err)
+	}
+	f, ok := idx[name]
+	if !ok {
+		return nil, unknown
+	}
+	rc, err := f.Open()
+	if err != nil {
+		return nil, unknown
+	}
+	defer rc.Close()
+	data, err := io.ReadAll(io.LimitReader(rc, 1<<20))
+	if err != nil {
+		return nil, unknown
+	}
+	loc, err := time.LoadLocationFromTZData(name, data)
+	if err != nil {
+		return nil, unknown
+	}
+	loaded.Store(name, loc)
+	return loc, nil
+}
+
+// quoteBound is s for a refusal's line: whole up to 64 bytes, else its
+// first 64 and its length, so that a hostile input does not fill logs.
+func quoteBound(s string) string {
+	const max = 64
+	if len(s) <= max {
+		return s
+	}
+	return fmt.Sprintf("%s... (%d bytes)", s[:max], len(s))
+}
