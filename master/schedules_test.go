@@ -12,6 +12,7 @@ import (
 
 	"github.com/drover-project/drover/api"
 	"github.com/drover-project/drover/client"
+	"github.com/drover-project/drover/master/schedule"
 	"github.com/drover-project/drover/model"
 )
 
@@ -60,7 +61,7 @@ func TestScheduleRules(t *testing.T) {
 	if code != http.StatusCreated || json.Unmarshal([]byte(body), &st) != nil {
 		t.Fatalf("create: %d %s, want 201", code, body)
 	}
-	berlin, _ := time.LoadLocation("Europe/Berlin")
+	berlin, _ := schedule.Zone("Europe/Berlin")
 	if next := time.UnixMilli(st.Next).In(berlin); st.History != model.DefaultHistory || st.Concurrency != model.ConcurrencyAllow ||
 		next.Hour() != 3 || next.Minute() != 0 || st.Template.Name != "etl" || st.Suspended {
 		t.Fatalf("created %+v, next %v; want history 10, allow, next at 03:00 Berlin", st, next)
@@ -89,13 +90,17 @@ func TestScheduleRules(t *testing.T) {
 	bad("history 0", func(r *api.ScheduleRequest) { r.History = ptrTo(0) }, api.ErrInvalidRequest, "the history must be 1 to 1000 runs, got 0")
 	bad("history past", func(r *api.ScheduleRequest) { r.History = ptrTo(model.MaxHistory + 1) }, api.ErrInvalidRequest, "got 1001")
 	bad("negative deadline", func(r *api.ScheduleRequest) { r.StartingDeadlineMS = -1 }, api.ErrInvalidRequest, "the starting deadline must be positive")
+	bad("deadline past five years", func(r *api.ScheduleRequest) { r.StartingDeadlineMS = model.MaxStartingDeadlineMS + 1 }, api.ErrInvalidRequest,
+		"the starting deadline must be at most 157680000000 ms (five years), got 157680000001")
+	bad("never fires", func(r *api.ScheduleRequest) { r.Cron = "0 0 30 2 *" }, api.ErrInvalidRequest, `cron spec "0 0 30 2 *" has no slot within five years: nothing created`)
 	bad("concurrency", func(r *api.ScheduleRequest) { r.Concurrency = "sometimes" }, api.ErrInvalidRequest, `concurrency "sometimes"`)
 	bad("bad name", func(r *api.ScheduleRequest) { r.Name = "Not A Label" }, api.ErrInvalidRequest, "schedule")
 
 	edge := nightly("edge", "etl")
 	edge.History = ptrTo(model.MaxHistory)
+	edge.StartingDeadlineMS = model.MaxStartingDeadlineMS
 	if st, err := cl.CreateSchedule(ctx, edge); err != nil || st.History != model.MaxHistory {
-		t.Fatalf("history at its bound: %+v, %v", st, err)
+		t.Fatalf("history and deadline at their bounds: %+v, %v", st, err)
 	}
 	solo := nightly("solo", "")
 	solo.Concurrency = model.ConcurrencyForbid

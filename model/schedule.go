@@ -71,6 +71,11 @@ const (
 	MaxSchedules = 100_000
 	// DefaultTimeZone is the zone of a schedule created without one.
 	DefaultTimeZone = "UTC"
+	// MaxStartingDeadlineMS bounds a starting deadline to five years,
+	// the horizon past which no slot is looked for. Masters refuse a
+	// longer one at create; CheckSchedule does not, so that an entry
+	// committed before the bound applies as it did.
+	MaxStartingDeadlineMS = 5 * 365 * 24 * 3600 * 1000
 )
 
 // ScheduleRun is one run a schedule started: the slot (Unix ms) it was

@@ -56,7 +56,8 @@ func (s *Scheduling) CreateSchedule(_ context.Context, c auth.Caller, req api.Sc
 // newSchedule is the schedule req describes for caller c, checked: its
 // settings with their defaults (model.Schedule.SetDefaults, after a
 // history asked for as 0 is refused), the spec in its zone
-// (schedule.Check's line: the field and why, or the zone unknown), the
+// (schedule.Parse's line: the field and why, or the zone unknown; and a
+// spec with no slot within five years of now), the
 // settings on their own (model.CheckSchedule), and the template as the
 // submission it makes at each slot (program, admitProgram: its
 // namespace exists and the caller may submit to it). Every refusal is
@@ -76,6 +77,9 @@ func (s *Scheduling) newSchedule(c auth.Caller, req api.ScheduleRequest) (*model
 		sc.History = *req.History
 	}
 	sc.SetDefaults()
+	if req.StartingDeadlineMS > model.MaxStartingDeadlineMS {
+		return nil, api.Errorf(api.ErrInvalidRequest, "the starting deadline must be at most %d ms (five years), got %d", int64(model.MaxStartingDeadlineMS), req.StartingDeadlineMS)
+	}
 	if req.Template.Token != "" {
 		return nil, api.Errorf(api.ErrInvalidRequest, "the template takes no token: each run's driver comes from its slot")
 	}
@@ -91,8 +95,14 @@ func (s *Scheduling) newSchedule(c auth.Caller, req api.ScheduleRequest) (*model
 	if err := model.CheckSchedule(sc); err != nil {
 		return nil, invalidRequest(err)
 	}
-	if err := schedule.Check(sc.Cron, sc.TimeZone); err != nil {
+	spec, err := schedule.Parse(sc.Cron, sc.TimeZone)
+	if err != nil {
 		return nil, invalidRequest(err)
+	}
+	// Kubernetes takes a CronJob that never runs (30 February) and
+	// leaves it idle; a schedule that never fires is a typo here.
+	if at := now(); spec.Due(schedule.Window{Since: at, Anchor: at, Now: at}).Next == 0 {
+		return nil, api.Errorf(api.ErrInvalidRequest, "cron spec %q has no slot within five years: nothing created", sc.Cron)
 	}
 	return sc, nil
 }
