@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -113,6 +114,7 @@ func canned() (map[string]stream, map[string]string) {
 		name := "BenchmarkLeaderPause/" + c.timing + "/pause-" + c.pause
 		pauses = pauses.bench(name, name+"-2 \t       5\t         "+c.share+" elections/trial\n")
 	}
+	accuracy, leaderCPU := scheduleRuns([][2]string{{"12", "40"}, {"14", "60"}}, "0", "996.2", "0.1375")
 	events := stream{}.bench("BenchmarkEventDelivery", "BenchmarkEventDelivery-2 \t       1\t         3.5 p50-ms\t        68.9 p99-ms\n")
 	var stage stream
 	for _, ns := range []string{"400000000", "500000000", "800000000"} {
@@ -134,9 +136,25 @@ func canned() (map[string]stream, map[string]string) {
 			"BenchmarkEventDelivery": events, "BenchmarkOutput50MiB": output(),
 			"BenchmarkStageCold100MiB": stage, "BenchmarkStageUpload100MiB": uploads, "BenchmarkUploadGC": gc,
 			"BenchmarkLaunch": launch, "BenchmarkFalseElections": elections, "BenchmarkLeaderPause": pauses,
+			"BenchmarkScheduleAccuracy": accuracy, "BenchmarkScheduleLeaderCPU": leaderCPU,
 		}, map[string]string{
 			"BenchmarkSubmitThroughput": "exit status 1", "BenchmarkPlacement": "exit status 1",
 		}
+}
+
+// scheduleRuns are the canned outputs of BenchmarkScheduleAccuracy, a run
+// per {p50_ms, p99_ms} of runs (the slowest slot 45 ms in the first,
+// 300 ms after), each with unfired slots, and of
+// BenchmarkScheduleLeaderCPU, one run of entries/s and leader_cores.
+func scheduleRuns(runs [][2]string, unfired, entries, cores string) (accuracy, leaderCPU stream) {
+	for i, r := range runs {
+		worst := []string{"45", "300"}[min(i, 1)]
+		accuracy = accuracy.bench("BenchmarkScheduleAccuracy", "BenchmarkScheduleAccuracy-2 \t       1\t        "+worst+" max_ms\t        "+r[0]+" p50_ms\t        "+r[1]+
+			" p99_ms\t       600.0 slots\t         "+strconv.Itoa(1+2*i)+" submit_p50_ms\t         4.000 submit_p99_ms\t         "+unfired+" unfired\n")
+	}
+	leaderCPU = stream{}.bench("BenchmarkScheduleLeaderCPU", "    schedules_bench_test.go:155: 10000 schedules created in 14.786s\n",
+		"BenchmarkScheduleLeaderCPU-2 \t       1\t         0 ns/op\t       "+entries+" entries/s\t         0.02589 idle_cores\t         "+cores+" leader_cores\t       182.2 leader_rss_mib\n")
+	return accuracy, leaderCPU
 }
 
 // output is BenchmarkOutput50MiB's canned output, two runs.
@@ -207,6 +225,8 @@ func TestRows(t *testing.T) {
 		{"snapshot and restore", notMet, "snapshot 0.32 s (slowest run 0.99 s), restore 1.18 s (slowest run 1.18 s), 67.4 MB; median of 3 runs"},
 		{"master memory", notMeasured, "BenchmarkPlacement failed: throughput_bench_test.go:120: placement stalled: 99900 drivers waiting"},
 		{"5,000 simulated workers heartbeating", met, "leader 0.25 cores (median of 2 runs, highest 0.30); loss 10.45 s after the stop with a 10 s worker timeout (worst 0.60 s past it)"},
+		{"schedule slot to committed driver", met, "p50 13.0 ms, p99 50.0 ms (median of 2 runs of 600 slots, worst p99 60.0 ms, slowest slot 300.0 ms); fired 2 ms after the slot at the median"},
+		{"leader CPU for 10,000 @every 10s schedules", met, "leader 0.14 cores (1 run, highest 0.14) at 996 entries/s, 0.03 before the schedules; RSS 182 MiB"},
 	}
 	rows := targetRows(f)
 	if len(rows) != len(want) {
@@ -298,6 +318,40 @@ func TestPlacementNamespacesRow(t *testing.T) {
 	}
 	if want := "7,000/s (1 run, lowest 7,000/s), leader CPU 0.120 ms per placement (0.080 ms without namespaces)"; rows[i].Measured != want {
 		t.Fatalf("placements across namespaces: %q, want %q", rows[i].Measured, want)
+	}
+}
+
+// TestScheduleRows: the schedule rows fail their targets on a median
+// past 100 ms or a p99 past 1 s, on any slot left without a driver, on
+// 0.33 core or more, and on a run that fired short of 1,000 slots a
+// second (a -short size, or a leader that could not keep up).
+func TestScheduleRows(t *testing.T) {
+	for _, c := range []struct {
+		name                  string
+		runs                  [][2]string
+		unfired, entries, cpu string
+		figure, status, text  string
+	}{
+		{"at the bounds", [][2]string{{"100", "1000"}}, "0", "900", "0.3299", "schedule slot", met, "p50 100.0 ms, p99 1000.0 ms (1 run of 600 slots"},
+		{"median past", [][2]string{{"100.1", "200"}}, "0", "996", "0.1", "schedule slot", notMet, "p50 100.1 ms"},
+		{"p99 past", [][2]string{{"20", "1000.1"}}, "0", "996", "0.1", "schedule slot", notMet, "p99 1000.1 ms"},
+		{"a slot unfired", [][2]string{{"20", "40"}}, "3", "996", "0.1", "schedule slot", notMet, "; 3 slots without a driver"},
+		{"cpu at the bound", [][2]string{{"20", "40"}}, "0", "996", "0.33", "leader CPU", notMet, "leader 0.33 cores"},
+		{"cpu below", [][2]string{{"20", "40"}}, "0", "900", "0.3299", "leader CPU", met, "at 900 entries/s"},
+		{"short of the rate", [][2]string{{"20", "40"}}, "0", "99.5", "0.04", "leader CPU", notMet, "at 100 entries/s, 0.03 before the schedules; RSS 182 MiB, short of 1,000 fires/s"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			runs, errs := canned()
+			runs["BenchmarkScheduleAccuracy"], runs["BenchmarkScheduleLeaderCPU"] = scheduleRuns(c.runs, c.unfired, c.entries, c.cpu)
+			rows := targetRows(figuresOf(t, runs, errs))
+			i := slices.IndexFunc(rows, func(r Row) bool { return strings.HasPrefix(r.Figure, c.figure) })
+			if i < 0 {
+				t.Fatalf("no row %q", c.figure)
+			}
+			if r := rows[i]; r.Status != c.status || !strings.Contains(r.Measured, c.text) {
+				t.Fatalf("%s: %s %q, want %s and %q", r.Figure, r.Status, r.Measured, c.status, c.text)
+			}
+		})
 	}
 }
 

@@ -86,6 +86,9 @@ func plan(quick bool) []run {
 		cluster("BenchmarkFalseElections", "1x", 1, 45*time.Minute),
 		cluster("BenchmarkLeaderPause", pick("5x", "1x"), 1, 30*time.Minute),
 		cluster("BenchmarkEventDelivery", "1x", n(3, 1), 30*time.Minute),
+		// Each iteration is a fresh cluster firing for 30 s.
+		cluster("BenchmarkScheduleAccuracy", "1x", n(3, 1), 20*time.Minute),
+		cluster("BenchmarkScheduleLeaderCPU", "1x", n(3, 1), 30*time.Minute),
 		// Each iteration writes 50 MiB three ways; -count gives the spread.
 		{pkg: "./worker/runner", benches: []string{"BenchmarkOutput50MiB"}, benchtime: "3x", count: n(10, 1), limit: 20 * time.Minute},
 		// The staging and upload figures have no target; they are
