@@ -595,8 +595,9 @@ func (m *Master) establish(ctx context.Context) *leader.Term {
 		MaxRunningDrivers: m.cfg.MaxRunningDrivers,
 	}, leader.Deps{
 		FSM: m.fsm, Apply: m.local.Apply, Pool: m.pool, GossipChanged: m.gossipChanged.Wait, Voters: m.voters, Configuration: m.allVoters,
-		Refused: func(addr string) bool { return transport.Refused(m.cfg.BindIP, addr, workerProbeTimeout) },
-		Metrics: m.metrics, Log: m.log,
+		Refused:      func(addr string) bool { return transport.Refused(m.cfg.BindIP, addr, workerProbeTimeout) },
+		VerifyLeader: func() error { return m.raft.VerifyLeader().Error() },
+		Metrics:      m.metrics, Log: m.log,
 	}, number)
 	m.local.Lead(t)
 	m.log.Info("leading", "term", number, "barrier", time.Since(start).Round(time.Millisecond))

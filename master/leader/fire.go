@@ -4,6 +4,7 @@ import (
 	"container/heap"
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"time"
 
@@ -228,11 +229,44 @@ func (f *firer) fire(at int64) {
 		// The fire's event sets it again from the row it makes.
 		f.set(sc.Name, d.Next)
 	}
+	fires = f.withinDeadlines(fires, st, at)
 	for i, err := range f.commit(fires) {
 		if err != nil {
 			f.set(fires[i].Name, at+fireRetry.Milliseconds())
 		}
 	}
+}
+
+// withinDeadlines returns fires but for those that start a run bound by
+// a starting deadline, which stay only once a quorum confirms that this
+// master leads (Deps.VerifyLeader); the others are tried again after
+// fireRetry, by when the slot may be counted missed. Raft commits an
+// entry its leader appended before losing its quorum once a quorum is
+// back, whenever that is: a fire appended by a leader cut off would
+// start its run past the deadline it was judged by. Confirming first
+// leaves that only to a quorum lost in the round trip between the
+// confirmation and the append. Fires without a deadline, and those that
+// count a late slot missed, may commit late and go on unchecked.
+func (f *firer) withinDeadlines(fires []*model.FireSchedule, st *fsm.State, at int64) []*model.FireSchedule {
+	bound := func(c *model.FireSchedule) bool {
+		sc, ok := st.Schedule(c.Name)
+		return ok && sc.StartingDeadlineMS > 0 && !c.Late
+	}
+	if f.t.d.VerifyLeader == nil || !slices.ContainsFunc(fires, bound) {
+		return fires
+	}
+	err := f.t.d.VerifyLeader()
+	if err == nil {
+		return fires
+	}
+	f.t.d.Log.Warn("schedule fires with a starting deadline held back: leadership not confirmed", "err", err)
+	return slices.DeleteFunc(fires, func(c *model.FireSchedule) bool {
+		if bound(c) {
+			f.set(c.Name, at+fireRetry.Milliseconds())
+			return true
+		}
+		return false
+	})
 }
 
 // commit commits fires, at most maxConcurrentFires at once, and returns

@@ -2,6 +2,7 @@ package leader
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"slices"
 	"strconv"
@@ -112,6 +113,69 @@ func TestFireCountsMissedSlots(t *testing.T) {
 	}
 	if got := slotDrivers(f); len(got) != 1 || got[t0+10_000] != 1 {
 		t.Fatalf("drivers by slot %v, want one for %d", got, t0+10_000)
+	}
+}
+
+// A run bound by a starting deadline is proposed only once a quorum
+// confirms the leader: while it cannot, the slot waits, and past the
+// deadline it is counted missed, never started; a schedule without a
+// deadline fires meanwhile.
+func TestFireWithADeadlineWaitsForAQuorum(t *testing.T) {
+	term, f := fireTerm(t, "@every 1s", t0)
+	bounded := *row(t, f)
+	bounded.Name, bounded.Cron, bounded.StartingDeadlineMS, bounded.CreatedAt = "bounded", "@every 10s", 1500, 0
+	if _, err := term.d.Apply(&model.CreateSchedule{Schedule: bounded, Time: t0}); err != nil {
+		t.Fatal(err)
+	}
+	quorum := errors.New("no quorum")
+	confirmed := false
+	term.d.VerifyLeader = func() error {
+		if confirmed {
+			return nil
+		}
+		return quorum
+	}
+	fr := newFirer(term)
+	fr.load(f.State().Schedules(), t0)
+	// tick is the duty's round: fire, then the events of the rows the
+	// fires changed.
+	seen := f.Index()
+	tick := func(at int64, quorum bool) *model.Schedule {
+		confirmed = quorum
+		fr.fire(at)
+		for _, sc := range f.State().Schedules() {
+			if sc.ModifyIndex > seen {
+				fr.update(sc, at)
+			}
+		}
+		seen = f.Index()
+		b, _ := f.State().Schedule("bounded")
+		return b
+	}
+	if b := tick(t0+10_000, false); b.LastSlot != 0 || row(t, f).LastSlot != t0+10_000 {
+		t.Fatalf("without a quorum: bounded's last slot %d, nightly's %d; want bounded held, nightly fired", b.LastSlot, row(t, f).LastSlot)
+	}
+	if w := fr.wait(t0 + 10_000); w != fireRetry {
+		t.Fatalf("bounded is tried again in %v, want %v", w, fireRetry)
+	}
+	// Confirmed within the deadline: the slot fires.
+	if b := tick(t0+11_000, true); b.Fired != 1 || b.LastFired != t0+10_000 {
+		t.Fatalf("confirmed 1 s after the slot: fired %d, last fired %d; want slot %d", b.Fired, b.LastFired, t0+10_000)
+	}
+	// Unconfirmed until past the deadline: counted missed, no run.
+	tick(t0+20_000, false)
+	tick(t0+21_000, false)
+	if b := tick(t0+22_000, true); b.Fired != 1 || b.Missed != 1 || b.LastSlot != t0+20_000 {
+		t.Fatalf("confirmed 2 s after the slot: fired %d missed %d last slot %d; want slot %d missed", b.Fired, b.Missed, b.LastSlot, t0+20_000)
+	}
+	n := 0
+	for _, d := range f.State().Drivers() {
+		if d.Schedule == "bounded" {
+			n++
+		}
+	}
+	if n != 1 {
+		t.Fatalf("bounded started %d runs, want 1", n)
 	}
 }
 

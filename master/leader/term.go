@@ -74,8 +74,12 @@ type Deps struct {
 	// (host:port) refuses a connection to it, promptly: nothing listens
 	// there any more (transport.Refused).
 	Refused func(addr string) bool
-	Metrics *metrics.Metrics
-	Log     *slog.Logger
+	// VerifyLeader confirms with a quorum that this master still leads
+	// (raft.VerifyLeader), or says why not; nil confirms nothing and
+	// always passes (tests that commit straight into an FSM).
+	VerifyLeader func() error
+	Metrics      *metrics.Metrics
+	Log          *slog.Logger
 }
 
 // Term is one term of leadership. Its exported fields are fixed when it is
