@@ -52,21 +52,22 @@ func (sc scheduleCalls) Schedules(ctx context.Context, namespace string, all boo
 // no schedule's (model.CheckScheduleName) is refused before any request,
 // wrapping api.ErrInvalidRequest.
 func (sc scheduleCalls) Schedule(ctx context.Context, name string) (api.ScheduleStatus, error) {
-	return sc.scheduleCall(ctx, api.V1Schedule, name)
+	return sc.scheduleCall(ctx, api.V1Schedule, name, false)
 }
 
 // SuspendSchedule suspends schedule name: none of its slots fires until
-// ResumeSchedule. Suspending a suspended schedule changes nothing, so the
-// request goes to every master as any write does.
+// ResumeSchedule. Suspending a suspended schedule changes nothing; the
+// request still goes to one master at a time (callOnce), so that one
+// suspension is one entry and one event, not one per master.
 func (sc scheduleCalls) SuspendSchedule(ctx context.Context, name string) (api.ScheduleStatus, error) {
-	return sc.scheduleCall(ctx, api.V1SuspendSchedule, name)
+	return sc.scheduleCall(ctx, api.V1SuspendSchedule, name, true)
 }
 
 // ResumeSchedule resumes schedule name: the slots it passed while
 // suspended are counted missed but the latest, which fires if within the
-// starting deadline.
+// starting deadline. It is sent as SuspendSchedule is.
 func (sc scheduleCalls) ResumeSchedule(ctx context.Context, name string) (api.ScheduleStatus, error) {
-	return sc.scheduleCall(ctx, api.V1ResumeSchedule, name)
+	return sc.scheduleCall(ctx, api.V1ResumeSchedule, name, true)
 }
 
 // RunSchedule starts one run of schedule name now, its slot the leader's
@@ -95,12 +96,15 @@ func (sc scheduleCalls) DeleteSchedule(ctx context.Context, name string) (*model
 }
 
 // scheduleCall calls e, an endpoint of schedule name that takes no body
-// and answers its status.
-func (sc scheduleCalls) scheduleCall(ctx context.Context, e api.Endpoint[api.NoBody, api.ScheduleStatus], name string) (api.ScheduleStatus, error) {
+// and answers its status: through callOnce when once, else as any read.
+func (sc scheduleCalls) scheduleCall(ctx context.Context, e api.Endpoint[api.NoBody, api.ScheduleStatus], name string, once bool) (api.ScheduleStatus, error) {
 	var out api.ScheduleStatus
 	p, err := schedulePath(e.Route, name)
 	if err != nil {
 		return out, err
+	}
+	if once {
+		return out, callOnce(ctx, sc.c, e, p, api.NoBody{}, &out)
 	}
 	return out, call(ctx, sc.c, e, p, api.NoBody{}, &out)
 }

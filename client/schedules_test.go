@@ -79,3 +79,17 @@ func TestRunScheduleGivesUpWithItsContext(t *testing.T) {
 		t.Fatalf("RunSchedule = %v; want ErrNoMaster once the context ended", err)
 	}
 }
+
+// A suspension goes to one master, not to each: one entry, one event.
+func TestSuspendScheduleGoesToOneMaster(t *testing.T) {
+	var asked atomic.Int32
+	answer := func(w http.ResponseWriter, _ *http.Request) {
+		asked.Add(1)
+		w.Write([]byte(`{"name":"nightly","suspended":true}`))
+	}
+	c := newClient(t, Options{}, server(t, answer), server(t, answer), server(t, answer))
+	st, err := c.SuspendSchedule(context.Background(), "nightly")
+	if err != nil || !st.Suspended || asked.Load() != 1 {
+		t.Fatalf("SuspendSchedule = %+v, %v after %d requests; want suspended after 1", st, err, asked.Load())
+	}
+}

@@ -241,6 +241,17 @@ func TestSubmitIntoNamespaces(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
+	// A schedule of etl holds it too, until the schedule is deleted.
+	if _, err := cl.CreateSchedule(ctx, api.ScheduleRequest{Name: "etl-nightly", Cron: "@daily",
+		Template: api.SubmitRequest{DriverSpec: model.DriverSpec{Argv: []string{"/bin/true"}, Cores: 1, MemoryMB: 64, Namespace: "etl"}}}); err != nil {
+		t.Fatal(err)
+	}
+	before = state(t, cl, ctx)
+	_, err = cl.DeleteNamespace(ctx, "etl")
+	refused(t, c, "delete etl while it holds a schedule", err, model.ErrNamespaceInUse, "namespace etl holds 1 schedule (etl-nightly): nothing deleted; delete them first", before)
+	if _, err := cl.DeleteSchedule(ctx, "etl-nightly"); err != nil {
+		t.Fatal(err)
+	}
 	if n, err := cl.DeleteNamespace(ctx, "etl"); err != nil || n.Name != "etl" || n.MaxQueuedDrivers != 2 {
 		t.Fatalf("delete etl once its drivers ended: %+v, %v", n, err)
 	}

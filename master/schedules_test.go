@@ -134,6 +134,11 @@ func TestScheduleRules(t *testing.T) {
 	if st, err := cl.SuspendSchedule(ctx, "nightly"); err != nil || !st.Suspended || st.Next != 0 {
 		t.Fatalf("suspend: %+v, %v; want suspended without a next slot", st, err)
 	}
+	// Suspending it again answers the same and commits nothing.
+	hash = stateHash(t, cl)
+	if st, err := cl.SuspendSchedule(ctx, "nightly"); err != nil || !st.Suspended || stateHash(t, cl) != hash {
+		t.Fatalf("suspend again: %+v, %v; want the same answer and the tables unchanged", st, err)
+	}
 	if st, err := cl.ResumeSchedule(ctx, "nightly"); err != nil || st.Suspended || st.Next == 0 {
 		t.Fatalf("resume: %+v, %v", st, err)
 	}
@@ -217,6 +222,9 @@ func TestScheduleNamespaceTokenScope(t *testing.T) {
 		if l, err := cl.Schedules(ctx, "", true); err != nil || len(l.Schedules) != 1 || l.Schedules[0].Name != "etl-nightly" {
 			t.Fatalf("list by an etl token: %+v, %v; want etl-nightly alone", l, err)
 		}
+	}
+	if l, err := reader.Schedules(ctx, "ml", false); !errors.Is(err, api.ErrForbidden) || !strings.Contains(err.Error(), "does not grant namespace ml") {
+		t.Fatalf("list of ml by an etl token: %+v, %v; want 403 naming ml, as for drivers", l, err)
 	}
 	if _, err := reader.CreateSchedule(ctx, nightly("read", "etl")); !errors.Is(err, api.ErrForbidden) {
 		t.Fatalf("create with a read token: %v; want 403", err)

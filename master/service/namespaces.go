@@ -7,6 +7,7 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"fmt"
+	"strings"
 
 	"github.com/drover-project/drover/api"
 	"github.com/drover-project/drover/fsm"
@@ -174,6 +175,23 @@ func (s *Operator) DeleteNamespace(_ context.Context, _ auth.Caller, name string
 	if u := st.NamespaceUse(name); u.LiveDrivers > 0 || u.LiveApps > 0 {
 		return nil, api.Errorf(model.ErrNamespaceInUse, "namespace %s holds %s and %s that have not ended: nothing deleted; kill them or let them end first",
 			name, plural.Count(u.LiveDrivers, "driver"), plural.Count(u.LiveApps, "app"))
+	}
+	// A schedule would skip every slot with its namespace gone, and its
+	// tenant's token, stripped of the namespace, could not reach it.
+	// The masters refuse it here; the tables keep applying what they did.
+	var held []string
+	for _, sc := range st.Schedules() {
+		if model.NamespaceOf(sc.Template.Namespace) == name {
+			held = append(held, sc.Name)
+		}
+	}
+	if len(held) > 0 {
+		names := strings.Join(held[:min(len(held), 5)], ", ")
+		if len(held) > 5 {
+			names += ", ..."
+		}
+		return nil, api.Errorf(model.ErrNamespaceInUse, "namespace %s holds %s (%s): nothing deleted; delete them first",
+			name, plural.Count(len(held), "schedule"), names)
 	}
 	if _, err := s.Apply(&model.DeleteNamespace{Name: name, Time: now()}); err != nil {
 		return nil, err

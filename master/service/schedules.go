@@ -109,11 +109,17 @@ func (s *Scheduling) newSchedule(c auth.Caller, req api.ScheduleRequest) (*model
 
 // Schedules serves V1Schedules: the schedules of namespace q.Namespace
 // ("" for every one) that c may see, by name, with their next slots and
-// runs.
+// runs. A namespace c may not see is refused (api.ErrForbidden naming
+// it), as a list of drivers filtered by it is.
 func (s *Scheduling) Schedules(_ context.Context, c auth.Caller, q api.ListQuery, r Read) (api.ScheduleList, error) {
 	if q.Namespace != "" {
 		if err := model.CheckNamespace(q.Namespace); err != nil {
 			return api.ScheduleList{}, api.Errorf(api.ErrInvalidRequest, "namespace filter: %v", err)
+		}
+		// As a list of drivers filtered by it: the namespace itself is
+		// refused, not answered empty.
+		if err := grantsNamespace(c, q.Namespace); err != nil {
+			return api.ScheduleList{}, err
 		}
 	}
 	if err := s.readable(r); err != nil {
@@ -143,15 +149,18 @@ func (s *Scheduling) Schedule(_ context.Context, c auth.Caller, name string, r R
 
 // SuspendSchedule serves V1SuspendSchedule (suspended true) and
 // V1ResumeSchedule (false) in one SuspendSchedule entry. Suspending a
-// suspended schedule, or resuming one that runs, commits the same
-// setting again and answers as the first did, so a client may send it
-// to every master.
+// suspended schedule, or resuming one that runs, commits nothing and
+// answers as the first did, so a copy changes nothing and adds no event.
 func (s *Scheduling) SuspendSchedule(_ context.Context, c auth.Caller, name string, suspended bool) (api.ScheduleStatus, error) {
 	if _, err := s.leading(); err != nil {
 		return api.ScheduleStatus{}, err
 	}
-	if _, err := s.scopedSchedule(c, name, "nothing changed"); err != nil {
+	sc, err := s.scopedSchedule(c, name, "nothing changed")
+	if err != nil {
 		return api.ScheduleStatus{}, err
+	}
+	if sc.Suspended == suspended {
+		return s.scheduleStatus(name)
 	}
 	if _, err := s.Apply(&model.SuspendSchedule{Name: name, Suspended: suspended, Time: now()}); err != nil {
 		return api.ScheduleStatus{}, err
