@@ -318,7 +318,7 @@ func (k *cli) exitFor(err error) int {
 	if code, ok := k.interrupted(""); ok {
 		return code
 	}
-	fmt.Fprintln(k.stderr, "drover:", strings.ReplaceAll(err.Error(), "\n", "; "))
+	fmt.Fprintln(k.stderr, "drover:", errorLine(err))
 	if errors.Is(err, client.ErrNoMaster) {
 		return 2
 	}

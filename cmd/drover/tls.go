@@ -229,6 +229,6 @@ func flagErrorTo(stderr io.Writer, err error) int {
 // failTo is fail for commands that print to a given writer: err as one line
 // and exit code 1.
 func failTo(stderr io.Writer, err error) int {
-	fmt.Fprintln(stderr, "drover:", strings.ReplaceAll(err.Error(), "\n", "; "))
+	fmt.Fprintln(stderr, "drover:", errorLine(err))
 	return 1
 }
