@@ -57,7 +57,8 @@ commands (drover client help COMMAND, or COMMAND --help, for one's usage):
                          next and last slots, counts, the drivers of its runs
   schedule suspend|resume|run|delete NAME
                          run: one run now; delete: its drivers go on
-  help   [COMMAND]       print this, or COMMAND's synopsis and flags
+  help   [COMMAND]       print this, COMMAND's synopsis and flags, or a
+                         group's verbs (help schedule)
 
 The flags below go before the command or after it (drover client list
 --masters a,b,c); given twice, the later wins.
@@ -177,7 +178,7 @@ func (k *cli) flags(name string) *pflag.FlagSet {
 // defaulting to its value so far.
 func (k *cli) addNamespaceFlag(fs *pflag.FlagSet) {
 	if k.namespace != nil {
-		fs.StringVar(k.namespace, "namespace", *k.namespace, "the namespace submit and schedule create submit into, and list, apps and schedule list show, a DNS label (default $DROVER_NAMESPACE, else default)")
+		fs.StringVar(k.namespace, "namespace", *k.namespace, "the namespace submit and schedule create submit into, and list, apps and schedule list show, a DNS label; $DROVER_NAMESPACE, when set, is the default")
 	}
 }
 
@@ -283,11 +284,8 @@ func runClient(args []string, stdout, stderr io.Writer) int {
 	}
 	// The commands of a group are named by group and verb (schedule
 	// create), as drover operator's are.
-	if len(rest) > 0 {
-		if c, ok := findCommand(k.commands, sub+" "+rest[0]); ok {
-			return c.run(k, ctx, rest[1:])
-		}
-		sub += " " + rest[0]
+	if code, ok := runGroup(ctx, k, sub, rest); ok {
+		return code
 	}
 	fmt.Fprintf(stderr, "drover client: unknown command %q (see drover client --help)\n", sub)
 	return 1

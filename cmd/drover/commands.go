@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"text/tabwriter"
 
 	"github.com/spf13/pflag"
 )
@@ -81,15 +82,78 @@ func findCommand(cs []command, name string) (command, bool) {
 	return command{}, false
 }
 
+// synopsisOf is how command c of parent ("drover client") is called:
+// "drover client schedule status NAME [--json]".
+func synopsisOf(parent string, c command) string {
+	return strings.TrimSpace(parent + " " + c.name + " " + c.synopsis)
+}
+
 // usageOf is the --help of command c of parent ("drover client"): its
 // synopsis, its sentence and fs's flags.
 func usageOf(w io.Writer, parent string, c command, fs *pflag.FlagSet) {
-	fmt.Fprintf(w, "usage: %s\n\n%s\n\nflags:\n%s", strings.TrimSpace(parent+" "+c.name+" "+c.synopsis), c.about, fs.FlagUsages())
+	fmt.Fprintf(w, "usage: %s\n\n%s\n\nflags:\n%s", synopsisOf(parent, c), c.about, fs.FlagUsages())
+}
+
+// groupOf returns the commands of cs in group, the first word of their
+// names ("schedule" of "schedule create"), in their order; none when
+// group is no group's.
+func groupOf(cs []command, group string) []command {
+	var out []command
+	for _, c := range cs {
+		if g, _, ok := strings.Cut(c.name, " "); ok && g == group {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// groupUsage is the help of a group of parent's commands (drover client
+// schedule): a line per verb with its synopsis, as the parent's usage
+// lists its commands.
+func groupUsage(w io.Writer, parent, group string, verbs []command) {
+	fmt.Fprintf(w, "usage: %s %s VERB [flags]\n\nverbs (%s help %s VERB, or VERB --help, for one's usage and flags):\n", parent, group, parent, group)
+	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
+	for _, c := range verbs {
+		_, verb, _ := strings.Cut(c.name, " ")
+		fmt.Fprintf(tw, "  %s\t%s\n", verb, c.synopsis)
+	}
+	_ = tw.Flush()
+	fmt.Fprintf(w, "\nThe flags of %s (%s --help) go before %s or after the verb.\n", parent, parent, group)
+}
+
+// runGroup runs the words after group, the first word of a command
+// (drover client schedule ...): the verb's command; or the group's usage
+// (groupUsage) on stdout with exit 0 for --help, -h or help, on stderr
+// with exit 1 without a verb, as the parent's usage is without a
+// command; "help VERB" is the parent's help of that command. An unknown
+// verb is one line, exit 1. It returns false when group is no group's.
+// A function of k rather than a method, so that cli keeps at most 45
+// methods (tests/layout).
+func runGroup(ctx context.Context, k *cli, group string, rest []string) (int, bool) {
+	verbs := groupOf(k.commands, group)
+	switch {
+	case len(verbs) == 0:
+		return 0, false
+	case len(rest) == 0:
+		groupUsage(k.stderr, k.command, group, verbs)
+		return 1, true
+	case rest[0] == "--help" || rest[0] == "-h":
+		groupUsage(k.stdout, k.command, group, verbs)
+		return 0, true
+	case rest[0] == helpCommand:
+		return k.help(ctx, append([]string{group}, rest[1:]...), nil), true
+	}
+	if c, ok := findCommand(verbs, group+" "+rest[0]); ok {
+		return c.run(k, ctx, rest[1:]), true
+	}
+	fmt.Fprintf(k.stderr, "%s: unknown command %q (see %s %s --help)\n", k.command, group+" "+rest[0], k.command, group)
+	return 1, true
 }
 
 // help runs "help [COMMAND]": without a command it prints top, the
-// parent's usage, with one it runs that command with --help; both on
-// stdout with exit 0. An unknown command is exit 1 on stderr.
+// parent's usage, with one it runs that command with --help, and with a
+// group's name it prints the group's usage (groupUsage); all on stdout
+// with exit 0. An unknown command is exit 1 on stderr.
 func (k *cli) help(ctx context.Context, args []string, top func()) int {
 	if len(args) == 0 {
 		top()
@@ -98,6 +162,10 @@ func (k *cli) help(ctx context.Context, args []string, top func()) int {
 	name := strings.Join(args, " ")
 	c, ok := findCommand(k.commands, name)
 	if !ok {
+		if verbs := groupOf(k.commands, name); len(verbs) > 0 {
+			groupUsage(k.stdout, k.command, name, verbs)
+			return 0
+		}
 		fmt.Fprintf(k.stderr, "%s help: unknown command %q (see %s --help)\n", k.command, name, k.command)
 		return 1
 	}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -69,6 +70,52 @@ func TestEveryCommandHasASynopsisAndHelp(t *testing.T) {
 		}
 		if len(names) != len(cs) {
 			t.Errorf("drover %s lists a command twice", parent)
+		}
+	}
+}
+
+// drover client schedule with --help, -h or help, and help schedule,
+// print the group's usage on stdout, exit 0: a line per verb with its
+// synopsis; without a verb the same usage is on stderr, exit 1, as
+// drover client's without a command, and so for drover operator's
+// groups. --namespace's help shows one default.
+func TestGroupHelp(t *testing.T) {
+	for _, args := range [][]string{
+		{"client", "schedule", "--help"}, {"client", "schedule", "-h"}, {"client", "help", "schedule"}, {"client", "schedule", "help"},
+		{"operator", "namespace", "--help"}, {"operator", "help", "namespace"},
+	} {
+		stdout, stderr, code := drover(args...)
+		if code != 0 || stderr != "" || !strings.HasPrefix(stdout, "usage: drover "+args[0]+" ") {
+			t.Errorf("drover %q: exit %d, stdout %q, stderr %q; want the group's usage on stdout", args, code, stdout, stderr)
+		}
+	}
+	for _, args := range [][]string{{"client", "schedule"}, {"operator", "namespace"}} {
+		stdout, stderr, code := drover(args...)
+		if code != 1 || stdout != "" || !strings.HasPrefix(stderr, "usage: drover "+args[0]+" "+args[1]+" VERB") {
+			t.Errorf("drover %q: exit %d, stdout %q, stderr %q; want 1 and the group's usage on stderr", args, code, stdout, stderr)
+		}
+	}
+	help, _, _ := drover("client", "schedule", "--help")
+	for _, c := range groupOf(clientCommands, "schedule") {
+		_, verb, _ := strings.Cut(c.name, " ")
+		if !regexp.MustCompile(`(?m)^  ` + verb + ` +` + regexp.QuoteMeta(c.synopsis) + `$`).MatchString(help) {
+			t.Errorf("drover client schedule --help lacks the line of %s %s:\n%s", verb, c.synopsis, help)
+		}
+	}
+	if n := strings.Count(help, "\n  "); n != 7 {
+		t.Errorf("drover client schedule --help lists %d verbs, want 7:\n%s", n, help)
+	}
+	stdout, stderr, code := drover("client", "schedule", "bogus")
+	if code != 1 || stdout != "" || stderr != "drover client: unknown command \"schedule bogus\" (see drover client schedule --help)\n" {
+		t.Errorf("drover client schedule bogus: exit %d, stdout %q, stderr %q", code, stdout, stderr)
+	}
+	if stdout, _, code := drover("client", "schedule", "help", "create"); code != 0 || !strings.HasPrefix(stdout, "usage: drover client schedule create NAME") {
+		t.Errorf("drover client schedule help create: exit %d, %q", code, stdout)
+	}
+	for _, args := range [][]string{{"client", "list", "--help"}, {"client", "schedule", "create", "--help"}} {
+		help, _, _ := drover(args...)
+		if line := helpLine(help, "namespace"); strings.Count(line, "(default") != 1 || !strings.HasSuffix(line, `(default "default")`) {
+			t.Errorf("drover %q: --namespace's line %q; want one default, pflag's", args, line)
 		}
 	}
 }

@@ -43,7 +43,8 @@ commands (operator token; drover operator help COMMAND, or COMMAND
         [--ttl D] [--json]             an ACL token; its secret is shown once
   token list [--json]                  the ACL tokens, without secrets
   token revoke ACCESSOR                revoke an ACL token
-  help [COMMAND]                       print this, or COMMAND's usage
+  help [COMMAND]                       print this, COMMAND's usage, or a
+                                       group's verbs (help namespace)
 
 The flags below go before the command or after it (drover operator raft
 list-peers --masters a,b,c); given twice, the later wins.
@@ -80,16 +81,10 @@ func runOperator(args []string, stdout, stderr io.Writer) int {
 	if fs.Arg(0) == helpCommand {
 		return k.help(ctx, fs.Args()[1:], fs.Usage)
 	}
-	if fs.NArg() < 2 {
-		fs.SetOutput(stderr)
-		fs.Usage()
-		return 1
+	if code, ok := runGroup(ctx, k, fs.Arg(0), fs.Args()[1:]); ok {
+		return code
 	}
-	name, rest := fs.Arg(0)+" "+fs.Arg(1), fs.Args()[2:]
-	if c, ok := findCommand(k.commands, name); ok {
-		return c.run(k, ctx, rest)
-	}
-	fmt.Fprintf(stderr, "drover operator: unknown command %q (see drover operator --help)\n", name)
+	fmt.Fprintf(stderr, "drover operator: unknown command %q (see drover operator --help)\n", fs.Arg(0))
 	return 1
 }
 
