@@ -815,7 +815,9 @@ func (k *cli) list(ctx context.Context, args []string) int {
 		return k.exitFor(fmt.Errorf("list takes no arguments, got %q", fs.Args()))
 	}
 	q, err := listQuery(*states, *name, *worker, *pageSize)
-	if err == nil && *sched != "" {
+	// Given empty, --schedule is refused rather than read as no filter,
+	// which would list every driver.
+	if err == nil && fs.Changed("schedule") {
 		q.Schedule = *sched
 		if err = model.CheckScheduleName(*sched); err != nil {
 			err = fmt.Errorf("--schedule: %v", err)

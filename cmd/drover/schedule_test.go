@@ -380,6 +380,13 @@ func TestScheduledDrivers(t *testing.T) {
 		strings.Count(stderr, "\n") != 1 || len(f.lists) != 1 {
 		t.Errorf("list --schedule Night_ly: exit %d, %q, %d lists", code, stderr, len(f.lists))
 	}
+	// Given empty, --schedule is refused, not read as no filter.
+	for _, args := range [][]string{{"--schedule", ""}, {"--schedule="}} {
+		if _, stderr, code := drover(append([]string{"client", "--masters", f.addr(), "list"}, args...)...); code != 1 ||
+			stderr != "drover: --schedule: the schedule name is empty\n" || len(f.lists) != 1 {
+			t.Errorf("list %q: exit %d, %q, %d lists", args, code, stderr, len(f.lists))
+		}
+	}
 	stdout, _, code := drover("client", "--masters", f.addr(), "status", d.ID)
 	if code != 0 || !strings.Contains(stdout, "schedule:   nightly\n") || !strings.Contains(stdout, "slot:       2026-12-07T01:00:00.000Z\n") {
 		t.Errorf("status of a scheduled driver: exit %d\n%s", code, stdout)
