@@ -358,7 +358,7 @@ func (k *cli) submit(ctx context.Context, args []string) int {
 		return k.exitFor(err)
 	}
 	req.Token = client.NewToken()
-	if code := k.uploadInto(ctx, sf, &req, "nothing was submitted"); code != 0 {
+	if code := k.uploadInto(ctx, sf, &req, "nothing was submitted", nil); code != 0 {
 		return code
 	}
 	// Without --wait, submit takes --timeout at most in all: it returns
@@ -441,9 +441,11 @@ const uploadRate = 1 << 20
 // upload stores the files on the masters, after checking that their base
 // names collide neither with each other nor with the URL artifacts
 // (before anything is sent, so a clash costs no transfer), and returns
-// the artifacts that name them. Each file gets --timeout plus a second per
+// the artifacts that name them. before, when not nil, is a last check
+// of the command's, made after those and before the first file is sent;
+// its error is the refusal. Each file gets --timeout plus a second per
 // MiB. A refusal or failure is one line on stderr and its exit code.
-func (k *cli) upload(ctx context.Context, files []string, artifacts []model.Artifact) ([]model.Artifact, int) {
+func (k *cli) upload(ctx context.Context, files []string, artifacts []model.Artifact, before func(context.Context) error) ([]model.Artifact, int) {
 	if len(files) == 0 {
 		return nil, 0
 	}
@@ -465,6 +467,11 @@ func (k *cli) upload(ctx context.Context, files []string, artifacts []model.Arti
 	if _, err := model.NormalizeArtifacts(all); err != nil {
 		fmt.Fprintf(k.stderr, "drover: --upload: %v\n", err)
 		return nil, 1
+	}
+	if before != nil {
+		if err := before(ctx); err != nil {
+			return nil, k.exitFor(err)
+		}
 	}
 	var out []model.Artifact
 	for i, f := range files {

@@ -3,8 +3,10 @@ package main
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -12,6 +14,7 @@ import (
 
 	"github.com/drover-project/drover/api"
 	"github.com/drover-project/drover/client"
+	"github.com/drover-project/drover/internal/plural"
 	"github.com/drover-project/drover/master/schedule"
 	"github.com/drover-project/drover/model"
 )
@@ -37,7 +40,7 @@ func (k scheduleCLI) scheduleCreate(ctx context.Context, args []string) int {
 	cron := fs.String("cron", "", "the spec: five cron fields (0 2 * * *), six with a leading second, @daily, @hourly..., or @every D (@every 90s); required")
 	zone := fs.String("time-zone", model.DefaultTimeZone, "the IANA time zone the spec's local times are read in (Europe/Berlin)")
 	concurrency := fs.String("concurrency", string(model.ConcurrencyAllow), "what a slot does while an earlier run has not ended: allow (start beside it), forbid (skip the slot, counted skipped) or replace (kill it, then start)")
-	deadline := fs.Duration("starting-deadline", 0, "how late after its slot a run may still start, at least 1ms (90s, 1h); a slot reached later, after an outage or a resume, is counted missed and starts nothing (default: no deadline)")
+	deadline := fs.Duration("starting-deadline", 0, "how late after its slot a run may still start, a whole number of milliseconds, at least 1ms (90s, 1h); a slot reached later, after an outage or a resume, is counted missed and starts nothing (default: no deadline)")
 	history := fs.Int("history", model.DefaultHistory, fmt.Sprintf("how many ended runs the masters keep, 1 to %d; runs not ended are always kept", model.MaxHistory))
 	sf := addSubmitFlags(fs)
 	if code, ok := k.parse(fs, args); !ok {
@@ -55,7 +58,7 @@ func (k scheduleCLI) scheduleCreate(ctx context.Context, args []string) int {
 		return k.exitFor(err)
 	}
 	req.Template.Namespace = *k.namespace
-	if code := k.uploadInto(ctx, sf, &req.Template, "no schedule was created"); code != 0 {
+	if code := k.uploadInto(ctx, sf, &req.Template, "no schedule was created", k.nameFree(name)); code != 0 {
 		return code
 	}
 	var st api.ScheduleStatus
@@ -64,7 +67,65 @@ func (k scheduleCLI) scheduleCreate(ctx context.Context, args []string) int {
 	}
 	fmt.Fprintf(k.stdout, "created schedule %s\n", st.Name)
 	fmt.Fprintf(k.stdout, "next slot: %s\n", nextLine(st))
+	k.warnUnplaceable(ctx, st)
 	return 0
+}
+
+// nameFree is create's check, before its --upload files are sent, that
+// no schedule is named name, so that a name taken costs no transfer
+// and leaves no file on the masters for --upload-grace. A schedule read
+// is refused with the masters' own line; unknown (404) goes on, as does
+// any other answer (a 403, a 503), which leaves the create to decide.
+// No master answering within --timeout ends the command there (exit 2),
+// since the upload and the create would wait it out again.
+func (k scheduleCLI) nameFree(name string) func(context.Context) error {
+	return func(ctx context.Context) error {
+		err := k.call(ctx, func(ctx context.Context) error { _, err := k.c.Schedule(ctx, name); return err })
+		switch {
+		case err == nil:
+			return fmt.Errorf("schedule %s exists: nothing created", name)
+		case errors.Is(err, client.ErrNoMaster):
+			return err
+		}
+		return nil
+	}
+}
+
+// warnUnplaceable prints one line on stderr when the cluster has ALIVE
+// workers and none of them could hold st's driver even idle, the case
+// in which submit exits 3 (api.ReasonUnplaceable): every run would wait
+// for a larger worker. The schedule stands and the exit stays 0, since
+// such a worker may register before the first slot. With no ALIVE
+// worker, as in a cluster still starting, or no answer from the masters
+// (GET /v1/state, which lists the workers), it says nothing: the check
+// is advice, not a refusal.
+func (k scheduleCLI) warnUnplaceable(ctx context.Context, st api.ScheduleStatus) {
+	var s *api.State
+	if err := k.call(ctx, func(ctx context.Context) (err error) { s, err = k.c.State(ctx); return err }); err != nil {
+		return
+	}
+	t := st.Template
+	var alive, maxCores int
+	var maxMem int64
+	for _, w := range s.Workers {
+		if w.State != model.WorkerAlive {
+			continue
+		}
+		if w.Cores >= t.Cores && w.MemoryMB >= t.MemoryMB && t.Resources.Fits(w.Resources.Counts()) {
+			return
+		}
+		alive++
+		maxCores, maxMem = max(maxCores, w.Cores), max(maxMem, w.MemoryMB)
+	}
+	if alive == 0 {
+		return
+	}
+	asks := plural.Count(t.Cores, "core") + fmt.Sprintf(", %d MiB", t.MemoryMB)
+	if len(t.Resources) > 0 {
+		asks += ", " + t.Resources.String()
+	}
+	fmt.Fprintf(k.stderr, "drover: warning: schedule %s's driver %s (asks %s; the largest of %s offers %s, %d MiB): each run waits until a worker that fits registers\n",
+		st.Name, api.ReasonUnplaceable, asks, plural.Count(alive, "ALIVE worker"), plural.Count(maxCores, "core"), maxMem)
 }
 
 // createUsage is how schedule create is called, for the line that says
@@ -91,8 +152,10 @@ func nameAndProgram(args []string, dash int) (string, []string, error) {
 // scheduleRequest checks schedule create's own flags and makes the
 // request of them, without its template: a spec that parses in a zone
 // that exists (master/schedule.Check, whose line the masters give too),
-// a policy, a deadline, when given, of a millisecond or more (the API's
-// unit; 0 would mean none), and a history of 1 to model.MaxHistory.
+// each within the masters' bound (model.MaxCronLen, MaxTimeZoneLen), a
+// policy, a deadline, when given, of a whole number of milliseconds, at
+// least one (the API's unit; 0 would mean none), and a history of 1 to
+// model.MaxHistory.
 func scheduleRequest(name, cron, zone, concurrency string, deadline time.Duration, history int, deadlineGiven bool) (api.ScheduleRequest, error) {
 	req := api.ScheduleRequest{Name: name, Cron: cron, TimeZone: zone, Concurrency: model.Concurrency(concurrency),
 		StartingDeadlineMS: deadline.Milliseconds(), History: &history}
@@ -103,6 +166,12 @@ func scheduleRequest(name, cron, zone, concurrency string, deadline time.Duratio
 		return req, fmt.Errorf("--starting-deadline %s must be positive", deadline)
 	case deadlineGiven && deadline < time.Millisecond:
 		return req, fmt.Errorf("--starting-deadline %s must be at least 1ms", deadline)
+	case deadline%time.Millisecond != 0:
+		return req, fmt.Errorf("--starting-deadline %s is not a whole number of milliseconds, the masters' unit", deadline)
+	case len(cron) > model.MaxCronLen:
+		return req, fmt.Errorf("--cron of %d bytes exceeds %d bytes", len(cron), model.MaxCronLen)
+	case len(zone) > model.MaxTimeZoneLen:
+		return req, fmt.Errorf("--time-zone of %d bytes exceeds %d bytes", len(zone), model.MaxTimeZoneLen)
 	case history < 1 || history > model.MaxHistory:
 		return req, fmt.Errorf("--history %d must be from 1 to %d", history, model.MaxHistory)
 	}
@@ -120,7 +189,7 @@ func (k scheduleCLI) scheduleList(ctx context.Context, args []string) int {
 		return code
 	}
 	if fs.NArg() != 0 {
-		return k.exitFor(fmt.Errorf("schedule list takes no arguments, got %q", fs.Args()))
+		return k.exitFor(fmt.Errorf("schedule list takes no arguments, got %q: %s", fs.Args(), k.usage(fs)))
 	}
 	ns, err := k.listNamespace(fs, *all)
 	if err != nil {
@@ -206,13 +275,23 @@ func (k scheduleCLI) scheduleName(fs *pflag.FlagSet, args []string) (string, int
 		return "", code, false
 	}
 	name, err := oneArg(fs, "NAME")
-	if err == nil {
+	if err != nil {
+		err = fmt.Errorf("%v: %s", err, k.usage(fs))
+	} else {
 		err = model.CheckScheduleName(name)
 	}
 	if err != nil {
 		return "", k.exitFor(err), false
 	}
 	return name, 0, true
+}
+
+// usage is how the command fs parses is called ("drover client schedule
+// status NAME [--json]"), which ends a refusal of its arguments, as
+// createUsage ends create's.
+func (k scheduleCLI) usage(fs *pflag.FlagSet) string {
+	c, _ := findCommand(k.commands, strings.TrimPrefix(fs.Name(), k.command+" "))
+	return synopsisOf(k.command, c)
 }
 
 func (k scheduleCLI) scheduleRun(ctx context.Context, args []string) int {

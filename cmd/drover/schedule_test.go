@@ -37,6 +37,13 @@ type scheduleMaster struct {
 	// running is the driver a run of a forbid schedule waits for: while
 	// it is set, schedule run is refused as a leader refuses it.
 	running string
+	// uploads counts the files stored; reads the GETs of one schedule.
+	uploads, reads int
+	// readStatus, when not 0, is the status every GET of one schedule
+	// is refused with.
+	readStatus int
+	// workers are GET /v1/state's; without them it is not found.
+	workers []*model.Worker
 }
 
 // slotNext is the next slot the fake gives every schedule:
@@ -58,6 +65,13 @@ func newScheduleMaster(t *testing.T) *scheduleMaster {
 			f.mu.Lock()
 			defer f.mu.Unlock()
 			f.requests++
+			if r.Method == http.MethodGet {
+				f.reads++
+				if f.readStatus != 0 {
+					reply(w, f.readStatus, api.Error{Error: "refused", Code: api.CodeForbidden})
+					return
+				}
+			}
 			s, ok := f.schedules[r.PathValue("name")]
 			if !ok {
 				reply(w, http.StatusNotFound, api.Error{Error: "unknown schedule: " + r.PathValue("name"), Code: api.CodeUnknownSchedule})
@@ -120,7 +134,19 @@ func newScheduleMaster(t *testing.T) *scheduleMaster {
 		delete(f.schedules, s.Name)
 		reply(w, http.StatusOK, s.Schedule)
 	}))
+	mux.HandleFunc("GET /v1/state", func(w http.ResponseWriter, r *http.Request) {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		if f.workers == nil {
+			reply(w, http.StatusNotFound, api.Error{Error: "not found", Code: api.CodeNotFound})
+			return
+		}
+		reply(w, http.StatusOK, api.State{ID: "m1", Role: "leader", Workers: f.workers})
+	})
 	mux.HandleFunc("PUT /v1/blobs/{sum}", func(w http.ResponseWriter, r *http.Request) {
+		f.mu.Lock()
+		f.uploads++
+		f.mu.Unlock()
 		reply(w, http.StatusOK, api.UploadResponse{SHA256: r.PathValue("sum"), Voters: 1, Held: []string{"m1"}})
 	})
 	f.Server = httptest.NewServer(mux)
@@ -215,6 +241,18 @@ func TestScheduleCreateRefusals(t *testing.T) {
 		{append(append([]string{"n", "--starting-deadline", "0s"}, ok...), prog...), "--starting-deadline 0s must be positive"},
 		{append(append([]string{"n", "--starting-deadline", "-1m"}, ok...), prog...), "--starting-deadline -1m0s must be positive"},
 		{append(append([]string{"n", "--starting-deadline", "999us"}, ok...), prog...), "--starting-deadline 999µs must be at least 1ms"},
+		{append(append([]string{"n", "--starting-deadline", "1500us"}, ok...), prog...), "--starting-deadline 1.5ms is not a whole number of milliseconds"},
+		{append(append([]string{"n", "--starting-deadline", "1m0.0001s"}, ok...), prog...), "--starting-deadline 1m0.0001s is not a whole number of milliseconds"},
+		{append([]string{"n", "--cron", "@daily" + strings.Repeat(" ", model.MaxCronLen-5)}, prog...), "--cron of 257 bytes exceeds 256 bytes"},
+		{append(append([]string{"n", "--time-zone", strings.Repeat("A", model.MaxTimeZoneLen+1)}, ok...), prog...), "--time-zone of 65 bytes exceeds 64 bytes"},
+		// A zone at its bound is quoted whole; a longer input is quoted
+		// as its first 64 bytes and its length.
+		{append(append([]string{"n", "--time-zone", strings.Repeat("A", model.MaxTimeZoneLen)}, ok...), prog...),
+			`unknown time zone "` + strings.Repeat("A", 64) + `" (an IANA name`},
+		{append(append([]string{"n", "--concurrency", strings.Repeat("q", 5000)}, ok...), prog...),
+			`--concurrency: concurrency "` + strings.Repeat("q", 64) + `"... (5000 bytes) is not allow, forbid or replace`},
+		{append(append([]string{"n", "--driver-cores", strings.Repeat("9", 5000)}, ok...), prog...),
+			`invalid argument "` + strings.Repeat("9", 64) + `"... (5000 bytes) for "--driver-cores" flag`},
 		{append(append([]string{"n", "--history", "0"}, ok...), prog...), "--history 0 must be from 1 to 1000"},
 		{append(append([]string{"n", "--history", "1001"}, ok...), prog...), "--history 1001 must be from 1 to 1000"},
 		{append(append([]string{"n", "--concurrency", "queue"}, ok...), prog...), `--concurrency: concurrency "queue" is not allow, forbid or replace`},
@@ -230,22 +268,23 @@ func TestScheduleCreateRefusals(t *testing.T) {
 		{append([]string{"n"}, append(ok, "--")...), "schedule create needs -- PROGRAM"},
 	} {
 		stdout, stderr, code := f.client(append([]string{"schedule", "create"}, c.args...)...)
-		if code != 1 || stdout != "" || !strings.Contains(stderr, c.say) || strings.Count(stderr, "\n") != 1 {
-			t.Errorf("schedule create %q: exit %d, stdout %q, stderr %q; want 1 and one line with %q", c.args, code, stdout, stderr, c.say)
+		if code != 1 || stdout != "" || !strings.Contains(stderr, c.say) || strings.Count(stderr, "\n") != 1 || len(stderr) > 300 {
+			t.Errorf("schedule create %.200q: exit %d, stdout %q, stderr %.300q; want 1 and one line with %.200q", c.args, code, stdout, stderr, c.say)
 		}
 	}
 	if f.requests != 0 {
 		t.Fatalf("the refused creates made %d requests", f.requests)
 	}
 	// At the bounds, each is taken.
-	for i, at := range [][]string{{"--starting-deadline", "1ms"}, {"--history", "1"}, {"--history", "1000"}} {
+	for i, at := range [][]string{{"--starting-deadline", "1ms"}, {"--starting-deadline", "1m0.001s"}, {"--history", "1"}, {"--history", "1000"},
+		{"--cron", "@daily" + strings.Repeat(" ", model.MaxCronLen-6)}} {
 		args := append(append([]string{"schedule", "create", fmt.Sprintf("at-%d", i)}, at...), append(ok, prog...)...)
 		if _, stderr, code := f.client(args...); code != 0 {
 			t.Errorf("%q: exit %d, %q", args, code, stderr)
 		}
 	}
 	stdout, stderr, code := f.client(append(append([]string{"schedule", "create", "at-0"}, ok...), prog...)...)
-	if code != 1 || stdout != "" || stderr != "drover: schedule at-0 exists: nothing created\n" || len(f.schedules) != 3 {
+	if code != 1 || stdout != "" || stderr != "drover: schedule at-0 exists: nothing created\n" || len(f.schedules) != 5 {
 		t.Errorf("a name taken: exit %d, stdout %q, stderr %q, %d schedules", code, stdout, stderr, len(f.schedules))
 	}
 }
@@ -495,5 +534,100 @@ func TestWatchPrintsScheduleEvents(t *testing.T) {
 		"43\tschedule\tnightly\tSUSPENDED\tlast slot -, fired 0, missed 0, skipped 0\n"
 	if out.String() != want {
 		t.Errorf("watch printed %q, want %q", out.String(), want)
+	}
+}
+
+// A schedule verb given the wrong number of arguments says so in one
+// line ending with its usage, and makes no request.
+func TestScheduleVerbsSayTheirUsage(t *testing.T) {
+	f := newScheduleMaster(t)
+	for _, c := range []struct {
+		args []string
+		say  string
+	}{
+		{[]string{"status"}, "want exactly one NAME, got 0 arguments: drover client schedule status NAME [--json]"},
+		{[]string{"status", "a", "b"}, "want exactly one NAME, got 2 arguments: drover client schedule status NAME [--json]"},
+		{[]string{"suspend"}, "want exactly one NAME, got 0 arguments: drover client schedule suspend NAME"},
+		{[]string{"resume"}, "want exactly one NAME, got 0 arguments: drover client schedule resume NAME"},
+		{[]string{"run"}, "want exactly one NAME, got 0 arguments: drover client schedule run NAME"},
+		{[]string{"delete", "a", "b"}, "want exactly one NAME, got 2 arguments: drover client schedule delete NAME"},
+		{[]string{"list", "x"}, `schedule list takes no arguments, got ["x"]: drover client schedule list [--all-namespaces] [--json]`},
+	} {
+		stdout, stderr, code := f.client(append([]string{"schedule"}, c.args...)...)
+		if code != 1 || stdout != "" || stderr != "drover: "+c.say+"\n" {
+			t.Errorf("schedule %q: exit %d, stdout %q, stderr %q; want 1 and %q", c.args, code, stdout, stderr, c.say)
+		}
+	}
+	if f.requests != 0 {
+		t.Errorf("the refused commands made %d requests", f.requests)
+	}
+}
+
+// schedule create --upload asks the masters for the name first: a name
+// taken is the masters' line, exit 1, with nothing uploaded and no
+// create sent; an unknown name (404), or a read refused otherwise (403),
+// goes on to upload and create. Without --upload, the create alone asks.
+func TestScheduleCreateChecksTheNameBeforeUploading(t *testing.T) {
+	f := newScheduleMaster(t)
+	script := filepath.Join(t.TempDir(), "etl.sh")
+	if err := os.WriteFile(script, []byte("#!/bin/sh\n"), 0o750); err != nil {
+		t.Fatal(err)
+	}
+	create := func(name string) (string, string, int) {
+		return f.client("schedule", "create", name, "--cron", "@daily", "--upload", script, "--", "./etl.sh")
+	}
+	if _, stderr, code := create("nightly"); code != 0 || f.reads != 1 || f.uploads != 1 || len(f.created) != 1 {
+		t.Fatalf("create of a free name: exit %d, %q; %d reads, %d uploads, %d creates", code, stderr, f.reads, f.uploads, len(f.created))
+	}
+	stdout, stderr, code := create("nightly")
+	if code != 1 || stdout != "" || stderr != "drover: schedule nightly exists: nothing created\n" || f.uploads != 1 || len(f.created) != 1 {
+		t.Errorf("create of a name taken: exit %d, stdout %q, stderr %q; %d uploads, %d creates", code, stdout, stderr, f.uploads, len(f.created))
+	}
+	f.readStatus = http.StatusForbidden
+	if _, stderr, code := create("other"); code != 0 || f.uploads != 2 || len(f.created) != 2 {
+		t.Errorf("create after a refused read: exit %d, %q; %d uploads, %d creates", code, stderr, f.uploads, len(f.created))
+	}
+	reads := f.reads
+	if _, stderr, code := f.client("schedule", "create", "plain", "--cron", "@daily", "--", "/bin/true"); code != 0 || f.reads != reads {
+		t.Errorf("create without --upload: exit %d, %q; %d reads", code, stderr, f.reads-reads)
+	}
+}
+
+// After a create, one warning line on stderr says when the cluster has
+// ALIVE workers and none could hold the schedule's driver (as submit's
+// exit 3), naming what it asks and the largest worker; the exit stays 0
+// and the schedule exists. No warning with a worker that fits, at its
+// bounds exactly, with no ALIVE worker, or when the workers cannot be
+// read.
+func TestScheduleCreateWarnsOfAnUnplaceableDriver(t *testing.T) {
+	f := newScheduleMaster(t)
+	big := &model.Worker{ID: "w9", Cores: 64, MemoryMB: 65536, State: model.WorkerDead}
+	small := &model.Worker{ID: "w1", Cores: 4, MemoryMB: 8192, State: model.WorkerAlive}
+	for i, c := range []struct {
+		workers []*model.Worker
+		flags   []string
+		warn    string
+	}{
+		{nil, []string{"--driver-cores", "65536"}, ""},
+		{[]*model.Worker{}, []string{"--driver-cores", "65536"}, ""},
+		{[]*model.Worker{big}, []string{"--driver-cores", "65536"}, ""},
+		{[]*model.Worker{big, small}, []string{"--driver-cores", "4", "--driver-memory", "8g"}, ""},
+		{[]*model.Worker{big, small}, []string{"--driver-cores", "5"},
+			"drover: warning: schedule %s's driver requires more resources than any worker has (asks 5 cores, 1024 MiB; the largest of 1 ALIVE worker offers 4 cores, 8192 MiB): each run waits until a worker that fits registers\n"},
+		{[]*model.Worker{small}, []string{"--driver-memory", "8193m"},
+			"drover: warning: schedule %s's driver requires more resources than any worker has (asks 1 core, 8193 MiB; the largest of 1 ALIVE worker offers 4 cores, 8192 MiB): each run waits until a worker that fits registers\n"},
+		{[]*model.Worker{small}, []string{"--driver-resource", "gpu=1"},
+			"drover: warning: schedule %s's driver requires more resources than any worker has (asks 1 core, 1024 MiB, gpu=1; the largest of 1 ALIVE worker offers 4 cores, 8192 MiB): each run waits until a worker that fits registers\n"},
+	} {
+		f.workers = c.workers
+		name := fmt.Sprintf("s%d", i)
+		stdout, stderr, code := f.client(append(append([]string{"schedule", "create", name, "--cron", "@daily"}, c.flags...), "--", "/bin/true")...)
+		warn := c.warn
+		if warn != "" {
+			warn = fmt.Sprintf(warn, name)
+		}
+		if code != 0 || !strings.HasPrefix(stdout, "created schedule "+name+"\n") || stderr != warn || f.schedules[name] == nil {
+			t.Errorf("create %s %q on %d workers: exit %d, stdout %q, stderr %q; want 0 and stderr %q", name, c.flags, len(c.workers), code, stdout, stderr, warn)
+		}
 	}
 }

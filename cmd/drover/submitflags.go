@@ -113,11 +113,12 @@ func (f *submitFlags) request(fs *pflag.FlagSet, argv []string) (api.SubmitReque
 }
 
 // uploadInto stores f's --upload files on the masters and adds them to
-// req's artifacts. It returns 0, or the exit code once it has said why
-// it stopped; nothing says, after an interruption, what did not happen
-// ("nothing was submitted").
-func (k *cli) uploadInto(ctx context.Context, f *submitFlags, req *api.SubmitRequest, nothing string) int {
-	uploaded, code := k.upload(ctx, *f.uploads, req.Artifacts)
+// req's artifacts. before, when not nil, runs once the files are checked
+// and before the first is sent (upload). It returns 0, or the exit code
+// once it has said why it stopped; nothing says, after an interruption,
+// what did not happen ("nothing was submitted").
+func (k *cli) uploadInto(ctx context.Context, f *submitFlags, req *api.SubmitRequest, nothing string, before func(context.Context) error) int {
+	uploaded, code := k.upload(ctx, *f.uploads, req.Artifacts, before)
 	if code, ok := k.interrupted(nothing); ok {
 		return code
 	}
