@@ -84,7 +84,9 @@ func TestScheduleRules(t *testing.T) {
 	bad("four fields", func(r *api.ScheduleRequest) { r.Cron = "0 3 * *" }, api.ErrInvalidRequest, "has 4 fields")
 	bad("unknown zone", func(r *api.ScheduleRequest) { r.TimeZone = "Mars/Olympus" }, api.ErrInvalidRequest, `unknown time zone "Mars/Olympus"`)
 	bad("name taken", func(r *api.ScheduleRequest) { r.Name = "nightly" }, model.ErrScheduleExists, "schedule nightly exists")
-	bad("unknown namespace", func(r *api.ScheduleRequest) { r.Template.Namespace = "nope" }, model.ErrUnknownNamespace, "nope")
+	bad("unknown namespace", func(r *api.ScheduleRequest) { r.Template.Namespace = "nope" }, model.ErrUnknownNamespace, "unknown namespace: nope: nothing created")
+	bad("long concurrency", func(r *api.ScheduleRequest) { r.Concurrency = model.Concurrency(strings.Repeat("x", 5000)) }, api.ErrInvalidRequest,
+		"a concurrency of 5000 bytes is not allow, forbid or replace")
 	bad("no program", func(r *api.ScheduleRequest) { r.Template.Argv = nil }, api.ErrInvalidRequest, "")
 	bad("template token", func(r *api.ScheduleRequest) { r.Template.Token = "tok" }, api.ErrInvalidRequest, "the template takes no token")
 	bad("history 0", func(r *api.ScheduleRequest) { r.History = ptrTo(0) }, api.ErrInvalidRequest, "the history must be 1 to 1000 runs, got 0")

@@ -54,6 +54,10 @@ func (c Concurrency) Check() error {
 	case ConcurrencyAllow, ConcurrencyForbid, ConcurrencyReplace:
 		return nil
 	}
+	if len(c) > 32 {
+		// Not echoed: the line stays one short line whatever was sent.
+		return fmt.Errorf("a concurrency of %d bytes is not allow, forbid or replace", len(c))
+	}
 	return fmt.Errorf("concurrency %q is not allow, forbid or replace", string(c))
 }
 

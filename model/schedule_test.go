@@ -33,6 +33,8 @@ func TestCheckScheduleBounds(t *testing.T) {
 		{"deadline 0", func(s *Schedule) { s.StartingDeadlineMS = 0 }, ""},
 		{"deadline negative", func(s *Schedule) { s.StartingDeadlineMS = -1 }, "the starting deadline must be positive, got -1 ms"},
 		{"policy", func(s *Schedule) { s.Concurrency = "queue" }, `concurrency "queue" is not allow, forbid or replace`},
+		{"policy of 32 bytes", func(s *Schedule) { s.Concurrency = Concurrency(strings.Repeat("q", 32)) }, `concurrency "` + strings.Repeat("q", 32) + `" is not`},
+		{"policy past 32 bytes", func(s *Schedule) { s.Concurrency = Concurrency(strings.Repeat("q", 33)) }, "a concurrency of 33 bytes is not allow, forbid or replace"},
 		{"name at the bound", func(s *Schedule) { s.Name = strings.Repeat("n", MaxNamespaceLen) }, ""},
 		{"name past it", func(s *Schedule) { s.Name = strings.Repeat("n", MaxNamespaceLen+1) }, "schedule name exceeds 63 bytes (it has 64)"},
 		{"name not a label", func(s *Schedule) { s.Name = "Nightly" }, `schedule name "Nightly" is not a DNS label`},

@@ -334,10 +334,11 @@ func nextLine(st api.ScheduleStatus) string {
 
 // fmtSlot is the slot at (Unix ms) as the local time of zone, then in
 // UTC as fmtTime gives it: "2026-12-08 02:00:00 CET (Europe/Berlin),
-// 2026-12-08T01:00:00.000Z". A zone this binary does not know (the
-// masters' rules are newer) gives UTC alone.
+// 2026-12-08T01:00:00.000Z", read in the zone rules built into the
+// binary, as the masters read them. A zone this binary does not know
+// (the masters' rules are newer) gives UTC alone.
 func fmtSlot(at int64, zone string) string {
-	loc, err := time.LoadLocation(zone)
+	loc, err := schedule.Zone(zone)
 	if err != nil {
 		return fmtTime(at)
 	}

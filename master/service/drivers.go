@@ -87,14 +87,15 @@ func (s *Core) submission(c auth.Caller, req api.SubmitRequest) (*model.SubmitDr
 	if err != nil {
 		return nil, err
 	}
-	return cmd, admitProgram(s, c, cmd)
+	return cmd, admitProgram(s, c, cmd, "nothing submitted")
 }
 
 // admitProgram checks what of cmd, a submission checked on its own,
 // depends on this master and the tables: the size of its program, and
 // its namespace's rules for caller c (scopedNamespace, which may set
-// cmd's namespace, and checkNamespace). It records the client in cmd.
-func admitProgram(s *Core, c auth.Caller, cmd *model.SubmitDriver) error {
+// cmd's namespace, and checkNamespace, whose refusal of a namespace that
+// does not exist ends with notDone). It records the client in cmd.
+func admitProgram(s *Core, c auth.Caller, cmd *model.SubmitDriver, notDone string) error {
 	if err := s.checkProgramSize("program", cmd.ProgramSize()); err != nil {
 		return err
 	}
@@ -104,7 +105,7 @@ func admitProgram(s *Core, c auth.Caller, cmd *model.SubmitDriver) error {
 	if cmd.Namespace, err = scopedNamespace(c, cmd.Namespace); err != nil {
 		return err
 	}
-	if err := checkNamespace(s.FSM.State(), cmd.Namespace, cmd.Priority); err != nil {
+	if err := checkNamespace(s.FSM.State(), cmd.Namespace, cmd.Priority, notDone); err != nil {
 		return err
 	}
 	cmd.Client = c.Client

@@ -201,15 +201,16 @@ func (s *Operator) DeleteNamespace(_ context.Context, _ auth.Caller, name string
 }
 
 // checkNamespace refuses a submission to namespace ns ("" for the
-// default) that does not exist (model.ErrUnknownNamespace naming it), or
+// default) that does not exist (model.ErrUnknownNamespace naming it,
+// then what was not done, notDone), or
 // at a priority above the namespace's PriorityMax (api.ErrInvalidRequest
 // naming the cap), before anything is queued. Priority's range and ns's
 // form are the spec's to check (model.DriverSpec.Validate).
-func checkNamespace(st *fsm.State, ns string, priority *int) error {
+func checkNamespace(st *fsm.State, ns string, priority *int, notDone string) error {
 	ns = model.NamespaceOf(ns)
 	n, ok := st.Namespace(ns)
 	if !ok {
-		return unknownNamespace(ns, "nothing submitted")
+		return unknownNamespace(ns, notDone)
 	}
 	if priority != nil && *priority > n.PriorityMax {
 		return api.Errorf(api.ErrInvalidRequest, "priority %d is above namespace %s's --priority-max of %d", *priority, ns, n.PriorityMax)

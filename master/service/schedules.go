@@ -87,7 +87,7 @@ func (s *Scheduling) newSchedule(c auth.Caller, req api.ScheduleRequest) (*model
 	if err != nil {
 		return nil, err
 	}
-	if err := admitProgram(s.Core, c, run); err != nil {
+	if err := admitProgram(s.Core, c, run, "nothing created"); err != nil {
 		return nil, err
 	}
 	sc.Template = *run
