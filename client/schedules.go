@@ -118,6 +118,13 @@ func schedulePath(route api.Route, name string) (string, error) {
 	return route.Path(name), nil
 }
 
+// ErrOutcomeUnknown is wrapped by the failure of a write sent once
+// (callOnce) that may have been carried out: the answer was lost, or a
+// master could not tell whether the leader committed it (a connection
+// to the leader broken mid-request, a commit not confirmed). Reading the
+// row tells.
+var ErrOutcomeUnknown = errors.New("the masters may or may not have carried it out; read it back to know")
+
 // callOnce is call for a write whose copies would not answer alike (a
 // create, a manual run, a delete), without the operator access
 // callLeader needs to find the leader: it goes to one master at a time,
@@ -128,8 +135,9 @@ func schedulePath(route api.Route, name string) (string, error) {
 // (api.ErrNoLeader). When every master has said one or the other and
 // one of them was waiting for a leader, as in an election, the round is
 // tried again after a back-off (Options.RetryInterval doubling to
-// MaxRetryInterval) until ctx ends. Any other failure is returned as it
-// is: the request may have been committed.
+// MaxRetryInterval) until ctx ends. A refusal (*APIError) is returned as
+// it is; any other failure wraps ErrOutcomeUnknown: the request may have
+// been committed.
 func callOnce[In, Out any](ctx context.Context, c *Client, e api.Endpoint[In, Out], path string, in In, out *Out) error {
 	var body []byte
 	if _, none := any(in).(api.NoBody); !none {
@@ -155,8 +163,10 @@ func callOnce[In, Out any](ctx context.Context, c *Client, e api.Endpoint[In, Ou
 				return fmt.Errorf("%w: %s", ErrNoMaster, strings.Join(append(reasons, err.Error()), "; "))
 			case errors.Is(err, api.ErrNoLeader):
 				electing = true
-			case isAPIError(err) || !transport.Refused(c.opts.BindIP, m, c.opts.RequestTimeout):
+			case isAPIError(err):
 				return err
+			case !transport.Refused(c.opts.BindIP, m, c.opts.RequestTimeout):
+				return fmt.Errorf("%w: %w", err, ErrOutcomeUnknown)
 			}
 			reasons = append(reasons, err.Error())
 		}

@@ -63,8 +63,8 @@ func TestRunScheduleDoesNotRepeatAnUncertainWrite(t *testing.T) {
 	c := newClient(t, Options{RetryInterval: time.Millisecond}, m, other)
 	c.prefer(m, m)
 	_, err := c.RunSchedule(context.Background(), "nightly")
-	if err == nil || errors.Is(err, api.ErrNoLeader) || asked.Load() != 1 {
-		t.Fatalf("RunSchedule = %v after %d requests; want the uncertain refusal after 1", err, asked.Load())
+	if !errors.Is(err, ErrOutcomeUnknown) || errors.Is(err, api.ErrNoLeader) || asked.Load() != 1 {
+		t.Fatalf("RunSchedule = %v after %d requests; want the uncertain refusal after 1, saying the outcome is unknown", err, asked.Load())
 	}
 }
 

@@ -56,6 +56,7 @@ func TestScheduleRules(t *testing.T) {
 
 	req := nightly("nightly", "")
 	req.TimeZone = "Europe/Berlin"
+	req.Cron = " 0\t3  * * * "
 	code, body := call(t, m, http.MethodPost, api.PathSchedules, scopeSubmit, req)
 	var st api.ScheduleStatus
 	if code != http.StatusCreated || json.Unmarshal([]byte(body), &st) != nil {
@@ -63,8 +64,8 @@ func TestScheduleRules(t *testing.T) {
 	}
 	berlin, _ := schedule.Zone("Europe/Berlin")
 	if next := time.UnixMilli(st.Next).In(berlin); st.History != model.DefaultHistory || st.Concurrency != model.ConcurrencyAllow ||
-		next.Hour() != 3 || next.Minute() != 0 || st.Template.Name != "etl" || st.Suspended {
-		t.Fatalf("created %+v, next %v; want history 10, allow, next at 03:00 Berlin", st, next)
+		next.Hour() != 3 || next.Minute() != 0 || st.Template.Name != "etl" || st.Suspended || st.Cron != "0 3 * * *" {
+		t.Fatalf("created %+v, next %v; want history 10, allow, next at 03:00 Berlin, the spec with single spaces", st, next)
 	}
 
 	hash := stateHash(t, cl)

@@ -166,6 +166,8 @@ func scheduleRequest(name, cron, zone, concurrency string, deadline time.Duratio
 		return req, fmt.Errorf("--starting-deadline %s must be positive", deadline)
 	case deadlineGiven && deadline < time.Millisecond:
 		return req, fmt.Errorf("--starting-deadline %s must be at least 1ms", deadline)
+	case deadline.Milliseconds() > model.MaxStartingDeadlineMS:
+		return req, fmt.Errorf("--starting-deadline %s exceeds five years (%s)", deadline, time.Duration(model.MaxStartingDeadlineMS)*time.Millisecond)
 	case deadline%time.Millisecond != 0:
 		return req, fmt.Errorf("--starting-deadline %s is not a whole number of milliseconds, the masters' unit", deadline)
 	case len(cron) > model.MaxCronLen:

@@ -259,6 +259,9 @@ func TestScheduleCreateRefusals(t *testing.T) {
 		{append(append([]string{"n", "--driver-cores", "0"}, ok...), prog...), "--driver-cores 0 must be from 1 to 65536"},
 		{append(append([]string{"n", "--max-restarts", "2"}, ok...), prog...), "--max-restarts needs --supervise"},
 		{append(append([]string{"n", "--upload", "/nonexistent/etl.sh"}, ok...), prog...), "--upload: stat /nonexistent/etl.sh"},
+		{append(append([]string{"n", "--starting-deadline", "43800h0m0.001s"}, ok...), prog...), "--starting-deadline 43800h0m0.001s exceeds five years (43800h0m0s)"},
+		// The masters' check of the program, before any file is sent.
+		{append(append([]string{"n", "--env", "=x", "--upload", "/etc/hostname"}, ok...), prog...), "environment name"},
 		{append(append([]string{"Nightly"}, ok...), prog...), "is not a DNS label"},
 		{append([]string{"n"}, prog...), "schedule create needs --cron SPEC"},
 		{append(ok, prog...), "schedule create wants exactly one NAME before --, got 0 arguments"},
@@ -276,7 +279,7 @@ func TestScheduleCreateRefusals(t *testing.T) {
 		t.Fatalf("the refused creates made %d requests", f.requests)
 	}
 	// At the bounds, each is taken.
-	for i, at := range [][]string{{"--starting-deadline", "1ms"}, {"--starting-deadline", "1m0.001s"}, {"--history", "1"}, {"--history", "1000"},
+	for i, at := range [][]string{{"--starting-deadline", "1ms"}, {"--starting-deadline", "1m0.001s"}, {"--starting-deadline", "43800h"}, {"--history", "1"}, {"--history", "1000"},
 		{"--cron", "@daily" + strings.Repeat(" ", model.MaxCronLen-6)}} {
 		args := append(append([]string{"schedule", "create", fmt.Sprintf("at-%d", i)}, at...), append(ok, prog...)...)
 		if _, stderr, code := f.client(args...); code != 0 {
@@ -284,7 +287,7 @@ func TestScheduleCreateRefusals(t *testing.T) {
 		}
 	}
 	stdout, stderr, code := f.client(append(append([]string{"schedule", "create", "at-0"}, ok...), prog...)...)
-	if code != 1 || stdout != "" || stderr != "drover: schedule at-0 exists: nothing created\n" || len(f.schedules) != 5 {
+	if code != 1 || stdout != "" || stderr != "drover: schedule at-0 exists: nothing created\n" || len(f.schedules) != 6 {
 		t.Errorf("a name taken: exit %d, stdout %q, stderr %q, %d schedules", code, stdout, stderr, len(f.schedules))
 	}
 }

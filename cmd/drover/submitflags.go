@@ -41,7 +41,7 @@ func addSubmitFlags(fs *pflag.FlagSet) *submitFlags {
 	f.maxRestarts = fs.Int("max-restarts", 0, "with --supervise: end the driver FAILED after more than N failed runs (within --restart-window); default unbounded")
 	f.window = fs.Duration("restart-window", 0, "with --max-restarts: count only the failed runs of the last D (at least 1s); default every one")
 	f.reschedule = fs.Int("reschedule-after", 0, "with --supervise: after K failed runs in a row on one worker, run the next attempt on another worker when one has room; default never")
-	f.priority = fs.Int("priority", model.DefaultPriority, fmt.Sprintf("the driver's priority among its namespace's waiting drivers, 0 to %d, at most the namespace's --priority-max (default: %d, lowered to that cap)", model.MaxPriority, model.DefaultPriority))
+	f.priority = fs.Int("priority", model.DefaultPriority, fmt.Sprintf("the driver's priority among its namespace's waiting drivers, 0 to %d, at most the namespace's --priority-max; unset, the default is lowered to that cap", model.MaxPriority))
 	f.appCores = fs.Int("app-cores", 0, fmt.Sprintf("the most cores the driver's application's executors will hold together (Spark's spark.cores.max), 0 to %d; its namespace's driver share keeps room for them before it places the driver (default 0: unknown)", model.MaxAppCores))
 	f.user = fs.String("user", "", "the user the program runs as, a name ([a-z_][a-z0-9_-]*, at most 32 bytes), never a uid; a worker runs it so only when its --allowed-users lists the name (default: each worker's --run-as)")
 	return f
@@ -106,8 +106,17 @@ func (f *submitFlags) request(fs *pflag.FlagSet, argv []string) (api.SubmitReque
 	for _, a := range *f.artifacts {
 		req.Artifacts = append(req.Artifacts, model.Artifact{Source: a})
 	}
-	if _, err := model.NormalizeArtifacts(req.Artifacts); err != nil {
+	normal, err := model.NormalizeArtifacts(req.Artifacts)
+	if err != nil {
 		return req, fmt.Errorf("--artifact: %v", err)
+	}
+	// The masters' own check of the spec, so that what they would refuse
+	// (an environment name that is none, ...) is refused before any
+	// --upload file is sent.
+	spec := req.DriverSpec
+	spec.Artifacts = normal
+	if err := spec.Validate(); err != nil {
+		return req, err
 	}
 	return req, nil
 }

@@ -2,6 +2,8 @@ package service
 
 import (
 	"context"
+	"errors"
+	"strings"
 	"time"
 
 	"github.com/drover-project/drover/api"
@@ -46,6 +48,10 @@ func (s *Scheduling) CreateSchedule(_ context.Context, c auth.Caller, req api.Sc
 		return api.ScheduleStatus{}, api.Errorf(model.ErrScheduleExists, "schedule %s exists: nothing created", sc.Name)
 	}
 	if _, err := s.Apply(&model.CreateSchedule{Schedule: *sc, Time: now()}); err != nil {
+		if errors.Is(err, model.ErrScheduleExists) {
+			// Taken by a create committed since the check above.
+			return api.ScheduleStatus{}, api.Errorf(model.ErrScheduleExists, "schedule %s exists: nothing created", sc.Name)
+		}
 		return api.ScheduleStatus{}, err
 	}
 	s.Log.Info("created schedule", "schedule", sc.Name, "cron", sc.Cron, "time_zone", sc.TimeZone,
@@ -68,7 +74,9 @@ func (s *Scheduling) newSchedule(c auth.Caller, req api.ScheduleRequest) (*model
 	if err := model.CheckScheduleName(req.Name); err != nil {
 		return nil, invalidRequest(err)
 	}
-	sc := &model.Schedule{Name: req.Name, Cron: req.Cron, TimeZone: req.TimeZone, Concurrency: req.Concurrency,
+	// The spec is kept with single spaces: a tab or a trailing space
+	// would otherwise be shown as sent in every list.
+	sc := &model.Schedule{Name: req.Name, Cron: strings.Join(strings.Fields(req.Cron), " "), TimeZone: req.TimeZone, Concurrency: req.Concurrency,
 		StartingDeadlineMS: req.StartingDeadlineMS}
 	if req.History != nil {
 		if h := *req.History; h < 1 || h > model.MaxHistory {
