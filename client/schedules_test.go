@@ -93,3 +93,19 @@ func TestSuspendScheduleGoesToOneMaster(t *testing.T) {
 		t.Fatalf("SuspendSchedule = %+v, %v after %d requests; want suspended after 1", st, err, asked.Load())
 	}
 }
+
+// A master that hangs past the call's context (paused, cut off) ends
+// the call as no master answering (ErrNoMaster: the CLI's exit 2), not
+// as a failure of the write.
+func TestCreateScheduleHungMasterIsNoMaster(t *testing.T) {
+	release := make(chan struct{})
+	hung := server(t, func(w http.ResponseWriter, r *http.Request) { <-release })
+	defer close(release)
+	c := newClient(t, Options{RequestTimeout: time.Minute}, hung)
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	_, err := c.CreateSchedule(ctx, api.ScheduleRequest{Name: "nightly"})
+	if !errors.Is(err, ErrNoMaster) {
+		t.Fatalf("CreateSchedule = %v; want ErrNoMaster once the context ended", err)
+	}
+}
