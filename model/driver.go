@@ -185,6 +185,13 @@ func (w *Worker) MemoryFreeMB() int64 { return w.MemoryMB - w.MemoryUsedMB }
 // nothing holds, in the order of its offer.
 func (w *Worker) ResourcesFree() Resources { return Free(w.Resources, w.ResourcesUsed) }
 
+// CouldHold reports whether w, idle, could hold a unit asking for cores,
+// memoryMB (MiB) and res: whether waiting for it can ever help
+// (api.ReasonUnplaceable when no ALIVE worker could).
+func (w *Worker) CouldHold(cores int, memoryMB int64, res ResourceAmounts) bool {
+	return w.Cores >= cores && w.MemoryMB >= memoryMB && res.Fits(w.Resources.Counts())
+}
+
 // Clone returns a deep copy of w.
 func (w *Worker) Clone() *Worker {
 	c := *w

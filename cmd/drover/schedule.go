@@ -111,7 +111,7 @@ func (k scheduleCLI) warnUnplaceable(ctx context.Context, st api.ScheduleStatus)
 		if w.State != model.WorkerAlive {
 			continue
 		}
-		if w.Cores >= t.Cores && w.MemoryMB >= t.MemoryMB && t.Resources.Fits(w.Resources.Counts()) {
+		if w.CouldHold(t.Cores, t.MemoryMB, t.Resources) {
 			return
 		}
 		alive++

@@ -78,7 +78,7 @@ func waitReason(ws []*model.Worker, cores int, memoryMB int64, res model.Resourc
 		for name := range res {
 			most[name] = max(most[name], offered[name])
 		}
-		if w.Cores >= cores && w.MemoryMB >= memoryMB && res.Fits(offered) {
+		if w.CouldHold(cores, memoryMB, res) {
 			fits++
 		}
 		if w.CoresFree() >= cores && w.MemoryFreeMB() >= memoryMB && res.Fits(w.ResourcesFree().Counts()) {
