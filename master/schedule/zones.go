@@ -8,6 +8,8 @@ import (
 	"io"
 	"sync"
 	"time"
+
+	"github.com/drover-project/drover/model"
 )
 
 // zoneinfo is the IANA time zone database as Go's toolchain ships it
@@ -40,7 +42,8 @@ var loaded sync.Map
 
 // Zone returns the IANA time zone name ("" for UTC) as the built-in
 // database defines it, whatever the host's files or $ZONEINFO hold. A
-// name the database lacks, "Local" included, is an error of one line.
+// name the database lacks, "Local" included, or one past
+// model.MaxTimeZoneLen, is an error of one line.
 func Zone(name string) (*time.Location, error) {
 	if name == "" {
 		name = "UTC"
@@ -48,7 +51,10 @@ func Zone(name string) (*time.Location, error) {
 	if loc, ok := loaded.Load(name); ok {
 		return loc.(*time.Location), nil
 	}
-	unknown := fmt.Errorf("unknown time zone %q (an IANA name such as Europe/Berlin)", quoteBound(name))
+	if len(name) > model.MaxTimeZoneLen {
+		return nil, fmt.Errorf("the time zone's name exceeds %d bytes", model.MaxTimeZoneLen)
+	}
+	unknown := fmt.Errorf("unknown time zone %q (an IANA name such as Europe/Berlin)", name)
 	idx, err := zones()
 	if err != nil {
 		return nil, fmt.Errorf("the built-in time zone database: %v", err)
@@ -72,14 +78,4 @@ func Zone(name string) (*time.Location, error) {
 	}
 	loaded.Store(name, loc)
 	return loc, nil
-}
-
-// quoteBound is s for a refusal's line: whole up to 64 bytes, else its
-// first 64 and its length, so that a hostile input does not fill logs.
-func quoteBound(s string) string {
-	const max = 64
-	if len(s) <= max {
-		return s
-	}
-	return fmt.Sprintf("%s... (%d bytes)", s[:max], len(s))
 }
