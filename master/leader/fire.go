@@ -204,6 +204,8 @@ func (f *firer) wait(at int64) time.Duration {
 func (f *firer) fire(at int64) {
 	st := f.t.d.FSM.State()
 	var fires []*model.FireSchedule
+	// bound holds the fires that start a run within a starting deadline.
+	var bound map[*model.FireSchedule]bool
 	for len(f.slots) > 0 && f.slots[0].at <= at {
 		e := heap.Pop(&f.slots).(slotEntry)
 		if w, ok := f.next[e.name]; !ok || w != e.at {
@@ -225,11 +227,17 @@ func (f *firer) fire(at int64) {
 		}
 		if c := d.Fire(sc.Name, id, at); c != nil {
 			fires = append(fires, c)
+			if sc.StartingDeadlineMS > 0 && !c.Late {
+				if bound == nil {
+					bound = map[*model.FireSchedule]bool{}
+				}
+				bound[c] = true
+			}
 		}
 		// The fire's event sets it again from the row it makes.
 		f.set(sc.Name, d.Next)
 	}
-	fires = f.withinDeadlines(fires, st, at)
+	fires = f.withinDeadlines(fires, bound, at)
 	for i, err := range f.commit(fires) {
 		if err != nil {
 			f.set(fires[i].Name, at+fireRetry.Milliseconds())
@@ -247,12 +255,8 @@ func (f *firer) fire(at int64) {
 // leaves that only to a quorum lost in the round trip between the
 // confirmation and the append. Fires without a deadline, and those that
 // count a late slot missed, may commit late and go on unchecked.
-func (f *firer) withinDeadlines(fires []*model.FireSchedule, st *fsm.State, at int64) []*model.FireSchedule {
-	bound := func(c *model.FireSchedule) bool {
-		sc, ok := st.Schedule(c.Name)
-		return ok && sc.StartingDeadlineMS > 0 && !c.Late
-	}
-	if f.t.d.VerifyLeader == nil || !slices.ContainsFunc(fires, bound) {
+func (f *firer) withinDeadlines(fires []*model.FireSchedule, bound map[*model.FireSchedule]bool, at int64) []*model.FireSchedule {
+	if f.t.d.VerifyLeader == nil || len(bound) == 0 {
 		return fires
 	}
 	err := f.t.d.VerifyLeader()
@@ -261,11 +265,10 @@ func (f *firer) withinDeadlines(fires []*model.FireSchedule, st *fsm.State, at i
 	}
 	f.t.d.Log.Warn("schedule fires with a starting deadline held back: leadership not confirmed", "err", err)
 	return slices.DeleteFunc(fires, func(c *model.FireSchedule) bool {
-		if bound(c) {
+		if bound[c] {
 			f.set(c.Name, at+fireRetry.Milliseconds())
-			return true
 		}
-		return false
+		return bound[c]
 	})
 }
 
