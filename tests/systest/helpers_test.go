@@ -167,6 +167,17 @@ func waitFor(t testing.TB, timeout time.Duration, what string, cond func() bool)
 // holding the test until its own deadline.
 const runDroverLimit = 2 * time.Minute
 
+// mustDrover is runDrover that fails the test unless drover exits 0, and
+// returns what it printed on stdout.
+func mustDrover(t *testing.T, env []string, args ...string) string {
+	t.Helper()
+	out, errOut, code := runDrover(t, env, args...)
+	if code != 0 {
+		t.Fatalf("drover %s: exit %d: %s%s", strings.Join(args, " "), code, out, errOut)
+	}
+	return out
+}
+
 // runDrover runs the drover binary with args, as a user would, with env
 // added to this process's environment (where a name is given twice, the
 // later entry wins), and returns what it printed and its exit code.

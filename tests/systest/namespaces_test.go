@@ -33,11 +33,7 @@ func TestNamespacesThroughTheCLI(t *testing.T) {
 	drover := func(args ...string) (string, string, int) { return runDrover(t, env, args...) }
 	must := func(args ...string) string {
 		t.Helper()
-		out, errOut, code := drover(args...)
-		if code != 0 {
-			t.Fatalf("drover %s: exit %d: %s%s", strings.Join(args, " "), code, out, errOut)
-		}
-		return out
+		return mustDrover(t, env, args...)
 	}
 
 	must("operator", "namespace", "apply", "etl", "--cores", "1", "--max-queued-drivers", "5")

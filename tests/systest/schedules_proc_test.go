@@ -165,11 +165,7 @@ func TestScheduleSuspendResumeRunCLI(t *testing.T) {
 	cl, env := c.Client(), c.ClientEnv()
 	drover := func(args ...string) string {
 		t.Helper()
-		out, errOut, code := runDrover(t, env, append([]string{"client"}, args...)...)
-		if code != 0 {
-			t.Fatalf("drover client %s: exit %d: %s", strings.Join(args, " "), code, errOut)
-		}
-		return out
+		return mustDrover(t, env, append([]string{"client"}, args...)...)
 	}
 	status := func() api.ScheduleStatus {
 		t.Helper()
@@ -233,11 +229,7 @@ func TestScheduleWritesWaitOutAnElection(t *testing.T) {
 	cl, env := c.Client(), c.ClientEnv()
 	drover := func(args ...string) string {
 		t.Helper()
-		out, errOut, code := runDrover(t, env, append([]string{"client", "--timeout", "30s"}, args...)...)
-		if code != 0 {
-			t.Fatalf("drover client %s: exit %d: %s", strings.Join(args, " "), code, errOut)
-		}
-		return out
+		return mustDrover(t, env, append([]string{"client", "--timeout", "30s"}, args...)...)
 	}
 	// killLeader SIGKILLs the leader and returns a func that starts it
 	// again, for the next kill to leave a quorum.
