@@ -88,7 +88,8 @@ func TestScheduleRules(t *testing.T) {
 	bad("unknown namespace", func(r *api.ScheduleRequest) { r.Template.Namespace = "nope" }, model.ErrUnknownNamespace, "unknown namespace: nope: nothing created")
 	bad("long concurrency", func(r *api.ScheduleRequest) { r.Concurrency = model.Concurrency(strings.Repeat("x", 5000)) }, api.ErrInvalidRequest,
 		"a concurrency of 5000 bytes is not allow, forbid or replace")
-	bad("no program", func(r *api.ScheduleRequest) { r.Template.Argv = nil }, api.ErrInvalidRequest, "")
+	bad("no program", func(r *api.ScheduleRequest) { r.Template.Argv = nil }, api.ErrInvalidRequest, "the program is empty")
+	bad("bad environment", func(r *api.ScheduleRequest) { r.Template.Env = map[string]string{"": "x"} }, api.ErrInvalidRequest, "environment name")
 	bad("template token", func(r *api.ScheduleRequest) { r.Template.Token = "tok" }, api.ErrInvalidRequest, "the template takes no token")
 	bad("history 0", func(r *api.ScheduleRequest) { r.History = ptrTo(0) }, api.ErrInvalidRequest, "the history must be 1 to 1000 runs, got 0")
 	bad("history past", func(r *api.ScheduleRequest) { r.History = ptrTo(model.MaxHistory + 1) }, api.ErrInvalidRequest, "got 1001")
@@ -115,6 +116,25 @@ func TestScheduleRules(t *testing.T) {
 
 	if _, err := cl.Schedule(ctx, "nope"); !errors.Is(err, model.ErrUnknownSchedule) {
 		t.Fatalf("unknown schedule: %v", err)
+	}
+	// Every write to an unknown schedule: one line saying what was not
+	// done, and the tables unchanged.
+	for _, c := range []struct {
+		verb string
+		do   func() error
+		say  string
+	}{
+		{"suspend", func() error { _, err := cl.SuspendSchedule(ctx, "nope"); return err }, "unknown schedule: nope: nothing changed"},
+		{"resume", func() error { _, err := cl.ResumeSchedule(ctx, "nope"); return err }, "unknown schedule: nope: nothing changed"},
+		{"run", func() error { _, err := cl.RunSchedule(ctx, "nope"); return err }, "unknown schedule: nope: nothing started"},
+		{"delete", func() error { _, err := cl.DeleteSchedule(ctx, "nope"); return err }, "unknown schedule: nope: nothing deleted"},
+	} {
+		if err := c.do(); !errors.Is(err, model.ErrUnknownSchedule) || err.Error() != c.say {
+			t.Errorf("%s of an unknown schedule: %v; want the line %q", c.verb, err, c.say)
+		}
+		if h := stateHash(t, cl); h != hash {
+			t.Errorf("%s of an unknown schedule changed the tables", c.verb)
+		}
 	}
 	for _, c := range []struct {
 		ns   string
