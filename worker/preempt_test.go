@@ -27,7 +27,9 @@ func TestPreemptionNoticeTermsThenKillsAtDeadline(t *testing.T) {
 	fm.assign(a)
 	fm.waitReport(t, driverA, 1, model.DriverRunning)
 	pid := programPID(t, cfg, driverA, 1)
-	const grace = 1500 * time.Millisecond
+	// Long enough that SIGTERM "at once" (within half of it) cannot be
+	// confused with SIGTERM at the deadline even on a loaded machine.
+	const grace = 4 * time.Second
 	noticed := time.Now()
 	fm.preempt(api.PreemptNotice{Preemption: model.Preemption{DriverID: driverA, Attempt: 1, By: "etl"}, Deadline: noticed.Add(grace).UnixMilli()})
 	dir := cfg.WorkDir + "/" + driverA + "/attempt-1"
