@@ -135,7 +135,9 @@ var ErrOutcomeUnknown = errors.New("the masters may or may not have carried it o
 // (api.ErrNoLeader). When every master has said one or the other and
 // one of them was waiting for a leader, as in an election, the round is
 // tried again after a back-off (Options.RetryInterval doubling to
-// MaxRetryInterval) until ctx ends. A refusal (*APIError) is returned as
+// MaxRetryInterval) until ctx ends, which is ErrNoMaster; it wraps
+// ErrOutcomeUnknown too when ctx ended while a master that had not said
+// it did nothing held the request. A refusal (*APIError) is returned as
 // it is; any other failure wraps ErrOutcomeUnknown: the request may have
 // been committed.
 func callOnce[In, Out any](ctx context.Context, c *Client, e api.Endpoint[In, Out], path string, in In, out *Out) error {
@@ -160,7 +162,13 @@ func callOnce[In, Out any](ctx context.Context, c *Client, e api.Endpoint[In, Ou
 			case err == nil:
 				return decodeJSON(resp, out)
 			case ctx.Err() != nil:
-				return fmt.Errorf("%w: %s", ErrNoMaster, strings.Join(append(reasons, err.Error()), "; "))
+				// Unless m said it did nothing, the request may be in
+				// m's hands: a hung master may commit it yet.
+				why := strings.Join(append(reasons, err.Error()), "; ")
+				if errors.Is(err, api.ErrNoLeader) {
+					return fmt.Errorf("%w: %s", ErrNoMaster, why)
+				}
+				return fmt.Errorf("%w: %w: %s", ErrNoMaster, ErrOutcomeUnknown, why)
 			case errors.Is(err, api.ErrNoLeader):
 				electing = true
 			case isAPIError(err):

@@ -80,6 +80,18 @@ func TestRunScheduleGivesUpWithItsContext(t *testing.T) {
 	}
 }
 
+// A context that ends between rounds, every master having said it did
+// nothing, leaves no doubt: the run did not happen.
+func TestRunScheduleEndedBetweenRoundsDidNothing(t *testing.T) {
+	c := newClient(t, Options{RetryInterval: time.Minute, MaxRetryInterval: time.Minute}, server(t, noLeader), server(t, noLeader))
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	_, err := c.RunSchedule(ctx, "nightly")
+	if !errors.Is(err, ErrNoMaster) || errors.Is(err, ErrOutcomeUnknown) {
+		t.Fatalf("RunSchedule = %v; want ErrNoMaster, the outcome known", err)
+	}
+}
+
 // A suspension goes to one master, not to each: one entry, one event.
 func TestSuspendScheduleGoesToOneMaster(t *testing.T) {
 	var asked atomic.Int32
@@ -96,7 +108,8 @@ func TestSuspendScheduleGoesToOneMaster(t *testing.T) {
 
 // A master that hangs past the call's context (paused, cut off) ends
 // the call as no master answering (ErrNoMaster: the CLI's exit 2), not
-// as a failure of the write.
+// as a refusal of the write; since that master holds the request and
+// may yet commit it, the error says the outcome is unknown.
 func TestCreateScheduleHungMasterIsNoMaster(t *testing.T) {
 	release := make(chan struct{})
 	hung := server(t, func(w http.ResponseWriter, r *http.Request) { <-release })
@@ -105,7 +118,7 @@ func TestCreateScheduleHungMasterIsNoMaster(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancel()
 	_, err := c.CreateSchedule(ctx, api.ScheduleRequest{Name: "nightly"})
-	if !errors.Is(err, ErrNoMaster) {
-		t.Fatalf("CreateSchedule = %v; want ErrNoMaster once the context ended", err)
+	if !errors.Is(err, ErrNoMaster) || !errors.Is(err, ErrOutcomeUnknown) {
+		t.Fatalf("CreateSchedule = %v; want ErrNoMaster, the outcome unknown, once the context ended", err)
 	}
 }
