@@ -69,10 +69,17 @@ type ScheduleRunStatus struct {
 // skipped counts), Next, the next slot in Unix milliseconds (0 when
 // suspended or when no slot comes within five years), and its kept runs,
 // oldest first, with their drivers' states (Runs replaces the row's).
+// Unplaceable, in an answer about one schedule (create, get, suspend,
+// resume; lists leave it out), says why each run would wait while ALIVE
+// workers exist and none of them could hold the template's driver even
+// idle: ReasonUnplaceable, what the driver asks and what the largest
+// worker offers, as such a waiting driver's message says. It is empty
+// when a worker could hold it or none is ALIVE (a cluster starting).
 type ScheduleStatus struct {
 	model.Schedule
-	Next int64               `json:"next"`
-	Runs []ScheduleRunStatus `json:"runs"`
+	Next        int64               `json:"next"`
+	Unplaceable string              `json:"unplaceable,omitempty"`
+	Runs        []ScheduleRunStatus `json:"runs"`
 }
 
 // ScheduleList answers GET /v1/schedules: the schedules by name.

@@ -280,3 +280,57 @@ func TestScheduleNamespaceTokenScope(t *testing.T) {
 	}
 	t.Fatalf("the stream ended before etl-nightly's suspension: %v", sc.Err())
 }
+
+// The answer about one schedule says when no ALIVE worker could hold its
+// driver even idle, as a waiting driver's message would, so that create
+// can warn where submit exits 3; a list leaves it out. A DEAD worker
+// large enough, or no worker at all, says nothing; a worker at the
+// driver's bounds exactly holds it.
+func TestScheduleSaysWhenNoWorkerCouldHoldItsDriver(t *testing.T) {
+	m := scopeMaster(t, nil)
+	cl, ctx := scheduleClient(t, m, scopeOperator), context.Background()
+	create := func(name string, cores int, memoryMB int64, res model.ResourceAmounts) api.ScheduleStatus {
+		t.Helper()
+		req := nightly(name, "")
+		req.Template.Cores, req.Template.MemoryMB, req.Template.Resources = cores, memoryMB, res
+		st, err := cl.CreateSchedule(ctx, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st
+	}
+	if st := create("no-workers", 64, 64, nil); st.Unplaceable != "" {
+		t.Fatalf("with no worker: unplaceable %q, want none", st.Unplaceable)
+	}
+	mustApply(t, m, &model.RegisterWorker{ID: "w9", HTTPAddr: "127.0.0.1:1", Cores: 64, MemoryMB: 65536, Time: 1})
+	mustApply(t, m, &model.WorkerLost{WorkerID: "w9", Time: 2})
+	mustApply(t, m, &model.RegisterWorker{ID: "w1", HTTPAddr: "127.0.0.1:2", Cores: 4, MemoryMB: 8192, Time: 3})
+	for _, c := range []struct {
+		name     string
+		cores    int
+		memoryMB int64
+		res      model.ResourceAmounts
+		want     string
+	}{
+		{"at-bounds", 4, 8192, nil, ""},
+		{"cores", 5, 64, nil, api.ReasonUnplaceable + " (asks 5 cores, 64 MiB; the largest worker offers 4 cores, 8192 MiB)"},
+		{"memory", 1, 8193, nil, api.ReasonUnplaceable + " (asks 1 core, 8193 MiB; the largest worker offers 4 cores, 8192 MiB)"},
+		{"gpu", 1, 64, model.ResourceAmounts{"gpu": 1}, api.ReasonUnplaceable + " (asks 1 core, 64 MiB, gpu=1; the largest worker offers 4 cores, 8192 MiB, gpu=0)"},
+	} {
+		if st := create(c.name, c.cores, c.memoryMB, c.res); st.Unplaceable != c.want {
+			t.Errorf("create %s: unplaceable %q, want %q", c.name, st.Unplaceable, c.want)
+		}
+	}
+	if st, err := cl.Schedule(ctx, "cores"); err != nil || !strings.HasPrefix(st.Unplaceable, api.ReasonUnplaceable) {
+		t.Fatalf("status of cores: %q, %v; want it unplaceable", st.Unplaceable, err)
+	}
+	l, err := cl.Schedules(ctx, "", true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, st := range l.Schedules {
+		if st.Unplaceable != "" {
+			t.Fatalf("list: %s unplaceable %q; lists leave it out", st.Name, st.Unplaceable)
+		}
+	}
+}

@@ -14,7 +14,6 @@ import (
 
 	"github.com/drover-project/drover/api"
 	"github.com/drover-project/drover/client"
-	"github.com/drover-project/drover/internal/plural"
 	"github.com/drover-project/drover/master/schedule"
 	"github.com/drover-project/drover/model"
 )
@@ -67,7 +66,7 @@ func (k scheduleCLI) scheduleCreate(ctx context.Context, args []string) int {
 	}
 	fmt.Fprintf(k.stdout, "created schedule %s\n", st.Name)
 	fmt.Fprintf(k.stdout, "next slot: %s\n", nextLine(st))
-	k.warnUnplaceable(ctx, st)
+	k.warnUnplaceable(st)
 	return 0
 }
 
@@ -91,41 +90,15 @@ func (k scheduleCLI) nameFree(name string) func(context.Context) error {
 	}
 }
 
-// warnUnplaceable prints one line on stderr when the cluster has ALIVE
-// workers and none of them could hold st's driver even idle, the case
-// in which submit exits 3 (api.ReasonUnplaceable): every run would wait
-// for a larger worker. The schedule stands and the exit stays 0, since
-// such a worker may register before the first slot. With no ALIVE
-// worker, as in a cluster still starting, or no answer from the masters
-// (GET /v1/state, which lists the workers), it says nothing: the check
-// is advice, not a refusal.
-func (k scheduleCLI) warnUnplaceable(ctx context.Context, st api.ScheduleStatus) {
-	var s *api.State
-	if err := k.call(ctx, func(ctx context.Context) (err error) { s, err = k.c.State(ctx); return err }); err != nil {
-		return
+// warnUnplaceable prints one line on stderr when the masters answered
+// that no ALIVE worker could hold st's driver even idle
+// (api.ScheduleStatus's Unplaceable), the case in which submit exits 3:
+// every run would wait for a larger worker. The schedule stands and the
+// exit stays 0, since such a worker may register before the first slot.
+func (k scheduleCLI) warnUnplaceable(st api.ScheduleStatus) {
+	if st.Unplaceable != "" {
+		fmt.Fprintf(k.stderr, "drover: warning: schedule %s's driver %s: each run waits until a worker that fits registers\n", st.Name, st.Unplaceable)
 	}
-	t := st.Template
-	var alive, maxCores int
-	var maxMem int64
-	for _, w := range s.Workers {
-		if w.State != model.WorkerAlive {
-			continue
-		}
-		if w.CouldHold(t.Cores, t.MemoryMB, t.Resources) {
-			return
-		}
-		alive++
-		maxCores, maxMem = max(maxCores, w.Cores), max(maxMem, w.MemoryMB)
-	}
-	if alive == 0 {
-		return
-	}
-	asks := plural.Count(t.Cores, "core") + fmt.Sprintf(", %d MiB", t.MemoryMB)
-	if len(t.Resources) > 0 {
-		asks += ", " + t.Resources.String()
-	}
-	fmt.Fprintf(k.stderr, "drover: warning: schedule %s's driver %s (asks %s; the largest of %s offers %s, %d MiB): each run waits until a worker that fits registers\n",
-		st.Name, api.ReasonUnplaceable, asks, plural.Count(alive, "ALIVE worker"), plural.Count(maxCores, "core"), maxMem)
 }
 
 // createUsage is how schedule create is called, for the line that says
@@ -369,6 +342,9 @@ func printSchedule(w io.Writer, st api.ScheduleStatus) {
 	fmt.Fprintf(w, "program:       %q\n", t.Argv)
 	fmt.Fprintf(w, "created:       %s\n", fmtTime(st.CreatedAt))
 	fmt.Fprintf(w, "next slot:     %s\n", nextLine(st))
+	if st.Unplaceable != "" {
+		fmt.Fprintf(w, "unplaceable:   %s\n", st.Unplaceable)
+	}
 	fmt.Fprintf(w, "last fired:    %s\n", slotOrNone(st.LastFired, st.TimeZone))
 	fmt.Fprintf(w, "last slot:     %s\n", slotOrNone(st.LastSlot, st.TimeZone))
 	fmt.Fprintf(w, "fired:         %d\n", st.Fired)

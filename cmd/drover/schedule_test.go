@@ -42,8 +42,8 @@ type scheduleMaster struct {
 	// readStatus, when not 0, is the status every GET of one schedule
 	// is refused with.
 	readStatus int
-	// workers are GET /v1/state's; without them it is not found.
-	workers []*model.Worker
+	// unplaceable is what a create answers in its Unplaceable.
+	unplaceable string
 }
 
 // slotNext is the next slot the fake gives every schedule:
@@ -96,7 +96,7 @@ func newScheduleMaster(t *testing.T) *scheduleMaster {
 		}
 		s := &api.ScheduleStatus{Schedule: model.Schedule{Name: req.Name, Cron: req.Cron, TimeZone: req.TimeZone, Concurrency: req.Concurrency,
 			StartingDeadlineMS: req.StartingDeadlineMS, History: *req.History, CreatedAt: slotNext - 86_400_000,
-			Template: model.SubmitDriver{Name: req.Template.Name, DriverSpec: req.Template.DriverSpec}}, Next: slotNext}
+			Template: model.SubmitDriver{Name: req.Template.Name, DriverSpec: req.Template.DriverSpec}}, Next: slotNext, Unplaceable: f.unplaceable}
 		f.schedules[req.Name] = s
 		reply(w, http.StatusCreated, s)
 	})
@@ -134,15 +134,6 @@ func newScheduleMaster(t *testing.T) *scheduleMaster {
 		delete(f.schedules, s.Name)
 		reply(w, http.StatusOK, s.Schedule)
 	}))
-	mux.HandleFunc("GET /v1/state", func(w http.ResponseWriter, r *http.Request) {
-		f.mu.Lock()
-		defer f.mu.Unlock()
-		if f.workers == nil {
-			reply(w, http.StatusNotFound, api.Error{Error: "not found", Code: api.CodeNotFound})
-			return
-		}
-		reply(w, http.StatusOK, api.State{ID: "m1", Role: "leader", Workers: f.workers})
-	})
 	mux.HandleFunc("PUT /v1/blobs/{sum}", func(w http.ResponseWriter, r *http.Request) {
 		f.mu.Lock()
 		f.uploads++
@@ -596,41 +587,28 @@ func TestScheduleCreateChecksTheNameBeforeUploading(t *testing.T) {
 	}
 }
 
-// After a create, one warning line on stderr says when the cluster has
-// ALIVE workers and none could hold the schedule's driver (as submit's
-// exit 3), naming what it asks and the largest worker; the exit stays 0
-// and the schedule exists. No warning with a worker that fits, at its
-// bounds exactly, with no ALIVE worker, or when the workers cannot be
-// read.
+// After a create that the masters answer unplaceable (no ALIVE worker
+// could hold its driver, as submit's exit 3), one warning line on
+// stderr says so with the masters' reason; the exit stays 0 and the
+// schedule exists. No warning otherwise. status shows the reason too.
 func TestScheduleCreateWarnsOfAnUnplaceableDriver(t *testing.T) {
 	f := newScheduleMaster(t)
-	big := &model.Worker{ID: "w9", Cores: 64, MemoryMB: 65536, State: model.WorkerDead}
-	small := &model.Worker{ID: "w1", Cores: 4, MemoryMB: 8192, State: model.WorkerAlive}
-	for i, c := range []struct {
-		workers []*model.Worker
-		flags   []string
-		warn    string
-	}{
-		{nil, []string{"--driver-cores", "65536"}, ""},
-		{[]*model.Worker{}, []string{"--driver-cores", "65536"}, ""},
-		{[]*model.Worker{big}, []string{"--driver-cores", "65536"}, ""},
-		{[]*model.Worker{big, small}, []string{"--driver-cores", "4", "--driver-memory", "8g"}, ""},
-		{[]*model.Worker{big, small}, []string{"--driver-cores", "5"},
-			"drover: warning: schedule %s's driver requires more resources than any worker has (asks 5 cores, 1024 MiB; the largest of 1 ALIVE worker offers 4 cores, 8192 MiB): each run waits until a worker that fits registers\n"},
-		{[]*model.Worker{small}, []string{"--driver-memory", "8193m"},
-			"drover: warning: schedule %s's driver requires more resources than any worker has (asks 1 core, 8193 MiB; the largest of 1 ALIVE worker offers 4 cores, 8192 MiB): each run waits until a worker that fits registers\n"},
-		{[]*model.Worker{small}, []string{"--driver-resource", "gpu=1"},
-			"drover: warning: schedule %s's driver requires more resources than any worker has (asks 1 core, 1024 MiB, gpu=1; the largest of 1 ALIVE worker offers 4 cores, 8192 MiB): each run waits until a worker that fits registers\n"},
+	why := api.ReasonUnplaceable + " (asks 5 cores, 1024 MiB; the largest worker offers 4 cores, 8192 MiB)"
+	for _, c := range []struct{ name, unplaceable, warn string }{
+		{"fits", "", ""},
+		{"big", why, "drover: warning: schedule big's driver " + why + ": each run waits until a worker that fits registers\n"},
 	} {
-		f.workers = c.workers
-		name := fmt.Sprintf("s%d", i)
-		stdout, stderr, code := f.client(append(append([]string{"schedule", "create", name, "--cron", "@daily"}, c.flags...), "--", "/bin/true")...)
-		warn := c.warn
-		if warn != "" {
-			warn = fmt.Sprintf(warn, name)
+		f.unplaceable = c.unplaceable
+		stdout, stderr, code := f.client("schedule", "create", c.name, "--cron", "@daily", "--driver-cores", "5", "--", "/bin/true")
+		if code != 0 || !strings.HasPrefix(stdout, "created schedule "+c.name+"\n") || stderr != c.warn || f.schedules[c.name] == nil {
+			t.Errorf("create %s: exit %d, stdout %q, stderr %q; want 0 and stderr %q", c.name, code, stdout, stderr, c.warn)
 		}
-		if code != 0 || !strings.HasPrefix(stdout, "created schedule "+name+"\n") || stderr != warn || f.schedules[name] == nil {
-			t.Errorf("create %s %q on %d workers: exit %d, stdout %q, stderr %q; want 0 and stderr %q", name, c.flags, len(c.workers), code, stdout, stderr, warn)
-		}
+	}
+	stdout, _, code := f.client("schedule", "status", "big")
+	if code != 0 || !strings.Contains(stdout, "\nunplaceable:   "+why+"\n") {
+		t.Errorf("status big: exit %d, %q; want the unplaceable line", code, stdout)
+	}
+	if stdout, _, _ := f.client("schedule", "status", "fits"); strings.Contains(stdout, "unplaceable") {
+		t.Errorf("status fits: %q; want no unplaceable line", stdout)
 	}
 }

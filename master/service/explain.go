@@ -62,43 +62,71 @@ func explainApp(s api.AppStatus, ws []*model.Worker, tn *tenants) api.AppStatus 
 // the message. A resource no ALIVE worker offers enough of makes the
 // request unplaceable, as too many cores do.
 func waitReason(ws []*model.Worker, cores int, memoryMB int64, res model.ResourceAmounts, what string) string {
-	var alive, fits, room, maxCores int
-	var maxMem int64
-	most := model.ResourceAmounts{}
+	o := offerOf(ws, cores, memoryMB, res)
+	switch {
+	case o.alive == 0:
+		return "waiting: no ALIVE worker"
+	case o.fits == 0:
+		return "waiting: " + o.unplaceable(what)
+	case o.room > 0:
+		return waitReasonQueued
+	}
+	return waitReasonFree
+}
+
+// offer is what the ALIVE workers offer a unit asking for cores,
+// memoryMB (MiB) and res: how many there are, how many could hold it
+// idle (fits) and now (room), and the most cores, memory and amount of
+// each resource asked that one of them has.
+type offer struct {
+	cores                       int
+	memoryMB                    int64
+	res                         model.ResourceAmounts
+	alive, fits, room, maxCores int
+	maxMem                      int64
+	most                        model.ResourceAmounts
+}
+
+// offerOf reads the offer of ws for the unit in one pass.
+func offerOf(ws []*model.Worker, cores int, memoryMB int64, res model.ResourceAmounts) offer {
+	o := offer{cores: cores, memoryMB: memoryMB, res: res, most: model.ResourceAmounts{}}
 	for name := range res {
-		most[name] = 0
+		o.most[name] = 0
 	}
 	for _, w := range ws {
 		if w.State != model.WorkerAlive {
 			continue
 		}
-		alive++
-		maxCores, maxMem = max(maxCores, w.Cores), max(maxMem, w.MemoryMB)
+		o.alive++
+		o.maxCores, o.maxMem = max(o.maxCores, w.Cores), max(o.maxMem, w.MemoryMB)
 		offered := w.Resources.Counts()
 		for name := range res {
-			most[name] = max(most[name], offered[name])
+			o.most[name] = max(o.most[name], offered[name])
 		}
 		if w.CouldHold(cores, memoryMB, res) {
-			fits++
+			o.fits++
 		}
 		if w.CoresFree() >= cores && w.MemoryFreeMB() >= memoryMB && res.Fits(w.ResourcesFree().Counts()) {
-			room++
+			o.room++
 		}
 	}
+	return o
+}
+
+// unplaceable is why the unit can never be placed while the workers
+// stay as they are: api.ReasonUnplaceable, what it asks (what
+// qualifying it) and what the largest worker offers; "" when an ALIVE
+// worker could hold it idle, or none is ALIVE.
+func (o offer) unplaceable(what string) string {
+	if o.alive == 0 || o.fits > 0 {
+		return ""
+	}
 	asks, offers := "", ""
-	if len(res) > 0 {
-		asks, offers = ", "+res.String(), ", "+most.String()
+	if len(o.res) > 0 {
+		asks, offers = ", "+o.res.String(), ", "+o.most.String()
 	}
-	switch {
-	case alive == 0:
-		return "waiting: no ALIVE worker"
-	case fits == 0:
-		return fmt.Sprintf("waiting: %s (asks %s, %d MiB%s%s; the largest worker offers %s, %d MiB%s)",
-			api.ReasonUnplaceable, plural.Count(cores, "core"), memoryMB, asks, what, plural.Count(maxCores, "core"), maxMem, offers)
-	case room > 0:
-		return waitReasonQueued
-	}
-	return waitReasonFree
+	return fmt.Sprintf("%s (asks %s, %d MiB%s%s; the largest worker offers %s, %d MiB%s)",
+		api.ReasonUnplaceable, plural.Count(o.cores, "core"), o.memoryMB, asks, what, plural.Count(o.maxCores, "core"), o.maxMem, offers)
 }
 
 // Why something waits that fits on some ALIVE worker: there is room now,

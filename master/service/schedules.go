@@ -242,14 +242,19 @@ func (s *Scheduling) scopedSchedule(c auth.Caller, name, notDone string) (*model
 	return sc, nil
 }
 
-// scheduleStatus is schedule name as the tables hold it now.
+// scheduleStatus is schedule name as the tables hold it now, with
+// whether the workers could hold its driver (api.ScheduleStatus's
+// Unplaceable: the wait reason its runs would show).
 func (s *Scheduling) scheduleStatus(name string) (api.ScheduleStatus, error) {
 	st := s.FSM.State()
 	sc, ok := st.Schedule(name)
 	if !ok {
 		return api.ScheduleStatus{}, api.Errorf(model.ErrUnknownSchedule, "%s: %s", model.ErrUnknownSchedule, name)
 	}
-	return scheduleStatus(st, sc, now()), nil
+	out := scheduleStatus(st, sc, now())
+	t := sc.Template
+	out.Unplaceable = offerOf(st.Workers(), t.Cores, t.MemoryMB, t.Resources).unplaceable("")
+	return out, nil
 }
 
 // scheduleStatus is sc at now (Unix ms) with its next slot, 0 when
