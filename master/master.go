@@ -629,12 +629,16 @@ func (m *Master) blobVoters() []blobsync.Peer {
 }
 
 // current reports whether this master's tables are as current as it can
-// tell: it knows a leader and Raft has applied every entry it knows
-// committed. Garbage collection of uploads waits for it.
+// tell: it knows a leader and every entry it knows committed is applied.
+// Garbage collection of uploads waits for it. The FSM's index counts
+// too: Raft records an entry applied only after FSM.Apply returns, and
+// what Apply published (an event stream's wake-up) may ask in between;
+// Raft's own counts the entries the FSM never sees (a new leader's
+// no-op, a configuration change).
 func (m *Master) current() bool {
 	_, leader := m.raft.LeaderWithID()
 	commit := m.raft.CommitIndex()
-	return leader != "" && commit > 0 && m.raft.AppliedIndex() >= commit
+	return leader != "" && commit > 0 && max(m.fsm.Index(), m.raft.AppliedIndex()) >= commit
 }
 
 // allVoters returns the IDs of every voter of the latest Raft
