@@ -10,7 +10,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -527,7 +526,7 @@ func finalViews(c *testcluster.Cluster, dir string, schedules bool) ([]checker.M
 			st, err := testcluster.State(ctx, n)
 			var rows []*model.Schedule
 			if err == nil && schedules {
-				rows, err = ownSchedules(ctx, c, n)
+				rows, err = ownSchedules(ctx, n)
 			}
 			cancel()
 			if err != nil {
@@ -557,25 +556,12 @@ func finalViews(c *testcluster.Cluster, dir string, schedules bool) ([]checker.M
 }
 
 // ownSchedules reads master n's own schedule rows (GET /v1/schedules,
-// stale: answered from its tables, not the leader's). The suite's
-// cluster runs without credentials. Schedules do not change once
-// suspended, so they are those of the tables read with them.
-func ownSchedules(ctx context.Context, c *testcluster.Cluster, n *testcluster.Node) ([]*model.Schedule, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.Scheme()+"://"+n.HTTP+api.V1Schedules.Pattern+"?all_namespaces=true&stale=true", nil)
-	if err != nil {
-		return nil, err
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("%s: GET schedules: %s", n.ID, resp.Status)
-	}
+// stale: answered from its tables, not the leader's). Schedules do not
+// change once suspended, so they are those of the tables read with them.
+func ownSchedules(ctx context.Context, n *testcluster.Node) ([]*model.Schedule, error) {
 	var list api.ScheduleList
-	if err := json.NewDecoder(resp.Body).Decode(&list); err != nil {
-		return nil, err
+	if err := testcluster.Get(ctx, n, api.V1Schedules.Pattern+"?all_namespaces=true&stale=true", &list); err != nil {
+		return nil, fmt.Errorf("%s: GET schedules: %w", n.ID, err)
 	}
 	rows := make([]*model.Schedule, 0, len(list.Schedules))
 	for _, s := range list.Schedules {

@@ -675,27 +675,34 @@ func (c *Cluster) Scheme() string {
 
 // State reads /v1/state from one node.
 func State(ctx context.Context, n *Node) (*api.State, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, n.c.Scheme()+"://"+n.HTTP+"/v1/state", nil)
-	if err != nil {
+	var st api.State
+	if err := Get(ctx, n, "/v1/state", &st); err != nil {
 		return nil, err
+	}
+	return &st, nil
+}
+
+// Get reads the JSON answer of GET path (with its query) from node n
+// itself, with the cluster's operator token when it has one, into v; an
+// answer other than 200 is an error naming its status.
+func Get(ctx context.Context, n *Node, path string, v any) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, n.c.Scheme()+"://"+n.HTTP+path, nil)
+	if err != nil {
+		return err
 	}
 	if n.c.Secrets != nil {
 		tok, err := os.ReadFile(n.c.Secrets.OperatorToken)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		req.Header.Set("Authorization", "Bearer "+strings.TrimSpace(string(tok)))
 	}
 	resp, err := n.c.hc.Do(req)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	defer resp.Body.Close()
-	var st api.State
-	if err := decodeJSON(resp, &st); err != nil {
-		return nil, err
-	}
-	return &st, nil
+	return decodeJSON(resp, v)
 }
 
 // Follower returns a master other than leader (nil for a one-master
