@@ -103,8 +103,8 @@ func clean() Input {
 			run("dD", 1, 400, "w2", 9, 10),
 		},
 		Sightings: []probe.Sighting{
-			{Driver: "dA", Attempt: 1, PID: 100, First: at(1.05), Last: at(7.05)},
-			{Driver: "dB", Attempt: 1, PID: 200, First: at(0.6), Last: at(3.2)},
+			{Driver: "dA", Attempt: 1, Worker: "w1", PID: 100, First: at(1.05), Last: at(7.05)},
+			{Driver: "dB", Attempt: 1, Worker: "w2", PID: 200, First: at(0.6), Last: at(3.2)},
 		},
 		Final: []MasterView{
 			{ID: "m1", StateHash: "abcdef0123456789", StateIndex: 100, Drivers: rows()},
@@ -362,6 +362,19 @@ func TestKilledStaysDead(t *testing.T) {
 	in = clean()
 	in.Sightings[1].Last = at(4.5)
 	expectFail(t, in, NameKilledStaysDead, "dB")
+
+	// Killed while its probe was still starting: no trace, only the
+	// sampler's sighting, which names its worker. Seen until 6.5 s, past
+	// the grace (4.1 s): fails while w2 was reachable, passes while w2
+	// was paused from 3.5 s to 5 s (the pause's stop plus CutSlack is 7 s).
+	in = clean()
+	in.Runs = slices.DeleteFunc(in.Runs, func(r probe.Run) bool { return r.Driver == "dB" })
+	in.Sightings[1].Last = at(6.5)
+	expectFail(t, in, NameKilledStaysDead, "dB")
+	h.ops = in.Ops
+	h.fault(2, "pause-worker", []string{"w2"}, 3.5, 5)
+	in.Ops = h.ops
+	expectPass(t, in, NameKilledStaysDead)
 }
 
 func masterIDs(in Input) []string {

@@ -29,10 +29,7 @@ type lifeKey struct {
 }
 
 // lives merges runs and sightings into one life per process, per driver.
-// A sighting takes its worker from the runs of the same driver and attempt,
-// since the sampler cannot see which worker launched a process.
 func lives(runs []probe.Run, sightings []probe.Sighting) map[string][]life {
-	workers := map[lifeKey]string{} // pid 0: any run of that attempt
 	byKey := map[lifeKey]*life{}
 	var order []lifeKey
 	add := func(k lifeKey, worker string, start, end int64) {
@@ -51,20 +48,13 @@ func lives(runs []probe.Run, sightings []probe.Sighting) map[string][]life {
 			continue // an empty trace: the process died before its first line
 		}
 		add(lifeKey{r.Driver, r.Attempt, r.PID}, r.Worker, r.Start, r.Alive())
-		if r.Worker != "" {
-			workers[lifeKey{r.Driver, r.Attempt, 0}] = r.Worker
-		}
 	}
 	for _, s := range sightings {
-		add(lifeKey{s.Driver, s.Attempt, s.PID}, workers[lifeKey{s.Driver, s.Attempt, 0}], s.First, s.Last)
+		add(lifeKey{s.Driver, s.Attempt, s.PID}, s.Worker, s.First, s.Last)
 	}
 	out := map[string][]life{}
 	for _, k := range order {
-		l := byKey[k]
-		if l.worker == "" {
-			l.worker = workers[lifeKey{k.driver, k.attempt, 0}]
-		}
-		out[k.driver] = append(out[k.driver], *l)
+		out[k.driver] = append(out[k.driver], *byKey[k])
 	}
 	for _, ls := range out {
 		sort.Slice(ls, func(i, j int) bool { return ls[i].start < ls[j].start })
@@ -343,19 +333,12 @@ func KilledStaysDead(in Input) Result {
 			flag(r.Driver, fmt.Sprintf("attempt %d alive %.2fs after the kill", r.Attempt, seconds(r.Alive()-t)))
 		}
 	}
-	byDriver := lives(in.Runs, nil)
 	for _, s := range in.Sightings {
 		t, ok := killedAt[s.Driver]
 		if !ok {
 			continue
 		}
-		worker := ""
-		for _, l := range byDriver[s.Driver] {
-			if l.attempt == s.Attempt {
-				worker = l.worker
-			}
-		}
-		if s.Last > deadline(t, worker) {
+		if s.Last > deadline(t, s.Worker) {
 			flag(s.Driver, fmt.Sprintf("attempt %d (pid %d) seen alive %.2fs after the kill", s.Attempt, s.PID, seconds(s.Last-t)))
 		}
 	}

@@ -1,5 +1,5 @@
-// Package probe is the suite's test driver and what reads its traces. A
-// probe records, per run of a driver attempt, when it started, a heartbeat
+// Package probe is the suite's test driver (run as jepsen/cmd/probe) and
+// what reads its traces. A probe records, per run of a driver attempt, when it started, a heartbeat
 // every 100 ms, and how it ended, in its own file; the checkers use these
 // to see which attempts were alive when. A sampler of /proc gives a second,
 // independent view of which probe processes were alive.
@@ -33,8 +33,8 @@ type Spec struct {
 	FailFirst int
 }
 
-// Args returns the command-line arguments for spec, after the program and
-// its "probe" subcommand.
+// Args returns the command-line arguments for spec, after the program
+// (jepsen/cmd/probe).
 func (s Spec) Args() []string {
 	return []string{"--dir", s.Dir, "--run", s.Run.String(), "--fail-first", strconv.Itoa(s.FailFirst)}
 }
@@ -191,92 +191,132 @@ func readRun(path string) (Run, error) {
 }
 
 // Sighting is a probe process the sampler saw alive, from First to Last
-// (Unix nanoseconds).
+// (Unix nanoseconds), with the driver, attempt and worker its environment
+// named. Worker is known even when the probe never wrote its trace (it
+// was killed while it started), so that a fault on that worker counts
+// for it.
 type Sighting struct {
 	Driver  string
 	Attempt int
+	Worker  string
 	PID     int
 	First   int64
 	Last    int64
 }
 
 // Sample scans /proc every interval until ctx ends, for processes running
-// program with the "probe" subcommand, and returns what it saw.
+// program, and returns what it saw. A process is one PID and start time:
+// a PID the kernel gives again to a later probe makes a sighting of its
+// own.
 func Sample(ctx context.Context, program string, interval time.Duration) []Sighting {
-	seen := map[int]*Sighting{}
-	var order []int
+	s := sampler{program: program, seen: map[process]*Sighting{}}
 	tick := time.NewTicker(interval)
 	defer tick.Stop()
 	for {
-		now := time.Now().UnixNano()
-		procs, _ := filepath.Glob("/proc/[0-9]*")
-		for _, p := range procs {
-			pid, err := strconv.Atoi(filepath.Base(p))
-			if err != nil {
-				continue
-			}
-			if s, ok := seen[pid]; ok {
-				if stillProbe(p, program) {
-					s.Last = now
-				}
-				continue
-			}
-			driver, attempt, ok := probeProcess(p, program)
-			if !ok {
-				continue
-			}
-			seen[pid] = &Sighting{Driver: driver, Attempt: attempt, PID: pid, First: now, Last: now}
-			order = append(order, pid)
-		}
+		s.scan(time.Now().UnixNano())
 		select {
 		case <-ctx.Done():
-			out := make([]Sighting, len(order))
-			for i, pid := range order {
-				out[i] = *seen[pid]
-			}
-			return out
+			return s.sightings()
 		case <-tick.C:
 		}
 	}
 }
 
-func stillProbe(p, program string) bool {
-	b, err := os.ReadFile(filepath.Join(p, "cmdline"))
-	if err != nil {
-		return false
-	}
-	args := strings.Split(string(b), "\x00")
-	if len(args) < 2 || args[0] != program || args[1] != "probe" {
-		return false
-	}
-	// A zombie (exited, not yet reaped) is not alive.
-	st, err := os.ReadFile(filepath.Join(p, "stat"))
-	if err != nil {
-		return false
-	}
-	if i := strings.LastIndexByte(string(st), ')'); i >= 0 && i+2 < len(st) && st[i+2] == 'Z' {
-		return false
-	}
-	return true
+// process is one process: its PID and /proc/PID/stat's starttime (clock
+// ticks since boot).
+type process struct {
+	pid   int
+	start string
 }
 
-func probeProcess(p, program string) (string, int, bool) {
-	if !stillProbe(p, program) {
-		return "", 0, false
+// sampler is what Sample has seen so far, in the order it first saw it.
+type sampler struct {
+	program string
+	seen    map[process]*Sighting
+	order   []process
+}
+
+// scan reads /proc once, at now (Unix ns).
+func (s *sampler) scan(now int64) {
+	procs, _ := filepath.Glob("/proc/[0-9]*")
+	for _, p := range procs {
+		pid, err := strconv.Atoi(filepath.Base(p))
+		if err != nil {
+			continue
+		}
+		start, ok := liveProbe(p, s.program)
+		if !ok {
+			continue
+		}
+		k := process{pid, start}
+		if seen, ok := s.seen[k]; ok {
+			seen.Last = now
+			continue
+		}
+		sg, ok := probeEnv(p)
+		if !ok {
+			continue
+		}
+		sg.PID, sg.First, sg.Last = pid, now, now
+		s.seen[k] = &sg
+		s.order = append(s.order, k)
 	}
+}
+
+func (s *sampler) sightings() []Sighting {
+	out := make([]Sighting, len(s.order))
+	for i, k := range s.order {
+		out[i] = *s.seen[k]
+	}
+	return out
+}
+
+// liveProbe says whether the process at p runs program and has not
+// exited (a zombie, exited and not yet reaped, is not alive), and gives
+// its start time.
+func liveProbe(p, program string) (string, bool) {
+	b, err := os.ReadFile(filepath.Join(p, "cmdline"))
+	if err != nil {
+		return "", false
+	}
+	if args := strings.Split(string(b), "\x00"); args[0] != program {
+		return "", false
+	}
+	st, err := os.ReadFile(filepath.Join(p, "stat"))
+	if err != nil {
+		return "", false
+	}
+	// After the command name in parentheses: state, then starttime as the
+	// 20th field.
+	i := strings.LastIndexByte(string(st), ')')
+	if i < 0 {
+		return "", false
+	}
+	fs := strings.Fields(string(st[i+1:]))
+	if len(fs) < 20 || fs[0] == "Z" {
+		return "", false
+	}
+	return fs[19], true
+}
+
+// probeEnv reads the driver, attempt and worker from the environment of
+// the process at p; ok is false when it names no driver.
+func probeEnv(p string) (Sighting, bool) {
+	var s Sighting
 	env, err := os.ReadFile(filepath.Join(p, "environ"))
 	if err != nil {
-		return "", 0, false
+		return s, false
 	}
-	var driver string
-	attempt := 0
 	for _, kv := range strings.Split(string(env), "\x00") {
-		if v, ok := strings.CutPrefix(kv, "DROVER_DRIVER_ID="); ok {
-			driver = v
-		}
-		if v, ok := strings.CutPrefix(kv, "DROVER_ATTEMPT="); ok {
-			attempt, _ = strconv.Atoi(v)
+		k, v, _ := strings.Cut(kv, "=")
+		switch k {
+		case "DROVER_DRIVER_ID":
+			s.Driver = v
+		case "DROVER_ATTEMPT":
+			s.Attempt, _ = strconv.Atoi(v)
+		case "DROVER_WORKER_ID":
+			s.Worker = v
 		}
 	}
-	return driver, attempt, driver != ""
+	return s, s.Driver != ""
 }
