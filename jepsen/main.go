@@ -29,15 +29,11 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/drover-project/drover/jepsen/nemesis"
-	"github.com/drover-project/drover/jepsen/probe"
 	"github.com/drover-project/drover/jepsen/suite"
 	"github.com/drover-project/drover/tests/testcluster"
 )
 
 func main() {
-	if len(os.Args) > 1 && os.Args[1] == "probe" {
-		os.Exit(probe.Main(os.Args[2:]))
-	}
 	os.Exit(run())
 }
 

@@ -2,7 +2,8 @@
 // inside the caller's private network namespace, the workload's clients and
 // the nemesis's faults for a while, then a heal, a drain, and the checkers.
 // Everything goes into a run folder: history.jsonl, results.json, the
-// porcupine visualization, timeline.html, plot.svg, the nodes' logs.
+// sampler's sightings.json, the porcupine visualization, timeline.html,
+// plot.svg, the nodes' logs.
 package suite
 
 import (
@@ -74,10 +75,6 @@ type Config struct {
 	WriteBound time.Duration
 	// Binary is the drover binary (default: built from this module).
 	Binary string
-	// Program is the executable that drivers run as "Program probe ..."
-	// (default: this process's own executable, which must call
-	// probe.Main for that subcommand).
-	Program string
 	// Logf reports progress (default: discard).
 	Logf func(format string, args ...any)
 }
@@ -166,17 +163,24 @@ func Run(ctx context.Context, cfg Config) (out *Outcome, err error) {
 	// job's program: the probes must reach their program and write their
 	// traces, as a job's user reaches what it runs and writes where it
 	// may. The run folder lets them pass, the probes' folder is open to
-	// all as /tmp is, and the program is a copy inside the run folder
-	// (this process's own may sit in a build directory only its user
-	// can enter).
+	// all as /tmp is, and the program is built inside the run folder.
 	if err := os.Chmod(dir, 0o711); err != nil {
 		return nil, err
 	}
 	if err := os.Chmod(probes, os.ModeSticky|0o777); err != nil {
 		return nil, err
 	}
-	if cfg.Program, err = install(cfg.Program, filepath.Join(dir, "probe-program")); err != nil {
+	// Without the race detector, whatever this process was built with:
+	// the probes check nothing of Drover's, and race-instrumented ones,
+	// dozens starting at once, starved the workers of a two-core machine
+	// until they missed their heartbeats.
+	// Mode 0755 whatever the umask: nobody runs it.
+	program := filepath.Join(dir, "probe-program")
+	if err := testcluster.GoBuild(program, "github.com/drover-project/drover/jepsen/cmd/probe", false, ""); err != nil {
 		return nil, fmt.Errorf("probe program: %w", err)
+	}
+	if err := os.Chmod(program, 0o755); err != nil {
+		return nil, err
 	}
 	if err := writeJSON(filepath.Join(dir, "schedule.json"), steps); err != nil {
 		return nil, err
@@ -216,7 +220,7 @@ func Run(ctx context.Context, cfg Config) (out *Outcome, err error) {
 	defer rec.Close()
 	masters := strings.Split(c.MasterAddrs, ",")
 	wcfg := workload.Config{
-		Masters: masters, Clients: cfg.Clients, Seed: cfg.Seed, Program: cfg.Program, ProbeDir: probes,
+		Masters: masters, Clients: cfg.Clients, Seed: cfg.Seed, Program: program, ProbeDir: probes,
 		OpTimeout: 5 * time.Second, Pause: 500 * time.Millisecond,
 	}
 	var nss []model.Namespace
@@ -235,7 +239,7 @@ func Run(ctx context.Context, cfg Config) (out *Outcome, err error) {
 		wcfg.Namespaces = names(nss)
 	}
 	if cfg.Cron {
-		if scheds, err = setupSchedules(c, cfg.Program, probes, cfg.Logf); err != nil {
+		if scheds, err = setupSchedules(c, program, probes, cfg.Logf); err != nil {
 			return nil, err
 		}
 		wcfg.Schedules = scheds
@@ -248,7 +252,7 @@ func Run(ctx context.Context, cfg Config) (out *Outcome, err error) {
 
 	sampleCtx, stopSampler := context.WithCancel(context.Background())
 	sightings := make(chan []probe.Sighting, 1)
-	go func() { sightings <- probe.Sample(sampleCtx, cfg.Program, 50*time.Millisecond) }()
+	go func() { sightings <- probe.Sample(sampleCtx, program, 50*time.Millisecond) }()
 	defer stopSampler()
 
 	cfg.Logf("run %s: %d masters, %d workers, %d clients, %s fencing, isolation %s, nemesis %v for %s, seed %d",
@@ -287,6 +291,11 @@ func Run(ctx context.Context, cfg Config) (out *Outcome, err error) {
 	}
 	stopSampler()
 	in.Sightings = <-sightings
+	// Kept beside the probes' traces: the checkers read both, and a
+	// failed one is read again from the folder.
+	if err := writeJSON(filepath.Join(dir, "sightings.json"), in.Sightings); err != nil {
+		return nil, err
+	}
 	if err := rec.Close(); err != nil {
 		return nil, err
 	}
@@ -436,9 +445,6 @@ func withDefaults(cfg Config) Config {
 	if cfg.Isolation == "" {
 		cfg.Isolation = "auto"
 	}
-	if cfg.Program == "" {
-		cfg.Program, _ = os.Executable()
-	}
 	if cfg.Logf == nil {
 		cfg.Logf = func(string, ...any) {}
 	}
@@ -569,15 +575,6 @@ func ownSchedules(ctx context.Context, n *testcluster.Node) ([]*model.Schedule, 
 		rows = append(rows, &row)
 	}
 	return rows, nil
-}
-
-// install copies the executable at from to to, mode 0755, and returns to.
-func install(from, to string) (string, error) {
-	b, err := os.ReadFile(from)
-	if err != nil {
-		return "", err
-	}
-	return to, os.WriteFile(to, b, 0o755)
 }
 
 func copyLogs(from, to string) {

@@ -8,16 +8,11 @@ import (
 	"time"
 
 	"github.com/drover-project/drover/jepsen/checker"
-	"github.com/drover-project/drover/jepsen/probe"
 	"github.com/drover-project/drover/tests/testcluster"
 )
 
-// TestMain lets the test binary serve as the probe program: workers run
-// it as "TESTBINARY probe ...".
+// TestMain removes the drover binary the package's tests built.
 func TestMain(m *testing.M) {
-	if len(os.Args) > 1 && os.Args[1] == "probe" {
-		os.Exit(probe.Main(os.Args[2:]))
-	}
 	code := m.Run()
 	testcluster.RemoveBuilt()
 	os.Exit(code)

@@ -26,7 +26,7 @@ import (
 // clients' drivers. Specs are in UTC, where every local time exists once.
 func Schedules(program, dir string) []api.ScheduleRequest {
 	sched := func(name, spec string, c model.Concurrency, deadline time.Duration, run time.Duration) api.ScheduleRequest {
-		argv := append([]string{program, "probe"}, probe.Spec{Dir: dir, Run: run}.Args()...)
+		argv := append([]string{program}, probe.Spec{Dir: dir, Run: run}.Args()...)
 		return api.ScheduleRequest{Name: name, Cron: spec, Concurrency: c, StartingDeadlineMS: deadline.Milliseconds(),
 			Template: api.SubmitRequest{DriverSpec: model.DriverSpec{Argv: argv, Cores: 1, MemoryMB: 64}}}
 	}

@@ -28,7 +28,8 @@ type Config struct {
 	Clients int
 	// Seed draws every client's choice of operations.
 	Seed uint64
-	// Program is the probe executable; drivers run Program probe ARGS.
+	// Program is the probe executable (jepsen/cmd/probe); drivers run
+	// Program ARGS.
 	Program string
 	// ProbeDir is where probes write their traces.
 	ProbeDir string
@@ -144,7 +145,7 @@ func (w *Workload) Submit(ctx context.Context, p int, rng *rand.Rand) history.Op
 	req := api.SubmitRequest{
 		Token: client.NewToken(),
 		DriverSpec: model.DriverSpec{
-			Argv:      append([]string{w.cfg.Program, "probe"}, spec.Args()...),
+			Argv:      append([]string{w.cfg.Program}, spec.Args()...),
 			Cores:     1,
 			MemoryMB:  64,
 			Supervise: supervise,

@@ -95,18 +95,25 @@ func Build(tags string) (string, error) {
 		return "", err
 	}
 	bin := filepath.Join(dir, "drover")
-	args := []string{"build", "-o", bin}
-	if raceEnabled {
+	return bin, GoBuild(bin, "github.com/drover-project/drover/cmd/drover", raceEnabled, tags)
+}
+
+// GoBuild builds the main package pkg (an import path of this module) into
+// the file out, with the race detector when race is set and with the given
+// build tags (comma-separated; "" for none). The error carries go build's
+// output.
+func GoBuild(out, pkg string, race bool, tags string) error {
+	args := []string{"build", "-o", out}
+	if race {
 		args = append(args, "-race")
 	}
 	if tags != "" {
 		args = append(args, "-tags", tags)
 	}
-	cmd := exec.Command("go", append(args, "github.com/drover-project/drover/cmd/drover")...)
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("go build: %v\n%s", err, out)
+	if b, err := exec.Command("go", append(args, pkg)...).CombinedOutput(); err != nil {
+		return fmt.Errorf("go build %s: %v\n%s", pkg, err, b)
 	}
-	return bin, nil
+	return nil
 }
 
 // Options shape a cluster. Zero values take the defaults noted.
