@@ -1,8 +1,9 @@
 // Package probe is the suite's test driver (run as jepsen/cmd/probe) and
-// what reads its traces. A probe records, per run of a driver attempt, when it started, a heartbeat
-// every 100 ms, and how it ended, in its own file; the checkers use these
-// to see which attempts were alive when. A sampler of /proc gives a second,
-// independent view of which probe processes were alive.
+// what reads its traces. A probe records, per run of a driver attempt,
+// when it started, a heartbeat every 100 ms, and how it ended, in its own
+// file; the checkers use these to see which attempts were alive when. A
+// sampler of /proc gives a second, independent view of which probe
+// processes were alive.
 package probe
 
 import (

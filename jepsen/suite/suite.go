@@ -174,11 +174,11 @@ func Run(ctx context.Context, cfg Config) (out *Outcome, err error) {
 	// the probes check nothing of Drover's, and race-instrumented ones,
 	// dozens starting at once, starved the workers of a two-core machine
 	// until they missed their heartbeats.
-	// Mode 0755 whatever the umask: nobody runs it.
 	program := filepath.Join(dir, "probe-program")
 	if err := testcluster.GoBuild(program, "github.com/drover-project/drover/jepsen/cmd/probe", false, ""); err != nil {
 		return nil, fmt.Errorf("probe program: %w", err)
 	}
+	// Mode 0755 whatever the umask: nobody runs it.
 	if err := os.Chmod(program, 0o755); err != nil {
 		return nil, err
 	}
