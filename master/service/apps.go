@@ -219,12 +219,15 @@ func (s *Applications) ownApp(c auth.Caller, id string) (api.AppStatus, error) {
 }
 
 func (s *Applications) currentApp(id string) (api.AppStatus, bool) {
-	a, es, ok := s.FSM.State().App(id)
-	if !ok {
-		return api.AppStatus{}, false
-	}
-	ws := s.FSM.State().Workers()
-	return explainApp(api.AppStatus{App: a, Executors: es}, ws, newTenants(s.FSM.State(), ws, s.cfg.MaxRunningDrivers)), true
+	st, _ := atOneIndex(s.FSM, func() (api.AppStatus, error) {
+		a, es, ok := s.FSM.State().App(id)
+		if !ok {
+			return api.AppStatus{}, nil
+		}
+		ws := s.FSM.State().Workers()
+		return explainApp(api.AppStatus{App: a, Executors: es}, ws, newTenants(s.FSM.State(), ws, s.cfg.MaxRunningDrivers)), nil
+	})
+	return st, st.App != nil
 }
 
 // WatchApp serves V1WatchApp: it answers when the app's status

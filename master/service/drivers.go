@@ -240,12 +240,14 @@ func (s *Core) Driver(ctx context.Context, c auth.Caller, id string, r Read) (*m
 	if err := s.readable(r); err != nil {
 		return nil, err
 	}
-	d, err := s.scopedDriver(c, id)
-	if err != nil {
-		return nil, err
-	}
-	ws := s.FSM.State().Workers()
-	return explainWaiting([]*model.Driver{d}, ws, newTenants(s.FSM.State(), ws, s.cfg.MaxRunningDrivers))[0], nil
+	return atOneIndex(s.FSM, func() (*model.Driver, error) {
+		d, err := s.scopedDriver(c, id)
+		if err != nil {
+			return nil, err
+		}
+		ws := s.FSM.State().Workers()
+		return explainWaiting([]*model.Driver{d}, ws, newTenants(s.FSM.State(), ws, s.cfg.MaxRunningDrivers))[0], nil
+	})
 }
 
 // DriverLogs serves V1DriverLogs: the log is the worker's that ran

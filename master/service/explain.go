@@ -37,6 +37,27 @@ func explainWaiting(ds []*model.Driver, ws []*model.Worker, tn *tenants) []*mode
 	return ds
 }
 
+// readTries bounds atOneIndex's reads.
+const readTries = 5
+
+// atOneIndex returns what read gathers from the tables, read again while
+// the FSM applied an entry during the read. Each of the tables' queries
+// takes the lock on its own, so an answer built from several of them (a
+// waiting driver's row, the workers, the namespaces' use) could mix two
+// indexes: a driver read unplaced, then explained against a use that
+// counts it placed, would say that it waits for its own cores. Entries
+// rarely apply during a read, so the tries are bounded by readTries and
+// the last is answered whatever the index did.
+func atOneIndex[T any](f *fsm.FSM, read func() (T, error)) (T, error) {
+	for try := 1; ; try++ {
+		before := f.Index()
+		out, err := read()
+		if err != nil || try == readTries || f.Index() == before {
+			return out, err
+		}
+	}
+}
+
 // explainApp sets the message of an app that wants executors and has none
 // to why it waits (Spark's "requires more resources than any of our
 // workers have"); like explainWaiting, it is computed on read, on a copy

@@ -237,3 +237,57 @@ func TestExplainAppQuota(t *testing.T) {
 		t.Fatalf("%q, want %q", s.Message, want)
 	}
 }
+
+// A waiting driver is explained against the tables of one index. Read
+// unplaced, then placed by an entry before the namespaces' use is read,
+// it would say that it waits for its own core; read again, it is placed
+// and says nothing. Every try applying an entry, the reads stop at
+// readTries.
+func TestExplanationIsOfOneIndex(t *testing.T) {
+	f := appliedAll(t, &model.RegisterWorker{ID: "w1", HTTPAddr: "h:1", Cores: 4, MemoryMB: 8192, Time: 1},
+		namespaceOf("etl", 1, 1, model.Quota{Cores: 1}), submitTo(0, "etl", 1, nil))
+	index := f.Index()
+	placeBetweenReads := func(try int) func() (*model.Driver, error) {
+		return func() (*model.Driver, error) {
+			d, _ := f.State().Driver(driverID(0))
+			if try == 1 {
+				index++
+				data, err := fsm.Encode(placeOn("w1", 0))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err, ok := f.ApplyCommand(index, data).(error); ok {
+					t.Fatal(err)
+				}
+			}
+			try++
+			ws := f.State().Workers()
+			return explainWaiting([]*model.Driver{d}, ws, newTenants(f.State(), ws, 0))[0], nil
+		}
+	}
+	// One read alone, the entry applied in its midst.
+	torn, _ := placeBetweenReads(1)()
+	if !strings.Contains(torn.Message, "namespace etl is at its cores quota (1 of 1)") || torn.WorkerID != "" {
+		t.Fatalf("the torn read: %q on %q; the test no longer tears it", torn.Message, torn.WorkerID)
+	}
+
+	f = appliedAll(t, &model.RegisterWorker{ID: "w1", HTTPAddr: "h:1", Cores: 4, MemoryMB: 8192, Time: 1},
+		namespaceOf("etl", 1, 1, model.Quota{Cores: 1}), submitTo(0, "etl", 1, nil))
+	index = f.Index()
+	d, err := atOneIndex(f, placeBetweenReads(1))
+	if err != nil || d.WorkerID != "w1" || d.Message != "" {
+		t.Fatalf("read at one index: %+v, %v; want it placed on w1, no wait reason", d, err)
+	}
+
+	tries := 0
+	_, _ = atOneIndex(f, func() (int, error) {
+		tries++
+		index++
+		data, _ := fsm.Encode(namespaceOf("etl", 1, 1, model.Quota{Cores: 1 + tries}))
+		f.ApplyCommand(index, data)
+		return tries, nil
+	})
+	if tries != readTries {
+		t.Fatalf("%d tries while every one applied an entry, want %d", tries, readTries)
+	}
+}

@@ -137,16 +137,18 @@ func (s *Applications) Apps(_ context.Context, c auth.Caller, q api.ListQuery, r
 	if err := s.readable(r); err != nil {
 		return api.AppPage{}, err
 	}
-	apps, execs, more := s.FSM.State().AppPage(f.after, f.limit, func(a *model.App, es []*model.Executor) bool {
-		return (f.worker == "" || slices.ContainsFunc(es, func(e *model.Executor) bool { return e.WorkerID == f.worker })) &&
-			f.keeps(a.Namespace, string(a.State), a.Name) && c.InNamespace(a.Namespace)
+	return atOneIndex(s.FSM, func() (api.AppPage, error) {
+		apps, execs, more := s.FSM.State().AppPage(f.after, f.limit, func(a *model.App, es []*model.Executor) bool {
+			return (f.worker == "" || slices.ContainsFunc(es, func(e *model.Executor) bool { return e.WorkerID == f.worker })) &&
+				f.keeps(a.Namespace, string(a.State), a.Name) && c.InNamespace(a.Namespace)
+		})
+		ws := s.FSM.State().Workers()
+		out := api.AppPage{Apps: make([]api.AppStatus, len(apps))}
+		tn := newTenants(s.FSM.State(), ws, s.cfg.MaxRunningDrivers)
+		for i, a := range apps {
+			out.Apps[i] = explainApp(api.AppStatus{App: a, Executors: execs[i]}, ws, tn)
+		}
+		out.Next = next(more, func() string { return apps[len(apps)-1].ID })
+		return out, nil
 	})
-	ws := s.FSM.State().Workers()
-	out := api.AppPage{Apps: make([]api.AppStatus, len(apps))}
-	tn := newTenants(s.FSM.State(), ws, s.cfg.MaxRunningDrivers)
-	for i, a := range apps {
-		out.Apps[i] = explainApp(api.AppStatus{App: a, Executors: execs[i]}, ws, tn)
-	}
-	out.Next = next(more, func() string { return apps[len(apps)-1].ID })
-	return out, nil
 }

@@ -47,13 +47,16 @@ func (s *Core) State(_ context.Context, c auth.Caller) (api.State, error) {
 // appStatuses returns every app with its executors, waiting ones explained:
 // the State's apps, and what Applications.Apps answers.
 func (s *Core) appStatuses() []api.AppStatus {
-	apps, execs := s.FSM.State().Apps()
-	ws := s.FSM.State().Workers()
-	out := make([]api.AppStatus, len(apps))
-	tn := newTenants(s.FSM.State(), ws, s.cfg.MaxRunningDrivers)
-	for i, a := range apps {
-		out[i] = explainApp(api.AppStatus{App: a, Executors: execs[i]}, ws, tn)
-	}
+	out, _ := atOneIndex(s.FSM, func() ([]api.AppStatus, error) {
+		apps, execs := s.FSM.State().Apps()
+		ws := s.FSM.State().Workers()
+		out := make([]api.AppStatus, len(apps))
+		tn := newTenants(s.FSM.State(), ws, s.cfg.MaxRunningDrivers)
+		for i, a := range apps {
+			out[i] = explainApp(api.AppStatus{App: a, Executors: execs[i]}, ws, tn)
+		}
+		return out, nil
+	})
 	return out
 }
 
